@@ -1,0 +1,55 @@
+// The CPU backend: FP32, GEMMs through CBLAS (OpenBLAS, OpenMP build), other
+// loops with OpenMP. The reference every other backend is tested against.
+#pragma once
+#include "model/backend.hpp"
+
+namespace forge {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  void* alloc(size_t bytes) override;
+  void release(void* p) override;
+  void to_device(void* dst, const void* src, size_t bytes) override;
+  void to_host(void* dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void fill(float* x, float value, size_t n) override;
+
+  void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+            int lda, const float* B, int ldb, float beta, float* C, int ldc) override;
+  void add_inplace(float* y, const float* x, size_t n) override;
+  void scale(float* x, float s, size_t n) override;
+  double sum_squares(const float* x, size_t n) override;
+
+  void embedding_fwd(const int32_t* tokens, const float* table, float* out, int T,
+                     int d) override;
+  void embedding_bwd(const int32_t* tokens, const float* dout, float* dtable, int T,
+                     int d) override;
+  void rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
+                   float eps) override;
+  void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
+                   float* dx, float* dw, int T, int d) override;
+  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, float base,
+            bool inverse) override;
+  void swiglu_fwd(const float* gu, float* out, int T, int F) override;
+  void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override;
+
+  void tree_attention_fwd(const TreeAttentionArgs& a) override;
+  void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override;
+  void head_fwd(const HeadArgs& a) override;
+  void head_bwd(const HeadArgs& a, const HeadGrads& g) override;
+
+  void gather_rows(const float* src, const int32_t* rows, float* dst, int R, int d) override;
+  void scatter_add_rows(const float* src, const int32_t* rows, float* dst, int R,
+                        int d) override;
+  void adamw(float* param, const float* grad, float* m, float* v, size_t n,
+             const AdamWParams& p) override;
+};
+
+// Kernel entry points, one file per family.
+void cpu_tree_attention_fwd(const TreeAttentionArgs& a);
+void cpu_tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g);
+void cpu_head_fwd(const HeadArgs& a);
+void cpu_head_bwd(const HeadArgs& a, const HeadGrads& g);
+
+}  // namespace forge

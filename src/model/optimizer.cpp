@@ -1,0 +1,57 @@
+#include "model/optimizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace forge {
+
+float learning_rate_at(const OptimConfig& c, int step) {
+  if (c.warmup_steps > 0 && step < c.warmup_steps)
+    return c.lr * static_cast<float>(step + 1) / static_cast<float>(c.warmup_steps);
+  if (c.schedule == "constant") return c.lr;
+  if (c.schedule == "cosine") {
+    const int span = std::max(1, c.total_steps - c.warmup_steps);
+    const float progress =
+        std::min(1.0f, static_cast<float>(step - c.warmup_steps) / static_cast<float>(span));
+    const float cosine = 0.5f * (1.0f + std::cos(3.14159265358979f * progress));
+    return c.lr * (c.min_lr_ratio + (1.0f - c.min_lr_ratio) * cosine);
+  }
+  throw InputError("optim.schedule: '" + c.schedule + "' is not one of constant, cosine");
+}
+
+AdamW::AdamW(const OptimConfig& config, PolicyModel& model) : config_(config), model_(model) {
+  Backend& b = model.backend();
+  const size_t n = model.layout().total;
+  m_.resize(b, n);
+  v_.resize(b, n);
+  b.fill(m_.data(), 0.0f, n);
+  b.fill(v_.data(), 0.0f, n);
+}
+
+double AdamW::step() {
+  Backend& b = model_.backend();
+  const size_t n = model_.layout().total;
+  const double norm = std::sqrt(b.sum_squares(model_.grads(), n));
+  if (!std::isfinite(norm))
+    throw Error("gradient norm is not finite at optimizer step " + std::to_string(step_ + 1));
+  AdamWParams p;
+  p.lr = learning_rate_at(config_, step_);
+  p.beta1 = config_.beta1;
+  p.beta2 = config_.beta2;
+  p.eps = config_.eps;
+  p.step = step_ + 1;
+  p.grad_scale = (config_.grad_clip > 0 && norm > config_.grad_clip)
+                     ? static_cast<float>(config_.grad_clip / norm)
+                     : 1.0f;
+  for (const auto& t : model_.layout().tensors) {
+    p.weight_decay = t.decay ? config_.weight_decay : 0.0f;
+    b.adamw(model_.params() + t.offset, model_.grads() + t.offset, m_.data() + t.offset,
+            v_.data() + t.offset, t.numel, p);
+  }
+  ++step_;
+  return norm;
+}
+
+}  // namespace forge

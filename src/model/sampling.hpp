@@ -1,0 +1,24 @@
+// Sampling parameters of one generation request. Sampling draws from
+// softmax(logits / temperature) restricted to the top_k tokens and to the
+// smallest set whose probability reaches top_p; the random number for
+// position p of a request is counter_uniform(seed, p), so the same request
+// and seed give the same tokens whatever else is in the batch.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace forge {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy
+  float top_p = 1.0f;        // (0, 1]
+  int top_k = 0;             // 0 = all
+  int max_new_tokens = 64;
+  std::vector<int32_t> stop_tokens;  // generation ends after emitting one
+  uint64_t seed = 0;
+};
+
+// Picks a token from one row of logits (already divided by the temperature).
+int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01);
+
+}  // namespace forge
