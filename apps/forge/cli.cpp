@@ -1,0 +1,145 @@
+#include "cli.hpp"
+
+#include <algorithm>
+#include <boost/version.hpp>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace forge::cli {
+namespace {
+
+// Function-local so that registration from other translation units' static
+// initializers never sees it unconstructed. Stable addresses for find_command.
+std::vector<std::unique_ptr<Command>>& table() {
+  static std::vector<std::unique_ptr<Command>> t;
+  return t;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string version_line() {
+  std::string v = std::string("forge ") + kVersion + " (C++20, Boost " + BOOST_LIB_VERSION;
+#ifdef FORGE_WITH_CUDA
+  v += ", CUDA backend: built";
+#else
+  v += ", CUDA backend: not built";
+#endif
+  return v + ")";
+}
+
+}  // namespace
+
+bool register_command(Command command) {
+  FORGE_CHECK(!command.name.empty() && command.run, "command without a name or function");
+  FORGE_CHECK(find_command(command.name) == nullptr,
+              "command '" + command.name + "' registered twice");
+  table().push_back(std::make_unique<Command>(std::move(command)));
+  return true;
+}
+
+std::vector<Command> commands() {
+  std::vector<Command> out;
+  for (const auto& c : table()) out.push_back(*c);
+  std::sort(out.begin(), out.end(), [](const Command& a, const Command& b) { return a.name < b.name; });
+  return out;
+}
+
+const Command* find_command(const std::string& name) {
+  for (const auto& c : table())
+    if (c->name == name) return c.get();
+  return nullptr;
+}
+
+std::string usage() {
+  std::ostringstream out;
+  out << "forge " << kVersion << ": asynchronous agent reinforcement learning on MPI ranks\n\n"
+      << "Usage: forge <command> [options]\n"
+      << "       forge <command> --help    the command's options with their defaults\n"
+      << "       forge --version\n\n"
+      << "Commands:\n";
+  const auto cmds = commands();
+  size_t width = 0;
+  for (const auto& c : cmds) width = std::max(width, c.name.size());
+  for (const auto& c : cmds)
+    out << "  " << c.name << std::string(width - c.name.size() + 3, ' ') << c.summary << "\n";
+  out << "\nOptions come from defaults, then --config FILE (INI), then --key=value flags.\n"
+      << "See docs/configuration.md. Bad input exits with code 2, other failures with 1.\n";
+  return out.str();
+}
+
+bool parse_options(OptionSet& opts, int argc, char** argv) {
+  if (opts.parse(argc, argv).help_requested) {
+    std::cout << opts.help() << std::flush;
+    return false;
+  }
+  return true;
+}
+
+int run_main(int argc, char** argv) {
+  try {
+    if (argc < 2) {
+      std::cerr << usage();
+      return 2;
+    }
+    const std::string first = argv[1];
+    if (first == "--help" || first == "-h" || first == "help") {
+      if (first == "help" && argc >= 3) {
+        // `forge help <command>` is `forge <command> --help`.
+        const Command* c = find_command(argv[2]);
+        if (!c) throw InputError("unknown command '" + std::string(argv[2]) + "'");
+        char help_flag[] = "--help";
+        char* sub[] = {argv[2], help_flag, nullptr};
+        return c->run(2, sub);
+      }
+      std::cout << usage();
+      return 0;
+    }
+    if (first == "--version" || first == "-V") {
+      std::cout << version_line() << "\n";
+      return 0;
+    }
+    const Command* c = find_command(first);
+    if (!c) {
+      std::string msg = "unknown command '" + first + "'";
+      std::string best;
+      size_t best_d = 3;
+      for (const auto& cmd : commands()) {
+        const size_t d = edit_distance(first, cmd.name);
+        if (d < best_d) best_d = d, best = cmd.name;
+      }
+      if (!best.empty()) msg += " (did you mean '" + best + "'?)";
+      if (!first.empty() && first[0] == '-') msg = "unknown option '" + first + "' before the command";
+      std::cerr << "forge: error: " << msg << "\nRun 'forge --help' for the list of commands.\n";
+      return 2;
+    }
+    return c->run(argc - 1, argv + 1);
+  } catch (const InputError& e) {
+    std::cout.flush();
+    std::cerr << "forge: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    std::cerr << "forge: error: " << e.what() << "\n";
+    return 1;
+  } catch (...) {
+    std::cerr << "forge: error: unknown exception\n";
+    return 1;
+  }
+}
+
+}  // namespace forge::cli

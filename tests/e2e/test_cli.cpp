@@ -1,0 +1,125 @@
+// The forge binary end to end: command dispatch, help, exit codes (0 ok,
+// 2 bad input, named on stderr) and `forge config` on the default config.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `forge ARGS` from the source tree (so relative paths like
+// configs/default.ini resolve as in the README), capturing both streams.
+Result forge(const std::string& args) {
+  // Unique per process: ctest runs the tests of this file in parallel.
+  const std::string stem = ::testing::TempDir() + "forge_cli_" + std::to_string(getpid());
+  const std::string out = stem + ".out", err = stem + ".err";
+  const std::string cmd = std::string("cd '") + FORGE_SOURCE_DIR + "' && '" FORGE_BINARY_DIR
+                          "/forge' " + args + " >'" + out + "' 2>'" + err + "'";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  return r;
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+TEST(Cli, HelpListsCommands) {
+  const Result r = forge("--help");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "config")) << r.out;
+  EXPECT_TRUE(contains(r.out, "Usage: forge <command>")) << r.out;
+}
+
+TEST(Cli, NoArgumentsIsUsageError) {
+  const Result r = forge("");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "Usage")) << r.err;
+}
+
+TEST(Cli, Version) {
+  const Result r = forge("--version");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "forge ")) << r.out;
+}
+
+TEST(Cli, UnknownCommand) {
+  const Result r = forge("no-such-command");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "forge: error: unknown command 'no-such-command'")) << r.err;
+}
+
+TEST(Cli, CommandHelpListsOptionsWithDefaults) {
+  Result r = forge("config --help");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "--model.d_model <int>")) << r.out;
+  EXPECT_TRUE(contains(r.out, "(default: 256")) << r.out;
+  EXPECT_TRUE(contains(r.out, "--run.dir <string>")) << r.out;
+  r = forge("help config");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "--optim.lr")) << r.out;
+}
+
+TEST(Cli, WrongTypeNamesTheKey) {
+  const Result r = forge("config --model.d_model=abc");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "forge: error: ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "model.d_model")) << r.err;
+  EXPECT_TRUE(contains(r.err, "abc")) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(Cli, UnknownFlag) {
+  const Result r = forge("config --nonsense=1");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "nonsense")) << r.err;
+}
+
+TEST(Cli, OutOfRangeAndMissingFile) {
+  Result r = forge("config --optim.lr=-1");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "optim.lr")) << r.err;
+  r = forge("config --config configs/does-not-exist.ini");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "configs/does-not-exist.ini")) << r.err;
+}
+
+TEST(Cli, ConfigPrintsDefaultConfig) {
+  const Result r = forge("config --config configs/default.ini");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  for (const char* s : {"[model]", "[optim]", "[sample]", "[run]", "d_model = 256"})
+    EXPECT_TRUE(contains(r.out, s)) << s << "\n" << r.out;
+  // configs/default.ini holds the built-in defaults: same output without it.
+  EXPECT_EQ(forge("config").out, r.out);
+}
+
+TEST(Cli, FlagOverridesConfigFile) {
+  const Result r = forge("config --config configs/default.ini --optim.lr=0.5 --run.dir runs/x");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "lr = 0.5\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "dir = runs/x\n")) << r.out;
+}
+
+}  // namespace

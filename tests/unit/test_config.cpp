@@ -1,0 +1,378 @@
+// OptionSet: INI + flag precedence, every class of bad input (unknown key in a
+// file or on the command line, wrong type, out of range, missing file) throws
+// InputError naming the key, help lists every key with its default, and the
+// INI dump reads back to the same values.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+
+namespace forge {
+namespace {
+
+struct Cfg {
+  int d_model = 0;
+  int64_t tokens = 0;
+  uint64_t seed = 0;
+  float lr = 0;
+  double beta = 0;
+  bool tree = false;
+  std::string schedule;
+  std::string dir;
+  int top = 0;  // no section
+};
+
+void add_all(OptionSet& o, Cfg& c) {
+  o.add("model.d_model", &c.d_model, 256, "width", in_range(8, 4096));
+  o.add("data.tokens", &c.tokens, int64_t{1} << 40, "token budget", at_least(1));
+  o.add("run.seed", &c.seed, 1234, "seed");
+  o.add("optim.lr", &c.lr, 1e-3f, "learning rate", in_range(0, 10, Interval::kOpenLow));
+  o.add("optim.beta", &c.beta, 0.9, "decay", in_range(0, 1, Interval::kOpenHigh));
+  o.add("model.tree", &c.tree, true, "tree batches");
+  o.add("optim.schedule", &c.schedule, "constant", "schedule", one_of({"constant", "cosine"}));
+  o.add("run.dir", &c.dir, "runs/latest", "output folder", non_empty());
+  o.add("top", &c.top, 3, "a key without a section");
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The InputError message of f(), or "" when f() does not throw one.
+template <class F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, DefaultsAreWrittenAtRegistration) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  EXPECT_EQ(c.d_model, 256);
+  EXPECT_EQ(c.tokens, int64_t{1} << 40);
+  EXPECT_EQ(c.seed, 1234u);
+  EXPECT_FLOAT_EQ(c.lr, 1e-3f);
+  EXPECT_TRUE(c.tree);
+  EXPECT_EQ(c.schedule, "constant");
+  EXPECT_EQ(o.source("model.d_model"), "default");
+}
+
+TEST(Config, CurrentValueServesAsDefault) {
+  int width = 77;
+  OptionSet o;
+  o.add("model.width", &width, "width", at_least(1));
+  EXPECT_EQ(o.default_text("model.width"), "77");
+  o.parse(std::vector<std::string>{});
+  EXPECT_EQ(width, 77);
+}
+
+TEST(Config, IniThenFlagsOverride) {
+  const std::string path = write_file("forge_cfg_precedence.ini",
+                                      "; comment line\n"
+                                      "# another\n"
+                                      "top = 5\n"
+                                      "[model]\n"
+                                      "d_model = 512   ; trailing comment\n"
+                                      "tree = false\n"
+                                      "[optim]\n"
+                                      "lr = 0.25\n"
+                                      "schedule = cosine\n"
+                                      "[run]\n"
+                                      "dir = runs/x\n"
+                                      "seed = 18446744073709551615\n");
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  o.parse(std::vector<std::string>{"--config", path, "--model.d_model=1024", "--optim.beta",
+                                   "0.5"});
+  EXPECT_EQ(c.d_model, 1024);       // flag beats file
+  EXPECT_FLOAT_EQ(c.lr, 0.25f);     // file beats default
+  EXPECT_DOUBLE_EQ(c.beta, 0.5);    // flag, `--key value` form
+  EXPECT_FALSE(c.tree);
+  EXPECT_EQ(c.schedule, "cosine");
+  EXPECT_EQ(c.dir, "runs/x");
+  EXPECT_EQ(c.seed, 18446744073709551615ull);
+  EXPECT_EQ(c.top, 5);
+  EXPECT_EQ(c.tokens, int64_t{1} << 40);  // untouched default
+  EXPECT_EQ(o.source("model.d_model"), "command line");
+  EXPECT_NE(o.source("optim.lr").find(path), std::string::npos);
+  EXPECT_EQ(o.source("data.tokens"), "default");
+  ASSERT_EQ(o.config_files().size(), 1u);
+}
+
+TEST(Config, FlagsApplyLeftToRightAndConfigPositionDoesNotMatter) {
+  const std::string path = write_file("forge_cfg_order.ini", "[model]\nd_model = 512\n");
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  o.parse(std::vector<std::string>{"--model.d_model=16", "--model.d_model", "32", "--config",
+                                   path});
+  EXPECT_EQ(c.d_model, 32);
+}
+
+TEST(Config, BoolFlagForms) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  o.parse(std::vector<std::string>{"--model.tree=off"});
+  EXPECT_FALSE(c.tree);
+  o.parse(std::vector<std::string>{"--model.tree"});
+  EXPECT_TRUE(c.tree);
+  o.parse(std::vector<std::string>{"--model.tree", "false"});
+  EXPECT_FALSE(c.tree);
+  EXPECT_NE(input_error([&] { o.parse(std::vector<std::string>{"--model.tree=maybe"}); })
+                .find("model.tree"),
+            std::string::npos);
+}
+
+TEST(Config, ArgcArgvForm) {
+  Cfg c;
+  OptionSet o("forge test");
+  add_all(o, c);
+  const char* argv[] = {"test", "--model.d_model=64", "--optim.lr=2"};
+  EXPECT_FALSE(o.parse(3, argv).help_requested);
+  EXPECT_EQ(c.d_model, 64);
+  EXPECT_FLOAT_EQ(c.lr, 2.0f);
+  const char* help[] = {"test", "--model.d_model=abc", "--help"};
+  EXPECT_TRUE(o.parse(3, help).help_requested);  // --help wins, nothing is parsed
+  EXPECT_EQ(c.d_model, 64);
+}
+
+TEST(Config, UnknownKeyInFile) {
+  const std::string path = write_file("forge_cfg_unknown.ini", "[model]\ndmodel = 3\n");
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  const std::string msg = input_error([&] { o.parse(std::vector<std::string>{"--config", path}); });
+  EXPECT_NE(msg.find("model.dmodel"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean model.d_model"), std::string::npos) << msg;
+}
+
+TEST(Config, UnknownFlag) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  std::string msg = input_error([&] { o.parse(std::vector<std::string>{"--nonsense=1"}); });
+  EXPECT_NE(msg.find("nonsense"), std::string::npos) << msg;
+  msg = input_error([&] { o.parse(std::vector<std::string>{"--model.dmodel", "3"}); });
+  EXPECT_NE(msg.find("model.dmodel"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean --model.d_model"), std::string::npos) << msg;
+  // No prefix guessing: an abbreviation is an unknown option, not d_model.
+  msg = input_error([&] { o.parse(std::vector<std::string>{"--model.d=3"}); });
+  EXPECT_NE(msg.find("model.d"), std::string::npos) << msg;
+  // Positionals are rejected where none are declared.
+  msg = input_error([&] { o.parse(std::vector<std::string>{"stray"}); });
+  EXPECT_NE(msg.find("stray"), std::string::npos) << msg;
+}
+
+TEST(Config, WrongType) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--model.d_model=abc", "model.d_model: 'abc' is not an integer"},
+      {"--model.d_model=12.5", "model.d_model: '12.5' is not an integer"},
+      {"--data.tokens=1e3", "data.tokens: '1e3' is not an integer"},
+      {"--run.seed=-1", "run.seed: '-1' is not a non-negative integer"},
+      {"--optim.lr=fast", "optim.lr: 'fast' is not a number"},
+      {"--optim.lr=nan", "optim.lr: 'nan' is not a number"},
+      {"--optim.beta=1e999", "optim.beta: '1e999' is out of range"},
+      {"--model.tree=2", "model.tree: '2' is not a boolean"},
+  };
+  for (const auto& [arg, expect] : cases) {
+    const std::string msg = input_error([&] { o.parse(std::vector<std::string>{arg}); });
+    EXPECT_NE(msg.find(expect), std::string::npos) << arg << " -> " << msg;
+  }
+  // In a file the message also names the file and line.
+  const std::string path = write_file("forge_cfg_type.ini", "[model]\n\nd_model = abc\n");
+  const std::string msg = input_error([&] { o.parse(std::vector<std::string>{"--config", path}); });
+  EXPECT_NE(msg.find("model.d_model: 'abc' is not an integer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(path + ":3"), std::string::npos) << msg;
+}
+
+TEST(Config, OutOfRange) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--optim.lr=-1", "optim.lr = -1 is out of range: must be in (0, 10]"},
+      {"--optim.lr=0", "optim.lr = 0 is out of range: must be in (0, 10]"},
+      {"--optim.beta=1", "optim.beta = 1 is out of range: must be in [0, 1)"},
+      {"--model.d_model=4", "model.d_model = 4 is out of range: must be in [8, 4096]"},
+      {"--model.d_model=99999999999", "model.d_model = 99999999999 is out of range: must be in [8, 4096]"},
+      {"--data.tokens=0", "data.tokens = 0 is out of range: must be >= 1"},
+      {"--optim.schedule=cosin", "optim.schedule = 'cosin' is not allowed: must be one of: constant, cosine"},
+      {"--run.dir=", "run.dir"},
+  };
+  for (const auto& [arg, expect] : cases) {
+    const std::string msg = input_error([&] { o.parse(std::vector<std::string>{arg}); });
+    EXPECT_NE(msg.find(expect), std::string::npos) << arg << " -> " << msg;
+  }
+  // Edges of the ranges are accepted.
+  o.parse(std::vector<std::string>{"--optim.lr=10", "--optim.beta=0", "--model.d_model=8"});
+  EXPECT_FLOAT_EQ(c.lr, 10.0f);
+  EXPECT_EQ(c.beta, 0.0);
+  EXPECT_EQ(c.d_model, 8);
+}
+
+TEST(Config, MissingFile) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  const std::string msg =
+      input_error([&] { o.parse(std::vector<std::string>{"--config", "no/such/file.ini"}); });
+  EXPECT_NE(msg.find("no/such/file.ini"), std::string::npos) << msg;
+}
+
+TEST(Config, MalformedIniLine) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  const std::string msg = input_error([&] { o.load_ini_text("[model]\nd_model\n", "bad.ini"); });
+  EXPECT_NE(msg.find("bad.ini"), std::string::npos) << msg;
+}
+
+TEST(Config, CrossFieldChecksRunAfterParsing) {
+  int a = 8, b = 2;
+  OptionSet o;
+  o.add("x.a", &a, "a", at_least(1));
+  o.add("x.b", &b, "b; divides a", at_least(1));
+  o.add_check([&] {
+    if (a % b) throw InputError("x.b = " + std::to_string(b) + " must divide x.a");
+  });
+  // Checked on the final values, not on each flag: a=9 then b=3 is fine.
+  o.parse(std::vector<std::string>{"--x.a=9", "--x.b=3"});
+  EXPECT_NE(input_error([&] { o.parse(std::vector<std::string>{"--x.b=2"}); }).find("x.b"),
+            std::string::npos);
+}
+
+TEST(Config, Positionals) {
+  std::string file, out;
+  int n = 1;
+  OptionSet o("forge inspect");
+  o.add("inspect.rows", &n, "rows", at_least(1));
+  o.add_positional("FILE", &file, "HDF5 file");
+  o.add_positional("OUT", &out, "output", /*required=*/false);
+  EXPECT_NE(input_error([&] { o.parse(std::vector<std::string>{}); }).find("FILE"),
+            std::string::npos);
+  o.parse(std::vector<std::string>{"a.h5", "--inspect.rows=3"});
+  EXPECT_EQ(file, "a.h5");
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(n, 3);
+  o.parse(std::vector<std::string>{"b.h5", "c.txt"});
+  EXPECT_EQ(file, "b.h5");
+  EXPECT_EQ(out, "c.txt");
+  EXPECT_NE(input_error([&] { o.parse(std::vector<std::string>{"1", "2", "3"}); }).find("'3'"),
+            std::string::npos);
+  const std::string h = o.help();
+  EXPECT_NE(h.find("Usage: forge inspect [options] FILE [OUT]"), std::string::npos) << h;
+}
+
+TEST(Config, HelpListsEveryKeyWithDefault) {
+  Cfg c;
+  OptionSet o("forge test", "A test command.");
+  add_all(o, c);
+  o.describe_section("optim", "the optimizer");
+  const std::string h = o.help();
+  for (const auto& key : o.keys()) {
+    const size_t at = h.find("--" + key + " ");
+    ASSERT_NE(at, std::string::npos) << key << "\n" << h;
+    const std::string line = h.substr(at, h.find('\n', at) - at);
+    EXPECT_NE(line.find("(default: " + o.default_text(key)), std::string::npos) << line;
+  }
+  EXPECT_NE(h.find("(default: 256; in [8, 4096])"), std::string::npos) << h;
+  EXPECT_NE(h.find("one of: constant, cosine"), std::string::npos) << h;
+  EXPECT_NE(h.find("[optim] the optimizer:"), std::string::npos) << h;
+  EXPECT_NE(h.find("--config FILE"), std::string::npos) << h;
+  EXPECT_NE(h.find("A test command."), std::string::npos) << h;
+  // Grouped by section: both model keys before the optim section.
+  EXPECT_LT(h.find("--model.tree"), h.find("[optim]"));
+}
+
+TEST(Config, DumpRoundTrips) {
+  Cfg a;
+  OptionSet oa;
+  add_all(oa, a);
+  oa.parse(std::vector<std::string>{"--model.d_model=1000", "--optim.lr=0.1", "--optim.beta=0.3",
+                                    "--run.seed=18446744073709551615", "--model.tree=false",
+                                    "--optim.schedule=cosine", "--run.dir=some dir/with spaces",
+                                    "--data.tokens=+77", "--top=-7"});
+  a.lr = 3.3333333e-4f;  // needs all float digits to come back exactly
+  const std::string ini = oa.dump_ini(/*with_comments=*/true);
+
+  Cfg b;
+  OptionSet ob;
+  add_all(ob, b);
+  ob.load_ini_text(ini, "dump");
+  EXPECT_EQ(b.d_model, 1000);
+  EXPECT_EQ(b.lr, a.lr);  // exact
+  EXPECT_EQ(b.beta, a.beta);
+  EXPECT_EQ(b.seed, a.seed);
+  EXPECT_EQ(b.tree, false);
+  EXPECT_EQ(b.schedule, "cosine");
+  EXPECT_EQ(b.dir, "some dir/with spaces");
+  EXPECT_EQ(b.tokens, 77);
+  EXPECT_EQ(b.top, -7);
+  for (const auto& key : oa.keys()) EXPECT_EQ(ob.value_text(key), oa.value_text(key)) << key;
+  // The plain dump is the same values, and reading it again changes nothing.
+  EXPECT_EQ(ob.dump_ini(), oa.dump_ini());
+  // A key without a section comes before the first [section].
+  EXPECT_LT(ini.find("top = "), ini.find('['));
+}
+
+TEST(Config, DumpIsReadByConfigFlag) {
+  Cfg a;
+  OptionSet oa;
+  add_all(oa, a);
+  oa.parse(std::vector<std::string>{"--model.d_model=64", "--optim.beta=0.125"});
+  const std::string path = write_file("forge_cfg_dump.ini", oa.dump_ini());
+  Cfg b;
+  OptionSet ob;
+  add_all(ob, b);
+  ob.parse(std::vector<std::string>{"--config", path});
+  EXPECT_EQ(b.d_model, 64);
+  EXPECT_EQ(b.beta, 0.125);
+}
+
+TEST(Config, RegistrationBugsAreErrorsNotInputErrors) {
+  int x = 0;
+  std::string s;
+  OptionSet o;
+  o.add("a.x", &x, 1, "x");
+  EXPECT_THROW(o.add("a.x", &x, 1, "again"), Error);                         // duplicate
+  EXPECT_THROW(o.add("a.y", &x, 0, "y", in_range(1, 2)), Error);             // bad default
+  EXPECT_THROW(o.add("a.s", &s, "v", "s", in_range(1, 2)), Error);           // wrong kind
+  EXPECT_THROW(o.add("bad key", &x, 0, "x"), Error);
+  try {
+    o.add("a.z", &x, 0, "z", in_range(1, 2));
+  } catch (const InputError&) {
+    FAIL() << "a registration bug must not look like the user's input error";
+  } catch (const Error&) {
+  }
+}
+
+TEST(Config, Suggest) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  EXPECT_EQ(o.suggest("model.dmodel"), "model.d_model");
+  EXPECT_EQ(o.suggest("optim.lR"), "optim.lr");
+  EXPECT_EQ(o.suggest("d_model"), "model.d_model");
+  EXPECT_EQ(o.suggest("completely.different.thing"), "");
+}
+
+}  // namespace
+}  // namespace forge
