@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "cpu/vec_math.hpp"
 
 namespace forge {
 
@@ -161,7 +162,7 @@ void CpuBackend::swiglu_fwd(const float* gu, float* out, int T, int F) {
     const float* u = g + F;
     float* o = out + static_cast<size_t>(t) * F;
 #pragma omp simd
-    for (int i = 0; i < F; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (int i = 0; i < F; ++i) o[i] = g[i] / (1.0f + fast_exp(-g[i])) * u[i];
   }
 }
 
@@ -175,7 +176,7 @@ void CpuBackend::swiglu_bwd(const float* gu, const float* dout, float* dgu, int 
     float* du = dg + F;
 #pragma omp simd
     for (int i = 0; i < F; ++i) {
-      const float sig = 1.0f / (1.0f + std::exp(-g[i]));
+      const float sig = 1.0f / (1.0f + fast_exp(-g[i]));
       du[i] = d[i] * g[i] * sig;
       dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
     }
@@ -222,6 +223,14 @@ void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, size
     v[i] = p.beta2 * v[i] + (1.0f - p.beta2) * g * g;
     param[i] = param[i] * decay - step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + p.eps);
   }
+}
+
+int set_cpu_threads(int n) {
+  if (n > 0) {
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+  }
+  return omp_get_max_threads();
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {

@@ -44,7 +44,14 @@ class CpuBackend final : public Backend {
                         int d) override;
   void adamw(float* param, const float* grad, float* m, float* v, size_t n,
              const AdamWParams& p) override;
+
+  // In cache_attention_cpu.cpp.
+  void kv_cache_write(const KvCacheWriteArgs& a) override;
+  void paged_attention_fwd(const PagedAttentionArgs& a) override;
 };
+
+// Threads for OpenMP loops and OpenBLAS (0 = all cores); returns the count in use.
+int set_cpu_threads(int n);
 
 // Kernel entry points, one file per family.
 void cpu_tree_attention_fwd(const TreeAttentionArgs& a);

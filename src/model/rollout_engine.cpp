@@ -1,0 +1,348 @@
+#include "model/rollout_engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace forge {
+
+namespace {
+int ceil_div(int64_t a, int b) { return static_cast<int>((a + b - 1) / b); }
+const EngineConfig& validated(const EngineConfig& c) {
+  c.validate();
+  return c;
+}
+}  // namespace
+
+void EngineConfig::validate() const {
+  auto need = [](bool ok, const std::string& key, int64_t value, const std::string& rule) {
+    if (!ok) throw InputError(key + " = " + std::to_string(value) + ": " + rule);
+  };
+  need(max_batch >= 1, "engine.max_batch", max_batch, "must be at least 1");
+  need(max_seq_len >= 2, "engine.max_seq_len", max_seq_len,
+       "must be at least 2 (a prompt token and a generated one)");
+  need(block_size >= 1, "engine.block_size", block_size, "must be at least 1");
+  need(kv_cache_tokens >= block_size, "engine.kv_cache_tokens", kv_cache_tokens,
+       "must hold at least one block of engine.block_size tokens");
+  need(prefill_chunk >= 1, "engine.prefill_chunk", prefill_chunk, "must be at least 1");
+}
+
+const char* to_string(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kContextLimit: return "context_limit";
+    case FinishReason::kCacheLimit: return "cache_limit";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+struct RolloutEngine::Sequence {
+  GenerationRequest req;        // sampling parameters and session (prompt moved to tokens)
+  GenerationResult res;
+  std::vector<int32_t> tokens;  // prompt, then generated
+  int computed = 0;             // positions whose k/v are in the cache
+  std::vector<int32_t> blocks;  // block table (the whole reservation)
+  bool done = false;
+};
+
+RolloutEngine::RolloutEngine(PolicyModel& model, const EngineConfig& config)
+    : model_(model),
+      config_(validated(config)),
+      cache_(model.backend(), model.config(), config.kv_cache_tokens, config.block_size) {}
+
+RolloutEngine::~RolloutEngine() = default;
+
+bool RolloutEngine::idle() const { return waiting_.empty() && running_.empty() && done_.empty(); }
+size_t RolloutEngine::num_running() const { return running_.size(); }
+
+void RolloutEngine::submit(GenerationRequest r) {
+  const std::string who = "generation request " + std::to_string(r.id) + ": ";
+  const int64_t P = static_cast<int64_t>(r.prompt.size());
+  const int V = model_.config().vocab;
+  const SamplingParams& sp = r.sampling;
+  if (P == 0) throw InputError(who + "empty prompt");
+  if (P > config_.max_seq_len)
+    throw InputError(who + "prompt of " + std::to_string(P) + " tokens exceeds engine.max_seq_len (" +
+                     std::to_string(config_.max_seq_len) + "); shorten the context");
+  for (int64_t i = 0; i < P; ++i)
+    if (r.prompt[i] < 0 || r.prompt[i] >= V)
+      throw InputError(who + "prompt token " + std::to_string(i) + " is " +
+                       std::to_string(r.prompt[i]) + ", outside the vocabulary [0, " +
+                       std::to_string(V) + ")");
+  if (sp.max_new_tokens < 1) throw InputError(who + "max_new_tokens must be at least 1");
+  if (!(sp.temperature >= 0.0f) || !std::isfinite(sp.temperature))
+    throw InputError(who + "temperature must be finite and >= 0 (0 = greedy)");
+  if (!(sp.top_p > 0.0f && sp.top_p <= 1.0f)) throw InputError(who + "top_p must lie in (0, 1]");
+  if (sp.top_k < 0) throw InputError(who + "top_k must be >= 0 (0 = all)");
+
+  GenerationResult early;
+  early.id = r.id;
+  if (P == config_.max_seq_len) {  // no room for a generated token
+    early.finish = FinishReason::kContextLimit;
+    done_.push_back(std::move(early));
+  } else if (P > cache_.capacity_tokens()) {
+    early.finish = FinishReason::kError;
+    early.error = who + "prompt of " + std::to_string(P) + " tokens cannot fit the KV cache of " +
+                  std::to_string(cache_.capacity_tokens()) +
+                  " tokens; raise engine.kv_cache_tokens or shorten the context";
+    done_.push_back(std::move(early));
+  } else {
+    waiting_.push_back(std::move(r));
+  }
+}
+
+bool RolloutEngine::admit(GenerationRequest& r) {
+  const int bs = config_.block_size;
+  const int P = static_cast<int>(r.prompt.size());
+  const int64_t final_len =
+      std::min<int64_t>(static_cast<int64_t>(P) + r.sampling.max_new_tokens, config_.max_seq_len);
+  const int need = ceil_div(std::min(final_len - 1, cache_.capacity_tokens()), bs);
+
+  int reuse = 0;
+  const PagedKvCache::Prefix* cached = r.session.empty() ? nullptr : cache_.find_session(r.session);
+  if (cached) {
+    const size_t n = std::min(cached->tokens.size(), r.prompt.size());
+    while (reuse < static_cast<int>(n) && cached->tokens[reuse] == r.prompt[reuse]) ++reuse;
+    reuse = std::min(reuse, P - 1);  // the last prompt token is computed for its logits
+  }
+  // The kept prefix blocks count on both sides: the reservation fits if all
+  // free and session blocks (this session's included) cover it.
+  if (need > cache_.free_blocks() + cache_.cached_blocks()) return false;
+  const int keep = ceil_div(reuse, bs);
+
+  Sequence s;
+  if (cached) {
+    PagedKvCache::Prefix p = cache_.take_session(r.session);
+    cache_.release(std::vector<int32_t>(p.blocks.begin() + keep, p.blocks.end()));
+    s.blocks.assign(p.blocks.begin(), p.blocks.begin() + keep);
+  }
+  const std::vector<int32_t> more = cache_.allocate(need - keep);
+  s.blocks.insert(s.blocks.end(), more.begin(), more.end());
+  s.tokens = std::move(r.prompt);  // the sequence keeps the prompt, the request its parameters
+  s.computed = reuse;
+  s.res.id = r.id;
+  s.res.prefill_reused = reuse;
+  s.req = std::move(r);
+  stats_.prefill_reused += reuse;
+  running_.push_back(std::move(s));
+  return true;
+}
+
+void RolloutEngine::finish(Sequence& s, FinishReason reason) {
+  s.done = true;
+  s.res.finish = reason;
+  if (s.req.session.empty()) {
+    cache_.release(s.blocks);
+  } else {
+    const int keep = ceil_div(s.computed, config_.block_size);
+    cache_.release(std::vector<int32_t>(s.blocks.begin() + keep, s.blocks.end()));
+    s.blocks.resize(keep);
+    PagedKvCache::Prefix p;
+    p.tokens.assign(s.tokens.begin(), s.tokens.begin() + s.computed);
+    p.blocks = std::move(s.blocks);
+    cache_.store_session(s.req.session, std::move(p));
+  }
+  s.blocks.clear();
+  done_.push_back(std::move(s.res));
+}
+
+std::vector<GenerationResult> RolloutEngine::step() {
+  while (!waiting_.empty() && static_cast<int>(running_.size()) < config_.max_batch &&
+         admit(waiting_.front()))
+    waiting_.pop_front();
+  FORGE_CHECK(!running_.empty() || waiting_.empty(),
+              "a waiting request could not be admitted into an empty KV cache");
+
+  // The ragged batch, in admission order.
+  std::vector<Sequence*> batch;
+  std::vector<int> counts;
+  std::vector<uint8_t> samples;
+  int budget = config_.prefill_chunk;
+  for (Sequence& s : running_) {
+    const int remaining = static_cast<int>(s.tokens.size()) - s.computed;
+    int n = remaining;  // a decode: the one sampled token
+    if (s.res.tokens.empty()) {
+      n = std::min(remaining, budget);
+      budget -= n;
+      s.res.prefill_computed += n;
+      stats_.prefill_computed += n;
+    }
+    if (n == 0) continue;
+    batch.push_back(&s);
+    counts.push_back(n);
+    samples.push_back(n == remaining);
+  }
+
+  if (!batch.empty()) {
+    forward(batch, counts, samples);
+    ++stats_.steps;
+    const int V = model_.config().vocab;
+    const std::vector<float> logits = logits_.download();
+    const std::vector<float> lse = lse_.download();
+    int r = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Sequence& s = *batch[i];
+      s.computed += counts[i];
+      stats_.forward_tokens += counts[i];
+      if (!samples[i]) continue;
+      const SamplingParams& sp = s.req.sampling;
+      const float* z = logits.data() + static_cast<size_t>(r) * V;
+      const int gen = static_cast<int>(s.res.tokens.size());
+      const int32_t tok = sample_token(z, V, sp, counter_uniform(sp.seed, gen));
+      s.tokens.push_back(tok);
+      s.res.tokens.push_back(tok);
+      s.res.logprobs.push_back(z[tok] - lse[r]);
+      s.res.versions.push_back(version_);
+      ++stats_.generated;
+      ++r;
+      const int64_t len = static_cast<int64_t>(s.tokens.size());
+      if (std::find(sp.stop_tokens.begin(), sp.stop_tokens.end(), tok) != sp.stop_tokens.end())
+        finish(s, FinishReason::kStop);
+      else if (gen + 1 >= sp.max_new_tokens)
+        finish(s, FinishReason::kLength);
+      else if (len >= config_.max_seq_len)
+        finish(s, FinishReason::kContextLimit);
+      else if (len - 1 >= static_cast<int64_t>(s.blocks.size()) * config_.block_size)
+        finish(s, FinishReason::kCacheLimit);
+    }
+  }
+  std::erase_if(running_, [](const Sequence& s) { return s.done; });
+
+  std::vector<GenerationResult> out = std::move(done_);
+  done_.clear();
+  for (const GenerationResult& g : out) {
+    ++stats_.finished;
+    if (g.finish == FinishReason::kError) ++stats_.errors;
+  }
+  return out;
+}
+
+std::vector<GenerationResult> RolloutEngine::run_until_done() {
+  std::vector<GenerationResult> all;
+  while (!idle()) {
+    std::vector<GenerationResult> r = step();
+    all.insert(all.end(), std::make_move_iterator(r.begin()), std::make_move_iterator(r.end()));
+  }
+  return all;
+}
+
+void RolloutEngine::forward(const std::vector<Sequence*>& batch, const std::vector<int>& counts,
+                            const std::vector<uint8_t>& samples) {
+  Backend& B = model_.backend();
+  const ModelConfig& c = model_.config();
+  const ParamLayout& layout = model_.layout();
+  const int d = c.d_model, F = c.ffn_dim, hd = c.head_dim(), H = c.n_heads, Hkv = c.n_kv_heads;
+  const int HD = H * hd, QKV = c.qkv_dim(), bs = config_.block_size;
+
+  // Rows: each sequence's uncomputed tokens at their positions and cache slots.
+  std::vector<int32_t> token, position, slot, table_begin, table, rows;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Sequence& s = *batch[i];
+    const int32_t tb = static_cast<int32_t>(table.size());
+    table.insert(table.end(), s.blocks.begin(), s.blocks.end());
+    for (int p = s.computed; p < s.computed + counts[i]; ++p) {
+      token.push_back(s.tokens[p]);
+      position.push_back(p);
+      slot.push_back(s.blocks[p / bs] * bs + p % bs);
+      table_begin.push_back(tb);
+    }
+    if (samples[i]) rows.push_back(static_cast<int32_t>(token.size()) - 1);
+  }
+  const int T = static_cast<int>(token.size()), R = static_cast<int>(rows.size());
+  token_.upload(B, token);
+  position_.upload(B, position);
+  slot_.upload(B, slot);
+  table_begin_.upload(B, table_begin);
+  table_.upload(B, table);
+  rows_.upload(B, rows);
+
+  const size_t Td = static_cast<size_t>(T) * d;
+  x_.ensure(B, Td);
+  h_.ensure(B, Td);
+  rstd_.ensure(B, T);
+  qkv_.ensure(B, static_cast<size_t>(T) * QKV);
+  att_.ensure(B, static_cast<size_t>(T) * HD);
+  gu_.ensure(B, static_cast<size_t>(T) * 2 * F);
+  act_.ensure(B, static_cast<size_t>(T) * F);
+
+  const float* P = model_.params();
+  B.embedding_fwd(token_.data(), P + layout.find("embed").offset, x_.data(), T, d);
+  for (int l = 0; l < c.n_layers; ++l) {
+    B.rmsnorm_fwd(x_.data(), P + layout.layer_offset(l, "attn_norm"), h_.data(), rstd_.data(), T,
+                  d, c.norm_eps);
+    B.gemm(false, true, T, QKV, d, 1.0f, h_.data(), d, P + layout.layer_offset(l, "wqkv"), d,
+           0.0f, qkv_.data(), QKV);
+    B.rope(qkv_.data(), position_.data(), T, H + Hkv, hd, QKV, c.rope_base, false);
+    KvCacheWriteArgs w;
+    w.T = T;
+    w.row_dim = Hkv * hd;
+    w.k = qkv_.data() + HD;
+    w.v = w.k + Hkv * hd;
+    w.ld = QKV;
+    w.slot = slot_.data();
+    w.k_cache = cache_.k(l);
+    w.v_cache = cache_.v(l);
+    B.kv_cache_write(w);
+    PagedAttentionArgs at;
+    at.T = T;
+    at.n_heads = H;
+    at.n_kv_heads = Hkv;
+    at.head_dim = hd;
+    at.block_size = bs;
+    at.q = qkv_.data();
+    at.ld_q = QKV;
+    at.k_cache = cache_.k(l);
+    at.v_cache = cache_.v(l);
+    at.position = position_.data();
+    at.block_table = table_.data();
+    at.table_begin = table_begin_.data();
+    at.out = att_.data();
+    B.paged_attention_fwd(at);
+    B.gemm(false, true, T, d, HD, 1.0f, att_.data(), HD, P + layout.layer_offset(l, "wo"), HD,
+           1.0f, x_.data(), d);
+    B.rmsnorm_fwd(x_.data(), P + layout.layer_offset(l, "mlp_norm"), h_.data(), rstd_.data(), T,
+                  d, c.norm_eps);
+    B.gemm(false, true, T, 2 * F, d, 1.0f, h_.data(), d, P + layout.layer_offset(l, "w_gate_up"),
+           d, 0.0f, gu_.data(), 2 * F);
+    B.swiglu_fwd(gu_.data(), act_.data(), T, F);
+    B.gemm(false, true, T, d, F, 1.0f, act_.data(), F, P + layout.layer_offset(l, "w_down"), F,
+           1.0f, x_.data(), d);
+  }
+
+  // Final norm and FP32 head on the sampling rows, logits kept for the sampler.
+  logits_.ensure(B, static_cast<size_t>(R) * c.vocab);
+  lse_.ensure(B, R);
+  if (R == 0) return;
+  xr_.ensure(B, static_cast<size_t>(R) * d);
+  hr_.ensure(B, static_cast<size_t>(R) * d);
+  rstd_r_.ensure(B, R);
+  B.gather_rows(x_.data(), rows_.data(), xr_.data(), R, d);
+  B.rmsnorm_fwd(xr_.data(), P + layout.find("final_norm").offset, hr_.data(), rstd_r_.data(), R, d,
+                c.norm_eps);
+  // One head call per run of rows with the same temperature (usually one run).
+  std::vector<float> inv_temperature;
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (samples[i]) {
+      const float t = batch[i]->req.sampling.temperature;
+      inv_temperature.push_back(t > 0.0f ? 1.0f / t : 1.0f);
+    }
+  for (int r0 = 0, r1 = 0; r0 < R; r0 = r1) {
+    while (r1 < R && inv_temperature[r1] == inv_temperature[r0]) ++r1;
+    HeadArgs h;
+    h.R = r1 - r0;
+    h.d = d;
+    h.V = c.vocab;
+    h.hidden = hr_.data() + static_cast<size_t>(r0) * d;
+    h.weight = P + layout.find("lm_head").offset;
+    h.inv_temperature = inv_temperature[r0];
+    h.lse = lse_.data() + r0;
+    h.logits = logits_.data() + static_cast<size_t>(r0) * c.vocab;
+    B.head_fwd(h);
+  }
+}
+
+}  // namespace forge

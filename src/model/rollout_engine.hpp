@@ -1,0 +1,141 @@
+// The rollout engine ("LLM engine"): batched generation for one PolicyModel
+// with continuous batching over a paged KV cache (model/kv_cache.hpp).
+//
+// submit() validates a request (InputError) and queues it. step():
+//  1. Admission, FIFO: while fewer than max_batch sequences run, the oldest
+//     waiting request reserves the blocks for every position it may write,
+//     min(P + max_new_tokens, max_seq_len) - 1 for a prompt of P tokens (the
+//     last token never needs k/v), capped at the pool; free blocks and
+//     evictable session blocks count. A request that does not fit waits
+//     (later ones wait behind it). A running sequence thus never waits for
+//     memory and nothing is preempted; a request whose prompt alone exceeds
+//     the pool gets an error result instead of waiting forever.
+//  2. One ragged batch: every running sequence contributes its tokens whose
+//     k/v are not computed yet: its newly sampled token (decode), or the next
+//     chunk of its prompt (prefill; at most prefill_chunk prompt tokens per
+//     step over all sequences, decodes not counted).
+//  3. The forward of PolicyModel::forward (same parameters and backend ops),
+//     RoPE at each token's position in its sequence, except that each layer
+//     writes the batch's k/v into the cache and a query at position p attends
+//     to positions 0..p of its own sequence there.
+//  4. Every sequence whose tokens all have k/v now samples from its last row:
+//     z = FP32 head at inv_temperature 1/temperature (1 for greedy), token =
+//     sample_token(z, counter_uniform(seed, i)) for its i-th generated token,
+//     behaviour logprob = z[token] - lse (the log-softmax at the request's
+//     temperature), version = the engine's policy version. So a request and
+//     seed give the same tokens whatever else is in the batch.
+//  5. A sequence finishes when it emitted a stop token (kStop), generated
+//     max_new_tokens (kLength), reached max_seq_len tokens in all
+//     (kContextLimit), or filled its reservation because the pool is smaller
+//     than its need (kCacheLimit). step() returns the finished results.
+//
+// Prefix reuse: a request may carry a session key (e.g. the episode). When a
+// sequence with a key finishes, its blocks and the tokens whose k/v they hold
+// (prompt + generated, all but the last token) are kept under the key, LRU-
+// evicted when admission needs room. A later request with that key reuses the
+// longest common prefix of its prompt and the cached tokens, exactly (token
+// granularity): an appended history prefills only the new tokens, a rewritten
+// one falls back to the shared part (nothing if the first token differs). At
+// least the last prompt token is always computed, for its logits. Cached k/v
+// were computed by the weights of their time: call clear_prefix_cache() after
+// new weights when the prefix must be recomputed by them.
+//
+// The engine reads model.params() at every step, so new weights apply from
+// the next step. Not thread-safe: one thread drives it.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "model/device_array.hpp"
+#include "model/kv_cache.hpp"
+#include "model/policy_model.hpp"
+#include "model/sampling.hpp"
+
+namespace forge {
+
+struct EngineConfig {
+  int max_batch = 64;               // running sequences at most
+  int max_seq_len = 4096;           // prompt + generated tokens at most
+  int64_t kv_cache_tokens = 65536;  // pool size in tokens (rounded down to whole blocks)
+  int block_size = 16;              // tokens per cache block
+  int prefill_chunk = 2048;         // prompt tokens computed per step at most
+  void validate() const;            // InputError naming the field
+};
+
+struct GenerationRequest {
+  uint64_t id = 0;  // echoed in the result
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  std::string session;  // prefix-reuse key; empty = no reuse
+};
+
+enum class FinishReason { kStop, kLength, kContextLimit, kCacheLimit, kError };
+const char* to_string(FinishReason r);
+
+struct GenerationResult {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;    // generated tokens
+  std::vector<float> logprobs;    // behaviour logprob of each generated token
+  std::vector<int32_t> versions;  // policy version that generated each token
+  FinishReason finish = FinishReason::kStop;
+  std::string error;              // why, for kError
+  int prefill_computed = 0;       // prompt tokens whose k/v this request computed
+  int prefill_reused = 0;         // prompt tokens served from the session cache
+};
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t forward_tokens = 0;    // rows of all batches
+  int64_t prefill_computed = 0;  // prompt tokens computed
+  int64_t prefill_reused = 0;    // prompt tokens reused from session caches
+  int64_t generated = 0;         // sampled tokens
+  int64_t finished = 0;          // results returned, errors included
+  int64_t errors = 0;
+};
+
+class RolloutEngine {
+ public:
+  RolloutEngine(PolicyModel& model, const EngineConfig& config);
+  ~RolloutEngine();
+
+  // InputError for an empty prompt, a prompt longer than max_seq_len, a token
+  // outside the vocabulary, or bad sampling parameters.
+  void submit(GenerationRequest request);
+  std::vector<GenerationResult> step();
+  std::vector<GenerationResult> run_until_done();
+
+  void set_policy_version(int version) { version_ = version; }
+  int policy_version() const { return version_; }
+  void clear_prefix_cache() { cache_.clear_sessions(); }
+
+  bool idle() const;  // nothing waiting, running or left to return
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const;
+  const EngineConfig& config() const { return config_; }
+  const PagedKvCache& cache() const { return cache_; }
+  const EngineStats& stats() const { return stats_; }
+
+ private:
+  struct Sequence;
+  bool admit(GenerationRequest& request);
+  void forward(const std::vector<Sequence*>& batch, const std::vector<int>& counts,
+               const std::vector<uint8_t>& samples);
+  void finish(Sequence& s, FinishReason reason);
+
+  PolicyModel& model_;
+  EngineConfig config_;
+  PagedKvCache cache_;
+  int version_ = 0;
+  std::deque<GenerationRequest> waiting_;
+  std::vector<Sequence> running_;
+  std::vector<GenerationResult> done_;  // finished, not yet returned by step()
+  EngineStats stats_;
+
+  // Step buffers (backend memory), grown as needed.
+  DeviceArray<int32_t> token_, position_, slot_, table_begin_, table_, rows_;
+  DeviceArray<float> x_, h_, qkv_, att_, gu_, act_, rstd_, xr_, hr_, rstd_r_, logits_, lse_;
+};
+
+}  // namespace forge
