@@ -105,10 +105,12 @@ void expect_equal(const PolicyModel& model, const LossAndGrads& tree, const Loss
   }
 }
 
-ModelConfig tiny_config(int kv_heads) {
+// head_dim = d_model / 4: 8 runs the generic attention kernel, 16 and 32 the
+// specialized ones.
+ModelConfig tiny_config(int kv_heads, int d_model = 32) {
   ModelConfig c;
   c.vocab = Tokenizer::kVocabSize;
-  c.d_model = 32;
+  c.d_model = d_model;
   c.n_layers = 2;
   c.n_heads = 4;
   c.n_kv_heads = kv_heads;
@@ -130,7 +132,7 @@ TEST_P(TreeEquivalenceRandom, LossAndGradientsMatchLinear) {
   const int seed = GetParam();
   Rng rng(1000 + seed);
   auto backend = make_backend("cpu");
-  PolicyModel model(tiny_config(seed % 2 ? 2 : 4), *backend);
+  PolicyModel model(tiny_config(seed % 2 ? 2 : 4, seed % 3 ? 64 : 32), *backend);
   model.init_random(seed, 0.2f);
   std::vector<Sample> samples = agent_samples(rng, 2 + seed % 3, 3 + seed % 4);
   samples.push_back(make_sample({11}, 1));  // single token: context only
@@ -160,8 +162,7 @@ INSTANTIATE_TEST_SUITE_P(Seeds, TreeEquivalenceRandom, ::testing::Range(0, 6));
 TEST(TreeEquivalence, LongEpisodesAcrossAttentionBlocks) {
   Rng rng(5);
   auto backend = make_backend("cpu");
-  ModelConfig c = tiny_config(2);
-  PolicyModel model(c, *backend);
+  PolicyModel model(tiny_config(2, 128), *backend);
   model.init_random(3, 0.2f);
   std::vector<Sample> samples;
   const auto prompt = random_tokens(rng, 70, 200);
