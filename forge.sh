@@ -5,7 +5,7 @@
 #   ./forge.sh test [ctest args ...]    set up, build, run every test
 #   ./forge.sh build                    configure and build into build/
 #
-# demo runs `./build/forge sft --config configs/default.ini`; extra arguments
+# demo runs `./build/forge sft --config configs/sft_demo.ini`; extra arguments
 # are passed to it as overrides (e.g. --optim.lr=3e-4). test passes extra
 # arguments to ctest (e.g. `./forge.sh test -L unit`).
 set -euo pipefail
@@ -17,7 +17,7 @@ Usage: ./forge.sh <command> [args]
 
 Commands:
   demo [--key=value ...]  install what is missing (tools/setup.sh), build, then run
-                          the main job: ./build/forge sft --config configs/default.ini
+                          the main job: ./build/forge sft --config configs/sft_demo.ini
                           (extra arguments override the config)
   test [ctest args ...]   install what is missing, build, then run all tests:
                           ctest --test-dir build --output-on-failure -j2
@@ -37,7 +37,7 @@ case "$command" in
     shift
     ./tools/setup.sh
     build
-    ./build/forge sft --config configs/default.ini "$@"
+    ./build/forge sft --config configs/sft_demo.ini "$@"
     ;;
   test)
     shift

@@ -1,0 +1,191 @@
+// `forge sft`: supervised training of the policy on the synthetic chat task
+// (synthetic_task.hpp) with prefix-tree-merged batches, then evaluation and
+// sampling through the rollout engine. The main job of the README until the
+// RL commands land: the loss falls and the exact-match accuracy on held-out
+// requests rises from ~0.
+//
+// Writes RUN_DIR/config.ini (the resolved configuration) and
+// RUN_DIR/summary.json (loss curve end points, accuracy before and after,
+// tokens/s, tree token ratio).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "algo/token_loss.hpp"
+#include "cli.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "model/optimizer.hpp"
+#include "model/rollout_engine.hpp"
+#include "model/tokenizer.hpp"
+#include "standard_options.hpp"
+#include "synthetic_task.hpp"
+
+namespace forge {
+namespace {
+
+struct SftConfig {
+  std::string task = "mix";
+  int steps = 300;
+  int batch = 16;        // conversations per step
+  int turns = 3;         // requests per conversation
+  int max_tokens = 8192; // tokens per packed bin
+  bool merge = true;     // prefix-tree merging (false: each sample alone)
+  int eval_requests = 128;
+  int show = 6;          // sampled completions printed at the end
+  std::string backend = "cpu";
+};
+
+struct EvalResult {
+  double accuracy = 0;
+  std::vector<std::pair<std::string, std::string>> examples;  // request, completion
+};
+
+// Exact match of the completion (up to <|eot|>) on fresh requests.
+EvalResult evaluate(PolicyModel& model, const std::string& task, int n, uint64_t seed,
+                    const SamplingParams& sampling, int show) {
+  EngineConfig ec;
+  ec.max_batch = 64;
+  ec.max_seq_len = 256;
+  ec.kv_cache_tokens = 64 * 256;
+  RolloutEngine engine(model, ec);
+  Rng rng(seed);
+  std::vector<SyntheticQuery> queries;
+  for (int i = 0; i < n; ++i) {
+    queries.push_back(make_query(rng, task));
+    GenerationRequest r;
+    r.id = i;
+    r.prompt = single_turn_prompt(queries.back().request);
+    r.sampling = sampling;
+    r.sampling.max_new_tokens = 16;
+    r.sampling.stop_tokens = {kEndOfTurn};
+    r.sampling.seed = seed + i;
+    engine.submit(std::move(r));
+  }
+  Tokenizer tok;
+  EvalResult out;
+  int correct = 0;
+  for (const auto& res : engine.run_until_done()) {
+    std::vector<int32_t> text = res.tokens;
+    if (!text.empty() && text.back() == kEndOfTurn) text.pop_back();
+    const std::string completion = tok.decode(text);
+    const auto& q = queries[res.id];
+    correct += res.finish == FinishReason::kStop && completion == q.answer;
+    if (static_cast<int>(res.id) < show) out.examples.push_back({q.request, completion});
+  }
+  std::sort(out.examples.begin(), out.examples.end());
+  out.accuracy = static_cast<double>(correct) / n;
+  return out;
+}
+
+int run_sft(int argc, char** argv) {
+  StandardConfig cfg;
+  SftConfig sft;
+  OptionSet opts("forge sft",
+                 "Supervised training on a synthetic chat task (reverse or sort a word,\n"
+                 "several requests per conversation) with prefix-tree-merged batches, then\n"
+                 "greedy exact-match evaluation and sampled completions.");
+  add_standard_options(opts, cfg);
+  opts.describe_section("sft", "the synthetic supervised task and its training loop");
+  opts.add("sft.task", &sft.task, "reverse | sort | mix", one_of({"reverse", "sort", "mix"}));
+  opts.add("sft.steps", &sft.steps, "optimizer steps", in_range(1, 1e7));
+  opts.add("sft.batch", &sft.batch, "conversations per step", in_range(1, 1e6));
+  opts.add("sft.turns", &sft.turns, "requests per conversation (turns share their history)",
+           in_range(1, 64));
+  opts.add("sft.max_tokens", &sft.max_tokens, "tokens per packed bin (one forward/backward)",
+           in_range(64, 1 << 24));
+  opts.add("sft.merge", &sft.merge, "merge the batch into prefix trees (false: each sample alone)");
+  opts.add("sft.eval_requests", &sft.eval_requests, "held-out requests for exact-match accuracy",
+           in_range(1, 1e6));
+  opts.add("sft.show", &sft.show, "sampled completions printed at the end", in_range(0, 1000));
+  opts.add("sft.backend", &sft.backend, "compute backend", one_of({"cpu", "cuda"}));
+  if (!cli::parse_options(opts, argc, argv)) return 0;
+
+  const int threads = set_cpu_threads(cfg.run.threads);
+  std::filesystem::create_directories(cfg.run.dir);
+  std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();
+
+  auto backend = make_backend(sft.backend);
+  cfg.model.vocab = Tokenizer::kVocabSize;
+  PolicyModel model(cfg.model, *backend);
+  model.init_random(cfg.run.seed);
+  cfg.optim.total_steps = sft.steps;
+  AdamW opt(cfg.optim, model);
+  log_info("sft: task " + sft.task + ", " + std::to_string(model.layout().total) +
+           " parameters, " + std::to_string(threads) + " threads, run folder " + cfg.run.dir);
+
+  SamplingParams greedy = cfg.sample;
+  greedy.temperature = 0;
+  const uint64_t eval_seed = cfg.run.seed ^ 0xE7A1ull;  // disjoint from the training stream
+  const EvalResult before = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0);
+  log_info("sft: exact-match accuracy before training " + std::to_string(before.accuracy));
+
+  Rng rng(cfg.run.seed);
+  Stopwatch total;
+  double first_loss = -1, window_loss = 0, last_loss = 0;
+  int64_t window_tokens = 0, linear_tokens = 0, packed_tokens = 0;
+  int window_steps = 0;
+  Stopwatch window;
+  for (int step = 0; step < sft.steps; ++step) {
+    std::vector<Sample> samples;
+    for (int c = 0; c < sft.batch; ++c)
+      for (auto& s : make_conversation(rng, sft.task, sft.turns)) samples.push_back(std::move(s));
+    model.zero_grads();
+    const SupervisedStats st = supervised_forward_backward(model, samples, sft.merge, sft.max_tokens);
+    const double gnorm = opt.step();
+    if (first_loss < 0) first_loss = st.loss;
+    window_loss += st.loss;
+    window_tokens += st.packed_tokens;
+    linear_tokens += st.linear_tokens;
+    packed_tokens += st.packed_tokens;
+    ++window_steps;
+    if ((step + 1) % cfg.run.log_every == 0 || step + 1 == sft.steps) {
+      last_loss = window_loss / window_steps;
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "step %5d/%d  loss %.4f  grad_norm %.3f  lr %.2e  tokens/s %.0f  tree/linear tokens %.2f",
+                    step + 1, sft.steps, last_loss, gnorm, learning_rate_at(cfg.optim, step),
+                    window_tokens / window.seconds(),
+                    static_cast<double>(st.packed_tokens) / st.linear_tokens);
+      log_info(line);
+      window_loss = 0;
+      window_tokens = 0;
+      window_steps = 0;
+      window.reset();
+    }
+  }
+  const double train_seconds = total.seconds();
+
+  const EvalResult after = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0);
+  SamplingParams sampled = cfg.sample;
+  const EvalResult shown = evaluate(model, sft.task, sft.show, eval_seed + 1, sampled, sft.show);
+
+  std::printf("\nforge sft: %d steps in %.1f s; loss %.3f -> %.3f; tree-merged batches ran %.2fx fewer tokens\n",
+              sft.steps, train_seconds, first_loss, last_loss,
+              static_cast<double>(linear_tokens) / std::max<int64_t>(1, packed_tokens));
+  std::printf("exact-match accuracy on %d held-out requests (greedy): %.1f%% before, %.1f%% after\n",
+              sft.eval_requests, 100 * before.accuracy, 100 * after.accuracy);
+  std::printf("samples (temperature %.2f):\n", sampled.temperature);
+  for (const auto& [req, completion] : shown.examples)
+    std::printf("  %-22s -> %s\n", req.c_str(), completion.c_str());
+
+  std::ofstream summary(cfg.run.dir + "/summary.json");
+  summary << "{\"command\": \"sft\", \"task\": \"" << sft.task << "\", \"steps\": " << sft.steps
+          << ", \"train_seconds\": " << train_seconds << ", \"loss_first\": " << first_loss
+          << ", \"loss_last\": " << last_loss << ", \"accuracy_before\": " << before.accuracy
+          << ", \"accuracy_after\": " << after.accuracy << ", \"linear_tokens\": " << linear_tokens
+          << ", \"packed_tokens\": " << packed_tokens << "}\n";
+  std::printf("wrote %s/summary.json and %s/config.ini\n", cfg.run.dir.c_str(), cfg.run.dir.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace forge
+
+FORGE_COMMAND("sft", "supervised training on a synthetic chat task, then evaluation and sampling",
+              forge::run_sft);

@@ -1,0 +1,110 @@
+// One full training step (forward and backward) on synthetic agent traces,
+// linear (each LLM call alone) versus prefix-tree-merged.
+//
+// Trace: per prompt, `episodes` episodes of `turns` turns; each turn the model
+// generates `gen` tokens and the environment answers with `obs` tokens. Each
+// LLM call is a sample whose context is the whole history so far (prompt,
+// earlier generations and observations) and whose generated tokens are
+// trained. Loss: token mean over generated tokens. The two steps must give
+// the same loss and gradients (loss_rel_err, grad_rel_err); the speedup is
+// bounded by linear_tokens / tree_tokens (token_ratio) for the per-token work.
+//
+//   bench_tree_merge [--prompts=1] [--episodes=8] [--turns=16] [--prompt_len=256]
+//                    [--gen=48] [--obs=48] [--max_tokens=16384] [--reps=1] [--quick]
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "algo/token_loss.hpp"
+#include "bench_util.hpp"
+#include "core/rng.hpp"
+#include "model/policy_model.hpp"
+#include "model/tokenizer.hpp"
+
+using namespace forge;
+
+int main(int argc, char** argv) {
+  bench::Flags flags(argc, argv);
+  const bool quick = flags.has("quick");
+  const int prompts = flags.get("prompts", 1);
+  const int episodes = flags.get("episodes", 8);
+  const int turns = flags.get("turns", quick ? 6 : 16);
+  const int prompt_len = flags.get("prompt_len", 256);
+  const int gen = flags.get("gen", 48), obs = flags.get("obs", 48);
+  const int max_tokens = flags.get("max_tokens", 16384);
+  const int reps = flags.get("reps", 1);
+  flags.finish();
+
+  Rng rng(11);
+  auto rand_tokens = [&](int n, std::vector<int32_t>& out) {
+    for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>(rng.below(256)));
+  };
+  std::vector<Sample> samples;
+  for (int p = 0; p < prompts; ++p) {
+    std::vector<int32_t> prompt;
+    rand_tokens(prompt_len, prompt);
+    for (int e = 0; e < episodes; ++e) {
+      std::vector<int32_t> history = prompt;
+      for (int t = 0; t < turns; ++t) {
+        Sample s;
+        s.tokens = history;
+        s.trainable.assign(history.size(), 0);
+        rand_tokens(gen, s.tokens);
+        s.trainable.resize(s.tokens.size(), 1);
+        history = s.tokens;
+        rand_tokens(obs, history);
+        samples.push_back(std::move(s));
+      }
+    }
+  }
+
+  ModelConfig c;  // the bench_train_step reference model
+  c.vocab = Tokenizer::kVocabSize;
+  auto backend = make_backend("cpu");
+  PolicyModel model(c, *backend);
+  model.init_random(1);
+
+  SupervisedStats lin_st, tree_st;
+  std::vector<float> lin_grad, tree_grad;
+  const double linear_s = bench::median_seconds(0, reps, [&] {
+    model.zero_grads();
+    lin_st = supervised_forward_backward(model, samples, false, max_tokens);
+  });
+  lin_grad = model.get_grads();
+  const double tree_s = bench::median_seconds(0, reps, [&] {
+    model.zero_grads();
+    tree_st = supervised_forward_backward(model, samples, true, max_tokens);
+  });
+  tree_grad = model.get_grads();
+
+  double num = 0, den = 0;
+  for (size_t i = 0; i < lin_grad.size(); ++i) {
+    num += (static_cast<double>(tree_grad[i]) - lin_grad[i]) * (tree_grad[i] - lin_grad[i]);
+    den += static_cast<double>(lin_grad[i]) * lin_grad[i];
+  }
+  const double grad_err = std::sqrt(num / den);
+  const double loss_err = std::abs(tree_st.loss - lin_st.loss) / std::abs(lin_st.loss);
+  const double ratio = static_cast<double>(lin_st.packed_tokens) / tree_st.packed_tokens;
+  const double speedup = linear_s / tree_s;
+
+  std::printf("bench_tree_merge: %d prompt(s) x %d episodes x %d turns; prompt %d, gen %d, obs %d; "
+              "%zu samples; %d threads\n",
+              prompts, episodes, turns, prompt_len, gen, obs, samples.size(), omp_get_max_threads());
+  std::printf("%-8s %10s %6s %12s %14s\n", "batch", "tokens", "bins", "step ms", "loss");
+  std::printf("%-8s %10lld %6d %12.1f %14.8f\n", "linear", static_cast<long long>(lin_st.packed_tokens),
+              lin_st.bins, linear_s * 1e3, lin_st.loss);
+  std::printf("%-8s %10lld %6d %12.1f %14.8f\n", "tree", static_cast<long long>(tree_st.packed_tokens),
+              tree_st.bins, tree_s * 1e3, tree_st.loss);
+  std::printf("token ratio %.2f, speedup %.2f (%.2f of the ratio; target 0.8), loss rel err %.2e, grad rel err %.2e\n",
+              ratio, speedup, speedup / ratio, loss_err, grad_err);
+  bench::print_json({{"linear_tokens", bench::num(lin_st.packed_tokens)},
+                     {"tree_tokens", bench::num(tree_st.packed_tokens)},
+                     {"token_ratio", bench::num(ratio)},
+                     {"linear_ms", bench::num(linear_s * 1e3)},
+                     {"tree_ms", bench::num(tree_s * 1e3)},
+                     {"speedup", bench::num(speedup)},
+                     {"loss_rel_err", bench::num(loss_err)},
+                     {"grad_rel_err", bench::num(grad_err)}});
+  return 0;
+}

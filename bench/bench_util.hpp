@@ -1,0 +1,77 @@
+// Shared bits of the benchmark programs: flag parsing (--key=value), median
+// timing and the closing JSON line.
+#pragma once
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/timer.hpp"
+
+namespace forge::bench {
+
+class Flags {
+ public:
+  Flags(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a.rfind("--", 0) != 0) usage("unexpected argument '" + a + "'");
+      a = a.substr(2);
+      const auto eq = a.find('=');
+      kv_[a.substr(0, eq)] = eq == std::string::npos ? "1" : a.substr(eq + 1);
+    }
+  }
+  int get(const std::string& k, int def) { return used(k) ? std::stoi(kv_[k]) : def; }
+  double get(const std::string& k, double def) { return used(k) ? std::stod(kv_[k]) : def; }
+  bool has(const std::string& k) { return used(k); }
+  // Call after all get()s: an unknown flag is an error (exit 2).
+  void finish() {
+    for (const auto& [k, v] : kv_)
+      if (!seen_.count(k)) usage("unknown flag --" + k);
+  }
+
+ private:
+  bool used(const std::string& k) {
+    seen_[k] = true;
+    return kv_.count(k) > 0;
+  }
+  static void usage(const std::string& msg) {
+    std::fprintf(stderr, "error: %s\n", msg.c_str());
+    std::exit(2);
+  }
+  std::map<std::string, std::string> kv_;
+  std::map<std::string, bool> seen_;
+};
+
+// Median of `reps` timed runs of fn (after `warmup` untimed runs), seconds.
+inline double median_seconds(int warmup, int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    Stopwatch sw;
+    fn();
+    t.push_back(sw.seconds());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// The closing line: {"k": v, ...} with numbers printed as given.
+inline void print_json(const std::vector<std::pair<std::string, std::string>>& kv) {
+  std::string s = "{";
+  for (size_t i = 0; i < kv.size(); ++i)
+    s += (i ? ", \"" : "\"") + kv[i].first + "\": " + kv[i].second;
+  std::printf("%s}\n", s.c_str());
+  std::fflush(stdout);
+}
+
+inline std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace forge::bench

@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""The same training step as bench_train_step in PyTorch: a Llama-style decoder
+(RMSNorm, GQA attention with RoPE, SwiGLU, untied head), causal attention,
+token-mean cross-entropy, backward, gradient clipping and AdamW. Prints
+"torch_tok_s <value>" (median over --reps steps after one warm-up step)."""
+import argparse
+import math
+import time
+
+import torch
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--ffn", type=int, default=688)
+    ap.add_argument("--vocab", type=int, default=272)
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    d, H, Hkv, F, V, L = a.d_model, a.heads, a.kv_heads, a.ffn, a.vocab, a.layers
+    hd = d // H
+
+    def lin(o, i):
+        return torch.nn.Parameter(torch.randn(o, i) * 0.02)
+
+    params = {"embed": lin(V, d), "head": lin(V, d), "norm": torch.nn.Parameter(torch.ones(d))}
+    for l in range(L):
+        params[f"{l}.an"] = torch.nn.Parameter(torch.ones(d))
+        params[f"{l}.qkv"] = lin((H + 2 * Hkv) * hd, d)
+        params[f"{l}.wo"] = lin(d, H * hd)
+        params[f"{l}.mn"] = torch.nn.Parameter(torch.ones(d))
+        params[f"{l}.gu"] = lin(2 * F, d)
+        params[f"{l}.down"] = lin(d, F)
+    opt = torch.optim.AdamW(params.values(), lr=1e-4, betas=(0.9, 0.95), eps=1e-15, weight_decay=0.1)
+
+    T = a.seq
+    pos = torch.arange(T, dtype=torch.float64)
+    inv = 10000.0 ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    ang = pos[:, None] * inv[None, :]
+    cos, sin = torch.cos(ang).float(), torch.sin(ang).float()
+    mask = torch.full((T, T), float("-inf")).triu(1)
+
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+
+    def rope(x):  # x [B, T, h, hd], interleaved pairs
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        c, s = cos[None, :, None, :], sin[None, :, None, :]
+        return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
+
+    def step(tokens):
+        B = tokens.shape[0]
+        x = params["embed"][tokens]
+        for l in range(L):
+            h = rms(x, params[f"{l}.an"])
+            qkv = h @ params[f"{l}.qkv"].t()
+            q = rope(qkv[..., : H * hd].view(B, T, H, hd))
+            k = rope(qkv[..., H * hd:(H + Hkv) * hd].view(B, T, Hkv, hd))
+            v = qkv[..., (H + Hkv) * hd:].view(B, T, Hkv, hd)
+            k = k.repeat_interleave(H // Hkv, dim=2)
+            v = v.repeat_interleave(H // Hkv, dim=2)
+            att = (q.transpose(1, 2) @ k.transpose(1, 2).transpose(-1, -2)) / math.sqrt(hd) + mask
+            o = (att.softmax(-1) @ v.transpose(1, 2)).transpose(1, 2).reshape(B, T, H * hd)
+            x = x + o @ params[f"{l}.wo"].t()
+            h = rms(x, params[f"{l}.mn"])
+            gu = h @ params[f"{l}.gu"].t()
+            x = x + (torch.nn.functional.silu(gu[..., :F]) * gu[..., F:]) @ params[f"{l}.down"].t()
+        h = rms(x, params["norm"])[:, :-1]
+        logits = h.reshape(-1, d) @ params["head"].t()
+        loss = torch.nn.functional.cross_entropy(logits.float(), tokens[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params.values(), 1.0)
+        opt.step()
+        return loss.item()
+
+    tokens = torch.randint(0, V, (a.batch, T))
+    step(tokens)
+    times = []
+    for _ in range(a.reps):
+        t0 = time.perf_counter()
+        step(tokens)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    print(f"torch_tok_s {a.batch * T / times[len(times) // 2]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
