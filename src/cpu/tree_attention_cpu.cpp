@@ -53,24 +53,64 @@ KeyBlockBounds key_block_bounds(const int32_t* subtree_end, int T) {
   return b;
 }
 
-// S[i][j] = sum_d A[i][d] * Bt[d][j] for i < nq, all kBK columns.
+// 8-float vectors (GCC/Clang vector extensions): accumulators stay in
+// registers, which plain loops over a local array do not guarantee.
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+inline v8 load8(const float* p) { return *reinterpret_cast<const v8u*>(p); }
+inline void store8(float* p, v8 v) { *reinterpret_cast<v8u*>(p) = v; }
+inline v8 bcast(float x) { return v8{} + x; }
+constexpr int kVecPerRow = kBK / 8;
+
+// max_j s[j] over one score row (-inf for a fully masked row).
+inline float row_max(const float* s) {
+  v8 m = load8(s);
+#pragma GCC unroll 8
+  for (int k = 1; k < kVecPerRow; ++k) {
+    const v8 x = load8(s + 8 * k);
+    m = m > x ? m : x;
+  }
+  float r = m[0];
+  for (int l = 1; l < 8; ++l) r = std::max(r, m[l]);
+  return r;
+}
+
+// S[i][j] = sum_d A[i][d] * Bt[d][j] for i < nq, all kBK columns; two rows
+// at a time so that each load of Bt feeds two FMAs.
 template <int DC>
 inline void block_scores(const float* A, const float* Bt, int nq, int Drt, float* S) {
   const int D = DC ? DC : Drt;
-  for (int i = 0; i < nq; ++i) {
-    float acc[kBK];
-#pragma omp simd
-    for (int j = 0; j < kBK; ++j) acc[j] = 0.0f;
-    const float* a = A + i * D;
+  int i = 0;
+  for (; i + 1 < nq; i += 2) {
+    v8 a0[kVecPerRow] = {}, a1[kVecPerRow] = {};
+    const float* r0 = A + i * D;
+    const float* r1 = r0 + D;
     for (int d = 0; d < D; ++d) {
-      const float ad = a[d];
+      const v8 x0 = bcast(r0[d]), x1 = bcast(r1[d]);
       const float* bt = Bt + d * kBK;
-#pragma omp simd
-      for (int j = 0; j < kBK; ++j) acc[j] += ad * bt[j];
+#pragma GCC unroll 8
+      for (int k = 0; k < kVecPerRow; ++k) {
+        const v8 b = load8(bt + 8 * k);
+        a0[k] += x0 * b;
+        a1[k] += x1 * b;
+      }
     }
-    float* s = S + i * kBK;
-#pragma omp simd
-    for (int j = 0; j < kBK; ++j) s[j] = acc[j];
+#pragma GCC unroll 8
+    for (int k = 0; k < kVecPerRow; ++k) {
+      store8(S + i * kBK + 8 * k, a0[k]);
+      store8(S + (i + 1) * kBK + 8 * k, a1[k]);
+    }
+  }
+  if (i < nq) {
+    v8 a0[kVecPerRow] = {};
+    const float* r0 = A + i * D;
+    for (int d = 0; d < D; ++d) {
+      const v8 x0 = bcast(r0[d]);
+#pragma GCC unroll 8
+      for (int k = 0; k < kVecPerRow; ++k) a0[k] += x0 * load8(Bt + d * kBK + 8 * k);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < kVecPerRow; ++k) store8(S + i * kBK + 8 * k, a0[k]);
   }
 }
 
@@ -105,75 +145,42 @@ bool block_fully_visible(const KeyBlockBounds& b, int kb, int k1, int nk, int q0
   return nk == kBK && k1 - 1 <= q0 && b.min_end[kb] >= q1;
 }
 
-// o = o * corr + sum_j p[j] V[j] (accumulator in registers for fixed D).
+// o = o * corr + sum_j p[j * stride] X[j] over n rows X[j] of length D
+// (the P V product of one query row with stride 1, or one column of a score
+// block with stride kBK). Two accumulator sets hide the FMA latency.
 template <int DC>
-inline void accumulate_pv(float* o, float corr, const float* p, const float* V, int nk, int Drt) {
-  if constexpr (DC > 0) {
-    // Two accumulators (even and odd j) hide the FMA latency.
-    float acc[DC], acc2[DC];
-#pragma omp simd
-    for (int d = 0; d < DC; ++d) {
-      acc[d] = o[d] * corr;
-      acc2[d] = 0.0f;
+inline void accumulate_rows(float* o, float corr, const float* p, int stride, const float* X,
+                            int n, int Drt) {
+  if constexpr (DC > 0 && DC % 8 == 0) {
+    constexpr int kV = DC / 8;
+    v8 acc[kV], acc2[kV];
+    const v8 c = bcast(corr);
+#pragma GCC unroll 16
+    for (int k = 0; k < kV; ++k) {
+      acc[k] = load8(o + 8 * k) * c;
+      acc2[k] = v8{};
     }
     int j = 0;
-    for (; j + 1 < nk; j += 2) {
-      const float p0 = p[j], p1 = p[j + 1];
-      const float* v0 = V + j * DC;
-      const float* v1 = v0 + DC;
-#pragma omp simd
-      for (int d = 0; d < DC; ++d) {
-        acc[d] += p0 * v0[d];
-        acc2[d] += p1 * v1[d];
+    for (; j + 1 < n; j += 2) {
+      const v8 p0 = bcast(p[j * stride]), p1 = bcast(p[(j + 1) * stride]);
+      const float* x0 = X + j * DC;
+#pragma GCC unroll 16
+      for (int k = 0; k < kV; ++k) {
+        acc[k] += p0 * load8(x0 + 8 * k);
+        acc2[k] += p1 * load8(x0 + DC + 8 * k);
       }
     }
-    if (j < nk) {
-      const float pj = p[j];
-      const float* v = V + j * DC;
-#pragma omp simd
-      for (int d = 0; d < DC; ++d) acc[d] += pj * v[d];
+    if (j < n) {
+      const v8 p0 = bcast(p[j * stride]);
+#pragma GCC unroll 16
+      for (int k = 0; k < kV; ++k) acc[k] += p0 * load8(X + j * DC + 8 * k);
     }
-#pragma omp simd
-    for (int d = 0; d < DC; ++d) o[d] = acc[d] + acc2[d];
+#pragma GCC unroll 16
+    for (int k = 0; k < kV; ++k) store8(o + 8 * k, acc[k] + acc2[k]);
   } else {
     for (int d = 0; d < Drt; ++d) o[d] *= corr;
-    for (int j = 0; j < nk; ++j)
-      for (int d = 0; d < Drt; ++d) o[d] += p[j] * V[j * Drt + d];
-  }
-}
-
-// o += sum_i p[i * kBK] X[i] (column j of a score block against rows X).
-template <int DC>
-inline void accumulate_column(float* o, const float* p, const float* X, int nq, int Drt) {
-  if constexpr (DC > 0) {
-    float acc[DC], acc2[DC];
-#pragma omp simd
-    for (int d = 0; d < DC; ++d) {
-      acc[d] = o[d];
-      acc2[d] = 0.0f;
-    }
-    int i = 0;
-    for (; i + 1 < nq; i += 2) {
-      const float p0 = p[i * kBK], p1 = p[(i + 1) * kBK];
-      const float* x0 = X + i * DC;
-      const float* x1 = x0 + DC;
-#pragma omp simd
-      for (int d = 0; d < DC; ++d) {
-        acc[d] += p0 * x0[d];
-        acc2[d] += p1 * x1[d];
-      }
-    }
-    if (i < nq) {
-      const float pi = p[i * kBK];
-      const float* x = X + i * DC;
-#pragma omp simd
-      for (int d = 0; d < DC; ++d) acc[d] += pi * x[d];
-    }
-#pragma omp simd
-    for (int d = 0; d < DC; ++d) o[d] = acc[d] + acc2[d];
-  } else {
-    for (int i = 0; i < nq; ++i)
-      for (int d = 0; d < Drt; ++d) o[d] += p[i * kBK] * X[i * Drt + d];
+    for (int j = 0; j < n; ++j)
+      for (int d = 0; d < Drt; ++d) o[d] += p[j * stride] * X[j * Drt + d];
   }
 }
 
@@ -240,9 +247,7 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
             apply_tree_mask(S.data(), q0, nq, k0, nk, a.subtree_end);
           for (int i = 0; i < nq; ++i) {
             float* s = S.data() + i * kBK;
-            float mx = m[i];
-#pragma omp simd reduction(max : mx)
-            for (int j = 0; j < kBK; ++j) mx = std::max(mx, s[j]);
+            const float mx = std::max(m[i], row_max(s));
             if (mx == ninf) continue;  // the row sees nothing here yet
             const float corr = fast_exp(m[i] - mx);
             float sum = 0.0f;
@@ -253,7 +258,7 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
             }
             l[i] = l[i] * corr + sum;
             m[i] = mx;
-            accumulate_pv<DC>(O.data() + i * D, corr, s, Vr, nk, D);
+            accumulate_rows<DC>(O.data() + i * D, corr, s, 1, Vr, nk, D);
           }
         }
         for (int i = 0; i < nq; ++i) {
@@ -330,13 +335,13 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
                 ds[j] = p[j] * (ds[j] - di);
               }
               // dQ_i += scale * sum_j dS_ij K_j
-              accumulate_pv<DC>(dq_mine + static_cast<size_t>(q0 + i) * HD + h * D, 1.0f, ds,
-                                Kr.data(), nk, D);
+              accumulate_rows<DC>(dq_mine + static_cast<size_t>(q0 + i) * HD + h * D, 1.0f, ds,
+                                  1, Kr.data(), nk, D);
             }
             // dV_j += sum_i P_ij dO_i ;  dK_j += sum_i dS_ij Qs_i (Qs carries the scale)
             for (int j = 0; j < nk; ++j) {
-              accumulate_column<DC>(dV.data() + j * D, P.data() + j, dO.data(), nq, D);
-              accumulate_column<DC>(dK.data() + j * D, dS.data() + j, Qs.data(), nq, D);
+              accumulate_rows<DC>(dV.data() + j * D, 1.0f, P.data() + j, kBK, dO.data(), nq, D);
+              accumulate_rows<DC>(dK.data() + j * D, 1.0f, dS.data() + j, kBK, Qs.data(), nq, D);
             }
           }
         }
