@@ -1,50 +1,12 @@
 // The forge binary end to end: command dispatch, help, exit codes (0 ok,
 // 2 bad input, named on stderr) and `forge config` on the default config.
-#include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <string>
+#include "e2e/forge_runner.hpp"
 
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs `forge ARGS` from the source tree (so relative paths like
-// configs/default.ini resolve as in the README), capturing both streams.
-Result forge(const std::string& args) {
-  // Unique per process: ctest runs the tests of this file in parallel.
-  const std::string stem = ::testing::TempDir() + "forge_cli_" + std::to_string(getpid());
-  const std::string out = stem + ".out", err = stem + ".err";
-  const std::string cmd = std::string("cd '") + FORGE_SOURCE_DIR + "' && '" FORGE_BINARY_DIR
-                          "/forge' " + args + " >'" + out + "' 2>'" + err + "'";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  std::remove(out.c_str());
-  std::remove(err.c_str());
-  return r;
-}
-
-bool contains(const std::string& s, const std::string& what) {
-  return s.find(what) != std::string::npos;
-}
+using forge_e2e::contains;
+using forge_e2e::forge;
+using forge_e2e::Result;
 
 TEST(Cli, HelpListsCommands) {
   const Result r = forge("--help");

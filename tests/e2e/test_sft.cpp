@@ -1,0 +1,43 @@
+// `forge sft` end to end on a tiny model: it trains (the loss falls), writes
+// its run folder, prints the evaluation, and rejects a bad task name.
+#include <unistd.h>
+
+#include "e2e/forge_runner.hpp"
+
+namespace {
+
+using forge_e2e::contains;
+using forge_e2e::forge;
+using forge_e2e::Result;
+using forge_e2e::slurp;
+
+double json_number(const std::string& json, const std::string& key) {
+  const auto p = json.find("\"" + key + "\": ");
+  if (p == std::string::npos) return -1e300;
+  return std::stod(json.substr(p + key.size() + 4));
+}
+
+TEST(Sft, TinyRunLossFallsAndWritesSummary) {
+  const std::string dir = ::testing::TempDir() + "forge_sft_" + std::to_string(getpid());
+  const Result r = forge(
+      "sft --model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
+      "--model.ffn_dim=64 --optim.lr=0.003 --sft.steps=40 --sft.batch=8 --sft.eval_requests=8 "
+      "--sft.show=2 --run.log_every=20 --run.dir=" + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "exact-match accuracy")) << r.out;
+  EXPECT_TRUE(contains(r.err, "step    40/40")) << r.err;
+  const std::string summary = slurp(dir + "/summary.json");
+  const double first = json_number(summary, "loss_first"), last = json_number(summary, "loss_last");
+  EXPECT_GT(first, 0) << summary;
+  EXPECT_LT(last, 0.75 * first) << summary;
+  EXPECT_LT(json_number(summary, "packed_tokens"), json_number(summary, "linear_tokens")) << summary;
+  EXPECT_TRUE(contains(slurp(dir + "/config.ini"), "steps = 40"));
+}
+
+TEST(Sft, UnknownTaskIsExitCode2) {
+  const Result r = forge("sft --sft.task=juggle --sft.steps=1");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "sft.task")) << r.err;
+}
+
+}  // namespace
