@@ -1,0 +1,65 @@
+// Policy-gradient losses as per-token coefficients on log pi_theta.
+//
+// For a batch of samples (LLM calls) s with generated tokens t, advantage A_s,
+// behaviour logprob mu_{s,t} and current logprob lp_{s,t}, r = exp(lp - mu):
+//
+//   cispo  J = 1/N sum sg(r^) A lp,             r^ = clip(r, 1 - eps_low, 1 + eps_high)
+//   ppo    J = 1/N sum min(r A, clip(r) A)       (token mean)
+//   dapo   ppo with eps_low 0.2, eps_high 0.28   (token mean; zero-variance groups dropped)
+//   grpo   J = 1/S sum_s 1/|o_s| sum_t min(r A, clip(r) A)   (sequence mean)
+//
+// N = generated tokens of the batch left after masking, S = samples left.
+// The gradient of every J is sum w_{s,t} grad lp_{s,t} with
+//   cispo: w = sg(r^) A / N   (no gradient through r; clipped tokens keep one)
+//   ppo/dapo/grpo: w = r A / norm where the unclipped term is the minimum, else 0.
+// The learner trains L = -sum w lp on the tree (src/algo/token_loss.hpp).
+//
+// Masked importance sampling against train/inference mismatch: "token" drops
+// tokens whose r leaves [is_low, is_high]; "sequence" drops samples whose
+// geometric-mean ratio exp(mean_t (lp - mu)) leaves it. Dropped tokens leave
+// both the numerator and the denominator N.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace forge {
+
+struct PolicyLossConfig {
+  std::string algorithm = "cispo";  // cispo | ppo | grpo | dapo
+  float eps_low = -1;   // < 0: the algorithm's default (cispo: no lower clip; ppo, grpo, dapo: 0.2)
+  float eps_high = -1;  // < 0: the algorithm's default (cispo 0.28, ppo/grpo 0.2, dapo 0.28)
+  std::string is_mask = "none";  // none | token | sequence
+  float is_low = 0.5f, is_high = 2.0f;
+
+  float effective_eps_low() const;
+  float effective_eps_high() const;
+  void validate() const;  // InputError naming the key
+};
+
+// One sample's generated tokens.
+struct SampleTokens {
+  float advantage = 0;
+  std::vector<float> behaviour_logprob;  // mu per generated token
+  std::vector<float> logprob;            // current lp per generated token
+};
+
+struct PolicyLossStats {
+  double objective = 0;       // J (to maximize)
+  int64_t tokens = 0;         // generated tokens in
+  int64_t kept_tokens = 0;    // N after masking
+  int64_t masked_tokens = 0;
+  int64_t clipped_tokens = 0; // r outside the clip range
+  double mean_ratio = 0, max_ratio = 0;
+  double kl = 0;              // mean of r - 1 - log r (k3 estimate of KL(mu || pi))
+  double logprob_mismatch = 0;  // mean |lp - mu|
+  double clip_fraction() const { return tokens ? double(clipped_tokens) / tokens : 0; }
+  double masked_fraction() const { return tokens ? double(masked_tokens) / tokens : 0; }
+};
+
+// Coefficients w[s][t] (the gradient of J with respect to lp[s][t]).
+std::vector<std::vector<float>> policy_coefficients(const PolicyLossConfig& config,
+                                                    const std::vector<SampleTokens>& samples,
+                                                    PolicyLossStats* stats);
+
+}  // namespace forge

@@ -1,0 +1,249 @@
+// Properties of the policy losses (src/algo/policy_loss.hpp), each able to
+// fail: ratios of 1 make CISPO, DAPO and REINFORCE agree (also as model
+// gradients through the tree trainer); no gradient flows through the ratio;
+// CISPO keeps the gradient of a clipped token that PPO/DAPO drop; masked
+// tokens leave numerator and denominator; zero-variance groups give zero.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "algo/advantages.hpp"
+#include "algo/composite_reward.hpp"
+#include "algo/policy_loss.hpp"
+#include "algo/prefix_tree.hpp"
+#include "algo/token_loss.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "model/packed_batch.hpp"
+#include "model/policy_model.hpp"
+#include "model/tokenizer.hpp"
+
+namespace forge {
+namespace {
+
+std::vector<SampleTokens> random_batch(Rng& rng, int samples, bool on_policy) {
+  std::vector<SampleTokens> b(samples);
+  for (auto& s : b) {
+    s.advantage = static_cast<float>(rng.normal());
+    const int n = 1 + static_cast<int>(rng.below(6));
+    for (int t = 0; t < n; ++t) {
+      const float mu = static_cast<float>(-3.0 * rng.uniform());
+      s.behaviour_logprob.push_back(mu);
+      s.logprob.push_back(on_policy ? mu : mu + static_cast<float>(0.3 * rng.normal()));
+    }
+  }
+  return b;
+}
+
+PolicyLossConfig algo(const std::string& name) {
+  PolicyLossConfig c;
+  c.algorithm = name;
+  return c;
+}
+
+TEST(PolicyLoss, RatiosOfOneMakeCispoDapoAndReinforceAgree) {
+  Rng rng(1);
+  const auto batch = random_batch(rng, 7, true);
+  int64_t N = 0;
+  for (const auto& s : batch) N += static_cast<int64_t>(s.logprob.size());
+  const auto cispo = policy_coefficients(algo("cispo"), batch, nullptr);
+  const auto dapo = policy_coefficients(algo("dapo"), batch, nullptr);
+  for (size_t s = 0; s < batch.size(); ++s)
+    for (size_t t = 0; t < batch[s].logprob.size(); ++t) {
+      const float reinforce = batch[s].advantage / static_cast<float>(N);
+      EXPECT_FLOAT_EQ(cispo[s][t], reinforce);
+      EXPECT_FLOAT_EQ(dapo[s][t], reinforce);
+    }
+}
+
+// The same statement as parameter gradients of the policy, through tree
+// batches: equal coefficients per (sample, position) give equal gradients,
+// and an off-policy batch gives different ones (so the check can fail).
+TEST(PolicyLoss, RatiosOfOneGiveEqualModelGradients) {
+  Rng rng(2);
+  ModelConfig mc;
+  mc.vocab = Tokenizer::kVocabSize;
+  mc.d_model = 32;
+  mc.n_layers = 1;
+  mc.n_heads = 2;
+  mc.n_kv_heads = 2;
+  mc.ffn_dim = 48;
+  auto backend = make_backend("cpu");
+  PolicyModel model(mc, *backend);
+  model.init_random(4, 0.2f);
+  std::vector<Sample> samples;
+  for (int s = 0; s < 4; ++s) {
+    Sample x;
+    for (int t = 0; t < 6 + s; ++t) {
+      x.tokens.push_back(static_cast<int32_t>(t < 4 ? 10 + t : rng.below(200)));
+      x.trainable.push_back(t >= 4);
+    }
+    samples.push_back(x);
+  }
+  const auto bins = pack_forest(build_prefix_forest(samples, true), 4096);
+  ASSERT_EQ(bins.size(), 1u);
+  BinForward fwd;
+  model.forward(bins[0], 1.0f, &fwd);
+  // Current logprobs per (sample, position) from the forward.
+  std::vector<SampleTokens> on(samples.size()), off(samples.size());
+  for (size_t s = 0; s < samples.size(); ++s) on[s].advantage = off[s].advantage = static_cast<float>(s) - 1.5f;
+  std::vector<std::vector<int>> pos(samples.size());
+  for (int e = 0; e < bins[0].entries(); ++e)
+    for (int r = bins[0].ref_begin[e]; r < bins[0].ref_begin[e + 1]; ++r) {
+      const SampleRef ref = bins[0].refs[r];
+      pos[ref.sample].push_back(ref.position);
+      on[ref.sample].logprob.push_back(fwd.logprob[e]);
+      on[ref.sample].behaviour_logprob.push_back(fwd.logprob[e]);
+      off[ref.sample].logprob.push_back(fwd.logprob[e]);
+      off[ref.sample].behaviour_logprob.push_back(fwd.logprob[e] - 0.5f);
+    }
+  auto grads_for = [&](const std::vector<std::vector<float>>& w) {
+    model.zero_grads();
+    BinForward f;
+    model.forward(bins[0], 1.0f, &f);
+    const auto ew = entry_weights(bins[0], [&](const SampleRef& ref) {
+      const auto& p = pos[ref.sample];
+      const size_t k = std::find(p.begin(), p.end(), ref.position) - p.begin();
+      return w[ref.sample][k];
+    });
+    std::vector<float> dl(ew.size());
+    for (size_t e = 0; e < ew.size(); ++e) dl[e] = -ew[e];
+    model.backward(dl);
+    return model.get_grads();
+  };
+  const auto g_cispo = grads_for(policy_coefficients(algo("cispo"), on, nullptr));
+  const auto g_dapo = grads_for(policy_coefficients(algo("dapo"), on, nullptr));
+  const auto g_off = grads_for(policy_coefficients(algo("cispo"), off, nullptr));
+  double diff = 0, diff_off = 0, norm = 0;
+  for (size_t i = 0; i < g_cispo.size(); ++i) {
+    diff += std::abs(g_cispo[i] - g_dapo[i]);
+    diff_off += std::abs(g_cispo[i] - g_off[i]);
+    norm += std::abs(g_cispo[i]);
+  }
+  EXPECT_GT(norm, 0.0);
+  EXPECT_LE(diff, 1e-6 * norm);
+  EXPECT_GT(diff_off, 1e-3 * norm);
+}
+
+TEST(PolicyLoss, NoGradientThroughTheRatio) {
+  // CISPO's coefficient is sg(r^) A / N; the derivative of the same expression
+  // without the stop-gradient has the extra term A lp dr^/dlp = A lp r inside
+  // the clip range, so the two differ wherever lp != 0.
+  SampleTokens s;
+  s.advantage = 1.3f;
+  s.behaviour_logprob = {-1.0f};
+  s.logprob = {-0.9f};
+  const auto w = policy_coefficients(algo("cispo"), {s}, nullptr);
+  const double r = std::exp(0.1);
+  EXPECT_NEAR(w[0][0], r * 1.3, 1e-6);
+  const double without_stop_gradient = r * 1.3 + 1.3 * (-0.9) * r;
+  EXPECT_GT(std::abs(w[0][0] - without_stop_gradient), 0.1);
+}
+
+TEST(PolicyLoss, ClippedPositiveTokenKeepsGradientOnlyUnderCispo) {
+  SampleTokens s;
+  s.advantage = 2.0f;
+  s.behaviour_logprob = {-2.0f};
+  s.logprob = {-1.0f};  // r = e > 1 + eps_high
+  PolicyLossStats st;
+  const auto cispo = policy_coefficients(algo("cispo"), {s}, &st);
+  EXPECT_NEAR(cispo[0][0], (1.0f + 0.28f) * 2.0f, 1e-6);  // clipped weight, gradient kept
+  EXPECT_EQ(st.clipped_tokens, 1);
+  EXPECT_FLOAT_EQ(policy_coefficients(algo("ppo"), {s}, nullptr)[0][0], 0.0f);
+  EXPECT_FLOAT_EQ(policy_coefficients(algo("dapo"), {s}, nullptr)[0][0], 0.0f);
+  // A negative advantage with r > 1 + eps keeps PPO's gradient (min picks r A).
+  s.advantage = -2.0f;
+  EXPECT_NEAR(policy_coefficients(algo("ppo"), {s}, nullptr)[0][0], std::exp(1.0) * -2.0, 1e-5);
+}
+
+TEST(PolicyLoss, MaskedTokensLeaveNumeratorAndDenominator) {
+  Rng rng(3);
+  auto batch = random_batch(rng, 5, false);
+  for (auto& s : batch)
+    for (size_t t = 0; t < s.logprob.size(); ++t)
+      s.logprob[t] = s.behaviour_logprob[t] + 0.05f;  // all inside [0.5, 2]
+  PolicyLossConfig c = algo("cispo");
+  c.is_mask = "token";
+  const auto base = policy_coefficients(c, batch, nullptr);
+  // Add one token far off policy to sample 2: it is masked, the rest unchanged.
+  auto with_outlier = batch;
+  with_outlier[2].behaviour_logprob.push_back(-5.0f);
+  with_outlier[2].logprob.push_back(-1.0f);  // r = e^4
+  PolicyLossStats st;
+  const auto w = policy_coefficients(c, with_outlier, &st);
+  EXPECT_EQ(st.masked_tokens, 1);
+  EXPECT_FLOAT_EQ(w[2].back(), 0.0f);
+  for (size_t s = 0; s < batch.size(); ++s)
+    for (size_t t = 0; t < batch[s].logprob.size(); ++t) EXPECT_FLOAT_EQ(w[s][t], base[s][t]);
+  // Without masking the outlier changes the denominator of every token.
+  const auto unmasked = policy_coefficients(algo("cispo"), with_outlier, nullptr);
+  EXPECT_NE(unmasked[0][0], policy_coefficients(algo("cispo"), batch, nullptr)[0][0]);
+}
+
+TEST(PolicyLoss, SequenceMaskDropsWholeSamples) {
+  SampleTokens a, b;
+  a.advantage = b.advantage = 1.0f;
+  a.behaviour_logprob = {-1, -1};
+  a.logprob = {-1, -1};
+  b.behaviour_logprob = {-3, -3};
+  b.logprob = {-1, -1};  // geometric mean ratio e^2 > 2
+  PolicyLossConfig c = algo("cispo");
+  c.is_mask = "sequence";
+  PolicyLossStats st;
+  const auto w = policy_coefficients(c, {a, b}, &st);
+  EXPECT_EQ(st.masked_tokens, 2);
+  EXPECT_FLOAT_EQ(w[1][0], 0.0f);
+  EXPECT_FLOAT_EQ(w[0][0], 0.5f);  // N = 2 kept tokens
+}
+
+TEST(PolicyLoss, ZeroVarianceGroupsGiveZeroGradient) {
+  const auto adv = group_advantages({1, 1, 1, 0, 1, 0.5f}, {7, 7, 7, 9, 9, 9});
+  EXPECT_EQ(adv.groups, 2);
+  EXPECT_EQ(adv.zero_variance_groups, 1);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(adv.advantage[i], 0.0f);
+  EXPECT_LT(adv.advantage[3], 0.0f);
+  EXPECT_GT(adv.advantage[4], 0.0f);
+  SampleTokens s;
+  s.advantage = adv.advantage[0];
+  s.behaviour_logprob = {-1, -2};
+  s.logprob = {-0.5, -2.5};
+  for (const char* name : {"cispo", "ppo", "grpo", "dapo"}) {
+    const auto w = policy_coefficients(algo(name), {s}, nullptr);
+    for (float x : w[0]) EXPECT_EQ(x, 0.0f) << name;
+  }
+}
+
+TEST(PolicyLoss, GrpoUsesSequenceMean) {
+  SampleTokens a, b;
+  a.advantage = b.advantage = 1.0f;
+  a.behaviour_logprob = a.logprob = {-1};
+  b.behaviour_logprob = b.logprob = {-1, -1, -1};
+  const auto w = policy_coefficients(algo("grpo"), {a, b}, nullptr);
+  EXPECT_FLOAT_EQ(w[0][0], 0.5f);         // 1 / (|o_a| * S) = 1 / (1 * 2)
+  EXPECT_FLOAT_EQ(w[1][0], 1.0f / 6.0f);  // 1 / (3 * 2)
+}
+
+TEST(CompositeReward, WeightsAndBatchNormalization) {
+  RewardConfig c;
+  c.outcome_weight = 1.0f;
+  c.process_weight = 0.5f;
+  c.efficiency_weight = 0.0f;
+  std::vector<RewardComponents> comps(2);
+  comps[0].outcome = 1;
+  comps[0].process = 0.4f;
+  comps[1].outcome = 0;
+  comps[1].process = -0.2f;
+  auto r = composite_rewards(c, comps);
+  EXPECT_FLOAT_EQ(r[0], 1.2f);
+  EXPECT_FLOAT_EQ(r[1], -0.1f);
+  c.process_norm = "batch";  // process becomes +-1
+  r = composite_rewards(c, comps);
+  EXPECT_NEAR(r[0], 1.0 + 0.5, 1e-5);
+  EXPECT_NEAR(r[1], 0.0 - 0.5, 1e-5);
+  c.outcome_norm = "group";
+  EXPECT_THROW(composite_rewards(c, comps), InputError);
+}
+
+}  // namespace
+}  // namespace forge
