@@ -299,7 +299,9 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
     float* dq_mine = dq_part.data() + static_cast<size_t>(omp_get_thread_num()) * T * HD;
     std::vector<float> Kt(D * kBK), Vt(D * kBK), Kr(kBK * D), Qs(kBQ * D), dO(kBQ * D);
     std::vector<float> P(kBQ * kBK), dS(kBQ * kBK), dK(kBK * D), dV(kBK * D);
-#pragma omp for collapse(2) schedule(dynamic, 1)
+    // Static round-robin: a fixed thread per key block makes the dQ sums
+    // (per-thread buffers) bitwise reproducible from run to run.
+#pragma omp for collapse(2) schedule(static, 1)
     for (int kvh = 0; kvh < Hkv; ++kvh) {
       for (int kb = 0; kb < nkb; ++kb) {
         const int k0 = kb * kBK, k1 = std::min(T, k0 + kBK), nk = k1 - k0;

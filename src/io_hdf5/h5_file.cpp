@@ -1,0 +1,190 @@
+#include "io_hdf5/h5_file.hpp"
+
+#include <filesystem>
+
+#include "core/error.hpp"
+
+namespace forge::h5 {
+namespace {
+
+// Silence the library's error stack printing once; forge reports errors itself.
+void quiet() {
+  static const bool done = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)done;
+}
+
+std::vector<hsize_t> dims_of(const std::vector<int64_t>& shape) {
+  return std::vector<hsize_t>(shape.begin(), shape.end());
+}
+
+}  // namespace
+
+void Handle::reset() {
+  if (id_ >= 0 && close_) close_(id_);
+  id_ = -1;
+}
+
+File File::create(const std::string& path) {
+  quiet();
+  File f;
+  f.path_ = path;
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_libver_bounds(fapl.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
+  if (id < 0) throw InputError("cannot create HDF5 file '" + path + "'");
+  f.file_ = Handle(id, H5Fclose);
+  return f;
+}
+
+File File::open_read(const std::string& path) {
+  quiet();
+  File f;
+  f.path_ = path;
+  if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' (corrupted?)");
+  f.file_ = Handle(id, H5Fclose);
+  return f;
+}
+
+void File::flush() {
+  if (H5Fflush(file_.id(), H5F_SCOPE_GLOBAL) < 0) throw Error("cannot flush '" + path_ + "'");
+}
+
+void File::close() { file_.reset(); }
+
+void File::create_group(const std::string& name) {
+  Handle g(H5Gcreate2(file_.id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!g.valid()) throw Error("cannot create group '" + name + "' in '" + path_ + "'");
+}
+
+bool File::exists(const std::string& name) const {
+  // Check each component so that a missing parent is "absent", not an error.
+  size_t pos = 0;
+  while (true) {
+    pos = name.find('/', pos + 1);
+    const std::string prefix = name.substr(0, pos);
+    if (H5Lexists(file_.id(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (pos == std::string::npos) return true;
+  }
+}
+
+namespace {
+void write_dataset(const File& f, const std::string& name, const std::vector<int64_t>& shape,
+                   hid_t type, const void* data) {
+  const auto dims = dims_of(shape);
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  Handle ds(H5Dcreate2(f.id(), name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT,
+                       H5P_DEFAULT),
+            H5Dclose);
+  if (!ds.valid() || H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    throw Error("cannot write dataset '" + name + "' to '" + f.path() + "'");
+}
+
+template <typename T>
+std::vector<T> read_dataset(const File& f, const std::string& name, hid_t type,
+                            H5T_class_t want_class) {
+  if (!f.exists(name)) throw InputError("'" + f.path() + "' has no dataset '" + name + "'");
+  Handle ds(H5Dopen2(f.id(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.valid()) throw InputError("'" + f.path() + "': '" + name + "' is not a dataset");
+  Handle ftype(H5Dget_type(ds.id()), H5Tclose);
+  if (H5Tget_class(ftype.id()) != want_class)
+    throw InputError("'" + f.path() + "': dataset '" + name + "' has the wrong element type");
+  Handle space(H5Dget_space(ds.id()), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+  if (n < 0) throw InputError("'" + f.path() + "': cannot read the shape of '" + name + "'");
+  std::vector<T> out(static_cast<size_t>(n));
+  if (n > 0 && H5Dread(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    throw InputError("'" + f.path() + "': cannot read dataset '" + name + "' (corrupted?)");
+  return out;
+}
+}  // namespace
+
+void File::write_f32(const std::string& name, const std::vector<int64_t>& shape, const float* data) {
+  write_dataset(*this, name, shape, H5T_NATIVE_FLOAT, data);
+}
+void File::write_u64(const std::string& name, const std::vector<int64_t>& shape,
+                     const uint64_t* data) {
+  write_dataset(*this, name, shape, H5T_NATIVE_UINT64, data);
+}
+void File::write_i64(const std::string& name, const std::vector<int64_t>& shape,
+                     const int64_t* data) {
+  write_dataset(*this, name, shape, H5T_NATIVE_INT64, data);
+}
+std::vector<float> File::read_f32(const std::string& name) const {
+  return read_dataset<float>(*this, name, H5T_NATIVE_FLOAT, H5T_FLOAT);
+}
+std::vector<uint64_t> File::read_u64(const std::string& name) const {
+  return read_dataset<uint64_t>(*this, name, H5T_NATIVE_UINT64, H5T_INTEGER);
+}
+std::vector<int64_t> File::read_i64(const std::string& name) const {
+  return read_dataset<int64_t>(*this, name, H5T_NATIVE_INT64, H5T_INTEGER);
+}
+
+std::vector<int64_t> File::shape(const std::string& name) const {
+  if (!exists(name)) throw InputError("'" + path_ + "' has no dataset '" + name + "'");
+  Handle ds(H5Dopen2(file_.id(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.valid()) throw InputError("'" + path_ + "': '" + name + "' is not a dataset");
+  Handle space(H5Dget_space(ds.id()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) throw InputError("'" + path_ + "': cannot read the shape of '" + name + "'");
+  std::vector<hsize_t> dims(rank);
+  H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
+  return std::vector<int64_t>(dims.begin(), dims.end());
+}
+
+void File::set_attr(const std::string& key, const std::string& value) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.id(), value.size() + 1);
+  H5Tset_strpad(type.id(), H5T_STR_NULLTERM);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a(H5Acreate2(file_.id(), key.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT),
+           H5Aclose);
+  if (!a.valid() || H5Awrite(a.id(), type.id(), value.c_str()) < 0)
+    throw Error("cannot write attribute '" + key + "' to '" + path_ + "'");
+}
+
+void File::set_attr(const std::string& key, int64_t value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a(H5Acreate2(file_.id(), key.c_str(), H5T_NATIVE_INT64, space.id(), H5P_DEFAULT,
+                      H5P_DEFAULT),
+           H5Aclose);
+  if (!a.valid() || H5Awrite(a.id(), H5T_NATIVE_INT64, &value) < 0)
+    throw Error("cannot write attribute '" + key + "' to '" + path_ + "'");
+}
+
+bool File::has_attr(const std::string& key) const {
+  return H5Aexists(file_.id(), key.c_str()) > 0;
+}
+
+std::string File::attr_string(const std::string& key) const {
+  if (!has_attr(key)) throw InputError("'" + path_ + "' has no attribute '" + key + "'");
+  Handle a(H5Aopen(file_.id(), key.c_str(), H5P_DEFAULT), H5Aclose);
+  Handle type(H5Aget_type(a.id()), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_STRING || H5Tis_variable_str(type.id()) > 0)
+    throw InputError("'" + path_ + "': attribute '" + key + "' is not a fixed-length string");
+  std::string s(H5Tget_size(type.id()), '\0');
+  if (H5Aread(a.id(), type.id(), s.data()) < 0)
+    throw InputError("'" + path_ + "': cannot read attribute '" + key + "'");
+  s.resize(s.find('\0') == std::string::npos ? s.size() : s.find('\0'));
+  return s;
+}
+
+int64_t File::attr_int(const std::string& key) const {
+  if (!has_attr(key)) throw InputError("'" + path_ + "' has no attribute '" + key + "'");
+  Handle a(H5Aopen(file_.id(), key.c_str(), H5P_DEFAULT), H5Aclose);
+  Handle type(H5Aget_type(a.id()), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_INTEGER)
+    throw InputError("'" + path_ + "': attribute '" + key + "' is not an integer");
+  int64_t v = 0;
+  if (H5Aread(a.id(), H5T_NATIVE_INT64, &v) < 0)
+    throw InputError("'" + path_ + "': cannot read attribute '" + key + "'");
+  return v;
+}
+
+}  // namespace forge::h5

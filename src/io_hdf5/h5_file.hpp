@@ -1,0 +1,76 @@
+// A thin RAII layer over the HDF5 C API for forge's files: handles that close
+// themselves, typed datasets and attributes, and errors that name the file and
+// the object (InputError for a file that is missing, not HDF5, or lacks what
+// forge expects; the HDF5 library's own error printing is turned off).
+#pragma once
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace forge::h5 {
+
+// Owns an hid_t and closes it with the right H5*close.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() { reset(); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = o.id_;
+      close_ = o.close_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
+  hid_t id() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void reset();
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+class File {
+ public:
+  // Creates (truncating) a file for writing.
+  static File create(const std::string& path);
+  // Opens an existing file read-only; InputError if it is missing or not HDF5.
+  static File open_read(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  hid_t id() const { return file_.id(); }
+  void flush();
+  void close();
+
+  void create_group(const std::string& name);
+  bool exists(const std::string& name) const;  // a link at this path
+
+  void write_f32(const std::string& name, const std::vector<int64_t>& shape, const float* data);
+  void write_u64(const std::string& name, const std::vector<int64_t>& shape, const uint64_t* data);
+  void write_i64(const std::string& name, const std::vector<int64_t>& shape, const int64_t* data);
+  std::vector<int64_t> shape(const std::string& name) const;  // InputError if absent
+  std::vector<float> read_f32(const std::string& name) const;
+  std::vector<uint64_t> read_u64(const std::string& name) const;
+  std::vector<int64_t> read_i64(const std::string& name) const;
+
+  // Attributes on the root group.
+  void set_attr(const std::string& key, const std::string& value);
+  void set_attr(const std::string& key, int64_t value);
+  std::string attr_string(const std::string& key) const;  // InputError if absent
+  int64_t attr_int(const std::string& key) const;
+  bool has_attr(const std::string& key) const;
+
+ private:
+  std::string path_;
+  Handle file_;
+};
+
+}  // namespace forge::h5
