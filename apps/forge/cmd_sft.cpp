@@ -4,9 +4,10 @@
 // RL commands land: the loss falls and the exact-match accuracy on held-out
 // requests rises from ~0.
 //
-// Writes RUN_DIR/config.ini (the resolved configuration) and
-// RUN_DIR/summary.json (loss curve end points, accuracy before and after,
-// tokens/s, tree token ratio).
+// Writes RUN_DIR/config.ini (the resolved configuration),
+// RUN_DIR/checkpoints/ckpt_step_*.h5 (every run.checkpoint_every steps and at
+// the end; `forge generate` samples from one) and RUN_DIR/summary.json (loss
+// curve end points, accuracy before and after, token counts).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "io_hdf5/checkpoint.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
@@ -144,7 +146,18 @@ int run_sft(int argc, char** argv) {
     linear_tokens += st.linear_tokens;
     packed_tokens += st.packed_tokens;
     ++window_steps;
-    if ((step + 1) % cfg.run.log_every == 0 || step + 1 == sft.steps) {
+    const bool last = step + 1 == sft.steps;
+    if (last || (cfg.run.checkpoint_every > 0 && (step + 1) % cfg.run.checkpoint_every == 0)) {
+      CheckpointState cs;
+      cs.step = step + 1;
+      cs.policy_version = step + 1;
+      cs.config_ini = opts.dump_ini();
+      cs.rngs["data"] = rng.state();
+      const std::string path = save_checkpoint(cfg.run.dir + "/checkpoints", model, &opt, cs,
+                                               cfg.run.keep_checkpoints);
+      if (last) log_info("sft: wrote " + path);
+    }
+    if ((step + 1) % cfg.run.log_every == 0 || last) {
       last_loss = window_loss / window_steps;
       char line[256];
       std::snprintf(line, sizeof line,

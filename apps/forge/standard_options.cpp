@@ -71,6 +71,10 @@ void add_run_options(OptionSet& opts, RunConfig& r) {
   opts.add("run.seed", &r.seed, "root seed of every random stream of the run");
   opts.add("run.threads", &r.threads, "OpenMP threads per rank; 0 = all cores", in_range(0, 4096));
   opts.add("run.log_every", &r.log_every, "steps between progress lines", at_least(1));
+  opts.add("run.checkpoint_every", &r.checkpoint_every,
+           "steps between checkpoints in RUN_DIR/checkpoints; 0 = only at the end", at_least(0));
+  opts.add("run.keep_checkpoints", &r.keep_checkpoints, "newest checkpoints kept; 0 = all",
+           at_least(0));
 }
 
 void add_standard_options(OptionSet& opts, StandardConfig& c) {

@@ -1,5 +1,6 @@
 // `forge sft` end to end on a tiny model: it trains (the loss falls), writes
-// its run folder, prints the evaluation, and rejects a bad task name.
+// its run folder and checkpoint, prints the evaluation, and rejects a bad task
+// name; `forge generate` samples from the checkpoint.
 #include <unistd.h>
 
 #include "e2e/forge_runner.hpp"
@@ -32,6 +33,13 @@ TEST(Sft, TinyRunLossFallsAndWritesSummary) {
   EXPECT_LT(last, 0.75 * first) << summary;
   EXPECT_LT(json_number(summary, "packed_tokens"), json_number(summary, "linear_tokens")) << summary;
   EXPECT_TRUE(contains(slurp(dir + "/config.ini"), "steps = 40"));
+
+  // The final checkpoint serves `forge generate`, model shape read from it.
+  const Result g = forge("generate " + dir + " --prompt='sort: cab' --show_logprobs");
+  ASSERT_EQ(g.rc, 0) << g.err;
+  EXPECT_TRUE(contains(g.err, "ckpt_step_00000040.h5")) << g.err;
+  EXPECT_TRUE(contains(g.out, "logprob")) << g.out;
+  EXPECT_EQ(forge("generate " + dir + "/missing.h5 --prompt=x").rc, 2);
 }
 
 TEST(Sft, UnknownTaskIsExitCode2) {
