@@ -13,6 +13,9 @@
 
 #include "core/error.hpp"
 #include "cpu/vec_math.hpp"
+#ifdef FORGE_WITH_CUDA
+#include "cuda/cuda_backend.hpp"
+#endif
 
 namespace forge {
 
@@ -161,8 +164,12 @@ void CpuBackend::swiglu_fwd(const float* gu, float* out, int T, int F) {
     const float* g = gu + static_cast<size_t>(t) * 2 * F;
     const float* u = g + F;
     float* o = out + static_cast<size_t>(t) * F;
-#pragma omp simd
-    for (int i = 0; i < F; ++i) o[i] = g[i] / (1.0f + fast_exp(-g[i])) * u[i];
+    int i = 0;
+    for (; i + 8 <= F; i += 8) {
+      const v8 gv = load8(g + i);
+      store8(o + i, gv / (1.0f + exp8(-gv)) * load8(u + i));
+    }
+    for (; i < F; ++i) o[i] = g[i] / (1.0f + fast_exp(-g[i])) * u[i];
   }
 }
 
@@ -174,8 +181,14 @@ void CpuBackend::swiglu_bwd(const float* gu, const float* dout, float* dgu, int 
     const float* d = dout + static_cast<size_t>(t) * F;
     float* dg = dgu + static_cast<size_t>(t) * 2 * F;
     float* du = dg + F;
-#pragma omp simd
-    for (int i = 0; i < F; ++i) {
+    int i = 0;
+    for (; i + 8 <= F; i += 8) {
+      const v8 gv = load8(g + i), dv = load8(d + i);
+      const v8 sig = 1.0f / (1.0f + exp8(-gv));
+      store8(du + i, dv * gv * sig);
+      store8(dg + i, dv * load8(u + i) * sig * (1.0f + gv * (1.0f - sig)));
+    }
+    for (; i < F; ++i) {
       const float sig = 1.0f / (1.0f + fast_exp(-g[i]));
       du[i] = d[i] * g[i] * sig;
       dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
@@ -235,8 +248,14 @@ int set_cpu_threads(int n) {
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
-  if (name == "cuda")
-    throw InputError("backend 'cuda' is not available in this build (the CUDA backend is not implemented yet); use --backend cpu");
+  if (name == "cuda") {
+#ifdef FORGE_WITH_CUDA
+    return cuda::make_cuda_backend();  // InputError when no device is present
+#else
+    throw InputError("backend 'cuda' is not available in this build (configured without CUDA: "
+                     "FORGE_CUDA=OFF or no nvcc found); use --backend cpu");
+#endif
+  }
   throw InputError("unknown backend '" + name + "' (allowed: cpu, cuda)");
 }
 

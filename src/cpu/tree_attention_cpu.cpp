@@ -55,11 +55,6 @@ KeyBlockBounds key_block_bounds(const int32_t* subtree_end, int T) {
 
 // 8-float vectors (GCC/Clang vector extensions): accumulators stay in
 // registers, which plain loops over a local array do not guarantee.
-typedef float v8 __attribute__((vector_size(32)));
-typedef float v8u __attribute__((vector_size(32), aligned(4)));
-inline v8 load8(const float* p) { return *reinterpret_cast<const v8u*>(p); }
-inline void store8(float* p, v8 v) { *reinterpret_cast<v8u*>(p) = v; }
-inline v8 bcast(float x) { return v8{} + x; }
 constexpr int kVecPerRow = kBK / 8;
 
 // max_j s[j] over one score row (-inf for a fully masked row).
@@ -250,12 +245,7 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
             const float mx = std::max(m[i], row_max(s));
             if (mx == ninf) continue;  // the row sees nothing here yet
             const float corr = fast_exp(m[i] - mx);
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (int j = 0; j < kBK; ++j) {
-              s[j] = fast_exp(s[j] - mx);
-              sum += s[j];
-            }
+            const float sum = exp_inplace_sum(s, kBK, mx);
             l[i] = l[i] * corr + sum;
             m[i] = mx;
             accumulate_rows<DC>(O.data() + i * D, corr, s, 1, Vr, nk, D);
@@ -331,10 +321,11 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
               const float di = delta[static_cast<size_t>(h) * T + q0 + i];
               float* p = P.data() + i * kBK;
               float* ds = dS.data() + i * kBK;
-#pragma omp simd
-              for (int j = 0; j < kBK; ++j) {
-                p[j] = fast_exp(p[j] - lse);
-                ds[j] = p[j] * (ds[j] - di);
+              const v8 vl = bcast(lse), vd = bcast(di);
+              for (int j = 0; j < kBK; j += 8) {
+                const v8 pj = exp8(load8(p + j) - vl);
+                store8(p + j, pj);
+                store8(ds + j, pj * (load8(ds + j) - vd));
               }
               // dQ_i += scale * sum_j dS_ij K_j
               accumulate_rows<DC>(dq_mine + static_cast<size_t>(q0 + i) * HD + h * D, 1.0f, ds,
