@@ -52,6 +52,12 @@ struct Trajectory {
   int32_t tool_errors = 0;   // injected tool errors/timeouts seen
   int32_t recoveries = 0;    // successful retries after a tool error
   std::string final_answer;
+  // Why the episode ended: "answer", "turn_budget", "token_budget",
+  // "context_budget" or "engine_error: <message>".
+  std::string end_reason;
+  int32_t needed_turns = 0;         // LLM calls of the ideal solution (its tool calls + answer)
+  int32_t needed_tokens = 0;        // generated tokens of the ideal solution in this scaffold
+  int32_t context_compactions = 0;  // times context management dropped/summarized turns
 
   // Oldest policy version among the generated tokens (-1 if none).
   int32_t oldest_version() const {

@@ -1,0 +1,34 @@
+#include "agent/context_manager.hpp"
+
+#include "model/tokenizer.hpp"
+
+namespace forge {
+
+Tokens ContextManager::assemble(const Conversation& c) const {
+  Tokens out = c.opening;
+  if (!c.notes.empty()) {
+    std::string text = "notes: ";
+    for (size_t i = 0; i < c.notes.size(); ++i) text += (i ? "; " : "") + c.notes[i];
+    const Tokens m = template_.user_message(Tokenizer().encode(text));
+    out.insert(out.end(), m.begin(), m.end());
+  }
+  const Tokens start = template_.assistant_start();
+  out.insert(out.end(), start.begin(), start.end());
+  for (const auto& t : c.turns) out.insert(out.end(), t.tokens.begin(), t.tokens.end());
+  return out;
+}
+
+void ContextManager::forget_oldest_turn(Conversation& c) const {
+  if (policy_ == ContextPolicy::kSummarize && !c.turns.front().note.empty())
+    c.notes.push_back(c.turns.front().note);
+  c.turns.pop_front();
+}
+
+bool ContextManager::compact(Conversation& c) const {
+  while (c.turns.size() > static_cast<size_t>(keep_turns_)) forget_oldest_turn(c);
+  while (!c.turns.empty() && over_budget(size(c))) forget_oldest_turn(c);
+  while (!c.notes.empty() && over_budget(size(c))) c.notes.erase(c.notes.begin());
+  return !over_budget(size(c));
+}
+
+}  // namespace forge

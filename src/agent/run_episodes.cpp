@@ -1,0 +1,36 @@
+#include "agent/run_episodes.hpp"
+
+#include "core/error.hpp"
+
+namespace forge {
+
+DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episodes) {
+  FORGE_CHECK(engine.idle(), "run_episodes needs an idle engine (its results would be misrouted)");
+  const int max_seq = engine.config().max_seq_len;
+  for (const auto& ep : episodes)
+    if (ep.config().max_context_tokens + ep.config().max_new_tokens > max_seq)
+      throw InputError("agent.max_context_tokens + agent.max_new_tokens = " +
+                       std::to_string(ep.config().max_context_tokens + ep.config().max_new_tokens) +
+                       " exceeds the engine's max_seq_len = " + std::to_string(max_seq));
+  DriverStats stats;
+  size_t in_flight = 0;
+  while (true) {
+    for (size_t i = 0; i < episodes.size(); ++i)
+      if (auto request = episodes[i].next_request()) {
+        request->id = i;
+        engine.submit(std::move(*request));
+        ++in_flight;
+        ++stats.requests;
+      }
+    if (in_flight == 0) break;
+    for (const GenerationResult& r : engine.step()) {
+      FORGE_CHECK(r.id < episodes.size(), "engine returned an unknown request id");
+      episodes[r.id].on_generation(r);
+      --in_flight;
+    }
+    ++stats.engine_steps;
+  }
+  return stats;
+}
+
+}  // namespace forge

@@ -1,0 +1,24 @@
+// The driver of concurrent episodes against one batched engine: submit every
+// episode's pending request, step the engine, route each result back to its
+// episode by request id (the episode's index), until every episode is done.
+// The engine must be idle at the start and is idle at the end.
+//
+// Throws InputError when an episode's context budget plus its per-call
+// generation does not fit the engine's max_seq_len (agent.max_context_tokens
+// + agent.max_new_tokens must be <= engine max_seq_len).
+#pragma once
+#include <vector>
+
+#include "agent/agent_episode.hpp"
+#include "model/rollout_engine.hpp"
+
+namespace forge {
+
+struct DriverStats {
+  int64_t requests = 0;       // generations run
+  int64_t engine_steps = 0;
+};
+
+DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episodes);
+
+}  // namespace forge

@@ -1,0 +1,47 @@
+#include "agent/scripted_policy.hpp"
+
+#include "model/tokenizer.hpp"
+
+namespace forge {
+
+ScriptedPolicy::ScriptedPolicy(const AgentEpisode& episode) {
+  Solution s = episode.env().solve();
+  actions_ = std::move(s.calls);
+  actions_.push_back({kAnswerTool, s.answer});
+}
+
+Tokens ScriptedPolicy::next(const AgentEpisode& episode) {
+  const auto last = episode.last_observation();
+  const bool retry = cursor_ > 0 && last &&
+                     (*last == ObservationKind::kToolError || *last == ObservationKind::kTimeout);
+  const ToolCall& action = actions_[retry ? cursor_ - 1 : std::min(cursor_++, actions_.size() - 1)];
+  Tokens out = episode.render(action);
+  out.push_back(kEndOfTurn);
+  return out;
+}
+
+void run_scripted(AgentEpisode& episode) {
+  ScriptedPolicy policy(episode);
+  while (!episode.done()) {
+    const auto request = episode.next_request();
+    GenerationResult r;
+    r.id = request->id;
+    r.tokens = policy.next(episode);
+    r.logprobs.assign(r.tokens.size(), 0.0f);
+    r.versions.assign(r.tokens.size(), 0);
+    episode.on_generation(r);
+  }
+}
+
+Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& agent_config,
+                              uint64_t task_seed, const ScaffoldStyle& style, uint64_t episode_id) {
+  EnvConfig quiet = env_config;
+  quiet.tool_error_rate = 0;
+  quiet.timeout_rate = 0;
+  const EnvMix mix(quiet);
+  AgentEpisode episode(mix.make_for(task_seed), task_seed, style, agent_config, episode_id);
+  run_scripted(episode);
+  return episode.take_trajectory();
+}
+
+}  // namespace forge

@@ -1,0 +1,31 @@
+// A scripted policy that plays the environment's reference solution: its
+// tool calls in order, then the answer, each rendered in the episode's call
+// format (displayed tool names) and closed by <|eot|>. After an injected tool
+// error or timeout it retries the same call, so under noise it also
+// demonstrates recovery. Used for `forge sft` demonstrations (noise off, as
+// the issue asks: recovery is then not in the demonstrations) and as the
+// fake policy of the scaffold tests.
+#pragma once
+#include "agent/agent_episode.hpp"
+
+namespace forge {
+
+class ScriptedPolicy {
+ public:
+  explicit ScriptedPolicy(const AgentEpisode& episode);
+  // The tokens to "generate" at the episode's current state.
+  Tokens next(const AgentEpisode& episode);
+
+ private:
+  std::vector<ToolCall> actions_;  // calls, then {answer, text}
+  size_t cursor_ = 0;
+};
+
+// Plays an episode to the end with a ScriptedPolicy (logprobs 0, version 0).
+void run_scripted(AgentEpisode& episode);
+
+// A noise-free demonstration of task_seed in `style`, played by the solver.
+Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& agent_config,
+                              uint64_t task_seed, const ScaffoldStyle& style, uint64_t episode_id);
+
+}  // namespace forge

@@ -1,0 +1,245 @@
+#include "agent/tool_call_format.hpp"
+
+#include <cctype>
+
+#include "env/environment.hpp"
+#include "model/tokenizer.hpp"
+
+namespace forge {
+namespace {
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || s.size() > 32) return false;
+  if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : std::string(1, c);
+  return out;
+}
+
+bool xml_unescape(std::string_view s, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '<' || s[i] == '>') return false;
+    if (s[i] != '&') {
+      out += s[i];
+      continue;
+    }
+    const std::string_view rest = s.substr(i);
+    if (rest.starts_with("&amp;")) out += '&', i += 4;
+    else if (rest.starts_with("&lt;")) out += '<', i += 3;
+    else if (rest.starts_with("&gt;")) out += '>', i += 3;
+    else return false;
+  }
+  return true;
+}
+
+ParsedAction invalid(std::string why) {
+  ParsedAction a;
+  a.error = std::move(why);
+  return a;
+}
+
+ParsedAction action(std::string name, std::string args) {
+  ParsedAction a;
+  if (!is_identifier(name)) return invalid("'" + name.substr(0, 40) + "' is not a tool name");
+  const std::string body(trim(args));
+  if (name == kAnswerTool) {
+    if (body.empty()) return invalid("empty answer");
+    a.kind = ParsedAction::Kind::kAnswer;
+    a.answer = body;
+  } else {
+    a.kind = ParsedAction::Kind::kCall;
+    a.call = {std::move(name), body};
+  }
+  return a;
+}
+
+// A minimal JSON object of string (or bare number) values.
+class JsonObject {
+ public:
+  explicit JsonObject(std::string_view s) : s_(s) {}
+  bool parse(std::vector<std::pair<std::string, std::string>>& out, std::string& error) {
+    skip();
+    if (!eat('{')) return fail(error, "expected '{'");
+    skip();
+    if (eat('}')) return finish(error);
+    while (true) {
+      std::string key, value;
+      skip();
+      if (!string(key)) return fail(error, "expected a quoted key");
+      skip();
+      if (!eat(':')) return fail(error, "expected ':' after \"" + key + "\"");
+      skip();
+      if (!(string(value) || number(value))) return fail(error, "expected a string value for \"" + key + "\"");
+      out.push_back({key, value});
+      skip();
+      if (eat(',')) continue;
+      if (eat('}')) return finish(error);
+      return fail(error, "expected ',' or '}'");
+    }
+  }
+
+ private:
+  void skip() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool eat(char c) {
+    if (i_ < s_.size() && s_[i_] == c) return ++i_, true;
+    return false;
+  }
+  bool string(std::string& out) {
+    if (!eat('"')) return false;
+    while (i_ < s_.size()) {
+      char c = s_[i_++];
+      if (c == '"') return true;
+      if (c == '\\') {
+        if (i_ >= s_.size()) return false;
+        const char e = s_[i_++];
+        c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
+        if (e != '"' && e != '\\' && e != '/' && e != 'n' && e != 't') return false;
+      }
+      out += c;
+    }
+    return false;
+  }
+  bool number(std::string& out) {
+    const size_t begin = i_;
+    while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' ||
+                              s_[i_] == '.' || s_[i_] == '+' || s_[i_] == 'e' || s_[i_] == 'E'))
+      ++i_;
+    out = std::string(s_.substr(begin, i_ - begin));
+    return !out.empty();
+  }
+  bool finish(std::string& error) {
+    skip();
+    return i_ == s_.size() || fail(error, "text after the closing '}'");
+  }
+  bool fail(std::string& error, const std::string& what) {
+    error = "JSON: " + what + " at byte " + std::to_string(i_);
+    return false;
+  }
+  std::string_view s_;
+  size_t i_ = 0;
+};
+
+ParsedAction parse_paren(std::string_view s) {
+  const size_t open = s.find('(');
+  if (open == std::string_view::npos || s.back() != ')')
+    return invalid("expected name(args)");
+  return action(std::string(trim(s.substr(0, open))), std::string(s.substr(open + 1, s.size() - open - 2)));
+}
+
+ParsedAction parse_json(std::string_view s) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::string error;
+  if (!JsonObject(s).parse(fields, error)) return invalid(error);
+  auto get = [&](const char* key) -> const std::string* {
+    for (const auto& [k, v] : fields)
+      if (k == key) return &v;
+    return nullptr;
+  };
+  for (const auto& [k, v] : fields)
+    if (k != "tool" && k != "args" && k != kAnswerTool) return invalid("JSON: unexpected key \"" + k + "\"");
+  if (const std::string* a = get(kAnswerTool)) {
+    if (fields.size() != 1) return invalid("JSON: an answer has only the key \"answer\"");
+    return action(kAnswerTool, *a);
+  }
+  const std::string* tool = get("tool");
+  const std::string* args = get("args");
+  if (!tool || !args || fields.size() != 2) return invalid("JSON: expected keys \"tool\" and \"args\"");
+  if (*tool == kAnswerTool) return invalid("JSON: write the answer as {\"answer\":...}");
+  return action(*tool, *args);
+}
+
+ParsedAction parse_xml(std::string_view s) {
+  if (s.size() < 2 || s[0] != '<') return invalid("expected <name>args</name>");
+  const size_t close = s.find('>');
+  if (close == std::string_view::npos) return invalid("unterminated opening tag");
+  const std::string name(s.substr(1, close - 1));
+  const std::string end = "</" + name + ">";
+  if (!is_identifier(name)) return invalid("'" + name.substr(0, 40) + "' is not a tool name");
+  if (s.size() < close + 1 + end.size() || !s.ends_with(end))
+    return invalid("expected the closing tag " + end);
+  std::string body;
+  if (!xml_unescape(s.substr(close + 1, s.size() - close - 1 - end.size()), body))
+    return invalid("bad character or entity inside <" + name + ">");
+  return action(name, body);
+}
+
+}  // namespace
+
+std::vector<int32_t> render_action(CallFormat format, const ToolCall& call) {
+  Tokenizer tok;
+  const bool answer = call.tool == kAnswerTool;
+  switch (format) {
+    case CallFormat::kParen:
+      return tok.encode(call.tool + "(" + call.args + ")");
+    case CallFormat::kJson:
+      return tok.encode(answer ? "{\"answer\":\"" + json_escape(call.args) + "\"}"
+                               : "{\"tool\":\"" + json_escape(call.tool) + "\",\"args\":\"" +
+                                     json_escape(call.args) + "\"}");
+    case CallFormat::kXml:
+      return tok.encode("<" + call.tool + ">" + xml_escape(call.args) + "</" + call.tool + ">");
+    case CallFormat::kSpecial: {
+      std::vector<int32_t> out = {kToolCallOpen};
+      for (int32_t t : tok.encode(call.tool + " " + call.args)) out.push_back(t);
+      out.push_back(kToolCallClose);
+      return out;
+    }
+  }
+  return {};
+}
+
+ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generated) {
+  std::vector<int32_t> t = generated;
+  if (!t.empty() && t.back() == kEndOfTurn) t.pop_back();
+  // Whitespace bytes around the action are ignored (also around special tokens).
+  auto space = [](int32_t x) { return x >= 0 && x < 256 && std::isspace(x); };
+  size_t b = 0, e = t.size();
+  while (b < e && space(t[b])) ++b;
+  while (e > b && space(t[e - 1])) --e;
+  if (b == e) return invalid("empty output");
+  if (format == CallFormat::kSpecial) {
+    if (t[b] != kToolCallOpen || t[e - 1] != kToolCallClose || e - b < 2)
+      return invalid("expected <|tool_call|>name args<|/tool_call|>");
+    ++b, --e;
+  }
+  std::string text;
+  for (size_t i = b; i < e; ++i) {
+    if (Tokenizer::is_special(t[i]) || t[i] < 0)
+      return invalid("unexpected token " + (t[i] < 0 || t[i] >= Tokenizer::kVocabSize
+                                                ? std::to_string(t[i])
+                                                : Tokenizer().token_name(t[i])));
+    text += static_cast<char>(t[i]);
+  }
+  const std::string_view s = trim(text);
+  if (s.empty()) return invalid("empty output");
+  switch (format) {
+    case CallFormat::kParen: return parse_paren(s);
+    case CallFormat::kJson: return parse_json(s);
+    case CallFormat::kXml: return parse_xml(s);
+    case CallFormat::kSpecial: {
+      const size_t sp = s.find_first_of(" \t\n");
+      if (sp == std::string_view::npos) return action(std::string(s), "");
+      return action(std::string(s.substr(0, sp)), std::string(s.substr(sp + 1)));
+    }
+  }
+  return invalid("unknown format");
+}
+
+}  // namespace forge

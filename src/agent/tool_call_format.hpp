@@ -1,0 +1,41 @@
+// Tool-call formats: how the model writes an action, and parsing its
+// generated tokens back (robust: garbage gives an error description, never
+// an exception). An action is a tool call or the final answer, which is the
+// pseudo-tool "answer" in every format:
+//
+//   call.paren    calc(17*23)                          answer(428)
+//   call.json     {"tool":"calc","args":"17*23"}       {"answer":"428"}
+//   call.xml      <calc>17*23</calc>                   <answer>428</answer>
+//   call.special  <|tool_call|>calc 17*23<|/tool_call|> <|tool_call|>answer 428<|/tool_call|>
+//
+// Tool names are identifiers ([A-Za-z_][A-Za-z0-9_]*, at most 32 bytes).
+// JSON strings escape " and \ (\n, \t and \/ are read too); JSON values may
+// also be bare numbers. XML bodies escape & < > as &amp; &lt; &gt;.
+// Surrounding whitespace is ignored, and one trailing <|eot|> (the stop
+// token) is stripped; any other special token makes the action invalid.
+// parse(render(c)) == c for every call whose name is an identifier and
+// whose args have no surrounding whitespace.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "env/perturbation.hpp"
+#include "env/tool_call.hpp"
+
+namespace forge {
+
+struct ParsedAction {
+  enum class Kind { kCall, kAnswer, kInvalid };
+  Kind kind = Kind::kInvalid;
+  ToolCall call;       // kCall (tool as written, i.e. the displayed name)
+  std::string answer;  // kAnswer
+  std::string error;   // kInvalid: what was wrong
+};
+
+// Tokens of an action, without the closing <|eot|>. A call whose tool is
+// kAnswerTool renders the final answer with call.args as its text.
+std::vector<int32_t> render_action(CallFormat format, const ToolCall& call);
+ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generated);
+
+}  // namespace forge

@@ -1,0 +1,67 @@
+#include "env/env_config.hpp"
+
+#include "core/error.hpp"
+#include "env/perturbation.hpp"
+
+namespace forge {
+
+std::vector<std::string> EnvConfig::heldout_list() const {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= heldout_families.size()) {
+    size_t end = heldout_families.find(',', begin);
+    if (end == std::string::npos) end = heldout_families.size();
+    std::string item = heldout_families.substr(begin, end - begin);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+    begin = end + 1;
+  }
+  return out;
+}
+
+void add_env_options(OptionSet& opts, EnvConfig& c) {
+  opts.describe_section("env", "simulated environments: domain mix, noise, perturbations");
+  opts.add("env.calc_weight", &c.calc_weight, "weight of the calc domain in the task mix",
+           at_least(0));
+  opts.add("env.search_weight", &c.search_weight, "weight of the search domain in the task mix",
+           at_least(0));
+  opts.add("env.tool_error_rate", &c.tool_error_rate,
+           "probability that a valid tool call returns an injected error", in_range(0, 1));
+  opts.add("env.timeout_rate", &c.timeout_rate,
+           "probability that a valid tool call times out", in_range(0, 1));
+  opts.add("env.max_tool_calls", &c.max_tool_calls,
+           "tool calls per episode; later calls get an over-budget error", in_range(1, 1000));
+  opts.add("env.calc_min_ops", &c.calc_min_ops, "calc: fewest operations per expression",
+           in_range(1, 8));
+  opts.add("env.calc_max_ops", &c.calc_max_ops, "calc: most operations per expression",
+           in_range(1, 8));
+  opts.add("env.search_min_hops", &c.search_min_hops, "search: fewest hops per question",
+           in_range(1, 6));
+  opts.add("env.search_max_hops", &c.search_max_hops, "search: most hops per question",
+           in_range(1, 6));
+  opts.add("env.search_entities", &c.search_entities,
+           "search: entities of the generated knowledge graph", in_range(6, 40));
+  opts.add("env.search_obfuscate", &c.search_obfuscate,
+           "search: probability that the seed entity is described, not named", in_range(0, 1));
+  opts.add("env.perturb", &c.perturb,
+           "draw scaffold variants per episode (false: the default variant of each dimension)");
+  opts.add("env.heldout_families", &c.heldout_families,
+           "comma-separated perturbation families kept for evaluation (e.g. template.text); "
+           "empty = none");
+  opts.add_check([&c] {
+    if (c.calc_weight + c.search_weight <= 0)
+      throw InputError("env.calc_weight + env.search_weight must be > 0 (no domain to draw from)");
+    if (c.tool_error_rate + c.timeout_rate > 1)
+      throw InputError("env.tool_error_rate + env.timeout_rate = " +
+                       format_number(c.tool_error_rate + c.timeout_rate) + " must be <= 1");
+    if (c.calc_min_ops > c.calc_max_ops)
+      throw InputError("env.calc_min_ops = " + std::to_string(c.calc_min_ops) +
+                       " must be <= env.calc_max_ops = " + std::to_string(c.calc_max_ops));
+    if (c.search_min_hops > c.search_max_hops)
+      throw InputError("env.search_min_hops = " + std::to_string(c.search_min_hops) +
+                       " must be <= env.search_max_hops = " + std::to_string(c.search_max_hops));
+    PerturbationSampler(c.perturb, c.heldout_list());  // throws for unknown families
+  });
+}
+
+}  // namespace forge

@@ -1,0 +1,44 @@
+// Configuration of the simulations: the domain mix, noise, budgets, the
+// domains' sizes and the perturbation pipeline. add_env_options() registers
+// the [env] section (keys env.*) with defaults from the member initializers
+// and validators; cross-key rules run as OptionSet checks.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+
+namespace forge {
+
+struct EnvConfig {
+  // Domain mix: a task's domain is drawn with probability weight / sum.
+  double calc_weight = 1.0;
+  double search_weight = 1.0;
+
+  // Noise on valid tool calls (an injected error, or a timeout).
+  double tool_error_rate = 0.1;
+  double timeout_rate = 0.05;
+  int max_tool_calls = 8;  // tool calls per episode; later ones are errors
+
+  // calc: operations per expression.
+  int calc_min_ops = 2;
+  int calc_max_ops = 4;
+  // search: hops of the question, entities of the generated graph, and the
+  // probability that the seed entity is described instead of named.
+  int search_min_hops = 1;
+  int search_max_hops = 3;
+  int search_entities = 10;
+  double search_obfuscate = 0.7;
+
+  // Perturbations (perturbation.hpp): off = every episode uses the default
+  // variant of each dimension. Held-out families (comma-separated names such
+  // as "template.tool_as_user") are never drawn in training mode.
+  bool perturb = true;
+  std::string heldout_families = "template.tool_as_user";
+
+  std::vector<std::string> heldout_list() const;  // heldout_families split on ','
+};
+
+void add_env_options(OptionSet& opts, EnvConfig& config);
+
+}  // namespace forge

@@ -1,0 +1,103 @@
+// The environment interface: a seeded simulation with tools and a verifier.
+//
+//   Task task = env.reset(seed);        // a user request, its tools, its needs
+//   Observation o = env.step(call);     // one tool call -> result or error text
+//   float score = env.verify(answer);   // outcome in [0, 1]
+//   Solution s = env.solve();           // the reference solver (noise-free plan)
+//
+// step() is the same protocol for every domain and never throws on a bad
+// call; in this order:
+//   1. over budget: the call is the (max_tool_calls+1)-th or later  -> kBadCall
+//   2. unknown tool: not among task.tools                           -> kBadCall
+//   3. noise: u = counter_uniform(seed ^ salt, step index); u < error_rate
+//      gives "error: <reason>", u < error_rate + timeout_rate "timeout"
+//      (kToolError / kTimeout); the tool does not run
+//   4. the domain's tool: wrong arguments -> kBadCall "error: <why>",
+//      otherwise kOk with the result text.
+// Signals (process_signals.hpp): bad calls are negative; an ok call is
+// useful_call the first time it advances the task, else valid_call; an ok
+// call identical to the call that just failed by noise is also "recovered".
+// All randomness derives from the task seed and the step index, so a seed
+// and a call sequence give the same observations every time.
+//
+// A domain implements generate(), call_tool(), score() and solve().
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/trajectory.hpp"
+#include "env/env_config.hpp"
+#include "env/tool_call.hpp"
+
+namespace forge {
+
+struct Task {
+  uint64_t seed = 0;
+  std::string domain;             // e.g. "calc"
+  std::string request;            // the user's request text
+  std::vector<ToolSpec> tools;    // tools offered (besides the final answer)
+  int steps_needed = 0;           // tool calls an ideal agent makes
+};
+
+enum class ObservationKind { kOk, kToolError, kTimeout, kBadCall };
+const char* to_string(ObservationKind k);
+
+struct Observation {
+  ObservationKind kind = ObservationKind::kOk;
+  std::string text;                    // result, "error: ..." or "timeout"
+  std::vector<ProcessSignal> signals;  // turn is left 0: the scaffold sets it
+  bool recovered = false;              // an identical retry that succeeded
+  bool is_error() const { return kind != ObservationKind::kOk; }
+};
+
+// The reference solution: the ideal tool calls in order, then the answer.
+struct Solution {
+  std::vector<ToolCall> calls;
+  std::string answer;
+};
+
+// Observation for a bad call (malformed, unknown tool, bad arguments, over
+// budget): "error: <message>" and one negative signal of `kind`.
+Observation bad_call_observation(const char* kind, const std::string& message);
+
+class Environment {
+ public:
+  explicit Environment(const EnvConfig& config) : config_(config) {}
+  virtual ~Environment() = default;
+
+  virtual std::string name() const = 0;
+  Task reset(uint64_t seed);
+  Observation step(const ToolCall& call);
+  float verify(std::string_view answer) const;  // 0 before reset()
+  virtual Solution solve() const = 0;
+
+  const Task& task() const { return task_; }
+  int tool_calls() const { return step_; }
+
+ protected:
+  struct ToolResult {
+    bool ok = false;      // false: wrong arguments, text says why
+    std::string text;
+    bool useful = false;  // advanced the task (first time only)
+  };
+  virtual Task generate(uint64_t seed) = 0;  // also resets the domain's state
+  virtual ToolResult call_tool(const ToolCall& call) = 0;
+  virtual float score(std::string_view answer) const = 0;
+
+  const EnvConfig& config() const { return config_; }
+
+ private:
+  EnvConfig config_;
+  Task task_;
+  bool ready_ = false;
+  int step_ = 0;
+  std::optional<ToolCall> last_failed_;  // the call that just failed by noise
+};
+
+// Trims ASCII whitespace at both ends.
+std::string_view trim(std::string_view s);
+
+}  // namespace forge

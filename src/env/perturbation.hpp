@@ -1,0 +1,71 @@
+// The perturbation pipeline: per episode, one variant of each scaffold
+// dimension is drawn, so that the policy learns the task rather than one
+// scaffold. A family is a named variant "<dimension>.<variant>":
+//
+//   tools.short  tools.long  tools.alias           tool definitions (names, descriptions)
+//   system.terse system.role system.none           system prompt (none: tools go in the user turn)
+//   template.special template.text template.tool_as_user
+//                                                  chat template (roles as special tokens,
+//                                                  as text markers, tool results as user turns)
+//   call.paren call.json call.xml call.special     tool-call format (tool_call_format.hpp)
+//   response.plain response.tagged response.json   tool-response format
+//
+// The first variant of each dimension is its default. Drawing (draw()):
+//  - training mode never draws a held-out family; with perturb off every
+//    dimension takes its first variant that is not held out;
+//  - held-out mode takes a held-out family in each dimension that has one
+//    (uniformly if several) and draws the other dimensions as training does.
+// The draw is a pure function of (seed, mode). The rendering of each variant
+// lives in src/agent (chat_template, tool_call_format, prompt_text).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace forge {
+
+enum class ToolsStyle { kShort, kLong, kAlias };
+enum class SystemStyle { kTerse, kRole, kNone };
+enum class TemplateStyle { kSpecial, kText, kToolAsUser };
+enum class CallFormat { kParen, kJson, kXml, kSpecial };
+enum class ResponseFormat { kPlain, kTagged, kJson };
+
+struct ScaffoldStyle {
+  ToolsStyle tools = ToolsStyle::kShort;
+  SystemStyle system = SystemStyle::kTerse;
+  TemplateStyle chat_template = TemplateStyle::kSpecial;
+  CallFormat call = CallFormat::kParen;
+  ResponseFormat response = ResponseFormat::kPlain;
+  bool heldout = false;  // drawn in held-out mode with a held-out family
+
+  // "tools.short/system.terse/template.special/call.paren/response.plain"
+  std::string name() const;
+  // The family names of its five variants.
+  std::vector<std::string> families() const;
+  bool operator==(const ScaffoldStyle&) const = default;
+};
+
+enum class StyleMode { kTrain, kHeldOut };
+
+// Every family name, dimension by dimension, defaults first.
+const std::vector<std::string>& all_families();
+
+// The name a tool is shown under in a tool-definition style (tools.alias
+// renames: calc -> math, find -> locate, lookup -> fetch, others -> tool_X).
+std::string displayed_tool_name(ToolsStyle style, const std::string& canonical);
+
+class PerturbationSampler {
+ public:
+  // InputError for an unknown family name or a dimension with every variant
+  // held out.
+  PerturbationSampler(bool perturb, const std::vector<std::string>& heldout);
+  ScaffoldStyle draw(uint64_t seed, StyleMode mode) const;
+  // Whether held-out mode has anything to hold out.
+  bool has_heldout() const { return !heldout_.empty(); }
+
+ private:
+  bool perturb_;
+  std::vector<std::string> heldout_;
+};
+
+}  // namespace forge

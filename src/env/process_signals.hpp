@@ -1,0 +1,34 @@
+// Process-reward signals: the kinds of dense per-step signal that the
+// environments and the scaffold emit, and their values. The process component
+// of an episode's reward is the sum of its signal values (agent_episode.hpp).
+//
+//   kind             value  emitted when
+//   useful_call      +0.1   a valid tool call that advances the task (first time)
+//   valid_call        0     a valid tool call that does not (repeated, a detour)
+//   recovered        +0.2   a successful identical retry after a tool error/timeout
+//   tool_error        0     the tool failed (injected error or timeout): not the
+//                           agent's fault, recorded so recovery can be credited
+//   malformed_call   -0.2   the generation parses as neither a call nor an answer
+//   unknown_tool     -0.2   the call names a tool the task does not offer
+//   bad_args         -0.2   the tool rejects the arguments
+//   over_budget      -0.2   a tool call beyond the environment's call budget
+//   context_compacted 0     the scaffold dropped or summarized older turns
+#pragma once
+
+namespace forge::signal {
+
+inline constexpr const char* kUsefulCall = "useful_call";
+inline constexpr const char* kValidCall = "valid_call";
+inline constexpr const char* kRecovered = "recovered";
+inline constexpr const char* kToolError = "tool_error";
+inline constexpr const char* kMalformedCall = "malformed_call";
+inline constexpr const char* kUnknownTool = "unknown_tool";
+inline constexpr const char* kBadArgs = "bad_args";
+inline constexpr const char* kOverBudget = "over_budget";
+inline constexpr const char* kContextCompacted = "context_compacted";
+
+inline constexpr float kUsefulValue = 0.1f;
+inline constexpr float kRecoveredValue = 0.2f;
+inline constexpr float kBadCallValue = -0.2f;
+
+}  // namespace forge::signal

@@ -1,0 +1,166 @@
+// Tool-call formats round-trip and are robust to garbage; response formats
+// and chat templates render every family.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "agent/chat_template.hpp"
+#include "agent/prompt_text.hpp"
+#include "agent/tool_call_format.hpp"
+#include "agent/tool_response_format.hpp"
+#include "core/rng.hpp"
+#include "env/env_mix.hpp"
+#include "model/tokenizer.hpp"
+
+namespace forge {
+namespace {
+
+const CallFormat kFormats[] = {CallFormat::kParen, CallFormat::kJson, CallFormat::kXml,
+                               CallFormat::kSpecial};
+
+Tokens text(const std::string& s) { return Tokenizer().encode(s); }
+
+TEST(AgentFormat, EveryCallFormatRoundTrips) {
+  const std::vector<ToolCall> calls = {
+      {"calc", "17*23"},        {"lookup", "Kavo,works_at"}, {"find", "jade"},
+      {"math", "-4 - 5"},       {"tool_x", "a \"quoted\" \\ back"}, {"fetch", "<a>&b</a> (x)"},
+      {"get_2", "x)y(z"},       {"calc", ""}};
+  for (CallFormat f : kFormats)
+    for (const ToolCall& c : calls) {
+      Tokens t = render_action(f, c);
+      t.push_back(kEndOfTurn);
+      const ParsedAction a = parse_action(f, t);
+      ASSERT_EQ(a.kind, ParsedAction::Kind::kCall)
+          << static_cast<int>(f) << " " << Tokenizer().decode(t) << ": " << a.error;
+      EXPECT_EQ(a.call, c) << static_cast<int>(f) << " " << Tokenizer().decode(t);
+    }
+}
+
+TEST(AgentFormat, AnswersRoundTripInEveryFormat) {
+  for (CallFormat f : kFormats)
+    for (const std::string answer : {"428", "Kavo", "two words", "x\"y"}) {
+      const ParsedAction a = parse_action(f, render_action(f, {kAnswerTool, answer}));
+      ASSERT_EQ(a.kind, ParsedAction::Kind::kAnswer) << static_cast<int>(f) << ": " << a.error;
+      EXPECT_EQ(a.answer, answer);
+    }
+}
+
+TEST(AgentFormat, ExpectedSurfaceForms) {
+  auto show = [](CallFormat f, ToolCall c) { return Tokenizer().decode(render_action(f, c)); };
+  EXPECT_EQ(show(CallFormat::kParen, {"calc", "3+4"}), "calc(3+4)");
+  EXPECT_EQ(show(CallFormat::kJson, {"calc", "3+4"}), "{\"tool\":\"calc\",\"args\":\"3+4\"}");
+  EXPECT_EQ(show(CallFormat::kJson, {kAnswerTool, "7"}), "{\"answer\":\"7\"}");
+  EXPECT_EQ(show(CallFormat::kXml, {"calc", "3+4"}), "<calc>3+4</calc>");
+  EXPECT_EQ(show(CallFormat::kSpecial, {"calc", "3+4"}), "<|tool_call|>calc 3+4<|/tool_call|>");
+  // Tolerated variations.
+  EXPECT_EQ(parse_action(CallFormat::kJson, text(" { \"args\" : \"3+4\", \"tool\": \"calc\" } ")).call,
+            (ToolCall{"calc", "3+4"}));
+  EXPECT_EQ(parse_action(CallFormat::kJson, text("{\"answer\": 428}")).answer, "428");
+  EXPECT_EQ(parse_action(CallFormat::kParen, text("\n calc( 3+4 ) \n")).call, (ToolCall{"calc", "3+4"}));
+}
+
+TEST(AgentFormat, GarbageGivesAnErrorDescription) {
+  const std::vector<std::pair<CallFormat, std::string>> cases = {
+      {CallFormat::kParen, ""},           {CallFormat::kParen, "calc(3+4"},
+      {CallFormat::kParen, "3+4"},        {CallFormat::kParen, "(3+4)"},
+      {CallFormat::kParen, "answer()"},   {CallFormat::kParen, "ca lc(1)"},
+      {CallFormat::kJson, "calc(3+4)"},   {CallFormat::kJson, "{\"tool\":\"calc\"}"},
+      {CallFormat::kJson, "{\"tool\":\"calc\",\"args\":\"1\"} x"},
+      {CallFormat::kJson, "{\"tool\":\"calc\",\"args\":\"1\",\"z\":\"2\"}"},
+      {CallFormat::kJson, "{\"tool\":\"calc\",\"args\":\"1"}, {CallFormat::kJson, "{\"a\\q\":1}"},
+      {CallFormat::kXml, "<calc>3+4</math>"}, {CallFormat::kXml, "<calc>3<4</calc>"},
+      {CallFormat::kXml, "<calc>3&x;</calc>"}, {CallFormat::kXml, "<calc"},
+      {CallFormat::kXml, "<>x</>"},       {CallFormat::kSpecial, "calc 3+4"}};
+  for (const auto& [f, s] : cases) {
+    const ParsedAction a = parse_action(f, text(s));
+    EXPECT_EQ(a.kind, ParsedAction::Kind::kInvalid) << static_cast<int>(f) << " '" << s << "'";
+    EXPECT_FALSE(a.error.empty()) << s;
+  }
+  // Special tokens where the format has none, and a missing close.
+  EXPECT_EQ(parse_action(CallFormat::kParen, {'c', kUser, ')'}).kind, ParsedAction::Kind::kInvalid);
+  EXPECT_EQ(parse_action(CallFormat::kSpecial, {kToolCallOpen, 'c', 'a'}).kind,
+            ParsedAction::Kind::kInvalid);
+  EXPECT_EQ(parse_action(CallFormat::kSpecial, {kToolCallOpen, kToolCallClose}).kind,
+            ParsedAction::Kind::kInvalid);
+}
+
+TEST(AgentFormat, RandomTokensNeverThrow) {
+  Rng rng(5);
+  int valid = 0;
+  for (int i = 0; i < 20000; ++i) {
+    Tokens t(rng.below(24));
+    for (auto& x : t) x = static_cast<int32_t>(rng.below(Tokenizer::kVocabSize + 8)) - 4;
+    for (CallFormat f : kFormats) {
+      ParsedAction a;
+      ASSERT_NO_THROW(a = parse_action(f, t));
+      if (a.kind == ParsedAction::Kind::kInvalid) {
+        EXPECT_FALSE(a.error.empty());
+      }
+      valid += a.kind != ParsedAction::Kind::kInvalid;
+    }
+  }
+  EXPECT_LT(valid, 50);
+}
+
+TEST(AgentFormat, ResponseFormats) {
+  Observation ok;
+  ok.text = "391";
+  Observation err;
+  err.kind = ObservationKind::kToolError;
+  err.text = "error: rate limited";
+  Observation timeout;
+  timeout.kind = ObservationKind::kTimeout;
+  timeout.text = "timeout";
+  EXPECT_EQ(render_observation(ResponseFormat::kPlain, ok), "391");
+  EXPECT_EQ(render_observation(ResponseFormat::kTagged, ok), "result: 391");
+  EXPECT_EQ(render_observation(ResponseFormat::kTagged, err), "error: rate limited");
+  EXPECT_EQ(render_observation(ResponseFormat::kJson, ok), "{\"result\":\"391\"}");
+  EXPECT_EQ(render_observation(ResponseFormat::kJson, err), "{\"error\":\"rate limited\"}");
+  EXPECT_EQ(render_observation(ResponseFormat::kJson, timeout), "{\"error\":\"timeout\"}");
+}
+
+TEST(AgentFormat, ChatTemplatesRenderRoles) {
+  const Tokenizer tok;
+  const ChatTemplate special(TemplateStyle::kSpecial), plain(TemplateStyle::kText),
+      as_user(TemplateStyle::kToolAsUser);
+  EXPECT_EQ(tok.decode(special.opening(text("S"), text("U"))),
+            "<|bos|><|system|>S<|eot|><|user|>U<|eot|>");
+  EXPECT_EQ(tok.decode(special.opening({}, text("U"))), "<|bos|><|user|>U<|eot|>");
+  EXPECT_EQ(tok.decode(plain.opening(text("S"), text("U"))), "<|bos|>System: S\nUser: U\n");
+  EXPECT_EQ(tok.decode(special.tool_message(text("7"))), "<|tool|>7<|eot|>");
+  EXPECT_EQ(tok.decode(plain.tool_message(text("7"))), "Tool: 7\n");
+  EXPECT_EQ(tok.decode(as_user.tool_message(text("7"))), "<|user|>tool: 7<|eot|>");
+  EXPECT_EQ(tok.decode(plain.assistant_start()), "Assistant: ");
+  EXPECT_EQ(special.assistant_end({'a', kEndOfTurn}), Tokens{});
+  EXPECT_EQ(special.assistant_end({'a'}), Tokens{kEndOfTurn});
+  EXPECT_EQ(plain.assistant_end({'a', kEndOfTurn}), Tokens{'\n'});
+}
+
+TEST(AgentFormat, EveryStyleRendersAShortPromptWhoseExampleParses) {
+  EnvConfig c;
+  const EnvMix mix(c);
+  const PerturbationSampler sampler(true, {});
+  size_t longest = 0, total = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    auto env = mix.make_for(seed);
+    const Task task = env->reset(seed);
+    const ScaffoldStyle style = sampler.draw(seed, StyleMode::kTrain);
+    const PromptText p = render_prompt(task, style);
+    if (style.system == SystemStyle::kNone) {
+      EXPECT_TRUE(p.system.empty());
+    }
+    const Tokens all = ChatTemplate(style.chat_template).opening(p.system, p.user);
+    longest = std::max(longest, all.size());
+    total += all.size();
+    // The example call in the prompt is what the format parses.
+    const Tokens example = render_action(
+        style.call, {displayed_tool_name(style.tools, task.tools[0].name), task.tools[0].example});
+    EXPECT_NE(std::search(all.begin(), all.end(), example.begin(), example.end()), all.end());
+  }
+  // Short for the tiny CPU model: the request is 20-70 bytes, the scaffold adds the rest.
+  EXPECT_LE(longest, 260u);
+  EXPECT_LE(total / 400.0, 160.0);
+}
+
+}  // namespace
+}  // namespace forge

@@ -1,0 +1,97 @@
+// calc: determinism, the reference solver, the verifier, usefulness signals.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "env/calc_env.hpp"
+#include "env/process_signals.hpp"
+
+namespace forge {
+namespace {
+
+EnvConfig quiet() {
+  EnvConfig c;
+  c.tool_error_rate = 0;
+  c.timeout_rate = 0;
+  return c;
+}
+
+TEST(EnvCalc, SameSeedSameTaskAndSolution) {
+  CalcEnv a(quiet()), b(quiet());
+  std::set<std::string> requests;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    const Task ta = a.reset(seed), tb = b.reset(seed);
+    EXPECT_EQ(ta.request, tb.request);
+    EXPECT_EQ(a.solve().calls, b.solve().calls);
+    EXPECT_EQ(a.solve().answer, b.solve().answer);
+    requests.insert(ta.request);
+  }
+  EXPECT_GT(requests.size(), 45u) << "different seeds should give different tasks";
+}
+
+TEST(EnvCalc, SolverSolvesEveryTaskWithUsefulCalls) {
+  EnvConfig c = quiet();
+  CalcEnv env(c);
+  for (uint64_t seed = 0; seed < 500; ++seed) {
+    const Task t = env.reset(seed);
+    const Solution s = env.solve();
+    ASSERT_GE(t.steps_needed, c.calc_min_ops);
+    ASSERT_LE(t.steps_needed, c.calc_max_ops);
+    ASSERT_EQ(static_cast<int>(s.calls.size()), t.steps_needed);
+    EXPECT_LE(t.request.size(), 60u) << t.request;  // short in tokens (bytes)
+    for (const ToolCall& call : s.calls) {
+      const Observation o = env.step(call);
+      ASSERT_EQ(o.kind, ObservationKind::kOk) << t.request << " " << call.args << ": " << o.text;
+      ASSERT_EQ(o.signals.size(), 1u);
+      EXPECT_EQ(o.signals[0].kind, signal::kUsefulCall) << t.request << " " << call.args;
+      EXPECT_GT(o.signals[0].value, 0);
+    }
+    EXPECT_EQ(env.verify(s.answer), 1.0f) << t.request << " = " << s.answer;
+  }
+}
+
+TEST(EnvCalc, ToolComputesAndRepeatsAreNotUseful) {
+  CalcEnv env(quiet());
+  env.reset(7);
+  const ToolCall first = env.solve().calls[0];
+  const Observation o1 = env.step(first);
+  CalcEnv::Op op;
+  ASSERT_TRUE(CalcEnv::parse_op(first.args, op));
+  EXPECT_EQ(o1.text, std::to_string(op.result()));
+  const Observation o2 = env.step(first);
+  EXPECT_EQ(o2.kind, ObservationKind::kOk);
+  EXPECT_EQ(o2.signals[0].kind, signal::kValidCall);
+  EXPECT_EQ(env.step({"calc", "2 * 3"}).text, "6");
+  EXPECT_EQ(env.step({"calc", "-4-5"}).text, "-9");
+}
+
+TEST(EnvCalc, VerifierRejectsWrongAnswers) {
+  CalcEnv env(quiet());
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    env.reset(seed);
+    const std::string a = env.solve().answer;
+    EXPECT_EQ(env.verify(" " + a + " "), 1.0f);
+    EXPECT_EQ(env.verify(std::to_string(std::stoll(a) + 1)), 0.0f);
+    EXPECT_EQ(env.verify(a + "1"), 0.0f);
+    EXPECT_EQ(env.verify(""), 0.0f);
+    EXPECT_EQ(env.verify("the answer is " + a), 0.0f);
+    EXPECT_EQ(env.verify(a + "+0"), 0.0f);
+  }
+}
+
+TEST(EnvCalc, BadArgumentsAreErrorObservations) {
+  CalcEnv env(quiet());
+  env.reset(1);
+  for (const char* args : {"", "3+", "3+4+5", "abc", "3/4", "1234567890123*2", "(3+4)"}) {
+    Observation o;
+    ASSERT_NO_THROW(o = env.step({"calc", args})) << args;
+    EXPECT_EQ(o.kind, ObservationKind::kBadCall) << args;
+    EXPECT_TRUE(o.text.starts_with("error: ")) << o.text;
+    ASSERT_EQ(o.signals.size(), 1u);
+    EXPECT_EQ(o.signals[0].kind, signal::kBadArgs);
+    EXPECT_LT(o.signals[0].value, 0);
+  }
+}
+
+}  // namespace
+}  // namespace forge

@@ -1,0 +1,85 @@
+// [env] and [agent] options: keys, validators, cross-key checks; the domain
+// mix follows its weights.
+#include <gtest/gtest.h>
+
+#include "agent/agent_config.hpp"
+#include "core/error.hpp"
+#include "env/env_mix.hpp"
+
+namespace forge {
+namespace {
+
+struct Options {
+  EnvConfig env;
+  AgentConfig agent;
+  OptionSet opts{"test"};
+  Options() {
+    add_env_options(opts, env);
+    add_agent_options(opts, agent);
+  }
+  void parse(std::vector<std::string> args) { opts.parse(args); }
+};
+
+TEST(EnvConfigOptions, KeysParse) {
+  Options o;
+  o.parse({"--env.calc_weight=2", "--env.search_weight=0.5", "--env.tool_error_rate=0.25",
+           "--env.timeout_rate=0.1", "--env.heldout_families=call.xml, template.text",
+           "--agent.max_turns=5", "--agent.context_policy=drop", "--agent.max_context_tokens=300"});
+  EXPECT_EQ(o.env.calc_weight, 2.0);
+  EXPECT_EQ(o.env.tool_error_rate, 0.25);
+  EXPECT_EQ(o.env.heldout_list(), (std::vector<std::string>{"call.xml", "template.text"}));
+  EXPECT_EQ(o.agent.max_turns, 5);
+  EXPECT_EQ(o.agent.policy(), ContextPolicy::kDrop);
+  EXPECT_EQ(o.agent.max_context_tokens, 300);
+}
+
+TEST(EnvConfigOptions, BadValuesAreInputErrors) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--env.tool_error_rate=1.5"},
+           {"--env.calc_weight=-1"},
+           {"--env.calc_weight=0", "--env.search_weight=0"},
+           {"--env.tool_error_rate=0.7", "--env.timeout_rate=0.4"},
+           {"--env.calc_min_ops=4", "--env.calc_max_ops=2"},
+           {"--env.heldout_families=template.bogus"},
+           {"--agent.context_policy=forget"},
+           {"--agent.max_turns=0"},
+           {"--env.nonsense=1"}}) {
+    Options o;
+    EXPECT_THROW(o.parse(args), InputError) << args[0];
+  }
+  Options o;
+  EXPECT_NO_THROW(o.parse({"--env.heldout_families", ""}));
+  EXPECT_TRUE(o.env.heldout_list().empty());
+}
+
+TEST(EnvMixTest, DomainsFollowTheWeights) {
+  EnvConfig c;
+  c.calc_weight = 3;
+  c.search_weight = 1;
+  const EnvMix mix(c);
+  int calc = 0;
+  for (uint64_t seed = 0; seed < 4000; ++seed) {
+    calc += mix.pick(seed) == "calc";
+    EXPECT_EQ(mix.pick(seed), mix.pick(seed));
+  }
+  EXPECT_NEAR(calc / 4000.0, 0.75, 0.03);
+  c.search_weight = 0;
+  const EnvMix only_calc(c);
+  for (uint64_t seed = 0; seed < 500; ++seed) EXPECT_EQ(only_calc.pick(seed), "calc");
+  EXPECT_EQ(only_calc.make_for(3)->name(), "calc");
+  EXPECT_THROW(only_calc.make("maze"), InputError);
+}
+
+TEST(EnvMixTest, NewDomainsRegister) {
+  EnvConfig c;
+  c.calc_weight = 0;
+  c.search_weight = 0;
+  EnvMix mix(c);
+  EXPECT_THROW(mix.pick(1), InputError);
+  mix.add("calc2", 1.0, [](const EnvConfig& cfg) { return EnvMix(cfg).make("calc"); });
+  EXPECT_EQ(mix.pick(1), "calc2");
+  EXPECT_THROW(mix.add("calc2", 1.0, nullptr), InputError);
+}
+
+}  // namespace
+}  // namespace forge

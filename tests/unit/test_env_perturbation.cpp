@@ -1,0 +1,82 @@
+// The perturbation pipeline: every family is drawn, held-out families never
+// in training, always in held-out mode; bad held-out lists are input errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.hpp"
+#include "env/perturbation.hpp"
+
+namespace forge {
+namespace {
+
+std::map<std::string, int> count_families(const PerturbationSampler& s, StyleMode mode, int n) {
+  std::map<std::string, int> counts;
+  for (int i = 0; i < n; ++i)
+    for (const auto& f : s.draw(static_cast<uint64_t>(i) * 7919u + 1, mode).families()) ++counts[f];
+  return counts;
+}
+
+TEST(EnvPerturbation, TrainingDrawsEveryFamilyButTheHeldOut) {
+  const PerturbationSampler s(true, {"template.tool_as_user", "call.xml"});
+  const auto counts = count_families(s, StyleMode::kTrain, 5000);
+  for (const auto& f : all_families()) {
+    if (f == "template.tool_as_user" || f == "call.xml")
+      EXPECT_EQ(counts.count(f), 0u) << f << " drawn in training";
+    else
+      EXPECT_GT(counts.count(f) ? counts.at(f) : 0, 500) << f << " rarely drawn";
+  }
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(s.draw(i, StyleMode::kTrain).heldout);
+}
+
+TEST(EnvPerturbation, HeldOutModeUsesTheHeldOutFamilies) {
+  const PerturbationSampler s(true, {"template.tool_as_user", "call.xml", "call.json"});
+  const auto counts = count_families(s, StyleMode::kHeldOut, 2000);
+  EXPECT_EQ(counts.at("template.tool_as_user"), 2000);
+  EXPECT_GT(counts.at("call.xml"), 800);
+  EXPECT_GT(counts.at("call.json"), 800);
+  EXPECT_EQ(counts.at("call.xml") + counts.at("call.json"), 2000);
+  EXPECT_GT(counts.at("response.json"), 400);  // other dimensions still vary
+  EXPECT_TRUE(s.draw(3, StyleMode::kHeldOut).heldout);
+}
+
+TEST(EnvPerturbation, WithoutPerturbationTheDefaultsAreUsed) {
+  const PerturbationSampler plain(false, {});
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(plain.draw(i, StyleMode::kTrain), ScaffoldStyle{});
+  const PerturbationSampler held(false, {"template.special"});
+  const ScaffoldStyle s = held.draw(1, StyleMode::kTrain);
+  EXPECT_EQ(s.chat_template, TemplateStyle::kText);  // first variant not held out
+  EXPECT_EQ(s.call, CallFormat::kParen);
+  EXPECT_EQ(held.draw(1, StyleMode::kHeldOut).chat_template, TemplateStyle::kSpecial);
+}
+
+TEST(EnvPerturbation, DrawIsAFunctionOfTheSeed) {
+  const PerturbationSampler s(true, {});
+  int differ = 0;
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(s.draw(i, StyleMode::kTrain), s.draw(i, StyleMode::kTrain));
+    differ += !(s.draw(i, StyleMode::kTrain) == s.draw(i + 1, StyleMode::kTrain));
+  }
+  EXPECT_GT(differ, 90);
+}
+
+TEST(EnvPerturbation, BadHeldOutListsAreInputErrors) {
+  EXPECT_THROW(PerturbationSampler(true, {"template.nope"}), InputError);
+  EXPECT_THROW(PerturbationSampler(true, {"response.plain", "response.tagged", "response.json"}),
+               InputError);
+  EXPECT_THROW(PerturbationSampler(true, {}).draw(1, StyleMode::kHeldOut), InputError);
+  EXPECT_EQ(all_families().size(), 16u);
+  EXPECT_EQ(ScaffoldStyle{}.name(),
+            "tools.short/system.terse/template.special/call.paren/response.plain");
+}
+
+TEST(EnvPerturbation, AliasesRenameTools) {
+  EXPECT_EQ(displayed_tool_name(ToolsStyle::kShort, "calc"), "calc");
+  EXPECT_EQ(displayed_tool_name(ToolsStyle::kAlias, "calc"), "math");
+  EXPECT_EQ(displayed_tool_name(ToolsStyle::kAlias, "lookup"), "fetch");
+  EXPECT_EQ(displayed_tool_name(ToolsStyle::kAlias, "maze"), "tool_maze");
+}
+
+}  // namespace
+}  // namespace forge

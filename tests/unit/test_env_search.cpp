@@ -1,0 +1,131 @@
+// search: the generated knowledge graph, explore-and-evolve questions, the
+// lookup/find tools, the solver and the verifier.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <set>
+
+#include "core/error.hpp"
+#include "env/process_signals.hpp"
+#include "env/search_env.hpp"
+
+namespace forge {
+namespace {
+
+EnvConfig quiet() {
+  EnvConfig c;
+  c.tool_error_rate = 0;
+  c.timeout_rate = 0;
+  return c;
+}
+
+TEST(EnvSearch, GraphHasUniqueNamesTagsAndTypedRelations) {
+  Rng rng(3);
+  for (int n : {6, 10, 40}) {
+    const KnowledgeGraph kg = KnowledgeGraph::generate(rng, n);
+    ASSERT_EQ(static_cast<int>(kg.entities.size()), n);
+    std::set<std::string> names, tags;
+    for (const Entity& e : kg.entities) {
+      names.insert(e.name);
+      tags.insert(e.tag);
+      EXPECT_EQ(e.relations.size(), e.type == "person" ? 3u : 2u);
+      for (const auto& [r, t] : e.relations) {
+        ASSERT_GE(t, 0);
+        ASSERT_LT(t, n);
+        EXPECT_NE(&kg.entities[t], &e) << e.name << " " << r << " points to itself";
+      }
+    }
+    EXPECT_EQ(static_cast<int>(names.size()), n);
+    EXPECT_EQ(static_cast<int>(tags.size()), n);
+  }
+  EXPECT_THROW(KnowledgeGraph::generate(rng, 41), InputError);
+}
+
+TEST(EnvSearch, QuestionsAreObfuscatedAndNameNoIntermediateEntity) {
+  EnvConfig c = quiet();
+  c.search_obfuscate = 0.5;
+  SearchEnv env(c);
+  int obfuscated = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    const Task t = env.reset(seed);
+    const MultiHopQuestion& q = env.question();
+    ASSERT_GE(q.hops(), 1);
+    ASSERT_LE(q.hops(), c.search_max_hops);
+    EXPECT_EQ(t.steps_needed, q.hops() + (q.obfuscated ? 1 : 0));
+    EXPECT_LE(t.request.size(), 80u) << t.request;
+    for (size_t i = 1; i < q.path.size(); ++i)
+      EXPECT_EQ(t.request.find(env.graph().entities[q.path[i]].name), std::string::npos)
+          << t.request;
+    const Entity& seed_entity = env.graph().entities[q.path[0]];
+    if (q.obfuscated) {
+      ++obfuscated;
+      EXPECT_EQ(t.request.find(seed_entity.name), std::string::npos) << t.request;
+      EXPECT_NE(t.request.find(seed_entity.description()), std::string::npos) << t.request;
+    } else {
+      EXPECT_NE(t.request.find(seed_entity.name), std::string::npos) << t.request;
+    }
+  }
+  EXPECT_GT(obfuscated, 100);
+  EXPECT_LT(obfuscated, 200);
+}
+
+TEST(EnvSearch, SolverSolvesEveryTask) {
+  SearchEnv env(quiet());
+  for (uint64_t seed = 0; seed < 500; ++seed) {
+    const Task t = env.reset(seed);
+    const Solution s = env.solve();
+    ASSERT_EQ(static_cast<int>(s.calls.size()), t.steps_needed);
+    for (const ToolCall& call : s.calls) {
+      const Observation o = env.step(call);
+      ASSERT_EQ(o.kind, ObservationKind::kOk) << t.request << " " << call.args << ": " << o.text;
+      EXPECT_EQ(o.signals[0].kind, signal::kUsefulCall) << call.tool << " " << call.args;
+    }
+    EXPECT_EQ(env.verify(s.answer), 1.0f) << t.request;
+  }
+}
+
+TEST(EnvSearch, SameSeedSameTask) {
+  SearchEnv a(quiet()), b(quiet());
+  for (uint64_t seed = 0; seed < 30; ++seed) {
+    EXPECT_EQ(a.reset(seed).request, b.reset(seed).request);
+    EXPECT_EQ(a.solve().calls, b.solve().calls);
+  }
+}
+
+TEST(EnvSearch, VerifierRejectsWrongEntities) {
+  SearchEnv env(quiet());
+  for (uint64_t seed = 0; seed < 100; ++seed) {
+    env.reset(seed);
+    const std::string answer = env.solve().answer;
+    std::string lower = answer;
+    lower[0] = static_cast<char>(std::tolower(lower[0]));
+    EXPECT_EQ(env.verify(lower), 1.0f);
+    EXPECT_EQ(env.verify(answer + "x"), 0.0f);
+    EXPECT_EQ(env.verify(""), 0.0f);
+    for (const Entity& e : env.graph().entities)
+      if (e.name != answer) {
+        EXPECT_EQ(env.verify(e.name), 0.0f) << e.name;
+      }
+  }
+}
+
+TEST(EnvSearch, LookupErrorsNameWhatExists) {
+  SearchEnv env(quiet());
+  env.reset(5);
+  const std::string someone = env.graph().entities[0].name;
+  const Observation unknown = env.step({"lookup", "Qqqq,works_at"});
+  EXPECT_EQ(unknown.kind, ObservationKind::kBadCall);
+  EXPECT_NE(unknown.text.find("unknown entity"), std::string::npos);
+  const Observation bad_rel = env.step({"lookup", someone + ",color"});
+  EXPECT_EQ(bad_rel.kind, ObservationKind::kBadCall);
+  EXPECT_NE(bad_rel.text.find("has: "), std::string::npos) << bad_rel.text;
+  EXPECT_EQ(env.step({"lookup", someone}).kind, ObservationKind::kBadCall);
+  EXPECT_EQ(env.step({"find", ""}).kind, ObservationKind::kBadCall);
+  const Observation none = env.step({"find", "zzz"});
+  EXPECT_EQ(none.kind, ObservationKind::kOk);
+  EXPECT_EQ(none.text, "no match");
+  EXPECT_EQ(none.signals[0].kind, signal::kValidCall);
+}
+
+}  // namespace
+}  // namespace forge
