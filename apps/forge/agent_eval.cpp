@@ -1,0 +1,70 @@
+#include "agent_eval.hpp"
+
+#include <cstdio>
+#include <vector>
+
+#include "agent/agent_episode.hpp"
+#include "agent/run_episodes.hpp"
+#include "model/rollout_engine.hpp"
+
+namespace forge {
+
+EngineConfig engine_for_agent(const AgentConfig& agent, int episodes) {
+  EngineConfig ec;
+  ec.max_batch = std::max(1, std::min(episodes, 256));
+  ec.max_seq_len = agent.max_context_tokens + agent.max_new_tokens;
+  ec.kv_cache_tokens = static_cast<int64_t>(ec.max_batch) * ec.max_seq_len * 2;
+  return ec;
+}
+
+AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
+                         int tasks, uint64_t seed, StyleMode mode) {
+  AgentConfig greedy = agent;
+  greedy.sampling.temperature = 0;
+  const EnvMix mix(env);
+  const PerturbationSampler sampler(env.perturb, env.heldout_list());
+  std::vector<AgentEpisode> episodes;
+  for (int i = 0; i < tasks; ++i)
+    episodes.push_back(make_episode(mix, sampler, greedy, seed + static_cast<uint64_t>(i) * 7919,
+                                    static_cast<uint64_t>(i), mode, i));
+  RolloutEngine engine(model, engine_for_agent(greedy, tasks));
+  run_episodes(engine, episodes);
+  AgentEval out;
+  for (auto& ep : episodes) {
+    const Trajectory t = ep.take_trajectory();
+    for (DomainEval* d : {&out.all, &out.by_domain[t.env]}) {
+      d->episodes++;
+      d->success += t.success;
+      d->outcome += t.reward.outcome;
+      d->process += t.reward.process;
+      d->efficiency += t.reward.efficiency;
+      d->turns += t.turns;
+    }
+  }
+  auto finish = [](DomainEval& d) {
+    if (!d.episodes) return;
+    d.success /= d.episodes;
+    d.outcome /= d.episodes;
+    d.process /= d.episodes;
+    d.efficiency /= d.episodes;
+    d.turns /= d.episodes;
+  };
+  finish(out.all);
+  for (auto& [name, d] : out.by_domain) finish(d);
+  return out;
+}
+
+std::string format_eval(const AgentEval& e) {
+  char buf[256];
+  std::string s;
+  auto line = [&](const std::string& name, const DomainEval& d) {
+    std::snprintf(buf, sizeof buf, "  %-8s %5d episodes  success %5.1f%%  outcome %.3f  process %+.3f  efficiency %+.3f  turns %.2f\n",
+                  name.c_str(), d.episodes, 100 * d.success, d.outcome, d.process, d.efficiency, d.turns);
+    s += buf;
+  };
+  line("all", e.all);
+  for (const auto& [name, d] : e.by_domain) line(name, d);
+  return s;
+}
+
+}  // namespace forge

@@ -1,0 +1,197 @@
+// `forge train`: synchronous agent RL in one process. Each step generates a
+// batch (train.tasks tasks x train.group episodes, perturbed scaffolds, with
+// tool noise) through the rollout engine, computes composite rewards and
+// group-relative advantages, trains one CISPO (or PPO/GRPO/DAPO) step on
+// prefix-tree-merged batches, and publishes the new weights to the engine
+// (policy version + 1). Progress every run.log_every steps; held-out
+// evaluation every train.eval_every steps; checkpoints per run.*.
+//
+// Start from a checkpoint (e.g. an SFT warm start) with --train.init=PATH or
+// continue a run with --resume (its newest checkpoint; the data stream and
+// step continue).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "agent/agent_episode.hpp"
+#include "agent/run_episodes.hpp"
+#include "agent_eval.hpp"
+#include "algo/policy_update.hpp"
+#include "cli.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/rng.hpp"
+#include "core/timer.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "io_hdf5/checkpoint.hpp"
+#include "model/optimizer.hpp"
+#include "model/rollout_engine.hpp"
+#include "model/tokenizer.hpp"
+#include "standard_options.hpp"
+
+namespace forge {
+namespace {
+
+struct TrainConfig {
+  int steps = 50;
+  int tasks = 8;        // tasks per step
+  int group = 4;        // episodes per task (the advantage group)
+  int max_tokens = 8192;
+  bool merge = true;
+  int eval_every = 0;   // 0 = only at the end
+  int eval_tasks = 64;
+  std::string init;     // checkpoint to start from
+  bool resume = false;
+};
+
+void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {
+  o.describe_section("loss", "the policy-gradient objective");
+  o.add("loss.algorithm", &l.algorithm, "cispo | ppo | grpo | dapo", one_of({"cispo", "ppo", "grpo", "dapo"}));
+  o.add("loss.eps_low", &l.eps_low, "lower clip of the ratio; < 0: the algorithm's default");
+  o.add("loss.eps_high", &l.eps_high, "upper clip of the ratio; < 0: the algorithm's default");
+  o.add("loss.is_mask", &l.is_mask, "masked importance sampling: none | token | sequence",
+        one_of({"none", "token", "sequence"}));
+  o.add("loss.is_low", &l.is_low, "mask ratios below this", in_range(0, 1, Interval::kOpen));
+  o.add("loss.is_high", &l.is_high, "mask ratios above this", greater_than(1));
+  o.describe_section("reward", "the composite reward");
+  o.add("reward.outcome_weight", &r.outcome_weight, "weight of the verifier's score");
+  o.add("reward.process_weight", &r.process_weight, "weight of the per-step process signals");
+  o.add("reward.efficiency_weight", &r.efficiency_weight, "weight of the efficiency penalty");
+  for (auto [key, field] : {std::pair{"reward.outcome_norm", &r.outcome_norm},
+                            std::pair{"reward.process_norm", &r.process_norm},
+                            std::pair{"reward.efficiency_norm", &r.efficiency_norm}})
+    o.add(key, field, "normalization before weighting: none | batch", one_of({"none", "batch"}));
+}
+
+int run_train(int argc, char** argv) {
+  StandardConfig cfg;
+  EnvConfig env;
+  AgentConfig agent;
+  PolicyUpdateConfig upd;
+  TrainConfig tc;
+  OptionSet opts("forge train",
+                 "Synchronous agent RL: generate episodes, compute composite rewards and group\n"
+                 "advantages, train CISPO on prefix-tree-merged batches, publish, repeat.");
+  add_standard_options(opts, cfg);
+  add_env_options(opts, env);
+  add_agent_options(opts, agent);
+  add_loss_options(opts, upd.loss, upd.reward);
+  opts.describe_section("train", "the synchronous RL loop");
+  opts.add("train.steps", &tc.steps, "RL steps", in_range(1, 1e7));
+  opts.add("train.tasks", &tc.tasks, "tasks per step", in_range(1, 1e5));
+  opts.add("train.group", &tc.group, "episodes per task (advantage group)", in_range(2, 1024));
+  opts.add("train.max_tokens", &tc.max_tokens, "tokens per packed bin", in_range(64, 1 << 24));
+  opts.add("train.merge", &tc.merge, "prefix-tree merging (false: each LLM call alone)");
+  opts.add("train.eval_every", &tc.eval_every, "steps between held-out evaluations; 0 = at the end",
+           at_least(0));
+  opts.add("train.eval_tasks", &tc.eval_tasks, "held-out tasks per evaluation", in_range(1, 1e6));
+  opts.add("train.init", &tc.init, "checkpoint to start from (weights only)");
+  opts.add("resume", &tc.resume, "continue the run in run.dir from its newest checkpoint");
+  if (!cli::parse_options(opts, argc, argv)) return 0;
+  upd.loss.validate();
+  upd.reward.validate();
+  upd.max_tokens = tc.max_tokens;
+  upd.merge = tc.merge;
+  agent.sampling = cfg.sample;
+  agent.sampling.max_new_tokens = agent.max_new_tokens;
+  upd.inv_temperature = cfg.sample.temperature > 0 ? 1.0f / cfg.sample.temperature : 1.0f;
+
+  const int threads = set_cpu_threads(cfg.run.threads);
+  std::filesystem::create_directories(cfg.run.dir);
+  auto backend = make_backend("cpu");
+  cfg.model.vocab = Tokenizer::kVocabSize;
+  PolicyModel model(cfg.model, *backend);
+  model.init_random(cfg.run.seed);
+  cfg.optim.total_steps = tc.steps;
+  AdamW opt(cfg.optim, model);
+  Rng task_rng(cfg.run.seed ^ 0x7A5Cull);
+  int start = 0;
+  const std::string ckpt_dir = cfg.run.dir + "/checkpoints";
+  if (tc.resume) {
+    const std::string path = latest_checkpoint(ckpt_dir);
+    if (path.empty()) throw InputError("--resume: no checkpoint in '" + ckpt_dir + "'");
+    const CheckpointState st = load_checkpoint(path, model, &opt);
+    start = static_cast<int>(st.step);
+    task_rng.set_state(st.rngs.at("tasks"));
+    log_info("train: resumed from " + path + " at step " + std::to_string(start));
+  } else if (!tc.init.empty()) {
+    load_checkpoint(tc.init, model, nullptr);
+    log_info("train: initial weights from " + tc.init);
+  }
+  std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();
+  log_info("train: " + std::to_string(model.layout().total) + " parameters, " +
+           std::to_string(threads) + " threads, " + std::to_string(tc.tasks) + " tasks x " +
+           std::to_string(tc.group) + " episodes per step, loss " + upd.loss.algorithm);
+
+  const EnvMix mix(env);
+  const PerturbationSampler sampler(env.perturb, env.heldout_list());
+  const int batch = tc.tasks * tc.group;
+  RolloutEngine engine(model, engine_for_agent(agent, batch));
+  const uint64_t eval_seed = cfg.run.seed ^ 0xE7A1ull;
+  auto evaluate = [&](int step) {
+    const AgentEval seen = evaluate_agent(model, env, agent, tc.eval_tasks, eval_seed, StyleMode::kTrain);
+    std::string text = "eval at step " + std::to_string(step) + " (seen styles):\n" + format_eval(seen);
+    if (sampler.has_heldout()) {
+      const AgentEval held = evaluate_agent(model, env, agent, tc.eval_tasks, eval_seed, StyleMode::kHeldOut);
+      text += "eval at step " + std::to_string(step) + " (held-out families):\n" + format_eval(held);
+    }
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  };
+
+  for (int step = start; step < tc.steps; ++step) {
+    Stopwatch sw;
+    engine.set_policy_version(step);
+    std::vector<AgentEpisode> episodes;
+    for (int k = 0; k < tc.tasks; ++k) {
+      const uint64_t task_seed = task_rng.next_u64();
+      for (int g = 0; g < tc.group; ++g)
+        episodes.push_back(make_episode(mix, sampler, agent, task_seed,
+                                        static_cast<uint64_t>(step) * batch + k * tc.group + g,
+                                        StyleMode::kTrain, k));
+    }
+    run_episodes(engine, episodes);
+    std::vector<Trajectory> trajs;
+    int64_t generated = 0;
+    for (auto& e : episodes) {
+      trajs.push_back(e.take_trajectory());
+      for (const auto& c : trajs.back().calls) generated += static_cast<int64_t>(c.generated.size());
+    }
+    const double gen_s = sw.seconds();
+    model.zero_grads();
+    const PolicyUpdateStats st = policy_forward_backward(model, trajs, upd);
+    const double gnorm = st.samples ? opt.step() : 0.0;
+    engine.clear_prefix_cache();  // cached k/v belong to the old weights
+
+    const bool last = step + 1 == tc.steps;
+    if ((step + 1) % cfg.run.log_every == 0 || last || step == start) {
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "step %4d  reward %+.3f (outcome %.3f process %+.3f efficiency %+.3f)  success %.2f  "
+                    "zero-var %d/%d  clip %.3f  masked %.3f  mismatch %.2e  kl %.2e  entropy %.2f  "
+                    "grad %.2f  gen %.0f tok/s  tree/linear %.2f  %.1f s",
+                    step + 1, st.reward_mean, st.component_mean.outcome, st.component_mean.process,
+                    st.component_mean.efficiency, st.success_rate, st.zero_variance_groups, st.groups,
+                    st.loss.clip_fraction(), st.loss.masked_fraction(), st.loss.logprob_mismatch,
+                    st.loss.kl, st.entropy_mean, gnorm, generated / std::max(gen_s, 1e-9),
+                    st.linear_tokens ? double(st.tree_tokens) / st.linear_tokens : 1.0, sw.seconds());
+      log_info(line);
+    }
+    if (last || (cfg.run.checkpoint_every > 0 && (step + 1) % cfg.run.checkpoint_every == 0)) {
+      CheckpointState cs;
+      cs.step = step + 1;
+      cs.policy_version = step + 1;
+      cs.config_ini = opts.dump_ini();
+      cs.rngs["tasks"] = task_rng.state();
+      save_checkpoint(ckpt_dir, model, &opt, cs, cfg.run.keep_checkpoints);
+    }
+    if ((tc.eval_every > 0 && (step + 1) % tc.eval_every == 0) || last) evaluate(step + 1);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace forge
+
+FORGE_COMMAND("train", "synchronous agent RL (CISPO on prefix-tree batches) with held-out evaluation",
+              forge::run_train);

@@ -1,0 +1,99 @@
+#include "algo/policy_update.hpp"
+
+#include <unordered_map>
+
+#include "algo/advantages.hpp"
+#include "algo/prefix_tree.hpp"
+#include "algo/token_loss.hpp"
+#include "core/error.hpp"
+#include "model/packed_batch.hpp"
+
+namespace forge {
+
+PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<Trajectory>& episodes,
+                                          const PolicyUpdateConfig& config) {
+  PolicyUpdateStats st;
+  st.episodes = static_cast<int>(episodes.size());
+  if (episodes.empty()) return st;
+
+  std::vector<RewardComponents> comps;
+  std::vector<int32_t> groups;
+  for (const auto& t : episodes) {
+    comps.push_back(t.reward);
+    groups.push_back(t.group);
+    st.component_mean.outcome += t.reward.outcome;
+    st.component_mean.process += t.reward.process;
+    st.component_mean.efficiency += t.reward.efficiency;
+    st.success_rate += t.success;
+  }
+  const double n = static_cast<double>(episodes.size());
+  st.component_mean.outcome = static_cast<float>(st.component_mean.outcome / n);
+  st.component_mean.process = static_cast<float>(st.component_mean.process / n);
+  st.component_mean.efficiency = static_cast<float>(st.component_mean.efficiency / n);
+  st.success_rate /= n;
+  const std::vector<float> reward = composite_rewards(config.reward, comps);
+  for (float r : reward) st.reward_mean += r / n;
+  const AdvantageResult adv = group_advantages(reward, groups);
+  st.groups = adv.groups;
+  st.zero_variance_groups = adv.zero_variance_groups;
+
+  // Samples: every call of an episode outside zero-variance groups.
+  std::vector<Sample> samples;
+  std::vector<SampleTokens> tokens;  // per sample: advantage, behaviour logprobs, current (filled)
+  std::vector<int32_t> context_len;
+  for (size_t i = 0; i < episodes.size(); ++i) {
+    if (adv.in_zero_variance_group[i]) continue;
+    for (const LlmCall& c : episodes[i].calls) {
+      if (c.generated.empty()) continue;
+      Sample s;
+      s.tokens = c.context;
+      s.tokens.insert(s.tokens.end(), c.generated.begin(), c.generated.end());
+      s.trainable.assign(c.context.size(), 0);
+      s.trainable.resize(s.tokens.size(), 1);
+      if (c.context.empty()) throw Error("episode " + std::to_string(episodes[i].episode_id) + ": an LLM call without context");
+      samples.push_back(std::move(s));
+      SampleTokens t;
+      t.advantage = adv.advantage[i];
+      t.behaviour_logprob = c.logprobs;
+      t.logprob.assign(c.generated.size(), 0.0f);
+      tokens.push_back(std::move(t));
+      context_len.push_back(static_cast<int32_t>(c.context.size()));
+    }
+  }
+  st.samples = static_cast<int>(samples.size());
+  if (samples.empty()) return st;
+  st.linear_tokens = linear_token_count(samples);
+  const std::vector<PackedBin> bins = pack_forest(build_prefix_forest(samples, config.merge), config.max_tokens);
+
+  // Pass 1: current logprobs of every generated token.
+  BinForward fwd;
+  double entropy_sum = 0;
+  int64_t entropy_rows = 0;
+  for (const PackedBin& bin : bins) {
+    st.tree_tokens += bin.tokens();
+    model.forward(bin, config.inv_temperature, &fwd);
+    for (int32_t e = 0; e < bin.entries(); ++e)
+      for (int32_t r = bin.ref_begin[e]; r < bin.ref_begin[e + 1]; ++r) {
+        const SampleRef ref = bin.refs[r];
+        tokens[ref.sample].logprob[ref.position - context_len[ref.sample]] = fwd.logprob[e];
+      }
+    for (float h : fwd.entropy) entropy_sum += h;
+    entropy_rows += static_cast<int64_t>(fwd.entropy.size());
+  }
+  st.entropy_mean = entropy_rows ? entropy_sum / entropy_rows : 0;
+  const auto w = policy_coefficients(config.loss, tokens, &st.loss);
+
+  // Pass 2: L = -sum_e (sum_refs w) logprob_e.
+  for (const PackedBin& bin : bins) {
+    const auto ew = entry_weights(bin, [&](const SampleRef& ref) {
+      return w[ref.sample][ref.position - context_len[ref.sample]];
+    });
+    model.forward(bin, config.inv_temperature, &fwd);
+    std::vector<float> dl(ew.size());
+    for (size_t e = 0; e < ew.size(); ++e) dl[e] = -ew[e];
+    model.backward(dl);
+  }
+  return st;
+}
+
+}  // namespace forge
