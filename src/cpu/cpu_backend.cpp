@@ -253,7 +253,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
     return cuda::make_cuda_backend();  // InputError when no device is present
 #else
     throw InputError("backend 'cuda' is not available in this build (configured without CUDA: "
-                     "FORGE_CUDA=OFF or no nvcc found); use --backend cpu");
+                     "FORGE_CUDA=OFF or no nvcc found); use the cpu backend");
 #endif
   }
   throw InputError("unknown backend '" + name + "' (allowed: cpu, cuda)");

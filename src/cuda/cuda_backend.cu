@@ -1,0 +1,199 @@
+// CudaBackend: each Backend operation is one or a few launches on the
+// backend's stream. to_device, to_host and sum_squares synchronize the stream
+// (their results are host-visible on return); everything else is
+// asynchronous, ordered by the stream. Scratch buffers for the attention tile
+// bounds, D_i and the head tiles grow on demand and are kept.
+#include "cuda/cuda_backend.hpp"
+
+#include <cmath>
+
+#include "cuda/adamw.cuh"
+#include "cuda/elementwise.cuh"
+#include "cuda/embedding.cuh"
+#include "cuda/fp32_head.cuh"
+#include "cuda/gemm.cuh"
+#include "cuda/paged_attention.cuh"
+#include "cuda/rmsnorm.cuh"
+#include "cuda/rope.cuh"
+#include "cuda/swiglu.cuh"
+#include "cuda/tree_attention.cuh"
+
+FORGE_CUDA_NAMESPACE_BEGIN
+namespace {
+
+// Grow-only device buffer.
+class Scratch {
+ public:
+  ~Scratch() {
+    if (p_) cudaFree(p_);
+  }
+  template <class T>
+  T* get(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes > bytes_) {
+      if (p_) FORGE_CUDA_CHECK(cudaFree(p_));
+      p_ = nullptr;
+      bytes_ = 0;
+      FORGE_CUDA_CHECK(cudaMalloc(&p_, bytes));
+      bytes_ = bytes;
+    }
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
+    FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    FORGE_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));  // FP32, no TF32
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    cublasDestroy(blas_);
+    cudaStreamDestroy(stream_);
+  }
+  std::string name() const override { return "cuda"; }
+
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    FORGE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  void release(void* p) override { FORGE_CUDA_CHECK(cudaFree(p)); }
+  void to_device(void* dst, const void* src, size_t bytes) override {
+    FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void to_host(void* dst, const void* src, size_t bytes) override {
+    FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill(float* x, float value, size_t n) override { launch_fill(x, value, n, stream_); }
+
+  void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+            const float* B, int ldb, float beta, float* C, int ldc) override {
+    gemm_row_major(blas_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+  void add_inplace(float* y, const float* x, size_t n) override { launch_add_inplace(y, x, n, stream_); }
+  void scale(float* x, float s, size_t n) override { launch_scale(x, s, n, stream_); }
+  double sum_squares(const float* x, size_t n) override {
+    double* d = reduce_.get<double>(1);
+    launch_sum_squares(x, n, d, stream_);
+    double h = 0;
+    to_host(&h, d, sizeof(double));
+    return h;
+  }
+
+  void embedding_fwd(const int32_t* tokens, const float* table, float* out, int T, int d) override {
+    launch_gather_rows(table, tokens, out, T, d, stream_);
+  }
+  void embedding_bwd(const int32_t* tokens, const float* dout, float* dtable, int T, int d) override {
+    launch_embedding_bwd(tokens, dout, dtable, T, d, stream_);
+  }
+  void rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
+                   float eps) override {
+    launch_rmsnorm_fwd(x, w, y, rstd, T, d, eps, stream_);
+  }
+  void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, float* dx,
+                   float* dw, int T, int d) override {
+    launch_rmsnorm_bwd(x, w, rstd, dy, dx, dw, T, d, stream_);
+  }
+  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, float base,
+            bool inverse) override {
+    launch_rope(x, pos, T, n_heads, head_dim, ld, base, inverse, stream_);
+  }
+  void swiglu_fwd(const float* gu, float* out, int T, int F) override {
+    launch_swiglu_fwd(gu, out, T, F, stream_);
+  }
+  void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override {
+    launch_swiglu_bwd(gu, dout, dgu, T, F, stream_);
+  }
+
+  void tree_attention_fwd(const TreeAttentionArgs& a) override {
+    TreeAttentionParams p = attention_params(a);
+    launch_tree_attention_fwd(p, stream_);
+  }
+  void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override {
+    TreeAttentionParams p = attention_params(a);
+    p.dout = g.dout;
+    p.dq = g.dq;
+    p.dk = g.dk;
+    p.dv = g.dv;
+    p.delta = delta_.get<float>(size_t(a.n_heads) * a.T);
+    launch_tree_attention_bwd(p, stream_);
+  }
+
+  void head_fwd(const HeadArgs& a) override { launch_head_fwd(a, head_workspace(a), blas_, stream_); }
+  void head_bwd(const HeadArgs& a, const HeadGrads& g) override {
+    launch_head_bwd(a, g, head_workspace(a), blas_, stream_);
+  }
+
+  void gather_rows(const float* src, const int32_t* rows, float* dst, int R, int d) override {
+    launch_gather_rows(src, rows, dst, R, d, stream_);
+  }
+  void scatter_add_rows(const float* src, const int32_t* rows, float* dst, int R, int d) override {
+    launch_scatter_add_rows(src, rows, dst, R, d, stream_);
+  }
+  void adamw(float* param, const float* grad, float* m, float* v, size_t n,
+             const AdamWParams& p) override {
+    launch_adamw(param, grad, m, v, n, p, stream_);
+  }
+  void kv_cache_write(const KvCacheWriteArgs& a) override { launch_kv_cache_write(a, stream_); }
+  void paged_attention_fwd(const PagedAttentionArgs& a) override {
+    launch_paged_attention_fwd(a, stream_);
+  }
+
+ private:
+  TreeAttentionParams attention_params(const TreeAttentionArgs& a) {
+    TreeAttentionParams p;
+    p.T = a.T;
+    p.n_heads = a.n_heads;
+    p.n_kv_heads = a.n_kv_heads;
+    p.head_dim = a.head_dim;
+    p.ld_qkv = a.ld_qkv;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+    p.q = a.q;
+    p.k = a.k;
+    p.v = a.v;
+    p.subtree_end = a.subtree_end;
+    p.out = a.out;
+    p.lse = a.lse;
+    const int tiles = attention_tiles(a.T);
+    p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
+    p.tile_min_end = p.tile_max_end + tiles;
+    return p;
+  }
+  HeadWorkspace head_workspace(const HeadArgs& a) {
+    HeadWorkspace ws;
+    ws.stats = head_stats_.get<float>(3 * size_t(a.R));
+    ws.tile = head_tile_.get<float>(head_tile_floats(a.R, a.V, a.vocab_chunk));
+    return ws;
+  }
+
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess || n == 0)
+    throw InputError(std::string("backend 'cuda': no CUDA device found (cudaGetDeviceCount: ") +
+                     (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") +
+                     "); use the cpu backend");
+  return std::make_unique<CudaBackend>();
+}
+
+FORGE_CUDA_NAMESPACE_END

@@ -1,0 +1,17 @@
+// The CUDA backend (src/cuda): the Backend interface on one GPU. Device
+// memory from cudaMalloc, one stream per backend, GEMMs on cuBLAS, the other
+// operations in the kernels of this folder. FP32 throughout in this version
+// (docs/cuda.md says what is and is not there yet). Plain C++: included by
+// make_backend() without CUDA headers.
+#pragma once
+#include <memory>
+
+#include "cuda/cuda_namespace.hpp"
+#include "model/backend.hpp"
+
+FORGE_CUDA_NAMESPACE_BEGIN
+
+// On the current device (cudaGetDevice). InputError when no device is present.
+std::unique_ptr<Backend> make_cuda_backend();
+
+FORGE_CUDA_NAMESPACE_END

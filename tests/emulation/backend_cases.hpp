@@ -1,0 +1,410 @@
+// Test cases that run every Backend operation on a backend under test and on
+// the CPU backend (the reference) with the same random inputs, and compare:
+// FP32 paths agree within 1e-5 relative (norm of the difference over the norm
+// of the reference, per output). Shared by the emulated CUDA tests
+// (tests/emulation) and the real-GPU tests (tests/unit/test_cuda_device.cpp):
+// FORGE_BACKEND_CASES(Suite, get) defines one TEST per case, where
+// get(std::string* why) returns the backend or nullptr (the test then skips
+// with *why).
+//
+// Sizes are chosen to not be multiples of the kernels' tiles (32 rows, 128 or
+// 256 threads, vocabulary chunks); attention runs on packed bins of random
+// prefix forests with deep branching (algo/prefix_tree + model/packed_batch).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "algo/prefix_tree.hpp"
+#include "core/rng.hpp"
+#include "model/backend.hpp"
+#include "model/device_array.hpp"
+#include "model/packed_batch.hpp"
+
+namespace forge::backend_cases {
+
+constexpr double kFp32Tol = 1e-5;
+
+inline std::vector<float> random_vec(Rng& rng, size_t n, float scale = 1.0f) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.normal()) * scale;
+  return v;
+}
+
+inline double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want,
+                         const std::string& what, double tol = kFp32Tol) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(std::isfinite(got[i])) << what << ": non-finite value at " << i;
+  EXPECT_LE(rel_err(got, want), tol) << what;
+}
+
+// The same host data in both backends.
+template <class T>
+struct Pair {
+  DeviceArray<T> dev, cpu;
+  Pair(Backend& d, Backend& c, const std::vector<T>& host) {
+    dev.upload(d, host);
+    cpu.upload(c, host);
+  }
+  void expect_equal(const std::string& what, double tol = kFp32Tol) const {
+    expect_close(dev.download(), cpu.download(), what, tol);
+  }
+};
+
+inline void elementwise(Backend& dev, Backend& cpu) {
+  Rng rng(1);
+  const size_t n = 70001;
+  const auto x = random_vec(rng, n), y = random_vec(rng, n);
+  Pair<float> a(dev, cpu, x), b(dev, cpu, y);
+  for (Backend* be : {&dev, &cpu}) {
+    const bool d = be == &dev;
+    be->add_inplace((d ? a.dev : a.cpu).data(), (d ? b.dev : b.cpu).data(), n);
+    be->scale((d ? a.dev : a.cpu).data(), -0.37f, n);
+    be->fill((d ? b.dev : b.cpu).data() + 5, 2.5f, 1000);
+  }
+  a.expect_equal("add_inplace + scale");
+  b.expect_equal("fill");
+  const double sd = dev.sum_squares(a.dev.data(), n), sc = cpu.sum_squares(a.cpu.data(), n);
+  EXPECT_LE(std::abs(sd - sc), 1e-9 * sc) << "sum_squares";
+  DeviceArray<float> c(dev, n);
+  dev.copy(c.data(), a.dev.data(), n * sizeof(float));
+  expect_close(c.download(), a.cpu.download(), "copy", 0.0);
+}
+
+inline void gemm(Backend& dev, Backend& cpu) {
+  Rng rng(2);
+  const int M = 37, N = 45, K = 29;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      const auto A = random_vec(rng, size_t(ta ? K : M) * lda);
+      const auto B = random_vec(rng, size_t(tb ? N : K) * ldb);
+      Pair<float> a(dev, cpu, A), b(dev, cpu, B), c(dev, cpu, random_vec(rng, size_t(M) * ldc));
+      dev.gemm(ta, tb, M, N, K, 0.7f, a.dev.data(), lda, b.dev.data(), ldb, 0.3f, c.dev.data(), ldc);
+      cpu.gemm(ta, tb, M, N, K, 0.7f, a.cpu.data(), lda, b.cpu.data(), ldb, 0.3f, c.cpu.data(), ldc);
+      c.expect_equal("gemm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+    }
+}
+
+inline void rows(Backend& dev, Backend& cpu) {
+  Rng rng(3);
+  const int V = 53, d = 70, T = 91, R = 33;
+  std::vector<int32_t> tokens(T), distinct(R);
+  for (auto& t : tokens) t = static_cast<int32_t>(rng.below(V / 4));  // many repeats
+  for (int r = 0; r < R; ++r) distinct[r] = (r * 7) % T;              // 7 and 91: distinct
+  Pair<int32_t> tok(dev, cpu, tokens), rws(dev, cpu, distinct);
+  Pair<float> table(dev, cpu, random_vec(rng, size_t(V) * d)), dout(dev, cpu, random_vec(rng, size_t(T) * d));
+  Pair<float> emb(dev, cpu, std::vector<float>(size_t(T) * d)), dtable(dev, cpu, random_vec(rng, size_t(V) * d));
+  Pair<float> g(dev, cpu, std::vector<float>(size_t(R) * d)), acc(dev, cpu, random_vec(rng, size_t(T) * d));
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    be->embedding_fwd(pick(tok), pick(table), pick(emb), T, d);
+    be->embedding_bwd(pick(tok), pick(dout), pick(dtable), T, d);
+    be->gather_rows(pick(dout), pick(rws), pick(g), R, d);
+    be->scatter_add_rows(pick(g), pick(rws), pick(acc), R, d);
+  }
+  emb.expect_equal("embedding_fwd");
+  dtable.expect_equal("embedding_bwd");
+  g.expect_equal("gather_rows");
+  acc.expect_equal("scatter_add_rows");
+}
+
+inline void rmsnorm(Backend& dev, Backend& cpu) {
+  Rng rng(4);
+  for (int d : {50, 300}) {
+    const int T = 37;
+    Pair<float> x(dev, cpu, random_vec(rng, size_t(T) * d)), w(dev, cpu, random_vec(rng, d));
+    Pair<float> y(dev, cpu, std::vector<float>(size_t(T) * d)), rstd(dev, cpu, std::vector<float>(T));
+    Pair<float> dy(dev, cpu, random_vec(rng, size_t(T) * d)), dx(dev, cpu, random_vec(rng, size_t(T) * d));
+    Pair<float> dw(dev, cpu, random_vec(rng, d));
+    for (Backend* be : {&dev, &cpu}) {
+      auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+      be->rmsnorm_fwd(pick(x), pick(w), pick(y), pick(rstd), T, d, 1e-5f);
+      be->rmsnorm_bwd(pick(x), pick(w), pick(rstd), pick(dy), pick(dx), pick(dw), T, d);
+    }
+    const std::string at = " d=" + std::to_string(d);
+    y.expect_equal("rmsnorm y" + at);
+    rstd.expect_equal("rmsnorm rstd" + at);
+    dx.expect_equal("rmsnorm dx (accumulated)" + at);
+    dw.expect_equal("rmsnorm dw (accumulated)" + at);
+  }
+}
+
+inline void rope(Backend& dev, Backend& cpu) {
+  Rng rng(5);
+  const int T = 29, H = 3, hd = 10, ld = 37;
+  std::vector<int32_t> pos(T);
+  for (auto& p : pos) p = static_cast<int32_t>(rng.below(5000));
+  Pair<int32_t> ps(dev, cpu, pos);
+  Pair<float> x(dev, cpu, random_vec(rng, size_t(T) * ld));
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    be->rope(pick(x), pick(ps), T, H, hd, ld, 10000.0f, false);
+  }
+  x.expect_equal("rope");
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    be->rope(pick(x), pick(ps), T, H, hd, ld, 500.0f, true);
+  }
+  x.expect_equal("rope inverse");
+}
+
+inline void swiglu(Backend& dev, Backend& cpu) {
+  Rng rng(6);
+  const int T = 23, F = 77;
+  Pair<float> gu(dev, cpu, random_vec(rng, size_t(T) * 2 * F, 2.0f)), out(dev, cpu, std::vector<float>(size_t(T) * F));
+  Pair<float> dout(dev, cpu, random_vec(rng, size_t(T) * F)), dgu(dev, cpu, std::vector<float>(size_t(T) * 2 * F));
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    be->swiglu_fwd(pick(gu), pick(out), T, F);
+    be->swiglu_bwd(pick(gu), pick(dout), pick(dgu), T, F);
+  }
+  out.expect_equal("swiglu_fwd");
+  dgu.expect_equal("swiglu_bwd");
+}
+
+inline void adamw(Backend& dev, Backend& cpu) {
+  Rng rng(7);
+  const size_t n = 1001;
+  Pair<float> p(dev, cpu, random_vec(rng, n)), g(dev, cpu, random_vec(rng, n));
+  Pair<float> m(dev, cpu, random_vec(rng, n, 0.1f)), v(dev, cpu, std::vector<float>(n, 0.01f));
+  AdamWParams ap;
+  ap.lr = 1e-2f;
+  ap.weight_decay = 0.1f;
+  ap.step = 3;
+  ap.grad_scale = 0.5f;
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& x) { return be == &dev ? x.dev.data() : x.cpu.data(); };
+    be->adamw(pick(p), pick(g), pick(m), pick(v), n, ap);
+  }
+  p.expect_equal("adamw param");
+  m.expect_equal("adamw m");
+  v.expect_equal("adamw v");
+}
+
+// Samples with deep branching: each new sample copies a random prefix of an
+// earlier one (or starts a new prompt) and appends random tokens, so the
+// forest has branch points at many depths.
+inline std::vector<Sample> branching_samples(Rng& rng, int n, int max_len) {
+  std::vector<Sample> out;
+  for (int s = 0; s < n; ++s) {
+    Sample x;
+    if (!out.empty() && rng.uniform() < 0.85) {
+      const Sample& base = out[rng.below(out.size())];
+      x.tokens.assign(base.tokens.begin(), base.tokens.begin() + 1 + rng.below(base.tokens.size()));
+    } else {
+      x.tokens.push_back(static_cast<int32_t>(rng.below(3)));
+    }
+    const int add = 1 + static_cast<int>(rng.below(std::max(1, max_len - static_cast<int>(x.tokens.size()))));
+    for (int i = 0; i < add; ++i) x.tokens.push_back(static_cast<int32_t>(rng.below(50)));
+    x.trainable.assign(x.tokens.size(), 1);
+    x.trainable[0] = 0;
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+struct AttentionShape {
+  int n_heads, n_kv_heads, head_dim, samples, max_len;
+};
+
+inline void tree_attention(Backend& dev, Backend& cpu, const AttentionShape& sh, uint64_t seed) {
+  Rng rng(seed);
+  const auto bins = pack_forest(build_prefix_forest(branching_samples(rng, sh.samples, sh.max_len), true), 1 << 20);
+  ASSERT_EQ(bins.size(), 1u);
+  const PackedBin& bin = bins[0];
+  const int T = bin.tokens(), H = sh.n_heads, Hkv = sh.n_kv_heads, D = sh.head_dim;
+  const int HD = H * D, ld = (H + 2 * Hkv) * D;
+  Pair<float> qkv(dev, cpu, random_vec(rng, size_t(T) * ld));
+  Pair<int32_t> se(dev, cpu, bin.subtree_end);
+  Pair<float> out(dev, cpu, std::vector<float>(size_t(T) * HD)), lse(dev, cpu, std::vector<float>(size_t(H) * T));
+  Pair<float> dout(dev, cpu, random_vec(rng, size_t(T) * HD)), dqkv(dev, cpu, std::vector<float>(size_t(T) * ld));
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    TreeAttentionArgs a;
+    a.T = T;
+    a.n_heads = H;
+    a.n_kv_heads = Hkv;
+    a.head_dim = D;
+    a.q = pick(qkv);
+    a.k = a.q + HD;
+    a.v = a.k + Hkv * D;
+    a.ld_qkv = ld;
+    a.subtree_end = pick(se);
+    a.out = pick(out);
+    a.lse = pick(lse);
+    be->tree_attention_fwd(a);
+    TreeAttentionGrads g;
+    g.dout = pick(dout);
+    g.dq = pick(dqkv);
+    g.dk = g.dq + HD;
+    g.dv = g.dk + Hkv * D;
+    be->tree_attention_bwd(a, g);
+  }
+  const std::string at = " (T=" + std::to_string(T) + " H=" + std::to_string(H) + " Hkv=" +
+                         std::to_string(Hkv) + " D=" + std::to_string(D) + ")";
+  out.expect_equal("tree attention out" + at);
+  lse.expect_equal("tree attention lse" + at);
+  dqkv.expect_equal("tree attention dq|dk|dv" + at);
+}
+
+inline void head(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
+  Rng rng(9);
+  const int R = 45, d = 24, V = 300;
+  std::vector<int32_t> row_begin{0}, target;
+  for (int r = 0; r < R; ++r) {
+    const int k = r % 5 == 0 ? 0 : 1 + static_cast<int>(rng.below(3));  // rows without entries too
+    for (int e = 0; e < k; ++e) target.push_back(static_cast<int32_t>(rng.below(V)));
+    if (k == 3) target.back() = target[target.size() - 2];  // a repeated target in one row
+    row_begin.push_back(static_cast<int32_t>(target.size()));
+  }
+  const int E = static_cast<int>(target.size());
+  Pair<float> hid(dev, cpu, random_vec(rng, size_t(R) * d)), w(dev, cpu, random_vec(rng, size_t(V) * d, 0.5f));
+  Pair<int32_t> rb(dev, cpu, row_begin), tg(dev, cpu, target);
+  Pair<float> lp(dev, cpu, std::vector<float>(E)), lse(dev, cpu, std::vector<float>(R));
+  Pair<float> ent(dev, cpu, std::vector<float>(R)), logits(dev, cpu, std::vector<float>(size_t(R) * V));
+  Pair<float> dlp(dev, cpu, random_vec(rng, E)), dh(dev, cpu, std::vector<float>(size_t(R) * d));
+  Pair<float> dw(dev, cpu, random_vec(rng, size_t(V) * d));
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    HeadArgs a;
+    a.R = R;
+    a.d = d;
+    a.V = V;
+    a.hidden = pick(hid);
+    a.weight = pick(w);
+    a.inv_temperature = 0.7f;
+    a.E = E;
+    a.row_begin = pick(rb);
+    a.target = pick(tg);
+    a.logprob = pick(lp);
+    a.lse = pick(lse);
+    a.entropy = pick(ent);
+    a.logits = want_logits ? pick(logits) : nullptr;
+    a.vocab_chunk = chunk;
+    be->head_fwd(a);
+    HeadGrads g;
+    g.dlogprob = pick(dlp);
+    g.dhidden = pick(dh);
+    g.dweight = pick(dw);
+    be->head_bwd(a, g);
+  }
+  const std::string at = " (chunk " + std::to_string(chunk) + (want_logits ? ", logits)" : ")");
+  lp.expect_equal("head logprob" + at);
+  lse.expect_equal("head lse" + at);
+  ent.expect_equal("head entropy" + at);
+  if (want_logits) logits.expect_equal("head logits" + at);
+  dh.expect_equal("head dhidden" + at);
+  dw.expect_equal("head dweight (accumulated)" + at);
+}
+
+inline void paged_attention(Backend& dev, Backend& cpu) {
+  Rng rng(10);
+  const int H = 4, Hkv = 2, D = 24, bs = 4, row = Hkv * D;
+  const std::vector<int> lens{1, 9, 150};  // one sequence longer than a 128-position chunk
+  std::vector<int32_t> table, table_begin, position, slot;
+  int next_block = 0;
+  std::vector<int> seq_table_begin;
+  for (int len : lens) {
+    seq_table_begin.push_back(static_cast<int>(table.size()));
+    for (int b = 0; b < (len + bs - 1) / bs; ++b) table.push_back(next_block++);
+  }
+  std::reverse(table.begin(), table.end());  // blocks out of order in the pool
+  // Write every position of every sequence, then query a few of them.
+  std::vector<int32_t> q_pos, q_table;
+  for (size_t s = 0; s < lens.size(); ++s)
+    for (int p = 0; p < lens[s]; ++p) {
+      slot.push_back(table[seq_table_begin[s] + p / bs] * bs + p % bs);
+      if (p == lens[s] - 1 || rng.below(10) == 0) {
+        q_pos.push_back(p);
+        q_table.push_back(seq_table_begin[s]);
+      }
+    }
+  const int W = static_cast<int>(slot.size()), T = static_cast<int>(q_pos.size());
+  const int ld = row + 5, ld_q = H * D + 3;
+  Pair<float> k(dev, cpu, random_vec(rng, size_t(W) * ld)), v(dev, cpu, random_vec(rng, size_t(W) * ld));
+  Pair<int32_t> sl(dev, cpu, slot), tb(dev, cpu, table), qp(dev, cpu, q_pos), qt(dev, cpu, q_table);
+  const size_t pool = size_t(next_block) * bs * row;
+  Pair<float> kc(dev, cpu, std::vector<float>(pool)), vc(dev, cpu, std::vector<float>(pool));
+  Pair<float> q(dev, cpu, random_vec(rng, size_t(T) * ld_q)), out(dev, cpu, std::vector<float>(size_t(T) * H * D));
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    KvCacheWriteArgs w;
+    w.T = W;
+    w.row_dim = row;
+    w.k = pick(k);
+    w.v = pick(v);
+    w.ld = ld;
+    w.slot = pick(sl);
+    w.k_cache = pick(kc);
+    w.v_cache = pick(vc);
+    be->kv_cache_write(w);
+    PagedAttentionArgs a;
+    a.T = T;
+    a.n_heads = H;
+    a.n_kv_heads = Hkv;
+    a.head_dim = D;
+    a.block_size = bs;
+    a.q = pick(q);
+    a.ld_q = ld_q;
+    a.k_cache = pick(kc);
+    a.v_cache = pick(vc);
+    a.position = pick(qp);
+    a.block_table = pick(tb);
+    a.table_begin = pick(qt);
+    a.out = pick(out);
+    be->paged_attention_fwd(a);
+  }
+  kc.expect_equal("kv_cache_write k", 0.0);
+  vc.expect_equal("kv_cache_write v", 0.0);
+  out.expect_equal("paged attention");
+}
+
+}  // namespace forge::backend_cases
+
+// One TEST per case; get(std::string* why) returns the Backend under test or
+// nullptr, and the test skips with *why.
+#define FORGE_BACKEND_CASE(Suite, Name, get, body)                   \
+  TEST(Suite, Name) {                                                \
+    std::string why;                                                 \
+    ::forge::Backend* dev = get(&why);                               \
+    if (!dev) GTEST_SKIP() << why;                                   \
+    auto cpu = ::forge::make_backend("cpu");                         \
+    namespace bc = ::forge::backend_cases;                           \
+    body;                                                            \
+  }
+
+#define FORGE_BACKEND_CASES(Suite, get)                                                        \
+  FORGE_BACKEND_CASE(Suite, Elementwise, get, bc::elementwise(*dev, *cpu))                     \
+  FORGE_BACKEND_CASE(Suite, Gemm, get, bc::gemm(*dev, *cpu))                                   \
+  FORGE_BACKEND_CASE(Suite, EmbeddingAndRows, get, bc::rows(*dev, *cpu))                       \
+  FORGE_BACKEND_CASE(Suite, RmsNorm, get, bc::rmsnorm(*dev, *cpu))                             \
+  FORGE_BACKEND_CASE(Suite, Rope, get, bc::rope(*dev, *cpu))                                   \
+  FORGE_BACKEND_CASE(Suite, SwiGlu, get, bc::swiglu(*dev, *cpu))                               \
+  FORGE_BACKEND_CASE(Suite, AdamW, get, bc::adamw(*dev, *cpu))                                 \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionGqa, get,                                             \
+                     bc::tree_attention(*dev, *cpu, {4, 2, 16, 40, 24}, 11))                   \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionOddHeadDim, get,                                      \
+                     bc::tree_attention(*dev, *cpu, {2, 1, 40, 25, 60}, 12))                   \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionHeadDim128, get,                                      \
+                     bc::tree_attention(*dev, *cpu, {2, 2, 128, 12, 30}, 13))                  \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionSmallBin, get,                                        \
+                     bc::tree_attention(*dev, *cpu, {3, 3, 8, 3, 6}, 14))                      \
+  FORGE_BACKEND_CASE(Suite, HeadChunked, get, bc::head(*dev, *cpu, false, 128))                \
+  FORGE_BACKEND_CASE(Suite, HeadWithLogits, get, bc::head(*dev, *cpu, true, 77))               \
+  FORGE_BACKEND_CASE(Suite, HeadOneChunk, get, bc::head(*dev, *cpu, false, 4096))              \
+  FORGE_BACKEND_CASE(Suite, PagedAttention, get, bc::paged_attention(*dev, *cpu))

@@ -1,0 +1,29 @@
+// The cases of tests/emulation/backend_cases.hpp on a real GPU: the CUDA
+// backend (make_backend("cuda")) against the CPU backend. Each test skips
+// with the reason where the build has no CUDA or no device is present.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "emulation/backend_cases.hpp"
+
+namespace forge {
+namespace {
+
+Backend* device_backend(std::string* why) {
+  static std::string reason;
+  static const std::unique_ptr<Backend> backend = [] {
+    try {
+      return make_backend("cuda");
+    } catch (const InputError& e) {
+      reason = e.what();
+      return std::unique_ptr<Backend>();
+    }
+  }();
+  *why = reason;
+  return backend.get();
+}
+
+FORGE_BACKEND_CASES(CudaDevice, device_backend)
+
+}  // namespace
+}  // namespace forge
