@@ -3,14 +3,13 @@
 // single-turn chat request with the rollout engine, printing the completion
 // and, with --show_logprobs, every generated token with its logprob.
 #include <cmath>
-#include <filesystem>
 #include <cstdio>
 
+#include "checkpoint_model.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "io_hdf5/checkpoint.hpp"
-#include "io_hdf5/h5_file.hpp"
 #include "model/rollout_engine.hpp"
 #include "model/tokenizer.hpp"
 #include "standard_options.hpp"
@@ -18,28 +17,6 @@
 
 namespace forge {
 namespace {
-
-// The model section of the configuration a checkpoint was trained with.
-ModelConfig model_config_of(const std::string& checkpoint) {
-  const std::string ini = h5::File::open_read(checkpoint).attr_string("config");
-  ModelConfig model;
-  OptionSet stored("stored configuration");
-  add_model_options(stored, model);
-  // The stored INI also holds other sections; only [model] is read here.
-  std::string model_section, line;
-  bool in_model = false;
-  for (size_t pos = 0; pos <= ini.size();) {
-    const size_t nl = ini.find('\n', pos);
-    line = ini.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    pos = nl == std::string::npos ? ini.size() + 1 : nl + 1;
-    if (!line.empty() && line[0] == '[') in_model = line == "[model]";
-    if (in_model) model_section += line + "\n";
-  }
-  stored.load_ini_text(model_section, checkpoint + " (stored config)");
-  stored.run_checks();
-  model.vocab = Tokenizer::kVocabSize;
-  return model;
-}
 
 int run_generate(int argc, char** argv) {
   std::string checkpoint, prompt;
@@ -58,12 +35,7 @@ int run_generate(int argc, char** argv) {
   if (prompt.empty()) throw InputError("--prompt is required (the user's request)");
   set_cpu_threads(run.threads);
 
-  std::string path = checkpoint;
-  if (std::filesystem::is_directory(path)) {
-    path = latest_checkpoint(path + "/checkpoints");
-    if (path.empty()) path = latest_checkpoint(checkpoint);
-    if (path.empty()) throw InputError("no checkpoint found in '" + checkpoint + "'");
-  }
+  const std::string path = resolve_checkpoint(checkpoint);
   auto backend = make_backend("cpu");
   PolicyModel model(model_config_of(path), *backend);
   const CheckpointState st = load_checkpoint(path, model, nullptr);
