@@ -4,18 +4,18 @@
 #include <iostream>
 
 #include "cli.hpp"
-#include "standard_options.hpp"
+#include "forge_config.hpp"
 
 namespace forge {
 namespace {
 
 int run_config(int argc, char** argv) {
-  StandardConfig config;
+  ForgeConfig config;
   OptionSet opts("forge config",
                  "Print the resolved configuration as INI: the defaults, overridden by\n"
                  "--config FILE, overridden by --key=value flags. Exits with code 2 and\n"
                  "names the key when a key, type or value is wrong.");
-  add_standard_options(opts, config);
+  add_forge_options(opts, config);
   if (!cli::parse_options(opts, argc, argv)) return 0;
   std::cout << opts.dump_ini();
   return 0;

@@ -12,7 +12,7 @@
 #include "core/error.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "io_hdf5/checkpoint.hpp"
-#include "standard_options.hpp"
+#include "forge_config.hpp"
 
 namespace forge {
 namespace {
@@ -33,32 +33,28 @@ std::string json_of(const AgentEval& e) {
 
 int run_eval(int argc, char** argv) {
   std::string checkpoint;
-  EnvConfig env;
-  AgentConfig agent;
-  SamplingParams sampling;
+  ForgeConfig all;
   int tasks = 500;
-  uint64_t seed = 1234;
   bool json = false;
-  int threads = 0;
   OptionSet opts("forge eval CHECKPOINT",
                  "Greedy agent evaluation of a checkpoint (an .h5 file, or a run folder: its\n"
-                 "newest checkpoint) on held-out tasks, in seen and held-out scaffold styles.");
+                 "newest checkpoint) on held-out tasks, in seen and held-out scaffold styles. The\n"
+                 "task stream is the one `forge train` and `forge sft` evaluate on for run.seed.");
   opts.add_positional("CHECKPOINT", &checkpoint, "checkpoint file or run folder");
-  opts.add("eval.tasks", &tasks, "tasks per style set", in_range(1, 1e6));
-  opts.add("eval.seed", &seed, "run seed whose eval stream is used (same as run.seed of training)");
-  opts.add("json", &json, "print one JSON object instead of tables");
-  opts.add("run.threads", &threads, "OpenMP threads; 0 = all cores", in_range(0, 4096));
-  add_env_options(opts, env);
-  add_agent_options(opts, agent);
+  opts.add("eval.tasks", &tasks, 500, "tasks per style set", in_range(1, 1e6));
+  opts.add("json", &json, false, "print one JSON object instead of tables");
+  add_forge_options(opts, all);
   if (!cli::parse_options(opts, argc, argv)) return 0;
-  set_cpu_threads(threads);
+  set_cpu_threads(all.base.run.threads);
+  const EnvConfig& env = all.env;
+  AgentConfig agent = all.agent;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
 
   const std::string path = resolve_checkpoint(checkpoint);
   auto backend = make_backend("cpu");
   PolicyModel model(model_config_of(path), *backend);
   const CheckpointState st = load_checkpoint(path, model, nullptr);
-  const uint64_t eval_seed = seed ^ 0xE7A1ull;  // the stream forge train and sft evaluate on
+  const uint64_t eval_seed = all.base.run.seed ^ 0xE7A1ull;  // the stream forge train and sft evaluate on
   const AgentEval seen = evaluate_agent(model, env, agent, tasks, eval_seed, StyleMode::kTrain);
   const PerturbationSampler sampler(env.perturb, env.heldout_list());
   AgentEval held;

@@ -28,25 +28,13 @@
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
 #include "model/tokenizer.hpp"
-#include "standard_options.hpp"
+#include "forge_config.hpp"
 #include "agent/scripted_policy.hpp"
 #include "agent_eval.hpp"
 #include "synthetic_task.hpp"
 
 namespace forge {
 namespace {
-
-struct SftConfig {
-  std::string task = "mix";
-  int steps = 300;
-  int batch = 16;        // conversations per step
-  int turns = 3;         // requests per conversation
-  int max_tokens = 8192; // tokens per packed bin
-  bool merge = true;     // prefix-tree merging (false: each sample alone)
-  int eval_requests = 128;
-  int show = 6;          // sampled completions printed at the end
-  std::string backend = "cpu";
-};
 
 struct EvalResult {
   double accuracy = 0;
@@ -176,32 +164,18 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
 }
 
 int run_sft(int argc, char** argv) {
-  StandardConfig cfg;
-  SftConfig sft;
+  ForgeConfig all;
   OptionSet opts("forge sft",
-                 "Supervised training on a synthetic chat task (reverse or sort a word,\n"
-                 "several requests per conversation) with prefix-tree-merged batches, then\n"
-                 "greedy exact-match evaluation and sampled completions.");
-  add_standard_options(opts, cfg);
-  EnvConfig env;
-  AgentConfig agent;
-  add_env_options(opts, env);
-  add_agent_options(opts, agent);
-  opts.describe_section("sft", "the synthetic supervised task and its training loop");
-  opts.add("sft.task", &sft.task, "reverse | sort | mix (synthetic chat) | agent (solver demonstrations)",
-           one_of({"reverse", "sort", "mix", "agent"}));
-  opts.add("sft.steps", &sft.steps, "optimizer steps", in_range(1, 1e7));
-  opts.add("sft.batch", &sft.batch, "conversations per step", in_range(1, 1e6));
-  opts.add("sft.turns", &sft.turns, "requests per conversation (turns share their history)",
-           in_range(1, 64));
-  opts.add("sft.max_tokens", &sft.max_tokens, "tokens per packed bin (one forward/backward)",
-           in_range(64, 1 << 24));
-  opts.add("sft.merge", &sft.merge, "merge the batch into prefix trees (false: each sample alone)");
-  opts.add("sft.eval_requests", &sft.eval_requests, "held-out requests for exact-match accuracy",
-           in_range(1, 1e6));
-  opts.add("sft.show", &sft.show, "sampled completions printed at the end", in_range(0, 1000));
-  opts.add("sft.backend", &sft.backend, "compute backend", one_of({"cpu", "cuda"}));
+                 "Supervised training with prefix-tree-merged batches: on a synthetic chat task\n"
+                 "(reverse or sort a word, several requests per conversation; greedy exact-match\n"
+                 "evaluation and samples), or on the agent environments' solver demonstrations\n"
+                 "(sft.task = agent; greedy success rate on held-out tasks).");
+  add_forge_options(opts, all);
   if (!cli::parse_options(opts, argc, argv)) return 0;
+  StandardConfig& cfg = all.base;
+  const SftConfig& sft = all.sft;
+  const EnvConfig& env = all.env;
+  const AgentConfig& agent = all.agent;
 
   const int threads = set_cpu_threads(cfg.run.threads);
   std::filesystem::create_directories(cfg.run.dir);

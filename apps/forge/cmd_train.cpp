@@ -27,67 +27,26 @@
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
 #include "model/tokenizer.hpp"
-#include "standard_options.hpp"
+#include "checkpoint_model.hpp"
+#include "forge_config.hpp"
 
 namespace forge {
 namespace {
 
-struct TrainConfig {
-  int steps = 50;
-  int tasks = 8;        // tasks per step
-  int group = 4;        // episodes per task (the advantage group)
-  int max_tokens = 8192;
-  bool merge = true;
-  int eval_every = 0;   // 0 = only at the end
-  int eval_tasks = 64;
-  std::string init;     // checkpoint to start from
-  bool resume = false;
-};
-
-void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {
-  o.describe_section("loss", "the policy-gradient objective");
-  o.add("loss.algorithm", &l.algorithm, "cispo | ppo | grpo | dapo", one_of({"cispo", "ppo", "grpo", "dapo"}));
-  o.add("loss.eps_low", &l.eps_low, "lower clip of the ratio; < 0: the algorithm's default");
-  o.add("loss.eps_high", &l.eps_high, "upper clip of the ratio; < 0: the algorithm's default");
-  o.add("loss.is_mask", &l.is_mask, "masked importance sampling: none | token | sequence",
-        one_of({"none", "token", "sequence"}));
-  o.add("loss.is_low", &l.is_low, "mask ratios below this", in_range(0, 1, Interval::kOpen));
-  o.add("loss.is_high", &l.is_high, "mask ratios above this", greater_than(1));
-  o.describe_section("reward", "the composite reward");
-  o.add("reward.outcome_weight", &r.outcome_weight, "weight of the verifier's score");
-  o.add("reward.process_weight", &r.process_weight, "weight of the per-step process signals");
-  o.add("reward.efficiency_weight", &r.efficiency_weight, "weight of the efficiency penalty");
-  for (auto [key, field] : {std::pair{"reward.outcome_norm", &r.outcome_norm},
-                            std::pair{"reward.process_norm", &r.process_norm},
-                            std::pair{"reward.efficiency_norm", &r.efficiency_norm}})
-    o.add(key, field, "normalization before weighting: none | batch", one_of({"none", "batch"}));
-}
-
 int run_train(int argc, char** argv) {
-  StandardConfig cfg;
-  EnvConfig env;
-  AgentConfig agent;
-  PolicyUpdateConfig upd;
-  TrainConfig tc;
+  ForgeConfig all;
+  bool resume = false;
   OptionSet opts("forge train",
                  "Synchronous agent RL: generate episodes, compute composite rewards and group\n"
                  "advantages, train CISPO on prefix-tree-merged batches, publish, repeat.");
-  add_standard_options(opts, cfg);
-  add_env_options(opts, env);
-  add_agent_options(opts, agent);
-  add_loss_options(opts, upd.loss, upd.reward);
-  opts.describe_section("train", "the synchronous RL loop");
-  opts.add("train.steps", &tc.steps, "RL steps", in_range(1, 1e7));
-  opts.add("train.tasks", &tc.tasks, "tasks per step", in_range(1, 1e5));
-  opts.add("train.group", &tc.group, "episodes per task (advantage group)", in_range(2, 1024));
-  opts.add("train.max_tokens", &tc.max_tokens, "tokens per packed bin", in_range(64, 1 << 24));
-  opts.add("train.merge", &tc.merge, "prefix-tree merging (false: each LLM call alone)");
-  opts.add("train.eval_every", &tc.eval_every, "steps between held-out evaluations; 0 = at the end",
-           at_least(0));
-  opts.add("train.eval_tasks", &tc.eval_tasks, "held-out tasks per evaluation", in_range(1, 1e6));
-  opts.add("train.init", &tc.init, "checkpoint to start from (weights only)");
-  opts.add("resume", &tc.resume, "continue the run in run.dir from its newest checkpoint");
+  add_forge_options(opts, all);
+  opts.add("resume", &resume, "continue the run in run.dir from its newest checkpoint");
   if (!cli::parse_options(opts, argc, argv)) return 0;
+  StandardConfig& cfg = all.base;
+  EnvConfig& env = all.env;
+  AgentConfig& agent = all.agent;
+  PolicyUpdateConfig& upd = all.update;
+  const TrainConfig& tc = all.train;
   upd.loss.validate();
   upd.reward.validate();
   upd.max_tokens = tc.max_tokens;
@@ -107,7 +66,7 @@ int run_train(int argc, char** argv) {
   Rng task_rng(cfg.run.seed ^ 0x7A5Cull);
   int start = 0;
   const std::string ckpt_dir = cfg.run.dir + "/checkpoints";
-  if (tc.resume) {
+  if (resume) {
     const std::string path = latest_checkpoint(ckpt_dir);
     if (path.empty()) throw InputError("--resume: no checkpoint in '" + ckpt_dir + "'");
     const CheckpointState st = load_checkpoint(path, model, &opt);
@@ -115,7 +74,7 @@ int run_train(int argc, char** argv) {
     task_rng.set_state(st.rngs.at("tasks"));
     log_info("train: resumed from " + path + " at step " + std::to_string(start));
   } else if (!tc.init.empty()) {
-    load_checkpoint(tc.init, model, nullptr);
+    load_checkpoint(resolve_checkpoint(tc.init), model, nullptr);
     log_info("train: initial weights from " + tc.init);
   }
   std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();

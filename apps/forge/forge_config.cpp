@@ -1,0 +1,66 @@
+#include "forge_config.hpp"
+
+namespace forge {
+namespace {
+
+void add_sft_options(OptionSet& o, SftConfig& s) {
+  o.describe_section("sft", "forge sft: supervised training (synthetic chat task or agent demonstrations)");
+  o.add("sft.task", &s.task, "reverse | sort | mix (synthetic chat) | agent (solver demonstrations)",
+        one_of({"reverse", "sort", "mix", "agent"}));
+  o.add("sft.steps", &s.steps, "optimizer steps", in_range(1, 1e7));
+  o.add("sft.batch", &s.batch, "conversations (or agent demonstrations) per step", in_range(1, 1e6));
+  o.add("sft.turns", &s.turns, "requests per synthetic conversation (turns share their history)",
+        in_range(1, 64));
+  o.add("sft.max_tokens", &s.max_tokens, "tokens per packed bin (one forward/backward)",
+        in_range(64, 1 << 24));
+  o.add("sft.merge", &s.merge, "merge the batch into prefix trees (false: each sample alone)");
+  o.add("sft.eval_requests", &s.eval_requests,
+        "held-out requests (synthetic: exact match) or tasks (agent: success) evaluated", in_range(1, 1e6));
+  o.add("sft.show", &s.show, "sampled completions printed at the end", in_range(0, 1000));
+  o.add("sft.backend", &s.backend, "compute backend", one_of({"cpu", "cuda"}));
+}
+
+void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {
+  o.describe_section("loss", "the policy-gradient objective");
+  o.add("loss.algorithm", &l.algorithm, "cispo | ppo | grpo | dapo", one_of({"cispo", "ppo", "grpo", "dapo"}));
+  o.add("loss.eps_low", &l.eps_low, "lower clip of the ratio; < 0: the algorithm's default");
+  o.add("loss.eps_high", &l.eps_high, "upper clip of the ratio; < 0: the algorithm's default");
+  o.add("loss.is_mask", &l.is_mask, "masked importance sampling: none | token | sequence",
+        one_of({"none", "token", "sequence"}));
+  o.add("loss.is_low", &l.is_low, "mask ratios below this", in_range(0, 1, Interval::kOpen));
+  o.add("loss.is_high", &l.is_high, "mask ratios above this", greater_than(1));
+  o.describe_section("reward", "the composite reward");
+  o.add("reward.outcome_weight", &r.outcome_weight, "weight of the verifier's score");
+  o.add("reward.process_weight", &r.process_weight, "weight of the per-step process signals");
+  o.add("reward.efficiency_weight", &r.efficiency_weight, "weight of the efficiency penalty");
+  for (auto [key, field] : {std::pair{"reward.outcome_norm", &r.outcome_norm},
+                            std::pair{"reward.process_norm", &r.process_norm},
+                            std::pair{"reward.efficiency_norm", &r.efficiency_norm}})
+    o.add(key, field, "normalization before weighting: none | batch", one_of({"none", "batch"}));
+}
+
+void add_train_options(OptionSet& o, TrainConfig& t) {
+  o.describe_section("train", "forge train: the synchronous RL loop");
+  o.add("train.steps", &t.steps, "RL steps", in_range(1, 1e7));
+  o.add("train.tasks", &t.tasks, "tasks per step", in_range(1, 1e5));
+  o.add("train.group", &t.group, "episodes per task (advantage group)", in_range(2, 1024));
+  o.add("train.max_tokens", &t.max_tokens, "tokens per packed bin", in_range(64, 1 << 24));
+  o.add("train.merge", &t.merge, "prefix-tree merging (false: each LLM call alone)");
+  o.add("train.eval_every", &t.eval_every, "steps between held-out evaluations; 0 = at the end",
+        at_least(0));
+  o.add("train.eval_tasks", &t.eval_tasks, "held-out tasks per evaluation", in_range(1, 1e6));
+  o.add("train.init", &t.init, "checkpoint (or run folder) to start from, weights only");
+}
+
+}  // namespace
+
+void add_forge_options(OptionSet& opts, ForgeConfig& c) {
+  add_standard_options(opts, c.base);
+  add_sft_options(opts, c.sft);
+  add_env_options(opts, c.env);
+  add_agent_options(opts, c.agent);
+  add_loss_options(opts, c.update.loss, c.update.reward);
+  add_train_options(opts, c.train);
+}
+
+}  // namespace forge

@@ -1,0 +1,51 @@
+// The whole configuration of forge's training commands: the standard
+// sections plus [sft], [env], [agent], [loss], [reward] and [train]. Every
+// command registers all of them, so one INI file drives `forge sft`,
+// `forge train` and `forge eval` alike, and a misspelt key is still an error
+// in every command. Each command reads the sections it uses.
+#pragma once
+#include <string>
+
+#include "agent/agent_config.hpp"
+#include "algo/policy_update.hpp"
+#include "core/config.hpp"
+#include "env/env_config.hpp"
+#include "standard_options.hpp"
+
+namespace forge {
+
+struct SftConfig {
+  std::string task = "mix";  // reverse | sort | mix (synthetic chat) | agent (demonstrations)
+  int steps = 300;
+  int batch = 16;            // conversations (or demonstrations) per step
+  int turns = 3;             // requests per synthetic conversation
+  int max_tokens = 8192;     // tokens per packed bin
+  bool merge = true;         // prefix-tree merging (false: each sample alone)
+  int eval_requests = 128;   // held-out requests (synthetic) or tasks (agent) evaluated
+  int show = 6;              // sampled completions printed at the end (synthetic)
+  std::string backend = "cpu";
+};
+
+struct TrainConfig {
+  int steps = 50;
+  int tasks = 8;        // tasks per step
+  int group = 4;        // episodes per task (the advantage group)
+  int max_tokens = 8192;
+  bool merge = true;
+  int eval_every = 0;   // 0 = only at the end
+  int eval_tasks = 64;
+  std::string init;     // checkpoint to start from
+};
+
+struct ForgeConfig {
+  StandardConfig base;
+  SftConfig sft;
+  EnvConfig env;
+  AgentConfig agent;
+  PolicyUpdateConfig update;  // loss and reward
+  TrainConfig train;
+};
+
+void add_forge_options(OptionSet& opts, ForgeConfig& config);
+
+}  // namespace forge
