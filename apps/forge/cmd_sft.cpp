@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -78,43 +79,33 @@ EvalResult evaluate(PolicyModel& model, const std::string& task, int n, uint64_t
   return out;
 }
 
-// Supervised warm start on solver demonstrations of the agent environments.
-int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConfig& env,
-                  AgentConfig agent, const OptionSet& opts, PolicyModel& model, AdamW& opt) {
-  agent.sampling = cfg.sample;
-  agent.sampling.max_new_tokens = agent.max_new_tokens;
-  const PerturbationSampler sampler(env.perturb, env.heldout_list());
-  const uint64_t eval_seed = cfg.run.seed ^ 0xE7A1ull;
-  const int eval_tasks = sft.eval_requests;
-  Rng rng(cfg.run.seed);
+// The supervised loop shared by both data sources: next_batch draws a step's
+// samples from rng; progress lines every run.log_every steps; checkpoints
+// (with the data stream's RNG state) every run.checkpoint_every steps and at
+// the end.
+struct LoopResult {
+  double seconds = 0, first_loss = -1, last_loss = 0;
+  int64_t linear_tokens = 0, packed_tokens = 0;
+};
+
+LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, const OptionSet& opts,
+                           PolicyModel& model, AdamW& opt, Rng& rng,
+                           const std::function<std::vector<Sample>(Rng&)>& next_batch) {
+  LoopResult out;
   Stopwatch total, window;
-  double first_loss = -1, window_loss = 0, last_loss = 0;
+  double window_loss = 0;
+  int64_t window_tokens = 0;
   int window_steps = 0;
-  int64_t window_tokens = 0, linear_tokens = 0, packed_tokens = 0;
-  uint64_t episode_id = 0;
   for (int step = 0; step < sft.steps; ++step) {
-    std::vector<Sample> samples;
-    for (int c = 0; c < sft.batch; ++c) {
-      const uint64_t task_seed = rng.next_u64();
-      const ScaffoldStyle style = sampler.draw(task_seed, StyleMode::kTrain);
-      const Trajectory demo = make_demonstration(env, agent, task_seed, style, episode_id++);
-      for (const LlmCall& call : demo.calls) {
-        Sample s;
-        s.tokens = call.context;
-        s.tokens.insert(s.tokens.end(), call.generated.begin(), call.generated.end());
-        s.trainable.assign(call.context.size(), 0);
-        s.trainable.resize(s.tokens.size(), 1);
-        samples.push_back(std::move(s));
-      }
-    }
+    const std::vector<Sample> samples = next_batch(rng);
     model.zero_grads();
     const SupervisedStats st = supervised_forward_backward(model, samples, sft.merge, sft.max_tokens);
     const double gnorm = opt.step();
-    if (first_loss < 0) first_loss = st.loss;
+    if (out.first_loss < 0) out.first_loss = st.loss;
     window_loss += st.loss;
     window_tokens += st.packed_tokens;
-    linear_tokens += st.linear_tokens;
-    packed_tokens += st.packed_tokens;
+    out.linear_tokens += st.linear_tokens;
+    out.packed_tokens += st.packed_tokens;
     ++window_steps;
     const bool last = step + 1 == sft.steps;
     if (last || (cfg.run.checkpoint_every > 0 && (step + 1) % cfg.run.checkpoint_every == 0)) {
@@ -128,12 +119,13 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
       if (last) log_info("sft: wrote " + path);
     }
     if ((step + 1) % cfg.run.log_every == 0 || last) {
-      last_loss = window_loss / window_steps;
+      out.last_loss = window_loss / window_steps;
       char line[256];
       std::snprintf(line, sizeof line,
                     "step %5d/%d  loss %.4f  grad_norm %.3f  lr %.2e  tokens/s %.0f  tree/linear tokens %.2f",
-                    step + 1, sft.steps, last_loss, gnorm, learning_rate_at(cfg.optim, step),
-                    window_tokens / window.seconds(), static_cast<double>(st.packed_tokens) / st.linear_tokens);
+                    step + 1, sft.steps, out.last_loss, gnorm, learning_rate_at(cfg.optim, step),
+                    window_tokens / window.seconds(),
+                    static_cast<double>(st.packed_tokens) / st.linear_tokens);
       log_info(line);
       window_loss = 0;
       window_tokens = 0;
@@ -141,11 +133,41 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
       window.reset();
     }
   }
-  const double train_seconds = total.seconds();
+  out.seconds = total.seconds();
+  return out;
+}
+
+// Supervised warm start on solver demonstrations of the agent environments.
+int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConfig& env,
+                  AgentConfig agent, const OptionSet& opts, PolicyModel& model, AdamW& opt) {
+  agent.sampling = cfg.sample;
+  agent.sampling.max_new_tokens = agent.max_new_tokens;
+  const PerturbationSampler sampler(env.perturb, env.heldout_list());
+  const uint64_t eval_seed = cfg.run.seed ^ 0xE7A1ull;
+  const int eval_tasks = sft.eval_requests;
+  Rng rng(cfg.run.seed);
+  uint64_t episode_id = 0;
+  const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, [&](Rng& g) {
+    std::vector<Sample> samples;
+    for (int c = 0; c < sft.batch; ++c) {
+      const uint64_t task_seed = g.next_u64();
+      const ScaffoldStyle style = sampler.draw(task_seed, StyleMode::kTrain);
+      const Trajectory demo = make_demonstration(env, agent, task_seed, style, episode_id++);
+      for (const LlmCall& call : demo.calls) {
+        Sample s;
+        s.tokens = call.context;
+        s.tokens.insert(s.tokens.end(), call.generated.begin(), call.generated.end());
+        s.trainable.assign(call.context.size(), 0);
+        s.trainable.resize(s.tokens.size(), 1);
+        samples.push_back(std::move(s));
+      }
+    }
+    return samples;
+  });
   const AgentEval seen = evaluate_agent(model, env, agent, eval_tasks, eval_seed, StyleMode::kTrain);
   std::printf("\nforge sft (agent demonstrations): %d steps in %.1f s; loss %.3f -> %.3f; tree-merged batches ran %.2fx fewer tokens\n",
-              sft.steps, train_seconds, first_loss, last_loss,
-              static_cast<double>(linear_tokens) / std::max<int64_t>(1, packed_tokens));
+              sft.steps, r.seconds, r.first_loss, r.last_loss,
+              static_cast<double>(r.linear_tokens) / std::max<int64_t>(1, r.packed_tokens));
   std::printf("greedy evaluation on %d held-out tasks (seen styles):\n%s", eval_tasks, format_eval(seen).c_str());
   double heldout_success = -1;
   if (sampler.has_heldout()) {
@@ -155,10 +177,10 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
   }
   std::ofstream summary(cfg.run.dir + "/summary.json");
   summary << "{\"command\": \"sft\", \"task\": \"agent\", \"steps\": " << sft.steps
-          << ", \"train_seconds\": " << train_seconds << ", \"loss_first\": " << first_loss
-          << ", \"loss_last\": " << last_loss << ", \"success_seen\": " << seen.all.success
-          << ", \"success_heldout_family\": " << heldout_success << ", \"linear_tokens\": " << linear_tokens
-          << ", \"packed_tokens\": " << packed_tokens << "}\n";
+          << ", \"train_seconds\": " << r.seconds << ", \"loss_first\": " << r.first_loss
+          << ", \"loss_last\": " << r.last_loss << ", \"success_seen\": " << seen.all.success
+          << ", \"success_heldout_family\": " << heldout_success << ", \"linear_tokens\": " << r.linear_tokens
+          << ", \"packed_tokens\": " << r.packed_tokens << "}\n";
   std::printf("wrote %s/summary.json and %s/config.ini\n", cfg.run.dir.c_str(), cfg.run.dir.c_str());
   return 0;
 }
@@ -199,59 +221,20 @@ int run_sft(int argc, char** argv) {
   log_info("sft: exact-match accuracy before training " + std::to_string(before.accuracy));
 
   Rng rng(cfg.run.seed);
-  Stopwatch total;
-  double first_loss = -1, window_loss = 0, last_loss = 0;
-  int64_t window_tokens = 0, linear_tokens = 0, packed_tokens = 0;
-  int window_steps = 0;
-  Stopwatch window;
-  for (int step = 0; step < sft.steps; ++step) {
+  const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, [&](Rng& g) {
     std::vector<Sample> samples;
     for (int c = 0; c < sft.batch; ++c)
-      for (auto& s : make_conversation(rng, sft.task, sft.turns)) samples.push_back(std::move(s));
-    model.zero_grads();
-    const SupervisedStats st = supervised_forward_backward(model, samples, sft.merge, sft.max_tokens);
-    const double gnorm = opt.step();
-    if (first_loss < 0) first_loss = st.loss;
-    window_loss += st.loss;
-    window_tokens += st.packed_tokens;
-    linear_tokens += st.linear_tokens;
-    packed_tokens += st.packed_tokens;
-    ++window_steps;
-    const bool last = step + 1 == sft.steps;
-    if (last || (cfg.run.checkpoint_every > 0 && (step + 1) % cfg.run.checkpoint_every == 0)) {
-      CheckpointState cs;
-      cs.step = step + 1;
-      cs.policy_version = step + 1;
-      cs.config_ini = opts.dump_ini();
-      cs.rngs["data"] = rng.state();
-      const std::string path = save_checkpoint(cfg.run.dir + "/checkpoints", model, &opt, cs,
-                                               cfg.run.keep_checkpoints);
-      if (last) log_info("sft: wrote " + path);
-    }
-    if ((step + 1) % cfg.run.log_every == 0 || last) {
-      last_loss = window_loss / window_steps;
-      char line[256];
-      std::snprintf(line, sizeof line,
-                    "step %5d/%d  loss %.4f  grad_norm %.3f  lr %.2e  tokens/s %.0f  tree/linear tokens %.2f",
-                    step + 1, sft.steps, last_loss, gnorm, learning_rate_at(cfg.optim, step),
-                    window_tokens / window.seconds(),
-                    static_cast<double>(st.packed_tokens) / st.linear_tokens);
-      log_info(line);
-      window_loss = 0;
-      window_tokens = 0;
-      window_steps = 0;
-      window.reset();
-    }
-  }
-  const double train_seconds = total.seconds();
+      for (auto& s : make_conversation(g, sft.task, sft.turns)) samples.push_back(std::move(s));
+    return samples;
+  });
 
   const EvalResult after = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0);
   SamplingParams sampled = cfg.sample;
   const EvalResult shown = evaluate(model, sft.task, sft.show, eval_seed + 1, sampled, sft.show);
 
   std::printf("\nforge sft: %d steps in %.1f s; loss %.3f -> %.3f; tree-merged batches ran %.2fx fewer tokens\n",
-              sft.steps, train_seconds, first_loss, last_loss,
-              static_cast<double>(linear_tokens) / std::max<int64_t>(1, packed_tokens));
+              sft.steps, r.seconds, r.first_loss, r.last_loss,
+              static_cast<double>(r.linear_tokens) / std::max<int64_t>(1, r.packed_tokens));
   std::printf("exact-match accuracy on %d held-out requests (greedy): %.1f%% before, %.1f%% after\n",
               sft.eval_requests, 100 * before.accuracy, 100 * after.accuracy);
   std::printf("samples (temperature %.2f):\n", sampled.temperature);
@@ -260,10 +243,10 @@ int run_sft(int argc, char** argv) {
 
   std::ofstream summary(cfg.run.dir + "/summary.json");
   summary << "{\"command\": \"sft\", \"task\": \"" << sft.task << "\", \"steps\": " << sft.steps
-          << ", \"train_seconds\": " << train_seconds << ", \"loss_first\": " << first_loss
-          << ", \"loss_last\": " << last_loss << ", \"accuracy_before\": " << before.accuracy
-          << ", \"accuracy_after\": " << after.accuracy << ", \"linear_tokens\": " << linear_tokens
-          << ", \"packed_tokens\": " << packed_tokens << "}\n";
+          << ", \"train_seconds\": " << r.seconds << ", \"loss_first\": " << r.first_loss
+          << ", \"loss_last\": " << r.last_loss << ", \"accuracy_before\": " << before.accuracy
+          << ", \"accuracy_after\": " << after.accuracy << ", \"linear_tokens\": " << r.linear_tokens
+          << ", \"packed_tokens\": " << r.packed_tokens << "}\n";
   std::printf("wrote %s/summary.json and %s/config.ini\n", cfg.run.dir.c_str(), cfg.run.dir.c_str());
   return 0;
 }

@@ -42,6 +42,22 @@ TEST(Sft, TinyRunLossFallsAndWritesSummary) {
   EXPECT_EQ(forge("generate " + dir + "/missing.h5 --prompt=x").rc, 2);
 }
 
+TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
+  const std::string dir = ::testing::TempDir() + "forge_sft_agent_" + std::to_string(getpid());
+  const Result r = forge(
+      "sft --sft.task=agent --model.d_model=32 --model.n_layers=1 --model.n_heads=2 "
+      "--model.n_kv_heads=2 --model.ffn_dim=64 --optim.lr=0.003 --sft.steps=20 --sft.batch=4 "
+      "--sft.eval_requests=4 --agent.max_turns=3 --run.log_every=10 --run.dir=" + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "held-out families")) << r.out;
+  const std::string summary = slurp(dir + "/summary.json");
+  EXPECT_LT(json_number(summary, "loss_last"), json_number(summary, "loss_first")) << summary;
+  EXPECT_GE(json_number(summary, "success_seen"), 0.0) << summary;
+  const Result e = forge("eval " + dir + " --eval.tasks=2 --agent.max_turns=3 --json");
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_TRUE(contains(e.out, "\"heldout_family\"")) << e.out;
+}
+
 TEST(Sft, UnknownTaskIsExitCode2) {
   const Result r = forge("sft --sft.task=juggle --sft.steps=1");
   EXPECT_EQ(r.rc, 2);
