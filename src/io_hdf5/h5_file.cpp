@@ -52,6 +52,63 @@ File File::open_read(const std::string& path) {
   return f;
 }
 
+File File::open_append(const std::string& path) {
+  quiet();
+  File f;
+  f.path_ = path;
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_libver_bounds(fapl.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+  hbool_t clear = 1;  // the fapl property h5clear sets
+  H5Pset(fapl.id(), "clear_status_flags", &clear);
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
+  if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' for writing: " + last_error());
+  f.file_ = Handle(id, H5Fclose);
+  return f;
+}
+
+std::string last_error() {
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD,
+           [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+             if (e->desc && *e->desc) *static_cast<std::string*>(out) = e->desc;
+             return 0;
+           },
+           &text);
+  return text;
+}
+
+File File::open_follow(const std::string& path, bool* swmr) {
+  quiet();
+  File f;
+  f.path_ = path;
+  if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
+  // An SWMR reader re-reads metadata whose checksum fails (the writer may be
+  // mid-write), sleeping 1, 2, 4, ... ns between attempts: HDF5's default of
+  // 100 attempts (2^100 ns) hangs on a corrupted file; 20 bound it to ~1 ms.
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_metadata_read_attempts(fapl.id(), 20);
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.id());
+  *swmr = id >= 0;
+  if (id < 0) {  // not the latest file format (or damaged): a plain open says why
+    id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    const std::string reason = last_error();
+    if (id < 0 && reason.find("truncated") != std::string::npos)
+      throw InputError("'" + path + "' is truncated (" + reason + ")");
+    if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' (corrupted?): " + reason);
+  }
+  f.file_ = Handle(id, H5Fclose);
+  // An SWMR-read open does not compare the file's end with the end of the
+  // space the file says it uses; check it here.
+  haddr_t eoa = 0;
+  if (*swmr && H5Fget_eoa(id, &eoa) >= 0 && eoa > std::filesystem::file_size(path))
+    throw InputError("'" + path + "' is truncated (it has " +
+                     std::to_string(std::filesystem::file_size(path)) + " bytes of " +
+                     std::to_string(eoa) + ")");
+  return f;
+}
+
 void File::flush() {
   if (H5Fflush(file_.id(), H5F_SCOPE_GLOBAL) < 0) throw Error("cannot flush '" + path_ + "'");
 }

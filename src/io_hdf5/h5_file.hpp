@@ -44,6 +44,14 @@ class File {
   static File create(const std::string& path);
   // Opens an existing file read-only; InputError if it is missing or not HDF5.
   static File open_read(const std::string& path);
+  // Opens an existing file for writing (latest format), clearing the "open
+  // for writing" flag that a killed writer leaves set (as `h5clear -s`).
+  static File open_append(const std::string& path);
+  // Opens read-only a file that a SWMR writer may still be writing, or whose
+  // writer was killed: in SWMR-read mode when the file format allows it (*swmr
+  // = true; datasets can then be refreshed), else plainly. InputError for a
+  // missing, non-HDF5, truncated or unopenable file, with HDF5's reason.
+  static File open_follow(const std::string& path, bool* swmr);
 
   const std::string& path() const { return path_; }
   hid_t id() const { return file_.id(); }
@@ -72,5 +80,8 @@ class File {
   std::string path_;
   Handle file_;
 };
+
+// The innermost message of the current HDF5 error stack ("" if none).
+std::string last_error();
 
 }  // namespace forge::h5

@@ -1,0 +1,150 @@
+// `forge export FILE --format csv|jsonl [--out PATH] [--episode N [--decode]]`:
+// tables from a rollouts.h5 for pandas and friends, on stdout or into --out.
+//
+//   default           one row per episode: index, episode_id, env,
+//                     template_family, task_id, group, consumed_step,
+//                     staleness, outcome, process, efficiency, success, turns,
+//                     tool_errors, recoveries, n_calls, generated_tokens,
+//                     final_length
+//   --episode N       one row per token of episode N (row index as in the
+//                     default table): call, position, token, loss_mask,
+//                     logprob (empty / null for context), version
+//   ... --decode      one row per LLM call of episode N: call, context and
+//                     generated text (tokenizer.hpp: bytes as text, special
+//                     tokens as <|name|>), generated_tokens, logprob_sum
+// Works on a file that is being written (what the writer has flushed).
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cli.hpp"
+#include "core/error.hpp"
+#include "io_hdf5/rollout_reader.hpp"
+#include "model/tokenizer.hpp"
+#include "text_formats.hpp"
+
+namespace forge {
+namespace {
+
+// Rows of named fields, as CSV (header first) or JSON lines. Values are
+// given as text; `quoted` marks strings (JSON quotes them, CSV when needed).
+class TableWriter {
+ public:
+  TableWriter(std::FILE* out, bool jsonl, std::vector<std::string> columns)
+      : out_(out), jsonl_(jsonl), columns_(std::move(columns)) {
+    if (jsonl_) return;
+    for (size_t i = 0; i < columns_.size(); ++i) std::fprintf(out_, "%s%s", i ? "," : "", columns_[i].c_str());
+    std::fputc('\n', out_);
+  }
+  struct Value {
+    std::string text;
+    bool quoted = false;
+    bool null = false;
+  };
+  static Value num(double v) { return {std::isfinite(v) ? json_number(v) : "", false, !std::isfinite(v)}; }
+  static Value integer(int64_t v) { return {std::to_string(v)}; }
+  static Value str(std::string s) { return {std::move(s), true}; }
+
+  void row(const std::vector<Value>& values) {
+    FORGE_CHECK(values.size() == columns_.size(), "export row width");
+    std::string line = jsonl_ ? "{" : "";
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Value& v = values[i];
+      if (jsonl_)
+        line += (i ? ", " : "") + json_string(columns_[i]) + ": " +
+                (v.null ? "null" : v.quoted ? json_string(v.text) : v.text);
+      else
+        line += (i ? "," : "") + (v.quoted ? csv_field(v.text) : v.text);
+    }
+    line += jsonl_ ? "}\n" : "\n";
+    std::fputs(line.c_str(), out_);
+  }
+
+ private:
+  std::FILE* out_;
+  bool jsonl_;
+  std::vector<std::string> columns_;
+};
+
+using V = TableWriter;
+
+void export_episodes(const RolloutReader& r, std::FILE* out, bool jsonl) {
+  const EpisodeTable e = r.episodes();
+  TableWriter w(out, jsonl,
+                {"index", "episode_id", "env", "template_family", "task_id", "group", "consumed_step", "staleness",
+                 "outcome", "process", "efficiency", "success", "turns", "tool_errors", "recoveries", "n_calls",
+                 "generated_tokens", "final_length"});
+  for (size_t i = 0; i < e.size(); ++i)
+    w.row({V::integer(static_cast<int64_t>(i)), {std::to_string(e.episode_id[i])}, V::str(r.domains()[e.env[i]]),
+           V::str(r.template_families()[e.template_family[i]]), {std::to_string(e.task_id[i])},
+           V::integer(e.group[i]), V::integer(e.consumed_step[i]), V::integer(e.staleness[i]), V::num(e.outcome[i]),
+           V::num(e.process[i]), V::num(e.efficiency[i]), V::integer(e.success[i]), V::integer(e.turns[i]),
+           V::integer(e.tool_errors[i]), V::integer(e.recoveries[i]), V::integer(e.n_calls[i]),
+           V::integer(e.generated_tokens[i]), V::integer(e.final_length[i])});
+}
+
+void export_tokens(const Trajectory& t, std::FILE* out, bool jsonl) {
+  TableWriter w(out, jsonl, {"call", "position", "token", "loss_mask", "logprob", "version"});
+  for (size_t c = 0; c < t.calls.size(); ++c) {
+    const LlmCall& call = t.calls[c];
+    const int64_t nc = static_cast<int64_t>(call.context.size());
+    for (int64_t p = 0; p < nc; ++p)
+      w.row({V::integer(static_cast<int64_t>(c)), V::integer(p), V::integer(call.context[p]), V::integer(0),
+             V::num(std::nan("")), V::integer(-1)});
+    for (size_t g = 0; g < call.generated.size(); ++g)
+      w.row({V::integer(static_cast<int64_t>(c)), V::integer(nc + static_cast<int64_t>(g)),
+             V::integer(call.generated[g]), V::integer(1), V::num(call.logprobs[g]), V::integer(call.versions[g])});
+  }
+}
+
+void export_decoded(const Trajectory& t, std::FILE* out, bool jsonl) {
+  const Tokenizer tok;
+  TableWriter w(out, jsonl, {"call", "context", "generated", "generated_tokens", "logprob_sum"});
+  for (size_t c = 0; c < t.calls.size(); ++c) {
+    const LlmCall& call = t.calls[c];
+    double lp = 0;
+    for (float x : call.logprobs) lp += x;
+    w.row({V::integer(static_cast<int64_t>(c)), V::str(tok.decode(call.context)), V::str(tok.decode(call.generated)),
+           V::integer(static_cast<int64_t>(call.generated.size())), V::num(lp)});
+  }
+}
+
+int run_export(int argc, char** argv) {
+  std::string file, format, out_path;
+  int64_t episode = -1;
+  bool decode = false;
+  OptionSet opts("forge export FILE",
+                 "Write tables from a rollouts.h5 as CSV or JSON lines: one row per episode, or\n"
+                 "with --episode N the tokens of one episode (--decode: its calls as text).");
+  opts.add_positional("FILE", &file, "the rollouts.h5 file");
+  opts.add("format", &format, std::string("csv"), "csv | jsonl", one_of({"csv", "jsonl"}));
+  opts.add("out", &out_path, std::string(""), "output file; empty = stdout");
+  opts.add("episode", &episode, int64_t{-1}, "row index of one episode to export; -1 = the episode table",
+           at_least(-1));
+  opts.add("decode", &decode, false, "with --episode: one row per LLM call with decoded text");
+  opts.allow_config_file(false);
+  if (!cli::parse_options(opts, argc, argv)) return 0;
+  if (decode && episode < 0) throw InputError("--decode needs --episode N (the episode to decode)");
+
+  const RolloutReader reader(file);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> owned(nullptr, std::fclose);
+  std::FILE* out = stdout;
+  if (!out_path.empty()) {
+    owned.reset(std::fopen(out_path.c_str(), "w"));
+    if (!owned) throw InputError("--out: cannot write '" + out_path + "'");
+    out = owned.get();
+  }
+  const bool jsonl = format == "jsonl";
+  if (episode < 0) export_episodes(reader, out, jsonl);
+  else if (decode) export_decoded(reader.episode(episode), out, jsonl);
+  else export_tokens(reader.episode(episode), out, jsonl);
+  if (std::fflush(out) != 0 || std::ferror(out))
+    throw Error("cannot write the export" + (out_path.empty() ? std::string() : " to '" + out_path + "'"));
+  return 0;
+}
+
+}  // namespace
+}  // namespace forge
+
+FORGE_COMMAND("export", "write per-episode tables (or one episode's tokens / text) as CSV or JSON lines",
+              forge::run_export);

@@ -1,0 +1,59 @@
+// Small writers for the machine-readable outputs of the CLI: JSON strings and
+// numbers (non-finite numbers become null; invalid UTF-8 becomes U+FFFD) and CSV fields (RFC 4180 quoting).
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace forge {
+
+// Length of the valid UTF-8 sequence at s[i], or 0 if there is none.
+inline size_t utf8_length(const std::string& s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return 0;
+  return n;
+}
+
+// A JSON string; bytes that are not valid UTF-8 (a byte-level tokenizer can
+// produce them) become U+FFFD.
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8_length(s, i);
+    if (n == 0) out += "\\ufffd", ++i;
+    else if (n > 1) out.append(s, i, n), i += n;
+    else {
+      if (c == '"') out += "\\\"";
+      else if (c == '\\') out += "\\\\";
+      else if (c == '\n') out += "\\n";
+      else if (c == '\t') out += "\\t";
+      else if (c < 0x20 || c == 0x7F) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      } else out += static_cast<char>(c);
+      ++i;
+    }
+  }
+  return out + "\"";
+}
+
+inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+inline std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace forge

@@ -1,0 +1,301 @@
+#include "io_hdf5/rollout_reader.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace forge {
+
+namespace rs = rollout_schema;
+
+namespace {
+
+const char* type_name(rs::Type t) {
+  switch (t) {
+    case rs::Type::kU8: return "uint8";
+    case rs::Type::kI16: return "int16";
+    case rs::Type::kI32: return "int32";
+    case rs::Type::kI64: return "int64";
+    case rs::Type::kU64: return "uint64";
+    case rs::Type::kF32: return "float32";
+    case rs::Type::kF64: return "float64";
+  }
+  return "?";
+}
+
+bool type_matches(hid_t file_type, rs::Type t) {
+  const bool is_float = t == rs::Type::kF32 || t == rs::Type::kF64;
+  const H5T_class_t cls = H5Tget_class(file_type);
+  if (cls != (is_float ? H5T_FLOAT : H5T_INTEGER)) return false;
+  if (H5Tget_size(file_type) != rs::type_size(t)) return false;
+  if (is_float) return true;
+  const bool is_signed = !(t == rs::Type::kU8 || t == rs::Type::kU64);
+  return (H5Tget_sign(file_type) == H5T_SGN_2) == is_signed;
+}
+
+// The number of leading rows for which present(i) holds (present is monotone:
+// true up to some row, false after).
+template <typename F>
+int64_t present_prefix(int64_t n, F present) {
+  int64_t lo = 0, hi = n;  // rows [0, lo) present, [hi, n) not
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (present(mid)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+RolloutReader::RolloutReader(const std::string& path) : file_(h5::File::open_follow(path, &swmr_)) {
+  if (!file_.has_attr("format"))
+    throw InputError("'" + path + "' is not a forge rollout file (no 'format' attribute)");
+  const std::string format = file_.attr_string("format");
+  if (format != rs::kFormat)
+    throw InputError("'" + path + "' is not a forge rollout file (format '" + format + "', expected '" +
+                     rs::kFormat + "')");
+  schema_version_ = file_.attr_int("schema_version");
+  if (schema_version_ > rs::kSchemaVersion)
+    throw InputError("'" + path + "' has rollout schema version " + std::to_string(schema_version_) +
+                     ", newer than this forge reads (" + std::to_string(rs::kSchemaVersion) +
+                     "); use a newer forge");
+  config_ = file_.attr_string("config");
+  for (const auto& c : rs::columns()) {
+    const std::string name = c.path;
+    if (!file_.exists(name)) throw InputError("'" + path + "' has no dataset '" + name + "' (corrupted?)");
+    Dataset d{h5::Handle(H5Dopen2(file_.id(), c.path, H5P_DEFAULT), H5Dclose), c, 0};
+    if (!d.id.valid()) throw InputError("'" + path + "': cannot open dataset '" + name + "' (corrupted?)");
+    h5::Handle type(H5Dget_type(d.id.id()), H5Tclose);
+    h5::Handle space(H5Dget_space(d.id.id()), H5Sclose);
+    const int rank = space.valid() ? H5Sget_simple_extent_ndims(space.id()) : -1;
+    hsize_t dims[2] = {0, 0};
+    const bool shape_ok = rank == (c.width == 1 ? 1 : 2) &&
+                          H5Sget_simple_extent_dims(space.id(), dims, nullptr) >= 0 &&
+                          (c.width == 1 || dims[1] == static_cast<hsize_t>(c.width));
+    if (!type.valid() || !type_matches(type.id(), c.type) || !shape_ok)
+      throw InputError("'" + path + "': dataset '" + name + "' is not " + type_name(c.type) +
+                       (c.width == 1 ? " [n]" : " [n, " + std::to_string(c.width) + "]") + " (corrupted?)");
+    datasets_.emplace(name, std::move(d));
+  }
+  domains_ = read_names("episodes/env");
+  families_ = read_names("episodes/template_family");
+  refresh();
+}
+
+std::vector<std::string> RolloutReader::read_names(const std::string& dataset_name) const {
+  const hid_t ds = dataset(dataset_name).id.id();
+  auto bad = [&](const std::string& why) {
+    throw InputError("'" + path() + "': attribute '" + dataset_name + "/names' " + why);
+  };
+  if (H5Aexists(ds, rs::kNamesAttr) <= 0) bad("is missing");
+  h5::Handle a(H5Aopen(ds, rs::kNamesAttr, H5P_DEFAULT), H5Aclose);
+  h5::Handle type(H5Aget_type(a.id()), H5Tclose);
+  h5::Handle space(H5Aget_space(a.id()), H5Sclose);
+  if (!type.valid() || H5Tget_class(type.id()) != H5T_STRING || H5Tis_variable_str(type.id()) > 0 ||
+      H5Sget_simple_extent_ndims(space.id()) != 1)
+    bad("is not a list of fixed-length strings");
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space.id(), &n, nullptr);
+  const size_t width = H5Tget_size(type.id());
+  std::vector<char> data(n * width + 1, '\0');
+  if (n > 0 && H5Aread(a.id(), type.id(), data.data()) < 0) bad("cannot be read (corrupted?)");
+  std::vector<std::string> out;
+  for (hsize_t i = 0; i < n; ++i) {
+    const char* s = data.data() + i * width;
+    out.emplace_back(s, std::find(s, s + width, '\0'));
+  }
+  return out;
+}
+
+const RolloutReader::Dataset& RolloutReader::dataset(const std::string& name) const {
+  const auto it = datasets_.find(name);
+  FORGE_CHECK(it != datasets_.end(), "no rollout dataset '" + name + "'");
+  return it->second;
+}
+
+void RolloutReader::corrupted(const std::string& what) const {
+  throw InputError("'" + path() + "' is corrupted: " + what);
+}
+
+void RolloutReader::read_raw(const Dataset& d, int64_t start, int64_t count, void* out) const {
+  if (start < 0 || count < 0 || start + count > d.rows)
+    corrupted("rows [" + std::to_string(start) + ", " + std::to_string(start + count) + ") of '" +
+              d.column.path + "' lie outside its " + std::to_string(d.rows) + " rows");
+  if (count == 0) return;
+  const int rank = d.column.width == 1 ? 1 : 2;
+  const hsize_t width = static_cast<hsize_t>(d.column.width);
+  const hsize_t offs[2] = {static_cast<hsize_t>(start), 0}, cnt[2] = {static_cast<hsize_t>(count), width};
+  h5::Handle fspace(H5Dget_space(d.id.id()), H5Sclose);
+  h5::Handle mspace(H5Screate_simple(rank, cnt, nullptr), H5Sclose);
+  if (!fspace.valid() || H5Sselect_hyperslab(fspace.id(), H5S_SELECT_SET, offs, nullptr, cnt, nullptr) < 0 ||
+      H5Dread(d.id.id(), rs::native_type(d.column.type), mspace.id(), fspace.id(), H5P_DEFAULT, out) < 0)
+    throw InputError("'" + path() + "': cannot read dataset '" + d.column.path + "' (corrupted?): " +
+                     h5::last_error());
+}
+
+template <typename T>
+std::vector<T> RolloutReader::read(const std::string& name, int64_t start, int64_t count) const {
+  const Dataset& d = dataset(name);
+  FORGE_CHECK(sizeof(T) == rs::type_size(d.column.type) && d.column.width == 1,
+              "reading '" + name + "' with the wrong element type");
+  std::vector<T> out(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  read_raw(d, start, count, out.data());
+  return out;
+}
+
+template std::vector<int32_t> RolloutReader::read(const std::string&, int64_t, int64_t) const;
+template std::vector<int64_t> RolloutReader::read(const std::string&, int64_t, int64_t) const;
+template std::vector<float> RolloutReader::read(const std::string&, int64_t, int64_t) const;
+template std::vector<uint8_t> RolloutReader::read(const std::string&, int64_t, int64_t) const;
+template std::vector<int16_t> RolloutReader::read(const std::string&, int64_t, int64_t) const;
+template std::vector<uint64_t> RolloutReader::read(const std::string&, int64_t, int64_t) const;
+template std::vector<double> RolloutReader::read(const std::string&, int64_t, int64_t) const;
+
+void RolloutReader::refresh() {
+  auto rows_of = [&](Dataset& d) {
+    if (swmr_ && H5Drefresh(d.id.id()) < 0)
+      throw InputError("'" + path() + "': cannot refresh dataset '" + d.column.path + "'");
+    h5::Handle space(H5Dget_space(d.id.id()), H5Sclose);
+    hsize_t dims[2] = {0, 0};
+    if (!space.valid() || H5Sget_simple_extent_dims(space.id(), dims, nullptr) < 0)
+      throw InputError("'" + path() + "': cannot read the shape of '" + d.column.path + "' (corrupted?)");
+    d.rows = static_cast<int64_t>(dims[0]);
+  };
+  // Rows present in every dataset of a table.
+  auto table_rows = [&](const std::string& prefix) {
+    int64_t n = -1;
+    for (auto& [name, d] : datasets_) {
+      const bool in_table = prefix.empty() ? name.find('/') == std::string::npos : name.rfind(prefix, 0) == 0;
+      if (!in_table) continue;
+      rows_of(d);
+      n = n < 0 ? d.rows : std::min(n, d.rows);
+    }
+    return std::max<int64_t>(n, 0);
+  };
+  n_tokens_ = table_rows("");
+  n_calls_ = present_prefix(table_rows("calls/"), [&](int64_t i) {
+    const int64_t off = read<int64_t>("calls/token_offset", i, 1)[0];
+    const int64_t len = int64_t{read<int32_t>("calls/context_len", i, 1)[0]} +
+                        read<int32_t>("calls/generated_len", i, 1)[0];
+    return off >= 0 && len >= 0 && off + len <= n_tokens_;
+  });
+  n_episodes_ = present_prefix(table_rows("episodes/"), [&](int64_t i) {
+    const int64_t off = read<int64_t>("episodes/call_offset", i, 1)[0];
+    const int64_t n = read<int32_t>("episodes/n_calls", i, 1)[0];
+    return off >= 0 && n >= 0 && off + n <= n_calls_;
+  });
+  n_steps_ = table_rows("steps/");
+}
+
+EpisodeTable RolloutReader::episodes() const {
+  const int64_t n = n_episodes_;
+  EpisodeTable t;
+  t.episode_id = read<uint64_t>("episodes/episode_id", 0, n);
+  t.task_id = read<uint64_t>("episodes/task_id", 0, n);
+  t.call_offset = read<int64_t>("episodes/call_offset", 0, n);
+  t.n_calls = read<int32_t>("episodes/n_calls", 0, n);
+  t.group = read<int32_t>("episodes/group", 0, n);
+  t.turns = read<int32_t>("episodes/turns", 0, n);
+  t.tool_errors = read<int32_t>("episodes/tool_errors", 0, n);
+  t.recoveries = read<int32_t>("episodes/recoveries", 0, n);
+  t.staleness = read<int32_t>("episodes/staleness", 0, n);
+  t.consumed_step = read<int32_t>("episodes/consumed_step", 0, n);
+  t.env = read<int16_t>("episodes/env", 0, n);
+  t.template_family = read<int16_t>("episodes/template_family", 0, n);
+  t.outcome = read<float>("episodes/outcome", 0, n);
+  t.process = read<float>("episodes/process", 0, n);
+  t.efficiency = read<float>("episodes/efficiency", 0, n);
+  t.success = read<uint8_t>("episodes/success", 0, n);
+  const auto ctx = read<int32_t>("calls/context_len", 0, n_calls_);
+  const auto gen = read<int32_t>("calls/generated_len", 0, n_calls_);
+  t.generated_tokens.assign(n, 0);
+  t.final_length.assign(n, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    // refresh() checked that every episode's calls lie inside the calls table.
+    const int64_t first = t.call_offset[i], last = first + t.n_calls[i];
+    for (int64_t c = first; c < last; ++c) t.generated_tokens[i] += gen[c];
+    if (last > first) t.final_length[i] = int64_t{ctx[last - 1]} + gen[last - 1];
+    if (t.env[i] < 0 || t.env[i] >= static_cast<int16_t>(domains_.size()) || t.template_family[i] < 0 ||
+        t.template_family[i] >= static_cast<int16_t>(families_.size()))
+      corrupted("episode " + std::to_string(i) + " has an env or template_family code outside its names");
+  }
+  return t;
+}
+
+std::vector<StepMetrics> RolloutReader::steps() const {
+  const int64_t n = n_steps_;
+  std::vector<StepMetrics> out(n);
+  const auto step = read<int64_t>("steps/step", 0, n);
+  auto fill = [&](const char* name, double StepMetrics::*field) {
+    const auto v = read<double>(name, 0, n);
+    for (int64_t i = 0; i < n; ++i) out[i].*field = v[i];
+  };
+  fill("steps/objective", &StepMetrics::objective);
+  fill("steps/reward_mean", &StepMetrics::reward_mean);
+  fill("steps/outcome_mean", &StepMetrics::outcome_mean);
+  fill("steps/process_mean", &StepMetrics::process_mean);
+  fill("steps/efficiency_mean", &StepMetrics::efficiency_mean);
+  fill("steps/success_rate", &StepMetrics::success_rate);
+  fill("steps/clip_fraction", &StepMetrics::clip_fraction);
+  fill("steps/masked_fraction", &StepMetrics::masked_fraction);
+  fill("steps/logprob_mismatch", &StepMetrics::logprob_mismatch);
+  fill("steps/kl", &StepMetrics::kl);
+  fill("steps/entropy", &StepMetrics::entropy);
+  fill("steps/tree_token_ratio", &StepMetrics::tree_token_ratio);
+  fill("steps/tokens_per_s", &StepMetrics::tokens_per_s);
+  fill("steps/step_seconds", &StepMetrics::step_seconds);
+  fill("steps/store_seconds", &StepMetrics::store_seconds);
+  std::vector<int32_t> hist(static_cast<size_t>(n) * rs::kStalenessBins);
+  read_raw(dataset("steps/staleness_hist"), 0, n, hist.data());
+  for (int64_t i = 0; i < n; ++i) {
+    out[i].step = step[i];
+    std::copy_n(hist.begin() + i * rs::kStalenessBins, rs::kStalenessBins, out[i].staleness_hist.begin());
+  }
+  return out;
+}
+
+Trajectory RolloutReader::episode(int64_t i) const {
+  if (i < 0 || i >= n_episodes_)
+    throw InputError("'" + path() + "' has no episode " + std::to_string(i) + " (it holds " +
+                     std::to_string(n_episodes_) + ")");
+  Trajectory t;
+  t.episode_id = read<uint64_t>("episodes/episode_id", i, 1)[0];
+  t.task_id = read<uint64_t>("episodes/task_id", i, 1)[0];
+  t.group = read<int32_t>("episodes/group", i, 1)[0];
+  t.turns = read<int32_t>("episodes/turns", i, 1)[0];
+  t.tool_errors = read<int32_t>("episodes/tool_errors", i, 1)[0];
+  t.recoveries = read<int32_t>("episodes/recoveries", i, 1)[0];
+  t.reward.outcome = read<float>("episodes/outcome", i, 1)[0];
+  t.reward.process = read<float>("episodes/process", i, 1)[0];
+  t.reward.efficiency = read<float>("episodes/efficiency", i, 1)[0];
+  t.success = read<uint8_t>("episodes/success", i, 1)[0] != 0;
+  const int16_t env = read<int16_t>("episodes/env", i, 1)[0];
+  const int16_t family = read<int16_t>("episodes/template_family", i, 1)[0];
+  if (env < 0 || env >= static_cast<int16_t>(domains_.size()) || family < 0 ||
+      family >= static_cast<int16_t>(families_.size()))
+    corrupted("episode " + std::to_string(i) + " has an env or template_family code outside its names");
+  t.env = domains_[env];
+  t.template_family = families_[family];
+
+  const int64_t first = read<int64_t>("episodes/call_offset", i, 1)[0];
+  const int32_t n = read<int32_t>("episodes/n_calls", i, 1)[0];
+  const auto offset = read<int64_t>("calls/token_offset", first, n);
+  const auto ctx = read<int32_t>("calls/context_len", first, n);
+  const auto gen = read<int32_t>("calls/generated_len", first, n);
+  for (int32_t c = 0; c < n; ++c) {
+    const int64_t len = int64_t{ctx[c]} + gen[c];
+    const auto tokens = read<int32_t>("tokens", offset[c], len);
+    const auto lp = read<float>("logprobs", offset[c] + ctx[c], gen[c]);
+    const auto ver = read<int32_t>("versions", offset[c] + ctx[c], gen[c]);
+    LlmCall call;
+    call.context.assign(tokens.begin(), tokens.begin() + ctx[c]);
+    call.generated.assign(tokens.begin() + ctx[c], tokens.end());
+    call.logprobs = lp;
+    call.versions = ver;
+    t.calls.push_back(std::move(call));
+  }
+  return t;
+}
+
+}  // namespace forge

@@ -1,0 +1,113 @@
+// The layout of RUN_DIR/rollouts.h5, shared by the writer (rollout_store) and
+// the reader (rollout_reader); docs/hdf5-schema.md documents each entry and
+// tests/reference/test_hdf5_schema.py checks a written file against it.
+//
+//   root attributes   format = "forge-rollouts", schema_version, config (INI)
+//   tokens, logprobs, versions, loss_mask       [n_tokens]   every call's
+//       context then generated tokens, calls back to back; logprob is NaN and
+//       version -1 for context tokens; loss_mask 1 = generated
+//   calls/{token_offset, context_len, generated_len, episode}        [n_calls]
+//   episodes/{call_offset, n_calls, env, template_family, ...}    [n_episodes]
+//       env and template_family are codes into their "names" attribute
+//   steps/{step, objective, ...}   [n_steps]; steps/staleness_hist [n_steps, 16]
+//
+// Every dataset is 1-D (or [n, width]) with an unlimited first dimension,
+// chunked, shuffled and deflated. Rows are appended tokens first, then calls,
+// then episodes, then steps, so a reader that clamps each table to the rows
+// whose references are present always sees a consistent prefix.
+#pragma once
+#include <hdf5.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace forge::rollout_schema {
+
+inline constexpr const char* kFormat = "forge-rollouts";
+inline constexpr int64_t kSchemaVersion = 1;
+inline constexpr int kStalenessBins = 16;  // bin k = staleness k, the last bin >= 15
+inline constexpr const char* kNamesAttr = "names";
+
+enum class Type { kU8, kI16, kI32, kI64, kU64, kF32, kF64 };
+
+struct Column {
+  const char* path;
+  Type type;
+  int width;        // elements per row (1 for a 1-D dataset)
+  hsize_t chunk;    // rows per chunk
+};
+
+inline hid_t native_type(Type t) {
+  switch (t) {
+    case Type::kU8: return H5T_NATIVE_UINT8;
+    case Type::kI16: return H5T_NATIVE_INT16;
+    case Type::kI32: return H5T_NATIVE_INT32;
+    case Type::kI64: return H5T_NATIVE_INT64;
+    case Type::kU64: return H5T_NATIVE_UINT64;
+    case Type::kF32: return H5T_NATIVE_FLOAT;
+    case Type::kF64: return H5T_NATIVE_DOUBLE;
+  }
+  return H5T_NATIVE_INT32;
+}
+
+inline size_t type_size(Type t) {
+  switch (t) {
+    case Type::kU8: return 1;
+    case Type::kI16: return 2;
+    case Type::kI32: case Type::kF32: return 4;
+    case Type::kI64: case Type::kU64: case Type::kF64: return 8;
+  }
+  return 0;
+}
+
+inline constexpr hsize_t kTokenChunk = 1 << 16, kRowChunk = 1 << 12, kStepChunk = 1 << 8;
+
+// In write order (see above).
+inline const std::vector<Column>& columns() {
+  static const std::vector<Column> c = {
+      {"tokens", Type::kI32, 1, kTokenChunk},
+      {"logprobs", Type::kF32, 1, kTokenChunk},
+      {"versions", Type::kI32, 1, kTokenChunk},
+      {"loss_mask", Type::kU8, 1, kTokenChunk},
+      {"calls/token_offset", Type::kI64, 1, kRowChunk},
+      {"calls/context_len", Type::kI32, 1, kRowChunk},
+      {"calls/generated_len", Type::kI32, 1, kRowChunk},
+      {"calls/episode", Type::kI64, 1, kRowChunk},
+      {"episodes/episode_id", Type::kU64, 1, kRowChunk},
+      {"episodes/call_offset", Type::kI64, 1, kRowChunk},
+      {"episodes/n_calls", Type::kI32, 1, kRowChunk},
+      {"episodes/env", Type::kI16, 1, kRowChunk},
+      {"episodes/template_family", Type::kI16, 1, kRowChunk},
+      {"episodes/task_id", Type::kU64, 1, kRowChunk},
+      {"episodes/group", Type::kI32, 1, kRowChunk},
+      {"episodes/outcome", Type::kF32, 1, kRowChunk},
+      {"episodes/process", Type::kF32, 1, kRowChunk},
+      {"episodes/efficiency", Type::kF32, 1, kRowChunk},
+      {"episodes/success", Type::kU8, 1, kRowChunk},
+      {"episodes/turns", Type::kI32, 1, kRowChunk},
+      {"episodes/tool_errors", Type::kI32, 1, kRowChunk},
+      {"episodes/recoveries", Type::kI32, 1, kRowChunk},
+      {"episodes/staleness", Type::kI32, 1, kRowChunk},
+      {"episodes/consumed_step", Type::kI32, 1, kRowChunk},
+      {"steps/step", Type::kI64, 1, kStepChunk},
+      {"steps/objective", Type::kF64, 1, kStepChunk},
+      {"steps/reward_mean", Type::kF64, 1, kStepChunk},
+      {"steps/outcome_mean", Type::kF64, 1, kStepChunk},
+      {"steps/process_mean", Type::kF64, 1, kStepChunk},
+      {"steps/efficiency_mean", Type::kF64, 1, kStepChunk},
+      {"steps/success_rate", Type::kF64, 1, kStepChunk},
+      {"steps/clip_fraction", Type::kF64, 1, kStepChunk},
+      {"steps/masked_fraction", Type::kF64, 1, kStepChunk},
+      {"steps/logprob_mismatch", Type::kF64, 1, kStepChunk},
+      {"steps/kl", Type::kF64, 1, kStepChunk},
+      {"steps/entropy", Type::kF64, 1, kStepChunk},
+      {"steps/tree_token_ratio", Type::kF64, 1, kStepChunk},
+      {"steps/tokens_per_s", Type::kF64, 1, kStepChunk},
+      {"steps/step_seconds", Type::kF64, 1, kStepChunk},
+      {"steps/store_seconds", Type::kF64, 1, kStepChunk},
+      {"steps/staleness_hist", Type::kI32, kStalenessBins, kStepChunk},
+  };
+  return c;
+}
+
+}  // namespace forge::rollout_schema

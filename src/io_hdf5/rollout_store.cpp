@@ -1,0 +1,360 @@
+#include "io_hdf5/rollout_store.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "env/perturbation.hpp"
+#include "io_hdf5/rollout_reader.hpp"
+
+namespace forge {
+
+namespace rs = rollout_schema;
+
+// One extendible dataset and the rows appended to it since the last write.
+class RolloutStore::Series {
+ public:
+  Series(const h5::File& file, const rs::Column& c) : column_(c) {
+    const int rank = c.width == 1 ? 1 : 2;
+    const hsize_t dims[2] = {0, static_cast<hsize_t>(c.width)};
+    const hsize_t maxdims[2] = {H5S_UNLIMITED, static_cast<hsize_t>(c.width)};
+    const hsize_t chunk[2] = {c.chunk, static_cast<hsize_t>(c.width)};
+    h5::Handle space(H5Screate_simple(rank, dims, maxdims), H5Sclose);
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl.id(), rank, chunk);
+    H5Pset_shuffle(dcpl.id());
+    H5Pset_deflate(dcpl.id(), 4);
+    h5::Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+    H5Pset_create_intermediate_group(lcpl.id(), 1);
+    ds_ = h5::Handle(H5Dcreate2(file.id(), c.path, rs::native_type(c.type), space.id(), lcpl.id(),
+                                dcpl.id(), H5P_DEFAULT),
+                     H5Dclose);
+    if (!ds_.valid())
+      throw Error("cannot create dataset '" + std::string(c.path) + "' in '" + file.path() + "'");
+  }
+
+  // An existing dataset, cut to its first `rows` rows.
+  Series(const h5::File& file, const rs::Column& c, hsize_t rows) : column_(c), rows_(rows) {
+    ds_ = h5::Handle(H5Dopen2(file.id(), c.path, H5P_DEFAULT), H5Dclose);
+    const hsize_t dims[2] = {rows, static_cast<hsize_t>(c.width)};
+    if (!ds_.valid() || H5Dset_extent(ds_.id(), dims) < 0)
+      throw Error("cannot reopen dataset '" + std::string(c.path) + "' of '" + file.path() + "'");
+  }
+
+  template <typename T>
+  void push(T v) {
+    FORGE_CHECK(sizeof(T) == rs::type_size(column_.type), std::string("element size of ") + column_.path);
+    const size_t at = buf_.size();
+    buf_.resize(at + sizeof(T));
+    std::memcpy(buf_.data() + at, &v, sizeof(T));
+  }
+  template <typename T>
+  void push_n(const T* v, size_t n) {
+    FORGE_CHECK(sizeof(T) == rs::type_size(column_.type), std::string("element size of ") + column_.path);
+    const size_t at = buf_.size();
+    buf_.resize(at + n * sizeof(T));
+    if (n) std::memcpy(buf_.data() + at, v, n * sizeof(T));
+  }
+
+  hid_t id() const { return ds_.id(); }
+
+  // Appends the buffered rows to the dataset.
+  void write(const std::string& file) {
+    const hsize_t row_bytes = rs::type_size(column_.type) * column_.width;
+    const hsize_t n = buf_.size() / row_bytes;
+    if (n == 0) return;
+    const int rank = column_.width == 1 ? 1 : 2;
+    const hsize_t new_dims[2] = {rows_ + n, static_cast<hsize_t>(column_.width)};
+    const hsize_t start[2] = {rows_, 0}, count[2] = {n, static_cast<hsize_t>(column_.width)};
+    bool ok = H5Dset_extent(ds_.id(), new_dims) >= 0;
+    h5::Handle fspace(H5Dget_space(ds_.id()), H5Sclose);
+    h5::Handle mspace(H5Screate_simple(rank, count, nullptr), H5Sclose);
+    ok = ok && fspace.valid() &&
+         H5Sselect_hyperslab(fspace.id(), H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0 &&
+         H5Dwrite(ds_.id(), rs::native_type(column_.type), mspace.id(), fspace.id(), H5P_DEFAULT,
+                  buf_.data()) >= 0;
+    if (!ok) throw Error("cannot append to dataset '" + std::string(column_.path) + "' of '" + file + "'");
+    rows_ += n;
+    buf_.clear();
+  }
+
+ private:
+  rs::Column column_;
+  h5::Handle ds_;
+  hsize_t rows_ = 0;
+  std::vector<unsigned char> buf_;
+};
+
+namespace {
+
+// A fixed-length string array attribute (h5py reads it as bytes).
+void write_names(hid_t obj, const std::string& where, const std::vector<std::string>& names) {
+  size_t width = 1;
+  for (const auto& n : names) width = std::max(width, n.size() + 1);
+  std::vector<char> data(names.size() * width, '\0');
+  for (size_t i = 0; i < names.size(); ++i) std::memcpy(data.data() + i * width, names[i].data(), names[i].size());
+  h5::Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.id(), width);
+  H5Tset_strpad(type.id(), H5T_STR_NULLTERM);
+  const hsize_t n = names.size();
+  h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  h5::Handle a(H5Acreate2(obj, rs::kNamesAttr, type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!a.valid() || H5Awrite(a.id(), type.id(), data.data()) < 0)
+    throw Error("cannot write attribute 'names' of " + where);
+}
+
+std::map<std::string, int16_t> codes_of(const std::vector<std::string>& names, const std::string& what) {
+  if (names.size() > static_cast<size_t>(std::numeric_limits<int16_t>::max()))
+    throw Error("too many " + what + " for an int16 code: " + std::to_string(names.size()));
+  std::map<std::string, int16_t> out;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!out.emplace(names[i], static_cast<int16_t>(i)).second)
+      throw Error("duplicate " + what + " name '" + names[i] + "'");
+  return out;
+}
+
+int16_t code_of(const std::map<std::string, int16_t>& codes, const std::string& name, const std::string& what,
+                const std::string& path) {
+  const auto it = codes.find(name);
+  if (it == codes.end())
+    throw Error("rollout store '" + path + "': " + what + " '" + name +
+                "' was not declared when the file was created");
+  return it->second;
+}
+
+}  // namespace
+
+StepMetrics step_metrics(int64_t step, const PolicyUpdateStats& s, double tokens_per_s, double step_seconds) {
+  StepMetrics m;
+  m.step = step;
+  m.objective = s.loss.objective;
+  m.reward_mean = s.reward_mean;
+  m.outcome_mean = s.component_mean.outcome;
+  m.process_mean = s.component_mean.process;
+  m.efficiency_mean = s.component_mean.efficiency;
+  m.success_rate = s.success_rate;
+  m.clip_fraction = s.loss.clip_fraction();
+  m.masked_fraction = s.loss.masked_fraction();
+  m.logprob_mismatch = s.loss.logprob_mismatch;
+  m.kl = s.loss.kl;
+  m.entropy = s.entropy_mean;
+  m.tree_token_ratio = s.linear_tokens ? double(s.tree_tokens) / double(s.linear_tokens) : 1.0;
+  m.tokens_per_s = tokens_per_s;
+  m.step_seconds = step_seconds;
+  return m;
+}
+
+std::vector<std::string> all_template_families() {
+  // Group the families by dimension ("tools.short" -> "tools"), in order.
+  std::vector<std::vector<std::string>> dims;
+  std::string last;
+  for (const auto& f : all_families()) {
+    const std::string dim = f.substr(0, f.find('.'));
+    if (dims.empty() || dim != last) dims.emplace_back();
+    dims.back().push_back(f);
+    last = dim;
+  }
+  std::vector<std::string> out = {""};
+  for (const auto& variants : dims) {
+    std::vector<std::string> next;
+    for (const auto& prefix : out)
+      for (const auto& v : variants) next.push_back(prefix.empty() ? v : prefix + "/" + v);
+    out = std::move(next);
+  }
+  return out;
+}
+
+RolloutStore::RolloutStore(const std::string& path, RolloutStoreOptions options)
+    : path_(path), options_(std::move(options)) {
+  domain_code_ = codes_of(options_.domains, "domain");
+  family_code_ = codes_of(options_.template_families, "template family");
+  if (options_.resume_step >= 0 && std::filesystem::exists(path)) reopen();
+  else create();
+  file_.flush();
+  if (H5Fstart_swmr_write(file_.id()) < 0) throw Error("cannot start SWMR writing on '" + path + "'");
+}
+
+void RolloutStore::create() {
+  file_ = h5::File::create(path_);  // latest format: required for SWMR
+  file_.set_attr("format", std::string(rs::kFormat));
+  file_.set_attr("schema_version", rs::kSchemaVersion);
+  file_.set_attr("config", options_.config_ini);
+  for (const auto& c : rs::columns()) {
+    series_.push_back(std::make_unique<Series>(file_, c));
+    by_name_[c.path] = series_.back().get();
+  }
+  write_names(col("episodes/env").id(), "episodes/env in '" + path_ + "'", options_.domains);
+  write_names(col("episodes/template_family").id(), "episodes/template_family in '" + path_ + "'",
+              options_.template_families);
+}
+
+void RolloutStore::reopen() {
+  // Rows to keep: the leading episodes and steps before resume_step, with
+  // their calls and tokens (the reader already clamps partial rows away).
+  int64_t steps = 0;
+  {
+    const RolloutReader r(path_);
+    if (r.schema_version() != rs::kSchemaVersion || r.domains() != options_.domains ||
+        r.template_families() != options_.template_families)
+      throw InputError("cannot resume '" + path_ + "': it was written with another schema version, " +
+                       "domain list or template family list than this run uses");
+    const EpisodeTable e = r.episodes();
+    while (n_episodes_ < static_cast<int64_t>(e.size()) && e.consumed_step[n_episodes_] < options_.resume_step)
+      ++n_episodes_;
+    n_calls_ = n_episodes_ ? e.call_offset[n_episodes_ - 1] + e.n_calls[n_episodes_ - 1] : 0;
+    if (n_calls_ > 0) {
+      const int64_t last = n_calls_ - 1;
+      n_tokens_ = r.read<int64_t>("calls/token_offset", last, 1)[0] +
+                  r.read<int32_t>("calls/context_len", last, 1)[0] +
+                  r.read<int32_t>("calls/generated_len", last, 1)[0];
+    }
+    for (const auto& m : r.steps())
+      if (m.step < options_.resume_step) ++steps;
+      else break;
+  }
+  file_ = h5::File::open_append(path_);
+  for (const auto& c : rs::columns()) {
+    const std::string name = c.path;
+    const int64_t rows = name.rfind("calls/", 0) == 0      ? n_calls_
+                         : name.rfind("episodes/", 0) == 0 ? n_episodes_
+                         : name.rfind("steps/", 0) == 0    ? steps
+                                                           : n_tokens_;
+    series_.push_back(std::make_unique<Series>(file_, c, static_cast<hsize_t>(rows)));
+    by_name_[c.path] = series_.back().get();
+  }
+}
+
+RolloutStore::~RolloutStore() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    log_warn(std::string("rollout store: ") + e.what());
+  }
+}
+
+RolloutStore::Series& RolloutStore::col(const std::string& name) {
+  const auto it = by_name_.find(name);
+  FORGE_CHECK(it != by_name_.end(), "no rollout column '" + name + "'");
+  return *it->second;
+}
+
+void RolloutStore::append_episodes(const std::vector<Trajectory>& episodes, int consumed_step,
+                                   int learner_version) {
+  FORGE_CHECK(file_.id() >= 0, "append to the closed rollout store '" + path_ + "'");
+  Stopwatch sw;
+  Series &tokens = col("tokens"), &logprobs = col("logprobs"), &versions = col("versions"),
+         &mask = col("loss_mask");
+  auto& hist = pending_hist_[consumed_step];
+  for (const auto& t : episodes) {
+    const int16_t env = code_of(domain_code_, t.env, "domain", path_);
+    const int16_t family = code_of(family_code_, t.template_family, "template family", path_);
+    col("episodes/episode_id").push<uint64_t>(t.episode_id);
+    col("episodes/call_offset").push<int64_t>(n_calls_);
+    col("episodes/n_calls").push<int32_t>(static_cast<int32_t>(t.calls.size()));
+    col("episodes/env").push<int16_t>(env);
+    col("episodes/template_family").push<int16_t>(family);
+    col("episodes/task_id").push<uint64_t>(t.task_id);
+    col("episodes/group").push<int32_t>(t.group);
+    col("episodes/outcome").push<float>(t.reward.outcome);
+    col("episodes/process").push<float>(t.reward.process);
+    col("episodes/efficiency").push<float>(t.reward.efficiency);
+    col("episodes/success").push<uint8_t>(t.success ? 1 : 0);
+    col("episodes/turns").push<int32_t>(t.turns);
+    col("episodes/tool_errors").push<int32_t>(t.tool_errors);
+    col("episodes/recoveries").push<int32_t>(t.recoveries);
+    const int32_t oldest = t.oldest_version();
+    const int32_t staleness = oldest < 0 ? -1 : learner_version - oldest;
+    col("episodes/staleness").push<int32_t>(staleness);
+    col("episodes/consumed_step").push<int32_t>(consumed_step);
+    if (staleness >= 0) ++hist[std::min(staleness, rs::kStalenessBins - 1)];
+
+    for (const auto& c : t.calls) {
+      FORGE_CHECK(c.logprobs.size() == c.generated.size() && c.versions.size() == c.generated.size(),
+                  "LLM call with " + std::to_string(c.generated.size()) + " generated tokens but " +
+                      std::to_string(c.logprobs.size()) + " logprobs and " +
+                      std::to_string(c.versions.size()) + " versions");
+      const size_t nc = c.context.size(), ng = c.generated.size();
+      col("calls/token_offset").push<int64_t>(n_tokens_);
+      col("calls/context_len").push<int32_t>(static_cast<int32_t>(nc));
+      col("calls/generated_len").push<int32_t>(static_cast<int32_t>(ng));
+      col("calls/episode").push<int64_t>(n_episodes_);
+      tokens.push_n(c.context.data(), nc);
+      tokens.push_n(c.generated.data(), ng);
+      const std::vector<float> nan(nc, std::numeric_limits<float>::quiet_NaN());
+      logprobs.push_n(nan.data(), nc);
+      logprobs.push_n(c.logprobs.data(), ng);
+      const std::vector<int32_t> no_version(nc, -1);
+      versions.push_n(no_version.data(), nc);
+      versions.push_n(c.versions.data(), ng);
+      std::vector<uint8_t> m(nc + ng, 0);
+      std::fill(m.begin() + static_cast<std::ptrdiff_t>(nc), m.end(), uint8_t{1});
+      mask.push_n(m.data(), m.size());
+      n_tokens_ += static_cast<int64_t>(nc + ng);
+      buffered_tokens_ += static_cast<int64_t>(nc + ng);
+      ++n_calls_;
+    }
+    ++n_episodes_;
+  }
+  seconds_spent_ += sw.seconds();
+  maybe_flush();
+}
+
+void RolloutStore::append_step(StepMetrics m) {
+  FORGE_CHECK(file_.id() >= 0, "append to the closed rollout store '" + path_ + "'");
+  Stopwatch sw;
+  const auto it = pending_hist_.find(m.step);
+  if (it != pending_hist_.end()) {
+    m.staleness_hist = it->second;
+    pending_hist_.erase(it);
+  }
+  m.store_seconds = seconds_spent_ - seconds_at_last_step_;
+  col("steps/step").push<int64_t>(m.step);
+  const std::pair<const char*, double> values[] = {
+      {"steps/objective", m.objective}, {"steps/reward_mean", m.reward_mean},
+      {"steps/outcome_mean", m.outcome_mean}, {"steps/process_mean", m.process_mean},
+      {"steps/efficiency_mean", m.efficiency_mean}, {"steps/success_rate", m.success_rate},
+      {"steps/clip_fraction", m.clip_fraction}, {"steps/masked_fraction", m.masked_fraction},
+      {"steps/logprob_mismatch", m.logprob_mismatch}, {"steps/kl", m.kl},
+      {"steps/entropy", m.entropy}, {"steps/tree_token_ratio", m.tree_token_ratio},
+      {"steps/tokens_per_s", m.tokens_per_s}, {"steps/step_seconds", m.step_seconds},
+      {"steps/store_seconds", m.store_seconds}};
+  for (const auto& [name, v] : values)
+    col(name).push<double>(v);
+  col("steps/staleness_hist").push_n(m.staleness_hist.data(), m.staleness_hist.size());
+  seconds_spent_ += sw.seconds();
+  seconds_at_last_step_ = seconds_spent_;
+  maybe_flush();
+}
+
+void RolloutStore::maybe_flush() {
+  if (since_flush_.seconds() >= options_.flush_seconds || buffered_tokens_ >= options_.max_buffered_tokens)
+    flush();
+}
+
+void RolloutStore::write_buffers() {
+  for (auto& s : series_) s->write(path_);  // schema order: tokens, calls, episodes, steps
+  buffered_tokens_ = 0;
+}
+
+void RolloutStore::flush() {
+  if (file_.id() < 0) return;
+  Stopwatch sw;
+  write_buffers();
+  file_.flush();
+  since_flush_.reset();
+  seconds_spent_ += sw.seconds();
+}
+
+void RolloutStore::close() {
+  if (file_.id() < 0) return;
+  flush();
+  series_.clear();
+  by_name_.clear();
+  file_.close();
+}
+
+}  // namespace forge

@@ -1,0 +1,107 @@
+// The writer of RUN_DIR/rollouts.h5 (layout: rollout_schema.hpp and
+// docs/hdf5-schema.md). One writer per file:
+//
+//   create   latest file format, every dataset and attribute, then
+//            H5Fstart_swmr_write: from here on SWMR readers (h5py with
+//            swmr=True, `forge inspect`) can follow the file.
+//   append   episodes and steps go to in-memory buffers (cheap: a copy);
+//   flush    at the first append once flush_seconds have passed since the last
+//            flush, when the buffers hold max_buffered_tokens, on flush() and
+//            on close(): the buffers are appended to the datasets (extend,
+//            write) in schema order and the file is flushed.
+// After a SIGKILL the file holds everything up to the last completed flush;
+// it must then be opened in SWMR-read mode (RolloutReader does; h5py needs
+// swmr=True, or `h5clear -s` first) because its "open for writing" flag stays set.
+//
+// Resume (options.resume_step >= 0): an existing file is reopened instead of
+// truncated; the rows of steps >= resume_step (which the resumed run will
+// produce again) and any partial rows a killed writer left are cut off, and
+// appending continues after the rest. A missing file is created.
+//
+// Staleness of an episode = learner_version - its oldest token version (-1
+// when it generated nothing). steps/staleness_hist of step s counts the
+// episodes appended with consumed_step == s since the previous append_step.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/trajectory.hpp"
+#include "algo/policy_update.hpp"
+#include "core/timer.hpp"
+#include "io_hdf5/h5_file.hpp"
+#include "io_hdf5/rollout_schema.hpp"
+
+namespace forge {
+
+// One row of steps/*.
+struct StepMetrics {
+  int64_t step = 0;
+  double objective = 0, reward_mean = 0;
+  double outcome_mean = 0, process_mean = 0, efficiency_mean = 0, success_rate = 0;
+  double clip_fraction = 0, masked_fraction = 0, logprob_mismatch = 0, kl = 0, entropy = 0;
+  double tree_token_ratio = 1, tokens_per_s = 0;
+  double step_seconds = 0;   // wall time of the training step
+  double store_seconds = 0;  // time spent in the store since the previous step (set by the store)
+  std::array<int32_t, rollout_schema::kStalenessBins> staleness_hist{};  // set by the store
+};
+
+StepMetrics step_metrics(int64_t step, const PolicyUpdateStats& stats, double tokens_per_s,
+                         double step_seconds);
+
+// "tools.short/system.terse/..." for every combination of perturbation
+// families (ScaffoldStyle::name() of each possible style).
+std::vector<std::string> all_template_families();
+
+struct RolloutStoreOptions {
+  std::string config_ini;                      // root attribute "config"
+  std::vector<std::string> domains;            // names of episodes/env codes
+  std::vector<std::string> template_families = all_template_families();
+  double flush_seconds = 10;
+  int64_t max_buffered_tokens = int64_t{1} << 22;
+  int64_t resume_step = -1;  // >= 0: keep the file's rows of earlier steps (see above)
+};
+
+class RolloutStore {
+ public:
+  // Creates (truncating) path. InputError if it cannot be created.
+  RolloutStore(const std::string& path, RolloutStoreOptions options);
+  ~RolloutStore();  // close(); errors are logged, not thrown
+  RolloutStore(const RolloutStore&) = delete;
+  RolloutStore& operator=(const RolloutStore&) = delete;
+
+  // Error for a domain or template family not declared in the options.
+  void append_episodes(const std::vector<Trajectory>& episodes, int consumed_step,
+                       int learner_version);
+  void append_step(StepMetrics metrics);
+  void flush();
+  void close();
+
+  const std::string& path() const { return path_; }
+  double seconds_spent() const { return seconds_spent_; }  // in appends and flushes so far
+
+ private:
+  class Series;
+  Series& col(const std::string& name);
+  void create();
+  void reopen();
+  void maybe_flush();
+  void write_buffers();
+
+  std::string path_;
+  RolloutStoreOptions options_;
+  std::map<std::string, int16_t> domain_code_, family_code_;
+  h5::File file_;
+  std::vector<std::unique_ptr<Series>> series_;  // schema order
+  std::map<std::string, Series*> by_name_;
+  int64_t n_tokens_ = 0, n_calls_ = 0, n_episodes_ = 0;  // rows appended so far
+  int64_t buffered_tokens_ = 0;
+  std::map<int64_t, std::array<int32_t, rollout_schema::kStalenessBins>> pending_hist_;
+  Stopwatch since_flush_;
+  double seconds_spent_ = 0, seconds_at_last_step_ = 0;
+};
+
+}  // namespace forge

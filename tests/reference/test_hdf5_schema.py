@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Checks a rollouts.h5 against docs/hdf5-schema.md, with h5py.
+
+Writes a file with BUILD_DIR/tests/forge_rollout_store_dump (a tiny real RL
+loop through RolloutStore), then:
+
+1. every dataset in the document's "Datasets" table exists with the documented
+   dtype and shape (symbolic dimensions such as n_tokens agree across
+   datasets; numbers are exact), chunked with an unlimited first dimension,
+   shuffle and gzip; every attribute of the "attributes" table exists with the
+   documented dtype and shape; the file holds no dataset, group or attribute
+   that the document does not list;
+2. the tables are consistent: offsets chain, loss_mask matches the call
+   lengths, context tokens carry NaN / -1, codes index their names;
+3. `forge inspect --json` and `forge export` read the same counts, and
+   tools/plot_rollouts.py writes its PNGs.
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOC = os.path.join(ROOT, "docs", "hdf5-schema.md")
+
+
+def doc_tables():
+    """(datasets, attributes) from the document's markdown tables."""
+    datasets, attributes = {}, {}
+    cell = r"\s*([^|]*?)\s*"
+    for line in open(DOC, encoding="utf-8"):
+        m = re.match(r"^\|\s*`([^`]+)`\s*\|\s*`([^`]+)`\s*\|" + cell + r"\|" + cell + r"\|", line)
+        if m:  # | `object` | `attribute` | dtype | shape | meaning |
+            attributes[(m.group(1), m.group(2))] = (m.group(3), m.group(4))
+            continue
+        m = re.match(r"^\|\s*`([^`]+)`\s*\|" + cell + r"\|" + cell + r"\|", line)
+        if m:  # | `dataset` | dtype | shape | meaning |
+            datasets[m.group(1)] = (m.group(2), m.group(3))
+    return datasets, attributes
+
+
+def parse_shape(text):
+    text = text.strip()
+    if text == "scalar":
+        return ()
+    assert text.startswith("[") and text.endswith("]"), text
+    return tuple(d.strip() for d in text[1:-1].split(","))
+
+
+def check_shape(where, actual, documented, symbols, failures):
+    if len(actual) != len(documented):
+        failures.append(f"{where}: shape {actual}, documented {documented}")
+        return
+    for a, d in zip(actual, documented):
+        if d.isdigit():
+            if a != int(d):
+                failures.append(f"{where}: dimension {a}, documented {d}")
+        elif symbols.setdefault(d, a) != a:
+            failures.append(f"{where}: {d} = {a}, but {symbols[d]} elsewhere")
+
+
+def check_schema(path):
+    datasets, attributes = doc_tables()
+    assert len(datasets) > 30 and len(attributes) >= 5, "could not parse " + DOC
+    failures, symbols = [], {}
+    with h5py.File(path, "r", swmr=True) as f:
+        found_datasets, found_groups = set(), set()
+        f.visititems(lambda name, obj: (found_datasets if isinstance(obj, h5py.Dataset) else found_groups).add(name))
+        documented_groups = {name.rsplit("/", 1)[0] for name in datasets if "/" in name}
+        for name in sorted(found_datasets - set(datasets)):
+            failures.append(f"dataset {name} is not documented")
+        for name in sorted(found_groups - documented_groups):
+            failures.append(f"group {name} is not documented")
+        for name, (dtype, shape) in datasets.items():
+            if name not in f:
+                failures.append(f"documented dataset {name} is missing")
+                continue
+            d = f[name]
+            if d.dtype != np.dtype(dtype):
+                failures.append(f"{name}: dtype {d.dtype}, documented {dtype}")
+            check_shape(name, d.shape, parse_shape(shape), symbols, failures)
+            if d.chunks is None or d.maxshape[0] is not None:
+                failures.append(f"{name}: not chunked with an unlimited first dimension")
+            if d.compression != "gzip" or not d.shuffle:
+                failures.append(f"{name}: compression {d.compression}, shuffle {d.shuffle}")
+
+        objects = {"/": f.attrs}
+        objects.update({name: f[name].attrs for name in found_datasets | found_groups})
+        for obj, attrs in objects.items():
+            for key in attrs.keys():
+                if (obj, key) not in attributes:
+                    failures.append(f"attribute {key} of {obj} is not documented")
+        for (obj, key), (dtype, shape) in attributes.items():
+            attrs = f.attrs if obj == "/" else f[obj].attrs if obj in f else {}
+            if key not in attrs:
+                failures.append(f"documented attribute {key} of {obj} is missing")
+                continue
+            value = np.asarray(attrs[key])
+            ok = value.dtype.kind == "S" if dtype == "string" else value.dtype == np.dtype(dtype)
+            if not ok:
+                failures.append(f"attribute {key} of {obj}: dtype {value.dtype}, documented {dtype}")
+            check_shape(f"attribute {key} of {obj}", value.shape, parse_shape(shape), symbols, failures)
+    return failures
+
+
+def check_consistency(path):
+    failures = []
+    with h5py.File(path, "r", swmr=True) as f:
+        if f.attrs["format"] != b"forge-rollouts":
+            failures.append(f"format attribute {f.attrs['format']!r}")
+        off, ctx, gen = (f["calls/" + k][:] for k in ("token_offset", "context_len", "generated_len"))
+        if not np.array_equal(off, np.concatenate([[0], np.cumsum(ctx + gen)[:-1]])):
+            failures.append("calls/token_offset does not chain the call lengths")
+        mask, lp, ver = f["loss_mask"][:], f["logprobs"][:], f["versions"][:]
+        if mask.sum() != gen.sum() or len(mask) != (ctx + gen).sum():
+            failures.append("loss_mask does not match the call lengths")
+        if not (np.isnan(lp[mask == 0]).all() and (ver[mask == 0] == -1).all()):
+            failures.append("context tokens must carry NaN logprobs and version -1")
+        if not (np.isfinite(lp[mask == 1]).all() and (ver[mask == 1] >= 0).all()):
+            failures.append("generated tokens must carry finite logprobs and versions >= 0")
+        coff, ncalls = f["episodes/call_offset"][:], f["episodes/n_calls"][:]
+        if not np.array_equal(coff, np.concatenate([[0], np.cumsum(ncalls)[:-1]])) or ncalls.sum() != len(off):
+            failures.append("episodes/call_offset does not chain n_calls")
+        if not np.array_equal(f["calls/episode"][:], np.repeat(np.arange(len(ncalls)), ncalls)):
+            failures.append("calls/episode does not match the episodes' calls")
+        for key in ("env", "template_family"):
+            codes, names = f["episodes/" + key][:], f["episodes/" + key].attrs["names"]
+            if codes.min() < 0 or codes.max() >= len(names):
+                failures.append(f"episodes/{key} codes outside its names")
+        hist = f["steps/staleness_hist"][:]
+        stale = f["episodes/staleness"][:]
+        if hist.sum() != (stale >= 0).sum():
+            failures.append("steps/staleness_hist does not count the episodes")
+    return failures
+
+
+def check_tools(build_dir, path, tmp):
+    failures = []
+    forge = os.path.join(build_dir, "forge")
+    with h5py.File(path, "r", swmr=True) as f:
+        n_episodes, n_steps = len(f["episodes/n_calls"]), len(f["steps/step"])
+    out = subprocess.run([forge, "inspect", path, "--json"], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        return [f"forge inspect failed: {out.stderr}"]
+    summary = json.loads(out.stdout)
+    if summary["episodes"] != n_episodes or summary["steps"] != n_steps:
+        failures.append(f"forge inspect counts {summary['episodes']}/{summary['steps']}")
+    out = subprocess.run([forge, "export", path, "--format", "csv"], capture_output=True, text=True, timeout=120)
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    if out.returncode != 0 or len(rows) != n_episodes:
+        failures.append(f"forge export: rc {out.returncode}, {len(rows)} rows: {out.stderr}")
+    out = subprocess.run([forge, "export", path, "--format", "jsonl", "--episode", "0", "--decode"],
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode != 0 or not all(json.loads(line)["call"] >= 0 for line in out.stdout.splitlines()):
+        failures.append(f"forge export --decode: rc {out.returncode}: {out.stderr}")
+    plots = os.path.join(tmp, "plots")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_rollouts.py"), path, "--out", plots],
+                         capture_output=True, text=True, timeout=300)
+    pngs = sorted(p for p in os.listdir(plots) if p.endswith(".png")) if os.path.isdir(plots) else []
+    if out.returncode != 0 or len(pngs) < 4:
+        failures.append(f"plot_rollouts.py: rc {out.returncode}, {pngs}: {out.stderr}")
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build-dir", required=True)
+    args = ap.parse_args()
+    dump = os.path.join(args.build_dir, "tests", "forge_rollout_store_dump")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "rollouts.h5")
+        subprocess.run([dump, path, "3", "2", "2"], check=True, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS="2"))
+        failures = check_schema(path) + check_consistency(path) + check_tools(args.build_dir, path, tmp)
+    for msg in failures:
+        print("FAIL:", msg)
+    print("hdf5 schema:", "ok" if not failures else f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,418 @@
+// The HDF5 rollout store: exact round trip of every array and table; an SWMR
+// reader following a writer in another process (it sees what was flushed,
+// then more after refresh); a writer killed with SIGKILL at an arbitrary
+// point leaves a file holding at least everything up to its last completed
+// flush, as whole episodes; a resumed run reopens such a file, keeps the
+// steps before its checkpoint and appends after them; and InputError naming the file for a missing,
+// non-HDF5, truncated, corrupted, foreign or newer-schema file.
+//
+// Processes synchronize through pipes (reads with a deadline), never sleeps.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "io_hdf5/h5_file.hpp"
+#include "io_hdf5/rollout_reader.hpp"
+#include "io_hdf5/rollout_store.hpp"
+
+namespace fs = std::filesystem;
+
+namespace forge {
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::path(::testing::TempDir()) / ("forge_rollouts_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+RolloutStoreOptions options(double flush_seconds = 1e9) {
+  RolloutStoreOptions o;
+  o.config_ini = "[train]\nsteps = 3\n";
+  o.domains = {"calc", "search"};
+  o.flush_seconds = flush_seconds;
+  return o;
+}
+
+// Episode i of a deterministic stream (same i, same episode).
+Trajectory make_episode(uint64_t i) {
+  Rng rng(i * 7919 + 1);
+  static const auto families = all_template_families();
+  Trajectory t;
+  t.episode_id = i;
+  t.env = i % 3 ? "calc" : "search";
+  t.task_id = rng.next_u64();
+  t.group = static_cast<int32_t>(i / 4);
+  t.template_family = families[rng.below(families.size())];
+  const int n_calls = 1 + static_cast<int>(rng.below(3));
+  std::vector<int32_t> history;
+  for (int c = 0; c < n_calls; ++c) {
+    LlmCall call;
+    for (int k = 0, n = 3 + static_cast<int>(rng.below(20)); k < n; ++k)
+      history.push_back(static_cast<int32_t>(rng.below(272)));
+    call.context = history;
+    for (int k = 0, n = static_cast<int>(rng.below(12)); k < n; ++k) {  // 0 generated tokens happens
+      call.generated.push_back(static_cast<int32_t>(rng.below(272)));
+      call.logprobs.push_back(-static_cast<float>(rng.uniform() * 5));
+      call.versions.push_back(static_cast<int32_t>(i / 8 + rng.below(2)));
+    }
+    history.insert(history.end(), call.generated.begin(), call.generated.end());
+    t.calls.push_back(call);
+  }
+  t.reward = {static_cast<float>(rng.uniform()), static_cast<float>(rng.uniform() - 0.5),
+              -static_cast<float>(rng.uniform())};
+  t.success = rng.below(2) == 1;
+  t.turns = n_calls;
+  t.tool_errors = static_cast<int32_t>(rng.below(3));
+  t.recoveries = static_cast<int32_t>(rng.below(2));
+  return t;
+}
+
+std::vector<Trajectory> batch(uint64_t first, int n) {
+  std::vector<Trajectory> out;
+  for (int k = 0; k < n; ++k) out.push_back(make_episode(first + k));
+  return out;
+}
+
+void expect_same(const Trajectory& a, const Trajectory& b) {
+  EXPECT_EQ(a.episode_id, b.episode_id);
+  EXPECT_EQ(a.env, b.env);
+  EXPECT_EQ(a.task_id, b.task_id);
+  EXPECT_EQ(a.group, b.group);
+  EXPECT_EQ(a.template_family, b.template_family);
+  EXPECT_EQ(a.reward.outcome, b.reward.outcome);
+  EXPECT_EQ(a.reward.process, b.reward.process);
+  EXPECT_EQ(a.reward.efficiency, b.reward.efficiency);
+  EXPECT_EQ(a.success, b.success);
+  EXPECT_EQ(a.turns, b.turns);
+  EXPECT_EQ(a.tool_errors, b.tool_errors);
+  EXPECT_EQ(a.recoveries, b.recoveries);
+  ASSERT_EQ(a.calls.size(), b.calls.size());
+  for (size_t c = 0; c < a.calls.size(); ++c) {
+    EXPECT_EQ(a.calls[c].context, b.calls[c].context);
+    EXPECT_EQ(a.calls[c].generated, b.calls[c].generated);
+    EXPECT_EQ(a.calls[c].logprobs, b.calls[c].logprobs);
+    EXPECT_EQ(a.calls[c].versions, b.calls[c].versions);
+  }
+}
+
+// ---- pipes with deadlines --------------------------------------------------------
+
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() { EXPECT_EQ(::pipe(fd), 0); }
+  ~Pipe() {
+    for (int f : fd)
+      if (f >= 0) ::close(f);
+  }
+  void send(int64_t v) const { EXPECT_EQ(::write(fd[1], &v, sizeof v), static_cast<ssize_t>(sizeof v)); }
+  // The next value, or -1 after 60 s or when the other end closed.
+  int64_t receive() const {
+    pollfd p{fd[0], POLLIN, 0};
+    if (::poll(&p, 1, 60000) != 1) return -1;
+    int64_t v = -1;
+    return ::read(fd[0], &v, sizeof v) == static_cast<ssize_t>(sizeof v) ? v : -1;
+  }
+};
+
+// Runs body in a child process; its exceptions end it with code 1.
+pid_t fork_child(const std::function<void()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int rc = 0;
+    try {
+      body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      rc = 1;
+    }
+    ::_exit(rc);
+  }
+  return pid;
+}
+
+int wait_child(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+// ---- tests -----------------------------------------------------------------------
+
+TEST(RolloutStore, RoundTripOfEveryArrayAndTable) {
+  const std::string path = temp_dir("roundtrip") + "/rollouts.h5";
+  std::vector<Trajectory> all;
+  {
+    RolloutStore store(path, options());
+    for (int step = 0; step < 3; ++step) {
+      const auto b = batch(all.size(), 7 + step);
+      store.append_episodes(b, step, step + 1);  // versions are i/8 + {0,1}: staleness varies
+      all.insert(all.end(), b.begin(), b.end());
+      StepMetrics m;
+      m.step = step;
+      m.objective = 0.5 * step;
+      m.reward_mean = 0.25 + step;
+      m.tree_token_ratio = 0.6;
+      m.tokens_per_s = 1000 + step;
+      store.append_step(m);
+      if (step == 1) store.flush();
+    }
+  }
+  RolloutReader r(path);
+  EXPECT_TRUE(r.swmr());
+  EXPECT_EQ(r.schema_version(), rollout_schema::kSchemaVersion);
+  EXPECT_EQ(r.config_ini(), "[train]\nsteps = 3\n");
+  EXPECT_EQ(r.domains(), (std::vector<std::string>{"calc", "search"}));
+  EXPECT_EQ(r.template_families(), all_template_families());
+  ASSERT_EQ(r.n_episodes(), static_cast<int64_t>(all.size()));
+  for (size_t i = 0; i < all.size(); ++i) expect_same(r.episode(static_cast<int64_t>(i)), all[i]);
+
+  // The flat arrays: context tokens carry NaN, -1 and mask 0.
+  const auto lp = r.read<float>("logprobs", 0, r.n_tokens());
+  const auto ver = r.read<int32_t>("versions", 0, r.n_tokens());
+  const auto mask = r.read<uint8_t>("loss_mask", 0, r.n_tokens());
+  int64_t pos = 0, calls = 0;
+  for (const auto& t : all)
+    for (const auto& c : t.calls) {
+      for (size_t k = 0; k < c.context.size(); ++k, ++pos) {
+        EXPECT_TRUE(std::isnan(lp[pos]));
+        EXPECT_EQ(ver[pos], -1);
+        EXPECT_EQ(mask[pos], 0);
+      }
+      for (size_t k = 0; k < c.generated.size(); ++k, ++pos) EXPECT_EQ(mask[pos], 1);
+      ++calls;
+    }
+  EXPECT_EQ(pos, r.n_tokens());
+  EXPECT_EQ(calls, r.n_calls());
+
+  const EpisodeTable e = r.episodes();
+  ASSERT_EQ(e.size(), all.size());
+  std::array<std::array<int32_t, rollout_schema::kStalenessBins>, 3> hist{};
+  for (size_t i = 0; i < all.size(); ++i) {
+    const int step = e.consumed_step[i];
+    EXPECT_EQ(e.staleness[i], all[i].oldest_version() < 0 ? -1 : step + 1 - all[i].oldest_version());
+    if (e.staleness[i] >= 0) ++hist[step][std::min(e.staleness[i], rollout_schema::kStalenessBins - 1)];
+    int64_t gen = 0;
+    for (const auto& c : all[i].calls) gen += static_cast<int64_t>(c.generated.size());
+    EXPECT_EQ(e.generated_tokens[i], gen);
+    EXPECT_EQ(r.domains()[e.env[i]], all[i].env);
+  }
+  const auto steps = r.steps();
+  ASSERT_EQ(steps.size(), 3u);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(steps[s].step, s);
+    EXPECT_EQ(steps[s].objective, 0.5 * s);
+    EXPECT_EQ(steps[s].reward_mean, 0.25 + s);
+    EXPECT_EQ(steps[s].tree_token_ratio, 0.6);
+    EXPECT_EQ(steps[s].tokens_per_s, 1000 + s);
+    EXPECT_EQ(steps[s].staleness_hist, hist[s]);
+  }
+  EXPECT_THROW(r.episode(static_cast<int64_t>(all.size())), InputError);
+}
+
+TEST(RolloutStore, UndeclaredDomainIsAnError) {
+  const std::string path = temp_dir("undeclared") + "/rollouts.h5";
+  RolloutStore store(path, options());
+  Trajectory t = make_episode(1);
+  t.env = "chess";
+  try {
+    store.append_episodes({t}, 0, 0);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'chess'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RolloutStore, SwmrReaderFollowsTheWriter) {
+  const std::string path = temp_dir("swmr") + "/rollouts.h5";
+  Pipe to_parent, to_child;
+  const pid_t pid = fork_child([&] {
+    RolloutStore store(path, options());
+    store.append_episodes(batch(0, 5), 0, 0);
+    store.append_step(StepMetrics{});
+    store.flush();
+    to_parent.send(1);
+    if (to_child.receive() != 1) return;
+    store.append_episodes(batch(5, 6), 1, 1);  // buffered, not flushed
+    to_parent.send(2);
+    if (to_child.receive() != 2) return;
+    store.flush();
+    to_parent.send(3);
+    if (to_child.receive() != 3) return;  // the reader is done before the writer closes
+  });
+  ASSERT_EQ(to_parent.receive(), 1);
+  {
+    RolloutReader r(path);
+    EXPECT_TRUE(r.swmr());
+    EXPECT_EQ(r.n_episodes(), 5);
+    EXPECT_EQ(r.n_steps(), 1);
+    to_child.send(1);
+    ASSERT_EQ(to_parent.receive(), 2);
+    r.refresh();
+    EXPECT_EQ(r.n_episodes(), 5);  // not flushed yet
+    to_child.send(2);
+    ASSERT_EQ(to_parent.receive(), 3);
+    r.refresh();
+    ASSERT_EQ(r.n_episodes(), 11);
+    for (int i = 0; i < 11; ++i) expect_same(r.episode(i), make_episode(i));
+  }
+  to_child.send(3);
+  const int status = wait_child(pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(RolloutStore, SigkilledWriterLeavesEverythingUpToTheLastFlush) {
+  const std::string path = temp_dir("sigkill") + "/rollouts.h5";
+  constexpr int kPerBatch = 9;
+  Pipe flushed;
+  const pid_t pid = fork_child([&] {
+    RolloutStore store(path, options());
+    // Flush after every batch and report it; keep going until killed.
+    for (int k = 0; k < 100000; ++k) {
+      store.append_episodes(batch(static_cast<uint64_t>(k) * kPerBatch, kPerBatch), k, k);
+      StepMetrics m;
+      m.step = k;
+      store.append_step(m);
+      store.flush();
+      flushed.send((k + 1) * kPerBatch);
+    }
+  });
+  int64_t acknowledged = 0;
+  for (int i = 0; i < 5; ++i) acknowledged = flushed.receive();
+  ASSERT_EQ(acknowledged, 5 * kPerBatch);
+  ::kill(pid, SIGKILL);  // somewhere in appending or flushing a later batch
+  const int status = wait_child(pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+  RolloutReader r(path);
+  ASSERT_GE(r.n_episodes(), acknowledged);
+  EXPECT_GE(r.n_steps(), acknowledged / kPerBatch);
+  for (int64_t i = 0; i < r.n_episodes(); ++i) expect_same(r.episode(i), make_episode(i));
+  const EpisodeTable e = r.episodes();
+  EXPECT_EQ(static_cast<int64_t>(e.size()), r.n_episodes());
+}
+
+TEST(RolloutStore, ResumeAfterSigkillKeepsEarlierStepsAndDropsTheRest) {
+  const std::string path = temp_dir("resume") + "/rollouts.h5";
+  constexpr int kPerStep = 4;
+  auto write_step = [&](RolloutStore& store, int k) {
+    store.append_episodes(batch(static_cast<uint64_t>(k) * kPerStep, kPerStep), k, k);
+    StepMetrics m;
+    m.step = k;
+    store.append_step(m);
+  };
+  Pipe flushed;
+  const pid_t pid = fork_child([&] {
+    RolloutStore store(path, options());
+    for (int k = 0; k < 100000; ++k) {
+      write_step(store, k);
+      store.flush();
+      flushed.send(k + 1);
+    }
+  });
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(flushed.receive(), i + 1);
+  ::kill(pid, SIGKILL);
+  wait_child(pid);
+
+  // As if the newest checkpoint were at step 3: steps 3.. run again.
+  {
+    RolloutStoreOptions o = options();
+    o.resume_step = 3;
+    RolloutStore store(path, o);
+    for (int k = 3; k < 8; ++k) write_step(store, k);
+  }
+  RolloutReader r(path);
+  ASSERT_EQ(r.n_episodes(), 8 * kPerStep);
+  for (int64_t i = 0; i < r.n_episodes(); ++i) expect_same(r.episode(i), make_episode(i));
+  const auto steps = r.steps();
+  ASSERT_EQ(steps.size(), 8u);
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(steps[k].step, k);
+  const EpisodeTable e = r.episodes();
+  for (int64_t i = 0; i < r.n_episodes(); ++i) EXPECT_EQ(e.consumed_step[i], i / kPerStep);
+}
+
+void expect_input_error(const std::string& path, const std::vector<std::string>& fragments) {
+  try {
+    RolloutReader r(path);
+    r.episodes();
+    r.steps();
+    for (int64_t i = 0; i < r.n_episodes(); ++i) r.episode(i);
+    r.read<int32_t>("tokens", 0, r.n_tokens());
+    r.read<float>("logprobs", 0, r.n_tokens());
+    r.read<int32_t>("versions", 0, r.n_tokens());
+    r.read<uint8_t>("loss_mask", 0, r.n_tokens());
+    FAIL() << "expected an InputError for " << path;
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg;
+  }
+}
+
+TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
+  const std::string dir = temp_dir("bad");
+  const std::string good = dir + "/good.h5";
+  {
+    RolloutStore store(good, options());
+    for (int s = 0; s < 4; ++s) store.append_episodes(batch(s * 50, 50), s, s);
+  }
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 4096u);
+
+  expect_input_error(dir + "/missing.h5", {"does not exist"});
+
+  const std::string garbage = dir + "/garbage.h5";
+  std::ofstream(garbage) << "this is not HDF5 at all";
+  expect_input_error(garbage, {"not an HDF5"});
+
+  const std::string truncated = dir + "/truncated.h5";
+  std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  expect_input_error(truncated, {"truncated"});
+
+  const std::string corrupted = dir + "/corrupted.h5";
+  {
+    std::string b = bytes;
+    Rng rng(7);
+    for (size_t i = b.size() / 4; i < 3 * b.size() / 4; ++i) b[i] = static_cast<char>(rng.below(256));
+    std::ofstream(corrupted, std::ios::binary) << b;
+  }
+  expect_input_error(corrupted, {});
+
+  const std::string foreign = dir + "/foreign.h5";
+  {
+    h5::File f = h5::File::create(foreign);
+    f.set_attr("format", std::string("forge-checkpoint"));
+  }
+  expect_input_error(foreign, {"not a forge rollout file"});
+  const std::string bare = dir + "/bare.h5";
+  { h5::File::create(bare); }
+  expect_input_error(bare, {"not a forge rollout file"});
+
+  const std::string newer = dir + "/newer.h5";
+  fs::copy_file(good, newer);
+  {
+    h5::Handle f(H5Fopen(newer.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_TRUE(f.valid());
+    h5::Handle a(H5Aopen(f.id(), "schema_version", H5P_DEFAULT), H5Aclose);
+    const int64_t v = rollout_schema::kSchemaVersion + 1;
+    ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &v), 0);
+  }
+  expect_input_error(newer, {"schema version 2", "newer"});
+}
+
+}  // namespace
+}  // namespace forge

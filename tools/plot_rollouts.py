@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""PNG plots of a rollouts.h5 (docs/hdf5-schema.md), with h5py and matplotlib.
+
+    python3 tools/plot_rollouts.py RUN_DIR/rollouts.h5 [--out DIR]
+
+writes into DIR (default: the file's folder, plots/):
+  reward.png     mean outcome, process and efficiency reward per training step,
+                 and the outcome per domain
+  success.png    success rate per step, overall and per domain
+  staleness.png  histogram of episode staleness (learner version - oldest
+                 token version), and per step its mean
+  lengths.png    distributions of generated tokens and turns per episode
+  training.png   clip and masked fractions, logprob mismatch, tree/linear token
+                 ratio per step (when the file has steps)
+The file may be one that is being written (it is opened in SWMR mode).
+Per-step curves are averaged over a window of --smooth steps.
+"""
+import argparse
+import os
+import sys
+
+import h5py
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def load(path):
+    with h5py.File(path, "r", swmr=True) as f:
+        if f.attrs.get("format") != b"forge-rollouts":
+            sys.exit(f"plot_rollouts: error: '{path}' is not a forge rollout file")
+        e = {k: f["episodes/" + k][:] for k in f["episodes"].keys()}
+        s = {k: f["steps/" + k][:] for k in f["steps"].keys()}
+        gen = f["calls/generated_len"][:]
+        domains = [n.decode() for n in f["episodes/env"].attrs["names"]]
+    # A live file may have extended some datasets and not yet others: keep
+    # the rows present in every column whose calls are present.
+    n = min(len(v) for v in e.values())
+    e = {k: v[:n] for k, v in e.items()}
+    n = int(np.searchsorted(e["call_offset"] + e["n_calls"], len(gen), side="right"))
+    e = {k: v[:n] for k, v in e.items()}
+    n_steps = min(len(v) for v in s.values()) if s else 0
+    s = {k: v[:n_steps] for k, v in s.items()}
+    e["generated_tokens"] = np.array([gen[o:o + c].sum() for o, c in zip(e["call_offset"], e["n_calls"])])
+    return e, s, domains
+
+
+def per_step(steps, values):
+    """Unique steps and the mean of values at each."""
+    uniq, inv = np.unique(steps, return_inverse=True)
+    return uniq, np.bincount(inv, weights=values) / np.bincount(inv)
+
+
+def smooth(y, window):
+    if window <= 1 or len(y) < window:
+        return y
+    return np.convolve(y, np.ones(window) / window, mode="valid")
+
+
+def curve(ax, x, y, window, **kw):
+    y = smooth(np.asarray(y, dtype=float), window)
+    ax.plot(x[len(x) - len(y):], y, **kw)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("file")
+    ap.add_argument("--out", help="output folder (default: FILE's folder/plots)")
+    ap.add_argument("--smooth", type=int, default=1, help="moving-average window in steps")
+    args = ap.parse_args()
+    if not os.path.exists(args.file):
+        sys.exit(f"plot_rollouts: error: '{args.file}' does not exist")
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.file)), "plots")
+    os.makedirs(out, exist_ok=True)
+    e, s, domains = load(args.file)
+    step = e["consumed_step"]
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for key in ("outcome", "process", "efficiency"):
+        x, y = per_step(step, e[key])
+        curve(a, x, y, args.smooth, label=key)
+    a.set(title="reward components", xlabel="step", ylabel="mean per episode")
+    a.legend()
+    for code, name in enumerate(domains):
+        sel = e["env"] == code
+        if sel.any():
+            x, y = per_step(step[sel], e["outcome"][sel])
+            curve(b, x, y, args.smooth, label=name)
+    b.set(title="outcome by domain", xlabel="step")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "reward.png"), dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    x, y = per_step(step, e["success"].astype(float))
+    curve(ax, x, y, args.smooth, label="all", color="black")
+    for code, name in enumerate(domains):
+        sel = e["env"] == code
+        if sel.any():
+            x, y = per_step(step[sel], e["success"][sel].astype(float))
+            curve(ax, x, y, args.smooth, label=name)
+    ax.set(title="success rate", xlabel="step", ylim=(-0.02, 1.02))
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "success.png"), dpi=100)
+    plt.close(fig)
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    stale = e["staleness"][e["staleness"] >= 0]
+    bins = np.arange(0, max(int(stale.max()) if len(stale) else 0, 1) + 2) - 0.5
+    a.hist(stale, bins=bins)
+    a.set(title="staleness", xlabel="learner version - oldest token version", ylabel="episodes")
+    sel = e["staleness"] >= 0
+    if sel.any():
+        x, y = per_step(step[sel], e["staleness"][sel].astype(float))
+        curve(b, x, y, args.smooth)
+    b.set(title="mean staleness", xlabel="step")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "staleness.png"), dpi=100)
+    plt.close(fig)
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    a.hist(e["generated_tokens"], bins=30)
+    a.set(title="generated tokens per episode", xlabel="tokens", ylabel="episodes")
+    turns = e["turns"]
+    b.hist(turns, bins=np.arange(0, (turns.max() if len(turns) else 0) + 2) - 0.5)
+    b.set(title="turns per episode", xlabel="turns")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "lengths.png"), dpi=100)
+    plt.close(fig)
+
+    if len(s.get("step", [])):
+        fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+        x = s["step"]
+        for key in ("clip_fraction", "masked_fraction"):
+            curve(axes[0], x, s[key], args.smooth, label=key)
+        axes[0].set(title="clipped / masked tokens", xlabel="step")
+        axes[0].legend()
+        curve(axes[1], x, s["logprob_mismatch"], args.smooth)
+        axes[1].set(title="logprob mismatch |lp - mu|", xlabel="step")
+        curve(axes[2], x, s["tree_token_ratio"], args.smooth)
+        axes[2].set(title="tree / linear tokens", xlabel="step")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "training.png"), dpi=100)
+        plt.close(fig)
+    print(f"plots in {out}")
+
+
+if __name__ == "__main__":
+    main()
