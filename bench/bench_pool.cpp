@@ -1,0 +1,129 @@
+// The MPI data pool on this machine: enqueue (claim + complete) and dequeue
+// (take) operations per second and their latencies. An MPI program: under
+// `mpirun -np P` rank 0 hosts the pool and consumes, ranks 1..P-1 produce
+// `ops` payloads of `bytes` bytes between them (claim blocks on backpressure).
+// Run alone (one rank), rank 0 enqueues and dequeues in turn (loopback).
+// Enqueue/s = payloads / the slowest producer's time; dequeue/s = payloads /
+// the consumer's time; latencies are per call (p50, p99), a dequeue's counted
+// from the try_take that succeeded (polls that found nothing excluded).
+//
+//   mpirun -np P bench_pool [--n=1024] [--w=256] [--bytes=1024] [--ops=20000]
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "core/timer.hpp"
+#include "mpi_roles/data_pool.hpp"
+
+using namespace forge;
+
+namespace {
+
+double quantile_us(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return 1e6 * v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  bench::Flags flags(argc, argv);
+  DataPoolConfig cfg;
+  cfg.window.kind = WindowKind::kWindowed;
+  cfg.window.n_inflight = static_cast<uint64_t>(flags.get("n", 1024));
+  cfg.window.window = static_cast<uint64_t>(flags.get("w", 256));
+  cfg.slot_bytes = static_cast<uint64_t>(flags.get("bytes", 1024));
+  const int ops = flags.get("ops", 20000);
+  flags.finish();
+
+  const int producers = std::max(1, size - 1);
+  std::vector<uint8_t> payload(cfg.slot_bytes, 0x5a);
+  std::vector<double> enq, deq;
+  double elapsed = 0;
+  {
+    DataPool pool(MPI_COMM_WORLD, cfg);
+    MPI_Barrier(MPI_COMM_WORLD);
+    Stopwatch total;
+    if (size == 1) {
+      for (int i = 0; i < ops; ++i) {
+        Stopwatch sw;
+        pool.complete(pool.claim(), payload.data(), payload.size(), 0);
+        enq.push_back(sw.seconds());
+        sw.reset();
+        pool.take();
+        deq.push_back(sw.seconds());
+      }
+    } else if (rank == 0) {
+      while (static_cast<int>(deq.size()) < ops) {
+        Stopwatch sw;
+        if (pool.try_take()) deq.push_back(sw.seconds());
+      }
+    } else {
+      const int mine = ops / producers + (rank - 1 < ops % producers ? 1 : 0);
+      for (int i = 0; i < mine; ++i) {
+        Stopwatch sw;
+        pool.complete(pool.claim(), payload.data(), payload.size(), 0);
+        enq.push_back(sw.seconds());
+      }
+    }
+    elapsed = total.seconds();
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+
+  // Producers' figures to rank 0 (reporting only, off the data path).
+  double mine[3] = {elapsed, quantile_us(enq, 0.5), quantile_us(enq, 0.99)};
+  std::vector<double> all(3 * static_cast<size_t>(size));
+  MPI_Gather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    double enq_time = 0, enq_p50 = 0, enq_p99 = 0;
+    if (size == 1) {
+      enq_time = elapsed;
+      enq_p50 = all[1];
+      enq_p99 = all[2];
+    } else {
+      std::vector<double> p50s;
+      for (int r = 1; r < size; ++r) {
+        enq_time = std::max(enq_time, all[3 * r]);
+        p50s.push_back(all[3 * r + 1]);
+        enq_p99 = std::max(enq_p99, all[3 * r + 2]);
+      }
+      std::sort(p50s.begin(), p50s.end());
+      enq_p50 = p50s[p50s.size() / 2];
+    }
+    const double enq_per_s = ops / enq_time, deq_per_s = ops / elapsed;
+    if (size == 1)
+      std::printf("one rank (started without mpirun, or -np 1): rank 0 enqueues and dequeues in "
+                  "turn; run `mpirun -np P bench_pool` for P - 1 producers\n");
+    std::printf("data pool: N %llu, W %llu, %llu-byte payloads, %d payloads, %d rank(s), %d "
+                "producer(s)\n\n",
+                static_cast<unsigned long long>(cfg.window.n_inflight),
+                static_cast<unsigned long long>(cfg.window.effective_window()),
+                static_cast<unsigned long long>(cfg.slot_bytes), ops, size, producers);
+    std::printf("%6s %10s %11s %11s %11s %11s %11s %11s\n", "ranks", "producers", "enqueue/s",
+                "enq p50 us", "enq p99 us", "dequeue/s", "deq p50 us", "deq p99 us");
+    std::printf("%6d %10d %11.0f %11.2f %11.2f %11.0f %11.2f %11.2f\n", size, producers,
+                enq_per_s, enq_p50, enq_p99, deq_per_s, quantile_us(deq, 0.5),
+                quantile_us(deq, 0.99));
+    bench::print_json({{"bench", "\"pool\""},
+                       {"ranks", bench::num(size)},
+                       {"producers", bench::num(producers)},
+                       {"bytes", bench::num(static_cast<double>(cfg.slot_bytes))},
+                       {"ops", bench::num(ops)},
+                       {"enqueue_per_s", bench::num(enq_per_s)},
+                       {"enqueue_p50_us", bench::num(enq_p50)},
+                       {"enqueue_p99_us", bench::num(enq_p99)},
+                       {"dequeue_per_s", bench::num(deq_per_s)},
+                       {"dequeue_p50_us", bench::num(quantile_us(deq, 0.5))},
+                       {"dequeue_p99_us", bench::num(quantile_us(deq, 0.99))}});
+  }
+  MPI_Finalize();
+  return 0;
+}
