@@ -8,7 +8,8 @@
 //
 // Start from a checkpoint (e.g. an SFT warm start) with --train.init=PATH or
 // continue a run with --resume (its newest checkpoint; the data stream and
-// step continue).
+// step continue). Episodes and per-step metrics go to RUN_DIR/rollouts.h5
+// (docs/hdf5-schema.md), readable while the run writes it (`forge inspect`).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@
 #include "core/timer.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "io_hdf5/checkpoint.hpp"
+#include "io_hdf5/rollout_store.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
 #include "model/tokenizer.hpp"
@@ -84,6 +86,12 @@ int run_train(int argc, char** argv) {
 
   const EnvMix mix(env);
   const PerturbationSampler sampler(env.perturb, env.heldout_list());
+  RolloutStoreOptions ro;
+  ro.config_ini = opts.dump_ini();
+  ro.domains = mix.domains();
+  ro.flush_seconds = cfg.run.flush_seconds;
+  ro.resume_step = resume ? start : -1;  // cut rows past the checkpoint: none is stored twice
+  RolloutStore rollouts(cfg.run.dir + "/rollouts.h5", ro);
   const int batch = tc.tasks * tc.group;
   RolloutEngine engine(model, engine_for_agent(agent, batch));
   const uint64_t eval_seed = cfg.run.seed ^ 0xE7A1ull;
@@ -121,6 +129,8 @@ int run_train(int argc, char** argv) {
     const PolicyUpdateStats st = policy_forward_backward(model, trajs, upd);
     const double gnorm = st.samples ? opt.step() : 0.0;
     engine.clear_prefix_cache();  // cached k/v belong to the old weights
+    rollouts.append_episodes(trajs, step, step);
+    rollouts.append_step(step_metrics(step, st, generated / std::max(gen_s, 1e-9), sw.seconds()));
 
     const bool last = step + 1 == tc.steps;
     if ((step + 1) % cfg.run.log_every == 0 || last || step == start) {
@@ -137,6 +147,7 @@ int run_train(int argc, char** argv) {
       log_info(line);
     }
     if (last || (cfg.run.checkpoint_every > 0 && (step + 1) % cfg.run.checkpoint_every == 0)) {
+      rollouts.flush();  // a checkpoint never covers steps the rollout file lacks
       CheckpointState cs;
       cs.step = step + 1;
       cs.policy_version = step + 1;

@@ -75,6 +75,9 @@ void add_run_options(OptionSet& opts, RunConfig& r) {
            "steps between checkpoints in RUN_DIR/checkpoints; 0 = only at the end", at_least(0));
   opts.add("run.keep_checkpoints", &r.keep_checkpoints, "newest checkpoints kept; 0 = all",
            at_least(0));
+  opts.add("run.flush_seconds", &r.flush_seconds,
+           "seconds between flushes of RUN_DIR/rollouts.h5 (a reader sees data up to the last flush)",
+           greater_than(0));
 }
 
 void add_standard_options(OptionSet& opts, StandardConfig& c) {

@@ -26,6 +26,7 @@ struct RunConfig {
   int log_every = 10;               // steps between progress lines
   int checkpoint_every = 0;         // steps between checkpoints; 0 = only at the end
   int keep_checkpoints = 3;         // newest checkpoints kept; 0 = all
+  double flush_seconds = 10;        // seconds between flushes of RUN_DIR/rollouts.h5
 };
 
 struct StandardConfig {
