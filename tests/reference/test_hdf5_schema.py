@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks a rollouts.h5 against docs/hdf5-schema.md, with h5py.
 
-Writes a file with BUILD_DIR/tests/forge_rollout_store_dump (a tiny real RL
-loop through RolloutStore), then:
+Writes a file with `BUILD_DIR/forge train` on a tiny model (a real RL run
+through RolloutStore), then:
 
 1. every dataset in the document's "Datasets" table exists with the documented
    dtype and shape (symbolic dimensions such as n_tokens agree across
@@ -174,10 +174,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", required=True)
     args = ap.parse_args()
-    dump = os.path.join(args.build_dir, "tests", "forge_rollout_store_dump")
+    forge = os.path.join(args.build_dir, "forge")
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "rollouts.h5")
-        subprocess.run([dump, path, "3", "2", "2"], check=True, timeout=300,
+        run_dir = os.path.join(tmp, "run")
+        path = os.path.join(run_dir, "rollouts.h5")
+        subprocess.run([forge, "train", "--model.d_model=32", "--model.n_layers=1", "--model.n_heads=2",
+                        "--model.n_kv_heads=2", "--model.ffn_dim=64", "--train.steps=3", "--train.tasks=2",
+                        "--train.group=2", "--train.eval_tasks=1", "--agent.max_turns=3",
+                        "--agent.max_new_tokens=16", "--run.dir=" + run_dir],
+                       check=True, timeout=300, capture_output=True,
                        env=dict(os.environ, OMP_NUM_THREADS="2"))
         failures = check_schema(path) + check_consistency(path) + check_tools(args.build_dir, path, tmp)
     for msg in failures:
