@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cstdio>
 #include <vector>
 
@@ -84,8 +85,11 @@ int main(int argc, char** argv) {
   MPI_Gather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     double enq_time = 0, enq_p50 = 0, enq_p99 = 0;
+    double deq_time = elapsed;
     if (size == 1) {
-      enq_time = elapsed;
+      // One rank alternates: each rate comes from the time spent in its own calls.
+      enq_time = std::accumulate(enq.begin(), enq.end(), 0.0);
+      deq_time = std::accumulate(deq.begin(), deq.end(), 0.0);
       enq_p50 = all[1];
       enq_p99 = all[2];
     } else {
@@ -98,7 +102,7 @@ int main(int argc, char** argv) {
       std::sort(p50s.begin(), p50s.end());
       enq_p50 = p50s[p50s.size() / 2];
     }
-    const double enq_per_s = ops / enq_time, deq_per_s = ops / elapsed;
+    const double enq_per_s = ops / enq_time, deq_per_s = ops / deq_time;
     if (size == 1)
       std::printf("one rank (started without mpirun, or -np 1): rank 0 enqueues and dequeues in "
                   "turn; run `mpirun -np P bench_pool` for P - 1 producers\n");

@@ -73,7 +73,12 @@ int run_train(int argc, char** argv) {
     if (path.empty()) throw InputError("--resume: no checkpoint in '" + ckpt_dir + "'");
     const CheckpointState st = load_checkpoint(path, model, &opt);
     start = static_cast<int>(st.step);
-    task_rng.set_state(st.rngs.at("tasks"));
+    const auto tasks = st.rngs.find("tasks");
+    if (tasks == st.rngs.end())
+      throw InputError("--resume: checkpoint '" + path +
+                       "' was not written by forge train (no 'tasks' RNG state); start from it with "
+                       "--train.init instead");
+    task_rng.set_state(tasks->second);
     log_info("train: resumed from " + path + " at step " + std::to_string(start));
   } else if (!tc.init.empty()) {
     load_checkpoint(resolve_checkpoint(tc.init), model, nullptr);

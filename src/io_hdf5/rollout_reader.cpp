@@ -212,8 +212,9 @@ EpisodeTable RolloutReader::episodes() const {
   t.generated_tokens.assign(n, 0);
   t.final_length.assign(n, 0);
   for (int64_t i = 0; i < n; ++i) {
-    // refresh() checked that every episode's calls lie inside the calls table.
     const int64_t first = t.call_offset[i], last = first + t.n_calls[i];
+    if (first < 0 || t.n_calls[i] < 0 || last > n_calls_)
+      corrupted("episode " + std::to_string(i) + " lists calls outside the calls table");
     for (int64_t c = first; c < last; ++c) t.generated_tokens[i] += gen[c];
     if (last > first) t.final_length[i] = int64_t{ctx[last - 1]} + gen[last - 1];
     if (t.env[i] < 0 || t.env[i] >= static_cast<int16_t>(domains_.size()) || t.template_family[i] < 0 ||
@@ -280,10 +281,15 @@ Trajectory RolloutReader::episode(int64_t i) const {
 
   const int64_t first = read<int64_t>("episodes/call_offset", i, 1)[0];
   const int32_t n = read<int32_t>("episodes/n_calls", i, 1)[0];
+  if (first < 0 || n < 0 || first + n > n_calls_)
+    corrupted("episode " + std::to_string(i) + " lists calls outside the calls table");
   const auto offset = read<int64_t>("calls/token_offset", first, n);
   const auto ctx = read<int32_t>("calls/context_len", first, n);
   const auto gen = read<int32_t>("calls/generated_len", first, n);
   for (int32_t c = 0; c < n; ++c) {
+    if (ctx[c] < 0 || gen[c] < 0)
+      corrupted("episode " + std::to_string(i) + ", call " + std::to_string(c) +
+                " has a negative context or generated length");
     const int64_t len = int64_t{ctx[c]} + gen[c];
     const auto tokens = read<int32_t>("tokens", offset[c], len);
     const auto lp = read<float>("logprobs", offset[c] + ctx[c], gen[c]);

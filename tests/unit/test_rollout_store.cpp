@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <stdexcept>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -115,7 +116,11 @@ struct Pipe {
     for (int f : fd)
       if (f >= 0) ::close(f);
   }
-  void send(int64_t v) const { EXPECT_EQ(::write(fd[1], &v, sizeof v), static_cast<ssize_t>(sizeof v)); }
+  // Used in the child: a failed write ends it with code 1 (through fork_child).
+  void send(int64_t v) const {
+    if (::write(fd[1], &v, sizeof v) != static_cast<ssize_t>(sizeof v))
+      throw std::runtime_error("pipe write failed");
+  }
   // The next value, or -1 after 60 s or when the other end closed.
   int64_t receive() const {
     pollfd p{fd[0], POLLIN, 0};
@@ -140,6 +145,17 @@ pid_t fork_child(const std::function<void()>& body) {
   }
   return pid;
 }
+
+// Kills and reaps a child that a failed assertion left running.
+struct ChildGuard {
+  pid_t pid;
+  ~ChildGuard() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
 
 int wait_child(pid_t pid) {
   int status = 0;
@@ -287,11 +303,13 @@ TEST(RolloutStore, SigkilledWriterLeavesEverythingUpToTheLastFlush) {
       flushed.send((k + 1) * kPerBatch);
     }
   });
+  ChildGuard guard{pid};
   int64_t acknowledged = 0;
   for (int i = 0; i < 5; ++i) acknowledged = flushed.receive();
   ASSERT_EQ(acknowledged, 5 * kPerBatch);
   ::kill(pid, SIGKILL);  // somewhere in appending or flushing a later batch
   const int status = wait_child(pid);
+  guard.pid = 0;
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
   RolloutReader r(path);
@@ -320,9 +338,11 @@ TEST(RolloutStore, ResumeAfterSigkillKeepsEarlierStepsAndDropsTheRest) {
       flushed.send(k + 1);
     }
   });
+  ChildGuard guard{pid};
   for (int i = 0; i < 6; ++i) ASSERT_EQ(flushed.receive(), i + 1);
   ::kill(pid, SIGKILL);
   wait_child(pid);
+  guard.pid = 0;
 
   // As if the newest checkpoint were at step 3: steps 3.. run again.
   {
