@@ -185,9 +185,14 @@ struct PackedKV {
   std::vector<float> kt, v;
 };
 
-PackedKV pack_kv(const TreeAttentionArgs& a, int D) {
+// Filled into a per-calling-thread buffer that keeps its capacity, so that
+// steps after the first touch no fresh pages.
+const PackedKV& pack_kv(const TreeAttentionArgs& a, int D) {
   const int T = a.T, Hkv = a.n_kv_heads, nkb = (T + kBK - 1) / kBK;
-  PackedKV p;
+  // A thread_local named inside the parallel region would be each worker's
+  // own copy: the region uses the reference p to the caller's buffer.
+  static thread_local PackedKV caller_buffer;
+  PackedKV& p = caller_buffer;
   p.kt.assign(static_cast<size_t>(Hkv) * nkb * D * kBK, 0.0f);
   p.v.assign(static_cast<size_t>(Hkv) * nkb * kBK * D, 0.0f);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -213,7 +218,7 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int nqb = (T + kBQ - 1) / kBQ, nkb = (T + kBK - 1) / kBK;
   const float ninf = -std::numeric_limits<float>::infinity();
-  const PackedKV kv = pack_kv(a, D);
+  const PackedKV& kv = pack_kv(a, D);
 
 #pragma omp parallel
   {
@@ -270,7 +275,12 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
   const int nkb = (T + kBK - 1) / kBK;
 
   // D_i = dO_i . O_i per head
-  std::vector<float> delta(static_cast<size_t>(H) * T);
+  // Scratch kept per calling thread across calls (no page faults per step);
+  // the parallel regions use these references, not the thread_locals.
+  static thread_local std::vector<float> caller_delta, caller_dq_part;
+  std::vector<float>& delta = caller_delta;
+  std::vector<float>& dq_part = caller_dq_part;
+  delta.resize(static_cast<size_t>(H) * T);
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) {
@@ -282,7 +292,7 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
     }
 
   const int nthreads = omp_get_max_threads();
-  std::vector<float> dq_part(static_cast<size_t>(nthreads) * T * HD, 0.0f);
+  dq_part.assign(static_cast<size_t>(nthreads) * T * HD, 0.0f);
 
 #pragma omp parallel
   {
