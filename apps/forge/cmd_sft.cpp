@@ -143,15 +143,18 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
   agent.sampling = cfg.sample;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
   const PerturbationSampler sampler(env.perturb, env.heldout_list());
+  const PerturbationSampler plain(false, env.heldout_list());  // the curriculum's first phase
   const uint64_t eval_seed = cfg.run.seed ^ 0xE7A1ull;
   const int eval_tasks = sft.eval_requests;
   Rng rng(cfg.run.seed);
   uint64_t episode_id = 0;
+  int step = 0;
   const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, [&](Rng& g) {
+    const PerturbationSampler& styles = step++ < sft.plain_steps ? plain : sampler;
     std::vector<Sample> samples;
     for (int c = 0; c < sft.batch; ++c) {
       const uint64_t task_seed = g.next_u64();
-      const ScaffoldStyle style = sampler.draw(task_seed, StyleMode::kTrain);
+      const ScaffoldStyle style = styles.draw(task_seed, StyleMode::kTrain);
       const Trajectory demo = make_demonstration(env, agent, task_seed, style, episode_id++);
       for (const LlmCall& call : demo.calls) {
         Sample s;

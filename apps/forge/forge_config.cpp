@@ -17,6 +17,9 @@ void add_sft_options(OptionSet& o, SftConfig& s) {
   o.add("sft.eval_requests", &s.eval_requests,
         "held-out requests (synthetic: exact match) or tasks (agent: success) evaluated", in_range(1, 1e6));
   o.add("sft.show", &s.show, "sampled completions printed at the end", in_range(0, 1000));
+  o.add("sft.plain_steps", &s.plain_steps,
+        "agent task: the first steps use the default scaffold style only, then perturbed styles "
+        "(a curriculum; 0 = perturbed from the start)", at_least(0));
   o.add("sft.backend", &s.backend, "compute backend", one_of({"cpu", "cuda"}));
 }
 

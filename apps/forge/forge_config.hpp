@@ -23,6 +23,7 @@ struct SftConfig {
   bool merge = true;         // prefix-tree merging (false: each sample alone)
   int eval_requests = 128;   // held-out requests (synthetic) or tasks (agent) evaluated
   int show = 6;              // sampled completions printed at the end (synthetic)
+  int plain_steps = 0;       // agent: first steps on the default scaffold style only (curriculum)
   std::string backend = "cpu";
 };
 
