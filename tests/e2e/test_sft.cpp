@@ -46,7 +46,7 @@ TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
   const std::string dir = ::testing::TempDir() + "forge_sft_agent_" + std::to_string(getpid());
   const Result r = forge(
       "sft --sft.task=agent --model.d_model=32 --model.n_layers=1 --model.n_heads=2 "
-      "--model.n_kv_heads=2 --model.ffn_dim=64 --optim.lr=0.003 --sft.steps=20 --sft.batch=4 "
+      "--model.n_kv_heads=2 --model.ffn_dim=64 --optim.lr=0.003 --sft.steps=20 --sft.plain_steps=10 --sft.batch=4 "
       "--sft.eval_requests=4 --agent.max_turns=3 --run.log_every=10 --run.dir=" + dir);
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "held-out families")) << r.out;
