@@ -1,14 +1,18 @@
 // Training tokens per second of one full step (forward, backward, clipping,
 // AdamW) on the reference model, against the same model and step in PyTorch
 // on the same number of threads (bench/torch_train_step.py), measured in the
-// same run. FLOPs = 6 x (non-embedding parameters) x tokens + causal attention
-// 6 x layers x d_model x sum_s T_s^2; sgemm_peak_gflops is OpenBLAS SGEMM
-// (2048^3) measured here.
+// same run. The host's speed drifts within minutes, so the three measurements
+// (forge steps, SGEMM, PyTorch steps) are interleaved in `rounds` rounds and
+// each figure is the median over rounds; the ratio is the median of the
+// per-round ratios. FLOPs = 6 x (non-embedding parameters) x tokens + causal
+// attention 6 x layers x d_model x sum_s T_s^2; sgemm_peak_gflops is OpenBLAS
+// SGEMM (2048^3) measured here.
 //
-//   bench_train_step [--batch=8] [--seq=512] [--reps=5] [--no-torch]
+//   bench_train_step [--batch=8] [--seq=512] [--reps=3] [--rounds=3] [--no-torch]
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -53,7 +57,8 @@ double torch_tok_s(int threads, int batch, int seq, int reps) {
 
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
-  const int batch = flags.get("batch", 8), seq = flags.get("seq", 512), reps = flags.get("reps", 5);
+  const int batch = flags.get("batch", 8), seq = flags.get("seq", 512), reps = flags.get("reps", 3);
+  const int rounds = flags.get("rounds", 3);
   const bool with_torch = !flags.has("no-torch");
   flags.finish();
   const int threads = omp_get_max_threads();
@@ -76,20 +81,34 @@ int main(int argc, char** argv) {
     s.trainable[0] = 0;
   }
   const int64_t tokens = static_cast<int64_t>(batch) * seq;
-  const double secs = bench::median_seconds(1, reps, [&] {
-    model.zero_grads();
-    supervised_forward_backward(model, samples, false, static_cast<int32_t>(tokens));
-    opt.step();
-  });
-  const double forge_tok_s = tokens / secs;
-
   size_t params = model.layout().total - model.layout().find("embed").numel;
   const double flops = 6.0 * params * tokens +
                        6.0 * c.n_layers * c.d_model * static_cast<double>(seq) * seq * batch;
-  const double gflops = flops / secs / 1e9;
-  const double peak = sgemm_peak_gflops();
-  const double torch = with_torch ? torch_tok_s(threads, batch, seq, reps) : -1;
-  const double ratio = torch > 0 ? forge_tok_s / torch : 0;
+  std::vector<double> forge_r, torch_r, ratio_r, gflops_r, peak_r, frac_r;
+  for (int round = 0; round < rounds; ++round) {
+    const double secs = bench::median_seconds(round == 0 ? 1 : 0, reps, [&] {
+      model.zero_grads();
+      supervised_forward_backward(model, samples, false, static_cast<int32_t>(tokens));
+      opt.step();
+    });
+    const double peak = sgemm_peak_gflops();
+    const double torch = with_torch ? torch_tok_s(threads, batch, seq, reps) : -1;
+    forge_r.push_back(tokens / secs);
+    gflops_r.push_back(flops / secs / 1e9);
+    peak_r.push_back(peak);
+    frac_r.push_back(gflops_r.back() / peak);
+    torch_r.push_back(torch);
+    ratio_r.push_back(torch > 0 ? forge_r.back() / torch : 0);
+    std::fprintf(stderr, "round %d: forge %.0f tok/s, torch %.0f tok/s, ratio %.2f, %.0f of %.0f GFLOP/s\n",
+                 round + 1, forge_r.back(), torch, ratio_r.back(), gflops_r.back(), peak);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double forge_tok_s = median(forge_r), torch = median(torch_r), ratio = median(ratio_r);
+  const double gflops = median(gflops_r), peak = median(peak_r), fraction = median(frac_r);
+  const double secs = tokens / forge_tok_s;
 
   std::printf("bench_train_step: d_model %d, %d layers, %d heads, ffn %d, vocab %d; %d x %d tokens; %d threads\n",
               c.d_model, c.n_layers, c.n_heads, c.ffn_dim, c.vocab, batch, seq, threads);
@@ -100,7 +119,7 @@ int main(int argc, char** argv) {
   std::printf("%-28s %12.2f\n", "ratio forge/torch", ratio);
   std::printf("%-28s %12.1f\n", "forge GFLOP/s", gflops);
   std::printf("%-28s %12.1f\n", "OpenBLAS SGEMM GFLOP/s", peak);
-  std::printf("%-28s %12.2f\n", "fraction of SGEMM peak", gflops / peak);
+  std::printf("%-28s %12.2f\n", "fraction of SGEMM peak", fraction);
   bench::print_json({{"forge_tok_s", bench::num(forge_tok_s)},
                      {"torch_tok_s", bench::num(torch)},
                      {"ratio", bench::num(ratio)},
