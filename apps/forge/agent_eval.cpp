@@ -54,6 +54,22 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
   return out;
 }
 
+StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
+                           int tasks, uint64_t run_seed) {
+  StyleEvals out;
+  const uint64_t seed = eval_task_seed(run_seed);
+  out.seen = evaluate_agent(model, env, agent, tasks, seed, StyleMode::kTrain);
+  out.has_heldout = PerturbationSampler(env.perturb, env.heldout_list()).has_heldout();
+  if (out.has_heldout) out.heldout = evaluate_agent(model, env, agent, tasks, seed, StyleMode::kHeldOut);
+  return out;
+}
+
+std::string format_style_evals(const StyleEvals& e, const std::string& title) {
+  std::string s = title + " (seen styles):\n" + format_eval(e.seen);
+  if (e.has_heldout) s += title + " (held-out families):\n" + format_eval(e.heldout);
+  return s;
+}
+
 std::string format_eval(const AgentEval& e) {
   char buf[256];
   std::string s;

@@ -27,6 +27,22 @@ struct AgentEval {
 AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
                          int tasks, uint64_t seed, StyleMode mode);
 
+// The evaluation task stream of a run: disjoint from its training stream, and
+// the same for `forge sft`, `forge train` and `forge eval` of one run.seed.
+inline uint64_t eval_task_seed(uint64_t run_seed) { return run_seed ^ 0xE7A1ull; }
+
+// Both style sets: the training styles, and the held-out families when the
+// configuration holds any out.
+struct StyleEvals {
+  AgentEval seen;
+  bool has_heldout = false;
+  AgentEval heldout;
+};
+StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
+                           int tasks, uint64_t run_seed);
+// "<title> (seen styles):" and "<title> (held-out families):" tables.
+std::string format_style_evals(const StyleEvals& e, const std::string& title);
+
 // Engine limits that fit the agent's budgets for `episodes` concurrent episodes.
 EngineConfig engine_for_agent(const AgentConfig& agent, int episodes);
 

@@ -11,6 +11,22 @@
 
 namespace forge {
 
+bool checkpoint_due(const RunConfig& run, int steps_done, int total_steps) {
+  return steps_done == total_steps ||
+         (run.checkpoint_every > 0 && steps_done % run.checkpoint_every == 0);
+}
+
+std::string save_run_checkpoint(const RunConfig& run, const OptionSet& opts,
+                                const PolicyModel& model, AdamW& opt, int steps_done,
+                                const std::string& rng_name, const Rng& rng) {
+  CheckpointState cs;
+  cs.step = steps_done;
+  cs.policy_version = steps_done;
+  cs.config_ini = opts.dump_ini();
+  cs.rngs[rng_name] = rng.state();
+  return save_checkpoint(run.dir + "/checkpoints", model, &opt, cs, run.keep_checkpoints);
+}
+
 std::string resolve_checkpoint(const std::string& given) {
   if (!std::filesystem::is_directory(given)) {
     if (!std::filesystem::exists(given)) throw InputError("'" + given + "' does not exist");

@@ -1,11 +1,28 @@
-// Finding a checkpoint and the model shape it was trained with, for the
-// commands that load one (generate, eval, train --train.init).
+// Checkpoints as the commands use them: when a run writes one (every
+// run.checkpoint_every steps and at its last step, into RUN_DIR/checkpoints),
+// finding one, and the model shape it was trained with (generate, eval,
+// train --train.init).
 #pragma once
 #include <string>
 
+#include "core/config.hpp"
+#include "core/rng.hpp"
 #include "model/model_config.hpp"
+#include "model/optimizer.hpp"
+#include "standard_options.hpp"
 
 namespace forge {
+
+// Whether a run writes a checkpoint after optimizer step `steps_done`
+// (1-based) of `total_steps`: every run.checkpoint_every steps and at the end.
+bool checkpoint_due(const RunConfig& run, int steps_done, int total_steps);
+
+// Writes RUN_DIR/checkpoints/ckpt_step_<steps_done>.h5 (weights, AdamW state,
+// the resolved config, the data stream's RNG under `rng_name`) with the
+// run.keep_checkpoints retention; returns its path.
+std::string save_run_checkpoint(const RunConfig& run, const OptionSet& opts,
+                                const PolicyModel& model, AdamW& opt, int steps_done,
+                                const std::string& rng_name, const Rng& rng);
 
 // A checkpoint file as given, or the newest checkpoint of a run folder
 // (RUN_DIR/checkpoints, or the folder itself). InputError when none exists.

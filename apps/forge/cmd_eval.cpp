@@ -54,19 +54,15 @@ int run_eval(int argc, char** argv) {
   auto backend = make_backend("cpu");
   PolicyModel model(model_config_of(path), *backend);
   const CheckpointState st = load_checkpoint(path, model, nullptr);
-  const uint64_t eval_seed = all.base.run.seed ^ 0xE7A1ull;  // the stream forge train and sft evaluate on
-  const AgentEval seen = evaluate_agent(model, env, agent, tasks, eval_seed, StyleMode::kTrain);
-  const PerturbationSampler sampler(env.perturb, env.heldout_list());
-  AgentEval held;
-  if (sampler.has_heldout()) held = evaluate_agent(model, env, agent, tasks, eval_seed, StyleMode::kHeldOut);
+  const StyleEvals ev = evaluate_styles(model, env, agent, tasks, all.base.run.seed);
   if (json) {
     std::printf("{\"checkpoint\": \"%s\", \"step\": %lld, \"seen\": %s, \"heldout_family\": %s}\n",
-                path.c_str(), static_cast<long long>(st.step), json_of(seen).c_str(),
-                sampler.has_heldout() ? json_of(held).c_str() : "null");
+                path.c_str(), static_cast<long long>(st.step), json_of(ev.seen).c_str(),
+                ev.has_heldout ? json_of(ev.heldout).c_str() : "null");
   } else {
-    std::printf("%s (step %lld), %d tasks per style set\nseen styles:\n%s", path.c_str(),
-                static_cast<long long>(st.step), tasks, format_eval(seen).c_str());
-    if (sampler.has_heldout()) std::printf("held-out families (%s):\n%s", env.heldout_families.c_str(), format_eval(held).c_str());
+    std::printf("%s (step %lld), %d tasks per style set; held-out families: %s\n%s", path.c_str(),
+                static_cast<long long>(st.step), tasks, env.heldout_families.c_str(),
+                format_style_evals(ev, "greedy evaluation").c_str());
   }
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "algo/token_loss.hpp"
+#include "checkpoint_model.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -108,14 +109,8 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
     out.packed_tokens += st.packed_tokens;
     ++window_steps;
     const bool last = step + 1 == sft.steps;
-    if (last || (cfg.run.checkpoint_every > 0 && (step + 1) % cfg.run.checkpoint_every == 0)) {
-      CheckpointState cs;
-      cs.step = step + 1;
-      cs.policy_version = step + 1;
-      cs.config_ini = opts.dump_ini();
-      cs.rngs["data"] = rng.state();
-      const std::string path = save_checkpoint(cfg.run.dir + "/checkpoints", model, &opt, cs,
-                                               cfg.run.keep_checkpoints);
+    if (checkpoint_due(cfg.run, step + 1, sft.steps)) {
+      const std::string path = save_run_checkpoint(cfg.run, opts, model, opt, step + 1, "data", rng);
       if (last) log_info("sft: wrote " + path);
     }
     if ((step + 1) % cfg.run.log_every == 0 || last) {
@@ -144,7 +139,6 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
   agent.sampling.max_new_tokens = agent.max_new_tokens;
   const PerturbationSampler sampler(env.perturb, env.heldout_list());
   const PerturbationSampler plain(false, env.heldout_list());  // the curriculum's first phase
-  const uint64_t eval_seed = cfg.run.seed ^ 0xE7A1ull;
   const int eval_tasks = sft.eval_requests;
   Rng rng(cfg.run.seed);
   uint64_t episode_id = 0;
@@ -167,21 +161,17 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
     }
     return samples;
   });
-  const AgentEval seen = evaluate_agent(model, env, agent, eval_tasks, eval_seed, StyleMode::kTrain);
+  const StyleEvals ev = evaluate_styles(model, env, agent, eval_tasks, cfg.run.seed);
   std::printf("\nforge sft (agent demonstrations): %d steps in %.1f s; loss %.3f -> %.3f; tree-merged batches ran %.2fx fewer tokens\n",
               sft.steps, r.seconds, r.first_loss, r.last_loss,
               static_cast<double>(r.linear_tokens) / std::max<int64_t>(1, r.packed_tokens));
-  std::printf("greedy evaluation on %d held-out tasks (seen styles):\n%s", eval_tasks, format_eval(seen).c_str());
-  double heldout_success = -1;
-  if (sampler.has_heldout()) {
-    const AgentEval held = evaluate_agent(model, env, agent, eval_tasks, eval_seed, StyleMode::kHeldOut);
-    heldout_success = held.all.success;
-    std::printf("greedy evaluation on %d held-out tasks (held-out families):\n%s", eval_tasks, format_eval(held).c_str());
-  }
+  std::printf("%s", format_style_evals(ev, "greedy evaluation on " + std::to_string(eval_tasks) +
+                                               " held-out tasks").c_str());
+  const double heldout_success = ev.has_heldout ? ev.heldout.all.success : -1;
   std::ofstream summary(cfg.run.dir + "/summary.json");
   summary << "{\"command\": \"sft\", \"task\": \"agent\", \"steps\": " << sft.steps
           << ", \"train_seconds\": " << r.seconds << ", \"loss_first\": " << r.first_loss
-          << ", \"loss_last\": " << r.last_loss << ", \"success_seen\": " << seen.all.success
+          << ", \"loss_last\": " << r.last_loss << ", \"success_seen\": " << ev.seen.all.success
           << ", \"success_heldout_family\": " << heldout_success << ", \"linear_tokens\": " << r.linear_tokens
           << ", \"packed_tokens\": " << r.packed_tokens << "}\n";
   std::printf("wrote %s/summary.json and %s/config.ini\n", cfg.run.dir.c_str(), cfg.run.dir.c_str());
@@ -219,7 +209,7 @@ int run_sft(int argc, char** argv) {
 
   SamplingParams greedy = cfg.sample;
   greedy.temperature = 0;
-  const uint64_t eval_seed = cfg.run.seed ^ 0xE7A1ull;  // disjoint from the training stream
+  const uint64_t eval_seed = eval_task_seed(cfg.run.seed);
   const EvalResult before = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0);
   log_info("sft: exact-match accuracy before training " + std::to_string(before.accuracy));
 

@@ -99,15 +99,9 @@ int run_train(int argc, char** argv) {
   RolloutStore rollouts(cfg.run.dir + "/rollouts.h5", ro);
   const int batch = tc.tasks * tc.group;
   RolloutEngine engine(model, engine_for_agent(agent, batch));
-  const uint64_t eval_seed = cfg.run.seed ^ 0xE7A1ull;
   auto evaluate = [&](int step) {
-    const AgentEval seen = evaluate_agent(model, env, agent, tc.eval_tasks, eval_seed, StyleMode::kTrain);
-    std::string text = "eval at step " + std::to_string(step) + " (seen styles):\n" + format_eval(seen);
-    if (sampler.has_heldout()) {
-      const AgentEval held = evaluate_agent(model, env, agent, tc.eval_tasks, eval_seed, StyleMode::kHeldOut);
-      text += "eval at step " + std::to_string(step) + " (held-out families):\n" + format_eval(held);
-    }
-    std::fputs(text.c_str(), stdout);
+    const StyleEvals ev = evaluate_styles(model, env, agent, tc.eval_tasks, cfg.run.seed);
+    std::fputs(format_style_evals(ev, "eval at step " + std::to_string(step)).c_str(), stdout);
     std::fflush(stdout);
   };
 
@@ -151,14 +145,9 @@ int run_train(int argc, char** argv) {
                     st.linear_tokens ? double(st.tree_tokens) / st.linear_tokens : 1.0, sw.seconds());
       log_info(line);
     }
-    if (last || (cfg.run.checkpoint_every > 0 && (step + 1) % cfg.run.checkpoint_every == 0)) {
+    if (checkpoint_due(cfg.run, step + 1, tc.steps)) {
       rollouts.flush();  // a checkpoint never covers steps the rollout file lacks
-      CheckpointState cs;
-      cs.step = step + 1;
-      cs.policy_version = step + 1;
-      cs.config_ini = opts.dump_ini();
-      cs.rngs["tasks"] = task_rng.state();
-      save_checkpoint(ckpt_dir, model, &opt, cs, cfg.run.keep_checkpoints);
+      save_run_checkpoint(cfg.run, opts, model, opt, step + 1, "tasks", task_rng);
     }
     if ((tc.eval_every > 0 && (step + 1) % tc.eval_every == 0) || last) evaluate(step + 1);
   }

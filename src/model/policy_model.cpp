@@ -64,6 +64,40 @@ void PolicyModel::set_params(const std::vector<float>& host) {
 
 void PolicyModel::zero_grads() { backend_.fill(grads_.data(), 0.0f, layout_.total); }
 
+TreeAttentionArgs PolicyModel::attention_args(int layer) {
+  auto& a = *act_;
+  const int hd = config_.head_dim(), HD = config_.n_heads * hd;
+  TreeAttentionArgs at;
+  at.T = a.T;
+  at.n_heads = config_.n_heads;
+  at.n_kv_heads = config_.n_kv_heads;
+  at.head_dim = hd;
+  at.q = a.qkv[layer].data();
+  at.k = at.q + HD;
+  at.v = at.k + config_.n_kv_heads * hd;
+  at.ld_qkv = config_.qkv_dim();
+  at.subtree_end = a.subtree_end.data();
+  at.out = a.att[layer].data();
+  at.lse = a.lse[layer].data();
+  return at;
+}
+
+HeadArgs PolicyModel::head_args() {
+  auto& a = *act_;
+  HeadArgs h;
+  h.R = a.R;
+  h.d = config_.d_model;
+  h.V = config_.vocab;
+  h.hidden = a.hf.data();
+  h.weight = params_.data() + layout_.find("lm_head").offset;
+  h.inv_temperature = a.inv_temperature;
+  h.E = a.E;
+  h.row_begin = a.row_begin.data();
+  h.target = a.target.data();
+  h.lse = a.head_lse.data();
+  return h;
+}
+
 void PolicyModel::forward(const PackedBin& bin, float inv_temperature, BinForward* out) {
   auto& a = *act_;
   auto& B = backend_;
@@ -106,18 +140,7 @@ void PolicyModel::forward(const PackedBin& bin, float inv_temperature, BinForwar
     B.gemm(false, true, T, QKV, d, 1.0f, a.h1[l].data(), d, P + layout_.layer_offset(l, "wqkv"),
            d, 0.0f, a.qkv[l].data(), QKV);
     B.rope(a.qkv[l].data(), a.position.data(), T, H + c.n_kv_heads, hd, QKV, c.rope_base, false);
-    TreeAttentionArgs at;
-    at.T = T;
-    at.n_heads = H;
-    at.n_kv_heads = c.n_kv_heads;
-    at.head_dim = hd;
-    at.q = a.qkv[l].data();
-    at.k = at.q + HD;
-    at.v = at.k + c.n_kv_heads * hd;
-    at.ld_qkv = QKV;
-    at.subtree_end = a.subtree_end.data();
-    at.out = a.att[l].data();
-    at.lse = a.lse[l].data();
+    const TreeAttentionArgs at = attention_args(l);
     B.tree_attention_fwd(at);
     B.copy(a.x_mid[l].data(), a.x_in[l].data(), Td * sizeof(float));
     B.gemm(false, true, T, d, HD, 1.0f, a.att[l].data(), HD, P + layout_.layer_offset(l, "wo"),
@@ -143,18 +166,8 @@ void PolicyModel::forward(const PackedBin& bin, float inv_temperature, BinForwar
     B.gather_rows(a.x_final.data(), a.head_row.data(), a.xf_rows.data(), R, d);
     B.rmsnorm_fwd(a.xf_rows.data(), P + layout_.find("final_norm").offset, a.hf.data(),
                   a.rstd_f.data(), R, d, c.norm_eps);
-    HeadArgs h;
-    h.R = R;
-    h.d = d;
-    h.V = c.vocab;
-    h.hidden = a.hf.data();
-    h.weight = P + layout_.find("lm_head").offset;
-    h.inv_temperature = inv_temperature;
-    h.E = E;
-    h.row_begin = a.row_begin.data();
-    h.target = a.target.data();
+    HeadArgs h = head_args();
     h.logprob = logprob.data();
-    h.lse = a.head_lse.data();
     h.entropy = entropy.data();
     h.logits = out->want_logits ? logits.data() : nullptr;
     B.head_fwd(h);
@@ -184,17 +197,7 @@ void PolicyModel::backward(const std::vector<float>& dlogprob) {
     a.dlogprob.upload(B, dlogprob);
     a.d_hf.ensure(B, static_cast<size_t>(R) * d);
     a.d_xf_rows.ensure(B, static_cast<size_t>(R) * d);
-    HeadArgs h;
-    h.R = R;
-    h.d = d;
-    h.V = c.vocab;
-    h.hidden = a.hf.data();
-    h.weight = P + layout_.find("lm_head").offset;
-    h.inv_temperature = a.inv_temperature;
-    h.E = a.E;
-    h.row_begin = a.row_begin.data();
-    h.target = a.target.data();
-    h.lse = a.head_lse.data();
+    const HeadArgs h = head_args();
     HeadGrads hg;
     hg.dlogprob = a.dlogprob.data();
     hg.dhidden = a.d_hf.data();
@@ -230,18 +233,7 @@ void PolicyModel::backward(const std::vector<float>& dlogprob) {
     const size_t o_qkv = layout_.layer_offset(l, "wqkv");
     B.gemm(false, false, T, HD, d, 1.0f, a.dx.data(), d, P + o_wo, HD, 0.0f, a.d_att.data(), HD);
     B.gemm(true, false, d, HD, T, 1.0f, a.dx.data(), d, a.att[l].data(), HD, 1.0f, G + o_wo, HD);
-    TreeAttentionArgs at;
-    at.T = T;
-    at.n_heads = H;
-    at.n_kv_heads = c.n_kv_heads;
-    at.head_dim = hd;
-    at.q = a.qkv[l].data();
-    at.k = at.q + HD;
-    at.v = at.k + c.n_kv_heads * hd;
-    at.ld_qkv = QKV;
-    at.subtree_end = a.subtree_end.data();
-    at.out = a.att[l].data();
-    at.lse = a.lse[l].data();
+    const TreeAttentionArgs at = attention_args(l);
     TreeAttentionGrads ag;
     ag.dout = a.d_att.data();
     ag.dq = a.d_qkv.data();

@@ -55,6 +55,10 @@ class PolicyModel {
 
  private:
   struct Activations;
+  // Arguments of one layer's tree attention and of the FP32 head over the
+  // activations of the current bin (outputs set by the caller where needed).
+  TreeAttentionArgs attention_args(int layer);
+  HeadArgs head_args();
   ModelConfig config_;
   ParamLayout layout_;
   Backend& backend_;
