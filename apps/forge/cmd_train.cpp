@@ -1,4 +1,6 @@
-// `forge train`: synchronous agent RL in one process. Each step generates a
+// `forge train`: agent RL. Under mpirun/srun with more than one rank it runs
+// asynchronously on learner, rollout and environment ranks (async_train.cpp);
+// otherwise this file's synchronous loop in one process. Each step generates a
 // batch (train.tasks tasks x train.group episodes, perturbed scaffolds, with
 // tool noise) through the rollout engine, computes composite rewards and
 // group-relative advantages, trains one CISPO (or PPO/GRPO/DAPO) step on
@@ -13,10 +15,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "agent/agent_episode.hpp"
 #include "agent/run_episodes.hpp"
 #include "agent_eval.hpp"
+#include "async_train.hpp"
+#include "mpi_roles/mpi_runtime.hpp"
 #include "algo/policy_update.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
@@ -31,6 +36,7 @@
 #include "model/tokenizer.hpp"
 #include "checkpoint_model.hpp"
 #include "forge_config.hpp"
+#include "train_progress.hpp"
 
 namespace forge {
 namespace {
@@ -44,6 +50,11 @@ int run_train(int argc, char** argv) {
   add_forge_options(opts, all);
   opts.add("resume", &resume, "continue the run in run.dir from its newest checkpoint");
   if (!cli::parse_options(opts, argc, argv)) return 0;
+  std::optional<MpiRuntime> mpi;
+  if (launched_by_mpi()) {
+    mpi.emplace(&argc, &argv);
+    if (mpi->world() > 1) return run_async_train(all, opts, resume);
+  }
   StandardConfig& cfg = all.base;
   EnvConfig& env = all.env;
   AgentConfig& agent = all.agent;
@@ -133,17 +144,8 @@ int run_train(int argc, char** argv) {
 
     const bool last = step + 1 == tc.steps;
     if ((step + 1) % cfg.run.log_every == 0 || last || step == start) {
-      char line[512];
-      std::snprintf(line, sizeof line,
-                    "step %4d  reward %+.3f (outcome %.3f process %+.3f efficiency %+.3f)  success %.2f  "
-                    "zero-var %d/%d  clip %.3f  masked %.3f  mismatch %.2e  kl %.2e  entropy %.2f  "
-                    "grad %.2f  gen %.0f tok/s  tree/linear %.2f  %.1f s",
-                    step + 1, st.reward_mean, st.component_mean.outcome, st.component_mean.process,
-                    st.component_mean.efficiency, st.success_rate, st.zero_variance_groups, st.groups,
-                    st.loss.clip_fraction(), st.loss.masked_fraction(), st.loss.logprob_mismatch,
-                    st.loss.kl, st.entropy_mean, gnorm, generated / std::max(gen_s, 1e-9),
-                    st.linear_tokens ? double(st.tree_tokens) / st.linear_tokens : 1.0, sw.seconds());
-      log_info(line);
+      log_info(format_train_progress(step + 1, st, gnorm, generated / std::max(gen_s, 1e-9),
+                                     sw.seconds()));
     }
     if (checkpoint_due(cfg.run, step + 1, tc.steps)) {
       rollouts.flush();  // a checkpoint never covers steps the rollout file lacks
@@ -157,5 +159,5 @@ int run_train(int argc, char** argv) {
 }  // namespace
 }  // namespace forge
 
-FORGE_COMMAND("train", "synchronous agent RL (CISPO on prefix-tree batches) with held-out evaluation",
+FORGE_COMMAND("train", "agent RL (CISPO on prefix-tree batches): synchronous, or asynchronous on MPI ranks",
               forge::run_train);

@@ -43,7 +43,7 @@ void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {
 }
 
 void add_train_options(OptionSet& o, TrainConfig& t) {
-  o.describe_section("train", "forge train: the synchronous RL loop");
+  o.describe_section("train", "forge train: the RL loop (synchronous, or on MPI ranks)");
   o.add("train.steps", &t.steps, "RL steps", in_range(1, 1e7));
   o.add("train.tasks", &t.tasks, "tasks per step", in_range(1, 1e5));
   o.add("train.group", &t.group, "episodes per task (advantage group)", in_range(2, 1024));
@@ -55,6 +55,25 @@ void add_train_options(OptionSet& o, TrainConfig& t) {
   o.add("train.init", &t.init, "checkpoint (or run folder) to start from, weights only");
 }
 
+void add_mpi_options(OptionSet& o, MpiConfig& m) {
+  o.describe_section("mpi", "forge train under mpirun/srun: ranks and deadlines");
+  o.add("mpi.learners", &m.learners, "learner ranks (data-parallel), ranks 0..learners-1", in_range(1, 1e5));
+  o.add("mpi.rollouts", &m.rollouts, "rollout (LLM engine) ranks, after the learners; the rest run environments",
+        in_range(1, 1e5));
+  o.add("mpi.env_groups", &m.env_groups, "task groups each environment rank runs at once", in_range(1, 1e4));
+  o.add("mpi.deadline_s", &m.deadline_s,
+        "seconds any blocking wait may last, and the watchdog's heartbeat deadline", in_range(1, 1e6));
+  o.describe_section("pool", "the data pool between environment ranks and the learner (Windowed FIFO)");
+  o.add("pool.policy", &m.pool_policy, "fifo (W = 1) | windowed (W = pool.window) | greedy (W = N)",
+        one_of({"fifo", "windowed", "greedy"}));
+  o.add("pool.inflight", &m.pool_inflight, "N: groups in flight at most (admission bound)", in_range(1, 1e6));
+  o.add("pool.window", &m.pool_window, "W: groups visible to the learner past the head (windowed)",
+        in_range(1, 1e6));
+  o.add("pool.staleness_cap", &m.staleness_cap, "drop or mask groups staler than this; < 0: no cap");
+  o.add("pool.cap_action", &m.cap_action, "what the cap does: drop | mask", one_of({"drop", "mask"}));
+  o.add("pool.slot_mib", &m.slot_mib, "payload capacity of one slot (one group), MiB", in_range(1, 1024));
+}
+
 }  // namespace
 
 void add_forge_options(OptionSet& opts, ForgeConfig& c) {
@@ -64,6 +83,7 @@ void add_forge_options(OptionSet& opts, ForgeConfig& c) {
   add_agent_options(opts, c.agent);
   add_loss_options(opts, c.update.loss, c.update.reward);
   add_train_options(opts, c.train);
+  add_mpi_options(opts, c.mpi);
 }
 
 }  // namespace forge

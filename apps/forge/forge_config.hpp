@@ -38,6 +38,20 @@ struct TrainConfig {
   std::string init;     // checkpoint to start from
 };
 
+// [mpi] and [pool]: the distributed run (forge train under mpirun or srun).
+struct MpiConfig {
+  int learners = 1;           // ranks [0, learners)
+  int rollouts = 1;           // then the rollout ranks; the rest are environment ranks
+  int env_groups = 2;         // slots (groups) each environment rank runs at once
+  double deadline_s = 120;    // every blocking wait, and the watchdog's heartbeat deadline
+  std::string pool_policy = "windowed";  // fifo | windowed | greedy
+  int pool_inflight = 16;     // N: slots (groups) in flight at most
+  int pool_window = 8;        // W of the windowed policy
+  int staleness_cap = -1;     // < 0: none
+  std::string cap_action = "drop";  // drop | mask
+  int slot_mib = 2;           // payload capacity of one slot, MiB
+};
+
 struct ForgeConfig {
   StandardConfig base;
   SftConfig sft;
@@ -45,6 +59,7 @@ struct ForgeConfig {
   AgentConfig agent;
   PolicyUpdateConfig update;  // loss and reward
   TrainConfig train;
+  MpiConfig mpi;
 };
 
 void add_forge_options(OptionSet& opts, ForgeConfig& config);

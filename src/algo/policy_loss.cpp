@@ -28,7 +28,8 @@ void PolicyLossConfig::validate() const {
 
 std::vector<std::vector<float>> policy_coefficients(const PolicyLossConfig& c,
                                                     const std::vector<SampleTokens>& samples,
-                                                    PolicyLossStats* stats) {
+                                                    PolicyLossStats* stats,
+                                                    const ShardSum& sum_across_shards) {
   c.validate();
   const double lo = 1.0 - c.effective_eps_low(), hi = 1.0 + c.effective_eps_high();
   PolicyLossStats st;
@@ -59,6 +60,10 @@ std::vector<std::vector<float>> policy_coefficients(const PolicyLossConfig& c,
     kept_samples += k > 0;
   }
   st.masked_tokens = st.tokens - st.kept_tokens;
+  // Denominators of the whole batch when it is split over learners.
+  double totals[2] = {static_cast<double>(st.kept_tokens), static_cast<double>(kept_samples)};
+  if (sum_across_shards) sum_across_shards(totals, 2);
+  const double batch_kept_tokens = totals[0], batch_kept_samples = totals[1];
 
   const bool sequence_mean = c.algorithm == "grpo";
   std::vector<std::vector<float>> w(samples.size());
@@ -79,8 +84,8 @@ std::vector<std::vector<float>> policy_coefficients(const PolicyLossConfig& c,
       const bool clipped = r < lo || r > hi;
       st.clipped_tokens += clipped;
       if (!keep[s][t]) continue;
-      const double norm = sequence_mean ? static_cast<double>(kept_here) * kept_samples
-                                        : static_cast<double>(st.kept_tokens);
+      const double norm = sequence_mean ? static_cast<double>(kept_here) * batch_kept_samples
+                                        : batch_kept_tokens;
       const double A = x.advantage;
       double coef = 0, term = 0;
       if (c.algorithm == "cispo") {
@@ -95,6 +100,16 @@ std::vector<std::vector<float>> policy_coefficients(const PolicyLossConfig& c,
       w[s][t] = static_cast<float>(coef / norm);
       st.objective += term / norm;
     }
+  }
+  if (sum_across_shards) {  // statistics of the whole batch (max_ratio stays this shard's)
+    double v[7] = {double(st.tokens), double(st.kept_tokens), double(st.masked_tokens),
+                   double(st.clipped_tokens), st.objective, ratio_sum, st.kl};
+    double m = st.logprob_mismatch;
+    sum_across_shards(v, 7);
+    sum_across_shards(&m, 1);
+    st.tokens = int64_t(v[0]), st.kept_tokens = int64_t(v[1]), st.masked_tokens = int64_t(v[2]);
+    st.clipped_tokens = int64_t(v[3]), st.objective = v[4], ratio_sum = v[5], st.kl = v[6];
+    st.logprob_mismatch = m;
   }
   if (st.tokens > 0) {
     st.mean_ratio = ratio_sum / st.tokens;

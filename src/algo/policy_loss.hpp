@@ -20,6 +20,7 @@
 // both the numerator and the denominator N.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,9 +58,17 @@ struct PolicyLossStats {
   double masked_fraction() const { return tokens ? double(masked_tokens) / tokens : 0; }
 };
 
-// Coefficients w[s][t] (the gradient of J with respect to lp[s][t]).
+// Sums values[0, n) over every learner of a data-parallel batch, in place
+// (an MPI_Allreduce); empty for one learner.
+using ShardSum = std::function<void(double* values, int n)>;
+
+// Coefficients w[s][t] (the gradient of J with respect to lp[s][t]). When the
+// batch is split over learners, sum_across_shards makes the denominators
+// (and the statistics) those of the whole batch, so that the learners'
+// gradients add up to the one-learner gradient.
 std::vector<std::vector<float>> policy_coefficients(const PolicyLossConfig& config,
                                                     const std::vector<SampleTokens>& samples,
-                                                    PolicyLossStats* stats);
+                                                    PolicyLossStats* stats,
+                                                    const ShardSum& sum_across_shards = {});
 
 }  // namespace forge

@@ -43,6 +43,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   std::vector<int32_t> context_len;
   for (size_t i = 0; i < episodes.size(); ++i) {
     if (adv.in_zero_variance_group[i]) continue;
+    if (config.shards > 1 && static_cast<int>(i % config.shards) != config.shard) continue;
     for (const LlmCall& c : episodes[i].calls) {
       if (c.generated.empty()) continue;
       Sample s;
@@ -61,7 +62,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
     }
   }
   st.samples = static_cast<int>(samples.size());
-  if (samples.empty()) return st;
+  if (samples.empty() && config.shards <= 1) return st;
   st.linear_tokens = linear_token_count(samples);
   const std::vector<PackedBin> bins = pack_forest(build_prefix_forest(samples, config.merge), config.max_tokens);
 
@@ -80,8 +81,16 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
     for (float h : fwd.entropy) entropy_sum += h;
     entropy_rows += static_cast<int64_t>(fwd.entropy.size());
   }
+  if (config.sum_across_shards) {
+    double v[4] = {entropy_sum, double(entropy_rows), double(st.linear_tokens), double(st.tree_tokens)};
+    double n = st.samples;
+    config.sum_across_shards(v, 4);
+    config.sum_across_shards(&n, 1);
+    entropy_sum = v[0], entropy_rows = int64_t(v[1]), st.linear_tokens = int64_t(v[2]);
+    st.tree_tokens = int64_t(v[3]), st.samples = int(n);
+  }
   st.entropy_mean = entropy_rows ? entropy_sum / entropy_rows : 0;
-  const auto w = policy_coefficients(config.loss, tokens, &st.loss);
+  const auto w = policy_coefficients(config.loss, tokens, &st.loss, config.sum_across_shards);
 
   // Pass 2: L = -sum_e (sum_refs w) logprob_e.
   for (const PackedBin& bin : bins) {

@@ -11,6 +11,7 @@
 //          (policy_loss.hpp; masks and denominators need the whole batch)
 //   pass 2: forward + backward with entry weights sum_refs w, so the tree
 //          gradient equals the linear one.
+// With several learners each runs both passes on its shard of the samples.
 // Gradients accumulate in the model; the caller steps the optimizer.
 #pragma once
 #include <cstdint>
@@ -29,6 +30,12 @@ struct PolicyUpdateConfig {
   int32_t max_tokens = 8192;  // tokens per packed bin
   bool merge = true;          // prefix-tree merging (false: each call alone)
   float inv_temperature = 1.0f;  // 1 / sampling temperature of the behaviour policy
+  // Data parallelism over learners: this one trains the calls of episodes i
+  // with i mod shards == shard. Rewards and advantages use every episode and
+  // the loss denominators the whole batch (sum_across_shards), so the sum of
+  // the learners' gradients is the gradient of one learner on the batch.
+  int shard = 0, shards = 1;
+  ShardSum sum_across_shards;
 };
 
 struct PolicyUpdateStats {

@@ -242,27 +242,29 @@ std::optional<TakenTrajectory> DataPool::try_take() {
   return out;
 }
 
+std::string DataPool::describe_head() {
+  require_consumer("describe_head");
+  int64_t word = 0, dummy = 0;
+  check(MPI_Fetch_and_op(&dummy, &word, MPI_INT64_T, cfg_.host_rank, static_cast<MPI_Aint>(head_ % n_),
+                         MPI_NO_OP, table_win_),
+        "MPI_Fetch_and_op (head state)");
+  check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
+  const std::string who =
+      state_slot(word) == head_ && state_kind(word) == kStarted
+          ? "producer rank " + std::to_string(state_rank(word)) + " started it and has not completed it"
+      : head_ < tail() ? "it was submitted, but its producer has not started it"
+                       : "no producer has submitted it";
+  return "no DONE slot in [" + std::to_string(head_) + ", " + std::to_string(head_ + w_) + "); head slot " +
+         std::to_string(head_) + ": " + who;
+}
+
 TakenTrajectory DataPool::take() {
   Stopwatch sw;
   for (;;) {
     if (auto t = try_take()) return std::move(*t);
-    if (sw.seconds() > cfg_.deadline_s) {
-      int64_t word = 0, dummy = 0;
-      check(MPI_Fetch_and_op(&dummy, &word, MPI_INT64_T, cfg_.host_rank,
-                             static_cast<MPI_Aint>(head_ % n_), MPI_NO_OP, table_win_),
-            "MPI_Fetch_and_op (head state)");
-      check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
-      const std::string who =
-          state_slot(word) == head_ && state_kind(word) == kStarted
-              ? "producer rank " + std::to_string(state_rank(word)) +
-                    " started it and has not completed it"
-          : head_ < tail() ? "it was submitted, but its producer has not started it"
-                           : "no producer has submitted it";
+    if (sw.seconds() > cfg_.deadline_s)
       throw Error("data pool: consumer rank " + std::to_string(rank_) + " waited " +
-                  std::to_string(cfg_.deadline_s) + " s for a DONE slot in [" +
-                  std::to_string(head_) + ", " + std::to_string(head_ + w_) +
-                  "); head slot " + std::to_string(head_) + ": " + who);
-    }
+                  std::to_string(cfg_.deadline_s) + " s: " + describe_head());
     std::this_thread::yield();
   }
 }

@@ -44,6 +44,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "mpi_roles/window_policy.hpp"
@@ -101,6 +102,9 @@ class DataPool {
   // Waits for a visible DONE slot; Error naming the head's producer.
   TakenTrajectory take();
   void publish_version(int64_t version);
+  // Why nothing is visible: the head slot and what its producer is doing
+  // (for deadline messages).
+  std::string describe_head();
   const StalenessStats& stats() const { return stats_; }
 
   // ---- any rank: atomic reads of the counters ----

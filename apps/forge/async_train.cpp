@@ -1,0 +1,383 @@
+// `forge train` on MPI ranks (mpirun -np N, or srun --mpi=pmix): asynchronous
+// agent RL with the roles of src/mpi_roles.
+//
+//   learners     rank 0 consumes the data pool (Windowed FIFO, one group per
+//                slot), broadcasts each batch of train.tasks groups to the
+//                other learners; every learner trains its shard of the batch
+//                (CISPO on prefix-tree bins, whole-batch denominators), the
+//                gradients are summed with MPI_Allreduce, each applies the same
+//                AdamW step; rank 0 publishes version step + 1 (weight
+//                channel), writes rollouts.h5, checkpoints, evaluates
+//   rollouts     pull each new version between decode steps and serve
+//                generation requests (rollout_rank.hpp)
+//   environments run episodes and deliver groups to the pool
+//                (environment_rank.hpp)
+//
+// Every rank runs a watchdog thread (watchdog.hpp); every wait has the
+// deadline mpi.deadline_s. An error on any rank aborts the job with a message
+// naming the rank. SIGTERM (Slurm's time limit, mpirun forwarding) makes the
+// learner finish at the next step boundary, write a checkpoint and stop the
+// job; the exit code is then 143.
+//
+// Shutdown: learner 0 sets the stop word; every rank leaves its loop, drains
+// the generation RPC and meets the others at a barrier (quiesce), then the
+// windows are freed collectively.
+#include "async_train.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "agent_eval.hpp"
+#include "checkpoint_model.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
+#include "env/env_mix.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "io_hdf5/checkpoint.hpp"
+#include "io_hdf5/rollout_store.hpp"
+#include "model/optimizer.hpp"
+#include "model/tokenizer.hpp"
+#include "mpi_roles/data_pool.hpp"
+#include "mpi_roles/environment_rank.hpp"
+#include "mpi_roles/generation_rpc.hpp"
+#include "mpi_roles/mpi_runtime.hpp"
+#include "mpi_roles/role_layout.hpp"
+#include "mpi_roles/rollout_rank.hpp"
+#include "mpi_roles/trajectory_codec.hpp"
+#include "mpi_roles/watchdog.hpp"
+#include "mpi_roles/weight_channel.hpp"
+#include "train_progress.hpp"
+
+namespace forge {
+namespace {
+
+volatile std::sig_atomic_t g_terminate = 0;
+extern "C" void on_terminate(int) { g_terminate = 1; }
+
+constexpr int64_t kStopFinished = 1, kStopSignal = 2;
+
+// OpenMP threads of this rank: run.threads when set; otherwise the node's
+// cores shared among its learner and rollout ranks (environment ranks: 1).
+int threads_for(const RoleLayout& layout, int rank, int configured) {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  const Role role = layout.role_of(rank);
+  int compute = role == Role::kEnvironment ? 0 : 1, on_node = 0;
+  MPI_Allreduce(&compute, &on_node, 1, MPI_INT, MPI_SUM, node);
+  MPI_Comm_free(&node);
+  if (configured > 0) return configured;
+  if (role == Role::kEnvironment) return 1;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, on_node));
+}
+
+WindowConfig window_config(const MpiConfig& m) {
+  WindowConfig w;
+  w.kind = parse_window_kind(m.pool_policy);
+  w.n_inflight = static_cast<uint64_t>(m.pool_inflight);
+  w.window = static_cast<uint64_t>(std::min(m.pool_window, m.pool_inflight));
+  w.staleness_cap = m.staleness_cap;
+  w.cap_action = parse_cap_action(m.cap_action);
+  w.validate();
+  return w;
+}
+
+struct Batch {
+  std::vector<Trajectory> episodes;
+  std::vector<int64_t> staleness;  // per group
+  int dropped = 0, masked = 0;
+};
+
+// Learner 0: train.tasks groups from the pool (over the cap: dropped or
+// masked, counted, not trained). Encoded as (uint64 size, bytes) per group.
+std::vector<uint8_t> take_batch(DataPool& pool, int groups, double deadline_s, const RoleLayout& layout,
+                                int* dropped, int* masked, std::vector<int64_t>* staleness,
+                                std::vector<std::string>* sources) {
+  std::vector<uint8_t> out;
+  int taken = 0;
+  Stopwatch waited;
+  while (taken < groups) {
+    if (g_terminate) return {};
+    std::optional<TakenTrajectory> t = pool.try_take();
+    if (!t) {
+      if (waited.seconds() > deadline_s)
+        throw Error("waited " + std::to_string(static_cast<int>(deadline_s)) +
+                    " s (mpi.deadline_s) for a group from the environment ranks: " + pool.describe_head());
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    waited.reset();
+    if (t->verdict == Verdict::kDrop) {
+      ++*dropped;
+      continue;
+    }
+    if (t->verdict == Verdict::kMask) {
+      ++*masked;
+      continue;
+    }
+    const uint64_t size = t->payload.size();
+    const auto* p = reinterpret_cast<const uint8_t*>(&size);
+    out.insert(out.end(), p, p + sizeof size);
+    out.insert(out.end(), t->payload.begin(), t->payload.end());
+    staleness->push_back(t->staleness);
+    sources->push_back("slot " + std::to_string(t->slot) + " from " + layout.name(t->producer));
+    ++taken;
+  }
+  return out;
+}
+
+std::vector<Trajectory> decode_batch(const std::vector<uint8_t>& bytes, const std::vector<std::string>& sources) {
+  std::vector<Trajectory> out;
+  size_t pos = 0;
+  int32_t group = 0;
+  while (pos < bytes.size()) {
+    uint64_t size = 0;
+    FORGE_CHECK(pos + sizeof size <= bytes.size(), "truncated batch");
+    std::memcpy(&size, bytes.data() + pos, sizeof size);
+    pos += sizeof size;
+    FORGE_CHECK(pos + size <= bytes.size(), "truncated batch");
+    const std::string what = group < static_cast<int32_t>(sources.size()) ? sources[group]
+                                                                          : "group " + std::to_string(group);
+    for (Trajectory& t : decode_trajectories(bytes.data() + pos, size, Tokenizer::kVocabSize, what)) {
+      t.group = group;  // advantage groups of this batch
+      out.push_back(std::move(t));
+    }
+    pos += size;
+    ++group;
+  }
+  return out;
+}
+
+struct Shared {
+  ForgeConfig* all;
+  const OptionSet* opts;
+  const RoleLayout* layout;
+  int rank;
+  MPI_Comm learners;
+};
+
+int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQueue& sends) {
+  ForgeConfig& all = *sh.all;
+  StandardConfig& cfg = all.base;
+  const TrainConfig& tc = all.train;
+  PolicyUpdateConfig upd = all.update;
+  upd.max_tokens = tc.max_tokens;
+  upd.merge = tc.merge;
+  upd.inv_temperature = cfg.sample.temperature > 0 ? 1.0f / cfg.sample.temperature : 1.0f;
+  int learner_rank = 0, learner_count = 1;
+  MPI_Comm_rank(sh.learners, &learner_rank);
+  MPI_Comm_size(sh.learners, &learner_count);
+  upd.shard = learner_rank;
+  upd.shards = learner_count;
+  if (learner_count > 1)
+    upd.sum_across_shards = [comm = sh.learners](double* v, int n) {
+      MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, comm);
+    };
+  const bool lead = learner_rank == 0;
+
+  auto backend = make_backend("cpu");
+  PolicyModel model(cfg.model, *backend);
+  model.init_random(cfg.run.seed);
+  cfg.optim.total_steps = tc.steps;
+  AdamW opt(cfg.optim, model);
+  if (!tc.init.empty()) {
+    load_checkpoint(resolve_checkpoint(tc.init), model, nullptr);
+    if (lead) log_info("initial weights from " + tc.init);
+  }
+  const int start = 0;
+  std::unique_ptr<RolloutStore> rollouts;
+  if (lead) {
+    std::filesystem::create_directories(cfg.run.dir);
+    std::ofstream(cfg.run.dir + "/config.ini") << sh.opts->dump_ini();
+    RolloutStoreOptions ro;
+    ro.config_ini = sh.opts->dump_ini();
+    ro.domains = EnvMix(all.env).domains();
+    ro.flush_seconds = cfg.run.flush_seconds;
+    rollouts = std::make_unique<RolloutStore>(cfg.run.dir + "/rollouts.h5", ro);
+    weights.publish(model.params(), start);
+    pool.publish_version(start);
+    const RoleLayout& l = *sh.layout;
+    log_info("train: " + std::to_string(model.layout().total) + " parameters; " +
+             std::to_string(l.count(Role::kLearner)) + " learner, " + std::to_string(l.count(Role::kRollout)) +
+             " rollout and " + std::to_string(l.count(Role::kEnvironment)) + " environment ranks; " +
+             std::to_string(tc.tasks) + " groups of " + std::to_string(tc.group) + " episodes per step; pool " +
+             all.mpi.pool_policy + " N=" + std::to_string(pool.config().window.n_inflight) +
+             " W=" + std::to_string(pool.config().window.effective_window()) + "; loss " + upd.loss.algorithm);
+  }
+
+  int stop = kStopFinished;
+  int step = start;
+  Stopwatch since_step;
+  for (; step < tc.steps; ++step) {
+    Stopwatch sw;
+    std::vector<uint8_t> bytes;
+    std::vector<int64_t> staleness;
+    std::vector<std::string> sources;
+    int dropped = 0, masked = 0;
+    if (lead) bytes = take_batch(pool, tc.tasks, all.mpi.deadline_s, *sh.layout, &dropped, &masked, &staleness, &sources);
+    const double wait_s = sw.seconds();
+    // A terminated lead sends an empty batch: every learner stops here.
+    uint64_t size = bytes.size();
+    MPI_Bcast(&size, 1, MPI_UINT64_T, 0, sh.learners);
+    if (size == 0) {
+      stop = kStopSignal;
+      break;
+    }
+    bytes.resize(size);
+    MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, sh.learners);
+    std::vector<Trajectory> trajs = decode_batch(bytes, sources);
+    int64_t generated = 0;
+    for (const auto& t : trajs)
+      for (const auto& c : t.calls) generated += static_cast<int64_t>(c.generated.size());
+
+    model.zero_grads();
+    const PolicyUpdateStats st = policy_forward_backward(model, trajs, upd);
+    if (learner_count > 1)
+      MPI_Allreduce(MPI_IN_PLACE, model.grads(), static_cast<int>(model.layout().total), MPI_FLOAT, MPI_SUM,
+                    sh.learners);
+    const double gnorm = st.samples ? opt.step() : 0.0;
+    if (!lead) continue;
+
+    weights.publish(model.params(), step + 1);
+    pool.publish_version(step + 1);
+    rollouts->append_episodes(trajs, step, step);
+    const double step_s = since_step.seconds();
+    since_step.reset();
+    rollouts->append_step(step_metrics(step, st, generated / std::max(step_s, 1e-9), sw.seconds()));
+    const bool last = step + 1 == tc.steps;
+    if ((step + 1) % cfg.run.log_every == 0 || last || step == start) {
+      int64_t smax = 0;
+      double smean = 0;
+      for (int64_t s : staleness) smax = std::max(smax, s), smean += double(s) / staleness.size();
+      char pool_line[160];
+      std::snprintf(pool_line, sizeof pool_line,
+                    "  staleness mean %.2f max %lld  waited %.1f s  dropped %d masked %d", smean,
+                    static_cast<long long>(smax), wait_s, dropped, masked);
+      log_info(format_train_progress(step + 1, st, gnorm, generated / std::max(step_s, 1e-9), step_s) +
+               pool_line);
+    }
+    if (checkpoint_due(cfg.run, step + 1, tc.steps)) {
+      rollouts->flush();
+      save_run_checkpoint(cfg.run, *sh.opts, model, opt, step + 1, "tasks", Rng(0));
+    }
+    if (tc.eval_every > 0 && (step + 1) % tc.eval_every == 0 && !last) {
+      const StyleEvals ev = evaluate_styles(model, all.env, all.agent, tc.eval_tasks, cfg.run.seed);
+      std::fputs(format_style_evals(ev, "eval at step " + std::to_string(step + 1)).c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+
+  if (lead) {
+    if (stop == kStopSignal) {
+      log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
+      rollouts->flush();
+      if (step > 0)
+        log_info("checkpoint " +
+                 save_run_checkpoint(cfg.run, *sh.opts, model, opt, step, "tasks", Rng(0)) +
+                 "; continue with --resume");
+    }
+    weights.request_stop(stop);
+  }
+  quiesce(MPI_COMM_WORLD, sends, all.mpi.deadline_s);
+  if (lead && stop == kStopFinished) {
+    rollouts->close();
+    const StyleEvals ev = evaluate_styles(model, all.env, all.agent, tc.eval_tasks, cfg.run.seed);
+    std::fputs(format_style_evals(ev, "eval at step " + std::to_string(step)).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return stop == kStopSignal ? 143 : 0;
+}
+
+int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
+  ForgeConfig& all = *sh.all;
+  auto backend = make_backend("cpu");
+  PolicyModel model(all.base.model, *backend);
+  AgentConfig agent = all.agent;
+  const int envs = sh.layout->count(Role::kEnvironment), rollouts = sh.layout->count(Role::kRollout);
+  const int episodes = std::max(1, envs * all.mpi.env_groups * all.train.group / rollouts);
+  RolloutEngine engine(model, engine_for_agent(agent, episodes));
+  const RolloutRankStats st = run_rollout_rank(MPI_COMM_WORLD, *sh.layout, model, engine, weights, sends,
+                                               all.mpi.deadline_s);
+  log_debug("rollout: " + std::to_string(st.requests) + " requests, " + std::to_string(st.weight_pulls) +
+            " weight versions");
+  quiesce(MPI_COMM_WORLD, sends, all.mpi.deadline_s);
+  return weights.stop_code() == kStopSignal ? 143 : 0;
+}
+
+int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
+  ForgeConfig& all = *sh.all;
+  EnvironmentRankConfig ec;
+  ec.env = all.env;
+  ec.agent = all.agent;
+  ec.agent.sampling = all.base.sample;
+  ec.agent.sampling.max_new_tokens = all.agent.max_new_tokens;
+  ec.run_seed = all.base.run.seed;
+  ec.group = all.train.group;
+  ec.groups_in_flight = all.mpi.env_groups;
+  GenerationClient client(MPI_COMM_WORLD, all.mpi.deadline_s);
+  const EnvironmentRankStats st = run_environment_rank(MPI_COMM_WORLD, *sh.layout, pool, control, client, ec);
+  log_debug("environment: " + std::to_string(st.groups) + " groups, " + std::to_string(st.requests) +
+            " requests");
+  quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s);
+  return control.stop_code() == kStopSignal ? 143 : 0;
+}
+
+}  // namespace
+
+int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const RoleLayout layout(world, {all.mpi.learners, all.mpi.rollouts});
+  if (resume)
+    throw InputError("--resume of a run on MPI ranks is not supported yet; resume it in one process "
+                     "(forge train --resume) or start a new run with --train.init=" + all.base.run.dir);
+  all.update.loss.validate();
+  all.update.reward.validate();
+  all.base.model.vocab = Tokenizer::kVocabSize;
+  DataPoolConfig pc;
+  pc.window = window_config(all.mpi);
+  pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
+  pc.deadline_s = all.mpi.deadline_s;
+  const Role role = layout.role_of(rank);
+  set_log_prefix(layout.name(rank));
+  std::signal(SIGTERM, on_terminate);
+  set_cpu_threads(threads_for(layout, rank, all.base.run.threads));
+
+  // Collective set-up, in the same order on every rank.
+  MPI_Comm learners;
+  MPI_Comm_split(MPI_COMM_WORLD, role == Role::kLearner ? 0 : MPI_UNDEFINED, rank, &learners);
+  const size_t n_weights = ParamLayout(all.base.model).total;
+  Watchdog watchdog(MPI_COMM_WORLD, layout, all.mpi.deadline_s);
+  DataPool pool(MPI_COMM_WORLD, pc);
+  WeightChannel weights(MPI_COMM_WORLD, 0, n_weights);
+  const Shared sh{&all, &opts, &layout, rank, learners};
+  int code = 0;
+  try {
+    SendQueue sends;
+    switch (role) {
+      case Role::kLearner: code = run_learner(sh, pool, weights, sends); break;
+      case Role::kRollout: code = run_rollout(sh, weights, sends); break;
+      case Role::kEnvironment: code = run_environment(sh, pool, weights); break;
+    }
+  } catch (const InputError& e) {
+    abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
+  } catch (const std::exception& e) {
+    abort_job(layout.name(rank), std::string("error: ") + e.what(), 1);
+  }
+  if (learners != MPI_COMM_NULL) MPI_Comm_free(&learners);
+  return code;
+}
+
+}  // namespace forge

@@ -1,0 +1,116 @@
+#include "mpi_roles/environment_rank.hpp"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "agent/agent_episode.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "mpi_roles/trajectory_codec.hpp"
+
+namespace forge {
+namespace {
+
+struct SlotGroup {
+  uint64_t slot = 0;
+  bool started = false;
+  std::vector<AgentEpisode> episodes;
+};
+
+}  // namespace
+
+uint64_t slot_task_seed(uint64_t run_seed, uint64_t slot) {
+  uint64_t x = run_seed ^ 0x7A5C5EEDull;
+  splitmix64(x);
+  x ^= slot * 0x9E3779B97F4A7C15ull;
+  return splitmix64(x);
+}
+
+EnvironmentRankStats run_environment_rank(MPI_Comm world, const RoleLayout& layout, DataPool& pool,
+                                          WeightChannel& control, GenerationClient& client,
+                                          const EnvironmentRankConfig& cfg) {
+  (void)world;
+  const EnvMix mix(cfg.env);
+  const PerturbationSampler sampler(cfg.env.perturb, cfg.env.heldout_list());
+  const int first_rollout = layout.first(Role::kRollout);
+  const int rollouts = layout.count(Role::kRollout);
+  const auto describe = [&](int rank) { return layout.name(rank); };
+  EnvironmentRankStats stats;
+  std::vector<std::unique_ptr<SlotGroup>> active;
+  // Episode id -> (group, episode index) for results in flight.
+  std::map<uint64_t, std::pair<SlotGroup*, size_t>> waiting;
+
+  while (control.stop_code() == 0) {
+    bool progressed = false;
+    while (static_cast<int>(active.size()) < cfg.groups_in_flight) {
+      auto g = std::make_unique<SlotGroup>();
+      g->slot = pool.submit();
+      active.push_back(std::move(g));
+    }
+    for (auto& g : active) {
+      if (g->started || !pool.try_start(g->slot)) continue;
+      g->started = true;
+      progressed = true;
+      const uint64_t task_seed = slot_task_seed(cfg.run_seed, g->slot);
+      for (int e = 0; e < cfg.group; ++e)
+        g->episodes.push_back(make_episode(mix, sampler, cfg.agent, task_seed,
+                                           g->slot * cfg.group + e, StyleMode::kTrain,
+                                           static_cast<int32_t>(g->slot)));
+    }
+    // Requests of every episode that has none in flight.
+    for (auto& g : active) {
+      if (!g->started) continue;
+      for (size_t i = 0; i < g->episodes.size(); ++i) {
+        auto request = g->episodes[i].next_request();
+        if (!request) continue;
+        const uint64_t id = g->slot * cfg.group + i;
+        request->id = id;
+        client.send(first_rollout + static_cast<int>(id % rollouts), *request);
+        waiting[id] = {g.get(), i};
+        ++stats.requests;
+        progressed = true;
+      }
+    }
+    for (const GenerationResult& r : client.poll(describe)) {
+      const auto it = waiting.find(r.id);
+      FORGE_CHECK(it != waiting.end(), "a generation result for an episode not waiting");
+      it->second.first->episodes[it->second.second].on_generation(r);
+      waiting.erase(it);
+      progressed = true;
+    }
+    // Deliver finished groups.
+    for (auto it = active.begin(); it != active.end();) {
+      SlotGroup& g = **it;
+      bool done = g.started;
+      for (const auto& e : g.episodes) done = done && e.done();
+      if (!done) {
+        ++it;
+        continue;
+      }
+      std::vector<Trajectory> trajs;
+      int64_t oldest = -1;
+      for (auto& e : g.episodes) {
+        trajs.push_back(e.take_trajectory());
+        const int32_t v = trajs.back().oldest_version();
+        if (v >= 0 && (oldest < 0 || v < oldest)) oldest = v;
+      }
+      const std::vector<uint8_t> payload = encode_trajectories(trajs);
+      if (payload.size() > pool.config().slot_bytes)
+        throw InputError("a group of " + std::to_string(trajs.size()) + " episodes takes " +
+                         std::to_string(payload.size()) + " bytes, more than pool.slot_bytes = " +
+                         std::to_string(pool.config().slot_bytes) + "; raise pool.slot_bytes");
+      pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
+      ++stats.groups;
+      stats.episodes += static_cast<int64_t>(trajs.size());
+      it = active.erase(it);
+      progressed = true;
+    }
+    if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return stats;
+}
+
+}  // namespace forge

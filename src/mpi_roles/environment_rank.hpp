@@ -1,0 +1,49 @@
+// An environment rank: runs many agent episodes at once, asks rollout ranks
+// for their generations (generation_rpc.hpp) and delivers finished groups to
+// the data pool (data_pool.hpp), until the learner's stop word.
+//
+// Per data-pool slot s (a ticket, in submission order):
+//   task seed  = hash(run.seed, s): slot numbers name tasks, so a resumed run
+//                regenerates exactly the tasks that were in flight
+//   episodes   s * G + g for g < G (train.group), one advantage group,
+//              perturbed scaffold styles as in the synchronous loop
+//   rollout    episode e talks to rollout rank (e mod R): its cached prefix
+//              stays on one engine
+// A rank holds at most mpi.env_groups tickets; a ticket waits for admission
+// (s < H + N) before its episodes start. When every episode of the group is
+// done, the group is encoded (trajectory_codec.hpp) and completes slot s with
+// the oldest policy version among its tokens.
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "agent/agent_config.hpp"
+#include "env/env_config.hpp"
+#include "mpi_roles/data_pool.hpp"
+#include "mpi_roles/generation_rpc.hpp"
+#include "mpi_roles/role_layout.hpp"
+#include "mpi_roles/weight_channel.hpp"
+
+namespace forge {
+
+struct EnvironmentRankConfig {
+  EnvConfig env;
+  AgentConfig agent;  // sampling included
+  uint64_t run_seed = 0;
+  int group = 4;          // episodes per slot (the advantage group)
+  int groups_in_flight = 2;  // tickets held at once
+};
+
+struct EnvironmentRankStats {
+  int64_t groups = 0, episodes = 0, requests = 0;
+};
+
+// The task seed of slot s.
+uint64_t slot_task_seed(uint64_t run_seed, uint64_t slot);
+
+EnvironmentRankStats run_environment_rank(MPI_Comm world, const RoleLayout& layout, DataPool& pool,
+                                          WeightChannel& control, GenerationClient& client,
+                                          const EnvironmentRankConfig& config);
+
+}  // namespace forge

@@ -1,0 +1,85 @@
+#include "mpi_roles/rollout_rank.hpp"
+
+#include <chrono>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/timer.hpp"
+
+namespace forge {
+
+RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, PolicyModel& model,
+                                  RolloutEngine& engine, WeightChannel& weights, SendQueue& sends,
+                                  double deadline_s) {
+  RolloutRankStats stats;
+  std::vector<float> host(weights.size());
+  int64_t version = -1;
+  Stopwatch first;
+  while (version < 0) {
+    version = weights.try_pull(-1, host.data());
+    if (version >= 0) break;
+    if (weights.stop_code() != 0) return stats;
+    if (first.seconds() > deadline_s)
+      throw Error("no weights published by learner rank 0 within " + std::to_string(deadline_s) + " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  model.set_params(host);
+  engine.set_policy_version(static_cast<int>(version));
+  ++stats.weight_pulls;
+
+  struct Origin {
+    int source;
+    uint64_t id;
+  };
+  std::map<uint64_t, Origin> origin;  // engine id -> client
+  uint64_t next_id = 0;
+  std::vector<uint8_t> bytes;
+  int source = -1;
+  while (weights.stop_code() == 0) {
+    bool progressed = false;
+    while (try_receive(world, kRequestTag, &source, &bytes)) {
+      GenerationRequest r = decode_request(bytes, "generation request from " + layout.name(source));
+      const uint64_t client_id = r.id;
+      r.id = next_id++;
+      ++stats.requests;
+      try {
+        engine.submit(r);
+        origin[r.id] = {source, client_id};
+      } catch (const InputError& e) {
+        GenerationResult err;
+        err.id = client_id;
+        err.finish = FinishReason::kError;
+        err.error = e.what();
+        sends.send(world, source, kResultTag, encode_result(err));
+      }
+      progressed = true;
+    }
+    const int64_t v = weights.try_pull(version, host.data());
+    if (v > version) {
+      model.set_params(host);
+      version = v;
+      engine.set_policy_version(static_cast<int>(v));
+      engine.clear_prefix_cache();
+      ++stats.weight_pulls;
+    }
+    if (!engine.idle()) {
+      for (GenerationResult& r : engine.step()) {
+        const auto it = origin.find(r.id);
+        FORGE_CHECK(it != origin.end(), "engine returned an unknown request id");
+        r.id = it->second.id;
+        stats.generated += static_cast<int64_t>(r.tokens.size());
+        sends.send(world, it->second.source, kResultTag, encode_result(r));
+        origin.erase(it);
+      }
+      ++stats.engine_steps;
+      progressed = true;
+    }
+    sends.progress();
+    if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return stats;
+}
+
+}  // namespace forge

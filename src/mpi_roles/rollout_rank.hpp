@@ -1,0 +1,36 @@
+// A rollout rank: the LLM engine as a server. One loop, until the learner's
+// stop word:
+//   1. receive every generation request that arrived (any environment rank)
+//      and submit it to the engine under an engine-local id; a request the
+//      engine refuses gets an error result at once;
+//   2. between decode steps, pull the newest published weights
+//      (weight_channel.hpp): the engine's policy version becomes the
+//      learner's version, and cached session prefixes (k/v of the old
+//      weights) are dropped; running sequences continue with the new
+//      weights, each token stamped with the version that produced it;
+//   3. one engine step (continuous batching over all clients); every
+//      finished result goes back to its environment rank.
+// The rank serves nothing before the learner's first publication (version 0),
+// and waits for it at most deadline_s.
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "model/policy_model.hpp"
+#include "model/rollout_engine.hpp"
+#include "mpi_roles/generation_rpc.hpp"
+#include "mpi_roles/role_layout.hpp"
+#include "mpi_roles/weight_channel.hpp"
+
+namespace forge {
+
+struct RolloutRankStats {
+  int64_t requests = 0, weight_pulls = 0, engine_steps = 0, generated = 0;
+};
+
+RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, PolicyModel& model,
+                                  RolloutEngine& engine, WeightChannel& weights, SendQueue& sends,
+                                  double deadline_s);
+
+}  // namespace forge

@@ -1,0 +1,67 @@
+#include "mpi_roles/watchdog.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "core/error.hpp"
+#include "mpi_roles/mpi_runtime.hpp"
+
+namespace forge {
+
+Watchdog::Watchdog(MPI_Comm comm, const RoleLayout& layout, double deadline_s, double period_s)
+    : comm_(comm), layout_(layout), deadline_s_(deadline_s), period_s_(period_s) {
+  MPI_Comm_rank(comm, &rank_);
+  int64_t* base = nullptr;
+  if (MPI_Win_allocate(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, comm, &base, &win_) != MPI_SUCCESS)
+    throw Error("watchdog: MPI_Win_allocate failed");
+  *base = 0;
+  MPI_Barrier(comm);  // every counter is zero before anyone reads it
+  MPI_Win_lock_all(0, win_);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Watchdog::~Watchdog() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  MPI_Win_unlock_all(win_);
+  MPI_Win_free(&win_);
+}
+
+void Watchdog::loop() {
+  using clock = std::chrono::steady_clock;
+  std::vector<int> peers;
+  const int world = layout_.world();
+  if (world > 1) peers.push_back((rank_ + 1) % world);
+  if (rank_ != 0 && (rank_ + 1) % world != 0) peers.push_back(0);
+  std::vector<int64_t> last(peers.size(), -1);
+  std::vector<clock::time_point> moved(peers.size(), clock::now());
+  const int64_t one = 1;
+  while (!stop_) {
+    int64_t old = 0, seen = 0;
+    MPI_Fetch_and_op(&one, &old, MPI_INT64_T, rank_, 0, MPI_SUM, win_);
+    MPI_Win_flush(rank_, win_);
+    const auto now = clock::now();
+    for (size_t i = 0; i < peers.size(); ++i) {
+      MPI_Fetch_and_op(nullptr, &seen, MPI_INT64_T, peers[i], 0, MPI_NO_OP, win_);
+      MPI_Win_flush(peers[i], win_);
+      if (seen != last[i]) {
+        last[i] = seen;
+        moved[i] = clock::now();
+        continue;
+      }
+      const double quiet = std::chrono::duration<double>(now - moved[i]).count();
+      if (quiet > deadline_s_) {
+        char msg[256];
+        std::snprintf(msg, sizeof msg,
+                      "watchdog: no heartbeat from %s for %.1f s (dead or stopped; mpi.deadline_s = %g); "
+                      "aborting the job",
+                      layout_.name(peers[i]).c_str(), quiet, deadline_s_);
+        abort_job(layout_.name(rank_), msg, 3);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(period_s_));
+  }
+}
+
+}  // namespace forge

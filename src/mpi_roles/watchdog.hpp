@@ -1,0 +1,51 @@
+// The watchdog: a thread per rank that proves this rank alive and checks its
+// peers, so that a dead or stalled rank ends the job within a deadline with a
+// message that names it by role and rank, instead of a silent hang.
+//
+// Protocol. Each rank hosts one int64 heartbeat counter in a window
+// (MPI_Win_allocate, passive target, MPI_Win_lock_all). Every period the
+// thread increments its own counter (MPI_Fetch_and_op SUM on itself) and reads
+// the counters of the ranks it watches (Fetch_and_op NO_OP, flush): its ring
+// successor (rank + 1 mod world) and rank 0, the learner that hosts the data
+// pool. A watched counter that has not moved for deadline seconds of this
+// rank's clock means the peer is dead or stopped (SIGKILL, SIGSTOP, a hung
+// node); the watchdog prints
+//   forge: <me>: watchdog: no heartbeat from <role> rank <r> for <t> s ...
+// and calls MPI_Abort, which ends every rank. Every rank is watched by its
+// predecessor, so any single failure is caught.
+//
+// The heartbeat shows the process is scheduled, not that it makes progress;
+// waits for progress (a generation, an admission, a trajectory) have their own
+// deadlines in the roles. Needs MPI_THREAD_MULTIPLE.
+#pragma once
+#include <mpi.h>
+
+#include <atomic>
+#include <thread>
+
+#include "mpi_roles/role_layout.hpp"
+
+namespace forge {
+
+class Watchdog {
+ public:
+  // Collective over comm (window allocation); starts the thread.
+  Watchdog(MPI_Comm comm, const RoleLayout& layout, double deadline_s, double period_s = 0.25);
+  // Stops the thread, then frees the window (collective).
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  void loop();
+
+  MPI_Comm comm_;
+  RoleLayout layout_;
+  double deadline_s_, period_s_;
+  int rank_ = 0;
+  MPI_Win win_ = MPI_WIN_NULL;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace forge

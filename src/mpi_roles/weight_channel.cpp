@@ -1,0 +1,90 @@
+#include "mpi_roles/weight_channel.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace forge {
+namespace {
+
+constexpr int kVersion = 0, kStop = 1, kSeq0 = 2;
+constexpr MPI_Aint kHeaderBytes = 4 * sizeof(int64_t);
+
+}  // namespace
+
+WeightChannel::WeightChannel(MPI_Comm comm, int host_rank, size_t n_floats) : host_(host_rank), n_(n_floats) {
+  MPI_Comm_rank(comm, &rank_);
+  const MPI_Aint bytes = rank_ == host_ ? kHeaderBytes + MPI_Aint(2 * n_ * sizeof(float)) : 0;
+  uint8_t* base = nullptr;
+  if (MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, comm, &base, &win_) != MPI_SUCCESS)
+    throw Error("weight channel: MPI_Win_allocate of " + std::to_string(bytes) + " bytes failed");
+  if (rank_ == host_) {
+    const int64_t header[4] = {-1, 0, -1, -1};
+    std::memcpy(base, header, sizeof header);
+  }
+  MPI_Barrier(comm);
+  MPI_Win_lock_all(0, win_);
+}
+
+WeightChannel::~WeightChannel() {
+  MPI_Win_unlock_all(win_);
+  MPI_Win_free(&win_);
+}
+
+int64_t WeightChannel::read_word(int index) {
+  int64_t v = 0;
+  MPI_Fetch_and_op(nullptr, &v, MPI_INT64_T, host_, index * sizeof(int64_t), MPI_NO_OP, win_);
+  MPI_Win_flush(host_, win_);
+  return v;
+}
+
+void WeightChannel::write_word(int index, int64_t value) {
+  MPI_Accumulate(&value, 1, MPI_INT64_T, host_, index * sizeof(int64_t), 1, MPI_INT64_T, MPI_REPLACE, win_);
+  MPI_Win_flush(host_, win_);
+}
+
+void WeightChannel::publish(const float* weights, int64_t version) {
+  FORGE_CHECK(rank_ == host_, "only the host rank publishes weights");
+  FORGE_CHECK(version >= 0, "weight versions are >= 0");
+  const int b = static_cast<int>(version % 2);
+  write_word(kSeq0 + b, -1);
+  // Put in pieces: MPI counts are int.
+  const size_t chunk = size_t{1} << 28;
+  for (size_t off = 0; off < n_; off += chunk) {
+    const int count = static_cast<int>(std::min(chunk, n_ - off));
+    MPI_Put(weights + off, count, MPI_FLOAT, host_, kHeaderBytes + MPI_Aint((b * n_ + off) * sizeof(float)),
+            count, MPI_FLOAT, win_);
+  }
+  MPI_Win_flush(host_, win_);
+  write_word(kSeq0 + b, version);
+  write_word(kVersion, version);
+}
+
+void WeightChannel::request_stop(int64_t code) {
+  FORGE_CHECK(rank_ == host_, "only the host rank stops the job");
+  write_word(kStop, code);
+}
+
+int64_t WeightChannel::latest_version() { return read_word(kVersion); }
+int64_t WeightChannel::stop_code() { return read_word(kStop); }
+
+int64_t WeightChannel::try_pull(int64_t have, float* out) {
+  const int64_t v = read_word(kVersion);
+  if (v < 0 || v <= have) return -1;
+  const int b = static_cast<int>(v % 2);
+  if (read_word(kSeq0 + b) != v) return -1;
+  staging_.resize(n_);
+  const size_t chunk = size_t{1} << 28;
+  for (size_t off = 0; off < n_; off += chunk) {
+    const int count = static_cast<int>(std::min(chunk, n_ - off));
+    MPI_Get(staging_.data() + off, count, MPI_FLOAT, host_,
+            kHeaderBytes + MPI_Aint((b * n_ + off) * sizeof(float)), count, MPI_FLOAT, win_);
+  }
+  MPI_Win_flush(host_, win_);
+  if (read_word(kSeq0 + b) != v) return -1;
+  std::memcpy(out, staging_.data(), n_ * sizeof(float));
+  return v;
+}
+
+}  // namespace forge

@@ -1,0 +1,57 @@
+// Weight publication from the learner to the rollout ranks, and the job's
+// stop word, over MPI one-sided communication.
+//
+// Window on the host (learner rank 0; size 0 elsewhere), passive target:
+//   header  int64[4]: latest version V, stop code, seq[0], seq[1]
+//   buffers float[2][n]: version v lives in buffer v mod 2
+// Publish v (host):   seq[b] := -1, flush; Put weights into buffer b, flush;
+//                     seq[b] := v, flush; V := v, flush       (b = v mod 2)
+// Pull (any rank):    v := V; if v is new: s1 := seq[b]; Get buffer b, flush;
+//                     s2 := seq[b]; the copy is whole iff s1 == s2 == v.
+// A seqlock over two buffers: the learner never waits for readers, a reader
+// never waits for the learner; a reader that raced with the rewrite of its
+// buffer (two versions later) sees seq change and tries again at its next
+// poll, keeping the weights it has. Every header word moves with atomic
+// MPI_Fetch_and_op / MPI_Accumulate (REPLACE, NO_OP).
+//
+// Stop code: 0 while the job runs; the learner sets it (1 = finished,
+// 2 = stopped by a signal) and every other rank leaves its loop.
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace forge {
+
+class WeightChannel {
+ public:
+  // Collective over comm.
+  WeightChannel(MPI_Comm comm, int host_rank, size_t n_floats);
+  ~WeightChannel();  // collective (MPI_Win_free)
+  WeightChannel(const WeightChannel&) = delete;
+  WeightChannel& operator=(const WeightChannel&) = delete;
+
+  // Host only.
+  void publish(const float* weights, int64_t version);
+  void request_stop(int64_t code);
+
+  // Any rank.
+  int64_t latest_version();
+  int64_t stop_code();
+  // When a version newer than `have` is published and read whole, copies it
+  // into out[0, n) and returns it; otherwise returns -1 and leaves out alone.
+  int64_t try_pull(int64_t have, float* out);
+  size_t size() const { return n_; }
+
+ private:
+  int64_t read_word(int index);
+  void write_word(int index, int64_t value);
+
+  int host_, rank_ = 0;
+  size_t n_;
+  MPI_Win win_ = MPI_WIN_NULL;
+  std::vector<float> staging_;
+};
+
+}  // namespace forge

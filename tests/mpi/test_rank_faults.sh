@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# No silent hangs (label mpi): a running `forge train` at 4 ranks
+# (learner 0, rollout 1, environment 2 and 3) meets three faults:
+#   kill  SIGKILL of environment rank 3: every rank has exited within 60 s
+#         and the output names rank 3;
+#   stop  SIGSTOP of rollout rank 1 (alive but stalled) with a 5 s deadline:
+#         the job ends within 60 s with a message naming "rollout rank 1"
+#         (the watchdog's, or an environment rank's unanswered request);
+#   term  SIGTERM of every rank, as Slurm sends at the time limit: the learner
+#         writes a checkpoint at the step boundary, says so, and the job ends.
+# Usage: test_rank_faults.sh kill|stop|term
+source "$(dirname "$0")/roles_common.sh"
+mode=${1:?usage: test_rank_faults.sh kill|stop|term}
+
+dir="$WORK/run"
+log="$WORK/run.log"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FORGE_BIN" train "${TINY[@]}" --run.dir="$dir" \
+  --train.steps=1000000 --train.tasks=2 --train.group=2 --mpi.deadline_s=5 >"$log" 2>&1 &
+job=$!
+
+# Wait (at most 120 s) until training runs.
+for _ in $(seq 1200); do
+  grep -q "step    1 " "$log" 2>/dev/null && break
+  kill -0 "$job" 2>/dev/null || { cat "$log"; fail "the job ended before its first step"; }
+  sleep 0.1
+done
+grep -q "step    1 " "$log" || { cat "$log"; fail "no training step within 120 s"; }
+mapfile -t pids < <(rank_pids "$dir")
+[ "${#pids[@]}" -eq 4 ] || { cat "$log"; fail "expected 4 rank processes, found ${#pids[@]}"; }
+
+# Rank pids in rank order: Open MPI starts ranks in order, so pids ascend.
+start=$(date +%s)
+case "$mode" in
+  kill) kill -KILL "${pids[3]}"; expect="rank 3" ;;
+  stop) kill -STOP "${pids[1]}"; expect="rollout rank 1 .*for [0-9.]* s" ;;
+  term) kill -TERM "${pids[@]}"; expect="SIGTERM: stopping after" ;;
+  *) fail "unknown mode $mode" ;;
+esac
+deadline=$((start + 60))
+while kill -0 "$job" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
+if kill -0 "$job" 2>/dev/null; then
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+  cat "$log"
+  fail "$mode: the job still runs 60 s after the fault"
+fi
+wait "$job" && rc=0 || rc=$?
+left=$(rank_pids "$dir" | wc -l)
+[ "$left" -eq 0 ] || { kill -KILL $(rank_pids "$dir") 2>/dev/null || true; fail "$mode: $left rank(s) left running"; }
+grep -q -e "$expect" "$log" || { cat "$log"; fail "$mode: the output does not say '$expect'"; }
+[ "$rc" -ne 0 ] || { cat "$log"; fail "$mode: the job exited 0"; }
+if [ "$mode" = term ]; then
+  ls "$dir"/checkpoints/ckpt_step_*.h5 >/dev/null 2>&1 || { cat "$log"; fail "term: no checkpoint written"; }
+  grep -q "continue with --resume" "$log" || { cat "$log"; fail "term: no resume hint"; }
+fi
+echo "PASS ($mode: ended $(( $(date +%s) - start )) s after the fault, exit code $rc)"

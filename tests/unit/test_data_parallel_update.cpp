@@ -1,0 +1,173 @@
+// Data-parallel learners: the batch's samples split over K learners, each
+// running policy_forward_backward on its shard with whole-batch denominators
+// (sum_across_shards), give gradients whose sum equals one learner's gradient
+// on the whole batch, for every loss and masking mode. The learners run as
+// threads here, with a barrier-based sum in place of MPI_Allreduce.
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include "agent/run_episodes.hpp"
+#include "algo/policy_update.hpp"
+#include "core/rng.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "model/tokenizer.hpp"
+
+namespace forge {
+namespace {
+
+ModelConfig tiny_config() {
+  ModelConfig c;
+  c.vocab = Tokenizer::kVocabSize;
+  c.d_model = 32;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.ffn_dim = 48;
+  return c;
+}
+
+// Scaffold-produced episodes (8 groups of 2) with outcomes and behaviour
+// logprobs perturbed so that advantages, clipping and masks all occur.
+std::vector<Trajectory> episodes(PolicyModel& model) {
+  EnvConfig env;
+  const EnvMix mix(env);
+  const PerturbationSampler sampler(true, env.heldout_list());
+  AgentConfig a;
+  a.max_turns = 3;
+  a.max_new_tokens = 20;
+  a.max_context_tokens = 320;
+  a.max_episode_tokens = 60;
+  a.sampling.seed = 3;
+  std::vector<AgentEpisode> eps;
+  for (uint64_t i = 0; i < 16; ++i)
+    eps.push_back(make_episode(mix, sampler, a, 500 + i / 2, i, StyleMode::kTrain, static_cast<int32_t>(i / 2)));
+  EngineConfig e;
+  e.max_batch = 16;
+  e.max_seq_len = 384;
+  e.kv_cache_tokens = 16 * 384;
+  RolloutEngine engine(model, e);
+  run_episodes(engine, eps);
+  std::vector<Trajectory> out;
+  Rng rng(11);
+  for (auto& ep : eps) {
+    out.push_back(ep.take_trajectory());
+    out.back().reward.outcome = static_cast<float>(rng.uniform());
+    for (auto& c : out.back().calls)
+      for (float& lp : c.logprobs) lp += static_cast<float>(0.6 * (rng.uniform() - 0.5));
+  }
+  return out;
+}
+
+// Sums over `parties` threads, in call order (every party makes the same calls).
+class ThreadSum {
+ public:
+  explicit ThreadSum(int parties) : parties_(parties), barrier_(parties) {}
+  void operator()(double* v, int n) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (acc_.size() < static_cast<size_t>(n)) acc_.resize(n, 0.0);
+      for (int i = 0; i < n; ++i) acc_[i] += v[i];
+    }
+    barrier_.arrive_and_wait();
+    for (int i = 0; i < n; ++i) v[i] = acc_[i];
+    barrier_.arrive_and_wait();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (++read_ == parties_) acc_.assign(acc_.size(), 0.0), read_ = 0;
+    }
+    barrier_.arrive_and_wait();
+  }
+
+ private:
+  int parties_;
+  std::barrier<> barrier_;
+  std::mutex mutex_;
+  std::vector<double> acc_;
+  int read_ = 0;
+};
+
+struct Case {
+  const char* algorithm;
+  const char* is_mask;
+};
+
+class DataParallelUpdate : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DataParallelUpdate, ShardGradientsSumToTheWholeBatchGradient) {
+  set_cpu_threads(1);
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny_config(), *backend);
+  model.init_random(21);
+  const std::vector<Trajectory> trajs = episodes(model);
+
+  PolicyUpdateConfig cfg;
+  cfg.loss.algorithm = GetParam().algorithm;
+  cfg.loss.is_mask = GetParam().is_mask;
+  cfg.loss.is_low = 0.85f;
+  cfg.loss.is_high = 1.15f;
+  cfg.max_tokens = 512;  // several bins
+  model.zero_grads();
+  const PolicyUpdateStats whole = policy_forward_backward(model, trajs, cfg);
+  const std::vector<float> g1 = model.get_grads();
+  ASSERT_GT(whole.samples, 8);
+  ASSERT_GT(whole.loss.kept_tokens, 0);
+
+  for (int shards : {2, 3}) {
+    std::vector<std::unique_ptr<PolicyModel>> models;
+    for (int k = 0; k < shards; ++k) {
+      models.push_back(std::make_unique<PolicyModel>(tiny_config(), *backend));
+      models.back()->set_params(model.get_params());
+      models.back()->zero_grads();
+    }
+    ThreadSum sum(shards);
+    std::vector<PolicyUpdateStats> stats(shards);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < shards; ++k)
+      threads.emplace_back([&, k] {
+        PolicyUpdateConfig c = cfg;
+        c.shard = k;
+        c.shards = shards;
+        c.sum_across_shards = [&sum](double* v, int n) { sum(v, n); };
+        stats[k] = policy_forward_backward(*models[k], trajs, c);
+      });
+    for (auto& t : threads) t.join();
+    std::vector<double> g(g1.size(), 0.0);
+    for (auto& m : models) {
+      const std::vector<float> gk = m->get_grads();
+      for (size_t i = 0; i < g.size(); ++i) g[i] += gk[i];
+    }
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      err = std::max(err, std::abs(g[i] - g1[i]));
+      ref = std::max(ref, std::abs(double(g1[i])));
+    }
+    ASSERT_GT(ref, 0);
+    EXPECT_LE(err / ref, 1e-5) << shards << " shards";
+    for (const auto& s : stats) {  // every learner reports the whole batch
+      EXPECT_EQ(s.samples, whole.samples);
+      EXPECT_EQ(s.loss.tokens, whole.loss.tokens);
+      EXPECT_EQ(s.loss.kept_tokens, whole.loss.kept_tokens);
+      EXPECT_NEAR(s.loss.objective, whole.loss.objective, 1e-5 * (1 + std::abs(whole.loss.objective)));
+    }
+    // Each shard holds only part of the gradient.
+    const std::vector<float> g0 = models[0]->get_grads();
+    double part = 0;
+    for (size_t i = 0; i < g.size(); ++i) part = std::max(part, std::abs(double(g0[i]) - g1[i]));
+    EXPECT_GT(part / ref, 1e-2);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Losses, DataParallelUpdate,
+                         ::testing::Values(Case{"cispo", "none"}, Case{"cispo", "token"},
+                                           Case{"ppo", "none"}, Case{"grpo", "sequence"},
+                                           Case{"dapo", "token"}),
+                         [](const auto& info) {
+                           return std::string(info.param.algorithm) + "_" + info.param.is_mask;
+                         });
+
+}  // namespace
+}  // namespace forge
