@@ -19,6 +19,11 @@
 // learner finish at the next step boundary, write a checkpoint and stop the
 // job; the exit code is then 143.
 //
+// Checkpoints (run.checkpoint_every, the end, SIGTERM) hold the data pool's
+// state (io_hdf5/checkpoint.hpp); `--resume` restarts the slot sequence from
+// it: trained groups are never trained again, finished ones are restored,
+// in-flight ones are generated again, so no group is lost or trained twice.
+//
 // Shutdown: learner 0 sets the stop word; every rank leaves its loop, drains
 // the generation RPC and meets the others at a barrier (quiesce), then the
 // windows are freed collectively.
@@ -30,6 +35,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <deque>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -99,16 +105,35 @@ struct Batch {
   int dropped = 0, masked = 0;
 };
 
-// Learner 0: train.tasks groups from the pool (over the cap: dropped or
-// masked, counted, not trained). Encoded as (uint64 size, bytes) per group.
-std::vector<uint8_t> take_batch(DataPool& pool, int groups, double deadline_s, const RoleLayout& layout,
-                                int* dropped, int* masked, std::vector<int64_t>* staleness,
-                                std::vector<std::string>* sources) {
-  std::vector<uint8_t> out;
-  int taken = 0;
+// A finished group the learner holds outside the pool: restored from a
+// checkpoint, or taken from the pool by a batch that SIGTERM interrupted.
+struct HeldGroup {
+  uint64_t slot = 0;
+  int64_t version = 0;
+  int producer = -1;
+  std::vector<uint8_t> payload;
+};
+
+// Learner 0: train.tasks groups, held ones first, then from the pool (over
+// the staleness cap: dropped or masked, counted, not trained). Encoded as
+// (uint64 size, bytes) per group. Empty after SIGTERM, with the groups taken
+// so far returned to `held`.
+std::vector<uint8_t> take_batch(DataPool& pool, std::deque<HeldGroup>& held, int groups, int64_t version,
+                                double deadline_s, const RoleLayout& layout, int* dropped, int* masked,
+                                std::vector<int64_t>* staleness, std::vector<std::string>* sources) {
+  std::vector<HeldGroup> taken;
   Stopwatch waited;
-  while (taken < groups) {
-    if (g_terminate) return {};
+  while (static_cast<int>(taken.size()) < groups) {
+    if (g_terminate) {
+      held.insert(held.begin(), std::make_move_iterator(taken.begin()), std::make_move_iterator(taken.end()));
+      return {};
+    }
+    if (!held.empty()) {
+      taken.push_back(std::move(held.front()));
+      held.pop_front();
+      staleness->push_back(version - taken.back().version);
+      continue;
+    }
     std::optional<TakenTrajectory> t = pool.try_take();
     if (!t) {
       if (waited.seconds() > deadline_s)
@@ -126,15 +151,42 @@ std::vector<uint8_t> take_batch(DataPool& pool, int groups, double deadline_s, c
       ++*masked;
       continue;
     }
-    const uint64_t size = t->payload.size();
+    staleness->push_back(t->staleness);
+    taken.push_back({t->slot, t->version, t->producer, std::move(t->payload)});
+  }
+  std::vector<uint8_t> out;
+  for (const HeldGroup& g : taken) {
+    const uint64_t size = g.payload.size();
     const auto* p = reinterpret_cast<const uint8_t*>(&size);
     out.insert(out.end(), p, p + sizeof size);
-    out.insert(out.end(), t->payload.begin(), t->payload.end());
-    staleness->push_back(t->staleness);
-    sources->push_back("slot " + std::to_string(t->slot) + " from " + layout.name(t->producer));
-    ++taken;
+    out.insert(out.end(), g.payload.begin(), g.payload.end());
+    sources->push_back("slot " + std::to_string(g.slot) +
+                       (g.producer >= 0 ? " from " + layout.name(g.producer) : " (from the checkpoint)"));
   }
   return out;
+}
+
+// The pool's state plus the groups the learner holds (they are SKIP or
+// consumed in the pool, and must be kept, not forgotten, by a resume).
+DataPoolState pool_checkpoint(DataPool& pool, const std::deque<HeldGroup>& held) {
+  DataPoolState st = pool.snapshot();
+  for (const HeldGroup& g : held) {
+    std::erase(st.consumed, static_cast<int64_t>(g.slot));
+    st.kept_slot.push_back(static_cast<int64_t>(g.slot));
+    st.kept_version.push_back(g.version);
+    st.kept_bytes.insert(st.kept_bytes.end(), g.payload.begin(), g.payload.end());
+    st.kept_offset.push_back(static_cast<int64_t>(st.kept_bytes.size()));
+  }
+  return st;
+}
+
+std::deque<HeldGroup> held_from(const DataPoolState& st) {
+  std::deque<HeldGroup> held;
+  for (size_t i = 0; i < st.kept_slot.size(); ++i)
+    held.push_back({static_cast<uint64_t>(st.kept_slot[i]), st.kept_version[i], -1,
+                    std::vector<uint8_t>(st.kept_bytes.begin() + st.kept_offset[i],
+                                         st.kept_bytes.begin() + st.kept_offset[i + 1])});
+  return held;
 }
 
 std::vector<Trajectory> decode_batch(const std::vector<uint8_t>& bytes, const std::vector<std::string>& sources) {
@@ -165,6 +217,8 @@ struct Shared {
   const RoleLayout* layout;
   int rank;
   MPI_Comm learners;
+  const std::string* resume_from;     // checkpoint path, or null
+  const DataPoolState* resumed_pool;  // its data pool (learner 0)
 };
 
 int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQueue& sends) {
@@ -191,11 +245,20 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
   model.init_random(cfg.run.seed);
   cfg.optim.total_steps = tc.steps;
   AdamW opt(cfg.optim, model);
-  if (!tc.init.empty()) {
+  int start = 0;
+  std::deque<HeldGroup> held;
+  if (sh.resume_from) {
+    start = static_cast<int>(load_checkpoint(*sh.resume_from, model, &opt).step);
+    if (lead) {
+      held = held_from(*sh.resumed_pool);
+      log_info("resumed from " + *sh.resume_from + " at step " + std::to_string(start) + "; pool head " +
+               std::to_string(sh.resumed_pool->head) + ", " + std::to_string(held.size()) +
+               " finished groups restored, in-flight groups generated again");
+    }
+  } else if (!tc.init.empty()) {
     load_checkpoint(resolve_checkpoint(tc.init), model, nullptr);
     if (lead) log_info("initial weights from " + tc.init);
   }
-  const int start = 0;
   std::unique_ptr<RolloutStore> rollouts;
   if (lead) {
     std::filesystem::create_directories(cfg.run.dir);
@@ -204,6 +267,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     ro.config_ini = sh.opts->dump_ini();
     ro.domains = EnvMix(all.env).domains();
     ro.flush_seconds = cfg.run.flush_seconds;
+    ro.resume_step = sh.resume_from ? start : -1;  // rows past the checkpoint are cut
     rollouts = std::make_unique<RolloutStore>(cfg.run.dir + "/rollouts.h5", ro);
     weights.publish(model.params(), start);
     pool.publish_version(start);
@@ -225,7 +289,9 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     std::vector<int64_t> staleness;
     std::vector<std::string> sources;
     int dropped = 0, masked = 0;
-    if (lead) bytes = take_batch(pool, tc.tasks, all.mpi.deadline_s, *sh.layout, &dropped, &masked, &staleness, &sources);
+    if (lead)
+      bytes = take_batch(pool, held, tc.tasks, step, all.mpi.deadline_s, *sh.layout, &dropped, &masked,
+                         &staleness, &sources);
     const double wait_s = sw.seconds();
     // A terminated lead sends an empty batch: every learner stops here.
     uint64_t size = bytes.size();
@@ -269,7 +335,8 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     }
     if (checkpoint_due(cfg.run, step + 1, tc.steps)) {
       rollouts->flush();
-      save_run_checkpoint(cfg.run, *sh.opts, model, opt, step + 1, "tasks", Rng(0));
+      const DataPoolState ps = pool_checkpoint(pool, held);
+      save_run_checkpoint(cfg.run, *sh.opts, model, opt, step + 1, "tasks", Rng(0), &ps);
     }
     if (tc.eval_every > 0 && (step + 1) % tc.eval_every == 0 && !last) {
       const StyleEvals ev = evaluate_styles(model, all.env, all.agent, tc.eval_tasks, cfg.run.seed);
@@ -282,10 +349,9 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     if (stop == kStopSignal) {
       log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
       rollouts->flush();
-      if (step > 0)
-        log_info("checkpoint " +
-                 save_run_checkpoint(cfg.run, *sh.opts, model, opt, step, "tasks", Rng(0)) +
-                 "; continue with --resume");
+      const DataPoolState ps = pool_checkpoint(pool, held);
+      log_info("checkpoint " + save_run_checkpoint(cfg.run, *sh.opts, model, opt, step, "tasks", Rng(0), &ps) +
+               "; continue with --resume");
     }
     weights.request_stop(stop);
   }
@@ -340,9 +406,6 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const RoleLayout layout(world, {all.mpi.learners, all.mpi.rollouts});
-  if (resume)
-    throw InputError("--resume of a run on MPI ranks is not supported yet; resume it in one process "
-                     "(forge train --resume) or start a new run with --train.init=" + all.base.run.dir);
   all.update.loss.validate();
   all.update.reward.validate();
   all.base.model.vocab = Tokenizer::kVocabSize;
@@ -355,14 +418,40 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   std::signal(SIGTERM, on_terminate);
   set_cpu_threads(threads_for(layout, rank, all.base.run.threads));
 
+  // Resume: every learner loads the newest checkpoint; learner 0 also
+  // restarts the data pool from it. An unusable checkpoint ends the job
+  // (exit 2) before any window exists.
+  std::string resume_from;
+  std::optional<DataPoolState> resumed_pool;
+  if (resume && role == Role::kLearner) {
+    try {
+      const std::string dir = all.base.run.dir + "/checkpoints";
+      resume_from = latest_checkpoint(dir);
+      if (resume_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
+      if (rank == 0) {
+        const auto backend = make_backend("cpu");
+        PolicyModel scratch(all.base.model, *backend);  // also checks the model shape
+        CheckpointState cs = load_checkpoint(resume_from, scratch, nullptr);
+        if (!cs.data_pool)
+          throw InputError("--resume: checkpoint '" + resume_from +
+                           "' holds no data-pool state (written by a run in one process); resume it "
+                           "without mpirun, or start from it with --train.init");
+        resumed_pool = std::move(cs.data_pool);
+      }
+    } catch (const InputError& e) {
+      abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
+    }
+  }
+
   // Collective set-up, in the same order on every rank.
   MPI_Comm learners;
   MPI_Comm_split(MPI_COMM_WORLD, role == Role::kLearner ? 0 : MPI_UNDEFINED, rank, &learners);
   const size_t n_weights = ParamLayout(all.base.model).total;
   Watchdog watchdog(MPI_COMM_WORLD, layout, all.mpi.deadline_s);
-  DataPool pool(MPI_COMM_WORLD, pc);
+  DataPool pool(MPI_COMM_WORLD, pc, resumed_pool ? &*resumed_pool : nullptr);
   WeightChannel weights(MPI_COMM_WORLD, 0, n_weights);
-  const Shared sh{&all, &opts, &layout, rank, learners};
+  const Shared sh{&all, &opts, &layout, rank, learners, resume && role == Role::kLearner ? &resume_from : nullptr,
+                  resumed_pool ? &*resumed_pool : nullptr};
   int code = 0;
   try {
     SendQueue sends;

@@ -18,12 +18,14 @@ bool checkpoint_due(const RunConfig& run, int steps_done, int total_steps) {
 
 std::string save_run_checkpoint(const RunConfig& run, const OptionSet& opts,
                                 const PolicyModel& model, AdamW& opt, int steps_done,
-                                const std::string& rng_name, const Rng& rng) {
+                                const std::string& rng_name, const Rng& rng,
+                                const DataPoolState* data_pool) {
   CheckpointState cs;
   cs.step = steps_done;
   cs.policy_version = steps_done;
   cs.config_ini = opts.dump_ini();
   cs.rngs[rng_name] = rng.state();
+  if (data_pool) cs.data_pool = *data_pool;
   return save_checkpoint(run.dir + "/checkpoints", model, &opt, cs, run.keep_checkpoints);
 }
 

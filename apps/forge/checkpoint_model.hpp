@@ -7,6 +7,7 @@
 
 #include "core/config.hpp"
 #include "core/rng.hpp"
+#include "io_hdf5/checkpoint.hpp"
 #include "model/model_config.hpp"
 #include "model/optimizer.hpp"
 #include "standard_options.hpp"
@@ -22,7 +23,8 @@ bool checkpoint_due(const RunConfig& run, int steps_done, int total_steps);
 // run.keep_checkpoints retention; returns its path.
 std::string save_run_checkpoint(const RunConfig& run, const OptionSet& opts,
                                 const PolicyModel& model, AdamW& opt, int steps_done,
-                                const std::string& rng_name, const Rng& rng);
+                                const std::string& rng_name, const Rng& rng,
+                                const DataPoolState* data_pool = nullptr);
 
 // A checkpoint file as given, or the newest checkpoint of a run folder
 // (RUN_DIR/checkpoints, or the folder itself). InputError when none exists.

@@ -83,6 +83,10 @@ int run_train(int argc, char** argv) {
     const std::string path = latest_checkpoint(ckpt_dir);
     if (path.empty()) throw InputError("--resume: no checkpoint in '" + ckpt_dir + "'");
     const CheckpointState st = load_checkpoint(path, model, &opt);
+    if (st.data_pool)
+      throw InputError("--resume: checkpoint '" + path +
+                       "' was written by a run on MPI ranks (it holds data-pool state); resume it under "
+                       "mpirun with the same ranks");
     start = static_cast<int>(st.step);
     const auto tasks = st.rngs.find("tasks");
     if (tasks == st.rngs.end())

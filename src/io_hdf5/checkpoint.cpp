@@ -85,6 +85,45 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 
 }  // namespace
 
+namespace {
+
+void write_data_pool(h5::File& f, const DataPoolState& p) {
+  f.create_group("/data_pool");
+  const int64_t head[1] = {p.head};
+  f.write_i64("/data_pool/head", {1}, head);
+  f.write_i64("/data_pool/consumed", {static_cast<int64_t>(p.consumed.size())}, p.consumed.data());
+  f.write_i64("/data_pool/kept_slot", {static_cast<int64_t>(p.kept_slot.size())}, p.kept_slot.data());
+  f.write_i64("/data_pool/kept_version", {static_cast<int64_t>(p.kept_version.size())}, p.kept_version.data());
+  f.write_i64("/data_pool/kept_offset", {static_cast<int64_t>(p.kept_offset.size())}, p.kept_offset.data());
+  f.write_u8("/data_pool/kept_bytes", {static_cast<int64_t>(p.kept_bytes.size())}, p.kept_bytes.data());
+}
+
+DataPoolState read_data_pool(const h5::File& f, const std::string& path) {
+  DataPoolState p;
+  const auto head = f.read_i64("/data_pool/head");
+  p.consumed = f.read_i64("/data_pool/consumed");
+  p.kept_slot = f.read_i64("/data_pool/kept_slot");
+  p.kept_version = f.read_i64("/data_pool/kept_version");
+  p.kept_offset = f.read_i64("/data_pool/kept_offset");
+  p.kept_bytes = f.read_u8("/data_pool/kept_bytes");
+  const auto bad = [&](const std::string& what) {
+    return InputError("checkpoint '" + path + "': /data_pool is inconsistent: " + what);
+  };
+  if (head.size() != 1 || head[0] < 0) throw bad("head");
+  p.head = head[0];
+  if (p.kept_version.size() != p.kept_slot.size() || p.kept_offset.size() != p.kept_slot.size() + 1)
+    throw bad("kept_slot, kept_version and kept_offset lengths");
+  for (size_t i = 0; i + 1 < p.kept_offset.size(); ++i)
+    if (p.kept_offset[i] < 0 || p.kept_offset[i] > p.kept_offset[i + 1]) throw bad("kept_offset not ascending");
+  if (p.kept_offset.front() != 0 || p.kept_offset.back() != static_cast<int64_t>(p.kept_bytes.size()))
+    throw bad("kept_offset does not cover kept_bytes");
+  for (int64_t s : p.consumed) if (s < p.head) throw bad("a consumed slot below head");
+  for (int64_t s : p.kept_slot) if (s < p.head) throw bad("a kept slot below head");
+  return p;
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& dir, const PolicyModel& model, AdamW* optimizer,
                             const CheckpointState& state, int keep_last) {
   fs::create_directories(dir);
@@ -108,6 +147,7 @@ std::string save_checkpoint(const std::string& dir, const PolicyModel& model, Ad
     }
     f.create_group("/rng");
     for (const auto& [rng_name, s] : state.rngs) f.write_u64("/rng/" + rng_name, {4}, s.data());
+    if (state.data_pool) write_data_pool(f, *state.data_pool);
     f.flush();
   }
   fsync_path(tmp_path);
@@ -170,6 +210,7 @@ CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, Ada
       st.rngs[buf] = {s[0], s[1], s[2], s[3]};
     }
   }
+  if (f.exists("/data_pool")) st.data_pool = read_data_pool(f, path);
   return st;
 }
 

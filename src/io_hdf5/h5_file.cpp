@@ -173,6 +173,13 @@ void File::write_i64(const std::string& name, const std::vector<int64_t>& shape,
                      const int64_t* data) {
   write_dataset(*this, name, shape, H5T_NATIVE_INT64, data);
 }
+void File::write_u8(const std::string& name, const std::vector<int64_t>& shape,
+                    const uint8_t* data) {
+  write_dataset(*this, name, shape, H5T_NATIVE_UINT8, data);
+}
+std::vector<uint8_t> File::read_u8(const std::string& name) const {
+  return read_dataset<uint8_t>(*this, name, H5T_NATIVE_UINT8, H5T_INTEGER);
+}
 std::vector<float> File::read_f32(const std::string& name) const {
   return read_dataset<float>(*this, name, H5T_NATIVE_FLOAT, H5T_FLOAT);
 }

@@ -64,10 +64,12 @@ class File {
   void write_f32(const std::string& name, const std::vector<int64_t>& shape, const float* data);
   void write_u64(const std::string& name, const std::vector<int64_t>& shape, const uint64_t* data);
   void write_i64(const std::string& name, const std::vector<int64_t>& shape, const int64_t* data);
+  void write_u8(const std::string& name, const std::vector<int64_t>& shape, const uint8_t* data);
   std::vector<int64_t> shape(const std::string& name) const;  // InputError if absent
   std::vector<float> read_f32(const std::string& name) const;
   std::vector<uint64_t> read_u64(const std::string& name) const;
   std::vector<int64_t> read_i64(const std::string& name) const;
+  std::vector<uint8_t> read_u8(const std::string& name) const;
 
   // Attributes on the root group.
   void set_attr(const std::string& key, const std::string& value);

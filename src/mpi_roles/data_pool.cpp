@@ -15,7 +15,8 @@ namespace forge {
 namespace {
 
 enum Counter { kHead = 0, kTail = 1, kVersion = 2, kNumCounters = 3 };
-enum SlotState { kFree = 0, kStarted = 1, kDone = 2 };
+enum SlotState { kFree = 0, kStarted = 1, kDone = 2, kSkip = 3 };
+constexpr int64_t kTombstoneVersion = -1;
 constexpr int kRankBits = 20;
 constexpr int kMetaWords = 3;  // version, offset, length
 
@@ -45,7 +46,7 @@ MPI_Win allocate(MPI_Comm comm, bool host, MPI_Aint bytes, int disp_unit, void* 
 
 }  // namespace
 
-DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg)
+DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState* resume)
     : cfg_(cfg), n_(cfg.window.n_inflight), w_(cfg.window.effective_window()) {
   cfg_.window.validate();
   int size = 0;
@@ -71,7 +72,19 @@ DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg)
   if (host) {
     std::memset(counters, 0, kNumCounters * 8);
     std::memset(table, 0, n_ * (1 + kMetaWords) * 8);
+    if (resume) {
+      const auto h = static_cast<uint64_t>(resume->head);
+      counters[kHead] = counters[kTail] = resume->head;
+      for (const auto* list : {&resume->consumed, &resume->kept_slot})
+        for (int64_t s : *list) {
+          if (s < resume->head || static_cast<uint64_t>(s) >= h + n_)
+            throw InputError("data pool: resumed slot " + std::to_string(s) + " lies outside [head " +
+                             std::to_string(h) + ", head + N) (was pool.inflight changed?)");
+          table[static_cast<uint64_t>(s) % n_] = encode_state(static_cast<uint64_t>(s), rank_, kSkip);
+        }
+    }
   }
+  if (resume && rank_ == cfg.consumer_rank) head_ = static_cast<uint64_t>(resume->head);
   for (MPI_Win win : {counters_win_, table_win_, payload_win_}) {
     check(MPI_Win_lock_all(0, win), "MPI_Win_lock_all");
     check(MPI_Win_sync(win), "MPI_Win_sync");
@@ -129,10 +142,27 @@ uint64_t DataPool::submit() {
   return static_cast<uint64_t>(slot);
 }
 
-bool DataPool::try_start(uint64_t slot) {
-  if (!may_start(slot, head(), n_)) return false;
+Admission DataPool::try_admit(uint64_t slot) {
+  if (!may_start(slot, head(), n_)) return Admission::kWait;
+  // Admitted: entry slot mod N is this ticket's until it is DONE.
+  int64_t word = 0, dummy = 0;
+  check(MPI_Fetch_and_op(&dummy, &word, MPI_INT64_T, cfg_.host_rank, static_cast<MPI_Aint>(slot % n_),
+                         MPI_NO_OP, table_win_),
+        "MPI_Fetch_and_op (slot state)");
+  check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
+  if (state_slot(word) == slot && state_kind(word) == kSkip) {
+    complete(slot, nullptr, 0, kTombstoneVersion);
+    return Admission::kSkip;
+  }
   set_state(slot, kStarted);
-  return true;
+  return Admission::kStart;
+}
+
+bool DataPool::try_start(uint64_t slot) {
+  const Admission a = try_admit(slot);
+  if (a == Admission::kSkip)
+    throw Error("data pool: slot " + std::to_string(slot) + " of a resumed pool needs try_admit");
+  return a == Admission::kStart;
 }
 
 void DataPool::start(uint64_t slot) {
@@ -155,6 +185,8 @@ uint64_t DataPool::claim() {
 }
 
 void DataPool::complete(uint64_t slot, const void* data, size_t bytes, int64_t version) {
+  static const uint8_t nothing = 0;
+  if (!data) data = &nothing;
   if (bytes > cfg_.slot_bytes)
     throw Error("data pool: payload of " + std::to_string(bytes) + " bytes for slot " +
                 std::to_string(slot) + " exceeds the slot capacity of " +
@@ -188,6 +220,13 @@ void DataPool::publish_version(int64_t version) {
 
 std::optional<TakenTrajectory> DataPool::try_take() {
   require_consumer("take");
+  for (;;) {
+    std::optional<TakenTrajectory> t = take_visible();
+    if (!t || t->version != kTombstoneVersion) return t;
+  }
+}
+
+std::optional<TakenTrajectory> DataPool::take_visible() {
   const uint64_t end = std::min(head_ + w_, tail());
   if (end <= head_) return std::nullopt;
   // The state words of [H, end), in at most two runs of the ring.
@@ -231,15 +270,61 @@ std::optional<TakenTrajectory> DataPool::try_take() {
         "MPI_Get (payload)");
   check(MPI_Win_flush(cfg_.host_rank, payload_win_), "MPI_Win_flush");
 
-  out.staleness = version_ - out.version;
-  out.verdict = cfg_.window.verdict(out.staleness);
-  stats_.add(out.staleness, out.verdict);
+  if (out.version != kTombstoneVersion) {
+    out.staleness = version_ - out.version;
+    out.verdict = cfg_.window.verdict(out.staleness);
+    stats_.add(out.staleness, out.verdict);
+  }
 
   consumed_[slot % n_] = 1;
   const uint64_t old_head = head_;
   while (consumed_[head_ % n_]) consumed_[head_++ % n_] = 0;
   if (head_ != old_head) write_counter(kHead, static_cast<int64_t>(head_));
   return out;
+}
+
+DataPoolState DataPool::snapshot() {
+  require_consumer("snapshot");
+  DataPoolState st;
+  st.head = static_cast<int64_t>(head_);
+  st.kept_offset.push_back(0);
+  const uint64_t end = std::min(head_ + n_, tail());
+  for (uint64_t s = head_; s < end; ++s) {
+    if (consumed_[s % n_]) {
+      st.consumed.push_back(static_cast<int64_t>(s));
+      continue;
+    }
+    int64_t word = 0, dummy = 0;
+    check(MPI_Fetch_and_op(&dummy, &word, MPI_INT64_T, cfg_.host_rank, static_cast<MPI_Aint>(s % n_),
+                           MPI_NO_OP, table_win_),
+          "MPI_Fetch_and_op (slot state)");
+    check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
+    if (state_slot(word) != s) continue;  // not started yet
+    if (state_kind(word) == kSkip) {
+      st.consumed.push_back(static_cast<int64_t>(s));
+      continue;
+    }
+    if (state_kind(word) != kDone) continue;  // in flight: generated again after a resume
+    int64_t meta[kMetaWords];
+    check(MPI_Get(meta, kMetaWords, MPI_INT64_T, cfg_.host_rank,
+                  static_cast<MPI_Aint>(n_ + kMetaWords * (s % n_)), kMetaWords, MPI_INT64_T, table_win_),
+          "MPI_Get (slot meta)");
+    check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
+    if (meta[0] == kTombstoneVersion) {
+      st.consumed.push_back(static_cast<int64_t>(s));
+      continue;
+    }
+    const size_t at = st.kept_bytes.size();
+    st.kept_bytes.resize(at + static_cast<size_t>(meta[2]));
+    check(MPI_Get(st.kept_bytes.data() + at, static_cast<int>(meta[2]), MPI_BYTE, cfg_.host_rank,
+                  static_cast<MPI_Aint>(meta[1]), static_cast<int>(meta[2]), MPI_BYTE, payload_win_),
+          "MPI_Get (payload)");
+    check(MPI_Win_flush(cfg_.host_rank, payload_win_), "MPI_Win_flush");
+    st.kept_slot.push_back(static_cast<int64_t>(s));
+    st.kept_version.push_back(meta[0]);
+    st.kept_offset.push_back(static_cast<int64_t>(st.kept_bytes.size()));
+  }
+  return st;
 }
 
 std::string DataPool::describe_head() {

@@ -35,6 +35,16 @@
 // #11349). A ticket holder must start and complete its slot: an abandoned
 // ticket holds the head, and the consumer's deadline reports it.
 //
+// Resume. A pool may start from the DataPoolState of a checkpoint
+// (io_hdf5/checkpoint.hpp): H = T = its head; the host marks every slot the
+// checkpoint lists as consumed or kept SKIP (state 3). A producer admitted to
+// a SKIP slot does not generate it: it completes it as a tombstone (length 0,
+// version -1), which the consumer passes over without returning it, so the
+// head never passes a slot before its ticket holder is done with it. The
+// kept payloads are handed back to the caller to train first. snapshot() on
+// the consumer writes that state: consumed flags, tombstones and SKIP slots
+// of [H, T) as consumed, DONE slots with their payloads as kept.
+//
 // Invariants: no slot starts unless s < H + N; every consumed slot lies in
 // [H, H + W) at its take; each submitted slot is consumed exactly once.
 // Every blocking wait has a deadline and throws forge::Error naming the rank
@@ -47,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "io_hdf5/checkpoint.hpp"
 #include "mpi_roles/window_policy.hpp"
 
 namespace forge {
@@ -58,6 +69,9 @@ struct DataPoolConfig {
   int consumer_rank = 0;          // the one rank that takes
   double deadline_s = 60.0;       // every blocking wait
 };
+
+// What a producer may do with its ticket.
+enum class Admission { kWait, kStart, kSkip };
 
 struct TakenTrajectory {
   uint64_t slot = 0;
@@ -71,8 +85,9 @@ struct TakenTrajectory {
 
 class DataPool {
  public:
-  // Collective over comm (window allocation).
-  DataPool(MPI_Comm comm, const DataPoolConfig& cfg);
+  // Collective over comm (window allocation). `resume` (read on the host
+  // and the consumer only) restarts the slot sequence of a checkpoint.
+  DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState* resume = nullptr);
   // Collective (MPI_Win_free): every rank destroys its pool together; not
   // when unwinding from an exception (the job is then to call MPI_Abort).
   ~DataPool();
@@ -82,8 +97,12 @@ class DataPool {
   // ---- producers (any rank) ----
   // A ticket: the next slot in submission order (no wait).
   uint64_t submit();
-  // True once slot s is admitted (s < H + N); marks it STARTED. Call until
-  // true; the producer may generate the trajectory only afterwards.
+  // kStart once slot s is admitted (s < H + N), marked STARTED: generate it
+  // and complete() it. kSkip: a resumed pool already holds it; nothing to do
+  // (it is completed as a tombstone here). kWait: not admitted yet.
+  Admission try_admit(uint64_t slot);
+  // try_admit for pools that are not resumed: true once started (Error on a
+  // SKIP slot).
   bool try_start(uint64_t slot);
   // Waits for admission; Error naming the consumer after the deadline.
   void start(uint64_t slot);
@@ -106,6 +125,8 @@ class DataPool {
   // (for deadline messages).
   std::string describe_head();
   const StalenessStats& stats() const { return stats_; }
+  // The state to checkpoint (reads the payloads of finished slots).
+  DataPoolState snapshot();
 
   // ---- any rank: atomic reads of the counters ----
   uint64_t head();
@@ -118,6 +139,7 @@ class DataPool {
   void write_counter(int index, int64_t value);
   void set_state(uint64_t slot, int state);
   void require_consumer(const char* what) const;
+  std::optional<TakenTrajectory> take_visible();  // may return a tombstone
 
   DataPoolConfig cfg_;
   uint64_t n_, w_;

@@ -50,8 +50,23 @@ EnvironmentRankStats run_environment_rank(MPI_Comm world, const RoleLayout& layo
       g->slot = pool.submit();
       active.push_back(std::move(g));
     }
-    for (auto& g : active) {
-      if (g->started || !pool.try_start(g->slot)) continue;
+    for (auto it = active.begin(); it != active.end();) {
+      auto& g = *it;
+      if (g->started) {
+        ++it;
+        continue;
+      }
+      const Admission a = pool.try_admit(g->slot);
+      if (a == Admission::kWait) {
+        ++it;
+        continue;
+      }
+      if (a == Admission::kSkip) {  // a resumed run already has this group
+        it = active.erase(it);
+        progressed = true;
+        continue;
+      }
+      ++it;
       g->started = true;
       progressed = true;
       const uint64_t task_seed = slot_task_seed(cfg.run_seed, g->slot);

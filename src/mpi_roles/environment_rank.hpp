@@ -10,7 +10,8 @@
 //   rollout    episode e talks to rollout rank (e mod R): its cached prefix
 //              stays on one engine
 // A rank holds at most mpi.env_groups tickets; a ticket waits for admission
-// (s < H + N) before its episodes start. When every episode of the group is
+// (s < H + N) before its episodes start; a slot that a resumed pool already
+// holds (trained, or finished and kept in the checkpoint) is skipped. When every episode of the group is
 // done, the group is encoded (trajectory_codec.hpp) and completes slot s with
 // the oldest policy version among its tokens.
 #pragma once

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Lossless resume of forge train on MPI ranks (label mpi). A run of 8 steps
+# (2 groups of 2 episodes each) is interrupted twice:
+#   kill  SIGKILL of every rank after the checkpoint of step 4 (checkpoints
+#         every 2 steps): whatever the data pool held is lost with the job;
+#   term  SIGTERM of every rank (Slurm's time limit): the learner checkpoints
+#         at the step boundary, with the groups it had already taken;
+# each time `forge train --resume` finishes the run. rollouts.h5 must then
+# hold exactly 8 x 2 groups of 2 episodes, each slot complete and none twice:
+# no group lost or trained twice across the restarts.
+source "$(dirname "$0")/roles_common.sh"
+
+ARGS=(--train.steps=8 --train.tasks=2 --train.group=2 --run.checkpoint_every=2 --pool.inflight=6
+      --pool.window=3 --mpi.deadline_s=60)
+
+interrupt_then_resume() {
+  local mode=$1 dir="$WORK/$1" log="$WORK/$1.log"
+  timeout 300 "${MPIRUN[@]}" -np 4 "$FORGE_BIN" train "${TINY[@]}" "${ARGS[@]}" --run.dir="$dir" \
+    --train.steps=1000000 >"$log" 2>&1 &
+  local job=$!
+  local want="step    5 "
+  [ "$mode" = term ] && want="step    3 "
+  for _ in $(seq 1200); do
+    grep -q "$want" "$log" 2>/dev/null && break
+    kill -0 "$job" 2>/dev/null || { cat "$log"; fail "$mode: the job ended early"; }
+    sleep 0.1
+  done
+  grep -q "$want" "$log" || { cat "$log"; fail "$mode: no '$want' within 120 s"; }
+  mapfile -t pids < <(rank_pids "$dir")
+  if [ "$mode" = kill ]; then kill -KILL "${pids[@]}"; else kill -TERM "${pids[@]}"; fi
+  wait "$job" || true
+  [ -z "$(rank_pids "$dir")" ] || fail "$mode: ranks left running"
+  ls "$dir"/checkpoints/ckpt_step_*.h5 >/dev/null 2>&1 || { cat "$log"; fail "$mode: no checkpoint"; }
+  # Resume with the run's real length.
+  if ! timeout 300 "${MPIRUN[@]}" -np 4 "$FORGE_BIN" train "${TINY[@]}" "${ARGS[@]}" --run.dir="$dir" \
+      --resume >"$log.resume" 2>&1; then
+    cat "$log" "$log.resume"
+    fail "$mode: the resumed run failed"
+  fi
+  grep -q "resumed from" "$log.resume" || { cat "$log.resume"; fail "$mode: no resume message"; }
+  /usr/bin/python3 - "$dir/rollouts.h5" <<'PY' || { cat "$log" "$log.resume"; fail "$mode: rollouts.h5 check"; }
+import sys, collections
+import h5py
+f = h5py.File(sys.argv[1], "r")
+ids = f["episodes/episode_id"][:].tolist()
+steps = f["episodes/consumed_step"][:].tolist()
+if len(ids) != 8 * 2 * 2:
+    sys.exit(f"{len(ids)} episodes, expected 32")
+if len(set(ids)) != len(ids):
+    sys.exit("an episode was trained twice: " + str([i for i, c in collections.Counter(ids).items() if c > 1]))
+slots = collections.Counter(i // 2 for i in ids)
+if any(c != 2 for c in slots.values()):
+    sys.exit("an incomplete group")
+per_step = collections.Counter(steps)
+if sorted(per_step) != list(range(8)) or any(c != 4 for c in per_step.values()):
+    sys.exit(f"episodes per step: {dict(per_step)}")
+print(f"ok: 32 episodes in {len(slots)} slots, slots {min(slots)}..{max(slots)}")
+PY
+  echo "$mode: $(grep -o 'resumed from.*' "$log.resume")"
+}
+
+interrupt_then_resume kill
+interrupt_then_resume term
+echo PASS

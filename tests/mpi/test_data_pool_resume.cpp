@@ -1,0 +1,103 @@
+// The data pool across a checkpoint (any world size >= 2; rank 0 hosts and
+// consumes, rank 1 produces, other ranks only join the collectives).
+//
+// Pool A (N = 8, W = 4): slots 0..5 are started, all but slot 2 completed;
+// the consumer takes 0, 1 and 3 (slot 2 holds the head), so H = 2. The
+// snapshot must say: head 2, consumed {3}, kept {4, 5} with their payloads;
+// slot 2 (in flight) in neither list.
+// Pool B resumes from that snapshot: tickets restart at 2; slot 2 must be
+// generated again, slots 3, 4, 5 skipped (the producer is told so), 6 and 7
+// are new; the consumer must then get exactly 2, 6, 7, never a skipped slot.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "mpi_roles/data_pool.hpp"
+
+using namespace forge;
+
+namespace {
+
+std::string body(uint64_t slot) { return "payload of slot " + std::to_string(slot); }
+
+void produce(DataPool& pool, uint64_t slot) {
+  const std::string b = body(slot);
+  pool.complete(slot, b.data(), b.size(), 7);
+}
+
+std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+TEST(DataPoolResume, SnapshotKeepsFinishedSkipsTrainedRegeneratesInFlight) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  DataPoolConfig cfg;
+  cfg.window.kind = WindowKind::kWindowed;
+  cfg.window.n_inflight = 8;
+  cfg.window.window = 4;
+  cfg.slot_bytes = 256;
+  cfg.deadline_s = 30;
+  DataPoolState snap;
+  {
+    DataPool a(MPI_COMM_WORLD, cfg);
+    if (rank == 0) a.publish_version(9);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+      for (uint64_t s = 0; s < 6; ++s) {
+        ASSERT_EQ(a.submit(), s);
+        ASSERT_EQ(a.try_admit(s), Admission::kStart);
+      }
+      for (uint64_t s : {0, 1, 3, 4, 5}) produce(a, s);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+      for (uint64_t want : {0, 1, 3}) {  // 3 is the lowest DONE slot of [2, 6)
+        const auto t = a.try_take();
+        ASSERT_TRUE(t.has_value());
+        EXPECT_EQ(t->slot, want);
+        EXPECT_EQ(as_string(t->payload), body(want));
+      }
+      snap = a.snapshot();
+      EXPECT_EQ(snap.head, 2);
+      EXPECT_EQ(snap.consumed, (std::vector<int64_t>{3}));
+      ASSERT_EQ(snap.kept_slot, (std::vector<int64_t>{4, 5}));
+      EXPECT_EQ(snap.kept_version, (std::vector<int64_t>{7, 7}));
+      ASSERT_EQ(snap.kept_offset.size(), 3u);
+      EXPECT_EQ(std::string(snap.kept_bytes.begin() + snap.kept_offset[0],
+                            snap.kept_bytes.begin() + snap.kept_offset[1]),
+                body(4));
+      EXPECT_EQ(std::string(snap.kept_bytes.begin() + snap.kept_offset[1],
+                            snap.kept_bytes.begin() + snap.kept_offset[2]),
+                body(5));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  {
+    DataPool b(MPI_COMM_WORLD, cfg, rank == 0 ? &snap : nullptr);
+    if (rank == 0) b.publish_version(9);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+      for (uint64_t s = 2; s < 8; ++s) {
+        ASSERT_EQ(b.submit(), s);
+        const Admission want = s >= 3 && s <= 5 ? Admission::kSkip : Admission::kStart;
+        EXPECT_EQ(b.try_admit(s), want) << "slot " << s;
+      }
+      for (uint64_t s : {2, 6, 7}) produce(b, s);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+      for (uint64_t want : {2, 6, 7}) {
+        const auto t = b.try_take();
+        ASSERT_TRUE(t.has_value()) << "expected slot " << want;
+        EXPECT_EQ(t->slot, want);
+        EXPECT_EQ(as_string(t->payload), body(want));
+      }
+      EXPECT_FALSE(b.try_take().has_value());
+      EXPECT_EQ(b.head(), 8u);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+}  // namespace
