@@ -26,6 +26,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # reference oracles and offline analysis
   python3-torch python3-numpy python3-h5py python3-matplotlib
+  # local Slurm for slurm/ and its test (srun --mpi=pmix: mpi_pmix.so is in
+  # slurm-wlm-basic-plugins, which slurmd depends on)
+  slurm-wlm munge
 )
 
 say() { printf 'setup: %s\n' "$*"; }
