@@ -32,6 +32,9 @@ void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {
         one_of({"none", "token", "sequence"}));
   o.add("loss.is_low", &l.is_low, "mask ratios below this", in_range(0, 1, Interval::kOpen));
   o.add("loss.is_high", &l.is_high, "mask ratios above this", greater_than(1));
+  o.add("loss.adv_std_norm", &l.adv_std_norm,
+        "divide group advantages by the group's reward std (GRPO); false: reward minus group mean "
+        "(Dr. GRPO), so near-equal rewards give near-zero advantages");
   o.describe_section("reward", "the composite reward");
   o.add("reward.outcome_weight", &r.outcome_weight, "weight of the verifier's score");
   o.add("reward.process_weight", &r.process_weight, "weight of the per-step process signals");

@@ -8,7 +8,7 @@
 namespace forge {
 
 AdvantageResult group_advantages(const std::vector<float>& reward, const std::vector<int32_t>& group,
-                                 float eps, float zero_std) {
+                                 bool divide_by_std, float eps, float zero_std) {
   if (reward.size() != group.size())
     throw Error("group_advantages: " + std::to_string(reward.size()) + " rewards but " +
                 std::to_string(group.size()) + " group ids");
@@ -30,7 +30,8 @@ AdvantageResult group_advantages(const std::vector<float>& reward, const std::ve
       for (size_t i : idx) out.in_zero_variance_group[i] = 1;
       continue;
     }
-    for (size_t i : idx) out.advantage[i] = static_cast<float>((reward[i] - mean) / (std + eps));
+    const double scale = divide_by_std ? 1.0 / (std + eps) : 1.0;
+    for (size_t i : idx) out.advantage[i] = static_cast<float>((reward[i] - mean) * scale);
   }
   return out;
 }

@@ -32,6 +32,7 @@ struct PolicyLossConfig {
   float eps_high = -1;  // < 0: the algorithm's default (cispo 0.28, ppo/grpo 0.2, dapo 0.28)
   std::string is_mask = "none";  // none | token | sequence
   float is_low = 0.5f, is_high = 2.0f;
+  bool adv_std_norm = true;  // divide group advantages by the reward std (false: Dr. GRPO)
 
   float effective_eps_low() const;
   float effective_eps_high() const;

@@ -33,7 +33,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   st.success_rate /= n;
   const std::vector<float> reward = composite_rewards(config.reward, comps);
   for (float r : reward) st.reward_mean += r / n;
-  const AdvantageResult adv = group_advantages(reward, groups);
+  const AdvantageResult adv = group_advantages(reward, groups, config.loss.adv_std_norm);
   st.groups = adv.groups;
   st.zero_variance_groups = adv.zero_variance_groups;
 

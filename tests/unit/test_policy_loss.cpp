@@ -197,6 +197,21 @@ TEST(PolicyLoss, SequenceMaskDropsWholeSamples) {
   EXPECT_FLOAT_EQ(w[0][0], 0.5f);  // N = 2 kept tokens
 }
 
+TEST(Advantages, WithoutStdDivisionSmallDifferencesStaySmall) {
+  // Two failed episodes whose rewards differ only by a process term, and a
+  // group with a real outcome difference.
+  const std::vector<float> r = {-0.10f, -0.11f, 1.0f, 0.0f};
+  const std::vector<int32_t> g = {1, 1, 2, 2};
+  const auto grpo = group_advantages(r, g, true);
+  const auto dr = group_advantages(r, g, false);
+  EXPECT_NEAR(grpo.advantage[0], 1.0f, 1e-3);   // std division blows 0.005 up to 1
+  EXPECT_NEAR(dr.advantage[0], 0.005f, 1e-6);   // Dr. GRPO keeps it at 0.005
+  EXPECT_NEAR(dr.advantage[1], -0.005f, 1e-6);
+  EXPECT_NEAR(dr.advantage[2], 0.5f, 1e-6);
+  EXPECT_NEAR(grpo.advantage[2], 1.0f, 1e-4);
+  EXPECT_EQ(dr.zero_variance_groups, 0);
+}
+
 TEST(PolicyLoss, ZeroVarianceGroupsGiveZeroGradient) {
   const auto adv = group_advantages({1, 1, 1, 0, 1, 0.5f}, {7, 7, 7, 9, 9, 9});
   EXPECT_EQ(adv.groups, 2);
