@@ -5,6 +5,7 @@
 
 #include "agent/agent_episode.hpp"
 #include "agent/run_episodes.hpp"
+#include "env/process_signals.hpp"
 #include "model/rollout_engine.hpp"
 
 namespace forge {
@@ -39,6 +40,12 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
       d->process += t.reward.process;
       d->efficiency += t.reward.efficiency;
       d->turns += t.turns;
+      for (const ProcessSignal& sig : t.signals) d->malformed += sig.kind == signal::kMalformedCall;
+      if (t.tool_errors > 0) {
+        d->with_error++;
+        d->recovered += t.recoveries > 0;
+        d->success_after_error += t.success;
+      }
     }
   }
   auto finish = [](DomainEval& d) {
@@ -48,6 +55,12 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
     d.process /= d.episodes;
     d.efficiency /= d.episodes;
     d.turns /= d.episodes;
+    d.malformed /= d.episodes;
+    d.met_error = static_cast<double>(d.with_error) / d.episodes;
+    if (d.with_error) {
+      d.recovered /= d.with_error;
+      d.success_after_error /= d.with_error;
+    }
   };
   finish(out.all);
   for (auto& [name, d] : out.by_domain) finish(d);
@@ -74,8 +87,11 @@ std::string format_eval(const AgentEval& e) {
   char buf[256];
   std::string s;
   auto line = [&](const std::string& name, const DomainEval& d) {
-    std::snprintf(buf, sizeof buf, "  %-8s %5d episodes  success %5.1f%%  outcome %.3f  process %+.3f  efficiency %+.3f  turns %.2f\n",
-                  name.c_str(), d.episodes, 100 * d.success, d.outcome, d.process, d.efficiency, d.turns);
+    std::snprintf(buf, sizeof buf,
+                  "  %-8s %5d episodes  success %5.1f%%  outcome %.3f  process %+.3f  efficiency %+.3f  "
+                  "turns %.2f  tool error in %4.1f%%: recovered %5.1f%%, solved %5.1f%%\n",
+                  name.c_str(), d.episodes, 100 * d.success, d.outcome, d.process, d.efficiency, d.turns,
+                  100 * d.met_error, 100 * d.recovered, 100 * d.success_after_error);
     s += buf;
   };
   line("all", e.all);

@@ -17,6 +17,12 @@ namespace forge {
 struct DomainEval {
   int episodes = 0;
   double success = 0, outcome = 0, process = 0, efficiency = 0, turns = 0;
+  // Recovery from injected tool errors and timeouts: the fraction of episodes
+  // that met one, and among those, the fraction that retried successfully
+  // at least once and the fraction that still succeeded.
+  double met_error = 0, recovered = 0, success_after_error = 0;
+  double malformed = 0;  // malformed tool calls per episode
+  int with_error = 0;    // episodes that met a tool error
 };
 
 struct AgentEval {

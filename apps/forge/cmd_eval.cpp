@@ -18,12 +18,15 @@ namespace forge {
 namespace {
 
 std::string json_of(const AgentEval& e) {
-  char buf[256];
+  char buf[512];
   auto one = [&](const DomainEval& d) {
     std::snprintf(buf, sizeof buf,
                   "{\"episodes\": %d, \"success\": %.6g, \"outcome\": %.6g, \"process\": %.6g, "
-                  "\"efficiency\": %.6g, \"turns\": %.6g}",
-                  d.episodes, d.success, d.outcome, d.process, d.efficiency, d.turns);
+                  "\"efficiency\": %.6g, \"turns\": %.6g, \"met_tool_error\": %.6g, "
+                  "\"recovered_after_error\": %.6g, \"success_after_error\": %.6g, "
+                  "\"malformed_calls\": %.6g}",
+                  d.episodes, d.success, d.outcome, d.process, d.efficiency, d.turns, d.met_error,
+                  d.recovered, d.success_after_error, d.malformed);
     return std::string(buf);
   };
   std::string s = "{\"all\": " + one(e.all);
