@@ -58,7 +58,7 @@ demo() {
   "$forge" eval "$dir/rl" --config "$cfg" --eval.tasks=500 --json true "$@" >"$dir/eval_rl.json"
   local t3=$SECONDS
   echo "== 4/4 plots and summary =="
-  /usr/bin/python3 tools/plot_rollouts.py "$dir/rl/rollouts.h5" --out "$dir/plots"
+  /usr/bin/python3 tools/plot_rollouts.py "$dir/rl/rollouts.h5" --out "$dir/plots" --smooth 10
   /usr/bin/python3 tools/demo_summary.py "$dir" --seconds "$((t1 - t0))" "$((t2 - t1))" "$((t3 - t2))" \
     "$((SECONDS - t0))"
 }

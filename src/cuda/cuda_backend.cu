@@ -5,6 +5,8 @@
 // bounds, D_i and the head tiles grow on demand and are kept.
 #include "cuda/cuda_backend.hpp"
 
+#include <cstdlib>
+
 #include <cmath>
 
 #include "cuda/adamw.cuh"
@@ -186,6 +188,14 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
+// The rank's index on its node, from the launcher (Open MPI, Slurm, MPICH);
+// 0 for a process started alone.
+static int local_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+
 std::unique_ptr<Backend> make_cuda_backend() {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
@@ -193,6 +203,11 @@ std::unique_ptr<Backend> make_cuda_backend() {
     throw InputError(std::string("backend 'cuda': no CUDA device found (cudaGetDeviceCount: ") +
                      (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") +
                      "); use the cpu backend");
+  // Each rank binds to one GPU of its node: local rank mod visible devices
+  // (with --gpus-per-task=1 / CUDA_VISIBLE_DEVICES that is the only one).
+  const int device = local_rank() % n;
+  if (cudaSetDevice(device) != cudaSuccess)
+    throw Error("backend 'cuda': cudaSetDevice(" + std::to_string(device) + ") failed");
   return std::make_unique<CudaBackend>();
 }
 

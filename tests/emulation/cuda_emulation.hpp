@@ -276,6 +276,7 @@ T atomicAdd(T* address, T v) {
 using cudaError_t = int;
 constexpr cudaError_t cudaSuccess = 0;
 constexpr cudaError_t cudaErrorMemoryAllocation = 2;
+constexpr cudaError_t cudaErrorInvalidValue = 1;
 struct CUstream_st;
 using cudaStream_t = CUstream_st*;
 enum cudaMemcpyKind {
@@ -299,6 +300,7 @@ inline cudaError_t cudaGetDevice(int* d) {
   *d = 0;
   return cudaSuccess;
 }
+inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
   *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (!*p) return cudaErrorMemoryAllocation;
