@@ -7,8 +7,8 @@
 #
 # demo (the main job, configs/agent_demo.ini, run folder runs/demo):
 #   1. forge sft: the agent's warm start on solver demonstrations
-#   2. mpirun -np 4 forge train: asynchronous RL from it on 1 learner,
-#      1 rollout and 2 environment ranks (at --optim.lr=5e-4, no warm-up)
+#   2. mpirun -np 5 forge train: asynchronous RL from it on 1 learner,
+#      2 rollout and 2 environment ranks (at --optim.lr=3e-4, no warm-up)
 #   3. forge eval of both checkpoints on the same 500 held-out tasks
 #   4. plots of the RL rollouts and runs/demo/summary.json; prints both
 #      success rates
@@ -41,7 +41,7 @@ build() {
 # The main job; see the top of this file.
 demo() {
   local cfg=configs/agent_demo.ini dir=runs/demo forge=./build/forge
-  local mpirun=(mpirun --oversubscribe -np 4)
+  local mpirun=(mpirun --oversubscribe -np 5)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
   rm -rf "$dir"
   mkdir -p "$dir"
@@ -49,9 +49,9 @@ demo() {
   echo "== 1/4 SFT warm start (forge sft) =="
   "$forge" sft --config "$cfg" --run.dir="$dir/sft" "$@"
   local t1=$SECONDS
-  echo "== 2/4 asynchronous RL on 4 MPI ranks (forge train) =="
+  echo "== 2/4 asynchronous RL on 5 MPI ranks (forge train) =="
   "${mpirun[@]}" "$forge" train --config "$cfg" --train.init="$dir/sft" --run.dir="$dir/rl" \
-    --optim.lr=5e-4 --optim.warmup_steps=0 "$@"
+    --optim.lr=3e-4 --optim.warmup_steps=0 "$@"
   local t2=$SECONDS
   echo "== 3/4 evaluation of both checkpoints on 500 held-out tasks (forge eval) =="
   "$forge" eval "$dir/sft" --config "$cfg" --eval.tasks=500 --json true "$@" >"$dir/eval_sft.json"

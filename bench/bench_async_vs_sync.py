@@ -10,8 +10,8 @@ default; `./forge.sh demo` makes it) with configs/agent_demo.ini and the main
 job's RL settings, and write a checkpoint every --every steps:
   sync   forge train in one process (generate a batch, train, repeat), with
          run.threads = 2 (both cores)
-  async  mpirun -np 4 forge train (1 learner, 1 rollout, 2 environment ranks,
-         windowed pool), one thread per compute rank
+  async  mpirun -np 5 forge train (1 learner, 2 rollout, 2 environment ranks,
+         windowed pool), one thread per rank
 Afterwards (not timed) every checkpoint is evaluated greedily on the same
 --tasks held-out tasks. The wall time of a checkpoint is its file's mtime
 minus the run's start. The target is the lower of the two runs' best held-out
@@ -70,10 +70,10 @@ def main():
         sys.exit(f"bench_async_vs_sync: no SFT run at {a.sft}; run ./forge.sh demo first")
     shutil.rmtree(a.out, ignore_errors=True)
     os.makedirs(a.out)
-    common = ["--config", "configs/agent_demo.ini", f"--train.init={a.sft}", "--optim.lr=5e-4",
+    common = ["--config", "configs/agent_demo.ini", f"--train.init={a.sft}", "--optim.lr=3e-4",
               "--optim.warmup_steps=0", f"--train.steps={a.steps}", f"--run.checkpoint_every={a.every}",
               "--run.keep_checkpoints=0", "--train.eval_tasks=1"]
-    mpirun = ["mpirun", "--oversubscribe", "-np", "4"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    mpirun = ["mpirun", "--oversubscribe", "-np", "5"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
     runs = {
         "sync": [forge, "train"] + common + ["--run.threads=2", f"--run.dir={a.out}/sync"],
         "async": mpirun + [forge, "train"] + common + [f"--run.dir={a.out}/async"],
