@@ -413,6 +413,9 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   pc.window = window_config(all.mpi);
   pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
   pc.deadline_s = all.mpi.deadline_s;
+  if (static_cast<uint64_t>(all.train.tasks) * pc.slot_bytes >= (uint64_t{1} << 31))
+    throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
+                     " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");
   const Role role = layout.role_of(rank);
   set_log_prefix(layout.name(rank));
   std::signal(SIGTERM, on_terminate);
@@ -436,6 +439,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
           throw InputError("--resume: checkpoint '" + resume_from +
                            "' holds no data-pool state (written by a run in one process); resume it "
                            "without mpirun, or start from it with --train.init");
+        check_resume_state(*cs.data_pool, pc.window.n_inflight);
         resumed_pool = std::move(cs.data_pool);
       }
     } catch (const InputError& e) {

@@ -118,7 +118,7 @@ DataPoolState read_data_pool(const h5::File& f, const std::string& path) {
   if (p.kept_offset.front() != 0 || p.kept_offset.back() != static_cast<int64_t>(p.kept_bytes.size()))
     throw bad("kept_offset does not cover kept_bytes");
   for (int64_t s : p.consumed) if (s < p.head) throw bad("a consumed slot below head");
-  for (int64_t s : p.kept_slot) if (s < p.head) throw bad("a kept slot below head");
+  for (int64_t s : p.kept_slot) if (s < 0) throw bad("a negative kept slot");
   return p;
 }
 

@@ -33,7 +33,8 @@ inline constexpr int64_t kCheckpointSchemaVersion = 1;
 // were all trained on; `consumed` lists the trained (or already skipped)
 // slots at or above head; the `kept` groups had finished but were not yet
 // trained on, and their payloads are saved so that a resumed run trains them
-// without generating them again. Every other slot at or above head (in
+// without generating them again (a batch that SIGTERM interrupted can leave
+// kept slots below head: the pool had handed them to the learner). Every other slot at or above head (in
 // flight at the checkpoint) is generated again after a resume.
 struct DataPoolState {
   int64_t head = 0;

@@ -75,13 +75,12 @@ DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState
     if (resume) {
       const auto h = static_cast<uint64_t>(resume->head);
       counters[kHead] = counters[kTail] = resume->head;
+      // Slots below head are never handed out again (T restarts at head).
+      // The range was checked before the collective set-up (resume_check).
       for (const auto* list : {&resume->consumed, &resume->kept_slot})
-        for (int64_t s : *list) {
-          if (s < resume->head || static_cast<uint64_t>(s) >= h + n_)
-            throw InputError("data pool: resumed slot " + std::to_string(s) + " lies outside [head " +
-                             std::to_string(h) + ", head + N) (was pool.inflight changed?)");
-          table[static_cast<uint64_t>(s) % n_] = encode_state(static_cast<uint64_t>(s), rank_, kSkip);
-        }
+        for (int64_t s : *list)
+          if (s >= resume->head && static_cast<uint64_t>(s) < h + n_)
+            table[static_cast<uint64_t>(s) % n_] = encode_state(static_cast<uint64_t>(s), rank_, kSkip);
     }
   }
   if (resume && rank_ == cfg.consumer_rank) head_ = static_cast<uint64_t>(resume->head);
@@ -325,6 +324,16 @@ DataPoolState DataPool::snapshot() {
     st.kept_offset.push_back(static_cast<int64_t>(st.kept_bytes.size()));
   }
   return st;
+}
+
+void check_resume_state(const DataPoolState& st, uint64_t n_inflight) {
+  const auto h = static_cast<uint64_t>(st.head);
+  for (const auto* list : {&st.consumed, &st.kept_slot})
+    for (int64_t s : *list)
+      if (s >= st.head && static_cast<uint64_t>(s) >= h + n_inflight)
+        throw InputError("data pool: resumed slot " + std::to_string(s) + " lies at or beyond head " +
+                         std::to_string(h) + " + N " + std::to_string(n_inflight) +
+                         " (pool.inflight was larger when the checkpoint was written; use that value)");
 }
 
 std::string DataPool::describe_head() {

@@ -83,6 +83,11 @@ struct TakenTrajectory {
   std::vector<uint8_t> payload;
 };
 
+// InputError when a checkpoint's pool state does not fit a pool of
+// n_inflight slots (call it before the collective construction, on the rank
+// that holds the state, so that an error ends the job cleanly).
+void check_resume_state(const DataPoolState& state, uint64_t n_inflight);
+
 class DataPool {
  public:
   // Collective over comm (window allocation). `resume` (read on the host

@@ -40,6 +40,12 @@ GenerationResult decode_result(const std::vector<uint8_t>& bytes, const std::str
 // Nonblocking sends whose buffers are kept until they complete.
 class SendQueue {
  public:
+  SendQueue() = default;
+  SendQueue(const SendQueue&) = delete;
+  SendQueue& operator=(const SendQueue&) = delete;
+  // Sends still pending (an error is unwinding towards MPI_Abort) keep their
+  // buffers: MPI may still read them.
+  ~SendQueue();
   void send(MPI_Comm comm, int dest, int tag, std::vector<uint8_t> bytes);
   void progress();  // completes what it can
   bool empty() const { return sends_.empty(); }

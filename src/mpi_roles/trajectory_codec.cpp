@@ -8,6 +8,8 @@ namespace {
 constexpr uint32_t kMagic = 0x52544746;  // "FGTR"
 constexpr uint32_t kMaxTokens = 1u << 26;
 constexpr uint32_t kMaxItems = 1u << 20;
+// Bytes of an episode with empty strings and lists: the fixed-size fields.
+constexpr size_t kMinEpisodeBytes = 8 + 4 + 8 + 4 + 4 + 4 + 4 + 3 * 4 + 2 + 3 * 4 + 4 + 4 + 3 * 4;
 
 void check_tokens(const WireReader& r, const std::vector<int32_t>& tokens, int32_t vocab) {
   for (int32_t t : tokens)
@@ -67,6 +69,7 @@ std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, in
            std::to_string(kTrajectoryFormatVersion) + ")");
   const uint32_t n = r.get<uint32_t>();
   if (n > kMaxItems) r.fail("an episode count of " + std::to_string(n));
+  r.expect_room(n, kMinEpisodeBytes, "episodes");
   std::vector<Trajectory> out(n);
   for (Trajectory& t : out) {
     t.episode_id = r.get<uint64_t>();
@@ -76,6 +79,7 @@ std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, in
     t.template_family = r.get_str();
     const uint32_t calls = r.get<uint32_t>();
     if (calls > kMaxItems) r.fail("a call count of " + std::to_string(calls));
+    r.expect_room(calls, 4 * sizeof(uint32_t), "calls");
     t.calls.resize(calls);
     for (LlmCall& c : t.calls) {
       c.context = r.get_vec<int32_t>(kMaxTokens);
@@ -91,6 +95,7 @@ std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, in
     }
     const uint32_t signals = r.get<uint32_t>();
     if (signals > kMaxItems) r.fail("a signal count of " + std::to_string(signals));
+    r.expect_room(signals, 2 * sizeof(int32_t) + sizeof(float), "signals");
     t.signals.resize(signals);
     for (ProcessSignal& s : t.signals) {
       s.turn = r.get<int32_t>();

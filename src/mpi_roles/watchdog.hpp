@@ -14,9 +14,12 @@
 // and calls MPI_Abort, which ends every rank. Every rank is watched by its
 // predecessor, so any single failure is caught.
 //
-// The heartbeat shows the process is scheduled, not that it makes progress;
-// waits for progress (a generation, an admission, a trajectory) have their own
-// deadlines in the roles. Needs MPI_THREAD_MULTIPLE.
+// The heartbeat shows the process is scheduled, not that it makes progress.
+// Waits for a generation result and for the learner's next group have their
+// own deadlines in the roles; an environment rank waiting for admission and
+// the learners waiting for learner 0's batch rely on learner 0 being alive
+// (a learner 0 that is alive but stuck, e.g. in I/O on a hung file system,
+// is not detected). Needs MPI_THREAD_MULTIPLE.
 #pragma once
 #include <mpi.h>
 

@@ -78,6 +78,12 @@ class WireReader {
     return s;
   }
   bool done() const { return pos_ == size_; }
+  size_t remaining() const { return size_ - pos_; }
+  // InputError unless `count` items of at least `min_bytes` each can still
+  // follow (checked before allocating them).
+  void expect_room(uint64_t count, size_t min_bytes, const char* what) const {
+    if (count > remaining() / min_bytes) fail(std::string("a count of ") + std::to_string(count) + " " + what);
+  }
   // InputError unless every byte was read.
   void expect_end() const {
     if (!done()) fail(std::to_string(size_ - pos_) + " trailing bytes");

@@ -93,6 +93,41 @@ TEST(Checkpoint, RoundTripIsExact) {
   EXPECT_EQ(got.rngs.at("data"), data.state());
 }
 
+TEST(Checkpoint, DataPoolStateRoundTripsAndInconsistencyIsAnInputError) {
+  const std::string dir = temp_dir("pool");
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny(), *backend);
+  model.init_random(2);
+  CheckpointState st;
+  st.step = 3;
+  DataPoolState pool;
+  pool.head = 10;
+  pool.consumed = {12, 13};
+  pool.kept_slot = {9, 11};  // 9: taken by a batch SIGTERM interrupted, below head
+  pool.kept_version = {2, 3};
+  pool.kept_bytes = {1, 2, 3, 4, 5};
+  pool.kept_offset = {0, 2, 5};
+  st.data_pool = pool;
+  const std::string path = save_checkpoint(dir, model, nullptr, st, 0);
+  const CheckpointState got = load_checkpoint(path, model, nullptr);
+  ASSERT_TRUE(got.data_pool.has_value());
+  EXPECT_EQ(got.data_pool->head, 10);
+  EXPECT_EQ(got.data_pool->consumed, pool.consumed);
+  EXPECT_EQ(got.data_pool->kept_slot, pool.kept_slot);
+  EXPECT_EQ(got.data_pool->kept_version, pool.kept_version);
+  EXPECT_EQ(got.data_pool->kept_offset, pool.kept_offset);
+  EXPECT_EQ(got.data_pool->kept_bytes, pool.kept_bytes);
+
+  st.step = 4;
+  st.data_pool->kept_offset = {0, 3, 4};  // does not cover the 5 bytes
+  const std::string bad = save_checkpoint(dir, model, nullptr, st, 0);
+  EXPECT_THROW(load_checkpoint(bad, model, nullptr), InputError);
+  // A checkpoint without pool state has none.
+  st.step = 5;
+  st.data_pool.reset();
+  EXPECT_FALSE(load_checkpoint(save_checkpoint(dir, model, nullptr, st, 0), model, nullptr).data_pool);
+}
+
 TEST(Checkpoint, ResumeIsBitwiseIdenticalToUninterruptedTraining) {
   const std::string dir = temp_dir("resume");
   auto backend = make_backend("cpu");
