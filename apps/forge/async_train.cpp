@@ -215,7 +215,6 @@ struct Shared {
   ForgeConfig* all;
   const OptionSet* opts;
   const RoleLayout* layout;
-  int rank;
   MPI_Comm learners;
   const std::string* resume_from;     // checkpoint path, or null
   const DataPoolState* resumed_pool;  // its data pool (learner 0)
@@ -336,7 +335,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     if (checkpoint_due(cfg.run, step + 1, tc.steps)) {
       rollouts->flush();
       const DataPoolState ps = pool_checkpoint(pool, held);
-      save_run_checkpoint(cfg.run, *sh.opts, model, opt, step + 1, "tasks", Rng(0), &ps);
+      save_run_checkpoint(cfg.run, *sh.opts, model, opt, step + 1, ps);
     }
     if (tc.eval_every > 0 && (step + 1) % tc.eval_every == 0 && !last) {
       const StyleEvals ev = evaluate_styles(model, all.env, all.agent, tc.eval_tasks, cfg.run.seed);
@@ -350,7 +349,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
       log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
       rollouts->flush();
       const DataPoolState ps = pool_checkpoint(pool, held);
-      log_info("checkpoint " + save_run_checkpoint(cfg.run, *sh.opts, model, opt, step, "tasks", Rng(0), &ps) +
+      log_info("checkpoint " + save_run_checkpoint(cfg.run, *sh.opts, model, opt, step, ps) +
                "; continue with --resume");
     }
     weights.request_stop(stop);
@@ -392,7 +391,7 @@ int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
   ec.group = all.train.group;
   ec.groups_in_flight = all.mpi.env_groups;
   GenerationClient client(MPI_COMM_WORLD, all.mpi.deadline_s);
-  const EnvironmentRankStats st = run_environment_rank(MPI_COMM_WORLD, *sh.layout, pool, control, client, ec);
+  const EnvironmentRankStats st = run_environment_rank(*sh.layout, pool, control, client, ec);
   log_debug("environment: " + std::to_string(st.groups) + " groups, " + std::to_string(st.requests) +
             " requests");
   quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s);
@@ -432,15 +431,12 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
       resume_from = latest_checkpoint(dir);
       if (resume_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
       if (rank == 0) {
-        const auto backend = make_backend("cpu");
-        PolicyModel scratch(all.base.model, *backend);  // also checks the model shape
-        CheckpointState cs = load_checkpoint(resume_from, scratch, nullptr);
-        if (!cs.data_pool)
+        resumed_pool = load_data_pool_state(resume_from);  // weights: in run_learner
+        if (!resumed_pool)
           throw InputError("--resume: checkpoint '" + resume_from +
                            "' holds no data-pool state (written by a run in one process); resume it "
                            "without mpirun, or start from it with --train.init");
-        check_resume_state(*cs.data_pool, pc.window.n_inflight);
-        resumed_pool = std::move(cs.data_pool);
+        check_resume_state(*resumed_pool, pc.window.n_inflight);
       }
     } catch (const InputError& e) {
       abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
@@ -454,7 +450,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   Watchdog watchdog(MPI_COMM_WORLD, layout, all.mpi.deadline_s);
   DataPool pool(MPI_COMM_WORLD, pc, resumed_pool ? &*resumed_pool : nullptr);
   WeightChannel weights(MPI_COMM_WORLD, 0, n_weights);
-  const Shared sh{&all, &opts, &layout, rank, learners, resume && role == Role::kLearner ? &resume_from : nullptr,
+  const Shared sh{&all, &opts, &layout, learners, resume && role == Role::kLearner ? &resume_from : nullptr,
                   resumed_pool ? &*resumed_pool : nullptr};
   int code = 0;
   try {

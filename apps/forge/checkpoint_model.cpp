@@ -16,16 +16,31 @@ bool checkpoint_due(const RunConfig& run, int steps_done, int total_steps) {
          (run.checkpoint_every > 0 && steps_done % run.checkpoint_every == 0);
 }
 
-std::string save_run_checkpoint(const RunConfig& run, const OptionSet& opts,
-                                const PolicyModel& model, AdamW& opt, int steps_done,
-                                const std::string& rng_name, const Rng& rng,
-                                const DataPoolState* data_pool) {
+namespace {
+
+CheckpointState run_state(const OptionSet& opts, int steps_done) {
   CheckpointState cs;
   cs.step = steps_done;
   cs.policy_version = steps_done;
   cs.config_ini = opts.dump_ini();
+  return cs;
+}
+
+}  // namespace
+
+std::string save_run_checkpoint(const RunConfig& run, const OptionSet& opts,
+                                const PolicyModel& model, AdamW& opt, int steps_done,
+                                const std::string& rng_name, const Rng& rng) {
+  CheckpointState cs = run_state(opts, steps_done);
   cs.rngs[rng_name] = rng.state();
-  if (data_pool) cs.data_pool = *data_pool;
+  return save_checkpoint(run.dir + "/checkpoints", model, &opt, cs, run.keep_checkpoints);
+}
+
+std::string save_run_checkpoint(const RunConfig& run, const OptionSet& opts,
+                                const PolicyModel& model, AdamW& opt, int steps_done,
+                                const DataPoolState& data_pool) {
+  CheckpointState cs = run_state(opts, steps_done);
+  cs.data_pool = data_pool;
   return save_checkpoint(run.dir + "/checkpoints", model, &opt, cs, run.keep_checkpoints);
 }
 

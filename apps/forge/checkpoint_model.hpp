@@ -23,8 +23,11 @@ bool checkpoint_due(const RunConfig& run, int steps_done, int total_steps);
 // run.keep_checkpoints retention; returns its path.
 std::string save_run_checkpoint(const RunConfig& run, const OptionSet& opts,
                                 const PolicyModel& model, AdamW& opt, int steps_done,
-                                const std::string& rng_name, const Rng& rng,
-                                const DataPoolState* data_pool = nullptr);
+                                const std::string& rng_name, const Rng& rng);
+// The same for a run on MPI ranks, whose data stream is the data pool.
+std::string save_run_checkpoint(const RunConfig& run, const OptionSet& opts,
+                                const PolicyModel& model, AdamW& opt, int steps_done,
+                                const DataPoolState& data_pool);
 
 // A checkpoint file as given, or the newest checkpoint of a run folder
 // (RUN_DIR/checkpoints, or the folder itself). InputError when none exists.

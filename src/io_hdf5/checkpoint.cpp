@@ -172,8 +172,11 @@ std::string latest_checkpoint(const std::string& dir) {
   return all.empty() ? "" : all.back().second;
 }
 
-CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, AdamW* optimizer) {
-  const h5::File f = h5::File::open_read(path);
+namespace {
+
+// Opens a checkpoint for reading; InputError for a foreign or newer file.
+h5::File open_checkpoint(const std::string& path) {
+  h5::File f = h5::File::open_read(path);
   if (!f.has_attr("format") || f.attr_string("format") != kFormat)
     throw InputError("'" + path + "' is not a forge checkpoint (no format = \"" + kFormat +
                      "\" attribute)");
@@ -182,6 +185,19 @@ CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, Ada
     throw InputError("checkpoint '" + path + "' has schema version " + std::to_string(schema) +
                      "; this forge reads up to " + std::to_string(kCheckpointSchemaVersion) +
                      " (written by a newer forge)");
+  return f;
+}
+
+}  // namespace
+
+std::optional<DataPoolState> load_data_pool_state(const std::string& path) {
+  const h5::File f = open_checkpoint(path);
+  if (!f.exists("/data_pool")) return std::nullopt;
+  return read_data_pool(f, path);
+}
+
+CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, AdamW* optimizer) {
+  const h5::File f = open_checkpoint(path);
   CheckpointState st;
   st.step = f.attr_int("step");
   st.policy_version = f.attr_int("policy_version");

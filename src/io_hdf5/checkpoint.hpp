@@ -65,4 +65,8 @@ std::string latest_checkpoint(const std::string& dir);
 // from the configured model.
 CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, AdamW* optimizer);
 
+// Only the data pool's state (none for a checkpoint of a one-process run),
+// without reading the model; same InputErrors for a bad file.
+std::optional<DataPoolState> load_data_pool_state(const std::string& path);
+
 }  // namespace forge

@@ -29,10 +29,9 @@ uint64_t slot_task_seed(uint64_t run_seed, uint64_t slot) {
   return splitmix64(x);
 }
 
-EnvironmentRankStats run_environment_rank(MPI_Comm world, const RoleLayout& layout, DataPool& pool,
+EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& pool,
                                           WeightChannel& control, GenerationClient& client,
                                           const EnvironmentRankConfig& cfg) {
-  (void)world;
   const EnvMix mix(cfg.env);
   const PerturbationSampler sampler(cfg.env.perturb, cfg.env.heldout_list());
   const int first_rollout = layout.first(Role::kRollout);

@@ -11,12 +11,11 @@
 //              stays on one engine
 // A rank holds at most mpi.env_groups tickets; a ticket waits for admission
 // (s < H + N) before its episodes start; a slot that a resumed pool already
-// holds (trained, or finished and kept in the checkpoint) is skipped. When every episode of the group is
-// done, the group is encoded (trajectory_codec.hpp) and completes slot s with
-// the oldest policy version among its tokens.
+// holds (trained, or finished and kept in the checkpoint) is skipped. When
+// every episode of the group is done, the group is encoded
+// (trajectory_codec.hpp) and completes slot s with the oldest policy version
+// among its tokens.
 #pragma once
-#include <mpi.h>
-
 #include <cstdint>
 
 #include "agent/agent_config.hpp"
@@ -43,7 +42,7 @@ struct EnvironmentRankStats {
 // The task seed of slot s.
 uint64_t slot_task_seed(uint64_t run_seed, uint64_t slot);
 
-EnvironmentRankStats run_environment_rank(MPI_Comm world, const RoleLayout& layout, DataPool& pool,
+EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& pool,
                                           WeightChannel& control, GenerationClient& client,
                                           const EnvironmentRankConfig& config);
 

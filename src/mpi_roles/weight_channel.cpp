@@ -44,19 +44,25 @@ void WeightChannel::write_word(int index, int64_t value) {
   MPI_Win_flush(host_, win_);
 }
 
+void WeightChannel::transfer(int buffer, float* data, bool put) {
+  const size_t chunk = size_t{1} << 28;  // in pieces: MPI counts are int
+  for (size_t off = 0; off < n_; off += chunk) {
+    const int count = static_cast<int>(std::min(chunk, n_ - off));
+    const MPI_Aint disp = kHeaderBytes + MPI_Aint((buffer * n_ + off) * sizeof(float));
+    if (put)
+      MPI_Put(data + off, count, MPI_FLOAT, host_, disp, count, MPI_FLOAT, win_);
+    else
+      MPI_Get(data + off, count, MPI_FLOAT, host_, disp, count, MPI_FLOAT, win_);
+  }
+  MPI_Win_flush(host_, win_);
+}
+
 void WeightChannel::publish(const float* weights, int64_t version) {
   FORGE_CHECK(rank_ == host_, "only the host rank publishes weights");
   FORGE_CHECK(version >= 0, "weight versions are >= 0");
   const int b = static_cast<int>(version % 2);
   write_word(kSeq0 + b, -1);
-  // Put in pieces: MPI counts are int.
-  const size_t chunk = size_t{1} << 28;
-  for (size_t off = 0; off < n_; off += chunk) {
-    const int count = static_cast<int>(std::min(chunk, n_ - off));
-    MPI_Put(weights + off, count, MPI_FLOAT, host_, kHeaderBytes + MPI_Aint((b * n_ + off) * sizeof(float)),
-            count, MPI_FLOAT, win_);
-  }
-  MPI_Win_flush(host_, win_);
+  transfer(b, const_cast<float*>(weights), /*put=*/true);
   write_word(kSeq0 + b, version);
   write_word(kVersion, version);
 }
@@ -75,13 +81,7 @@ int64_t WeightChannel::try_pull(int64_t have, float* out) {
   const int b = static_cast<int>(v % 2);
   if (read_word(kSeq0 + b) != v) return -1;
   staging_.resize(n_);
-  const size_t chunk = size_t{1} << 28;
-  for (size_t off = 0; off < n_; off += chunk) {
-    const int count = static_cast<int>(std::min(chunk, n_ - off));
-    MPI_Get(staging_.data() + off, count, MPI_FLOAT, host_,
-            kHeaderBytes + MPI_Aint((b * n_ + off) * sizeof(float)), count, MPI_FLOAT, win_);
-  }
-  MPI_Win_flush(host_, win_);
+  transfer(b, staging_.data(), /*put=*/false);
   if (read_word(kSeq0 + b) != v) return -1;
   std::memcpy(out, staging_.data(), n_ * sizeof(float));
   return v;

@@ -47,6 +47,8 @@ class WeightChannel {
  private:
   int64_t read_word(int index);
   void write_word(int index, int64_t value);
+  // Put data into (or Get it from) buffer `buffer` of the host, then flush.
+  void transfer(int buffer, float* data, bool put);
 
   int host_, rank_ = 0;
   size_t n_;

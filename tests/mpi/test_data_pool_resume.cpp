@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "mpi_roles/data_pool.hpp"
 
 using namespace forge;
@@ -97,6 +98,20 @@ TEST(DataPoolResume, SnapshotKeepsFinishedSkipsTrainedRegeneratesInFlight) {
       EXPECT_EQ(b.head(), 8u);
     }
     MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+TEST(DataPoolResume, StateThatDoesNotFitTheRingIsAnInputError) {
+  DataPoolState st;
+  st.head = 10;
+  st.consumed = {11};
+  st.kept_slot = {9, 17};  // 9 lies below head (an interrupted batch): fine
+  EXPECT_NO_THROW(check_resume_state(st, 8));
+  try {
+    check_resume_state(st, 7);  // 17 >= 10 + 7
+    FAIL() << "slot 17 fits no ring of 7";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pool.inflight"), std::string::npos) << e.what();
   }
 }
 

@@ -10,20 +10,10 @@
 #include "core/error.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "model/tokenizer.hpp"
+#include "unit/tiny_agent_model.hpp"
 
 namespace forge {
 namespace {
-
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;
-  c.d_model = 32;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.ffn_dim = 48;
-  return c;
-}
 
 EngineConfig engine_config() {
   EngineConfig e;
@@ -71,7 +61,7 @@ std::vector<Trajectory> run(PolicyModel& model, float temperature, EngineStats* 
 
 TEST(AgentEngine, EpisodesRunToCompletionWithWellFormedTrajectories) {
   CpuBackend backend;
-  PolicyModel model(tiny_config(), backend);
+  PolicyModel model(tiny_agent_model_config(), backend);
   model.init_random(3, 0.1f);
   EngineStats stats;
   std::vector<Trajectory> ts;
@@ -112,7 +102,7 @@ TEST(AgentEngine, EpisodesRunToCompletionWithWellFormedTrajectories) {
 
 TEST(AgentEngine, GreedyRunsAreReproducible) {
   CpuBackend backend;
-  PolicyModel model(tiny_config(), backend);
+  PolicyModel model(tiny_agent_model_config(), backend);
   model.init_random(5, 0.1f);
   const auto a = run(model, 0.0f), b = run(model, 0.0f);
   ASSERT_EQ(a.size(), b.size());
@@ -127,7 +117,7 @@ TEST(AgentEngine, GreedyRunsAreReproducible) {
 
 TEST(AgentEngine, ContextBudgetMustFitTheEngine) {
   CpuBackend backend;
-  PolicyModel model(tiny_config(), backend);
+  PolicyModel model(tiny_agent_model_config(), backend);
   model.init_random(3, 0.1f);
   RolloutEngine engine(model, engine_config());
   AgentConfig a = agent_config(1.0f);

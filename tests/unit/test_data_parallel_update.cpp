@@ -15,20 +15,10 @@
 #include "core/rng.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "model/tokenizer.hpp"
+#include "unit/tiny_agent_model.hpp"
 
 namespace forge {
 namespace {
-
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;
-  c.d_model = 32;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.ffn_dim = 48;
-  return c;
-}
 
 // Scaffold-produced episodes (8 groups of 2) with outcomes and behaviour
 // logprobs perturbed so that advantages, clipping and masks all occur.
@@ -100,7 +90,7 @@ class DataParallelUpdate : public ::testing::TestWithParam<Case> {};
 TEST_P(DataParallelUpdate, ShardGradientsSumToTheWholeBatchGradient) {
   set_cpu_threads(1);
   auto backend = make_backend("cpu");
-  PolicyModel model(tiny_config(), *backend);
+  PolicyModel model(tiny_agent_model_config(), *backend);
   model.init_random(21);
   const std::vector<Trajectory> trajs = episodes(model);
 
@@ -119,7 +109,7 @@ TEST_P(DataParallelUpdate, ShardGradientsSumToTheWholeBatchGradient) {
   for (int shards : {2, 3}) {
     std::vector<std::unique_ptr<PolicyModel>> models;
     for (int k = 0; k < shards; ++k) {
-      models.push_back(std::make_unique<PolicyModel>(tiny_config(), *backend));
+      models.push_back(std::make_unique<PolicyModel>(tiny_agent_model_config(), *backend));
       models.back()->set_params(model.get_params());
       models.back()->zero_grads();
     }
