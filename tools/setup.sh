@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set-up of a Debian/Ubuntu machine for forge: installs (with apt-get) every
-# package that the build, the tests and the main job need, and reports whether
+# package that the build, the tests and the main job need (and, with pip, the
+# openai client the gateway's example agent uses), and reports whether
 # the CUDA toolkit is present (it is found, never installed: without nvcc the
 # build has the CPU backend only).
 #
@@ -20,6 +21,8 @@ PACKAGES=(
   libhdf5-dev hdf5-tools
   # configuration
   libboost-program-options-dev
+  # the gateway for black-box agents (HTTP server, JSON)
+  libcpp-httplib-dev nlohmann-json3-dev
   # CPU backend: OpenBLAS built with OpenMP (one thread pool with our loops)
   libopenblas-openmp-dev
   # tests and benchmarks
@@ -68,6 +71,16 @@ else
     installed "$p" || { say "package $p is still not installed" >&2; exit 1; }
   done
   say "installed: ${missing[*]}"
+fi
+
+# The black-box agent example and the gateway tests use the official `openai`
+# client from PyPI, for the python3 first on PATH (the interpreter they run).
+if python3 -c 'import openai' >/dev/null 2>&1; then
+  say "python3 ($(command -v python3)): openai $(python3 -c 'import openai; print(openai.__version__)') is installed"
+else
+  say "installing the openai client from PyPI for $(command -v python3)"
+  python3 -m pip install --quiet --disable-pip-version-check 'openai>=1.30'
+  python3 -c 'import openai' || { say "the openai package is still not importable by python3" >&2; exit 1; }
 fi
 
 # CUDA toolkit: found, not installed. CMake (FORGE_CUDA=AUTO) looks in the same

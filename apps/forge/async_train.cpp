@@ -56,6 +56,7 @@
 #include "model/tokenizer.hpp"
 #include "mpi_roles/data_pool.hpp"
 #include "mpi_roles/environment_rank.hpp"
+#include "mpi_roles/gateway_rank.hpp"
 #include "mpi_roles/generation_rpc.hpp"
 #include "mpi_roles/mpi_runtime.hpp"
 #include "mpi_roles/role_layout.hpp"
@@ -70,8 +71,6 @@ namespace {
 
 volatile std::sig_atomic_t g_terminate = 0;
 extern "C" void on_terminate(int) { g_terminate = 1; }
-
-constexpr int64_t kStopFinished = 1, kStopSignal = 2;
 
 // OpenMP threads of this rank: run.threads when set; otherwise the node's
 // cores shared among its learner and rollout ranks (environment ranks: 1).
@@ -119,7 +118,8 @@ struct HeldGroup {
 // (uint64 size, bytes) per group. Empty after SIGTERM, with the groups taken
 // so far returned to `held`.
 std::vector<uint8_t> take_batch(DataPool& pool, std::deque<HeldGroup>& held, int groups, int64_t version,
-                                double deadline_s, const RoleLayout& layout, int* dropped, int* masked,
+                                double deadline_s, const std::string& deadline_key, const RoleLayout& layout,
+                                int* dropped, int* masked,
                                 std::vector<int64_t>* staleness, std::vector<std::string>* sources) {
   std::vector<HeldGroup> taken;
   Stopwatch waited;
@@ -137,8 +137,8 @@ std::vector<uint8_t> take_batch(DataPool& pool, std::deque<HeldGroup>& held, int
     std::optional<TakenTrajectory> t = pool.try_take();
     if (!t) {
       if (waited.seconds() > deadline_s)
-        throw Error("waited " + std::to_string(static_cast<int>(deadline_s)) +
-                    " s (mpi.deadline_s) for a group from the environment ranks: " + pool.describe_head());
+        throw Error("waited " + std::to_string(static_cast<int>(deadline_s)) + " s (" + deadline_key +
+                    ") for a group from the environment ranks: " + pool.describe_head());
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
     }
@@ -279,6 +279,10 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
              " W=" + std::to_string(pool.config().window.effective_window()) + "; loss " + upd.loss.algorithm);
   }
 
+  // Black-box agents close groups at their own pace.
+  const bool gateway = all.gateway.enabled;
+  const double group_wait_s = gateway ? std::max(all.mpi.deadline_s, all.gateway.agent_wait_s) : all.mpi.deadline_s;
+  const std::string group_wait_key = gateway ? "gateway.agent_wait_s" : "mpi.deadline_s";
   int stop = kStopFinished;
   int step = start;
   Stopwatch since_step;
@@ -289,8 +293,8 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     std::vector<std::string> sources;
     int dropped = 0, masked = 0;
     if (lead)
-      bytes = take_batch(pool, held, tc.tasks, step, all.mpi.deadline_s, *sh.layout, &dropped, &masked,
-                         &staleness, &sources);
+      bytes = take_batch(pool, held, tc.tasks, step, group_wait_s, group_wait_key, *sh.layout, &dropped,
+                         &masked, &staleness, &sources);
     const double wait_s = sw.seconds();
     // A terminated lead sends an empty batch: every learner stops here.
     uint64_t size = bytes.size();
@@ -325,10 +329,11 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
       int64_t smax = 0;
       double smean = 0;
       for (int64_t s : staleness) smax = std::max(smax, s), smean += double(s) / staleness.size();
-      char pool_line[160];
+      char pool_line[192];
       std::snprintf(pool_line, sizeof pool_line,
-                    "  staleness mean %.2f max %lld  waited %.1f s  dropped %d masked %d", smean,
-                    static_cast<long long>(smax), wait_s, dropped, masked);
+                    "  staleness mean %.2f max %lld  waited %.1f s  dropped %d masked %d%s", smean,
+                    static_cast<long long>(smax), wait_s, dropped, masked,
+                    st.abandoned ? ("  abandoned " + std::to_string(st.abandoned)).c_str() : "");
       log_info(format_train_progress(step + 1, st, gnorm, generated / std::max(step_s, 1e-9), step_s) +
                pool_line);
     }
@@ -398,6 +403,29 @@ int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
   return control.stop_code() == kStopSignal ? 143 : 0;
 }
 
+// A gateway rank: the environment rank's place, driven by black-box agents.
+int run_gateway(const Shared& sh, DataPool& pool, WeightChannel& control) {
+  ForgeConfig& all = *sh.all;
+  GatewayRankConfig gc;
+  gc.gateway = all.gateway;
+  gc.env = all.env;
+  gc.agent = all.agent;
+  gc.agent.sampling = all.base.sample;
+  gc.agent.sampling.max_new_tokens = all.agent.max_new_tokens;
+  gc.max_seq_len = all.agent.max_context_tokens + all.agent.max_new_tokens;  // the rollout engine's
+  gc.run_seed = all.base.run.seed;
+  gc.group = all.train.group;
+  gc.groups_in_flight = all.mpi.env_groups;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  gc.index = rank - sh.layout->first(Role::kEnvironment);
+  gc.url_file = all.base.run.dir + "/gateway/" + std::to_string(gc.index) + ".json";
+  GenerationClient client(MPI_COMM_WORLD, all.mpi.deadline_s);
+  run_gateway_rank(*sh.layout, pool, control, client, gc);
+  quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s);
+  return control.stop_code() == kStopSignal ? 143 : 0;
+}
+
 }  // namespace
 
 int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
@@ -407,6 +435,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   const RoleLayout layout(world, {all.mpi.learners, all.mpi.rollouts});
   all.update.loss.validate();
   all.update.reward.validate();
+  if (all.gateway.enabled) all.gateway.resolve_and_validate();
   all.base.model.vocab = Tokenizer::kVocabSize;
   DataPoolConfig pc;
   pc.window = window_config(all.mpi);
@@ -458,7 +487,9 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     switch (role) {
       case Role::kLearner: code = run_learner(sh, pool, weights, sends); break;
       case Role::kRollout: code = run_rollout(sh, weights, sends); break;
-      case Role::kEnvironment: code = run_environment(sh, pool, weights); break;
+      case Role::kEnvironment:
+        code = all.gateway.enabled ? run_gateway(sh, pool, weights) : run_environment(sh, pool, weights);
+        break;
     }
   } catch (const InputError& e) {
     abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);

@@ -55,6 +55,10 @@ int run_train(int argc, char** argv) {
     mpi.emplace(&argc, &argv);
     if (mpi->world() > 1) return run_async_train(all, opts, resume);
   }
+  if (all.gateway.enabled)
+    throw InputError(
+        "gateway.enabled = true needs forge train on MPI ranks (at least a learner, a rollout and a gateway "
+        "rank: mpirun -np 3 forge train ...)");
   StandardConfig& cfg = all.base;
   EnvConfig& env = all.env;
   AgentConfig& agent = all.agent;

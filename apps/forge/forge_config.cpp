@@ -77,6 +77,27 @@ void add_mpi_options(OptionSet& o, MpiConfig& m) {
   o.add("pool.slot_mib", &m.slot_mib, "payload capacity of one slot (one group), MiB", in_range(1, 1024));
 }
 
+void add_gateway_options(OptionSet& o, GatewayConfig& g) {
+  o.describe_section("gateway", "the HTTP gateway for black-box agents (docs/gateway.md)");
+  o.add("gateway.enabled", &g.enabled,
+        "environment ranks serve black-box agents over HTTP instead of running forge's scaffold");
+  o.add("gateway.bind", &g.bind, "address to listen on (loopback by default)");
+  o.add("gateway.port", &g.port, "port of the first gateway rank (rank k: port + k); 0: any free port",
+        in_range(0, 65535));
+  o.add("gateway.token", &g.token, "bearer token for the gateway endpoints; empty: FORGE_GATEWAY_TOKEN");
+  o.add("gateway.http_threads", &g.http_threads, "requests served at once per gateway rank", in_range(1, 4096));
+  o.add("gateway.max_request_kib", &g.max_request_kib, "largest request body (KiB); larger gets 413",
+        in_range(1, 1 << 20));
+  o.add("gateway.request_deadline_s", &g.request_deadline_s,
+        "a request waiting on generation longer gets 504", in_range(0.1, 1e6));
+  o.add("gateway.idle_deadline_s", &g.idle_deadline_s,
+        "an open episode idle longer is closed as abandoned (not trained on)", in_range(0.1, 1e6));
+  o.add("gateway.open_deadline_s", &g.open_deadline_s,
+        "opening an episode waits this long for the data pool to admit one, then 503", in_range(0, 1e6));
+  o.add("gateway.agent_wait_s", &g.agent_wait_s,
+        "the learner waits this long for agents to close a group before giving up", in_range(1, 1e7));
+}
+
 }  // namespace
 
 void add_forge_options(OptionSet& opts, ForgeConfig& c) {
@@ -87,6 +108,7 @@ void add_forge_options(OptionSet& opts, ForgeConfig& c) {
   add_loss_options(opts, c.update.loss, c.update.reward);
   add_train_options(opts, c.train);
   add_mpi_options(opts, c.mpi);
+  add_gateway_options(opts, c.gateway);
 }
 
 }  // namespace forge

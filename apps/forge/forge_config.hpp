@@ -10,6 +10,7 @@
 #include "algo/policy_update.hpp"
 #include "core/config.hpp"
 #include "env/env_config.hpp"
+#include "gateway/gateway_config.hpp"
 #include "standard_options.hpp"
 
 namespace forge {
@@ -60,6 +61,7 @@ struct ForgeConfig {
   PolicyUpdateConfig update;  // loss and reward
   TrainConfig train;
   MpiConfig mpi;
+  GatewayConfig gateway;
 };
 
 void add_forge_options(OptionSet& opts, ForgeConfig& config);

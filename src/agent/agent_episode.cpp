@@ -40,18 +40,33 @@ AgentEpisode::AgentEpisode(std::unique_ptr<Environment> env, uint64_t task_seed,
   trajectory_.task_id = task_seed;
   trajectory_.group = group;
   trajectory_.template_family = style_.name();
-  const Solution ideal = env_->solve();
-  trajectory_.needed_turns = static_cast<int32_t>(ideal.calls.size()) + 1;
-  for (const ToolCall& c : ideal.calls) trajectory_.needed_tokens += render(c).size() + 1;
-  trajectory_.needed_tokens += render({kAnswerTool, ideal.answer}).size() + 1;
+  const IdealCost ideal = ideal_cost(*env_, style_);
+  trajectory_.needed_turns = ideal.turns;
+  trajectory_.needed_tokens = ideal.tokens;
   if (manager_.over_budget(context_.size())) finish("context_budget");
 }
 
-Tokens AgentEpisode::render(const ToolCall& canonical) const {
+Tokens render_in_style(const ScaffoldStyle& style, const ToolCall& canonical) {
   ToolCall shown = canonical;
-  if (canonical.tool != kAnswerTool) shown.tool = displayed_tool_name(style_.tools, canonical.tool);
-  return render_action(style_.call, shown);
+  if (canonical.tool != kAnswerTool) shown.tool = displayed_tool_name(style.tools, canonical.tool);
+  return render_action(style.call, shown);
 }
+
+IdealCost ideal_cost(const Environment& env, const ScaffoldStyle& style) {
+  const Solution ideal = env.solve();
+  IdealCost c;
+  c.turns = static_cast<int32_t>(ideal.calls.size()) + 1;
+  for (const ToolCall& call : ideal.calls) c.tokens += render_in_style(style, call).size() + 1;
+  c.tokens += render_in_style(style, {kAnswerTool, ideal.answer}).size() + 1;
+  return c;
+}
+
+float efficiency_reward(const AgentConfig& config, int turns, const IdealCost& ideal, int generated) {
+  return -(config.turn_cost * std::max(0, turns - ideal.turns) +
+           config.token_cost * std::max(0, generated - ideal.tokens));
+}
+
+Tokens AgentEpisode::render(const ToolCall& canonical) const { return render_in_style(style_, canonical); }
 
 std::optional<GenerationRequest> AgentEpisode::next_request() {
   if (done_ || pending_) return std::nullopt;
@@ -137,9 +152,8 @@ void AgentEpisode::finish(const std::string& reason) {
   float process = 0;
   for (const auto& s : trajectory_.signals) process += s.value;
   trajectory_.reward.process = process;
-  trajectory_.reward.efficiency =
-      -(config_.turn_cost * std::max(0, trajectory_.turns - trajectory_.needed_turns) +
-        config_.token_cost * std::max(0, generated_ - trajectory_.needed_tokens));
+  trajectory_.reward.efficiency = efficiency_reward(
+      config_, trajectory_.turns, {trajectory_.needed_turns, trajectory_.needed_tokens}, generated_);
 }
 
 Trajectory AgentEpisode::take_trajectory() {
@@ -149,11 +163,16 @@ Trajectory AgentEpisode::take_trajectory() {
   return std::move(trajectory_);
 }
 
+ScaffoldStyle episode_style(const PerturbationSampler& sampler, uint64_t task_seed, uint64_t episode_id,
+                            StyleMode mode) {
+  return sampler.draw(mix_seed(task_seed, episode_id), mode);
+}
+
 AgentEpisode make_episode(const EnvMix& mix, const PerturbationSampler& sampler,
                           const AgentConfig& config, uint64_t task_seed, uint64_t episode_id,
                           StyleMode mode, int32_t group) {
-  const ScaffoldStyle style = sampler.draw(mix_seed(task_seed, episode_id), mode);
-  return AgentEpisode(mix.make_for(task_seed), task_seed, style, config, episode_id, group);
+  return AgentEpisode(mix.make_for(task_seed), task_seed, episode_style(sampler, task_seed, episode_id, mode),
+                      config, episode_id, group);
 }
 
 }  // namespace forge

@@ -94,6 +94,25 @@ class AgentEpisode {
   bool taken_ = false;
 };
 
+// The reference solution's cost in a scaffold style: LLM calls (its tool
+// calls + the answer) and generated tokens (each action plus <|eot|>).
+struct IdealCost {
+  int32_t turns = 0, tokens = 0;
+};
+IdealCost ideal_cost(const Environment& env, const ScaffoldStyle& style);
+
+// An action (canonical tool name, or kAnswerTool) rendered in a style's call
+// format with its displayed tool name, without <|eot|>.
+Tokens render_in_style(const ScaffoldStyle& style, const ToolCall& canonical);
+
+// The efficiency component: -(turn_cost * turns beyond the need +
+// token_cost * generated tokens beyond the need).
+float efficiency_reward(const AgentConfig& config, int turns, const IdealCost& ideal, int generated);
+
+// The scaffold style of episode `episode_id` of task `task_seed` in `mode`.
+ScaffoldStyle episode_style(const PerturbationSampler& sampler, uint64_t task_seed, uint64_t episode_id,
+                            StyleMode mode);
+
 // An episode of the task `task_seed`: the domain from the mix, the scaffold
 // style drawn from (task_seed, episode_id) in `mode`.
 AgentEpisode make_episode(const EnvMix& mix, const PerturbationSampler& sampler,

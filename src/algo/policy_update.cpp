@@ -16,9 +16,23 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   st.episodes = static_cast<int>(episodes.size());
   if (episodes.empty()) return st;
 
+  // Abandoned episodes (engine error, agent gone, idle past its deadline)
+  // are left out of rewards, advantages and the batch.
+  std::vector<int> kept_index(episodes.size(), -1);
+  std::vector<const Trajectory*> kept;
+  for (size_t i = 0; i < episodes.size(); ++i) {
+    if (episodes[i].abandoned) {
+      ++st.abandoned;
+      continue;
+    }
+    kept_index[i] = static_cast<int>(kept.size());
+    kept.push_back(&episodes[i]);
+  }
+  if (kept.empty()) return st;
   std::vector<RewardComponents> comps;
   std::vector<int32_t> groups;
-  for (const auto& t : episodes) {
+  for (const Trajectory* tp : kept) {
+    const Trajectory& t = *tp;
     comps.push_back(t.reward);
     groups.push_back(t.group);
     st.component_mean.outcome += t.reward.outcome;
@@ -26,7 +40,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
     st.component_mean.efficiency += t.reward.efficiency;
     st.success_rate += t.success;
   }
-  const double n = static_cast<double>(episodes.size());
+  const double n = static_cast<double>(kept.size());
   st.component_mean.outcome = static_cast<float>(st.component_mean.outcome / n);
   st.component_mean.process = static_cast<float>(st.component_mean.process / n);
   st.component_mean.efficiency = static_cast<float>(st.component_mean.efficiency / n);
@@ -37,12 +51,13 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   st.groups = adv.groups;
   st.zero_variance_groups = adv.zero_variance_groups;
 
-  // Samples: every call of an episode outside zero-variance groups.
+  // Samples: every call of a kept episode outside zero-variance groups.
   std::vector<Sample> samples;
   std::vector<SampleTokens> tokens;  // per sample: advantage, behaviour logprobs, current (filled)
   std::vector<int32_t> context_len;
   for (size_t i = 0; i < episodes.size(); ++i) {
-    if (adv.in_zero_variance_group[i]) continue;
+    const int k = kept_index[i];
+    if (k < 0 || adv.in_zero_variance_group[k]) continue;
     if (config.shards > 1 && static_cast<int>(i % config.shards) != config.shard) continue;
     for (const LlmCall& c : episodes[i].calls) {
       if (c.generated.empty()) continue;
@@ -54,7 +69,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
       if (c.context.empty()) throw Error("episode " + std::to_string(episodes[i].episode_id) + ": an LLM call without context");
       samples.push_back(std::move(s));
       SampleTokens t;
-      t.advantage = adv.advantage[i];
+      t.advantage = adv.advantage[k];
       t.behaviour_logprob = c.logprobs;
       t.logprob.assign(c.generated.size(), 0.0f);
       tokens.push_back(std::move(t));

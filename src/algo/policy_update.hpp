@@ -1,7 +1,8 @@
 // One learner update from finished episodes (the synchronous trainer and the
 // MPI learner both call it):
 //
-//   R_i  = composite reward of episode i (composite_reward.hpp)
+//   R_i  = composite reward of episode i (composite_reward.hpp); abandoned
+//          episodes are left out of everything below
 //   A_i  = group-relative advantage (advantages.hpp); zero-variance groups are
 //          counted and left out of the batch
 //   samples = every LLM call of the remaining episodes: context tokens (not
@@ -43,6 +44,7 @@ struct PolicyUpdateStats {
   int episodes = 0;
   int groups = 0;
   int zero_variance_groups = 0;
+  int abandoned = 0;            // episodes left out (Trajectory::abandoned)
   int samples = 0;              // LLM calls trained on
   double reward_mean = 0;
   RewardComponents component_mean;  // raw components, mean over episodes

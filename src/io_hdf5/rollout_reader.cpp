@@ -63,6 +63,7 @@ RolloutReader::RolloutReader(const std::string& path) : file_(h5::File::open_fol
   config_ = file_.attr_string("config");
   for (const auto& c : rs::columns()) {
     const std::string name = c.path;
+    if (!file_.exists(name) && schema_version_ < 2 && name == "episodes/abandoned") continue;
     if (!file_.exists(name)) throw InputError("'" + path + "' has no dataset '" + name + "' (corrupted?)");
     Dataset d{h5::Handle(H5Dopen2(file_.id(), c.path, H5P_DEFAULT), H5Dclose), c, 0};
     if (!d.id.valid()) throw InputError("'" + path + "': cannot open dataset '" + name + "' (corrupted?)");
@@ -207,6 +208,8 @@ EpisodeTable RolloutReader::episodes() const {
   t.process = read<float>("episodes/process", 0, n);
   t.efficiency = read<float>("episodes/efficiency", 0, n);
   t.success = read<uint8_t>("episodes/success", 0, n);
+  t.abandoned = datasets_.count("episodes/abandoned") ? read<uint8_t>("episodes/abandoned", 0, n)
+                                                      : std::vector<uint8_t>(n, 0);
   const auto ctx = read<int32_t>("calls/context_len", 0, n_calls_);
   const auto gen = read<int32_t>("calls/generated_len", 0, n_calls_);
   t.generated_tokens.assign(n, 0);
@@ -271,6 +274,7 @@ Trajectory RolloutReader::episode(int64_t i) const {
   t.reward.process = read<float>("episodes/process", i, 1)[0];
   t.reward.efficiency = read<float>("episodes/efficiency", i, 1)[0];
   t.success = read<uint8_t>("episodes/success", i, 1)[0] != 0;
+  t.abandoned = datasets_.count("episodes/abandoned") && read<uint8_t>("episodes/abandoned", i, 1)[0] != 0;
   const int16_t env = read<int16_t>("episodes/env", i, 1)[0];
   const int16_t family = read<int16_t>("episodes/template_family", i, 1)[0];
   if (env < 0 || env >= static_cast<int16_t>(domains_.size()) || family < 0 ||

@@ -31,7 +31,7 @@ struct EpisodeTable {
   std::vector<int32_t> n_calls, group, turns, tool_errors, recoveries, staleness, consumed_step;
   std::vector<int16_t> env, template_family;
   std::vector<float> outcome, process, efficiency;
-  std::vector<uint8_t> success;
+  std::vector<uint8_t> success, abandoned;
   std::vector<int64_t> generated_tokens;  // sum of generated_len over the episode's calls
   std::vector<int64_t> final_length;      // context + generated tokens of its last call
   size_t size() const { return episode_id.size(); }

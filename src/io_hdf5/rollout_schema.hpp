@@ -24,7 +24,8 @@
 namespace forge::rollout_schema {
 
 inline constexpr const char* kFormat = "forge-rollouts";
-inline constexpr int64_t kSchemaVersion = 1;
+// 2: episodes/abandoned (a version-1 file lacks it; read as all 0).
+inline constexpr int64_t kSchemaVersion = 2;
 inline constexpr int kStalenessBins = 16;  // bin k = staleness k, the last bin >= 15
 inline constexpr const char* kNamesAttr = "names";
 
@@ -84,6 +85,7 @@ inline const std::vector<Column>& columns() {
       {"episodes/process", Type::kF32, 1, kRowChunk},
       {"episodes/efficiency", Type::kF32, 1, kRowChunk},
       {"episodes/success", Type::kU8, 1, kRowChunk},
+      {"episodes/abandoned", Type::kU8, 1, kRowChunk},
       {"episodes/turns", Type::kI32, 1, kRowChunk},
       {"episodes/tool_errors", Type::kI32, 1, kRowChunk},
       {"episodes/recoveries", Type::kI32, 1, kRowChunk},

@@ -263,6 +263,7 @@ void RolloutStore::append_episodes(const std::vector<Trajectory>& episodes, int 
     col("episodes/process").push<float>(t.reward.process);
     col("episodes/efficiency").push<float>(t.reward.efficiency);
     col("episodes/success").push<uint8_t>(t.success ? 1 : 0);
+    col("episodes/abandoned").push<uint8_t>(t.abandoned ? 1 : 0);
     col("episodes/turns").push<int32_t>(t.turns);
     col("episodes/tool_errors").push<int32_t>(t.tool_errors);
     col("episodes/recoveries").push<int32_t>(t.recoveries);

@@ -24,6 +24,9 @@
 
 namespace forge {
 
+// Stop codes of the stop word.
+inline constexpr int64_t kStopFinished = 1, kStopSignal = 2;
+
 class WeightChannel {
  public:
   // Collective over comm.

@@ -151,6 +151,36 @@ TEST_P(DataParallelUpdate, ShardGradientsSumToTheWholeBatchGradient) {
   }
 }
 
+// Abandoned episodes (a dead agent, an engine error) are left out of the
+// rewards, the advantages and the loss: the gradient is the one of the
+// batch without them.
+TEST(PolicyUpdate, AbandonedEpisodesAreLeftOut) {
+  set_cpu_threads(1);
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny_agent_model_config(), *backend);
+  model.init_random(22);
+  std::vector<Trajectory> all = episodes(model), kept;
+  for (size_t i = 0; i < all.size(); ++i) {
+    all[i].abandoned = i % 5 == 1;
+    if (!all[i].abandoned) kept.push_back(all[i]);
+  }
+  PolicyUpdateConfig cfg;
+  model.zero_grads();
+  const PolicyUpdateStats with = policy_forward_backward(model, all, cfg);
+  const std::vector<float> g_with = model.get_grads();
+  model.zero_grads();
+  const PolicyUpdateStats without = policy_forward_backward(model, kept, cfg);
+  const std::vector<float> g_without = model.get_grads();
+  EXPECT_EQ(with.abandoned, static_cast<int>(all.size() - kept.size()));
+  EXPECT_EQ(with.samples, without.samples);
+  EXPECT_GT(with.samples, 0);
+  EXPECT_DOUBLE_EQ(with.reward_mean, without.reward_mean);
+  EXPECT_EQ(g_with, g_without);
+  double norm = 0;
+  for (float g : g_with) norm += double(g) * g;
+  EXPECT_GT(norm, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Losses, DataParallelUpdate,
                          ::testing::Values(Case{"cispo", "none"}, Case{"cispo", "token"},
                                            Case{"ppo", "none"}, Case{"grpo", "sequence"},

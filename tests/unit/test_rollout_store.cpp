@@ -73,6 +73,7 @@ Trajectory make_episode(uint64_t i) {
   t.reward = {static_cast<float>(rng.uniform()), static_cast<float>(rng.uniform() - 0.5),
               -static_cast<float>(rng.uniform())};
   t.success = rng.below(2) == 1;
+  t.abandoned = rng.below(3) == 0;
   t.turns = n_calls;
   t.tool_errors = static_cast<int32_t>(rng.below(3));
   t.recoveries = static_cast<int32_t>(rng.below(2));
@@ -95,6 +96,7 @@ void expect_same(const Trajectory& a, const Trajectory& b) {
   EXPECT_EQ(a.reward.process, b.reward.process);
   EXPECT_EQ(a.reward.efficiency, b.reward.efficiency);
   EXPECT_EQ(a.success, b.success);
+  EXPECT_EQ(a.abandoned, b.abandoned);
   EXPECT_EQ(a.turns, b.turns);
   EXPECT_EQ(a.tool_errors, b.tool_errors);
   EXPECT_EQ(a.recoveries, b.recoveries);
@@ -431,7 +433,30 @@ TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
     const int64_t v = rollout_schema::kSchemaVersion + 1;
     ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &v), 0);
   }
-  expect_input_error(newer, {"schema version 2", "newer"});
+  expect_input_error(newer, {"schema version " + std::to_string(rollout_schema::kSchemaVersion + 1), "newer"});
+
+  // Version 1 had no episodes/abandoned: read as all 0. A version-2 file
+  // without it is corrupted.
+  for (const int64_t version : {int64_t{1}, int64_t{2}}) {
+    const std::string old = dir + "/v" + std::to_string(version) + ".h5";
+    fs::copy_file(good, old);
+    {
+      h5::Handle f(H5Fopen(old.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+      ASSERT_TRUE(f.valid());
+      ASSERT_GE(H5Ldelete(f.id(), "episodes/abandoned", H5P_DEFAULT), 0);
+      h5::Handle a(H5Aopen(f.id(), "schema_version", H5P_DEFAULT), H5Aclose);
+      ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &version), 0);
+    }
+    if (version == 2) {
+      expect_input_error(old, {"episodes/abandoned"});
+    } else {
+      const RolloutReader r(old);
+      const EpisodeTable e = r.episodes();
+      ASSERT_GT(e.size(), 0u);
+      EXPECT_EQ(e.abandoned, std::vector<uint8_t>(e.size(), 0));
+      EXPECT_FALSE(r.episode(0).abandoned);
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""A black-box agent: solves forge tasks through forge's OpenAI-compatible
+gateway with the official `openai` client, knowing nothing of forge but the
+gateway URL, its token and the episode endpoints.
+
+Per episode:
+  POST {gateway}/v1/episodes                 -> id, base_url, api_key, task (messages, tools)
+  chat.completions.create(base_url, api_key)  the policy's reply: a tool call or an answer
+  POST {gateway}/v1/episodes/{id}/tool        runs a tool call in forge's environment
+  POST {gateway}/v1/episodes/{id}/answer      checks the final answer -> outcome
+  POST {gateway}/v1/episodes/{id}/reward      the reward components this agent assigns
+  POST {gateway}/v1/episodes/{id}/close
+
+It keeps opening episodes until --episodes are done or the gateway says the
+run has finished (HTTP 503). --log writes one JSON line per policy call: the
+text the agent saw and the token ids the gateway reports for it.
+
+  python3 examples/gateway_agent/agent.py --gateway runs/gw/gateway/0.json --token "$FORGE_GATEWAY_TOKEN"
+"""
+import argparse
+import json
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+import openai
+
+
+def gateway_url(spec):
+    """A URL, or the JSON file a gateway rank writes ({"url": ...})."""
+    if spec.startswith("http://") or spec.startswith("https://"):
+        return spec.rstrip("/")
+    with open(spec) as f:
+        return json.load(f)["url"]
+
+
+class RunFinished(Exception):
+    pass
+
+
+class Gateway:
+    """The episode endpoints (plain HTTP + JSON)."""
+
+    def __init__(self, url, token):
+        self.url, self.token = url, token
+
+    def post(self, path, body=None, key=None):
+        req = urllib.request.Request(self.url + path, data=json.dumps(body or {}).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {key or self.token}",
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=300) as r:
+                return json.load(r)
+        except urllib.error.HTTPError as e:
+            message = json.load(e).get("error", {}).get("message", str(e))
+            if e.code == 503:
+                raise RunFinished(message) from None
+            raise RuntimeError(f"POST {path}: HTTP {e.code}: {message}") from None
+
+
+def run_episode(gw, args, log, lock):
+    ep = gw.post("/v1/episodes")
+    eid, key = ep["id"], ep["api_key"]
+    client = openai.OpenAI(base_url=ep["base_url"], api_key=key, max_retries=0, timeout=300)
+    messages = list(ep["task"]["messages"])
+    tools = ep["task"]["tools"]
+    outcome = 0.0
+    for turn in range(args.max_turns):
+        reply = client.chat.completions.create(model="forge-policy", messages=messages, tools=tools, logprobs=True)
+        choice = reply.choices[0]
+        msg = choice.message
+        messages.append(msg.model_dump(exclude_none=True))
+        extra = (reply.model_extra or {}).get("forge", {})
+        if log:
+            with lock:
+                log.write(json.dumps({"episode": eid, "call": extra.get("call_index"), "text": msg.content,
+                                      "tool_calls": [c.model_dump() for c in msg.tool_calls or []],
+                                      "token_ids": extra.get("token_ids"), "logprobs": extra.get("logprobs")}) + "\n")
+                log.flush()
+        if msg.tool_calls:
+            for call in msg.tool_calls:
+                result = gw.post(f"/v1/episodes/{eid}/tool",
+                                 {"name": call.function.name, "arguments": call.function.arguments}, key)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result["content"]})
+            continue
+        outcome = gw.post(f"/v1/episodes/{eid}/answer", {"answer": msg.content or ""}, key)["outcome"]
+        break
+    # This agent's reward: the verifier's outcome; forge computes the rest.
+    gw.post(f"/v1/episodes/{eid}/reward", {"outcome": outcome}, key)
+    gw.post(f"/v1/episodes/{eid}/close", {}, key)
+    return outcome
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--gateway", required=True, help="gateway URL, or the gateway/<k>.json file of a run")
+    p.add_argument("--token", required=True, help="the gateway's bearer token (gateway.token)")
+    p.add_argument("--episodes", type=int, default=0, help="stop after this many (0: until the run finishes)")
+    p.add_argument("--parallel", type=int, default=4, help="episodes at once")
+    p.add_argument("--max-turns", type=int, default=8)
+    p.add_argument("--log", help="JSON lines of every policy call (text and token ids)")
+    args = p.parse_args()
+
+    gw = Gateway(gateway_url(args.gateway), args.token)
+    log = open(args.log, "a") if args.log else None
+    lock = threading.Lock()
+    stats = {"episodes": 0, "solved": 0}
+    failures = []
+
+    def worker():
+        while True:
+            with lock:
+                if args.episodes and stats["episodes"] >= args.episodes:
+                    return
+                stats["episodes"] += 1
+            try:
+                outcome = run_episode(gw, args, log, lock)
+            except (RunFinished, openai.InternalServerError) as e:  # 503: the run has finished
+                if isinstance(e, openai.InternalServerError) and e.status_code != 503:
+                    with lock:
+                        failures.append(repr(e))
+                    return
+                with lock:
+                    stats["episodes"] -= 1
+                    stats.setdefault("finished", str(e))
+                return
+            except (urllib.error.URLError, openai.APIConnectionError):  # the run is gone
+                with lock:
+                    stats["episodes"] -= 1
+                return
+            except Exception as e:  # noqa: BLE001 - reported, not hidden
+                with lock:
+                    failures.append(repr(e))
+                return
+            with lock:
+                stats["solved"] += outcome >= 1.0
+                n = stats["episodes"]
+                if n % 10 == 0:
+                    print(f"agent: {n} episodes, {stats['solved']} solved", flush=True)
+
+    threads = [threading.Thread(target=worker) for _ in range(args.parallel)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(f"agent: {stats['episodes']} episodes, {stats['solved']} solved"
+          + (f"; gateway: {stats['finished']}" if "finished" in stats else ""), flush=True)
+    if failures:
+        print("agent: failed: " + "; ".join(failures[:5]), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+#include "gateway/chat_messages.hpp"
+
+#include "agent/tool_call_format.hpp"
+#include "env/tool_call.hpp"
+#include "gateway/request_error.hpp"
+#include "model/tokenizer.hpp"
+
+namespace forge {
+namespace {
+
+using nlohmann::json;
+
+void append(Tokens& out, const Tokens& more) { out.insert(out.end(), more.begin(), more.end()); }
+
+std::string where(size_t i) { return "messages[" + std::to_string(i) + "]"; }
+
+// A message's text: a string, or an array of {"type": "text", "text": ...}.
+std::string content_text(const json& m, size_t i) {
+  const auto it = m.find("content");
+  if (it == m.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {
+    std::string out;
+    for (const json& part : *it) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+          !part["text"].is_string())
+        throw bad_request(where(i) + ".content: only text parts are supported");
+      out += part["text"].get<std::string>();
+    }
+    return out;
+  }
+  throw bad_request(where(i) + ".content must be a string or an array of text parts");
+}
+
+// The one tool call of an assistant message, as the policy's action.
+ToolCall call_of(const json& calls, size_t i) {
+  if (!calls.is_array() || calls.empty()) throw bad_request(where(i) + ".tool_calls must be a non-empty array");
+  if (calls.size() > 1)
+    throw bad_request(where(i) + ".tool_calls: this policy makes one tool call per assistant message");
+  const json& c = calls[0];
+  if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+    throw bad_request(where(i) + ".tool_calls[0].function is missing");
+  const json& f = c["function"];
+  if (!f.contains("name") || !f["name"].is_string())
+    throw bad_request(where(i) + ".tool_calls[0].function.name must be a string");
+  ToolCall call{f["name"].get<std::string>(), ""};
+  if (f.contains("arguments")) {
+    if (!f["arguments"].is_string())
+      throw bad_request(where(i) + ".tool_calls[0].function.arguments must be a JSON string");
+    const json args = json::parse(f["arguments"].get<std::string>(), nullptr, false);
+    if (!args.is_object() || !args.contains("input"))
+      throw bad_request(where(i) + ".tool_calls[0].function.arguments must be a JSON object with \"input\"");
+    call.args = args["input"].is_string() ? args["input"].get<std::string>() : args["input"].dump();
+  }
+  return call;
+}
+
+bool same_calls(const json& a, const json& b) {
+  if (!a.is_array() || !b.is_array() || a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (!a[k].is_object() || !b[k].is_object()) return false;
+    if (a[k].value("id", "") != b[k].value("id", "")) return false;
+    const json& fa = a[k].value("function", json::object());
+    const json& fb = b[k].value("function", json::object());
+    if (fa.value("name", "") != fb.value("name", "") || fa.value("arguments", "") != fb.value("arguments", ""))
+      return false;
+  }
+  return true;
+}
+
+// The tokens of an assistant message: a reply the gateway returned (once
+// per request), else the message rendered as an action.
+Tokens assistant_tokens(const json& m, size_t i, CallFormat format, const EpisodeTexts& texts,
+                        std::vector<bool>& used) {
+  const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+  for (size_t r = 0; r < texts.replies.size(); ++r) {
+    if (used[r]) continue;
+    const json& reply = texts.replies[r].message;
+    const bool reply_calls = reply.contains("tool_calls");
+    if (has_calls != reply_calls) continue;
+    const bool match = has_calls ? same_calls(m["tool_calls"], reply["tool_calls"])
+                                 : content_text(m, i) == reply.value("content", "");
+    if (!match) continue;
+    used[r] = true;
+    return texts.replies[r].generated;
+  }
+  if (has_calls) return render_action(format, call_of(m["tool_calls"], i));
+  return render_action(format, {kAnswerTool, content_text(m, i)});
+}
+
+}  // namespace
+
+std::string valid_utf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = byte(i);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (byte(i + k) & 0xC0) == 0x80;
+    if (ok && n == 2) ok = c >= 0xC2;                                            // overlong
+    if (ok && n == 3) ok = !(c == 0xE0 && byte(i + 1) < 0xA0) && !(c == 0xED && byte(i + 1) >= 0xA0);
+    if (ok && n == 4) ok = !(c == 0xF0 && byte(i + 1) < 0x90) && !(c == 0xF4 && byte(i + 1) >= 0x90) && c <= 0xF4;
+    if (ok) {
+      out.append(s, i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string tokens_text(const Tokens& tokens) { return valid_utf8(Tokenizer().decode(tokens)); }
+
+Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat format,
+                   const EpisodeTexts& texts) {
+  if (!messages.is_array() || messages.empty()) throw bad_request("messages must be a non-empty array");
+  const ChatTemplate tmpl(chat_template);
+  const Tokenizer tok;
+  // A text the gateway handed out keeps its tokens.
+  const auto text_tokens = [&](const std::string& s, const std::string& original, const Tokens& original_tokens) {
+    return s == original ? original_tokens : tok.encode(s);
+  };
+  size_t i = 0;
+  const auto role_of = [&](size_t k) {
+    if (!messages[k].is_object() || !messages[k].contains("role") || !messages[k]["role"].is_string())
+      throw bad_request(where(k) + " needs a string \"role\"");
+    return messages[k]["role"].get<std::string>();
+  };
+  Tokens system;
+  const std::string first = role_of(0);
+  if (first == "system" || first == "developer") {
+    system = text_tokens(content_text(messages[0], 0), texts.system, texts.system_tokens);
+    i = 1;
+  }
+  if (i >= messages.size() || role_of(i) != "user")
+    throw bad_request(where(i) + ": the conversation must open with [system,] user");
+  Tokens out = tmpl.opening(system, text_tokens(content_text(messages[i], i), texts.user, texts.user_tokens));
+  std::vector<bool> used(texts.replies.size(), false);
+  for (++i; i < messages.size(); ++i) {
+    const std::string role = role_of(i);
+    if (role == "assistant") {
+      const Tokens gen = assistant_tokens(messages[i], i, format, texts, used);
+      append(out, tmpl.assistant_start());
+      append(out, gen);
+      append(out, tmpl.assistant_end(gen));
+    } else if (role == "tool") {
+      append(out, tmpl.tool_message(tok.encode(content_text(messages[i], i))));
+    } else if (role == "user") {
+      append(out, tmpl.user_message(tok.encode(content_text(messages[i], i))));
+    } else {
+      throw bad_request(where(i) + ".role '" + role +
+                        "': expected user, assistant or tool (system only first)");
+    }
+  }
+  if (role_of(messages.size() - 1) == "assistant")
+    throw bad_request("the last message is the assistant's: nothing to reply to");
+  append(out, tmpl.assistant_start());
+  return out;
+}
+
+json reply_message(const Tokens& generated, CallFormat format, const std::string& call_id, bool cut_by_length,
+                   std::string* finish_reason) {
+  const ParsedAction a = parse_action(format, generated);
+  json m = {{"role", "assistant"}};
+  if (a.kind == ParsedAction::Kind::kCall) {
+    const json args = {{"input", valid_utf8(a.call.args)}};
+    m["content"] = nullptr;
+    m["tool_calls"] = json::array({{{"id", call_id},
+                                    {"type", "function"},
+                                    {"function", {{"name", valid_utf8(a.call.tool)}, {"arguments", args.dump()}}}}});
+    *finish_reason = "tool_calls";
+  } else if (a.kind == ParsedAction::Kind::kAnswer) {
+    m["content"] = valid_utf8(a.answer);
+    *finish_reason = "stop";
+  } else {
+    Tokens body = generated;
+    if (!body.empty() && body.back() == kEndOfTurn) body.pop_back();
+    m["content"] = tokens_text(body);
+    *finish_reason = cut_by_length ? "length" : "stop";
+  }
+  return m;
+}
+
+}  // namespace forge

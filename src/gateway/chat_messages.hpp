@@ -1,0 +1,60 @@
+// OpenAI chat messages <-> tokens, exactly (token-in/token-out).
+//
+// A request's messages render with the episode's chat template:
+//
+//   opening(system, first user) then, per later message,
+//     assistant  assistant_start + its tokens + assistant_end
+//     tool       tool_message(content)      user  user_message(content)
+//   and assistant_start after the last one (the model writes the reply).
+//
+// Texts the gateway itself handed out render to the tokens they came from,
+// never re-encoded: the task's system and user messages (from the episode's
+// opening) and every assistant message it returned (matched by tool-call id,
+// or by content for a reply without tool calls, each reply used once per
+// request). Anything else is the agent's own text and is encoded (bytes;
+// special-token names in text stay text). An assistant message maps to one
+// action of the policy's call format: tool_calls[0] -> the call
+// (function.name, arguments {"input": "..."}), content -> the final answer.
+//
+// A generation maps back the same way: a parsed call becomes one tool call
+// with id "<call_id>", a parsed answer the content, anything else the raw
+// text as content. Strings are made valid UTF-8 (U+FFFD for bad bytes) so
+// that what the agent echoes back compares equal.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/chat_template.hpp"
+#include "env/perturbation.hpp"
+
+namespace forge {
+
+// One reply the gateway returned, with its exact tokens.
+struct ReturnedReply {
+  nlohmann::json message;  // {"role": "assistant", "content" | "tool_calls": ...}
+  Tokens generated;        // sampled tokens (with the stop token, if emitted)
+};
+
+// What the gateway handed out in one episode.
+struct EpisodeTexts {
+  std::string system, user;    // the task's messages as returned by open
+  Tokens system_tokens, user_tokens;
+  std::vector<ReturnedReply> replies;
+};
+
+// The prompt tokens of `messages` (a JSON array). RequestError (400) naming
+// the message index for anything malformed.
+Tokens render_chat(const nlohmann::json& messages, TemplateStyle chat_template, CallFormat format,
+                   const EpisodeTexts& texts);
+
+// The assistant message for `generated`; finish_reason "tool_calls" or
+// "stop" ("length" when cut by max_tokens and not a complete action).
+nlohmann::json reply_message(const Tokens& generated, CallFormat format, const std::string& call_id,
+                             bool cut_by_length, std::string* finish_reason);
+
+// Text of tokens: bytes as UTF-8 (bad bytes as U+FFFD), specials by name.
+std::string tokens_text(const Tokens& tokens);
+std::string valid_utf8(const std::string& bytes);
+
+}  // namespace forge

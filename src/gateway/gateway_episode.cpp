@@ -1,0 +1,129 @@
+#include "gateway/gateway_episode.hpp"
+
+#include <cmath>
+
+#include "agent/prompt_text.hpp"
+#include "agent/tool_response_format.hpp"
+#include "env/process_signals.hpp"
+#include "gateway/request_error.hpp"
+
+namespace forge {
+
+using nlohmann::json;
+
+GatewayEpisode::GatewayEpisode(std::unique_ptr<Environment> env, uint64_t task_seed, const ScaffoldStyle& style,
+                               const AgentConfig& config, uint64_t episode_id, uint64_t slot)
+    : env_(std::move(env)), style_(style), config_(config), slot_(slot) {
+  task_ = env_->reset(task_seed);
+  ideal_ = ideal_cost(*env_, style_);
+  const PromptText prompt = render_prompt(task_, style_);
+  texts_.system_tokens = prompt.system;
+  texts_.user_tokens = prompt.user;
+  texts_.system = tokens_text(prompt.system);
+  texts_.user = tokens_text(prompt.user);
+  trajectory_.episode_id = episode_id;
+  trajectory_.env = task_.domain;
+  trajectory_.task_id = task_seed;
+  trajectory_.template_family = style_.name();
+  trajectory_.needed_turns = ideal_.turns;
+  trajectory_.needed_tokens = ideal_.tokens;
+}
+
+json GatewayEpisode::task_json() const {
+  json messages = json::array();
+  if (!texts_.system_tokens.empty()) messages.push_back({{"role", "system"}, {"content", texts_.system}});
+  messages.push_back({{"role", "user"}, {"content", texts_.user}});
+  json tools = json::array();
+  for (const ToolSpec& t : task_.tools) {
+    const json input = {{"type", "string"}, {"description", t.params + ", e.g. " + t.example}};
+    tools.push_back({{"type", "function"},
+                     {"function",
+                      {{"name", displayed_tool_name(style_.tools, t.name)},
+                       {"description", t.description},
+                       {"parameters",
+                        {{"type", "object"}, {"properties", {{"input", input}}}, {"required", {"input"}}}}}}});
+  }
+  return {{"messages", messages}, {"tools", tools}, {"domain", task_.domain}};
+}
+
+Tokens GatewayEpisode::render_chat(const json& messages) const {
+  return forge::render_chat(messages, style_.chat_template, style_.call, texts_);
+}
+
+void GatewayEpisode::record(const Tokens& prompt, const GenerationResult& r) {
+  FORGE_CHECK(r.logprobs.size() == r.tokens.size() && r.versions.size() == r.tokens.size(),
+              "generation result with mismatched token/logprob/version counts");
+  if (!trajectory_.calls.empty()) {
+    const LlmCall& last = trajectory_.calls.back();
+    const size_t n = last.context.size() + last.generated.size();
+    const bool extends = prompt.size() >= n && std::equal(last.context.begin(), last.context.end(), prompt.begin()) &&
+                         std::equal(last.generated.begin(), last.generated.end(), prompt.begin() + last.context.size());
+    if (!extends) trajectory_.signals.push_back({calls(), "history_rewritten", 0.0f});
+  }
+  trajectory_.calls.push_back({prompt, r.tokens, r.logprobs, r.versions});
+  generated_ += static_cast<int>(r.tokens.size());
+}
+
+json GatewayEpisode::record_chat(const Tokens& prompt, const GenerationResult& r, std::string* finish_reason) {
+  const std::string call_id = "call_" + std::to_string(id()) + "_" + std::to_string(calls());
+  json message = reply_message(r.tokens, style_.call, call_id, r.finish == FinishReason::kLength, finish_reason);
+  record(prompt, r);
+  texts_.replies.push_back({message, r.tokens});
+  return message;
+}
+
+void GatewayEpisode::record_completion(const Tokens& prompt, const GenerationResult& r) { record(prompt, r); }
+
+json GatewayEpisode::run_tool(const std::string& name, const std::string& args) {
+  Observation obs = bad_call_observation(signal::kUnknownTool, "unknown tool '" + name + "'");
+  for (const ToolSpec& t : task_.tools)
+    if (displayed_tool_name(style_.tools, t.name) == name) obs = env_->step({t.name, args});
+  const int32_t turn = std::max(0, calls() - 1);
+  for (ProcessSignal s : obs.signals) {
+    s.turn = turn;
+    trajectory_.signals.push_back(std::move(s));
+  }
+  if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout) ++trajectory_.tool_errors;
+  if (obs.recovered) ++trajectory_.recoveries;
+  return {{"content", valid_utf8(render_observation(style_.response, obs))}, {"kind", to_string(obs.kind)}};
+}
+
+json GatewayEpisode::answer(const std::string& text) {
+  if (answered_) throw RequestError(409, "invalid_request_error", "episode " + std::to_string(id()) + " already answered");
+  answered_ = true;
+  trajectory_.final_answer = text;
+  trajectory_.reward.outcome = env_->verify(text);
+  trajectory_.success = trajectory_.reward.outcome >= 1.0f;
+  return {{"outcome", trajectory_.reward.outcome}, {"success", trajectory_.success}};
+}
+
+void GatewayEpisode::post_reward(const json& c) {
+  if (!c.is_object()) throw bad_request("the reward must be a JSON object of components");
+  for (const auto& [key, value] : c.items()) {
+    if (!value.is_number() || !std::isfinite(value.get<double>()))
+      throw bad_request("reward component '" + key + "' must be a finite number");
+    const float v = value.get<float>();
+    if (key == "outcome") posted_outcome_ = v;
+    else if (key == "process") posted_process_ = v;
+    else if (key == "efficiency") posted_efficiency_ = v;
+    else throw bad_request("unknown reward component '" + key + "' (outcome, process, efficiency)");
+  }
+}
+
+Trajectory GatewayEpisode::finish(bool abandoned, const std::string& reason) {
+  trajectory_.turns = calls();
+  trajectory_.abandoned = abandoned;
+  trajectory_.end_reason = reason;
+  float process = 0;
+  for (const ProcessSignal& s : trajectory_.signals) process += s.value;
+  RewardComponents& r = trajectory_.reward;
+  r.process = posted_process_.value_or(process);
+  r.efficiency = posted_efficiency_.value_or(efficiency_reward(config_, trajectory_.turns, ideal_, generated_));
+  if (posted_outcome_) {
+    r.outcome = *posted_outcome_;
+    trajectory_.success = r.outcome >= 1.0f;
+  }
+  return std::move(trajectory_);
+}
+
+}  // namespace forge

@@ -1,0 +1,82 @@
+// One black-box episode as the gateway records it.
+//
+// Opened: a task of forge's environments (slot's task seed) in the
+// episode's scaffold style; the agent gets the task's system and user
+// messages and its tools as OpenAI function specs (one string parameter,
+// "input"). Every chat or completion request becomes an LlmCall: the exact
+// prompt tokens, the sampled tokens with behaviour logprob and policy version
+// each. A prompt that does not extend the previous call's tokens (the agent
+// rewrote history) is recorded as it is, so the episode's calls branch (the
+// prefix tree merges what they share) and a "history_rewritten" signal
+// (value 0) counts it.
+//
+// Tools: the agent may run the task's tools through the gateway (forge's
+// simulation: observation text in the episode's response format, process
+// signals recorded) and submit its answer (the verifier's outcome). Reward
+// components: outcome from the answer, process = sum of the signals,
+// efficiency from turns and tokens beyond the ideal solution (as white-box
+// episodes); any component the agent posts replaces the computed one.
+//
+// Not thread-safe: the gateway service locks around every call.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/agent_config.hpp"
+#include "agent/agent_episode.hpp"
+#include "agent/trajectory.hpp"
+#include "env/environment.hpp"
+#include "gateway/chat_messages.hpp"
+#include "model/rollout_engine.hpp"
+
+namespace forge {
+
+class GatewayEpisode {
+ public:
+  GatewayEpisode(std::unique_ptr<Environment> env, uint64_t task_seed, const ScaffoldStyle& style,
+                 const AgentConfig& config, uint64_t episode_id, uint64_t slot);
+
+  uint64_t id() const { return trajectory_.episode_id; }
+  uint64_t slot() const { return slot_; }
+  const ScaffoldStyle& style() const { return style_; }
+
+  // {"messages": [system?, user], "tools": [...], "domain": ...}
+  nlohmann::json task_json() const;
+  // Prompt tokens of a chat request (RequestError 400 if malformed).
+  Tokens render_chat(const nlohmann::json& messages) const;
+  // Records a finished generation of `prompt`; returns the reply message
+  // (finish reason through *finish_reason) for chat requests.
+  nlohmann::json record_chat(const Tokens& prompt, const GenerationResult& r, std::string* finish_reason);
+  void record_completion(const Tokens& prompt, const GenerationResult& r);
+  int calls() const { return static_cast<int>(trajectory_.calls.size()); }
+  const Trajectory& record_so_far() const { return trajectory_; }
+
+  // Runs a task tool (displayed name, argument string): {"content", "kind"}.
+  nlohmann::json run_tool(const std::string& name, const std::string& args);
+  // Verifies the final answer (once): {"outcome", "success"}.
+  nlohmann::json answer(const std::string& text);
+  // Agent-posted reward components (any of outcome, process, efficiency).
+  void post_reward(const nlohmann::json& components);
+
+  // The record, with its reward; abandoned episodes are not trained on.
+  Trajectory finish(bool abandoned, const std::string& reason);
+
+ private:
+  void record(const Tokens& prompt, const GenerationResult& r);
+
+  std::unique_ptr<Environment> env_;
+  Task task_;
+  ScaffoldStyle style_;
+  AgentConfig config_;
+  uint64_t slot_;
+  IdealCost ideal_;
+  EpisodeTexts texts_;
+  Trajectory trajectory_;
+  int generated_ = 0;
+  bool answered_ = false;
+  std::optional<float> posted_outcome_, posted_process_, posted_efficiency_;
+};
+
+}  // namespace forge

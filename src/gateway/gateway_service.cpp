@@ -1,0 +1,353 @@
+#include "gateway/gateway_service.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include "core/rng.hpp"
+#include "gateway/request_error.hpp"
+#include "model/tokenizer.hpp"
+
+namespace forge {
+
+using nlohmann::json;
+
+namespace {
+
+std::string random_key() {
+  std::random_device rd;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "fgk-%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return buf;
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+// max_tokens / max_completion_tokens of a request, if given.
+int requested_max_tokens(const json& body, int cap) {
+  int n = cap;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!body.contains(key) || body[key].is_null()) continue;
+    if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1)
+      throw bad_request(std::string(key) + " must be a positive integer");
+    n = static_cast<int>(std::min<int64_t>(n, body[key].get<int64_t>()));
+  }
+  if (body.contains("n") && !(body["n"].is_number_integer() && body["n"].get<int64_t>() == 1))
+    throw bad_request("n: this gateway returns one choice per request (n = 1)");
+  return n;
+}
+
+const json& object_body(const json& body) {
+  if (!body.is_object()) throw bad_request("the request body must be a JSON object");
+  return body;
+}
+
+std::string string_field(const json& body, const char* key) {
+  if (!body.contains(key) || !body[key].is_string())
+    throw bad_request(std::string("\"") + key + "\" must be a string");
+  return body[key].get<std::string>();
+}
+
+}  // namespace
+
+GatewayService::GatewayService(const GatewayConfig& config, const SamplingParams& sampling, int max_new_tokens,
+                               int max_seq_len)
+    : config_(config), sampling_(sampling), max_new_tokens_(max_new_tokens), max_seq_len_(max_seq_len) {}
+
+// ---- the rank's loop
+
+void GatewayService::add_group(uint64_t slot, std::vector<std::unique_ptr<GatewayEpisode>> episodes) {
+  std::lock_guard lock(mu_);
+  groups_[slot].size = static_cast<int>(episodes.size());
+  for (auto& e : episodes) openable_.push_back(std::move(e));
+  openable_cv_.notify_all();
+}
+
+std::vector<GenerationJob> GatewayService::take_jobs() {
+  std::lock_guard lock(mu_);
+  return std::exchange(jobs_, {});
+}
+
+void GatewayService::fulfil(const GenerationResult& result) {
+  std::lock_guard lock(mu_);
+  for (int32_t v : result.versions) version_ = std::max<int64_t>(version_, v);
+  const auto it = waiting_.find(result.id);
+  if (it == waiting_.end()) return;  // its request timed out
+  it->second.set_value(result);
+  waiting_.erase(it);
+}
+
+std::vector<FinishedGroup> GatewayService::take_finished_groups() {
+  std::lock_guard lock(mu_);
+  return std::exchange(finished_, {});
+}
+
+void GatewayService::expire_idle() {
+  std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  std::vector<uint64_t> idle;
+  for (const auto& [id, o] : open_)
+    if (o.in_flight == 0 && std::chrono::duration<double>(now - o.last_active).count() > config_.idle_deadline_s)
+      idle.push_back(id);
+  for (uint64_t id : idle)
+    finish_locked(open_.at(id), true, "abandoned: idle for more than " + seconds(config_.idle_deadline_s) +
+                                          " (gateway.idle_deadline_s)");
+}
+
+void GatewayService::stop(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+  stop_reason_ = reason;
+  for (auto& [id, promise] : waiting_) {
+    GenerationResult r;
+    r.id = id;
+    r.finish = FinishReason::kError;
+    r.error = reason;
+    promise.set_value(r);
+  }
+  waiting_.clear();
+  openable_cv_.notify_all();
+}
+
+GatewayCounters GatewayService::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+int64_t GatewayService::policy_version() const {
+  std::lock_guard lock(mu_);
+  return version_;
+}
+
+// ---- helpers
+
+GatewayService::Open& GatewayService::find_open(uint64_t episode_id) {
+  return const_cast<Open&>(static_cast<const GatewayService*>(this)->find_open(episode_id));
+}
+
+const GatewayService::Open& GatewayService::find_open(uint64_t episode_id) const {
+  const auto it = open_.find(episode_id);
+  if (it != open_.end()) return it->second;
+  const auto ended = ended_.find(episode_id);
+  if (ended != ended_.end())
+    throw RequestError(409, "invalid_request_error",
+                       "episode " + std::to_string(episode_id) + " is closed (" + ended->second + ")");
+  throw RequestError(404, "not_found_error", "no open episode " + std::to_string(episode_id));
+}
+
+void GatewayService::finish_locked(Open& o, bool abandoned, const std::string& reason) {
+  const uint64_t id = o.episode->id(), slot = o.episode->slot();
+  Group& g = groups_.at(slot);
+  g.done.push_back(o.episode->finish(abandoned, reason));
+  ended_[id] = reason;
+  keys_.erase(o.key);
+  open_.erase(id);  // o is gone from here on
+  ++(abandoned ? counters_.abandoned : counters_.closed);
+  if (static_cast<int>(g.done.size()) == g.size) {
+    std::sort(g.done.begin(), g.done.end(),
+              [](const Trajectory& a, const Trajectory& b) { return a.episode_id < b.episode_id; });
+    finished_.push_back({slot, std::move(g.done)});
+    groups_.erase(slot);
+  }
+}
+
+// ---- HTTP handlers
+
+json GatewayService::open() {
+  std::unique_lock lock(mu_);
+  const auto deadline = std::chrono::duration<double>(config_.open_deadline_s);
+  openable_cv_.wait_for(lock, deadline, [&] { return stopped_ || !openable_.empty(); });
+  if (stopped_) throw RequestError(503, "server_error", "no more episodes: " + stop_reason_);
+  if (openable_.empty())
+    throw RequestError(503, "server_error",
+                       "no episode could be admitted within " + seconds(config_.open_deadline_s) +
+                           " (gateway.open_deadline_s): the data pool is full (pool.inflight groups in "
+                           "flight); close open episodes, or retry");
+  std::unique_ptr<GatewayEpisode> e = std::move(openable_.front());
+  openable_.pop_front();
+  const uint64_t id = e->id();
+  json out = {{"id", id}, {"slot", e->slot()}, {"task", e->task_json()}};
+  Open o;
+  o.key = random_key();
+  o.last_active = Clock::now();
+  o.episode = std::move(e);
+  out["api_key"] = o.key;
+  keys_[o.key] = id;
+  open_.emplace(id, std::move(o));
+  ++counters_.opened;
+  return out;
+}
+
+std::optional<uint64_t> GatewayService::episode_of_key(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  const auto it = keys_.find(key);
+  if (it == keys_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool GatewayService::key_matches(uint64_t episode_id, const std::string& key) const {
+  const auto e = episode_of_key(key);
+  return e && *e == episode_id;
+}
+
+GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int max_tokens, bool chat) {
+  std::future<GenerationResult> result;
+  uint64_t request_id = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) throw RequestError(503, "server_error", "no more generations: " + stop_reason_);
+    Open& o = find_open(episode_id);
+    const int room = max_seq_len_ - static_cast<int>(prompt.size());
+    if (room < 1)
+      throw bad_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the policy's context is " +
+                        std::to_string(max_seq_len_) + " (agent.max_context_tokens + agent.max_new_tokens)");
+    GenerationRequest r;
+    r.id = request_id = next_request_++;
+    r.prompt = prompt;
+    r.sampling = sampling_;
+    r.sampling.max_new_tokens = std::min(max_tokens, room);
+    r.sampling.stop_tokens = {kEndOfTurn};
+    uint64_t seed = sampling_.seed ^ (episode_id * 0x9E3779B97F4A7C15ull) ^ (request_id << 1);
+    r.sampling.seed = splitmix64(seed);
+    if (o.in_flight == 0) r.session = "gw-episode-" + std::to_string(episode_id);
+    ++o.in_flight;
+    o.last_active = Clock::now();
+    ++counters_.requests;
+    result = waiting_[request_id].get_future();
+    jobs_.push_back({episode_id, std::move(r)});
+  }
+  const bool ready = result.wait_for(std::chrono::duration<double>(config_.request_deadline_s)) ==
+                     std::future_status::ready;
+  std::lock_guard lock(mu_);
+  const auto it = open_.find(episode_id);
+  if (it != open_.end()) {
+    --it->second.in_flight;
+    it->second.last_active = Clock::now();
+  }
+  if (!ready) {
+    waiting_.erase(request_id);
+    ++counters_.timeouts;
+    throw RequestError(504, "timeout",
+                       "no generation within " + seconds(config_.request_deadline_s) + " (gateway.request_deadline_s)");
+  }
+  GenerationReply reply;
+  reply.result = result.get();
+  if (reply.result.finish == FinishReason::kError) {
+    ++counters_.errors;
+    throw RequestError(503, "server_error", "generation failed: " + reply.result.error);
+  }
+  Open& o = find_open(episode_id);  // 409 if it was closed meanwhile
+  reply.episode_id = episode_id;
+  reply.call_index = o.episode->calls();
+  reply.prompt = std::move(prompt);
+  if (chat) {
+    reply.message = o.episode->record_chat(reply.prompt, reply.result, &reply.finish_reason);
+  } else {
+    o.episode->record_completion(reply.prompt, reply.result);
+    reply.finish_reason = reply.result.finish == FinishReason::kStop ? "stop" : "length";
+  }
+  return reply;
+}
+
+GenerationReply GatewayService::chat(uint64_t episode_id, const json& body) {
+  object_body(body);
+  const int max_tokens = requested_max_tokens(body, max_new_tokens_);
+  if (!body.contains("messages")) throw bad_request("\"messages\" is required");
+  if (body.contains("tools") && !body["tools"].is_null() && !body["tools"].is_array())
+    throw bad_request("\"tools\" must be an array");
+  Tokens prompt;
+  {
+    std::lock_guard lock(mu_);
+    prompt = find_open(episode_id).episode->render_chat(body["messages"]);
+  }
+  return generate(episode_id, std::move(prompt), max_tokens, true);
+}
+
+GenerationReply GatewayService::completion(uint64_t episode_id, const json& body) {
+  object_body(body);
+  const int max_tokens = requested_max_tokens(body, max_new_tokens_);
+  if (!body.contains("prompt")) throw bad_request("\"prompt\" is required");
+  const json& p = body["prompt"];
+  Tokens prompt;
+  if (p.is_string()) {
+    prompt = Tokenizer().encode(p.get<std::string>());
+  } else if (p.is_array()) {
+    for (const json& t : p) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= Tokenizer::kVocabSize)
+        throw bad_request("\"prompt\" as token ids: each must be an integer in [0, " +
+                          std::to_string(Tokenizer::kVocabSize) + ")");
+      prompt.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+  } else {
+    throw bad_request("\"prompt\" must be a string or an array of token ids");
+  }
+  if (prompt.empty()) throw bad_request("\"prompt\" is empty");
+  return generate(episode_id, std::move(prompt), max_tokens, false);
+}
+
+json GatewayService::tool(uint64_t episode_id, const json& body) {
+  object_body(body);
+  const std::string name = string_field(body, "name");
+  std::string args;
+  if (body.contains("arguments")) {
+    const json& a = body["arguments"];
+    // An OpenAI tool call's arguments: a JSON string or object with "input".
+    const json parsed = a.is_string() ? json::parse(a.get<std::string>(), nullptr, false) : a;
+    if (!parsed.is_object() || !parsed.contains("input"))
+      throw bad_request("\"arguments\" must be {\"input\": ...} (an object or its JSON text)");
+    args = parsed["input"].is_string() ? parsed["input"].get<std::string>() : parsed["input"].dump();
+  }
+  std::lock_guard lock(mu_);
+  Open& o = find_open(episode_id);
+  o.last_active = Clock::now();
+  return o.episode->run_tool(name, args);
+}
+
+json GatewayService::answer(uint64_t episode_id, const json& body) {
+  object_body(body);
+  const std::string text = string_field(body, "answer");
+  std::lock_guard lock(mu_);
+  Open& o = find_open(episode_id);
+  o.last_active = Clock::now();
+  return o.episode->answer(text);
+}
+
+json GatewayService::reward(uint64_t episode_id, const json& body) {
+  std::lock_guard lock(mu_);
+  Open& o = find_open(episode_id);
+  o.last_active = Clock::now();
+  o.episode->post_reward(body);
+  return {{"id", episode_id}, {"reward", body}};
+}
+
+json GatewayService::close(uint64_t episode_id, const json& body) {
+  object_body(body);
+  bool abandon = false;
+  if (body.contains("abandon")) {
+    if (!body["abandon"].is_boolean()) throw bad_request("\"abandon\" must be true or false");
+    abandon = body["abandon"].get<bool>();
+  }
+  std::lock_guard lock(mu_);
+  Open& o = find_open(episode_id);
+  const int calls = o.episode->calls();
+  finish_locked(o, abandon, abandon ? "abandoned: by the agent" : "closed");
+  return {{"id", episode_id}, {"status", abandon ? "abandoned" : "closed"}, {"calls", calls}};
+}
+
+json GatewayService::describe(uint64_t episode_id) const {
+  std::lock_guard lock(mu_);
+  const Open& o = find_open(episode_id);
+  json calls = json::array();
+  for (const LlmCall& c : o.episode->record_so_far().calls)
+    calls.push_back({{"prompt_token_ids", c.context},
+                     {"token_ids", c.generated},
+                     {"logprobs", c.logprobs},
+                     {"versions", c.versions}});
+  return {{"id", episode_id}, {"status", "open"}, {"slot", o.episode->slot()}, {"calls", calls}};
+}
+
+}  // namespace forge

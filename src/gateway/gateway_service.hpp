@@ -1,0 +1,135 @@
+// The gateway's state and request handling, between HTTP handler threads
+// (many, blocking) and the gateway rank's loop (one thread, all MPI).
+//
+//   loop:  add_group(slot, episodes)   an admitted data-pool slot: G episodes
+//                                      of one task become openable
+//          take_jobs()                 generation requests to send to rollout ranks
+//          fulfil(request, result)     a result came back
+//          take_finished_groups()      every episode of a slot closed: to the pool
+//          expire_idle()               idle open episodes -> abandoned
+//          stop(reason)                the run ends: waiters get 503
+//   HTTP:  open / chat / completion / tool / answer / reward / close / describe
+//
+// One mutex guards everything; handlers wait for generation outside it, on
+// a future, at most gateway.request_deadline_s (then 504, and the late
+// result is dropped, not recorded). A request's episode is looked up again
+// after the wait: one closed meanwhile gets 409 and nothing is recorded.
+// Episode keys are 128-bit random hex; closed episodes are remembered by id
+// (409 with how they ended, not 404).
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/trajectory.hpp"
+#include "gateway/gateway_config.hpp"
+#include "gateway/gateway_episode.hpp"
+#include "model/rollout_engine.hpp"
+
+namespace forge {
+
+struct GenerationJob {
+  uint64_t episode_id = 0;
+  GenerationRequest request;  // request.id: unique per gateway
+};
+
+struct FinishedGroup {
+  uint64_t slot = 0;
+  std::vector<Trajectory> episodes;
+};
+
+struct GatewayCounters {
+  int64_t opened = 0, closed = 0, abandoned = 0, requests = 0, errors = 0, timeouts = 0;
+};
+
+// A chat or completion reply, before the HTTP layer formats it.
+struct GenerationReply {
+  uint64_t episode_id = 0;
+  int call_index = 0;
+  Tokens prompt;
+  GenerationResult result;
+  nlohmann::json message;     // chat only
+  std::string finish_reason;  // "stop" | "length" | "tool_calls"
+};
+
+class GatewayService {
+ public:
+  // sampling: the run's sampling (behaviour logprobs must be the learner's
+  // distribution); max_new_tokens caps each request.
+  GatewayService(const GatewayConfig& config, const SamplingParams& sampling, int max_new_tokens,
+                 int max_seq_len);
+
+  // ---- the rank's loop
+  void add_group(uint64_t slot, std::vector<std::unique_ptr<GatewayEpisode>> episodes);
+  std::vector<GenerationJob> take_jobs();
+  void fulfil(const GenerationResult& result);
+  std::vector<FinishedGroup> take_finished_groups();
+  void expire_idle();
+  void stop(const std::string& reason);
+  GatewayCounters counters() const;
+
+  // ---- HTTP handlers (RequestError for refusals)
+  // Waits up to gateway.open_deadline_s for an admitted episode.
+  nlohmann::json open();
+  // The episode named by an episode key (nothing if the key is unknown).
+  std::optional<uint64_t> episode_of_key(const std::string& key) const;
+  bool key_matches(uint64_t episode_id, const std::string& key) const;
+  GenerationReply chat(uint64_t episode_id, const nlohmann::json& body);
+  GenerationReply completion(uint64_t episode_id, const nlohmann::json& body);
+  nlohmann::json tool(uint64_t episode_id, const nlohmann::json& body);
+  nlohmann::json answer(uint64_t episode_id, const nlohmann::json& body);
+  nlohmann::json reward(uint64_t episode_id, const nlohmann::json& body);
+  nlohmann::json close(uint64_t episode_id, const nlohmann::json& body);
+  nlohmann::json describe(uint64_t episode_id) const;
+  int64_t policy_version() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Open {
+    std::unique_ptr<GatewayEpisode> episode;
+    std::string key;
+    Clock::time_point last_active;
+    int in_flight = 0;
+  };
+  struct Group {
+    int size = 0;
+    std::vector<Trajectory> done;
+  };
+
+  Open& find_open(uint64_t episode_id);  // RequestError 404 / 409
+  const Open& find_open(uint64_t episode_id) const;
+  void finish_locked(Open& o, bool abandoned, const std::string& reason);
+  // Queues a request and waits for its result; the reply's episode is open.
+  GenerationReply generate(uint64_t episode_id, Tokens prompt, int max_tokens, bool chat);
+
+  GatewayConfig config_;
+  SamplingParams sampling_;
+  int max_new_tokens_;
+  int max_seq_len_;
+  mutable std::mutex mu_;
+  std::condition_variable openable_cv_;
+  std::deque<std::unique_ptr<GatewayEpisode>> openable_;
+  std::unordered_map<uint64_t, Open> open_;
+  std::unordered_map<std::string, uint64_t> keys_;
+  std::unordered_map<uint64_t, std::string> ended_;  // id -> how it ended
+  std::map<uint64_t, Group> groups_;
+  std::vector<FinishedGroup> finished_;
+  std::vector<GenerationJob> jobs_;
+  std::unordered_map<uint64_t, std::promise<GenerationResult>> waiting_;
+  uint64_t next_request_ = 0;
+  int64_t version_ = 0;
+  bool stopped_ = false;
+  std::string stop_reason_;
+  GatewayCounters counters_;
+};
+
+}  // namespace forge

@@ -1,0 +1,128 @@
+#include "mpi_roles/gateway_rank.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
+#include "env/env_mix.hpp"
+#include "gateway/gateway_service.hpp"
+#include "gateway/http_gateway.hpp"
+#include "mpi_roles/environment_rank.hpp"
+#include "mpi_roles/trajectory_codec.hpp"
+
+namespace forge {
+namespace {
+
+struct Ticket {
+  uint64_t slot = 0;
+  bool admitted = false;
+};
+
+void write_url_file(const std::string& path, const std::string& url, int rank) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << nlohmann::json{{"url", url}, {"rank", rank}}.dump() << "\n";
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& control,
+                                  GenerationClient& client, const GatewayRankConfig& cfg) {
+  const EnvMix mix(cfg.env);
+  const PerturbationSampler sampler(cfg.env.perturb, cfg.env.heldout_list());
+  const int first_rollout = layout.first(Role::kRollout);
+  const int rollouts = layout.count(Role::kRollout);
+  const auto describe = [&](int rank) { return layout.name(rank); };
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+
+  GatewayService service(cfg.gateway, cfg.agent.sampling, cfg.agent.max_new_tokens, cfg.max_seq_len);
+  const int port = cfg.gateway.port == 0 ? 0 : cfg.gateway.port + cfg.index;
+  HttpGateway http(service, cfg.gateway, port);
+  if (!cfg.url_file.empty()) write_url_file(cfg.url_file, http.url(), rank);
+  log_info("gateway listening on " + http.url() + " (episodes: POST " + http.url() + "/v1/episodes)");
+
+  GatewayRankStats stats;
+  std::vector<Ticket> tickets;
+  std::map<uint64_t, uint64_t> episode_of_request;
+  Stopwatch since_expiry;
+  while (control.stop_code() == 0) {
+    bool progressed = false;
+    while (static_cast<int>(tickets.size()) < cfg.groups_in_flight) tickets.push_back({pool.submit(), false});
+    for (auto it = tickets.begin(); it != tickets.end();) {
+      if (it->admitted) {
+        ++it;
+        continue;
+      }
+      const Admission a = pool.try_admit(it->slot);
+      if (a == Admission::kWait) {
+        ++it;
+        continue;
+      }
+      progressed = true;
+      if (a == Admission::kSkip) {  // a resumed run already has this group
+        it = tickets.erase(it);
+        continue;
+      }
+      it->admitted = true;
+      const uint64_t task_seed = slot_task_seed(cfg.run_seed, it->slot);
+      std::vector<std::unique_ptr<GatewayEpisode>> episodes;
+      for (int g = 0; g < cfg.group; ++g) {
+        const uint64_t id = it->slot * cfg.group + g;
+        episodes.push_back(std::make_unique<GatewayEpisode>(
+            mix.make_for(task_seed), task_seed, episode_style(sampler, task_seed, id, StyleMode::kTrain),
+            cfg.agent, id, it->slot));
+      }
+      service.add_group(it->slot, std::move(episodes));
+      ++it;
+    }
+    for (GenerationJob& job : service.take_jobs()) {
+      client.send(first_rollout + static_cast<int>(job.episode_id % rollouts), job.request);
+      progressed = true;
+    }
+    for (const GenerationResult& r : client.poll(describe)) {
+      service.fulfil(r);
+      progressed = true;
+    }
+    for (FinishedGroup& g : service.take_finished_groups()) {
+      int64_t oldest = -1;
+      for (const Trajectory& t : g.episodes) {
+        const int32_t v = t.oldest_version();
+        if (v >= 0 && (oldest < 0 || v < oldest)) oldest = v;
+      }
+      const std::vector<uint8_t> payload = encode_trajectories(g.episodes);
+      if (payload.size() > pool.config().slot_bytes)
+        throw InputError("a gateway group of " + std::to_string(g.episodes.size()) + " episodes takes " +
+                         std::to_string(payload.size()) + " bytes, more than pool.slot_bytes = " +
+                         std::to_string(pool.config().slot_bytes) + "; raise pool.slot_mib");
+      pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
+      std::erase_if(tickets, [&](const Ticket& t) { return t.slot == g.slot; });
+      ++stats.groups;
+      progressed = true;
+    }
+    if (since_expiry.seconds() > 0.25) {
+      service.expire_idle();
+      since_expiry.reset();
+    }
+    if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  service.stop(control.stop_code() == kStopSignal ? "the run was stopped (SIGTERM)" : "the run has finished");
+  http.stop();
+  const GatewayCounters c = service.counters();
+  stats.opened = c.opened;
+  stats.closed = c.closed;
+  stats.abandoned = c.abandoned;
+  stats.requests = c.requests;
+  log_info("gateway: " + std::to_string(c.opened) + " episodes opened, " + std::to_string(c.closed) + " closed, " +
+           std::to_string(c.abandoned) + " abandoned; " + std::to_string(c.requests) + " requests (" +
+           std::to_string(c.timeouts) + " past the deadline, " + std::to_string(c.errors) + " failed)");
+  return stats;
+}
+
+}  // namespace forge

@@ -1,0 +1,46 @@
+// A gateway rank: an environment rank whose episodes are driven by black-box
+// agents over HTTP (src/gateway) instead of forge's scaffold.
+//
+// Like an environment rank it holds mpi.env_groups data-pool tickets; an
+// admitted slot s becomes G = train.group openable episodes of the task
+// seed hash(run.seed, s), ids s * G + g, styles as white-box episodes. The
+// loop forwards the agents' generation requests to rollout ranks (episode e
+// to rollout rank e mod R, so its cached prefix stays on one engine), hands
+// back the results, closes idle episodes as abandoned, and completes slot s
+// in the data pool once all G episodes are closed (abandoned ones included,
+// flagged; the learner leaves them out). At the learner's stop word the
+// service refuses new work (503) and the HTTP server stops.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "agent/agent_config.hpp"
+#include "env/env_config.hpp"
+#include "gateway/gateway_config.hpp"
+#include "mpi_roles/data_pool.hpp"
+#include "mpi_roles/generation_rpc.hpp"
+#include "mpi_roles/role_layout.hpp"
+#include "mpi_roles/weight_channel.hpp"
+
+namespace forge {
+
+struct GatewayRankConfig {
+  GatewayConfig gateway;
+  EnvConfig env;
+  AgentConfig agent;   // sampling: the run's; max_new_tokens caps requests
+  int max_seq_len = 512;
+  uint64_t run_seed = 0;
+  int group = 4;
+  int groups_in_flight = 2;
+  int index = 0;            // k-th gateway rank: port gateway.port + k
+  std::string url_file;     // written with {"url", "rank"} once listening
+};
+
+struct GatewayRankStats {
+  int64_t groups = 0, opened = 0, closed = 0, abandoned = 0, requests = 0;
+};
+
+GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& control,
+                                  GenerationClient& client, const GatewayRankConfig& config);
+
+}  // namespace forge
