@@ -3,6 +3,7 @@
 // GFLOP/s counts 4 D flops per visible (query, key) pair and head in the
 // forward, 10 D in the backward (S, dP, dV, dK, dQ with S recomputed twice);
 // memory-bound kernels report achieved GB/s from the bytes they must move.
+// The policy loss: time of the operation including its copy of the sums.
 // Train step: the reference model on agent-like samples (shared prompt, turns),
 // tree-merged versus linear, tokens/s and the speedup.
 // Where no device is present (or the build has no CUDA) it says so, prints
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "algo/policy_loss.hpp"
 #include "algo/prefix_tree.hpp"
 #include "algo/token_loss.hpp"
 #include "bench_util.hpp"
@@ -116,6 +118,36 @@ int main(int argc, char** argv) {
   row("adamw 64M params", time([&] { B.adamw(p.data(), g.data(), m.data(), v.data(), n, ap); }), 0, 28.0 * n);
   row("gemm 4096^3 (cuBLAS FP32)", time([&] { B.gemm(false, true, 4096, 4096, 4096, 1.0f, p.data(), 4096, g.data(), 4096, 0.0f, m.data(), 4096); }),
       2.0 * 4096 * 4096 * 4096, 0);
+
+  // Policy loss (CISPO, token mask): 1024 samples of 256 tokens; the bytes it
+  // must move are lp and mu read and coef written (12 per token).
+  {
+    const int S = 1024, L = 256;
+    PolicyLossConfig lc;
+    lc.is_mask = "token";
+    PackedPolicyTokens batch;
+    for (int s = 0; s < S; ++s) {
+      SampleTokens st;
+      st.advantage = static_cast<float>(rng.normal());
+      st.behaviour_logprob = randn(rng, L, 0.5f);
+      st.logprob = randn(rng, L, 0.5f);
+      batch.add(st);
+    }
+    DeviceArray<int32_t> begin(B, S + 1);
+    DeviceArray<float> adv(B, S), mu(B, size_t(S) * L), lp(B, size_t(S) * L), coef(B, size_t(S) * L);
+    begin.upload(batch.sample_begin);
+    adv.upload(batch.advantage);
+    mu.upload(batch.behaviour_logprob);
+    lp.upload(batch.logprob);
+    PolicyLossArgs la = lc.backend_args();
+    la.samples = S;
+    la.sample_begin = begin.data();
+    la.advantage = adv.data();
+    la.behaviour_logprob = mu.data();
+    la.logprob = lp.data();
+    la.coef = coef.data();
+    row("policy loss cispo 1024 x 256", time([&] { B.policy_loss(la); }), 0, 12.0 * S * L);
+  }
 
   // Tree attention: H = 32, Hkv = 8, D = 128 on a causal chain and on a tree bin.
   const int H = 32, Hkv = 8, D = 128, ld = (H + 2 * Hkv) * D;

@@ -58,6 +58,7 @@
 #include "mpi_roles/environment_rank.hpp"
 #include "mpi_roles/gateway_rank.hpp"
 #include "mpi_roles/generation_rpc.hpp"
+#include "mpi_roles/learner_gradient_sum.hpp"
 #include "mpi_roles/mpi_runtime.hpp"
 #include "mpi_roles/role_layout.hpp"
 #include "mpi_roles/rollout_rank.hpp"
@@ -239,7 +240,8 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     };
   const bool lead = learner_rank == 0;
 
-  auto backend = make_backend("cpu");
+  auto backend = make_backend(cfg.run.backend);
+  LearnerGradientSum gradient_sum(sh.learners, *backend);  // NCCL on cuda, MPI on cpu
   PolicyModel model(cfg.model, *backend);
   model.init_random(cfg.run.seed);
   cfg.optim.total_steps = tc.steps;
@@ -268,7 +270,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     ro.flush_seconds = cfg.run.flush_seconds;
     ro.resume_step = sh.resume_from ? start : -1;  // rows past the checkpoint are cut
     rollouts = std::make_unique<RolloutStore>(cfg.run.dir + "/rollouts.h5", ro);
-    weights.publish(model.params(), start);
+    weights.publish(model.get_params().data(), start);  // host copy (device memory on cuda)
     pool.publish_version(start);
     const RoleLayout& l = *sh.layout;
     log_info("train: " + std::to_string(model.layout().total) + " parameters; " +
@@ -312,13 +314,11 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
 
     model.zero_grads();
     const PolicyUpdateStats st = policy_forward_backward(model, trajs, upd);
-    if (learner_count > 1)
-      MPI_Allreduce(MPI_IN_PLACE, model.grads(), static_cast<int>(model.layout().total), MPI_FLOAT, MPI_SUM,
-                    sh.learners);
+    gradient_sum(model.grads(), model.layout().total);
     const double gnorm = st.samples ? opt.step() : 0.0;
     if (!lead) continue;
 
-    weights.publish(model.params(), step + 1);
+    weights.publish(model.get_params().data(), step + 1);
     pool.publish_version(step + 1);
     rollouts->append_episodes(trajs, step, step);
     const double step_s = since_step.seconds();
@@ -371,7 +371,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
 
 int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
   ForgeConfig& all = *sh.all;
-  auto backend = make_backend("cpu");
+  auto backend = make_backend(all.base.run.backend);
   PolicyModel model(all.base.model, *backend);
   AgentConfig agent = all.agent;
   const int envs = sh.layout->count(Role::kEnvironment), rollouts = sh.layout->count(Role::kRollout);

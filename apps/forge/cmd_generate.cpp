@@ -31,12 +31,13 @@ int run_generate(int argc, char** argv) {
   opts.add("show_logprobs", &show_logprobs, false, "print each generated token with its logprob");
   add_sampling_options(opts, sampling);
   opts.add("run.threads", &run.threads, "OpenMP threads; 0 = all cores", in_range(0, 4096));
+  opts.add("run.backend", &run.backend, "compute backend: cpu | cuda", one_of({"cpu", "cuda"}));
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (prompt.empty()) throw InputError("--prompt is required (the user's request)");
   set_cpu_threads(run.threads);
 
   const std::string path = resolve_checkpoint(checkpoint);
-  auto backend = make_backend("cpu");
+  auto backend = make_backend(run.backend);
   PolicyModel model(model_config_of(path), *backend);
   const CheckpointState st = load_checkpoint(path, model, nullptr);
 

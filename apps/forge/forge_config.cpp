@@ -20,7 +20,6 @@ void add_sft_options(OptionSet& o, SftConfig& s) {
   o.add("sft.plain_steps", &s.plain_steps,
         "agent task: the first steps use the default scaffold style only, then perturbed styles "
         "(a curriculum; 0 = perturbed from the start)", at_least(0));
-  o.add("sft.backend", &s.backend, "compute backend", one_of({"cpu", "cuda"}));
 }
 
 void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {

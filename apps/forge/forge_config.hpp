@@ -25,7 +25,6 @@ struct SftConfig {
   int eval_requests = 128;   // held-out requests (synthetic) or tasks (agent) evaluated
   int show = 6;              // sampled completions printed at the end (synthetic)
   int plain_steps = 0;       // agent: first steps on the default scaffold style only (curriculum)
-  std::string backend = "cpu";
 };
 
 struct TrainConfig {

@@ -70,6 +70,9 @@ void add_run_options(OptionSet& opts, RunConfig& r) {
   opts.add("run.dir", &r.dir, "output folder (rollouts, checkpoints, logs)", non_empty());
   opts.add("run.seed", &r.seed, "root seed of every random stream of the run");
   opts.add("run.threads", &r.threads, "OpenMP threads per rank; 0 = all cores", in_range(0, 4096));
+  opts.add("run.backend", &r.backend,
+           "compute backend of training, generation and evaluation: cpu, or cuda (one GPU per rank)",
+           one_of({"cpu", "cuda"}));
   opts.add("run.log_every", &r.log_every, "steps between progress lines", at_least(1));
   opts.add("run.checkpoint_every", &r.checkpoint_every,
            "steps between checkpoints in RUN_DIR/checkpoints; 0 = only at the end", at_least(0));

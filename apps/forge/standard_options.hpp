@@ -5,7 +5,7 @@
 //   [model]   ModelConfig    (vocab comes from the tokenizer, not from config)
 //   [optim]   OptimConfig
 //   [sample]  SamplingParams (stop_tokens come from the tokenizer / task)
-//   [run]     RunConfig: output folder, seed, threads, logging cadence
+//   [run]     RunConfig: output folder, seed, threads, backend, logging cadence
 //
 // configs/default.ini and docs/configuration.md list the same keys.
 #pragma once
@@ -23,6 +23,7 @@ struct RunConfig {
   std::string dir = "runs/latest";  // output folder of the run
   uint64_t seed = 1234;             // root of every random stream of the run
   int threads = 0;                  // OpenMP threads per rank; 0 = all cores
+  std::string backend = "cpu";      // cpu | cuda (make_backend)
   int log_every = 10;               // steps between progress lines
   int checkpoint_every = 0;         // steps between checkpoints; 0 = only at the end
   int keep_checkpoints = 3;         // newest checkpoints kept; 0 = all

@@ -18,11 +18,18 @@
 // tokens whose r leaves [is_low, is_high]; "sequence" drops samples whose
 // geometric-mean ratio exp(mean_t (lp - mu)) leaves it. Dropped tokens leave
 // both the numerator and the denominator N.
+//
+// Computed by Backend::policy_loss (per-token math in
+// model/policy_loss_terms.hpp; a kernel on CUDA) in two phases: the backend
+// gives the coefficients times the batch denominator and the sums, the
+// learners add the sums, then the coefficients are scaled by 1 / N (1 / S).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "model/backend.hpp"
 
 namespace forge {
 
@@ -37,6 +44,8 @@ struct PolicyLossConfig {
   float effective_eps_low() const;
   float effective_eps_high() const;
   void validate() const;  // InputError naming the key
+  // The backend's loss parameters (objective, clip range, mask).
+  PolicyLossArgs backend_args() const;
 };
 
 // One sample's generated tokens.
@@ -59,6 +68,18 @@ struct PolicyLossStats {
   double masked_fraction() const { return tokens ? double(masked_tokens) / tokens : 0; }
 };
 
+// A batch's generated tokens packed flat (the layout of PolicyLossArgs):
+// sample s owns tokens [sample_begin[s], sample_begin[s + 1]).
+struct PackedPolicyTokens {
+  std::vector<int32_t> sample_begin{0};
+  std::vector<float> advantage;          // [samples]
+  std::vector<float> behaviour_logprob;  // [tokens]
+  std::vector<float> logprob;            // [tokens]
+  int samples() const { return static_cast<int>(advantage.size()); }
+  size_t tokens() const { return logprob.size(); }
+  void add(const SampleTokens& s);  // Error when its lengths differ
+};
+
 // Sums values[0, n) over every learner of a data-parallel batch, in place
 // (an MPI_Allreduce); empty for one learner.
 using ShardSum = std::function<void(double* values, int n)>;
@@ -66,7 +87,12 @@ using ShardSum = std::function<void(double* values, int n)>;
 // Coefficients w[s][t] (the gradient of J with respect to lp[s][t]). When the
 // batch is split over learners, sum_across_shards makes the denominators
 // (and the statistics) those of the whole batch, so that the learners'
-// gradients add up to the one-learner gradient.
+// gradients add up to the one-learner gradient (max_ratio stays this
+// learner's). On the given backend, w flat as batch.logprob.
+std::vector<float> policy_coefficients(Backend& backend, const PolicyLossConfig& config,
+                                       const PackedPolicyTokens& batch, PolicyLossStats* stats,
+                                       const ShardSum& sum_across_shards = {});
+// The same on the CPU backend, w per sample.
 std::vector<std::vector<float>> policy_coefficients(const PolicyLossConfig& config,
                                                     const std::vector<SampleTokens>& samples,
                                                     PolicyLossStats* stats,

@@ -53,7 +53,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
 
   // Samples: every call of a kept episode outside zero-variance groups.
   std::vector<Sample> samples;
-  std::vector<SampleTokens> tokens;  // per sample: advantage, behaviour logprobs, current (filled)
+  PackedPolicyTokens tokens;  // advantage, behaviour logprobs, current logprobs (filled in pass 1)
   std::vector<int32_t> context_len;
   for (size_t i = 0; i < episodes.size(); ++i) {
     const int k = kept_index[i];
@@ -72,7 +72,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
       t.advantage = adv.advantage[k];
       t.behaviour_logprob = c.logprobs;
       t.logprob.assign(c.generated.size(), 0.0f);
-      tokens.push_back(std::move(t));
+      tokens.add(t);
       context_len.push_back(static_cast<int32_t>(c.context.size()));
     }
   }
@@ -91,7 +91,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
     for (int32_t e = 0; e < bin.entries(); ++e)
       for (int32_t r = bin.ref_begin[e]; r < bin.ref_begin[e + 1]; ++r) {
         const SampleRef ref = bin.refs[r];
-        tokens[ref.sample].logprob[ref.position - context_len[ref.sample]] = fwd.logprob[e];
+        tokens.logprob[tokens.sample_begin[ref.sample] + ref.position - context_len[ref.sample]] = fwd.logprob[e];
       }
     for (float h : fwd.entropy) entropy_sum += h;
     entropy_rows += static_cast<int64_t>(fwd.entropy.size());
@@ -105,12 +105,13 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
     st.tree_tokens = int64_t(v[3]), st.samples = int(n);
   }
   st.entropy_mean = entropy_rows ? entropy_sum / entropy_rows : 0;
-  const auto w = policy_coefficients(config.loss, tokens, &st.loss, config.sum_across_shards);
+  const std::vector<float> w =
+      policy_coefficients(model.backend(), config.loss, tokens, &st.loss, config.sum_across_shards);
 
   // Pass 2: L = -sum_e (sum_refs w) logprob_e.
   for (const PackedBin& bin : bins) {
     const auto ew = entry_weights(bin, [&](const SampleRef& ref) {
-      return w[ref.sample][ref.position - context_len[ref.sample]];
+      return w[tokens.sample_begin[ref.sample] + ref.position - context_len[ref.sample]];
     });
     model.forward(bin, config.inv_temperature, &fwd);
     std::vector<float> dl(ew.size());

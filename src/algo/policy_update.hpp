@@ -9,7 +9,8 @@
 //          trained) + generated tokens (trained), all carrying A_i
 //   pass 1: forward over the prefix-tree bins -> current logprobs per
 //          (sample, position); coefficients w from the policy loss
-//          (policy_loss.hpp; masks and denominators need the whole batch)
+//          (policy_loss.hpp, on the model's backend; masks and denominators
+//          need the whole batch)
 //   pass 2: forward + backward with entry weights sum_refs w, so the tree
 //          gradient equals the linear one.
 // With several learners each runs both passes on its shard of the samples.

@@ -48,6 +48,9 @@ class CpuBackend final : public Backend {
   // In cache_attention_cpu.cpp.
   void kv_cache_write(const KvCacheWriteArgs& a) override;
   void paged_attention_fwd(const PagedAttentionArgs& a) override;
+
+  // In policy_loss_cpu.cpp.
+  PolicyLossSums policy_loss(const PolicyLossArgs& a) override;
 };
 
 // Threads for OpenMP loops and OpenBLAS (0 = all cores); returns the count in use.

@@ -15,6 +15,7 @@
 #include "cuda/fp32_head.cuh"
 #include "cuda/gemm.cuh"
 #include "cuda/paged_attention.cuh"
+#include "cuda/policy_loss.cuh"
 #include "cuda/rmsnorm.cuh"
 #include "cuda/rope.cuh"
 #include "cuda/swiglu.cuh"
@@ -153,6 +154,14 @@ class CudaBackend final : public Backend {
   void paged_attention_fwd(const PagedAttentionArgs& a) override {
     launch_paged_attention_fwd(a, stream_);
   }
+  PolicyLossSums policy_loss(const PolicyLossArgs& a) override {
+    double* totals = loss_totals_.get<double>(kPolicyLossSums);
+    launch_policy_loss(a, loss_partials_.get<double>(size_t(a.samples) * kPolicyLossSums), totals,
+                       stream_);
+    PolicyLossSums sums;
+    to_host(&sums, totals, sizeof(sums));
+    return sums;
+  }
 
  private:
   TreeAttentionParams attention_params(const TreeAttentionArgs& a) {
@@ -183,7 +192,7 @@ class CudaBackend final : public Backend {
 
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_;
+  Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_;
 };
 
 }  // namespace
@@ -194,6 +203,11 @@ static int local_rank() {
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
     if (const char* v = std::getenv(var)) return std::atoi(v);
   return 0;
+}
+
+int visible_cuda_devices() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
 std::unique_ptr<Backend> make_cuda_backend() {

@@ -14,4 +14,7 @@ FORGE_CUDA_NAMESPACE_BEGIN
 // On the current device (cudaGetDevice). InputError when no device is present.
 std::unique_ptr<Backend> make_cuda_backend();
 
+// CUDA devices visible to this process (0 when none, or on error).
+int visible_cuda_devices();
+
 FORGE_CUDA_NAMESPACE_END

@@ -11,6 +11,10 @@
 //   logprob_e = z[row_e, target_e] - lse[row_e],  entropy_r = lse_r - sum_v p_rv z_rv,
 // computed in FP32, chunked over V so that [R, V] is never stored (unless the
 // caller asks for the logits, as the sampler does).
+//
+// Policy loss (the math in algo/policy_loss.hpp): per sample, its masks and
+// the per-token coefficients before the batch denominator, plus the sums the
+// statistics need; the caller adds the sums over learners and scales.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -99,6 +103,34 @@ struct PagedAttentionArgs {
   float* out = nullptr;                  // [T, n_heads * head_dim]
 };
 
+// cispo; ppo and dapo (clipped, token mean); grpo (clipped, sequence mean).
+enum class PolicyObjective : int32_t { cispo, clipped_token_mean, clipped_sequence_mean };
+enum class ImportanceMask : int32_t { none, token, sequence };
+
+// Generated tokens packed flat: sample s owns tokens [sample_begin[s], sample_begin[s+1]).
+// coef[t] = w_t times the batch denominator (kept tokens N, or for the sequence
+// mean kept samples S; the sequence mean's 1/|o_s| is applied here); 0 where masked.
+struct PolicyLossArgs {
+  PolicyObjective objective = PolicyObjective::cispo;
+  ImportanceMask mask = ImportanceMask::none;
+  double clip_low = 0, clip_high = 0;  // r^ = clip(r, clip_low, clip_high)
+  double is_low = 0, is_high = 0;      // kept iff is_low <= ratio <= is_high
+  int samples = 0;
+  const int32_t* sample_begin = nullptr;       // [samples + 1]
+  const float* advantage = nullptr;            // [samples]
+  const float* logprob = nullptr;              // [tokens] current lp
+  const float* behaviour_logprob = nullptr;    // [tokens] mu
+  float* coef = nullptr;                       // [tokens] out
+};
+
+// Sums over this backend's samples (FP64), returned to the host.
+struct PolicyLossSums {
+  double tokens = 0, kept_tokens = 0, kept_samples = 0, clipped_tokens = 0;
+  double objective = 0;  // sum of the kept terms, times the batch denominator
+  double ratio = 0, kl = 0, logprob_mismatch = 0;  // sums of r, r - 1 - log r, |lp - mu|
+  double max_ratio = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -157,6 +189,9 @@ class Backend {
   // query rows over their sequences' cached positions.
   virtual void kv_cache_write(const KvCacheWriteArgs& a) = 0;
   virtual void paged_attention_fwd(const PagedAttentionArgs& a) = 0;
+
+  // Writes a.coef; returns the sums (synchronizes).
+  virtual PolicyLossSums policy_loss(const PolicyLossArgs& a) = 0;
 };
 
 // "cpu" (the default and reference) or "cuda"; InputError for an unknown or

@@ -1,6 +1,9 @@
 // The forge binary end to end: command dispatch, help, exit codes (0 ok,
-// 2 bad input, named on stderr) and `forge config` on the default config.
+// 2 bad input, named on stderr), `forge config` on the default config, and
+// run.backend = cuda where no GPU can run it.
+#include "core/error.hpp"
 #include "e2e/forge_runner.hpp"
+#include "model/backend.hpp"
 
 namespace {
 
@@ -82,6 +85,20 @@ TEST(Cli, FlagOverridesConfigFile) {
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "lr = 0.5\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "dir = runs/x\n")) << r.out;
+}
+
+TEST(Cli, CudaBackendWithoutDeviceIsInputError) {
+  try {
+    forge::make_backend("cuda");
+    GTEST_SKIP() << "a CUDA device is present";
+  } catch (const forge::InputError&) {
+  }
+  const std::string dir = ::testing::TempDir() + "forge_cli_cuda_" + std::to_string(getpid());
+  for (const char* cmd : {"sft --sft.steps=1", "train --train.steps=1"}) {
+    const Result r = forge(std::string(cmd) + " --run.backend=cuda --run.dir=" + dir);
+    EXPECT_EQ(r.rc, 2) << cmd << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, "forge: error: backend 'cuda'")) << cmd << "\n" << r.err;
+  }
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 // Sizes are chosen to not be multiples of the kernels' tiles (32 rows, 128 or
 // 256 threads, vocabulary chunks); attention runs on packed bins of random
 // prefix forests with deep branching (algo/prefix_tree + model/packed_batch).
+// The policy loss runs on samples of 0 to 300 tokens, off policy enough that
+// the clip range, the token mask and the sequence mask all take effect.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "algo/policy_loss.hpp"
 #include "algo/prefix_tree.hpp"
 #include "core/rng.hpp"
 #include "model/backend.hpp"
@@ -374,6 +377,89 @@ inline void paged_attention(Backend& dev, Backend& cpu) {
   out.expect_equal("paged attention");
 }
 
+// Off-policy samples: each has its own drift (so that the sequence mask drops
+// some) and per-token noise (so that the token mask and the clip act).
+inline PackedPolicyTokens policy_batch(Rng& rng) {
+  PackedPolicyTokens batch;
+  for (int len : {0, 1, 127, 128, 129, 300}) {  // around the 128-thread block
+    SampleTokens s;
+    s.advantage = static_cast<float>(rng.normal());
+    for (int t = 0; t < len; ++t) {
+      s.behaviour_logprob.push_back(static_cast<float>(-4.0 * rng.uniform()));
+      s.logprob.push_back(s.behaviour_logprob.back() + static_cast<float>(0.5 * rng.normal()));
+    }
+    batch.add(s);
+  }
+  for (int i = 0; i < 140; ++i) {
+    SampleTokens s;
+    s.advantage = static_cast<float>(rng.normal());
+    const double drift = 0.6 * rng.normal();
+    const int len = static_cast<int>(rng.below(300));
+    for (int t = 0; t < len; ++t) {
+      s.behaviour_logprob.push_back(static_cast<float>(-4.0 * rng.uniform()));
+      s.logprob.push_back(s.behaviour_logprob.back() + static_cast<float>(drift + 0.4 * rng.normal()));
+    }
+    batch.add(s);
+  }
+  return batch;
+}
+
+inline void expect_close(double got, double want, const std::string& what, double tol = kFp32Tol) {
+  EXPECT_LE(std::abs(got - want), tol * std::max(std::abs(want), 1e-30)) << what << ": " << got << " vs " << want;
+}
+
+inline void policy_loss(Backend& dev, Backend& cpu, const std::string& algorithm, const std::string& is_mask) {
+  Rng rng(15);
+  const PackedPolicyTokens batch = policy_batch(rng);
+  PolicyLossConfig c;
+  c.algorithm = algorithm;
+  c.is_mask = is_mask;
+  const std::string at = " (" + algorithm + ", mask " + is_mask + ")";
+  // The operation itself: coefficients before the denominator and the sums.
+  Pair<int32_t> begin(dev, cpu, batch.sample_begin);
+  Pair<float> adv(dev, cpu, batch.advantage), mu(dev, cpu, batch.behaviour_logprob);
+  Pair<float> lp(dev, cpu, batch.logprob), coef(dev, cpu, std::vector<float>(batch.tokens()));
+  PolicyLossSums sums[2];  // device, cpu
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    PolicyLossArgs a = c.backend_args();
+    a.samples = batch.samples();
+    a.sample_begin = pick(begin);
+    a.advantage = pick(adv);
+    a.behaviour_logprob = pick(mu);
+    a.logprob = pick(lp);
+    a.coef = pick(coef);
+    sums[be == &cpu] = be->policy_loss(a);
+  }
+  coef.expect_equal("policy loss coef" + at);
+  const PolicyLossSums &d = sums[0], &r = sums[1];
+  EXPECT_EQ(d.tokens, r.tokens) << at;
+  EXPECT_EQ(d.kept_tokens, r.kept_tokens) << at;
+  EXPECT_EQ(d.kept_samples, r.kept_samples) << at;
+  EXPECT_EQ(d.clipped_tokens, r.clipped_tokens) << at;
+  expect_close(d.objective, r.objective, "objective" + at);
+  expect_close(d.ratio, r.ratio, "ratio sum" + at);
+  expect_close(d.kl, r.kl, "kl sum" + at);
+  expect_close(d.logprob_mismatch, r.logprob_mismatch, "mismatch sum" + at);
+  expect_close(d.max_ratio, r.max_ratio, "max ratio" + at);
+  // The case exercises what it names: clipping, and the mask where there is one.
+  EXPECT_GT(r.clipped_tokens, 0) << at;
+  if (is_mask != "none") {
+    EXPECT_GT(r.tokens - r.kept_tokens, 0) << at;
+    EXPECT_GT(r.kept_tokens, 0) << at;
+  }
+
+  // The learner's path: scaled coefficients and the statistics.
+  PolicyLossStats st_dev, st_cpu;
+  const auto w_dev = policy_coefficients(dev, c, batch, &st_dev);
+  const auto w_cpu = policy_coefficients(cpu, c, batch, &st_cpu);
+  expect_close(w_dev, w_cpu, "policy loss w" + at);
+  EXPECT_EQ(st_dev.masked_tokens, st_cpu.masked_tokens) << at;
+  expect_close(st_dev.objective, st_cpu.objective, "objective" + at);
+  expect_close(st_dev.mean_ratio, st_cpu.mean_ratio, "mean ratio" + at);
+  expect_close(st_dev.kl, st_cpu.kl, "kl" + at);
+}
+
 }  // namespace forge::backend_cases
 
 // One TEST per case; get(std::string* why) returns the Backend under test or
@@ -407,4 +493,13 @@ inline void paged_attention(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, HeadChunked, get, bc::head(*dev, *cpu, false, 128))                \
   FORGE_BACKEND_CASE(Suite, HeadWithLogits, get, bc::head(*dev, *cpu, true, 77))               \
   FORGE_BACKEND_CASE(Suite, HeadOneChunk, get, bc::head(*dev, *cpu, false, 4096))              \
-  FORGE_BACKEND_CASE(Suite, PagedAttention, get, bc::paged_attention(*dev, *cpu))
+  FORGE_BACKEND_CASE(Suite, PagedAttention, get, bc::paged_attention(*dev, *cpu))              \
+  FORGE_BACKEND_CASE(Suite, PolicyLossCispo, get, bc::policy_loss(*dev, *cpu, "cispo", "none"))  \
+  FORGE_BACKEND_CASE(Suite, PolicyLossCispoTokenMask, get,                                     \
+                     bc::policy_loss(*dev, *cpu, "cispo", "token"))                            \
+  FORGE_BACKEND_CASE(Suite, PolicyLossCispoSequenceMask, get,                                  \
+                     bc::policy_loss(*dev, *cpu, "cispo", "sequence"))                         \
+  FORGE_BACKEND_CASE(Suite, PolicyLossPpoTokenMask, get,                                       \
+                     bc::policy_loss(*dev, *cpu, "ppo", "token"))                              \
+  FORGE_BACKEND_CASE(Suite, PolicyLossGrpoSequenceMask, get,                                   \
+                     bc::policy_loss(*dev, *cpu, "grpo", "sequence"))
