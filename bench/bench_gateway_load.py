@@ -41,7 +41,8 @@ async def one_request(ep, client, k, results):
         r = await client.chat.completions.create(model="forge-policy", messages=messages)
         results.append({"episode": ep["id"], "k": k, "s": time.perf_counter() - t0, "forge": r.model_extra["forge"]})
     except Exception as e:  # noqa: BLE001 - counted as lost
-        results.append({"episode": ep["id"], "k": k, "s": time.perf_counter() - t0, "error": repr(e)})
+        cause = f" ({e.__cause__!r})" if e.__cause__ else ""
+        results.append({"episode": ep["id"], "k": k, "s": time.perf_counter() - t0, "error": repr(e) + cause})
 
 
 async def fire(episodes, per_episode, results):
@@ -73,7 +74,7 @@ def main():
     wall = time.perf_counter() - t0
 
     errors = [r for r in results if "error" in r]
-    problems = [f"{len(errors)} requests failed: {errors[0]['error']}"] if errors else []
+    problems = [f"{len(errors)} requests failed after {min(r['s'] for r in errors):.2f} to {max(r['s'] for r in errors):.2f} s: {errors[0]['error']}"] if errors else []
     if len(results) != a.requests:
         problems.append(f"{len(results)} answers for {a.requests} requests")
     by_episode = {ep["id"]: http(a.url, f"/v1/episodes/{ep['id']}", ep["api_key"]) for ep in episodes}

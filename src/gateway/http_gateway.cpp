@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <functional>
 
 #include "core/log.hpp"
@@ -13,6 +15,14 @@ namespace forge {
 using nlohmann::json;
 
 namespace {
+
+// Debian's libcpp-httplib is built with a listen backlog of 5: a burst of
+// connections overflows it and the kernel drops handshakes. Listening again
+// on the bound socket raises the backlog (Linux updates it in place).
+class GatewayHttpServer : public httplib::Server {
+ public:
+  bool raise_listen_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+};
 
 json error_body(const std::string& message, const std::string& type, int status) {
   return {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
@@ -75,10 +85,14 @@ void send_events(httplib::Response& res, std::vector<json> chunks) {
 }  // namespace
 
 HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, int port)
-    : service_(service), config_(config), server_(std::make_unique<httplib::Server>()) {
+    : service_(service), config_(config), server_(std::make_unique<GatewayHttpServer>()) {
   const int threads = config.http_threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   server_->set_payload_max_length(static_cast<size_t>(config.max_request_kib) * 1024);
+  // A handler thread serves one connection at a time: a kept-alive idle
+  // connection would hold its thread (up to the keep-alive timeout) while
+  // other requests queue, so each connection carries one request.
+  server_->set_keep_alive_max_count(1);
   server_->set_read_timeout(30, 0);
   server_->set_write_timeout(30, 0);
   add_routes();
@@ -90,6 +104,8 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
     throw InputError("gateway: cannot bind " + config.bind + ":" + std::to_string(port) +
                      " (in use? set gateway.port, or 0 for any free port)");
   }
+  if (!static_cast<GatewayHttpServer&>(*server_).raise_listen_backlog(4096))
+    throw Error("gateway: cannot raise the listen backlog of " + config.bind + ":" + std::to_string(bound));
   url_ = "http://" + config.bind + ":" + std::to_string(bound);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
