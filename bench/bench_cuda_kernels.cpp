@@ -4,6 +4,8 @@
 // forward, 10 D in the backward (S, dP, dV, dK, dQ with S recomputed twice);
 // memory-bound kernels report achieved GB/s from the bytes they must move.
 // The policy loss: time of the operation including its copy of the sums.
+// bf16 rows: the same operation on a second backend in bf16 precision
+// (run.precision = bf16), conversion of the inputs to bf16 included.
 // Train step: the reference model on agent-like samples (shared prompt, turns),
 // tree-merged versus linear, tokens/s and the speedup.
 // Where no device is present (or the build has no CUDA) it says so, prints
@@ -84,10 +86,16 @@ int main(int argc, char** argv) {
     return 0;
   }
   Backend& B = *gpu;
-  DeviceArray<float> one(B, 1);
-  auto sync = [&] { float x; B.to_host(&x, one.data(), sizeof x); };  // drains the stream
+  const std::unique_ptr<Backend> gpu16 = make_backend("cuda", Precision::kBf16);
+  Backend& B16 = *gpu16;  // works on B's buffers (same device), on its own stream
+  DeviceArray<float> one(B, 1), one16(B16, 1);
+  // A copy to the host drains the backend's stream.
+  auto sync = [&](Backend& be, DeviceArray<float>& x) { float h; be.to_host(&h, x.data(), sizeof h); };
   auto time = [&](const std::function<void()>& fn) {
-    return bench::median_seconds(2, reps, [&] { fn(); sync(); });
+    return bench::median_seconds(2, reps, [&] { fn(); sync(B, one); });
+  };
+  auto time16 = [&](const std::function<void()>& fn) {
+    return bench::median_seconds(2, reps, [&] { fn(); sync(B16, one16); });
   };
   Rng rng(1);
   std::printf("bench_cuda_kernels: %d tokens, median of %d\n", T, reps);
@@ -117,6 +125,8 @@ int main(int argc, char** argv) {
   ap.lr = 1e-4f;
   row("adamw 64M params", time([&] { B.adamw(p.data(), g.data(), m.data(), v.data(), n, ap); }), 0, 28.0 * n);
   row("gemm 4096^3 (cuBLAS FP32)", time([&] { B.gemm(false, true, 4096, 4096, 4096, 1.0f, p.data(), 4096, g.data(), 4096, 0.0f, m.data(), 4096); }),
+      2.0 * 4096 * 4096 * 4096, 0);
+  row("gemm 4096^3 (bf16 in, FP32 acc)", time16([&] { B16.gemm(false, true, 4096, 4096, 4096, 1.0f, p.data(), 4096, g.data(), 4096, 0.0f, m.data(), 4096); }),
       2.0 * 4096 * 4096 * 4096, 0);
 
   // Policy loss (CISPO, token mask): 1024 samples of 256 tokens; the bytes it
@@ -180,6 +190,8 @@ int main(int argc, char** argv) {
     const std::string what = kind ? "tree bin T=" + std::to_string(n_tok) : "causal T=" + std::to_string(n_tok);
     row(("attn fwd " + what).c_str(), time([&] { B.tree_attention_fwd(a); }), 4.0 * D * H * pairs, 0);
     row(("attn bwd " + what).c_str(), time([&] { B.tree_attention_bwd(a, ag); }), 10.0 * D * H * pairs, 0);
+    row(("attn fwd bf16 " + what).c_str(), time16([&] { B16.tree_attention_fwd(a); }), 4.0 * D * H * pairs, 0);
+    row(("attn bwd bf16 " + what).c_str(), time16([&] { B16.tree_attention_bwd(a, ag); }), 10.0 * D * H * pairs, 0);
   }
 
   // FP32 head: R rows, vocab 32000, d 4096.
@@ -211,6 +223,7 @@ int main(int argc, char** argv) {
   const double head_flops = 2.0 * R * V * d;
   row("fp32 head fwd V=32000", time([&] { B.head_fwd(ha); }), head_flops, 0);
   row("fp32 head bwd V=32000", time([&] { B.head_bwd(ha, hg); }), 3 * head_flops, 0);
+  row("fp32 head fwd V=32000, bf16 hidden", time16([&] { B16.head_fwd(ha); }), head_flops, 0);
 
   // Train step, reference model: tree-merged versus linear.
   ModelConfig c;

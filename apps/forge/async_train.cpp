@@ -240,7 +240,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     };
   const bool lead = learner_rank == 0;
 
-  auto backend = make_backend(cfg.run.backend);
+  auto backend = make_backend(cfg.run.backend, parse_precision(cfg.run.precision));
   LearnerGradientSum gradient_sum(sh.learners, *backend);  // NCCL on cuda, MPI on cpu
   PolicyModel model(cfg.model, *backend);
   model.init_random(cfg.run.seed);
@@ -371,7 +371,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
 
 int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
   ForgeConfig& all = *sh.all;
-  auto backend = make_backend(all.base.run.backend);
+  auto backend = make_backend(all.base.run.backend, parse_precision(all.base.run.precision));
   PolicyModel model(all.base.model, *backend);
   AgentConfig agent = all.agent;
   const int envs = sh.layout->count(Role::kEnvironment), rollouts = sh.layout->count(Role::kRollout);

@@ -54,7 +54,7 @@ int run_eval(int argc, char** argv) {
   agent.sampling.max_new_tokens = agent.max_new_tokens;
 
   const std::string path = resolve_checkpoint(checkpoint);
-  auto backend = make_backend(all.base.run.backend);
+  auto backend = make_backend(all.base.run.backend, parse_precision(all.base.run.precision));
   PolicyModel model(model_config_of(path), *backend);
   const CheckpointState st = load_checkpoint(path, model, nullptr);
   const StyleEvals ev = evaluate_styles(model, env, agent, tasks, all.base.run.seed);

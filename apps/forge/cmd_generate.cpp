@@ -32,12 +32,14 @@ int run_generate(int argc, char** argv) {
   add_sampling_options(opts, sampling);
   opts.add("run.threads", &run.threads, "OpenMP threads; 0 = all cores", in_range(0, 4096));
   opts.add("run.backend", &run.backend, "compute backend: cpu | cuda", one_of({"cpu", "cuda"}));
+  opts.add("run.precision", &run.precision, "compute precision: fp32 | bf16 (cuda only)",
+           one_of({"fp32", "bf16"}));
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (prompt.empty()) throw InputError("--prompt is required (the user's request)");
   set_cpu_threads(run.threads);
 
   const std::string path = resolve_checkpoint(checkpoint);
-  auto backend = make_backend(run.backend);
+  auto backend = make_backend(run.backend, parse_precision(run.precision));
   PolicyModel model(model_config_of(path), *backend);
   const CheckpointState st = load_checkpoint(path, model, nullptr);
 

@@ -196,7 +196,7 @@ int run_sft(int argc, char** argv) {
   std::filesystem::create_directories(cfg.run.dir);
   std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();
 
-  auto backend = make_backend(cfg.run.backend);
+  auto backend = make_backend(cfg.run.backend, parse_precision(cfg.run.precision));
   cfg.model.vocab = Tokenizer::kVocabSize;
   PolicyModel model(cfg.model, *backend);
   model.init_random(cfg.run.seed);

@@ -74,7 +74,7 @@ int run_train(int argc, char** argv) {
 
   const int threads = set_cpu_threads(cfg.run.threads);
   std::filesystem::create_directories(cfg.run.dir);
-  auto backend = make_backend(cfg.run.backend);
+  auto backend = make_backend(cfg.run.backend, parse_precision(cfg.run.precision));
   cfg.model.vocab = Tokenizer::kVocabSize;
   PolicyModel model(cfg.model, *backend);
   model.init_random(cfg.run.seed);

@@ -73,6 +73,10 @@ void add_run_options(OptionSet& opts, RunConfig& r) {
   opts.add("run.backend", &r.backend,
            "compute backend of training, generation and evaluation: cpu, or cuda (one GPU per rank)",
            one_of({"cpu", "cuda"}));
+  opts.add("run.precision", &r.precision,
+           "compute precision: fp32, or bf16 (cuda only: bf16 GEMM and attention inputs and "
+           "head hidden states, FP32 accumulation, master weights and head weights)",
+           one_of({"fp32", "bf16"}));
   opts.add("run.log_every", &r.log_every, "steps between progress lines", at_least(1));
   opts.add("run.checkpoint_every", &r.checkpoint_every,
            "steps between checkpoints in RUN_DIR/checkpoints; 0 = only at the end", at_least(0));

@@ -24,6 +24,7 @@ struct RunConfig {
   uint64_t seed = 1234;             // root of every random stream of the run
   int threads = 0;                  // OpenMP threads per rank; 0 = all cores
   std::string backend = "cpu";      // cpu | cuda (make_backend)
+  std::string precision = "fp32";   // fp32 | bf16 (bf16: cuda only; parse_precision)
   int log_every = 10;               // steps between progress lines
   int checkpoint_every = 0;         // steps between checkpoints; 0 = only at the end
   int keep_checkpoints = 3;         // newest checkpoints kept; 0 = all

@@ -246,11 +246,21 @@ int set_cpu_threads(int n) {
   return omp_get_max_threads();
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "cpu") return std::make_unique<CpuBackend>();
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  throw InputError("unknown precision '" + name + "' (allowed: fp32, bf16)");
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, Precision precision) {
+  if (name == "cpu") {
+    if (precision != Precision::kFp32)
+      throw InputError("backend 'cpu' computes in FP32 only; precision bf16 needs the cuda backend");
+    return std::make_unique<CpuBackend>();
+  }
   if (name == "cuda") {
 #ifdef FORGE_WITH_CUDA
-    return cuda::make_cuda_backend();  // InputError when no device is present
+    return cuda::make_cuda_backend(precision);  // InputError when no device is present
 #else
     throw InputError("backend 'cuda' is not available in this build (configured without CUDA: "
                      "FORGE_CUDA=OFF or no nvcc found); use the cpu backend");

@@ -2,7 +2,8 @@
 // backend's stream. to_device, to_host and sum_squares synchronize the stream
 // (their results are host-visible on return); everything else is
 // asynchronous, ordered by the stream. Scratch buffers for the attention tile
-// bounds, D_i and the head tiles grow on demand and are kept.
+// bounds, D_i, the head tiles and (bf16 mode) the bf16 copies of GEMM
+// operands, Q/K/V and the head's hidden states grow on demand and are kept.
 #include "cuda/cuda_backend.hpp"
 
 #include <cstdlib>
@@ -50,7 +51,7 @@ class Scratch {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() {
+  explicit CudaBackend(Precision precision) : bf16_(precision == Precision::kBf16) {
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -84,7 +85,12 @@ class CudaBackend final : public Backend {
 
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override {
-    gemm_row_major(blas_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (bf16_)
+      gemm_row_major_bf16(blas_, stream_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                          C, ldc, gemm_a_.get<__nv_bfloat16>(size_t(M) * K),
+                          gemm_b_.get<__nv_bfloat16>(size_t(K) * N));
+    else
+      gemm_row_major(blas_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   void add_inplace(float* y, const float* x, size_t n) override { launch_add_inplace(y, x, n, stream_); }
   void scale(float* x, float s, size_t n) override { launch_scale(x, s, n, stream_); }
@@ -181,18 +187,24 @@ class CudaBackend final : public Backend {
     const int tiles = attention_tiles(a.T);
     p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
     p.tile_min_end = p.tile_max_end + tiles;
+    if (bf16_)
+      p.qkv_bf16 = qkv_bf16_.get<__nv_bfloat16>(size_t(a.T) * (a.n_heads + 2 * a.n_kv_heads) *
+                                                a.head_dim);
     return p;
   }
   HeadWorkspace head_workspace(const HeadArgs& a) {
     HeadWorkspace ws;
     ws.stats = head_stats_.get<float>(3 * size_t(a.R));
     ws.tile = head_tile_.get<float>(head_tile_floats(a.R, a.V, a.vocab_chunk));
+    if (bf16_) ws.hidden_bf16 = head_hidden_.get<float>(size_t(a.R) * a.d);
     return ws;
   }
 
+  const bool bf16_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_;
+  Scratch gemm_a_, gemm_b_, qkv_bf16_, head_hidden_;  // bf16 mode
 };
 
 }  // namespace
@@ -210,7 +222,7 @@ int visible_cuda_devices() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-std::unique_ptr<Backend> make_cuda_backend() {
+std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess || n == 0)
@@ -222,7 +234,7 @@ std::unique_ptr<Backend> make_cuda_backend() {
   const int device = local_rank() % n;
   if (cudaSetDevice(device) != cudaSuccess)
     throw Error("backend 'cuda': cudaSetDevice(" + std::to_string(device) + ") failed");
-  return std::make_unique<CudaBackend>();
+  return std::make_unique<CudaBackend>(precision);
 }
 
 FORGE_CUDA_NAMESPACE_END

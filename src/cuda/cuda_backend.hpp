@@ -1,8 +1,9 @@
 // The CUDA backend (src/cuda): the Backend interface on one GPU. Device
 // memory from cudaMalloc, one stream per backend, GEMMs on cuBLAS, the other
-// operations in the kernels of this folder. FP32 throughout in this version
-// (docs/cuda.md says what is and is not there yet). Plain C++: included by
-// make_backend() without CUDA headers.
+// operations in the kernels of this folder. FP32, or bf16 compute paths
+// (Precision::kBf16: GEMM inputs, tree-attention Q/K/V and the head's hidden
+// states rounded to bf16, FP32 accumulation and storage; docs/cuda.md,
+// "Precision"). Plain C++: included by make_backend() without CUDA headers.
 #pragma once
 #include <memory>
 
@@ -12,7 +13,7 @@
 FORGE_CUDA_NAMESPACE_BEGIN
 
 // On the current device (cudaGetDevice). InputError when no device is present.
-std::unique_ptr<Backend> make_cuda_backend();
+std::unique_ptr<Backend> make_cuda_backend(Precision precision = Precision::kFp32);
 
 // CUDA devices visible to this process (0 when none, or on error).
 int visible_cuda_devices();

@@ -3,8 +3,10 @@
 // FORGE_CUDA_EMULATION (tests/emulation/cuda_emulation.hpp runs kernels on
 // fibers). Kernels use only dynamic shared memory (FORGE_SHARED_MEMORY) and
 // are launched through FORGE_LAUNCH, so one source serves both modes.
-// Also: error checks that throw forge::Error with the call and location, and
-// the warp and block reductions the kernels share.
+// bf16 is __nv_bfloat16 with __float2bfloat16 (round to nearest even) and
+// __bfloat162float in both modes. Also: error checks that throw forge::Error
+// with the call and location, and the warp and block reductions the kernels
+// share.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -20,6 +22,7 @@
 #define FORGE_SHARED_MEMORY(T, name) T* name = reinterpret_cast<T*>(::forge_emu::shared_memory())
 #else
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #define FORGE_LAUNCH(kernel, grid, block, smem, stream, ...)          \
   do {                                                                \

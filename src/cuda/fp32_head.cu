@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "cuda/bf16.cuh"
 #include "cuda/gemm.cuh"
 
 FORGE_CUDA_NAMESPACE_BEGIN
@@ -122,6 +123,17 @@ void logits_tile(const HeadArgs& a, const HeadTileParams& p, cublasHandle_t blas
                  a.hidden + size_t(p.r0) * a.d, a.d, a.weight + size_t(p.v0) * a.d, a.d, 0.0f,
                  p.z, p.ldz);
 }
+
+// The hidden states the head computes with: the caller's, or (bf16 mode)
+// their bf16 rounding in ws.hidden_bf16.
+HeadArgs with_head_hidden(const HeadArgs& args, const HeadWorkspace& ws, cudaStream_t stream) {
+  HeadArgs a = args;
+  if (ws.hidden_bf16) {
+    launch_round_to_bf16(args.hidden, args.R, args.d, args.d, ws.hidden_bf16, args.d, stream);
+    a.hidden = ws.hidden_bf16;
+  }
+  return a;
+}
 }  // namespace
 
 size_t head_tile_floats(int R, int V, int chunk_request) {
@@ -129,9 +141,10 @@ size_t head_tile_floats(int R, int V, int chunk_request) {
   return size_t(rows_per_tile(R, chunk)) * chunk;
 }
 
-void launch_head_fwd(const HeadArgs& a, const HeadWorkspace& ws, cublasHandle_t blas,
+void launch_head_fwd(const HeadArgs& args, const HeadWorkspace& ws, cublasHandle_t blas,
                      cudaStream_t stream) {
-  if (a.R <= 0) return;
+  if (args.R <= 0) return;
+  const HeadArgs a = with_head_hidden(args, ws, stream);
   const int chunk = vocab_chunk(a), rpt = rows_per_tile(a.R, chunk);
   HeadTileParams p = tile_params(a, ws);
   for (p.r0 = 0; p.r0 < a.R; p.r0 += rpt) {
@@ -153,9 +166,10 @@ void launch_head_fwd(const HeadArgs& a, const HeadWorkspace& ws, cublasHandle_t 
   }
 }
 
-void launch_head_bwd(const HeadArgs& a, const HeadGrads& g, const HeadWorkspace& ws,
+void launch_head_bwd(const HeadArgs& args, const HeadGrads& g, const HeadWorkspace& ws,
                      cublasHandle_t blas, cudaStream_t stream) {
-  if (a.R <= 0) return;
+  if (args.R <= 0) return;
+  const HeadArgs a = with_head_hidden(args, ws, stream);
   FORGE_CUDA_CHECK(cudaMemsetAsync(g.dhidden, 0, size_t(a.R) * a.d * sizeof(float), stream));
   const int chunk = vocab_chunk(a), rpt = rows_per_tile(a.R, chunk);
   HeadTileParams p = tile_params(a, ws);

@@ -18,6 +18,10 @@
 // for. Traffic per tile: the logits tile is written by the GEMM and read once
 // by the stats kernel (twice more in backward); the GEMM epilogue fusion that
 // would avoid this round trip is future work.
+//
+// bf16 mode (ws.hidden_bf16 set): H is first rounded to bf16 values (kept in
+// FP32 storage) and every GEMM above uses the rounded H; W, the logits, the
+// statistics, dz, dH and dW stay FP32 (FP32 accumulation throughout).
 #pragma once
 #include <cstddef>
 
@@ -28,8 +32,9 @@ FORGE_CUDA_NAMESPACE_BEGIN
 
 // Scratch for the head: 3 * R floats of row statistics and the logits tile.
 struct HeadWorkspace {
-  float* stats = nullptr;  // [3 * R]: m, s, t
-  float* tile = nullptr;   // [head_tile_floats(R, V, chunk)]
+  float* stats = nullptr;        // [3 * R]: m, s, t
+  float* tile = nullptr;         // [head_tile_floats(R, V, chunk)]
+  float* hidden_bf16 = nullptr;  // bf16 mode: [R * d], H rounded; null: FP32
 };
 
 size_t head_tile_floats(int R, int V, int vocab_chunk);

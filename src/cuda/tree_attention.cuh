@@ -1,4 +1,9 @@
-// Tree-masked attention on the GPU, FP32 (FlashAttention-2 structure).
+// Tree-masked attention on the GPU (FlashAttention-2 structure), FP32 or
+// with bf16 Q/K/V (p.qkv_bf16 set): Q, K and V are rounded to bf16 into that
+// scratch, packed [T][q | k | v], and the kernels read it, widening to FP32
+// in shared memory; scores, the online softmax, accumulation, lse, dO, O and
+// the gradients stay FP32. Forward and backward each round into the scratch
+// (the same values), so the backward's P matches the forward's lse.
 //
 // Tokens of a packed bin in DFS pre-order; query i sees key j iff
 // j <= i < subtree_end[j]. Scale 1/sqrt(D); query head h reads kv head
@@ -62,6 +67,8 @@ struct TreeAttentionParams {
   float* dq = nullptr;
   float* dk = nullptr;
   float* dv = nullptr;
+  // bf16 mode: T * (n_heads + 2 n_kv_heads) * head_dim elements of scratch; null: FP32
+  __nv_bfloat16* qkv_bf16 = nullptr;
 };
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }

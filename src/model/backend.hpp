@@ -194,8 +194,19 @@ class Backend {
   virtual PolicyLossSums policy_loss(const PolicyLossArgs& a) = 0;
 };
 
+// Compute precision of a backend. fp32: FP32 throughout. bf16 (cuda only):
+// GEMM inputs, the tree-attention Q/K/V and the head's hidden states are
+// rounded to bf16 (round to nearest even); accumulation, the head weights,
+// softmax statistics, master weights and optimizer state stay FP32
+// (docs/cuda.md, "Precision").
+enum class Precision { kFp32, kBf16 };
+
+// "fp32" or "bf16"; InputError otherwise.
+Precision parse_precision(const std::string& name);
+
 // "cpu" (the default and reference) or "cuda"; InputError for an unknown or
-// unavailable backend.
-std::unique_ptr<Backend> make_backend(const std::string& name);
+// unavailable backend, or a precision the backend does not have (cpu: fp32).
+std::unique_ptr<Backend> make_backend(const std::string& name,
+                                      Precision precision = Precision::kFp32);
 
 }  // namespace forge

@@ -1,6 +1,6 @@
 // The forge binary end to end: command dispatch, help, exit codes (0 ok,
 // 2 bad input, named on stderr), `forge config` on the default config, and
-// run.backend = cuda where no GPU can run it.
+// run.backend = cuda where no GPU can run it, run.precision = bf16 on the cpu backend.
 #include "core/error.hpp"
 #include "e2e/forge_runner.hpp"
 #include "model/backend.hpp"
@@ -99,6 +99,13 @@ TEST(Cli, CudaBackendWithoutDeviceIsInputError) {
     EXPECT_EQ(r.rc, 2) << cmd << "\n" << r.err;
     EXPECT_TRUE(contains(r.err, "forge: error: backend 'cuda'")) << cmd << "\n" << r.err;
   }
+}
+
+TEST(Cli, Bf16OnCpuBackendIsInputError) {
+  const std::string dir = ::testing::TempDir() + "forge_cli_bf16_" + std::to_string(getpid());
+  const Result r = forge("sft --sft.steps=1 --run.precision=bf16 --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "forge: error: backend 'cpu' computes in FP32 only")) << r.err;
 }
 
 }  // namespace

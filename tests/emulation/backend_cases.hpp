@@ -12,11 +12,14 @@
 // prefix forests with deep branching (algo/prefix_tree + model/packed_batch).
 // The policy loss runs on samples of 0 to 300 tokens, off policy enough that
 // the clip range, the token mask and the sequence mask all take effect.
+// bf16 cases (FORGE_BF16_BACKEND_CASES, a backend in bf16 precision) judge
+// GEMM, tree attention and the head against a CPU bf16 reference (below).
 #pragma once
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -225,94 +228,150 @@ struct AttentionShape {
   int n_heads, n_kv_heads, head_dim, samples, max_len;
 };
 
-inline void tree_attention(Backend& dev, Backend& cpu, const AttentionShape& sh, uint64_t seed) {
+// A packed bin of a random forest with random Q|K|V rows and dO.
+struct AttentionCase {
+  PackedBin bin;
+  std::vector<float> qkv, dout;
+};
+
+inline AttentionCase attention_case(const AttentionShape& sh, uint64_t seed) {
   Rng rng(seed);
-  const auto bins = pack_forest(build_prefix_forest(branching_samples(rng, sh.samples, sh.max_len), true), 1 << 20);
-  ASSERT_EQ(bins.size(), 1u);
-  const PackedBin& bin = bins[0];
-  const int T = bin.tokens(), H = sh.n_heads, Hkv = sh.n_kv_heads, D = sh.head_dim;
+  auto bins = pack_forest(build_prefix_forest(branching_samples(rng, sh.samples, sh.max_len), true), 1 << 20);
+  EXPECT_EQ(bins.size(), 1u);
+  AttentionCase c;
+  c.bin = std::move(bins.at(0));
+  const int T = c.bin.tokens(), D = sh.head_dim;
+  c.qkv = random_vec(rng, size_t(T) * (sh.n_heads + 2 * sh.n_kv_heads) * D);
+  c.dout = random_vec(rng, size_t(T) * sh.n_heads * D);
+  return c;
+}
+
+struct AttentionResult {
+  std::vector<float> out, lse, dqkv;
+};
+
+// Forward and backward on one backend; qkv replaces c.qkv when given.
+inline AttentionResult run_tree_attention(Backend& be, const AttentionShape& sh, const AttentionCase& c,
+                                          const std::vector<float>* qkv = nullptr) {
+  const int T = c.bin.tokens(), H = sh.n_heads, Hkv = sh.n_kv_heads, D = sh.head_dim;
   const int HD = H * D, ld = (H + 2 * Hkv) * D;
-  Pair<float> qkv(dev, cpu, random_vec(rng, size_t(T) * ld));
-  Pair<int32_t> se(dev, cpu, bin.subtree_end);
-  Pair<float> out(dev, cpu, std::vector<float>(size_t(T) * HD)), lse(dev, cpu, std::vector<float>(size_t(H) * T));
-  Pair<float> dout(dev, cpu, random_vec(rng, size_t(T) * HD)), dqkv(dev, cpu, std::vector<float>(size_t(T) * ld));
-  for (Backend* be : {&dev, &cpu}) {
-    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
-    TreeAttentionArgs a;
-    a.T = T;
-    a.n_heads = H;
-    a.n_kv_heads = Hkv;
-    a.head_dim = D;
-    a.q = pick(qkv);
-    a.k = a.q + HD;
-    a.v = a.k + Hkv * D;
-    a.ld_qkv = ld;
-    a.subtree_end = pick(se);
-    a.out = pick(out);
-    a.lse = pick(lse);
-    be->tree_attention_fwd(a);
-    TreeAttentionGrads g;
-    g.dout = pick(dout);
-    g.dq = pick(dqkv);
-    g.dk = g.dq + HD;
-    g.dv = g.dk + Hkv * D;
-    be->tree_attention_bwd(a, g);
+  DeviceArray<float> in, out(be, size_t(T) * HD), lse(be, size_t(H) * T), dout, dqkv(be, size_t(T) * ld);
+  DeviceArray<int32_t> se;
+  in.upload(be, qkv ? *qkv : c.qkv);
+  dout.upload(be, c.dout);
+  se.upload(be, c.bin.subtree_end);
+  TreeAttentionArgs a;
+  a.T = T;
+  a.n_heads = H;
+  a.n_kv_heads = Hkv;
+  a.head_dim = D;
+  a.q = in.data();
+  a.k = a.q + HD;
+  a.v = a.k + Hkv * D;
+  a.ld_qkv = ld;
+  a.subtree_end = se.data();
+  a.out = out.data();
+  a.lse = lse.data();
+  be.tree_attention_fwd(a);
+  TreeAttentionGrads g;
+  g.dout = dout.data();
+  g.dq = dqkv.data();
+  g.dk = g.dq + HD;
+  g.dv = g.dk + Hkv * D;
+  be.tree_attention_bwd(a, g);
+  return {out.download(), lse.download(), dqkv.download()};
+}
+
+inline std::string attention_label(const AttentionShape& sh, const AttentionCase& c) {
+  return " (T=" + std::to_string(c.bin.tokens()) + " H=" + std::to_string(sh.n_heads) + " Hkv=" +
+         std::to_string(sh.n_kv_heads) + " D=" + std::to_string(sh.head_dim) + ")";
+}
+
+inline void tree_attention(Backend& dev, Backend& cpu, const AttentionShape& sh, uint64_t seed) {
+  const AttentionCase c = attention_case(sh, seed);
+  const AttentionResult got = run_tree_attention(dev, sh, c), want = run_tree_attention(cpu, sh, c);
+  const std::string at = attention_label(sh, c);
+  expect_close(got.out, want.out, "tree attention out" + at);
+  expect_close(got.lse, want.lse, "tree attention lse" + at);
+  expect_close(got.dqkv, want.dqkv, "tree attention dq|dk|dv" + at);
+}
+
+// Rows with zero, one and several targets (a repeated one among them), and
+// the head's inputs.
+struct HeadCase {
+  int R = 45, d = 24, V = 300;
+  std::vector<int32_t> row_begin{0}, target;
+  std::vector<float> hidden, weight, dlogprob, dweight;
+};
+
+inline HeadCase head_case() {
+  Rng rng(9);
+  HeadCase c;
+  for (int r = 0; r < c.R; ++r) {
+    const int k = r % 5 == 0 ? 0 : 1 + static_cast<int>(rng.below(3));  // rows without entries too
+    for (int e = 0; e < k; ++e) c.target.push_back(static_cast<int32_t>(rng.below(c.V)));
+    if (k == 3) c.target.back() = c.target[c.target.size() - 2];  // a repeated target in one row
+    c.row_begin.push_back(static_cast<int32_t>(c.target.size()));
   }
-  const std::string at = " (T=" + std::to_string(T) + " H=" + std::to_string(H) + " Hkv=" +
-                         std::to_string(Hkv) + " D=" + std::to_string(D) + ")";
-  out.expect_equal("tree attention out" + at);
-  lse.expect_equal("tree attention lse" + at);
-  dqkv.expect_equal("tree attention dq|dk|dv" + at);
+  c.hidden = random_vec(rng, size_t(c.R) * c.d);
+  c.weight = random_vec(rng, size_t(c.V) * c.d, 0.5f);
+  c.dlogprob = random_vec(rng, c.target.size());
+  c.dweight = random_vec(rng, size_t(c.V) * c.d);
+  return c;
+}
+
+struct HeadResult {
+  std::vector<float> logprob, lse, entropy, logits, dhidden, dweight;
+};
+
+// Forward and backward on one backend; hidden replaces c.hidden when given.
+inline HeadResult run_head(Backend& be, const HeadCase& c, bool want_logits, int chunk,
+                           const std::vector<float>* hidden = nullptr) {
+  const int E = static_cast<int>(c.target.size());
+  DeviceArray<float> hid, w, dlp, dw, lp(be, E), lse(be, c.R), ent(be, c.R);
+  DeviceArray<float> logits(be, size_t(c.R) * c.V), dh(be, size_t(c.R) * c.d);
+  DeviceArray<int32_t> rb, tg;
+  hid.upload(be, hidden ? *hidden : c.hidden);
+  w.upload(be, c.weight);
+  dlp.upload(be, c.dlogprob);
+  dw.upload(be, c.dweight);
+  rb.upload(be, c.row_begin);
+  tg.upload(be, c.target);
+  HeadArgs a;
+  a.R = c.R;
+  a.d = c.d;
+  a.V = c.V;
+  a.hidden = hid.data();
+  a.weight = w.data();
+  a.inv_temperature = 0.7f;
+  a.E = E;
+  a.row_begin = rb.data();
+  a.target = tg.data();
+  a.logprob = lp.data();
+  a.lse = lse.data();
+  a.entropy = ent.data();
+  a.logits = want_logits ? logits.data() : nullptr;
+  a.vocab_chunk = chunk;
+  be.head_fwd(a);
+  HeadGrads g;
+  g.dlogprob = dlp.data();
+  g.dhidden = dh.data();
+  g.dweight = dw.data();
+  be.head_bwd(a, g);
+  return {lp.download(), lse.download(), ent.download(),
+          want_logits ? logits.download() : std::vector<float>(), dh.download(), dw.download()};
 }
 
 inline void head(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
-  Rng rng(9);
-  const int R = 45, d = 24, V = 300;
-  std::vector<int32_t> row_begin{0}, target;
-  for (int r = 0; r < R; ++r) {
-    const int k = r % 5 == 0 ? 0 : 1 + static_cast<int>(rng.below(3));  // rows without entries too
-    for (int e = 0; e < k; ++e) target.push_back(static_cast<int32_t>(rng.below(V)));
-    if (k == 3) target.back() = target[target.size() - 2];  // a repeated target in one row
-    row_begin.push_back(static_cast<int32_t>(target.size()));
-  }
-  const int E = static_cast<int>(target.size());
-  Pair<float> hid(dev, cpu, random_vec(rng, size_t(R) * d)), w(dev, cpu, random_vec(rng, size_t(V) * d, 0.5f));
-  Pair<int32_t> rb(dev, cpu, row_begin), tg(dev, cpu, target);
-  Pair<float> lp(dev, cpu, std::vector<float>(E)), lse(dev, cpu, std::vector<float>(R));
-  Pair<float> ent(dev, cpu, std::vector<float>(R)), logits(dev, cpu, std::vector<float>(size_t(R) * V));
-  Pair<float> dlp(dev, cpu, random_vec(rng, E)), dh(dev, cpu, std::vector<float>(size_t(R) * d));
-  Pair<float> dw(dev, cpu, random_vec(rng, size_t(V) * d));
-  for (Backend* be : {&dev, &cpu}) {
-    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
-    HeadArgs a;
-    a.R = R;
-    a.d = d;
-    a.V = V;
-    a.hidden = pick(hid);
-    a.weight = pick(w);
-    a.inv_temperature = 0.7f;
-    a.E = E;
-    a.row_begin = pick(rb);
-    a.target = pick(tg);
-    a.logprob = pick(lp);
-    a.lse = pick(lse);
-    a.entropy = pick(ent);
-    a.logits = want_logits ? pick(logits) : nullptr;
-    a.vocab_chunk = chunk;
-    be->head_fwd(a);
-    HeadGrads g;
-    g.dlogprob = pick(dlp);
-    g.dhidden = pick(dh);
-    g.dweight = pick(dw);
-    be->head_bwd(a, g);
-  }
+  const HeadCase c = head_case();
+  const HeadResult got = run_head(dev, c, want_logits, chunk), want = run_head(cpu, c, want_logits, chunk);
   const std::string at = " (chunk " + std::to_string(chunk) + (want_logits ? ", logits)" : ")");
-  lp.expect_equal("head logprob" + at);
-  lse.expect_equal("head lse" + at);
-  ent.expect_equal("head entropy" + at);
-  if (want_logits) logits.expect_equal("head logits" + at);
-  dh.expect_equal("head dhidden" + at);
-  dw.expect_equal("head dweight (accumulated)" + at);
+  expect_close(got.logprob, want.logprob, "head logprob" + at);
+  expect_close(got.lse, want.lse, "head lse" + at);
+  expect_close(got.entropy, want.entropy, "head entropy" + at);
+  if (want_logits) expect_close(got.logits, want.logits, "head logits" + at);
+  expect_close(got.dhidden, want.dhidden, "head dhidden" + at);
+  expect_close(got.dweight, want.dweight, "head dweight (accumulated)" + at);
 }
 
 inline void paged_attention(Backend& dev, Backend& cpu) {
@@ -460,6 +519,100 @@ inline void policy_loss(Backend& dev, Backend& cpu, const std::string& algorithm
   expect_close(st_dev.kl, st_cpu.kl, "kl" + at);
 }
 
+// ---- bf16 precision ------------------------------------------------------------
+// DESIGN.md: a low-precision result is judged against the error of the same
+// computation in that dtype. ref32: the CPU backend on the inputs; ref16: the
+// CPU backend on the inputs rounded to bf16 (round to nearest even) where the
+// bf16 mode rounds them, FP32 arithmetic after that. With err the relative
+// norm error against ref32, the device's bf16 result must satisfy
+//   err(dev) <= 2 err(ref16) + kBf16Eps   (as accurate as bf16 inputs allow)
+//   err(dev) >= err(ref16) / 4            (bf16 was applied: an FP32 path fails)
+constexpr double kBf16Eps = 1e-6;
+
+inline float round_bf16(float x) {
+  if (std::isnan(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+inline std::vector<float> round_bf16(std::vector<float> v) {
+  for (auto& x : v) x = round_bf16(x);
+  return v;
+}
+
+inline void expect_bf16_error(const std::vector<float>& got, const std::vector<float>& ref16,
+                              const std::vector<float>& ref32, const std::string& what) {
+  ASSERT_EQ(got.size(), ref32.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(std::isfinite(got[i])) << what << ": non-finite value at " << i;
+  const double e_got = rel_err(got, ref32), e_16 = rel_err(ref16, ref32);
+  EXPECT_GT(e_16, 0.0) << what << ": bf16 rounding changed nothing (the case cannot tell)";
+  EXPECT_LE(e_got, 2 * e_16 + kBf16Eps) << what << ": error " << e_got << ", bf16 reference " << e_16;
+  EXPECT_GE(e_got, 0.25 * e_16) << what << ": error " << e_got << " well below bf16's " << e_16
+                                << " (bf16 not applied?)";
+}
+
+inline std::vector<float> run_gemm(Backend& be, bool ta, bool tb, int M, int N, int K,
+                                   const std::vector<float>& A, int lda, const std::vector<float>& B,
+                                   int ldb, const std::vector<float>& C, int ldc) {
+  DeviceArray<float> a, b, c;
+  a.upload(be, A);
+  b.upload(be, B);
+  c.upload(be, C);
+  be.gemm(ta, tb, M, N, K, 0.7f, a.data(), lda, b.data(), ldb, 0.3f, c.data(), ldc);
+  return c.download();
+}
+
+// A and B rounded; C (the beta term) and the accumulation FP32.
+inline void gemm_bf16(Backend& dev, Backend& cpu) {
+  Rng rng(2);
+  const int M = 37, N = 45, K = 29;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+      const auto A = random_vec(rng, size_t(ta ? K : M) * lda);
+      const auto B = random_vec(rng, size_t(tb ? N : K) * ldb);
+      const auto C = random_vec(rng, size_t(M) * ldc);
+      const auto ref32 = run_gemm(cpu, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+      const auto ref16 = run_gemm(cpu, ta, tb, M, N, K, round_bf16(A), lda, round_bf16(B), ldb, C, ldc);
+      const auto got = run_gemm(dev, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+      expect_bf16_error(got, ref16, ref32,
+                        "bf16 gemm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+    }
+}
+
+// Q, K and V rounded; forward and backward.
+inline void tree_attention_bf16(Backend& dev, Backend& cpu, const AttentionShape& sh, uint64_t seed) {
+  const AttentionCase c = attention_case(sh, seed);
+  const std::vector<float> qkv16 = round_bf16(c.qkv);
+  const AttentionResult ref32 = run_tree_attention(cpu, sh, c), ref16 = run_tree_attention(cpu, sh, c, &qkv16);
+  const AttentionResult got = run_tree_attention(dev, sh, c);
+  const std::string at = attention_label(sh, c);
+  expect_bf16_error(got.out, ref16.out, ref32.out, "bf16 tree attention out" + at);
+  expect_bf16_error(got.lse, ref16.lse, ref32.lse, "bf16 tree attention lse" + at);
+  expect_bf16_error(got.dqkv, ref16.dqkv, ref32.dqkv, "bf16 tree attention dq|dk|dv" + at);
+}
+
+// Hidden states rounded; head weights FP32.
+inline void head_bf16(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
+  const HeadCase c = head_case();
+  const std::vector<float> hidden16 = round_bf16(c.hidden);
+  const HeadResult ref32 = run_head(cpu, c, want_logits, chunk);
+  const HeadResult ref16 = run_head(cpu, c, want_logits, chunk, &hidden16);
+  const HeadResult got = run_head(dev, c, want_logits, chunk);
+  const std::string at = " (chunk " + std::to_string(chunk) + (want_logits ? ", logits)" : ")");
+  expect_bf16_error(got.logprob, ref16.logprob, ref32.logprob, "bf16 head logprob" + at);
+  expect_bf16_error(got.lse, ref16.lse, ref32.lse, "bf16 head lse" + at);
+  expect_bf16_error(got.entropy, ref16.entropy, ref32.entropy, "bf16 head entropy" + at);
+  if (want_logits) expect_bf16_error(got.logits, ref16.logits, ref32.logits, "bf16 head logits" + at);
+  expect_bf16_error(got.dhidden, ref16.dhidden, ref32.dhidden, "bf16 head dhidden" + at);
+  expect_bf16_error(got.dweight, ref16.dweight, ref32.dweight, "bf16 head dweight (accumulated)" + at);
+}
+
 }  // namespace forge::backend_cases
 
 // One TEST per case; get(std::string* why) returns the Backend under test or
@@ -503,3 +656,15 @@ inline void policy_loss(Backend& dev, Backend& cpu, const std::string& algorithm
                      bc::policy_loss(*dev, *cpu, "ppo", "token"))                              \
   FORGE_BACKEND_CASE(Suite, PolicyLossGrpoSequenceMask, get,                                   \
                      bc::policy_loss(*dev, *cpu, "grpo", "sequence"))
+
+// The bf16 cases; get returns a backend in bf16 precision (or nullptr).
+#define FORGE_BF16_BACKEND_CASES(Suite, get)                                                   \
+  FORGE_BACKEND_CASE(Suite, Bf16Gemm, get, bc::gemm_bf16(*dev, *cpu))                          \
+  FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionGqa, get,                                         \
+                     bc::tree_attention_bf16(*dev, *cpu, {4, 2, 16, 40, 24}, 11))              \
+  FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionOddHeadDim, get,                                  \
+                     bc::tree_attention_bf16(*dev, *cpu, {2, 1, 40, 25, 60}, 12))              \
+  FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim128, get,                                  \
+                     bc::tree_attention_bf16(*dev, *cpu, {2, 2, 128, 12, 30}, 13))             \
+  FORGE_BACKEND_CASE(Suite, Bf16HeadChunked, get, bc::head_bf16(*dev, *cpu, false, 128))       \
+  FORGE_BACKEND_CASE(Suite, Bf16HeadWithLogits, get, bc::head_bf16(*dev, *cpu, true, 77))

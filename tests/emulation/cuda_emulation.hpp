@@ -20,7 +20,9 @@
 // bytes (NaN as float) so that reads of unwritten shared memory show up;
 // cudaMalloc'd memory is host memory filled the same way. Atomics are
 // std::atomic_ref operations. The runtime API subset the backend uses runs
-// synchronously on the host; cuBLAS SGEMM maps to CBLAS (column-major).
+// synchronously on the host; cuBLAS SGEMM maps to CBLAS (column-major), and
+// cublasGemmEx (bf16 inputs, FP32 output and compute) widens its inputs to
+// FP32 and does the same. __nv_bfloat16 rounds to nearest even.
 //
 // Not emulated: memory coalescing, bank conflicts, occupancy, warp-divergent
 // timing, races between threads that are not separated by a barrier (fibers
@@ -272,6 +274,26 @@ T atomicAdd(T* address, T v) {
   return std::atomic_ref<T>(*address).fetch_add(v, std::memory_order_relaxed);
 }
 
+// ---- bf16 (cuda_bf16.h) -------------------------------------------------------------
+// The FP32 bit pattern's upper half; __float2bfloat16 rounds to nearest even
+// (NaN stays a quiet NaN), as the device conversion does.
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __nv_bfloat16 __float2bfloat16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if (std::isnan(x)) return {static_cast<uint16_t>((u >> 16) | 0x40)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {static_cast<uint16_t>(u >> 16)};
+}
+inline float __bfloat162float(__nv_bfloat16 x) {
+  const uint32_t u = static_cast<uint32_t>(x.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 // ---- runtime API ------------------------------------------------------------------
 using cudaError_t = int;
 constexpr cudaError_t cudaSuccess = 0;
@@ -354,6 +376,34 @@ inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOp
               tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k, *alpha, A, lda, B, ldb,
               *beta, C, ldc);
   return CUBLAS_STATUS_SUCCESS;
+}
+
+// cublasGemmEx for what the backend issues: bf16 A and B, FP32 C, FP32
+// compute. The inputs are widened to FP32 (exactly) and go through SGEMM.
+enum cudaDataType_t { CUDA_R_32F, CUDA_R_16BF };
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT };
+constexpr cublasStatus_t CUBLAS_STATUS_NOT_SUPPORTED = 15;
+inline std::vector<float> forge_emu_widen_bf16(const void* p, cublasOperation_t op, int m, int k,
+                                               int ld) {
+  const int rows = op == CUBLAS_OP_N ? m : k, cols = op == CUBLAS_OP_N ? k : m;
+  const size_t n = cols == 0 ? 0 : size_t(ld) * (cols - 1) + rows;
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return out;
+}
+inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb,
+                                   int m, int n, int k, const void* alpha, const void* A,
+                                   cudaDataType_t a_type, int lda, const void* B,
+                                   cudaDataType_t b_type, int ldb, const void* beta, void* C,
+                                   cudaDataType_t c_type, int ldc, cublasComputeType_t,
+                                   cublasGemmAlgo_t) {
+  if (a_type != CUDA_R_16BF || b_type != CUDA_R_16BF || c_type != CUDA_R_32F)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  const std::vector<float> a = forge_emu_widen_bf16(A, ta, m, k, lda);
+  const std::vector<float> b = forge_emu_widen_bf16(B, tb, k, n, ldb);
+  return cublasSgemm(nullptr, ta, tb, m, n, k, static_cast<const float*>(alpha), a.data(), lda,
+                     b.data(), ldb, static_cast<const float*>(beta), static_cast<float*>(C), ldc);
 }
 
 // Device-side integer min/max.

@@ -2,12 +2,15 @@
 // backend, on a tiny model: a tree-batch train step (forward: logprobs and
 // entropies; backward: every parameter gradient; an AdamW step: the new
 // parameters) and generation through the rollout engine (paged KV cache;
-// tokens and behaviour logprobs). FP32 throughout: within 1e-5 relative.
+// tokens and behaviour logprobs). FP32: within 1e-5 relative. bf16
+// precision: the train step's logprobs, entropies and gradients judged
+// against the CPU bf16 reference (bf16_reference_backend.hpp).
 #include <gtest/gtest.h>
 
 #include "algo/token_loss.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "emulation/backend_cases.hpp"
+#include "emulation/bf16_reference_backend.hpp"
 #include "model/optimizer.hpp"
 #include "model/policy_model.hpp"
 #include "model/rollout_engine.hpp"
@@ -38,6 +41,22 @@ void expect_tensors_close(const PolicyModel& model, const std::vector<float>& go
   }
 }
 
+// A packed bin of branching samples and a random loss gradient per entry.
+struct TrainCase {
+  PackedBin bin;
+  std::vector<float> dl;
+};
+
+TrainCase train_case() {
+  Rng rng(21);
+  auto bins = pack_forest(build_prefix_forest(bc::branching_samples(rng, 14, 40), true), 1 << 14);
+  EXPECT_EQ(bins.size(), 1u);
+  TrainCase c{std::move(bins.at(0)), {}};
+  c.dl.resize(c.bin.entries());
+  for (auto& x : c.dl) x = static_cast<float>(rng.normal()) / c.bin.entries();
+  return c;
+}
+
 TEST(EmulatedCudaModel, TrainStepMatchesCpu) {
   auto cpu = make_backend("cpu");
   auto emu = cuda::make_cuda_backend();
@@ -45,21 +64,15 @@ TEST(EmulatedCudaModel, TrainStepMatchesCpu) {
   m_cpu.init_random(7, 0.2f);
   m_emu.set_params(m_cpu.get_params());
 
-  Rng rng(21);
-  const auto samples = bc::branching_samples(rng, 14, 40);
-  const auto bins = pack_forest(build_prefix_forest(samples, true), 1 << 14);
-  ASSERT_EQ(bins.size(), 1u);
-  const PackedBin& bin = bins[0];
-  std::vector<float> dl(bin.entries());
-  for (auto& x : dl) x = static_cast<float>(rng.normal()) / bin.entries();
+  const TrainCase c = train_case();
 
   BinForward f_cpu, f_emu;
-  m_cpu.forward(bin, 0.8f, &f_cpu);
-  m_emu.forward(bin, 0.8f, &f_emu);
+  m_cpu.forward(c.bin, 0.8f, &f_cpu);
+  m_emu.forward(c.bin, 0.8f, &f_emu);
   bc::expect_close(f_emu.logprob, f_cpu.logprob, "logprob");
   bc::expect_close(f_emu.entropy, f_cpu.entropy, "entropy");
-  m_cpu.backward(dl);
-  m_emu.backward(dl);
+  m_cpu.backward(c.dl);
+  m_emu.backward(c.dl);
   expect_tensors_close(m_cpu, m_emu.get_grads(), m_cpu.get_grads(), "gradient of");
 
   OptimConfig oc;
@@ -68,6 +81,28 @@ TEST(EmulatedCudaModel, TrainStepMatchesCpu) {
   const double n_cpu = o_cpu.step(), n_emu = o_emu.step();
   EXPECT_LE(std::abs(n_emu - n_cpu), 1e-5 * n_cpu) << "gradient norm";
   expect_tensors_close(m_cpu, m_emu.get_params(), m_cpu.get_params(), "parameter after AdamW:");
+}
+
+TEST(EmulatedCudaModel, Bf16TrainStepMatchesBf16Reference) {
+  auto cpu = make_backend("cpu");
+  bc::Bf16ReferenceBackend ref16;
+  auto emu = cuda::make_cuda_backend(Precision::kBf16);
+  PolicyModel m32(tiny_config(), *cpu), m16(tiny_config(), ref16), m_emu(tiny_config(), *emu);
+  m32.init_random(7, 0.2f);
+  m16.set_params(m32.get_params());
+  m_emu.set_params(m32.get_params());
+
+  const TrainCase c = train_case();
+  BinForward f32, f16, f_emu;
+  m32.forward(c.bin, 0.8f, &f32);
+  m16.forward(c.bin, 0.8f, &f16);
+  m_emu.forward(c.bin, 0.8f, &f_emu);
+  bc::expect_bf16_error(f_emu.logprob, f16.logprob, f32.logprob, "bf16 model logprob");
+  bc::expect_bf16_error(f_emu.entropy, f16.entropy, f32.entropy, "bf16 model entropy");
+  m32.backward(c.dl);
+  m16.backward(c.dl);
+  m_emu.backward(c.dl);
+  bc::expect_bf16_error(m_emu.get_grads(), m16.get_grads(), m32.get_grads(), "bf16 model gradients");
 }
 
 TEST(EmulatedCudaModel, GenerationMatchesCpu) {

@@ -1,8 +1,10 @@
 // The emulation harness itself: block barriers order shared-memory writes
 // and reads, shuffles exchange across lanes (xor, down, broadcast, partial
-// last warp), atomics from many blocks, 2-D blocks and grids.
+// last warp), atomics from many blocks, 2-D blocks and grids; bf16 rounds to
+// nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -80,6 +82,50 @@ TEST(EmulationHarness, TwoDimensionalIndices) {
   FORGE_LAUNCH(index_2d, grid, block, 0, nullptr, out.data());
   for (int y = 0; y < 10; ++y)
     for (int x = 0; x < 12; ++x) EXPECT_EQ(out[y * 12 + x], y * 1000 + x);
+}
+
+float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+TEST(EmulationHarness, Bf16RoundsToNearestEven) {
+  auto rt = [](float x) { return __bfloat162float(__float2bfloat16(x)); };
+  const float ulp = 1.0f / 128;                           // bf16 spacing in [1, 2)
+  EXPECT_EQ(rt(1.0f + ulp / 2), 1.0f);                    // tie: to the even neighbour
+  EXPECT_EQ(rt(1.0f + 3 * ulp / 2), 1.0f + 2 * ulp);      // tie: to the even neighbour
+  EXPECT_EQ(rt(1.0f + ulp / 2 + ulp / 4096), 1.0f + ulp); // above the tie: up
+  EXPECT_EQ(rt(-1.0f - ulp / 4), -1.0f);
+  EXPECT_EQ(rt(bits_to_float(0x7f7fffffu)), INFINITY);     // FLT_MAX rounds past bf16's max
+  EXPECT_TRUE(std::isnan(rt(NAN)));
+  EXPECT_EQ(rt(3.0f), 3.0f);                              // representable: unchanged
+}
+
+TEST(EmulationHarness, GemmExOnBf16Inputs) {
+  // Column-major 2x3 times 3x2 with lda = 3 (one padding row).
+  // a[0] is not a bf16 value: the product uses its rounding, 1.
+  const std::vector<float> a{1.0f + 1.0f / 512, 2, 0, 3, -1, 0, 0.5f, 4, 0}, b{1, 2, 3, -1, 0, 1};
+  std::vector<__nv_bfloat16> a16, b16;
+  for (float x : a) a16.push_back(__float2bfloat16(x));
+  for (float x : b) b16.push_back(__float2bfloat16(x));
+  std::vector<float> c(4, 1.0f);
+  const float alpha = 2, beta = 1;
+  ASSERT_EQ(cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &alpha, a16.data(), CUDA_R_16BF, 3,
+                         b16.data(), CUDA_R_16BF, 3, &beta, c.data(), CUDA_R_32F, 2, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_SUCCESS);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      float want = 0;
+      for (int k = 0; k < 3; ++k) want += __bfloat162float(a16[k * 3 + i]) * b[j * 3 + k];
+      EXPECT_EQ(c[j * 2 + i], 1.0f + alpha * want) << i << "," << j;
+    }
+  EXPECT_EQ(__bfloat162float(a16[0]), 1.0f);
+  EXPECT_NE(cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &alpha, a.data(), CUDA_R_32F, 3,
+                         b16.data(), CUDA_R_16BF, 3, &beta, c.data(), CUDA_R_32F, 2, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_SUCCESS);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The cases of tests/emulation/backend_cases.hpp on a real GPU: the CUDA
-// backend (make_backend("cuda")) against the CPU backend. Each test skips
+// backend (make_backend("cuda"), FP32 and bf16) against the CPU backend. Each test skips
 // with the reason where the build has no CUDA or no device is present.
 #include <gtest/gtest.h>
 
@@ -9,11 +9,13 @@
 namespace forge {
 namespace {
 
+// The backend in the given precision, or nullptr with the reason.
+template <Precision precision>
 Backend* device_backend(std::string* why) {
   static std::string reason;
   static const std::unique_ptr<Backend> backend = [] {
     try {
-      return make_backend("cuda");
+      return make_backend("cuda", precision);
     } catch (const InputError& e) {
       reason = e.what();
       return std::unique_ptr<Backend>();
@@ -23,7 +25,8 @@ Backend* device_backend(std::string* why) {
   return backend.get();
 }
 
-FORGE_BACKEND_CASES(CudaDevice, device_backend)
+FORGE_BACKEND_CASES(CudaDevice, device_backend<Precision::kFp32>)
+FORGE_BF16_BACKEND_CASES(CudaDevice, device_backend<Precision::kBf16>)
 
 }  // namespace
 }  // namespace forge

@@ -1,0 +1,119 @@
+// The CPU bf16 reference of the bf16 precision mode, for whole-model tests: a
+// Backend that forwards every operation to the CPU backend, after rounding to
+// bf16 (round to nearest even, backend_cases::round_bf16) exactly the inputs
+// the CUDA backend's bf16 mode rounds: both GEMM operands, the tree
+// attention's Q, K and V, and the head's hidden states. Everything else,
+// and all arithmetic, is the CPU backend's FP32.
+#pragma once
+#include <vector>
+
+#include "emulation/backend_cases.hpp"
+
+namespace forge::backend_cases {
+
+class Bf16ReferenceBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu-bf16-reference"; }
+  void* alloc(size_t bytes) override { return cpu_->alloc(bytes); }
+  void release(void* p) override { cpu_->release(p); }
+  void to_device(void* dst, const void* src, size_t bytes) override { cpu_->to_device(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) override { cpu_->to_host(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { cpu_->copy(dst, src, bytes); }
+  void fill(float* x, float value, size_t n) override { cpu_->fill(x, value, n); }
+
+  void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+            const float* B, int ldb, float beta, float* C, int ldc) override {
+    const std::vector<float> a = rounded(A, size_t(ta ? K : M), ta ? M : K, lda);
+    const std::vector<float> b = rounded(B, size_t(tb ? N : K), tb ? K : N, ldb);
+    cpu_->gemm(ta, tb, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, C, ldc);
+  }
+  void add_inplace(float* y, const float* x, size_t n) override { cpu_->add_inplace(y, x, n); }
+  void scale(float* x, float s, size_t n) override { cpu_->scale(x, s, n); }
+  double sum_squares(const float* x, size_t n) override { return cpu_->sum_squares(x, n); }
+
+  void embedding_fwd(const int32_t* tokens, const float* table, float* out, int T, int d) override {
+    cpu_->embedding_fwd(tokens, table, out, T, d);
+  }
+  void embedding_bwd(const int32_t* tokens, const float* dout, float* dtable, int T, int d) override {
+    cpu_->embedding_bwd(tokens, dout, dtable, T, d);
+  }
+  void rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
+                   float eps) override {
+    cpu_->rmsnorm_fwd(x, w, y, rstd, T, d, eps);
+  }
+  void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, float* dx,
+                   float* dw, int T, int d) override {
+    cpu_->rmsnorm_bwd(x, w, rstd, dy, dx, dw, T, d);
+  }
+  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, float base,
+            bool inverse) override {
+    cpu_->rope(x, pos, T, n_heads, head_dim, ld, base, inverse);
+  }
+  void swiglu_fwd(const float* gu, float* out, int T, int F) override { cpu_->swiglu_fwd(gu, out, T, F); }
+  void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override {
+    cpu_->swiglu_bwd(gu, dout, dgu, T, F);
+  }
+
+  void tree_attention_fwd(const TreeAttentionArgs& a) override {
+    Qkv16 r(a);
+    cpu_->tree_attention_fwd(r.args);
+  }
+  void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override {
+    Qkv16 r(a);
+    cpu_->tree_attention_bwd(r.args, g);
+  }
+  void head_fwd(const HeadArgs& a) override {
+    const std::vector<float> h = rounded(a.hidden, a.R, a.d, a.d);
+    HeadArgs r = a;
+    r.hidden = h.data();
+    cpu_->head_fwd(r);
+  }
+  void head_bwd(const HeadArgs& a, const HeadGrads& g) override {
+    const std::vector<float> h = rounded(a.hidden, a.R, a.d, a.d);
+    HeadArgs r = a;
+    r.hidden = h.data();
+    cpu_->head_bwd(r, g);
+  }
+
+  void gather_rows(const float* src, const int32_t* rows, float* dst, int R, int d) override {
+    cpu_->gather_rows(src, rows, dst, R, d);
+  }
+  void scatter_add_rows(const float* src, const int32_t* rows, float* dst, int R, int d) override {
+    cpu_->scatter_add_rows(src, rows, dst, R, d);
+  }
+  void adamw(float* param, const float* grad, float* m, float* v, size_t n,
+             const AdamWParams& p) override {
+    cpu_->adamw(param, grad, m, v, n, p);
+  }
+  void kv_cache_write(const KvCacheWriteArgs& a) override { cpu_->kv_cache_write(a); }
+  void paged_attention_fwd(const PagedAttentionArgs& a) override { cpu_->paged_attention_fwd(a); }
+  PolicyLossSums policy_loss(const PolicyLossArgs& a) override { return cpu_->policy_loss(a); }
+
+ private:
+  // rows x cols of a row-major matrix with row stride ld, rounded, same stride.
+  static std::vector<float> rounded(const float* x, size_t rows, int cols, int ld) {
+    std::vector<float> out(rows * ld);
+    for (size_t r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) out[r * ld + c] = round_bf16(x[r * ld + c]);
+    return out;
+  }
+
+  // Rounded copies of the Q, K and V columns, with the caller's row stride.
+  struct Qkv16 {
+    std::vector<float> q, k, v;
+    TreeAttentionArgs args;
+    explicit Qkv16(const TreeAttentionArgs& a)
+        : q(rounded(a.q, a.T, a.n_heads * a.head_dim, a.ld_qkv)),
+          k(rounded(a.k, a.T, a.n_kv_heads * a.head_dim, a.ld_qkv)),
+          v(rounded(a.v, a.T, a.n_kv_heads * a.head_dim, a.ld_qkv)),
+          args(a) {
+      args.q = q.data();
+      args.k = k.data();
+      args.v = v.data();
+    }
+  };
+
+  std::unique_ptr<Backend> cpu_ = make_backend("cpu");
+};
+
+}  // namespace forge::backend_cases
