@@ -12,7 +12,7 @@ Per episode:
   POST {gateway}/v1/episodes/{id}/close
 
 It keeps opening episodes until --episodes are done or the gateway says the
-run has finished (HTTP 503). --log writes one JSON line per policy call: the
+run has finished (HTTP 410); while the data pool is full (503) it retries. --log writes one JSON line per policy call: the
 text the agent saw and the token ids the gateway reports for it.
 
   python3 examples/gateway_agent/agent.py --gateway runs/gw/gateway/0.json --token "$FORGE_GATEWAY_TOKEN"
@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -39,6 +40,10 @@ class RunFinished(Exception):
     pass
 
 
+class EpisodeGone(Exception):
+    """The gateway closed the episode (e.g. idle past its deadline)."""
+
+
 class Gateway:
     """The episode endpoints (plain HTTP + JSON)."""
 
@@ -46,17 +51,23 @@ class Gateway:
         self.url, self.token = url, token
 
     def post(self, path, body=None, key=None):
-        req = urllib.request.Request(self.url + path, data=json.dumps(body or {}).encode(), method="POST",
-                                     headers={"Authorization": f"Bearer {key or self.token}",
-                                              "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=300) as r:
-                return json.load(r)
-        except urllib.error.HTTPError as e:
-            message = json.load(e).get("error", {}).get("message", str(e))
-            if e.code == 503:
-                raise RunFinished(message) from None
-            raise RuntimeError(f"POST {path}: HTTP {e.code}: {message}") from None
+        while True:
+            req = urllib.request.Request(self.url + path, data=json.dumps(body or {}).encode(), method="POST",
+                                         headers={"Authorization": f"Bearer {key or self.token}",
+                                                  "Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=300) as r:
+                    return json.load(r)
+            except urllib.error.HTTPError as e:
+                message = json.load(e).get("error", {}).get("message", str(e))
+                if e.code == 503:  # no episode admitted yet: the data pool is full
+                    time.sleep(float(e.headers.get("Retry-After", "1")))
+                    continue
+                if e.code == 410:
+                    raise RunFinished(message) from None
+                if e.code == 409:
+                    raise EpisodeGone(message) from None
+                raise RuntimeError(f"POST {path}: HTTP {e.code}: {message}") from None
 
 
 def run_episode(gw, args, log, lock):
@@ -66,8 +77,15 @@ def run_episode(gw, args, log, lock):
     messages = list(ep["task"]["messages"])
     tools = ep["task"]["tools"]
     outcome = 0.0
+    answer = None
     for turn in range(args.max_turns):
-        reply = client.chat.completions.create(model="forge-policy", messages=messages, tools=tools, logprobs=True)
+        try:
+            reply = client.chat.completions.create(model="forge-policy", messages=messages, tools=tools,
+                                                   logprobs=True)
+        except openai.BadRequestError as e:
+            if "context" not in str(e):
+                raise
+            break  # the conversation outgrew the policy's context: the episode fails
         choice = reply.choices[0]
         msg = choice.message
         messages.append(msg.model_dump(exclude_none=True))
@@ -84,9 +102,12 @@ def run_episode(gw, args, log, lock):
                                  {"name": call.function.name, "arguments": call.function.arguments}, key)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result["content"]})
             continue
-        outcome = gw.post(f"/v1/episodes/{eid}/answer", {"answer": msg.content or ""}, key)["outcome"]
+        answer = msg.content or ""
         break
-    # This agent's reward: the verifier's outcome; forge computes the rest.
+    if answer is not None:
+        outcome = gw.post(f"/v1/episodes/{eid}/answer", {"answer": answer}, key)["outcome"]
+    # This agent's reward: the verifier's outcome (0 without an answer); forge
+    # computes the rest.
     gw.post(f"/v1/episodes/{eid}/reward", {"outcome": outcome}, key)
     gw.post(f"/v1/episodes/{eid}/close", {}, key)
     return outcome
@@ -116,8 +137,10 @@ def main():
                 stats["episodes"] += 1
             try:
                 outcome = run_episode(gw, args, log, lock)
-            except (RunFinished, openai.InternalServerError) as e:  # 503: the run has finished
-                if isinstance(e, openai.InternalServerError) and e.status_code != 503:
+            except EpisodeGone:
+                continue
+            except (RunFinished, openai.APIStatusError) as e:
+                if isinstance(e, openai.APIStatusError) and e.status_code != 410:
                     with lock:
                         failures.append(repr(e))
                     return

@@ -161,7 +161,7 @@ json GatewayService::open() {
   std::unique_lock lock(mu_);
   const auto deadline = std::chrono::duration<double>(config_.open_deadline_s);
   openable_cv_.wait_for(lock, deadline, [&] { return stopped_ || !openable_.empty(); });
-  if (stopped_) throw RequestError(503, "server_error", "no more episodes: " + stop_reason_);
+  if (stopped_) throw RequestError(410, "run_finished", "no more episodes: " + stop_reason_);
   if (openable_.empty())
     throw RequestError(503, "server_error",
                        "no episode could be admitted within " + seconds(config_.open_deadline_s) +
@@ -199,7 +199,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
   uint64_t request_id = 0;
   {
     std::lock_guard lock(mu_);
-    if (stopped_) throw RequestError(503, "server_error", "no more generations: " + stop_reason_);
+    if (stopped_) throw RequestError(410, "run_finished", "no more generations: " + stop_reason_);
     Open& o = find_open(episode_id);
     const int room = max_seq_len_ - static_cast<int>(prompt.size());
     if (room < 1)
@@ -237,6 +237,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
   GenerationReply reply;
   reply.result = result.get();
   if (reply.result.finish == FinishReason::kError) {
+    if (stopped_) throw RequestError(410, "run_finished", "no more generations: " + stop_reason_);
     ++counters_.errors;
     throw RequestError(503, "server_error", "generation failed: " + reply.result.error);
   }

@@ -7,7 +7,7 @@
 //          fulfil(request, result)     a result came back
 //          take_finished_groups()      every episode of a slot closed: to the pool
 //          expire_idle()               idle open episodes -> abandoned
-//          stop(reason)                the run ends: waiters get 503
+//          stop(reason)                the run ends: waiters and later requests get 410
 //   HTTP:  open / chat / completion / tool / answer / reward / close / describe
 //
 // One mutex guards everything; handlers wait for generation outside it, on

@@ -126,6 +126,7 @@ void HttpGateway::add_routes() {
         h(req, res);
       } catch (const RequestError& e) {
         send_json(res, e.status(), error_body(e.what(), e.type(), e.status()));
+        if (e.status() == 503) res.set_header("Retry-After", "1");
       } catch (const std::exception& e) {
         log_warn(std::string("gateway: internal error on ") + req.method + " " + req.path + ": " + e.what());
         send_json(res, 500, error_body(std::string("internal error: ") + e.what(), "server_error", 500));

@@ -14,8 +14,9 @@
 // episode's key (an episode's routes accept its own key only). Errors are
 // OpenAI-shaped: {"error": {"message", "type", "code"}} with 400 malformed
 // JSON or fields, 401 no or wrong token, 404 unknown episode or route,
-// 409 closed episode, 413 body over gateway.max_request_kib, 503 no episode
-// can be admitted or the run is over, 504 generation past
+// 409 closed episode, 410 the run has finished, 413 body over
+// gateway.max_request_kib, 503 no episode admitted yet (retry; the reply
+// has Retry-After) or a failed generation, 504 generation past
 // gateway.request_deadline_s. "stream": true answers as server-sent events
 // (chat.completion.chunk / text_completion chunks, then [DONE]) once the
 // generation is complete. Every reply carries "forge": the episode, the call

@@ -233,7 +233,7 @@ TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
   EXPECT_EQ(c.abandoned, 1);
   EXPECT_EQ(c.timeouts, 1);
   s.stop("the run has finished");
-  EXPECT_EQ(request_error_status([&] { s.open(); }), 503);
+  EXPECT_EQ(request_error_status([&] { s.open(); }), 410);
   quit = true;
   loop.join();
 }
