@@ -1,5 +1,7 @@
 #include "gateway/chat_messages.hpp"
 
+#include <optional>
+
 #include "agent/tool_call_format.hpp"
 #include "env/tool_call.hpp"
 #include "gateway/request_error.hpp"
@@ -55,65 +57,54 @@ ToolCall call_of(const json& calls, size_t i) {
   return call;
 }
 
-bool same_calls(const json& a, const json& b) {
-  if (!a.is_array() || !b.is_array() || a.size() != b.size()) return false;
-  for (size_t k = 0; k < a.size(); ++k) {
-    if (!a[k].is_object() || !b[k].is_object()) return false;
-    if (a[k].value("id", "") != b[k].value("id", "")) return false;
-    const json& fa = a[k].value("function", json::object());
-    const json& fb = b[k].value("function", json::object());
-    if (fa.value("name", "") != fb.value("name", "") || fa.value("arguments", "") != fb.value("arguments", ""))
-      return false;
-  }
-  return true;
+// A string member, or nothing (absent or another type).
+std::optional<std::string> string_at(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return std::nullopt;
+  return j[key].get<std::string>();
 }
 
-// The tokens of an assistant message: a reply the gateway returned (once
-// per request), else the message rendered as an action.
+// An echoed tool call is the returned one: same id, name and "input".
+bool same_calls(const json& echoed, const json& returned, size_t i) {
+  if (!echoed.is_array() || echoed.size() != 1 || !echoed[0].is_object()) return false;
+  const auto id = string_at(echoed[0], "id");
+  if (!id || *id != returned[0]["id"].get<std::string>()) return false;
+  try {
+    return call_of(echoed, i) == call_of(returned, i);
+  } catch (const RequestError&) {
+    return false;
+  }
+}
+
+// The tokens of an assistant message at prompt `so_far`: a reply the
+// gateway returned (once per request; one generated for `so_far` first),
+// else the message rendered as an action.
 Tokens assistant_tokens(const json& m, size_t i, CallFormat format, const EpisodeTexts& texts,
-                        std::vector<bool>& used) {
+                        const Tokens& so_far, std::vector<bool>& used) {
   const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+  std::optional<size_t> pick;
   for (size_t r = 0; r < texts.replies.size(); ++r) {
     if (used[r]) continue;
     const json& reply = texts.replies[r].message;
     const bool reply_calls = reply.contains("tool_calls");
     if (has_calls != reply_calls) continue;
-    const bool match = has_calls ? same_calls(m["tool_calls"], reply["tool_calls"])
-                                 : content_text(m, i) == reply.value("content", "");
+    const bool match = has_calls ? same_calls(m["tool_calls"], reply["tool_calls"], i)
+                                 : content_text(m, i) == reply["content"].get<std::string>();
     if (!match) continue;
-    used[r] = true;
-    return texts.replies[r].generated;
+    if (!pick) pick = r;
+    if (texts.replies[r].prompt == so_far) {
+      pick = r;
+      break;
+    }
+  }
+  if (pick) {
+    used[*pick] = true;
+    return texts.replies[*pick].generated;
   }
   if (has_calls) return render_action(format, call_of(m["tool_calls"], i));
   return render_action(format, {kAnswerTool, content_text(m, i)});
 }
 
 }  // namespace
-
-std::string valid_utf8(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = byte(i);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = n > 0 && i + n <= s.size();
-    for (size_t k = 1; ok && k < n; ++k) ok = (byte(i + k) & 0xC0) == 0x80;
-    if (ok && n == 2) ok = c >= 0xC2;                                            // overlong
-    if (ok && n == 3) ok = !(c == 0xE0 && byte(i + 1) < 0xA0) && !(c == 0xED && byte(i + 1) >= 0xA0);
-    if (ok && n == 4) ok = !(c == 0xF0 && byte(i + 1) < 0x90) && !(c == 0xF4 && byte(i + 1) >= 0x90) && c <= 0xF4;
-    if (ok) {
-      out.append(s, i, n);
-      i += n;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
-
-std::string tokens_text(const Tokens& tokens) { return valid_utf8(Tokenizer().decode(tokens)); }
 
 Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat format,
                    const EpisodeTexts& texts) {
@@ -143,8 +134,8 @@ Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat
   for (++i; i < messages.size(); ++i) {
     const std::string role = role_of(i);
     if (role == "assistant") {
-      const Tokens gen = assistant_tokens(messages[i], i, format, texts, used);
       append(out, tmpl.assistant_start());
+      const Tokens gen = assistant_tokens(messages[i], i, format, texts, out, used);
       append(out, gen);
       append(out, tmpl.assistant_end(gen));
     } else if (role == "tool") {

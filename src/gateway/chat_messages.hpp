@@ -18,8 +18,10 @@
 //
 // A generation maps back the same way: a parsed call becomes one tool call
 // with id "<call_id>", a parsed answer the content, anything else the raw
-// text as content. Strings are made valid UTF-8 (U+FFFD for bad bytes) so
-// that what the agent echoes back compares equal.
+// text as content (all valid UTF-8, utf8_text.hpp). A reply matches an
+// echoed message by tool-call id and name with the same "input" (however
+// the arguments are serialised), or by content; among equal candidates the
+// one generated at this point of the conversation (same prompt) wins.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,12 +29,14 @@
 
 #include "agent/chat_template.hpp"
 #include "env/perturbation.hpp"
+#include "gateway/utf8_text.hpp"
 
 namespace forge {
 
 // One reply the gateway returned, with its exact tokens.
 struct ReturnedReply {
   nlohmann::json message;  // {"role": "assistant", "content" | "tool_calls": ...}
+  Tokens prompt;           // the prompt it was generated for
   Tokens generated;        // sampled tokens (with the stop token, if emitted)
 };
 
@@ -53,8 +57,5 @@ Tokens render_chat(const nlohmann::json& messages, TemplateStyle chat_template, 
 nlohmann::json reply_message(const Tokens& generated, CallFormat format, const std::string& call_id,
                              bool cut_by_length, std::string* finish_reason);
 
-// Text of tokens: bytes as UTF-8 (bad bytes as U+FFFD), specials by name.
-std::string tokens_text(const Tokens& tokens);
-std::string valid_utf8(const std::string& bytes);
 
 }  // namespace forge

@@ -50,25 +50,40 @@ Tokens GatewayEpisode::render_chat(const json& messages) const {
   return forge::render_chat(messages, style_.chat_template, style_.call, texts_);
 }
 
+void GatewayEpisode::check_budget(size_t more, size_t budget) const {
+  if (bytes_ + more > budget)
+    throw RequestError(409, "invalid_request_error",
+                       "episode " + std::to_string(id()) + " is full: its record would pass " +
+                           std::to_string(budget) + " bytes, its share of a data-pool slot (pool.slot_mib / " +
+                           "train.group); close it");
+}
+
 void GatewayEpisode::record(const Tokens& prompt, const GenerationResult& r) {
   FORGE_CHECK(r.logprobs.size() == r.tokens.size() && r.versions.size() == r.tokens.size(),
               "generation result with mismatched token/logprob/version counts");
-  if (!trajectory_.calls.empty()) {
-    const LlmCall& last = trajectory_.calls.back();
-    const size_t n = last.context.size() + last.generated.size();
-    const bool extends = prompt.size() >= n && std::equal(last.context.begin(), last.context.end(), prompt.begin()) &&
-                         std::equal(last.generated.begin(), last.generated.end(), prompt.begin() + last.context.size());
-    if (!extends) trajectory_.signals.push_back({calls(), "history_rewritten", 0.0f});
+  // Rewritten history: the prompt extends no earlier call's context + reply
+  // and is no earlier call's context (a parallel sample) either.
+  const auto starts_with = [&](const Tokens& a, const Tokens& b, size_t from) {
+    return prompt.size() >= from + b.size() && std::equal(b.begin(), b.end(), prompt.begin() + from);
+  };
+  bool extends = trajectory_.calls.empty();
+  for (const LlmCall& c : trajectory_.calls)
+    extends = extends || (starts_with(prompt, c.context, 0) &&
+                          (prompt.size() == c.context.size() || starts_with(prompt, c.generated, c.context.size())));
+  if (!extends) {
+    trajectory_.signals.push_back({calls(), "history_rewritten", 0.0f});
+    bytes_ += 64;
   }
   trajectory_.calls.push_back({prompt, r.tokens, r.logprobs, r.versions});
   generated_ += static_cast<int>(r.tokens.size());
+  bytes_ += 16 + 4 * prompt.size() + 12 * r.tokens.size();
 }
 
 json GatewayEpisode::record_chat(const Tokens& prompt, const GenerationResult& r, std::string* finish_reason) {
   const std::string call_id = "call_" + std::to_string(id()) + "_" + std::to_string(calls());
   json message = reply_message(r.tokens, style_.call, call_id, r.finish == FinishReason::kLength, finish_reason);
   record(prompt, r);
-  texts_.replies.push_back({message, r.tokens});
+  texts_.replies.push_back({message, prompt, r.tokens});
   return message;
 }
 
@@ -81,6 +96,7 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args) 
   const int32_t turn = std::max(0, calls() - 1);
   for (ProcessSignal s : obs.signals) {
     s.turn = turn;
+    bytes_ += 16 + s.kind.size();
     trajectory_.signals.push_back(std::move(s));
   }
   if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout) ++trajectory_.tool_errors;
@@ -90,8 +106,10 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args) 
 
 json GatewayEpisode::answer(const std::string& text) {
   if (answered_) throw RequestError(409, "invalid_request_error", "episode " + std::to_string(id()) + " already answered");
+  if (text.size() > 4096) throw bad_request("the answer has " + std::to_string(text.size()) + " bytes; at most 4096");
   answered_ = true;
   trajectory_.final_answer = text;
+  bytes_ += text.size();
   trajectory_.reward.outcome = env_->verify(text);
   trajectory_.success = trajectory_.reward.outcome >= 1.0f;
   return {{"outcome", trajectory_.reward.outcome}, {"success", trajectory_.success}};
@@ -99,14 +117,16 @@ json GatewayEpisode::answer(const std::string& text) {
 
 void GatewayEpisode::post_reward(const json& c) {
   if (!c.is_object()) throw bad_request("the reward must be a JSON object of components");
+  // All checked before any is taken: a refused request changes nothing.
   for (const auto& [key, value] : c.items()) {
-    if (!value.is_number() || !std::isfinite(value.get<double>()))
-      throw bad_request("reward component '" + key + "' must be a finite number");
-    const float v = value.get<float>();
-    if (key == "outcome") posted_outcome_ = v;
-    else if (key == "process") posted_process_ = v;
-    else if (key == "efficiency") posted_efficiency_ = v;
-    else throw bad_request("unknown reward component '" + key + "' (outcome, process, efficiency)");
+    if (key != "outcome" && key != "process" && key != "efficiency")
+      throw bad_request("unknown reward component '" + key + "' (outcome, process, efficiency)");
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || std::fabs(value.get<double>()) > 1e6)
+      throw bad_request("reward component '" + key + "' must be a finite number in [-1e6, 1e6]");
+  }
+  for (const auto& [key, value] : c.items()) {
+    const float v = static_cast<float>(value.get<double>());
+    (key == "outcome" ? posted_outcome_ : key == "process" ? posted_process_ : posted_efficiency_) = v;
   }
 }
 

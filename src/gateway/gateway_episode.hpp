@@ -17,6 +17,11 @@
 // efficiency from turns and tokens beyond the ideal solution (as white-box
 // episodes); any component the agent posts replaces the computed one.
 //
+// Size: the record travels in one data-pool slot with its group, so an
+// episode may use slot_bytes / G of it; bytes() is its encoded size
+// (trajectory_codec) and calls or tools that would pass the budget are
+// refused (409: the agent should close the episode), answers over 4 KiB too.
+//
 // Not thread-safe: the gateway service locks around every call.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -51,6 +56,10 @@ class GatewayEpisode {
   nlohmann::json record_chat(const Tokens& prompt, const GenerationResult& r, std::string* finish_reason);
   void record_completion(const Tokens& prompt, const GenerationResult& r);
   int calls() const { return static_cast<int>(trajectory_.calls.size()); }
+  // Encoded size of the record so far, bytes (an upper bound).
+  size_t bytes() const { return bytes_; }
+  // RequestError 409 when `more` bytes would pass `budget`.
+  void check_budget(size_t more, size_t budget) const;
   const Trajectory& record_so_far() const { return trajectory_; }
 
   // Runs a task tool (displayed name, argument string): {"content", "kind"}.
@@ -75,6 +84,7 @@ class GatewayEpisode {
   EpisodeTexts texts_;
   Trajectory trajectory_;
   int generated_ = 0;
+  size_t bytes_ = 256;  // the fixed fields and strings of the record
   bool answered_ = false;
   std::optional<float> posted_outcome_, posted_process_, posted_efficiency_;
 };

@@ -55,8 +55,12 @@ std::string string_field(const json& body, const char* key) {
 }  // namespace
 
 GatewayService::GatewayService(const GatewayConfig& config, const SamplingParams& sampling, int max_new_tokens,
-                               int max_seq_len)
-    : config_(config), sampling_(sampling), max_new_tokens_(max_new_tokens), max_seq_len_(max_seq_len) {}
+                               int max_seq_len, size_t episode_bytes)
+    : config_(config),
+      sampling_(sampling),
+      max_new_tokens_(max_new_tokens),
+      max_seq_len_(max_seq_len),
+      episode_bytes_(episode_bytes) {}
 
 // ---- the rank's loop
 
@@ -100,6 +104,7 @@ void GatewayService::expire_idle() {
 
 void GatewayService::stop(const std::string& reason) {
   std::lock_guard lock(mu_);
+  if (stopped_) return;
   stopped_ = true;
   stop_reason_ = reason;
   for (auto& [id, promise] : waiting_) {
@@ -143,9 +148,8 @@ void GatewayService::finish_locked(Open& o, bool abandoned, const std::string& r
   const uint64_t id = o.episode->id(), slot = o.episode->slot();
   Group& g = groups_.at(slot);
   g.done.push_back(o.episode->finish(abandoned, reason));
-  ended_[id] = reason;
-  keys_.erase(o.key);
-  open_.erase(id);  // o is gone from here on
+  ended_[id] = reason;  // its key stays: later requests get 409
+  open_.erase(id);      // o is gone from here on
   ++(abandoned ? counters_.abandoned : counters_.closed);
   if (static_cast<int>(g.done.size()) == g.size) {
     std::sort(g.done.begin(), g.done.end(),
@@ -159,8 +163,14 @@ void GatewayService::finish_locked(Open& o, bool abandoned, const std::string& r
 
 json GatewayService::open() {
   std::unique_lock lock(mu_);
+  if (openable_.empty() && !stopped_ && open_waiters_ >= std::max(1, config_.http_threads / 4))
+    throw RequestError(503, "server_error",
+                       "no episode is admitted now and " + std::to_string(open_waiters_) +
+                           " requests already wait for one; retry");
   const auto deadline = std::chrono::duration<double>(config_.open_deadline_s);
+  ++open_waiters_;
   openable_cv_.wait_for(lock, deadline, [&] { return stopped_ || !openable_.empty(); });
+  --open_waiters_;
   if (stopped_) throw RequestError(410, "run_finished", "no more episodes: " + stop_reason_);
   if (openable_.empty())
     throw RequestError(503, "server_error",
@@ -205,6 +215,8 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
     if (room < 1)
       throw bad_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the policy's context is " +
                         std::to_string(max_seq_len_) + " (agent.max_context_tokens + agent.max_new_tokens)");
+    o.episode->check_budget(16 + 4 * prompt.size() + 12 * static_cast<size_t>(std::min(max_tokens, room)),
+                            episode_bytes_);
     GenerationRequest r;
     r.id = request_id = next_request_++;
     r.prompt = prompt;
@@ -220,9 +232,10 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
     result = waiting_[request_id].get_future();
     jobs_.push_back({episode_id, std::move(r)});
   }
-  const bool ready = result.wait_for(std::chrono::duration<double>(config_.request_deadline_s)) ==
-                     std::future_status::ready;
+  result.wait_for(std::chrono::duration<double>(config_.request_deadline_s));
   std::lock_guard lock(mu_);
+  // Under the lock: a result that came just after the deadline still counts.
+  const bool ready = result.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   const auto it = open_.find(episode_id);
   if (it != open_.end()) {
     --it->second.in_flight;
@@ -305,6 +318,7 @@ json GatewayService::tool(uint64_t episode_id, const json& body) {
   std::lock_guard lock(mu_);
   Open& o = find_open(episode_id);
   o.last_active = Clock::now();
+  o.episode->check_budget(64 + name.size(), episode_bytes_);
   return o.episode->run_tool(name, args);
 }
 

@@ -15,7 +15,8 @@
 // result is dropped, not recorded). A request's episode is looked up again
 // after the wait: one closed meanwhile gets 409 and nothing is recorded.
 // Episode keys are 128-bit random hex; closed episodes are remembered by id
-// (409 with how they ended, not 404).
+// and key (409 with how they ended, not 404 or 401). At most a quarter of
+// the HTTP threads wait in open() at once; more get 503 at once.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -65,8 +66,9 @@ class GatewayService {
  public:
   // sampling: the run's sampling (behaviour logprobs must be the learner's
   // distribution); max_new_tokens caps each request.
+  // episode_bytes: each episode's share of a data-pool slot.
   GatewayService(const GatewayConfig& config, const SamplingParams& sampling, int max_new_tokens,
-                 int max_seq_len);
+                 int max_seq_len, size_t episode_bytes);
 
   // ---- the rank's loop
   void add_group(uint64_t slot, std::vector<std::unique_ptr<GatewayEpisode>> episodes);
@@ -115,6 +117,8 @@ class GatewayService {
   SamplingParams sampling_;
   int max_new_tokens_;
   int max_seq_len_;
+  size_t episode_bytes_;
+  int open_waiters_ = 0;
   mutable std::mutex mu_;
   std::condition_variable openable_cv_;
   std::deque<std::unique_ptr<GatewayEpisode>> openable_;

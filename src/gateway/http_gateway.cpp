@@ -3,7 +3,11 @@
 #include <httplib.h>
 
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <charconv>
+#include <chrono>
 #include <functional>
 
 #include "core/log.hpp"
@@ -56,11 +60,12 @@ json parse_body(const httplib::Request& req) {
 }
 
 uint64_t episode_in_path(const httplib::Request& req) {
-  try {
-    return std::stoull(req.matches[1].str());
-  } catch (const std::exception&) {
-    throw RequestError(404, "not_found_error", "no episode '" + req.matches[1].str() + "'");
-  }
+  const std::string s = req.matches[1].str();
+  uint64_t id = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
+  if (ec != std::errc() || end != s.data() + s.size())
+    throw RequestError(404, "not_found_error", "no episode '" + s + "'");
+  return id;
 }
 
 bool wants(const json& body, const char* key) {
@@ -106,8 +111,21 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
   }
   if (!static_cast<GatewayHttpServer&>(*server_).raise_listen_backlog(4096))
     throw Error("gateway: cannot raise the listen backlog of " + config.bind + ":" + std::to_string(bound));
-  url_ = "http://" + config.bind + ":" + std::to_string(bound);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // Listening on every interface: name the host, so the URL can be used.
+  std::string host = config.bind;
+  if (host == "0.0.0.0" || host == "::") {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) == 0 && name[0]) host = name;
+  }
+  url_ = "http://" + host + ":" + std::to_string(bound);
+  // stop() is a no-op until the server runs: wait for it (or for a listen
+  // that failed at once) so that an early stop cannot miss it.
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  thread_ = std::thread([this, done] {
+    server_->listen_after_bind();
+    *done = true;
+  });
+  while (!server_->is_running() && !*done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 HttpGateway::~HttpGateway() { stop(); }
@@ -225,7 +243,8 @@ void HttpGateway::add_routes() {
       send_json(res, 413, error_body("request body too large (gateway.max_request_kib)", "invalid_request_error", 413));
     else
       send_json(res, res.status,
-                error_body("no route " + req.method + " " + req.path, "invalid_request_error", res.status));
+                error_body("no route " + req.method + " " + req.path,
+                           res.status == 404 ? "not_found_error" : "invalid_request_error", res.status));
   });
 }
 

@@ -42,15 +42,25 @@ GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, Weig
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 
-  GatewayService service(cfg.gateway, cfg.agent.sampling, cfg.agent.max_new_tokens, cfg.max_seq_len);
+  const size_t episode_bytes = pool.config().slot_bytes / static_cast<size_t>(cfg.group) - 64;
+  GatewayService service(cfg.gateway, cfg.agent.sampling, cfg.agent.max_new_tokens, cfg.max_seq_len, episode_bytes);
   const int port = cfg.gateway.port == 0 ? 0 : cfg.gateway.port + cfg.index;
   HttpGateway http(service, cfg.gateway, port);
+  // However this function ends (an error included), waiting requests are
+  // released before the server's threads are joined.
+  struct StopOnExit {
+    GatewayService& service;
+    HttpGateway& http;
+    ~StopOnExit() {
+      service.stop("the gateway rank stopped");
+      http.stop();
+    }
+  } stop_on_exit{service, http};
   if (!cfg.url_file.empty()) write_url_file(cfg.url_file, http.url(), rank);
   log_info("gateway listening on " + http.url() + " (episodes: POST " + http.url() + "/v1/episodes)");
 
   GatewayRankStats stats;
   std::vector<Ticket> tickets;
-  std::map<uint64_t, uint64_t> episode_of_request;
   Stopwatch since_expiry;
   while (control.stop_code() == 0) {
     bool progressed = false;
@@ -119,7 +129,8 @@ GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, Weig
   stats.closed = c.closed;
   stats.abandoned = c.abandoned;
   stats.requests = c.requests;
-  log_info("gateway: " + std::to_string(c.opened) + " episodes opened, " + std::to_string(c.closed) + " closed, " +
+  log_info("gateway: " + std::to_string(stats.groups) + " groups to the pool; " + std::to_string(c.opened) +
+           " episodes opened, " + std::to_string(c.closed) + " closed, " +
            std::to_string(c.abandoned) + " abandoned; " + std::to_string(c.requests) + " requests (" +
            std::to_string(c.timeouts) + " past the deadline, " + std::to_string(c.errors) + " failed)");
   return stats;

@@ -8,8 +8,9 @@
 // to rollout rank e mod R, so its cached prefix stays on one engine), hands
 // back the results, closes idle episodes as abandoned, and completes slot s
 // in the data pool once all G episodes are closed (abandoned ones included,
-// flagged; the learner leaves them out). At the learner's stop word the
-// service refuses new work (503) and the HTTP server stops.
+// flagged; the learner leaves them out). Each episode may fill
+// pool.slot_bytes / G of its slot. At the learner's stop word (or an error
+// on this rank) the service refuses new work (410) and the HTTP server stops.
 #pragma once
 #include <cstdint>
 #include <string>

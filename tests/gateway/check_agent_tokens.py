@@ -36,10 +36,16 @@ def main():
         errors.append(f"{len(ids)} episodes in the file, expected {a.episodes}")
     if int(abandoned.sum()) != a.abandoned:
         errors.append(f"{int(abandoned.sum())} abandoned episodes, expected {a.abandoned}")
+    logged_calls = {}
+    for (episode, _call) in seen:
+        logged_calls[episode] = logged_calls.get(episode, 0) + 1
     checked = 0
     for e in range(len(ids)):
         if abandoned[e]:
             continue
+        if logged_calls.get(int(ids[e]), 0) != n_calls[e]:
+            errors.append(f"episode {int(ids[e])}: {n_calls[e]} calls trained, "
+                          f"{logged_calls.get(int(ids[e]), 0)} returned to the agent")
         previous = None
         for k in range(n_calls[e]):
             c = first[e] + k

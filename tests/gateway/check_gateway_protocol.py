@@ -162,6 +162,8 @@ def main():
     expect_error(s, r, 409, "already answered", "second answer")
     s, r = http(url, f"/v1/episodes/{A['id']}/reward", {"outcome": "high"}, token=A["api_key"])
     expect_error(s, r, 400, "finite number", "bad reward")
+    s, r = http(url, f"/v1/episodes/{A['id']}/reward", {"outcome": 1e39}, token=A["api_key"])
+    expect_error(s, r, 400, "finite number", "a reward beyond float range")
     s, r = http(url, f"/v1/episodes/{A['id']}/reward", {"outcome": 1.0, "process": 0.5}, token=A["api_key"])
     check(s == 200, f"reward: {s} {r}")
     s, r = http(url, f"/v1/episodes/{A['id']}/close", {}, token=token)
@@ -171,7 +173,11 @@ def main():
     s, r = http(url, f"/v1/episodes/{A['id']}/tool", {"name": "calc", "arguments": "{\"input\": \"1+1\"}"}, token=token)
     expect_error(s, r, 409, "closed", "tool after close")
     s, r = http(url, "/v1/chat/completions", {"messages": messages}, token=A["api_key"])
-    expect_error(s, r, 401, "unknown key", "a closed episode's key")
+    expect_error(s, r, 409, "closed", "the root endpoint with a closed episode's key")
+    s, r = http(url, f"/v1/episodes/{A['id']}/close", {}, token=A["api_key"])
+    expect_error(s, r, 409, "closed", "close again with the episode's key")
+    s, r = http(url, "/episodes/7x/v1/chat/completions", {"messages": messages}, token=token)
+    expect_error(s, r, 404, "no episode", "a malformed episode id")
     print(f"protocol checks: {'ok' if not failures else f'{len(failures)} failed'}")
     return 1 if failures else 0
 

@@ -24,7 +24,7 @@ start_gateway_run() {
   url=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["url"])' "$dir/gateway/0.json")
 }
 
-# wait_run LOG: the job must exit 0 within 120 s.
+# wait_run LOG: the job must exit 0 (the launch's timeout bounds it: 300 s).
 wait_run() {
   local log=$1 code=0
   wait "$job" || code=$?

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Killing a black-box agent mid-episode (label mpi): an agent opens an
 # episode, makes one call and is SIGKILLed. The run goes on: after
-# gateway.idle_deadline_s (2 s) the episode is closed as abandoned (strict
+# gateway.idle_deadline_s (4 s) the episode is closed as abandoned (strict
 # FIFO: the learner waits for its group, the first), the
 # example agent finishes the other episodes, the 2-step run ends normally,
 # and rollouts.h5 holds the killed episode marked abandoned (not trained on:
@@ -10,7 +10,7 @@ source "$(dirname "$0")/gateway_common.sh"
 
 dir="$WORK/run"
 log="$WORK/run.log"
-start_gateway_run "$dir" "$log" --train.steps=2 --train.tasks=2 --train.group=2 --gateway.idle_deadline_s=2 \
+start_gateway_run "$dir" "$log" --train.steps=2 --train.tasks=2 --train.group=2 --gateway.idle_deadline_s=4 \
   --pool.policy=fifo
 python3 "$SOURCE_DIR/tests/gateway/hang_agent.py" "$url" "$FORGE_GATEWAY_TOKEN" >"$WORK/hang.log" 2>&1 &
 hang=$!

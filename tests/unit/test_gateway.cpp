@@ -50,7 +50,7 @@ TEST(GatewayMessages, RendersLikeTheWhiteBoxScaffoldAndReusesReturnedTokens) {
     ASSERT_TRUE(reply.contains("tool_calls"));
     EXPECT_EQ(reply["tool_calls"][0]["function"]["name"], "calc");
     EXPECT_EQ(json::parse(reply["tool_calls"][0]["function"]["arguments"].get<std::string>())["input"], "2*3");
-    texts.replies.push_back({reply, gen});
+    texts.replies.push_back({reply, {}, gen});
     const json messages = json::array({{{"role", "system"}, {"content", texts.system}},
                                        {{"role", "user"}, {"content", texts.user}},
                                        reply,
@@ -148,8 +148,13 @@ TEST_F(GatewayEpisodes, EpisodeRecordsCallsBranchesAndRewards) {
   EXPECT_TRUE(std::equal(p1.begin(), p1.end(), p2.begin()));
   EXPECT_TRUE(std::equal(gen.begin(), gen.end(), p2.begin() + p1.size()));
   e->record_chat(p2, result_for(job, gen), &finish);
-  // The agent rewrites history: the episode branches (a signal, value 0).
+  // A parallel sample of the first prompt is no rewrite; a conversation that
+  // replaces the reply by a user turn is: the episode branches (a signal,
+  // value 0).
   e->record_chat(p1, result_for(job, gen), &finish);
+  json edited = task["messages"];
+  edited.push_back({{"role", "user"}, {"content", "try again"}});
+  e->record_chat(e->render_chat(edited), result_for(job, gen), &finish);
   const json out = e->answer("nonsense");
   EXPECT_EQ(out["outcome"], 0.0);
   EXPECT_EQ(request_error_status([&] { e->answer("again"); }), 409);
@@ -157,7 +162,7 @@ TEST_F(GatewayEpisodes, EpisodeRecordsCallsBranchesAndRewards) {
   EXPECT_EQ(request_error_status([&] { e->post_reward({{"bonus", 1}}); }), 400);
   EXPECT_EQ(request_error_status([&] { e->post_reward({{"outcome", "x"}}); }), 400);
   const Trajectory t = e->finish(false, "closed");
-  ASSERT_EQ(t.calls.size(), 3u);
+  ASSERT_EQ(t.calls.size(), 4u);
   EXPECT_EQ(t.calls[1].context, p2);
   EXPECT_EQ(t.calls[0].generated, gen);
   EXPECT_EQ(t.calls[0].versions, std::vector<int32_t>(gen.size(), 3));
@@ -168,15 +173,15 @@ TEST_F(GatewayEpisodes, EpisodeRecordsCallsBranchesAndRewards) {
   EXPECT_FLOAT_EQ(t.reward.process, 0.25f);
   EXPECT_TRUE(t.success);
   EXPECT_FALSE(t.abandoned);
-  EXPECT_EQ(t.turns, 3);
+  EXPECT_EQ(t.turns, 4);
   EXPECT_EQ(t.episode_id, 4u);
 }
 
 TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
   gw.open_deadline_s = 0.05;
-  gw.request_deadline_s = 0.2;
+  gw.request_deadline_s = 1.0;
   gw.idle_deadline_s = 0.3;
-  GatewayService s(gw, sampling, 8, 256);
+  GatewayService s(gw, sampling, 8, 256, 1 << 20);
   EXPECT_EQ(request_error_status([&] { s.open(); }), 503);  // nothing admitted yet
   std::vector<std::unique_ptr<GatewayEpisode>> group;
   group.push_back(episode(0, 0));
@@ -214,6 +219,7 @@ TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
 
   s.close(ia, json::object());
   EXPECT_EQ(request_error_status([&] { s.chat(ia, {{"messages", a["task"]["messages"]}}); }), 409);
+  EXPECT_EQ(s.episode_of_key(a["api_key"]).value(), ia);  // its key names it: 409, not 401
   EXPECT_EQ(request_error_status([&] { s.close(ia, json::object()); }), 409);
   EXPECT_TRUE(s.take_finished_groups().empty());  // b is still open
   // b goes idle: abandoned, and the group is complete.
@@ -236,6 +242,95 @@ TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
   EXPECT_EQ(request_error_status([&] { s.open(); }), 410);
   quit = true;
   loop.join();
+}
+
+// A request in flight when its episode closes, or when the run stops,
+// gets an error and records nothing; an episode past its byte budget is
+// refused; a refused reward changes nothing.
+TEST_F(GatewayEpisodes, InFlightRequestsBudgetsAndRewards) {
+  gw.request_deadline_s = 30;
+  std::vector<std::unique_ptr<GatewayEpisode>> group;
+  for (uint64_t i = 0; i < 3; ++i) group.push_back(episode(i, 0));
+  // Room for exactly one call of the task prompt (P tokens, up to 8 generated).
+  const size_t P = episode(9, 0)->render_chat(episode(9, 0)->task_json()["messages"]).size();
+  const size_t budget = 256 + 16 + 4 * P + 12 * 8;
+  GatewayService s(gw, sampling, 8, 256, budget);
+  s.add_group(0, std::move(group));
+  const json a = s.open(), b = s.open(), c = s.open();
+  const auto chat = [&](const json& e) { return s.chat(e["id"], {{"messages", e["task"]["messages"]}}); };
+  const auto job_count = [&](size_t n) {
+    std::vector<GenerationJob> jobs;
+    while (jobs.size() < n)
+      for (GenerationJob& j : s.take_jobs()) jobs.push_back(std::move(j));
+    return jobs;
+  };
+  // a: closed while its request waits -> 409 once the result arrives.
+  int status_a = 0;
+  std::thread ta([&] { status_a = request_error_status([&] { chat(a); }); });
+  std::vector<GenerationJob> jobs = job_count(1);
+  s.close(a["id"], json::object());
+  s.fulfil(result_for(jobs[0], {'1', kEndOfTurn}));
+  ta.join();
+  EXPECT_EQ(status_a, 409);
+  // b: one call fits its budget, the second does not.
+  std::thread tb([&] { chat(b); });
+  jobs = job_count(1);
+  s.fulfil(result_for(jobs[0], {'2', kEndOfTurn}));
+  tb.join();
+  EXPECT_EQ(request_error_status([&] { chat(b); }), 409);
+  EXPECT_EQ(s.describe(b["id"])["calls"].size(), 1u);
+  // A reward with one bad component is refused whole.
+  EXPECT_EQ(request_error_status([&] { s.reward(b["id"], {{"process", 1.0}, {"zzz", 1.0}}); }), 400);
+  EXPECT_EQ(request_error_status([&] { s.reward(b["id"], {{"outcome", 1e39}}); }), 400);
+  s.close(b["id"], json::object());
+  // c: waiting when the run stops -> 410.
+  int status_c = 0;
+  std::thread tc([&] { status_c = request_error_status([&] { chat(c); }); });
+  job_count(1);
+  s.stop("the run has finished");
+  tc.join();
+  EXPECT_EQ(status_c, 410);
+  const auto groups = s.take_finished_groups();
+  ASSERT_EQ(groups.size(), 0u);  // c is still open
+}
+
+// The gateway renders the task and an echoed reply to exactly the context
+// the white-box scaffold builds for the same task, style and generation.
+TEST_F(GatewayEpisodes, RendersTheWhiteBoxContext) {
+  env.perturb = true;
+  const EnvMix mix(env);
+  const PerturbationSampler sampler(true, env.heldout_list());
+  int second_turns = 0;
+  for (uint64_t id = 0; id < 12; ++id) {
+    const uint64_t seed = 900 + id;
+    const ScaffoldStyle style = episode_style(sampler, seed, id, StyleMode::kTrain);
+    AgentEpisode white(mix.make_for(seed), seed, style, agent, id);
+    GatewayEpisode black(mix.make_for(seed), seed, style, agent, id, 0);
+    json messages = black.task_json()["messages"];
+    auto request = white.next_request();
+    ASSERT_TRUE(request);
+    const Tokens p1 = black.render_chat(messages);
+    EXPECT_EQ(p1, request->prompt) << style.name();
+    // The policy calls the task's first tool; the agent runs it and echoes.
+    const ToolSpec& tool = white.task().tools.at(0);
+    GenerationJob job;
+    const Tokens gen = cat({render_in_style(style, {tool.name, tool.example}), {kEndOfTurn}});
+    GenerationResult r = result_for(job, gen);
+    white.on_generation(r);
+    std::string finish;
+    const json reply = black.record_chat(p1, r, &finish);
+    ASSERT_EQ(finish, "tool_calls") << style.name();
+    messages.push_back(reply);
+    const json obs = black.run_tool(reply["tool_calls"][0]["function"]["name"],
+                                    json::parse(reply["tool_calls"][0]["function"]["arguments"].get<std::string>())["input"]);
+    messages.push_back({{"role", "tool"}, {"tool_call_id", reply["tool_calls"][0]["id"]}, {"content", obs["content"]}});
+    if (white.done()) continue;
+    request = white.next_request();
+    ASSERT_TRUE(request);
+    EXPECT_EQ(black.render_chat(messages), request->prompt) << style.name();
+    ++second_turns;
+  }
+  EXPECT_GE(second_turns, 10);
 }
 
 }  // namespace
