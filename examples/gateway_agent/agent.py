@@ -19,6 +19,7 @@ text the agent saw and the token ids the gateway reports for it.
 """
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -28,10 +29,16 @@ import urllib.request
 import openai
 
 
-def gateway_url(spec):
-    """A URL, or the JSON file a gateway rank writes ({"url": ...})."""
+def gateway_url(spec, seconds):
+    """A URL, or the JSON file a gateway rank writes ({"url": ...}) once it
+    listens (waited for up to `seconds`)."""
     if spec.startswith("http://") or spec.startswith("https://"):
         return spec.rstrip("/")
+    deadline = time.time() + seconds
+    while not os.path.exists(spec):
+        if time.time() > deadline:
+            sys.exit(f"agent: no gateway file {spec} after {seconds} s")
+        time.sleep(0.5)
     with open(spec) as f:
         return json.load(f)["url"]
 
@@ -68,6 +75,22 @@ class Gateway:
                 if e.code == 409:
                     raise EpisodeGone(message) from None
                 raise RuntimeError(f"POST {path}: HTTP {e.code}: {message}") from None
+
+
+def wait_for_gateway(url, token, seconds):
+    """Polls GET /v1/models until the gateway answers (the run may still be starting)."""
+    deadline = time.time() + seconds
+    while True:
+        req = urllib.request.Request(url + "/v1/models", headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=10):
+                return
+        except urllib.error.HTTPError as e:
+            sys.exit(f"agent: the gateway at {url} refused us: HTTP {e.code} {json.load(e)}")
+        except urllib.error.URLError as e:
+            if time.time() > deadline:
+                sys.exit(f"agent: no gateway at {url} after {seconds} s: {e.reason}")
+            time.sleep(0.5)
 
 
 def run_episode(gw, args, log, lock):
@@ -121,9 +144,12 @@ def main():
     p.add_argument("--parallel", type=int, default=4, help="episodes at once")
     p.add_argument("--max-turns", type=int, default=8)
     p.add_argument("--log", help="JSON lines of every policy call (text and token ids)")
+    p.add_argument("--wait", type=float, default=120, help="seconds to wait for the gateway to come up")
     args = p.parse_args()
 
-    gw = Gateway(gateway_url(args.gateway), args.token)
+    url = gateway_url(args.gateway, args.wait)
+    wait_for_gateway(url, args.token, args.wait)
+    gw = Gateway(url, args.token)
     log = open(args.log, "a") if args.log else None
     lock = threading.Lock()
     stats = {"episodes": 0, "solved": 0}
@@ -159,7 +185,7 @@ def main():
             with lock:
                 stats["solved"] += outcome >= 1.0
                 n = stats["episodes"]
-                if n % 10 == 0:
+                if n % 100 == 0:
                     print(f"agent: {n} episodes, {stats['solved']} solved", flush=True)
 
     threads = [threading.Thread(target=worker) for _ in range(args.parallel)]
