@@ -102,6 +102,7 @@ struct Quantiles {
 
 struct Summary {
   int64_t episodes = 0, calls = 0, tokens = 0, generated_tokens = 0, steps = 0;
+  int64_t abandoned = 0;  // stored but not trained on (engine error, agent gone)
   std::map<std::string, int64_t> domain_episodes;
   Rewards all;
   std::map<std::string, Rewards> by_domain;
@@ -143,6 +144,7 @@ Summary summarize(const RolloutReader& r, int n_buckets) {
   for (size_t i = 0; i < e.size(); ++i) {
     const std::string& domain = r.domains()[e.env[i]];
     ++s.domain_episodes[domain];
+    s.abandoned += e.abandoned[i];
     s.all.add(e, i);
     s.by_domain[domain].add(e, i);
     Bucket& b = bucket_of(e.consumed_step[i]);
@@ -170,7 +172,8 @@ std::string json_of(const RolloutReader& r, const Summary& s) {
                   std::to_string(r.schema_version()) + ", \"episodes\": " + std::to_string(s.episodes) +
                   ", \"calls\": " + std::to_string(s.calls) + ", \"tokens\": " + std::to_string(s.tokens) +
                   ", \"generated_tokens\": " + std::to_string(s.generated_tokens) +
-                  ", \"steps\": " + std::to_string(s.steps) + ", \"domains\": {";
+                  ", \"steps\": " + std::to_string(s.steps) + ", \"abandoned_episodes\": " +
+                  std::to_string(s.abandoned) + ", \"domains\": {";
   bool first = true;
   for (const auto& [d, n] : s.domain_episodes)
     j += (first ? "" : ", ") + json_string(d) + ": " + std::to_string(n), first = false;
@@ -201,6 +204,9 @@ void print_text(const RolloutReader& r, const Summary& s) {
   std::printf("  %lld episodes, %lld LLM calls, %lld tokens (%lld generated), %lld training steps\n",
               static_cast<long long>(s.episodes), static_cast<long long>(s.calls), static_cast<long long>(s.tokens),
               static_cast<long long>(s.generated_tokens), static_cast<long long>(s.steps));
+  if (s.abandoned > 0)
+    std::printf("  %lld episodes abandoned (engine error, agent gone or idle): stored, not trained on\n",
+                static_cast<long long>(s.abandoned));
   std::printf("  domains:");
   for (const auto& [d, n] : s.domain_episodes) std::printf(" %s (%lld)", d.c_str(), static_cast<long long>(n));
   std::printf("\n\n");

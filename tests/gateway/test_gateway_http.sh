@@ -16,4 +16,6 @@ wait_run "$log"
 grep -q "2 episodes opened, 1 closed, 1 abandoned" "$log" || { cat "$log"; fail "gateway counters"; }
 /usr/bin/python3 "$SOURCE_DIR/tests/gateway/check_agent_tokens.py" "$dir/rollouts.h5" "$WORK/calls.jsonl" \
   --episodes 2 --abandoned 1 || fail "the trained tokens differ from the returned ones"
+"$FORGE_BIN" inspect "$dir/rollouts.h5" | grep -q "1 episodes abandoned" || fail "forge inspect does not count the abandoned episode"
+"$FORGE_BIN" inspect "$dir/rollouts.h5" --json true | grep -q '"abandoned_episodes": 1' || fail "inspect --json"
 echo "PASS"
