@@ -207,6 +207,7 @@ bool GatewayService::key_matches(uint64_t episode_id, const std::string& key) co
 GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int max_tokens, bool chat) {
   std::future<GenerationResult> result;
   uint64_t request_id = 0;
+  size_t reserve = 0;
   {
     std::lock_guard lock(mu_);
     if (stopped_) throw RequestError(410, "run_finished", "no more generations: " + stop_reason_);
@@ -215,8 +216,10 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
     if (room < 1)
       throw bad_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the policy's context is " +
                         std::to_string(max_seq_len_) + " (agent.max_context_tokens + agent.max_new_tokens)");
-    o.episode->check_budget(16 + 4 * prompt.size() + 12 * static_cast<size_t>(std::min(max_tokens, room)),
-                            episode_bytes_);
+    // Concurrent calls reserve their share, so together they cannot pass it.
+    reserve = 16 + 4 * prompt.size() + 12 * static_cast<size_t>(std::min(max_tokens, room));
+    o.episode->check_budget(o.reserved + reserve, episode_bytes_);
+    o.reserved += reserve;
     GenerationRequest r;
     r.id = request_id = next_request_++;
     r.prompt = prompt;
@@ -239,6 +242,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
   const auto it = open_.find(episode_id);
   if (it != open_.end()) {
     --it->second.in_flight;
+    it->second.reserved -= reserve;
     it->second.last_active = Clock::now();
   }
   if (!ready) {

@@ -101,6 +101,7 @@ class GatewayService {
     std::string key;
     Clock::time_point last_active;
     int in_flight = 0;
+    size_t reserved = 0;  // bytes the calls in flight may add to the record
   };
   struct Group {
     int size = 0;

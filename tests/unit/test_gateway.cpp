@@ -275,6 +275,8 @@ TEST_F(GatewayEpisodes, InFlightRequestsBudgetsAndRewards) {
   // b: one call fits its budget, the second does not.
   std::thread tb([&] { chat(b); });
   jobs = job_count(1);
+  // While the first is in flight its reservation already fills the budget.
+  EXPECT_EQ(request_error_status([&] { chat(b); }), 409);
   s.fulfil(result_for(jobs[0], {'2', kEndOfTurn}));
   tb.join();
   EXPECT_EQ(request_error_status([&] { chat(b); }), 409);
