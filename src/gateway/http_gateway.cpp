@@ -28,6 +28,25 @@ class GatewayHttpServer : public httplib::Server {
   bool raise_listen_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
 };
 
+// httplib's thread pool, counting the connections that wait for a thread.
+class CountingThreadPool : public httplib::TaskQueue {
+ public:
+  CountingThreadPool(size_t threads, std::shared_ptr<std::atomic<int64_t>> queued)
+      : pool_(threads), queued_(std::move(queued)) {}
+  void enqueue(std::function<void()> fn) override {
+    ++*queued_;
+    pool_.enqueue([queued = queued_, fn = std::move(fn)] {
+      --*queued;
+      fn();
+    });
+  }
+  void shutdown() override { pool_.shutdown(); }
+
+ private:
+  httplib::ThreadPool pool_;
+  std::shared_ptr<std::atomic<int64_t>> queued_;
+};
+
 json error_body(const std::string& message, const std::string& type, int status) {
   return {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
 }
@@ -92,7 +111,9 @@ void send_events(httplib::Response& res, std::vector<json> chunks) {
 HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, int port)
     : service_(service), config_(config), server_(std::make_unique<GatewayHttpServer>()) {
   const int threads = config.http_threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  server_->new_task_queue = [threads, queued = queued_] {
+    return new CountingThreadPool(static_cast<size_t>(threads), queued);
+  };
   server_->set_payload_max_length(static_cast<size_t>(config.max_request_kib) * 1024);
   // A handler thread serves one connection at a time: a kept-alive idle
   // connection would hold its thread (up to the keep-alive timeout) while

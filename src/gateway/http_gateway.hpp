@@ -22,6 +22,8 @@
 // generation is complete. Every reply carries "forge": the episode, the call
 // index, the sampled token ids, their behaviour logprobs and versions.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,6 +47,10 @@ class HttpGateway {
   HttpGateway& operator=(const HttpGateway&) = delete;
 
   const std::string& url() const { return url_; }  // http://host:port
+  // Connections accepted and waiting for a handler thread: while there are
+  // any, some agent's request has not been seen yet, so no episode should
+  // be judged idle.
+  int64_t queued_connections() const { return *queued_; }
   void stop();                                      // idempotent
 
  private:
@@ -55,6 +61,7 @@ class HttpGateway {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::string url_;
+  std::shared_ptr<std::atomic<int64_t>> queued_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 }  // namespace forge

@@ -116,7 +116,8 @@ GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, Weig
       ++stats.groups;
       progressed = true;
     }
-    if (since_expiry.seconds() > 0.25) {
+    // No episode is idle while requests wait for a handler thread.
+    if (since_expiry.seconds() > 0.25 && http.queued_connections() == 0) {
       service.expire_idle();
       since_expiry.reset();
     }
