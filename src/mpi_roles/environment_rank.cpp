@@ -9,6 +9,7 @@
 #include "agent/agent_episode.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "mpi_roles/slot_tickets.hpp"
 #include "mpi_roles/trajectory_codec.hpp"
 
 namespace forge {
@@ -16,7 +17,6 @@ namespace {
 
 struct SlotGroup {
   uint64_t slot = 0;
-  bool started = false;
   std::vector<AgentEpisode> episodes;
 };
 
@@ -38,45 +38,25 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
   const int rollouts = layout.count(Role::kRollout);
   const auto describe = [&](int rank) { return layout.name(rank); };
   EnvironmentRankStats stats;
-  std::vector<std::unique_ptr<SlotGroup>> active;
+  SlotTickets tickets(pool, cfg.groups_in_flight);
+  std::vector<std::unique_ptr<SlotGroup>> active;  // admitted groups being played
   // Episode id -> (group, episode index) for results in flight.
   std::map<uint64_t, std::pair<SlotGroup*, size_t>> waiting;
 
   while (control.stop_code() == 0) {
     bool progressed = false;
-    while (static_cast<int>(active.size()) < cfg.groups_in_flight) {
+    for (const uint64_t slot : tickets.admit()) {
       auto g = std::make_unique<SlotGroup>();
-      g->slot = pool.submit();
-      active.push_back(std::move(g));
-    }
-    for (auto it = active.begin(); it != active.end();) {
-      auto& g = *it;
-      if (g->started) {
-        ++it;
-        continue;
-      }
-      const Admission a = pool.try_admit(g->slot);
-      if (a == Admission::kWait) {
-        ++it;
-        continue;
-      }
-      if (a == Admission::kSkip) {  // a resumed run already has this group
-        it = active.erase(it);
-        progressed = true;
-        continue;
-      }
-      ++it;
-      g->started = true;
-      progressed = true;
-      const uint64_t task_seed = slot_task_seed(cfg.run_seed, g->slot);
+      g->slot = slot;
+      const uint64_t task_seed = slot_task_seed(cfg.run_seed, slot);
       for (int e = 0; e < cfg.group; ++e)
-        g->episodes.push_back(make_episode(mix, sampler, cfg.agent, task_seed,
-                                           g->slot * cfg.group + e, StyleMode::kTrain,
-                                           static_cast<int32_t>(g->slot)));
+        g->episodes.push_back(make_episode(mix, sampler, cfg.agent, task_seed, slot * cfg.group + e,
+                                           StyleMode::kTrain, static_cast<int32_t>(slot)));
+      active.push_back(std::move(g));
+      progressed = true;
     }
     // Requests of every episode that has none in flight.
     for (auto& g : active) {
-      if (!g->started) continue;
       for (size_t i = 0; i < g->episodes.size(); ++i) {
         auto request = g->episodes[i].next_request();
         if (!request) continue;
@@ -98,7 +78,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
     // Deliver finished groups.
     for (auto it = active.begin(); it != active.end();) {
       SlotGroup& g = **it;
-      bool done = g.started;
+      bool done = true;
       for (const auto& e : g.episodes) done = done && e.done();
       if (!done) {
         ++it;
@@ -117,6 +97,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
                          std::to_string(payload.size()) + " bytes, more than pool.slot_bytes = " +
                          std::to_string(pool.config().slot_bytes) + "; raise pool.slot_bytes");
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
+      tickets.done(g.slot);
       ++stats.groups;
       stats.episodes += static_cast<int64_t>(trajs.size());
       it = active.erase(it);

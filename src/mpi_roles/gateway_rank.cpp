@@ -13,15 +13,11 @@
 #include "gateway/gateway_service.hpp"
 #include "gateway/http_gateway.hpp"
 #include "mpi_roles/environment_rank.hpp"
+#include "mpi_roles/slot_tickets.hpp"
 #include "mpi_roles/trajectory_codec.hpp"
 
 namespace forge {
 namespace {
-
-struct Ticket {
-  uint64_t slot = 0;
-  bool admitted = false;
-};
 
 void write_url_file(const std::string& path, const std::string& url, int rank) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -60,37 +56,21 @@ GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, Weig
   log_info("gateway listening on " + http.url() + " (episodes: POST " + http.url() + "/v1/episodes)");
 
   GatewayRankStats stats;
-  std::vector<Ticket> tickets;
+  SlotTickets tickets(pool, cfg.groups_in_flight);
   Stopwatch since_expiry;
   while (control.stop_code() == 0) {
     bool progressed = false;
-    while (static_cast<int>(tickets.size()) < cfg.groups_in_flight) tickets.push_back({pool.submit(), false});
-    for (auto it = tickets.begin(); it != tickets.end();) {
-      if (it->admitted) {
-        ++it;
-        continue;
-      }
-      const Admission a = pool.try_admit(it->slot);
-      if (a == Admission::kWait) {
-        ++it;
-        continue;
-      }
-      progressed = true;
-      if (a == Admission::kSkip) {  // a resumed run already has this group
-        it = tickets.erase(it);
-        continue;
-      }
-      it->admitted = true;
-      const uint64_t task_seed = slot_task_seed(cfg.run_seed, it->slot);
+    for (const uint64_t slot : tickets.admit()) {
+      const uint64_t task_seed = slot_task_seed(cfg.run_seed, slot);
       std::vector<std::unique_ptr<GatewayEpisode>> episodes;
       for (int g = 0; g < cfg.group; ++g) {
-        const uint64_t id = it->slot * cfg.group + g;
+        const uint64_t id = slot * cfg.group + g;
         episodes.push_back(std::make_unique<GatewayEpisode>(
             mix.make_for(task_seed), task_seed, episode_style(sampler, task_seed, id, StyleMode::kTrain),
-            cfg.agent, id, it->slot));
+            cfg.agent, id, slot));
       }
-      service.add_group(it->slot, std::move(episodes));
-      ++it;
+      service.add_group(slot, std::move(episodes));
+      progressed = true;
     }
     for (GenerationJob& job : service.take_jobs()) {
       client.send(first_rollout + static_cast<int>(job.episode_id % rollouts), job.request);
@@ -112,7 +92,7 @@ GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, Weig
                          std::to_string(payload.size()) + " bytes, more than pool.slot_bytes = " +
                          std::to_string(pool.config().slot_bytes) + "; raise pool.slot_mib");
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
-      std::erase_if(tickets, [&](const Ticket& t) { return t.slot == g.slot; });
+      tickets.done(g.slot);
       ++stats.groups;
       progressed = true;
     }

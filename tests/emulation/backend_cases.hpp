@@ -91,7 +91,10 @@ inline void elementwise(Backend& dev, Backend& cpu) {
   expect_close(c.download(), a.cpu.download(), "copy", 0.0);
 }
 
-inline void gemm(Backend& dev, Backend& cpu) {
+// Every transpose pair, leading dimensions padded past the matrix widths:
+// fn(ta, tb, M, N, K, A, lda, B, ldb, C, ldc).
+template <class Fn>
+void for_each_gemm_case(Fn fn) {
   Rng rng(2);
   const int M = 37, N = 45, K = 29;
   for (int ta = 0; ta < 2; ++ta)
@@ -99,11 +102,19 @@ inline void gemm(Backend& dev, Backend& cpu) {
       const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
       const auto A = random_vec(rng, size_t(ta ? K : M) * lda);
       const auto B = random_vec(rng, size_t(tb ? N : K) * ldb);
-      Pair<float> a(dev, cpu, A), b(dev, cpu, B), c(dev, cpu, random_vec(rng, size_t(M) * ldc));
-      dev.gemm(ta, tb, M, N, K, 0.7f, a.dev.data(), lda, b.dev.data(), ldb, 0.3f, c.dev.data(), ldc);
-      cpu.gemm(ta, tb, M, N, K, 0.7f, a.cpu.data(), lda, b.cpu.data(), ldb, 0.3f, c.cpu.data(), ldc);
-      c.expect_equal("gemm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+      const auto C = random_vec(rng, size_t(M) * ldc);
+      fn(ta != 0, tb != 0, M, N, K, A, lda, B, ldb, C, ldc);
     }
+}
+
+inline void gemm(Backend& dev, Backend& cpu) {
+  for_each_gemm_case([&](bool ta, bool tb, int M, int N, int K, const std::vector<float>& A, int lda,
+                         const std::vector<float>& B, int ldb, const std::vector<float>& C, int ldc) {
+    Pair<float> a(dev, cpu, A), b(dev, cpu, B), c(dev, cpu, C);
+    dev.gemm(ta, tb, M, N, K, 0.7f, a.dev.data(), lda, b.dev.data(), ldb, 0.3f, c.dev.data(), ldc);
+    cpu.gemm(ta, tb, M, N, K, 0.7f, a.cpu.data(), lda, b.cpu.data(), ldb, 0.3f, c.cpu.data(), ldc);
+    c.expect_equal("gemm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+  });
 }
 
 inline void rows(Backend& dev, Backend& cpu) {
@@ -569,20 +580,13 @@ inline std::vector<float> run_gemm(Backend& be, bool ta, bool tb, int M, int N, 
 
 // A and B rounded; C (the beta term) and the accumulation FP32.
 inline void gemm_bf16(Backend& dev, Backend& cpu) {
-  Rng rng(2);
-  const int M = 37, N = 45, K = 29;
-  for (int ta = 0; ta < 2; ++ta)
-    for (int tb = 0; tb < 2; ++tb) {
-      const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
-      const auto A = random_vec(rng, size_t(ta ? K : M) * lda);
-      const auto B = random_vec(rng, size_t(tb ? N : K) * ldb);
-      const auto C = random_vec(rng, size_t(M) * ldc);
-      const auto ref32 = run_gemm(cpu, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
-      const auto ref16 = run_gemm(cpu, ta, tb, M, N, K, round_bf16(A), lda, round_bf16(B), ldb, C, ldc);
-      const auto got = run_gemm(dev, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
-      expect_bf16_error(got, ref16, ref32,
-                        "bf16 gemm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
-    }
+  for_each_gemm_case([&](bool ta, bool tb, int M, int N, int K, const std::vector<float>& A, int lda,
+                         const std::vector<float>& B, int ldb, const std::vector<float>& C, int ldc) {
+    const auto ref32 = run_gemm(cpu, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+    const auto ref16 = run_gemm(cpu, ta, tb, M, N, K, round_bf16(A), lda, round_bf16(B), ldb, C, ldc);
+    const auto got = run_gemm(dev, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+    expect_bf16_error(got, ref16, ref32, "bf16 gemm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+  });
 }
 
 // Q, K and V rounded; forward and backward.
