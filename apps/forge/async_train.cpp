@@ -260,6 +260,20 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     load_checkpoint(resolve_checkpoint(tc.init), model, nullptr);
     if (lead) log_info("initial weights from " + tc.init);
   }
+  // Version v to the rollout ranks (weights) and the pool (staleness). The
+  // weight channel reads host memory: the CPU backend's parameters are, a
+  // device's are staged through one reused host buffer.
+  std::vector<float> staged;
+  const auto publish = [&](int64_t version) {
+    const float* host = model.params();
+    if (backend->name() != "cpu") {
+      staged.resize(model.layout().total);
+      backend->to_host(staged.data(), model.params(), staged.size() * sizeof(float));
+      host = staged.data();
+    }
+    weights.publish(host, version);
+    pool.publish_version(version);
+  };
   std::unique_ptr<RolloutStore> rollouts;
   if (lead) {
     std::filesystem::create_directories(cfg.run.dir);
@@ -270,8 +284,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     ro.flush_seconds = cfg.run.flush_seconds;
     ro.resume_step = sh.resume_from ? start : -1;  // rows past the checkpoint are cut
     rollouts = std::make_unique<RolloutStore>(cfg.run.dir + "/rollouts.h5", ro);
-    weights.publish(model.get_params().data(), start);  // host copy (device memory on cuda)
-    pool.publish_version(start);
+    publish(start);
     const RoleLayout& l = *sh.layout;
     log_info("train: " + std::to_string(model.layout().total) + " parameters; " +
              std::to_string(l.count(Role::kLearner)) + " learner, " + std::to_string(l.count(Role::kRollout)) +
@@ -318,8 +331,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
     const double gnorm = st.samples ? opt.step() : 0.0;
     if (!lead) continue;
 
-    weights.publish(model.get_params().data(), step + 1);
-    pool.publish_version(step + 1);
+    publish(step + 1);
     rollouts->append_episodes(trajs, step, step);
     const double step_s = since_step.seconds();
     since_step.reset();
