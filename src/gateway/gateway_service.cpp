@@ -181,12 +181,12 @@ json GatewayService::open() {
   openable_.pop_front();
   const uint64_t id = e->id();
   json out = {{"id", id}, {"slot", e->slot()}, {"task", e->task_json()}};
+  const std::string key = random_key();
   Open o;
-  o.key = random_key();
   o.last_active = Clock::now();
   o.episode = std::move(e);
-  out["api_key"] = o.key;
-  keys_[o.key] = id;
+  out["api_key"] = key;
+  keys_[key] = id;
   open_.emplace(id, std::move(o));
   ++counters_.opened;
   return out;

@@ -98,7 +98,6 @@ class GatewayService {
   using Clock = std::chrono::steady_clock;
   struct Open {
     std::unique_ptr<GatewayEpisode> episode;
-    std::string key;
     Clock::time_point last_active;
     int in_flight = 0;
     size_t reserved = 0;  // bytes the calls in flight may add to the record

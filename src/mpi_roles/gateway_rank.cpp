@@ -28,8 +28,8 @@ void write_url_file(const std::string& path, const std::string& url, int rank) {
 
 }  // namespace
 
-GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& control,
-                                  GenerationClient& client, const GatewayRankConfig& cfg) {
+void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& control,
+                      GenerationClient& client, const GatewayRankConfig& cfg) {
   const EnvMix mix(cfg.env);
   const PerturbationSampler sampler(cfg.env.perturb, cfg.env.heldout_list());
   const int first_rollout = layout.first(Role::kRollout);
@@ -55,7 +55,7 @@ GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, Weig
   if (!cfg.url_file.empty()) write_url_file(cfg.url_file, http.url(), rank);
   log_info("gateway listening on " + http.url() + " (episodes: POST " + http.url() + "/v1/episodes)");
 
-  GatewayRankStats stats;
+  int64_t groups = 0;  // delivered to the pool
   SlotTickets tickets(pool, cfg.groups_in_flight);
   Stopwatch since_expiry;
   while (control.stop_code() == 0) {
@@ -93,7 +93,7 @@ GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, Weig
                          std::to_string(pool.config().slot_bytes) + "; raise pool.slot_mib");
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
       tickets.done(g.slot);
-      ++stats.groups;
+      ++groups;
       progressed = true;
     }
     // No episode is idle while requests wait for a handler thread.
@@ -106,15 +106,10 @@ GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, Weig
   service.stop(control.stop_code() == kStopSignal ? "the run was stopped (SIGTERM)" : "the run has finished");
   http.stop();
   const GatewayCounters c = service.counters();
-  stats.opened = c.opened;
-  stats.closed = c.closed;
-  stats.abandoned = c.abandoned;
-  stats.requests = c.requests;
-  log_info("gateway: " + std::to_string(stats.groups) + " groups to the pool; " + std::to_string(c.opened) +
+  log_info("gateway: " + std::to_string(groups) + " groups to the pool; " + std::to_string(c.opened) +
            " episodes opened, " + std::to_string(c.closed) + " closed, " +
            std::to_string(c.abandoned) + " abandoned; " + std::to_string(c.requests) + " requests (" +
            std::to_string(c.timeouts) + " past the deadline, " + std::to_string(c.errors) + " failed)");
-  return stats;
 }
 
 }  // namespace forge

@@ -37,11 +37,8 @@ struct GatewayRankConfig {
   std::string url_file;     // written with {"url", "rank"} once listening
 };
 
-struct GatewayRankStats {
-  int64_t groups = 0, opened = 0, closed = 0, abandoned = 0, requests = 0;
-};
-
-GatewayRankStats run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& control,
-                                  GenerationClient& client, const GatewayRankConfig& config);
+// Runs until the stop word; logs its counters at the end.
+void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& control,
+                      GenerationClient& client, const GatewayRankConfig& config);
 
 }  // namespace forge
