@@ -18,16 +18,17 @@
 #include <vector>
 
 #include "algo/policy_loss.hpp"
-#include "algo/prefix_tree.hpp"
 #include "algo/token_loss.hpp"
+#include "backend/backend_registry.hpp"
+#include "backend/device_array.hpp"
 #include "bench_util.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "model/device_array.hpp"
 #include "model/optimizer.hpp"
-#include "model/packed_batch.hpp"
 #include "model/policy_model.hpp"
 #include "model/tokenizer.hpp"
+#include "tree/packed_batch.hpp"
+#include "tree/prefix_tree.hpp"
 
 using namespace forge;
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend_registry.hpp"
 #include "bench_util.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"

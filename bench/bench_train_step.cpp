@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "algo/token_loss.hpp"
+#include "backend/backend_registry.hpp"
 #include "bench_util.hpp"
 #include "core/rng.hpp"
 #include "model/optimizer.hpp"

@@ -17,6 +17,7 @@
 #include <cstdio>
 
 #include "algo/token_loss.hpp"
+#include "backend/backend_registry.hpp"
 #include "bench_util.hpp"
 #include "core/rng.hpp"
 #include "model/policy_model.hpp"

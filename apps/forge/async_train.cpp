@@ -1,17 +1,17 @@
 // `forge train` on MPI ranks (mpirun -np N, or srun --mpi=pmix): asynchronous
-// agent RL with the roles of src/mpi_roles.
+// agent RL with the roles of src/mpi_roles. This file is the job's set-up
+// (role layout, threads, resume checks, the collective windows) and the
+// dispatch of each rank to its role:
 //
-//   learners     rank 0 consumes the data pool (Windowed FIFO, one group per
-//                slot), broadcasts each batch of train.tasks groups to the
-//                other learners; every learner trains its shard of the batch
-//                (CISPO on prefix-tree bins, whole-batch denominators), the
-//                gradients are summed with MPI_Allreduce, each applies the same
-//                AdamW step; rank 0 publishes version step + 1 (weight
-//                channel), writes rollouts.h5, checkpoints, evaluates
+//   learners     consume the data pool and train (learner_rank.hpp): rank 0
+//                takes each batch of train.tasks groups and shares it, every
+//                learner trains its shard, rank 0 publishes version step + 1,
+//                writes rollouts.h5, checkpoints, evaluates
 //   rollouts     pull each new version between decode steps and serve
 //                generation requests (rollout_rank.hpp)
 //   environments run episodes and deliver groups to the pool
-//                (environment_rank.hpp)
+//                (environment_rank.hpp), or serve black-box agents over
+//                HTTP (gateway_rank.hpp)
 //
 // Every rank runs a watchdog thread (watchdog.hpp); every wait has the
 // deadline mpi.deadline_s. An error on any rank aborts the job with a message
@@ -20,7 +20,7 @@
 // job; the exit code is then 143.
 //
 // Checkpoints (run.checkpoint_every, the end, SIGTERM) hold the data pool's
-// state (io_hdf5/checkpoint.hpp); `--resume` restarts the slot sequence from
+// state (mpi_roles/data_pool_state.hpp); `--resume` restarts the slot sequence from
 // it: trained groups are never trained again, finished ones are restored,
 // in-flight ones are generated again, so no group is lost or trained twice.
 //
@@ -32,40 +32,30 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <csignal>
-#include <cstring>
-#include <deque>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <memory>
 #include <optional>
 #include <thread>
 
-#include "agent_eval.hpp"
-#include "checkpoint_model.hpp"
+#include "agent/agent_eval.hpp"
+#include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/timer.hpp"
 #include "env/env_mix.hpp"
-#include "cpu/cpu_backend.hpp"
 #include "io_hdf5/checkpoint.hpp"
-#include "io_hdf5/rollout_store.hpp"
+#include "learner/learner.hpp"
+#include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
 #include "model/tokenizer.hpp"
 #include "mpi_roles/data_pool.hpp"
 #include "mpi_roles/environment_rank.hpp"
 #include "mpi_roles/gateway_rank.hpp"
 #include "mpi_roles/generation_rpc.hpp"
-#include "mpi_roles/learner_gradient_sum.hpp"
+#include "mpi_roles/learner_rank.hpp"
 #include "mpi_roles/mpi_runtime.hpp"
 #include "mpi_roles/role_layout.hpp"
 #include "mpi_roles/rollout_rank.hpp"
-#include "mpi_roles/trajectory_codec.hpp"
 #include "mpi_roles/watchdog.hpp"
 #include "mpi_roles/weight_channel.hpp"
-#include "train_progress.hpp"
 
 namespace forge {
 namespace {
@@ -99,286 +89,40 @@ WindowConfig window_config(const MpiConfig& m) {
   return w;
 }
 
-struct Batch {
-  std::vector<Trajectory> episodes;
-  std::vector<int64_t> staleness;  // per group
-  int dropped = 0, masked = 0;
-};
-
-// A finished group the learner holds outside the pool: restored from a
-// checkpoint, or taken from the pool by a batch that SIGTERM interrupted.
-struct HeldGroup {
-  uint64_t slot = 0;
-  int64_t version = 0;
-  int producer = -1;
-  std::vector<uint8_t> payload;
-};
-
-// Learner 0: train.tasks groups, held ones first, then from the pool (over
-// the staleness cap: dropped or masked, counted, not trained). Encoded as
-// (uint64 size, bytes) per group. Empty after SIGTERM, with the groups taken
-// so far returned to `held`.
-std::vector<uint8_t> take_batch(DataPool& pool, std::deque<HeldGroup>& held, int groups, int64_t version,
-                                double deadline_s, const std::string& deadline_key, const RoleLayout& layout,
-                                int* dropped, int* masked,
-                                std::vector<int64_t>* staleness, std::vector<std::string>* sources) {
-  std::vector<HeldGroup> taken;
-  Stopwatch waited;
-  while (static_cast<int>(taken.size()) < groups) {
-    if (g_terminate) {
-      held.insert(held.begin(), std::make_move_iterator(taken.begin()), std::make_move_iterator(taken.end()));
-      return {};
-    }
-    if (!held.empty()) {
-      taken.push_back(std::move(held.front()));
-      held.pop_front();
-      staleness->push_back(version - taken.back().version);
-      continue;
-    }
-    std::optional<TakenTrajectory> t = pool.try_take();
-    if (!t) {
-      if (waited.seconds() > deadline_s)
-        throw Error("waited " + std::to_string(static_cast<int>(deadline_s)) + " s (" + deadline_key +
-                    ") for a group from the environment ranks: " + pool.describe_head());
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-      continue;
-    }
-    waited.reset();
-    if (t->verdict == Verdict::kDrop) {
-      ++*dropped;
-      continue;
-    }
-    if (t->verdict == Verdict::kMask) {
-      ++*masked;
-      continue;
-    }
-    staleness->push_back(t->staleness);
-    taken.push_back({t->slot, t->version, t->producer, std::move(t->payload)});
-  }
-  std::vector<uint8_t> out;
-  for (const HeldGroup& g : taken) {
-    const uint64_t size = g.payload.size();
-    const auto* p = reinterpret_cast<const uint8_t*>(&size);
-    out.insert(out.end(), p, p + sizeof size);
-    out.insert(out.end(), g.payload.begin(), g.payload.end());
-    sources->push_back("slot " + std::to_string(g.slot) +
-                       (g.producer >= 0 ? " from " + layout.name(g.producer) : " (from the checkpoint)"));
-  }
-  return out;
-}
-
-// The pool's state plus the groups the learner holds (they are SKIP or
-// consumed in the pool, and must be kept, not forgotten, by a resume).
-DataPoolState pool_checkpoint(DataPool& pool, const std::deque<HeldGroup>& held) {
-  DataPoolState st = pool.snapshot();
-  for (const HeldGroup& g : held) {
-    std::erase(st.consumed, static_cast<int64_t>(g.slot));
-    st.kept_slot.push_back(static_cast<int64_t>(g.slot));
-    st.kept_version.push_back(g.version);
-    st.kept_bytes.insert(st.kept_bytes.end(), g.payload.begin(), g.payload.end());
-    st.kept_offset.push_back(static_cast<int64_t>(st.kept_bytes.size()));
-  }
-  return st;
-}
-
-std::deque<HeldGroup> held_from(const DataPoolState& st) {
-  std::deque<HeldGroup> held;
-  for (size_t i = 0; i < st.kept_slot.size(); ++i)
-    held.push_back({static_cast<uint64_t>(st.kept_slot[i]), st.kept_version[i], -1,
-                    std::vector<uint8_t>(st.kept_bytes.begin() + st.kept_offset[i],
-                                         st.kept_bytes.begin() + st.kept_offset[i + 1])});
-  return held;
-}
-
-std::vector<Trajectory> decode_batch(const std::vector<uint8_t>& bytes, const std::vector<std::string>& sources) {
-  std::vector<Trajectory> out;
-  size_t pos = 0;
-  int32_t group = 0;
-  while (pos < bytes.size()) {
-    uint64_t size = 0;
-    FORGE_CHECK(pos + sizeof size <= bytes.size(), "truncated batch");
-    std::memcpy(&size, bytes.data() + pos, sizeof size);
-    pos += sizeof size;
-    FORGE_CHECK(pos + size <= bytes.size(), "truncated batch");
-    const std::string what = group < static_cast<int32_t>(sources.size()) ? sources[group]
-                                                                          : "group " + std::to_string(group);
-    for (Trajectory& t : decode_trajectories(bytes.data() + pos, size, Tokenizer::kVocabSize, what)) {
-      t.group = group;  // advantage groups of this batch
-      out.push_back(std::move(t));
-    }
-    pos += size;
-    ++group;
-  }
-  return out;
-}
-
 struct Shared {
   ForgeConfig* all;
   const OptionSet* opts;
   const RoleLayout* layout;
   MPI_Comm learners;
-  const std::string* resume_from;     // checkpoint path, or null
+  bool resume;                        // --resume (learners)
   const DataPoolState* resumed_pool;  // its data pool (learner 0)
 };
 
 int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQueue& sends) {
   ForgeConfig& all = *sh.all;
   StandardConfig& cfg = all.base;
-  const TrainConfig& tc = all.train;
-  PolicyUpdateConfig upd = all.update;
-  upd.max_tokens = tc.max_tokens;
-  upd.merge = tc.merge;
-  upd.inv_temperature = cfg.sample.temperature > 0 ? 1.0f / cfg.sample.temperature : 1.0f;
-  int learner_rank = 0, learner_count = 1;
-  MPI_Comm_rank(sh.learners, &learner_rank);
-  MPI_Comm_size(sh.learners, &learner_count);
-  upd.shard = learner_rank;
-  upd.shards = learner_count;
-  if (learner_count > 1)
-    upd.sum_across_shards = [comm = sh.learners](double* v, int n) {
-      MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, comm);
-    };
-  const bool lead = learner_rank == 0;
+  cfg.optim.total_steps = all.train.steps;
+  TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
+  PolicyModel& model = *policy.model;
+  AdamW& opt = *policy.opt;
+  const LearnerStart start = load_learner_start(model, opt, cfg.run, all.train, sh.resume);
 
-  auto backend = make_backend(cfg.run.backend, parse_precision(cfg.run.precision));
-  LearnerGradientSum gradient_sum(sh.learners, *backend);  // NCCL on cuda, MPI on cpu
-  PolicyModel model(cfg.model, *backend);
-  model.init_random(cfg.run.seed);
-  cfg.optim.total_steps = tc.steps;
-  AdamW opt(cfg.optim, model);
-  int start = 0;
-  std::deque<HeldGroup> held;
-  if (sh.resume_from) {
-    start = static_cast<int>(load_checkpoint(*sh.resume_from, model, &opt).step);
-    if (lead) {
-      held = held_from(*sh.resumed_pool);
-      log_info("resumed from " + *sh.resume_from + " at step " + std::to_string(start) + "; pool head " +
-               std::to_string(sh.resumed_pool->head) + ", " + std::to_string(held.size()) +
-               " finished groups restored, in-flight groups generated again");
-    }
-  } else if (!tc.init.empty()) {
-    load_checkpoint(resolve_checkpoint(tc.init), model, nullptr);
-    if (lead) log_info("initial weights from " + tc.init);
-  }
-  // Version v to the rollout ranks (weights) and the pool (staleness). The
-  // weight channel reads host memory: the CPU backend's parameters are, a
-  // device's are staged through one reused host buffer.
-  std::vector<float> staged;
-  const auto publish = [&](int64_t version) {
-    const float* host = model.params();
-    if (backend->name() != "cpu") {
-      staged.resize(model.layout().total);
-      backend->to_host(staged.data(), model.params(), staged.size() * sizeof(float));
-      host = staged.data();
-    }
-    weights.publish(host, version);
-    pool.publish_version(version);
-  };
-  std::unique_ptr<RolloutStore> rollouts;
-  if (lead) {
-    std::filesystem::create_directories(cfg.run.dir);
-    std::ofstream(cfg.run.dir + "/config.ini") << sh.opts->dump_ini();
-    RolloutStoreOptions ro;
-    ro.config_ini = sh.opts->dump_ini();
-    ro.domains = EnvMix(all.env).domains();
-    ro.flush_seconds = cfg.run.flush_seconds;
-    ro.resume_step = sh.resume_from ? start : -1;  // rows past the checkpoint are cut
-    rollouts = std::make_unique<RolloutStore>(cfg.run.dir + "/rollouts.h5", ro);
-    publish(start);
-    const RoleLayout& l = *sh.layout;
-    log_info("train: " + std::to_string(model.layout().total) + " parameters; " +
-             std::to_string(l.count(Role::kLearner)) + " learner, " + std::to_string(l.count(Role::kRollout)) +
-             " rollout and " + std::to_string(l.count(Role::kEnvironment)) + " environment ranks; " +
-             std::to_string(tc.tasks) + " groups of " + std::to_string(tc.group) + " episodes per step; pool " +
-             all.mpi.pool_policy + " N=" + std::to_string(pool.config().window.n_inflight) +
-             " W=" + std::to_string(pool.config().window.effective_window()) + "; loss " + upd.loss.algorithm);
-  }
-
+  LearnerRankConfig lc;
+  lc.setup.run = cfg.run;
+  lc.setup.train = all.train;
+  lc.setup.update = all.update;
+  lc.setup.sampling_temperature = cfg.sample.temperature;
+  lc.setup.env = all.env;
+  lc.setup.agent = all.agent;
+  lc.setup.config_ini = sh.opts->dump_ini();
+  lc.deadline_s = all.mpi.deadline_s;
   // Black-box agents close groups at their own pace.
   const bool gateway = all.gateway.enabled;
-  const double group_wait_s = gateway ? std::max(all.mpi.deadline_s, all.gateway.agent_wait_s) : all.mpi.deadline_s;
-  const std::string group_wait_key = gateway ? "gateway.agent_wait_s" : "mpi.deadline_s";
-  int stop = kStopFinished;
-  int step = start;
-  Stopwatch since_step;
-  for (; step < tc.steps; ++step) {
-    Stopwatch sw;
-    std::vector<uint8_t> bytes;
-    std::vector<int64_t> staleness;
-    std::vector<std::string> sources;
-    int dropped = 0, masked = 0;
-    if (lead)
-      bytes = take_batch(pool, held, tc.tasks, step, group_wait_s, group_wait_key, *sh.layout, &dropped,
-                         &masked, &staleness, &sources);
-    const double wait_s = sw.seconds();
-    // A terminated lead sends an empty batch: every learner stops here.
-    uint64_t size = bytes.size();
-    MPI_Bcast(&size, 1, MPI_UINT64_T, 0, sh.learners);
-    if (size == 0) {
-      stop = kStopSignal;
-      break;
-    }
-    bytes.resize(size);
-    MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, sh.learners);
-    std::vector<Trajectory> trajs = decode_batch(bytes, sources);
-    int64_t generated = 0;
-    for (const auto& t : trajs)
-      for (const auto& c : t.calls) generated += static_cast<int64_t>(c.generated.size());
-
-    model.zero_grads();
-    const PolicyUpdateStats st = policy_forward_backward(model, trajs, upd);
-    gradient_sum(model.grads(), model.layout().total);
-    const double gnorm = st.samples ? opt.step() : 0.0;
-    if (!lead) continue;
-
-    publish(step + 1);
-    rollouts->append_episodes(trajs, step, step);
-    const double step_s = since_step.seconds();
-    since_step.reset();
-    rollouts->append_step(step_metrics(step, st, generated / std::max(step_s, 1e-9), sw.seconds()));
-    const bool last = step + 1 == tc.steps;
-    if ((step + 1) % cfg.run.log_every == 0 || last || step == start) {
-      int64_t smax = 0;
-      double smean = 0;
-      for (int64_t s : staleness) smax = std::max(smax, s), smean += double(s) / staleness.size();
-      char pool_line[192];
-      std::snprintf(pool_line, sizeof pool_line,
-                    "  staleness mean %.2f max %lld  waited %.1f s  dropped %d masked %d%s", smean,
-                    static_cast<long long>(smax), wait_s, dropped, masked,
-                    st.abandoned ? ("  abandoned " + std::to_string(st.abandoned)).c_str() : "");
-      log_info(format_train_progress(step + 1, st, gnorm, generated / std::max(step_s, 1e-9), step_s) +
-               pool_line);
-    }
-    if (checkpoint_due(cfg.run, step + 1, tc.steps)) {
-      rollouts->flush();
-      const DataPoolState ps = pool_checkpoint(pool, held);
-      save_run_checkpoint(cfg.run, *sh.opts, model, opt, step + 1, ps);
-    }
-    if (tc.eval_every > 0 && (step + 1) % tc.eval_every == 0 && !last) {
-      const StyleEvals ev = evaluate_styles(model, all.env, all.agent, tc.eval_tasks, cfg.run.seed);
-      std::fputs(format_style_evals(ev, "eval at step " + std::to_string(step + 1)).c_str(), stdout);
-      std::fflush(stdout);
-    }
-  }
-
-  if (lead) {
-    if (stop == kStopSignal) {
-      log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
-      rollouts->flush();
-      const DataPoolState ps = pool_checkpoint(pool, held);
-      log_info("checkpoint " + save_run_checkpoint(cfg.run, *sh.opts, model, opt, step, ps) +
-               "; continue with --resume");
-    }
-    weights.request_stop(stop);
-  }
-  quiesce(MPI_COMM_WORLD, sends, all.mpi.deadline_s);
-  if (lead && stop == kStopFinished) {
-    rollouts->close();
-    const StyleEvals ev = evaluate_styles(model, all.env, all.agent, tc.eval_tasks, cfg.run.seed);
-    std::fputs(format_style_evals(ev, "eval at step " + std::to_string(step)).c_str(), stdout);
-    std::fflush(stdout);
-  }
-  return stop == kStopSignal ? 143 : 0;
+  lc.group_wait_s = gateway ? std::max(all.mpi.deadline_s, all.gateway.agent_wait_s) : all.mpi.deadline_s;
+  lc.group_wait_key = gateway ? "gateway.agent_wait_s" : "mpi.deadline_s";
+  lc.terminate = &g_terminate;
+  return run_learner_rank(sh.learners, *sh.layout, pool, weights, sends, model, opt, std::move(lc), start,
+                          sh.resumed_pool);
 }
 
 int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
@@ -397,8 +141,9 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
   return weights.stop_code() == kStopSignal ? 143 : 0;
 }
 
-int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
-  ForgeConfig& all = *sh.all;
+// What an environment or gateway rank produces: the run's tasks and
+// scaffold, with the run's sampling.
+EnvironmentRankConfig producer_config(const ForgeConfig& all) {
   EnvironmentRankConfig ec;
   ec.env = all.env;
   ec.agent = all.agent;
@@ -407,8 +152,13 @@ int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
   ec.run_seed = all.base.run.seed;
   ec.group = all.train.group;
   ec.groups_in_flight = all.mpi.env_groups;
+  return ec;
+}
+
+int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
+  ForgeConfig& all = *sh.all;
   GenerationClient client(MPI_COMM_WORLD, all.mpi.deadline_s);
-  const EnvironmentRankStats st = run_environment_rank(*sh.layout, pool, control, client, ec);
+  const EnvironmentRankStats st = run_environment_rank(*sh.layout, pool, control, client, producer_config(all));
   log_debug("environment: " + std::to_string(st.groups) + " groups, " + std::to_string(st.requests) +
             " requests");
   quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s);
@@ -419,15 +169,9 @@ int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
 int run_gateway(const Shared& sh, DataPool& pool, WeightChannel& control) {
   ForgeConfig& all = *sh.all;
   GatewayRankConfig gc;
+  gc.producer = producer_config(all);
   gc.gateway = all.gateway;
-  gc.env = all.env;
-  gc.agent = all.agent;
-  gc.agent.sampling = all.base.sample;
-  gc.agent.sampling.max_new_tokens = all.agent.max_new_tokens;
   gc.max_seq_len = all.agent.max_context_tokens + all.agent.max_new_tokens;  // the rollout engine's
-  gc.run_seed = all.base.run.seed;
-  gc.group = all.train.group;
-  gc.groups_in_flight = all.mpi.env_groups;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   gc.index = rank - sh.layout->first(Role::kEnvironment);
@@ -459,20 +203,19 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   const Role role = layout.role_of(rank);
   set_log_prefix(layout.name(rank));
   std::signal(SIGTERM, on_terminate);
-  set_cpu_threads(threads_for(layout, rank, all.base.run.threads));
+  set_compute_threads(threads_for(layout, rank, all.base.run.threads));
 
-  // Resume: every learner loads the newest checkpoint; learner 0 also
-  // restarts the data pool from it. An unusable checkpoint ends the job
-  // (exit 2) before any window exists.
-  std::string resume_from;
+  // Resume: every learner loads the newest checkpoint (in run_learner);
+  // learner 0 also restarts the data pool from it. An unusable checkpoint
+  // ends the job (exit 2) before any window exists.
   std::optional<DataPoolState> resumed_pool;
   if (resume && role == Role::kLearner) {
     try {
       const std::string dir = all.base.run.dir + "/checkpoints";
-      resume_from = latest_checkpoint(dir);
+      const std::string resume_from = latest_checkpoint(dir);
       if (resume_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
       if (rank == 0) {
-        resumed_pool = load_data_pool_state(resume_from);  // weights: in run_learner
+        resumed_pool = load_data_pool_state(resume_from);
         if (!resumed_pool)
           throw InputError("--resume: checkpoint '" + resume_from +
                            "' holds no data-pool state (written by a run in one process); resume it "
@@ -491,7 +234,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   Watchdog watchdog(MPI_COMM_WORLD, layout, all.mpi.deadline_s);
   DataPool pool(MPI_COMM_WORLD, pc, resumed_pool ? &*resumed_pool : nullptr);
   WeightChannel weights(MPI_COMM_WORLD, 0, n_weights);
-  const Shared sh{&all, &opts, &layout, learners, resume && role == Role::kLearner ? &resume_from : nullptr,
+  const Shared sh{&all, &opts, &layout, learners, resume && role == Role::kLearner,
                   resumed_pool ? &*resumed_pool : nullptr};
   int code = 0;
   try {

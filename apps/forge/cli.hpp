@@ -11,7 +11,7 @@
 //
 //   // apps/forge/cmd_sft.cpp
 //   #include "cli.hpp"
-//   #include "standard_options.hpp"
+//   #include "forge_config.hpp"
 //   namespace {
 //   int run_sft(int argc, char** argv) {          // argv[0] is "sft"
 //     forge::StandardConfig cfg;

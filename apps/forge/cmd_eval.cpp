@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "agent_eval.hpp"
-#include "checkpoint_model.hpp"
+#include "agent/agent_eval.hpp"
+#include "backend/backend_registry.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
-#include "cpu/cpu_backend.hpp"
-#include "io_hdf5/checkpoint.hpp"
 #include "forge_config.hpp"
+#include "io_hdf5/checkpoint.hpp"
+#include "learner/run_checkpoints.hpp"
 
 namespace forge {
 namespace {
@@ -48,7 +48,7 @@ int run_eval(int argc, char** argv) {
   opts.add("json", &json, false, "print one JSON object instead of tables");
   add_forge_options(opts, all);
   if (!cli::parse_options(opts, argc, argv)) return 0;
-  set_cpu_threads(all.base.run.threads);
+  set_compute_threads(all.base.run.threads);
   const EnvConfig& env = all.env;
   AgentConfig agent = all.agent;
   agent.sampling.max_new_tokens = agent.max_new_tokens;

@@ -5,14 +5,15 @@
 #include <cmath>
 #include <cstdio>
 
-#include "checkpoint_model.hpp"
+#include "backend/backend_registry.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
-#include "cpu/cpu_backend.hpp"
 #include "io_hdf5/checkpoint.hpp"
+#include "learner/learner_config.hpp"
+#include "learner/run_checkpoints.hpp"
 #include "model/rollout_engine.hpp"
+#include "model/sampling.hpp"
 #include "model/tokenizer.hpp"
-#include "standard_options.hpp"
 #include "synthetic_task.hpp"
 
 namespace forge {
@@ -36,7 +37,7 @@ int run_generate(int argc, char** argv) {
            one_of({"fp32", "bf16"}));
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (prompt.empty()) throw InputError("--prompt is required (the user's request)");
-  set_cpu_threads(run.threads);
+  set_compute_threads(run.threads);
 
   const std::string path = resolve_checkpoint(checkpoint);
   auto backend = make_backend(run.backend, parse_precision(run.precision));

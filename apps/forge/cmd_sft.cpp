@@ -19,20 +19,21 @@
 #include <iostream>
 #include <sstream>
 
+#include "agent/agent_eval.hpp"
+#include "agent/scripted_policy.hpp"
 #include "algo/token_loss.hpp"
-#include "checkpoint_model.hpp"
+#include "backend/backend_registry.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
-#include "cpu/cpu_backend.hpp"
+#include "learner/run_checkpoints.hpp"
+#include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
 #include "model/tokenizer.hpp"
-#include "forge_config.hpp"
-#include "agent/scripted_policy.hpp"
-#include "agent_eval.hpp"
 #include "synthetic_task.hpp"
 
 namespace forge {
@@ -110,7 +111,9 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
     ++window_steps;
     const bool last = step + 1 == sft.steps;
     if (checkpoint_due(cfg.run, step + 1, sft.steps)) {
-      const std::string path = save_run_checkpoint(cfg.run, opts, model, opt, step + 1, "data", rng);
+      CheckpointState stream;
+      stream.rngs["data"] = rng.state();
+      const std::string path = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step + 1, stream);
       if (last) log_info("sft: wrote " + path);
     }
     if ((step + 1) % cfg.run.log_every == 0 || last) {
@@ -192,16 +195,14 @@ int run_sft(int argc, char** argv) {
   const EnvConfig& env = all.env;
   const AgentConfig& agent = all.agent;
 
-  const int threads = set_cpu_threads(cfg.run.threads);
+  const int threads = set_compute_threads(cfg.run.threads);
   std::filesystem::create_directories(cfg.run.dir);
   std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();
 
-  auto backend = make_backend(cfg.run.backend, parse_precision(cfg.run.precision));
-  cfg.model.vocab = Tokenizer::kVocabSize;
-  PolicyModel model(cfg.model, *backend);
-  model.init_random(cfg.run.seed);
   cfg.optim.total_steps = sft.steps;
-  AdamW opt(cfg.optim, model);
+  TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
+  PolicyModel& model = *policy.model;
+  AdamW& opt = *policy.opt;
   log_info("sft: task " + sft.task + ", " + std::to_string(model.layout().total) +
            " parameters, " + std::to_string(threads) + " threads, run folder " + cfg.run.dir);
 

@@ -12,31 +12,26 @@
 // continue a run with --resume (its newest checkpoint; the data stream and
 // step continue). Episodes and per-step metrics go to RUN_DIR/rollouts.h5
 // (docs/hdf5-schema.md), readable while the run writes it (`forge inspect`).
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "agent/agent_episode.hpp"
+#include "agent/agent_eval.hpp"
 #include "agent/run_episodes.hpp"
-#include "agent_eval.hpp"
 #include "async_train.hpp"
-#include "mpi_roles/mpi_runtime.hpp"
-#include "algo/policy_update.hpp"
+#include "backend/backend_registry.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
-#include "cpu/cpu_backend.hpp"
-#include "io_hdf5/checkpoint.hpp"
-#include "io_hdf5/rollout_store.hpp"
+#include "forge_config.hpp"
+#include "learner/learner.hpp"
+#include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
 #include "model/tokenizer.hpp"
-#include "checkpoint_model.hpp"
-#include "forge_config.hpp"
-#include "train_progress.hpp"
+#include "mpi_roles/data_pool_state.hpp"
+#include "mpi_roles/mpi_runtime.hpp"
 
 namespace forge {
 namespace {
@@ -60,71 +55,61 @@ int run_train(int argc, char** argv) {
         "gateway.enabled = true needs forge train on MPI ranks (at least a learner, a rollout and a gateway "
         "rank: mpirun -np 3 forge train ...)");
   StandardConfig& cfg = all.base;
-  EnvConfig& env = all.env;
   AgentConfig& agent = all.agent;
-  PolicyUpdateConfig& upd = all.update;
   const TrainConfig& tc = all.train;
-  upd.loss.validate();
-  upd.reward.validate();
-  upd.max_tokens = tc.max_tokens;
-  upd.merge = tc.merge;
+  all.update.loss.validate();
+  all.update.reward.validate();
   agent.sampling = cfg.sample;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
-  upd.inv_temperature = cfg.sample.temperature > 0 ? 1.0f / cfg.sample.temperature : 1.0f;
 
-  const int threads = set_cpu_threads(cfg.run.threads);
-  std::filesystem::create_directories(cfg.run.dir);
-  auto backend = make_backend(cfg.run.backend, parse_precision(cfg.run.precision));
-  cfg.model.vocab = Tokenizer::kVocabSize;
-  PolicyModel model(cfg.model, *backend);
-  model.init_random(cfg.run.seed);
+  const int threads = set_compute_threads(cfg.run.threads);
   cfg.optim.total_steps = tc.steps;
-  AdamW opt(cfg.optim, model);
+  TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
+  PolicyModel& model = *policy.model;
+  AdamW& opt = *policy.opt;
+  // The data stream: one RNG draws each step's task seeds; a checkpoint holds it.
   Rng task_rng(cfg.run.seed ^ 0x7A5Cull);
-  int start = 0;
-  const std::string ckpt_dir = cfg.run.dir + "/checkpoints";
-  if (resume) {
-    const std::string path = latest_checkpoint(ckpt_dir);
-    if (path.empty()) throw InputError("--resume: no checkpoint in '" + ckpt_dir + "'");
-    const CheckpointState st = load_checkpoint(path, model, &opt);
-    if (st.data_pool)
+  const LearnerStart start = load_learner_start(model, opt, cfg.run, tc, resume);
+  if (!start.resumed_from.empty()) {
+    const std::string& path = start.resumed_from;
+    if (start.checkpoint.sections.count(kDataPoolSection))
       throw InputError("--resume: checkpoint '" + path +
                        "' was written by a run on MPI ranks (it holds data-pool state); resume it under "
                        "mpirun with the same ranks");
-    start = static_cast<int>(st.step);
-    const auto tasks = st.rngs.find("tasks");
-    if (tasks == st.rngs.end())
+    const auto tasks = start.checkpoint.rngs.find("tasks");
+    if (tasks == start.checkpoint.rngs.end())
       throw InputError("--resume: checkpoint '" + path +
                        "' was not written by forge train (no 'tasks' RNG state); start from it with "
                        "--train.init instead");
     task_rng.set_state(tasks->second);
-    log_info("train: resumed from " + path + " at step " + std::to_string(start));
+    log_info("train: resumed from " + path + " at step " + std::to_string(start.step));
   } else if (!tc.init.empty()) {
-    load_checkpoint(resolve_checkpoint(tc.init), model, nullptr);
     log_info("train: initial weights from " + tc.init);
   }
-  std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();
-  log_info("train: " + std::to_string(model.layout().total) + " parameters, " +
-           std::to_string(threads) + " threads, " + std::to_string(tc.tasks) + " tasks x " +
-           std::to_string(tc.group) + " episodes per step, loss " + upd.loss.algorithm);
 
-  const EnvMix mix(env);
-  const PerturbationSampler sampler(env.perturb, env.heldout_list());
-  RolloutStoreOptions ro;
-  ro.config_ini = opts.dump_ini();
-  ro.domains = mix.domains();
-  ro.flush_seconds = cfg.run.flush_seconds;
-  ro.resume_step = resume ? start : -1;  // cut rows past the checkpoint: none is stored twice
-  RolloutStore rollouts(cfg.run.dir + "/rollouts.h5", ro);
+  LearnerSetup setup;
+  setup.run = cfg.run;
+  setup.train = tc;
+  setup.update = all.update;
+  setup.sampling_temperature = cfg.sample.temperature;
+  setup.env = all.env;
+  setup.agent = agent;
+  setup.config_ini = opts.dump_ini();
+  Learner learner(setup, model, opt, start);
+  log_info("train: " + std::to_string(model.layout().total) + " parameters, " + std::to_string(threads) +
+           " threads, " + std::to_string(tc.tasks) + " tasks x " + std::to_string(tc.group) +
+           " episodes per step, loss " + all.update.loss.algorithm);
+
+  const EnvMix mix(all.env);
+  const PerturbationSampler sampler(all.env.perturb, all.env.heldout_list());
   const int batch = tc.tasks * tc.group;
   RolloutEngine engine(model, engine_for_agent(agent, batch));
-  auto evaluate = [&](int step) {
-    const StyleEvals ev = evaluate_styles(model, env, agent, tc.eval_tasks, cfg.run.seed);
-    std::fputs(format_style_evals(ev, "eval at step " + std::to_string(step)).c_str(), stdout);
-    std::fflush(stdout);
+  const auto stream_state = [&] {
+    CheckpointState s;
+    s.rngs["tasks"] = task_rng.state();
+    return s;
   };
-
-  for (int step = start; step < tc.steps; ++step) {
+  for (int step = start.step; step < tc.steps; ++step) {
     Stopwatch sw;
     engine.set_policy_version(step);
     std::vector<AgentEpisode> episodes;
@@ -137,30 +122,14 @@ int run_train(int argc, char** argv) {
     }
     run_episodes(engine, episodes);
     std::vector<Trajectory> trajs;
-    int64_t generated = 0;
-    for (auto& e : episodes) {
-      trajs.push_back(e.take_trajectory());
-      for (const auto& c : trajs.back().calls) generated += static_cast<int64_t>(c.generated.size());
-    }
+    for (auto& e : episodes) trajs.push_back(e.take_trajectory());
     const double gen_s = sw.seconds();
-    model.zero_grads();
-    const PolicyUpdateStats st = policy_forward_backward(model, trajs, upd);
-    const double gnorm = st.samples ? opt.step() : 0.0;
+    double grad_norm = 0;
+    const PolicyUpdateStats st = learner.update(trajs, &grad_norm);
     engine.clear_prefix_cache();  // cached k/v belong to the old weights
-    rollouts.append_episodes(trajs, step, step);
-    rollouts.append_step(step_metrics(step, st, generated / std::max(gen_s, 1e-9), sw.seconds()));
-
-    const bool last = step + 1 == tc.steps;
-    if ((step + 1) % cfg.run.log_every == 0 || last || step == start) {
-      log_info(format_train_progress(step + 1, st, gnorm, generated / std::max(gen_s, 1e-9),
-                                     sw.seconds()));
-    }
-    if (checkpoint_due(cfg.run, step + 1, tc.steps)) {
-      rollouts.flush();  // a checkpoint never covers steps the rollout file lacks
-      save_run_checkpoint(cfg.run, opts, model, opt, step + 1, "tasks", task_rng);
-    }
-    if ((tc.eval_every > 0 && (step + 1) % tc.eval_every == 0) || last) evaluate(step + 1);
+    learner.record(step, trajs, st, grad_norm, {gen_s, sw.seconds()}, "", stream_state);
   }
+  learner.finish(tc.steps);
   return 0;
 }
 

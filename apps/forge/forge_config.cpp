@@ -44,18 +44,6 @@ void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {
     o.add(key, field, "normalization before weighting: none | batch", one_of({"none", "batch"}));
 }
 
-void add_train_options(OptionSet& o, TrainConfig& t) {
-  o.describe_section("train", "forge train: the RL loop (synchronous, or on MPI ranks)");
-  o.add("train.steps", &t.steps, "RL steps", in_range(1, 1e7));
-  o.add("train.tasks", &t.tasks, "tasks per step", in_range(1, 1e5));
-  o.add("train.group", &t.group, "episodes per task (advantage group)", in_range(2, 1024));
-  o.add("train.max_tokens", &t.max_tokens, "tokens per packed bin", in_range(64, 1 << 24));
-  o.add("train.merge", &t.merge, "prefix-tree merging (false: each LLM call alone)");
-  o.add("train.eval_every", &t.eval_every, "steps between held-out evaluations; 0 = at the end",
-        at_least(0));
-  o.add("train.eval_tasks", &t.eval_tasks, "held-out tasks per evaluation", in_range(1, 1e6));
-  o.add("train.init", &t.init, "checkpoint (or run folder) to start from, weights only");
-}
 
 void add_mpi_options(OptionSet& o, MpiConfig& m) {
   o.describe_section("mpi", "forge train under mpirun/srun: ranks and deadlines");
@@ -98,6 +86,13 @@ void add_gateway_options(OptionSet& o, GatewayConfig& g) {
 }
 
 }  // namespace
+
+void add_standard_options(OptionSet& opts, StandardConfig& c) {
+  add_model_options(opts, c.model);
+  add_optim_options(opts, c.optim);
+  add_sampling_options(opts, c.sample);
+  add_run_options(opts, c.run);
+}
 
 void add_forge_options(OptionSet& opts, ForgeConfig& c) {
   add_standard_options(opts, c.base);

@@ -1,5 +1,6 @@
 // The whole configuration of forge's training commands: the standard
-// sections plus [sft], [env], [agent], [loss], [reward] and [train]. Every
+// sections ([model], [optim], [sample], [run]) plus [sft], [env], [agent],
+// [loss], [reward], [train], [mpi], [pool] and [gateway]. Every
 // command registers all of them, so one INI file drives `forge sft`,
 // `forge train` and `forge eval` alike, and a misspelt key is still an error
 // in every command. Each command reads the sections it uses.
@@ -11,9 +12,23 @@
 #include "core/config.hpp"
 #include "env/env_config.hpp"
 #include "gateway/gateway_config.hpp"
-#include "standard_options.hpp"
+#include "learner/learner_config.hpp"
+#include "model/model_config.hpp"
+#include "model/optimizer.hpp"
+#include "model/sampling.hpp"
 
 namespace forge {
+
+// The sections every command that builds a policy registers.
+struct StandardConfig {
+  ModelConfig model;
+  OptimConfig optim;
+  SamplingParams sample;
+  RunConfig run;
+};
+
+// All four, in the order model, optim, sample, run.
+void add_standard_options(OptionSet& opts, StandardConfig& config);
 
 struct SftConfig {
   std::string task = "mix";  // reverse | sort | mix (synthetic chat) | agent (demonstrations)
@@ -25,17 +40,6 @@ struct SftConfig {
   int eval_requests = 128;   // held-out requests (synthetic) or tasks (agent) evaluated
   int show = 6;              // sampled completions printed at the end (synthetic)
   int plain_steps = 0;       // agent: first steps on the default scaffold style only (curriculum)
-};
-
-struct TrainConfig {
-  int steps = 50;
-  int tasks = 8;        // tasks per step
-  int group = 4;        // episodes per task (the advantage group)
-  int max_tokens = 8192;
-  bool merge = true;
-  int eval_every = 0;   // 0 = only at the end
-  int eval_tasks = 64;
-  std::string init;     // checkpoint to start from
 };
 
 // [mpi] and [pool]: the distributed run (forge train under mpirun or srun).

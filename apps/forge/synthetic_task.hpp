@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "algo/prefix_tree.hpp"
 #include "core/rng.hpp"
+#include "tree/prefix_tree.hpp"
 
 namespace forge {
 

@@ -42,9 +42,9 @@
 #include "agent/agent_config.hpp"
 #include "agent/context_manager.hpp"
 #include "agent/tool_call_format.hpp"
-#include "agent/trajectory.hpp"
 #include "env/env_mix.hpp"
 #include "env/perturbation.hpp"
+#include "episode/trajectory.hpp"
 #include "model/rollout_engine.hpp"
 
 namespace forge {

@@ -1,7 +1,7 @@
 #include "algo/policy_loss.hpp"
 
+#include "backend/device_array.hpp"
 #include "core/error.hpp"
-#include "model/device_array.hpp"
 
 namespace forge {
 
@@ -91,14 +91,13 @@ std::vector<float> policy_coefficients(Backend& backend, const PolicyLossConfig&
   return coef.download();
 }
 
-std::vector<std::vector<float>> policy_coefficients(const PolicyLossConfig& c,
+std::vector<std::vector<float>> policy_coefficients(Backend& backend, const PolicyLossConfig& c,
                                                     const std::vector<SampleTokens>& samples,
                                                     PolicyLossStats* stats,
                                                     const ShardSum& sum_across_shards) {
   PackedPolicyTokens batch;
   for (const SampleTokens& s : samples) batch.add(s);
-  const auto cpu = make_backend("cpu");
-  const std::vector<float> flat = policy_coefficients(*cpu, c, batch, stats, sum_across_shards);
+  const std::vector<float> flat = policy_coefficients(backend, c, batch, stats, sum_across_shards);
   std::vector<std::vector<float>> w(samples.size());
   for (size_t s = 0; s < samples.size(); ++s)
     w[s].assign(flat.begin() + batch.sample_begin[s], flat.begin() + batch.sample_begin[s + 1]);

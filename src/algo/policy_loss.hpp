@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.hpp"
+#include "backend/backend.hpp"
 
 namespace forge {
 
@@ -92,8 +92,8 @@ using ShardSum = std::function<void(double* values, int n)>;
 std::vector<float> policy_coefficients(Backend& backend, const PolicyLossConfig& config,
                                        const PackedPolicyTokens& batch, PolicyLossStats* stats,
                                        const ShardSum& sum_across_shards = {});
-// The same on the CPU backend, w per sample.
-std::vector<std::vector<float>> policy_coefficients(const PolicyLossConfig& config,
+// The same with w per sample.
+std::vector<std::vector<float>> policy_coefficients(Backend& backend, const PolicyLossConfig& config,
                                                     const std::vector<SampleTokens>& samples,
                                                     PolicyLossStats* stats,
                                                     const ShardSum& sum_across_shards = {});

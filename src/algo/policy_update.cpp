@@ -3,10 +3,10 @@
 #include <unordered_map>
 
 #include "algo/advantages.hpp"
-#include "algo/prefix_tree.hpp"
 #include "algo/token_loss.hpp"
 #include "core/error.hpp"
-#include "model/packed_batch.hpp"
+#include "tree/packed_batch.hpp"
+#include "tree/prefix_tree.hpp"
 
 namespace forge {
 

@@ -19,9 +19,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "agent/trajectory.hpp"
 #include "algo/composite_reward.hpp"
 #include "algo/policy_loss.hpp"
+#include "episode/trajectory.hpp"
 #include "model/policy_model.hpp"
 
 namespace forge {

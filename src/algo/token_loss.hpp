@@ -4,7 +4,7 @@
 // coefficient c_{s,p}; the linear loss is L = -sum_{s,p} c_{s,p} logprob_{s,p}.
 // On a tree bin an entry e stands for all (s, p) in its refs, which share one
 // logprob, so L = -sum_e w_e logprob_e with w_e = sum_{refs} c_{s,p}: the tree
-// loss and its gradients equal the linear ones (DESIGN.md, "Weights").
+// loss and its gradients equal the linear ones (docs/architecture.md, "Prefix tree").
 //
 // The supervised loss is the token mean: c = 1 / (number of trainable tokens
 // of the whole batch), the same in every bin of the batch.
@@ -13,9 +13,9 @@
 #include <functional>
 #include <vector>
 
-#include "algo/prefix_tree.hpp"
-#include "model/packed_batch.hpp"
 #include "model/policy_model.hpp"
+#include "tree/packed_batch.hpp"
+#include "tree/prefix_tree.hpp"
 
 namespace forge {
 

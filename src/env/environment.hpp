@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/trajectory.hpp"
 #include "env/env_config.hpp"
 #include "env/tool_call.hpp"
+#include "episode/trajectory.hpp"
 
 namespace forge {
 

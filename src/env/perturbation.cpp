@@ -125,4 +125,24 @@ ScaffoldStyle PerturbationSampler::draw(uint64_t seed, StyleMode mode) const {
   return s;
 }
 
+std::vector<std::string> all_template_families() {
+  // Group the families by dimension ("tools.short" -> "tools"), in order.
+  std::vector<std::vector<std::string>> dims;
+  std::string last;
+  for (const auto& f : all_families()) {
+    const std::string dim = f.substr(0, f.find('.'));
+    if (dims.empty() || dim != last) dims.emplace_back();
+    dims.back().push_back(f);
+    last = dim;
+  }
+  std::vector<std::string> out = {""};
+  for (const auto& variants : dims) {
+    std::vector<std::string> next;
+    for (const auto& prefix : out)
+      for (const auto& v : variants) next.push_back(prefix.empty() ? v : prefix + "/" + v);
+    out = std::move(next);
+  }
+  return out;
+}
+
 }  // namespace forge

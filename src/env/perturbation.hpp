@@ -50,6 +50,11 @@ enum class StyleMode { kTrain, kHeldOut };
 // Every family name, dimension by dimension, defaults first.
 const std::vector<std::string>& all_families();
 
+// "tools.short/system.terse/..." for every combination of families
+// (ScaffoldStyle::name() of each possible style): the template families a
+// rollout store declares.
+std::vector<std::string> all_template_families();
+
 // The name a tool is shown under in a tool-definition style (tools.alias
 // renames: calc -> math, find -> locate, lookup -> fetch, others -> tool_X).
 std::string displayed_tool_name(ToolsStyle style, const std::string& canonical);

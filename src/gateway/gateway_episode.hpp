@@ -31,8 +31,8 @@
 
 #include "agent/agent_config.hpp"
 #include "agent/agent_episode.hpp"
-#include "agent/trajectory.hpp"
 #include "env/environment.hpp"
+#include "episode/trajectory.hpp"
 #include "gateway/chat_messages.hpp"
 #include "model/rollout_engine.hpp"
 

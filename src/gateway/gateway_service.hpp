@@ -31,7 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/trajectory.hpp"
+#include "episode/trajectory.hpp"
 #include "gateway/gateway_config.hpp"
 #include "gateway/gateway_episode.hpp"
 #include "model/rollout_engine.hpp"

@@ -87,39 +87,26 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 
 namespace {
 
-void write_data_pool(h5::File& f, const DataPoolState& p) {
-  f.create_group("/data_pool");
-  const int64_t head[1] = {p.head};
-  f.write_i64("/data_pool/head", {1}, head);
-  f.write_i64("/data_pool/consumed", {static_cast<int64_t>(p.consumed.size())}, p.consumed.data());
-  f.write_i64("/data_pool/kept_slot", {static_cast<int64_t>(p.kept_slot.size())}, p.kept_slot.data());
-  f.write_i64("/data_pool/kept_version", {static_cast<int64_t>(p.kept_version.size())}, p.kept_version.data());
-  f.write_i64("/data_pool/kept_offset", {static_cast<int64_t>(p.kept_offset.size())}, p.kept_offset.data());
-  f.write_u8("/data_pool/kept_bytes", {static_cast<int64_t>(p.kept_bytes.size())}, p.kept_bytes.data());
+const char* const kReservedGroups[] = {"model", "optim", "rng"};
+
+void write_section(h5::File& f, const std::string& name, const CheckpointSection& sec) {
+  f.create_group("/" + name);
+  for (const auto& [key, v] : sec.i64) f.write_i64("/" + name + "/" + key, {static_cast<int64_t>(v.size())}, v.data());
+  for (const auto& [key, v] : sec.u8) f.write_u8("/" + name + "/" + key, {static_cast<int64_t>(v.size())}, v.data());
 }
 
-DataPoolState read_data_pool(const h5::File& f, const std::string& path) {
-  DataPoolState p;
-  const auto head = f.read_i64("/data_pool/head");
-  p.consumed = f.read_i64("/data_pool/consumed");
-  p.kept_slot = f.read_i64("/data_pool/kept_slot");
-  p.kept_version = f.read_i64("/data_pool/kept_version");
-  p.kept_offset = f.read_i64("/data_pool/kept_offset");
-  p.kept_bytes = f.read_u8("/data_pool/kept_bytes");
-  const auto bad = [&](const std::string& what) {
-    return InputError("checkpoint '" + path + "': /data_pool is inconsistent: " + what);
-  };
-  if (head.size() != 1 || head[0] < 0) throw bad("head");
-  p.head = head[0];
-  if (p.kept_version.size() != p.kept_slot.size() || p.kept_offset.size() != p.kept_slot.size() + 1)
-    throw bad("kept_slot, kept_version and kept_offset lengths");
-  for (size_t i = 0; i + 1 < p.kept_offset.size(); ++i)
-    if (p.kept_offset[i] < 0 || p.kept_offset[i] > p.kept_offset[i + 1]) throw bad("kept_offset not ascending");
-  if (p.kept_offset.front() != 0 || p.kept_offset.back() != static_cast<int64_t>(p.kept_bytes.size()))
-    throw bad("kept_offset does not cover kept_bytes");
-  for (int64_t s : p.consumed) if (s < p.head) throw bad("a consumed slot below head");
-  for (int64_t s : p.kept_slot) if (s < 0) throw bad("a negative kept slot");
-  return p;
+CheckpointSection read_section(const h5::File& f, const std::string& name) {
+  CheckpointSection sec;
+  for (const std::string& key : f.members("/" + name)) {
+    const std::string path = "/" + name + "/" + key;
+    switch (f.element_size(path)) {
+      case 8: sec.i64[key] = f.read_i64(path); break;
+      case 1: sec.u8[key] = f.read_u8(path); break;
+      default:
+        throw InputError("checkpoint '" + f.path() + "': '" + path + "' is neither an int64 nor a byte array");
+    }
+  }
+  return sec;
 }
 
 }  // namespace
@@ -147,7 +134,11 @@ std::string save_checkpoint(const std::string& dir, const PolicyModel& model, Ad
     }
     f.create_group("/rng");
     for (const auto& [rng_name, s] : state.rngs) f.write_u64("/rng/" + rng_name, {4}, s.data());
-    if (state.data_pool) write_data_pool(f, *state.data_pool);
+    for (const auto& [section, content] : state.sections) {
+      for (const char* reserved : kReservedGroups)
+        FORGE_CHECK(section != reserved, "checkpoint section name '" + section + "' is reserved");
+      write_section(f, section, content);
+    }
     f.flush();
   }
   fsync_path(tmp_path);
@@ -190,10 +181,10 @@ h5::File open_checkpoint(const std::string& path) {
 
 }  // namespace
 
-std::optional<DataPoolState> load_data_pool_state(const std::string& path) {
+std::optional<CheckpointSection> load_checkpoint_section(const std::string& path, const std::string& name) {
   const h5::File f = open_checkpoint(path);
-  if (!f.exists("/data_pool")) return std::nullopt;
-  return read_data_pool(f, path);
+  if (!f.exists("/" + name)) return std::nullopt;
+  return read_section(f, name);
 }
 
 CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, AdamW* optimizer) {
@@ -213,20 +204,19 @@ CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, Ada
     optimizer->set_steps_taken(static_cast<int>(f.attr_int("optim_steps")));
   }
   if (f.exists("/rng")) {
-    H5G_info_t info;
-    h5::Handle g(H5Gopen2(f.id(), "/rng", H5P_DEFAULT), H5Gclose);
-    H5Gget_info(g.id(), &info);
-    for (hsize_t i = 0; i < info.nlinks; ++i) {
-      char buf[256];
-      H5Lget_name_by_idx(g.id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, buf, sizeof buf, H5P_DEFAULT);
-      const auto s = f.read_u64(std::string("/rng/") + buf);
+    for (const std::string& name : f.members("/rng")) {
+      const auto s = f.read_u64("/rng/" + name);
       if (s.size() != 4)
-        throw InputError("checkpoint '" + path + "': RNG state '" + buf + "' has " +
+        throw InputError("checkpoint '" + path + "': RNG state '" + name + "' has " +
                          std::to_string(s.size()) + " words, expected 4");
-      st.rngs[buf] = {s[0], s[1], s[2], s[3]};
+      st.rngs[name] = {s[0], s[1], s[2], s[3]};
     }
   }
-  if (f.exists("/data_pool")) st.data_pool = read_data_pool(f, path);
+  for (const std::string& group : f.members("/")) {
+    const bool reserved = std::find(std::begin(kReservedGroups), std::end(kReservedGroups), group) !=
+                          std::end(kReservedGroups);
+    if (!reserved) st.sections[group] = read_section(f, group);
+  }
   return st;
 }
 

@@ -190,6 +190,31 @@ std::vector<int64_t> File::read_i64(const std::string& name) const {
   return read_dataset<int64_t>(*this, name, H5T_NATIVE_INT64, H5T_INTEGER);
 }
 
+std::vector<std::string> File::members(const std::string& group) const {
+  Handle g(H5Gopen2(file_.id(), group.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!g.valid()) throw InputError("'" + path_ + "': '" + group + "' is not a group");
+  H5G_info_t info;
+  if (H5Gget_info(g.id(), &info) < 0) throw InputError("'" + path_ + "': cannot list group '" + group + "'");
+  std::vector<std::string> out;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t n = H5Lget_name_by_idx(g.id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (n < 0) throw InputError("'" + path_ + "': cannot list group '" + group + "'");
+    std::string name(static_cast<size_t>(n) + 1, '\0');
+    H5Lget_name_by_idx(g.id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(static_cast<size_t>(n));
+    out.push_back(name);
+  }
+  return out;
+}
+
+size_t File::element_size(const std::string& name) const {
+  if (!exists(name)) throw InputError("'" + path_ + "' has no dataset '" + name + "'");
+  Handle ds(H5Dopen2(file_.id(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.valid()) throw InputError("'" + path_ + "': '" + name + "' is not a dataset");
+  Handle type(H5Dget_type(ds.id()), H5Tclose);
+  return H5Tget_size(type.id());
+}
+
 std::vector<int64_t> File::shape(const std::string& name) const {
   if (!exists(name)) throw InputError("'" + path_ + "' has no dataset '" + name + "'");
   Handle ds(H5Dopen2(file_.id(), name.c_str(), H5P_DEFAULT), H5Dclose);

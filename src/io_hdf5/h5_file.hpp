@@ -60,6 +60,10 @@ class File {
 
   void create_group(const std::string& name);
   bool exists(const std::string& name) const;  // a link at this path
+  // Names of the links in a group, in name order; InputError if it is not one.
+  std::vector<std::string> members(const std::string& group) const;
+  // Bytes per element of a dataset; InputError if absent.
+  size_t element_size(const std::string& name) const;
 
   void write_f32(const std::string& name, const std::vector<int64_t>& shape, const float* data);
   void write_u64(const std::string& name, const std::vector<int64_t>& shape, const uint64_t* data);

@@ -1,8 +1,10 @@
 #include "io_hdf5/rollout_reader.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/error.hpp"
+#include "episode/trajectory_fields.hpp"
 
 namespace forge {
 
@@ -264,17 +266,17 @@ Trajectory RolloutReader::episode(int64_t i) const {
     throw InputError("'" + path() + "' has no episode " + std::to_string(i) + " (it holds " +
                      std::to_string(n_episodes_) + ")");
   Trajectory t;
-  t.episode_id = read<uint64_t>("episodes/episode_id", i, 1)[0];
-  t.task_id = read<uint64_t>("episodes/task_id", i, 1)[0];
-  t.group = read<int32_t>("episodes/group", i, 1)[0];
-  t.turns = read<int32_t>("episodes/turns", i, 1)[0];
-  t.tool_errors = read<int32_t>("episodes/tool_errors", i, 1)[0];
-  t.recoveries = read<int32_t>("episodes/recoveries", i, 1)[0];
-  t.reward.outcome = read<float>("episodes/outcome", i, 1)[0];
-  t.reward.process = read<float>("episodes/process", i, 1)[0];
-  t.reward.efficiency = read<float>("episodes/efficiency", i, 1)[0];
-  t.success = read<uint8_t>("episodes/success", i, 1)[0] != 0;
-  t.abandoned = datasets_.count("episodes/abandoned") && read<uint8_t>("episodes/abandoned", i, 1)[0] != 0;
+  // Every number or flag of the field table that the file has a column for
+  // (a version-1 file lacks episodes/abandoned: false).
+  for_each_field(t, [&](const char* name, auto& value) {
+    using V = std::decay_t<decltype(value)>;
+    if constexpr (std::is_arithmetic_v<V>) {
+      const std::string column = std::string("episodes/") + name;
+      if (!datasets_.count(column)) return;
+      if constexpr (std::is_same_v<V, bool>) value = read<uint8_t>(column, i, 1)[0] != 0;
+      else value = read<V>(column, i, 1)[0];
+    }
+  });
   const int16_t env = read<int16_t>("episodes/env", i, 1)[0];
   const int16_t family = read<int16_t>("episodes/template_family", i, 1)[0];
   if (env < 0 || env >= static_cast<int16_t>(domains_.size()) || family < 0 ||

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/trajectory.hpp"
+#include "episode/trajectory.hpp"
 #include "io_hdf5/h5_file.hpp"
 #include "io_hdf5/rollout_store.hpp"
 

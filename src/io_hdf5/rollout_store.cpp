@@ -5,10 +5,11 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "env/perturbation.hpp"
+#include "episode/trajectory_fields.hpp"
 #include "io_hdf5/rollout_reader.hpp"
 
 namespace forge {
@@ -128,46 +129,6 @@ int16_t code_of(const std::map<std::string, int16_t>& codes, const std::string& 
 
 }  // namespace
 
-StepMetrics step_metrics(int64_t step, const PolicyUpdateStats& s, double tokens_per_s, double step_seconds) {
-  StepMetrics m;
-  m.step = step;
-  m.objective = s.loss.objective;
-  m.reward_mean = s.reward_mean;
-  m.outcome_mean = s.component_mean.outcome;
-  m.process_mean = s.component_mean.process;
-  m.efficiency_mean = s.component_mean.efficiency;
-  m.success_rate = s.success_rate;
-  m.clip_fraction = s.loss.clip_fraction();
-  m.masked_fraction = s.loss.masked_fraction();
-  m.logprob_mismatch = s.loss.logprob_mismatch;
-  m.kl = s.loss.kl;
-  m.entropy = s.entropy_mean;
-  m.tree_token_ratio = s.linear_tokens ? double(s.tree_tokens) / double(s.linear_tokens) : 1.0;
-  m.tokens_per_s = tokens_per_s;
-  m.step_seconds = step_seconds;
-  return m;
-}
-
-std::vector<std::string> all_template_families() {
-  // Group the families by dimension ("tools.short" -> "tools"), in order.
-  std::vector<std::vector<std::string>> dims;
-  std::string last;
-  for (const auto& f : all_families()) {
-    const std::string dim = f.substr(0, f.find('.'));
-    if (dims.empty() || dim != last) dims.emplace_back();
-    dims.back().push_back(f);
-    last = dim;
-  }
-  std::vector<std::string> out = {""};
-  for (const auto& variants : dims) {
-    std::vector<std::string> next;
-    for (const auto& prefix : out)
-      for (const auto& v : variants) next.push_back(prefix.empty() ? v : prefix + "/" + v);
-    out = std::move(next);
-  }
-  return out;
-}
-
 RolloutStore::RolloutStore(const std::string& path, RolloutStoreOptions options)
     : path_(path), options_(std::move(options)) {
   domain_code_ = codes_of(options_.domains, "domain");
@@ -250,23 +211,20 @@ void RolloutStore::append_episodes(const std::vector<Trajectory>& episodes, int 
          &mask = col("loss_mask");
   auto& hist = pending_hist_[consumed_step];
   for (const auto& t : episodes) {
-    const int16_t env = code_of(domain_code_, t.env, "domain", path_);
-    const int16_t family = code_of(family_code_, t.template_family, "template family", path_);
-    col("episodes/episode_id").push<uint64_t>(t.episode_id);
+    col("episodes/env").push<int16_t>(code_of(domain_code_, t.env, "domain", path_));
+    col("episodes/template_family").push<int16_t>(code_of(family_code_, t.template_family, "template family", path_));
+    // Every number or flag of the field table with an episodes/<name> column.
+    for_each_field(t, [&](const char* name, const auto& value) {
+      using V = std::decay_t<decltype(value)>;
+      if constexpr (std::is_arithmetic_v<V>) {
+        const auto it = by_name_.find(std::string("episodes/") + name);
+        if (it == by_name_.end()) return;
+        if constexpr (std::is_same_v<V, bool>) it->second->push<uint8_t>(value ? 1 : 0);
+        else it->second->push<V>(value);
+      }
+    });
     col("episodes/call_offset").push<int64_t>(n_calls_);
     col("episodes/n_calls").push<int32_t>(static_cast<int32_t>(t.calls.size()));
-    col("episodes/env").push<int16_t>(env);
-    col("episodes/template_family").push<int16_t>(family);
-    col("episodes/task_id").push<uint64_t>(t.task_id);
-    col("episodes/group").push<int32_t>(t.group);
-    col("episodes/outcome").push<float>(t.reward.outcome);
-    col("episodes/process").push<float>(t.reward.process);
-    col("episodes/efficiency").push<float>(t.reward.efficiency);
-    col("episodes/success").push<uint8_t>(t.success ? 1 : 0);
-    col("episodes/abandoned").push<uint8_t>(t.abandoned ? 1 : 0);
-    col("episodes/turns").push<int32_t>(t.turns);
-    col("episodes/tool_errors").push<int32_t>(t.tool_errors);
-    col("episodes/recoveries").push<int32_t>(t.recoveries);
     const int32_t oldest = t.oldest_version();
     const int32_t staleness = oldest < 0 ? -1 : learner_version - oldest;
     col("episodes/staleness").push<int32_t>(staleness);

@@ -29,15 +29,15 @@
 #include <string>
 #include <vector>
 
-#include "agent/trajectory.hpp"
-#include "algo/policy_update.hpp"
 #include "core/timer.hpp"
+#include "episode/trajectory.hpp"
 #include "io_hdf5/h5_file.hpp"
 #include "io_hdf5/rollout_schema.hpp"
 
 namespace forge {
 
-// One row of steps/*.
+// One row of steps/* (learner/train_progress.hpp fills it from a step's
+// statistics).
 struct StepMetrics {
   int64_t step = 0;
   double objective = 0, reward_mean = 0;
@@ -49,17 +49,10 @@ struct StepMetrics {
   std::array<int32_t, rollout_schema::kStalenessBins> staleness_hist{};  // set by the store
 };
 
-StepMetrics step_metrics(int64_t step, const PolicyUpdateStats& stats, double tokens_per_s,
-                         double step_seconds);
-
-// "tools.short/system.terse/..." for every combination of perturbation
-// families (ScaffoldStyle::name() of each possible style).
-std::vector<std::string> all_template_families();
-
 struct RolloutStoreOptions {
   std::string config_ini;                      // root attribute "config"
   std::vector<std::string> domains;            // names of episodes/env codes
-  std::vector<std::string> template_families = all_template_families();
+  std::vector<std::string> template_families;  // names of episodes/template_family codes
   double flush_seconds = 10;
   int64_t max_buffered_tokens = int64_t{1} << 22;
   int64_t resume_step = -1;  // >= 0: keep the file's rows of earlier steps (see above)

@@ -26,8 +26,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/backend.hpp"
-#include "model/device_array.hpp"
+#include "backend/backend.hpp"
+#include "backend/device_array.hpp"
 #include "model/model_config.hpp"
 
 namespace forge {

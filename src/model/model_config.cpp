@@ -58,4 +58,31 @@ size_t ParamLayout::layer_offset(int layer, const char* what) const {
   return find("layers." + std::to_string(layer) + "." + what).offset;
 }
 
+void add_model_options(OptionSet& opts, ModelConfig& m) {
+  opts.describe_section("model", "policy size (a Llama-style transformer)");
+  opts.add("model.d_model", &m.d_model, "width of the residual stream", in_range(8, 65536));
+  opts.add("model.n_layers", &m.n_layers, "number of transformer blocks", in_range(1, 1024));
+  opts.add("model.n_heads", &m.n_heads, "attention (query) heads; must divide d_model",
+           in_range(1, 1024));
+  opts.add("model.n_kv_heads", &m.n_kv_heads,
+           "key/value heads (grouped-query attention); must divide n_heads", in_range(1, 1024));
+  opts.add("model.ffn_dim", &m.ffn_dim, "hidden width of the SwiGLU MLP", in_range(1, 1 << 20));
+  opts.add("model.rope_base", &m.rope_base, "RoPE frequency base",
+           in_range(1, 1e9, Interval::kOpenLow));
+  opts.add("model.norm_eps", &m.norm_eps, "epsilon of RMSNorm", in_range(0, 1, Interval::kOpen));
+  // The same cross-field rules as ModelConfig::validate(), checked at parse
+  // time (validate() also needs the vocabulary, which config does not set).
+  opts.add_check([&m] {
+    if (m.d_model % m.n_heads != 0)
+      throw InputError("model.n_heads = " + std::to_string(m.n_heads) +
+                       " must divide model.d_model = " + std::to_string(m.d_model));
+    if (m.n_heads % m.n_kv_heads != 0)
+      throw InputError("model.n_kv_heads = " + std::to_string(m.n_kv_heads) +
+                       " must divide model.n_heads = " + std::to_string(m.n_heads));
+    if ((m.d_model / m.n_heads) % 2 != 0)
+      throw InputError("model.d_model / model.n_heads = " + std::to_string(m.d_model / m.n_heads) +
+                       " (the head dimension) must be even for RoPE");
+  });
+}
+
 }  // namespace forge

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config.hpp"
+
 namespace forge {
 
 struct ModelConfig {
@@ -53,5 +55,10 @@ struct ParamLayout {
   // Offsets of per-layer tensors.
   size_t layer_offset(int layer, const char* what) const;
 };
+
+// The [model] section: its keys on an OptionSet (configs/default.ini and
+// docs/configuration.md list them), with the cross-field rules of validate()
+// that config can check (the vocabulary comes from the tokenizer).
+void add_model_options(OptionSet& opts, ModelConfig& model);
 
 }  // namespace forge

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "model/device_array.hpp"
+#include "backend/device_array.hpp"
+#include "core/config.hpp"
 #include "model/policy_model.hpp"
 
 namespace forge {
@@ -47,5 +48,8 @@ class AdamW {
   DeviceArray<float> m_, v_;
   int step_ = 0;
 };
+
+// The [optim] section's keys on an OptionSet.
+void add_optim_options(OptionSet& opts, OptimConfig& optim);
 
 }  // namespace forge

@@ -1,24 +1,22 @@
-// The policy: a Llama-style decoder, forward and backward written by hand.
+// The policy as it trains: the parameters (one flat buffer) and their
+// gradients, and a pass over one PackedBin: the block sequence of
+// transformer.hpp with tree attention (query i sees key j iff
+// j <= i < subtree_end[j], RoPE at each token's depth), then logprobs from
+// the FP32 head on the loss rows only.
 //
-//   x_0 = embed[tokens]
-//   per layer:  h = RMSNorm(x) ; [q k v] = h Wqkv^T ; q, k = RoPE(q, k; depth)
-//               x = x + TreeAttention(q, k, v; subtree_end) Wo^T
-//               h = RMSNorm(x) ; [g u] = h Wgu^T ; x = x + (silu(g) * u) Wdown^T
-//   h_f = RMSNorm(x_L) ; logprobs from the FP32 head on the loss rows only
-//
-// A pass works on one PackedBin. forward() keeps the activations that
-// backward() needs; backward() takes dLoss/dlogprob per loss entry (the loss
-// lives in src/algo) and accumulates parameter gradients, so several bins
-// make one optimizer step.
+// forward() keeps the activations that backward() needs; backward() takes
+// dLoss/dlogprob per loss entry (the loss lives in src/algo) and accumulates
+// parameter gradients, so several bins make one optimizer step.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "model/backend.hpp"
-#include "model/device_array.hpp"
+#include "backend/backend.hpp"
+#include "backend/device_array.hpp"
 #include "model/model_config.hpp"
-#include "model/packed_batch.hpp"
+#include "model/transformer.hpp"
+#include "tree/packed_batch.hpp"
 
 namespace forge {
 
@@ -36,6 +34,7 @@ class PolicyModel {
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
+  const Transformer& transformer() const { return transformer_; }
   Backend& backend() { return backend_; }
 
   // Flat parameter and gradient buffers (backend memory), layout().total floats.
@@ -54,17 +53,17 @@ class PolicyModel {
   void backward(const std::vector<float>& dlogprob);
 
  private:
-  struct Activations;
-  // Arguments of one layer's tree attention and of the FP32 head over the
-  // activations of the current bin (outputs set by the caller where needed).
-  TreeAttentionArgs attention_args(int layer);
+  struct Pass;
+  // Arguments of the FP32 head over the current bin's head rows (outputs set
+  // by the caller where needed).
   HeadArgs head_args();
   ModelConfig config_;
   ParamLayout layout_;
   Backend& backend_;
+  Transformer transformer_;
   DeviceArray<float> params_;
   DeviceArray<float> grads_;
-  std::unique_ptr<Activations> act_;
+  std::unique_ptr<Pass> pass_;
 };
 
 }  // namespace forge

@@ -230,13 +230,59 @@ std::vector<GenerationResult> RolloutEngine::run_until_done() {
   return all;
 }
 
+namespace {
+
+// Paged attention over the KV cache: each layer first writes the batch's
+// k/v rows into their cache slots, then every query row attends to
+// positions 0..position of its own sequence there.
+class CacheAttention final : public BlockAttention {
+ public:
+  CacheAttention(Backend& backend, const ModelConfig& c, PagedKvCache& cache) : B_(backend), c_(c), cache_(cache) {}
+  int T = 0, block_size = 0;
+  const int32_t *slot = nullptr, *position = nullptr, *block_table = nullptr, *table_begin = nullptr;
+
+  void forward(int layer, const float* qkv, int ld, float* out, float*) override {
+    const int hd = c_.head_dim(), Hkv = c_.n_kv_heads;
+    KvCacheWriteArgs w;
+    w.T = T;
+    w.row_dim = Hkv * hd;
+    w.k = qkv + c_.n_heads * hd;
+    w.v = w.k + Hkv * hd;
+    w.ld = ld;
+    w.slot = slot;
+    w.k_cache = cache_.k(layer);
+    w.v_cache = cache_.v(layer);
+    B_.kv_cache_write(w);
+    PagedAttentionArgs at;
+    at.T = T;
+    at.n_heads = c_.n_heads;
+    at.n_kv_heads = Hkv;
+    at.head_dim = hd;
+    at.block_size = block_size;
+    at.q = qkv;
+    at.ld_q = ld;
+    at.k_cache = cache_.k(layer);
+    at.v_cache = cache_.v(layer);
+    at.position = position;
+    at.block_table = block_table;
+    at.table_begin = table_begin;
+    at.out = out;
+    B_.paged_attention_fwd(at);
+  }
+
+ private:
+  Backend& B_;
+  const ModelConfig& c_;
+  PagedKvCache& cache_;
+};
+
+}  // namespace
+
 void RolloutEngine::forward(const std::vector<Sequence*>& batch, const std::vector<int>& counts,
                             const std::vector<uint8_t>& samples) {
   Backend& B = model_.backend();
   const ModelConfig& c = model_.config();
-  const ParamLayout& layout = model_.layout();
-  const int d = c.d_model, F = c.ffn_dim, hd = c.head_dim(), H = c.n_heads, Hkv = c.n_kv_heads;
-  const int HD = H * hd, QKV = c.qkv_dim(), bs = config_.block_size;
+  const int bs = config_.block_size;
 
   // Rows: each sequence's uncomputed tokens at their positions and cache slots.
   std::vector<int32_t> token, position, slot, table_begin, table, rows;
@@ -260,70 +306,20 @@ void RolloutEngine::forward(const std::vector<Sequence*>& batch, const std::vect
   table_.upload(B, table);
   rows_.upload(B, rows);
 
-  const size_t Td = static_cast<size_t>(T) * d;
-  x_.ensure(B, Td);
-  h_.ensure(B, Td);
-  rstd_.ensure(B, T);
-  qkv_.ensure(B, static_cast<size_t>(T) * QKV);
-  att_.ensure(B, static_cast<size_t>(T) * HD);
-  gu_.ensure(B, static_cast<size_t>(T) * 2 * F);
-  act_.ensure(B, static_cast<size_t>(T) * F);
-
+  CacheAttention attention(B, c, cache_);
+  attention.T = T;
+  attention.block_size = bs;
+  attention.slot = slot_.data();
+  attention.position = position_.data();
+  attention.block_table = table_.data();
+  attention.table_begin = table_begin_.data();
   const float* P = model_.params();
-  B.embedding_fwd(token_.data(), P + layout.find("embed").offset, x_.data(), T, d);
-  for (int l = 0; l < c.n_layers; ++l) {
-    B.rmsnorm_fwd(x_.data(), P + layout.layer_offset(l, "attn_norm"), h_.data(), rstd_.data(), T,
-                  d, c.norm_eps);
-    B.gemm(false, true, T, QKV, d, 1.0f, h_.data(), d, P + layout.layer_offset(l, "wqkv"), d,
-           0.0f, qkv_.data(), QKV);
-    B.rope(qkv_.data(), position_.data(), T, H + Hkv, hd, QKV, c.rope_base, false);
-    KvCacheWriteArgs w;
-    w.T = T;
-    w.row_dim = Hkv * hd;
-    w.k = qkv_.data() + HD;
-    w.v = w.k + Hkv * hd;
-    w.ld = QKV;
-    w.slot = slot_.data();
-    w.k_cache = cache_.k(l);
-    w.v_cache = cache_.v(l);
-    B.kv_cache_write(w);
-    PagedAttentionArgs at;
-    at.T = T;
-    at.n_heads = H;
-    at.n_kv_heads = Hkv;
-    at.head_dim = hd;
-    at.block_size = bs;
-    at.q = qkv_.data();
-    at.ld_q = QKV;
-    at.k_cache = cache_.k(l);
-    at.v_cache = cache_.v(l);
-    at.position = position_.data();
-    at.block_table = table_.data();
-    at.table_begin = table_begin_.data();
-    at.out = att_.data();
-    B.paged_attention_fwd(at);
-    B.gemm(false, true, T, d, HD, 1.0f, att_.data(), HD, P + layout.layer_offset(l, "wo"), HD,
-           1.0f, x_.data(), d);
-    B.rmsnorm_fwd(x_.data(), P + layout.layer_offset(l, "mlp_norm"), h_.data(), rstd_.data(), T,
-                  d, c.norm_eps);
-    B.gemm(false, true, T, 2 * F, d, 1.0f, h_.data(), d, P + layout.layer_offset(l, "w_gate_up"),
-           d, 0.0f, gu_.data(), 2 * F);
-    B.swiglu_fwd(gu_.data(), act_.data(), T, F);
-    B.gemm(false, true, T, d, F, 1.0f, act_.data(), F, P + layout.layer_offset(l, "w_down"), F,
-           1.0f, x_.data(), d);
-  }
+  model_.transformer().forward(P, token_.data(), position_.data(), T, rows_.data(), R, attention, act_);
 
-  // Final norm and FP32 head on the sampling rows, logits kept for the sampler.
+  // The FP32 head on the sampling rows, logits kept for the sampler; one call
+  // per run of rows with the same temperature (usually one run).
   logits_.ensure(B, static_cast<size_t>(R) * c.vocab);
   lse_.ensure(B, R);
-  if (R == 0) return;
-  xr_.ensure(B, static_cast<size_t>(R) * d);
-  hr_.ensure(B, static_cast<size_t>(R) * d);
-  rstd_r_.ensure(B, R);
-  B.gather_rows(x_.data(), rows_.data(), xr_.data(), R, d);
-  B.rmsnorm_fwd(xr_.data(), P + layout.find("final_norm").offset, hr_.data(), rstd_r_.data(), R, d,
-                c.norm_eps);
-  // One head call per run of rows with the same temperature (usually one run).
   std::vector<float> inv_temperature;
   for (size_t i = 0; i < batch.size(); ++i)
     if (samples[i]) {
@@ -334,10 +330,10 @@ void RolloutEngine::forward(const std::vector<Sequence*>& batch, const std::vect
     while (r1 < R && inv_temperature[r1] == inv_temperature[r0]) ++r1;
     HeadArgs h;
     h.R = r1 - r0;
-    h.d = d;
+    h.d = c.d_model;
     h.V = c.vocab;
-    h.hidden = hr_.data() + static_cast<size_t>(r0) * d;
-    h.weight = P + layout.find("lm_head").offset;
+    h.hidden = act_.head_hidden() + static_cast<size_t>(r0) * c.d_model;
+    h.weight = model_.transformer().head_weight(P);
     h.inv_temperature = inv_temperature[r0];
     h.lse = lse_.data() + r0;
     h.logits = logits_.data() + static_cast<size_t>(r0) * c.vocab;

@@ -14,10 +14,11 @@
 //     k/v are not computed yet: its newly sampled token (decode), or the next
 //     chunk of its prompt (prefill; at most prefill_chunk prompt tokens per
 //     step over all sequences, decodes not counted).
-//  3. The forward of PolicyModel::forward (same parameters and backend ops),
-//     RoPE at each token's position in its sequence, except that each layer
-//     writes the batch's k/v into the cache and a query at position p attends
-//     to positions 0..p of its own sequence there.
+//  3. The model's block sequence (model/transformer.hpp: the same code and
+//     parameters as training), RoPE at each token's position in its
+//     sequence, with paged attention: each layer writes the batch's k/v into
+//     the cache and a query at position p attends to positions 0..p of its
+//     own sequence there.
 //  4. Every sequence whose tokens all have k/v now samples from its last row:
 //     z = FP32 head at inv_temperature 1/temperature (1 for greedy), token =
 //     sample_token(z, counter_uniform(seed, i)) for its i-th generated token,
@@ -48,10 +49,11 @@
 #include <string>
 #include <vector>
 
-#include "model/device_array.hpp"
+#include "backend/device_array.hpp"
 #include "model/kv_cache.hpp"
 #include "model/policy_model.hpp"
 #include "model/sampling.hpp"
+#include "model/transformer.hpp"
 
 namespace forge {
 
@@ -135,7 +137,8 @@ class RolloutEngine {
 
   // Step buffers (backend memory), grown as needed.
   DeviceArray<int32_t> token_, position_, slot_, table_begin_, table_, rows_;
-  DeviceArray<float> x_, h_, qkv_, att_, gu_, act_, rstd_, xr_, hr_, rstd_r_, logits_, lse_;
+  TransformerActivations act_{false};  // one set of layer buffers, reused
+  DeviceArray<float> logits_, lse_;
 };
 
 }  // namespace forge

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <vector>
 
+#include "core/error.hpp"
+
 namespace forge {
 
 int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01) {
@@ -44,6 +46,19 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
     if (u < 0) return order[i];
   }
   return order[keep - 1];
+}
+
+void add_sampling_options(OptionSet& opts, SamplingParams& s) {
+  opts.describe_section("sample", "token sampling of the rollout engine");
+  opts.add("sample.temperature", &s.temperature, "softmax temperature; 0 = greedy",
+           in_range(0, 100));
+  opts.add("sample.top_p", &s.top_p, "nucleus sampling: smallest token set reaching this mass",
+           in_range(0, 1, Interval::kOpenLow));
+  opts.add("sample.top_k", &s.top_k, "sample among the k most likely tokens; 0 = all",
+           at_least(0));
+  opts.add("sample.max_new_tokens", &s.max_new_tokens, "most tokens generated per request",
+           in_range(1, 1 << 20));
+  opts.add("sample.seed", &s.seed, "seed of the sampler's counter-based random numbers");
 }
 
 }  // namespace forge

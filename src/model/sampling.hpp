@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/config.hpp"
+
 namespace forge {
 
 struct SamplingParams {
@@ -20,5 +22,9 @@ struct SamplingParams {
 
 // Picks a token from one row of logits (already divided by the temperature).
 int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01);
+
+// The [sample] section's keys on an OptionSet (stop_tokens come from the
+// tokenizer or the task, not from config).
+void add_sampling_options(OptionSet& opts, SamplingParams& sample);
 
 }  // namespace forge

@@ -286,7 +286,6 @@ DataPoolState DataPool::snapshot() {
   require_consumer("snapshot");
   DataPoolState st;
   st.head = static_cast<int64_t>(head_);
-  st.kept_offset.push_back(0);
   const uint64_t end = std::min(head_ + n_, tail());
   for (uint64_t s = head_; s < end; ++s) {
     if (consumed_[s % n_]) {
@@ -313,27 +312,14 @@ DataPoolState DataPool::snapshot() {
       st.consumed.push_back(static_cast<int64_t>(s));
       continue;
     }
-    const size_t at = st.kept_bytes.size();
-    st.kept_bytes.resize(at + static_cast<size_t>(meta[2]));
-    check(MPI_Get(st.kept_bytes.data() + at, static_cast<int>(meta[2]), MPI_BYTE, cfg_.host_rank,
+    std::vector<uint8_t> payload(static_cast<size_t>(meta[2]));
+    check(MPI_Get(payload.data(), static_cast<int>(meta[2]), MPI_BYTE, cfg_.host_rank,
                   static_cast<MPI_Aint>(meta[1]), static_cast<int>(meta[2]), MPI_BYTE, payload_win_),
           "MPI_Get (payload)");
     check(MPI_Win_flush(cfg_.host_rank, payload_win_), "MPI_Win_flush");
-    st.kept_slot.push_back(static_cast<int64_t>(s));
-    st.kept_version.push_back(meta[0]);
-    st.kept_offset.push_back(static_cast<int64_t>(st.kept_bytes.size()));
+    st.keep(static_cast<int64_t>(s), meta[0], payload);
   }
   return st;
-}
-
-void check_resume_state(const DataPoolState& st, uint64_t n_inflight) {
-  const auto h = static_cast<uint64_t>(st.head);
-  for (const auto* list : {&st.consumed, &st.kept_slot})
-    for (int64_t s : *list)
-      if (s >= st.head && static_cast<uint64_t>(s) >= h + n_inflight)
-        throw InputError("data pool: resumed slot " + std::to_string(s) + " lies at or beyond head " +
-                         std::to_string(h) + " + N " + std::to_string(n_inflight) +
-                         " (pool.inflight was larger when the checkpoint was written; use that value)");
 }
 
 std::string DataPool::describe_head() {

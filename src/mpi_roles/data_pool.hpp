@@ -36,7 +36,7 @@
 // ticket holds the head, and the consumer's deadline reports it.
 //
 // Resume. A pool may start from the DataPoolState of a checkpoint
-// (io_hdf5/checkpoint.hpp): H = T = its head; the host marks every slot the
+// (data_pool_state.hpp): H = T = its head; the host marks every slot the
 // checkpoint lists as consumed or kept SKIP (state 3). A producer admitted to
 // a SKIP slot does not generate it: it completes it as a tombstone (length 0,
 // version -1), which the consumer passes over without returning it, so the
@@ -57,7 +57,7 @@
 #include <string>
 #include <vector>
 
-#include "io_hdf5/checkpoint.hpp"
+#include "mpi_roles/data_pool_state.hpp"
 #include "mpi_roles/window_policy.hpp"
 
 namespace forge {
@@ -82,11 +82,6 @@ struct TakenTrajectory {
   uint64_t head = 0;      // H when it was taken (slot is in [head, head + W))
   std::vector<uint8_t> payload;
 };
-
-// InputError when a checkpoint's pool state does not fit a pool of
-// n_inflight slots (call it before the collective construction, on the rank
-// that holds the state, so that an error ends the job cleanly).
-void check_resume_state(const DataPoolState& state, uint64_t n_inflight);
 
 class DataPool {
  public:

@@ -9,8 +9,8 @@
 #include "agent/agent_episode.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "episode/trajectory_codec.hpp"
 #include "mpi_roles/slot_tickets.hpp"
-#include "mpi_roles/trajectory_codec.hpp"
 
 namespace forge {
 namespace {

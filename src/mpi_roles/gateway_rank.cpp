@@ -10,11 +10,11 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "env/env_mix.hpp"
+#include "episode/trajectory_codec.hpp"
 #include "gateway/gateway_service.hpp"
 #include "gateway/http_gateway.hpp"
 #include "mpi_roles/environment_rank.hpp"
 #include "mpi_roles/slot_tickets.hpp"
-#include "mpi_roles/trajectory_codec.hpp"
 
 namespace forge {
 namespace {
@@ -30,16 +30,17 @@ void write_url_file(const std::string& path, const std::string& url, int rank) {
 
 void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& control,
                       GenerationClient& client, const GatewayRankConfig& cfg) {
-  const EnvMix mix(cfg.env);
-  const PerturbationSampler sampler(cfg.env.perturb, cfg.env.heldout_list());
+  const EnvMix mix(cfg.producer.env);
+  const PerturbationSampler sampler(cfg.producer.env.perturb, cfg.producer.env.heldout_list());
   const int first_rollout = layout.first(Role::kRollout);
   const int rollouts = layout.count(Role::kRollout);
   const auto describe = [&](int rank) { return layout.name(rank); };
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 
-  const size_t episode_bytes = pool.config().slot_bytes / static_cast<size_t>(cfg.group) - 64;
-  GatewayService service(cfg.gateway, cfg.agent.sampling, cfg.agent.max_new_tokens, cfg.max_seq_len, episode_bytes);
+  const size_t episode_bytes = pool.config().slot_bytes / static_cast<size_t>(cfg.producer.group) - 64;
+  const AgentConfig& agent = cfg.producer.agent;
+  GatewayService service(cfg.gateway, agent.sampling, agent.max_new_tokens, cfg.max_seq_len, episode_bytes);
   const int port = cfg.gateway.port == 0 ? 0 : cfg.gateway.port + cfg.index;
   HttpGateway http(service, cfg.gateway, port);
   // However this function ends (an error included), waiting requests are
@@ -56,18 +57,18 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
   log_info("gateway listening on " + http.url() + " (episodes: POST " + http.url() + "/v1/episodes)");
 
   int64_t groups = 0;  // delivered to the pool
-  SlotTickets tickets(pool, cfg.groups_in_flight);
+  SlotTickets tickets(pool, cfg.producer.groups_in_flight);
   Stopwatch since_expiry;
   while (control.stop_code() == 0) {
     bool progressed = false;
     for (const uint64_t slot : tickets.admit()) {
-      const uint64_t task_seed = slot_task_seed(cfg.run_seed, slot);
+      const uint64_t task_seed = slot_task_seed(cfg.producer.run_seed, slot);
       std::vector<std::unique_ptr<GatewayEpisode>> episodes;
-      for (int g = 0; g < cfg.group; ++g) {
-        const uint64_t id = slot * cfg.group + g;
+      for (int g = 0; g < cfg.producer.group; ++g) {
+        const uint64_t id = slot * cfg.producer.group + g;
         episodes.push_back(std::make_unique<GatewayEpisode>(
             mix.make_for(task_seed), task_seed, episode_style(sampler, task_seed, id, StyleMode::kTrain),
-            cfg.agent, id, slot));
+            cfg.producer.agent, id, slot));
       }
       service.add_group(slot, std::move(episodes));
       progressed = true;

@@ -15,10 +15,9 @@
 #include <cstdint>
 #include <string>
 
-#include "agent/agent_config.hpp"
-#include "env/env_config.hpp"
 #include "gateway/gateway_config.hpp"
 #include "mpi_roles/data_pool.hpp"
+#include "mpi_roles/environment_rank.hpp"
 #include "mpi_roles/generation_rpc.hpp"
 #include "mpi_roles/role_layout.hpp"
 #include "mpi_roles/weight_channel.hpp"
@@ -26,13 +25,10 @@
 namespace forge {
 
 struct GatewayRankConfig {
+  EnvironmentRankConfig producer;  // tasks, tickets and scaffold as an environment rank's
+                                   // (agent.sampling: the run's; max_new_tokens caps requests)
   GatewayConfig gateway;
-  EnvConfig env;
-  AgentConfig agent;   // sampling: the run's; max_new_tokens caps requests
   int max_seq_len = 512;
-  uint64_t run_seed = 0;
-  int group = 4;
-  int groups_in_flight = 2;
   int index = 0;            // k-th gateway rank: port gateway.port + k
   std::string url_file;     // written with {"url", "rank"} once listening
 };

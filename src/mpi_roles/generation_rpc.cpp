@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
-#include "mpi_roles/wire_codec.hpp"
+#include "core/wire_codec.hpp"
 
 namespace forge {
 namespace {

@@ -4,43 +4,33 @@
 #include <climits>
 
 #include "core/error.hpp"
-#ifdef FORGE_WITH_CUDA
-#include "cuda/nccl_comm.hpp"
-#endif
 
 namespace forge {
 
-#ifdef FORGE_WITH_CUDA
-struct LearnerGradientSum::Nccl {
-  cuda::NcclComm comm;
-  explicit Nccl(MPI_Comm c) : comm(c) {}
-};
-#else
-struct LearnerGradientSum::Nccl {};
-#endif
+CollectiveBootstrap mpi_bootstrap(MPI_Comm comm) {
+  CollectiveBootstrap b;
+  MPI_Comm_rank(comm, &b.rank);
+  MPI_Comm_size(comm, &b.size);
+  b.broadcast_from_root = [comm](void* bytes, size_t n) {
+    FORGE_CHECK(n <= static_cast<size_t>(INT_MAX), "bootstrap message too large");
+    MPI_Bcast(bytes, static_cast<int>(n), MPI_BYTE, 0, comm);
+  };
+  return b;
+}
 
-LearnerGradientSum::LearnerGradientSum(MPI_Comm learners, const Backend& backend) : comm_(learners) {
+LearnerGradientSum::LearnerGradientSum(MPI_Comm learners, Backend& backend) : comm_(learners) {
   MPI_Comm_size(comm_, &size_);
-  if (size_ == 1 || backend.name() == "cpu") return;
-#ifdef FORGE_WITH_CUDA
-  if (backend.name() == "cuda") {
-    nccl_ = std::make_unique<Nccl>(comm_);
-    return;
-  }
-#endif
-  throw InputError("learner gradient sum: no all-reduce for backend '" + backend.name() + "'");
+  if (size_ > 1) device_ = backend.make_collectives(mpi_bootstrap(comm_));
 }
 
 LearnerGradientSum::~LearnerGradientSum() = default;
 
 void LearnerGradientSum::operator()(float* grads, size_t n) {
   if (size_ == 1) return;
-#ifdef FORGE_WITH_CUDA
-  if (nccl_) {
-    nccl_->comm.all_reduce_sum(grads, n);
+  if (device_) {
+    device_->all_reduce_sum(grads, n);
     return;
   }
-#endif
   for (size_t done = 0; done < n;) {  // MPI counts are int
     const int count = static_cast<int>(std::min<size_t>(n - done, INT_MAX));
     MPI_Allreduce(MPI_IN_PLACE, grads + done, count, MPI_FLOAT, MPI_SUM, comm_);

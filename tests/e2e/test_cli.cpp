@@ -1,9 +1,10 @@
 // The forge binary end to end: command dispatch, help, exit codes (0 ok,
 // 2 bad input, named on stderr), `forge config` on the default config, and
 // run.backend = cuda where no GPU can run it, run.precision = bf16 on the cpu backend.
+#include "backend/backend.hpp"
+#include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "e2e/forge_runner.hpp"
-#include "model/backend.hpp"
 
 namespace {
 

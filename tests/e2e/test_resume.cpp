@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "e2e/forge_runner.hpp"
 #include "io_hdf5/checkpoint.hpp"

@@ -9,7 +9,7 @@
 //
 // Sizes are chosen to not be multiples of the kernels' tiles (32 rows, 128 or
 // 256 threads, vocabulary chunks); attention runs on packed bins of random
-// prefix forests with deep branching (algo/prefix_tree + model/packed_batch).
+// prefix forests with deep branching (tree/prefix_tree + tree/packed_batch).
 // The policy loss runs on samples of 0 to 300 tokens, off policy enough that
 // the clip range, the token mask and the sequence mask all take effect.
 // bf16 cases (FORGE_BF16_BACKEND_CASES, a backend in bf16 precision) judge
@@ -24,11 +24,12 @@
 #include <vector>
 
 #include "algo/policy_loss.hpp"
-#include "algo/prefix_tree.hpp"
+#include "backend/backend.hpp"
+#include "backend/backend_registry.hpp"
+#include "backend/device_array.hpp"
 #include "core/rng.hpp"
-#include "model/backend.hpp"
-#include "model/device_array.hpp"
-#include "model/packed_batch.hpp"
+#include "tree/packed_batch.hpp"
+#include "tree/prefix_tree.hpp"
 
 namespace forge::backend_cases {
 
@@ -531,7 +532,7 @@ inline void policy_loss(Backend& dev, Backend& cpu, const std::string& algorithm
 }
 
 // ---- bf16 precision ------------------------------------------------------------
-// DESIGN.md: a low-precision result is judged against the error of the same
+// docs/architecture.md: a low-precision result is judged against the error of the same
 // computation in that dtype. ref32: the CPU backend on the inputs; ref16: the
 // CPU backend on the inputs rounded to bf16 (round to nearest even) where the
 // bf16 mode rounds them, FP32 arithmetic after that. With err the relative

@@ -1,10 +1,10 @@
 // Every CUDA backend operation, run through the emulation (the kernel
-// sources of src/cuda compiled by the host compiler, one fiber per CUDA
+// sources of src/backend/cuda compiled by the host compiler, one fiber per CUDA
 // thread), against the CPU backend: the cases of backend_cases.hpp, FP32 and
 // (a second backend in bf16 precision) bf16.
 #include <gtest/gtest.h>
 
-#include "cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_backend.hpp"
 #include "emulation/backend_cases.hpp"
 
 namespace forge {

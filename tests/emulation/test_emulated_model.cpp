@@ -8,7 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "algo/token_loss.hpp"
-#include "cuda/cuda_backend.hpp"
+#include "backend/backend_registry.hpp"
+#include "backend/cuda/cuda_backend.hpp"
 #include "emulation/backend_cases.hpp"
 #include "emulation/bf16_reference_backend.hpp"
 #include "model/optimizer.hpp"

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "cuda/cuda_compat.cuh"
+#include "backend/cuda/cuda_compat.cuh"
 
 namespace {
 

@@ -1,7 +1,8 @@
 // The learners' gradient sum (mpi_roles/learner_gradient_sum.hpp) on every
 // rank of the job: on the cpu backend (MPI_Allreduce) always; on the cuda
 // backend (NCCL, bootstrapped over MPI) where each rank of the node has a GPU
-// of its own, else skipped with the reason. Also the NCCL weight broadcast.
+// of its own, else skipped with the reason. Also the device broadcast of the
+// cuda backend's collectives (NCCL).
 // Each rank's gradient is distinct, so a missing or doubled rank shows.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -11,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "model/backend.hpp"
-#include "model/device_array.hpp"
+#include "backend/backend.hpp"
+#include "backend/backend_registry.hpp"
+#include "backend/device_array.hpp"
 #include "mpi_roles/learner_gradient_sum.hpp"
 #ifdef FORGE_WITH_CUDA
-#include "cuda/cuda_backend.hpp"
-#include "cuda/nccl_comm.hpp"
+#include "backend/cuda/cuda_backend.hpp"
 #endif
 
 namespace forge {
@@ -75,7 +76,7 @@ TEST(LearnerGradientSum, CudaBackendSumsOverRanksWithNccl) {
   expect_summed(*gpu);
 }
 
-TEST(NcclComm, BroadcastGivesEveryRankTheRootsWeights) {
+TEST(DeviceCollectives, CudaBroadcastGivesEveryRankTheRootsWeights) {
   const std::string why = why_no_gpu_per_rank();
   if (!why.empty()) GTEST_SKIP() << why;
 #ifdef FORGE_WITH_CUDA
@@ -88,8 +89,9 @@ TEST(NcclComm, BroadcastGivesEveryRankTheRootsWeights) {
   for (size_t i = 0; i < kFloats; ++i) host[i] = gradient_of(rank, i);
   DeviceArray<float> w;
   w.upload(*gpu, host);
-  cuda::NcclComm comm(MPI_COMM_WORLD);
-  comm.broadcast(w.data(), kFloats, root);
+  const std::unique_ptr<DeviceCollectives> comm = gpu->make_collectives(mpi_bootstrap(MPI_COMM_WORLD));
+  ASSERT_TRUE(comm) << "the cuda backend offers no collectives";
+  comm->broadcast(w.data(), kFloats, root);
   const std::vector<float> got = w.download();
   for (size_t i = 0; i < kFloats; ++i) ASSERT_EQ(got[i], gradient_of(root, i)) << "rank " << rank << " at " << i;
 #endif

@@ -55,14 +55,15 @@
 #include <string>
 #include <vector>
 
-#include "algo/prefix_tree.hpp"
+#include "backend/backend.hpp"
+#include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "core/npy.hpp"
 #include "core/rng.hpp"
-#include "model/backend.hpp"
-#include "model/packed_batch.hpp"
 #include "model/policy_model.hpp"
 #include "model/tokenizer.hpp"
+#include "tree/packed_batch.hpp"
+#include "tree/prefix_tree.hpp"
 
 namespace fs = std::filesystem;
 using namespace forge;

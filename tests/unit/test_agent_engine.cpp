@@ -7,8 +7,8 @@
 #include <set>
 
 #include "agent/run_episodes.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "core/error.hpp"
-#include "cpu/cpu_backend.hpp"
 #include "model/tokenizer.hpp"
 #include "unit/tiny_agent_model.hpp"
 

@@ -10,11 +10,13 @@
 #include <fstream>
 
 #include "algo/token_loss.hpp"
+#include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "io_hdf5/h5_file.hpp"
 #include "model/tokenizer.hpp"
+#include "mpi_roles/data_pool_state.hpp"
 
 namespace fs = std::filesystem;
 
@@ -103,29 +105,41 @@ TEST(Checkpoint, DataPoolStateRoundTripsAndInconsistencyIsAnInputError) {
   DataPoolState pool;
   pool.head = 10;
   pool.consumed = {12, 13};
-  pool.kept_slot = {9, 11};  // 9: taken by a batch SIGTERM interrupted, below head
-  pool.kept_version = {2, 3};
-  pool.kept_bytes = {1, 2, 3, 4, 5};
-  pool.kept_offset = {0, 2, 5};
-  st.data_pool = pool;
+  pool.keep(9, 2, {1, 2});  // 9: taken by a batch SIGTERM interrupted, below head
+  pool.keep(11, 3, {3, 4, 5});
+  EXPECT_EQ(pool.kept_offset, (std::vector<int64_t>{0, 2, 5}));
+  st.sections[kDataPoolSection] = pool.to_section();
   const std::string path = save_checkpoint(dir, model, nullptr, st, 0);
-  const CheckpointState got = load_checkpoint(path, model, nullptr);
-  ASSERT_TRUE(got.data_pool.has_value());
-  EXPECT_EQ(got.data_pool->head, 10);
-  EXPECT_EQ(got.data_pool->consumed, pool.consumed);
-  EXPECT_EQ(got.data_pool->kept_slot, pool.kept_slot);
-  EXPECT_EQ(got.data_pool->kept_version, pool.kept_version);
-  EXPECT_EQ(got.data_pool->kept_offset, pool.kept_offset);
-  EXPECT_EQ(got.data_pool->kept_bytes, pool.kept_bytes);
+  const CheckpointState loaded = load_checkpoint(path, model, nullptr);
+  const std::optional<DataPoolState> got = data_pool_state_of(loaded, path);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->head, 10);
+  EXPECT_EQ(got->consumed, pool.consumed);
+  EXPECT_EQ(got->kept_slot, pool.kept_slot);
+  EXPECT_EQ(got->kept_version, pool.kept_version);
+  EXPECT_EQ(got->kept_offset, pool.kept_offset);
+  EXPECT_EQ(got->kept_bytes, pool.kept_bytes);
+  EXPECT_EQ(got->kept_payload(1), (std::vector<uint8_t>{3, 4, 5}));
+  // The section alone, without the model.
+  const std::optional<DataPoolState> alone = load_data_pool_state(path);
+  ASSERT_TRUE(alone.has_value());
+  EXPECT_EQ(alone->kept_bytes, pool.kept_bytes);
 
   st.step = 4;
-  st.data_pool->kept_offset = {0, 3, 4};  // does not cover the 5 bytes
+  st.sections[kDataPoolSection].i64["kept_offset"] = {0, 3, 4};  // does not cover the 5 bytes
   const std::string bad = save_checkpoint(dir, model, nullptr, st, 0);
-  EXPECT_THROW(load_checkpoint(bad, model, nullptr), InputError);
-  // A checkpoint without pool state has none.
+  EXPECT_THROW(data_pool_state_of(load_checkpoint(bad, model, nullptr), bad), InputError);
+  EXPECT_THROW(load_data_pool_state(bad), InputError);
   st.step = 5;
-  st.data_pool.reset();
-  EXPECT_FALSE(load_checkpoint(save_checkpoint(dir, model, nullptr, st, 0), model, nullptr).data_pool);
+  st.sections[kDataPoolSection].i64.erase("head");
+  const std::string headless = save_checkpoint(dir, model, nullptr, st, 0);
+  EXPECT_THROW(load_data_pool_state(headless), InputError);
+  // A checkpoint without pool state has none.
+  st.step = 6;
+  st.sections.clear();
+  const std::string none = save_checkpoint(dir, model, nullptr, st, 0);
+  EXPECT_FALSE(data_pool_state_of(load_checkpoint(none, model, nullptr), none));
+  EXPECT_FALSE(load_data_pool_state(none));
 }
 
 TEST(Checkpoint, ResumeIsBitwiseIdenticalToUninterruptedTraining) {

@@ -3,6 +3,7 @@
 // with the reason where the build has no CUDA or no device is present.
 #include <gtest/gtest.h>
 
+#include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "emulation/backend_cases.hpp"
 

@@ -12,8 +12,8 @@
 
 #include "agent/run_episodes.hpp"
 #include "algo/policy_update.hpp"
+#include "backend/backend_registry.hpp"
 #include "core/rng.hpp"
-#include "cpu/cpu_backend.hpp"
 #include "model/tokenizer.hpp"
 #include "unit/tiny_agent_model.hpp"
 
@@ -88,7 +88,7 @@ struct Case {
 class DataParallelUpdate : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DataParallelUpdate, ShardGradientsSumToTheWholeBatchGradient) {
-  set_cpu_threads(1);
+  set_compute_threads(1);
   auto backend = make_backend("cpu");
   PolicyModel model(tiny_agent_model_config(), *backend);
   model.init_random(21);
@@ -155,7 +155,7 @@ TEST_P(DataParallelUpdate, ShardGradientsSumToTheWholeBatchGradient) {
 // rewards, the advantages and the loss: the gradient is the one of the
 // batch without them.
 TEST(PolicyUpdate, AbandonedEpisodesAreLeftOut) {
-  set_cpu_threads(1);
+  set_compute_threads(1);
   auto backend = make_backend("cpu");
   PolicyModel model(tiny_agent_model_config(), *backend);
   model.init_random(22);

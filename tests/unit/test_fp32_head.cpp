@@ -6,8 +6,8 @@
 
 #include <cmath>
 
+#include "backend/cpu/cpu_backend.hpp"
 #include "core/rng.hpp"
-#include "cpu/cpu_backend.hpp"
 
 namespace forge {
 namespace {
@@ -62,13 +62,13 @@ TEST_P(Fp32Head, MatchesDoublePrecisionReference) {
   a.entropy = entropy.data();
   a.logits = logits.data();
   a.vocab_chunk = chunk;
-  cpu_head_fwd(a);
+  CpuBackend().head_fwd(a);
   std::vector<float> dH(c.R * c.d), dW(c.V * c.d, 0.0f);
   HeadGrads hg;
   hg.dlogprob = c.g.data();
   hg.dhidden = dH.data();
   hg.dweight = dW.data();
-  cpu_head_bwd(a, hg);
+  CpuBackend().head_bwd(a, hg);
 
   std::vector<double> ref_dH(c.R * c.d, 0.0), ref_dW(c.V * c.d, 0.0);
   for (int r = 0; r < c.R; ++r) {

@@ -1,4 +1,4 @@
-#include "model/packed_batch.hpp"
+#include "tree/packed_batch.hpp"
 
 #include <gtest/gtest.h>
 

@@ -11,13 +11,14 @@
 #include "algo/advantages.hpp"
 #include "algo/composite_reward.hpp"
 #include "algo/policy_loss.hpp"
-#include "algo/prefix_tree.hpp"
 #include "algo/token_loss.hpp"
+#include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "model/packed_batch.hpp"
 #include "model/policy_model.hpp"
 #include "model/tokenizer.hpp"
+#include "tree/packed_batch.hpp"
+#include "tree/prefix_tree.hpp"
 
 namespace forge {
 namespace {
@@ -36,6 +37,12 @@ std::vector<SampleTokens> random_batch(Rng& rng, int samples, bool on_policy) {
   return b;
 }
 
+// The reference backend the per-sample coefficients run on.
+Backend& cpu() {
+  static const std::unique_ptr<Backend> backend = make_backend("cpu");
+  return *backend;
+}
+
 PolicyLossConfig algo(const std::string& name) {
   PolicyLossConfig c;
   c.algorithm = name;
@@ -47,8 +54,8 @@ TEST(PolicyLoss, RatiosOfOneMakeCispoDapoAndReinforceAgree) {
   const auto batch = random_batch(rng, 7, true);
   int64_t N = 0;
   for (const auto& s : batch) N += static_cast<int64_t>(s.logprob.size());
-  const auto cispo = policy_coefficients(algo("cispo"), batch, nullptr);
-  const auto dapo = policy_coefficients(algo("dapo"), batch, nullptr);
+  const auto cispo = policy_coefficients(cpu(), algo("cispo"), batch, nullptr);
+  const auto dapo = policy_coefficients(cpu(), algo("dapo"), batch, nullptr);
   for (size_t s = 0; s < batch.size(); ++s)
     for (size_t t = 0; t < batch[s].logprob.size(); ++t) {
       const float reinforce = batch[s].advantage / static_cast<float>(N);
@@ -112,9 +119,9 @@ TEST(PolicyLoss, RatiosOfOneGiveEqualModelGradients) {
     model.backward(dl);
     return model.get_grads();
   };
-  const auto g_cispo = grads_for(policy_coefficients(algo("cispo"), on, nullptr));
-  const auto g_dapo = grads_for(policy_coefficients(algo("dapo"), on, nullptr));
-  const auto g_off = grads_for(policy_coefficients(algo("cispo"), off, nullptr));
+  const auto g_cispo = grads_for(policy_coefficients(cpu(), algo("cispo"), on, nullptr));
+  const auto g_dapo = grads_for(policy_coefficients(cpu(), algo("dapo"), on, nullptr));
+  const auto g_off = grads_for(policy_coefficients(cpu(), algo("cispo"), off, nullptr));
   double diff = 0, diff_off = 0, norm = 0;
   for (size_t i = 0; i < g_cispo.size(); ++i) {
     diff += std::abs(g_cispo[i] - g_dapo[i]);
@@ -134,7 +141,7 @@ TEST(PolicyLoss, NoGradientThroughTheRatio) {
   s.advantage = 1.3f;
   s.behaviour_logprob = {-1.0f};
   s.logprob = {-0.9f};
-  const auto w = policy_coefficients(algo("cispo"), {s}, nullptr);
+  const auto w = policy_coefficients(cpu(), algo("cispo"), {s}, nullptr);
   const double r = std::exp(0.1);
   EXPECT_NEAR(w[0][0], r * 1.3, 1e-6);
   const double without_stop_gradient = r * 1.3 + 1.3 * (-0.9) * r;
@@ -147,14 +154,14 @@ TEST(PolicyLoss, ClippedPositiveTokenKeepsGradientOnlyUnderCispo) {
   s.behaviour_logprob = {-2.0f};
   s.logprob = {-1.0f};  // r = e > 1 + eps_high
   PolicyLossStats st;
-  const auto cispo = policy_coefficients(algo("cispo"), {s}, &st);
+  const auto cispo = policy_coefficients(cpu(), algo("cispo"), {s}, &st);
   EXPECT_NEAR(cispo[0][0], (1.0f + 0.28f) * 2.0f, 1e-6);  // clipped weight, gradient kept
   EXPECT_EQ(st.clipped_tokens, 1);
-  EXPECT_FLOAT_EQ(policy_coefficients(algo("ppo"), {s}, nullptr)[0][0], 0.0f);
-  EXPECT_FLOAT_EQ(policy_coefficients(algo("dapo"), {s}, nullptr)[0][0], 0.0f);
+  EXPECT_FLOAT_EQ(policy_coefficients(cpu(), algo("ppo"), {s}, nullptr)[0][0], 0.0f);
+  EXPECT_FLOAT_EQ(policy_coefficients(cpu(), algo("dapo"), {s}, nullptr)[0][0], 0.0f);
   // A negative advantage with r > 1 + eps keeps PPO's gradient (min picks r A).
   s.advantage = -2.0f;
-  EXPECT_NEAR(policy_coefficients(algo("ppo"), {s}, nullptr)[0][0], std::exp(1.0) * -2.0, 1e-5);
+  EXPECT_NEAR(policy_coefficients(cpu(), algo("ppo"), {s}, nullptr)[0][0], std::exp(1.0) * -2.0, 1e-5);
 }
 
 TEST(PolicyLoss, MaskedTokensLeaveNumeratorAndDenominator) {
@@ -165,20 +172,20 @@ TEST(PolicyLoss, MaskedTokensLeaveNumeratorAndDenominator) {
       s.logprob[t] = s.behaviour_logprob[t] + 0.05f;  // all inside [0.5, 2]
   PolicyLossConfig c = algo("cispo");
   c.is_mask = "token";
-  const auto base = policy_coefficients(c, batch, nullptr);
+  const auto base = policy_coefficients(cpu(), c, batch, nullptr);
   // Add one token far off policy to sample 2: it is masked, the rest unchanged.
   auto with_outlier = batch;
   with_outlier[2].behaviour_logprob.push_back(-5.0f);
   with_outlier[2].logprob.push_back(-1.0f);  // r = e^4
   PolicyLossStats st;
-  const auto w = policy_coefficients(c, with_outlier, &st);
+  const auto w = policy_coefficients(cpu(), c, with_outlier, &st);
   EXPECT_EQ(st.masked_tokens, 1);
   EXPECT_FLOAT_EQ(w[2].back(), 0.0f);
   for (size_t s = 0; s < batch.size(); ++s)
     for (size_t t = 0; t < batch[s].logprob.size(); ++t) EXPECT_FLOAT_EQ(w[s][t], base[s][t]);
   // Without masking the outlier changes the denominator of every token.
-  const auto unmasked = policy_coefficients(algo("cispo"), with_outlier, nullptr);
-  EXPECT_NE(unmasked[0][0], policy_coefficients(algo("cispo"), batch, nullptr)[0][0]);
+  const auto unmasked = policy_coefficients(cpu(), algo("cispo"), with_outlier, nullptr);
+  EXPECT_NE(unmasked[0][0], policy_coefficients(cpu(), algo("cispo"), batch, nullptr)[0][0]);
 }
 
 TEST(PolicyLoss, SequenceMaskDropsWholeSamples) {
@@ -191,7 +198,7 @@ TEST(PolicyLoss, SequenceMaskDropsWholeSamples) {
   PolicyLossConfig c = algo("cispo");
   c.is_mask = "sequence";
   PolicyLossStats st;
-  const auto w = policy_coefficients(c, {a, b}, &st);
+  const auto w = policy_coefficients(cpu(), c, {a, b}, &st);
   EXPECT_EQ(st.masked_tokens, 2);
   EXPECT_FLOAT_EQ(w[1][0], 0.0f);
   EXPECT_FLOAT_EQ(w[0][0], 0.5f);  // N = 2 kept tokens
@@ -224,7 +231,7 @@ TEST(PolicyLoss, ZeroVarianceGroupsGiveZeroGradient) {
   s.behaviour_logprob = {-1, -2};
   s.logprob = {-0.5, -2.5};
   for (const char* name : {"cispo", "ppo", "grpo", "dapo"}) {
-    const auto w = policy_coefficients(algo(name), {s}, nullptr);
+    const auto w = policy_coefficients(cpu(), algo(name), {s}, nullptr);
     for (float x : w[0]) EXPECT_EQ(x, 0.0f) << name;
   }
 }
@@ -234,7 +241,7 @@ TEST(PolicyLoss, GrpoUsesSequenceMean) {
   a.advantage = b.advantage = 1.0f;
   a.behaviour_logprob = a.logprob = {-1};
   b.behaviour_logprob = b.logprob = {-1, -1, -1};
-  const auto w = policy_coefficients(algo("grpo"), {a, b}, nullptr);
+  const auto w = policy_coefficients(cpu(), algo("grpo"), {a, b}, nullptr);
   EXPECT_FLOAT_EQ(w[0][0], 0.5f);         // 1 / (|o_a| * S) = 1 / (1 * 2)
   EXPECT_FLOAT_EQ(w[1][0], 1.0f / 6.0f);  // 1 / (3 * 2)
 }

@@ -1,4 +1,4 @@
-#include "algo/prefix_tree.hpp"
+#include "tree/prefix_tree.hpp"
 
 #include <gtest/gtest.h>
 

@@ -13,12 +13,12 @@
 #include <map>
 #include <set>
 
-#include "algo/prefix_tree.hpp"
+#include "backend/cpu/cpu_backend.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "cpu/cpu_backend.hpp"
-#include "model/packed_batch.hpp"
 #include "model/tokenizer.hpp"
+#include "tree/packed_batch.hpp"
+#include "tree/prefix_tree.hpp"
 
 namespace forge {
 namespace {

@@ -21,6 +21,7 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "env/perturbation.hpp"
 #include "io_hdf5/h5_file.hpp"
 #include "io_hdf5/rollout_reader.hpp"
 #include "io_hdf5/rollout_store.hpp"
@@ -41,6 +42,7 @@ RolloutStoreOptions options(double flush_seconds = 1e9) {
   RolloutStoreOptions o;
   o.config_ini = "[train]\nsteps = 3\n";
   o.domains = {"calc", "search"};
+  o.template_families = all_template_families();
   o.flush_seconds = flush_seconds;
   return o;
 }

@@ -7,12 +7,13 @@
 #include <cmath>
 #include <map>
 
-#include "algo/prefix_tree.hpp"
 #include "algo/token_loss.hpp"
+#include "backend/backend_registry.hpp"
 #include "core/rng.hpp"
-#include "model/packed_batch.hpp"
 #include "model/policy_model.hpp"
 #include "model/tokenizer.hpp"
+#include "tree/packed_batch.hpp"
+#include "tree/prefix_tree.hpp"
 
 namespace forge {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "episode/trajectory_codec.hpp"
 #include "mpi_roles/generation_rpc.hpp"
 #include "mpi_roles/role_layout.hpp"
-#include "mpi_roles/trajectory_codec.hpp"
 
 namespace forge {
 namespace {

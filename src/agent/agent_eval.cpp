@@ -1,0 +1,102 @@
+#include "agent/agent_eval.hpp"
+
+#include <cstdio>
+#include <vector>
+
+#include "agent/agent_episode.hpp"
+#include "agent/run_episodes.hpp"
+#include "env/process_signals.hpp"
+#include "model/rollout_engine.hpp"
+
+namespace forge {
+
+EngineConfig engine_for_agent(const AgentConfig& agent, int episodes) {
+  EngineConfig ec;
+  ec.max_batch = std::max(1, std::min(episodes, 256));
+  ec.max_seq_len = agent.max_context_tokens + agent.max_new_tokens;
+  ec.kv_cache_tokens = static_cast<int64_t>(ec.max_batch) * ec.max_seq_len * 2;
+  return ec;
+}
+
+AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
+                         int tasks, uint64_t seed, StyleMode mode) {
+  AgentConfig greedy = agent;
+  greedy.sampling.temperature = 0;
+  const EnvMix mix(env);
+  const PerturbationSampler sampler(env.perturb, env.heldout_list());
+  std::vector<AgentEpisode> episodes;
+  for (int i = 0; i < tasks; ++i)
+    episodes.push_back(make_episode(mix, sampler, greedy, seed + static_cast<uint64_t>(i) * 7919,
+                                    static_cast<uint64_t>(i), mode, i));
+  RolloutEngine engine(model, engine_for_agent(greedy, tasks));
+  run_episodes(engine, episodes);
+  AgentEval out;
+  for (auto& ep : episodes) {
+    const Trajectory t = ep.take_trajectory();
+    for (DomainEval* d : {&out.all, &out.by_domain[t.env]}) {
+      d->episodes++;
+      d->success += t.success;
+      d->outcome += t.reward.outcome;
+      d->process += t.reward.process;
+      d->efficiency += t.reward.efficiency;
+      d->turns += t.turns;
+      for (const ProcessSignal& sig : t.signals) d->malformed += sig.kind == signal::kMalformedCall;
+      if (t.tool_errors > 0) {
+        d->with_error++;
+        d->recovered += t.recoveries > 0;
+        d->success_after_error += t.success;
+      }
+    }
+  }
+  auto finish = [](DomainEval& d) {
+    if (!d.episodes) return;
+    d.success /= d.episodes;
+    d.outcome /= d.episodes;
+    d.process /= d.episodes;
+    d.efficiency /= d.episodes;
+    d.turns /= d.episodes;
+    d.malformed /= d.episodes;
+    d.met_error = static_cast<double>(d.with_error) / d.episodes;
+    if (d.with_error) {
+      d.recovered /= d.with_error;
+      d.success_after_error /= d.with_error;
+    }
+  };
+  finish(out.all);
+  for (auto& [name, d] : out.by_domain) finish(d);
+  return out;
+}
+
+StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
+                           int tasks, uint64_t run_seed) {
+  StyleEvals out;
+  const uint64_t seed = eval_task_seed(run_seed);
+  out.seen = evaluate_agent(model, env, agent, tasks, seed, StyleMode::kTrain);
+  out.has_heldout = PerturbationSampler(env.perturb, env.heldout_list()).has_heldout();
+  if (out.has_heldout) out.heldout = evaluate_agent(model, env, agent, tasks, seed, StyleMode::kHeldOut);
+  return out;
+}
+
+std::string format_style_evals(const StyleEvals& e, const std::string& title) {
+  std::string s = title + " (seen styles):\n" + format_eval(e.seen);
+  if (e.has_heldout) s += title + " (held-out families):\n" + format_eval(e.heldout);
+  return s;
+}
+
+std::string format_eval(const AgentEval& e) {
+  char buf[256];
+  std::string s;
+  auto line = [&](const std::string& name, const DomainEval& d) {
+    std::snprintf(buf, sizeof buf,
+                  "  %-8s %5d episodes  success %5.1f%%  outcome %.3f  process %+.3f  efficiency %+.3f  "
+                  "turns %.2f  tool error in %4.1f%%: recovered %5.1f%%, solved %5.1f%%\n",
+                  name.c_str(), d.episodes, 100 * d.success, d.outcome, d.process, d.efficiency, d.turns,
+                  100 * d.met_error, 100 * d.recovered, 100 * d.success_after_error);
+    s += buf;
+  };
+  line("all", e.all);
+  for (const auto& [name, d] : e.by_domain) line(name, d);
+  return s;
+}
+
+}  // namespace forge

@@ -1,0 +1,216 @@
+// The compute backend interface. The policy model, the trainer and the rollout
+// engine call only these operations, on buffers the backend allocated (host
+// memory for the CPU backend, device memory for CUDA). Row-major throughout.
+// Backends are created by name (backend_registry.hpp); their implementations
+// (backend/cpu, backend/cuda) are included by nothing outside this folder.
+//
+// Tree attention (docs/architecture.md, "Prefix tree"): tokens of a packed bin in
+// DFS pre-order; query i sees key j iff j <= i < subtree_end[j]. Scale
+// 1/sqrt(head_dim); grouped-query heads: query head h reads kv head h / group.
+//
+// FP32 head: for hidden rows H[R, d] and head weights W[V, d],
+//   z = (H W^T) * inv_temperature,  lse_r = log sum_v exp z_rv,
+//   logprob_e = z[row_e, target_e] - lse[row_e],  entropy_r = lse_r - sum_v p_rv z_rv,
+// computed in FP32, chunked over V so that [R, V] is never stored (unless the
+// caller asks for the logits, as the sampler does).
+//
+// Policy loss (the math in algo/policy_loss.hpp): per sample, its masks and
+// the per-token coefficients before the batch denominator, plus the sums the
+// statistics need; the caller adds the sums over learners and scales.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace forge {
+
+struct TreeAttentionArgs {
+  int T = 0;            // tokens in the bin
+  int n_heads = 0;      // query heads
+  int n_kv_heads = 0;   // key/value heads (n_heads % n_kv_heads == 0)
+  int head_dim = 0;
+  const float* q = nullptr;  // row t at q + t * ld_qkv, head h at + h * head_dim
+  const float* k = nullptr;  // row t at k + t * ld_qkv
+  const float* v = nullptr;
+  int ld_qkv = 0;
+  const int32_t* subtree_end = nullptr;  // [T]
+  float* out = nullptr;  // [T, n_heads * head_dim]
+  float* lse = nullptr;  // [n_heads, T] (forward output, backward input)
+};
+
+struct TreeAttentionGrads {
+  const float* dout = nullptr;  // [T, n_heads * head_dim]
+  float* dq = nullptr;          // same layout as q (ld_qkv); overwritten
+  float* dk = nullptr;          // overwritten
+  float* dv = nullptr;          // overwritten
+};
+
+struct HeadArgs {
+  int R = 0, d = 0, V = 0;
+  const float* hidden = nullptr;  // [R, d]
+  const float* weight = nullptr;  // [V, d]
+  float inv_temperature = 1.0f;
+  // Loss entries grouped by row: entries of row r are [row_begin[r], row_begin[r+1]).
+  int E = 0;
+  const int32_t* row_begin = nullptr;  // [R + 1]
+  const int32_t* target = nullptr;     // [E]
+  float* logprob = nullptr;            // [E] out
+  float* lse = nullptr;                // [R] out (needed by backward)
+  float* entropy = nullptr;            // [R] out, optional
+  float* logits = nullptr;             // [R, V] out, optional (sampling)
+  int vocab_chunk = 4096;
+};
+
+struct HeadGrads {
+  const float* dlogprob = nullptr;  // [E]: dLoss / dlogprob_e
+  float* dhidden = nullptr;         // [R, d] overwritten
+  float* dweight = nullptr;         // [V, d] accumulated
+};
+
+struct AdamWParams {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-15f, weight_decay = 0;
+  int step = 1;             // 1-based, for bias correction
+  float grad_scale = 1.0f;  // multiplies the gradient (clipping)
+};
+
+// Paged KV cache (the rollout engine). The K (and V) cache of one layer is a
+// pool of slots, row s at k_cache + s * n_kv_heads * head_dim; slots come in
+// blocks of block_size, slot = block * block_size + offset. A sequence's
+// block table lists its blocks in position order: its position p lives in
+// slot table[p / block_size] * block_size + p % block_size.
+struct KvCacheWriteArgs {
+  int T = 0;
+  int row_dim = 0;                // n_kv_heads * head_dim
+  const float* k = nullptr;       // row t at k + t * ld
+  const float* v = nullptr;       // row t at v + t * ld
+  int ld = 0;
+  const int32_t* slot = nullptr;  // [T] destination slot of row t
+  float* k_cache = nullptr;
+  float* v_cache = nullptr;
+};
+
+// Query row t attends to positions 0..position[t] of its own sequence in the
+// cache (causal), FP32 with an online softmax, scale 1/sqrt(head_dim);
+// query head h reads kv head h / (n_heads / n_kv_heads).
+struct PagedAttentionArgs {
+  int T = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0;
+  const float* q = nullptr;  // row t at q + t * ld_q, head h at + h * head_dim
+  int ld_q = 0;
+  const float* k_cache = nullptr;
+  const float* v_cache = nullptr;
+  const int32_t* position = nullptr;     // [T]
+  const int32_t* block_table = nullptr;  // the tables of all sequences, concatenated
+  const int32_t* table_begin = nullptr;  // [T] start of row t's sequence table
+  float* out = nullptr;                  // [T, n_heads * head_dim]
+};
+
+// cispo; ppo and dapo (clipped, token mean); grpo (clipped, sequence mean).
+enum class PolicyObjective : int32_t { cispo, clipped_token_mean, clipped_sequence_mean };
+enum class ImportanceMask : int32_t { none, token, sequence };
+
+// Generated tokens packed flat: sample s owns tokens [sample_begin[s], sample_begin[s+1]).
+// coef[t] = w_t times the batch denominator (kept tokens N, or for the sequence
+// mean kept samples S; the sequence mean's 1/|o_s| is applied here); 0 where masked.
+struct PolicyLossArgs {
+  PolicyObjective objective = PolicyObjective::cispo;
+  ImportanceMask mask = ImportanceMask::none;
+  double clip_low = 0, clip_high = 0;  // r^ = clip(r, clip_low, clip_high)
+  double is_low = 0, is_high = 0;      // kept iff is_low <= ratio <= is_high
+  int samples = 0;
+  const int32_t* sample_begin = nullptr;       // [samples + 1]
+  const float* advantage = nullptr;            // [samples]
+  const float* logprob = nullptr;              // [tokens] current lp
+  const float* behaviour_logprob = nullptr;    // [tokens] mu
+  float* coef = nullptr;                       // [tokens] out
+};
+
+// Sums over this backend's samples (FP64), returned to the host.
+struct PolicyLossSums {
+  double tokens = 0, kept_tokens = 0, kept_samples = 0, clipped_tokens = 0;
+  double objective = 0;  // sum of the kept terms, times the batch denominator
+  double ratio = 0, kl = 0, logprob_mismatch = 0;  // sums of r, r - 1 - log r, |lp - mu|
+  double max_ratio = 0;
+};
+
+// Compute precision of a backend. fp32: FP32 throughout. bf16 (cuda only):
+// GEMM inputs, the tree-attention Q/K/V and the head's hidden states are
+// rounded to bf16 (round to nearest even); accumulation, the head weights,
+// softmax statistics, master weights and optimizer state stay FP32
+// (docs/cuda.md, "Precision").
+enum class Precision { kFp32, kBf16 };
+
+class DeviceCollectives;
+struct CollectiveBootstrap;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Whether alloc() returns host memory that the host may read directly.
+  virtual bool host_memory() const { return false; }
+
+  // Memory. Pointers from alloc belong to the backend's address space.
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill(float* x, float value, size_t n) = 0;
+
+  // C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) is K x N.
+  virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                    const float* A, int lda, const float* B, int ldb, float beta,
+                    float* C, int ldc) = 0;
+  virtual void add_inplace(float* y, const float* x, size_t n) = 0;  // y += x
+  virtual void scale(float* x, float s, size_t n) = 0;
+  virtual double sum_squares(const float* x, size_t n) = 0;
+
+  virtual void embedding_fwd(const int32_t* tokens, const float* table, float* out, int T,
+                             int d) = 0;
+  // dtable[tokens[t]] += dout[t]
+  virtual void embedding_bwd(const int32_t* tokens, const float* dout, float* dtable, int T,
+                             int d) = 0;
+  // y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps)
+  virtual void rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
+                           float eps) = 0;
+  // dx += ..., dw += ...
+  virtual void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
+                           float* dx, float* dw, int T, int d) = 0;
+  // Rotates pairs (2i, 2i+1) of n_heads heads per row, head h at x + t*ld + h*head_dim,
+  // by angle pos[t] * base^(-2i/head_dim); inverse = true rotates back (the backward).
+  virtual void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
+                    float base, bool inverse) = 0;
+  // gu row = [gate (F) | up (F)]; out = silu(gate) * up
+  virtual void swiglu_fwd(const float* gu, float* out, int T, int F) = 0;
+  virtual void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) = 0;
+
+  virtual void tree_attention_fwd(const TreeAttentionArgs& a) = 0;
+  virtual void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) = 0;
+
+  virtual void head_fwd(const HeadArgs& a) = 0;
+  virtual void head_bwd(const HeadArgs& a, const HeadGrads& g) = 0;
+
+  // dst[r] = src[rows[r]]; scatter: dst[rows[r]] += src[r]
+  virtual void gather_rows(const float* src, const int32_t* rows, float* dst, int R, int d) = 0;
+  virtual void scatter_add_rows(const float* src, const int32_t* rows, float* dst, int R,
+                                int d) = 0;
+
+  virtual void adamw(float* param, const float* grad, float* m, float* v, size_t n,
+                     const AdamWParams& p) = 0;
+
+  // Paged KV cache: k_cache/v_cache[slot[t]] = k/v row t; then attention of
+  // query rows over their sequences' cached positions.
+  virtual void kv_cache_write(const KvCacheWriteArgs& a) = 0;
+  virtual void paged_attention_fwd(const PagedAttentionArgs& a) = 0;
+
+  // Writes a.coef; returns the sums (synchronizes).
+  virtual PolicyLossSums policy_loss(const PolicyLossArgs& a) = 0;
+
+  // Collectives over this backend's memory among the ranks of `peers`
+  // (collectives.hpp), or nullptr when the memory is host memory that the
+  // caller's own transport (MPI) reduces directly.
+  virtual std::unique_ptr<DeviceCollectives> make_collectives(const CollectiveBootstrap& peers);
+};
+
+}  // namespace forge

@@ -1,0 +1,67 @@
+// The CPU backend: FP32, GEMMs through CBLAS (OpenBLAS, OpenMP build), other
+// loops with OpenMP. The reference every other backend is tested against.
+// Registered as "cpu" (backend_registry.hpp): outside backend/ only tests
+// and benchmarks include this header. One file per operation family, named
+// after its CUDA twin in backend/cuda.
+#pragma once
+#include "backend/backend.hpp"
+
+namespace forge {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  bool host_memory() const override { return true; }
+  // cpu_backend.cpp
+  void* alloc(size_t bytes) override;
+  void release(void* p) override;
+  void to_device(void* dst, const void* src, size_t bytes) override;
+  void to_host(void* dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+
+  // gemm.cpp
+  void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+            int lda, const float* B, int ldb, float beta, float* C, int ldc) override;
+  // elementwise.cpp
+  void fill(float* x, float value, size_t n) override;
+  void add_inplace(float* y, const float* x, size_t n) override;
+  void scale(float* x, float s, size_t n) override;
+  double sum_squares(const float* x, size_t n) override;
+
+  // embedding.cpp
+  void embedding_fwd(const int32_t* tokens, const float* table, float* out, int T,
+                     int d) override;
+  void embedding_bwd(const int32_t* tokens, const float* dout, float* dtable, int T,
+                     int d) override;
+  void gather_rows(const float* src, const int32_t* rows, float* dst, int R, int d) override;
+  void scatter_add_rows(const float* src, const int32_t* rows, float* dst, int R,
+                        int d) override;
+  // rmsnorm.cpp, rope.cpp, swiglu.cpp
+  void rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
+                   float eps) override;
+  void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
+                   float* dx, float* dw, int T, int d) override;
+  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, float base,
+            bool inverse) override;
+  void swiglu_fwd(const float* gu, float* out, int T, int F) override;
+  void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override;
+
+  // tree_attention.cpp, fp32_head.cpp
+  void tree_attention_fwd(const TreeAttentionArgs& a) override;
+  void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override;
+  void head_fwd(const HeadArgs& a) override;
+  void head_bwd(const HeadArgs& a, const HeadGrads& g) override;
+
+  // adamw.cpp
+  void adamw(float* param, const float* grad, float* m, float* v, size_t n,
+             const AdamWParams& p) override;
+
+  // paged_attention.cpp
+  void kv_cache_write(const KvCacheWriteArgs& a) override;
+  void paged_attention_fwd(const PagedAttentionArgs& a) override;
+
+  // policy_loss.cpp
+  PolicyLossSums policy_loss(const PolicyLossArgs& a) override;
+};
+
+}  // namespace forge

@@ -1,0 +1,29 @@
+// Elementwise operations and the squared norm, OpenMP loops (large
+// arrays only: below 65536 elements a thread team costs more than it saves).
+#include "backend/cpu/cpu_backend.hpp"
+
+namespace forge {
+
+void CpuBackend::fill(float* x, float value, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) x[i] = value;
+}
+
+void CpuBackend::add_inplace(float* y, const float* x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void CpuBackend::scale(float* x, float s, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+double CpuBackend::sum_squares(const float* x, size_t n) {
+  double total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; ++i) total += static_cast<double>(x[i]) * x[i];
+  return total;
+}
+
+}  // namespace forge

@@ -1,0 +1,261 @@
+// CudaBackend: each Backend operation is one or a few launches on the
+// backend's stream. to_device, to_host and sum_squares synchronize the stream
+// (their results are host-visible on return); everything else is
+// asynchronous, ordered by the stream. Scratch buffers for the attention tile
+// bounds, D_i, the head tiles and (bf16 mode) the bf16 copies of GEMM
+// operands, Q/K/V and the head's hidden states grow on demand and are kept.
+#include "backend/cuda/cuda_backend.hpp"
+
+#include <cstdlib>
+
+#include <cmath>
+
+#include "backend/backend_registry.hpp"
+#include "backend/cuda/adamw.cuh"
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/embedding.cuh"
+#include "backend/cuda/fp32_head.cuh"
+#include "backend/cuda/gemm.cuh"
+#include "backend/cuda/paged_attention.cuh"
+#include "backend/cuda/policy_loss.cuh"
+#include "backend/cuda/rmsnorm.cuh"
+#include "backend/cuda/rope.cuh"
+#include "backend/cuda/swiglu.cuh"
+#include "backend/cuda/tree_attention.cuh"
+#ifndef FORGE_CUDA_EMULATION
+#include "backend/cuda/nccl_comm.hpp"
+#endif
+
+FORGE_CUDA_NAMESPACE_BEGIN
+namespace {
+
+// Grow-only device buffer.
+class Scratch {
+ public:
+  ~Scratch() {
+    if (p_) cudaFree(p_);
+  }
+  template <class T>
+  T* get(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes > bytes_) {
+      if (p_) FORGE_CUDA_CHECK(cudaFree(p_));
+      p_ = nullptr;
+      bytes_ = 0;
+      FORGE_CUDA_CHECK(cudaMalloc(&p_, bytes));
+      bytes_ = bytes;
+    }
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(Precision precision) : bf16_(precision == Precision::kBf16) {
+    FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
+    FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
+    FORGE_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));  // FP32, no TF32
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    cublasDestroy(blas_);
+    cudaStreamDestroy(stream_);
+  }
+  std::string name() const override { return "cuda"; }
+#ifndef FORGE_CUDA_EMULATION
+  // NCCL over the device memory (emulated memory is host memory: the
+  // caller's transport reduces it directly).
+  std::unique_ptr<DeviceCollectives> make_collectives(const CollectiveBootstrap& peers) override {
+    return make_nccl_collectives(peers);
+  }
+#endif
+
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    FORGE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  void release(void* p) override { FORGE_CUDA_CHECK(cudaFree(p)); }
+  void to_device(void* dst, const void* src, size_t bytes) override {
+    FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void to_host(void* dst, const void* src, size_t bytes) override {
+    FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+  void fill(float* x, float value, size_t n) override { launch_fill(x, value, n, stream_); }
+
+  void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+            const float* B, int ldb, float beta, float* C, int ldc) override {
+    if (bf16_)
+      gemm_row_major_bf16(blas_, stream_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                          C, ldc, gemm_a_.get<__nv_bfloat16>(size_t(M) * K),
+                          gemm_b_.get<__nv_bfloat16>(size_t(K) * N));
+    else
+      gemm_row_major(blas_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+  void add_inplace(float* y, const float* x, size_t n) override { launch_add_inplace(y, x, n, stream_); }
+  void scale(float* x, float s, size_t n) override { launch_scale(x, s, n, stream_); }
+  double sum_squares(const float* x, size_t n) override {
+    double* d = reduce_.get<double>(1);
+    launch_sum_squares(x, n, d, stream_);
+    double h = 0;
+    to_host(&h, d, sizeof(double));
+    return h;
+  }
+
+  void embedding_fwd(const int32_t* tokens, const float* table, float* out, int T, int d) override {
+    launch_gather_rows(table, tokens, out, T, d, stream_);
+  }
+  void embedding_bwd(const int32_t* tokens, const float* dout, float* dtable, int T, int d) override {
+    launch_embedding_bwd(tokens, dout, dtable, T, d, stream_);
+  }
+  void rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
+                   float eps) override {
+    launch_rmsnorm_fwd(x, w, y, rstd, T, d, eps, stream_);
+  }
+  void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, float* dx,
+                   float* dw, int T, int d) override {
+    launch_rmsnorm_bwd(x, w, rstd, dy, dx, dw, T, d, stream_);
+  }
+  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, float base,
+            bool inverse) override {
+    launch_rope(x, pos, T, n_heads, head_dim, ld, base, inverse, stream_);
+  }
+  void swiglu_fwd(const float* gu, float* out, int T, int F) override {
+    launch_swiglu_fwd(gu, out, T, F, stream_);
+  }
+  void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override {
+    launch_swiglu_bwd(gu, dout, dgu, T, F, stream_);
+  }
+
+  void tree_attention_fwd(const TreeAttentionArgs& a) override {
+    TreeAttentionParams p = attention_params(a);
+    launch_tree_attention_fwd(p, stream_);
+  }
+  void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override {
+    TreeAttentionParams p = attention_params(a);
+    p.dout = g.dout;
+    p.dq = g.dq;
+    p.dk = g.dk;
+    p.dv = g.dv;
+    p.delta = delta_.get<float>(size_t(a.n_heads) * a.T);
+    launch_tree_attention_bwd(p, stream_);
+  }
+
+  void head_fwd(const HeadArgs& a) override { launch_head_fwd(a, head_workspace(a), blas_, stream_); }
+  void head_bwd(const HeadArgs& a, const HeadGrads& g) override {
+    launch_head_bwd(a, g, head_workspace(a), blas_, stream_);
+  }
+
+  void gather_rows(const float* src, const int32_t* rows, float* dst, int R, int d) override {
+    launch_gather_rows(src, rows, dst, R, d, stream_);
+  }
+  void scatter_add_rows(const float* src, const int32_t* rows, float* dst, int R, int d) override {
+    launch_scatter_add_rows(src, rows, dst, R, d, stream_);
+  }
+  void adamw(float* param, const float* grad, float* m, float* v, size_t n,
+             const AdamWParams& p) override {
+    launch_adamw(param, grad, m, v, n, p, stream_);
+  }
+  void kv_cache_write(const KvCacheWriteArgs& a) override { launch_kv_cache_write(a, stream_); }
+  void paged_attention_fwd(const PagedAttentionArgs& a) override {
+    launch_paged_attention_fwd(a, stream_);
+  }
+  PolicyLossSums policy_loss(const PolicyLossArgs& a) override {
+    double* totals = loss_totals_.get<double>(kPolicyLossSums);
+    launch_policy_loss(a, loss_partials_.get<double>(size_t(a.samples) * kPolicyLossSums), totals,
+                       stream_);
+    PolicyLossSums sums;
+    to_host(&sums, totals, sizeof(sums));
+    return sums;
+  }
+
+ private:
+  TreeAttentionParams attention_params(const TreeAttentionArgs& a) {
+    TreeAttentionParams p;
+    p.T = a.T;
+    p.n_heads = a.n_heads;
+    p.n_kv_heads = a.n_kv_heads;
+    p.head_dim = a.head_dim;
+    p.ld_qkv = a.ld_qkv;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+    p.q = a.q;
+    p.k = a.k;
+    p.v = a.v;
+    p.subtree_end = a.subtree_end;
+    p.out = a.out;
+    p.lse = a.lse;
+    const int tiles = attention_tiles(a.T);
+    p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
+    p.tile_min_end = p.tile_max_end + tiles;
+    if (bf16_)
+      p.qkv_bf16 = qkv_bf16_.get<__nv_bfloat16>(size_t(a.T) * (a.n_heads + 2 * a.n_kv_heads) *
+                                                a.head_dim);
+    return p;
+  }
+  HeadWorkspace head_workspace(const HeadArgs& a) {
+    HeadWorkspace ws;
+    ws.stats = head_stats_.get<float>(3 * size_t(a.R));
+    ws.tile = head_tile_.get<float>(head_tile_floats(a.R, a.V, a.vocab_chunk));
+    if (bf16_) ws.hidden_bf16 = head_hidden_.get<float>(size_t(a.R) * a.d);
+    return ws;
+  }
+
+  const bool bf16_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_;
+  Scratch gemm_a_, gemm_b_, qkv_bf16_, head_hidden_;  // bf16 mode
+};
+
+}  // namespace
+
+// The rank's index on its node, from the launcher (Open MPI, Slurm, MPICH);
+// 0 for a process started alone.
+static int local_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+
+int visible_cuda_devices() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess || n == 0)
+    throw InputError(std::string("backend 'cuda': no CUDA device found (cudaGetDeviceCount: ") +
+                     (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") +
+                     "); use the cpu backend");
+  // Each rank binds to one GPU of its node: local rank mod visible devices
+  // (with --gpus-per-task=1 / CUDA_VISIBLE_DEVICES that is the only one).
+  const int device = local_rank() % n;
+  if (cudaSetDevice(device) != cudaSuccess)
+    throw Error("backend 'cuda': cudaSetDevice(" + std::to_string(device) + ") failed");
+  return std::make_unique<CudaBackend>(precision);
+}
+
+namespace {
+// make_backend("cuda"); the emulated build of these sources (the tests) under
+// its own name, so that both can live in one binary.
+#ifdef FORGE_CUDA_EMULATION
+[[maybe_unused]] const bool registered = register_backend("cuda-emulated", make_cuda_backend);
+#else
+[[maybe_unused]] const bool registered = register_backend("cuda", make_cuda_backend);
+#endif
+}  // namespace
+
+FORGE_CUDA_NAMESPACE_END

@@ -1,0 +1,411 @@
+// CPU emulation of the CUDA execution model, so that the kernel sources of
+// this folder compile with the host compiler and run in the tests
+// (tests/emulation; docs/cuda.md, "Emulation"). Header-only; selected by
+// FORGE_CUDA_EMULATION through cuda_compat.cuh, never part of a library.
+//
+// Execution: a launch runs the grid's blocks (in parallel over OpenMP
+// threads); a block runs one fiber per CUDA thread (ucontext, 128 KiB mmap'd
+// stacks, pooled per OS thread), scheduled round-robin on its OS thread.
+// A fiber runs until it reaches a barrier:
+//   __syncthreads()            all live threads of the block
+//   __syncwarp(), __shfl_*     all live lanes of the warp (32 consecutive
+//                              linear thread ids); a shuffle writes the value
+//                              to the warp's exchange slots, meets the warp,
+//                              reads the source lane, meets it again
+// Threads that have exited count as arrived. A scheduler round in which no
+// fiber arrives, leaves a barrier or exits is a deadlock (divergent barrier)
+// and aborts with a message.
+//
+// Memory: dynamic shared memory is one buffer per block, filled with 0xff
+// bytes (NaN as float) so that reads of unwritten shared memory show up;
+// cudaMalloc'd memory is host memory filled the same way. Atomics are
+// std::atomic_ref operations. The runtime API subset the backend uses runs
+// synchronously on the host; cuBLAS SGEMM maps to CBLAS (column-major), and
+// cublasGemmEx (bf16 inputs, FP32 output and compute) widens its inputs to
+// FP32 and does the same. __nv_bfloat16 rounds to nearest even.
+//
+// Not emulated: memory coalescing, bank conflicts, occupancy, warp-divergent
+// timing, races between threads that are not separated by a barrier (fibers
+// run one at a time, so a racy kernel may pass here and fail on a GPU).
+#pragma once
+#include <cblas.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+// ---- language ---------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __launch_bounds__(...)
+
+// In a namespace of their own: the CUDA objects linked into the same test
+// binary have inline members of the real ::dim3.
+namespace forge_emu {
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+}  // namespace forge_emu
+using forge_emu::dim3;
+using forge_emu::uint3;
+inline thread_local uint3 threadIdx, blockIdx;
+inline thread_local dim3 blockDim, gridDim;
+inline constexpr int warpSize = 32;
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline double sinpi(double x) { return std::sin(x * 3.14159265358979323846); }
+inline double cospi(double x) { return std::cos(x * 3.14159265358979323846); }
+
+namespace forge_emu {
+
+[[noreturn]] inline void fail(const char* what) {
+  std::fprintf(stderr, "CUDA emulation: %s\n", what);
+  std::abort();
+}
+
+constexpr size_t kStackBytes = 128 * 1024;
+constexpr size_t kMaxSharedBytes = 227 * 1024;  // sm_90 opt-in maximum per block
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// mmap'd fiber stacks, reused across blocks and launches of one OS thread.
+struct StackPool {
+  std::vector<void*> stacks;
+  ~StackPool() {
+    for (void* s : stacks) munmap(s, kStackBytes);
+  }
+  void* get(size_t i) {
+    while (stacks.size() <= i) {
+      void* s = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (s == MAP_FAILED) fail("mmap of a fiber stack failed");
+      stacks.push_back(s);
+    }
+    return stacks[i];
+  }
+};
+
+struct Barrier {
+  unsigned alive = 0, count = 0, gen = 0;
+};
+
+struct Warp {
+  Barrier bar;
+  uint64_t slot[32];
+};
+
+struct Block {
+  ucontext_t sched;
+  std::vector<ucontext_t> ctx;
+  std::vector<uint8_t> done;
+  std::vector<Warp> warps;
+  Barrier bar;
+  std::vector<unsigned char> smem;
+  unsigned current = 0;
+  uint64_t progress = 0;
+  void (*invoke)(const void*) = nullptr;
+  const void* body = nullptr;
+};
+
+inline thread_local Block* tls_block = nullptr;
+inline thread_local StackPool tls_stacks;
+
+inline void set_thread_index(unsigned linear) {
+  threadIdx.x = linear % blockDim.x;
+  threadIdx.y = linear / blockDim.x % blockDim.y;
+  threadIdx.z = linear / (blockDim.x * blockDim.y);
+}
+
+// Arrive at a barrier; return when every live member has arrived.
+inline void arrive(Barrier& bar) {
+  Block& b = *tls_block;
+  ++b.progress;
+  const unsigned gen = bar.gen;
+  if (++bar.count == bar.alive) {
+    bar.count = 0;
+    ++bar.gen;
+    return;
+  }
+  const unsigned me = b.current;
+  while (bar.gen == gen) swapcontext(&b.ctx[me], &b.sched);
+}
+
+// An exited thread counts as arrived at barriers still waiting for it.
+inline void leave(Barrier& bar) {
+  --bar.alive;
+  if (bar.count > 0 && bar.count == bar.alive) {
+    bar.count = 0;
+    ++bar.gen;
+  }
+}
+
+inline void fiber_main() {
+  Block& b = *tls_block;
+  b.invoke(b.body);
+  Block& b2 = *tls_block;  // same block: fibers never migrate
+  const unsigned me = b2.current;
+  b2.done[me] = 1;
+  ++b2.progress;
+  leave(b2.bar);
+  leave(b2.warps[me / 32].bar);
+}  // returns to b.sched through uc_link
+
+inline void run_block(Block& b, unsigned nthreads) {
+  tls_block = &b;
+  b.ctx.assign(nthreads, ucontext_t{});
+  b.done.assign(nthreads, 0);
+  b.bar = Barrier{nthreads, 0, 0};
+  b.warps.assign((nthreads + 31) / 32, Warp{});
+  for (unsigned w = 0; w < b.warps.size(); ++w)
+    b.warps[w].bar.alive = std::min(32u, nthreads - 32 * w);
+  for (unsigned t = 0; t < nthreads; ++t) {
+    getcontext(&b.ctx[t]);
+    b.ctx[t].uc_stack.ss_sp = tls_stacks.get(t);
+    b.ctx[t].uc_stack.ss_size = kStackBytes;
+    b.ctx[t].uc_link = &b.sched;
+    makecontext(&b.ctx[t], fiber_main, 0);
+  }
+  for (;;) {
+    const uint64_t before = b.progress;
+    bool any = false;
+    for (unsigned t = 0; t < nthreads; ++t) {
+      if (b.done[t]) continue;
+      any = true;
+      b.current = t;
+      set_thread_index(t);
+      swapcontext(&b.sched, &b.ctx[t]);
+    }
+    if (!any) break;
+    if (b.progress == before)
+      fail("deadlock: threads wait at different barriers (divergent __syncthreads/__syncwarp/shuffle)");
+  }
+  tls_block = nullptr;
+}
+
+template <class F>
+void launch(dim3 grid, dim3 block, size_t smem_bytes, const F& body) {
+  const unsigned nthreads = block.x * block.y * block.z;
+  if (nthreads == 0 || nthreads > 1024) fail("block size must be 1..1024 threads");
+  if (smem_bytes > kMaxSharedBytes) fail("dynamic shared memory above the per-block maximum");
+  const long nblocks = static_cast<long>(grid.x) * grid.y * grid.z;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long i = 0; i < nblocks; ++i) {
+    Block b;
+    b.smem.assign(smem_bytes, 0xff);
+    b.invoke = [](const void* f) { (*static_cast<const F*>(f))(); };
+    b.body = &body;
+    gridDim = grid;
+    blockDim = block;
+    blockIdx.x = static_cast<unsigned>(i % grid.x);
+    blockIdx.y = static_cast<unsigned>(i / grid.x % grid.y);
+    blockIdx.z = static_cast<unsigned>(i / (static_cast<long>(grid.x) * grid.y));
+    run_block(b, nthreads);
+  }
+}
+
+inline unsigned char* shared_memory() { return tls_block->smem.data(); }
+
+inline unsigned linear_thread() { return tls_block->current; }
+
+template <class T>
+T exchange(unsigned mask, T v, int src) {
+  static_assert(sizeof(T) <= 8, "shuffles exchange at most 8 bytes");
+  Block& b = *tls_block;
+  const unsigned lane = linear_thread() % 32;
+  Warp& w = b.warps[linear_thread() / 32];
+  const unsigned lanes = w.bar.alive == 32 ? kFullMask : (1u << w.bar.alive) - 1;
+  if (mask != kFullMask && mask != lanes) fail("shuffle masks other than the whole warp are not emulated");
+  std::memcpy(&w.slot[lane], &v, sizeof(T));
+  arrive(w.bar);
+  T r = v;
+  if (src >= 0 && static_cast<unsigned>(src) < w.bar.alive) std::memcpy(&r, &w.slot[src], sizeof(T));
+  arrive(w.bar);
+  return r;
+}
+
+}  // namespace forge_emu
+
+inline void __syncthreads() { forge_emu::arrive(forge_emu::tls_block->bar); }
+inline void __syncwarp(unsigned = forge_emu::kFullMask) {
+  forge_emu::arrive(forge_emu::tls_block->warps[forge_emu::linear_thread() / 32].bar);
+}
+
+template <class T>
+T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
+  const int lane = static_cast<int>(forge_emu::linear_thread() % 32);
+  return forge_emu::exchange(mask, v, (lane & ~(width - 1)) + (src_lane & (width - 1)));
+}
+template <class T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  const int lane = static_cast<int>(forge_emu::linear_thread() % 32);
+  const int src = lane ^ lane_mask;
+  return forge_emu::exchange(mask, v, src / width == lane / width ? src : lane);
+}
+template <class T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  const int lane = static_cast<int>(forge_emu::linear_thread() % 32);
+  const int src = lane + static_cast<int>(delta);
+  return forge_emu::exchange(mask, v, src / width == lane / width ? src : lane);
+}
+template <class T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  const int lane = static_cast<int>(forge_emu::linear_thread() % 32);
+  const int src = lane - static_cast<int>(delta);
+  return forge_emu::exchange(mask, v, src >= 0 && src / width == lane / width ? src : lane);
+}
+
+template <class T>
+T atomicAdd(T* address, T v) {
+  return std::atomic_ref<T>(*address).fetch_add(v, std::memory_order_relaxed);
+}
+
+// ---- bf16 (cuda_bf16.h) -------------------------------------------------------------
+// The FP32 bit pattern's upper half; __float2bfloat16 rounds to nearest even
+// (NaN stays a quiet NaN), as the device conversion does.
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __nv_bfloat16 __float2bfloat16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if (std::isnan(x)) return {static_cast<uint16_t>((u >> 16) | 0x40)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {static_cast<uint16_t>(u >> 16)};
+}
+inline float __bfloat162float(__nv_bfloat16 x) {
+  const uint32_t u = static_cast<uint32_t>(x.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// ---- runtime API ------------------------------------------------------------------
+using cudaError_t = int;
+constexpr cudaError_t cudaSuccess = 0;
+constexpr cudaError_t cudaErrorMemoryAllocation = 2;
+constexpr cudaError_t cudaErrorInvalidValue = 1;
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost,
+  cudaMemcpyHostToDevice,
+  cudaMemcpyDeviceToHost,
+  cudaMemcpyDeviceToDevice,
+  cudaMemcpyDefault
+};
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+
+inline const char* cudaGetErrorString(cudaError_t e) {
+  return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory" : "error";
+}
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!*p) return cudaErrorMemoryAllocation;
+  std::memset(*p, 0xff, bytes);  // garbage, as cudaMalloc'd memory is
+  return cudaSuccess;
+}
+inline cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                                   cudaStream_t = nullptr) {
+  if (bytes) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = nullptr;
+  return cudaSuccess;
+}
+constexpr unsigned cudaStreamNonBlocking = 1;
+inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+template <class F>
+cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int bytes) {
+  return static_cast<size_t>(bytes) <= forge_emu::kMaxSharedBytes ? cudaSuccess : 1;
+}
+
+// ---- cuBLAS on CBLAS ------------------------------------------------------------------
+using cublasStatus_t = int;
+constexpr cublasStatus_t CUBLAS_STATUS_SUCCESS = 0;
+struct cublasContext;
+using cublasHandle_t = cublasContext*;
+enum cublasOperation_t { CUBLAS_OP_N, CUBLAS_OP_T };
+enum cublasMath_t { CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH };
+inline cublasStatus_t cublasCreate(cublasHandle_t* h) {
+  *h = nullptr;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasDestroy(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+inline const char* cublasGetStatusString(cublasStatus_t) { return "error"; }
+inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                  int n, int k, const float* alpha, const float* A, int lda,
+                                  const float* B, int ldb, const float* beta, float* C, int ldc) {
+  cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+              tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k, *alpha, A, lda, B, ldb,
+              *beta, C, ldc);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// cublasGemmEx for what the backend issues: bf16 A and B, FP32 C, FP32
+// compute. The inputs are widened to FP32 (exactly) and go through SGEMM.
+enum cudaDataType_t { CUDA_R_32F, CUDA_R_16BF };
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT };
+constexpr cublasStatus_t CUBLAS_STATUS_NOT_SUPPORTED = 15;
+inline std::vector<float> forge_emu_widen_bf16(const void* p, cublasOperation_t op, int m, int k,
+                                               int ld) {
+  const int rows = op == CUBLAS_OP_N ? m : k, cols = op == CUBLAS_OP_N ? k : m;
+  const size_t n = cols == 0 ? 0 : size_t(ld) * (cols - 1) + rows;
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return out;
+}
+inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb,
+                                   int m, int n, int k, const void* alpha, const void* A,
+                                   cudaDataType_t a_type, int lda, const void* B,
+                                   cudaDataType_t b_type, int ldb, const void* beta, void* C,
+                                   cudaDataType_t c_type, int ldc, cublasComputeType_t,
+                                   cublasGemmAlgo_t) {
+  if (a_type != CUDA_R_16BF || b_type != CUDA_R_16BF || c_type != CUDA_R_32F)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  const std::vector<float> a = forge_emu_widen_bf16(A, ta, m, k, lda);
+  const std::vector<float> b = forge_emu_widen_bf16(B, tb, k, n, ldb);
+  return cublasSgemm(nullptr, ta, tb, m, n, k, static_cast<const float*>(alpha), a.data(), lda,
+                     b.data(), ldb, static_cast<const float*>(beta), static_cast<float*>(C), ldc);
+}
+
+// Device-side integer min/max.
+using std::max;
+using std::min;

@@ -1,0 +1,52 @@
+// See rope.cuh.
+#include "backend/cuda/rope.cuh"
+
+#include <cmath>
+
+FORGE_CUDA_NAMESPACE_BEGIN
+namespace {
+constexpr unsigned kThreads = 128;
+constexpr double kPi = 3.14159265358979323846;
+
+__global__ void __launch_bounds__(kThreads) rope_kernel(const RopeParams p) {
+  const int half = p.head_dim / 2;
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= p.T * half) return;
+  const int t = idx / half, i = idx - t * half;
+  // sinpi/cospi of angle/pi: exact argument reduction for any position, where
+  // sin/cos of large FP64 arguments take a slow path through local memory.
+  const double x = p.pos[t] * p.inv_freq[i] * (1.0 / kPi);
+  const double s = sinpi(x), c = cospi(x);
+  const float cs = static_cast<float>(c);
+  const float sn = p.inverse ? -static_cast<float>(s) : static_cast<float>(s);
+  float* row = p.x + size_t(t) * p.ld + 2 * i;
+  for (int h = 0; h < p.n_heads; ++h) {
+    float* v = row + h * p.head_dim;
+    const float a = v[0], b = v[1];
+    v[0] = a * cs - b * sn;
+    v[1] = a * sn + b * cs;
+  }
+}
+}  // namespace
+
+void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
+                 float base, bool inverse, cudaStream_t stream) {
+  FORGE_CHECK(head_dim % 2 == 0 && head_dim / 2 <= kRopeMaxPairs,
+              "CUDA rope supports even head_dim up to " + std::to_string(2 * kRopeMaxPairs) +
+                  ", got " + std::to_string(head_dim));
+  if (T <= 0) return;
+  RopeParams p;
+  p.x = x;
+  p.pos = pos;
+  p.T = T;
+  p.n_heads = n_heads;
+  p.head_dim = head_dim;
+  p.ld = ld;
+  p.inverse = inverse;
+  for (int i = 0; i < head_dim / 2; ++i)
+    p.inv_freq[i] = std::pow(static_cast<double>(base), -2.0 * i / head_dim);
+  const int n = T * (head_dim / 2);
+  FORGE_LAUNCH(rope_kernel, unsigned((n + kThreads - 1) / kThreads), kThreads, 0, stream, p);
+}
+
+FORGE_CUDA_NAMESPACE_END

@@ -1,0 +1,81 @@
+// Tree-masked attention on the GPU (FlashAttention-2 structure), FP32 or
+// with bf16 Q/K/V (p.qkv_bf16 set): Q, K and V are rounded to bf16 into that
+// scratch, packed [T][q | k | v], and the kernels read it, widening to FP32
+// in shared memory; scores, the online softmax, accumulation, lse, dO, O and
+// the gradients stay FP32. Forward and backward each round into the scratch
+// (the same values), so the backward's P matches the forward's lse.
+//
+// Tokens of a packed bin in DFS pre-order; query i sees key j iff
+// j <= i < subtree_end[j]. Scale 1/sqrt(D); query head h reads kv head
+// h / (H / Hkv). No padding: T need not be a multiple of the tile.
+//
+// Tiles of kTile = 32 rows for queries and keys; blocks of 4 warps. Per key
+// tile the host-side pre-pass stores max and min of subtree_end
+// (tile_max_end, tile_min_end). A key tile with tile_max_end <= q0 is seen by
+// no query of a tile starting at q0: it is skipped without loading. A key
+// tile that ends at or before q0 and whose tile_min_end >= q1 is visible to
+// every query of the tile: the mask is not evaluated.
+//
+// Forward, block = (query tile, head): Q tile (pre-scaled), then per visited
+// key tile K and V in shared memory (rows padded to D+1 floats: lane-strided
+// and row-strided reads are both free of bank conflicts). A warp owns 8
+// query rows; lane j scores key j for its 8 rows, the warp reduces max and
+// sum with shuffles (online softmax: m, l per row), writes the row's P to
+// shared memory, and lane d accumulates O[row][d] (d = lane + 32c, c < 4) in
+// registers. out = O / l, lse = m + log l.
+// Traffic per block: Q tile once, K and V tiles once per visited key tile.
+//
+// Backward (recomputing P = exp(S - lse)), D_i = dO_i . O_i from a pre-pass:
+//   dS_ij = P_ij (dO_i . V_j - D_i)
+//   dV_j = sum_i P_ij dO_i ; dK_j = scale sum_i dS_ij Q_i ; dQ_i = scale sum_j dS_ij K_j
+// Two kernels, no atomics (deterministic):
+//   dK/dV, block = (key tile, kv head): a warp owns 8 keys; for every head of
+//     the group and every query tile in [key tile, tile_max_end) lane i scores
+//     query i against the warp's keys, writes P and dS to shared memory, and
+//     lane d accumulates dK and dV rows in registers.
+//   dQ, block = (query tile, head): the forward's loop over key tiles, lane j
+//     computing dS_ij, lane d accumulating dQ rows.
+//
+// Limits: head_dim <= 128 (kMaxHeadDim); launchers throw forge::Error beyond.
+// Shared memory: (3 to 4) * 32 * (D + 1) floats plus scratch, up to 75 KB for
+// D = 128 (the launchers raise the dynamic shared memory limit).
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/cuda_compat.cuh"
+
+FORGE_CUDA_NAMESPACE_BEGIN
+
+constexpr int kAttnTile = 32;
+constexpr int kAttnWarps = 4;
+constexpr int kMaxHeadDim = 128;
+
+struct TreeAttentionParams {
+  int T = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ld_qkv = 0;
+  float scale = 1.0f;
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const int32_t* subtree_end = nullptr;
+  int32_t* tile_max_end = nullptr;  // [key tiles] scratch, filled by the launchers
+  int32_t* tile_min_end = nullptr;
+  float* out = nullptr;  // [T, H * D]
+  float* lse = nullptr;  // [H, T]
+  // backward
+  const float* dout = nullptr;
+  float* delta = nullptr;  // [H, T] scratch
+  float* dq = nullptr;
+  float* dk = nullptr;
+  float* dv = nullptr;
+  // bf16 mode: T * (n_heads + 2 n_kv_heads) * head_dim elements of scratch; null: FP32
+  __nv_bfloat16* qkv_bf16 = nullptr;
+};
+
+inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }
+
+// p.tile_max_end / p.tile_min_end: attention_tiles(T) int32 of scratch each.
+void launch_tree_attention_fwd(const TreeAttentionParams& p, cudaStream_t stream);
+// Also p.delta: H * T floats of scratch. Overwrites the dq, dk, dv columns.
+void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream);
+
+FORGE_CUDA_NAMESPACE_END

@@ -1,0 +1,55 @@
+// The policy losses token by token, in FP64: the one statement of the
+// per-token math (algo/policy_loss.hpp), shared by the CPU backend
+// (cpu/policy_loss_cpu.cpp) and the CUDA kernel (cuda/policy_loss.cu).
+//
+//   log r = lp - mu,  r = exp(log r),  r^ = clip(r, clip_low, clip_high)
+//   cispo:    coef = r^ A,  term = r^ A lp            (no gradient through r^)
+//   clipped:  term = min(r A, r^ A),  coef = r A where r A is the minimum, else 0
+//   masks:    a token (mask token) or a sample (mask sequence, with
+//             r = exp(mean log r)) is kept iff is_low <= r <= is_high
+#pragma once
+#include <math.h>
+
+#include "backend/backend.hpp"
+
+#ifdef __CUDACC__
+#define FORGE_HOST_DEVICE __host__ __device__
+#else
+#define FORGE_HOST_DEVICE
+#endif
+
+namespace forge {
+
+struct PolicyTokenTerms {
+  double log_ratio = 0, ratio = 0, coef = 0, term = 0;
+  bool clipped = false;  // r outside [clip_low, clip_high]
+};
+
+FORGE_HOST_DEVICE inline double policy_log_ratio(float logprob, float behaviour_logprob) {
+  return static_cast<double>(logprob) - behaviour_logprob;
+}
+
+FORGE_HOST_DEVICE inline bool importance_kept(const PolicyLossArgs& a, double ratio) {
+  return !(ratio < a.is_low || ratio > a.is_high);
+}
+
+FORGE_HOST_DEVICE inline PolicyTokenTerms policy_token_terms(const PolicyLossArgs& a, float logprob,
+                                                             float behaviour_logprob, float advantage) {
+  PolicyTokenTerms t;
+  t.log_ratio = policy_log_ratio(logprob, behaviour_logprob);
+  t.ratio = exp(t.log_ratio);
+  t.clipped = t.ratio < a.clip_low || t.ratio > a.clip_high;
+  const double clipped_ratio = fmin(fmax(t.ratio, a.clip_low), a.clip_high);
+  const double A = advantage;
+  if (a.objective == PolicyObjective::cispo) {
+    t.coef = clipped_ratio * A;
+    t.term = clipped_ratio * A * logprob;
+  } else {
+    const double unclipped_term = t.ratio * A, clipped_term = clipped_ratio * A;
+    t.term = fmin(unclipped_term, clipped_term);
+    t.coef = unclipped_term <= clipped_term ? unclipped_term : 0.0;
+  }
+  return t;
+}
+
+}  // namespace forge

@@ -1,0 +1,129 @@
+#include "episode/trajectory_codec.hpp"
+
+#include <string>
+#include <type_traits>
+
+#include "core/wire_codec.hpp"
+#include "episode/trajectory_fields.hpp"
+
+namespace forge {
+namespace {
+
+constexpr uint32_t kMagic = 0x52544746;  // "FGTR"
+constexpr uint32_t kMaxTokens = 1u << 26;
+constexpr uint32_t kMaxItems = 1u << 20;
+
+template <class V>
+constexpr bool kIsList = std::is_same_v<V, std::vector<LlmCall>> || std::is_same_v<V, std::vector<ProcessSignal>>;
+
+// Bytes of an episode with empty strings and lists: the fixed-size fields,
+// and a 4-byte length for each string and list.
+size_t min_episode_bytes() {
+  size_t n = 0;
+  const Trajectory t;
+  for_each_field(t, [&](const char*, const auto& value) {
+    using V = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<V, std::string> || kIsList<V>) n += sizeof(uint32_t);
+    else n += sizeof(V);
+  });
+  return n;
+}
+
+void check_tokens(const WireReader& r, const std::vector<int32_t>& tokens, int32_t vocab) {
+  for (int32_t t : tokens)
+    if (t < 0 || t >= vocab) r.fail("token id " + std::to_string(t) + " outside [0, " + std::to_string(vocab) + ")");
+}
+
+void put(WireWriter& w, const std::vector<LlmCall>& calls) {
+  w.put(static_cast<uint32_t>(calls.size()));
+  for (const LlmCall& c : calls) {
+    w.put_vec(c.context);
+    w.put_vec(c.generated);
+    w.put_vec(c.logprobs);
+    w.put_vec(c.versions);
+  }
+}
+
+void put(WireWriter& w, const std::vector<ProcessSignal>& signals) {
+  w.put(static_cast<uint32_t>(signals.size()));
+  for (const ProcessSignal& s : signals) {
+    w.put(s.turn);
+    w.put_str(s.kind);
+    w.put(s.value);
+  }
+}
+
+void get(WireReader& r, std::vector<LlmCall>& calls, int32_t vocab) {
+  const uint32_t n = r.get<uint32_t>();
+  if (n > kMaxItems) r.fail("a call count of " + std::to_string(n));
+  r.expect_room(n, 4 * sizeof(uint32_t), "calls");
+  calls.resize(n);
+  for (LlmCall& c : calls) {
+    c.context = r.get_vec<int32_t>(kMaxTokens);
+    c.generated = r.get_vec<int32_t>(kMaxTokens);
+    c.logprobs = r.get_vec<float>(kMaxTokens);
+    c.versions = r.get_vec<int32_t>(kMaxTokens);
+    if (c.logprobs.size() != c.generated.size() || c.versions.size() != c.generated.size())
+      r.fail("a call with " + std::to_string(c.generated.size()) + " generated tokens but " +
+             std::to_string(c.logprobs.size()) + " logprobs and " + std::to_string(c.versions.size()) +
+             " versions");
+    check_tokens(r, c.context, vocab);
+    check_tokens(r, c.generated, vocab);
+  }
+}
+
+void get(WireReader& r, std::vector<ProcessSignal>& signals, int32_t) {
+  const uint32_t n = r.get<uint32_t>();
+  if (n > kMaxItems) r.fail("a signal count of " + std::to_string(n));
+  r.expect_room(n, 2 * sizeof(int32_t) + sizeof(float), "signals");
+  signals.resize(n);
+  for (ProcessSignal& s : signals) {
+    s.turn = r.get<int32_t>();
+    s.kind = r.get_str();
+    s.value = r.get<float>();
+  }
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_trajectories(const std::vector<Trajectory>& episodes) {
+  WireWriter w;
+  w.put(kMagic);
+  w.put(kTrajectoryFormatVersion);
+  w.put(static_cast<uint32_t>(episodes.size()));
+  for (const Trajectory& t : episodes)
+    for_each_field(t, [&](const char*, const auto& value) {
+      using V = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<V, std::string>) w.put_str(value);
+      else if constexpr (kIsList<V>) put(w, value);
+      else if constexpr (std::is_same_v<V, bool>) w.put(static_cast<uint8_t>(value));
+      else w.put(value);
+    });
+  return w.take();
+}
+
+std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, int32_t vocab,
+                                            const std::string& what) {
+  WireReader r(data, size, what);
+  if (r.get<uint32_t>() != kMagic) r.fail("not a trajectory payload (bad magic)");
+  const uint32_t version = r.get<uint32_t>();
+  if (version != kTrajectoryFormatVersion)
+    r.fail("format version " + std::to_string(version) + " (this build reads " +
+           std::to_string(kTrajectoryFormatVersion) + ")");
+  const uint32_t n = r.get<uint32_t>();
+  if (n > kMaxItems) r.fail("an episode count of " + std::to_string(n));
+  r.expect_room(n, min_episode_bytes(), "episodes");
+  std::vector<Trajectory> out(n);
+  for (Trajectory& t : out)
+    for_each_field(t, [&](const char*, auto& value) {
+      using V = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<V, std::string>) value = r.get_str();
+      else if constexpr (kIsList<V>) get(r, value, vocab);
+      else if constexpr (std::is_same_v<V, bool>) value = r.get<uint8_t>() != 0;
+      else value = r.get<V>();
+    });
+  r.expect_end();
+  return out;
+}
+
+}  // namespace forge

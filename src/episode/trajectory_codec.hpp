@@ -1,0 +1,31 @@
+// Episodes as bytes: the data pool's payload (the episodes of one slot, one
+// task's advantage group), a learner batch broadcast to the other learners,
+// and the groups a checkpoint keeps.
+//
+//   magic "FGTR", uint32 format version, uint32 episode count, then per
+//   episode every field in the order of trajectory_fields.hpp
+//   (core/wire_codec.hpp; bools as one byte); per LLM call: context,
+//   generated, logprobs, versions; per process signal: turn, kind, value.
+//
+// Decoding checks the magic, the version, every length, that each call has
+// one logprob and one version per generated token and that every token is in
+// [0, vocab): a corrupted payload is an InputError naming the payload, never
+// a crash in the learner.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "episode/trajectory.hpp"
+
+namespace forge {
+
+inline constexpr uint32_t kTrajectoryFormatVersion = 1;
+
+std::vector<uint8_t> encode_trajectories(const std::vector<Trajectory>& episodes);
+
+// `what` names the payload in errors (e.g. "slot 17 from environment rank 3").
+std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, int32_t vocab,
+                                            const std::string& what);
+
+}  // namespace forge

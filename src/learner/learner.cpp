@@ -1,0 +1,100 @@
+#include "learner/learner.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "agent/agent_eval.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "env/env_mix.hpp"
+#include "env/perturbation.hpp"
+#include "learner/run_checkpoints.hpp"
+#include "learner/train_progress.hpp"
+
+namespace forge {
+
+LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig& run, const TrainConfig& train,
+                                bool resume) {
+  LearnerStart start;
+  if (resume) {
+    const std::string dir = run.dir + "/checkpoints";
+    start.resumed_from = latest_checkpoint(dir);
+    if (start.resumed_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
+    start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
+    start.step = static_cast<int>(start.checkpoint.step);
+  } else if (!train.init.empty()) {
+    load_checkpoint(resolve_checkpoint(train.init), model, nullptr);
+  }
+  return start;
+}
+
+Learner::Learner(const LearnerSetup& setup, PolicyModel& model, AdamW& opt, const LearnerStart& start)
+    : setup_(setup), update_(setup.update), model_(model), opt_(opt), start_step_(start.step) {
+  update_.max_tokens = setup.train.max_tokens;
+  update_.merge = setup.train.merge;
+  update_.inv_temperature = setup.sampling_temperature > 0 ? 1.0f / setup.sampling_temperature : 1.0f;
+  update_.shard = setup.shard;
+  update_.shards = setup.shards;
+  update_.sum_across_shards = setup.sum_across_shards;
+  if (!setup.lead) return;
+  std::filesystem::create_directories(setup.run.dir);
+  std::ofstream(setup.run.dir + "/config.ini") << setup.config_ini;
+  RolloutStoreOptions ro;
+  ro.config_ini = setup.config_ini;
+  ro.domains = EnvMix(setup.env).domains();
+  ro.template_families = all_template_families();
+  ro.flush_seconds = setup.run.flush_seconds;
+  ro.resume_step = start.resumed_from.empty() ? -1 : start.step;  // rows past the checkpoint are cut
+  rollouts_ = std::make_unique<RolloutStore>(setup.run.dir + "/rollouts.h5", ro);
+}
+
+Learner::~Learner() = default;
+
+PolicyUpdateStats Learner::update(const std::vector<Trajectory>& episodes, double* grad_norm) {
+  model_.zero_grads();
+  const PolicyUpdateStats st = policy_forward_backward(model_, episodes, update_);
+  if (setup_.gradient_sum) setup_.gradient_sum(model_.grads(), model_.layout().total);
+  *grad_norm = st.samples ? opt_.step() : 0.0;
+  return st;
+}
+
+void Learner::record(int step, const std::vector<Trajectory>& episodes, const PolicyUpdateStats& st,
+                     double grad_norm, const StepTiming& timing, const std::string& progress_suffix,
+                     const std::function<CheckpointState()>& stream_state) {
+  if (!setup_.lead) return;
+  int64_t generated = 0;
+  for (const auto& t : episodes)
+    for (const auto& c : t.calls) generated += static_cast<int64_t>(c.generated.size());
+  const double tokens_per_s = generated / std::max(timing.generation_seconds, 1e-9);
+  rollouts_->append_episodes(episodes, step, step);
+  rollouts_->append_step(step_metrics(step, st, tokens_per_s, timing.step_seconds));
+
+  const int done = step + 1;
+  const bool last = done == setup_.train.steps;
+  if (done % setup_.run.log_every == 0 || last || step == start_step_)
+    log_info(format_train_progress(done, st, grad_norm, tokens_per_s, timing.step_seconds) + progress_suffix);
+  if (checkpoint_due(setup_.run, done, setup_.train.steps)) checkpoint(done, stream_state());
+  if (setup_.train.eval_every > 0 && done % setup_.train.eval_every == 0 && !last) evaluate(done);
+}
+
+std::string Learner::checkpoint(int steps_done, CheckpointState stream_state) {
+  FORGE_CHECK(setup_.lead, "only the lead learner writes checkpoints");
+  rollouts_->flush();
+  return save_run_checkpoint(setup_.run, setup_.config_ini, model_, opt_, steps_done, std::move(stream_state));
+}
+
+void Learner::finish(int steps_done) {
+  if (!setup_.lead) return;
+  rollouts_->close();
+  evaluate(steps_done);
+}
+
+void Learner::evaluate(int steps_done) {
+  const StyleEvals ev =
+      evaluate_styles(model_, setup_.env, setup_.agent, setup_.train.eval_tasks, setup_.run.seed);
+  std::fputs(format_style_evals(ev, "eval at step " + std::to_string(steps_done)).c_str(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace forge

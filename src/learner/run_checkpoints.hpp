@@ -1,0 +1,34 @@
+// Checkpoints as a run uses them: when it writes one (every
+// run.checkpoint_every steps and at its last step, into RUN_DIR/checkpoints),
+// finding one, and the model shape it was trained with (generate, eval,
+// train --train.init). The file format is io_hdf5/checkpoint.hpp.
+#pragma once
+#include <string>
+
+#include "io_hdf5/checkpoint.hpp"
+#include "learner/learner_config.hpp"
+#include "model/model_config.hpp"
+#include "model/optimizer.hpp"
+#include "model/policy_model.hpp"
+
+namespace forge {
+
+// Whether a run writes a checkpoint after optimizer step `steps_done`
+// (1-based) of `total_steps`: every run.checkpoint_every steps and at the end.
+bool checkpoint_due(const RunConfig& run, int steps_done, int total_steps);
+
+// Writes RUN_DIR/checkpoints/ckpt_step_<steps_done>.h5 (weights, AdamW state,
+// the resolved config, and the state of the run's data stream: `stream`'s
+// RNG streams and sections) with the run.keep_checkpoints retention; returns
+// its path.
+std::string save_run_checkpoint(const RunConfig& run, const std::string& config_ini, const PolicyModel& model,
+                                AdamW& opt, int steps_done, CheckpointState stream);
+
+// A checkpoint file as given, or the newest checkpoint of a run folder
+// (RUN_DIR/checkpoints, or the folder itself). InputError when none exists.
+std::string resolve_checkpoint(const std::string& file_or_run_dir);
+
+// The [model] section of the configuration stored in the checkpoint.
+ModelConfig model_config_of(const std::string& checkpoint);
+
+}  // namespace forge

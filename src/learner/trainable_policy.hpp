@@ -1,0 +1,25 @@
+// A policy ready to train, as every trainer sets it up: the run's backend
+// (run.backend, run.precision), the model over the tokenizer's vocabulary
+// initialised from run.seed, and AdamW over it (optim.total_steps is the
+// cosine schedule's horizon: the caller sets it to its step count).
+#pragma once
+#include <memory>
+
+#include "backend/backend.hpp"
+#include "learner/learner_config.hpp"
+#include "model/model_config.hpp"
+#include "model/optimizer.hpp"
+#include "model/policy_model.hpp"
+
+namespace forge {
+
+struct TrainablePolicy {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<PolicyModel> model;
+  std::unique_ptr<AdamW> opt;
+};
+
+// InputError for an unknown or unavailable backend or precision.
+TrainablePolicy make_trainable_policy(ModelConfig model, const OptimConfig& optim, const RunConfig& run);
+
+}  // namespace forge

@@ -1,0 +1,136 @@
+#include "model/transformer.hpp"
+
+#include "core/error.hpp"
+
+namespace forge {
+
+void BlockAttention::backward(int, const float*, int, const float*, const float*, const float*, float*) {
+  throw Error("this attention has no backward (generation only)");
+}
+
+Transformer::Transformer(const ModelConfig& config, const ParamLayout& layout, Backend& backend)
+    : c_(config), B_(backend) {
+  embed_ = layout.find("embed").offset;
+  final_norm_ = layout.find("final_norm").offset;
+  lm_head_ = layout.find("lm_head").offset;
+  for (int l = 0; l < c_.n_layers; ++l)
+    layer_.push_back({layout.layer_offset(l, "attn_norm"), layout.layer_offset(l, "wqkv"),
+                      layout.layer_offset(l, "wo"), layout.layer_offset(l, "mlp_norm"),
+                      layout.layer_offset(l, "w_gate_up"), layout.layer_offset(l, "w_down")});
+}
+
+const float* Transformer::head_weight(const float* params) const { return params + lm_head_; }
+float* Transformer::head_weight_grad(float* grads) const { return grads + lm_head_; }
+
+void Transformer::forward(const float* P, const int32_t* token, const int32_t* position, int T,
+                          const int32_t* rows, int R, BlockAttention& attention,
+                          TransformerActivations& act) const {
+  Backend& B = B_;
+  const int d = c_.d_model, F = c_.ffn_dim, hd = c_.head_dim(), H = c_.n_heads;
+  const int HD = H * hd, QKV = c_.qkv_dim(), L = c_.n_layers;
+  const size_t Td = static_cast<size_t>(T) * d;
+  const bool keep = act.keep_layers_;
+  FORGE_CHECK(T > 0, "a forward pass over no rows");
+  if (act.layers_.empty()) act.layers_.resize(keep ? L : 1);
+  act.T_ = T;
+  act.R_ = R;
+  act.position_ = position;
+  act.rows_ = rows;
+
+  act.layer(0).x_in.ensure(B, Td);
+  B.embedding_fwd(token, P + embed_, act.layer(0).x_in.data(), T, d);
+  for (int l = 0; l < L; ++l) {
+    TransformerActivations::Layer& a = act.layer(l);
+    const LayerOffsets& o = layer_[l];
+    a.h1.ensure(B, Td);
+    a.rstd1.ensure(B, T);
+    a.qkv.ensure(B, static_cast<size_t>(T) * QKV);
+    a.att.ensure(B, static_cast<size_t>(T) * HD);
+    a.h2.ensure(B, Td);
+    a.rstd2.ensure(B, T);
+    a.gu.ensure(B, static_cast<size_t>(T) * 2 * F);
+    a.act.ensure(B, static_cast<size_t>(T) * F);
+    // Residual stream: training keeps x_in, x_mid and x_out of every layer;
+    // generation updates one buffer in place.
+    float* x_in = a.x_in.data();
+    float* x_mid = x_in;
+    float* x_out = x_in;
+    if (keep) {
+      a.lse.ensure(B, static_cast<size_t>(H) * T);
+      a.x_mid.ensure(B, Td);
+      DeviceArray<float>& next = l + 1 < L ? act.layer(l + 1).x_in : act.x_final_;
+      next.ensure(B, Td);
+      x_mid = a.x_mid.data();
+      x_out = next.data();
+    }
+
+    B.rmsnorm_fwd(x_in, P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
+    B.gemm(false, true, T, QKV, d, 1.0f, a.h1.data(), d, P + o.wqkv, d, 0.0f, a.qkv.data(), QKV);
+    B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, c_.rope_base, false);
+    attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? a.lse.data() : nullptr);
+    if (x_mid != x_in) B.copy(x_mid, x_in, Td * sizeof(float));
+    B.gemm(false, true, T, d, HD, 1.0f, a.att.data(), HD, P + o.wo, HD, 1.0f, x_mid, d);
+    B.rmsnorm_fwd(x_mid, P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
+    B.gemm(false, true, T, 2 * F, d, 1.0f, a.h2.data(), d, P + o.w_gate_up, d, 0.0f, a.gu.data(), 2 * F);
+    B.swiglu_fwd(a.gu.data(), a.act.data(), T, F);
+    if (x_out != x_mid) B.copy(x_out, x_mid, Td * sizeof(float));
+    B.gemm(false, true, T, d, F, 1.0f, a.act.data(), F, P + o.w_down, F, 1.0f, x_out, d);
+  }
+
+  // Final norm on the head rows only.
+  act.xf_rows_.ensure(B, static_cast<size_t>(R) * d);
+  act.hf_.ensure(B, static_cast<size_t>(R) * d);
+  act.rstd_f_.ensure(B, R);
+  if (R == 0) return;
+  const float* x_last = keep ? act.x_final_.data() : act.layer(0).x_in.data();
+  B.gather_rows(x_last, rows, act.xf_rows_.data(), R, d);
+  B.rmsnorm_fwd(act.xf_rows_.data(), P + final_norm_, act.hf_.data(), act.rstd_f_.data(), R, d, c_.norm_eps);
+}
+
+void Transformer::backward(const float* P, float* G, const float* d_head_hidden, const int32_t* token,
+                           BlockAttention& attention, TransformerActivations& act) const {
+  Backend& B = B_;
+  FORGE_CHECK(act.keep_layers_, "backward through a pass that did not keep its activations");
+  const int T = act.T_, R = act.R_, d = c_.d_model, F = c_.ffn_dim, hd = c_.head_dim(), H = c_.n_heads;
+  const int HD = H * hd, QKV = c_.qkv_dim();
+  const size_t Td = static_cast<size_t>(T) * d;
+
+  act.dx_.ensure(B, Td);
+  B.fill(act.dx_.data(), 0.0f, Td);
+  if (R > 0) {
+    act.d_xf_rows_.ensure(B, static_cast<size_t>(R) * d);
+    B.fill(act.d_xf_rows_.data(), 0.0f, static_cast<size_t>(R) * d);
+    B.rmsnorm_bwd(act.xf_rows_.data(), P + final_norm_, act.rstd_f_.data(), d_head_hidden, act.d_xf_rows_.data(),
+                  G + final_norm_, R, d);
+    B.scatter_add_rows(act.d_xf_rows_.data(), act.rows_, act.dx_.data(), R, d);
+  }
+
+  act.d_act_.ensure(B, static_cast<size_t>(T) * F);
+  act.d_gu_.ensure(B, static_cast<size_t>(T) * 2 * F);
+  act.d_h_.ensure(B, Td);
+  act.d_att_.ensure(B, static_cast<size_t>(T) * HD);
+  act.d_qkv_.ensure(B, static_cast<size_t>(T) * QKV);
+  float* dx = act.dx_.data();
+  for (int l = c_.n_layers - 1; l >= 0; --l) {
+    TransformerActivations::Layer& a = act.layer(l);
+    const LayerOffsets& o = layer_[l];
+    // MLP: x_out = x_mid + act Wd^T
+    B.gemm(false, false, T, F, d, 1.0f, dx, d, P + o.w_down, F, 0.0f, act.d_act_.data(), F);
+    B.gemm(true, false, d, F, T, 1.0f, dx, d, a.act.data(), F, 1.0f, G + o.w_down, F);
+    B.swiglu_bwd(a.gu.data(), act.d_act_.data(), act.d_gu_.data(), T, F);
+    B.gemm(false, false, T, d, 2 * F, 1.0f, act.d_gu_.data(), 2 * F, P + o.w_gate_up, d, 0.0f, act.d_h_.data(), d);
+    B.gemm(true, false, 2 * F, d, T, 1.0f, act.d_gu_.data(), 2 * F, a.h2.data(), d, 1.0f, G + o.w_gate_up, d);
+    B.rmsnorm_bwd(a.x_mid.data(), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
+    // Attention: x_mid = x_in + att Wo^T
+    B.gemm(false, false, T, HD, d, 1.0f, dx, d, P + o.wo, HD, 0.0f, act.d_att_.data(), HD);
+    B.gemm(true, false, d, HD, T, 1.0f, dx, d, a.att.data(), HD, 1.0f, G + o.wo, HD);
+    attention.backward(l, a.qkv.data(), QKV, a.att.data(), a.lse.data(), act.d_att_.data(), act.d_qkv_.data());
+    B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, c_.rope_base, true);
+    B.gemm(false, false, T, d, QKV, 1.0f, act.d_qkv_.data(), QKV, P + o.wqkv, d, 0.0f, act.d_h_.data(), d);
+    B.gemm(true, false, QKV, d, T, 1.0f, act.d_qkv_.data(), QKV, a.h1.data(), d, 1.0f, G + o.wqkv, d);
+    B.rmsnorm_bwd(a.x_in.data(), P + o.attn_norm, a.rstd1.data(), act.d_h_.data(), dx, G + o.attn_norm, T, d);
+  }
+  B.embedding_bwd(token, dx, G + embed_, T, d);
+}
+
+}  // namespace forge

@@ -1,0 +1,95 @@
+// The decoder's block sequence, written once for training and generation:
+//
+//   x_0 = embed[tokens]
+//   per layer l:  h = RMSNorm(x) ; [q k v] = h Wqkv^T ; q, k = RoPE(q, k; position)
+//                 x = x + Attention_l(q, k, v) Wo^T
+//                 h = RMSNorm(x) ; [g u] = h Wgu^T ; x = x + (silu(g) * u) Wdown^T
+//   hidden = RMSNorm(x_L[rows])     the rows the FP32 head reads
+//
+// Only the attention differs between the two users, and it is theirs
+// (BlockAttention): tree attention over a packed bin (PolicyModel, which
+// trains) or paged attention over the KV cache (RolloutEngine, which
+// generates). Training keeps every layer's activations for backward();
+// generation overwrites one set layer after layer and updates the residual
+// stream in place. An architecture variant of the block is written here once
+// and holds in both.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/device_array.hpp"
+#include "model/model_config.hpp"
+
+namespace forge {
+
+// The attention of one pass over T rows. forward() reads the layer's q, k, v
+// (rows of ld floats, RoPE applied: q heads, then k heads, then v heads) and
+// writes out [T, n_heads * head_dim]; lse [n_heads, T] is where a training
+// attention keeps its softmax statistics (null when not kept).
+class BlockAttention {
+ public:
+  virtual ~BlockAttention() = default;
+  virtual void forward(int layer, const float* qkv, int ld, float* out, float* lse) = 0;
+  // dq, dk, dv into dqkv (same layout, overwritten) from dout; training only.
+  virtual void backward(int layer, const float* qkv, int ld, const float* out, const float* lse,
+                        const float* dout, float* dqkv);
+};
+
+// What a pass keeps. With keep_layers (training) every layer has its own
+// buffers and backward() can run; otherwise one set is reused.
+class TransformerActivations {
+ public:
+  explicit TransformerActivations(bool keep_layers) : keep_layers_(keep_layers) {}
+  // Rows of the last pass's head input: hidden [R, d] after the final norm.
+  const float* head_hidden() const { return hf_.data(); }
+  int rows() const { return R_; }
+
+ private:
+  friend class Transformer;
+  struct Layer {
+    DeviceArray<float> x_in, h1, rstd1, qkv, att, lse, x_mid, h2, rstd2, gu, act;
+  };
+  Layer& layer(int l) { return layers_[keep_layers_ ? l : 0]; }
+
+  bool keep_layers_;
+  int T_ = 0, R_ = 0;
+  const int32_t* position_ = nullptr;  // the pass's positions (caller's memory)
+  std::vector<Layer> layers_;
+  DeviceArray<float> x_final_;                  // residual after the last layer [T, d]
+  DeviceArray<float> xf_rows_, hf_, rstd_f_;    // head rows [R, d]
+  const int32_t* rows_ = nullptr;               // head rows (caller's memory)
+  // backward scratch
+  DeviceArray<float> dx_, d_act_, d_gu_, d_h_, d_att_, d_qkv_, d_xf_rows_;
+};
+
+class Transformer {
+ public:
+  Transformer(const ModelConfig& config, const ParamLayout& layout, Backend& backend);
+
+  // Embedding and every block over T rows (token and position: backend
+  // memory), then the final norm of the head rows (rows: backend memory,
+  // R of them, distinct). params: the flat parameter buffer.
+  void forward(const float* params, const int32_t* token, const int32_t* position, int T,
+               const int32_t* rows, int R, BlockAttention& attention, TransformerActivations& act) const;
+
+  // The weights of the FP32 head [V, d] in params.
+  const float* head_weight(const float* params) const;
+  float* head_weight_grad(float* grads) const;
+
+  // From dL/d(head hidden) [R, d] to parameter gradients (accumulated into
+  // grads) through the last forward, which must have kept its layers.
+  void backward(const float* params, float* grads, const float* d_head_hidden, const int32_t* token,
+                BlockAttention& attention, TransformerActivations& act) const;
+
+ private:
+  struct LayerOffsets {
+    size_t attn_norm, wqkv, wo, mlp_norm, w_gate_up, w_down;
+  };
+  ModelConfig c_;
+  Backend& B_;
+  size_t embed_, final_norm_, lm_head_;
+  std::vector<LayerOffsets> layer_;
+};
+
+}  // namespace forge

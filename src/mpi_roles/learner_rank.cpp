@@ -1,0 +1,229 @@
+#include "mpi_roles/learner_rank.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
+#include "episode/trajectory_codec.hpp"
+#include "model/tokenizer.hpp"
+#include "mpi_roles/learner_gradient_sum.hpp"
+
+namespace forge {
+namespace {
+
+// A finished group the lead holds outside the pool: restored from a
+// checkpoint, or taken from the pool by a batch that SIGTERM interrupted.
+struct HeldGroup {
+  uint64_t slot = 0;
+  int64_t version = 0;
+  int producer = -1;  // -1: from the checkpoint
+  std::vector<uint8_t> payload;
+};
+
+// One step's batch as the lead took it.
+struct TakenBatch {
+  std::vector<Trajectory> episodes;
+  std::vector<int64_t> staleness;  // per group
+  int dropped = 0, masked = 0;
+  double waited_s = 0;
+};
+
+class BatchTaker {
+ public:
+  BatchTaker(DataPool& pool, const RoleLayout& layout, const LearnerRankConfig& cfg, const DataPoolState* resumed)
+      : pool_(pool), layout_(layout), cfg_(cfg) {
+    if (resumed)
+      for (size_t i = 0; i < resumed->kept_slot.size(); ++i)
+        held_.push_back({static_cast<uint64_t>(resumed->kept_slot[i]), resumed->kept_version[i], -1,
+                         resumed->kept_payload(i)});
+  }
+
+  size_t held() const { return held_.size(); }
+
+  // `groups` groups for step `version`, held ones first; nullopt after
+  // SIGTERM, with the groups taken so far held again.
+  std::optional<TakenBatch> take(int groups, int64_t version) {
+    TakenBatch batch;
+    std::vector<HeldGroup> taken;
+    Stopwatch waited, since_group;
+    while (static_cast<int>(taken.size()) < groups) {
+      if (*cfg_.terminate) {
+        held_.insert(held_.begin(), std::make_move_iterator(taken.begin()), std::make_move_iterator(taken.end()));
+        return std::nullopt;
+      }
+      if (!held_.empty()) {
+        taken.push_back(std::move(held_.front()));
+        held_.pop_front();
+        batch.staleness.push_back(version - taken.back().version);
+        continue;
+      }
+      std::optional<TakenTrajectory> t = pool_.try_take();
+      if (!t) {
+        if (since_group.seconds() > cfg_.group_wait_s)
+          throw Error("waited " + std::to_string(static_cast<int>(cfg_.group_wait_s)) + " s (" +
+                      cfg_.group_wait_key + ") for a group from the environment ranks: " + pool_.describe_head());
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
+      since_group.reset();
+      if (t->verdict == Verdict::kDrop) {
+        ++batch.dropped;
+        continue;
+      }
+      if (t->verdict == Verdict::kMask) {
+        ++batch.masked;
+        continue;
+      }
+      batch.staleness.push_back(t->staleness);
+      taken.push_back({t->slot, t->version, t->producer, std::move(t->payload)});
+    }
+    batch.waited_s = waited.seconds();
+    for (const HeldGroup& g : taken) {
+      const std::string source = "slot " + std::to_string(g.slot) +
+                                 (g.producer >= 0 ? " from " + layout_.name(g.producer) : " (from the checkpoint)");
+      for (Trajectory& t : decode_trajectories(g.payload.data(), g.payload.size(), Tokenizer::kVocabSize, source))
+        batch.episodes.push_back(std::move(t));
+    }
+    return batch;
+  }
+
+  // The pool's state plus the groups the lead holds (they are SKIP or
+  // consumed in the pool, and must be kept, not forgotten, by a resume).
+  CheckpointState checkpoint_state() {
+    DataPoolState st = pool_.snapshot();
+    for (const HeldGroup& g : held_) {
+      std::erase(st.consumed, static_cast<int64_t>(g.slot));
+      st.keep(static_cast<int64_t>(g.slot), g.version, g.payload);
+    }
+    CheckpointState cs;
+    cs.sections[kDataPoolSection] = st.to_section();
+    return cs;
+  }
+
+ private:
+  DataPool& pool_;
+  const RoleLayout& layout_;
+  const LearnerRankConfig& cfg_;
+  std::deque<HeldGroup> held_;
+};
+
+std::string pool_view(const TakenBatch& b, const PolicyUpdateStats& st) {
+  int64_t smax = 0;
+  double smean = 0;
+  for (int64_t s : b.staleness) smax = std::max(smax, s), smean += double(s) / b.staleness.size();
+  char line[192];
+  std::snprintf(line, sizeof line, "  staleness mean %.2f max %lld  waited %.1f s  dropped %d masked %d%s", smean,
+                static_cast<long long>(smax), b.waited_s, b.dropped, b.masked,
+                st.abandoned ? ("  abandoned " + std::to_string(st.abandoned)).c_str() : "");
+  return line;
+}
+
+// Broadcasts the lead's bytes to every learner (size first: 0 = stop).
+std::vector<uint8_t> broadcast_batch(MPI_Comm learners, std::vector<uint8_t> bytes) {
+  uint64_t size = bytes.size();
+  MPI_Bcast(&size, 1, MPI_UINT64_T, 0, learners);
+  bytes.resize(size);
+  if (size) MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, learners);
+  return bytes;
+}
+
+}  // namespace
+
+int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool, WeightChannel& weights,
+                     SendQueue& sends, PolicyModel& model, AdamW& opt, LearnerRankConfig cfg,
+                     const LearnerStart& start, const DataPoolState* resumed_pool) {
+  int learner_rank = 0, learner_count = 1;
+  MPI_Comm_rank(learners, &learner_rank);
+  MPI_Comm_size(learners, &learner_count);
+  const bool lead = learner_rank == 0;
+  LearnerGradientSum gradient_sum(learners, model.backend());  // device collectives, or MPI on host memory
+  LearnerSetup& setup = cfg.setup;
+  setup.lead = lead;
+  setup.shard = learner_rank;
+  setup.shards = learner_count;
+  if (learner_count > 1) {
+    setup.sum_across_shards = [learners](double* v, int n) {
+      MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, learners);
+    };
+    setup.gradient_sum = [&gradient_sum](float* g, size_t n) { gradient_sum(g, n); };
+  }
+  Learner learner(setup, model, opt, start);
+  BatchTaker taker(pool, layout, cfg, lead ? resumed_pool : nullptr);
+
+  // Version v to the rollout ranks (weights) and the pool (staleness). The
+  // weight channel reads host memory: a backend's parameters are staged
+  // through one reused host buffer unless they are host memory already.
+  std::vector<float> staged;
+  const auto publish = [&](int64_t version) {
+    const float* host = model.params();
+    if (!model.backend().host_memory()) {
+      staged.resize(model.layout().total);
+      model.backend().to_host(staged.data(), model.params(), staged.size() * sizeof(float));
+      host = staged.data();
+    }
+    weights.publish(host, version);
+    pool.publish_version(version);
+  };
+  const int steps = setup.train.steps;
+  if (lead) {
+    if (!start.resumed_from.empty())
+      log_info("resumed from " + start.resumed_from + " at step " + std::to_string(start.step) + "; pool head " +
+               std::to_string(resumed_pool ? resumed_pool->head : 0) + ", " + std::to_string(taker.held()) +
+               " finished groups restored, in-flight groups generated again");
+    else if (!setup.train.init.empty())
+      log_info("initial weights from " + setup.train.init);
+    publish(start.step);
+    const WindowConfig& w = pool.config().window;
+    log_info("train: " + std::to_string(model.layout().total) + " parameters; " +
+             std::to_string(layout.count(Role::kLearner)) + " learner, " + std::to_string(layout.count(Role::kRollout)) +
+             " rollout and " + std::to_string(layout.count(Role::kEnvironment)) + " environment ranks; " +
+             std::to_string(setup.train.tasks) + " groups of " + std::to_string(setup.train.group) +
+             " episodes per step; pool " + to_string(w.kind) + " N=" + std::to_string(w.n_inflight) +
+             " W=" + std::to_string(w.effective_window()) + "; loss " + setup.update.loss.algorithm);
+  }
+
+  int stop = kStopFinished;
+  int step = start.step;
+  Stopwatch since_step;
+  for (; step < steps; ++step) {
+    Stopwatch sw;
+    std::optional<TakenBatch> batch;
+    if (lead) batch = taker.take(setup.train.tasks, step);
+    std::vector<uint8_t> bytes;
+    if (learner_count > 1) bytes = broadcast_batch(learners, batch ? encode_trajectories(batch->episodes) : bytes);
+    if (lead ? !batch : bytes.empty()) {  // SIGTERM on the lead: every learner stops here
+      stop = kStopSignal;
+      break;
+    }
+    const std::vector<Trajectory> episodes =
+        lead ? std::move(batch->episodes)
+             : decode_trajectories(bytes.data(), bytes.size(), Tokenizer::kVocabSize, "the lead learner's batch");
+    double grad_norm = 0;
+    const PolicyUpdateStats st = learner.update(episodes, &grad_norm);
+    if (!lead) continue;
+    publish(step + 1);
+    const double since_previous = since_step.seconds();
+    since_step.reset();
+    learner.record(step, episodes, st, grad_norm, {since_previous, sw.seconds()}, pool_view(*batch, st),
+                   [&] { return taker.checkpoint_state(); });
+  }
+
+  if (lead) {
+    if (stop == kStopSignal) {
+      log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
+      log_info("checkpoint " + learner.checkpoint(step, taker.checkpoint_state()) + "; continue with --resume");
+    }
+    weights.request_stop(stop);
+  }
+  quiesce(MPI_COMM_WORLD, sends, cfg.deadline_s);
+  if (stop == kStopFinished) learner.finish(step);
+  return stop == kStopSignal ? 143 : 0;
+}
+
+}  // namespace forge
