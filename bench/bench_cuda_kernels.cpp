@@ -12,6 +12,7 @@
 // the table header and the JSON line with "device": "none", and exits 0.
 //
 //   bench_cuda_kernels [--tokens=4096] [--reps=10]
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -26,7 +27,7 @@
 #include "core/rng.hpp"
 #include "model/optimizer.hpp"
 #include "model/policy_model.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "tree/packed_batch.hpp"
 #include "tree/prefix_tree.hpp"
 
@@ -118,7 +119,9 @@ int main(int argc, char** argv) {
   for (int t = 0; t < T; ++t) pos[t] = t;
   DeviceArray<int32_t> dpos(B, T);
   dpos.upload(pos);
-  row("rope 32 heads x 128", time([&] { B.rope(x.data(), dpos.data(), T, 32, 128, d, 10000.0f, false); }), 0, 8 * Td);
+  std::vector<double> inv_freq(64);
+  for (int i = 0; i < 64; ++i) inv_freq[i] = std::pow(10000.0, -2.0 * i / 128);
+  row("rope 32 heads x 128", time([&] { B.rope(x.data(), dpos.data(), T, 32, 128, d, inv_freq.data(), false); }), 0, 8 * Td);
   const size_t n = size_t(64) << 20;
   DeviceArray<float> p(B, n), g(B, n), m(B, n), v(B, n);
   for (auto* a : {&p, &g, &m, &v}) B.fill(a->data(), 0.01f, n);
@@ -228,7 +231,7 @@ int main(int argc, char** argv) {
 
   // Train step, reference model: tree-merged versus linear.
   ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;
+  c.vocab = ByteTokenizer::kVocabSize;
   PolicyModel model(c, B);
   model.init_random(1);
   OptimConfig oc;

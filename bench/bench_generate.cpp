@@ -28,7 +28,7 @@
 #include "core/timer.hpp"
 #include "model/policy_model.hpp"
 #include "model/rollout_engine.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 using namespace forge;
 
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   flags.finish();
 
   ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, 8 kv heads, ffn 688 by default
+  c.vocab = ByteTokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, 8 kv heads, ffn 688 by default
   auto backend = make_backend("cpu");
   PolicyModel model(c, *backend);
   model.init_random(1);

@@ -23,7 +23,7 @@
 #include "core/rng.hpp"
 #include "model/optimizer.hpp"
 #include "model/policy_model.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 using namespace forge;
 
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   const int threads = omp_get_max_threads();
 
   ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, ffn 688 by default
+  c.vocab = ByteTokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, ffn 688 by default
   auto backend = make_backend("cpu");
   PolicyModel model(c, *backend);
   model.init_random(1);

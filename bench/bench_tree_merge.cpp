@@ -21,7 +21,7 @@
 #include "bench_util.hpp"
 #include "core/rng.hpp"
 #include "model/policy_model.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 using namespace forge;
 
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   }
 
   ModelConfig c;  // the bench_train_step reference model
-  c.vocab = Tokenizer::kVocabSize;
+  c.vocab = ByteTokenizer::kVocabSize;
   auto backend = make_backend("cpu");
   PolicyModel model(c, *backend);
   model.init_random(1);

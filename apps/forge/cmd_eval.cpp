@@ -55,7 +55,8 @@ int run_eval(int argc, char** argv) {
 
   const std::string path = resolve_checkpoint(checkpoint);
   auto backend = make_backend(all.base.run.backend, parse_precision(all.base.run.precision));
-  PolicyModel model(model_config_of(path), *backend);
+  const ModelSource source = model_source_of(path);
+  PolicyModel model(source.config, *backend);
   const CheckpointState st = load_checkpoint(path, model, nullptr);
   const StyleEvals ev = evaluate_styles(model, env, agent, tasks, all.base.run.seed);
   if (json) {

@@ -20,7 +20,7 @@
 #include "cli.hpp"
 #include "core/error.hpp"
 #include "io_hdf5/rollout_reader.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "text_formats.hpp"
 
 namespace forge {
@@ -98,7 +98,7 @@ void export_tokens(const Trajectory& t, std::FILE* out, bool jsonl) {
 }
 
 void export_decoded(const Trajectory& t, std::FILE* out, bool jsonl) {
-  const Tokenizer tok;
+  const ByteTokenizer tok;
   TableWriter w(out, jsonl, {"call", "context", "generated", "generated_tokens", "logprob_sum"});
   for (size_t c = 0; c < t.calls.size(); ++c) {
     const LlmCall& call = t.calls[c];

@@ -13,7 +13,7 @@
 #include "learner/run_checkpoints.hpp"
 #include "model/rollout_engine.hpp"
 #include "model/sampling.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "synthetic_task.hpp"
 
 namespace forge {
@@ -41,7 +41,8 @@ int run_generate(int argc, char** argv) {
 
   const std::string path = resolve_checkpoint(checkpoint);
   auto backend = make_backend(run.backend, parse_precision(run.precision));
-  PolicyModel model(model_config_of(path), *backend);
+  const ModelSource source = model_source_of(path);
+  PolicyModel model(source.config, *backend);
   const CheckpointState st = load_checkpoint(path, model, nullptr);
 
   EngineConfig ec;
@@ -53,13 +54,13 @@ int run_generate(int argc, char** argv) {
   req.sampling.stop_tokens = {kEndOfTurn};
   engine.submit(req);
   const GenerationResult res = engine.run_until_done().at(0);
-  Tokenizer tok;
+  ByteTokenizer tok;
   std::vector<int32_t> text = res.tokens;
   if (!text.empty() && text.back() == kEndOfTurn) text.pop_back();
   std::printf("%s\n", tok.decode(text).c_str());
   if (show_logprobs)
     for (size_t i = 0; i < res.tokens.size(); ++i)
-      std::printf("  %-14s logprob %8.4f  p %.3f  version %d\n", tok.token_name(res.tokens[i]).c_str(),
+      std::printf("  %-14s logprob %8.4f  p %.3f  version %d\n", tok.token_text(res.tokens[i]).c_str(),
                   res.logprobs[i], std::exp(res.logprobs[i]), res.versions[i]);
   std::fprintf(stderr, "(%s, step %lld, finish: %s)\n", path.c_str(),
                static_cast<long long>(st.step), to_string(res.finish));

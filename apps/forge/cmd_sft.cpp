@@ -33,7 +33,7 @@
 #include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "synthetic_task.hpp"
 
 namespace forge {
@@ -65,7 +65,7 @@ EvalResult evaluate(PolicyModel& model, const std::string& task, int n, uint64_t
     r.sampling.seed = seed + i;
     engine.submit(std::move(r));
   }
-  Tokenizer tok;
+  ByteTokenizer tok;
   EvalResult out;
   int correct = 0;
   for (const auto& res : engine.run_until_done()) {

@@ -29,7 +29,7 @@
 #include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "mpi_roles/data_pool_state.hpp"
 #include "mpi_roles/mpi_runtime.hpp"
 

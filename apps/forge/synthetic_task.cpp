@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 
@@ -30,7 +30,7 @@ void append(std::vector<int32_t>& out, const std::vector<int32_t>& more) {
 }  // namespace
 
 std::vector<int32_t> single_turn_prompt(const std::string& request) {
-  Tokenizer tok;
+  ByteTokenizer tok;
   std::vector<int32_t> p = {kBos, kUser};
   append(p, tok.encode(request));
   p.push_back(kEndOfTurn);
@@ -39,7 +39,7 @@ std::vector<int32_t> single_turn_prompt(const std::string& request) {
 }
 
 std::vector<Sample> make_conversation(Rng& rng, const std::string& task, int turns) {
-  Tokenizer tok;
+  ByteTokenizer tok;
   std::vector<Sample> samples;
   std::vector<int32_t> history = {kBos};
   for (int t = 0; t < turns; ++t) {

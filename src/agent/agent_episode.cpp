@@ -7,7 +7,7 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "env/process_signals.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
@@ -129,7 +129,7 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
   TurnRecord record;
   record.tokens = result.tokens;
   append(record.tokens, template_.assistant_end(result.tokens));
-  append(record.tokens, template_.tool_message(Tokenizer().encode(render_observation(style_.response, obs))));
+  append(record.tokens, template_.tool_message(ByteTokenizer().encode(render_observation(style_.response, obs))));
   append(record.tokens, template_.assistant_start());
   if (obs.kind == ObservationKind::kOk) record.note = action.call.tool + "(" + action.call.args + ")=" + obs.text;
   append(context_, record.tokens);

@@ -1,13 +1,13 @@
 #include "agent/chat_template.hpp"
 
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
 
 void append(Tokens& out, const Tokens& more) { out.insert(out.end(), more.begin(), more.end()); }
 
-Tokens text(const char* s) { return Tokenizer().encode(s); }
+Tokens text(const char* s) { return ByteTokenizer().encode(s); }
 
 // <|role|> body <|eot|>
 Tokens special_message(int32_t role, const Tokens& body) {

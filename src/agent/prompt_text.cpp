@@ -1,13 +1,13 @@
 #include "agent/prompt_text.hpp"
 
 #include "agent/tool_call_format.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
 
 void append(Tokens& out, const Tokens& more) { out.insert(out.end(), more.begin(), more.end()); }
-void append(Tokens& out, const std::string& s) { append(out, Tokenizer().encode(s)); }
+void append(Tokens& out, const std::string& s) { append(out, ByteTokenizer().encode(s)); }
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 #include "agent/scripted_policy.hpp"
 
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 

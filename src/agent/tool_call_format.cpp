@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "env/environment.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
@@ -184,7 +184,7 @@ ParsedAction parse_xml(std::string_view s) {
 }  // namespace
 
 std::vector<int32_t> render_action(CallFormat format, const ToolCall& call) {
-  Tokenizer tok;
+  ByteTokenizer tok;
   const bool answer = call.tool == kAnswerTool;
   switch (format) {
     case CallFormat::kParen:
@@ -221,10 +221,10 @@ ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generat
   }
   std::string text;
   for (size_t i = b; i < e; ++i) {
-    if (Tokenizer::is_special(t[i]) || t[i] < 0)
-      return invalid("unexpected token " + (t[i] < 0 || t[i] >= Tokenizer::kVocabSize
+    if (ByteTokenizer().is_special(t[i]) || t[i] < 0)
+      return invalid("unexpected token " + (t[i] < 0 || t[i] >= ByteTokenizer::kVocabSize
                                                 ? std::to_string(t[i])
-                                                : Tokenizer().token_name(t[i])));
+                                                : ByteTokenizer().token_text(t[i])));
     text += static_cast<char>(t[i]);
   }
   const std::string_view s = trim(text);

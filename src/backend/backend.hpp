@@ -178,9 +178,10 @@ class Backend {
   virtual void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
                            float* dx, float* dw, int T, int d) = 0;
   // Rotates pairs (2i, 2i+1) of n_heads heads per row, head h at x + t*ld + h*head_dim,
-  // by angle pos[t] * base^(-2i/head_dim); inverse = true rotates back (the backward).
+  // by angle pos[t] * inv_freq[i] (inv_freq: host memory, head_dim / 2 values,
+  // model/model_config.hpp's rope_inv_freq); inverse = true rotates back (the backward).
   virtual void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
-                    float base, bool inverse) = 0;
+                    const double* inv_freq, bool inverse) = 0;
   // gu row = [gate (F) | up (F)]; out = silu(gate) * up
   virtual void swiglu_fwd(const float* gu, float* out, int T, int F) = 0;
   virtual void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) = 0;

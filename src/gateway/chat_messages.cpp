@@ -5,7 +5,7 @@
 #include "agent/tool_call_format.hpp"
 #include "env/tool_call.hpp"
 #include "gateway/request_error.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
@@ -110,7 +110,7 @@ Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat
                    const EpisodeTexts& texts) {
   if (!messages.is_array() || messages.empty()) throw bad_request("messages must be a non-empty array");
   const ChatTemplate tmpl(chat_template);
-  const Tokenizer tok;
+  const ByteTokenizer tok;
   // A text the gateway handed out keeps its tokens.
   const auto text_tokens = [&](const std::string& s, const std::string& original, const Tokens& original_tokens) {
     return s == original ? original_tokens : tok.encode(s);

@@ -6,7 +6,7 @@
 
 #include "core/rng.hpp"
 #include "gateway/request_error.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 
@@ -292,12 +292,12 @@ GenerationReply GatewayService::completion(uint64_t episode_id, const json& body
   const json& p = body["prompt"];
   Tokens prompt;
   if (p.is_string()) {
-    prompt = Tokenizer().encode(p.get<std::string>());
+    prompt = ByteTokenizer().encode(p.get<std::string>());
   } else if (p.is_array()) {
     for (const json& t : p) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= Tokenizer::kVocabSize)
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= ByteTokenizer::kVocabSize)
         throw bad_request("\"prompt\" as token ids: each must be an integer in [0, " +
-                          std::to_string(Tokenizer::kVocabSize) + ")");
+                          std::to_string(ByteTokenizer::kVocabSize) + ")");
       prompt.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
   } else {

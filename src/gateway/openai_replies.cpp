@@ -4,7 +4,7 @@
 #include <string>
 
 #include "gateway/chat_messages.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 
@@ -55,7 +55,7 @@ std::vector<std::string> pieces(const std::string& text, size_t bytes) {
 json chat_reply(const GenerationReply& r, bool with_logprobs) {
   json choice = {{"index", 0}, {"message", r.message}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
   if (with_logprobs) {
-    const Tokenizer tok;
+    const ByteTokenizer tok;
     json content = json::array();
     for (size_t i = 0; i < r.result.tokens.size(); ++i) {
       const std::string raw = tok.decode({r.result.tokens[i]});
@@ -98,7 +98,7 @@ std::vector<json> chat_reply_chunks(const GenerationReply& r) {
 }
 
 json completion_reply(const GenerationReply& r, bool with_logprobs) {
-  const Tokenizer tok;
+  const ByteTokenizer tok;
   json choice = {{"index", 0}, {"text", tokens_text(r.result.tokens)}, {"finish_reason", r.finish_reason},
                  {"logprobs", nullptr}};
   if (with_logprobs) {

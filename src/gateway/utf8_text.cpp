@@ -1,6 +1,6 @@
 #include "gateway/utf8_text.hpp"
 
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 
@@ -27,6 +27,6 @@ std::string valid_utf8(const std::string& s) {
   return out;
 }
 
-std::string tokens_text(const Tokens& tokens) { return valid_utf8(Tokenizer().decode(tokens)); }
+std::string tokens_text(const Tokens& tokens) { return valid_utf8(ByteTokenizer().decode(tokens)); }
 
 }  // namespace forge

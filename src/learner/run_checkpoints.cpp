@@ -5,7 +5,7 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "io_hdf5/h5_file.hpp"
-#include "model/tokenizer.hpp"
+#include "pretrained/model_source.hpp"
 
 namespace forge {
 
@@ -33,7 +33,7 @@ std::string resolve_checkpoint(const std::string& given) {
   return path;
 }
 
-ModelConfig model_config_of(const std::string& checkpoint) {
+ModelSource model_source_of(const std::string& checkpoint) {
   const std::string ini = h5::File::open_read(checkpoint).attr_string("config");
   // The stored INI holds every section of its command; only [model] is read.
   std::string model_section;
@@ -51,8 +51,7 @@ ModelConfig model_config_of(const std::string& checkpoint) {
   add_model_options(stored, model);
   stored.load_ini_text(model_section, checkpoint + " (stored config)");
   stored.run_checks();
-  model.vocab = Tokenizer::kVocabSize;
-  return model;
+  return resolve_model(model, false);
 }
 
 }  // namespace forge

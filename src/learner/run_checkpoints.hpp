@@ -10,6 +10,7 @@
 #include "model/model_config.hpp"
 #include "model/optimizer.hpp"
 #include "model/policy_model.hpp"
+#include "pretrained/model_source.hpp"
 
 namespace forge {
 
@@ -28,7 +29,9 @@ std::string save_run_checkpoint(const RunConfig& run, const std::string& config_
 // (RUN_DIR/checkpoints, or the folder itself). InputError when none exists.
 std::string resolve_checkpoint(const std::string& file_or_run_dir);
 
-// The [model] section of the configuration stored in the checkpoint.
-ModelConfig model_config_of(const std::string& checkpoint);
+// The model of the configuration stored in the checkpoint (its [model]
+// section, resolved: a fine-tuned pretrained model brings its tokenizer and
+// chat format back from model.pretrained, without its original weights).
+ModelSource model_source_of(const std::string& checkpoint);
 
 }  // namespace forge

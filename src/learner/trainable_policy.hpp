@@ -1,7 +1,9 @@
 // A policy ready to train, as every trainer sets it up: the run's backend
-// (run.backend, run.precision), the model over the tokenizer's vocabulary
-// initialised from run.seed, and AdamW over it (optim.total_steps is the
-// cosine schedule's horizon: the caller sets it to its step count).
+// (run.backend, run.precision), the model the [model] section names
+// (pretrained/model_source.hpp: a pretrained model's weights, or the
+// built-in policy initialised from run.seed), and AdamW over it
+// (optim.total_steps is the cosine schedule's horizon: the caller sets it to
+// its step count).
 #pragma once
 #include <memory>
 
@@ -10,6 +12,7 @@
 #include "model/model_config.hpp"
 #include "model/optimizer.hpp"
 #include "model/policy_model.hpp"
+#include "pretrained/model_source.hpp"
 
 namespace forge {
 
@@ -17,9 +20,12 @@ struct TrainablePolicy {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<PolicyModel> model;
   std::unique_ptr<AdamW> opt;
+  ModelSource source;  // its tokenizer and chat format (weights moved into the model)
 };
 
-// InputError for an unknown or unavailable backend or precision.
-TrainablePolicy make_trainable_policy(ModelConfig model, const OptimConfig& optim, const RunConfig& run);
+// `model` is resolved in place (a pretrained model's sizes replace its own,
+// so that the run's config.ini and checkpoints record them). InputError for
+// an unknown or unavailable backend or precision, or an unreadable model.
+TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& optim, const RunConfig& run);
 
 }  // namespace forge

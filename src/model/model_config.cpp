@@ -1,5 +1,7 @@
 #include "model/model_config.hpp"
 
+#include <cmath>
+
 #include "core/error.hpp"
 
 namespace forge {
@@ -11,14 +13,41 @@ void ModelConfig::validate() const {
   need(vocab > 0, "vocab must be positive");
   need(d_model > 0, "model.d_model must be positive");
   need(n_layers > 0, "model.n_layers must be positive");
-  need(n_heads > 0 && d_model % n_heads == 0,
+  need(n_heads > 0 && (head_dim_override > 0 || d_model % n_heads == 0),
        "model.n_heads must divide model.d_model (" + std::to_string(d_model) + ")");
   need(n_kv_heads > 0 && n_heads % n_kv_heads == 0,
        "model.n_kv_heads must divide model.n_heads (" + std::to_string(n_heads) + ")");
-  need(head_dim() % 2 == 0, "head dimension d_model/n_heads must be even for RoPE");
+  need(head_dim() > 0 && head_dim() % 2 == 0, "the head dimension must be even for RoPE");
   need(ffn_dim > 0, "model.ffn_dim must be positive");
   need(rope_base > 1.0f, "model.rope_base must exceed 1");
   need(norm_eps > 0.0f, "model.norm_eps must be positive");
+  need(!rope_scaling.enabled() || (rope_scaling.factor >= 1 && rope_scaling.high_freq_factor > rope_scaling.low_freq_factor &&
+                                   rope_scaling.original_max_positions > 0),
+       "rope_scaling needs factor >= 1, high_freq_factor > low_freq_factor and original_max_positions > 0");
+}
+
+std::vector<double> rope_inv_freq(const ModelConfig& c) {
+  const int hd = c.head_dim();
+  std::vector<double> f(hd / 2);
+  const RopeScaling& s = c.rope_scaling;
+  const double kPi = 3.14159265358979323846;
+  for (int i = 0; i < hd / 2; ++i) {
+    double x = std::pow(static_cast<double>(c.rope_base), -2.0 * i / hd);
+    if (s.enabled()) {
+      const double wavelen = 2 * kPi / x;
+      const double low_wavelen = s.original_max_positions / s.low_freq_factor;
+      const double high_wavelen = s.original_max_positions / s.high_freq_factor;
+      if (wavelen > low_wavelen) {
+        x /= s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth =
+            (s.original_max_positions / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        x = (1 - smooth) * x / s.factor + smooth * x;
+      }
+    }
+    f[i] = x;
+  }
+  return f;
 }
 
 ParamLayout::ParamLayout(const ModelConfig& c) {
@@ -34,18 +63,19 @@ ParamLayout::ParamLayout(const ModelConfig& c) {
     total += t.numel;
     tensors.push_back(std::move(t));
   };
-  add("embed", {V, d}, false);
+  add("embed", {V, d}, c.tied_embeddings);  // as the head, it decays like the head
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     add(p + "attn_norm", {d}, false);
     add(p + "wqkv", {(c.n_heads + 2 * c.n_kv_heads) * hd, d}, true);
+    if (c.qkv_bias) add(p + "bqkv", {(c.n_heads + 2 * c.n_kv_heads) * hd}, false);
     add(p + "wo", {d, c.n_heads * hd}, true);
     add(p + "mlp_norm", {d}, false);
     add(p + "w_gate_up", {2 * F, d}, true);
     add(p + "w_down", {d, F}, true);
   }
   add("final_norm", {d}, false);
-  add("lm_head", {V, d}, true);
+  if (!c.tied_embeddings) add("lm_head", {V, d}, true);
 }
 
 const ParamTensor& ParamLayout::find(const std::string& name) const {
@@ -59,29 +89,43 @@ size_t ParamLayout::layer_offset(int layer, const char* what) const {
 }
 
 void add_model_options(OptionSet& opts, ModelConfig& m) {
-  opts.describe_section("model", "policy size (a Llama-style transformer)");
+  opts.describe_section("model", "policy size and variant (a Llama-style transformer)");
+  opts.add("model.pretrained", &m.pretrained,
+           "a pretrained model to start from: a Hugging Face folder or a GGUF file (Llama, SmolLM2, Qwen2); "
+           "its own configuration replaces the sizes below; empty = the built-in policy on the byte tokenizer");
   opts.add("model.d_model", &m.d_model, "width of the residual stream", in_range(8, 65536));
   opts.add("model.n_layers", &m.n_layers, "number of transformer blocks", in_range(1, 1024));
-  opts.add("model.n_heads", &m.n_heads, "attention (query) heads; must divide d_model",
+  opts.add("model.n_heads", &m.n_heads, "attention (query) heads; must divide d_model unless model.head_dim is set",
            in_range(1, 1024));
   opts.add("model.n_kv_heads", &m.n_kv_heads,
            "key/value heads (grouped-query attention); must divide n_heads", in_range(1, 1024));
+  opts.add("model.head_dim", &m.head_dim_override, "dimension of each head; 0 = d_model / n_heads",
+           in_range(0, 4096));
   opts.add("model.ffn_dim", &m.ffn_dim, "hidden width of the SwiGLU MLP", in_range(1, 1 << 20));
-  opts.add("model.rope_base", &m.rope_base, "RoPE frequency base",
-           in_range(1, 1e9, Interval::kOpenLow));
+  opts.add("model.rope_base", &m.rope_base, "RoPE frequency base (rope_theta)",
+           in_range(1, 1e12, Interval::kOpenLow));
+  opts.add("model.rope_scaling", &m.rope_scaling.factor,
+           "Llama 3 RoPE rescaling factor; 0 = none", at_least(0));
+  opts.add("model.rope_low_freq_factor", &m.rope_scaling.low_freq_factor, "Llama 3 RoPE rescaling: low_freq_factor",
+           greater_than(0));
+  opts.add("model.rope_high_freq_factor", &m.rope_scaling.high_freq_factor,
+           "Llama 3 RoPE rescaling: high_freq_factor", greater_than(0));
+  opts.add("model.rope_original_max_positions", &m.rope_scaling.original_max_positions,
+           "Llama 3 RoPE rescaling: original_max_position_embeddings", at_least(1));
   opts.add("model.norm_eps", &m.norm_eps, "epsilon of RMSNorm", in_range(0, 1, Interval::kOpen));
+  opts.add("model.tied_embeddings", &m.tied_embeddings, "the LM head uses the embedding's weights");
+  opts.add("model.qkv_bias", &m.qkv_bias, "a bias on the q, k and v projections (Qwen2)");
   // The same cross-field rules as ModelConfig::validate(), checked at parse
   // time (validate() also needs the vocabulary, which config does not set).
   opts.add_check([&m] {
-    if (m.d_model % m.n_heads != 0)
+    if (m.head_dim_override == 0 && m.d_model % m.n_heads != 0)
       throw InputError("model.n_heads = " + std::to_string(m.n_heads) +
-                       " must divide model.d_model = " + std::to_string(m.d_model));
+                       " must divide model.d_model = " + std::to_string(m.d_model) + " (or set model.head_dim)");
     if (m.n_heads % m.n_kv_heads != 0)
       throw InputError("model.n_kv_heads = " + std::to_string(m.n_kv_heads) +
                        " must divide model.n_heads = " + std::to_string(m.n_heads));
-    if ((m.d_model / m.n_heads) % 2 != 0)
-      throw InputError("model.d_model / model.n_heads = " + std::to_string(m.d_model / m.n_heads) +
-                       " (the head dimension) must be even for RoPE");
+    if (m.head_dim() % 2 != 0)
+      throw InputError("the head dimension " + std::to_string(m.head_dim()) + " must be even for RoPE");
   });
 }
 

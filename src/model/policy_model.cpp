@@ -83,11 +83,12 @@ void PolicyModel::init_random(uint64_t seed, float std) {
   const float out_std = std / std::sqrt(2.0f * config_.n_layers);
   for (const auto& t : layout_.tensors) {
     float* p = host.data() + t.offset;
-    const bool is_norm = t.shape.size() == 1;
+    const bool is_norm = t.name.ends_with("norm");
+    const bool is_bias = t.name.ends_with(".bqkv");
     const bool is_out = t.name.ends_with(".wo") || t.name.ends_with(".w_down");
     const float s = is_out ? out_std : std;
     for (size_t i = 0; i < t.numel; ++i)
-      p[i] = is_norm ? 1.0f : static_cast<float>(rng.normal()) * s;
+      p[i] = is_norm ? 1.0f : is_bias ? 0.0f : static_cast<float>(rng.normal()) * s;
   }
   set_params(host);
 }

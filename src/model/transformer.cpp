@@ -12,15 +12,17 @@ Transformer::Transformer(const ModelConfig& config, const ParamLayout& layout, B
     : c_(config), B_(backend) {
   embed_ = layout.find("embed").offset;
   final_norm_ = layout.find("final_norm").offset;
-  lm_head_ = layout.find("lm_head").offset;
+  head_ = c_.tied_embeddings ? embed_ : layout.find("lm_head").offset;
   for (int l = 0; l < c_.n_layers; ++l)
     layer_.push_back({layout.layer_offset(l, "attn_norm"), layout.layer_offset(l, "wqkv"),
-                      layout.layer_offset(l, "wo"), layout.layer_offset(l, "mlp_norm"),
-                      layout.layer_offset(l, "w_gate_up"), layout.layer_offset(l, "w_down")});
+                      c_.qkv_bias ? layout.layer_offset(l, "bqkv") : 0, layout.layer_offset(l, "wo"),
+                      layout.layer_offset(l, "mlp_norm"), layout.layer_offset(l, "w_gate_up"),
+                      layout.layer_offset(l, "w_down")});
+  inv_freq_ = rope_inv_freq(c_);
 }
 
-const float* Transformer::head_weight(const float* params) const { return params + lm_head_; }
-float* Transformer::head_weight_grad(float* grads) const { return grads + lm_head_; }
+const float* Transformer::head_weight(const float* params) const { return params + head_; }
+float* Transformer::head_weight_grad(float* grads) const { return grads + head_; }
 
 void Transformer::forward(const float* P, const int32_t* token, const int32_t* position, int T,
                           const int32_t* rows, int R, BlockAttention& attention,
@@ -37,6 +39,10 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
   act.position_ = position;
   act.rows_ = rows;
 
+  if (c_.qkv_bias) {
+    act.ones_.ensure(B, T);
+    B.fill(act.ones_.data(), 1.0f, T);
+  }
   act.layer(0).x_in.ensure(B, Td);
   B.embedding_fwd(token, P + embed_, act.layer(0).x_in.data(), T, d);
   for (int l = 0; l < L; ++l) {
@@ -66,7 +72,9 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
 
     B.rmsnorm_fwd(x_in, P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
     B.gemm(false, true, T, QKV, d, 1.0f, a.h1.data(), d, P + o.wqkv, d, 0.0f, a.qkv.data(), QKV);
-    B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, c_.rope_base, false);
+    if (c_.qkv_bias)  // qkv += 1 bqkv^T
+      B.gemm(false, false, T, QKV, 1, 1.0f, act.ones_.data(), 1, P + o.bqkv, QKV, 1.0f, a.qkv.data(), QKV);
+    B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false);
     attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? a.lse.data() : nullptr);
     if (x_mid != x_in) B.copy(x_mid, x_in, Td * sizeof(float));
     B.gemm(false, true, T, d, HD, 1.0f, a.att.data(), HD, P + o.wo, HD, 1.0f, x_mid, d);
@@ -125,7 +133,9 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     B.gemm(false, false, T, HD, d, 1.0f, dx, d, P + o.wo, HD, 0.0f, act.d_att_.data(), HD);
     B.gemm(true, false, d, HD, T, 1.0f, dx, d, a.att.data(), HD, 1.0f, G + o.wo, HD);
     attention.backward(l, a.qkv.data(), QKV, a.att.data(), a.lse.data(), act.d_att_.data(), act.d_qkv_.data());
-    B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, c_.rope_base, true);
+    B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
+    if (c_.qkv_bias)  // dbqkv += 1^T dqkv
+      B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
     B.gemm(false, false, T, d, QKV, 1.0f, act.d_qkv_.data(), QKV, P + o.wqkv, d, 0.0f, act.d_h_.data(), d);
     B.gemm(true, false, QKV, d, T, 1.0f, act.d_qkv_.data(), QKV, a.h1.data(), d, 1.0f, G + o.wqkv, d);
     B.rmsnorm_bwd(a.x_in.data(), P + o.attn_norm, a.rstd1.data(), act.d_h_.data(), dx, G + o.attn_norm, T, d);

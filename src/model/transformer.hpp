@@ -1,10 +1,11 @@
 // The decoder's block sequence, written once for training and generation:
 //
 //   x_0 = embed[tokens]
-//   per layer l:  h = RMSNorm(x) ; [q k v] = h Wqkv^T ; q, k = RoPE(q, k; position)
+//   per layer l:  h = RMSNorm(x) ; [q k v] = h Wqkv^T (+ bqkv) ; q, k = RoPE(q, k; position)
 //                 x = x + Attention_l(q, k, v) Wo^T
 //                 h = RMSNorm(x) ; [g u] = h Wgu^T ; x = x + (silu(g) * u) Wdown^T
-//   hidden = RMSNorm(x_L[rows])     the rows the FP32 head reads
+//   hidden = RMSNorm(x_L[rows])     the rows the FP32 head reads; its
+//                                   weights are lm_head, or embed when tied
 //
 // Only the attention differs between the two users, and it is theirs
 // (BlockAttention): tree attention over a packed bin (PolicyModel, which
@@ -58,6 +59,7 @@ class TransformerActivations {
   std::vector<Layer> layers_;
   DeviceArray<float> x_final_;                  // residual after the last layer [T, d]
   DeviceArray<float> xf_rows_, hf_, rstd_f_;    // head rows [R, d]
+  DeviceArray<float> ones_;                     // [T] of 1 (bias terms as GEMMs)
   const int32_t* rows_ = nullptr;               // head rows (caller's memory)
   // backward scratch
   DeviceArray<float> dx_, d_act_, d_gu_, d_h_, d_att_, d_qkv_, d_xf_rows_;
@@ -84,12 +86,13 @@ class Transformer {
 
  private:
   struct LayerOffsets {
-    size_t attn_norm, wqkv, wo, mlp_norm, w_gate_up, w_down;
+    size_t attn_norm, wqkv, bqkv, wo, mlp_norm, w_gate_up, w_down;  // bqkv: qkv_bias only
   };
   ModelConfig c_;
   Backend& B_;
-  size_t embed_, final_norm_, lm_head_;
+  size_t embed_, final_norm_, head_;
   std::vector<LayerOffsets> layer_;
+  std::vector<double> inv_freq_;  // RoPE, head_dim / 2
 };
 
 }  // namespace forge

@@ -11,7 +11,7 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "episode/trajectory_codec.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "mpi_roles/learner_gradient_sum.hpp"
 
 namespace forge {
@@ -87,7 +87,7 @@ class BatchTaker {
     for (const HeldGroup& g : taken) {
       const std::string source = "slot " + std::to_string(g.slot) +
                                  (g.producer >= 0 ? " from " + layout_.name(g.producer) : " (from the checkpoint)");
-      for (Trajectory& t : decode_trajectories(g.payload.data(), g.payload.size(), Tokenizer::kVocabSize, source))
+      for (Trajectory& t : decode_trajectories(g.payload.data(), g.payload.size(), ByteTokenizer::kVocabSize, source))
         batch.episodes.push_back(std::move(t));
     }
     return batch;
@@ -203,7 +203,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     }
     const std::vector<Trajectory> episodes =
         lead ? std::move(batch->episodes)
-             : decode_trajectories(bytes.data(), bytes.size(), Tokenizer::kVocabSize, "the lead learner's batch");
+             : decode_trajectories(bytes.data(), bytes.size(), ByteTokenizer::kVocabSize, "the lead learner's batch");
     double grad_norm = 0;
     const PolicyUpdateStats st = learner.update(episodes, &grad_norm);
     if (!lead) continue;

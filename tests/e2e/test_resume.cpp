@@ -13,7 +13,7 @@
 #include "e2e/forge_runner.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "io_hdf5/rollout_reader.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace {
 
@@ -32,7 +32,7 @@ const char* kRun =
 // Weights and first moments of a checkpoint of the tiny model.
 std::vector<float> params_of(const std::string& checkpoint, std::vector<float>* m) {
   forge::ModelConfig c;
-  c.vocab = forge::Tokenizer::kVocabSize;
+  c.vocab = forge::ByteTokenizer::kVocabSize;
   c.d_model = 32;
   c.n_layers = 1;
   c.n_heads = 2;

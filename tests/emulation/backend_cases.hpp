@@ -28,6 +28,7 @@
 #include "backend/backend_registry.hpp"
 #include "backend/device_array.hpp"
 #include "core/rng.hpp"
+#include "model/model_config.hpp"
 #include "tree/packed_batch.hpp"
 #include "tree/prefix_tree.hpp"
 
@@ -169,14 +170,24 @@ inline void rope(Backend& dev, Backend& cpu) {
   for (auto& p : pos) p = static_cast<int32_t>(rng.below(5000));
   Pair<int32_t> ps(dev, cpu, pos);
   Pair<float> x(dev, cpu, random_vec(rng, size_t(T) * ld));
+  // Two frequency tables: plain (base 10000) and rescaled like Llama 3's.
+  ModelConfig c;
+  c.d_model = H * hd;
+  c.n_heads = H;
+  c.n_kv_heads = H;
+  const std::vector<double> plain = rope_inv_freq(c);
+  c.rope_base = 500;
+  c.rope_scaling.factor = 8;
+  c.rope_scaling.original_max_positions = 64;
+  const std::vector<double> scaled = rope_inv_freq(c);
   for (Backend* be : {&dev, &cpu}) {
     auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
-    be->rope(pick(x), pick(ps), T, H, hd, ld, 10000.0f, false);
+    be->rope(pick(x), pick(ps), T, H, hd, ld, plain.data(), false);
   }
   x.expect_equal("rope");
   for (Backend* be : {&dev, &cpu}) {
     auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
-    be->rope(pick(x), pick(ps), T, H, hd, ld, 500.0f, true);
+    be->rope(pick(x), pick(ps), T, H, hd, ld, scaled.data(), true);
   }
   x.expect_equal("rope inverse");
 }

@@ -45,9 +45,9 @@ class Bf16ReferenceBackend final : public Backend {
                    float* dw, int T, int d) override {
     cpu_->rmsnorm_bwd(x, w, rstd, dy, dx, dw, T, d);
   }
-  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, float base,
+  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
             bool inverse) override {
-    cpu_->rope(x, pos, T, n_heads, head_dim, ld, base, inverse);
+    cpu_->rope(x, pos, T, n_heads, head_dim, ld, inv_freq, inverse);
   }
   void swiglu_fwd(const float* gu, float* out, int T, int F) override { cpu_->swiglu_fwd(gu, out, T, F); }
   void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override {

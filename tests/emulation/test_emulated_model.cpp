@@ -15,7 +15,7 @@
 #include "model/optimizer.hpp"
 #include "model/policy_model.hpp"
 #include "model/rollout_engine.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
@@ -24,7 +24,7 @@ namespace bc = backend_cases;
 
 ModelConfig tiny_config() {
   ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;
+  c.vocab = ByteTokenizer::kVocabSize;
   c.d_model = 48;
   c.n_layers = 2;
   c.n_heads = 4;

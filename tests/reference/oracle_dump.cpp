@@ -61,7 +61,7 @@
 #include "core/npy.hpp"
 #include "core/rng.hpp"
 #include "model/policy_model.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "tree/packed_batch.hpp"
 #include "tree/prefix_tree.hpp"
 
@@ -376,7 +376,7 @@ int run(int argc, char** argv) {
   npy_self_check(root / "npy_self_check");
 
   ModelConfig cfg;
-  cfg.vocab = Tokenizer::kVocabSize;
+  cfg.vocab = ByteTokenizer::kVocabSize;
   cfg.d_model = 64;
   cfg.n_layers = 2;
   cfg.n_heads = 4;

@@ -9,7 +9,7 @@
 #include "agent/run_episodes.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "core/error.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "unit/tiny_agent_model.hpp"
 
 namespace forge {
@@ -85,7 +85,7 @@ TEST(AgentEngine, EpisodesRunToCompletionWithWellFormedTrajectories) {
       ASSERT_EQ(c.versions.size(), c.generated.size());
       for (float lp : c.logprobs) EXPECT_TRUE(std::isfinite(lp) && lp <= 0);
       for (int32_t v : c.versions) EXPECT_EQ(v, 4);
-      for (int32_t tok : c.generated) EXPECT_TRUE(tok >= 0 && tok < Tokenizer::kVocabSize);
+      for (int32_t tok : c.generated) EXPECT_TRUE(tok >= 0 && tok < ByteTokenizer::kVocabSize);
       generated += static_cast<int>(c.generated.size());
     }
     EXPECT_LE(generated, 64);

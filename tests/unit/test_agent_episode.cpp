@@ -9,7 +9,7 @@
 #include "agent/scripted_policy.hpp"
 #include "core/error.hpp"
 #include "env/process_signals.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
@@ -60,7 +60,7 @@ Policy scripted(const AgentEpisode& ep) {
 
 Policy constant(const std::string& text, bool eot = true) {
   return [=](const AgentEpisode&, const GenerationRequest&) {
-    Tokens t = Tokenizer().encode(text);
+    Tokens t = ByteTokenizer().encode(text);
     if (eot) t.push_back(kEndOfTurn);
     return t;
   };
@@ -224,7 +224,7 @@ TEST(AgentEpisodeTest, BadOutputsBecomeErrorObservationsAndNegativeSignals) {
     }
     EXPECT_NEAR(t.reward.process, 4 * signal::kBadCallValue, 1e-5);
     EXPECT_LT(t.reward.efficiency, 0);
-    const std::string last = Tokenizer().decode(ep.context());
+    const std::string last = ByteTokenizer().decode(ep.context());
     EXPECT_NE(last.find("error: "), std::string::npos);
   }
 }
@@ -250,7 +250,7 @@ TEST(AgentEpisodeTest, TokenBudgetCapsGenerationAndEndsTheEpisode) {
   std::vector<int> caps;
   drive(ep, [&](const AgentEpisode&, const GenerationRequest& r) {
     caps.push_back(r.sampling.max_new_tokens);
-    return Tokenizer().encode("xxxxxxxxxxxx");  // 12 tokens, no call
+    return ByteTokenizer().encode("xxxxxxxxxxxx");  // 12 tokens, no call
   });
   const Trajectory t = ep.take_trajectory();
   EXPECT_EQ(caps, (std::vector<int>{20, 8}));
@@ -320,7 +320,7 @@ void check_context_management(ContextPolicy policy) {
     // The compacted context keeps the opening, so the branch is after it.
     const Tokens& opening_end = free_t.calls[0].context;
     EXPECT_TRUE(extends(t.calls[3].context, Tokens(opening_end.begin(), opening_end.end() - 1)));
-    const std::string text = Tokenizer().decode(t.calls[3].context);
+    const std::string text = ByteTokenizer().decode(t.calls[3].context);
     if (policy == ContextPolicy::kDrop) {
       EXPECT_EQ(text.find("notes: "), std::string::npos);
     } else if (t.calls[3].context.size() > free_t.calls[0].context.size()) {

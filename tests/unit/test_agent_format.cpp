@@ -10,7 +10,7 @@
 #include "agent/tool_response_format.hpp"
 #include "core/rng.hpp"
 #include "env/env_mix.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 const CallFormat kFormats[] = {CallFormat::kParen, CallFormat::kJson, CallFormat::kXml,
                                CallFormat::kSpecial};
 
-Tokens text(const std::string& s) { return Tokenizer().encode(s); }
+Tokens text(const std::string& s) { return ByteTokenizer().encode(s); }
 
 TEST(AgentFormat, EveryCallFormatRoundTrips) {
   const std::vector<ToolCall> calls = {
@@ -31,8 +31,8 @@ TEST(AgentFormat, EveryCallFormatRoundTrips) {
       t.push_back(kEndOfTurn);
       const ParsedAction a = parse_action(f, t);
       ASSERT_EQ(a.kind, ParsedAction::Kind::kCall)
-          << static_cast<int>(f) << " " << Tokenizer().decode(t) << ": " << a.error;
-      EXPECT_EQ(a.call, c) << static_cast<int>(f) << " " << Tokenizer().decode(t);
+          << static_cast<int>(f) << " " << ByteTokenizer().decode(t) << ": " << a.error;
+      EXPECT_EQ(a.call, c) << static_cast<int>(f) << " " << ByteTokenizer().decode(t);
     }
 }
 
@@ -46,7 +46,7 @@ TEST(AgentFormat, AnswersRoundTripInEveryFormat) {
 }
 
 TEST(AgentFormat, ExpectedSurfaceForms) {
-  auto show = [](CallFormat f, ToolCall c) { return Tokenizer().decode(render_action(f, c)); };
+  auto show = [](CallFormat f, ToolCall c) { return ByteTokenizer().decode(render_action(f, c)); };
   EXPECT_EQ(show(CallFormat::kParen, {"calc", "3+4"}), "calc(3+4)");
   EXPECT_EQ(show(CallFormat::kJson, {"calc", "3+4"}), "{\"tool\":\"calc\",\"args\":\"3+4\"}");
   EXPECT_EQ(show(CallFormat::kJson, {kAnswerTool, "7"}), "{\"answer\":\"7\"}");
@@ -89,7 +89,7 @@ TEST(AgentFormat, RandomTokensNeverThrow) {
   int valid = 0;
   for (int i = 0; i < 20000; ++i) {
     Tokens t(rng.below(24));
-    for (auto& x : t) x = static_cast<int32_t>(rng.below(Tokenizer::kVocabSize + 8)) - 4;
+    for (auto& x : t) x = static_cast<int32_t>(rng.below(ByteTokenizer::kVocabSize + 8)) - 4;
     for (CallFormat f : kFormats) {
       ParsedAction a;
       ASSERT_NO_THROW(a = parse_action(f, t));
@@ -120,7 +120,7 @@ TEST(AgentFormat, ResponseFormats) {
 }
 
 TEST(AgentFormat, ChatTemplatesRenderRoles) {
-  const Tokenizer tok;
+  const ByteTokenizer tok;
   const ChatTemplate special(TemplateStyle::kSpecial), plain(TemplateStyle::kText),
       as_user(TemplateStyle::kToolAsUser);
   EXPECT_EQ(tok.decode(special.opening(text("S"), text("U"))),

@@ -15,7 +15,7 @@
 #include "core/rng.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "io_hdf5/h5_file.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "mpi_roles/data_pool_state.hpp"
 
 namespace fs = std::filesystem;
@@ -25,7 +25,7 @@ namespace {
 
 ModelConfig tiny(int d = 32) {
   ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;
+  c.vocab = ByteTokenizer::kVocabSize;
   c.d_model = d;
   c.n_layers = 2;
   c.n_heads = 2;

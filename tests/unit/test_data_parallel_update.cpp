@@ -14,7 +14,7 @@
 #include "algo/policy_update.hpp"
 #include "backend/backend_registry.hpp"
 #include "core/rng.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "unit/tiny_agent_model.hpp"
 
 namespace forge {

@@ -11,7 +11,7 @@
 #include "gateway/chat_messages.hpp"
 #include "gateway/gateway_service.hpp"
 #include "gateway/request_error.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
@@ -34,7 +34,7 @@ int request_error_status(const std::function<void()>& f) {
 }
 
 TEST(GatewayMessages, RendersLikeTheWhiteBoxScaffoldAndReusesReturnedTokens) {
-  const Tokenizer tok;
+  const ByteTokenizer tok;
   for (TemplateStyle ts : {TemplateStyle::kSpecial, TemplateStyle::kText, TemplateStyle::kToolAsUser}) {
     const ChatTemplate tmpl(ts);
     EpisodeTexts texts;
@@ -65,7 +65,7 @@ TEST(GatewayMessages, RendersLikeTheWhiteBoxScaffoldAndReusesReturnedTokens) {
 }
 
 TEST(GatewayMessages, AgentTextIsEncodedAndRendersAsActions) {
-  const Tokenizer tok;
+  const ByteTokenizer tok;
   EpisodeTexts texts;
   texts.user = "hi";
   texts.user_tokens = tok.encode("hi");

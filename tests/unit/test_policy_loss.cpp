@@ -16,7 +16,7 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/policy_model.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "tree/packed_batch.hpp"
 #include "tree/prefix_tree.hpp"
 
@@ -70,7 +70,7 @@ TEST(PolicyLoss, RatiosOfOneMakeCispoDapoAndReinforceAgree) {
 TEST(PolicyLoss, RatiosOfOneGiveEqualModelGradients) {
   Rng rng(2);
   ModelConfig mc;
-  mc.vocab = Tokenizer::kVocabSize;
+  mc.vocab = ByteTokenizer::kVocabSize;
   mc.d_model = 32;
   mc.n_layers = 1;
   mc.n_heads = 2;

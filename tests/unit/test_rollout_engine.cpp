@@ -16,7 +16,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "tree/packed_batch.hpp"
 #include "tree/prefix_tree.hpp"
 
@@ -27,7 +27,7 @@ using Ints = std::vector<int32_t>;
 
 ModelConfig tiny_config() {
   ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;
+  c.vocab = ByteTokenizer::kVocabSize;
   c.d_model = 64;
   c.n_layers = 2;
   c.n_heads = 4;
@@ -333,7 +333,7 @@ TEST(RolloutEngine, ContinuousBatchingCountsStopsAndGreedy) {
   const GenerationResult ref = generate_alone(f.model, full);
   const size_t k = 10;
   const size_t first = std::find(ref.tokens.begin(), ref.tokens.end(), ref.tokens[k]) - ref.tokens.begin();
-  full.sampling.stop_tokens = {ref.tokens[k], Tokenizer::kVocabSize - 1};
+  full.sampling.stop_tokens = {ref.tokens[k], ByteTokenizer::kVocabSize - 1};
   const GenerationResult stopped = generate_alone(f.model, full);
   EXPECT_EQ(stopped.finish, FinishReason::kStop);
   EXPECT_EQ(stopped.tokens, Ints(ref.tokens.begin(), ref.tokens.begin() + first + 1));
@@ -353,7 +353,7 @@ TEST(RolloutEngine, ContextLimitAndInputErrors) {
 
   EXPECT_THROW(engine.submit(request(3, random_tokens(rng, 25), 4, 1.0f, 0)), InputError);
   EXPECT_THROW(engine.submit(request(4, {}, 4, 1.0f, 0)), InputError);
-  EXPECT_THROW(engine.submit(request(5, {1, Tokenizer::kVocabSize}, 4, 1.0f, 0)), InputError);
+  EXPECT_THROW(engine.submit(request(5, {1, ByteTokenizer::kVocabSize}, 4, 1.0f, 0)), InputError);
   EXPECT_THROW(engine.submit(request(6, {1, 2}, 0, 1.0f, 0)), InputError);
   EXPECT_THROW(engine.submit(request(7, {1, 2}, 4, -1.0f, 0)), InputError);
   EXPECT_TRUE(engine.idle());

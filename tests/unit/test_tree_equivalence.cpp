@@ -11,7 +11,7 @@
 #include "backend/backend_registry.hpp"
 #include "core/rng.hpp"
 #include "model/policy_model.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 #include "tree/packed_batch.hpp"
 #include "tree/prefix_tree.hpp"
 
@@ -110,7 +110,7 @@ void expect_equal(const PolicyModel& model, const LossAndGrads& tree, const Loss
 // specialized ones.
 ModelConfig tiny_config(int kv_heads, int d_model = 32) {
   ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;
+  c.vocab = ByteTokenizer::kVocabSize;
   c.d_model = d_model;
   c.n_layers = 2;
   c.n_heads = 4;

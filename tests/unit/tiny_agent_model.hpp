@@ -2,13 +2,13 @@
 // layer, d_model 32, grouped-query attention (2 query heads, 1 kv head).
 #pragma once
 #include "model/model_config.hpp"
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 
 inline ModelConfig tiny_agent_model_config() {
   ModelConfig c;
-  c.vocab = Tokenizer::kVocabSize;
+  c.vocab = ByteTokenizer::kVocabSize;
   c.d_model = 32;
   c.n_layers = 1;
   c.n_heads = 2;

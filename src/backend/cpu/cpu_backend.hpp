@@ -41,8 +41,8 @@ class CpuBackend final : public Backend {
                    float eps) override;
   void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
                    float* dx, float* dw, int T, int d) override;
-  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, float base,
-            bool inverse) override;
+  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
+            const double* inv_freq, bool inverse) override;
   void swiglu_fwd(const float* gu, float* out, int T, int F) override;
   void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override;
 

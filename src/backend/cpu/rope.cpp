@@ -1,5 +1,6 @@
 // Rotary position embedding: pairs (2i, 2i+1) of each head rotated by
-// pos * base^(-2i / head_dim); the inverse rotation is the backward.
+// pos * inv_freq[i] (the angle and its sine and cosine in FP64, rounded to
+// FP32); the inverse rotation is the backward.
 #include <cmath>
 #include <vector>
 
@@ -8,11 +9,8 @@
 namespace forge {
 
 void CpuBackend::rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
-                      float base, bool inverse) {
+                      const double* inv_freq, bool inverse) {
   const int half = head_dim / 2;
-  std::vector<double> inv_freq(half);
-  for (int i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(static_cast<double>(base), -2.0 * i / head_dim);
 #pragma omp parallel
   {
     std::vector<float> cs(half), sn(half);

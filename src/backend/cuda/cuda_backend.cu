@@ -127,9 +127,9 @@ class CudaBackend final : public Backend {
                    float* dw, int T, int d) override {
     launch_rmsnorm_bwd(x, w, rstd, dy, dx, dw, T, d, stream_);
   }
-  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, float base,
+  void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
             bool inverse) override {
-    launch_rope(x, pos, T, n_heads, head_dim, ld, base, inverse, stream_);
+    launch_rope(x, pos, T, n_heads, head_dim, ld, inv_freq, inverse, stream_);
   }
   void swiglu_fwd(const float* gu, float* out, int T, int F) override {
     launch_swiglu_fwd(gu, out, T, F, stream_);

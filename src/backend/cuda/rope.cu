@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(const RopeParams p) {
 }  // namespace
 
 void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
-                 float base, bool inverse, cudaStream_t stream) {
+                 const double* inv_freq, bool inverse, cudaStream_t stream) {
   FORGE_CHECK(head_dim % 2 == 0 && head_dim / 2 <= kRopeMaxPairs,
               "CUDA rope supports even head_dim up to " + std::to_string(2 * kRopeMaxPairs) +
                   ", got " + std::to_string(head_dim));
@@ -43,8 +43,7 @@ void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim,
   p.head_dim = head_dim;
   p.ld = ld;
   p.inverse = inverse;
-  for (int i = 0; i < head_dim / 2; ++i)
-    p.inv_freq[i] = std::pow(static_cast<double>(base), -2.0 * i / head_dim);
+  for (int i = 0; i < head_dim / 2; ++i) p.inv_freq[i] = inv_freq[i];
   const int n = T * (head_dim / 2);
   FORGE_LAUNCH(rope_kernel, unsigned((n + kThreads - 1) / kThreads), kThreads, 0, stream, p);
 }

@@ -1,9 +1,10 @@
 // Rotary position embedding, the CPU convention: pairs (2i, 2i+1) of each of
 // n_heads heads (head h at x + t * ld + h * head_dim) rotate by
-// angle pos[t] * base^(-2i / head_dim); inverse rotates back (the backward).
+// angle pos[t] * inv_freq[i]; inverse rotates back (the backward).
 // The angle and its sine and cosine are computed in FP64 (sinpi/cospi of
-// angle/pi), from inverse frequencies the host computes with std::pow, then
-// rounded to FP32: the CPU backend's values, at any position.
+// angle/pi), from the caller's FP64 inverse frequencies (copied into the
+// launch parameters), then rounded to FP32: the CPU backend's values, at any
+// position.
 // One thread per (token, pair): one sincos serves all heads of the row.
 #pragma once
 #include <cstdint>
@@ -24,6 +25,6 @@ struct RopeParams {
 
 // Throws forge::Error for head_dim > 2 * kRopeMaxPairs or odd.
 void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
-                 float base, bool inverse, cudaStream_t stream);
+                 const double* inv_freq, bool inverse, cudaStream_t stream);
 
 FORGE_CUDA_NAMESPACE_END

@@ -1,4 +1,4 @@
-#include "model/tokenizer.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
 
 #include "core/error.hpp"
 
@@ -10,27 +10,27 @@ const char* kSpecialNames[] = {"pad",       "bos",           "system",         "
 constexpr int kNamedSpecials = sizeof(kSpecialNames) / sizeof(kSpecialNames[0]);
 }  // namespace
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> out;
   out.reserve(text.size());
   for (unsigned char c : text) out.push_back(static_cast<int32_t>(c));
   return out;
 }
 
-std::string Tokenizer::token_name(int32_t id) const {
+std::string ByteTokenizer::token_text(int32_t id) const {
   if (id < 0 || id >= kVocabSize) throw InputError("token id " + std::to_string(id) + " out of range");
   if (id < 256) return std::string(1, static_cast<char>(id));
   if (id - 256 < kNamedSpecials) return std::string("<|") + kSpecialNames[id - 256] + "|>";
   return "<|reserved_" + std::to_string(id - 256) + "|>";
 }
 
-std::string Tokenizer::decode(const std::vector<int32_t>& tokens) const {
+std::string ByteTokenizer::decode(const std::vector<int32_t>& tokens) const {
   std::string out;
-  for (int32_t t : tokens) out += token_name(t);
+  for (int32_t t : tokens) out += token_text(t);
   return out;
 }
 
-int32_t Tokenizer::special_id(std::string_view name) const {
+int32_t ByteTokenizer::special_id(std::string_view name) const {
   if (name.size() > 4 && name.substr(0, 2) == "<|" && name.substr(name.size() - 2) == "|>")
     name = name.substr(2, name.size() - 4);
   for (int i = 0; i < kNamedSpecials; ++i)

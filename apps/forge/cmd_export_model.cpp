@@ -1,0 +1,85 @@
+// `forge export-model SOURCE --out DIR [--bf16]`: a model as a Hugging Face
+// folder (config.json, model.safetensors, tokenizer.json,
+// tokenizer_config.json with the chat template, generation_config.json) that
+// transformers loads with the same logits (pretrained/hf_export.hpp).
+//
+// SOURCE is a checkpoint of forge (an .h5 file, or a run folder: its newest
+// checkpoint) of a run that started from a pretrained model (model.pretrained
+// in its stored configuration gives the architecture and the tokenizer), or
+// a pretrained model itself (a GGUF file or a Hugging Face folder), which
+// converts it. The built-in policy (byte tokenizer) has no Hugging Face form.
+#include <cstdio>
+#include <filesystem>
+
+#include "backend/backend_registry.hpp"
+#include "cli.hpp"
+#include "core/error.hpp"
+#include "io_hdf5/checkpoint.hpp"
+#include "learner/run_checkpoints.hpp"
+#include "model/policy_model.hpp"
+#include "pretrained/hf_export.hpp"
+#include "pretrained/model_source.hpp"
+
+namespace forge {
+namespace {
+
+bool is_pretrained_source(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return std::filesystem::exists(path + "/config.json");
+  return path.size() > 5 && path.substr(path.size() - 5) == ".gguf";
+}
+
+int run_export_model(int argc, char** argv) {
+  std::string source, out;
+  bool bf16 = false;
+  OptionSet opts("forge export-model SOURCE",
+                 "Write a model as a Hugging Face folder: a checkpoint of a run that started from a\n"
+                 "pretrained model (model.pretrained), or a pretrained model (GGUF file or HF folder).");
+  opts.add_positional("SOURCE", &source, "checkpoint (.h5 or run folder), GGUF file or Hugging Face folder");
+  opts.add("out", &out, std::string(""), "the folder to write (required)");
+  opts.add("bf16", &bf16, false, "store the weights as bf16 (default: FP32, bitwise what forge trained)");
+  opts.allow_config_file(false);
+  if (!cli::parse_options(opts, argc, argv)) return 0;
+  if (out.empty()) throw InputError("--out is required (the folder to write)");
+
+  HfExport e;
+  std::vector<float> weights;
+  std::string from;
+  if (is_pretrained_source(source)) {
+    ModelConfig m;
+    m.pretrained = source;
+    ModelSource s = resolve_model(m, true);
+    e.config = s.config;
+    e.architecture = s.architecture;
+    e.max_positions = s.max_positions;
+    e.tokenizer = s.pretrained_tokenizer;
+    weights = std::move(s.weights);
+    from = source;
+  } else {
+    const std::string path = resolve_checkpoint(source);
+    const ModelSource s = model_source_of(path);
+    if (!s.is_pretrained())
+      throw InputError("'" + path + "' is a checkpoint of the built-in policy (byte tokenizer), which has no "
+                       "Hugging Face form; export-model writes models that started from model.pretrained");
+    auto backend = make_backend("cpu");
+    PolicyModel model(s.config, *backend);
+    const CheckpointState st = load_checkpoint(path, model, nullptr);
+    weights = model.get_params();
+    e.config = s.config;
+    e.architecture = s.architecture;
+    e.max_positions = s.max_positions;
+    e.tokenizer = s.pretrained_tokenizer;
+    from = path + " (step " + std::to_string(st.step) + ")";
+  }
+  e.weights = &weights;
+  e.bf16 = bf16;
+  export_hf_folder(e, out);
+  std::printf("wrote %s: %s, %zu parameters (%s), from %s\n", out.c_str(), e.architecture.c_str(), weights.size(),
+              bf16 ? "bf16" : "fp32", from.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace forge
+
+FORGE_COMMAND("export-model", "write a model (a checkpoint, or a GGUF file) as a Hugging Face folder",
+              forge::run_export_model);

@@ -1,0 +1,248 @@
+#include "pretrained/gguf_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "core/error.hpp"
+#include "pretrained/ggml_quants.hpp"
+
+namespace forge {
+namespace {
+
+constexpr uint32_t kMagic = 0x46554747;  // "GGUF"
+enum ValueType : uint32_t {
+  kU8 = 0, kI8, kU16, kI16, kU32, kI32, kF32, kBool, kString, kArray, kU64, kI64, kF64
+};
+constexpr uint64_t kMaxCount = uint64_t{1} << 32;
+
+// A read-only mapping of the whole file.
+class Mapping {
+ public:
+  explicit Mapping(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY);
+    if (fd_ < 0) throw InputError("cannot open '" + path + "': " + std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) throw InputError("cannot stat '" + path + "'");
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+      if (data_ == MAP_FAILED) throw InputError("cannot map '" + path + "'");
+    }
+  }
+  ~Mapping() {
+    if (data_ && data_ != MAP_FAILED) ::munmap(data_, size_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  const uint8_t* data() const { return static_cast<const uint8_t*>(data_); }
+  size_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Sequential reads with bounds checks.
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size, const std::string& path) : d_(data), n_(size), path_(path) {}
+  template <class T>
+  T get(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, d_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string str(const char* what) {
+    const uint64_t len = get<uint64_t>(what);
+    need(len, what);
+    std::string s(reinterpret_cast<const char*>(d_ + pos_), len);
+    pos_ += len;
+    return s;
+  }
+  size_t pos() const { return pos_; }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InputError("GGUF file '" + path_ + "' is truncated or corrupted: " + what + " at byte " + std::to_string(pos_));
+  }
+
+ private:
+  void need(uint64_t bytes, const char* what) {
+    if (bytes > n_ - pos_) fail(std::string("no room for ") + what);
+  }
+  const uint8_t* d_;
+  size_t n_, pos_ = 0;
+  std::string path_;
+};
+
+GgufFile::Value read_value(Reader& r, uint32_t type, const std::string& key) {
+  switch (type) {
+    case kU8: return static_cast<uint64_t>(r.get<uint8_t>("a value"));
+    case kI8: return static_cast<int64_t>(r.get<int8_t>("a value"));
+    case kU16: return static_cast<uint64_t>(r.get<uint16_t>("a value"));
+    case kI16: return static_cast<int64_t>(r.get<int16_t>("a value"));
+    case kU32: return static_cast<uint64_t>(r.get<uint32_t>("a value"));
+    case kI32: return static_cast<int64_t>(r.get<int32_t>("a value"));
+    case kU64: return r.get<uint64_t>("a value");
+    case kI64: return r.get<int64_t>("a value");
+    case kF32: return static_cast<double>(r.get<float>("a value"));
+    case kF64: return r.get<double>("a value");
+    case kBool: return r.get<uint8_t>("a value") != 0;
+    case kString: return r.str("a string");
+    case kArray: {
+      const uint32_t elem = r.get<uint32_t>("an array type");
+      const uint64_t count = r.get<uint64_t>("an array length");
+      if (count > kMaxCount) r.fail("array '" + key + "' of " + std::to_string(count) + " elements");
+      if (elem == kString) {
+        std::vector<std::string> v;
+        v.reserve(count);
+        for (uint64_t i = 0; i < count; ++i) v.push_back(r.str("an array string"));
+        return v;
+      }
+      if (elem == kF32 || elem == kF64) {
+        std::vector<double> v;
+        v.reserve(count);
+        for (uint64_t i = 0; i < count; ++i) v.push_back(std::get<double>(read_value(r, elem, key)));
+        return v;
+      }
+      if (elem == kArray) r.fail("nested array '" + key + "'");
+      std::vector<int64_t> v;
+      v.reserve(count);
+      for (uint64_t i = 0; i < count; ++i) {
+        const GgufFile::Value x = read_value(r, elem, key);
+        if (const auto* u = std::get_if<uint64_t>(&x)) v.push_back(static_cast<int64_t>(*u));
+        else if (const auto* s = std::get_if<int64_t>(&x)) v.push_back(*s);
+        else if (const auto* b = std::get_if<bool>(&x)) v.push_back(*b);
+        else r.fail("array '" + key + "' of an unknown element type");
+      }
+      return v;
+    }
+  }
+  r.fail("metadata '" + key + "' of unknown type " + std::to_string(type));
+}
+
+}  // namespace
+
+int64_t GgufFile::TensorInfo::elements() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+GgufFile::GgufFile(const std::string& path) : path_(path) {
+  if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
+  const Mapping map(path);
+  file_size_ = map.size();
+  Reader r(map.data(), map.size(), path);
+  if (map.size() < 4 || r.get<uint32_t>("the magic") != kMagic)
+    throw InputError("'" + path + "' is not a GGUF file (no \"GGUF\" magic)");
+  version_ = r.get<uint32_t>("the version");
+  if (version_ != 2 && version_ != 3)
+    throw InputError("GGUF file '" + path + "' has version " + std::to_string(version_) + "; forge reads versions 2 and 3");
+  const uint64_t n_tensors = r.get<uint64_t>("the tensor count");
+  const uint64_t n_kv = r.get<uint64_t>("the metadata count");
+  if (n_tensors > kMaxCount || n_kv > kMaxCount) r.fail("implausible counts");
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key = r.str("a metadata key");
+    const uint32_t type = r.get<uint32_t>("a metadata type");
+    meta_[key] = read_value(r, type, key);
+  }
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    TensorInfo t;
+    t.name = r.str("a tensor name");
+    const uint32_t n_dims = r.get<uint32_t>("a tensor's dimension count");
+    if (n_dims == 0 || n_dims > 4) r.fail("tensor '" + t.name + "' with " + std::to_string(n_dims) + " dimensions");
+    for (uint32_t k = 0; k < n_dims; ++k) {
+      const uint64_t d = r.get<uint64_t>("a tensor dimension");
+      if (d == 0 || d > (uint64_t{1} << 40)) r.fail("tensor '" + t.name + "' with dimension " + std::to_string(d));
+      t.dims.push_back(static_cast<int64_t>(d));
+    }
+    t.type = r.get<uint32_t>("a tensor type");
+    t.offset = r.get<uint64_t>("a tensor offset");
+    t.bytes = ggml::bytes_of(t.type, t.elements());
+    tensors_.push_back(std::move(t));
+  }
+  const uint64_t alignment = static_cast<uint64_t>(get_int("general.alignment", 32));
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    throw InputError("GGUF file '" + path + "': general.alignment " + std::to_string(alignment) + " is not a power of two");
+  data_offset_ = (r.pos() + alignment - 1) / alignment * alignment;
+  for (const TensorInfo& t : tensors_) {
+    if (!ggml::supported(t.type)) continue;  // reported when read
+    if (t.bytes == 0 || data_offset_ + t.offset + t.bytes > file_size_)
+      throw InputError("GGUF file '" + path + "' is truncated: tensor '" + t.name + "' (" + ggml::type_name(t.type) +
+                       ", " + std::to_string(t.elements()) + " values) lies outside the file's " +
+                       std::to_string(file_size_) + " bytes");
+  }
+}
+
+const GgufFile::TensorInfo* GgufFile::find(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::vector<float> GgufFile::tensor(const TensorInfo& t) const {
+  if (!ggml::supported(t.type))
+    throw InputError("GGUF file '" + path_ + "': tensor '" + t.name + "' has type " + ggml::type_name(t.type) +
+                     "; forge reads F32, F16, BF16, Q8_0, Q4_0 and Q4_1 (requantize the model, e.g. to Q8_0)");
+  const Mapping map(path_);
+  if (map.size() != file_size_) throw InputError("GGUF file '" + path_ + "' changed while it was read");
+  std::vector<float> out(static_cast<size_t>(t.elements()));
+  ggml::dequantize(t.type, map.data() + data_offset_ + t.offset, t.elements(), out.data());
+  return out;
+}
+
+namespace {
+template <class T>
+const T* typed(const std::map<std::string, GgufFile::Value>& meta, const std::string& key, const std::string& path,
+               const char* kind) {
+  const auto it = meta.find(key);
+  if (it == meta.end()) throw InputError("GGUF file '" + path + "' has no metadata '" + key + "'");
+  const T* v = std::get_if<T>(&it->second);
+  if (!v) throw InputError("GGUF file '" + path + "': metadata '" + key + "' is not " + kind);
+  return v;
+}
+}  // namespace
+
+std::string GgufFile::get_string(const std::string& key) const { return *typed<std::string>(meta_, key, path_, "a string"); }
+
+int64_t GgufFile::get_int(const std::string& key) const {
+  const auto it = meta_.find(key);
+  if (it == meta_.end()) throw InputError("GGUF file '" + path_ + "' has no metadata '" + key + "'");
+  if (const auto* u = std::get_if<uint64_t>(&it->second)) return static_cast<int64_t>(*u);
+  if (const auto* s = std::get_if<int64_t>(&it->second)) return *s;
+  throw InputError("GGUF file '" + path_ + "': metadata '" + key + "' is not an integer");
+}
+
+double GgufFile::get_float(const std::string& key) const {
+  const auto it = meta_.find(key);
+  if (it != meta_.end())
+    if (const auto* d = std::get_if<double>(&it->second)) return *d;
+  return static_cast<double>(get_int(key));
+}
+
+bool GgufFile::get_bool(const std::string& key) const { return *typed<bool>(meta_, key, path_, "a bool"); }
+
+std::vector<std::string> GgufFile::get_strings(const std::string& key) const {
+  return *typed<std::vector<std::string>>(meta_, key, path_, "an array of strings");
+}
+
+std::vector<int64_t> GgufFile::get_ints(const std::string& key) const {
+  return *typed<std::vector<int64_t>>(meta_, key, path_, "an array of integers");
+}
+
+int64_t GgufFile::get_int(const std::string& key, int64_t fallback) const { return has(key) ? get_int(key) : fallback; }
+double GgufFile::get_float(const std::string& key, double fallback) const {
+  return has(key) ? get_float(key) : fallback;
+}
+std::string GgufFile::get_string(const std::string& key, const std::string& fallback) const {
+  return has(key) ? get_string(key) : fallback;
+}
+
+}  // namespace forge

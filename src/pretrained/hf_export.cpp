@@ -1,0 +1,185 @@
+#include "pretrained/hf_export.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "pretrained/pretrained_model.hpp"
+#include "pretrained/safetensors_file.hpp"
+
+namespace forge {
+namespace {
+
+using nlohmann::ordered_json;
+
+
+ordered_json byte_level(bool use_regex) {
+  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
+}
+
+ordered_json pre_tokenizer_json(PreTokenizer p) {
+  switch (p) {
+    case PreTokenizer::kGpt2: return byte_level(true);
+    case PreTokenizer::kSmolLm:
+      return {{"type", "Sequence"},
+              {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}}};
+    case PreTokenizer::kLlama3:
+    case PreTokenizer::kQwen2: {
+      ordered_json split = {{"type", "Split"},
+                            {"pattern", {{"Regex", split_pattern(p)}}},
+                            {"behavior", "Isolated"},
+                            {"invert", false}};
+      return {{"type", "Sequence"}, {"pretokenizers", {split, byte_level(false)}}};
+    }
+  }
+  return {};
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw Error("cannot write '" + path + "'");
+}
+
+std::string token_or_null(const BpeVocabulary& v, int32_t id) {
+  return id >= 0 && id < static_cast<int32_t>(v.tokens.size()) ? v.tokens[id] : "";
+}
+
+}  // namespace
+
+std::string tokenizer_json(const BpeVocabulary& v) {
+  ordered_json added = ordered_json::array();
+  for (const auto& a : v.added)
+    added.push_back({{"id", a.id},
+                     {"content", v.tokens[a.id]},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", a.special}});
+  ordered_json vocab = ordered_json::object();
+  std::vector<uint8_t> is_added(v.tokens.size(), 0);
+  for (const auto& a : v.added) is_added[a.id] = 1;
+  for (size_t id = 0; id < v.tokens.size(); ++id)
+    if (!is_added[id] || !vocab.contains(v.tokens[id])) vocab[v.tokens[id]] = id;
+  ordered_json merges = ordered_json::array();
+  for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
+  ordered_json t = {{"version", "1.0"},
+                    {"truncation", nullptr},
+                    {"padding", nullptr},
+                    {"added_tokens", added},
+                    {"normalizer", nullptr},
+                    {"pre_tokenizer", pre_tokenizer_json(v.pre)},
+                    {"post_processor", nullptr},
+                    {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+                    {"model",
+                     {{"type", "BPE"},
+                      {"dropout", nullptr},
+                      {"unk_token", nullptr},
+                      {"continuing_subword_prefix", nullptr},
+                      {"end_of_word_suffix", nullptr},
+                      {"fuse_unk", false},
+                      {"byte_fallback", false},
+                      {"ignore_merges", v.ignore_merges},
+                      {"vocab", vocab},
+                      {"merges", merges}}}};
+  return t.dump(1);
+}
+
+void export_hf_folder(const HfExport& m, const std::string& folder) {
+  if (m.architecture != "llama" && m.architecture != "qwen2")
+    throw InputError("export: architecture '" + m.architecture + "' (forge exports llama and qwen2)");
+  FORGE_CHECK(m.weights && m.tokenizer.tokenizer, "export without weights or tokenizer");
+  const ModelConfig& c = m.config;
+  const ParamLayout layout(c);
+  FORGE_CHECK(m.weights->size() == layout.total, "export: the weights do not fit the configuration");
+  std::filesystem::create_directories(folder);
+  const BpeVocabulary& v = m.tokenizer.tokenizer->vocabulary();
+
+  // config.json
+  const int hd = c.head_dim();
+  ordered_json cfg = {{"architectures", {m.architecture == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+                      {"model_type", m.architecture},
+                      {"hidden_size", c.d_model},
+                      {"intermediate_size", c.ffn_dim},
+                      {"num_hidden_layers", c.n_layers},
+                      {"num_attention_heads", c.n_heads},
+                      {"num_key_value_heads", c.n_kv_heads},
+                      {"head_dim", hd},
+                      {"hidden_act", "silu"},
+                      {"max_position_embeddings", m.max_positions},
+                      {"rms_norm_eps", c.norm_eps},
+                      {"rope_theta", c.rope_base},
+                      {"tie_word_embeddings", c.tied_embeddings},
+                      {"vocab_size", c.vocab},
+                      {"torch_dtype", m.bf16 ? "bfloat16" : "float32"},
+                      {"use_cache", true}};
+  if (m.architecture == "llama") cfg["attention_bias"] = false, cfg["mlp_bias"] = false;
+  cfg["rope_scaling"] = nullptr;
+  if (c.rope_scaling.enabled())
+    cfg["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", c.rope_scaling.factor},
+                           {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                           {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                           {"original_max_position_embeddings", c.rope_scaling.original_max_positions}};
+  if (m.tokenizer.bos_id >= 0) cfg["bos_token_id"] = m.tokenizer.bos_id;
+  if (m.tokenizer.eos_id >= 0) cfg["eos_token_id"] = m.tokenizer.eos_id;
+  write_text(folder + "/config.json", cfg.dump(2) + "\n");
+  ordered_json gen = {{"_from_model_config", true}};
+  if (m.tokenizer.bos_id >= 0) gen["bos_token_id"] = m.tokenizer.bos_id;
+  if (m.tokenizer.eos_id >= 0) gen["eos_token_id"] = m.tokenizer.eos_id;
+  write_text(folder + "/generation_config.json", gen.dump(2) + "\n");
+
+  // model.safetensors: split fused tensors, un-permute q and k.
+  std::vector<std::vector<float>> keep;  // owners of the split tensors
+  std::vector<NamedTensor> tensors;
+  const float* W = m.weights->data();
+  const auto add = [&](const std::string& name, std::vector<int64_t> shape, std::vector<float> data) {
+    keep.push_back(std::move(data));
+    tensors.push_back({name, std::move(shape), keep.back().data()});
+  };
+  const auto slice = [&](size_t offset, size_t n) { return std::vector<float>(W + offset, W + offset + n); };
+  const int64_t d = c.d_model, F = c.ffn_dim, H = c.n_heads, Hkv = c.n_kv_heads, V = c.vocab;
+  keep.reserve(16 * c.n_layers + 8);
+  add("model.embed_tokens.weight", {V, d}, slice(layout.find("embed").offset, V * d));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".", f = "layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {d}, slice(layout.find(f + "attn_norm").offset, d));
+    const size_t qkv = layout.find(f + "wqkv").offset;
+    add(p + "self_attn.q_proj.weight", {H * hd, d},
+        permute_rope_rows(slice(qkv, H * hd * d), static_cast<int>(H), hd, d, false));
+    add(p + "self_attn.k_proj.weight", {Hkv * hd, d},
+        permute_rope_rows(slice(qkv + H * hd * d, Hkv * hd * d), static_cast<int>(Hkv), hd, d, false));
+    add(p + "self_attn.v_proj.weight", {Hkv * hd, d}, slice(qkv + (H + Hkv) * hd * d, Hkv * hd * d));
+    if (c.qkv_bias) {
+      const size_t b = layout.find(f + "bqkv").offset;
+      add(p + "self_attn.q_proj.bias", {H * hd}, permute_rope_rows(slice(b, H * hd), static_cast<int>(H), hd, 1, false));
+      add(p + "self_attn.k_proj.bias", {Hkv * hd},
+          permute_rope_rows(slice(b + H * hd, Hkv * hd), static_cast<int>(Hkv), hd, 1, false));
+      add(p + "self_attn.v_proj.bias", {Hkv * hd}, slice(b + (H + Hkv) * hd, Hkv * hd));
+    }
+    add(p + "self_attn.o_proj.weight", {d, H * hd}, slice(layout.find(f + "wo").offset, d * H * hd));
+    add(p + "post_attention_layernorm.weight", {d}, slice(layout.find(f + "mlp_norm").offset, d));
+    const size_t gu = layout.find(f + "w_gate_up").offset;
+    add(p + "mlp.gate_proj.weight", {F, d}, slice(gu, F * d));
+    add(p + "mlp.up_proj.weight", {F, d}, slice(gu + F * d, F * d));
+    add(p + "mlp.down_proj.weight", {d, F}, slice(layout.find(f + "w_down").offset, d * F));
+  }
+  add("model.norm.weight", {d}, slice(layout.find("final_norm").offset, d));
+  if (!c.tied_embeddings) add("lm_head.weight", {V, d}, slice(layout.find("lm_head").offset, V * d));
+  write_safetensors(folder + "/model.safetensors", tensors, m.bf16);
+
+  // Tokenizer files.
+  write_text(folder + "/tokenizer.json", tokenizer_json(v) + "\n");
+  ordered_json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                     {"clean_up_tokenization_spaces", false},
+                     {"model_max_length", m.max_positions}};
+  if (!m.tokenizer.chat_template.empty()) tc["chat_template"] = m.tokenizer.chat_template;
+  const std::string bos = token_or_null(v, m.tokenizer.bos_id), eos = token_or_null(v, m.tokenizer.eos_id);
+  tc["bos_token"] = bos.empty() ? ordered_json(nullptr) : ordered_json(bos);
+  tc["eos_token"] = eos.empty() ? ordered_json(nullptr) : ordered_json(eos);
+  write_text(folder + "/tokenizer_config.json", tc.dump(2) + "\n");
+}
+
+}  // namespace forge

@@ -1,0 +1,30 @@
+#include "pretrained/model_source.hpp"
+
+#include "pretrained/pretrained_model.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
+
+namespace forge {
+
+ModelSource resolve_model(const ModelConfig& model, bool load_weights) {
+  ModelSource s;
+  if (model.pretrained.empty()) {
+    s.config = model;
+    s.config.vocab = ByteTokenizer::kVocabSize;
+    s.tokenizer = std::make_shared<ByteTokenizer>();
+    s.architecture = "forge";
+    return s;
+  }
+  PretrainedModel pm = load_pretrained(model.pretrained, load_weights);
+  s.config = pm.config;
+  s.config.pretrained = model.pretrained;
+  s.tokenizer = pm.tokenizer.tokenizer;
+  const std::string bos = pm.tokenizer.bos_id >= 0 ? pm.tokenizer.tokenizer->token_text(pm.tokenizer.bos_id) : "";
+  s.chat = std::make_shared<ChatFormat>(pm.tokenizer.chat_template, s.tokenizer, bos, model.pretrained);
+  s.pretrained_tokenizer = std::move(pm.tokenizer);
+  s.architecture = pm.architecture;
+  s.max_positions = pm.max_positions;
+  s.weights = std::move(pm.weights);
+  return s;
+}
+
+}  // namespace forge

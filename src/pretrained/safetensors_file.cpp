@@ -1,0 +1,182 @@
+#include "pretrained/safetensors_file.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "pretrained/ggml_quants.hpp"
+
+namespace forge {
+namespace {
+
+using nlohmann::json;
+
+size_t dtype_bytes(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "F16" || dtype == "BF16") return 2;
+  return 0;
+}
+
+uint64_t file_size(const std::string& path) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path, ec);
+  if (ec) throw InputError("cannot read '" + path + "': " + ec.message());
+  return n;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
+  const uint64_t size = file_size(path);
+  std::ifstream in(path, std::ios::binary);
+  uint64_t n = 0;
+  if (size < 8 || !in.read(reinterpret_cast<char*>(&n), 8)) throw InputError("'" + path + "' is not a safetensors file (too short)");
+  if (n > size - 8 || n > (uint64_t{1} << 30))
+    throw InputError("safetensors file '" + path + "' is truncated or corrupted: a header of " + std::to_string(n) +
+                     " bytes in a file of " + std::to_string(size));
+  std::string header(n, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  data_offset_ = 8 + n;
+  json h;
+  try {
+    h = json::parse(header);
+  } catch (const json::exception& e) {
+    throw InputError("safetensors file '" + path + "': the header is not JSON (" + e.what() + ")");
+  }
+  if (!h.is_object()) throw InputError("safetensors file '" + path + "': the header is not a JSON object");
+  const uint64_t data_size = size - data_offset_;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const std::string where = "safetensors file '" + path + "', tensor '" + it.key() + "'";
+    try {
+      Entry e;
+      e.dtype = it.value().at("dtype").get<std::string>();
+      e.shape = it.value().at("shape").get<std::vector<int64_t>>();
+      const auto offs = it.value().at("data_offsets").get<std::vector<uint64_t>>();
+      if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > data_size)
+        throw InputError(where + ": data offsets outside the file's " + std::to_string(data_size) +
+                         " bytes of data (truncated?)");
+      e.begin = offs[0];
+      e.end = offs[1];
+      uint64_t count = 1;
+      for (int64_t d : e.shape) {
+        if (d < 0) throw InputError(where + ": a negative dimension");
+        count *= static_cast<uint64_t>(d);
+      }
+      const size_t b = dtype_bytes(e.dtype);
+      if (b && count * b != e.end - e.begin)
+        throw InputError(where + ": " + std::to_string(e.end - e.begin) + " bytes for " + std::to_string(count) +
+                         " values of " + e.dtype);
+      entries_[it.key()] = std::move(e);
+    } catch (const json::exception& ex) {
+      throw InputError(where + ": malformed entry (" + ex.what() + ")");
+    }
+  }
+}
+
+std::vector<float> SafetensorsFile::read(const std::string& name) const {
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) throw InputError("safetensors file '" + path_ + "' has no tensor '" + name + "'");
+  const Entry& e = it->second;
+  const size_t b = dtype_bytes(e.dtype);
+  if (!b)
+    throw InputError("safetensors file '" + path_ + "': tensor '" + name + "' has dtype " + e.dtype +
+                     "; forge reads F32, F16 and BF16");
+  const size_t n = (e.end - e.begin) / b;
+  std::vector<uint8_t> raw(e.end - e.begin);
+  std::ifstream in(path_, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(data_offset_ + e.begin));
+  if (!in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size())))
+    throw InputError("safetensors file '" + path_ + "': cannot read tensor '" + name + "' (truncated?)");
+  std::vector<float> out(n);
+  if (e.dtype == "F32") std::memcpy(out.data(), raw.data(), raw.size());
+  else ggml::dequantize(e.dtype == "F16" ? ggml::kF16 : ggml::kBF16, raw.data(), static_cast<int64_t>(n), out.data());
+  return out;
+}
+
+SafetensorsModel::SafetensorsModel(const std::string& folder) {
+  const std::string single = folder + "/model.safetensors", index = folder + "/model.safetensors.index.json";
+  if (std::filesystem::exists(single)) {
+    files_.push_back(std::make_unique<SafetensorsFile>(single));
+    for (const auto& [name, e] : files_[0]->entries()) file_of_[name] = 0;
+    description_ = single;
+    return;
+  }
+  if (!std::filesystem::exists(index))
+    throw InputError("'" + folder + "' has neither model.safetensors nor model.safetensors.index.json");
+  json idx;
+  try {
+    std::ifstream in(index);
+    idx = json::parse(in);
+  } catch (const json::exception& e) {
+    throw InputError("'" + index + "' is not valid JSON: " + e.what());
+  }
+  if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
+    throw InputError("'" + index + "' has no weight_map object");
+  std::map<std::string, size_t> shard;
+  for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+    const std::string f = it.value().get<std::string>();
+    if (!shard.count(f)) {
+      shard[f] = files_.size();
+      files_.push_back(std::make_unique<SafetensorsFile>(folder + "/" + f));
+    }
+    const size_t k = shard[f];
+    if (!files_[k]->has(it.key()))
+      throw InputError("'" + index + "' puts tensor '" + it.key() + "' in '" + f + "', which lacks it");
+    file_of_[it.key()] = k;
+  }
+  description_ = index + " (" + std::to_string(files_.size()) + " shards)";
+}
+
+const SafetensorsFile& SafetensorsModel::file(const std::string& name) const {
+  const auto it = file_of_.find(name);
+  if (it == file_of_.end()) throw InputError("'" + description_ + "' has no tensor '" + name + "'");
+  return *files_[it->second];
+}
+
+std::vector<int64_t> SafetensorsModel::shape(const std::string& name) const { return file(name).entries().at(name).shape; }
+std::vector<float> SafetensorsModel::read(const std::string& name) const { return file(name).read(name); }
+
+std::vector<std::string> SafetensorsModel::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, k] : file_of_) out.push_back(name);
+  return out;
+}
+
+void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors, bool bf16,
+                       const std::map<std::string, std::string>& metadata) {
+  json h = json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  const size_t b = bf16 ? 2 : 4;
+  for (const NamedTensor& t : tensors) {
+    uint64_t n = 1;
+    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+    h[t.name] = {{"dtype", bf16 ? "BF16" : "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * b}}};
+    offset += n * b;
+  }
+  std::string header = h.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');  // data aligned to 8 bytes
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error("cannot write '" + path + "'");
+  const uint64_t n = header.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  for (const NamedTensor& t : tensors) {
+    uint64_t count = 1;
+    for (int64_t d : t.shape) count *= static_cast<uint64_t>(d);
+    if (!bf16) {
+      out.write(reinterpret_cast<const char*>(t.data), static_cast<std::streamsize>(count * 4));
+      continue;
+    }
+    std::vector<uint16_t> h16(count);
+    for (uint64_t i = 0; i < count; ++i) h16[i] = ggml::float_to_bf16(t.data[i]);
+    out.write(reinterpret_cast<const char*>(h16.data()), static_cast<std::streamsize>(count * 2));
+  }
+  if (!out) throw Error("cannot write '" + path + "' (disk full?)");
+}
+
+}  // namespace forge

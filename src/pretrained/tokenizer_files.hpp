@@ -1,0 +1,41 @@
+// A pretrained model's tokenizer, from a GGUF file's metadata or a Hugging
+// Face folder's tokenizer.json and tokenizer_config.json:
+//
+//   GGUF    tokenizer.ggml.model = "gpt2" (byte-level BPE), tokens, merges,
+//           token_type (3 = control: a special added token, 4 = user
+//           defined: an added token), tokenizer.ggml.pre names the
+//           pre-tokenizer (smollm, llama-bpe, qwen2, gpt-2/default),
+//           bos/eos ids, tokenizer.chat_template
+//   HF      model.type = "BPE" with vocab, merges (strings "a b" or pairs),
+//           ignore_merges; added_tokens with their special flag; the
+//           pre_tokenizer (ByteLevel; Digits + ByteLevel; Split(pattern) +
+//           ByteLevel) whose pattern must be one forge knows; the chat
+//           template and bos/eos tokens from tokenizer_config.json
+//
+// Anything else (a SentencePiece model, an unknown pre-tokenizer pattern,
+// byte fallback, a normalizer other than NFC) is refused by name: an
+// InputError naming the file, never a tokenizer that encodes differently.
+// (An NFC normalizer, Qwen2's, is accepted and not applied: text that is not
+// in NFC may tokenize differently from the reference.)
+#pragma once
+#include <memory>
+#include <string>
+
+#include "pretrained/gguf_file.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
+
+namespace forge {
+
+struct PretrainedTokenizer {
+  std::shared_ptr<const BpeTokenizer> tokenizer;
+  std::string chat_template;  // Jinja source as the model ships it; "" if none
+  int32_t bos_id = -1, eos_id = -1;
+  std::string source;  // the file(s) it came from
+};
+
+PretrainedTokenizer tokenizer_from_gguf(const GgufFile& gguf);
+// folder: a Hugging Face model folder with tokenizer.json (and optionally
+// tokenizer_config.json).
+PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder);
+
+}  // namespace forge

@@ -1,0 +1,239 @@
+#include "tokenizer/bpe_tokenizer.hpp"
+
+#include <algorithm>
+#include <queue>
+
+#include "core/error.hpp"
+#include "tokenizer/unicode.hpp"
+
+namespace forge {
+namespace {
+
+constexpr size_t kCacheLimit = 1 << 16;  // cached pieces before the cache is cleared
+
+void append_utf8(char32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
+
+// The byte each code point of the byte-level alphabet stands for; -1 else.
+int byte_of_char(char32_t cp) {
+  static const std::vector<int> table = [] {
+    std::vector<int> t(512, -1);
+    for (int b = 0; b < 256; ++b) t[byte_level_char(static_cast<uint8_t>(b))] = b;
+    return t;
+  }();
+  return cp < table.size() ? table[cp] : -1;
+}
+
+}  // namespace
+
+char32_t byte_level_char(uint8_t b) {
+  // Printable Latin-1 bytes stand for themselves; the other 68 bytes, in
+  // order, for U+0100 onwards.
+  const auto printable = [](int x) { return (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174; };
+  if (printable(b)) return b;
+  int n = 0;
+  for (int x = 0; x < b; ++x) n += !printable(x);
+  return 256 + n;
+}
+
+std::string to_byte_level(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) append_utf8(byte_level_char(c), &out);
+  return out;
+}
+
+BpeTokenizer::BpeTokenizer(BpeVocabulary vocab, const std::string& source) : vocab_(std::move(vocab)) {
+  const int32_t V = vocab_size();
+  const auto bad = [&](const std::string& what) { return InputError("tokenizer of '" + source + "': " + what); };
+  if (V <= 0) throw bad("an empty vocabulary");
+  special_.assign(V, 0);
+  std::vector<uint8_t> added(V, 0);
+  for (const auto& a : vocab_.added) {
+    if (a.id < 0 || a.id >= V) throw bad("added token id " + std::to_string(a.id) + " outside the vocabulary of " + std::to_string(V));
+    if (vocab_.tokens[a.id].empty()) throw bad("added token " + std::to_string(a.id) + " has no text");
+    added[a.id] = 1;
+    special_[a.id] = a.special;
+  }
+  id_of_.reserve(V);
+  bytes_of_.resize(V);
+  for (int32_t id = 0; id < V; ++id) {
+    const std::string& t = vocab_.tokens[id];
+    id_of_.emplace(t, id);  // the first id of a duplicated text wins
+    if (added[id]) {
+      bytes_of_[id] = t;
+      continue;
+    }
+    // Byte-level text back to bytes; a character outside the alphabet stays as it is.
+    std::string raw;
+    for (const auto& c : unicode::decode_utf8(t)) {
+      const int b = byte_of_char(c.cp);
+      if (b >= 0) raw.push_back(static_cast<char>(b));
+      else raw.append(t, c.offset, c.bytes);
+    }
+    bytes_of_[id] = raw;
+  }
+  int byte_tokens = 0;
+  for (int b = 0; b < 256; ++b) {
+    std::string ch;
+    append_utf8(byte_level_char(static_cast<uint8_t>(b)), &ch);
+    const auto it = id_of_.find(ch);
+    byte_token_[b] = it == id_of_.end() ? -1 : it->second;
+    byte_tokens += it != id_of_.end();
+  }
+  // A byte-level vocabulary may lack a few bytes (control characters it never
+  // saw); such bytes are dropped, as the reference drops them. Lacking most
+  // means this is not a byte-level vocabulary at all.
+  if (byte_tokens < 128) throw bad("only " + std::to_string(byte_tokens) + " of the 256 bytes have a token (not a byte-level BPE vocabulary)");
+  merge_.reserve(vocab_.merges.size());
+  for (size_t r = 0; r < vocab_.merges.size(); ++r) {
+    const auto& [a, b] = vocab_.merges[r];
+    const auto ia = id_of_.find(a), ib = id_of_.find(b), im = id_of_.find(a + b);
+    if (ia == id_of_.end() || ib == id_of_.end() || im == id_of_.end())
+      throw bad("merge " + std::to_string(r) + " ('" + a + "' '" + b + "') names a token the vocabulary lacks");
+    merge_.emplace(pair_key(ia->second, ib->second), std::make_pair(static_cast<int32_t>(r), im->second));
+  }
+  added_by_first_byte_.resize(256);
+  for (const auto& a : vocab_.added)
+    added_by_first_byte_[static_cast<unsigned char>(vocab_.tokens[a.id][0])].push_back(a.id);
+  for (auto& ids : added_by_first_byte_)
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](int32_t x, int32_t y) { return vocab_.tokens[x].size() > vocab_.tokens[y].size(); });
+}
+
+void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>* out) const {
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    const auto it = cache_.find(std::string(piece));
+    if (it != cache_.end()) {
+      out->insert(out->end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<int32_t> ids;
+  if (vocab_.ignore_merges) {
+    const auto it = id_of_.find(to_byte_level(piece));
+    if (it != id_of_.end()) ids.push_back(it->second);
+  }
+  if (ids.empty()) {
+    // Symbols in a linked list; a heap of candidate merges (rank, left position).
+    std::vector<int32_t> sym;
+    sym.reserve(piece.size());
+    for (unsigned char c : piece)
+      if (byte_token_[c] >= 0) sym.push_back(byte_token_[c]);
+    const int n = static_cast<int>(sym.size());
+    std::vector<int> prev(n), next(n);
+    for (int i = 0; i < n; ++i) {
+      prev[i] = i - 1;
+      next[i] = i + 1 < n ? i + 1 : -1;
+    }
+    struct Candidate {
+      int32_t rank;
+      int pos;
+      int32_t merged;
+      bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+    const auto consider = [&](int pos) {
+      if (pos < 0 || next[pos] < 0) return;
+      const auto it = merge_.find(pair_key(sym[pos], sym[next[pos]]));
+      if (it != merge_.end()) heap.push({it->second.first, pos, it->second.second});
+    };
+    for (int i = 0; i + 1 < n; ++i) consider(i);
+    while (!heap.empty()) {
+      const Candidate c = heap.top();
+      heap.pop();
+      if (sym[c.pos] < 0 || next[c.pos] < 0) continue;  // merged away, or now the last symbol
+      const auto it = merge_.find(pair_key(sym[c.pos], sym[next[c.pos]]));
+      if (it == merge_.end() || it->second.second != c.merged) continue;  // an outdated candidate
+      const int right = next[c.pos];
+      sym[c.pos] = c.merged;
+      sym[right] = -1;
+      next[c.pos] = next[right];
+      if (next[right] >= 0) prev[next[right]] = c.pos;
+      consider(prev[c.pos]);
+      consider(c.pos);
+    }
+    for (int i = 0; i >= 0 && i < n; i = next[i]) ids.push_back(sym[i]);
+  }
+  out->insert(out->end(), ids.begin(), ids.end());
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (cache_.size() >= kCacheLimit) cache_.clear();
+  cache_.emplace(std::string(piece), std::move(ids));
+}
+
+void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>* out) const {
+  for (const auto& [b, e] : pre_tokenize(vocab_.pre, text)) encode_piece(text.substr(b, e - b), out);
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  size_t plain = 0;
+  for (size_t i = 0; i < text.size();) {
+    int32_t found = -1;
+    for (int32_t id : added_by_first_byte_[static_cast<unsigned char>(text[i])]) {
+      const std::string& t = vocab_.tokens[id];
+      if (text.compare(i, t.size(), t) == 0) {
+        found = id;
+        break;
+      }
+    }
+    if (found < 0) {
+      ++i;
+      continue;
+    }
+    if (plain < i) encode_plain(text.substr(plain, i - plain), &out);
+    out.push_back(found);
+    i += vocab_.tokens[found].size();
+    plain = i;
+  }
+  if (plain < text.size()) encode_plain(text.substr(plain), &out);
+  return out;
+}
+
+std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size())
+      throw InputError("token id " + std::to_string(id) + " outside the vocabulary of " + std::to_string(vocab_size()));
+    out += bytes_of_[id];
+  }
+  return out;
+}
+
+std::string BpeTokenizer::token_text(int32_t id) const {
+  if (id < 0 || id >= vocab_size())
+    throw InputError("token id " + std::to_string(id) + " outside the vocabulary of " + std::to_string(vocab_size()));
+  return bytes_of_[id];
+}
+
+int32_t BpeTokenizer::special_id(std::string_view text) const {
+  const auto it = id_of_.find(std::string(text));
+  return it != id_of_.end() && special_[it->second] ? it->second : -1;
+}
+
+bool BpeTokenizer::is_special(int32_t id) const { return id >= 0 && id < vocab_size() && special_[id]; }
+
+int32_t BpeTokenizer::token_id(std::string_view token) const {
+  const auto it = id_of_.find(std::string(token));
+  return it == id_of_.end() ? -1 : it->second;
+}
+
+}  // namespace forge

@@ -1,0 +1,32 @@
+// The tokenizer interface: text to token ids and back. Text is encoded once,
+// where it enters (a prompt, an observation); from then on forge keeps
+// tokens and never re-encodes a history (token-in/token-out).
+//
+// Two implementations: ByteTokenizer (bytes plus a few named specials, the
+// small built-in policy's) and BpeTokenizer (byte-level BPE as GPT-2,
+// Llama 3, Qwen2 and SmolLM2 use it, loaded with a pretrained model).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace forge {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual int32_t vocab_size() const = 0;
+  // Text to ids; special-token text (e.g. "<|im_end|>") becomes its id
+  // where the tokenizer has added tokens.
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Ids to text (bytes; may end inside a UTF-8 sequence when the ids do).
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  // One token as text for display (specials by name).
+  virtual std::string token_text(int32_t id) const = 0;
+  // Id of a special token by its text (e.g. "<|im_end|>"); -1 if none.
+  virtual int32_t special_id(std::string_view text) const = 0;
+  virtual bool is_special(int32_t id) const = 0;
+};
+
+}  // namespace forge
