@@ -4,8 +4,10 @@
 // [sample] section: the command copies it into `sampling`; the scaffold sets
 // max_new_tokens, the stop token and a per-call seed itself.
 #pragma once
+#include <memory>
 #include <string>
 
+#include "agent/scaffold_vocabulary.hpp"
 #include "core/config.hpp"
 #include "model/sampling.hpp"
 
@@ -23,8 +25,12 @@ struct AgentConfig {
   float turn_cost = 0.05f;       // efficiency penalty per turn beyond the task's need
   float token_cost = 0.002f;     // efficiency penalty per generated token beyond the ideal
   SamplingParams sampling;
+  // The policy's vocabulary (set by the command from its model); null: the
+  // built-in policy's byte vocabulary.
+  std::shared_ptr<const ScaffoldVocabulary> vocabulary;
 
   ContextPolicy policy() const;  // context_policy parsed (InputError if unknown)
+  const ScaffoldVocabulary& vocab() const { return vocabulary ? *vocabulary : ScaffoldVocabulary::builtin(); }
 };
 
 void add_agent_options(OptionSet& opts, AgentConfig& config);

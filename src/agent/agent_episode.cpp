@@ -7,7 +7,6 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "env/process_signals.hpp"
-#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
@@ -27,11 +26,11 @@ AgentEpisode::AgentEpisode(std::unique_ptr<Environment> env, uint64_t task_seed,
     : env_(std::move(env)),
       style_(style),
       config_(config),
-      template_(style.chat_template),
-      manager_(config.policy(), config.max_context_tokens, config.keep_turns, style.chat_template) {
+      template_(style.chat_template, config_.vocab()),
+      manager_(config.policy(), config.max_context_tokens, config.keep_turns, style.chat_template, config_.vocab()) {
   FORGE_CHECK(env_ != nullptr, "AgentEpisode needs an environment");
   task_ = env_->reset(task_seed);
-  const PromptText prompt = render_prompt(task_, style_);
+  const PromptText prompt = render_prompt(task_, style_, config_.vocab());
   conversation_.opening = template_.opening(prompt.system, prompt.user);
   context_ = manager_.assemble(conversation_);
 
@@ -40,24 +39,24 @@ AgentEpisode::AgentEpisode(std::unique_ptr<Environment> env, uint64_t task_seed,
   trajectory_.task_id = task_seed;
   trajectory_.group = group;
   trajectory_.template_family = style_.name();
-  const IdealCost ideal = ideal_cost(*env_, style_);
+  const IdealCost ideal = ideal_cost(*env_, style_, config_.vocab());
   trajectory_.needed_turns = ideal.turns;
   trajectory_.needed_tokens = ideal.tokens;
   if (manager_.over_budget(context_.size())) finish("context_budget");
 }
 
-Tokens render_in_style(const ScaffoldStyle& style, const ToolCall& canonical) {
+Tokens render_in_style(const ScaffoldStyle& style, const ToolCall& canonical, const ScaffoldVocabulary& vocab) {
   ToolCall shown = canonical;
   if (canonical.tool != kAnswerTool) shown.tool = displayed_tool_name(style.tools, canonical.tool);
-  return render_action(style.call, shown);
+  return render_action(style.call, shown, vocab);
 }
 
-IdealCost ideal_cost(const Environment& env, const ScaffoldStyle& style) {
+IdealCost ideal_cost(const Environment& env, const ScaffoldStyle& style, const ScaffoldVocabulary& vocab) {
   const Solution ideal = env.solve();
   IdealCost c;
   c.turns = static_cast<int32_t>(ideal.calls.size()) + 1;
-  for (const ToolCall& call : ideal.calls) c.tokens += render_in_style(style, call).size() + 1;
-  c.tokens += render_in_style(style, {kAnswerTool, ideal.answer}).size() + 1;
+  for (const ToolCall& call : ideal.calls) c.tokens += render_in_style(style, call, vocab).size() + 1;
+  c.tokens += render_in_style(style, {kAnswerTool, ideal.answer}, vocab).size() + 1;
   return c;
 }
 
@@ -66,7 +65,7 @@ float efficiency_reward(const AgentConfig& config, int turns, const IdealCost& i
            config.token_cost * std::max(0, generated - ideal.tokens));
 }
 
-Tokens AgentEpisode::render(const ToolCall& canonical) const { return render_in_style(style_, canonical); }
+Tokens AgentEpisode::render(const ToolCall& canonical) const { return render_in_style(style_, canonical, config_.vocab()); }
 
 std::optional<GenerationRequest> AgentEpisode::next_request() {
   if (done_ || pending_) return std::nullopt;
@@ -76,7 +75,7 @@ std::optional<GenerationRequest> AgentEpisode::next_request() {
   r.prompt = context_;
   r.sampling = config_.sampling;
   r.sampling.max_new_tokens = std::min(config_.max_new_tokens, config_.max_episode_tokens - generated_);
-  r.sampling.stop_tokens = {kEndOfTurn};
+  r.sampling.stop_tokens = {config_.vocab().stop_token()};
   r.sampling.seed = mix_seed(mix_seed(config_.sampling.seed, trajectory_.episode_id),
                              static_cast<uint64_t>(trajectory_.turns));
   r.session = "episode-" + std::to_string(trajectory_.episode_id);
@@ -107,7 +106,7 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
   const int32_t turn = trajectory_.turns++;
   generated_ += static_cast<int>(result.tokens.size());
 
-  const ParsedAction action = parse_action(style_.call, result.tokens);
+  const ParsedAction action = parse_action(style_.call, result.tokens, config_.vocab());
   if (action.kind == ParsedAction::Kind::kAnswer) {
     trajectory_.final_answer = action.answer;
     trajectory_.reward.outcome = env_->verify(action.answer);
@@ -129,7 +128,7 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
   TurnRecord record;
   record.tokens = result.tokens;
   append(record.tokens, template_.assistant_end(result.tokens));
-  append(record.tokens, template_.tool_message(ByteTokenizer().encode(render_observation(style_.response, obs))));
+  append(record.tokens, template_.tool_message(render_observation(style_.response, obs)));
   append(record.tokens, template_.assistant_start());
   if (obs.kind == ObservationKind::kOk) record.note = action.call.tool + "(" + action.call.args + ")=" + obs.text;
   append(context_, record.tokens);

@@ -99,11 +99,13 @@ class AgentEpisode {
 struct IdealCost {
   int32_t turns = 0, tokens = 0;
 };
-IdealCost ideal_cost(const Environment& env, const ScaffoldStyle& style);
+IdealCost ideal_cost(const Environment& env, const ScaffoldStyle& style,
+                     const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
 
 // An action (canonical tool name, or kAnswerTool) rendered in a style's call
-// format with its displayed tool name, without <|eot|>.
-Tokens render_in_style(const ScaffoldStyle& style, const ToolCall& canonical);
+// format with its displayed tool name, without the stop token.
+Tokens render_in_style(const ScaffoldStyle& style, const ToolCall& canonical,
+                       const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
 
 // The efficiency component: -(turn_cost * turns beyond the need +
 // token_cost * generated tokens beyond the need).

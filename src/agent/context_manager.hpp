@@ -28,15 +28,16 @@ struct TurnRecord {
 };
 
 struct Conversation {
-  Tokens opening;                  // <|bos|>, system, user request
+  Tokens opening;                  // the template's opening: system, user request
   std::vector<std::string> notes;  // summaries of forgotten turns
   std::deque<TurnRecord> turns;    // turns in the context, oldest first
 };
 
 class ContextManager {
  public:
-  ContextManager(ContextPolicy policy, int budget, int keep_turns, TemplateStyle style)
-      : policy_(policy), budget_(budget), keep_turns_(keep_turns), template_(style) {}
+  ContextManager(ContextPolicy policy, int budget, int keep_turns, TemplateStyle style,
+                 const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin())
+      : policy_(policy), budget_(budget), keep_turns_(keep_turns), template_(style, vocab) {}
 
   Tokens assemble(const Conversation& c) const;
   bool over_budget(size_t context_tokens) const {

@@ -1,7 +1,7 @@
 // The system prompt and the user turn of an episode: the task's tool
 // definitions and an example call (both in the episode's tool-definition
-// style and call format), and the request. Tokens, because an example in
-// call.special holds special tokens.
+// style and call format), and the request. Markup (scaffold_vocabulary.hpp),
+// because an example in call.special may hold special tokens.
 //
 //   tools.short   calc: a op b
 //   tools.long    calc: a op b (integers, op is + - or *)
@@ -22,10 +22,11 @@
 namespace forge {
 
 struct PromptText {
-  Tokens system;  // empty for system.none
-  Tokens user;
+  std::string system;  // empty for system.none
+  std::string user;
 };
 
-PromptText render_prompt(const Task& task, const ScaffoldStyle& style);
+PromptText render_prompt(const Task& task, const ScaffoldStyle& style,
+                         const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
 
 }  // namespace forge

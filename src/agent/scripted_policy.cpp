@@ -1,6 +1,5 @@
 #include "agent/scripted_policy.hpp"
 
-#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 
@@ -16,7 +15,7 @@ Tokens ScriptedPolicy::next(const AgentEpisode& episode) {
                      (*last == ObservationKind::kToolError || *last == ObservationKind::kTimeout);
   const ToolCall& action = actions_[retry ? cursor_ - 1 : std::min(cursor_++, actions_.size() - 1)];
   Tokens out = episode.render(action);
-  out.push_back(kEndOfTurn);
+  out.push_back(episode.config().vocab().stop_token());
   return out;
 }
 

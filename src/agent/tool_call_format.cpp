@@ -183,49 +183,64 @@ ParsedAction parse_xml(std::string_view s) {
 
 }  // namespace
 
-std::vector<int32_t> render_action(CallFormat format, const ToolCall& call) {
-  ByteTokenizer tok;
+std::string action_markup(CallFormat format, const ToolCall& call, const ScaffoldVocabulary& vocab) {
   const bool answer = call.tool == kAnswerTool;
   switch (format) {
     case CallFormat::kParen:
-      return tok.encode(call.tool + "(" + call.args + ")");
+      return call.tool + "(" + call.args + ")";
     case CallFormat::kJson:
-      return tok.encode(answer ? "{\"answer\":\"" + json_escape(call.args) + "\"}"
-                               : "{\"tool\":\"" + json_escape(call.tool) + "\",\"args\":\"" +
-                                     json_escape(call.args) + "\"}");
+      return answer ? "{\"answer\":\"" + json_escape(call.args) + "\"}"
+                    : "{\"tool\":\"" + json_escape(call.tool) + "\",\"args\":\"" + json_escape(call.args) + "\"}";
     case CallFormat::kXml:
-      return tok.encode("<" + call.tool + ">" + xml_escape(call.args) + "</" + call.tool + ">");
-    case CallFormat::kSpecial: {
-      std::vector<int32_t> out = {kToolCallOpen};
-      for (int32_t t : tok.encode(call.tool + " " + call.args)) out.push_back(t);
-      out.push_back(kToolCallClose);
-      return out;
-    }
+      return "<" + call.tool + ">" + xml_escape(call.args) + "</" + call.tool + ">";
+    case CallFormat::kSpecial:
+      return vocab.tool_call_open() + call.tool + " " + call.args + vocab.tool_call_close();
   }
   return {};
 }
 
-ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generated) {
+std::vector<int32_t> render_action(CallFormat format, const ToolCall& call, const ScaffoldVocabulary& vocab) {
+  return vocab.encode(action_markup(format, call, vocab));
+}
+
+ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generated, const ScaffoldVocabulary& vocab) {
   std::vector<int32_t> t = generated;
-  if (!t.empty() && t.back() == kEndOfTurn) t.pop_back();
-  // Whitespace bytes around the action are ignored (also around special tokens).
-  auto space = [](int32_t x) { return x >= 0 && x < 256 && std::isspace(x); };
-  size_t b = 0, e = t.size();
-  while (b < e && space(t[b])) ++b;
-  while (e > b && space(t[e - 1])) --e;
-  if (b == e) return invalid("empty output");
-  if (format == CallFormat::kSpecial) {
-    if (t[b] != kToolCallOpen || t[e - 1] != kToolCallClose || e - b < 2)
-      return invalid("expected <|tool_call|>name args<|/tool_call|>");
-    ++b, --e;
-  }
+  if (!t.empty() && t.back() == vocab.stop_token()) t.pop_back();
   std::string text;
-  for (size_t i = b; i < e; ++i) {
-    if (ByteTokenizer().is_special(t[i]) || t[i] < 0)
-      return invalid("unexpected token " + (t[i] < 0 || t[i] >= ByteTokenizer::kVocabSize
-                                                ? std::to_string(t[i])
-                                                : ByteTokenizer().token_text(t[i])));
-    text += static_cast<char>(t[i]);
+  if (vocab.native()) {
+    // A pretrained model writes every format as text: any special token is out of place.
+    for (int32_t x : t)
+      if (x < 0 || x >= vocab.vocab_size() || vocab.is_special(x))
+        return invalid("unexpected token " + (x < 0 || x >= vocab.vocab_size() ? std::to_string(x)
+                                                                                 : vocab.tokenizer().token_text(x)));
+    text = vocab.decode(t);
+    if (format == CallFormat::kSpecial) {
+      const std::string_view s = trim(text);
+      const std::string& open = vocab.tool_call_open();
+      const std::string& close = vocab.tool_call_close();
+      if (!s.starts_with(open) || !s.ends_with(close) || s.size() < open.size() + close.size())
+        return invalid("expected " + open + "name args" + close);
+      text = std::string(s.substr(open.size(), s.size() - open.size() - close.size()));
+    }
+  } else {
+    // Whitespace bytes around the action are ignored (also around special tokens).
+    auto space = [](int32_t x) { return x >= 0 && x < 256 && std::isspace(x); };
+    size_t b = 0, e = t.size();
+    while (b < e && space(t[b])) ++b;
+    while (e > b && space(t[e - 1])) --e;
+    if (b == e) return invalid("empty output");
+    if (format == CallFormat::kSpecial) {
+      if (t[b] != kToolCallOpen || t[e - 1] != kToolCallClose || e - b < 2)
+        return invalid("expected <|tool_call|>name args<|/tool_call|>");
+      ++b, --e;
+    }
+    for (size_t i = b; i < e; ++i) {
+      if (vocab.is_special(t[i]) || t[i] < 0)
+        return invalid("unexpected token " + (t[i] < 0 || t[i] >= vocab.vocab_size()
+                                                  ? std::to_string(t[i])
+                                                  : vocab.tokenizer().token_text(t[i])));
+      text += static_cast<char>(t[i]);
+    }
   }
   const std::string_view s = trim(text);
   if (s.empty()) return invalid("empty output");

@@ -7,12 +7,16 @@
 //   call.json     {"tool":"calc","args":"17*23"}       {"answer":"428"}
 //   call.xml      <calc>17*23</calc>                   <answer>428</answer>
 //   call.special  <|tool_call|>calc 17*23<|/tool_call|> <|tool_call|>answer 428<|/tool_call|>
+//                 (a pretrained model: <tool_call>calc 17*23</tool_call> as text)
 //
 // Tool names are identifiers ([A-Za-z_][A-Za-z0-9_]*, at most 32 bytes).
 // JSON strings escape " and \ (\n, \t and \/ are read too); JSON values may
 // also be bare numbers. XML bodies escape & < > as &amp; &lt; &gt;.
-// Surrounding whitespace is ignored, and one trailing <|eot|> (the stop
-// token) is stripped; any other special token makes the action invalid.
+// Surrounding whitespace is ignored, and one trailing stop token (<|eot|>,
+// or the model's end of turn) is stripped; any other special token makes the
+// action invalid. Actions are rendered as markup and encoded through the
+// policy's vocabulary (scaffold_vocabulary.hpp); generated tokens are decoded
+// through it.
 // parse(render(c)) == c for every call whose name is an identifier and
 // whose args have no surrounding whitespace.
 #pragma once
@@ -20,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/scaffold_vocabulary.hpp"
 #include "env/perturbation.hpp"
 #include "env/tool_call.hpp"
 
@@ -33,9 +38,14 @@ struct ParsedAction {
   std::string error;   // kInvalid: what was wrong
 };
 
-// Tokens of an action, without the closing <|eot|>. A call whose tool is
-// kAnswerTool renders the final answer with call.args as its text.
-std::vector<int32_t> render_action(CallFormat format, const ToolCall& call);
-ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generated);
+// An action as markup, and its tokens, without the closing stop token. A
+// call whose tool is kAnswerTool renders the final answer with call.args as
+// its text.
+std::string action_markup(CallFormat format, const ToolCall& call,
+                          const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
+std::vector<int32_t> render_action(CallFormat format, const ToolCall& call,
+                                   const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
+ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generated,
+                          const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
 
 }  // namespace forge

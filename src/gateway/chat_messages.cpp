@@ -5,7 +5,6 @@
 #include "agent/tool_call_format.hpp"
 #include "env/tool_call.hpp"
 #include "gateway/request_error.hpp"
-#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 namespace {
@@ -79,7 +78,7 @@ bool same_calls(const json& echoed, const json& returned, size_t i) {
 // gateway returned (once per request; one generated for `so_far` first),
 // else the message rendered as an action.
 Tokens assistant_tokens(const json& m, size_t i, CallFormat format, const EpisodeTexts& texts,
-                        const Tokens& so_far, std::vector<bool>& used) {
+                        const Tokens& so_far, std::vector<bool>& used, const ScaffoldVocabulary& vocab) {
   const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
   std::optional<size_t> pick;
   for (size_t r = 0; r < texts.replies.size(); ++r) {
@@ -100,48 +99,45 @@ Tokens assistant_tokens(const json& m, size_t i, CallFormat format, const Episod
     used[*pick] = true;
     return texts.replies[*pick].generated;
   }
-  if (has_calls) return render_action(format, call_of(m["tool_calls"], i));
-  return render_action(format, {kAnswerTool, content_text(m, i)});
+  if (has_calls) return render_action(format, call_of(m["tool_calls"], i), vocab);
+  return render_action(format, {kAnswerTool, content_text(m, i)}, vocab);
 }
 
 }  // namespace
 
 Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat format,
-                   const EpisodeTexts& texts) {
+                   const EpisodeTexts& texts, const ScaffoldVocabulary& vocab) {
   if (!messages.is_array() || messages.empty()) throw bad_request("messages must be a non-empty array");
-  const ChatTemplate tmpl(chat_template);
-  const ByteTokenizer tok;
-  // A text the gateway handed out keeps its tokens.
-  const auto text_tokens = [&](const std::string& s, const std::string& original, const Tokens& original_tokens) {
-    return s == original ? original_tokens : tok.encode(s);
-  };
+  const ChatTemplate tmpl(chat_template, vocab);
   size_t i = 0;
   const auto role_of = [&](size_t k) {
     if (!messages[k].is_object() || !messages[k].contains("role") || !messages[k]["role"].is_string())
       throw bad_request(where(k) + " needs a string \"role\"");
     return messages[k]["role"].get<std::string>();
   };
-  Tokens system;
+  std::string system;
   const std::string first = role_of(0);
   if (first == "system" || first == "developer") {
-    system = text_tokens(content_text(messages[0], 0), texts.system, texts.system_tokens);
+    system = content_text(messages[0], 0);
     i = 1;
   }
   if (i >= messages.size() || role_of(i) != "user")
     throw bad_request(where(i) + ": the conversation must open with [system,] user");
-  Tokens out = tmpl.opening(system, text_tokens(content_text(messages[i], i), texts.user, texts.user_tokens));
+  // The task's texts as handed out are the scaffold's markup; anything else is plain.
+  const std::string user = content_text(messages[i], i);
+  Tokens out = tmpl.opening(system, user, system == texts.system, user == texts.user);
   std::vector<bool> used(texts.replies.size(), false);
   for (++i; i < messages.size(); ++i) {
     const std::string role = role_of(i);
     if (role == "assistant") {
       append(out, tmpl.assistant_start());
-      const Tokens gen = assistant_tokens(messages[i], i, format, texts, out, used);
+      const Tokens gen = assistant_tokens(messages[i], i, format, texts, out, used, vocab);
       append(out, gen);
       append(out, tmpl.assistant_end(gen));
     } else if (role == "tool") {
-      append(out, tmpl.tool_message(tok.encode(content_text(messages[i], i))));
+      append(out, tmpl.tool_message(content_text(messages[i], i), false));
     } else if (role == "user") {
-      append(out, tmpl.user_message(tok.encode(content_text(messages[i], i))));
+      append(out, tmpl.user_message(content_text(messages[i], i), false));
     } else {
       throw bad_request(where(i) + ".role '" + role +
                         "': expected user, assistant or tool (system only first)");
@@ -154,8 +150,8 @@ Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat
 }
 
 json reply_message(const Tokens& generated, CallFormat format, const std::string& call_id, bool cut_by_length,
-                   std::string* finish_reason) {
-  const ParsedAction a = parse_action(format, generated);
+                   std::string* finish_reason, const ScaffoldVocabulary& vocab) {
+  const ParsedAction a = parse_action(format, generated, vocab);
   json m = {{"role", "assistant"}};
   if (a.kind == ParsedAction::Kind::kCall) {
     const json args = {{"input", valid_utf8(a.call.args)}};
@@ -169,8 +165,8 @@ json reply_message(const Tokens& generated, CallFormat format, const std::string
     *finish_reason = "stop";
   } else {
     Tokens body = generated;
-    if (!body.empty() && body.back() == kEndOfTurn) body.pop_back();
-    m["content"] = tokens_text(body);
+    if (!body.empty() && body.back() == vocab.stop_token()) body.pop_back();
+    m["content"] = tokens_text(body, vocab);
     *finish_reason = cut_by_length ? "length" : "stop";
   }
   return m;

@@ -7,12 +7,14 @@
 //     tool       tool_message(content)      user  user_message(content)
 //   and assistant_start after the last one (the model writes the reply).
 //
-// Texts the gateway itself handed out render to the tokens they came from,
-// never re-encoded: the task's system and user messages (from the episode's
-// opening) and every assistant message it returned (matched by tool-call id,
-// or by content for a reply without tool calls, each reply used once per
-// request). Anything else is the agent's own text and is encoded (bytes;
-// special-token names in text stay text). An assistant message maps to one
+// Texts render through the policy's vocabulary (agent/scaffold_vocabulary.hpp):
+// the task's system and user messages the gateway handed out are the
+// scaffold's markup, so they encode to the tokens the white-box scaffold
+// uses; every assistant message it returned renders to the tokens it was
+// generated as, never re-encoded (matched by tool-call id, or by content for
+// a reply without tool calls, each reply used once per request). Anything
+// else is the agent's own text and is encoded like the model's chat template
+// would encode it (special-token text becomes the special token). An assistant message maps to one
 // action of the policy's call format: tool_calls[0] -> the call
 // (function.name, arguments {"input": "..."}), content -> the final answer.
 //
@@ -42,20 +44,20 @@ struct ReturnedReply {
 
 // What the gateway handed out in one episode.
 struct EpisodeTexts {
-  std::string system, user;    // the task's messages as returned by open
-  Tokens system_tokens, user_tokens;
+  std::string system, user;  // the task's messages as returned by open ("" system: none)
   std::vector<ReturnedReply> replies;
 };
 
 // The prompt tokens of `messages` (a JSON array). RequestError (400) naming
 // the message index for anything malformed.
 Tokens render_chat(const nlohmann::json& messages, TemplateStyle chat_template, CallFormat format,
-                   const EpisodeTexts& texts);
+                   const EpisodeTexts& texts, const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
 
 // The assistant message for `generated`; finish_reason "tool_calls" or
 // "stop" ("length" when cut by max_tokens and not a complete action).
 nlohmann::json reply_message(const Tokens& generated, CallFormat format, const std::string& call_id,
-                             bool cut_by_length, std::string* finish_reason);
+                             bool cut_by_length, std::string* finish_reason,
+                             const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
 
 
 }  // namespace forge

@@ -15,12 +15,10 @@ GatewayEpisode::GatewayEpisode(std::unique_ptr<Environment> env, uint64_t task_s
                                const AgentConfig& config, uint64_t episode_id, uint64_t slot)
     : env_(std::move(env)), style_(style), config_(config), slot_(slot) {
   task_ = env_->reset(task_seed);
-  ideal_ = ideal_cost(*env_, style_);
-  const PromptText prompt = render_prompt(task_, style_);
-  texts_.system_tokens = prompt.system;
-  texts_.user_tokens = prompt.user;
-  texts_.system = tokens_text(prompt.system);
-  texts_.user = tokens_text(prompt.user);
+  ideal_ = ideal_cost(*env_, style_, config_.vocab());
+  const PromptText prompt = render_prompt(task_, style_, config_.vocab());
+  texts_.system = valid_utf8(prompt.system);
+  texts_.user = valid_utf8(prompt.user);
   trajectory_.episode_id = episode_id;
   trajectory_.env = task_.domain;
   trajectory_.task_id = task_seed;
@@ -31,7 +29,7 @@ GatewayEpisode::GatewayEpisode(std::unique_ptr<Environment> env, uint64_t task_s
 
 json GatewayEpisode::task_json() const {
   json messages = json::array();
-  if (!texts_.system_tokens.empty()) messages.push_back({{"role", "system"}, {"content", texts_.system}});
+  if (!texts_.system.empty()) messages.push_back({{"role", "system"}, {"content", texts_.system}});
   messages.push_back({{"role", "user"}, {"content", texts_.user}});
   json tools = json::array();
   for (const ToolSpec& t : task_.tools) {
@@ -47,7 +45,7 @@ json GatewayEpisode::task_json() const {
 }
 
 Tokens GatewayEpisode::render_chat(const json& messages) const {
-  return forge::render_chat(messages, style_.chat_template, style_.call, texts_);
+  return forge::render_chat(messages, style_.chat_template, style_.call, texts_, config_.vocab());
 }
 
 void GatewayEpisode::check_budget(size_t more, size_t budget) const {
@@ -81,7 +79,8 @@ void GatewayEpisode::record(const Tokens& prompt, const GenerationResult& r) {
 
 json GatewayEpisode::record_chat(const Tokens& prompt, const GenerationResult& r, std::string* finish_reason) {
   const std::string call_id = "call_" + std::to_string(id()) + "_" + std::to_string(calls());
-  json message = reply_message(r.tokens, style_.call, call_id, r.finish == FinishReason::kLength, finish_reason);
+  json message =
+      reply_message(r.tokens, style_.call, call_id, r.finish == FinishReason::kLength, finish_reason, config_.vocab());
   record(prompt, r);
   texts_.replies.push_back({message, prompt, r.tokens});
   return message;

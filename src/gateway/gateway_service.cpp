@@ -55,12 +55,13 @@ std::string string_field(const json& body, const char* key) {
 }  // namespace
 
 GatewayService::GatewayService(const GatewayConfig& config, const SamplingParams& sampling, int max_new_tokens,
-                               int max_seq_len, size_t episode_bytes)
+                               int max_seq_len, size_t episode_bytes, std::shared_ptr<const ScaffoldVocabulary> vocab)
     : config_(config),
       sampling_(sampling),
       max_new_tokens_(max_new_tokens),
       max_seq_len_(max_seq_len),
-      episode_bytes_(episode_bytes) {}
+      episode_bytes_(episode_bytes),
+      vocab_(std::move(vocab)) {}
 
 // ---- the rank's loop
 
@@ -225,7 +226,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
     r.prompt = prompt;
     r.sampling = sampling_;
     r.sampling.max_new_tokens = std::min(max_tokens, room);
-    r.sampling.stop_tokens = {kEndOfTurn};
+    r.sampling.stop_tokens = {vocab_->stop_token()};
     uint64_t seed = sampling_.seed ^ (episode_id * 0x9E3779B97F4A7C15ull) ^ (request_id << 1);
     r.sampling.seed = splitmix64(seed);
     if (o.in_flight == 0) r.session = "gw-episode-" + std::to_string(episode_id);
@@ -252,6 +253,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
                        "no generation within " + seconds(config_.request_deadline_s) + " (gateway.request_deadline_s)");
   }
   GenerationReply reply;
+  reply.vocab = vocab_.get();
   reply.result = result.get();
   if (reply.result.finish == FinishReason::kError) {
     if (stopped_) throw RequestError(410, "run_finished", "no more generations: " + stop_reason_);
@@ -292,12 +294,12 @@ GenerationReply GatewayService::completion(uint64_t episode_id, const json& body
   const json& p = body["prompt"];
   Tokens prompt;
   if (p.is_string()) {
-    prompt = ByteTokenizer().encode(p.get<std::string>());
+    prompt = vocab_->tokenizer().encode(p.get<std::string>());
   } else if (p.is_array()) {
     for (const json& t : p) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= ByteTokenizer::kVocabSize)
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_->vocab_size())
         throw bad_request("\"prompt\" as token ids: each must be an integer in [0, " +
-                          std::to_string(ByteTokenizer::kVocabSize) + ")");
+                          std::to_string(vocab_->vocab_size()) + ")");
       prompt.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
   } else {

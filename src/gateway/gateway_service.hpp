@@ -60,15 +60,18 @@ struct GenerationReply {
   GenerationResult result;
   nlohmann::json message;     // chat only
   std::string finish_reason;  // "stop" | "length" | "tool_calls"
+  const ScaffoldVocabulary* vocab = &ScaffoldVocabulary::builtin();  // the tokens' text
 };
 
 class GatewayService {
  public:
   // sampling: the run's sampling (behaviour logprobs must be the learner's
   // distribution); max_new_tokens caps each request.
-  // episode_bytes: each episode's share of a data-pool slot.
+  // episode_bytes: each episode's share of a data-pool slot. vocab: the
+  // policy's (stop token, raw completions' text).
   GatewayService(const GatewayConfig& config, const SamplingParams& sampling, int max_new_tokens,
-                 int max_seq_len, size_t episode_bytes);
+                 int max_seq_len, size_t episode_bytes,
+                 std::shared_ptr<const ScaffoldVocabulary> vocab = ScaffoldVocabulary::builtin_ptr());
 
   // ---- the rank's loop
   void add_group(uint64_t slot, std::vector<std::unique_ptr<GatewayEpisode>> episodes);
@@ -118,6 +121,7 @@ class GatewayService {
   int max_new_tokens_;
   int max_seq_len_;
   size_t episode_bytes_;
+  std::shared_ptr<const ScaffoldVocabulary> vocab_;
   int open_waiters_ = 0;
   mutable std::mutex mu_;
   std::condition_variable openable_cv_;

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "gateway/chat_messages.hpp"
-#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 
@@ -55,10 +54,9 @@ std::vector<std::string> pieces(const std::string& text, size_t bytes) {
 json chat_reply(const GenerationReply& r, bool with_logprobs) {
   json choice = {{"index", 0}, {"message", r.message}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
   if (with_logprobs) {
-    const ByteTokenizer tok;
     json content = json::array();
     for (size_t i = 0; i < r.result.tokens.size(); ++i) {
-      const std::string raw = tok.decode({r.result.tokens[i]});
+      const std::string raw = r.vocab->decode({r.result.tokens[i]});
       json bytes = json::array();
       for (unsigned char b : raw) bytes.push_back(b);
       content.push_back({{"token", valid_utf8(raw)},
@@ -98,12 +96,11 @@ std::vector<json> chat_reply_chunks(const GenerationReply& r) {
 }
 
 json completion_reply(const GenerationReply& r, bool with_logprobs) {
-  const ByteTokenizer tok;
-  json choice = {{"index", 0}, {"text", tokens_text(r.result.tokens)}, {"finish_reason", r.finish_reason},
+  json choice = {{"index", 0}, {"text", tokens_text(r.result.tokens, *r.vocab)}, {"finish_reason", r.finish_reason},
                  {"logprobs", nullptr}};
   if (with_logprobs) {
     json tokens = json::array();
-    for (int32_t t : r.result.tokens) tokens.push_back(valid_utf8(tok.decode({t})));
+    for (int32_t t : r.result.tokens) tokens.push_back(valid_utf8(r.vocab->decode({t})));
     choice["logprobs"] = {{"tokens", tokens}, {"token_logprobs", r.result.logprobs}};
   }
   json out = head("text_completion", reply_id("cmpl-", r));
@@ -121,7 +118,7 @@ std::vector<json> completion_reply_chunks(const GenerationReply& r) {
     return c;
   };
   std::vector<json> out;
-  for (const std::string& p : pieces(tokens_text(r.result.tokens), 8)) out.push_back(chunk(p, nullptr));
+  for (const std::string& p : pieces(tokens_text(r.result.tokens, *r.vocab), 8)) out.push_back(chunk(p, nullptr));
   json last = chunk("", r.finish_reason);
   last["usage"] = usage(r);
   last["forge"] = forge_part(r);

@@ -1,6 +1,5 @@
 #include "gateway/utf8_text.hpp"
 
-#include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
 
@@ -27,6 +26,8 @@ std::string valid_utf8(const std::string& s) {
   return out;
 }
 
-std::string tokens_text(const Tokens& tokens) { return valid_utf8(ByteTokenizer().decode(tokens)); }
+std::string tokens_text(const Tokens& tokens, const ScaffoldVocabulary& vocab) {
+  return valid_utf8(vocab.decode(tokens));
+}
 
 }  // namespace forge

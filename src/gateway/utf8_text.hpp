@@ -5,12 +5,13 @@
 #pragma once
 #include <string>
 
-#include "agent/chat_template.hpp"
+#include "agent/scaffold_vocabulary.hpp"
 
 namespace forge {
 
 std::string valid_utf8(const std::string& bytes);
-// Text of tokens: bytes as UTF-8 (bad bytes as U+FFFD), specials by name.
-std::string tokens_text(const Tokens& tokens);
+// Text of tokens through the policy's vocabulary: bytes as UTF-8 (bad bytes
+// as U+FFFD), specials by name.
+std::string tokens_text(const Tokens& tokens, const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
 
 }  // namespace forge

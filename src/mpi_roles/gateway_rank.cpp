@@ -40,7 +40,8 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
 
   const size_t episode_bytes = pool.config().slot_bytes / static_cast<size_t>(cfg.producer.group) - 64;
   const AgentConfig& agent = cfg.producer.agent;
-  GatewayService service(cfg.gateway, agent.sampling, agent.max_new_tokens, cfg.max_seq_len, episode_bytes);
+  GatewayService service(cfg.gateway, agent.sampling, agent.max_new_tokens, cfg.max_seq_len, episode_bytes,
+                         agent.vocabulary ? agent.vocabulary : ScaffoldVocabulary::builtin_ptr());
   const int port = cfg.gateway.port == 0 ? 0 : cfg.gateway.port + cfg.index;
   HttpGateway http(service, cfg.gateway, port);
   // However this function ends (an error included), waiting requests are

@@ -183,8 +183,8 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>* out
   for (const auto& [b, e] : pre_tokenize(vocab_.pre, text)) encode_piece(text.substr(b, e - b), out);
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
-  std::vector<int32_t> out;
+std::vector<std::pair<int32_t, std::string>> BpeTokenizer::split_special(std::string_view text) const {
+  std::vector<std::pair<int32_t, std::string>> out;
   size_t plain = 0;
   for (size_t i = 0; i < text.size();) {
     int32_t found = -1;
@@ -199,12 +199,27 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
       ++i;
       continue;
     }
-    if (plain < i) encode_plain(text.substr(plain, i - plain), &out);
-    out.push_back(found);
+    if (plain < i) out.emplace_back(-1, std::string(text.substr(plain, i - plain)));
+    out.emplace_back(found, "");
     i += vocab_.tokens[found].size();
     plain = i;
   }
-  if (plain < text.size()) encode_plain(text.substr(plain), &out);
+  if (plain < text.size()) out.emplace_back(-1, std::string(text.substr(plain)));
+  return out;
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  for (const auto& [id, piece] : split_special(text)) {
+    if (id >= 0) out.push_back(id);
+    else encode_plain(piece, &out);
+  }
+  return out;
+}
+
+std::vector<int32_t> BpeTokenizer::encode_ordinary(std::string_view text) const {
+  std::vector<int32_t> out;
+  encode_plain(text, &out);
   return out;
 }
 

@@ -51,6 +51,8 @@ class BpeTokenizer final : public Tokenizer {
 
   int32_t vocab_size() const override { return static_cast<int32_t>(vocab_.tokens.size()); }
   std::vector<int32_t> encode(std::string_view text) const override;
+  std::vector<int32_t> encode_ordinary(std::string_view text) const override;
+  std::vector<std::pair<int32_t, std::string>> split_special(std::string_view text) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
   std::string token_text(int32_t id) const override;
   int32_t special_id(std::string_view text) const override;

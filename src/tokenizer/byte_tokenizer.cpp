@@ -30,6 +30,27 @@ std::string ByteTokenizer::decode(const std::vector<int32_t>& tokens) const {
   return out;
 }
 
+std::vector<std::pair<int32_t, std::string>> ByteTokenizer::split_special(std::string_view text) const {
+  std::vector<std::pair<int32_t, std::string>> out;
+  std::string plain;
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, 2, "<|") == 0) {
+      const size_t end = text.find("|>", i + 2);
+      const int32_t id = end == std::string_view::npos ? -1 : special_id(text.substr(i, end + 2 - i));
+      if (id >= 0) {
+        if (!plain.empty()) out.emplace_back(-1, std::move(plain));
+        plain.clear();
+        out.emplace_back(id, "");
+        i = end + 2;
+        continue;
+      }
+    }
+    plain.push_back(text[i++]);
+  }
+  if (!plain.empty()) out.emplace_back(-1, std::move(plain));
+  return out;
+}
+
 int32_t ByteTokenizer::special_id(std::string_view name) const {
   if (name.size() > 4 && name.substr(0, 2) == "<|" && name.substr(name.size() - 2) == "|>")
     name = name.substr(2, name.size() - 4);

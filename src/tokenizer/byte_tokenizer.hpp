@@ -1,7 +1,8 @@
 // Byte-level tokenizer of the small built-in policy: ids 0..255 are bytes;
 // ids from 256 are named special tokens for its chat templates (written
 // "<|assistant|>" etc.). encode() maps bytes only: special tokens enter a
-// context by id, never from text.
+// context by id, or through split_special() of the scaffold's own markup,
+// never from text a user wrote.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,6 +32,8 @@ class ByteTokenizer final : public Tokenizer {
 
   int32_t vocab_size() const override { return kVocabSize; }
   std::vector<int32_t> encode(std::string_view text) const override;
+  std::vector<int32_t> encode_ordinary(std::string_view text) const override { return encode(text); }
+  std::vector<std::pair<int32_t, std::string>> split_special(std::string_view text) const override;
   // Bytes as text; special tokens as their names, e.g. "<|assistant|>".
   std::string decode(const std::vector<int32_t>& ids) const override;
   std::string token_text(int32_t id) const override;

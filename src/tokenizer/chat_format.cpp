@@ -101,10 +101,19 @@ std::string ChatFormat::begin_text(bool first_is_system) const {
 }
 
 std::string ChatFormat::message_text(const ChatMessage& m) const {
-  if (family_ == Family::kLlama3)
-    return "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
-  return "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  return message_prefix(m.role) + message_content(m.content) + message_suffix();
 }
+
+std::string ChatFormat::message_prefix(const std::string& role) const {
+  if (family_ == Family::kLlama3) return "<|start_header_id|>" + role + "<|end_header_id|>\n\n";
+  return "<|im_start|>" + role + "\n";
+}
+
+std::string ChatFormat::message_content(const std::string& content) const {
+  return family_ == Family::kLlama3 ? trim(content) : content;
+}
+
+std::string ChatFormat::message_suffix() const { return family_ == Family::kLlama3 ? "<|eot_id|>" : "<|im_end|>\n"; }
 
 std::string ChatFormat::generation_prompt() const {
   return family_ == Family::kLlama3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n" : "<|im_start|>assistant\n";

@@ -58,7 +58,10 @@ class ChatFormat {
   // system one), one message, the generation prompt, and the text that
   // closes an assistant turn the model ended with end_of_turn().
   std::string begin_text(bool first_is_system) const;
-  std::string message_text(const ChatMessage& m) const;
+  std::string message_text(const ChatMessage& m) const;  // prefix + content + suffix
+  std::string message_prefix(const std::string& role) const;
+  std::string message_content(const std::string& content) const;  // as the template writes it (Llama 3 trims)
+  std::string message_suffix() const;
   std::string generation_prompt() const;
   std::string assistant_close() const;  // after the end-of-turn token: "\n" (chatml) or ""
   int32_t end_of_turn() const { return end_of_turn_; }  // <|im_end|> or <|eot_id|>: the stop token

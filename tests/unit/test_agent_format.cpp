@@ -123,13 +123,13 @@ TEST(AgentFormat, ChatTemplatesRenderRoles) {
   const ByteTokenizer tok;
   const ChatTemplate special(TemplateStyle::kSpecial), plain(TemplateStyle::kText),
       as_user(TemplateStyle::kToolAsUser);
-  EXPECT_EQ(tok.decode(special.opening(text("S"), text("U"))),
+  EXPECT_EQ(tok.decode(special.opening("S", "U")),
             "<|bos|><|system|>S<|eot|><|user|>U<|eot|>");
-  EXPECT_EQ(tok.decode(special.opening({}, text("U"))), "<|bos|><|user|>U<|eot|>");
-  EXPECT_EQ(tok.decode(plain.opening(text("S"), text("U"))), "<|bos|>System: S\nUser: U\n");
-  EXPECT_EQ(tok.decode(special.tool_message(text("7"))), "<|tool|>7<|eot|>");
-  EXPECT_EQ(tok.decode(plain.tool_message(text("7"))), "Tool: 7\n");
-  EXPECT_EQ(tok.decode(as_user.tool_message(text("7"))), "<|user|>tool: 7<|eot|>");
+  EXPECT_EQ(tok.decode(special.opening("", "U")), "<|bos|><|user|>U<|eot|>");
+  EXPECT_EQ(tok.decode(plain.opening("S", "U")), "<|bos|>System: S\nUser: U\n");
+  EXPECT_EQ(tok.decode(special.tool_message("7")), "<|tool|>7<|eot|>");
+  EXPECT_EQ(tok.decode(plain.tool_message("7")), "Tool: 7\n");
+  EXPECT_EQ(tok.decode(as_user.tool_message("7")), "<|user|>tool: 7<|eot|>");
   EXPECT_EQ(tok.decode(plain.assistant_start()), "Assistant: ");
   EXPECT_EQ(special.assistant_end({'a', kEndOfTurn}), Tokens{});
   EXPECT_EQ(special.assistant_end({'a'}), Tokens{kEndOfTurn});

@@ -38,10 +38,8 @@ TEST(GatewayMessages, RendersLikeTheWhiteBoxScaffoldAndReusesReturnedTokens) {
   for (TemplateStyle ts : {TemplateStyle::kSpecial, TemplateStyle::kText, TemplateStyle::kToolAsUser}) {
     const ChatTemplate tmpl(ts);
     EpisodeTexts texts;
-    texts.system_tokens = cat({tok.encode("Use: "), {kToolCallOpen}, tok.encode("calc 1+2"), {kToolCallClose}});
-    texts.system = tokens_text(texts.system_tokens);
-    texts.user_tokens = tok.encode("Compute 2*3.");
-    texts.user = tokens_text(texts.user_tokens);
+    texts.system = "Use: <|tool_call|>calc 1+2<|/tool_call|>";
+    texts.user = "Compute 2*3.";
     // A tool call the policy generated, returned, and echoed back by the agent.
     const Tokens gen = cat({render_action(CallFormat::kParen, {"calc", "2*3"}), {kEndOfTurn}});
     std::string finish;
@@ -58,9 +56,11 @@ TEST(GatewayMessages, RendersLikeTheWhiteBoxScaffoldAndReusesReturnedTokens) {
     const Tokens got = render_chat(messages, ts, CallFormat::kParen, texts);
     // The white-box context: special tokens of the system text kept, the
     // generated tokens reused exactly.
-    const Tokens want = cat({tmpl.opening(texts.system_tokens, texts.user_tokens), tmpl.assistant_start(), gen,
-                             tmpl.assistant_end(gen), tmpl.tool_message(tok.encode("6")), tmpl.assistant_start()});
+    const Tokens want = cat({tmpl.opening(texts.system, texts.user), tmpl.assistant_start(), gen,
+                             tmpl.assistant_end(gen), tmpl.tool_message("6"), tmpl.assistant_start()});
     EXPECT_EQ(got, want);
+    // The system text's special tokens are kept as the white-box scaffold has them.
+    EXPECT_NE(std::find(got.begin(), got.end(), kToolCallOpen), got.end());
   }
 }
 
@@ -68,7 +68,6 @@ TEST(GatewayMessages, AgentTextIsEncodedAndRendersAsActions) {
   const ByteTokenizer tok;
   EpisodeTexts texts;
   texts.user = "hi";
-  texts.user_tokens = tok.encode("hi");
   // The system text differs from the one handed out: encoded as bytes.
   const json m = json::array({{{"role", "system"}, {"content", "<|eot|>"}},
                               {{"role", "user"}, {"content", "hi"}},
@@ -76,8 +75,8 @@ TEST(GatewayMessages, AgentTextIsEncodedAndRendersAsActions) {
                               {{"role", "user"}, {"content", "sure?"}}});
   const ChatTemplate tmpl(TemplateStyle::kSpecial);
   const Tokens answer = render_action(CallFormat::kXml, {kAnswerTool, "42"});
-  const Tokens want = cat({tmpl.opening(tok.encode("<|eot|>"), tok.encode("hi")), tmpl.assistant_start(), answer,
-                           tmpl.assistant_end(answer), tmpl.user_message(tok.encode("sure?")),
+  const Tokens want = cat({{kBos, kSystem}, tok.encode("<|eot|>"), {kEndOfTurn}, tmpl.user_message("hi"),
+                           tmpl.assistant_start(), answer, tmpl.assistant_end(answer), tmpl.user_message("sure?"),
                            tmpl.assistant_start()});
   EXPECT_EQ(render_chat(m, TemplateStyle::kSpecial, CallFormat::kXml, texts), want);
 }
