@@ -45,7 +45,7 @@
 #include "learner/learner.hpp"
 #include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
-#include "tokenizer/byte_tokenizer.hpp"
+#include "pretrained/model_source.hpp"
 #include "mpi_roles/data_pool.hpp"
 #include "mpi_roles/environment_rank.hpp"
 #include "mpi_roles/gateway_rank.hpp"
@@ -192,7 +192,18 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   all.update.loss.validate();
   all.update.reward.validate();
   if (all.gateway.enabled) all.gateway.resolve_and_validate();
-  all.base.model.vocab = ByteTokenizer::kVocabSize;
+  const Role role = layout.role_of(rank);
+  set_log_prefix(layout.name(rank));
+  // Every rank resolves the model (a pretrained one's configuration and
+  // vocabulary; its weights only on the learners): the weight channel's size,
+  // the rollout engine, the environments' scaffold.
+  try {
+    const ModelSource source = resolve_model(all.base.model, false);
+    all.base.model = source.config;
+    all.agent.vocabulary = ScaffoldVocabulary::of(source.chat);
+  } catch (const InputError& e) {
+    abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
+  }
   DataPoolConfig pc;
   pc.window = window_config(all.mpi);
   pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
@@ -200,8 +211,6 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   if (static_cast<uint64_t>(all.train.tasks) * pc.slot_bytes >= (uint64_t{1} << 31))
     throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
                      " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");
-  const Role role = layout.role_of(rank);
-  set_log_prefix(layout.name(rank));
   std::signal(SIGTERM, on_terminate);
   set_compute_threads(threads_for(layout, rank, all.base.run.threads));
 

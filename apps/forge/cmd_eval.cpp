@@ -5,6 +5,7 @@
 // figures as one JSON object on stdout instead of the table.
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "agent/agent_eval.hpp"
 #include "backend/backend_registry.hpp"
@@ -12,6 +13,7 @@
 #include "core/error.hpp"
 #include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
+#include "pretrained/model_source.hpp"
 #include "learner/run_checkpoints.hpp"
 
 namespace forge {
@@ -39,11 +41,12 @@ int run_eval(int argc, char** argv) {
   ForgeConfig all;
   int tasks = 500;
   bool json = false;
-  OptionSet opts("forge eval CHECKPOINT",
+  OptionSet opts("forge eval MODEL",
                  "Greedy agent evaluation of a checkpoint (an .h5 file, or a run folder: its\n"
-                 "newest checkpoint) on held-out tasks, in seen and held-out scaffold styles. The\n"
-                 "task stream is the one `forge train` and `forge sft` evaluate on for run.seed.");
-  opts.add_positional("CHECKPOINT", &checkpoint, "checkpoint file or run folder");
+                 "newest checkpoint) or of a pretrained model (GGUF file or Hugging Face folder,\n"
+                 "zero-shot) on held-out tasks, in seen and held-out scaffold styles. The task\n"
+                 "stream is the one `forge train` and `forge sft` evaluate on for run.seed.");
+  opts.add_positional("MODEL", &checkpoint, "checkpoint file, run folder, GGUF file or Hugging Face folder");
   opts.add("eval.tasks", &tasks, 500, "tasks per style set", in_range(1, 1e6));
   opts.add("json", &json, false, "print one JSON object instead of tables");
   add_forge_options(opts, all);
@@ -53,19 +56,32 @@ int run_eval(int argc, char** argv) {
   AgentConfig agent = all.agent;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
 
-  const std::string path = resolve_checkpoint(checkpoint);
   auto backend = make_backend(all.base.run.backend, parse_precision(all.base.run.precision));
-  const ModelSource source = model_source_of(path);
-  PolicyModel model(source.config, *backend);
-  const CheckpointState st = load_checkpoint(path, model, nullptr);
-  const StyleEvals ev = evaluate_styles(model, env, agent, tasks, all.base.run.seed);
+  std::string path = checkpoint;
+  int64_t step = 0;
+  ModelSource source;
+  std::unique_ptr<PolicyModel> model;
+  if (is_pretrained_path(checkpoint)) {  // zero-shot: the pretrained model itself
+    ModelConfig m;
+    m.pretrained = checkpoint;
+    source = resolve_model(m, true);
+    model = std::make_unique<PolicyModel>(source.config, *backend);
+    model->set_params(source.weights);
+  } else {
+    path = resolve_checkpoint(checkpoint);
+    source = model_source_of(path);
+    model = std::make_unique<PolicyModel>(source.config, *backend);
+    step = load_checkpoint(path, *model, nullptr).step;
+  }
+  agent.vocabulary = ScaffoldVocabulary::of(source.chat);
+  const StyleEvals ev = evaluate_styles(*model, env, agent, tasks, all.base.run.seed);
   if (json) {
     std::printf("{\"checkpoint\": \"%s\", \"step\": %lld, \"seen\": %s, \"heldout_family\": %s}\n",
-                path.c_str(), static_cast<long long>(st.step), json_of(ev.seen).c_str(),
+                path.c_str(), static_cast<long long>(step), json_of(ev.seen).c_str(),
                 ev.has_heldout ? json_of(ev.heldout).c_str() : "null");
   } else {
     std::printf("%s (step %lld), %d tasks per style set; held-out families: %s\n%s", path.c_str(),
-                static_cast<long long>(st.step), tasks, env.heldout_families.c_str(),
+                static_cast<long long>(step), tasks, env.heldout_families.c_str(),
                 format_style_evals(ev, "greedy evaluation").c_str());
   }
   return 0;

@@ -10,8 +10,9 @@
 //                     default table): call, position, token, loss_mask,
 //                     logprob (empty / null for context), version
 //   ... --decode      one row per LLM call of episode N: call, context and
-//                     generated text (tokenizer.hpp: bytes as text, special
-//                     tokens as <|name|>), generated_tokens, logprob_sum
+//                     generated text (through the run's tokenizer: its
+//                     model.pretrained's, or bytes with special tokens as
+//                     <|name|>), generated_tokens, logprob_sum
 // Works on a file that is being written (what the writer has flushed).
 #include <cmath>
 #include <cstdio>
@@ -20,7 +21,8 @@
 #include "cli.hpp"
 #include "core/error.hpp"
 #include "io_hdf5/rollout_reader.hpp"
-#include "tokenizer/byte_tokenizer.hpp"
+#include "learner/run_checkpoints.hpp"
+#include "tokenizer/tokenizer.hpp"
 #include "text_formats.hpp"
 
 namespace forge {
@@ -97,8 +99,7 @@ void export_tokens(const Trajectory& t, std::FILE* out, bool jsonl) {
   }
 }
 
-void export_decoded(const Trajectory& t, std::FILE* out, bool jsonl) {
-  const ByteTokenizer tok;
+void export_decoded(const Trajectory& t, const Tokenizer& tok, std::FILE* out, bool jsonl) {
   TableWriter w(out, jsonl, {"call", "context", "generated", "generated_tokens", "logprob_sum"});
   for (size_t c = 0; c < t.calls.size(); ++c) {
     const LlmCall& call = t.calls[c];
@@ -136,7 +137,7 @@ int run_export(int argc, char** argv) {
   }
   const bool jsonl = format == "jsonl";
   if (episode < 0) export_episodes(reader, out, jsonl);
-  else if (decode) export_decoded(reader.episode(episode), out, jsonl);
+  else if (decode) export_decoded(reader.episode(episode), *model_source_of_config(reader.config_ini(), file).tokenizer, out, jsonl);
   else export_tokens(reader.episode(episode), out, jsonl);
   if (std::fflush(out) != 0 || std::ferror(out))
     throw Error("cannot write the export" + (out_path.empty() ? std::string() : " to '" + out_path + "'"));

@@ -9,7 +9,6 @@
 // a pretrained model itself (a GGUF file or a Hugging Face folder), which
 // converts it. The built-in policy (byte tokenizer) has no Hugging Face form.
 #include <cstdio>
-#include <filesystem>
 
 #include "backend/backend_registry.hpp"
 #include "cli.hpp"
@@ -22,11 +21,6 @@
 
 namespace forge {
 namespace {
-
-bool is_pretrained_source(const std::string& path) {
-  if (std::filesystem::is_directory(path)) return std::filesystem::exists(path + "/config.json");
-  return path.size() > 5 && path.substr(path.size() - 5) == ".gguf";
-}
 
 int run_export_model(int argc, char** argv) {
   std::string source, out;
@@ -44,7 +38,7 @@ int run_export_model(int argc, char** argv) {
   HfExport e;
   std::vector<float> weights;
   std::string from;
-  if (is_pretrained_source(source)) {
+  if (is_pretrained_path(source)) {
     ModelConfig m;
     m.pretrained = source;
     ModelSource s = resolve_model(m, true);

@@ -1,9 +1,13 @@
-// `forge generate CHECKPOINT --prompt TEXT`: loads a checkpoint (its model
-// shape comes from the configuration stored in it) and completes one
-// single-turn chat request with the rollout engine, printing the completion
-// and, with --show_logprobs, every generated token with its logprob.
+// `forge generate MODEL --prompt TEXT`: loads a checkpoint (its model shape
+// comes from the configuration stored in it) or a pretrained model (a GGUF
+// file or a Hugging Face folder) and completes one single-turn chat request
+// with the rollout engine, printing the completion and, with
+// --show_logprobs, every generated token with its logprob. The request is
+// rendered in the model's chat format: a pretrained model's native template,
+// the built-in policy's byte format otherwise.
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "backend/backend_registry.hpp"
 #include "cli.hpp"
@@ -12,6 +16,7 @@
 #include "learner/learner_config.hpp"
 #include "learner/run_checkpoints.hpp"
 #include "model/rollout_engine.hpp"
+#include "pretrained/model_source.hpp"
 #include "model/sampling.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 #include "synthetic_task.hpp"
@@ -24,10 +29,11 @@ int run_generate(int argc, char** argv) {
   bool show_logprobs = false;
   SamplingParams sampling;
   RunConfig run;
-  OptionSet opts("forge generate CHECKPOINT",
+  OptionSet opts("forge generate MODEL",
                  "Complete one chat request with the policy of a checkpoint (an .h5 file from\n"
-                 "RUN_DIR/checkpoints, or a run folder: its newest checkpoint).");
-  opts.add_positional("CHECKPOINT", &checkpoint, "checkpoint file or run folder");
+                 "RUN_DIR/checkpoints, or a run folder: its newest checkpoint), or of a\n"
+                 "pretrained model (a GGUF file or a Hugging Face folder).");
+  opts.add_positional("MODEL", &checkpoint, "checkpoint file, run folder, GGUF file or Hugging Face folder");
   opts.add("prompt", &prompt, "", "the user's request, e.g. 'reverse: lemon' (required)");
   opts.add("show_logprobs", &show_logprobs, false, "print each generated token with its logprob");
   add_sampling_options(opts, sampling);
@@ -39,31 +45,51 @@ int run_generate(int argc, char** argv) {
   if (prompt.empty()) throw InputError("--prompt is required (the user's request)");
   set_compute_threads(run.threads);
 
-  const std::string path = resolve_checkpoint(checkpoint);
   auto backend = make_backend(run.backend, parse_precision(run.precision));
-  const ModelSource source = model_source_of(path);
-  PolicyModel model(source.config, *backend);
-  const CheckpointState st = load_checkpoint(path, model, nullptr);
+  std::string path = checkpoint;
+  int64_t step = 0, version = 0;
+  ModelSource source;
+  std::unique_ptr<PolicyModel> model;
+  if (is_pretrained_path(checkpoint)) {
+    ModelConfig m;
+    m.pretrained = checkpoint;
+    source = resolve_model(m, true);
+    model = std::make_unique<PolicyModel>(source.config, *backend);
+    model->set_params(source.weights);
+  } else {
+    path = resolve_checkpoint(checkpoint);
+    source = model_source_of(path);
+    model = std::make_unique<PolicyModel>(source.config, *backend);
+    const CheckpointState st = load_checkpoint(path, *model, nullptr);
+    step = st.step;
+    version = st.policy_version;
+  }
 
   EngineConfig ec;
-  RolloutEngine engine(model, ec);
-  engine.set_policy_version(static_cast<int>(st.policy_version));
+  RolloutEngine engine(*model, ec);
+  engine.set_policy_version(static_cast<int>(version));
   GenerationRequest req;
-  req.prompt = single_turn_prompt(prompt);
+  int32_t stop = kEndOfTurn;
+  if (source.chat) {
+    req.prompt = source.chat->render({{"user", prompt}}, true);
+    stop = source.chat->end_of_turn();
+  } else {
+    req.prompt = single_turn_prompt(prompt);
+  }
   req.sampling = sampling;
-  req.sampling.stop_tokens = {kEndOfTurn};
+  req.sampling.stop_tokens = {stop};
   engine.submit(req);
   const GenerationResult res = engine.run_until_done().at(0);
-  ByteTokenizer tok;
+  const Tokenizer& tok = *source.tokenizer;
   std::vector<int32_t> text = res.tokens;
-  if (!text.empty() && text.back() == kEndOfTurn) text.pop_back();
+  if (!text.empty() && text.back() == stop) text.pop_back();
   std::printf("%s\n", tok.decode(text).c_str());
   if (show_logprobs)
     for (size_t i = 0; i < res.tokens.size(); ++i)
       std::printf("  %-14s logprob %8.4f  p %.3f  version %d\n", tok.token_text(res.tokens[i]).c_str(),
                   res.logprobs[i], std::exp(res.logprobs[i]), res.versions[i]);
-  std::fprintf(stderr, "(%s, step %lld, finish: %s)\n", path.c_str(),
-               static_cast<long long>(st.step), to_string(res.finish));
+  std::fprintf(stderr, "(%s, step %lld, finish: %s)\n", path.c_str(), static_cast<long long>(step),
+               to_string(res.finish));
   return 0;
 }
 

@@ -206,7 +206,14 @@ int run_sft(int argc, char** argv) {
   log_info("sft: task " + sft.task + ", " + std::to_string(model.layout().total) +
            " parameters, " + std::to_string(threads) + " threads, run folder " + cfg.run.dir);
 
-  if (sft.task == "agent") return run_agent_sft(cfg, sft, env, agent, opts, model, opt);
+  if (sft.task == "agent") {
+    AgentConfig with_vocab = agent;
+    with_vocab.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
+    return run_agent_sft(cfg, sft, env, with_vocab, opts, model, opt);
+  }
+  if (policy.source.is_pretrained())
+    throw InputError("sft.task = " + sft.task + " is the built-in policy's synthetic chat task (byte tokenizer); a "
+                     "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
 
   SamplingParams greedy = cfg.sample;
   greedy.temperature = 0;

@@ -67,6 +67,7 @@ int run_train(int argc, char** argv) {
   TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
+  agent.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
   // The data stream: one RNG draws each step's task seeds; a checkpoint holds it.
   Rng task_rng(cfg.run.seed ^ 0x7A5Cull);
   const LearnerStart start = load_learner_start(model, opt, cfg.run, tc, resume);

@@ -18,6 +18,10 @@ ScaffoldVocabulary::ScaffoldVocabulary(std::shared_ptr<const ChatFormat> native)
 
 const ScaffoldVocabulary& ScaffoldVocabulary::builtin() { return *builtin_ptr(); }
 
+std::shared_ptr<const ScaffoldVocabulary> ScaffoldVocabulary::of(std::shared_ptr<const ChatFormat> native) {
+  return native ? std::make_shared<const ScaffoldVocabulary>(std::move(native)) : builtin_ptr();
+}
+
 std::shared_ptr<const ScaffoldVocabulary> ScaffoldVocabulary::builtin_ptr() {
   static const std::shared_ptr<const ScaffoldVocabulary> v(new ScaffoldVocabulary());
   return v;

@@ -30,6 +30,8 @@ class ScaffoldVocabulary {
   static const ScaffoldVocabulary& builtin();
   static std::shared_ptr<const ScaffoldVocabulary> builtin_ptr();
   explicit ScaffoldVocabulary(std::shared_ptr<const ChatFormat> native);
+  // A model's vocabulary: its native chat format's, or builtin() without one.
+  static std::shared_ptr<const ScaffoldVocabulary> of(std::shared_ptr<const ChatFormat> native);
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatFormat* native() const { return native_.get(); }

@@ -34,7 +34,10 @@ std::string resolve_checkpoint(const std::string& given) {
 }
 
 ModelSource model_source_of(const std::string& checkpoint) {
-  const std::string ini = h5::File::open_read(checkpoint).attr_string("config");
+  return model_source_of_config(h5::File::open_read(checkpoint).attr_string("config"), checkpoint);
+}
+
+ModelSource model_source_of_config(const std::string& ini, const std::string& where) {
   // The stored INI holds every section of its command; only [model] is read.
   std::string model_section;
   bool in_model = false;
@@ -49,7 +52,7 @@ ModelSource model_source_of(const std::string& checkpoint) {
   ModelConfig model;
   OptionSet stored("stored configuration");
   add_model_options(stored, model);
-  stored.load_ini_text(model_section, checkpoint + " (stored config)");
+  stored.load_ini_text(model_section, where + " (stored config)");
   stored.run_checks();
   return resolve_model(model, false);
 }

@@ -33,5 +33,8 @@ std::string resolve_checkpoint(const std::string& file_or_run_dir);
 // section, resolved: a fine-tuned pretrained model brings its tokenizer and
 // chat format back from model.pretrained, without its original weights).
 ModelSource model_source_of(const std::string& checkpoint);
+// The same from a run's configuration text (a checkpoint's or rollouts.h5's
+// "config" attribute); `where` names it in errors.
+ModelSource model_source_of_config(const std::string& ini, const std::string& where);
 
 }  // namespace forge

@@ -11,7 +11,6 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "episode/trajectory_codec.hpp"
-#include "tokenizer/byte_tokenizer.hpp"
 #include "mpi_roles/learner_gradient_sum.hpp"
 
 namespace forge {
@@ -36,8 +35,9 @@ struct TakenBatch {
 
 class BatchTaker {
  public:
-  BatchTaker(DataPool& pool, const RoleLayout& layout, const LearnerRankConfig& cfg, const DataPoolState* resumed)
-      : pool_(pool), layout_(layout), cfg_(cfg) {
+  BatchTaker(DataPool& pool, const RoleLayout& layout, const LearnerRankConfig& cfg, const DataPoolState* resumed,
+             int32_t vocab)
+      : pool_(pool), layout_(layout), cfg_(cfg), vocab_(vocab) {
     if (resumed)
       for (size_t i = 0; i < resumed->kept_slot.size(); ++i)
         held_.push_back({static_cast<uint64_t>(resumed->kept_slot[i]), resumed->kept_version[i], -1,
@@ -87,7 +87,7 @@ class BatchTaker {
     for (const HeldGroup& g : taken) {
       const std::string source = "slot " + std::to_string(g.slot) +
                                  (g.producer >= 0 ? " from " + layout_.name(g.producer) : " (from the checkpoint)");
-      for (Trajectory& t : decode_trajectories(g.payload.data(), g.payload.size(), ByteTokenizer::kVocabSize, source))
+      for (Trajectory& t : decode_trajectories(g.payload.data(), g.payload.size(), vocab_, source))
         batch.episodes.push_back(std::move(t));
     }
     return batch;
@@ -110,6 +110,7 @@ class BatchTaker {
   DataPool& pool_;
   const RoleLayout& layout_;
   const LearnerRankConfig& cfg_;
+  int32_t vocab_;  // token ids of a payload lie in [0, vocab)
   std::deque<HeldGroup> held_;
 };
 
@@ -154,7 +155,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     setup.gradient_sum = [&gradient_sum](float* g, size_t n) { gradient_sum(g, n); };
   }
   Learner learner(setup, model, opt, start);
-  BatchTaker taker(pool, layout, cfg, lead ? resumed_pool : nullptr);
+  BatchTaker taker(pool, layout, cfg, lead ? resumed_pool : nullptr, model.config().vocab);
 
   // Version v to the rollout ranks (weights) and the pool (staleness). The
   // weight channel reads host memory: a backend's parameters are staged
@@ -203,7 +204,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     }
     const std::vector<Trajectory> episodes =
         lead ? std::move(batch->episodes)
-             : decode_trajectories(bytes.data(), bytes.size(), ByteTokenizer::kVocabSize, "the lead learner's batch");
+             : decode_trajectories(bytes.data(), bytes.size(), model.config().vocab, "the lead learner's batch");
     double grad_norm = 0;
     const PolicyUpdateStats st = learner.update(episodes, &grad_norm);
     if (!lead) continue;

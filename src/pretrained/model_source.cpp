@@ -1,5 +1,7 @@
 #include "pretrained/model_source.hpp"
 
+#include <filesystem>
+
 #include "pretrained/pretrained_model.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 
@@ -25,6 +27,11 @@ ModelSource resolve_model(const ModelConfig& model, bool load_weights) {
   s.max_positions = pm.max_positions;
   s.weights = std::move(pm.weights);
   return s;
+}
+
+bool is_pretrained_path(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return std::filesystem::exists(path + "/config.json");
+  return path.size() > 5 && path.substr(path.size() - 5) == ".gguf";
 }
 
 }  // namespace forge

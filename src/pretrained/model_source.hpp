@@ -36,4 +36,8 @@ struct ModelSource {
 // InputError for a pretrained model that cannot be read (pretrained_model.hpp).
 ModelSource resolve_model(const ModelConfig& model, bool load_weights);
 
+// Whether a path names a pretrained model (a .gguf file, or a folder with a
+// config.json) rather than a forge checkpoint or run folder.
+bool is_pretrained_path(const std::string& path);
+
 }  // namespace forge
