@@ -25,6 +25,7 @@ class Flags {
     }
   }
   int get(const std::string& k, int def) { return used(k) ? std::stoi(kv_[k]) : def; }
+  std::string get(const std::string& k, const std::string& def) { return used(k) ? kv_[k] : def; }
   double get(const std::string& k, double def) { return used(k) ? std::stod(kv_[k]) : def; }
   bool has(const std::string& k) { return used(k); }
   // Call after all get()s: an unknown flag is an error (exit 2).

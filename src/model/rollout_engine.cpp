@@ -178,11 +178,33 @@ std::vector<GenerationResult> RolloutEngine::step() {
   }
 
   if (!batch.empty()) {
+    Backend& B = model_.backend();
     forward(batch, counts, samples);
     ++stats_.steps;
     const int V = model_.config().vocab;
-    const std::vector<float> logits = logits_.download();
-    const std::vector<float> lse = lse_.download();
+    const float* logits = logits_.data();  // read in place where the backend's memory is the host's
+    const float* lse = lse_.data();
+    if (!B.host_memory()) {
+      logits_host_.resize(logits_.size());
+      lse_host_.resize(lse_.size());
+      B.to_host(logits_host_.data(), logits_.data(), logits_.size() * sizeof(float));
+      B.to_host(lse_host_.data(), lse_.data(), lse_.size() * sizeof(float));
+      logits = logits_host_.data();
+      lse = lse_host_.data();
+    }
+    // Draws first, one row per thread (each row's draw depends only on its
+    // logits and its request's seed), then the bookkeeping in batch order.
+    std::vector<Sequence*> sampled;
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (samples[i]) sampled.push_back(batch[i]);
+    const int R = static_cast<int>(sampled.size());
+    std::vector<int32_t> drawn(R);
+#pragma omp parallel for schedule(dynamic, 1) if (R > 1)
+    for (int r = 0; r < R; ++r) {
+      const SamplingParams& sp = sampled[r]->req.sampling;
+      const int gen = static_cast<int>(sampled[r]->res.tokens.size());
+      drawn[r] = sample_token(logits + static_cast<size_t>(r) * V, V, sp, counter_uniform(sp.seed, gen));
+    }
     int r = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       Sequence& s = *batch[i];
@@ -190,9 +212,9 @@ std::vector<GenerationResult> RolloutEngine::step() {
       stats_.forward_tokens += counts[i];
       if (!samples[i]) continue;
       const SamplingParams& sp = s.req.sampling;
-      const float* z = logits.data() + static_cast<size_t>(r) * V;
+      const float* z = logits + static_cast<size_t>(r) * V;
       const int gen = static_cast<int>(s.res.tokens.size());
-      const int32_t tok = sample_token(z, V, sp, counter_uniform(sp.seed, gen));
+      const int32_t tok = drawn[r];
       s.tokens.push_back(tok);
       s.res.tokens.push_back(tok);
       s.res.logprobs.push_back(z[tok] - lse[r]);

@@ -139,6 +139,7 @@ class RolloutEngine {
   DeviceArray<int32_t> token_, position_, slot_, table_begin_, table_, rows_;
   TransformerActivations act_{false};  // one set of layer buffers, reused
   DeviceArray<float> logits_, lse_;
+  std::vector<float> logits_host_, lse_host_;  // device backends: kept between steps
 };
 
 }  // namespace forge

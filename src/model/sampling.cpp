@@ -12,6 +12,23 @@ namespace forge {
 int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01) {
   if (p.temperature <= 0.0f)
     return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+  if ((p.top_k == 0 || p.top_k >= vocab) && p.top_p >= 1.0f) {
+    // The whole vocabulary: inverse CDF in token-id order, no sort.
+    const float mx = *std::max_element(logits, logits + vocab);
+    thread_local std::vector<double> prob;
+    prob.resize(vocab);
+    double total = 0;
+    for (int v = 0; v < vocab; ++v) total += prob[v] = std::exp(static_cast<double>(logits[v] - mx));
+    double u = uniform01 * total;
+    int last = 0;
+    for (int v = 0; v < vocab; ++v) {
+      if (prob[v] <= 0) continue;
+      last = v;
+      u -= prob[v];
+      if (u < 0) return v;
+    }
+    return last;
+  }
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
   // Candidates in descending logit order (ties by id, for determinism).

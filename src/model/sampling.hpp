@@ -20,7 +20,10 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
-// Picks a token from one row of logits (already divided by the temperature).
+// Picks a token from one row of logits (already divided by the temperature):
+// the inverse CDF at uniform01 over the candidates, in token-id order when
+// every token is a candidate (top_k 0, top_p 1), else in descending logit
+// order (ties by id). Greedy (temperature 0) is the argmax.
 int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01);
 
 // The [sample] section's keys on an OptionSet (stop_tokens come from the

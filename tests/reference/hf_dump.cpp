@@ -13,7 +13,8 @@
 //   forge_hf_dump generate MODEL N              stdin: prompt ids; stdout: the N
 //                                               greedy tokens the rollout engine adds
 //
-// MODEL is a GGUF file or a Hugging Face folder; --pre replaces the
+// MODEL is a GGUF file or a Hugging Face folder (logits and generate also take
+// a checkpoint, .h5, of a run that started from one); --pre replaces the
 // tokenizer's pre-tokenizer (gpt2, smollm, llama3, qwen2), so that one
 // vocabulary can test every pattern.
 #include <cstdio>
@@ -27,6 +28,9 @@
 #include "core/npy.hpp"
 #include "model/policy_model.hpp"
 #include "model/rollout_engine.hpp"
+#include "io_hdf5/checkpoint.hpp"
+#include "learner/run_checkpoints.hpp"
+#include "pretrained/model_source.hpp"
 #include "pretrained/pretrained_model.hpp"
 #include "pretrained/tokenizer_files.hpp"
 #include "tokenizer/chat_format.hpp"
@@ -57,11 +61,25 @@ PackedBin chain(const std::vector<int32_t>& ids) {
   return b;
 }
 
+// A pretrained model (GGUF file, Hugging Face folder), or a checkpoint of a
+// run that started from one (an .h5 file): its trained weights.
+std::unique_ptr<PolicyModel> load_model(const std::string& path, Backend& backend) {
+  if (is_pretrained_path(path)) {
+    const PretrainedModel pm = load_pretrained(path);
+    auto model = std::make_unique<PolicyModel>(pm.config, backend);
+    model->set_params(pm.weights);
+    return model;
+  }
+  const ModelSource s = model_source_of(path);
+  auto model = std::make_unique<PolicyModel>(s.config, backend);
+  load_checkpoint(path, *model, nullptr);
+  return model;
+}
+
 int model_command(const std::string& cmd, const std::string& path, const std::string& arg) {
-  const PretrainedModel pm = load_pretrained(path);
   auto backend = make_backend("cpu");
-  PolicyModel model(pm.config, *backend);
-  model.set_params(pm.weights);
+  const std::unique_ptr<PolicyModel> loaded = load_model(path, *backend);
+  PolicyModel& model = *loaded;
   std::string line;
   for (int i = 0; std::getline(std::cin, line); ++i) {
     const std::vector<int32_t> ids = json::parse(line).get<std::vector<int32_t>>();
@@ -70,7 +88,7 @@ int model_command(const std::string& cmd, const std::string& path, const std::st
       out.want_logits = true;
       model.forward(chain(ids), 1.0f, &out);
       npy::save(arg + "/logits_" + std::to_string(i) + ".npy", out.logits,
-                {static_cast<int64_t>(ids.size()), pm.config.vocab});
+                {static_cast<int64_t>(ids.size()), model.config().vocab});
     } else {
       EngineConfig ec;
       ec.max_batch = 1;

@@ -11,7 +11,11 @@ Cases (--case, repeatable; default all):
                embeddings, Llama 3 RoPE scaling, Qwen2's q/k/v bias
   export       forge export-model of the SmolLM2 GGUF and of the random
                qwen2 folder: transformers loads the written folder and gives
-               forge's logits; forge reads it back to the same weights
+               forge's logits; forge reads it back to the same weights. Then
+               a fine-tune: forge sft (agent demonstrations, 4 steps) from the
+               random qwen2 folder, export-model of its checkpoint; the
+               weights moved, and transformers on the export gives the
+               checkpoint's logits (forge_hf_dump reads the .h5)
 
 For each model: the logits of every position of three sequences (a ChatML
 prompt, random tokens, text) within 1e-4 relative (Frobenius norm of the
@@ -95,6 +99,37 @@ def compare(name, dump, path, model, tok, workdir):
     return failures
 
 
+def fine_tuned_export(forge, dump, source, work):
+    """forge sft from a Hugging Face folder, then export-model of the checkpoint."""
+    import numpy as np
+    import torch
+    from safetensors.numpy import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    run_dir = os.path.join(work, "finetune")
+    run([forge, "sft", f"--model.pretrained={source}", "--sft.task=agent", "--sft.steps=4", "--sft.batch=2",
+         "--sft.eval_requests=1", "--optim.lr=3e-3", "--optim.warmup_steps=0", f"--run.dir={run_dir}",
+         "--run.checkpoint_every=4"])
+    import glob
+    found = sorted(glob.glob(os.path.join(run_dir, "**", "ckpt_step_00000004.h5"), recursive=True))
+    if not found:
+        print(f"  FAIL fine-tune: no step-4 checkpoint under {run_dir}")
+        return 1
+    checkpoint = found[0]
+    out = os.path.join(work, "export_finetuned")
+    print("  " + run([forge, "export-model", run_dir, "--out", out]).strip())
+    before = load_file(os.path.join(source, "model.safetensors"))
+    after = load_file(os.path.join(out, "model.safetensors"))
+    moved = max(float(np.abs(after[k].astype(np.float64) - before[k].astype(np.float64)).max()) for k in before)
+    failures = 0
+    if moved < 1e-4:
+        print(f"  FAIL fine-tune: the exported weights equal the starting ones (max change {moved:.2e})")
+        failures += 1
+    exported = AutoModelForCausalLM.from_pretrained(out, torch_dtype=torch.float32).eval()
+    failures += compare("export of a fine-tuned checkpoint", dump, checkpoint, exported,
+                        AutoTokenizer.from_pretrained(out), work)
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", required=True)
@@ -132,6 +167,7 @@ def main():
                     # forge reads its own export back to the same logits.
                     failures += compare(f"forge reading its export of {label}", dump, out, exported,
                                         AutoTokenizer.from_pretrained(out), work)
+                failures += fine_tuned_export(forge, dump, qwen, work)
     if failures:
         print(f"FAIL: {failures} checks")
         return 1

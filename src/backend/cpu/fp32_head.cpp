@@ -20,17 +20,25 @@ namespace {
 constexpr int kRowBlock = 256;
 
 // tile[r][c] = inv_temperature * H[r0 + r] . W[v0 + c]
-void logits_tile(const HeadArgs& a, int r0, int nr, int v0, int nc, float* tile) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, a.d, a.inv_temperature,
-              a.hidden + static_cast<size_t>(r0) * a.d, a.d,
-              a.weight + static_cast<size_t>(v0) * a.d, a.d, 0.0f, tile, nc);
+void logits_tile(Backend& b, const HeadArgs& a, int r0, int nr, int v0, int nc, float* tile) {
+  b.gemm(false, true, nr, nc, a.d, a.inv_temperature, a.hidden + static_cast<size_t>(r0) * a.d, a.d,
+         a.weight + static_cast<size_t>(v0) * a.d, a.d, 0.0f, tile, nc);
+}
+
+// The tile, kept between calls: a fresh one per call costs its page faults
+// on every decode step.
+float* tile_buffer(int rows, int chunk) {
+  thread_local std::vector<float> tile;
+  const size_t n = static_cast<size_t>(rows) * chunk;
+  if (tile.size() < n) tile.resize(n);
+  return tile.data();
 }
 }  // namespace
 
 void CpuBackend::head_fwd(const HeadArgs& a) {
   const int chunk = std::max(1, std::min(a.vocab_chunk, a.V));
   const float ninf = -std::numeric_limits<float>::infinity();
-  std::vector<float> tile(static_cast<size_t>(kRowBlock) * chunk);
+  float* tile = tile_buffer(std::min(kRowBlock, a.R), chunk);
   std::vector<float> m(kRowBlock), s(kRowBlock), t(kRowBlock);
   for (int r0 = 0; r0 < a.R; r0 += kRowBlock) {
     const int nr = std::min(kRowBlock, a.R - r0);
@@ -39,10 +47,10 @@ void CpuBackend::head_fwd(const HeadArgs& a) {
     std::fill(t.begin(), t.end(), 0.0f);
     for (int v0 = 0; v0 < a.V; v0 += chunk) {
       const int nc = std::min(chunk, a.V - v0);
-      logits_tile(a, r0, nr, v0, nc, tile.data());
+      logits_tile(*this, a, r0, nr, v0, nc, tile);
 #pragma omp parallel for schedule(static) if (nr * nc > 16384)
       for (int r = 0; r < nr; ++r) {
-        const float* z = tile.data() + static_cast<size_t>(r) * nc;
+        const float* z = tile + static_cast<size_t>(r) * nc;
         float mx = m[r];
         for (int c = 0; c < nc; ++c) mx = std::max(mx, z[c]);
         const float corr = std::exp(m[r] - mx);
@@ -78,17 +86,17 @@ void CpuBackend::head_fwd(const HeadArgs& a) {
 
 void CpuBackend::head_bwd(const HeadArgs& a, const HeadGrads& g) {
   const int chunk = std::max(1, std::min(a.vocab_chunk, a.V));
-  std::vector<float> tile(static_cast<size_t>(kRowBlock) * chunk);
+  float* tile = tile_buffer(std::min(kRowBlock, a.R), chunk);
   std::fill(g.dhidden, g.dhidden + static_cast<size_t>(a.R) * a.d, 0.0f);
   for (int r0 = 0; r0 < a.R; r0 += kRowBlock) {
     const int nr = std::min(kRowBlock, a.R - r0);
     for (int v0 = 0; v0 < a.V; v0 += chunk) {
       const int nc = std::min(chunk, a.V - v0);
-      logits_tile(a, r0, nr, v0, nc, tile.data());
+      logits_tile(*this, a, r0, nr, v0, nc, tile);
 #pragma omp parallel for schedule(static) if (nr * nc > 16384)
       for (int r = 0; r < nr; ++r) {
         const int row = r0 + r;
-        float* z = tile.data() + static_cast<size_t>(r) * nc;
+        float* z = tile + static_cast<size_t>(r) * nc;
         float G = 0;
         for (int e = a.row_begin[row]; e < a.row_begin[row + 1]; ++e) G += g.dlogprob[e];
         const float lse = a.lse[row];
@@ -100,10 +108,10 @@ void CpuBackend::head_bwd(const HeadArgs& a, const HeadGrads& g) {
         for (int c = 0; c < nc; ++c) z[c] *= a.inv_temperature;
       }
       // dH[r0:r0+nr] += dz W[v0:v0+nc];  dW[v0:v0+nc] += dz^T H[r0:r0+nr]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, a.d, nc, 1.0f, tile.data(), nc,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, a.d, nc, 1.0f, tile, nc,
                   a.weight + static_cast<size_t>(v0) * a.d, a.d, 1.0f,
                   g.dhidden + static_cast<size_t>(r0) * a.d, a.d);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, a.d, nr, 1.0f, tile.data(), nc,
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, a.d, nr, 1.0f, tile, nc,
                   a.hidden + static_cast<size_t>(r0) * a.d, a.d, 1.0f,
                   g.dweight + static_cast<size_t>(v0) * a.d, a.d);
     }

@@ -1,7 +1,10 @@
-// C = alpha op(A) op(B) + beta C through CBLAS (OpenBLAS, OpenMP build).
+// C = alpha op(A) op(B) + beta C: skinny A B^T shapes (a decode step, the head
+// on sampling rows) through skinny_gemm.hpp, everything else through CBLAS
+// (OpenBLAS, OpenMP build).
 #include <cblas.h>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/skinny_gemm.hpp"
 
 namespace forge {
 
@@ -9,6 +12,7 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
                       const float* A, int lda, const float* B, int ldb, float beta, float* C,
                       int ldc) {
   if (M == 0 || N == 0) return;
+  if (!trans_a && trans_b && skinny_gemm_nt(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C,
               ldc);

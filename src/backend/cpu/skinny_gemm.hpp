@@ -1,0 +1,24 @@
+// Skinny GEMM on the CPU: a few rows of activations against weight rows,
+//   C[m][n] = alpha sum_k A[m][k] W[n][k] + beta C[m][n],  M <= kSkinnyMaxRows,
+// the shape of every forward GEMM of a decode step and of the LM head on its
+// sampling rows. OpenBLAS packs all of W on every such call, and packing the
+// weights, not multiplying them, is then most of the time; these kernels read
+// W once, in place:
+//   M = 1     row dot products: W streamed at memory bandwidth
+//   M > 1     A transposed once into A^T [K][M] (M padded to 16); a tile of 8
+//             weight rows x 32 activation rows accumulates, per k,
+//             A^T[k][m0:m0+32] * broadcast(W[n][k]) into 16 AVX-512 registers
+// Every output element is summed by one thread in k order, so the result does
+// not depend on the thread count. AVX-512 only; skinny_gemm_nt returns false
+// (and computes nothing) where the CPU lacks it or the shape is not skinny, and
+// the caller uses BLAS.
+#pragma once
+
+namespace forge {
+
+constexpr int kSkinnyMaxRows = 128;
+
+bool skinny_gemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw,
+                    float beta, float* C, int ldc);
+
+}  // namespace forge

@@ -1,0 +1,71 @@
+// sample_token as a distribution: over a grid of n uniforms, each candidate
+// is drawn a fraction of times within 1/n (plus rounding) of its probability
+// under softmax restricted to the top_k / top_p candidates; tokens outside
+// the candidates (and tokens of -inf logit) are never drawn.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "model/sampling.hpp"
+
+namespace forge {
+namespace {
+
+const std::vector<float> kLogits = {0.3f, -1.2f, 2.0f, 0.9f, -std::numeric_limits<float>::infinity(), 1.7f, -0.4f};
+
+std::vector<double> draw_frequencies(const SamplingParams& p, int n = 20000) {
+  std::vector<double> f(kLogits.size(), 0.0);
+  for (int i = 0; i < n; ++i) {
+    const int32_t t = sample_token(kLogits.data(), static_cast<int>(kLogits.size()), p, (i + 0.5) / n);
+    EXPECT_GE(t, 0);
+    EXPECT_LT(t, static_cast<int>(kLogits.size()));
+    f[t] += 1.0 / n;
+  }
+  return f;
+}
+
+// softmax over the candidate ids
+std::vector<double> expected(const std::vector<int>& candidates) {
+  std::vector<double> p(kLogits.size(), 0.0);
+  double total = 0;
+  for (int v : candidates) total += p[v] = std::exp(static_cast<double>(kLogits[v]));
+  for (double& x : p) x /= total;
+  return p;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want) {
+  for (size_t v = 0; v < got.size(); ++v) EXPECT_NEAR(got[v], want[v], 2e-4) << "token " << v;
+}
+
+TEST(Sampling, WholeVocabularyFollowsSoftmax) {
+  SamplingParams p;
+  expect_close(draw_frequencies(p), expected({0, 1, 2, 3, 5, 6}));
+}
+
+TEST(Sampling, TopKKeepsTheKLargest) {
+  SamplingParams p;
+  p.top_k = 3;
+  expect_close(draw_frequencies(p), expected({2, 5, 3}));
+}
+
+TEST(Sampling, TopPKeepsTheSmallestSetReachingP) {
+  SamplingParams p;
+  p.top_p = 0.6f;  // token 2 alone has 0.41 of the mass, with token 5 0.72
+  expect_close(draw_frequencies(p), expected({2, 5}));
+}
+
+TEST(Sampling, GreedyAndEdgeUniforms) {
+  SamplingParams p;
+  p.temperature = 0;
+  EXPECT_EQ(sample_token(kLogits.data(), static_cast<int>(kLogits.size()), p, 0.7), 2);
+  p.temperature = 1;
+  for (double u : {0.0, 1.0 - 1e-16, 1.0})
+    EXPECT_NE(sample_token(kLogits.data(), static_cast<int>(kLogits.size()), p, u), 4) << "drew a -inf logit at u " << u;
+}
+
+}  // namespace
+}  // namespace forge
