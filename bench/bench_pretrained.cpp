@@ -20,7 +20,6 @@
 // ($FORGE_CACHE or ~/.cache/forge); without it the benchmark says so and
 // exits 0 with "model": "none" in its JSON line.
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +31,8 @@
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
 #include "bench_util.hpp"
+#include "core/cache_dir.hpp"
+#include "core/peak_memory.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
 #include "model/optimizer.hpp"
@@ -43,11 +44,7 @@ using namespace forge;
 
 namespace {
 
-std::string default_model() {
-  const char* cache = std::getenv("FORGE_CACHE");
-  const std::string root = cache && *cache ? cache : std::string(std::getenv("HOME") ? std::getenv("HOME") : ".") + "/.cache/forge";
-  return root + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+std::string default_model() { return cache_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> out;
@@ -57,11 +54,6 @@ std::vector<int> parse_list(const std::string& s) {
   return out;
 }
 
-double peak_rss_gib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024.0 / 1024.0;  // KiB -> GiB
-}
 
 // The transformers side: "hf_train_tok_s X" and "hf_decode_tok_s B X" lines.
 std::vector<std::pair<std::string, double>> run_hf(const std::string& args) {
@@ -131,7 +123,7 @@ int main(int argc, char** argv) {
     model.zero_grads();
     supervised_forward_backward(model, samples, false, bin);
     opt.step();
-    const double rss = peak_rss_gib();
+    const double rss = peak_resident_gib();
     std::printf("bench_pretrained --memory: %s, one AdamW step on %d tokens in bins of %d: %.1f s, peak RSS %.2f GiB\n",
                 pm.name.c_str(), memory_tokens, bin, sw.seconds(), rss);
     bench::print_json({{"tokens", bench::num(memory_tokens)}, {"bin", bench::num(bin)},

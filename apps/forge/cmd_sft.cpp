@@ -26,6 +26,7 @@
 #include "cli.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/peak_memory.hpp"
 #include "core/timer.hpp"
 #include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
@@ -164,10 +165,12 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
     }
     return samples;
   });
+  model.release_activations();
   const StyleEvals ev = evaluate_styles(model, env, agent, eval_tasks, cfg.run.seed);
-  std::printf("\nforge sft (agent demonstrations): %d steps in %.1f s; loss %.3f -> %.3f; tree-merged batches ran %.2fx fewer tokens\n",
+  std::printf("\nforge sft (agent demonstrations): %d steps in %.1f s; loss %.3f -> %.3f; tree-merged batches ran %.2fx fewer tokens; "
+              "peak resident memory %.2f GiB\n",
               sft.steps, r.seconds, r.first_loss, r.last_loss,
-              static_cast<double>(r.linear_tokens) / std::max<int64_t>(1, r.packed_tokens));
+              static_cast<double>(r.linear_tokens) / std::max<int64_t>(1, r.packed_tokens), peak_resident_gib());
   std::printf("%s", format_style_evals(ev, "greedy evaluation on " + std::to_string(eval_tasks) +
                                                " held-out tasks").c_str());
   const double heldout_success = ev.has_heldout ? ev.heldout.all.success : -1;

@@ -7,6 +7,7 @@
 #include "agent/agent_eval.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/peak_memory.hpp"
 #include "env/env_mix.hpp"
 #include "env/perturbation.hpp"
 #include "learner/run_checkpoints.hpp"
@@ -87,7 +88,11 @@ std::string Learner::checkpoint(int steps_done, CheckpointState stream_state) {
 void Learner::finish(int steps_done) {
   if (!setup_.lead) return;
   rollouts_->close();
+  model_.release_activations();
   evaluate(steps_done);
+  char line[96];
+  std::snprintf(line, sizeof line, "learner: peak resident memory %.2f GiB", peak_resident_gib());
+  log_info(line);
 }
 
 void Learner::evaluate(int steps_done) {

@@ -1,5 +1,7 @@
 #include "model/policy_model.hpp"
 
+#include <malloc.h>
+
 #include <cmath>
 
 #include "core/error.hpp"
@@ -76,6 +78,11 @@ PolicyModel::PolicyModel(const ModelConfig& config, Backend& backend)
 }
 
 PolicyModel::~PolicyModel() = default;
+
+void PolicyModel::release_activations() {
+  pass_ = std::make_unique<Pass>(backend_, config_);
+  if (backend_.host_memory()) malloc_trim(0);  // hand the freed heap pages back to the system
+}
 
 void PolicyModel::init_random(uint64_t seed, float std) {
   Rng rng(seed);

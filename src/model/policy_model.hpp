@@ -51,6 +51,10 @@ class PolicyModel {
 
   void forward(const PackedBin& bin, float inv_temperature, BinForward* out);
   void backward(const std::vector<float>& dlogprob);
+  // Frees the activations the last training pass kept (the next forward
+  // allocates them again): before a long generation phase such as the final
+  // evaluation, so that its KV cache does not stack on them.
+  void release_activations();
 
  private:
   struct Pass;

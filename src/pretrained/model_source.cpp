@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "core/cache_dir.hpp"
 #include "pretrained/pretrained_model.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 
@@ -29,7 +30,8 @@ ModelSource resolve_model(const ModelConfig& model, bool load_weights) {
   return s;
 }
 
-bool is_pretrained_path(const std::string& path) {
+bool is_pretrained_path(const std::string& given) {
+  const std::string path = expand_cache_path(given);
   if (std::filesystem::is_directory(path)) return std::filesystem::exists(path + "/config.json");
   return path.size() > 5 && path.substr(path.size() - 5) == ".gguf";
 }

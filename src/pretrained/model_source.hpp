@@ -37,7 +37,8 @@ struct ModelSource {
 ModelSource resolve_model(const ModelConfig& model, bool load_weights);
 
 // Whether a path names a pretrained model (a .gguf file, or a folder with a
-// config.json) rather than a forge checkpoint or run folder.
+// config.json) rather than a forge checkpoint or run folder; "$FORGE_CACHE/"
+// at its start is the cache (core/cache_dir.hpp).
 bool is_pretrained_path(const std::string& path);
 
 }  // namespace forge

@@ -7,7 +7,9 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "core/cache_dir.hpp"
 #include "core/error.hpp"
+#include "pretrained/json_file.hpp"
 #include "pretrained/gguf_file.hpp"
 #include "pretrained/safetensors_file.hpp"
 
@@ -44,16 +46,6 @@ class LayoutFiller {
   std::string source_;
   std::vector<float> weights_;
 };
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("cannot read '" + path + "'");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw InputError("'" + path + "' is not valid JSON: " + e.what());
-  }
-}
 
 // Reads a tensor's rows into the forge buffer; get(name) gives (shape, data).
 using Source = std::function<std::pair<std::vector<int64_t>, std::vector<float>>(const std::string&)>;
@@ -127,7 +119,7 @@ PretrainedModel load_hf(const std::string& folder, bool weights) {
   m.format = "hf";
   const std::string cpath = folder + "/config.json";
   if (!std::filesystem::exists(cpath)) throw InputError("'" + folder + "' has no config.json (not a Hugging Face model folder)");
-  const json cfg = read_json(cpath);
+  const json cfg = read_json_file(cpath);
   const auto refuse = [&](const std::string& what) { return InputError("'" + cpath + "': " + what); };
   const std::string type = cfg.value("model_type", "");
   if (type == "llama") m.architecture = "llama";
@@ -267,7 +259,8 @@ std::vector<float> permute_rope_rows(const std::vector<float>& w, int n_heads, i
   return out;
 }
 
-PretrainedModel load_pretrained(const std::string& path, bool weights) {
+PretrainedModel load_pretrained(const std::string& given, bool weights) {
+  const std::string path = expand_cache_path(given);
   if (std::filesystem::is_directory(path)) return load_hf(path, weights);
   if (!std::filesystem::exists(path)) throw InputError("pretrained model '" + path + "' does not exist");
   return load_gguf(path, weights);

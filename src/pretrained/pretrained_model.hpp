@@ -45,8 +45,9 @@ struct PretrainedModel {
   PretrainedTokenizer tokenizer;
 };
 
-// A folder (config.json, safetensors, tokenizer files) or a .gguf file.
-// With weights = false only the configuration and tokenizer are read.
+// A folder (config.json, safetensors, tokenizer files) or a .gguf file
+// ("$FORGE_CACHE/..." is in the cache, core/cache_dir.hpp). With
+// weights = false only the configuration and tokenizer are read.
 PretrainedModel load_pretrained(const std::string& path, bool weights = true);
 
 // The permutation between the two RoPE layouts of q and k rows (rows of

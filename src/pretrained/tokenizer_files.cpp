@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "pretrained/json_file.hpp"
 
 namespace forge {
 namespace {
@@ -17,16 +18,6 @@ using nlohmann::json;
 void check_dense(const std::vector<std::string>& tokens, const std::vector<uint8_t>& seen, const std::string& src) {
   for (size_t i = 0; i < tokens.size(); ++i)
     if (!seen[i]) throw InputError("tokenizer '" + src + "': no token has id " + std::to_string(i));
-}
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("cannot read '" + path + "'");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw InputError("'" + path + "' is not valid JSON: " + e.what());
-  }
 }
 
 PreTokenizer pre_from_json(const json& pre, const std::string& src) {
@@ -104,7 +95,7 @@ PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
 PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   const std::string path = folder + "/tokenizer.json";
   if (!std::filesystem::exists(path)) throw InputError("'" + folder + "' has no tokenizer.json");
-  const json tj = read_json(path);
+  const json tj = read_json_file(path);
   const auto bad = [&](const std::string& why) { return InputError("tokenizer '" + path + "': " + why); };
   try {
     const json& model = tj.at("model");
@@ -150,7 +141,7 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
     std::string bos, eos;
     const std::string config_path = folder + "/tokenizer_config.json";
     if (std::filesystem::exists(config_path)) {
-      const json tc = read_json(config_path);
+      const json tc = read_json_file(config_path);
       const json& ct = tc.value("chat_template", json());
       if (ct.is_string()) {
         out.chat_template = ct.get<std::string>();

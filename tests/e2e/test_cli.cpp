@@ -1,6 +1,12 @@
 // The forge binary end to end: command dispatch, help, exit codes (0 ok,
 // 2 bad input, named on stderr), `forge config` on the default config, and
-// run.backend = cuda where no GPU can run it, run.precision = bf16 on the cpu backend.
+// run.backend = cuda where no GPU can run it, run.precision = bf16 on the cpu
+// backend, and every key listed in configs/default.ini and docs/configuration.md.
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+
 #include "backend/backend.hpp"
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
@@ -79,6 +85,39 @@ TEST(Cli, ConfigPrintsDefaultConfig) {
     EXPECT_TRUE(contains(r.out, s)) << s << "\n" << r.out;
   // configs/default.ini holds the built-in defaults: same output without it.
   EXPECT_EQ(forge("config").out, r.out);
+}
+
+// Every key forge knows is listed in configs/default.ini (under its section)
+// and documented in docs/configuration.md (as `section.key`).
+TEST(Cli, EveryKeyIsInDefaultIniAndDocumented) {
+  const Result r = forge("config");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto read = [](const std::string& rel) {
+    std::ifstream in(std::string(FORGE_SOURCE_DIR) + "/" + rel);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string ini = read("configs/default.ini"), doc = read("docs/configuration.md");
+  ASSERT_FALSE(ini.empty());
+  ASSERT_FALSE(doc.empty());
+  std::istringstream lines(r.out);
+  std::string line, section;
+  int keys = 0;
+  while (std::getline(lines, line)) {
+    if (line.size() > 2 && line.front() == '[') {
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    const size_t eq = line.find(" =");
+    if (eq == std::string::npos) continue;
+    const std::string key = line.substr(0, eq);
+    ++keys;
+    EXPECT_TRUE(contains(doc, "`" + section + "." + key + "`")) << section << "." << key << " is not in docs/configuration.md";
+    const size_t at = ini.find("[" + section + "]\n");
+    const size_t end = ini.find("\n[", at + 1);
+    const std::string block = at == std::string::npos ? "" : ini.substr(at, end == std::string::npos ? end : end - at);
+    EXPECT_TRUE(contains(block, "\n" + key + " =")) << section << "." << key << " is not in configs/default.ini";
+  }
+  EXPECT_GT(keys, 50);
 }
 
 TEST(Cli, FlagOverridesConfigFile) {
