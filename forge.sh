@@ -2,6 +2,7 @@
 # The entry point of the README.
 #
 #   ./forge.sh demo [--key=value ...]   set up, build, run the main job
+#   ./forge.sh smollm2 [--key=value ...] set up, build, run the real-model job
 #   ./forge.sh test [ctest args ...]    set up, build, run every test
 #   ./forge.sh build                    configure and build into build/
 #
@@ -12,6 +13,11 @@
 #   3. forge eval of both checkpoints on the same 500 held-out tasks
 #   4. plots of the RL rollouts and runs/demo/summary.json; prints both
 #      success rates
+# smollm2 (a real pretrained model, configs/smollm2_agent.ini, runs/smollm2):
+#   0. forge eval of SmolLM2-135M-Instruct itself (zero-shot)
+#   1. forge sft from it; 2. mpirun -np 3 forge train (1 learner, 1 rollout,
+#   1 environment rank, --optim.lr=2e-5); 3. forge eval of both checkpoints;
+#   4. summary (runs/smollm2/summary.json)
 # Extra arguments are overrides for every step (e.g. --train.steps=20).
 # test passes extra arguments to ctest (e.g. `./forge.sh test -L unit`).
 set -euo pipefail
@@ -26,6 +32,11 @@ Commands:
                           the main job: agent SFT, asynchronous RL under mpirun,
                           evaluation of both (configs/agent_demo.ini, runs/demo);
                           extra arguments override the config
+  smollm2 [--key=value ...]
+                          install what is missing, build, then run the real-model
+                          job: SmolLM2-135M-Instruct zero-shot, after SFT, after
+                          asynchronous RL (configs/smollm2_agent.ini, runs/smollm2;
+                          about 30 minutes on 2 cores)
   test [ctest args ...]   install what is missing, build, then run all tests:
                           ctest --test-dir build --output-on-failure -j2
                           (e.g. ./forge.sh test -L unit)
@@ -63,6 +74,38 @@ demo() {
     "$((SECONDS - t0))"
 }
 
+# The real-model job; see the top of this file.
+smollm2() {
+  local cfg=configs/smollm2_agent.ini dir=runs/smollm2 forge=./build/forge tasks=100
+  local model='$FORGE_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf'
+  local mpirun=(mpirun --oversubscribe -np 3)
+  [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
+  if [ ! -f "${FORGE_CACHE:-$HOME/.cache/forge}/models/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+    echo "forge.sh: SmolLM2-135M-Instruct is not in the cache; tools/setup.sh fetches it (it needs network)" >&2
+    exit 2
+  fi
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local t0=$SECONDS
+  echo "== 0/4 zero-shot evaluation of the pretrained model on $tasks held-out tasks (forge eval) =="
+  "$forge" eval "$model" --config "$cfg" --run.threads=2 --eval.tasks=$tasks --json true "$@" >"$dir/eval_zero.json"
+  local t1=$SECONDS
+  echo "== 1/4 SFT on solver demonstrations (forge sft) =="
+  "$forge" sft --config "$cfg" --run.threads=2 --run.dir="$dir/sft" "$@"
+  local t2=$SECONDS
+  echo "== 2/4 asynchronous RL on 3 MPI ranks (forge train) =="
+  "${mpirun[@]}" "$forge" train --config "$cfg" --train.init="$dir/sft" --run.dir="$dir/rl" \
+    --optim.lr=2e-5 --optim.warmup_steps=0 "$@"
+  local t3=$SECONDS
+  echo "== 3/4 evaluation of both checkpoints on the same $tasks held-out tasks (forge eval) =="
+  "$forge" eval "$dir/sft" --config "$cfg" --run.threads=2 --eval.tasks=$tasks --json true "$@" >"$dir/eval_sft.json"
+  "$forge" eval "$dir/rl" --config "$cfg" --run.threads=2 --eval.tasks=$tasks --json true "$@" >"$dir/eval_rl.json"
+  local t4=$SECONDS
+  echo "== 4/4 summary =="
+  /usr/bin/python3 tools/demo_summary.py "$dir" --seconds "$((t2 - t1))" "$((t3 - t2))" "$((t4 - t3 + t1 - t0))" \
+    "$((SECONDS - t0))"
+}
+
 command="${1:-}"
 case "$command" in
   demo)
@@ -70,6 +113,12 @@ case "$command" in
     ./tools/setup.sh
     build
     demo "$@"
+    ;;
+  smollm2)
+    shift
+    ./tools/setup.sh
+    build
+    smollm2 "$@"
     ;;
   test)
     shift

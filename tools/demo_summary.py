@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""The main job's summary: both checkpoints' held-out results side by side.
+"""A job's summary (./forge.sh demo, ./forge.sh smollm2): the held-out results
+of its checkpoints side by side.
 
     python3 tools/demo_summary.py RUN_DIR [--seconds SFT RL EVAL TOTAL]
 
 reads RUN_DIR/eval_sft.json and RUN_DIR/eval_rl.json (`forge eval --json`,
-same tasks, greedy), and RUN_DIR/rl/rollouts.h5 when present; prints both
-success rates with the change in percentage points and what moved (per
-domain, turns, recovery after tool errors, malformed calls, staleness), and
-writes RUN_DIR/summary.json. Exit code 2 when an input is missing or not
-what forge writes.
+same tasks, greedy), RUN_DIR/eval_zero.json (the pretrained model before any
+training) when present, and RUN_DIR/rl/rollouts.h5 when present; prints the
+success rates with the change from SFT to SFT+RL in percentage points and
+what moved (per domain, turns, recovery after tool errors, malformed calls,
+staleness), and writes RUN_DIR/summary.json. Exit code 2 when an input is
+missing or not what forge writes.
 """
 import argparse
 import json
@@ -60,8 +62,13 @@ def main():
     a = ap.parse_args()
     sft = load_eval(os.path.join(a.run_dir, "eval_sft.json"))
     rl = load_eval(os.path.join(a.run_dir, "eval_rl.json"))
+    zero_path = os.path.join(a.run_dir, "eval_zero.json")
+    zero = load_eval(zero_path) if os.path.exists(zero_path) else None
+    columns = ([("zero-shot", zero)] if zero else []) + [("SFT", sft), ("SFT+RL", rl)]
     summary = {"sft": {"checkpoint": sft["checkpoint"]}, "rl": {"checkpoint": rl["checkpoint"]}}
-    for name, e in (("sft", sft), ("rl", rl)):
+    if zero:
+        summary["zero_shot"] = {"checkpoint": zero["checkpoint"]}
+    for name, e in (("sft", sft), ("rl", rl)) + ((("zero_shot", zero),) if zero else ()):
         for styles in ("seen", "heldout_family"):
             if styles in e:
                 summary[name][styles] = e[styles]
@@ -76,10 +83,10 @@ def main():
         json.dump(summary, f, indent=2)
 
     print(f"held-out success on {tasks} tasks per checkpoint (greedy, seen styles):")
-    print(f"  {'':18s} {'SFT':>8s} {'SFT+RL':>8s}")
+    print(f"  {'':18s}" + "".join(f" {name:>9s}" for name, _ in columns))
     for domain in sft["seen"]:
-        s, r = sft["seen"][domain], rl["seen"].get(domain, {})
-        print(f"  {domain + ' success':18s} {100 * s['success']:7.1f}% {100 * r.get('success', 0):7.1f}%")
+        print(f"  {domain + ' success':18s}" +
+              "".join(f" {100 * e['seen'].get(domain, {}).get('success', 0):8.1f}%" for _, e in columns))
     s, r = sft["seen"]["all"], rl["seen"]["all"]
     for key, label, scale in (("turns", "turns", 1), ("met_tool_error", "met a tool error", 100),
                               ("recovered_after_error", "  then recovered", 100),
@@ -87,13 +94,14 @@ def main():
                               ("malformed_calls", "malformed calls", 1)):
         if key in s:
             unit = "%" if scale == 100 else " "
-            print(f"  {label:18s} {scale * s[key]:7.2f}{unit} {scale * r[key]:7.2f}{unit}")
+            print(f"  {label:18s}" + "".join(f" {scale * e['seen']['all'].get(key, 0):8.2f}{unit}" for _, e in columns))
     ro = summary["rollouts"]
     if ro:
         print(f"  RL rollouts: {ro['episodes']} episodes, staleness mean {ro['staleness_mean']:.2f} "
               f"max {ro['staleness_max']}; training success {100 * ro['train_success_first_fifth']:.1f}% "
               f"-> {100 * ro['train_success_last_fifth']:.1f}%")
-    print(f"SFT {100 * s['success']:.1f}% -> SFT+RL {100 * r['success']:.1f}% ({delta:+.1f} points)")
+    start = f"zero-shot {100 * zero['seen']['all']['success']:.1f}% -> " if zero else ""
+    print(f"{start}SFT {100 * s['success']:.1f}% -> SFT+RL {100 * r['success']:.1f}% ({delta:+.1f} points)")
     if a.seconds:
         sec = summary["seconds"]
         print(f"time: SFT {sec['sft']} s, RL {sec['rl']} s, evaluation {sec['eval']} s, total {sec['total']} s")
