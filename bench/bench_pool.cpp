@@ -1,13 +1,13 @@
-// The MPI data pool on this machine: enqueue (claim + complete) and dequeue
+// The MPI data pool on this machine: enqueue (start + complete) and dequeue
 // (take) operations per second and their latencies. An MPI program: under
 // `mpirun -np P` rank 0 hosts the pool and consumes, ranks 1..P-1 produce
-// `ops` payloads of `bytes` bytes between them (claim blocks on backpressure).
+// `ops` payloads of `bytes` bytes between them (start blocks on backpressure).
 // Run alone (one rank), rank 0 enqueues and dequeues in turn (loopback).
 // Enqueue/s = payloads / the slowest producer's time; dequeue/s = payloads /
 // the consumer's time; latencies are per call (p50, p99), a dequeue's counted
 // from the try_take that succeeded (polls that found nothing excluded).
 //
-//   mpirun -np P bench_pool [--n=1024] [--w=256] [--bytes=1024] [--ops=20000]
+//   mpirun -np P bench_pool [--n=1024] [--m=1024] [--w=256] [--bytes=1024] [--ops=20000]
 #include <mpi.h>
 
 #include <algorithm>
@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   DataPoolConfig cfg;
   cfg.window.kind = WindowKind::kWindowed;
-  cfg.window.n_inflight = static_cast<uint64_t>(flags.get("n", 1024));
+  cfg.window.n_running = static_cast<uint64_t>(flags.get("n", 1024));
+  cfg.window.memory = static_cast<uint64_t>(flags.get("m", 1024));
   cfg.window.window = static_cast<uint64_t>(flags.get("w", 256));
   cfg.slot_bytes = static_cast<uint64_t>(flags.get("bytes", 1024));
   const int ops = flags.get("ops", 20000);
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
     if (size == 1) {
       for (int i = 0; i < ops; ++i) {
         Stopwatch sw;
-        pool.complete(pool.claim(), payload.data(), payload.size(), 0);
+        pool.complete(pool.start(), payload.data(), payload.size(), 0);
         enq.push_back(sw.seconds());
         sw.reset();
         pool.take();
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
       const int mine = ops / producers + (rank - 1 < ops % producers ? 1 : 0);
       for (int i = 0; i < mine; ++i) {
         Stopwatch sw;
-        pool.complete(pool.claim(), payload.data(), payload.size(), 0);
+        pool.complete(pool.start(), payload.data(), payload.size(), 0);
         enq.push_back(sw.seconds());
       }
     }
@@ -106,9 +107,9 @@ int main(int argc, char** argv) {
     if (size == 1)
       std::printf("one rank (started without mpirun, or -np 1): rank 0 enqueues and dequeues in "
                   "turn; run `mpirun -np P bench_pool` for P - 1 producers\n");
-    std::printf("data pool: N %llu, W %llu, %llu-byte payloads, %d payloads, %d rank(s), %d "
+    std::printf("data pool: N %llu, M %llu, W %llu, %llu-byte payloads, %d payloads, %d rank(s), %d "
                 "producer(s)\n\n",
-                static_cast<unsigned long long>(cfg.window.n_inflight),
+                static_cast<unsigned long long>(cfg.window.n_running), static_cast<unsigned long long>(cfg.window.memory),
                 static_cast<unsigned long long>(cfg.window.effective_window()),
                 static_cast<unsigned long long>(cfg.slot_bytes), ops, size, producers);
     std::printf("%6s %10s %11s %11s %11s %11s %11s %11s\n", "ranks", "producers", "enqueue/s",

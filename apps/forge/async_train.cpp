@@ -81,8 +81,9 @@ int threads_for(const RoleLayout& layout, int rank, int configured) {
 WindowConfig window_config(const MpiConfig& m) {
   WindowConfig w;
   w.kind = parse_window_kind(m.pool_policy);
-  w.n_inflight = static_cast<uint64_t>(m.pool_inflight);
-  w.window = static_cast<uint64_t>(std::min(m.pool_window, m.pool_inflight));
+  w.n_running = static_cast<uint64_t>(m.pool_inflight);
+  w.memory = static_cast<uint64_t>(m.pool_memory);
+  w.window = static_cast<uint64_t>(m.pool_window);
   w.staleness_cap = m.staleness_cap;
   w.cap_action = parse_cap_action(m.cap_action);
   w.validate();
@@ -152,6 +153,7 @@ EnvironmentRankConfig producer_config(const ForgeConfig& all) {
   ec.run_seed = all.base.run.seed;
   ec.group = all.train.group;
   ec.groups_in_flight = all.mpi.env_groups;
+  ec.episode_deadline_s = all.mpi.episode_deadline_s;
   return ec;
 }
 
@@ -160,7 +162,7 @@ int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
   GenerationClient client(MPI_COMM_WORLD, all.mpi.deadline_s);
   const EnvironmentRankStats st = run_environment_rank(*sh.layout, pool, control, client, producer_config(all));
   log_debug("environment: " + std::to_string(st.groups) + " groups, " + std::to_string(st.requests) +
-            " requests");
+            " requests, " + std::to_string(st.abandoned) + " episodes abandoned (pool.episode_deadline_s)");
   quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s);
   return control.stop_code() == kStopSignal ? 143 : 0;
 }
@@ -229,7 +231,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
           throw InputError("--resume: checkpoint '" + resume_from +
                            "' holds no data-pool state (written by a run in one process); resume it "
                            "without mpirun, or start from it with --train.init");
-        check_resume_state(*resumed_pool, pc.window.n_inflight);
+        check_resume_state(*resumed_pool);
       }
     } catch (const InputError& e) {
       abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);

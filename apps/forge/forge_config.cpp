@@ -54,11 +54,16 @@ void add_mpi_options(OptionSet& o, MpiConfig& m) {
   o.add("mpi.deadline_s", &m.deadline_s,
         "seconds any blocking wait may last, and the watchdog's heartbeat deadline", in_range(1, 1e6));
   o.describe_section("pool", "the data pool between environment ranks and the learner (Windowed FIFO)");
-  o.add("pool.policy", &m.pool_policy, "fifo (W = 1) | windowed (W = pool.window) | greedy (W = N)",
+  o.add("pool.policy", &m.pool_policy, "fifo (W = 1) | windowed (W = pool.window) | greedy (any finished group)",
         one_of({"fifo", "windowed", "greedy"}));
-  o.add("pool.inflight", &m.pool_inflight, "N: groups in flight at most (admission bound)", in_range(1, 1e6));
+  o.add("pool.inflight", &m.pool_inflight, "N: groups generating at once at most (admission)", in_range(1, 1e6));
+  o.add("pool.memory", &m.pool_memory, "M: finished groups waiting for the learner at most (admission)",
+        in_range(1, 1e6));
   o.add("pool.window", &m.pool_window, "W: groups visible to the learner past the head (windowed)",
         in_range(1, 1e6));
+  o.add("pool.episode_deadline_s", &m.episode_deadline_s,
+        "an episode still running this long after its group started is abandoned (recorded, not trained on)",
+        in_range(0.1, 1e7));
   o.add("pool.staleness_cap", &m.staleness_cap, "drop or mask groups staler than this; < 0: no cap");
   o.add("pool.cap_action", &m.cap_action, "what the cap does: drop | mask", one_of({"drop", "mask"}));
   o.add("pool.slot_mib", &m.slot_mib, "payload capacity of one slot (one group), MiB", in_range(1, 1024));

@@ -49,8 +49,10 @@ struct MpiConfig {
   int env_groups = 2;         // slots (groups) each environment rank runs at once
   double deadline_s = 120;    // every blocking wait, and the watchdog's heartbeat deadline
   std::string pool_policy = "windowed";  // fifo | windowed | greedy
-  int pool_inflight = 16;     // N: slots (groups) in flight at most
+  int pool_inflight = 16;     // N: groups generating at once at most
+  int pool_memory = 16;       // M: finished groups waiting for the learner at most
   int pool_window = 8;        // W of the windowed policy
+  double episode_deadline_s = 300;  // an episode running longer is abandoned
   int staleness_cap = -1;     // < 0: none
   std::string cap_action = "drop";  // drop | mask
   int slot_mib = 2;           // payload capacity of one slot, MiB

@@ -155,6 +155,13 @@ void AgentEpisode::finish(const std::string& reason) {
       config_, trajectory_.turns, {trajectory_.needed_turns, trajectory_.needed_tokens}, generated_);
 }
 
+void AgentEpisode::abandon(const std::string& reason) {
+  FORGE_CHECK(!done_, "AgentEpisode::abandon of a finished episode");
+  pending_ = false;
+  trajectory_.abandoned = true;
+  finish(reason);
+}
+
 Trajectory AgentEpisode::take_trajectory() {
   FORGE_CHECK(done_, "AgentEpisode::take_trajectory before the episode is done");
   FORGE_CHECK(!taken_, "AgentEpisode::take_trajectory called twice");

@@ -60,6 +60,10 @@ class AgentEpisode {
   std::optional<GenerationRequest> next_request();
   void on_generation(const GenerationResult& result);
   bool done() const { return done_; }
+  // Ends a running episode as abandoned (its environment rank's deadline):
+  // recorded, never trained on. A generation still in flight for it is the
+  // caller's to discard.
+  void abandon(const std::string& reason);
   // The finished record (Error before done(); once only).
   Trajectory take_trajectory();
 

@@ -91,16 +91,20 @@ std::vector<FinishedGroup> GatewayService::take_finished_groups() {
   return std::exchange(finished_, {});
 }
 
-void GatewayService::expire_idle() {
+void GatewayService::expire(double episode_deadline_s) {
   std::lock_guard lock(mu_);
   const auto now = Clock::now();
-  std::vector<uint64_t> idle;
-  for (const auto& [id, o] : open_)
-    if (o.in_flight == 0 && std::chrono::duration<double>(now - o.last_active).count() > config_.idle_deadline_s)
-      idle.push_back(id);
-  for (uint64_t id : idle)
-    finish_locked(open_.at(id), true, "abandoned: idle for more than " + seconds(config_.idle_deadline_s) +
-                                          " (gateway.idle_deadline_s)");
+  std::vector<std::pair<uint64_t, std::string>> expired;
+  for (const auto& [id, o] : open_) {
+    if (o.in_flight != 0) continue;
+    if (std::chrono::duration<double>(now - o.last_active).count() > config_.idle_deadline_s)
+      expired.emplace_back(id, "abandoned: idle for more than " + seconds(config_.idle_deadline_s) +
+                                   " (gateway.idle_deadline_s)");
+    else if (std::chrono::duration<double>(now - o.opened).count() > episode_deadline_s)
+      expired.emplace_back(id, "abandoned: open for more than " + seconds(episode_deadline_s) +
+                                   " (pool.episode_deadline_s)");
+  }
+  for (const auto& [id, why] : expired) finish_locked(open_.at(id), true, why);
 }
 
 void GatewayService::stop(const std::string& reason) {
@@ -184,7 +188,7 @@ json GatewayService::open() {
   json out = {{"id", id}, {"slot", e->slot()}, {"task", e->task_json()}};
   const std::string key = random_key();
   Open o;
-  o.last_active = Clock::now();
+  o.opened = o.last_active = Clock::now();
   o.episode = std::move(e);
   out["api_key"] = key;
   keys_[key] = id;

@@ -6,7 +6,7 @@
 //          take_jobs()                 generation requests to send to rollout ranks
 //          fulfil(request, result)     a result came back
 //          take_finished_groups()      every episode of a slot closed: to the pool
-//          expire_idle()               idle open episodes -> abandoned
+//          expire(deadline)            idle or overdue open episodes -> abandoned
 //          stop(reason)                the run ends: waiters and later requests get 410
 //   HTTP:  open / chat / completion / tool / answer / reward / close / describe
 //
@@ -78,7 +78,10 @@ class GatewayService {
   std::vector<GenerationJob> take_jobs();
   void fulfil(const GenerationResult& result);
   std::vector<FinishedGroup> take_finished_groups();
-  void expire_idle();
+  // Abandons open episodes with no call in flight that were idle longer than
+  // gateway.idle_deadline_s or open longer than episode_deadline_s (the
+  // pool's straggler deadline).
+  void expire(double episode_deadline_s);
   void stop(const std::string& reason);
   GatewayCounters counters() const;
 
@@ -101,7 +104,7 @@ class GatewayService {
   using Clock = std::chrono::steady_clock;
   struct Open {
     std::unique_ptr<GatewayEpisode> episode;
-    Clock::time_point last_active;
+    Clock::time_point opened, last_active;
     int in_flight = 0;
     size_t reserved = 0;  // bytes the calls in flight may add to the record
   };

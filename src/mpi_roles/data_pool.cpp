@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <exception>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <thread>
 
@@ -14,11 +14,12 @@
 namespace forge {
 namespace {
 
-enum Counter { kHead = 0, kTail = 1, kVersion = 2, kNumCounters = 3 };
-enum SlotState { kFree = 0, kStarted = 1, kDone = 2, kSkip = 3 };
+enum Counter { kHead, kTail, kVersion, kRunning, kFinished, kAvail, kClaim, kNotice, kNumCounters };
+enum SlotState { kFree = 0, kStarted = 1, kDone = 2 };
+constexpr int64_t kEmpty = -1;
 constexpr int64_t kTombstoneVersion = -1;
 constexpr int kRankBits = 20;
-constexpr int kMetaWords = 3;  // version, offset, length
+constexpr int kCellBits = 24;
 
 int64_t encode_state(uint64_t slot, int rank, int state) {
   return static_cast<int64_t>((slot << (kRankBits + 2)) | (static_cast<uint64_t>(rank) << 2) |
@@ -27,6 +28,10 @@ int64_t encode_state(uint64_t slot, int rank, int state) {
 uint64_t state_slot(int64_t w) { return static_cast<uint64_t>(w) >> (kRankBits + 2); }
 int state_rank(int64_t w) { return static_cast<int>((static_cast<uint64_t>(w) >> 2) & ((1u << kRankBits) - 1)); }
 int state_kind(int64_t w) { return static_cast<int>(w & 3); }
+
+int64_t encode_notice(uint64_t slot, uint32_t cell) { return static_cast<int64_t>((slot << kCellBits) | cell); }
+uint64_t notice_slot(int64_t w) { return static_cast<uint64_t>(w) >> kCellBits; }
+uint32_t notice_cell(int64_t w) { return static_cast<uint32_t>(static_cast<uint64_t>(w) & ((1u << kCellBits) - 1)); }
 
 void check(int rc, const char* op) {
   if (rc == MPI_SUCCESS) return;
@@ -38,58 +43,102 @@ void check(int rc, const char* op) {
 
 MPI_Win allocate(MPI_Comm comm, bool host, MPI_Aint bytes, int disp_unit, void* base_out) {
   MPI_Win win;
-  check(MPI_Win_allocate(host ? bytes : 0, disp_unit, MPI_INFO_NULL, comm, base_out, &win),
-        "MPI_Win_allocate");
+  check(MPI_Win_allocate(host ? bytes : 0, disp_unit, MPI_INFO_NULL, comm, base_out, &win), "MPI_Win_allocate");
   check(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
   return win;
 }
 
+double now_s() {
+  static const Stopwatch clock;
+  return clock.seconds();
+}
+
 }  // namespace
 
+// Offsets (in int64 words) of the meta window's parts.
+#define STATE_AT(c) static_cast<MPI_Aint>(kNumCounters + (c))
+#define CELL_AT(c) static_cast<MPI_Aint>(kNumCounters + cells_ + 2 * (c))
+#define FREE_AT(i) static_cast<MPI_Aint>(kNumCounters + 3 * cells_ + (i) % cells_)
+#define NOTICE_AT(d) static_cast<MPI_Aint>(kNumCounters + 4 * cells_ + (d) % cells_)
+
 DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState* resume)
-    : cfg_(cfg), n_(cfg.window.n_inflight), w_(cfg.window.effective_window()) {
+    : cfg_(cfg),
+      n_(cfg.window.n_running),
+      m_(cfg.window.memory),
+      w_(cfg.window.effective_window()),
+      cells_(cfg.window.cells()) {
   cfg_.window.validate();
   int size = 0;
   MPI_Comm_rank(comm, &rank_);
   MPI_Comm_size(comm, &size);
-  if (cfg.host_rank < 0 || cfg.host_rank >= size || cfg.consumer_rank < 0 ||
-      cfg.consumer_rank >= size)
-    throw InputError("data pool: host rank " + std::to_string(cfg.host_rank) +
-                     " and consumer rank " + std::to_string(cfg.consumer_rank) +
-                     " must lie in [0, " + std::to_string(size) + ")");
-  if (size > (1 << kRankBits))
-    throw InputError("data pool: at most 2^20 ranks, not " + std::to_string(size));
+  if (cfg.host_rank < 0 || cfg.host_rank >= size || cfg.consumer_rank < 0 || cfg.consumer_rank >= size)
+    throw InputError("data pool: host rank " + std::to_string(cfg.host_rank) + " and consumer rank " +
+                     std::to_string(cfg.consumer_rank) + " must lie in [0, " + std::to_string(size) + ")");
+  if (size > (1 << kRankBits)) throw InputError("data pool: at most 2^20 ranks, not " + std::to_string(size));
+  if (cells_ >= (1ull << kCellBits))
+    throw InputError("data pool: N + M = " + std::to_string(cells_) + " cells; at most 2^24 - 1");
   if (cfg.slot_bytes < 1 || cfg.slot_bytes > static_cast<uint64_t>(INT_MAX))
     throw InputError("data pool: slot_bytes must lie in [1, 2^31)");
+  if (cells_ * cfg.slot_bytes > (1ull << 46))
+    throw InputError("data pool: (N + M) x slot_bytes = " + std::to_string(cells_ * cfg.slot_bytes) +
+                     " bytes of payload; lower N, M or the slot size");
   if (cfg.deadline_s <= 0) throw InputError("data pool: the deadline must be positive");
 
   const bool host = rank_ == cfg.host_rank;
-  int64_t *counters = nullptr, *table = nullptr;
-  uint8_t* payload = nullptr;
-  counters_win_ = allocate(comm, host, kNumCounters * 8, 8, &counters);
-  table_win_ = allocate(comm, host, static_cast<MPI_Aint>(n_ * (1 + kMetaWords) * 8), 8, &table);
-  payload_win_ = allocate(comm, host, static_cast<MPI_Aint>(n_ * cfg.slot_bytes), 1, &payload);
-  if (host) {
-    std::memset(counters, 0, kNumCounters * 8);
-    std::memset(table, 0, n_ * (1 + kMetaWords) * 8);
-    if (resume) {
-      const auto h = static_cast<uint64_t>(resume->head);
-      counters[kHead] = counters[kTail] = resume->head;
-      // Slots below head are never handed out again (T restarts at head).
-      // The range was checked before the collective set-up (resume_check).
-      for (const auto* list : {&resume->consumed, &resume->kept_slot})
-        for (int64_t s : *list)
-          if (s >= resume->head && static_cast<uint64_t>(s) < h + n_)
-            table[static_cast<uint64_t>(s) % n_] = encode_state(static_cast<uint64_t>(s), rank_, kSkip);
-    }
+  // The skip bitmap of a resumed pool, from the host to every rank.
+  uint64_t skip_words = 0;
+  if (host && resume) {
+    skip_base_ = static_cast<uint64_t>(resume->head);
+    uint64_t top = skip_base_;
+    for (const auto* list : {&resume->consumed, &resume->kept_slot})
+      for (int64_t s : *list)
+        if (s >= resume->head) top = std::max(top, static_cast<uint64_t>(s) + 1);
+    skip_.assign((top - skip_base_ + 63) / 64, 0);
+    for (const auto* list : {&resume->consumed, &resume->kept_slot})
+      for (int64_t s : *list)
+        if (s >= resume->head) skip_[(static_cast<uint64_t>(s) - skip_base_) / 64] |= 1ull << ((s - resume->head) % 64);
+    skip_words = skip_.size();
   }
-  if (resume && rank_ == cfg.consumer_rank) head_ = static_cast<uint64_t>(resume->head);
-  for (MPI_Win win : {counters_win_, table_win_, payload_win_}) {
+  uint64_t shared[2] = {skip_base_, skip_words};
+  MPI_Bcast(shared, 2, MPI_UINT64_T, cfg.host_rank, comm);
+  skip_base_ = shared[0];
+  skip_.resize(shared[1]);
+  if (!skip_.empty()) MPI_Bcast(skip_.data(), static_cast<int>(skip_.size()), MPI_UINT64_T, cfg.host_rank, comm);
+
+  int64_t* meta = nullptr;
+  uint8_t* payload = nullptr;
+  const MPI_Aint meta_words = static_cast<MPI_Aint>(kNumCounters + 5 * cells_);
+  meta_win_ = allocate(comm, host, meta_words * 8, 8, &meta);
+  payload_win_ = allocate(comm, host, static_cast<MPI_Aint>(cells_ * cfg.slot_bytes), 1, &payload);
+  if (host) {
+    std::memset(meta, 0, static_cast<size_t>(meta_words) * 8);
+    meta[kAvail] = static_cast<int64_t>(cells_);
+    for (uint64_t c = 0; c < cells_; ++c) {
+      meta[FREE_AT(c)] = static_cast<int64_t>(c);
+      meta[NOTICE_AT(c)] = kEmpty;
+    }
+    if (resume) meta[kHead] = meta[kTail] = resume->head;
+  }
+  next_free_ = cells_;
+  if (resume && rank_ == cfg.consumer_rank) {
+    head_ = static_cast<uint64_t>(resume->head);
+    for (const auto* list : {&resume->consumed, &resume->kept_slot})
+      for (int64_t s : *list)
+        if (s >= resume->head) consumed_.insert(static_cast<uint64_t>(s));
+    while (!consumed_.empty() && *consumed_.begin() == head_) consumed_.erase(consumed_.begin()), ++head_;
+  }
+  for (MPI_Win win : {meta_win_, payload_win_}) {
     check(MPI_Win_lock_all(0, win), "MPI_Win_lock_all");
     check(MPI_Win_sync(win), "MPI_Win_sync");
   }
   MPI_Barrier(comm);
-  if (rank_ == cfg.consumer_rank) consumed_.assign(n_, 0);
+  // A resumed head that moved past skip slots: publish it before any take.
+  if (resume && rank_ == cfg.consumer_rank && head_ != static_cast<uint64_t>(resume->head)) {
+    const int64_t h = static_cast<int64_t>(head_);
+    check(MPI_Accumulate(&h, 1, MPI_INT64_T, cfg_.host_rank, kHead, 1, MPI_INT64_T, MPI_REPLACE, meta_win_),
+          "MPI_Accumulate (head)");
+    flush_meta();
+  }
   uncaught_at_construction_ = std::uncaught_exceptions();
 }
 
@@ -97,245 +146,349 @@ DataPool::~DataPool() {
   // Unwinding from an error: MPI_Win_free is collective and would block on the
   // ranks that carry on, so the windows are left to MPI_Abort.
   if (std::uncaught_exceptions() > uncaught_at_construction_) return;
-  for (MPI_Win* win : {&counters_win_, &table_win_, &payload_win_}) {
+  for (MPI_Win* win : {&meta_win_, &payload_win_}) {
     MPI_Win_unlock_all(*win);
     MPI_Win_free(win);
   }
 }
 
-int64_t DataPool::read_counter(int index) {
+void DataPool::flush_meta() { check(MPI_Win_flush(cfg_.host_rank, meta_win_), "MPI_Win_flush"); }
+
+int64_t DataPool::read_word(MPI_Aint index) {
   int64_t dummy = 0, value = 0;
-  check(MPI_Fetch_and_op(&dummy, &value, MPI_INT64_T, cfg_.host_rank, index, MPI_NO_OP,
-                         counters_win_),
-        "MPI_Fetch_and_op (read counter)");
-  check(MPI_Win_flush(cfg_.host_rank, counters_win_), "MPI_Win_flush");
+  check(MPI_Fetch_and_op(&dummy, &value, MPI_INT64_T, cfg_.host_rank, index, MPI_NO_OP, meta_win_),
+        "MPI_Fetch_and_op (read)");
+  flush_meta();
   return value;
 }
 
-void DataPool::write_counter(int index, int64_t value) {
-  check(MPI_Accumulate(&value, 1, MPI_INT64_T, cfg_.host_rank, index, 1, MPI_INT64_T,
-                       MPI_REPLACE, counters_win_),
-        "MPI_Accumulate (write counter)");
-  check(MPI_Win_flush(cfg_.host_rank, counters_win_), "MPI_Win_flush");
+uint64_t DataPool::head() { return static_cast<uint64_t>(read_word(kHead)); }
+uint64_t DataPool::tail() { return static_cast<uint64_t>(read_word(kTail)); }
+int64_t DataPool::published_version() { return read_word(kVersion); }
+
+PoolCounts DataPool::counts() {
+  int64_t v[kNumCounters];
+  check(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, v, kNumCounters, MPI_INT64_T, cfg_.host_rank, 0, kNumCounters,
+                           MPI_INT64_T, MPI_NO_OP, meta_win_),
+        "MPI_Get_accumulate (counters)");
+  flush_meta();
+  return {static_cast<uint64_t>(v[kHead]), static_cast<uint64_t>(v[kTail]), static_cast<uint64_t>(v[kRunning]),
+          static_cast<uint64_t>(v[kFinished])};
 }
 
-void DataPool::set_state(uint64_t slot, int state) {
-  const int64_t word = encode_state(slot, rank_, state);
-  check(MPI_Accumulate(&word, 1, MPI_INT64_T, cfg_.host_rank, static_cast<MPI_Aint>(slot % n_),
-                       1, MPI_INT64_T, MPI_REPLACE, table_win_),
-        "MPI_Accumulate (slot state)");
-  check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
+bool DataPool::skipped(uint64_t slot) const {
+  if (slot < skip_base_ || slot - skip_base_ >= 64 * skip_.size()) return false;
+  const uint64_t i = slot - skip_base_;
+  return (skip_[i / 64] >> (i % 64)) & 1;
 }
 
-uint64_t DataPool::head() { return static_cast<uint64_t>(read_counter(kHead)); }
-uint64_t DataPool::tail() { return static_cast<uint64_t>(read_counter(kTail)); }
-int64_t DataPool::published_version() { return read_counter(kVersion); }
-
-uint64_t DataPool::submit() {
-  const int64_t one = 1;
-  int64_t slot = 0;
-  check(MPI_Fetch_and_op(&one, &slot, MPI_INT64_T, cfg_.host_rank, kTail, MPI_SUM,
-                         counters_win_),
-        "MPI_Fetch_and_op (submit)");
-  check(MPI_Win_flush(cfg_.host_rank, counters_win_), "MPI_Win_flush");
-  return static_cast<uint64_t>(slot);
-}
-
-Admission DataPool::try_admit(uint64_t slot) {
-  if (!may_start(slot, head(), n_)) return Admission::kWait;
-  // Admitted: entry slot mod N is this ticket's until it is DONE.
-  int64_t word = 0, dummy = 0;
-  check(MPI_Fetch_and_op(&dummy, &word, MPI_INT64_T, cfg_.host_rank, static_cast<MPI_Aint>(slot % n_),
-                         MPI_NO_OP, table_win_),
-        "MPI_Fetch_and_op (slot state)");
-  check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
-  if (state_slot(word) == slot && state_kind(word) == kSkip) {
-    complete(slot, nullptr, 0, kTombstoneVersion);
-    return Admission::kSkip;
+std::optional<uint64_t> DataPool::try_start() {
+  for (;;) {
+    // Admission: one running place, the memory bound, one free cell; one flush.
+    const int64_t plus = 1, minus = -1, nothing = 0;
+    int64_t r = 0, f = 0, a = 0;
+    check(MPI_Fetch_and_op(&plus, &r, MPI_INT64_T, cfg_.host_rank, kRunning, MPI_SUM, meta_win_), "FAA (running)");
+    check(MPI_Fetch_and_op(&nothing, &f, MPI_INT64_T, cfg_.host_rank, kFinished, MPI_NO_OP, meta_win_),
+          "MPI_Fetch_and_op (finished)");
+    check(MPI_Fetch_and_op(&minus, &a, MPI_INT64_T, cfg_.host_rank, kAvail, MPI_SUM, meta_win_), "FAA (free cells)");
+    flush_meta();
+    if (r >= static_cast<int64_t>(n_) || f >= static_cast<int64_t>(m_) || a <= 0) {
+      check(MPI_Accumulate(&minus, 1, MPI_INT64_T, cfg_.host_rank, kRunning, 1, MPI_INT64_T, MPI_SUM, meta_win_),
+            "MPI_Accumulate (running)");
+      check(MPI_Accumulate(&plus, 1, MPI_INT64_T, cfg_.host_rank, kAvail, 1, MPI_INT64_T, MPI_SUM, meta_win_),
+            "MPI_Accumulate (free cells)");
+      flush_meta();
+      return std::nullopt;
+    }
+    // Admitted: a free-ring index and a slot number, then the cell.
+    int64_t i = 0, s = 0;
+    check(MPI_Fetch_and_op(&plus, &i, MPI_INT64_T, cfg_.host_rank, kClaim, MPI_SUM, meta_win_), "FAA (claim)");
+    check(MPI_Fetch_and_op(&plus, &s, MPI_INT64_T, cfg_.host_rank, kTail, MPI_SUM, meta_win_), "FAA (tail)");
+    flush_meta();
+    const int64_t raw = read_word(FREE_AT(static_cast<uint64_t>(i)));
+    if (raw < 0 || static_cast<uint64_t>(raw) >= cells_)
+      throw Error("data pool: free-ring entry " + std::to_string(i) + " holds " + std::to_string(raw) +
+                  " on rank " + std::to_string(rank_) + " (a protocol error)");
+    const auto cell = static_cast<uint32_t>(raw);
+    const int64_t empty = kEmpty;
+    const int64_t word = encode_state(static_cast<uint64_t>(s), rank_, kStarted);
+    check(MPI_Accumulate(&empty, 1, MPI_INT64_T, cfg_.host_rank, FREE_AT(static_cast<uint64_t>(i)), 1, MPI_INT64_T,
+                         MPI_REPLACE, meta_win_),
+          "MPI_Accumulate (free ring)");
+    check(MPI_Accumulate(&word, 1, MPI_INT64_T, cfg_.host_rank, STATE_AT(cell), 1, MPI_INT64_T, MPI_REPLACE,
+                         meta_win_),
+          "MPI_Accumulate (cell state)");
+    flush_meta();
+    const auto slot = static_cast<uint64_t>(s);
+    started_[slot] = cell;
+    if (!skipped(slot)) return slot;
+    complete(slot, nullptr, 0, kTombstoneVersion);  // a resumed pool holds it already
   }
-  set_state(slot, kStarted);
-  return Admission::kStart;
 }
 
-bool DataPool::try_start(uint64_t slot) {
-  const Admission a = try_admit(slot);
-  if (a == Admission::kSkip)
-    throw Error("data pool: slot " + std::to_string(slot) + " of a resumed pool needs try_admit");
-  return a == Admission::kStart;
-}
-
-void DataPool::start(uint64_t slot) {
+uint64_t DataPool::start() {
   Stopwatch sw;
-  while (!try_start(slot)) {
-    if (sw.seconds() > cfg_.deadline_s)
-      throw Error("data pool: producer rank " + std::to_string(rank_) + " waited " +
-                  std::to_string(cfg_.deadline_s) + " s to start slot " + std::to_string(slot) +
-                  ": it is not below head " + std::to_string(head()) + " + N " +
-                  std::to_string(n_) + "; the consumer (rank " +
-                  std::to_string(cfg_.consumer_rank) + ") has not advanced the head");
+  for (;;) {
+    if (const auto s = try_start()) return *s;
+    if (sw.seconds() > cfg_.deadline_s) {
+      const PoolCounts c = counts();
+      throw Error("data pool: producer rank " + std::to_string(rank_) + " waited " + std::to_string(cfg_.deadline_s) +
+                  " s for admission: " + std::to_string(c.running) + " running of N = " + std::to_string(n_) +
+                  ", " + std::to_string(c.finished) + " finished of M = " + std::to_string(m_) +
+                  "; the consumer (rank " + std::to_string(cfg_.consumer_rank) + ") has not taken any (head " +
+                  std::to_string(c.head) + ")");
+    }
     std::this_thread::yield();
   }
-}
-
-uint64_t DataPool::claim() {
-  const uint64_t slot = submit();
-  start(slot);
-  return slot;
 }
 
 void DataPool::complete(uint64_t slot, const void* data, size_t bytes, int64_t version) {
   static const uint8_t nothing = 0;
   if (!data) data = &nothing;
+  const auto it = started_.find(slot);
+  if (it == started_.end())
+    throw Error("data pool: rank " + std::to_string(rank_) + " completes slot " + std::to_string(slot) +
+                ", which it has not started");
   if (bytes > cfg_.slot_bytes)
-    throw Error("data pool: payload of " + std::to_string(bytes) + " bytes for slot " +
-                std::to_string(slot) + " exceeds the slot capacity of " +
-                std::to_string(cfg_.slot_bytes) + " bytes (raise slot_bytes)");
-  const uint64_t offset = (slot % n_) * cfg_.slot_bytes;
+    throw Error("data pool: payload of " + std::to_string(bytes) + " bytes for slot " + std::to_string(slot) +
+                " exceeds the slot capacity of " + std::to_string(cfg_.slot_bytes) + " bytes (raise slot_bytes)");
+  const uint32_t cell = it->second;
+  started_.erase(it);
+  // Payload, cell meta, DONE and a notice index, completed together; then the
+  // notice, finished + 1 (not for a tombstone) and running - 1.
+  const int64_t meta[2] = {version, static_cast<int64_t>(bytes)};
+  const int64_t word = encode_state(slot, rank_, kDone), plus = 1, minus = -1;
+  int64_t d = 0;
   check(MPI_Put(data, static_cast<int>(bytes), MPI_BYTE, cfg_.host_rank,
-                static_cast<MPI_Aint>(offset), static_cast<int>(bytes), MPI_BYTE, payload_win_),
+                static_cast<MPI_Aint>(static_cast<uint64_t>(cell) * cfg_.slot_bytes), static_cast<int>(bytes),
+                MPI_BYTE, payload_win_),
         "MPI_Put (payload)");
-  const int64_t meta[kMetaWords] = {version, static_cast<int64_t>(offset),
-                                    static_cast<int64_t>(bytes)};
-  check(MPI_Put(meta, kMetaWords, MPI_INT64_T, cfg_.host_rank,
-                static_cast<MPI_Aint>(n_ + kMetaWords * (slot % n_)), kMetaWords, MPI_INT64_T,
-                table_win_),
-        "MPI_Put (slot meta)");
+  check(MPI_Put(meta, 2, MPI_INT64_T, cfg_.host_rank, CELL_AT(cell), 2, MPI_INT64_T, meta_win_), "MPI_Put (cell)");
+  check(MPI_Accumulate(&word, 1, MPI_INT64_T, cfg_.host_rank, STATE_AT(cell), 1, MPI_INT64_T, MPI_REPLACE,
+                       meta_win_),
+        "MPI_Accumulate (cell state)");
+  check(MPI_Fetch_and_op(&plus, &d, MPI_INT64_T, cfg_.host_rank, kNotice, MPI_SUM, meta_win_), "FAA (notice)");
   check(MPI_Win_flush(cfg_.host_rank, payload_win_), "MPI_Win_flush");
-  check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
-  set_state(slot, kDone);
+  flush_meta();
+  const int64_t notice = encode_notice(slot, cell);
+  check(MPI_Accumulate(&notice, 1, MPI_INT64_T, cfg_.host_rank, NOTICE_AT(static_cast<uint64_t>(d)), 1, MPI_INT64_T,
+                       MPI_REPLACE, meta_win_),
+        "MPI_Accumulate (notice)");
+  if (version != kTombstoneVersion)
+    check(MPI_Accumulate(&plus, 1, MPI_INT64_T, cfg_.host_rank, kFinished, 1, MPI_INT64_T, MPI_SUM, meta_win_),
+          "MPI_Accumulate (finished)");
+  check(MPI_Accumulate(&minus, 1, MPI_INT64_T, cfg_.host_rank, kRunning, 1, MPI_INT64_T, MPI_SUM, meta_win_),
+        "MPI_Accumulate (running)");
+  flush_meta();
 }
 
 void DataPool::require_consumer(const char* what) const {
   if (rank_ != cfg_.consumer_rank)
-    throw Error(std::string("data pool: ") + what + " on rank " + std::to_string(rank_) +
-                ", but the consumer is rank " + std::to_string(cfg_.consumer_rank));
+    throw Error(std::string("data pool: ") + what + " on rank " + std::to_string(rank_) + ", but the consumer is rank " +
+                std::to_string(cfg_.consumer_rank));
 }
 
 void DataPool::publish_version(int64_t version) {
   require_consumer("publish_version");
   version_ = version;
-  write_counter(kVersion, version);
+  check(MPI_Accumulate(&version_, 1, MPI_INT64_T, cfg_.host_rank, kVersion, 1, MPI_INT64_T, MPI_REPLACE, meta_win_),
+        "MPI_Accumulate (version)");
+  flush_meta();
+}
+
+// Reads the notices from next_notice_ up to the first EMPTY entry (at most C,
+// in at most two runs of the ring), resets them and reads their cells' meta.
+void DataPool::read_notices() {
+  const uint64_t want = std::min<uint64_t>(cells_, 256);
+  scratch_.assign(want, kEmpty);
+  for (uint64_t k = 0; k < want;) {
+    const uint64_t run = std::min(want - k, cells_ - (next_notice_ + k) % cells_);
+    check(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, scratch_.data() + k, static_cast<int>(run), MPI_INT64_T,
+                             cfg_.host_rank, NOTICE_AT(next_notice_ + k), static_cast<int>(run), MPI_INT64_T,
+                             MPI_NO_OP, meta_win_),
+          "MPI_Get_accumulate (notices)");
+    k += run;
+  }
+  flush_meta();
+  uint64_t got = 0;
+  while (got < want && scratch_[got] != kEmpty) ++got;
+  if (got == 0) return;
+  // Reset what was read (before any cell goes back: see data_pool.hpp), and
+  // read the meta and state of the announced cells, in one flush.
+  const std::vector<int64_t> empties(got, kEmpty);
+  std::vector<int64_t> cell_meta(2 * got), states(got);
+  for (uint64_t k = 0; k < got;) {
+    const uint64_t run = std::min(got - k, cells_ - (next_notice_ + k) % cells_);
+    check(MPI_Accumulate(empties.data() + k, static_cast<int>(run), MPI_INT64_T, cfg_.host_rank,
+                         NOTICE_AT(next_notice_ + k), static_cast<int>(run), MPI_INT64_T, MPI_REPLACE, meta_win_),
+          "MPI_Accumulate (notices)");
+    k += run;
+  }
+  for (uint64_t k = 0; k < got; ++k) {
+    const uint32_t cell = notice_cell(scratch_[k]);
+    check(MPI_Get(&cell_meta[2 * k], 2, MPI_INT64_T, cfg_.host_rank, CELL_AT(cell), 2, MPI_INT64_T, meta_win_),
+          "MPI_Get (cell)");
+    check(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, &states[k], 1, MPI_INT64_T, cfg_.host_rank, STATE_AT(cell), 1,
+                             MPI_INT64_T, MPI_NO_OP, meta_win_),
+          "MPI_Get_accumulate (cell state)");
+  }
+  flush_meta();
+  for (uint64_t k = 0; k < got; ++k) {
+    const uint64_t slot = notice_slot(scratch_[k]);
+    const uint32_t cell = notice_cell(scratch_[k]);
+    if (state_slot(states[k]) != slot || state_kind(states[k]) != kDone)
+      throw Error("data pool: notice of slot " + std::to_string(slot) + " names cell " + std::to_string(cell) +
+                  ", whose state disagrees (a protocol error)");
+    if (cell_meta[2 * k] == kTombstoneVersion) {  // a skip slot of a resumed pool
+      mark_consumed(slot);
+      returns_.push_back(cell);
+      continue;
+    }
+    done_[slot] = {cell, state_rank(states[k]), cell_meta[2 * k], cell_meta[2 * k + 1]};
+  }
+  next_notice_ += got;
+}
+
+// Puts returned cells on the free ring where its entries are EMPTY (read by
+// their claimers), then makes them available.
+void DataPool::return_cells() {
+  if (returns_.empty()) return;
+  const uint64_t want = std::min<uint64_t>(returns_.size(), cells_);
+  scratch_.assign(want, 0);
+  for (uint64_t k = 0; k < want;) {
+    const uint64_t run = std::min(want - k, cells_ - (next_free_ + k) % cells_);
+    check(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, scratch_.data() + k, static_cast<int>(run), MPI_INT64_T,
+                             cfg_.host_rank, FREE_AT(next_free_ + k), static_cast<int>(run), MPI_INT64_T, MPI_NO_OP,
+                             meta_win_),
+          "MPI_Get_accumulate (free ring)");
+    k += run;
+  }
+  flush_meta();
+  uint64_t put = 0;
+  while (put < want && scratch_[put] == kEmpty) ++put;
+  if (put == 0) return;
+  std::vector<int64_t> values(put);
+  for (uint64_t k = 0; k < put; ++k) values[k] = returns_[k];
+  for (uint64_t k = 0; k < put;) {
+    const uint64_t run = std::min(put - k, cells_ - (next_free_ + k) % cells_);
+    check(MPI_Accumulate(values.data() + k, static_cast<int>(run), MPI_INT64_T, cfg_.host_rank,
+                         FREE_AT(next_free_ + k), static_cast<int>(run), MPI_INT64_T, MPI_REPLACE, meta_win_),
+          "MPI_Accumulate (free ring)");
+    k += run;
+  }
+  flush_meta();
+  const int64_t added = static_cast<int64_t>(put);
+  check(MPI_Accumulate(&added, 1, MPI_INT64_T, cfg_.host_rank, kAvail, 1, MPI_INT64_T, MPI_SUM, meta_win_),
+        "MPI_Accumulate (free cells)");
+  flush_meta();
+  next_free_ += put;
+  returns_.erase(returns_.begin(), returns_.begin() + static_cast<long>(put));
+}
+
+void DataPool::mark_consumed(uint64_t slot) {
+  if (slot < head_) return;  // a skip slot the head has passed already
+  consumed_.insert(slot);
+  while (!consumed_.empty() && *consumed_.begin() == head_) {
+    consumed_.erase(consumed_.begin());
+    ++head_;
+  }
 }
 
 std::optional<TakenTrajectory> DataPool::try_take() {
   require_consumer("take");
-  for (;;) {
-    std::optional<TakenTrajectory> t = take_visible();
-    if (!t || t->version != kTombstoneVersion) return t;
+  const uint64_t old_head = head_;
+  read_notices();
+  std::optional<TakenTrajectory> t = take_visible();
+  // Cells go back in batches (three round trips each), and whenever the
+  // consumer would otherwise wait.
+  if (!t || returns_.size() >= std::max<uint64_t>(1, std::min<uint64_t>(16, cells_ / 4))) return_cells();
+  if (head_ != old_head) {
+    const int64_t h = static_cast<int64_t>(head_);
+    check(MPI_Accumulate(&h, 1, MPI_INT64_T, cfg_.host_rank, kHead, 1, MPI_INT64_T, MPI_REPLACE, meta_win_),
+          "MPI_Accumulate (head)");
+    flush_meta();
   }
+  // Time spent with nothing visible is charged to the slot at the head.
+  const double now = now_s();
+  if (waiting_since_ >= 0 && (t || head_ != waiting_head_)) {
+    head_wait_[waiting_head_] += now - waiting_since_;
+    waiting_since_ = -1;
+  }
+  if (!t && waiting_since_ < 0) {
+    waiting_since_ = now;
+    waiting_head_ = head_;
+  }
+  return t;
 }
 
 std::optional<TakenTrajectory> DataPool::take_visible() {
-  const uint64_t end = std::min(head_ + w_, tail());
-  if (end <= head_) return std::nullopt;
-  // The state words of [H, end), in at most two runs of the ring.
-  states_.resize(end - head_);
-  for (uint64_t s = head_; s < end;) {
-    const uint64_t run = std::min(end - s, n_ - s % n_);
-    check(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, states_.data() + (s - head_),
-                             static_cast<int>(run), MPI_INT64_T, cfg_.host_rank,
-                             static_cast<MPI_Aint>(s % n_), static_cast<int>(run), MPI_INT64_T,
-                             MPI_NO_OP, table_win_),
-          "MPI_Get_accumulate (slot states)");
-    s += run;
-  }
-  check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
-
-  uint64_t slot = end;
-  for (uint64_t s = head_; s < end; ++s) {
-    const int64_t w = states_[s - head_];
-    if (!consumed_[s % n_] && state_slot(w) == s && state_kind(w) == kDone) {
-      slot = s;
-      break;
-    }
-  }
-  if (slot == end) return std::nullopt;
-
+  if (done_.empty() || !in_window(done_.begin()->first, head_, w_)) return std::nullopt;
+  const auto [slot, a] = *done_.begin();
+  done_.erase(done_.begin());
   TakenTrajectory out;
   out.slot = slot;
   out.head = head_;
-  out.producer = state_rank(states_[slot - head_]);
-  int64_t meta[kMetaWords];
-  check(MPI_Get(meta, kMetaWords, MPI_INT64_T, cfg_.host_rank,
-                static_cast<MPI_Aint>(n_ + kMetaWords * (slot % n_)), kMetaWords, MPI_INT64_T,
-                table_win_),
-        "MPI_Get (slot meta)");
-  check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
-  out.version = meta[0];
-  out.payload.resize(static_cast<size_t>(meta[2]));
-  check(MPI_Get(out.payload.data(), static_cast<int>(meta[2]), MPI_BYTE, cfg_.host_rank,
-                static_cast<MPI_Aint>(meta[1]), static_cast<int>(meta[2]), MPI_BYTE,
-                payload_win_),
+  out.producer = a.producer;
+  out.version = a.version;
+  out.payload.resize(static_cast<size_t>(a.length));
+  const int64_t minus = -1;
+  check(MPI_Get(out.payload.data(), static_cast<int>(a.length), MPI_BYTE, cfg_.host_rank,
+                static_cast<MPI_Aint>(static_cast<uint64_t>(a.cell) * cfg_.slot_bytes), static_cast<int>(a.length),
+                MPI_BYTE, payload_win_),
         "MPI_Get (payload)");
+  check(MPI_Accumulate(&minus, 1, MPI_INT64_T, cfg_.host_rank, kFinished, 1, MPI_INT64_T, MPI_SUM, meta_win_),
+        "MPI_Accumulate (finished)");
   check(MPI_Win_flush(cfg_.host_rank, payload_win_), "MPI_Win_flush");
-
-  if (out.version != kTombstoneVersion) {
-    out.staleness = version_ - out.version;
-    out.verdict = cfg_.window.verdict(out.staleness);
-    stats_.add(out.staleness, out.verdict);
+  flush_meta();
+  out.staleness = version_ - out.version;
+  out.verdict = cfg_.window.verdict(out.staleness);
+  stats_.add(out.staleness, out.verdict);
+  if (const auto w = head_wait_.find(slot); w != head_wait_.end()) {
+    out.head_wait_s = w->second;
+    head_wait_.erase(w);
   }
-
-  consumed_[slot % n_] = 1;
-  const uint64_t old_head = head_;
-  while (consumed_[head_ % n_]) consumed_[head_++ % n_] = 0;
-  if (head_ != old_head) write_counter(kHead, static_cast<int64_t>(head_));
+  mark_consumed(slot);
+  returns_.push_back(a.cell);
   return out;
 }
 
 DataPoolState DataPool::snapshot() {
   require_consumer("snapshot");
+  read_notices();
   DataPoolState st;
   st.head = static_cast<int64_t>(head_);
-  const uint64_t end = std::min(head_ + n_, tail());
-  for (uint64_t s = head_; s < end; ++s) {
-    if (consumed_[s % n_]) {
-      st.consumed.push_back(static_cast<int64_t>(s));
-      continue;
-    }
-    int64_t word = 0, dummy = 0;
-    check(MPI_Fetch_and_op(&dummy, &word, MPI_INT64_T, cfg_.host_rank, static_cast<MPI_Aint>(s % n_),
-                           MPI_NO_OP, table_win_),
-          "MPI_Fetch_and_op (slot state)");
-    check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
-    if (state_slot(word) != s) continue;  // not started yet
-    if (state_kind(word) == kSkip) {
-      st.consumed.push_back(static_cast<int64_t>(s));
-      continue;
-    }
-    if (state_kind(word) != kDone) continue;  // in flight: generated again after a resume
-    int64_t meta[kMetaWords];
-    check(MPI_Get(meta, kMetaWords, MPI_INT64_T, cfg_.host_rank,
-                  static_cast<MPI_Aint>(n_ + kMetaWords * (s % n_)), kMetaWords, MPI_INT64_T, table_win_),
-          "MPI_Get (slot meta)");
-    check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
-    if (meta[0] == kTombstoneVersion) {
-      st.consumed.push_back(static_cast<int64_t>(s));
-      continue;
-    }
-    std::vector<uint8_t> payload(static_cast<size_t>(meta[2]));
-    check(MPI_Get(payload.data(), static_cast<int>(meta[2]), MPI_BYTE, cfg_.host_rank,
-                  static_cast<MPI_Aint>(meta[1]), static_cast<int>(meta[2]), MPI_BYTE, payload_win_),
+  for (const uint64_t s : consumed_) st.consumed.push_back(static_cast<int64_t>(s));
+  for (const auto& [slot, a] : done_) {
+    std::vector<uint8_t> payload(static_cast<size_t>(a.length));
+    check(MPI_Get(payload.data(), static_cast<int>(a.length), MPI_BYTE, cfg_.host_rank,
+                  static_cast<MPI_Aint>(static_cast<uint64_t>(a.cell) * cfg_.slot_bytes), static_cast<int>(a.length),
+                  MPI_BYTE, payload_win_),
           "MPI_Get (payload)");
     check(MPI_Win_flush(cfg_.host_rank, payload_win_), "MPI_Win_flush");
-    st.keep(static_cast<int64_t>(s), meta[0], payload);
+    st.keep(static_cast<int64_t>(slot), a.version, payload);
   }
   return st;
 }
 
 std::string DataPool::describe_head() {
   require_consumer("describe_head");
-  int64_t word = 0, dummy = 0;
-  check(MPI_Fetch_and_op(&dummy, &word, MPI_INT64_T, cfg_.host_rank, static_cast<MPI_Aint>(head_ % n_),
-                         MPI_NO_OP, table_win_),
-        "MPI_Fetch_and_op (head state)");
-  check(MPI_Win_flush(cfg_.host_rank, table_win_), "MPI_Win_flush");
-  const std::string who =
-      state_slot(word) == head_ && state_kind(word) == kStarted
-          ? "producer rank " + std::to_string(state_rank(word)) + " started it and has not completed it"
-      : head_ < tail() ? "it was submitted, but its producer has not started it"
-                       : "no producer has submitted it";
-  return "no DONE slot in [" + std::to_string(head_) + ", " + std::to_string(head_ + w_) + "); head slot " +
-         std::to_string(head_) + ": " + who;
+  std::vector<int64_t> states(cells_);
+  check(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, states.data(), static_cast<int>(cells_), MPI_INT64_T,
+                           cfg_.host_rank, STATE_AT(0), static_cast<int>(cells_), MPI_INT64_T, MPI_NO_OP, meta_win_),
+        "MPI_Get_accumulate (cell states)");
+  flush_meta();
+  const PoolCounts c = counts();
+  std::string who;
+  for (const int64_t w : states)
+    if (state_slot(w) == head_ && state_kind(w) == kStarted)
+      who = "producer rank " + std::to_string(state_rank(w)) + " started it and has not completed it";
+  if (who.empty())
+    who = head_ >= c.tail ? "no producer has started it" : "it is complete and its notice is on its way";
+  const std::string window = w_ == kUnboundedWindow ? "any slot" : "[" + std::to_string(head_) + ", " +
+                                                                      std::to_string(head_ + w_) + ")";
+  return "no DONE slot in " + window + "; head slot " + std::to_string(head_) + ": " + who + " (" +
+         std::to_string(c.running) + " running of N = " + std::to_string(n_) + ", " + std::to_string(c.finished) +
+         " finished of M = " + std::to_string(m_) + ")";
 }
 
 TakenTrajectory DataPool::take() {
@@ -343,8 +496,8 @@ TakenTrajectory DataPool::take() {
   for (;;) {
     if (auto t = try_take()) return std::move(*t);
     if (sw.seconds() > cfg_.deadline_s)
-      throw Error("data pool: consumer rank " + std::to_string(rank_) + " waited " +
-                  std::to_string(cfg_.deadline_s) + " s: " + describe_head());
+      throw Error("data pool: consumer rank " + std::to_string(rank_) + " waited " + std::to_string(cfg_.deadline_s) +
+                  " s: " + describe_head());
     std::this_thread::yield();
   }
 }

@@ -1,59 +1,75 @@
 // The data pool: a Windowed FIFO queue of opaque trajectory payloads in MPI
-// one-sided windows. Producers on any rank, one consumer; the data path uses
-// RMA only (passive target), never two-sided messages.
+// one-sided windows (the rules are in window_policy.hpp). Producers on any
+// rank, one consumer; the data path uses RMA only (passive target), never
+// two-sided messages, and no compare-and-swap (MPI_Compare_and_swap on 64-bit
+// words crashes Open MPI 4.1's osc/rdma over btl/vader, open-mpi/ompi#7967,
+// #11349): fetch-and-add, atomic reads (NO_OP) and atomic writes (REPLACE).
 //
-// Windows, all allocated on the host rank (MPI_Win_allocate, size 0 elsewhere)
-// and opened once with MPI_Win_lock_all:
-//   counters  int64[3]: H (head), T (tail), V (published learner version)
-//   table     int64[N] state words, then int64[3 N] meta: version, offset, length
-//             state = slot << 22 | producer rank << 2 | {FREE 0, STARTED 1, DONE 2}
-//   payload   bytes[N * slot_bytes]; slot s owns [(s mod N) slot_bytes, +slot_bytes)
-// Slot s lives in entry s mod N; the slot number in its state word tells a
-// live entry from one of an earlier lap.
+// Two windows on the host rank (MPI_Win_allocate, size 0 elsewhere), opened
+// once with MPI_Win_lock_all. C = N + M payload cells.
+//   meta (int64)  counters  H head, T tail, V published version, R running,
+//                           F finished (unconsumed), A free cells available,
+//                           I next free-ring index to claim, D next notice
+//                 state[C]  per cell: slot << 22 | producer rank << 2 | FREE 0, STARTED 1, DONE 2
+//                 cell[2C]  per cell: version, payload length
+//                 free[C]   the free ring: cell indices, EMPTY (-1) once claimed
+//                 notice[C] the done ring: slot << 24 | cell, EMPTY once read
+//                 skip[]    bitmap of a resumed pool's slots not to generate
+//   payload       bytes[C * slot_bytes]; cell c owns [c slot_bytes, +slot_bytes)
 //
 // Producer (any rank), per trajectory:
-//   1. submit   s = Fetch_and_op(SUM 1) on T: a ticket, in submission order.
-//   2. start    admitted when s < H + N (H read with Fetch_and_op NO_OP);
-//               until then the producer does other work or waits
-//               (backpressure). Then state[s] := STARTED (Accumulate REPLACE),
-//               flush. Only now may it touch entry s mod N.
-//   3. complete Put payload, Put meta, flush both windows; then
-//               state[s] := DONE (Accumulate REPLACE), flush.
-// Consumer (one rank), per trajectory:
-//   4. take     read T, then the state words of [H, min(H + W, T))
-//               (Get_accumulate NO_OP: atomic per word), flush; pick the lowest
-//               DONE slot; Get its meta, flush; Get its payload, flush; mark it
-//               consumed locally; if H moved, H := new head (Accumulate
-//               REPLACE), flush.
-// The flush before DONE makes the payload visible before the state says so;
-// the consumer's reads complete before H moves, and a producer writes entry
-// s mod N only once s < H + N, i.e. after slot s - N was consumed and H > s - N.
+//   1. start     r = FAA(R, +1), f = read F, a = FAA(A, -1), one flush;
+//                admitted when r < N, f < M and a > 0, else undone (FAA back)
+//                and retried later (backpressure). Then i = FAA(I, +1) and
+//                s = FAA(T, +1): a slot in start order; cell = free[i mod C],
+//                free[i mod C] := EMPTY; state[cell] := STARTED.
+//   2. complete  Put payload and cell meta, state[cell] := DONE,
+//                d = FAA(D, +1), one flush; then notice[d mod C] := (s, cell),
+//                F += 1, R -= 1, one flush.
+// Consumer (one rank), per take:
+//   3. notices   read notice[] from its own next index up to the first EMPTY,
+//                reset what it read to EMPTY and Get those cells' meta, flush;
+//                it now knows every DONE slot announced (slot -> cell).
+//   4. take      the lowest announced slot s in [H, H + W) (any for greedy);
+//                Get its payload, flush; F -= 1; H advances past consumed
+//                slots (H := new head); the cell goes back to the free ring
+//                (in batches, and whenever nothing is visible):
+//                free[t mod C] := cell once that entry is EMPTY (its claimer
+//                has read it), flush, then A += 1.
+// Why it is safe. Payload and meta are flushed before the notice names the
+// cell, and the consumer reads them only after the notice. At most C cells
+// are in use, so at most C notices are unread: notice d + C cannot be written
+// before notice d was read and reset (its cell is still in use until the
+// consumer returns it, which it does after the reset). The free ring's entry
+// t mod C is written by the consumer only once EMPTY, and only the claimer of
+// index t - C empties it, after reading it; a claimer of index i reads after
+// the consumer's write of entry i was flushed, since A counted that write
+// before the claim. Counters and ring entries are only touched by MPI
+// accumulate operations of one datatype, which are atomic with each other.
 //
-// Tickets rather than a compare-and-swap "claim if s < H + N" on T: one atomic
-// per slot, admission in submission order, and no 64-bit MPI_Compare_and_swap,
-// which crashes Open MPI 4.1's osc/rdma over btl/vader (open-mpi/ompi#7967,
-// #11349). A ticket holder must start and complete its slot: an abandoned
-// ticket holds the head, and the consumer's deadline reports it.
+// Admission is by occupancy (R < N, F < M): a straggler holds H, never
+// generation. R and F are read separately, so concurrent starts may pass
+// F < M together; the free ring still bounds the cells in use by C.
 //
-// Resume. A pool may start from the DataPoolState of a checkpoint
-// (data_pool_state.hpp): H = T = its head; the host marks every slot the
-// checkpoint lists as consumed or kept SKIP (state 3). A producer admitted to
-// a SKIP slot does not generate it: it completes it as a tombstone (length 0,
-// version -1), which the consumer passes over without returning it, so the
-// head never passes a slot before its ticket holder is done with it. The
-// kept payloads are handed back to the caller to train first. snapshot() on
-// the consumer writes that state: consumed flags, tombstones and SKIP slots
-// of [H, T) as consumed, DONE slots with their payloads as kept.
+// Resume. A pool may start from the DataPoolState of a checkpoint: H = T =
+// its head, and the slots it lists at or above head (trained, or kept for the
+// learner to train first) are a skip bitmap every rank holds. A producer that
+// is handed a skip slot does not generate it: it completes it at once as a
+// tombstone (length 0, version -1), which the consumer passes over. Slots in
+// flight at the checkpoint are generated again (same slot number, same task).
 //
-// Invariants: no slot starts unless s < H + N; every consumed slot lies in
-// [H, H + W) at its take; each submitted slot is consumed exactly once.
-// Every blocking wait has a deadline and throws forge::Error naming the rank
-// waited on.
+// Invariants (tests/mpi/test_data_pool.cpp): no slot starts unless fewer than
+// N run; every consumed slot lies in [H, H + W) at its take; each started
+// slot is consumed exactly once. Every blocking wait has a deadline and
+// throws forge::Error naming what it waited on.
 #pragma once
 #include <mpi.h>
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,9 +86,6 @@ struct DataPoolConfig {
   double deadline_s = 60.0;       // every blocking wait
 };
 
-// What a producer may do with its ticket.
-enum class Admission { kWait, kStart, kSkip };
-
 struct TakenTrajectory {
   uint64_t slot = 0;
   int producer = -1;
@@ -80,7 +93,14 @@ struct TakenTrajectory {
   int64_t staleness = 0;  // consumer's published version - version
   Verdict verdict = Verdict::kTrain;
   uint64_t head = 0;      // H when it was taken (slot is in [head, head + W))
+  double head_wait_s = 0;  // how long the consumer waited with this slot at H, unfinished
   std::vector<uint8_t> payload;
+};
+
+// The pool's counters, read atomically one by one (a consistent snapshot is
+// not promised).
+struct PoolCounts {
+  uint64_t head = 0, tail = 0, running = 0, finished = 0;
 };
 
 class DataPool {
@@ -95,20 +115,13 @@ class DataPool {
   DataPool& operator=(const DataPool&) = delete;
 
   // ---- producers (any rank) ----
-  // A ticket: the next slot in submission order (no wait).
-  uint64_t submit();
-  // kStart once slot s is admitted (s < H + N), marked STARTED: generate it
-  // and complete() it. kSkip: a resumed pool already holds it; nothing to do
-  // (it is completed as a tombstone here). kWait: not admitted yet.
-  Admission try_admit(uint64_t slot);
-  // try_admit for pools that are not resumed: true once started (Error on a
-  // SKIP slot).
-  bool try_start(uint64_t slot);
-  // Waits for admission; Error naming the consumer after the deadline.
-  void start(uint64_t slot);
-  // submit() then start(): for a producer with nothing else in flight.
-  uint64_t claim();
-  // Writes the payload (<= slot_bytes) and marks the slot DONE.
+  // A slot, STARTED, when the pool admits one now (fewer than N running and
+  // fewer than M finished); nullopt otherwise. Skip slots of a resumed pool
+  // are completed as tombstones here and never returned.
+  std::optional<uint64_t> try_start();
+  // Waits for admission; Error naming the counts and the consumer after the deadline.
+  uint64_t start();
+  // Writes the payload (<= slot_bytes) of a slot this rank started and marks it DONE.
   void complete(uint64_t slot, const void* data, size_t bytes, int64_t version);
   // The version the consumer published last (atomic read).
   int64_t published_version();
@@ -131,27 +144,49 @@ class DataPool {
   // ---- any rank: atomic reads of the counters ----
   uint64_t head();
   uint64_t tail();
+  PoolCounts counts();
   const DataPoolConfig& config() const { return cfg_; }
   int rank() const { return rank_; }
 
  private:
-  int64_t read_counter(int index);
-  void write_counter(int index, int64_t value);
-  void set_state(uint64_t slot, int state);
+  struct Announced {
+    uint32_t cell = 0;
+    int producer = -1;
+    int64_t version = 0;
+    int64_t length = 0;
+  };
+  int64_t read_word(MPI_Aint index);
+  void flush_meta();
+  bool skipped(uint64_t slot) const;
   void require_consumer(const char* what) const;
-  std::optional<TakenTrajectory> take_visible();  // may return a tombstone
+  void read_notices();
+  void return_cells();
+  void mark_consumed(uint64_t slot);
+  std::optional<TakenTrajectory> take_visible();
 
   DataPoolConfig cfg_;
-  uint64_t n_, w_;
+  uint64_t n_, m_, w_, cells_;
   int rank_ = 0;
-  MPI_Win counters_win_ = MPI_WIN_NULL, table_win_ = MPI_WIN_NULL,
-          payload_win_ = MPI_WIN_NULL;
-  // Consumer-side state: H, consumed flags of [H, H+N) by s mod N, version.
+  MPI_Win meta_win_ = MPI_WIN_NULL, payload_win_ = MPI_WIN_NULL;
+  // A resumed pool's skip bitmap over [skip_base_, skip_base_ + 64 skip_.size()).
+  uint64_t skip_base_ = 0;
+  std::vector<uint64_t> skip_;
+  // Producer side: the cell of each slot this rank started.
+  std::map<uint64_t, uint32_t> started_;
+  // Consumer side.
   uint64_t head_ = 0;
-  std::vector<uint8_t> consumed_;
-  std::vector<int64_t> states_;  // scratch for the state words of the window
+  uint64_t next_notice_ = 0;     // notices read so far
+  uint64_t next_free_ = 0;       // free-ring entries written so far
+  std::map<uint64_t, Announced> done_;  // announced, not consumed, by slot
+  std::set<uint64_t> consumed_;  // consumed slots above H
+  std::deque<uint32_t> returns_;  // cells to put back on the free ring
+  std::vector<int64_t> scratch_;
   int64_t version_ = 0;
   StalenessStats stats_;
+  // Waiting with the head unfinished: since when, and the time per head slot.
+  double waiting_since_ = -1;
+  uint64_t waiting_head_ = 0;
+  std::map<uint64_t, double> head_wait_;
   int uncaught_at_construction_ = 0;
 };
 

@@ -72,14 +72,16 @@ std::optional<DataPoolState> load_data_pool_state(const std::string& path) {
   return DataPoolState::from_section(*s, path);
 }
 
-void check_resume_state(const DataPoolState& st, uint64_t n_inflight) {
-  const auto h = static_cast<uint64_t>(st.head);
+void check_resume_state(const DataPoolState& st) {
+  if (st.head < 0) throw InputError("data pool: resumed head " + std::to_string(st.head) + " is negative");
   for (const auto* list : {&st.consumed, &st.kept_slot})
-    for (int64_t s : *list)
-      if (s >= st.head && static_cast<uint64_t>(s) >= h + n_inflight)
-        throw InputError("data pool: resumed slot " + std::to_string(s) + " lies at or beyond head " +
-                         std::to_string(h) + " + N " + std::to_string(n_inflight) +
-                         " (pool.inflight was larger when the checkpoint was written; use that value)");
+    for (int64_t s : *list) {
+      if (s < 0) throw InputError("data pool: resumed slot " + std::to_string(s) + " is negative");
+      if (s >= st.head && s - st.head >= kMaxResumeSpan)
+        throw InputError("data pool: resumed slot " + std::to_string(s) + " lies " + std::to_string(s - st.head) +
+                         " slots past head " + std::to_string(st.head) + ", more than " +
+                         std::to_string(kMaxResumeSpan) + " (a damaged checkpoint?)");
+    }
 }
 
 }  // namespace forge

@@ -47,9 +47,12 @@ std::optional<DataPoolState> data_pool_state_of(const CheckpointState& checkpoin
 // The same, read from the file without loading the model.
 std::optional<DataPoolState> load_data_pool_state(const std::string& path);
 
-// InputError when a checkpoint's pool state does not fit a pool of
-// n_inflight slots (call it before the collective construction, on the rank
-// that holds the state, so that an error ends the job cleanly).
-void check_resume_state(const DataPoolState& state, uint64_t n_inflight);
+// The slots a resumed pool skips lie in [head, head + kMaxResumeSpan): the
+// skip bitmap every rank holds (data_pool.hpp) stays under 32 MiB.
+inline constexpr int64_t kMaxResumeSpan = int64_t{1} << 28;
+// InputError when a checkpoint's pool state is not one a pool can resume
+// from (call it before the collective construction, on the rank that holds
+// the state, so that an error ends the job cleanly).
+void check_resume_state(const DataPoolState& state);
 
 }  // namespace forge

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -9,14 +10,16 @@
 #include "agent/agent_episode.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "core/timer.hpp"
 #include "episode/trajectory_codec.hpp"
-#include "mpi_roles/slot_tickets.hpp"
+#include "mpi_roles/producer_slots.hpp"
 
 namespace forge {
 namespace {
 
 struct SlotGroup {
   uint64_t slot = 0;
+  Stopwatch since_start;
   std::vector<AgentEpisode> episodes;
 };
 
@@ -38,14 +41,15 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
   const int rollouts = layout.count(Role::kRollout);
   const auto describe = [&](int rank) { return layout.name(rank); };
   EnvironmentRankStats stats;
-  SlotTickets tickets(pool, cfg.groups_in_flight);
+  ProducerSlots slots(pool, cfg.groups_in_flight);
   std::vector<std::unique_ptr<SlotGroup>> active;  // admitted groups being played
   // Episode id -> (group, episode index) for results in flight.
   std::map<uint64_t, std::pair<SlotGroup*, size_t>> waiting;
+  std::set<uint64_t> discard;  // ids of abandoned episodes whose generation is still in flight
 
   while (control.stop_code() == 0) {
     bool progressed = false;
-    for (const uint64_t slot : tickets.admit()) {
+    for (const uint64_t slot : slots.admit()) {
       auto g = std::make_unique<SlotGroup>();
       g->slot = slot;
       const uint64_t task_seed = slot_task_seed(cfg.run_seed, slot);
@@ -69,11 +73,26 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
       }
     }
     for (const GenerationResult& r : client.poll(describe)) {
+      if (discard.erase(r.id)) continue;
       const auto it = waiting.find(r.id);
       FORGE_CHECK(it != waiting.end(), "a generation result for an episode not waiting");
       it->second.first->episodes[it->second.second].on_generation(r);
       waiting.erase(it);
       progressed = true;
+    }
+    // Stragglers: episodes past the deadline are abandoned.
+    for (auto& g : active) {
+      if (g->since_start.seconds() < cfg.episode_deadline_s) continue;
+      for (size_t i = 0; i < g->episodes.size(); ++i) {
+        AgentEpisode& e = g->episodes[i];
+        if (e.done()) continue;
+        const uint64_t id = g->slot * cfg.group + i;
+        if (waiting.erase(id)) discard.insert(id);
+        e.abandon("deadline: still running after pool.episode_deadline_s = " +
+                  std::to_string(cfg.episode_deadline_s) + " s");
+        ++stats.abandoned;
+        progressed = true;
+      }
     }
     // Deliver finished groups.
     for (auto it = active.begin(); it != active.end();) {
@@ -97,7 +116,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
                          std::to_string(payload.size()) + " bytes, more than pool.slot_bytes = " +
                          std::to_string(pool.config().slot_bytes) + "; raise pool.slot_bytes");
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
-      tickets.done(g.slot);
+      slots.done(g.slot);
       ++stats.groups;
       stats.episodes += static_cast<int64_t>(trajs.size());
       it = active.erase(it);

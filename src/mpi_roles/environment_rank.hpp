@@ -2,19 +2,22 @@
 // for their generations (generation_rpc.hpp) and delivers finished groups to
 // the data pool (data_pool.hpp), until the learner's stop word.
 //
-// Per data-pool slot s (a ticket, in submission order):
+// Per data-pool slot s (numbered in the order the pool started them):
 //   task seed  = hash(run.seed, s): slot numbers name tasks, so a resumed run
 //                regenerates exactly the tasks that were in flight
 //   episodes   s * G + g for g < G (train.group), one advantage group,
 //              perturbed scaffold styles as in the synchronous loop
 //   rollout    episode e talks to rollout rank (e mod R): its cached prefix
 //              stays on one engine
-// A rank holds at most mpi.env_groups tickets; a ticket waits for admission
-// (s < H + N) before its episodes start; a slot that a resumed pool already
-// holds (trained, or finished and kept in the checkpoint) is skipped. When
-// every episode of the group is done, the group is encoded
-// (trajectory_codec.hpp) and completes slot s with the oldest policy version
-// among its tokens.
+// A rank plays at most mpi.env_groups slots at once, each started when the
+// pool admits it (data_pool.hpp); a slot that a resumed pool already holds
+// (trained, or finished and kept in the checkpoint) is never handed out. An
+// episode still running pool.episode_deadline_s after its group started is
+// abandoned (a straggler must not hold the pool's head for ever): recorded,
+// counted, never trained on; a generation still in flight for it is
+// discarded when it arrives. When every episode of the group is done, the
+// group is encoded (trajectory_codec.hpp) and completes slot s with the
+// oldest policy version among its tokens.
 #pragma once
 #include <cstdint>
 
@@ -32,11 +35,13 @@ struct EnvironmentRankConfig {
   AgentConfig agent;  // sampling included
   uint64_t run_seed = 0;
   int group = 4;          // episodes per slot (the advantage group)
-  int groups_in_flight = 2;  // tickets held at once
+  int groups_in_flight = 2;  // slots played at once
+  double episode_deadline_s = 300;  // then a running episode is abandoned
 };
 
 struct EnvironmentRankStats {
   int64_t groups = 0, episodes = 0, requests = 0;
+  int64_t abandoned = 0;  // episodes ended by the deadline
 };
 
 // The task seed of slot s.

@@ -14,7 +14,7 @@
 #include "gateway/gateway_service.hpp"
 #include "gateway/http_gateway.hpp"
 #include "mpi_roles/environment_rank.hpp"
-#include "mpi_roles/slot_tickets.hpp"
+#include "mpi_roles/producer_slots.hpp"
 
 namespace forge {
 namespace {
@@ -58,11 +58,11 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
   log_info("gateway listening on " + http.url() + " (episodes: POST " + http.url() + "/v1/episodes)");
 
   int64_t groups = 0;  // delivered to the pool
-  SlotTickets tickets(pool, cfg.producer.groups_in_flight);
+  ProducerSlots slots(pool, cfg.producer.groups_in_flight);
   Stopwatch since_expiry;
   while (control.stop_code() == 0) {
     bool progressed = false;
-    for (const uint64_t slot : tickets.admit()) {
+    for (const uint64_t slot : slots.admit()) {
       const uint64_t task_seed = slot_task_seed(cfg.producer.run_seed, slot);
       std::vector<std::unique_ptr<GatewayEpisode>> episodes;
       for (int g = 0; g < cfg.producer.group; ++g) {
@@ -94,13 +94,13 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
                          std::to_string(payload.size()) + " bytes, more than pool.slot_bytes = " +
                          std::to_string(pool.config().slot_bytes) + "; raise pool.slot_mib");
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
-      tickets.done(g.slot);
+      slots.done(g.slot);
       ++groups;
       progressed = true;
     }
     // No episode is idle while requests wait for a handler thread.
     if (since_expiry.seconds() > 0.25 && http.queued_connections() == 0) {
-      service.expire_idle();
+      service.expire(cfg.producer.episode_deadline_s);
       since_expiry.reset();
     }
     if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(500));

@@ -23,6 +23,7 @@ struct HeldGroup {
   int64_t version = 0;
   int producer = -1;  // -1: from the checkpoint
   std::vector<uint8_t> payload;
+  double head_wait_s = 0;  // the learner's wait with this group at the pool's head
 };
 
 // One step's batch as the lead took it.
@@ -31,6 +32,7 @@ struct TakenBatch {
   std::vector<int64_t> staleness;  // per group
   int dropped = 0, masked = 0;
   double waited_s = 0;
+  double straggler_wait_s = 0;  // waiting on groups that came back with abandoned episodes
 };
 
 class BatchTaker {
@@ -41,7 +43,7 @@ class BatchTaker {
     if (resumed)
       for (size_t i = 0; i < resumed->kept_slot.size(); ++i)
         held_.push_back({static_cast<uint64_t>(resumed->kept_slot[i]), resumed->kept_version[i], -1,
-                         resumed->kept_payload(i)});
+                         resumed->kept_payload(i), 0});
   }
 
   size_t held() const { return held_.size(); }
@@ -81,14 +83,18 @@ class BatchTaker {
         continue;
       }
       batch.staleness.push_back(t->staleness);
-      taken.push_back({t->slot, t->version, t->producer, std::move(t->payload)});
+      taken.push_back({t->slot, t->version, t->producer, std::move(t->payload), t->head_wait_s});
     }
     batch.waited_s = waited.seconds();
     for (const HeldGroup& g : taken) {
       const std::string source = "slot " + std::to_string(g.slot) +
                                  (g.producer >= 0 ? " from " + layout_.name(g.producer) : " (from the checkpoint)");
-      for (Trajectory& t : decode_trajectories(g.payload.data(), g.payload.size(), vocab_, source))
+      bool straggler = false;
+      for (Trajectory& t : decode_trajectories(g.payload.data(), g.payload.size(), vocab_, source)) {
+        straggler = straggler || t.abandoned;
         batch.episodes.push_back(std::move(t));
+      }
+      if (straggler) batch.straggler_wait_s += g.head_wait_s;
     }
     return batch;
   }
@@ -118,10 +124,12 @@ std::string pool_view(const TakenBatch& b, const PolicyUpdateStats& st) {
   int64_t smax = 0;
   double smean = 0;
   for (int64_t s : b.staleness) smax = std::max(smax, s), smean += double(s) / b.staleness.size();
-  char line[192];
+  char line[192], abandoned[96] = "";
+  if (st.abandoned)
+    std::snprintf(abandoned, sizeof abandoned, "  abandoned %d (held the head %.1f s)", st.abandoned,
+                  b.straggler_wait_s);
   std::snprintf(line, sizeof line, "  staleness mean %.2f max %lld  waited %.1f s  dropped %d masked %d%s", smean,
-                static_cast<long long>(smax), b.waited_s, b.dropped, b.masked,
-                st.abandoned ? ("  abandoned " + std::to_string(st.abandoned)).c_str() : "");
+                static_cast<long long>(smax), b.waited_s, b.dropped, b.masked, abandoned);
   return line;
 }
 
@@ -185,8 +193,10 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
              std::to_string(layout.count(Role::kLearner)) + " learner, " + std::to_string(layout.count(Role::kRollout)) +
              " rollout and " + std::to_string(layout.count(Role::kEnvironment)) + " environment ranks; " +
              std::to_string(setup.train.tasks) + " groups of " + std::to_string(setup.train.group) +
-             " episodes per step; pool " + to_string(w.kind) + " N=" + std::to_string(w.n_inflight) +
-             " W=" + std::to_string(w.effective_window()) + "; loss " + setup.update.loss.algorithm);
+             " episodes per step; pool " + to_string(w.kind) + " N=" + std::to_string(w.n_running) +
+             " M=" + std::to_string(w.memory) +
+             (w.kind == WindowKind::kGreedy ? std::string() : " W=" + std::to_string(w.effective_window())) +
+             "; loss " + setup.update.loss.algorithm);
   }
 
   int stop = kStopFinished;

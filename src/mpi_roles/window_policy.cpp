@@ -35,16 +35,16 @@ uint64_t WindowConfig::effective_window() const {
   switch (kind) {
     case WindowKind::kFifo: return 1;
     case WindowKind::kWindowed: return window;
-    case WindowKind::kGreedy: return n_inflight;
+    case WindowKind::kGreedy: return kUnboundedWindow;
   }
   return 1;
 }
 
 void WindowConfig::validate() const {
-  if (n_inflight < 1) throw InputError("data pool: slots in flight N must be >= 1");
-  if (kind == WindowKind::kWindowed && (window < 1 || window > n_inflight))
-    throw InputError("data pool: window W = " + std::to_string(window) +
-                     " must lie in [1, N = " + std::to_string(n_inflight) + "]");
+  if (n_running < 1) throw InputError("data pool: running generations N must be >= 1");
+  if (memory < 1) throw InputError("data pool: finished trajectories held M must be >= 1");
+  if (kind == WindowKind::kWindowed && window < 1)
+    throw InputError("data pool: window W = " + std::to_string(window) + " must be >= 1");
 }
 
 Verdict WindowConfig::verdict(int64_t staleness) const {
@@ -52,28 +52,29 @@ Verdict WindowConfig::verdict(int64_t staleness) const {
   return cap_action == CapAction::kDrop ? Verdict::kDrop : Verdict::kMask;
 }
 
-int64_t staleness_bound(uint64_t n, uint64_t w, uint64_t batch) {
-  FORGE_CHECK(n >= 1 && w >= 1 && batch >= 1, "N, W and B must be positive");
-  return static_cast<int64_t>((n + w - 2) / batch) + 1;
+int64_t staleness_bound(const WindowConfig& cfg, uint64_t batch) {
+  FORGE_CHECK(batch >= 1, "B must be positive");
+  if (cfg.kind == WindowKind::kGreedy) return -1;
+  const uint64_t k = cfg.n_running + cfg.memory + cfg.effective_window() - 2;
+  return static_cast<int64_t>(k / batch) + 1;
 }
 
-WindowScheduler::WindowScheduler(const WindowConfig& cfg)
-    : n_(cfg.n_inflight), w_(cfg.effective_window()) {
+WindowScheduler::WindowScheduler(const WindowConfig& cfg) : cfg_(cfg), w_(cfg.effective_window()) {
   cfg.validate();
-  state_.assign(n_, kFree);
 }
 
 uint64_t WindowScheduler::start() {
-  FORGE_CHECK(can_start(), "slot " + std::to_string(tail_) + " is beyond H + N = " +
-                               std::to_string(head_ + n_));
-  at(tail_) = kRunning;
+  FORGE_CHECK(can_start(), "no admission: " + std::to_string(running_) + " running of N = " +
+                               std::to_string(cfg_.n_running) + ", " + std::to_string(done_.size()) +
+                               " finished of M = " + std::to_string(cfg_.memory));
+  running_slots_.insert(tail_);
+  ++running_;
   return tail_++;
 }
 
 void WindowScheduler::finish(uint64_t slot) {
-  FORGE_CHECK(slot >= head_ && slot < tail_ && at(slot) == kRunning,
-              "slot " + std::to_string(slot) + " is not running");
-  at(slot) = kDone;
+  FORGE_CHECK(running_slots_.erase(slot) == 1, "slot " + std::to_string(slot) + " is not running");
+  --running_;
   done_.insert(slot);
 }
 
@@ -81,8 +82,11 @@ std::optional<uint64_t> WindowScheduler::take() {
   if (done_.empty() || !in_window(*done_.begin(), head_, w_)) return std::nullopt;
   const uint64_t s = *done_.begin();
   done_.erase(done_.begin());
-  at(s) = kConsumed;
-  while (head_ < tail_ && at(head_) == kConsumed) at(head_++) = kFree;
+  consumed_.insert(s);
+  while (!consumed_.empty() && *consumed_.begin() == head_) {
+    consumed_.erase(consumed_.begin());
+    ++head_;
+  }
   return s;
 }
 

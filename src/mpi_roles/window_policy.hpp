@@ -1,31 +1,47 @@
 // Windowed FIFO: admission and visibility of the data pool, without MPI.
 //
-// Slots are numbered 0, 1, 2, ... in submission order. N = slots in flight at
-// most, W = visibility window, H = head = lowest slot not yet consumed,
-// T = tail = next slot to hand out.
+// Slots are numbered 0, 1, 2, ... in the order generation starts them (the
+// generation queue). N = generations running at once at most, M = finished,
+// not yet consumed trajectories the pool holds at most, W = visibility
+// window, H = head = lowest slot not yet consumed, T = tail = next slot.
 //
-//   admission   a producer may start slot s only if s < H + N  (so T <= H + N)
-//   visibility  the consumer may take only DONE slots s with H <= s < H + W
+//   admission   a producer may start a slot when fewer than N are running and
+//               fewer than M finished ones wait (occupancy, not a ring: a
+//               straggler at H holds H, not generation)
+//   visibility  the consumer may take only DONE slots s with H <= s < H + W,
+//               the lowest first
 //   head        H advances over consumed slots (consumption inside the window
 //               may be out of order; H moves only past a contiguous prefix)
 //
-// Policies: fifo (W = 1: wait for the head), windowed (1 <= W <= N),
-// greedy (W = N: any finished slot in flight).
+// Policies: fifo (W = 1: wait for the head), windowed (W >= 1), greedy (any
+// finished slot; no window).
+//
+// Memory. Admission checks running < N and finished < M, so running +
+// finished <= N + M - 1 at all times (a start adds one when both are below
+// their bounds; a finish moves one from running to finished; a take removes
+// one): the pool's payload memory is N + M cells.
 //
 // Staleness of a trajectory = learner version at consumption - oldest policy
 // version among its tokens. An optional hard cap drops or masks (and counts)
-// trajectories whose staleness exceeds it.
+// trajectories whose staleness exceeds it: the guarantee for greedy.
 //
-// Staleness bound. Let the learner take B trajectories per step and publish
-// version v after its v-th step; a producer stamps the version it reads after
-// slot s was admitted. At admission H > s - N, so at least s - N + 1
-// trajectories were consumed and the published version is at least
-// (s - N + 1 - B) / B (one step may be in progress). When s is consumed, every
-// other consumed slot lies below H + W <= s + W, so at most s + W - 1 were
-// consumed before it and the learner's version is at most (s + W - 1) / B.
-// Hence staleness <= floor((N + W - 2) / B) + 1 (staleness_bound below).
+// Staleness bound (fifo, windowed). Let the learner take B trajectories per
+// step and publish version v after its v-th step, and a producer stamp the
+// version it reads after slot s started. Every slot below s started before s,
+// so when s starts, the slots below s that are not consumed hold cells: at
+// most N + M - 1 besides s (the MPI pool's free list guarantees N + M cells
+// even when admissions race). Every slot consumed before s is one of those
+// or lies in (s, H + W) with H <= s: at most W - 1 of them. So at most
+// K = N + M + W - 2 trajectories are trained between s's start and its
+// consumption, the version moves by at most floor(K / B) + 1 (one step may be
+// in progress at the start), and
+//     staleness <= floor((N + M + W - 2) / B) + 1        (staleness_bound).
+// Greedy has no such bound: slots started after s may be trained while s
+// runs, so its staleness grows with the longest episode; only the cap and the
+// episode deadline (pool.episode_deadline_s) bound it.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -44,27 +60,30 @@ std::string to_string(CapAction a);
 WindowKind parse_window_kind(const std::string& s);
 CapAction parse_cap_action(const std::string& s);
 
+inline constexpr uint64_t kUnboundedWindow = std::numeric_limits<uint64_t>::max();
+
 struct WindowConfig {
   WindowKind kind = WindowKind::kWindowed;
-  uint64_t n_inflight = 64;  // N
+  uint64_t n_running = 64;   // N: generations running at once at most
+  uint64_t memory = 64;      // M: finished, unconsumed trajectories at most
   uint64_t window = 32;      // W, used by kWindowed only
   int64_t staleness_cap = -1;  // < 0: no cap
   CapAction cap_action = CapAction::kDrop;
 
-  // The W in force: 1 (fifo), window (windowed), N (greedy).
+  // The W in force: 1 (fifo), window (windowed), kUnboundedWindow (greedy).
   uint64_t effective_window() const;
-  // InputError unless N >= 1 and 1 <= W <= N (windowed).
+  // Payload cells the pool needs: N + M.
+  uint64_t cells() const { return n_running + memory; }
+  // InputError unless N >= 1, M >= 1 and W >= 1 (windowed).
   void validate() const;
   // Train, or (staleness above the cap) drop or mask.
   Verdict verdict(int64_t staleness) const;
 };
 
-inline bool may_start(uint64_t slot, uint64_t head, uint64_t n) { return slot < head + n; }
-inline bool in_window(uint64_t slot, uint64_t head, uint64_t w) {
-  return slot >= head && slot < head + w;
-}
-// floor((N + W - 2) / B) + 1 with B trajectories per learner step (see top).
-int64_t staleness_bound(uint64_t n, uint64_t w, uint64_t batch);
+inline bool in_window(uint64_t slot, uint64_t head, uint64_t w) { return slot >= head && slot - head < w; }
+// floor((N + M + W - 2) / B) + 1 for fifo and windowed (see top); -1 for
+// greedy, which has none.
+int64_t staleness_bound(const WindowConfig& cfg, uint64_t batch);
 
 // The slot state machine of one pool in one process: the reference the MPI
 // pool is tested against and the core of the discrete-event simulation.
@@ -75,25 +94,25 @@ class WindowScheduler {
   uint64_t head() const { return head_; }
   uint64_t tail() const { return tail_; }
   uint64_t window() const { return w_; }
-  uint64_t n_inflight() const { return n_; }
-  bool can_start() const { return may_start(tail_, head_, n_); }
+  uint64_t running() const { return running_; }
+  // DONE, not yet consumed.
+  uint64_t finished() const { return done_.size(); }
+  bool can_start() const { return running_ < cfg_.n_running && done_.size() < cfg_.memory; }
   // Hands out slot T (Error when !can_start()).
   uint64_t start();
-  // Marks a started slot DONE (Error when it is not running).
+  // Marks a running slot DONE (Error when it is not running).
   void finish(uint64_t slot);
   // Lowest DONE slot in [H, H+W), now consumed; H advances over consumed
   // slots. nullopt when no DONE slot is visible.
   std::optional<uint64_t> take();
-  // Number of DONE slots, visible or not.
-  size_t done_count() const { return done_.size(); }
 
  private:
-  enum State : uint8_t { kFree, kRunning, kDone, kConsumed };
-  State& at(uint64_t s) { return state_[s % n_]; }
-  uint64_t n_, w_;
-  uint64_t head_ = 0, tail_ = 0;
-  std::vector<State> state_;  // slot s at s % N: only [H, H+N) is live
-  std::set<uint64_t> done_;   // DONE, not yet consumed, ascending
+  WindowConfig cfg_;
+  uint64_t w_;
+  uint64_t head_ = 0, tail_ = 0, running_ = 0;
+  std::set<uint64_t> running_slots_;  // started, not finished
+  std::set<uint64_t> done_;           // DONE, not consumed, ascending
+  std::set<uint64_t> consumed_;       // consumed slots above H
 };
 
 // Staleness histogram and cap counters of one consumer.

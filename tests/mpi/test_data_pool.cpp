@@ -4,21 +4,29 @@
 // heavy-tailed amount of busy work at a time, so slots finish out of order.
 // No sleeps: the interleavings come from the work and the scheduler.
 //
-// Each payload carries producer rank, sequence number, slot, version, a random
-// body and an FNV-1a checksum. The consumer checks, on every take:
+// Each payload carries producer rank, sequence number, slot, version, the
+// episode's start and end times (steady clock, shared by the ranks of one
+// node), a random body and an FNV-1a checksum. The consumer checks, on every
+// take:
 //   - checksum, producer and slot match; (producer, seq) not seen before;
 //   - slot in [H, H + W), with H recomputed from its own record of consumed
 //     slots (not read from the pool);
-//   - tail T <= H + N + producers (slots >= H + N are unstarted tickets,
-//     one per producer); producers check s < H + N at each start and a
-//     premature start would overwrite a live entry (a loss or corrupt payload);
-//   - staleness <= floor((N + W - 2) / B) + 1, verdict agrees with the cap;
-// and at the end that every (producer, seq) arrived exactly once.
+//   - staleness <= floor((N + M + W - 2) / B) + 1 (fifo, windowed), verdict
+//     agrees with the cap;
+// and at the end: every (producer, seq) arrived exactly once; at no time did
+// more than N episodes run (the episodes' [start, end] intervals, which lie
+// inside their admission, overlap at most N deep). Scenarios add a straggler
+// (a slot held until the pool has started slot straggler + N, which the old
+// rule s < H + N forbade while it held the head: generation must go on past
+// the head, the occupancy rule), and a slow consumer (the
+// memory bound M must turn producers away while fewer than N run).
 // A violation or a deadline throws; the rank prints it and calls MPI_Abort,
 // so the whole job fails.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -37,19 +45,29 @@ struct Scenario {
   WindowKind kind;
   uint64_t n, w;
   uint64_t episodes;       // in total over all producers
+  uint64_t m = 6;          // finished held at most
   uint64_t batch = 8;      // takes per learner step
   int host = 0;            // -1: the last rank
   int64_t cap = -1;
   CapAction action = CapAction::kDrop;
   int per_producer = 10;   // episodes one producer keeps open (> N: backpressure)
+  bool straggler = false;  // producer 1's first slot is held long
+  double consumer_work = 4000;  // busy work per learner step (median iterations)
 };
 
 struct Header {
   uint64_t producer, seq, slot;
   int64_t version;
   uint64_t bytes;
+  int64_t start_ns, end_ns;
+  uint64_t tail_seen;  // the pool's tail when the producer completed it
 };
 constexpr uint64_t kSlotBytes = 512;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 uint64_t fnv1a(const uint8_t* p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -60,8 +78,7 @@ uint64_t fnv1a(const uint8_t* p, size_t n) {
 // Busy work of a heavy-tailed length (lognormal, sigma 1.5): the "episode".
 uint64_t g_sink = 0;
 void busy(Rng& rng, double median_iters) {
-  const auto iters = static_cast<uint64_t>(
-      std::min(200000.0, median_iters * std::exp(1.5 * rng.normal())));
+  const auto iters = static_cast<uint64_t>(std::min(200000.0, median_iters * std::exp(1.5 * rng.normal())));
   uint64_t x = rng.next_u64();
   for (uint64_t i = 0; i < iters; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
   g_sink += x;
@@ -73,75 +90,91 @@ uint64_t quota(uint64_t episodes, int producers, int index) {
   return episodes / producers + (static_cast<uint64_t>(index) < episodes % producers ? 1 : 0);
 }
 
-void produce(DataPool& pool, const Scenario& sc, int rank, uint64_t count) {
+struct ProduceResult {
+  uint64_t memory_refusals = 0;  // refused while fewer than N ran and M finished waited
+};
+
+ProduceResult produce(DataPool& pool, const Scenario& sc, int rank, uint64_t count) {
   Rng rng(1000 + rank);
   struct Open {
     uint64_t slot, seq;
-    int64_t version;
+    int64_t version, start_ns;
     int chunks;  // work left
   };
   std::vector<Open> open;
-  std::optional<uint64_t> pending;  // submitted, not yet admitted
   uint64_t next_seq = 0;
   std::vector<uint8_t> buf(kSlotBytes);
-  const uint64_t n = pool.config().window.n_inflight;
-  while (next_seq < count || pending || !open.empty()) {
-    // Submit one slot ahead; start it once admitted. Wait only when nothing
-    // of ours is in flight (our own open slot may be the head).
-    if (!pending && next_seq < count && open.size() < static_cast<size_t>(sc.per_producer))
-      pending = pool.submit();
-    if (pending) {
-      bool started = true;
-      if (open.empty())
-        pool.start(*pending);
-      else
-        started = pool.try_start(*pending);
-      if (started) {
-        // Admission: s < H + N held when it was granted, so it holds for the
-        // (later, larger) H read now.
-        if (*pending >= pool.head() + n)
-          fail("slot " + std::to_string(*pending) + " started beyond H + N");
+  ProduceResult res;
+  const WindowConfig& wc = pool.config().window;
+  std::optional<Open> straggler;
+  uint64_t straggler_until = 0;  // the slot number others must reach first
+  while (next_seq < count || !open.empty() || straggler) {
+    // Start while we may; wait only when nothing of ours is in flight.
+    if (next_seq < count && open.size() < static_cast<size_t>(sc.per_producer)) {
+      const std::optional<uint64_t> s =
+          open.empty() && !straggler ? std::optional<uint64_t>(pool.start()) : pool.try_start();
+      if (s) {
         // The version is read after the start (see window_policy.hpp).
-        open.push_back({*pending, next_seq++, pool.published_version(),
-                        1 + static_cast<int>(rng.below(4))});
-        pending.reset();
+        Open e{*s, next_seq++, pool.published_version(), now_ns(), 1 + static_cast<int>(rng.below(4))};
+        if (sc.straggler && rank == 1 && e.seq == 0) {
+          straggler = e;
+          straggler_until = *s + wc.n_running + 1;
+        } else {
+          open.push_back(e);
+        }
+      } else if (rng.below(8) == 0) {
+        const PoolCounts c = pool.counts();
+        if (c.running < wc.n_running && c.finished >= wc.memory) ++res.memory_refusals;
       }
     }
-    if (open.empty()) continue;
-    const size_t i = rng.below(open.size());
-    busy(rng, 2000);
-    if (--open[i].chunks > 0) continue;
-    const Open e = open[i];
-    open.erase(open.begin() + static_cast<long>(i));
+    // The straggler ends once generation has started slot straggler + N.
+    Open done{};
+    uint64_t tail_seen = 0;
+    if (straggler && ((tail_seen = pool.tail()) >= straggler_until || (next_seq >= count && open.empty()))) {
+      done = *straggler;
+      straggler.reset();
+    } else {
+      if (open.empty()) continue;
+      const size_t i = rng.below(open.size());
+      busy(rng, 2000);
+      if (--open[i].chunks > 0) continue;
+      done = open[i];
+      open.erase(open.begin() + static_cast<long>(i));
+    }
     const uint64_t bytes = sizeof(Header) + 8 + rng.below(kSlotBytes - sizeof(Header) - 8 + 1);
-    Header h{static_cast<uint64_t>(rank), e.seq, e.slot, e.version, bytes};
+    Header h{static_cast<uint64_t>(rank), done.seq, done.slot, done.version, bytes, done.start_ns, now_ns(), tail_seen};
     std::memcpy(buf.data(), &h, sizeof h);
     for (uint64_t b = sizeof h; b < bytes - 8; ++b) buf[b] = static_cast<uint8_t>(rng.next_u64());
     const uint64_t sum = fnv1a(buf.data(), bytes - 8);
     std::memcpy(buf.data() + bytes - 8, &sum, 8);
-    pool.complete(e.slot, buf.data(), bytes, e.version);
+    pool.complete(done.slot, buf.data(), bytes, done.version);
   }
+  return res;
 }
 
 struct ConsumeResult {
   uint64_t taken = 0, over_cap = 0;
   int64_t max_staleness = 0;
+  uint64_t max_running = 0;
+  bool straggler_passed = false;  // slot straggler + N started while the straggler ran
 };
 
 ConsumeResult consume(DataPool& pool, const Scenario& sc, int world) {
   const WindowConfig& wc = pool.config().window;
-  const uint64_t n = wc.n_inflight, w = wc.effective_window();
-  const int64_t bound = staleness_bound(n, w, sc.batch);
+  const uint64_t w = wc.effective_window();
+  const int64_t bound = staleness_bound(wc, sc.batch);
   Rng rng(99);
   std::vector<std::vector<uint8_t>> seen(world);
   for (int r = 1; r < world; ++r) seen[r].assign(quota(sc.episodes, world - 1, r - 1), 0);
   std::set<uint64_t> consumed_above_head;  // consumed slots >= H
+  std::vector<std::pair<int64_t, int>> edges;  // (time, +1 start / -1 end)
+  std::vector<Header> all;
   uint64_t head = 0;
   int64_t version = 0;
   ConsumeResult res;
   auto where = [&](uint64_t slot) {
     return "slot " + std::to_string(slot) + " (H " + std::to_string(head) + ", W " +
-           std::to_string(w) + ", N " + std::to_string(n) + ")";
+           (w == kUnboundedWindow ? std::string("any") : std::to_string(w)) + ")";
   };
   while (res.taken < sc.episodes) {
     const TakenTrajectory t = pool.take();
@@ -154,57 +187,65 @@ ConsumeResult consume(DataPool& pool, const Scenario& sc, int world) {
     std::memcpy(&sum, t.payload.data() + t.payload.size() - 8, 8);
     if (h.bytes != t.payload.size() || sum != fnv1a(t.payload.data(), t.payload.size() - 8))
       fail("corrupt payload at " + where(t.slot));
-    if (h.slot != t.slot || static_cast<int>(h.producer) != t.producer || h.version != t.version ||
-        h.producer < 1 || h.producer >= static_cast<uint64_t>(world) ||
-        h.seq >= seen[h.producer].size())
+    if (h.slot != t.slot || static_cast<int>(h.producer) != t.producer || h.version != t.version || h.producer < 1 ||
+        h.producer >= static_cast<uint64_t>(world) || h.seq >= seen[h.producer].size())
       fail("payload header disagrees with the slot table at " + where(t.slot));
     if (seen[h.producer][h.seq]++)
-      fail("trajectory (producer " + std::to_string(h.producer) + ", seq " +
-           std::to_string(h.seq) + ") consumed twice");
+      fail("trajectory (producer " + std::to_string(h.producer) + ", seq " + std::to_string(h.seq) +
+           ") consumed twice");
     const int64_t staleness = version - h.version;
-    if (t.staleness != staleness || staleness < 0 || staleness > bound)
-      fail("staleness " + std::to_string(staleness) + " outside [0, " + std::to_string(bound) +
-           "] at " + where(t.slot));
+    if (t.staleness != staleness || staleness < 0 || (bound >= 0 && staleness > bound))
+      fail("staleness " + std::to_string(staleness) + " outside [0, " + std::to_string(bound) + "] at " +
+           where(t.slot));
     const bool over = sc.cap >= 0 && staleness > sc.cap;
-    const Verdict want = !over ? Verdict::kTrain
-                               : (sc.action == CapAction::kDrop ? Verdict::kDrop : Verdict::kMask);
+    const Verdict want = !over ? Verdict::kTrain : (sc.action == CapAction::kDrop ? Verdict::kDrop : Verdict::kMask);
     if (t.verdict != want) fail("cap verdict wrong at " + where(t.slot));
     res.over_cap += over;
     res.max_staleness = std::max(res.max_staleness, staleness);
+    edges.push_back({h.start_ns, +1});
+    edges.push_back({h.end_ns, -1});
+    all.push_back(h);
 
     consumed_above_head.insert(t.slot);
     while (consumed_above_head.count(head)) consumed_above_head.erase(head++);
-    // Slots >= H + N are unstarted tickets, at most one per producer.
-    const uint64_t tail = pool.tail();
-    if (tail > head + n + static_cast<uint64_t>(world - 1))
-      fail("tail " + std::to_string(tail) + " beyond H + N + producers = " +
-           std::to_string(head + n + world - 1));
     if (++res.taken % sc.batch == 0) {  // a learner step
-      busy(rng, 4000);
+      busy(rng, sc.consumer_work);
       pool.publish_version(++version);
     }
   }
   for (int r = 1; r < world; ++r)
     for (size_t s = 0; s < seen[r].size(); ++s)
-      if (seen[r][s] != 1) fail("trajectory (producer " + std::to_string(r) + ", seq " +
-                                std::to_string(s) + ") lost");
+      if (seen[r][s] != 1) fail("trajectory (producer " + std::to_string(r) + ", seq " + std::to_string(s) + ") lost");
   const StalenessStats& st = pool.stats();
   if (st.count() != sc.episodes || st.dropped() + st.masked() != res.over_cap)
     fail("the pool's staleness counters disagree with the test's");
+  // Never more than N running: ends before starts at equal times.
+  std::sort(edges.begin(), edges.end());
+  int64_t depth = 0;
+  for (const auto& [when, d] : edges) res.max_running = std::max<uint64_t>(res.max_running, depth += d);
+  if (res.max_running > wc.n_running)
+    fail(std::to_string(res.max_running) + " episodes ran at once, more than N = " + std::to_string(wc.n_running));
+  if (sc.straggler) {
+    const auto it = std::find_if(all.begin(), all.end(), [](const Header& h) { return h.producer == 1 && h.seq == 0; });
+    res.straggler_passed = it->tail_seen > it->slot + wc.n_running;
+  }
   return res;
 }
 
-// Runs one scenario on all ranks; returns the consumer's result on rank 0.
-ConsumeResult run(const Scenario& sc) {
+// Runs one scenario on all ranks; returns the consumer's result on rank 0 and
+// the producers' memory refusals summed.
+std::pair<ConsumeResult, uint64_t> run(const Scenario& sc) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   ConsumeResult res;
+  uint64_t refusals = 0;
   try {
     if (world < 2) throw InputError("the data pool test needs at least 2 ranks");
     DataPoolConfig cfg;
     cfg.window.kind = sc.kind;
-    cfg.window.n_inflight = sc.n;
+    cfg.window.n_running = sc.n;
+    cfg.window.memory = sc.m;
     cfg.window.window = sc.w;
     cfg.window.staleness_cap = sc.cap;
     cfg.window.cap_action = sc.action;
@@ -213,24 +254,29 @@ ConsumeResult run(const Scenario& sc) {
     cfg.consumer_rank = 0;
     cfg.deadline_s = 120;
     DataPool pool(MPI_COMM_WORLD, cfg);
+    uint64_t mine = 0;
     if (rank == 0)
       res = consume(pool, sc, world);
     else
-      produce(pool, sc, rank, quota(sc.episodes, world - 1, rank - 1));
-    MPI_Barrier(MPI_COMM_WORLD);
+      mine = produce(pool, sc, rank, quota(sc.episodes, world - 1, rank - 1)).memory_refusals;
+    MPI_Reduce(&mine, &refusals, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0)
-      std::printf("[ %-8s N %llu W %llu host %d ] %llu episodes, max staleness %lld, over cap %llu\n",
+      std::printf("[ %-8s N %llu M %llu W %s host %d ] %llu episodes, max staleness %lld, over cap %llu, at most "
+                  "%llu running, %llu memory refusals seen%s\n",
                   to_string(sc.kind).c_str(), static_cast<unsigned long long>(sc.n),
-                  static_cast<unsigned long long>(cfg.window.effective_window()), cfg.host_rank,
-                  static_cast<unsigned long long>(res.taken),
-                  static_cast<long long>(res.max_staleness),
-                  static_cast<unsigned long long>(res.over_cap));
+                  static_cast<unsigned long long>(sc.m),
+                  sc.kind == WindowKind::kGreedy ? "any" : std::to_string(cfg.window.effective_window()).c_str(),
+                  cfg.host_rank, static_cast<unsigned long long>(res.taken), static_cast<long long>(res.max_staleness),
+                  static_cast<unsigned long long>(res.over_cap), static_cast<unsigned long long>(res.max_running),
+                  static_cast<unsigned long long>(refusals),
+                  sc.straggler ? (res.straggler_passed ? ", generation passed the straggler" : ", straggler NOT passed")
+                               : "");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] %s\n", rank, e.what());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 3);
   }
-  return res;
+  return {res, refusals};
 }
 
 bool is_rank0() {
@@ -241,47 +287,54 @@ bool is_rank0() {
 
 }  // namespace
 
-// 3 x 3500 + 3 x 1000 = 13,500 episodes per world size.
+// 3 x 3500 + 5 x 1000 = 15,500 episodes per world size.
 TEST(DataPoolMpi, Fifo) {
-  const auto r = run({WindowKind::kFifo, 8, 1, 3500});
-  if (is_rank0()) {
-    EXPECT_EQ(r.taken, 3500u);
-  }
+  const auto [r, refusals] = run({WindowKind::kFifo, 8, 1, 3500});
+  if (is_rank0()) EXPECT_EQ(r.taken, 3500u);
 }
 
 TEST(DataPoolMpi, Windowed) {
-  const auto r = run({WindowKind::kWindowed, 10, 4, 3500});
-  if (is_rank0()) {
-    EXPECT_EQ(r.taken, 3500u);
-  }
+  const auto [r, refusals] = run({WindowKind::kWindowed, 10, 4, 3500});
+  if (is_rank0()) EXPECT_EQ(r.taken, 3500u);
 }
 
 TEST(DataPoolMpi, Greedy) {
-  const auto r = run({WindowKind::kGreedy, 10, 10, 3500});
-  if (is_rank0()) {
-    EXPECT_EQ(r.taken, 3500u);
-  }
+  const auto [r, refusals] = run({WindowKind::kGreedy, 10, 10, 3500});
+  if (is_rank0()) EXPECT_EQ(r.taken, 3500u);
 }
 
 // The windows on the last rank (a producer): every access of the consumer is remote.
 TEST(DataPoolMpi, HostedOnAProducerRank) {
-  const auto r = run({WindowKind::kWindowed, 8, 3, 1000, 4, -1});
-  if (is_rank0()) {
-    EXPECT_EQ(r.taken, 1000u);
-  }
+  const auto [r, refusals] = run({WindowKind::kWindowed, 8, 3, 1000, 6, 4, -1});
+  if (is_rank0()) EXPECT_EQ(r.taken, 1000u);
+}
+
+// A straggler at the head holds H, not generation: slots N and more past it
+// start while it runs (fifo: the learner waits for it meanwhile).
+TEST(DataPoolMpi, StragglerHoldsTheHeadNotGeneration) {
+  Scenario sc{WindowKind::kFifo, 6, 1, 1000, 8};
+  sc.straggler = true;
+  const auto [r, refusals] = run(sc);
+  if (is_rank0()) EXPECT_TRUE(r.straggler_passed);
+}
+
+// A slow learner: finished trajectories pile up to M and turn producers away
+// while fewer than N run.
+TEST(DataPoolMpi, MemoryBoundTurnsProducersAway) {
+  Scenario sc{WindowKind::kWindowed, 12, 4, 1000, 3};
+  sc.batch = 2;
+  sc.consumer_work = 60000;
+  const auto [r, refusals] = run(sc);
+  if (is_rank0()) EXPECT_GT(refusals, 0u);
 }
 
 // A tight cap: some trajectories exceed it and are dropped or masked, counted.
 TEST(DataPoolMpi, StalenessCapDrops) {
-  const auto r = run({WindowKind::kGreedy, 32, 32, 1000, 2, 0, 1, CapAction::kDrop});
-  if (is_rank0()) {
-    EXPECT_GT(r.over_cap, 0u);
-  }
+  const auto [r, refusals] = run({WindowKind::kGreedy, 32, 32, 1000, 16, 2, 0, 1, CapAction::kDrop});
+  if (is_rank0()) EXPECT_GT(r.over_cap, 0u);
 }
 
 TEST(DataPoolMpi, StalenessCapMasks) {
-  const auto r = run({WindowKind::kGreedy, 32, 32, 1000, 2, 0, 1, CapAction::kMask});
-  if (is_rank0()) {
-    EXPECT_GT(r.over_cap, 0u);
-  }
+  const auto [r, refusals] = run({WindowKind::kGreedy, 32, 32, 1000, 16, 2, 0, 1, CapAction::kMask});
+  if (is_rank0()) EXPECT_GT(r.over_cap, 0u);
 }

@@ -5,9 +5,10 @@
 // the consumer takes 0, 1 and 3 (slot 2 holds the head), so H = 2. The
 // snapshot must say: head 2, consumed {3}, kept {4, 5} with their payloads;
 // slot 2 (in flight) in neither list.
-// Pool B resumes from that snapshot: tickets restart at 2; slot 2 must be
-// generated again, slots 3, 4, 5 skipped (the producer is told so), 6 and 7
-// are new; the consumer must then get exactly 2, 6, 7, never a skipped slot.
+// Pool B resumes from that snapshot: slot numbers restart at 2; slot 2 must be
+// generated again, slots 3, 4, 5 are never handed out (the pool completes
+// them as tombstones), 6 and 7 are new; the consumer must then get exactly
+// 2, 6, 7, never a skipped slot.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -35,7 +36,8 @@ TEST(DataPoolResume, SnapshotKeepsFinishedSkipsTrainedRegeneratesInFlight) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   DataPoolConfig cfg;
   cfg.window.kind = WindowKind::kWindowed;
-  cfg.window.n_inflight = 8;
+  cfg.window.n_running = 8;
+  cfg.window.memory = 8;
   cfg.window.window = 4;
   cfg.slot_bytes = 256;
   cfg.deadline_s = 30;
@@ -45,10 +47,7 @@ TEST(DataPoolResume, SnapshotKeepsFinishedSkipsTrainedRegeneratesInFlight) {
     if (rank == 0) a.publish_version(9);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) {
-      for (uint64_t s = 0; s < 6; ++s) {
-        ASSERT_EQ(a.submit(), s);
-        ASSERT_EQ(a.try_admit(s), Admission::kStart);
-      }
+      for (uint64_t s = 0; s < 6; ++s) ASSERT_EQ(a.try_start(), std::optional<uint64_t>(s));
       for (uint64_t s : {0, 1, 3, 4, 5}) produce(a, s);
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -79,11 +78,7 @@ TEST(DataPoolResume, SnapshotKeepsFinishedSkipsTrainedRegeneratesInFlight) {
     if (rank == 0) b.publish_version(9);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) {
-      for (uint64_t s = 2; s < 8; ++s) {
-        ASSERT_EQ(b.submit(), s);
-        const Admission want = s >= 3 && s <= 5 ? Admission::kSkip : Admission::kStart;
-        EXPECT_EQ(b.try_admit(s), want) << "slot " << s;
-      }
+      for (uint64_t want : {2, 6, 7}) EXPECT_EQ(b.try_start(), std::optional<uint64_t>(want));
       for (uint64_t s : {2, 6, 7}) produce(b, s);
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -101,18 +96,21 @@ TEST(DataPoolResume, SnapshotKeepsFinishedSkipsTrainedRegeneratesInFlight) {
   }
 }
 
-TEST(DataPoolResume, StateThatDoesNotFitTheRingIsAnInputError) {
+TEST(DataPoolResume, DamagedStateIsAnInputError) {
   DataPoolState st;
   st.head = 10;
   st.consumed = {11};
   st.kept_slot = {9, 17};  // 9 lies below head (an interrupted batch): fine
-  EXPECT_NO_THROW(check_resume_state(st, 8));
+  EXPECT_NO_THROW(check_resume_state(st));
+  st.kept_slot.push_back(10 + kMaxResumeSpan);
   try {
-    check_resume_state(st, 7);  // 17 >= 10 + 7
-    FAIL() << "slot 17 fits no ring of 7";
+    check_resume_state(st);
+    FAIL() << "a slot 2^28 past the head";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("pool.inflight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("damaged checkpoint"), std::string::npos) << e.what();
   }
+  st.kept_slot = {-3};
+  EXPECT_THROW(check_resume_state(st), InputError);
 }
 
 }  // namespace

@@ -176,6 +176,25 @@ TEST_F(GatewayEpisodes, EpisodeRecordsCallsBranchesAndRewards) {
   EXPECT_EQ(t.episode_id, 4u);
 }
 
+// An episode open past the pool's straggler deadline is abandoned even when
+// its agent keeps it busy (not idle); the group then completes.
+TEST_F(GatewayEpisodes, EpisodeDeadlineAbandonsOverdueEpisodes) {
+  GatewayService s(gw, sampling, 8, 256, 1 << 20);
+  std::vector<std::unique_ptr<GatewayEpisode>> group;
+  group.push_back(episode(0, 0));
+  s.add_group(0, std::move(group));
+  const json a = s.open();
+  s.expire(1e9);  // neither idle nor overdue
+  EXPECT_TRUE(s.take_finished_groups().empty());
+  s.expire(0.0);  // open for more than 0 s
+  const auto groups = s.take_finished_groups();
+  ASSERT_EQ(groups.size(), 1u);
+  ASSERT_EQ(groups[0].episodes.size(), 1u);
+  EXPECT_TRUE(groups[0].episodes[0].abandoned);
+  EXPECT_NE(groups[0].episodes[0].end_reason.find("pool.episode_deadline_s"), std::string::npos)
+      << groups[0].episodes[0].end_reason;
+}
+
 TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
   gw.open_deadline_s = 0.05;
   gw.request_deadline_s = 1.0;
@@ -223,7 +242,7 @@ TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
   EXPECT_TRUE(s.take_finished_groups().empty());  // b is still open
   // b goes idle: abandoned, and the group is complete.
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  s.expire_idle();
+  s.expire(1e9);
   const auto groups = s.take_finished_groups();
   ASSERT_EQ(groups.size(), 1u);
   ASSERT_EQ(groups[0].episodes.size(), 2u);

@@ -1,0 +1,22 @@
+#include "mpi_roles/producer_slots.hpp"
+
+#include "core/error.hpp"
+
+namespace forge {
+
+std::vector<uint64_t> ProducerSlots::admit() {
+  std::vector<uint64_t> started;
+  while (static_cast<int>(held_.size()) < capacity_) {
+    const std::optional<uint64_t> s = pool_.try_start();
+    if (!s) break;
+    held_.insert(*s);
+    started.push_back(*s);
+  }
+  return started;
+}
+
+void ProducerSlots::done(uint64_t slot) {
+  FORGE_CHECK(held_.erase(slot) == 1, "ProducerSlots::done for a slot not started here");
+}
+
+}  // namespace forge
