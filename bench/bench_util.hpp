@@ -1,5 +1,8 @@
 // Shared bits of the benchmark programs: flag parsing (--key=value), median
-// timing and the closing JSON line.
+// timing and the closing JSON line, which always ends with what the host ran
+// on: "blas_core" (the OpenBLAS kernel family in use), "blas" and
+// "cpu_kernels" (backend/host_runtime.hpp); the line before it says the same
+// in words.
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -9,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/host_runtime.hpp"
 #include "core/timer.hpp"
 
 namespace forge::bench {
@@ -61,7 +65,12 @@ inline double median_seconds(int warmup, int reps, const std::function<void()>& 
 }
 
 // The closing line: {"k": v, ...} with numbers printed as given.
-inline void print_json(const std::vector<std::pair<std::string, std::string>>& kv) {
+inline void print_json(std::vector<std::pair<std::string, std::string>> kv) {
+  const HostRuntime& host = host_runtime();
+  kv.push_back({"blas_core", "\"" + host.blas_core + "\""});
+  kv.push_back({"blas", "\"" + host.blas + "\""});
+  kv.push_back({"cpu_kernels", "\"" + host.cpu_kernels + "\""});
+  std::printf("host: %s\n", host_runtime_line().c_str());
   std::string s = "{";
   for (size_t i = 0; i < kv.size(); ++i)
     s += (i ? ", \"" : "\"") + kv[i].first + "\": " + kv[i].second;

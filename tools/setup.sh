@@ -33,6 +33,8 @@ PACKAGES=(
   libcpp-httplib-dev nlohmann-json3-dev
   # CPU backend: OpenBLAS built with OpenMP (one thread pool with our loops)
   libopenblas-openmp-dev
+  # bench_blas compares it with BLIS (not linked; OpenBLAS stays the system BLAS)
+  libblis4-openmp
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # reference oracles and offline analysis

@@ -34,10 +34,10 @@
 #include <algorithm>
 #include <csignal>
 #include <optional>
-#include <thread>
 
 #include "agent/agent_eval.hpp"
 #include "backend/backend_registry.hpp"
+#include "backend/host_runtime.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "env/env_mix.hpp"
@@ -56,6 +56,7 @@
 #include "mpi_roles/rollout_rank.hpp"
 #include "mpi_roles/watchdog.hpp"
 #include "mpi_roles/weight_channel.hpp"
+#include "cli.hpp"
 
 namespace forge {
 namespace {
@@ -65,17 +66,22 @@ extern "C" void on_terminate(int) { g_terminate = 1; }
 
 // OpenMP threads of this rank: run.threads when set; otherwise the node's
 // cores shared among its learner and rollout ranks (environment ranks: 1).
-int threads_for(const RoleLayout& layout, int rank, int configured) {
+// `on_node` receives the compute threads of the learner and rollout ranks on
+// this node, for the oversubscription warning.
+int threads_for(const RoleLayout& layout, int rank, int configured, int* on_node) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
   const Role role = layout.role_of(rank);
-  int compute = role == Role::kEnvironment ? 0 : 1, on_node = 0;
-  MPI_Allreduce(&compute, &on_node, 1, MPI_INT, MPI_SUM, node);
+  const bool computes = role != Role::kEnvironment;
+  int compute = computes ? 1 : 0, compute_ranks = 0;
+  MPI_Allreduce(&compute, &compute_ranks, 1, MPI_INT, MPI_SUM, node);
+  int threads = configured;
+  if (threads <= 0)
+    threads = role == Role::kEnvironment ? 1 : std::max(1, host_runtime().cores / std::max(1, compute_ranks));
+  int mine = computes ? threads : 0;
+  MPI_Allreduce(&mine, on_node, 1, MPI_INT, MPI_SUM, node);
   MPI_Comm_free(&node);
-  if (configured > 0) return configured;
-  if (role == Role::kEnvironment) return 1;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, on_node));
+  return threads;
 }
 
 WindowConfig window_config(const MpiConfig& m) {
@@ -214,7 +220,9 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
                      " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");
   std::signal(SIGTERM, on_terminate);
-  set_compute_threads(threads_for(layout, rank, all.base.run.threads));
+  int threads_on_node = 0;
+  const int threads = set_compute_threads(threads_for(layout, rank, all.base.run.threads, &threads_on_node));
+  cli::log_host_warnings(threads, threads_on_node);
 
   // Resume: every learner loads the newest checkpoint (in run_learner);
   // learner 0 also restarts the data pool from it. An unusable checkpoint

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <boost/version.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <memory>
 #include <sstream>
 
+#include "backend/host_runtime.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace forge::cli {
 namespace {
@@ -39,10 +42,34 @@ std::string version_line() {
 #else
   v += ", CUDA backend: not built";
 #endif
-  return v + ")";
+  return v + ", CPU kernels built: " + host_runtime().cpu_kernels_built + ")";
+}
+
+// The first process of an MPI job (or the only process) prints the host line.
+bool first_process() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    const char* v = std::getenv(var);
+    if (v) return std::string(v) == "0";
+  }
+  return true;
+}
+
+bool asks_for_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
 }
 
 }  // namespace
+
+void log_host_warnings(int threads, int threads_on_node) {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  for (const auto& w : host_runtime_warnings(threads, threads_on_node)) log_warn(w);
+}
 
 bool register_command(Command command) {
   FORGE_CHECK(!command.name.empty() && command.run, "command without a name or function");
@@ -127,6 +154,7 @@ int run_main(int argc, char** argv) {
       std::cerr << "forge: error: " << msg << "\nRun 'forge --help' for the list of commands.\n";
       return 2;
     }
+    if (!asks_for_help(argc, argv) && first_process()) log_info("forge " + first + ": " + host_runtime_line());
     return c->run(argc - 1, argv + 1);
   } catch (const InputError& e) {
     std::cout.flush();

@@ -57,6 +57,12 @@ const Command* find_command(const std::string& name);
 // Text of `forge --help`.
 std::string usage();
 
+// Warnings about known slow paths of this host (a BLAS fallback core, more
+// compute threads than cores; backend/host_runtime.hpp), once per process,
+// after the command has set its thread count. `threads_on_node`: the compute
+// threads of every rank on this node, 0 when unknown.
+void log_host_warnings(int threads, int threads_on_node = 0);
+
 // The whole program: dispatch, --help, --version, errors to exit codes.
 int run_main(int argc, char** argv);
 

@@ -51,7 +51,7 @@ int run_eval(int argc, char** argv) {
   opts.add("json", &json, false, "print one JSON object instead of tables");
   add_forge_options(opts, all);
   if (!cli::parse_options(opts, argc, argv)) return 0;
-  set_compute_threads(all.base.run.threads);
+  cli::log_host_warnings(set_compute_threads(all.base.run.threads));
   const EnvConfig& env = all.env;
   AgentConfig agent = all.agent;
   agent.sampling.max_new_tokens = agent.max_new_tokens;

@@ -43,7 +43,7 @@ int run_generate(int argc, char** argv) {
            one_of({"fp32", "bf16"}));
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (prompt.empty()) throw InputError("--prompt is required (the user's request)");
-  set_compute_threads(run.threads);
+  cli::log_host_warnings(set_compute_threads(run.threads));
 
   auto backend = make_backend(run.backend, parse_precision(run.precision));
   std::string path = checkpoint;

@@ -199,6 +199,7 @@ int run_sft(int argc, char** argv) {
   const AgentConfig& agent = all.agent;
 
   const int threads = set_compute_threads(cfg.run.threads);
+  cli::log_host_warnings(threads);
   std::filesystem::create_directories(cfg.run.dir);
   std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();
 

@@ -63,6 +63,7 @@ int run_train(int argc, char** argv) {
   agent.sampling.max_new_tokens = agent.max_new_tokens;
 
   const int threads = set_compute_threads(cfg.run.threads);
+  cli::log_host_warnings(threads);
   cfg.optim.total_steps = tc.steps;
   TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
   PolicyModel& model = *policy.model;

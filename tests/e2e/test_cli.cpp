@@ -9,6 +9,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/backend_registry.hpp"
+#include "backend/host_runtime.hpp"
 #include "core/error.hpp"
 #include "e2e/forge_runner.hpp"
 
@@ -146,6 +147,31 @@ TEST(Cli, Bf16OnCpuBackendIsInputError) {
   const Result r = forge("sft --sft.steps=1 --run.precision=bf16 --run.dir=" + dir);
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "forge: error: backend 'cpu' computes in FP32 only")) << r.err;
+}
+
+// The startup line names the CPU kernels and the BLAS core; with OpenBLAS's
+// fallback core forced (OPENBLAS_CORETYPE=Prescott), forge still runs the
+// CPU's own core and says so. A bad FORGE_CPU_KERNELS is exit 2, named.
+TEST(Cli, StartupLineNamesTheBlasCoreAndReplacesTheFallback) {
+  Result r = forge("config");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "BLAS OpenBLAS")) << r.err;
+  EXPECT_TRUE(contains(r.err, "core " + forge::host_runtime().blas_core)) << r.err;
+  EXPECT_TRUE(contains(r.err, "(kernels " + forge::host_runtime().cpu_kernels + ")")) << r.err;
+  const std::string level = forge::host_runtime().cpu_level;
+  if (level == "x86-64-v3" || level == "x86-64-v4") {
+    setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+    r = forge("config");
+    unsetenv("OPENBLAS_CORETYPE");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "switched from Prescott")) << r.err;
+    EXPECT_FALSE(contains(r.err, "core Prescott")) << r.err;
+  }
+  setenv("FORGE_CPU_KERNELS", "pentium", 1);
+  r = forge("config");
+  unsetenv("FORGE_CPU_KERNELS");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "FORGE_CPU_KERNELS: no CPU kernels 'pentium'")) << r.err;
 }
 
 }  // namespace

@@ -633,12 +633,17 @@ inline void head_bf16(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
 
 // One TEST per case; get(std::string* why) returns the Backend under test or
 // nullptr, and the test skips with *why.
+// The reference is backend "cpu" unless the including file defines
+// FORGE_BACKEND_CASES_REFERENCE() (tests/unit/test_cpu_variants.cpp).
+#ifndef FORGE_BACKEND_CASES_REFERENCE
+#define FORGE_BACKEND_CASES_REFERENCE() ::forge::make_backend("cpu")
+#endif
 #define FORGE_BACKEND_CASE(Suite, Name, get, body)                   \
   TEST(Suite, Name) {                                                \
     std::string why;                                                 \
     ::forge::Backend* dev = get(&why);                               \
     if (!dev) GTEST_SKIP() << why;                                   \
-    auto cpu = ::forge::make_backend("cpu");                         \
+    auto cpu = FORGE_BACKEND_CASES_REFERENCE();                      \
     namespace bc = ::forge::backend_cases;                           \
     body;                                                            \
   }

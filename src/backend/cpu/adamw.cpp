@@ -5,7 +5,9 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 
-namespace forge {
+#include "backend/cpu/variant_begin.hpp"
+
+namespace forge::FORGE_CPU_NS {
 
 void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, size_t n,
                        const AdamWParams& p) {
@@ -23,4 +25,6 @@ void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, size
   }
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

@@ -1,19 +1,15 @@
-// The CPU backend's memory (64-byte aligned host allocations) and its
-// registration as "cpu" (backend_registry.hpp), with the thread hook that
-// keeps OpenBLAS on the same thread count as the OpenMP loops. The
-// operations live in the files named after their CUDA twins.
+// The CPU backend's memory (64-byte aligned host allocations) and this
+// variant's factory; cpu_variants.cpp registers the variant the CPU runs best
+// as "cpu". The operations live in the files named after their CUDA twins.
 #include "backend/cpu/cpu_backend.hpp"
-
-#include <cblas.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
-#include "backend/backend_registry.hpp"
-#include "core/error.hpp"
+#include "backend/cpu/variant_begin.hpp"
 
-namespace forge {
+namespace forge::FORGE_CPU_NS {
 
 void* CpuBackend::alloc(size_t bytes) {
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -25,18 +21,8 @@ void CpuBackend::to_device(void* dst, const void* src, size_t bytes) { std::memc
 void CpuBackend::to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuBackend::copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
-namespace {
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
-std::unique_ptr<Backend> make_cpu_backend(Precision precision) {
-  if (precision != Precision::kFp32)
-    throw InputError("backend 'cpu' computes in FP32 only; precision bf16 needs the cuda backend");
-  return std::make_unique<CpuBackend>();
-}
+}  // namespace forge::FORGE_CPU_NS
 
-void set_blas_threads(int n) { openblas_set_num_threads(n); }
-
-[[maybe_unused]] const bool registered = register_backend("cpu", make_cpu_backend, set_blas_threads);
-
-}  // namespace
-
-}  // namespace forge
+#include "backend/cpu/variant_end.hpp"

@@ -1,12 +1,23 @@
 // The CPU backend: FP32, GEMMs through CBLAS (OpenBLAS, OpenMP build), other
 // loops with OpenMP. The reference every other backend is tested against.
-// Registered as "cpu" (backend_registry.hpp): outside backend/ only tests
-// and benchmarks include this header. One file per operation family, named
-// after its CUDA twin in backend/cuda.
+// Registered as "cpu" (backend_registry.hpp, through cpu_variants.hpp):
+// outside backend/ only tests and benchmarks include this header. One file
+// per operation family, named after its CUDA twin in backend/cuda.
+//
+// The class is compiled once per CPU kernel variant (cpu_variants.hpp), each
+// in its own namespace forge::FORGE_CPU_NS; code outside the kernel files
+// (tests) sees the build's baseline variant as forge::CpuBackend.
 #pragma once
+#include <memory>
+
 #include "backend/backend.hpp"
 
-namespace forge {
+#ifndef FORGE_CPU_NS
+#define FORGE_CPU_NS FORGE_CPU_BASE_NS
+#define FORGE_CPU_BASELINE_ALIAS 1
+#endif
+
+namespace forge::FORGE_CPU_NS {
 
 class CpuBackend final : public Backend {
  public:
@@ -64,4 +75,14 @@ class CpuBackend final : public Backend {
   PolicyLossSums policy_loss(const PolicyLossArgs& a) override;
 };
 
-}  // namespace forge
+// This variant's backend (cpu_backend.cpp); cpu_variants.cpp registers the
+// one the CPU runs best as "cpu".
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace forge::FORGE_CPU_NS
+
+#ifdef FORGE_CPU_BASELINE_ALIAS
+namespace forge {
+using FORGE_CPU_NS::CpuBackend;
+}
+#endif

@@ -2,7 +2,9 @@
 // arrays only: below 65536 elements a thread team costs more than it saves).
 #include "backend/cpu/cpu_backend.hpp"
 
-namespace forge {
+#include "backend/cpu/variant_begin.hpp"
+
+namespace forge::FORGE_CPU_NS {
 
 void CpuBackend::fill(float* x, float value, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
@@ -26,4 +28,6 @@ double CpuBackend::sum_squares(const float* x, size_t n) {
   return total;
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

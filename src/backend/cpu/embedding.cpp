@@ -6,7 +6,9 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 
-namespace forge {
+#include "backend/cpu/variant_begin.hpp"
+
+namespace forge::FORGE_CPU_NS {
 
 // The lookup is a gather of the table's rows.
 void CpuBackend::embedding_fwd(const int32_t* tokens, const float* table, float* out, int T,
@@ -49,4 +51,6 @@ void CpuBackend::scatter_add_rows(const float* src, const int32_t* rows, float* 
   }
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

@@ -15,7 +15,9 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 
-namespace forge {
+#include "backend/cpu/variant_begin.hpp"
+
+namespace forge::FORGE_CPU_NS {
 namespace {
 constexpr int kRowBlock = 256;
 
@@ -118,4 +120,6 @@ void CpuBackend::head_bwd(const HeadArgs& a, const HeadGrads& g) {
   }
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

@@ -6,7 +6,9 @@
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/skinny_gemm.hpp"
 
-namespace forge {
+#include "backend/cpu/variant_begin.hpp"
+
+namespace forge::FORGE_CPU_NS {
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float* A, int lda, const float* B, int ldb, float beta, float* C,
@@ -18,4 +20,6 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
               ldc);
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

@@ -20,7 +20,9 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 
-namespace forge {
+#include "backend/cpu/variant_begin.hpp"
+
+namespace forge::FORGE_CPU_NS {
 
 void CpuBackend::kv_cache_write(const KvCacheWriteArgs& a) {
   const size_t row_bytes = sizeof(float) * a.row_dim;
@@ -112,4 +114,6 @@ void CpuBackend::paged_attention_fwd(const PagedAttentionArgs& a) {
   }
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

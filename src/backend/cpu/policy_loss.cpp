@@ -4,7 +4,9 @@
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/policy_loss_terms.hpp"
 
-namespace forge {
+#include "backend/cpu/variant_begin.hpp"
+
+namespace forge::FORGE_CPU_NS {
 
 PolicyLossSums CpuBackend::policy_loss(const PolicyLossArgs& a) {
   PolicyLossSums sums;
@@ -45,4 +47,6 @@ PolicyLossSums CpuBackend::policy_loss(const PolicyLossArgs& a) {
   return sums;
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

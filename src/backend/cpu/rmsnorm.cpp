@@ -8,7 +8,9 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 
-namespace forge {
+#include "backend/cpu/variant_begin.hpp"
+
+namespace forge::FORGE_CPU_NS {
 
 void CpuBackend::rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T,
                              int d, float eps) {
@@ -55,4 +57,6 @@ void CpuBackend::rmsnorm_bwd(const float* x, const float* w, const float* rstd, 
     for (int i = 0; i < d; ++i) dw[i] += dw_part[static_cast<size_t>(p) * d + i];
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

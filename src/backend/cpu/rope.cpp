@@ -6,7 +6,9 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 
-namespace forge {
+#include "backend/cpu/variant_begin.hpp"
+
+namespace forge::FORGE_CPU_NS {
 
 void CpuBackend::rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
                       const double* inv_freq, bool inverse) {
@@ -34,4 +36,6 @@ void CpuBackend::rope(float* x, const int32_t* pos, int T, int n_heads, int head
   }
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

@@ -7,11 +7,13 @@
 #include <cstddef>
 #include <vector>
 
+#include "backend/cpu/variant_begin.hpp"
+
 // _mm512_reduce_add_ps starts from an undefined vector; GCC 12 warns on it.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-namespace forge {
+namespace forge::FORGE_CPU_NS {
 namespace {
 
 #define FORGE_AVX512 __attribute__((target("avx512f")))
@@ -133,4 +135,6 @@ bool skinny_gemm_nt(int M, int N, int K, float alpha, const float* A, int lda, c
   return true;
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

@@ -13,12 +13,20 @@
 // (and computes nothing) where the CPU lacks it or the shape is not skinny, and
 // the caller uses BLAS.
 #pragma once
+#include "backend/cpu/cpu_backend.hpp"  // FORGE_CPU_NS
 
-namespace forge {
+namespace forge::FORGE_CPU_NS {
 
 constexpr int kSkinnyMaxRows = 128;
 
 bool skinny_gemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw,
                     float beta, float* C, int ldc);
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#ifdef FORGE_CPU_BASELINE_ALIAS
+namespace forge {
+using FORGE_CPU_NS::kSkinnyMaxRows;
+using FORGE_CPU_NS::skinny_gemm_nt;
+}
+#endif

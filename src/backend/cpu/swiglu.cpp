@@ -1,9 +1,11 @@
 // SwiGLU: out = silu(gate) * up over rows [gate | up], and its backward,
 // eight lanes at a time (vec_math.hpp).
 #include "backend/cpu/cpu_backend.hpp"
+
+#include "backend/cpu/variant_begin.hpp"
 #include "backend/cpu/vec_math.hpp"
 
-namespace forge {
+namespace forge::FORGE_CPU_NS {
 
 void CpuBackend::swiglu_fwd(const float* gu, float* out, int T, int F) {
 #pragma omp parallel for schedule(static) if (T > 64)
@@ -43,4 +45,6 @@ void CpuBackend::swiglu_bwd(const float* gu, const float* dout, float* dgu, int 
   }
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

@@ -23,9 +23,11 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
+
+#include "backend/cpu/variant_begin.hpp"
 #include "backend/cpu/vec_math.hpp"
 
-namespace forge {
+namespace forge::FORGE_CPU_NS {
 namespace {
 
 constexpr int kBQ = 64;
@@ -394,4 +396,6 @@ void CpuBackend::tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttent
   }
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS
+
+#include "backend/cpu/variant_end.hpp"

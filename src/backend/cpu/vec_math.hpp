@@ -5,10 +5,12 @@
 // trick, which also leaves n in the low mantissa bits) and g = x - n ln 2,
 // |g| <= ln2 / 2, e^g by a degree-6 Taylor polynomial: relative error below
 // 2e-7 on [-87, 88]; exactly 0 below -87 (masked scores are -inf).
+//
+// Included after variant_begin.hpp: these helpers are compiled per variant.
 #pragma once
 #include <cstdint>
 
-namespace forge {
+namespace forge::FORGE_CPU_NS {
 
 typedef float v8 __attribute__((vector_size(32)));
 typedef float v8u __attribute__((vector_size(32), aligned(4)));
@@ -57,4 +59,4 @@ inline float exp_inplace_sum(float* x, int n, float shift) {
   return s;
 }
 
-}  // namespace forge
+}  // namespace forge::FORGE_CPU_NS

@@ -1,0 +1,149 @@
+// OpenBLAS core selection and its fallback fix (the rule is in blas_core.hpp).
+#include "backend/cpu/blas_core.hpp"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+// OpenBLAS's DYNAMIC_ARCH entry points (driver/others/dynamic.c). Weak: a
+// BLAS build without them (a single-core build) simply cannot be re-selected.
+extern "C" void gotoblas_dynamic_init(void) __attribute__((weak));
+extern "C" void gotoblas_dynamic_quit(void) __attribute__((weak));
+
+namespace forge {
+
+int blas_core_rank(const std::string& core) {
+  static const std::map<std::string, int> ranks = {
+      {"Katmai", 1},      {"Coppermine", 1},   {"Northwood", 1},  {"Prescott", 1},
+      {"Banias", 1},      {"Atom", 1},         {"Core2", 1},      {"Penryn", 1},
+      {"Dunnington", 1},  {"Nehalem", 1},      {"Athlon", 1},     {"Opteron", 1},
+      {"Opteron_SSE3", 1}, {"Barcelona", 1},   {"Nano", 1},       {"Bobcat", 1},
+      {"Sandybridge", 2}, {"Bulldozer", 2},    {"Piledriver", 2}, {"Steamroller", 2},
+      {"Excavator", 2},   {"Haswell", 3},      {"Zen", 3},        {"SkylakeX", 4},
+      {"CooperLake", 4},  {"SapphireRapids", 4}};
+  const auto it = ranks.find(core);
+  return it == ranks.end() ? 0 : it->second;
+}
+
+std::string blas_core_for(CpuLevel level) {
+  if (level >= CpuLevel::kV4) return "SkylakeX";
+  if (level >= CpuLevel::kV3) return "Haswell";
+  return "";
+}
+
+std::string blas_core_name() {
+  const char* name = openblas_get_corename();
+  return name ? name : "unknown";
+}
+
+std::string blas_library_name() {
+  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": the first two words.
+  const std::string config = openblas_get_config() ? openblas_get_config() : "OpenBLAS";
+  const size_t first = config.find(' ');
+  const size_t second = first == std::string::npos ? first : config.find(' ', first + 1);
+  return config.substr(0, second);
+}
+
+bool switch_blas_core(const std::string& core) {
+  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) return false;
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  const std::string saved = before ? before : "";
+  setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  if (before) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+  else unsetenv("OPENBLAS_CORETYPE");
+  return blas_core_name() == core;
+}
+
+bool blas_self_check() {
+  // Odd shapes (edges of every register and cache block), both layouts the
+  // backend uses, against sums in double.
+  const int shapes[][3] = {{37, 53, 71}, {128, 96, 200}, {5, 257, 33}};
+  for (const auto& s : shapes) {
+    const int M = s[0], N = s[1], K = s[2];
+    std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(K) * N), C(static_cast<size_t>(M) * N);
+    for (size_t i = 0; i < A.size(); ++i) A[i] = static_cast<float>((i * 7919) % 17) / 8.0f - 1.0f;
+    for (size_t i = 0; i < B.size(); ++i) B[i] = static_cast<float>((i * 104729) % 23) / 11.0f - 1.0f;
+    for (const bool trans_b : {false, true}) {
+      // trans_b: B read as an N x K matrix (the same numbers, another layout).
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+                  A.data(), K, B.data(), trans_b ? K : N, 0.0f, C.data(), N);
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          double ref = 0, mag = 0;
+          for (int k = 0; k < K; ++k) {
+            const double b = trans_b ? B[static_cast<size_t>(n) * K + k] : B[static_cast<size_t>(k) * N + n];
+            ref += static_cast<double>(A[static_cast<size_t>(m) * K + k]) * b;
+            mag += std::fabs(A[static_cast<size_t>(m) * K + k] * b);
+          }
+          if (std::fabs(C[static_cast<size_t>(m) * N + n] - ref) > 1e-5 * (mag + 1.0)) return false;
+        }
+    }
+  }
+  return true;
+}
+
+BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy) {
+  BlasCoreChoice c;
+  c.library = blas_library_name();
+  c.at_load = c.core = blas_core_name();
+  const int rank = blas_core_rank(c.core);
+  const bool fallback = rank > 0 && rank < 3 && level >= CpuLevel::kV3;
+  std::string target;
+  if (policy.empty() || policy == "auto") {
+    if (!fallback) return c;
+    target = blas_core_for(level);
+  } else if (policy == "keep") {
+    c.slow = fallback;
+    if (fallback) c.note = "kept (FORGE_BLAS_CORETYPE=keep)";
+    return c;
+  } else {
+    target = policy;
+    const int want = blas_core_rank(target);
+    const int cpu_rank = level >= CpuLevel::kV4 ? 4 : level >= CpuLevel::kV3 ? 3 : 1;
+    if (want == 0 || want > cpu_rank) {
+      c.slow = fallback;
+      c.note = "FORGE_BLAS_CORETYPE=" + target + " ignored: " +
+               (want == 0 ? "not an OpenBLAS core name" : "this CPU lacks its instructions");
+      return c;
+    }
+    if (target == c.core) return c;
+  }
+  if (!switch_blas_core(target)) {
+    switch_blas_core(c.at_load);
+    c.slow = fallback;
+    c.note = "could not switch to " + target + " (this OpenBLAS cannot re-select its core)";
+    return c;
+  }
+  if (!blas_self_check()) {
+    switch_blas_core(c.at_load);
+    c.slow = fallback;
+    c.note = target + " failed the SGEMM self-check; kept " + c.at_load;
+    return c;
+  }
+  c.core = target;
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  c.note = "switched from " + c.at_load +
+           (forced ? std::string(" (set by OPENBLAS_CORETYPE)") : fallback ? " (the library's fallback for this CPU)" : "") +
+           ", self-check passed";
+  return c;
+}
+
+const BlasCoreChoice& blas_core_choice() {
+  static const BlasCoreChoice choice = [] {
+    const char* policy = std::getenv("FORGE_BLAS_CORETYPE");
+    return correct_blas_core(detect_cpu_level(), policy ? policy : "");
+  }();
+  return choice;
+}
+
+namespace {
+// Before main: every binary that links the CPU backend runs on the choice.
+[[maybe_unused]] const bool chosen_before_main = (blas_core_choice(), true);
+}  // namespace
+
+}  // namespace forge

@@ -1,0 +1,51 @@
+// The BLAS kernels forge runs, and the fix for OpenBLAS's fallback.
+//
+// OpenBLAS (Debian's build is DYNAMIC_ARCH) picks a "core" -- a family of
+// GEMM kernels and blocking sizes -- when the library loads, from a table of
+// CPU models. A CPU newer than the table gets an SSE core (Prescott, Nehalem)
+// and SGEMM runs 3-5x below the machine's speed. Once, before main, forge
+// compares the selected core with the CPU's x86-64 level (cpu_isa.hpp):
+//   rank(core)   1 SSE cores, 2 AVX, 3 AVX2 (Haswell, Zen), 4 AVX-512
+//                (SkylakeX, CooperLake); 0 for a name not in the table
+//   fallback     0 < rank(core) < 3 on a CPU of level v3 or v4
+// and replaces a fallback with the core of the CPU's level (v3 Haswell, v4
+// SkylakeX) in this process: OPENBLAS_CORETYPE set for the call, OpenBLAS's
+// own gotoblas_dynamic_quit/gotoblas_dynamic_init to re-select (before any
+// BLAS call), the environment restored. The new core must then pass a
+// self-check (SGEMM of odd shapes, NN and NT, against a double reference, at
+// relative error 1e-5); if it fails, the original core is put back and a
+// warning says so. A core the library chose on a known model (Zen on a Zen 4
+// with AVX-512) is not a fallback and is left alone.
+//
+// FORGE_BLAS_CORETYPE (environment): unset or "auto" does the above; "keep"
+// leaves the library's choice (a warning names a fallback); a core name
+// (Haswell, SkylakeX, ...) selects that core if the CPU runs its instructions.
+#pragma once
+#include <string>
+
+#include "backend/cpu/cpu_isa.hpp"
+
+namespace forge {
+
+struct BlasCoreChoice {
+  std::string library;  // "OpenBLAS 0.3.21"
+  std::string at_load;  // the core the library selected itself
+  std::string core;     // the core in use
+  std::string note;     // what forge did, or why it did nothing; "" when nothing was due
+  bool slow = false;    // the core in use is a fallback for this CPU
+};
+
+// The choice made before main (correct_blas_core with the CPU's level and
+// FORGE_BLAS_CORETYPE).
+const BlasCoreChoice& blas_core_choice();
+
+// The steps, for the choice at start and for tests.
+int blas_core_rank(const std::string& core);
+std::string blas_core_for(CpuLevel level);  // "" below v3: nothing better to pick
+std::string blas_core_name();               // the library's current core
+std::string blas_library_name();
+bool switch_blas_core(const std::string& core);  // true when `core` is in use afterwards
+bool blas_self_check();
+BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy);
+
+}  // namespace forge

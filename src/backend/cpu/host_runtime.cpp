@@ -1,0 +1,68 @@
+// The host's compute configuration (backend/host_runtime.hpp), from the CPU
+// level, the kernel variant and the BLAS core choice of this wing.
+#include "backend/host_runtime.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "backend/cpu/blas_core.hpp"
+#include "backend/cpu/cpu_isa.hpp"
+#include "backend/cpu/cpu_variants.hpp"
+
+namespace forge {
+
+namespace {
+
+int cores_in_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
+const HostRuntime& host_runtime() {
+  static const HostRuntime r = [] {
+    HostRuntime h;
+    h.cpu_level = cpu_level_name(detect_cpu_level());
+    h.cpu_kernels = selected_cpu_variant().name;
+    for (const auto& v : cpu_variants()) h.cpu_kernels_built += (h.cpu_kernels_built.empty() ? "" : ", ") + v.name;
+    const BlasCoreChoice& b = blas_core_choice();
+    h.blas = b.library;
+    h.blas_core = b.core;
+    h.blas_note = b.note;
+    h.cores = cores_in_affinity();
+    return h;
+  }();
+  return r;
+}
+
+std::string host_runtime_line() {
+  const HostRuntime& h = host_runtime();
+  std::string s = "CPU " + h.cpu_level + " (kernels " + h.cpu_kernels + "), BLAS " + h.blas + " core " +
+                  h.blas_core;
+  if (!h.blas_note.empty()) s += " (" + h.blas_note + ")";
+  return s + ", " + std::to_string(h.cores) + (h.cores == 1 ? " core" : " cores");
+}
+
+std::vector<std::string> host_runtime_warnings(int threads, int threads_on_node) {
+  const HostRuntime& h = host_runtime();
+  std::vector<std::string> w;
+  if (blas_core_choice().slow)
+    w.push_back("BLAS core " + h.blas_core + " is a slow fallback on this " + h.cpu_level + " CPU (" +
+                h.blas_note + "): SGEMM runs several times below the machine's speed; unset "
+                "FORGE_BLAS_CORETYPE, or set it to " + blas_core_for(detect_cpu_level()));
+  if (threads > h.cores)
+    w.push_back(std::to_string(threads) + " compute threads on " + std::to_string(h.cores) +
+                " cores given to this process: set run.threads (or OMP_NUM_THREADS) to at most " +
+                std::to_string(h.cores));
+  else if (threads_on_node > h.cores)
+    w.push_back("the ranks on this node run " + std::to_string(threads_on_node) + " compute threads on " +
+                std::to_string(h.cores) + " cores: lower run.threads, or place fewer ranks per node");
+  return w;
+}
+
+}  // namespace forge

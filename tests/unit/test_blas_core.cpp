@@ -1,0 +1,93 @@
+// OpenBLAS core selection (backend/cpu/blas_core.hpp): the library's fallback
+// core forced in this process (Prescott, SSE3), then forge's correction must
+// reach the CPU's own core (rank 3 or 4: AVX2 or AVX-512 kernels) and pass the
+// SGEMM self-check; "keep" leaves it and marks it slow; a core the CPU cannot
+// run or a name OpenBLAS lacks is refused; a library choice that is not a
+// fallback is left alone. Each test puts the original core back.
+#include <gtest/gtest.h>
+
+#include "backend/cpu/blas_core.hpp"
+#include "backend/cpu/cpu_isa.hpp"
+#include "backend/host_runtime.hpp"
+
+namespace forge {
+namespace {
+
+class BlasCore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    original_ = blas_core_name();
+    if (detect_cpu_level() < CpuLevel::kV3) GTEST_SKIP() << "this CPU has no AVX2: no fallback to correct";
+  }
+  void TearDown() override { switch_blas_core(original_); }
+  std::string original_;
+};
+
+TEST_F(BlasCore, ForcedFallbackIsReplacedByTheCpusCore) {
+  ASSERT_TRUE(switch_blas_core("Prescott")) << "could not force the fallback core";
+  ASSERT_EQ(blas_core_name(), "Prescott");
+  const BlasCoreChoice c = correct_blas_core(detect_cpu_level(), "auto");
+  EXPECT_EQ(c.at_load, "Prescott");
+  EXPECT_EQ(c.core, blas_core_for(detect_cpu_level()));
+  EXPECT_EQ(blas_core_name(), c.core);
+  EXPECT_GE(blas_core_rank(c.core), 3);
+  EXPECT_FALSE(c.slow);
+  EXPECT_NE(c.note.find("switched from Prescott"), std::string::npos) << c.note;
+  EXPECT_TRUE(blas_self_check());
+}
+
+TEST_F(BlasCore, KeepLeavesTheFallbackAndMarksItSlow) {
+  ASSERT_TRUE(switch_blas_core("Nehalem"));
+  const BlasCoreChoice c = correct_blas_core(detect_cpu_level(), "keep");
+  EXPECT_EQ(c.core, "Nehalem");
+  EXPECT_EQ(blas_core_name(), "Nehalem");
+  EXPECT_TRUE(c.slow);
+  EXPECT_TRUE(blas_self_check()) << "the fallback is slow, not wrong";
+}
+
+TEST_F(BlasCore, NamedCoreBeyondTheCpuOrUnknownIsRefused) {
+  ASSERT_TRUE(switch_blas_core("Prescott"));
+  const BlasCoreChoice beyond = correct_blas_core(CpuLevel::kV3, "SkylakeX");
+  EXPECT_EQ(blas_core_name(), "Prescott");
+  EXPECT_TRUE(beyond.slow);
+  EXPECT_NE(beyond.note.find("lacks its instructions"), std::string::npos) << beyond.note;
+  const BlasCoreChoice unknown = correct_blas_core(CpuLevel::kV3, "Pentium9");
+  EXPECT_NE(unknown.note.find("not an OpenBLAS core name"), std::string::npos) << unknown.note;
+  const BlasCoreChoice named = correct_blas_core(CpuLevel::kV3, "Sandybridge");
+  EXPECT_EQ(named.core, "Sandybridge");
+  EXPECT_EQ(blas_core_name(), "Sandybridge");
+}
+
+TEST_F(BlasCore, LibraryChoiceAtTheCpusLevelIsLeftAlone) {
+  ASSERT_TRUE(switch_blas_core("Haswell"));
+  // An AVX2 core on an AVX-512 CPU (OpenBLAS 0.3.21 picks Zen on a Zen 4) is
+  // the library's choice for a known model, not a fallback.
+  const BlasCoreChoice c = correct_blas_core(CpuLevel::kV4, "auto");
+  EXPECT_EQ(c.core, "Haswell");
+  EXPECT_TRUE(c.note.empty()) << c.note;
+  EXPECT_FALSE(c.slow);
+}
+
+TEST(BlasCoreRanks, TableOrdersTheInstructionSets) {
+  EXPECT_EQ(blas_core_rank("Prescott"), 1);
+  EXPECT_EQ(blas_core_rank("Sandybridge"), 2);
+  EXPECT_EQ(blas_core_rank("Zen"), 3);
+  EXPECT_EQ(blas_core_rank("SkylakeX"), 4);
+  EXPECT_EQ(blas_core_rank("NoSuchCore"), 0);
+  EXPECT_EQ(blas_core_for(CpuLevel::kV2), "");
+}
+
+TEST(HostRuntime, StartupChoiceIsWhatRuns) {
+  // Before main the choice was made; nothing in this process has switched
+  // cores since (the fixture tests restore theirs).
+  EXPECT_EQ(host_runtime().blas_core, blas_core_choice().core);
+  EXPECT_FALSE(host_runtime().blas.empty());
+  EXPECT_GE(host_runtime().cores, 1);
+  const auto warnings = host_runtime_warnings(host_runtime().cores + 1);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings.back().find("run.threads"), std::string::npos) << warnings.back();
+  EXPECT_TRUE(host_runtime_warnings(1, host_runtime().cores + 3).size() >= 1);
+}
+
+}  // namespace
+}  // namespace forge

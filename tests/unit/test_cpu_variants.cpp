@@ -1,0 +1,85 @@
+// The CPU kernel variants (backend/cpu/cpu_variants.hpp): every backend case
+// of tests/emulation/backend_cases.hpp run by the x86-64-v3 and x86-64-v4
+// kernels against the build's baseline variant (x86-64: SSE2 only), at the
+// cases' FP32 tolerance (1e-5 relative); a variant this CPU cannot run skips
+// with the reason. Then the choice: the highest level the CPU runs, and
+// FORGE_CPU_KERNELS picking another or naming one that cannot run (a clear
+// InputError).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "backend/cpu/cpu_isa.hpp"
+#include "backend/cpu/cpu_variants.hpp"
+#include "core/error.hpp"
+
+#define FORGE_BACKEND_CASES_REFERENCE() ::forge::make_cpu_backend_variant(::forge::cpu_variants().front().name)
+#include "emulation/backend_cases.hpp"
+
+namespace forge {
+namespace {
+
+// The named variant's backend, or nullptr with the reason (not built, not
+// runnable here, or the baseline itself).
+template <const char* name>
+Backend* variant_backend(std::string* why) {
+  static std::string reason;
+  static const std::unique_ptr<Backend> backend = []() -> std::unique_ptr<Backend> {
+    if (cpu_variants().front().name == name) {
+      reason = std::string(name) + " is the reference";
+      return nullptr;
+    }
+    try {
+      return make_cpu_backend_variant(name);
+    } catch (const InputError& e) {
+      reason = e.what();
+      return nullptr;
+    }
+  }();
+  *why = reason;
+  return backend.get();
+}
+
+constexpr char kV3[] = "x86-64-v3";
+constexpr char kV4[] = "x86-64-v4";
+
+FORGE_BACKEND_CASES(CpuKernelsV3, variant_backend<kV3>)
+FORGE_BACKEND_CASES(CpuKernelsV4, variant_backend<kV4>)
+
+struct EnvVar {
+  explicit EnvVar(const char* value) { setenv("FORGE_CPU_KERNELS", value, 1); }
+  ~EnvVar() { unsetenv("FORGE_CPU_KERNELS"); }
+};
+
+TEST(CpuVariants, TheHighestLevelThisCpuRunsIsChosen) {
+  const auto runnable = runnable_cpu_variants();
+  ASSERT_FALSE(runnable.empty());
+  EXPECT_EQ(selected_cpu_variant().name, runnable.back());
+  for (const auto& v : cpu_variants())
+    if (v.name == runnable.back()) EXPECT_LE(v.level, detect_cpu_level());
+  EXPECT_EQ(make_backend("cpu")->name(), "cpu");
+}
+
+TEST(CpuVariants, EnvironmentPicksAnotherVariant) {
+  const std::string base = cpu_variants().front().name;
+  EnvVar env(base.c_str());
+  EXPECT_EQ(selected_cpu_variant().name, base);
+}
+
+TEST(CpuVariants, UnknownOrUnrunnableVariantIsAnInputError) {
+  {
+    EnvVar env("pentium");
+    try {
+      selected_cpu_variant();
+      FAIL() << "no error for FORGE_CPU_KERNELS=pentium";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("no CPU kernels 'pentium'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(cpu_variants().front().name), std::string::npos) << e.what();
+    }
+  }
+  for (const auto& v : cpu_variants())
+    if (v.level > detect_cpu_level()) EXPECT_THROW(make_cpu_backend_variant(v.name), InputError) << v.name;
+}
+
+}  // namespace
+}  // namespace forge
