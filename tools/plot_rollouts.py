@@ -139,8 +139,18 @@ def main():
             curve(axes[0], x, s[key], args.smooth, label=key)
         axes[0].set(title="clipped / masked tokens", xlabel="step")
         axes[0].legend()
-        curve(axes[1], x, s["logprob_mismatch"], args.smooth)
-        axes[1].set(title="logprob mismatch |lp - mu|", xlabel="step")
+        if "engine_mismatch" in s:  # schema 3: the two figures apart
+            for key, label in (("engine_mismatch", "engine/learner (staleness 0)"),
+                               ("stale_drift", "drift (staleness >= 1)")):
+                y = np.asarray(s[key], dtype=float)
+                ok = ~np.isnan(y)
+                if ok.any():
+                    axes[1].plot(x[ok], y[ok], ".", markersize=3, label=label)
+            axes[1].set_yscale("log")
+            axes[1].legend()
+        else:  # schema <= 2: one mixed figure
+            curve(axes[1], x, s["logprob_mismatch"], args.smooth)
+        axes[1].set(title="|lp - mu|", xlabel="step")
         curve(axes[2], x, s["tree_token_ratio"], args.smooth)
         axes[2].set(title="tree / linear tokens", xlabel="step")
         fig.tight_layout()

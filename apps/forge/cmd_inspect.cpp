@@ -3,13 +3,18 @@
 //   - reward components and success over time, overall and per domain, in
 //     up to --buckets equal ranges of the consuming step (episodes/*),
 //   - training metrics over the same ranges (steps/*): objective, reward,
-//     clip and masked fractions, logprob mismatch, KL, entropy, tree/linear
-//     token ratio, tokens/s,
+//     clip and masked fractions, the engine/learner mismatch (tokens of
+//     staleness 0: mean and the largest step's) and the drift of stale tokens
+//     (mean, and per staleness over the whole run), KL, entropy, tree/linear
+//     token ratio, tokens/s (a file of schema <= 2 has one mixed "mismatch"
+//     instead, shown as such),
 //   - length distributions (turns, generated tokens, final context length),
 //   - the staleness histogram, and the store's share of the step time.
 // Works on a file that is being written (SWMR read: it shows what the writer
 // has flushed). --json prints the same figures as one JSON object.
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -21,10 +26,15 @@
 namespace forge {
 namespace {
 
+// Mean of the values added; NaN ones (a step without such tokens) are skipped.
 struct Mean {
-  double sum = 0;
+  double sum = 0, max = std::nan("");
   int64_t n = 0;
-  void add(double v) { sum += v, ++n; }
+  void add(double v) {
+    if (std::isnan(v)) return;
+    sum += v, ++n;
+    max = std::isnan(max) ? v : std::max(max, v);
+  }
   double value() const { return n ? sum / n : std::nan(""); }
 };
 
@@ -47,15 +57,22 @@ struct Rewards {
 
 struct Training {
   int64_t steps = 0;
-  Mean objective, reward, clip, masked, mismatch, kl, entropy, tree_ratio, tokens_per_s;
+  Mean objective, reward, clip, masked, engine_mismatch, stale_drift, mixed_mismatch, kl, entropy, tree_ratio,
+      tokens_per_s;
+  // Token-weighted drift per staleness needs token counts the file does not
+  // keep: this is the mean over steps of each bin's mean.
+  std::array<Mean, rollout_schema::kStalenessBins> drift;
   double step_seconds = 0, store_seconds = 0;
   void add(const StepMetrics& m) {
     ++steps;
+    engine_mismatch.add(m.engine_mismatch);
+    stale_drift.add(m.stale_drift);
+    mixed_mismatch.add(m.mixed_mismatch);
+    for (int b = 0; b < rollout_schema::kStalenessBins; ++b) drift[b].add(m.drift_by_staleness[b]);
     objective.add(m.objective);
     reward.add(m.reward_mean);
     clip.add(m.clip_fraction);
     masked.add(m.masked_fraction);
-    mismatch.add(m.logprob_mismatch);
     kl.add(m.kl);
     entropy.add(m.entropy);
     tree_ratio.add(m.tree_token_ratio);
@@ -66,11 +83,15 @@ struct Training {
   std::string json() const {
     std::string s = "{\"steps\": " + std::to_string(steps);
     for (auto [key, v] : {std::pair{"objective", &objective}, {"reward_mean", &reward}, {"clip_fraction", &clip},
-                          {"masked_fraction", &masked}, {"logprob_mismatch", &mismatch}, {"kl", &kl},
-                          {"entropy", &entropy}, {"tree_token_ratio", &tree_ratio},
-                          {"tokens_per_s", &tokens_per_s}})
+                          {"masked_fraction", &masked}, {"engine_mismatch", &engine_mismatch},
+                          {"stale_drift", &stale_drift}, {"kl", &kl}, {"entropy", &entropy},
+                          {"tree_token_ratio", &tree_ratio}, {"tokens_per_s", &tokens_per_s}})
       s += std::string(", \"") + key + "\": " + json_number(v->value());
-    return s + "}";
+    s += ", \"engine_mismatch_max\": " + json_number(engine_mismatch.max);
+    if (mixed_mismatch.n) s += ", \"mixed_mismatch\": " + json_number(mixed_mismatch.value());
+    s += ", \"drift_by_staleness\": [";
+    for (int b = 0; b < rollout_schema::kStalenessBins; ++b) s += (b ? ", " : "") + json_number(drift[b].value());
+    return s + "]}";
   }
 };
 
@@ -236,16 +257,29 @@ void print_text(const RolloutReader& r, const Summary& s) {
   std::printf("\n\n");
 
   if (s.steps > 0) {
-    std::printf("training (mean per step)\n  %-13s %9s %9s %7s %7s %9s %9s %8s %10s %9s\n", "steps", "objective",
-                "reward", "clip", "masked", "mismatch", "kl", "entropy", "tree/lin", "tok/s");
-    auto trow = [](const std::string& label, const Training& t) {
-      std::printf("  %-13s %+9.4f %+9.3f %7.3f %7.3f %9.2e %9.2e %8.3f %10.3f %9.0f\n", label.c_str(),
-                  t.objective.value(), t.reward.value(), t.clip.value(), t.masked.value(), t.mismatch.value(),
-                  t.kl.value(), t.entropy.value(), t.tree_ratio.value(), t.tokens_per_s.value());
+    const bool mixed = s.training.mixed_mismatch.n > 0;  // a schema <= 2 file
+    std::printf("training (mean per step)\n  %-13s %9s %9s %7s %7s %9s %9s %9s %8s %10s %9s\n", "steps", "objective",
+                "reward", "clip", "masked", mixed ? "mismatch" : "eng/lrn", mixed ? "" : "drift", "kl", "entropy",
+                "tree/lin", "tok/s");
+    auto trow = [mixed](const std::string& label, const Training& t) {
+      std::printf("  %-13s %+9.4f %+9.3f %7.3f %7.3f %9.2e %9.2e %9.2e %8.3f %10.3f %9.0f\n", label.c_str(),
+                  t.objective.value(), t.reward.value(), t.clip.value(), t.masked.value(),
+                  mixed ? t.mixed_mismatch.value() : t.engine_mismatch.value(),
+                  mixed ? std::nan("") : t.stale_drift.value(), t.kl.value(), t.entropy.value(),
+                  t.tree_ratio.value(), t.tokens_per_s.value());
     };
     for (const auto& k : s.buckets)
       if (k.training.steps) trow(std::to_string(k.first_step) + "-" + std::to_string(k.last_step), k.training);
     trow("all", s.training);
+    if (mixed)
+      std::printf("  (schema <= 2: \"mismatch\" mixes the engine/learner mismatch with the drift of stale tokens)\n");
+    else {
+      std::printf("  engine/learner mismatch (staleness 0): largest step %.2e; drift by staleness:",
+                  s.training.engine_mismatch.max);
+      for (int b = 1; b < rollout_schema::kStalenessBins; ++b)
+        if (s.training.drift[b].n) std::printf(" %d: %.2e", b, s.training.drift[b].value());
+      std::printf("\n");
+    }
     if (s.training.step_seconds > 0)
       std::printf("  rollout store: %.3f s of %.1f s step time (%.2f%%)\n", s.training.store_seconds,
                   s.training.step_seconds, 100 * s.training.store_seconds / s.training.step_seconds);

@@ -127,7 +127,7 @@ int run_train(int argc, char** argv) {
     for (auto& e : episodes) trajs.push_back(e.take_trajectory());
     const double gen_s = sw.seconds();
     double grad_norm = 0;
-    const PolicyUpdateStats st = learner.update(trajs, &grad_norm);
+    const PolicyUpdateStats st = learner.update(trajs, step, &grad_norm);
     engine.clear_prefix_cache();  // cached k/v belong to the old weights
     learner.record(step, trajs, st, grad_norm, {gen_s, sw.seconds()}, "", stream_state);
   }

@@ -1,5 +1,8 @@
 #include "algo/policy_update.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "algo/advantages.hpp"
@@ -9,6 +12,34 @@
 #include "tree/prefix_tree.hpp"
 
 namespace forge {
+namespace {
+
+// engine_mismatch, stale_drift and drift_by_staleness (policy_update.hpp)
+// from the filled logprobs; tokens without a version are left out.
+void split_mismatch(const PackedPolicyTokens& tokens, const std::vector<int32_t>& token_version,
+                    const PolicyUpdateConfig& config, PolicyUpdateStats* st) {
+  double v[2 * kDriftBuckets] = {};  // sums of |delta|, then token counts
+  for (size_t j = 0; j < token_version.size(); ++j) {
+    if (token_version[j] < 0) continue;
+    const int64_t s = std::max<int64_t>(0, config.policy_version - token_version[j]);
+    const int b = static_cast<int>(std::min<int64_t>(s, kDriftBuckets - 1));
+    v[b] += std::fabs(static_cast<double>(tokens.logprob[j]) - tokens.behaviour_logprob[j]);
+    v[kDriftBuckets + b] += 1;
+  }
+  if (config.sum_across_shards) config.sum_across_shards(v, 2 * kDriftBuckets);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  double stale_sum = 0, stale_n = 0;
+  for (int b = 0; b < kDriftBuckets; ++b) {
+    const double n = v[kDriftBuckets + b];
+    st->tokens_by_staleness[b] = static_cast<int64_t>(n);
+    st->drift_by_staleness[b] = n > 0 ? v[b] / n : nan;
+    if (b > 0) stale_sum += v[b], stale_n += n;
+  }
+  st->engine_mismatch = st->drift_by_staleness[0];
+  st->stale_drift = stale_n > 0 ? stale_sum / stale_n : nan;
+}
+
+}  // namespace
 
 PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<Trajectory>& episodes,
                                           const PolicyUpdateConfig& config) {
@@ -55,6 +86,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   std::vector<Sample> samples;
   PackedPolicyTokens tokens;  // advantage, behaviour logprobs, current logprobs (filled in pass 1)
   std::vector<int32_t> context_len;
+  std::vector<int32_t> token_version;  // per generated token, as tokens.logprob
   for (size_t i = 0; i < episodes.size(); ++i) {
     const int k = kept_index[i];
     if (k < 0 || adv.in_zero_variance_group[k]) continue;
@@ -73,6 +105,8 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
       t.behaviour_logprob = c.logprobs;
       t.logprob.assign(c.generated.size(), 0.0f);
       tokens.add(t);
+      if (c.versions.size() == c.generated.size()) token_version.insert(token_version.end(), c.versions.begin(), c.versions.end());
+      else token_version.resize(token_version.size() + c.generated.size(), -1);
       context_len.push_back(static_cast<int32_t>(c.context.size()));
     }
   }
@@ -105,6 +139,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
     st.tree_tokens = int64_t(v[3]), st.samples = int(n);
   }
   st.entropy_mean = entropy_rows ? entropy_sum / entropy_rows : 0;
+  split_mismatch(tokens, token_version, config, &st);
   const std::vector<float> w =
       policy_coefficients(model.backend(), config.loss, tokens, &st.loss, config.sum_across_shards);
 

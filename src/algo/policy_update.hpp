@@ -13,10 +13,18 @@
 //          need the whole batch)
 //   pass 2: forward + backward with entry weights sum_refs w, so the tree
 //          gradient equals the linear one.
+// Between the passes, |log pi_learner - log pi_behaviour| of every generated
+// token is split by its staleness s = policy_version - (the version that
+// generated it): at s = 0 both sides ran the same weights, so the mean is the
+// numerical mismatch between rollout engine and learner (engine_mismatch,
+// what the FP32 head is for); at s >= 1 it is mostly policy drift
+// (stale_drift, and its mean per s in drift_by_staleness).
 // With several learners each runs both passes on its shard of the samples.
 // Gradients accumulate in the model; the caller steps the optimizer.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "algo/composite_reward.hpp"
@@ -38,7 +46,20 @@ struct PolicyUpdateConfig {
   // the learners' gradients is the gradient of one learner on the batch.
   int shard = 0, shards = 1;
   ShardSum sum_across_shards;
+  // The version of the weights being trained (the learner's step); tokens
+  // stamped with it have staleness 0.
+  int64_t policy_version = 0;
 };
+
+// Buckets of drift_by_staleness: bucket s holds staleness s, the last one
+// staleness >= kDriftBuckets - 1 (the rollout store's staleness bins).
+inline constexpr int kDriftBuckets = 16;
+
+inline std::array<double, kDriftBuckets> nan_buckets() {
+  std::array<double, kDriftBuckets> a;
+  a.fill(std::numeric_limits<double>::quiet_NaN());
+  return a;
+}
 
 struct PolicyUpdateStats {
   PolicyLossStats loss;
@@ -53,6 +74,11 @@ struct PolicyUpdateStats {
   double entropy_mean = 0;      // mean entropy of the trained rows
   int64_t linear_tokens = 0;    // tokens if every call ran alone
   int64_t tree_tokens = 0;      // tokens actually run per pass
+  // Mean |log pi_learner - log pi_behaviour| (see above); NaN without tokens.
+  double engine_mismatch = std::numeric_limits<double>::quiet_NaN();  // staleness 0
+  double stale_drift = std::numeric_limits<double>::quiet_NaN();      // staleness >= 1
+  std::array<double, kDriftBuckets> drift_by_staleness = nan_buckets();  // NaN where empty
+  std::array<int64_t, kDriftBuckets> tokens_by_staleness{};
 };
 
 PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<Trajectory>& episodes,

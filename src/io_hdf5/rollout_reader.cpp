@@ -1,6 +1,7 @@
 #include "io_hdf5/rollout_reader.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 #include "core/error.hpp"
@@ -63,9 +64,12 @@ RolloutReader::RolloutReader(const std::string& path) : file_(h5::File::open_fol
                      ", newer than this forge reads (" + std::to_string(rs::kSchemaVersion) +
                      "); use a newer forge");
   config_ = file_.attr_string("config");
-  for (const auto& c : rs::columns()) {
+  std::vector<rs::Column> to_open = rs::columns();
+  for (const auto& [c, last] : rs::legacy_columns())
+    if (schema_version_ <= last) to_open.push_back(c);
+  for (const auto& c : to_open) {
     const std::string name = c.path;
-    if (!file_.exists(name) && schema_version_ < 2 && name == "episodes/abandoned") continue;
+    if (!file_.exists(name) && schema_version_ < rs::introduced_in(name)) continue;
     if (!file_.exists(name)) throw InputError("'" + path + "' has no dataset '" + name + "' (corrupted?)");
     Dataset d{h5::Handle(H5Dopen2(file_.id(), c.path, H5P_DEFAULT), H5Dclose), c, 0};
     if (!d.id.valid()) throw InputError("'" + path + "': cannot open dataset '" + name + "' (corrupted?)");
@@ -245,7 +249,13 @@ std::vector<StepMetrics> RolloutReader::steps() const {
   fill("steps/success_rate", &StepMetrics::success_rate);
   fill("steps/clip_fraction", &StepMetrics::clip_fraction);
   fill("steps/masked_fraction", &StepMetrics::masked_fraction);
-  fill("steps/logprob_mismatch", &StepMetrics::logprob_mismatch);
+  auto fill_if_present = [&](const char* name, double StepMetrics::*field) {
+    if (datasets_.count(name)) fill(name, field);
+    else for (auto& m : out) m.*field = std::numeric_limits<double>::quiet_NaN();
+  };
+  fill_if_present("steps/engine_mismatch", &StepMetrics::engine_mismatch);
+  fill_if_present("steps/stale_drift", &StepMetrics::stale_drift);
+  fill_if_present("steps/logprob_mismatch", &StepMetrics::mixed_mismatch);
   fill("steps/kl", &StepMetrics::kl);
   fill("steps/entropy", &StepMetrics::entropy);
   fill("steps/tree_token_ratio", &StepMetrics::tree_token_ratio);
@@ -257,6 +267,14 @@ std::vector<StepMetrics> RolloutReader::steps() const {
   for (int64_t i = 0; i < n; ++i) {
     out[i].step = step[i];
     std::copy_n(hist.begin() + i * rs::kStalenessBins, rs::kStalenessBins, out[i].staleness_hist.begin());
+  }
+  if (datasets_.count("steps/drift_by_staleness")) {
+    std::vector<double> drift(static_cast<size_t>(n) * rs::kStalenessBins);
+    read_raw(dataset("steps/drift_by_staleness"), 0, n, drift.data());
+    for (int64_t i = 0; i < n; ++i)
+      std::copy_n(drift.begin() + i * rs::kStalenessBins, rs::kStalenessBins, out[i].drift_by_staleness.begin());
+  } else {
+    for (auto& m : out) m.drift_by_staleness.fill(std::numeric_limits<double>::quiet_NaN());
   }
   return out;
 }

@@ -9,7 +9,8 @@
 //   calls/{token_offset, context_len, generated_len, episode}        [n_calls]
 //   episodes/{call_offset, n_calls, env, template_family, ...}    [n_episodes]
 //       env and template_family are codes into their "names" attribute
-//   steps/{step, objective, ...}   [n_steps]; steps/staleness_hist [n_steps, 16]
+//   steps/{step, objective, ...}   [n_steps]; steps/staleness_hist and
+//       steps/drift_by_staleness [n_steps, 16]
 //
 // Every dataset is 1-D (or [n, width]) with an unlimited first dimension,
 // chunked, shuffled and deflated. Rows are appended tokens first, then calls,
@@ -19,13 +20,18 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace forge::rollout_schema {
 
 inline constexpr const char* kFormat = "forge-rollouts";
 // 2: episodes/abandoned (a version-1 file lacks it; read as all 0).
-inline constexpr int64_t kSchemaVersion = 2;
+// 3: steps/engine_mismatch, steps/stale_drift and steps/drift_by_staleness
+//    replace steps/logprob_mismatch, which mixed the two (an older file's is
+//    read as StepMetrics::mixed_mismatch; the new ones read as NaN).
+inline constexpr int64_t kSchemaVersion = 3;
 inline constexpr int kStalenessBins = 16;  // bin k = staleness k, the last bin >= 15
 inline constexpr const char* kNamesAttr = "names";
 
@@ -100,7 +106,8 @@ inline const std::vector<Column>& columns() {
       {"steps/success_rate", Type::kF64, 1, kStepChunk},
       {"steps/clip_fraction", Type::kF64, 1, kStepChunk},
       {"steps/masked_fraction", Type::kF64, 1, kStepChunk},
-      {"steps/logprob_mismatch", Type::kF64, 1, kStepChunk},
+      {"steps/engine_mismatch", Type::kF64, 1, kStepChunk},
+      {"steps/stale_drift", Type::kF64, 1, kStepChunk},
       {"steps/kl", Type::kF64, 1, kStepChunk},
       {"steps/entropy", Type::kF64, 1, kStepChunk},
       {"steps/tree_token_ratio", Type::kF64, 1, kStepChunk},
@@ -108,8 +115,25 @@ inline const std::vector<Column>& columns() {
       {"steps/step_seconds", Type::kF64, 1, kStepChunk},
       {"steps/store_seconds", Type::kF64, 1, kStepChunk},
       {"steps/staleness_hist", Type::kI32, kStalenessBins, kStepChunk},
+      {"steps/drift_by_staleness", Type::kF64, kStalenessBins, kStepChunk},
   };
   return c;
+}
+
+// Columns of older schemas that a reader still opens: (column, last schema
+// version that wrote it).
+inline const std::vector<std::pair<Column, int64_t>>& legacy_columns() {
+  static const std::vector<std::pair<Column, int64_t>> c = {
+      {{"steps/logprob_mismatch", Type::kF64, 1, kStepChunk}, 2},
+  };
+  return c;
+}
+
+// The version that introduced a column (1 for the original ones).
+inline int64_t introduced_in(const std::string& path) {
+  if (path == "episodes/abandoned") return 2;
+  if (path == "steps/engine_mismatch" || path == "steps/stale_drift" || path == "steps/drift_by_staleness") return 3;
+  return 1;
 }
 
 }  // namespace forge::rollout_schema

@@ -277,13 +277,14 @@ void RolloutStore::append_step(StepMetrics m) {
       {"steps/outcome_mean", m.outcome_mean}, {"steps/process_mean", m.process_mean},
       {"steps/efficiency_mean", m.efficiency_mean}, {"steps/success_rate", m.success_rate},
       {"steps/clip_fraction", m.clip_fraction}, {"steps/masked_fraction", m.masked_fraction},
-      {"steps/logprob_mismatch", m.logprob_mismatch}, {"steps/kl", m.kl},
+      {"steps/engine_mismatch", m.engine_mismatch}, {"steps/stale_drift", m.stale_drift}, {"steps/kl", m.kl},
       {"steps/entropy", m.entropy}, {"steps/tree_token_ratio", m.tree_token_ratio},
       {"steps/tokens_per_s", m.tokens_per_s}, {"steps/step_seconds", m.step_seconds},
       {"steps/store_seconds", m.store_seconds}};
   for (const auto& [name, v] : values)
     col(name).push<double>(v);
   col("steps/staleness_hist").push_n(m.staleness_hist.data(), m.staleness_hist.size());
+  col("steps/drift_by_staleness").push_n(m.drift_by_staleness.data(), m.drift_by_staleness.size());
   seconds_spent_ += sw.seconds();
   seconds_at_last_step_ = seconds_spent_;
   maybe_flush();

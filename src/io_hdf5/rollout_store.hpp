@@ -24,6 +24,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,7 +43,18 @@ struct StepMetrics {
   int64_t step = 0;
   double objective = 0, reward_mean = 0;
   double outcome_mean = 0, process_mean = 0, efficiency_mean = 0, success_rate = 0;
-  double clip_fraction = 0, masked_fraction = 0, logprob_mismatch = 0, kl = 0, entropy = 0;
+  double clip_fraction = 0, masked_fraction = 0, kl = 0, entropy = 0;
+  // |log pi_learner - log pi_behaviour| (algo/policy_update.hpp): at
+  // staleness 0 (the engine/learner mismatch), at staleness >= 1 (drift), and
+  // per staleness (bins as staleness_hist); NaN where no token fell in.
+  double engine_mismatch = std::numeric_limits<double>::quiet_NaN();
+  double stale_drift = std::numeric_limits<double>::quiet_NaN();
+  std::array<double, rollout_schema::kStalenessBins> drift_by_staleness = [] {
+    std::array<double, rollout_schema::kStalenessBins> a;
+    a.fill(std::numeric_limits<double>::quiet_NaN());
+    return a;
+  }();
+  double mixed_mismatch = std::numeric_limits<double>::quiet_NaN();  // read from schema <= 2 files only
   double tree_token_ratio = 1, tokens_per_s = 0;
   double step_seconds = 0;   // wall time of the training step
   double store_seconds = 0;  // time spent in the store since the previous step (set by the store)

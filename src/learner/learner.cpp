@@ -52,8 +52,9 @@ Learner::Learner(const LearnerSetup& setup, PolicyModel& model, AdamW& opt, cons
 
 Learner::~Learner() = default;
 
-PolicyUpdateStats Learner::update(const std::vector<Trajectory>& episodes, double* grad_norm) {
+PolicyUpdateStats Learner::update(const std::vector<Trajectory>& episodes, int64_t version, double* grad_norm) {
   model_.zero_grads();
+  update_.policy_version = version;
   const PolicyUpdateStats st = policy_forward_backward(model_, episodes, update_);
   if (setup_.gradient_sum) setup_.gradient_sum(model_.grads(), model_.layout().total);
   *grad_norm = st.samples ? opt_.step() : 0.0;

@@ -79,8 +79,9 @@ class Learner {
   ~Learner();
 
   // Gradients of the batch summed over learners, then one AdamW step (none
-  // when no sample is left to train). Every learner calls it.
-  PolicyUpdateStats update(const std::vector<Trajectory>& episodes, double* grad_norm);
+  // when no sample is left to train). Every learner calls it. `version`: the
+  // weights' version (the step), from which token staleness is counted.
+  PolicyUpdateStats update(const std::vector<Trajectory>& episodes, int64_t version, double* grad_norm);
 
   // The lead's bookkeeping of step `step` (0-based), after update.
   // progress_suffix is appended to the progress line; stream_state gives the

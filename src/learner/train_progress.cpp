@@ -1,19 +1,33 @@
 #include "learner/train_progress.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 namespace forge {
+namespace {
+
+// "1.2e-07", or "-" for NaN (no token of that kind in the step).
+std::string sci(double v) {
+  if (std::isnan(v)) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1e", v);
+  return b;
+}
+
+}  // namespace
 
 std::string format_train_progress(int step, const PolicyUpdateStats& st, double grad_norm,
                                   double gen_tokens_per_s, double seconds) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "step %4d  reward %+.3f (outcome %.3f process %+.3f efficiency %+.3f)  success %.2f  "
-                "zero-var %d/%d  clip %.3f  masked %.3f  mismatch %.2e  kl %.2e  entropy %.2f  "
+                "zero-var %d/%d  clip %.3f  masked %.3f  engine/learner %s  drift %s  kl %.2e  entropy %.2f  "
                 "grad %.2f  gen %.0f tok/s  tree/linear %.2f  %.1f s",
                 step, st.reward_mean, st.component_mean.outcome, st.component_mean.process,
                 st.component_mean.efficiency, st.success_rate, st.zero_variance_groups, st.groups,
-                st.loss.clip_fraction(), st.loss.masked_fraction(), st.loss.logprob_mismatch, st.loss.kl,
+                st.loss.clip_fraction(), st.loss.masked_fraction(), sci(st.engine_mismatch).c_str(),
+                sci(st.stale_drift).c_str(), st.loss.kl,
                 st.entropy_mean, grad_norm, gen_tokens_per_s,
                 st.linear_tokens ? double(st.tree_tokens) / st.linear_tokens : 1.0, seconds);
   return line;
@@ -30,7 +44,10 @@ StepMetrics step_metrics(int64_t step, const PolicyUpdateStats& s, double tokens
   m.success_rate = s.success_rate;
   m.clip_fraction = s.loss.clip_fraction();
   m.masked_fraction = s.loss.masked_fraction();
-  m.logprob_mismatch = s.loss.logprob_mismatch;
+  m.engine_mismatch = s.engine_mismatch;
+  m.stale_drift = s.stale_drift;
+  static_assert(kDriftBuckets == rollout_schema::kStalenessBins, "drift buckets are the staleness bins");
+  m.drift_by_staleness = s.drift_by_staleness;
   m.kl = s.loss.kl;
   m.entropy = s.entropy_mean;
   m.tree_token_ratio = s.linear_tokens ? double(s.tree_tokens) / double(s.linear_tokens) : 1.0;

@@ -216,7 +216,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
         lead ? std::move(batch->episodes)
              : decode_trajectories(bytes.data(), bytes.size(), model.config().vocab, "the lead learner's batch");
     double grad_norm = 0;
-    const PolicyUpdateStats st = learner.update(episodes, &grad_norm);
+    const PolicyUpdateStats st = learner.update(episodes, step, &grad_norm);
     if (!lead) continue;
     publish(step + 1);
     const double since_previous = since_step.seconds();

@@ -1,5 +1,6 @@
 // `forge train` end to end on a tiny model: two synchronous RL steps run,
-// log rewards and the engine/trainer logprob mismatch, evaluate on seen and
+// log rewards, the engine/learner logprob mismatch and the drift of stale
+// tokens, evaluate on seen and
 // held-out styles and checkpoint; --resume continues from the checkpoint.
 #include <unistd.h>
 
@@ -24,7 +25,8 @@ TEST(Train, TinyRunThenResume) {
   const Result r = forge(std::string("train ") + kTiny + "--train.steps=2 --run.dir=" + dir);
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "step    2")) << r.err;
-  EXPECT_TRUE(contains(r.err, "mismatch")) << r.err;
+  EXPECT_TRUE(contains(r.err, "engine/learner ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "drift ")) << r.err;
   EXPECT_TRUE(contains(r.out, "held-out families")) << r.out;
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoints/ckpt_step_00000002.h5"));
 

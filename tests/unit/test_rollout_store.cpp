@@ -184,6 +184,9 @@ TEST(RolloutStore, RoundTripOfEveryArrayAndTable) {
       m.reward_mean = 0.25 + step;
       m.tree_token_ratio = 0.6;
       m.tokens_per_s = 1000 + step;
+      m.engine_mismatch = step == 0 ? std::nan("") : 1e-7 * step;  // NaN: a step without staleness-0 tokens
+      m.stale_drift = 0.01 * (step + 1);
+      for (int b = 0; b < rollout_schema::kStalenessBins; ++b) m.drift_by_staleness[b] = b == 3 ? std::nan("") : step + 0.001 * b;
       store.append_step(m);
       if (step == 1) store.flush();
     }
@@ -236,6 +239,12 @@ TEST(RolloutStore, RoundTripOfEveryArrayAndTable) {
     EXPECT_EQ(steps[s].tree_token_ratio, 0.6);
     EXPECT_EQ(steps[s].tokens_per_s, 1000 + s);
     EXPECT_EQ(steps[s].staleness_hist, hist[s]);
+    if (s == 0) EXPECT_TRUE(std::isnan(steps[s].engine_mismatch));
+    else EXPECT_EQ(steps[s].engine_mismatch, 1e-7 * s);
+    EXPECT_EQ(steps[s].stale_drift, 0.01 * (s + 1));
+    EXPECT_TRUE(std::isnan(steps[s].drift_by_staleness[3]));
+    EXPECT_EQ(steps[s].drift_by_staleness[7], s + 0.001 * 7);
+    EXPECT_TRUE(std::isnan(steps[s].mixed_mismatch));
   }
   EXPECT_THROW(r.episode(static_cast<int64_t>(all.size())), InputError);
 }
@@ -388,7 +397,12 @@ TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
   const std::string good = dir + "/good.h5";
   {
     RolloutStore store(good, options());
-    for (int s = 0; s < 4; ++s) store.append_episodes(batch(s * 50, 50), s, s);
+    for (int s = 0; s < 4; ++s) {
+      store.append_episodes(batch(s * 50, 50), s, s);
+      StepMetrics m;
+      m.step = s;
+      store.append_step(m);
+    }
   }
   std::string bytes;
   {
@@ -437,28 +451,62 @@ TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
   }
   expect_input_error(newer, {"schema version " + std::to_string(rollout_schema::kSchemaVersion + 1), "newer"});
 
-  // Version 1 had no episodes/abandoned: read as all 0. A version-2 file
-  // without it is corrupted.
+  // Older schemas: version 1 had no episodes/abandoned (read as all 0; a
+  // version-2 file without it is corrupted); versions 1 and 2 had one mixed
+  // steps/logprob_mismatch instead of the three schema-3 columns (read as
+  // mixed_mismatch; the new figures read as NaN).
+  const auto make_old = [&](const std::string& path, int64_t version, bool drop_abandoned) {
+    fs::copy_file(good, path);
+    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_TRUE(f.valid());
+    if (drop_abandoned) ASSERT_GE(H5Ldelete(f.id(), "episodes/abandoned", H5P_DEFAULT), 0);
+    hsize_t n = 0;
+    {
+      h5::Handle d(H5Dopen2(f.id(), "steps/step", H5P_DEFAULT), H5Dclose);
+      h5::Handle space(H5Dget_space(d.id()), H5Sclose);
+      H5Sget_simple_extent_dims(space.id(), &n, nullptr);
+    }
+    for (const char* name : {"steps/engine_mismatch", "steps/stale_drift", "steps/drift_by_staleness"})
+      ASSERT_GE(H5Ldelete(f.id(), name, H5P_DEFAULT), 0);
+    h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    h5::Handle d(H5Dcreate2(f.id(), "steps/logprob_mismatch", H5T_NATIVE_DOUBLE, space.id(), H5P_DEFAULT,
+                            H5P_DEFAULT, H5P_DEFAULT),
+                 H5Dclose);
+    const std::vector<double> values(n, 0.125);
+    ASSERT_GE(H5Dwrite(d.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+    h5::Handle a(H5Aopen(f.id(), "schema_version", H5P_DEFAULT), H5Aclose);
+    ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &version), 0);
+  };
+  const std::string v2_without_abandoned = dir + "/v2-no-abandoned.h5";
+  make_old(v2_without_abandoned, 2, true);
+  expect_input_error(v2_without_abandoned, {"episodes/abandoned"});
   for (const int64_t version : {int64_t{1}, int64_t{2}}) {
     const std::string old = dir + "/v" + std::to_string(version) + ".h5";
-    fs::copy_file(good, old);
-    {
-      h5::Handle f(H5Fopen(old.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-      ASSERT_TRUE(f.valid());
-      ASSERT_GE(H5Ldelete(f.id(), "episodes/abandoned", H5P_DEFAULT), 0);
-      h5::Handle a(H5Aopen(f.id(), "schema_version", H5P_DEFAULT), H5Aclose);
-      ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &version), 0);
-    }
-    if (version == 2) {
-      expect_input_error(old, {"episodes/abandoned"});
-    } else {
-      const RolloutReader r(old);
-      const EpisodeTable e = r.episodes();
-      ASSERT_GT(e.size(), 0u);
+    make_old(old, version, version == 1);
+    const RolloutReader r(old);
+    const EpisodeTable e = r.episodes();
+    ASSERT_GT(e.size(), 0u);
+    if (version == 1) {
       EXPECT_EQ(e.abandoned, std::vector<uint8_t>(e.size(), 0));
       EXPECT_FALSE(r.episode(0).abandoned);
     }
+    const std::vector<StepMetrics> steps = r.steps();
+    ASSERT_GT(steps.size(), 0u);
+    for (const StepMetrics& m : steps) {
+      EXPECT_EQ(m.mixed_mismatch, 0.125);
+      EXPECT_TRUE(std::isnan(m.engine_mismatch));
+      EXPECT_TRUE(std::isnan(m.stale_drift));
+      EXPECT_TRUE(std::isnan(m.drift_by_staleness[3]));
+    }
   }
+  // A current file without a schema-3 column is corrupted.
+  const std::string missing = dir + "/v3-no-drift.h5";
+  fs::copy_file(good, missing);
+  {
+    h5::Handle f(H5Fopen(missing.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_GE(H5Ldelete(f.id(), "steps/stale_drift", H5P_DEFAULT), 0);
+  }
+  expect_input_error(missing, {"steps/stale_drift"});
 }
 
 }  // namespace
