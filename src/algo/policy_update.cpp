@@ -15,7 +15,12 @@ namespace forge {
 namespace {
 
 // engine_mismatch, stale_drift and drift_by_staleness (policy_update.hpp)
-// from the filled logprobs; tokens without a version are left out.
+// from the filled logprobs; tokens without a version are left out. A token's
+// version here is its call's first one: the rollout engine may take new
+// weights between steps (within a chunked prefill, or between decodes), and
+// a token decoded under version v still attends to keys and values computed
+// under the call's earlier versions, so only a call run wholly on the
+// learner's weights measures the numerical mismatch.
 void split_mismatch(const PackedPolicyTokens& tokens, const std::vector<int32_t>& token_version,
                     const PolicyUpdateConfig& config, PolicyUpdateStats* st) {
   double v[2 * kDriftBuckets] = {};  // sums of |delta|, then token counts
@@ -105,8 +110,10 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
       t.behaviour_logprob = c.logprobs;
       t.logprob.assign(c.generated.size(), 0.0f);
       tokens.add(t);
-      if (c.versions.size() == c.generated.size()) token_version.insert(token_version.end(), c.versions.begin(), c.versions.end());
-      else token_version.resize(token_version.size() + c.generated.size(), -1);
+      // The call's first version (the engine stamps every token with the
+      // oldest weights it depends on; see split_mismatch).
+      const int32_t first = c.versions.size() == c.generated.size() ? c.versions.front() : -1;
+      token_version.resize(token_version.size() + c.generated.size(), first);
       context_len.push_back(static_cast<int32_t>(c.context.size()));
     }
   }

@@ -14,8 +14,10 @@
 //   pass 2: forward + backward with entry weights sum_refs w, so the tree
 //          gradient equals the linear one.
 // Between the passes, |log pi_learner - log pi_behaviour| of every generated
-// token is split by its staleness s = policy_version - (the version that
-// generated it): at s = 0 both sides ran the same weights, so the mean is the
+// token is split by its staleness s = policy_version - (the oldest version
+// its LLM call ran on: the engine may switch weights mid-call, and later
+// tokens attend to the earlier ones' cache): at s = 0 both sides ran the
+// same weights, so the mean is the
 // numerical mismatch between rollout engine and learner (engine_mismatch,
 // what the FP32 head is for); at s >= 1 it is mostly policy drift
 // (stale_drift, and its mean per s in drift_by_staleness).

@@ -45,6 +45,7 @@ struct RolloutEngine::Sequence {
   GenerationResult res;
   std::vector<int32_t> tokens;  // prompt, then generated
   int computed = 0;             // positions whose k/v are in the cache
+  int first_version = -1;       // the engine's version when its k/v began to be computed
   std::vector<int32_t> blocks;  // block table (the whole reservation)
   bool done = false;
 };
@@ -172,6 +173,7 @@ std::vector<GenerationResult> RolloutEngine::step() {
       stats_.prefill_computed += n;
     }
     if (n == 0) continue;
+    if (s.first_version < 0) s.first_version = version_;
     batch.push_back(&s);
     counts.push_back(n);
     samples.push_back(n == remaining);
@@ -218,7 +220,7 @@ std::vector<GenerationResult> RolloutEngine::step() {
       s.tokens.push_back(tok);
       s.res.tokens.push_back(tok);
       s.res.logprobs.push_back(z[tok] - lse[r]);
-      s.res.versions.push_back(version_);
+      s.res.versions.push_back(s.first_version);
       ++stats_.generated;
       ++r;
       const int64_t len = static_cast<int64_t>(s.tokens.size());

@@ -23,8 +23,12 @@
 //     z = FP32 head at inv_temperature 1/temperature (1 for greedy), token =
 //     sample_token(z, counter_uniform(seed, i)) for its i-th generated token,
 //     behaviour logprob = z[token] - lse (the log-softmax at the request's
-//     temperature), version = the engine's policy version. So a request and
-//     seed give the same tokens whatever else is in the batch.
+//     temperature), version = the engine's policy version when the sequence's
+//     k/v began to be computed: new weights may arrive between steps (a
+//     chunked prefill or a decode may span them), and every later token
+//     attends to k/v of the older ones, so a token is stamped with the oldest
+//     weights it depends on. So a request and seed give the same tokens
+//     whatever else is in the batch.
 //  5. A sequence finishes when it emitted a stop token (kStop), generated
 //     max_new_tokens (kLength), reached max_seq_len tokens in all
 //     (kContextLimit), or filled its reservation because the pool is smaller
@@ -80,7 +84,7 @@ struct GenerationResult {
   uint64_t id = 0;
   std::vector<int32_t> tokens;    // generated tokens
   std::vector<float> logprobs;    // behaviour logprob of each generated token
-  std::vector<int32_t> versions;  // policy version that generated each token
+  std::vector<int32_t> versions;  // oldest policy version each token depends on (see above)
   FinishReason finish = FinishReason::kStop;
   std::string error;              // why, for kError
   int prefill_computed = 0;       // prompt tokens whose k/v this request computed

@@ -3,7 +3,8 @@
 // 0) it is the engine/learner numerical mismatch, at most 1e-5 in FP32 on the
 // CPU; the same tokens counted as generated two versions back land in bin 2
 // with the same value; behaviour logprobs shifted on the stale half show up
-// as stale_drift and leave engine_mismatch alone.
+// as stale_drift and leave engine_mismatch alone; a call whose weights
+// changed midway counts wholly at its oldest version.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,6 +106,19 @@ TEST_F(MismatchSplit, StaleTokensCarryTheDriftAndLeaveTheMismatchAlone) {
   EXPECT_LE(st.engine_mismatch, 1e-5);
   EXPECT_NEAR(st.stale_drift, 0.25, 1e-4);
   EXPECT_NEAR(st.drift_by_staleness[1], 0.25, 1e-4);
+}
+
+TEST_F(MismatchSplit, CallThatChangedWeightsMidwayCountsAtItsOldestVersion) {
+  std::vector<Trajectory> mixed = trajs_;
+  LlmCall* call = nullptr;
+  for (auto& t : mixed)
+    for (auto& c : t.calls)
+      if (!call && c.generated.size() >= 4) call = &c;
+  ASSERT_NE(call, nullptr);
+  for (size_t j = 0; j < call->versions.size() / 2; ++j) call->versions[j] = 3;  // then 5 from the middle on
+  const PolicyUpdateStats st = update(mixed, 5);
+  EXPECT_EQ(st.tokens_by_staleness[2], static_cast<int64_t>(call->generated.size()));
+  EXPECT_EQ(st.tokens_by_staleness[0], generated_tokens(mixed) - static_cast<int64_t>(call->generated.size()));
 }
 
 }  // namespace
