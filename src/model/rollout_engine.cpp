@@ -136,7 +136,9 @@ bool RolloutEngine::admit(GenerationRequest& r) {
 void RolloutEngine::finish(Sequence& s, FinishReason reason) {
   s.done = true;
   s.res.finish = reason;
-  if (s.req.session.empty()) {
+  // A sequence that began under older weights holds stale k/v: it is not
+  // kept for reuse (the prefix cache holds the current version's only).
+  if (s.req.session.empty() || s.first_version != version_) {
     cache_.release(s.blocks);
   } else {
     const int keep = ceil_div(s.computed, config_.block_size);

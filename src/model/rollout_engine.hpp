@@ -43,7 +43,9 @@
 // one falls back to the shared part (nothing if the first token differs). At
 // least the last prompt token is always computed, for its logits. Cached k/v
 // were computed by the weights of their time: call clear_prefix_cache() after
-// new weights when the prefix must be recomputed by them.
+// new weights when the prefix must be recomputed by them; a sequence that
+// began before the last set_policy_version() is not kept (its k/v mix
+// versions), so after a clear the cache holds the current version's only.
 //
 // The engine reads model.params() at every step, so new weights apply from
 // the next step. Not thread-safe: one thread drives it.

@@ -436,6 +436,38 @@ TEST(RolloutEngine, SessionPrefixReuse) {
   EXPECT_EQ(engine.cache().free_blocks(), engine.cache().num_blocks());
 }
 
+// New weights mid-sequence: the tokens keep the version the sequence began
+// under, and its k/v (computed partly by the old weights) are not kept for the
+// session, so the next call of the episode prefills everything anew.
+TEST(RolloutEngine, SequenceSpanningNewWeightsIsNotCachedForReuse) {
+  Fixture f;
+  Rng rng(41);
+  RolloutEngine engine(f.model, engine_config(4, 4096, 4, 16));
+  engine.set_policy_version(1);
+  const Ints p1 = random_tokens(rng, 30);
+  engine.submit(request(1, p1, 12, 1.0f, 5, "ep"));
+  std::vector<GenerationResult> out;
+  for (int step = 0; out.empty(); ++step) {
+    if (step == 3) {
+      engine.set_policy_version(2);
+      engine.clear_prefix_cache();
+    }
+    auto r = engine.step();
+    out.insert(out.end(), r.begin(), r.end());
+    ASSERT_LT(step, 100);
+  }
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].versions, std::vector<int32_t>(out[0].tokens.size(), 1));
+  EXPECT_EQ(engine.cache().cached_blocks(), 0);
+  Ints p2 = p1;
+  p2.insert(p2.end(), out[0].tokens.begin(), out[0].tokens.end());
+  engine.submit(request(2, p2, 4, 1.0f, 6, "ep"));
+  const auto second = engine.run_until_done();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].prefill_reused, 0);
+  EXPECT_EQ(second[0].versions, std::vector<int32_t>(second[0].tokens.size(), 2));
+}
+
 TEST(RolloutEngine, SmallPoolQueuesEvictsAndRejects) {
   Fixture f;
   Rng rng(77);
