@@ -9,8 +9,11 @@ same tasks, greedy), RUN_DIR/eval_zero.json (the pretrained model before any
 training) when present, and RUN_DIR/rl/rollouts.h5 when present; prints the
 success rates with the change from SFT to SFT+RL in percentage points and
 what moved (per domain, turns, recovery after tool errors, malformed calls,
-staleness), and writes RUN_DIR/summary.json. Exit code 2 when an input is
-missing or not what forge writes.
+staleness, the held-out template families, the engine/learner mismatch and
+the drift of stale tokens), and writes RUN_DIR/summary.json with the run's
+seed, the lift, the recovery figures, the held-out family ratio and both
+mismatch figures at the top. Exit code 2 when an input is missing or not
+what forge writes.
 """
 import argparse
 import json
@@ -32,7 +35,10 @@ def load_eval(path):
 
 
 def rollout_stats(path):
-    """Staleness and per-step success of the RL run, from rollouts.h5."""
+    """Staleness, per-step success and the two mismatch figures of the RL
+    run, from rollouts.h5 (schema 3: steps/engine_mismatch is the mean
+    |log pi_learner - log pi_behaviour| on staleness-0 tokens, NaN in a step
+    without any; steps/stale_drift the same on stale tokens)."""
     if not os.path.exists(path):
         return None
     import h5py
@@ -42,17 +48,50 @@ def rollout_stats(path):
         stale = f["episodes/staleness"][:]
         step = f["episodes/consumed_step"][:]
         success = f["episodes/success"][:]
+        steps = f["steps"]
+        mismatch = steps["engine_mismatch"][:] if "engine_mismatch" in steps else np.array([])
+        drift = steps["stale_drift"][:] if "stale_drift" in steps else np.array([])
     if len(step) == 0:
         return None
     first, last = step.min(), step.max()
     span = max(1, (last - first + 1) // 5)
+    mismatch = mismatch[np.isfinite(mismatch)]
+    drift = drift[np.isfinite(drift)]
     return {
         "episodes": int(len(step)),
         "staleness_mean": float(stale.mean()),
         "staleness_max": int(stale.max()),
         "train_success_first_fifth": float(success[step < first + span].mean()),
         "train_success_last_fifth": float(success[step > last - span].mean()),
+        "engine_mismatch_max": float(mismatch.max()) if len(mismatch) else None,
+        "engine_mismatch_median": float(np.median(mismatch)) if len(mismatch) else None,
+        "stale_drift_mean": float(drift.mean()) if len(drift) else None,
     }
+
+
+def run_seed(run_dir):
+    """run.seed from the SFT run's config.ini (forge writes it), else None."""
+    try:
+        with open(os.path.join(run_dir, "sft", "config.ini")) as f:
+            section = ""
+            for line in f:
+                line = line.split(";")[0].strip()
+                if line.startswith("["):
+                    section = line.strip("[]")
+                elif section == "run" and line.startswith("seed") and "=" in line:
+                    return int(line.split("=", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def recovery(e):
+    """Recovery after tool errors on the seen styles: the share of episodes
+    that met one, the share of those that retried successfully, and their
+    product (the share of all episodes that met an error and recovered)."""
+    a = e["seen"]["all"]
+    met, rec = a.get("met_tool_error", 0), a.get("recovered_after_error", 0)
+    return {"met_error": met, "recovered_given_error": rec, "met_and_recovered": met * rec}
 
 
 def main():
@@ -77,6 +116,31 @@ def main():
     summary["heldout_tasks"] = tasks
     summary["success_gain_pp"] = delta
     summary["rollouts"] = rollout_stats(os.path.join(a.run_dir, "rl", "rollouts.h5"))
+    rec_sft, rec_rl = recovery(sft), recovery(rl)
+    headline = {
+        "seed": run_seed(a.run_dir),
+        "success_sft": sft["seen"]["all"]["success"],
+        "success_rl": rl["seen"]["all"]["success"],
+        "lift_pp": delta,
+        "recovery": {
+            "sft": rec_sft,
+            "rl": rec_rl,
+            "gain_pp": 100 * (rec_rl["recovered_given_error"] - rec_sft["recovered_given_error"]),
+            "ratio": (rec_rl["recovered_given_error"] / rec_sft["recovered_given_error"]
+                      if rec_sft["recovered_given_error"] > 0 else None),
+        },
+    }
+    if "heldout_family" in rl:
+        seen_rl, held_rl = rl["seen"]["all"]["success"], rl["heldout_family"]["all"]["success"]
+        headline["heldout_family"] = {
+            "success_sft": sft["heldout_family"]["all"]["success"],
+            "success_rl": held_rl,
+            "ratio_to_seen_rl": held_rl / seen_rl if seen_rl > 0 else None,
+        }
+    ro = summary["rollouts"] or {}
+    headline["engine_mismatch_max"] = ro.get("engine_mismatch_max")
+    headline["stale_drift_mean"] = ro.get("stale_drift_mean")
+    summary = {**headline, **summary}
     if a.seconds:
         summary["seconds"] = dict(zip(("sft", "rl", "eval", "total"), a.seconds))
     with open(os.path.join(a.run_dir, "summary.json"), "w") as f:
@@ -100,6 +164,18 @@ def main():
         print(f"  RL rollouts: {ro['episodes']} episodes, staleness mean {ro['staleness_mean']:.2f} "
               f"max {ro['staleness_max']}; training success {100 * ro['train_success_first_fifth']:.1f}% "
               f"-> {100 * ro['train_success_last_fifth']:.1f}%")
+    rc = summary["recovery"]
+    print(f"  recovery after a tool error: SFT {100 * rc['sft']['recovered_given_error']:.1f}% -> "
+          f"SFT+RL {100 * rc['rl']['recovered_given_error']:.1f}% of the episodes that met one "
+          f"({rc['gain_pp']:+.1f} points)")
+    if "heldout_family" in summary:
+        hf = summary["heldout_family"]
+        ratio = f"{hf['ratio_to_seen_rl']:.2f}" if hf["ratio_to_seen_rl"] is not None else "n/a"
+        print(f"  held-out template families: SFT {100 * hf['success_sft']:.1f}% -> SFT+RL "
+              f"{100 * hf['success_rl']:.1f}% ({ratio} of the seen styles' success after RL)")
+    if summary["engine_mismatch_max"] is not None:
+        print(f"  engine/learner mismatch (staleness 0) max {summary['engine_mismatch_max']:.2e} per step; "
+              f"drift of stale tokens {summary['stale_drift_mean']:.2e} mean")
     start = f"zero-shot {100 * zero['seen']['all']['success']:.1f}% -> " if zero else ""
     print(f"{start}SFT {100 * s['success']:.1f}% -> SFT+RL {100 * r['success']:.1f}% ({delta:+.1f} points)")
     if a.seconds:

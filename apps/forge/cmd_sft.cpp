@@ -27,6 +27,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/peak_memory.hpp"
+#include "core/rng.hpp"
 #include "core/timer.hpp"
 #include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
@@ -141,7 +142,7 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
                   AgentConfig agent, const OptionSet& opts, PolicyModel& model, AdamW& opt) {
   agent.sampling = cfg.sample;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
-  const PerturbationSampler sampler(env.perturb, env.heldout_list());
+  const PerturbationSampler sampler(env.perturb, env.heldout_list(), env.perturb_share);
   const PerturbationSampler plain(false, env.heldout_list());  // the curriculum's first phase
   const int eval_tasks = sft.eval_requests;
   Rng rng(cfg.run.seed);
@@ -153,7 +154,8 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
     for (int c = 0; c < sft.batch; ++c) {
       const uint64_t task_seed = g.next_u64();
       const ScaffoldStyle style = styles.draw(task_seed, StyleMode::kTrain);
-      const Trajectory demo = make_demonstration(env, agent, task_seed, style, episode_id++);
+      const bool retry = counter_uniform(task_seed ^ 0x7E7Bull, episode_id) < sft.retry_share;
+      const Trajectory demo = make_demonstration(env, agent, task_seed, style, episode_id++, retry);
       for (const LlmCall& call : demo.calls) {
         Sample s;
         s.tokens = call.context;

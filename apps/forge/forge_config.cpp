@@ -20,6 +20,10 @@ void add_sft_options(OptionSet& o, SftConfig& s) {
   o.add("sft.plain_steps", &s.plain_steps,
         "agent task: the first steps use the default scaffold style only, then perturbed styles "
         "(a curriculum; 0 = perturbed from the start)", at_least(0));
+  o.add("sft.retry_share", &s.retry_share,
+        "agent task: share of the demonstrations in which one of the solver's tool calls fails once "
+        "(tool error or timeout) and the solver repeats it; the rest are noise-free",
+        in_range(0, 1));
 }
 
 void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {

@@ -40,6 +40,7 @@ struct SftConfig {
   int eval_requests = 128;   // held-out requests (synthetic) or tasks (agent) evaluated
   int show = 6;              // sampled completions printed at the end (synthetic)
   int plain_steps = 0;       // agent: first steps on the default scaffold style only (curriculum)
+  double retry_share = 0;    // agent: share of demonstrations with one failed tool call and its retry
 };
 
 // [mpi] and [pool]: the distributed run (forge train under mpirun or srun).

@@ -29,7 +29,7 @@ AgentEpisode::AgentEpisode(std::unique_ptr<Environment> env, uint64_t task_seed,
       template_(style.chat_template, config_.vocab()),
       manager_(config.policy(), config.max_context_tokens, config.keep_turns, style.chat_template, config_.vocab()) {
   FORGE_CHECK(env_ != nullptr, "AgentEpisode needs an environment");
-  task_ = env_->reset(task_seed);
+  task_ = env_->reset(task_seed, episode_id);
   const PromptText prompt = render_prompt(task_, style_, config_.vocab());
   conversation_.opening = template_.opening(prompt.system, prompt.user);
   context_ = manager_.assemble(conversation_);

@@ -51,8 +51,9 @@ namespace forge {
 
 class AgentEpisode {
  public:
-  // Resets env with task_seed. An opening over the context budget ends the
-  // episode at once ("context_budget").
+  // Resets env with task_seed, its noise stream with episode_id (members of
+  // a group differ in which calls fail). An opening over the context budget
+  // ends the episode at once ("context_budget").
   AgentEpisode(std::unique_ptr<Environment> env, uint64_t task_seed, const ScaffoldStyle& style,
                const AgentConfig& config, uint64_t episode_id, int32_t group = 0);
 
@@ -70,6 +71,9 @@ class AgentEpisode {
   const Task& task() const { return task_; }
   const ScaffoldStyle& style() const { return style_; }
   const Environment& env() const { return *env_; }
+  // Tool call `index` of this episode fails as `kind` (a demonstration of a
+  // retry; see Environment::fail_at).
+  void fail_call(int index, ObservationKind kind) { env_->fail_at(index, kind); }
   const AgentConfig& config() const { return config_; }
   const Tokens& context() const { return context_; }
   // Kind of the last observation (nothing before the first tool call).

@@ -23,7 +23,7 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
   AgentConfig greedy = agent;
   greedy.sampling.temperature = 0;
   const EnvMix mix(env);
-  const PerturbationSampler sampler(env.perturb, env.heldout_list());
+  const PerturbationSampler sampler(env.perturb, env.heldout_list(), env.perturb_share);
   std::vector<AgentEpisode> episodes;
   for (int i = 0; i < tasks; ++i)
     episodes.push_back(make_episode(mix, sampler, greedy, seed + static_cast<uint64_t>(i) * 7919,

@@ -1,5 +1,7 @@
 #include "agent/scripted_policy.hpp"
 
+#include "core/rng.hpp"
+
 
 namespace forge {
 
@@ -33,12 +35,21 @@ void run_scripted(AgentEpisode& episode) {
 }
 
 Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& agent_config,
-                              uint64_t task_seed, const ScaffoldStyle& style, uint64_t episode_id) {
+                              uint64_t task_seed, const ScaffoldStyle& style, uint64_t episode_id,
+                              bool retry) {
   EnvConfig quiet = env_config;
   quiet.tool_error_rate = 0;
   quiet.timeout_rate = 0;
   const EnvMix mix(quiet);
   AgentEpisode episode(mix.make_for(task_seed), task_seed, style, agent_config, episode_id);
+  const size_t calls = episode.env().solve().calls.size();
+  if (retry && calls > 0) {
+    const uint64_t h = task_seed ^ (episode_id * 0x9E3779B97F4A7C15ull) ^ 0x4E7A1ull;
+    const int index = static_cast<int>(counter_uniform(h, 0) * static_cast<double>(calls));
+    const double failures = env_config.tool_error_rate + env_config.timeout_rate;
+    const bool error = failures <= 0 || counter_uniform(h, 1) * failures < env_config.tool_error_rate;
+    episode.fail_call(index, error ? ObservationKind::kToolError : ObservationKind::kTimeout);
+  }
   run_scripted(episode);
   return episode.take_trajectory();
 }

@@ -2,9 +2,9 @@
 // tool calls in order, then the answer, each rendered in the episode's call
 // format (displayed tool names) and closed by <|eot|>. After an injected tool
 // error or timeout it retries the same call, so under noise it also
-// demonstrates recovery. Used for `forge sft` demonstrations (noise off, as
-// the issue asks: recovery is then not in the demonstrations) and as the
-// fake policy of the scaffold tests.
+// demonstrates recovery. Used for `forge sft` demonstrations (noise off; a
+// configurable share with one forced failure and its retry, sft.retry_share)
+// and as the fake policy of the scaffold tests.
 #pragma once
 #include "agent/agent_episode.hpp"
 
@@ -25,7 +25,12 @@ class ScriptedPolicy {
 void run_scripted(AgentEpisode& episode);
 
 // A noise-free demonstration of task_seed in `style`, played by the solver.
+// With `retry`, one of the solution's tool calls (drawn from the task seed
+// and episode id) fails once, as a tool error or a timeout in the
+// proportion of env.tool_error_rate to env.timeout_rate, and the solver
+// repeats it.
 Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& agent_config,
-                              uint64_t task_seed, const ScaffoldStyle& style, uint64_t episode_id);
+                              uint64_t task_seed, const ScaffoldStyle& style, uint64_t episode_id,
+                              bool retry = false);
 
 }  // namespace forge

@@ -45,6 +45,10 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
            "search: probability that the seed entity is described, not named", in_range(0, 1));
   opts.add("env.perturb", &c.perturb,
            "draw scaffold variants per episode (false: the default variant of each dimension)");
+  opts.add("env.perturb_share", &c.perturb_share,
+           "with env.perturb: the share of episodes drawn perturbed (every dimension uniform among "
+           "its training variants); the rest use the default variants",
+           in_range(0, 1));
   opts.add("env.heldout_families", &c.heldout_families,
            "comma-separated perturbation families kept for evaluation (e.g. template.text); "
            "empty = none");
@@ -60,7 +64,7 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
     if (c.search_min_hops > c.search_max_hops)
       throw InputError("env.search_min_hops = " + std::to_string(c.search_min_hops) +
                        " must be <= env.search_max_hops = " + std::to_string(c.search_max_hops));
-    PerturbationSampler(c.perturb, c.heldout_list());  // throws for unknown families
+    PerturbationSampler(c.perturb, c.heldout_list(), c.perturb_share);  // throws for unknown families
   });
 }
 

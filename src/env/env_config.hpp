@@ -34,6 +34,7 @@ struct EnvConfig {
   // variant of each dimension. Held-out families (comma-separated names such
   // as "template.tool_as_user") are never drawn in training mode.
   bool perturb = true;
+  double perturb_share = 1.0;  // with perturb: the share of episodes perturbed
   std::string heldout_families = "template.tool_as_user";
 
   std::vector<std::string> heldout_list() const;  // heldout_families split on ','

@@ -34,14 +34,23 @@ Observation bad_call_observation(const char* kind, const std::string& message) {
   return o;
 }
 
-Task Environment::reset(uint64_t seed) {
+Task Environment::reset(uint64_t seed, uint64_t noise) {
   step_ = 0;
+  forced_ = {};
   last_failed_.reset();
+  uint64_t x = (seed ^ 0x0150C0FFEEull) + noise * 0x9E3779B97F4A7C15ull;
+  noise_seed_ = splitmix64(x);
   task_ = generate(seed);
   task_.seed = seed;
   task_.domain = name();
   ready_ = true;
   return task_;
+}
+
+void Environment::fail_at(int index, ObservationKind kind) {
+  FORGE_CHECK(kind == ObservationKind::kToolError || kind == ObservationKind::kTimeout,
+              "Environment::fail_at: a failure is a tool error or a timeout");
+  forced_ = {index, kind};
 }
 
 Observation Environment::step(const ToolCall& call) {
@@ -56,17 +65,14 @@ Observation Environment::step(const ToolCall& call) {
                                  [&](const ToolSpec& t) { return t.name == call.tool; });
   if (!known) return bad_call_observation(signal::kUnknownTool, "unknown tool '" + call.tool + "'");
 
-  const double u = counter_uniform(task_.seed ^ 0x0150C0FFEEull, static_cast<uint64_t>(index));
-  if (u < config_.tool_error_rate + config_.timeout_rate) {
+  const double u = counter_uniform(noise_seed_, static_cast<uint64_t>(index));
+  const bool forced = index == forced_.index;
+  if (u < config_.tool_error_rate + config_.timeout_rate || forced) {
+    const bool error = forced ? forced_.kind == ObservationKind::kToolError : u < config_.tool_error_rate;
     static const char* kReasons[] = {"service unavailable", "rate limited", "internal error"};
     Observation o;
-    if (u < config_.tool_error_rate) {
-      o.kind = ObservationKind::kToolError;
-      o.text = std::string("error: ") + kReasons[static_cast<size_t>(u / config_.tool_error_rate * 3) % 3];
-    } else {
-      o.kind = ObservationKind::kTimeout;
-      o.text = "timeout";
-    }
+    o.kind = error ? ObservationKind::kToolError : ObservationKind::kTimeout;
+    o.text = error ? std::string("error: ") + kReasons[(noise_seed_ + static_cast<uint64_t>(index)) % 3] : "timeout";
     o.signals.push_back({0, signal::kToolError, 0.0f});
     last_failed_ = call;
     return o;
@@ -80,7 +86,7 @@ Observation Environment::step(const ToolCall& call) {
                        r.useful ? signal::kUsefulValue : 0.0f});
   if (failed && *failed == call) {
     o.recovered = true;
-    o.signals.push_back({0, signal::kRecovered, signal::kRecoveredValue});
+    if (r.useful) o.signals.push_back({0, signal::kRecovered, signal::kRecoveredValue});
   }
   return o;
 }

@@ -1,6 +1,6 @@
 // The environment interface: a seeded simulation with tools and a verifier.
 //
-//   Task task = env.reset(seed);        // a user request, its tools, its needs
+//   Task task = env.reset(seed, noise);  // a user request, its tools, its needs
 //   Observation o = env.step(call);     // one tool call -> result or error text
 //   float score = env.verify(answer);   // outcome in [0, 1]
 //   Solution s = env.solve();           // the reference solver (noise-free plan)
@@ -9,16 +9,23 @@
 // call; in this order:
 //   1. over budget: the call is the (max_tool_calls+1)-th or later  -> kBadCall
 //   2. unknown tool: not among task.tools                           -> kBadCall
-//   3. noise: u = counter_uniform(seed ^ salt, step index); u < error_rate
-//      gives "error: <reason>", u < error_rate + timeout_rate "timeout"
-//      (kToolError / kTimeout); the tool does not run
+//   3. noise: u = counter_uniform(hash(seed, noise), step index);
+//      u < error_rate gives "error: <reason>", u < error_rate + timeout_rate
+//      "timeout" (kToolError / kTimeout); the tool does not run. `noise` is
+//      the episode's stream (its id), so the members of one group, same task,
+//      differ in which calls fail. fail_at(k, kind) makes call k fail with
+//      that kind whatever u is (a solver demonstration of a retry).
 //   4. the domain's tool: wrong arguments -> kBadCall "error: <why>",
 //      otherwise kOk with the result text.
 // Signals (process_signals.hpp): bad calls are negative; an ok call is
-// useful_call the first time it advances the task, else valid_call; an ok
-// call identical to the call that just failed by noise is also "recovered".
-// All randomness derives from the task seed and the step index, so a seed
-// and a call sequence give the same observations every time.
+// useful_call the first time it advances the task, else valid_call. An ok
+// call identical to the call that just failed by noise is a recovery
+// (Observation::recovered); its signal "recovered" is paid only when the
+// retry is also useful, so the signal cannot be farmed: a detour call that
+// fails and is repeated earns nothing, and a task has at most steps_needed
+// useful calls. All randomness derives from the task seed, the noise stream
+// and the step index, so they and a call sequence give the same
+// observations every time.
 //
 // A domain implements generate(), call_tool(), score() and solve().
 #pragma once
@@ -69,7 +76,12 @@ class Environment {
   virtual ~Environment() = default;
 
   virtual std::string name() const = 0;
-  Task reset(uint64_t seed);
+  // noise: the stream of injected tool failures (agent episodes pass their
+  // episode id).
+  Task reset(uint64_t seed, uint64_t noise = 0);
+  // Call `index` (0-based, this episode) fails as `kind` (kToolError or
+  // kTimeout) whatever the draw; cleared by reset(). Demonstrates a retry.
+  void fail_at(int index, ObservationKind kind);
   Observation step(const ToolCall& call);
   float verify(std::string_view answer) const;  // 0 before reset()
   virtual Solution solve() const = 0;
@@ -94,6 +106,11 @@ class Environment {
   Task task_;
   bool ready_ = false;
   int step_ = 0;
+  uint64_t noise_seed_ = 0;
+  struct ForcedFailure {
+    int index = -1;
+    ObservationKind kind = ObservationKind::kToolError;
+  } forced_;
   std::optional<ToolCall> last_failed_;  // the call that just failed by noise
 };
 

@@ -78,8 +78,10 @@ std::string displayed_tool_name(ToolsStyle style, const std::string& canonical) 
   return "tool_" + canonical;
 }
 
-PerturbationSampler::PerturbationSampler(bool perturb, const std::vector<std::string>& heldout)
-    : perturb_(perturb), heldout_(heldout) {
+PerturbationSampler::PerturbationSampler(bool perturb, const std::vector<std::string>& heldout, double share)
+    : perturb_(perturb), heldout_(heldout), share_(share) {
+  if (!(share >= 0 && share <= 1))
+    throw InputError("env.perturb_share = " + std::to_string(share) + " must be in [0, 1]");
   const auto& all = all_families();
   for (const auto& h : heldout_)
     if (std::find(all.begin(), all.end(), h) == all.end()) {
@@ -103,6 +105,7 @@ ScaffoldStyle PerturbationSampler::draw(uint64_t seed, StyleMode mode) const {
     throw InputError("held-out evaluation asked for, but env.heldout_families is empty");
   std::vector<int> idx;
   bool heldout = false;
+  const bool perturbed = perturb_ && (share_ >= 1 || counter_uniform(seed ^ 0x5EED5CAFull, 1000) < share_);
   for (size_t d = 0; d < dimensions().size(); ++d) {
     std::vector<int> train, held;
     for (size_t i = 0; i < dimensions()[d].variants.size(); ++i) {
@@ -114,7 +117,7 @@ ScaffoldStyle PerturbationSampler::draw(uint64_t seed, StyleMode mode) const {
     if (mode == StyleMode::kHeldOut && !held.empty()) {
       idx.push_back(held[static_cast<size_t>(u * held.size())]);
       heldout = true;
-    } else if (perturb_) {
+    } else if (perturbed) {
       idx.push_back(train[static_cast<size_t>(u * train.size())]);
     } else {
       idx.push_back(train.front());

@@ -12,7 +12,10 @@
 //
 // The first variant of each dimension is its default. Drawing (draw()):
 //  - training mode never draws a held-out family; with perturb off every
-//    dimension takes its first variant that is not held out;
+//    dimension takes its first variant that is not held out; with perturb
+//    on, an episode is perturbed with probability `share` (env.perturb_share,
+//    one coin per episode) and then draws every dimension uniformly among
+//    its training variants, else it takes the defaults;
 //  - held-out mode takes a held-out family in each dimension that has one
 //    (uniformly if several) and draws the other dimensions as training does.
 // The draw is a pure function of (seed, mode). The rendering of each variant
@@ -61,9 +64,9 @@ std::string displayed_tool_name(ToolsStyle style, const std::string& canonical);
 
 class PerturbationSampler {
  public:
-  // InputError for an unknown family name or a dimension with every variant
-  // held out.
-  PerturbationSampler(bool perturb, const std::vector<std::string>& heldout);
+  // InputError for an unknown family name, a dimension with every variant
+  // held out, or a share outside [0, 1].
+  PerturbationSampler(bool perturb, const std::vector<std::string>& heldout, double share = 1.0);
   ScaffoldStyle draw(uint64_t seed, StyleMode mode) const;
   // Whether held-out mode has anything to hold out.
   bool has_heldout() const { return !heldout_.empty(); }
@@ -71,6 +74,7 @@ class PerturbationSampler {
  private:
   bool perturb_;
   std::vector<std::string> heldout_;
+  double share_;
 };
 
 }  // namespace forge

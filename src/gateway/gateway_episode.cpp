@@ -14,7 +14,7 @@ using nlohmann::json;
 GatewayEpisode::GatewayEpisode(std::unique_ptr<Environment> env, uint64_t task_seed, const ScaffoldStyle& style,
                                const AgentConfig& config, uint64_t episode_id, uint64_t slot)
     : env_(std::move(env)), style_(style), config_(config), slot_(slot) {
-  task_ = env_->reset(task_seed);
+  task_ = env_->reset(task_seed, episode_id);
   ideal_ = ideal_cost(*env_, style_, config_.vocab());
   const PromptText prompt = render_prompt(task_, style_, config_.vocab());
   texts_.system = valid_utf8(prompt.system);

@@ -3,6 +3,8 @@
 // outputs, budgets, and context management branching at the right point.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <functional>
 
 #include "agent/agent_episode.hpp"
@@ -366,6 +368,45 @@ TEST(AgentEpisodeTest, DemonstrationsAreNoiseFreeAndSucceed) {
     EXPECT_EQ(t.tool_errors, 0);
     EXPECT_EQ(t.turns, t.needed_turns);
   }
+}
+
+// sft.retry_share's demonstrations: exactly one of the solver's calls fails
+// (errors and timeouts in the configured proportion), the next call repeats
+// it, and the episode still succeeds.
+TEST(AgentEpisodeTest, RetryDemonstrationsShowOneFailedCallAndItsRepeat) {
+  EnvConfig c;
+  c.tool_error_rate = 0.1;
+  c.timeout_rate = 0.1;
+  const PerturbationSampler sampler(true, {});
+  const AgentConfig agent = roomy();
+  const ScaffoldVocabulary& vocab = agent.vocab();
+  int timeouts = 0, errors = 0;
+  std::set<size_t> failed_positions;
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    const ScaffoldStyle style = sampler.draw(seed, StyleMode::kTrain);
+    const Trajectory t = make_demonstration(c, agent, seed, style, seed, /*retry=*/true);
+    EXPECT_TRUE(t.success);
+    ASSERT_EQ(t.tool_errors, 1);
+    EXPECT_EQ(t.recoveries, 1);
+    EXPECT_EQ(t.turns, t.needed_turns + 1);
+    for (const auto& s : t.signals)
+      if (s.kind == signal::kToolError) {
+        const size_t k = static_cast<size_t>(s.turn);
+        failed_positions.insert(k);
+        ASSERT_LT(k + 1, t.calls.size());
+        EXPECT_EQ(t.calls[k].generated, t.calls[k + 1].generated) << "the retry repeats the call";
+        // The failure is in the next call's context, right after the call.
+        const std::string after = vocab.decode(
+            Tokens(t.calls[k + 1].context.begin() + static_cast<long>(t.calls[k].context.size()),
+                   t.calls[k + 1].context.end()));
+        timeouts += after.find("timeout") != std::string::npos;
+        for (const char* reason : {"service unavailable", "rate limited", "internal error"})
+          errors += after.find(reason) != std::string::npos;
+      }
+  }
+  EXPECT_GT(timeouts, 10);
+  EXPECT_GT(errors, 10);
+  EXPECT_GE(failed_positions.size(), 2u);  // not always the first call
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 // an exception).
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
+#include "core/error.hpp"
 #include "core/rng.hpp"
 #include "env/calc_env.hpp"
 #include "env/env_mix.hpp"
@@ -79,7 +83,7 @@ TEST(EnvNoise, IdenticalRetryAfterAnErrorIsARecovery) {
   c.timeout_rate = 0;
   c.max_tool_calls = 50;
   CalcEnv env(c);
-  int recoveries = 0, other_after_error = 0;
+  int recoveries = 0, other_after_error = 0, paid = 0, unpaid = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {
     env.reset(seed);
     const auto calls = env.solve().calls;
@@ -91,9 +95,15 @@ TEST(EnvNoise, IdenticalRetryAfterAnErrorIsARecovery) {
       const bool after_error = prev.kind == ObservationKind::kToolError && !o.is_error();
       const bool expect = after_error && prev_call == next;
       EXPECT_EQ(o.recovered, expect);
-      bool has_signal = false;
-      for (const auto& s : o.signals) has_signal |= s.kind == std::string(signal::kRecovered);
-      EXPECT_EQ(has_signal, expect);
+      bool has_signal = false, useful = false;
+      for (const auto& s : o.signals) {
+        has_signal |= s.kind == std::string(signal::kRecovered);
+        useful |= s.kind == std::string(signal::kUsefulCall);
+      }
+      // The signal is paid only when the retry also advances the task.
+      EXPECT_EQ(has_signal, expect && useful);
+      paid += has_signal;
+      unpaid += expect && !useful;
       recoveries += expect;
       other_after_error += after_error && !(prev_call == next);
       prev = o;
@@ -102,6 +112,57 @@ TEST(EnvNoise, IdenticalRetryAfterAnErrorIsARecovery) {
   }
   EXPECT_GT(recoveries, 50);
   EXPECT_GT(other_after_error, 20);  // a different call after an error is no recovery
+  EXPECT_GT(paid, 20);                // the first successful retry of a solution call
+  EXPECT_GT(unpaid, 20);              // repeating a call already done earns nothing
+}
+
+// The noise stream (an agent episode's id) decides which calls fail: one
+// task's episodes differ, one stream repeats itself.
+TEST(EnvNoise, GroupMembersDifferInWhichCallsFail) {
+  EnvConfig c;
+  c.tool_error_rate = 0.2;
+  c.timeout_rate = 0.1;
+  c.max_tool_calls = 100;
+  CalcEnv env(c);
+  auto pattern = [&](uint64_t seed, uint64_t noise) {
+    env.reset(seed, noise);
+    const ToolCall call = env.solve().calls[0];
+    std::string p;
+    for (int i = 0; i < 16; ++i) p += to_string(env.step(call).kind)[0];
+    return p;
+  };
+  int differing_groups = 0;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    std::set<std::string> members;
+    for (uint64_t noise = 0; noise < 4; ++noise) {
+      const std::string p = pattern(seed, noise);
+      EXPECT_EQ(p, pattern(seed, noise)) << "seed " << seed << " noise " << noise;
+      members.insert(p);
+    }
+    differing_groups += members.size() > 1;
+  }
+  EXPECT_GE(differing_groups, 48);  // (0.7^16)^3: nearly every group differs
+}
+
+TEST(EnvNoise, FailAtForcesOneFailureUntilReset) {
+  EnvConfig c;
+  c.tool_error_rate = 0;
+  c.timeout_rate = 0;
+  SearchEnv env(c);
+  for (ObservationKind kind : {ObservationKind::kToolError, ObservationKind::kTimeout}) {
+    env.reset(5);
+    const auto calls = env.solve().calls;
+    ASSERT_FALSE(calls.empty());
+    env.fail_at(0, kind);
+    const Observation failed = env.step(calls[0]);
+    EXPECT_EQ(failed.kind, kind);
+    const Observation retry = env.step(calls[0]);
+    EXPECT_EQ(retry.kind, ObservationKind::kOk);
+    EXPECT_TRUE(retry.recovered);
+    env.reset(5);
+    EXPECT_EQ(env.step(calls[0]).kind, ObservationKind::kOk);  // reset() clears it
+  }
+  EXPECT_THROW(env.fail_at(0, ObservationKind::kBadCall), Error);
 }
 
 TEST(EnvBadCalls, EachClassIsAnErrorObservationWithANegativeSignal) {

@@ -51,6 +51,29 @@ TEST(EnvPerturbation, WithoutPerturbationTheDefaultsAreUsed) {
   EXPECT_EQ(held.draw(1, StyleMode::kHeldOut).chat_template, TemplateStyle::kSpecial);
 }
 
+// env.perturb_share: one coin per episode; a perturbed episode draws every
+// dimension uniformly (so it can still land on all defaults, 1/216).
+TEST(EnvPerturbation, ShareIsTheFractionOfPerturbedEpisodes) {
+  const int n = 4000;
+  for (double share : {0.0, 0.3, 1.0}) {
+    const PerturbationSampler s(true, {"template.tool_as_user"}, share);
+    int non_default = 0, heldout_defaults = 0;
+    for (int i = 0; i < n; ++i) {
+      non_default += !(s.draw(static_cast<uint64_t>(i), StyleMode::kTrain) == ScaffoldStyle{});
+      ScaffoldStyle h = s.draw(static_cast<uint64_t>(i), StyleMode::kHeldOut);
+      EXPECT_EQ(h.chat_template, TemplateStyle::kToolAsUser);
+      h.chat_template = TemplateStyle::kSpecial;
+      h.heldout = false;
+      heldout_defaults += h == ScaffoldStyle{};  // the other dimensions follow the same coin
+    }
+    const double expected = share * (1 - 1.0 / 216);
+    EXPECT_NEAR(non_default / static_cast<double>(n), expected, 0.025) << "share " << share;
+    EXPECT_NEAR(heldout_defaults / static_cast<double>(n), 1 - share * (1 - 1.0 / 108), 0.025) << "share " << share;
+  }
+  EXPECT_THROW(PerturbationSampler(true, {}, 1.5), InputError);
+  EXPECT_THROW(PerturbationSampler(true, {}, -0.1), InputError);
+}
+
 TEST(EnvPerturbation, DrawIsAFunctionOfTheSeed) {
   const PerturbationSampler s(true, {});
   int differ = 0;
