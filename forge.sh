@@ -2,11 +2,14 @@
 # The entry point of the README.
 #
 #   ./forge.sh demo [--key=value ...]   set up, build, run the main job
+#   ./forge.sh seeds [N ...] [--key=value ...]  the main job once per run.seed
+#                                       (default 1 2 3) and the table of them
 #   ./forge.sh smollm2 [--key=value ...] set up, build, run the real-model job
 #   ./forge.sh test [ctest args ...]    set up, build, run every test
 #   ./forge.sh build                    configure and build into build/
 #
-# demo (the main job, configs/agent_demo.ini, run folder runs/demo):
+# demo (the main job, configs/agent_demo.ini, run folder runs/demo, or
+# $FORGE_DEMO_DIR):
 #   1. forge sft: the agent's warm start on solver demonstrations
 #   2. mpirun -np 5 forge train: asynchronous RL from it on 1 learner,
 #      2 rollout and 2 environment ranks (at --optim.lr=3e-4, no warm-up)
@@ -30,8 +33,12 @@ Usage: ./forge.sh <command> [args]
 Commands:
   demo [--key=value ...]  install what is missing (tools/setup.sh), build, then run
                           the main job: agent SFT, asynchronous RL under mpirun,
-                          evaluation of both (configs/agent_demo.ini, runs/demo);
-                          extra arguments override the config
+                          evaluation of both (configs/agent_demo.ini, runs/demo
+                          or $FORGE_DEMO_DIR); extra arguments override the config
+  seeds [N ...] [--key=value ...]
+                          the main job once per seed (default: 1 2 3) into
+                          runs/demo-seed-N, then the table of their lifts
+                          (runs/seeds.json; about 10 minutes a seed)
   smollm2 [--key=value ...]
                           install what is missing, build, then run the real-model
                           job: SmolLM2-135M-Instruct zero-shot, after SFT, after
@@ -51,7 +58,7 @@ build() {
 
 # The main job; see the top of this file.
 demo() {
-  local cfg=configs/agent_demo.ini dir=runs/demo forge=./build/forge
+  local cfg=configs/agent_demo.ini dir=${FORGE_DEMO_DIR:-runs/demo} forge=./build/forge
   local mpirun=(mpirun --oversubscribe -np 5)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
   rm -rf "$dir"
@@ -72,6 +79,21 @@ demo() {
   /usr/bin/python3 tools/plot_rollouts.py "$dir/rl/rollouts.h5" --out "$dir/plots" --smooth 10
   /usr/bin/python3 tools/demo_summary.py "$dir" --seconds "$((t1 - t0))" "$((t2 - t1))" "$((t3 - t2))" \
     "$((SECONDS - t0))"
+}
+
+# The main job per seed; see the top of this file.
+seeds() {
+  local seeds=() overrides=() dirs=()
+  for a in "$@"; do
+    if [[ "$a" =~ ^[0-9]+$ ]]; then seeds+=("$a"); else overrides+=("$a"); fi
+  done
+  [ "${#seeds[@]}" -eq 0 ] && seeds=(1 2 3)
+  for s in "${seeds[@]}"; do
+    echo "==== the main job with --run.seed=$s (runs/demo-seed-$s) ===="
+    FORGE_DEMO_DIR="runs/demo-seed-$s" demo "${overrides[@]}" --run.seed="$s"
+    dirs+=("runs/demo-seed-$s")
+  done
+  /usr/bin/python3 tools/seeds_summary.py "${dirs[@]}" --out runs/seeds.json
 }
 
 # The real-model job; see the top of this file.
@@ -113,6 +135,12 @@ case "$command" in
     ./tools/setup.sh
     build
     demo "$@"
+    ;;
+  seeds)
+    shift
+    ./tools/setup.sh
+    build
+    seeds "$@"
     ;;
   smollm2)
     shift
