@@ -10,11 +10,11 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/run_episodes.hpp"
 #include "algo/policy_update.hpp"
 #include "backend/backend_registry.hpp"
 #include "core/rng.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
+#include "unit/tiny_agent_episodes.hpp"
 #include "unit/tiny_agent_model.hpp"
 
 namespace forge {
@@ -23,30 +23,11 @@ namespace {
 // Scaffold-produced episodes (8 groups of 2) with outcomes and behaviour
 // logprobs perturbed so that advantages, clipping and masks all occur.
 std::vector<Trajectory> episodes(PolicyModel& model) {
-  EnvConfig env;
-  const EnvMix mix(env);
-  const PerturbationSampler sampler(true, env.heldout_list());
-  AgentConfig a;
-  a.max_turns = 3;
-  a.max_new_tokens = 20;
-  a.max_context_tokens = 320;
-  a.max_episode_tokens = 60;
-  a.sampling.seed = 3;
-  std::vector<AgentEpisode> eps;
-  for (uint64_t i = 0; i < 16; ++i)
-    eps.push_back(make_episode(mix, sampler, a, 500 + i / 2, i, StyleMode::kTrain, static_cast<int32_t>(i / 2)));
-  EngineConfig e;
-  e.max_batch = 16;
-  e.max_seq_len = 384;
-  e.kv_cache_tokens = 16 * 384;
-  RolloutEngine engine(model, e);
-  run_episodes(engine, eps);
-  std::vector<Trajectory> out;
+  std::vector<Trajectory> out = tiny_agent_episodes(model, 16, 500, /*perturb=*/true, /*sampling_seed=*/3);
   Rng rng(11);
-  for (auto& ep : eps) {
-    out.push_back(ep.take_trajectory());
-    out.back().reward.outcome = static_cast<float>(rng.uniform());
-    for (auto& c : out.back().calls)
+  for (Trajectory& t : out) {
+    t.reward.outcome = static_cast<float>(rng.uniform());
+    for (auto& c : t.calls)
       for (float& lp : c.logprobs) lp += static_cast<float>(0.6 * (rng.uniform() - 0.5));
   }
   return out;

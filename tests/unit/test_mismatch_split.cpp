@@ -9,39 +9,17 @@
 
 #include <cmath>
 
-#include "agent/run_episodes.hpp"
 #include "algo/policy_update.hpp"
 #include "backend/backend_registry.hpp"
+#include "unit/tiny_agent_episodes.hpp"
 #include "unit/tiny_agent_model.hpp"
 
 namespace forge {
 namespace {
 
 std::vector<Trajectory> generated_at(PolicyModel& model, int32_t version) {
-  EnvConfig env;
-  const EnvMix mix(env);
-  const PerturbationSampler sampler(false, env.heldout_list());
-  AgentConfig a;
-  a.max_turns = 3;
-  a.max_new_tokens = 20;
-  a.max_context_tokens = 320;
-  a.max_episode_tokens = 60;
-  a.sampling.seed = 5;
-  std::vector<AgentEpisode> eps;
-  for (uint64_t i = 0; i < 8; ++i)
-    eps.push_back(make_episode(mix, sampler, a, 700 + i / 2, i, StyleMode::kTrain, static_cast<int32_t>(i / 2)));
-  EngineConfig e;
-  e.max_batch = 8;
-  e.max_seq_len = 384;
-  e.kv_cache_tokens = 8 * 384;
-  RolloutEngine engine(model, e);
-  engine.set_policy_version(version);
-  run_episodes(engine, eps);
-  std::vector<Trajectory> out;
-  for (size_t i = 0; i < eps.size(); ++i) {
-    out.push_back(eps[i].take_trajectory());
-    out.back().reward.outcome = static_cast<float>(i % 2);  // no zero-variance group
-  }
+  std::vector<Trajectory> out = tiny_agent_episodes(model, 8, 700, /*perturb=*/false, /*sampling_seed=*/5, version);
+  for (size_t i = 0; i < out.size(); ++i) out[i].reward.outcome = static_cast<float>(i % 2);  // no zero-variance group
   return out;
 }
 
