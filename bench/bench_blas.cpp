@@ -43,17 +43,13 @@ double gflops(SgemmFn f, const Shape& s, int reps) {
   return 2.0 * s.M * s.N * s.K / secs / 1e9;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int rounds = flags.get("rounds", 3), reps = flags.get("reps", 5), threads = flags.get("threads", 0);
   flags.finish();
+  if (rounds < 1 || reps < 1) bench::Flags::usage("--rounds and --reps must be at least 1");
   if (threads > 0) {
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
@@ -61,8 +57,8 @@ int main(int argc, char** argv) {
   const std::string forge_core = blas_core_name();
   // Candidates: forge's core first, then every other core the CPU runs.
   std::vector<std::string> cores = {forge_core};
-  const int cpu_rank = detect_cpu_level() >= CpuLevel::kV4 ? 4 : detect_cpu_level() >= CpuLevel::kV3 ? 3 : 1;
-  for (const char* c : {"Haswell", "Zen", "SkylakeX", "CooperLake", "Sandybridge", "Nehalem", "Prescott"})
+  const int cpu_rank = blas_core_rank_for(detect_cpu_level());
+  for (const char* c : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "Sandybridge", "Nehalem", "Prescott"})
     if (c != forge_core && blas_core_rank(c) <= cpu_rank) cores.push_back(c);
   SgemmFn blis = nullptr;
   for (const char* path : {"/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4", "libblis.so.4"})
@@ -81,7 +77,8 @@ int main(int argc, char** argv) {
   std::vector<std::vector<std::vector<double>>> r(names.size(), std::vector<std::vector<double>>(2));
   for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < cores.size(); ++i) {
-      if (!switch_blas_core(cores[i])) continue;
+      // forge's own core is measured as loaded (a library that cannot switch still has it).
+      if (i > 0 && !switch_blas_core(cores[i])) continue;
       for (int s = 0; s < 2; ++s) r[i][s].push_back(gflops(cblas_sgemm, shapes[s], reps));
     }
     switch_blas_core(forge_core);
@@ -95,7 +92,7 @@ int main(int argc, char** argv) {
   double forge_g[2] = {0, 0};
   for (size_t i = 0; i < names.size(); ++i) {
     if (r[i][0].empty()) continue;
-    const double g0 = median(r[i][0]), g1 = median(r[i][1]);
+    const double g0 = bench::median(r[i][0]), g1 = bench::median(r[i][1]);
     std::printf("%-30s %14.1f %22.1f\n", names[i].c_str(), g0, g1);
     const double g[2] = {g0, g1};
     for (int s = 0; s < 2; ++s) {

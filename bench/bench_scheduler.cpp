@@ -54,7 +54,7 @@ namespace {
 struct Params {
   uint64_t n, w, m, batch;
   double sigma, mean, step, tail, tail_x, deadline;
-  int64_t cap;
+  int64_t cap = -1;  // < 0: none
   double warmup_s, measure_s;
   uint64_t seed;
 };
@@ -72,13 +72,19 @@ struct Episode {
   bool abandoned = false;
 };
 
-Result simulate(WindowKind kind, const Params& p) {
+// The pool's configuration for a policy under these parameters.
+WindowConfig config_of(WindowKind kind, const Params& p) {
   WindowConfig cfg;
   cfg.kind = kind;
   cfg.n_running = p.n;
   cfg.memory = p.m;
   cfg.window = p.w;
   cfg.staleness_cap = p.cap;
+  return cfg;
+}
+
+Result simulate(WindowKind kind, const Params& p) {
+  const WindowConfig cfg = config_of(kind, p);
   WindowScheduler ws(cfg);
   Rng rng(p.seed);
   using Event = std::pair<double, uint64_t>;  // (finish time, slot)
@@ -115,10 +121,8 @@ Result simulate(WindowKind kind, const Params& p) {
         finished_len += ep[s].length;
         ++finished_count;
       }
-      const double keep = now;
-      now = when;
+      now = when;  // every queued finish is later than the last one
       admit();
-      now = std::max(keep, when);
     }
   };
 
@@ -197,13 +201,7 @@ int main(int argc, char** argv) {
   p.seed = static_cast<uint64_t>(flags.get("seed", 1));
   const std::vector<double> sigmas = parse_list(flags.get("sigmas", std::string("1.5,1.0")));
   flags.finish();
-  {
-    WindowConfig wc;
-    wc.n_running = p.n;
-    wc.memory = p.m;
-    wc.window = p.w;
-    p.cap = cap == "bound" ? staleness_bound(wc, p.batch) : std::stoll(cap);
-  }
+  p.cap = cap == "bound" ? staleness_bound(config_of(WindowKind::kWindowed, p), p.batch) : std::stoll(cap);
 
   std::printf("Windowed FIFO simulation: N %llu running, M %llu finished held, W %llu; learner %llu "
               "trajectories per %.3g s step; %.0f s measured after %.0f s\n",
@@ -228,7 +226,7 @@ int main(int argc, char** argv) {
   const WindowKind kinds[3] = {WindowKind::kFifo, WindowKind::kWindowed, WindowKind::kGreedy};
   for (size_t k = 0; k < sigmas.size(); ++k) {
     p.sigma = sigmas[k];
-    const std::string pre = k == 0 ? "" : "s" + std::to_string(k) + "_";
+    const std::string pre = k == 0 ? std::string() : std::string("s").append(std::to_string(k)).append("_");
     std::printf("\nsigma %.2g\n%-9s %6s %10s %7s %8s %6s %6s %6s %7s %7s %9s %9s %8s\n", p.sigma, "policy", "W",
                 "traj/s", "idle", "stale", "p50", "p99", "max", "bound", "len", "peak mem", "abandoned",
                 "dropped");
@@ -236,12 +234,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) {
       res[i] = simulate(kinds[i], p);
       const Result& r = res[i];
-      WindowConfig wc;
-      wc.kind = kinds[i];
-      wc.n_running = p.n;
-      wc.memory = p.m;
-      wc.window = p.w;
-      const int64_t bound = staleness_bound(wc, p.batch);
+      const int64_t bound = staleness_bound(config_of(kinds[i], p), p.batch);
       const std::string wtxt = r.window == kUnboundedWindow ? "any" : std::to_string(r.window);
       const std::string btxt = bound < 0 ? "none" : std::to_string(bound);
       std::printf("%-9s %6s %10.1f %6.1f%% %8.2f %6lld %6lld %6lld %7s %7.3f %9llu %9llu %8llu\n",

@@ -103,10 +103,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "round %d: forge %.0f tok/s, torch %.0f tok/s, ratio %.2f, %.0f of %.0f GFLOP/s\n",
                  round + 1, forge_r.back(), torch, ratio_r.back(), gflops_r.back(), peak);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  using bench::median;
   const double forge_tok_s = median(forge_r), torch = median(torch_r), ratio = median(ratio_r);
   const double gflops = median(gflops_r), peak = median(peak_r), fraction = median(frac_r);
   const double secs = tokens / forge_tok_s;

@@ -37,19 +37,26 @@ class Flags {
     for (const auto& [k, v] : kv_)
       if (!seen_.count(k)) usage("unknown flag --" + k);
   }
+  // A bad flag value: the message on stderr, exit 2.
+  static void usage(const std::string& msg) {
+    std::fprintf(stderr, "error: %s\n", msg.c_str());
+    std::exit(2);
+  }
 
  private:
   bool used(const std::string& k) {
     seen_[k] = true;
     return kv_.count(k) > 0;
   }
-  static void usage(const std::string& msg) {
-    std::fprintf(stderr, "error: %s\n", msg.c_str());
-    std::exit(2);
-  }
   std::map<std::string, std::string> kv_;
   std::map<std::string, bool> seen_;
 };
+
+// The median (the upper one of an even count); v must not be empty.
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 // Median of `reps` timed runs of fn (after `warmup` untimed runs), seconds.
 inline double median_seconds(int warmup, int reps, const std::function<void()>& fn) {
@@ -60,8 +67,7 @@ inline double median_seconds(int warmup, int reps, const std::function<void()>& 
     fn();
     t.push_back(sw.seconds());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 // The closing line: {"k": v, ...} with numbers printed as given.

@@ -42,7 +42,7 @@ std::string version_line() {
 #else
   v += ", CUDA backend: not built";
 #endif
-  return v + ", CPU kernels built: " + host_runtime().cpu_kernels_built + ")";
+  return v + ", CPU kernels built: " + cpu_kernels_built() + ")";
 }
 
 // The first process of an MPI job (or the only process) prints the host line.
@@ -65,9 +65,6 @@ bool asks_for_help(int argc, char** argv) {
 }  // namespace
 
 void log_host_warnings(int threads, int threads_on_node) {
-  static bool done = false;
-  if (done) return;
-  done = true;
   for (const auto& w : host_runtime_warnings(threads, threads_on_node)) log_warn(w);
 }
 

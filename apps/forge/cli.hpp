@@ -59,7 +59,7 @@ std::string usage();
 
 // Warnings about known slow paths of this host (a BLAS fallback core, more
 // compute threads than cores; backend/host_runtime.hpp), once per process,
-// after the command has set its thread count. `threads_on_node`: the compute
+// after the command has set its thread count (each command calls it once). `threads_on_node`: the compute
 // threads of every rank on this node, 0 when unknown.
 void log_host_warnings(int threads, int threads_on_node = 0);
 

@@ -61,7 +61,8 @@ void add_mpi_options(OptionSet& o, MpiConfig& m) {
   o.add("pool.policy", &m.pool_policy, "fifo (W = 1) | windowed (W = pool.window) | greedy (any finished group)",
         one_of({"fifo", "windowed", "greedy"}));
   o.add("pool.inflight", &m.pool_inflight, "N: groups generating at once at most (admission)", in_range(1, 1e6));
-  o.add("pool.memory", &m.pool_memory, "M: finished groups waiting for the learner at most (admission)",
+  o.add("pool.memory", &m.pool_memory, "M: no group starts while M finished groups wait for the learner (admission; "
+        "running groups still finish, so the pool holds up to N + M - 1)",
         in_range(1, 1e6));
   o.add("pool.window", &m.pool_window, "W: groups visible to the learner past the head (windowed)",
         in_range(1, 1e6));

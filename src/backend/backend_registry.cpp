@@ -6,6 +6,7 @@
 
 #include "backend/collectives.hpp"
 #include "core/error.hpp"
+#include "core/strings.hpp"
 
 namespace forge {
 namespace {
@@ -22,9 +23,8 @@ std::map<std::string, Entry>& registry() {
 }
 
 std::string names_text() {
-  std::string s;
-  for (const auto& n : backend_names()) s += (s.empty() ? "" : ", ") + n;
-  return s.empty() ? "none" : s;
+  const std::vector<std::string> names = backend_names();
+  return names.empty() ? "none" : join(names, ", ");
 }
 
 }  // namespace

@@ -29,7 +29,12 @@ struct HostRuntime {
   int cores = 1;
 };
 
+// Throws InputError for a FORGE_CPU_KERNELS this build or CPU cannot run.
 const HostRuntime& host_runtime();
+
+// The kernel variants this binary has, "x86-64, x86-64-v3, x86-64-v4" (no
+// selection: safe whatever FORGE_CPU_KERNELS says).
+std::string cpu_kernels_built();
 
 // "CPU x86-64-v3 (kernels x86-64-v3), BLAS OpenBLAS 0.3.21 core Zen, 2 cores"
 std::string host_runtime_line();

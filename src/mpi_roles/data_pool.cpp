@@ -123,9 +123,7 @@ DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState
   if (resume && rank_ == cfg.consumer_rank) {
     head_ = static_cast<uint64_t>(resume->head);
     for (const auto* list : {&resume->consumed, &resume->kept_slot})
-      for (int64_t s : *list)
-        if (s >= resume->head) consumed_.insert(static_cast<uint64_t>(s));
-    while (!consumed_.empty() && *consumed_.begin() == head_) consumed_.erase(consumed_.begin()), ++head_;
+      for (int64_t s : *list) mark_consumed(static_cast<uint64_t>(s));  // ignores those below the head
   }
   for (MPI_Win win : {meta_win_, payload_win_}) {
     check(MPI_Win_lock_all(0, win), "MPI_Win_lock_all");
@@ -222,7 +220,7 @@ std::optional<uint64_t> DataPool::try_start() {
     const auto slot = static_cast<uint64_t>(s);
     started_[slot] = cell;
     if (!skipped(slot)) return slot;
-    complete(slot, nullptr, 0, kTombstoneVersion);  // a resumed pool holds it already
+    write_completion(slot, nullptr, 0, kTombstoneVersion);  // a resumed pool holds it already
   }
 }
 
@@ -232,17 +230,29 @@ uint64_t DataPool::start() {
     if (const auto s = try_start()) return *s;
     if (sw.seconds() > cfg_.deadline_s) {
       const PoolCounts c = counts();
+      // Name the bound that refused (the counts are a snapshot after the wait).
+      const std::string consumer = "the consumer (rank " + std::to_string(cfg_.consumer_rank) + ", head " +
+                                   std::to_string(c.head) + ")";
+      const std::string why =
+          c.running >= n_   ? "N running episodes have not finished (the producers' own slots)"
+          : c.finished >= m_ ? "M finished trajectories wait for " + consumer + " to take them"
+                             : "no free cell: " + consumer + " has not returned the cells it took";
       throw Error("data pool: producer rank " + std::to_string(rank_) + " waited " + std::to_string(cfg_.deadline_s) +
                   " s for admission: " + std::to_string(c.running) + " running of N = " + std::to_string(n_) +
-                  ", " + std::to_string(c.finished) + " finished of M = " + std::to_string(m_) +
-                  "; the consumer (rank " + std::to_string(cfg_.consumer_rank) + ") has not taken any (head " +
-                  std::to_string(c.head) + ")");
+                  ", " + std::to_string(c.finished) + " finished of M = " + std::to_string(m_) + "; " + why);
     }
     std::this_thread::yield();
   }
 }
 
 void DataPool::complete(uint64_t slot, const void* data, size_t bytes, int64_t version) {
+  if (version < 0)
+    throw Error("data pool: rank " + std::to_string(rank_) + " completes slot " + std::to_string(slot) +
+                " with policy version " + std::to_string(version) + " (versions are >= 0)");
+  write_completion(slot, data, bytes, version);
+}
+
+void DataPool::write_completion(uint64_t slot, const void* data, size_t bytes, int64_t version) {
   static const uint8_t nothing = 0;
   if (!data) data = &nothing;
   const auto it = started_.find(slot);
@@ -296,34 +306,39 @@ void DataPool::publish_version(int64_t version) {
   flush_meta();
 }
 
-// Reads the notices from next_notice_ up to the first EMPTY entry (at most C,
-// in at most two runs of the ring), resets them and reads their cells' meta.
+// n consecutive entries of a ring of C words (the free ring or the notice
+// ring, starting at word `ring`) from entry `from` (mod C), in at most two
+// contiguous runs: read atomically into buf (MPI_NO_OP) or overwritten with
+// buf (MPI_REPLACE). Completed by the caller's flush.
+void DataPool::ring_access(MPI_Aint ring, uint64_t from, int64_t* buf, uint64_t n, MPI_Op op, const char* what) {
+  for (uint64_t k = 0; k < n;) {
+    const uint64_t pos = (from + k) % cells_;
+    const int run = static_cast<int>(std::min(n - k, cells_ - pos));
+    const MPI_Aint at = ring + static_cast<MPI_Aint>(pos);
+    const bool read = op == MPI_NO_OP;
+    const int rc = read ? MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, buf + k, run, MPI_INT64_T, cfg_.host_rank, at,
+                                             run, MPI_INT64_T, MPI_NO_OP, meta_win_)
+                        : MPI_Accumulate(buf + k, run, MPI_INT64_T, cfg_.host_rank, at, run, MPI_INT64_T, op, meta_win_);
+    if (rc != MPI_SUCCESS)
+      check(rc, (std::string(read ? "MPI_Get_accumulate (" : "MPI_Accumulate (") + what + ")").c_str());
+    k += static_cast<uint64_t>(run);
+  }
+}
+
+// Reads the notices from next_notice_ up to the first EMPTY entry (at most
+// min(C, 256) a call), resets them and reads their cells' meta.
 void DataPool::read_notices() {
   const uint64_t want = std::min<uint64_t>(cells_, 256);
   scratch_.assign(want, kEmpty);
-  for (uint64_t k = 0; k < want;) {
-    const uint64_t run = std::min(want - k, cells_ - (next_notice_ + k) % cells_);
-    check(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, scratch_.data() + k, static_cast<int>(run), MPI_INT64_T,
-                             cfg_.host_rank, NOTICE_AT(next_notice_ + k), static_cast<int>(run), MPI_INT64_T,
-                             MPI_NO_OP, meta_win_),
-          "MPI_Get_accumulate (notices)");
-    k += run;
-  }
+  ring_access(NOTICE_AT(0), next_notice_, scratch_.data(), want, MPI_NO_OP, "notices");
   flush_meta();
   uint64_t got = 0;
   while (got < want && scratch_[got] != kEmpty) ++got;
   if (got == 0) return;
   // Reset what was read (before any cell goes back: see data_pool.hpp), and
   // read the meta and state of the announced cells, in one flush.
-  const std::vector<int64_t> empties(got, kEmpty);
-  std::vector<int64_t> cell_meta(2 * got), states(got);
-  for (uint64_t k = 0; k < got;) {
-    const uint64_t run = std::min(got - k, cells_ - (next_notice_ + k) % cells_);
-    check(MPI_Accumulate(empties.data() + k, static_cast<int>(run), MPI_INT64_T, cfg_.host_rank,
-                         NOTICE_AT(next_notice_ + k), static_cast<int>(run), MPI_INT64_T, MPI_REPLACE, meta_win_),
-          "MPI_Accumulate (notices)");
-    k += run;
-  }
+  std::vector<int64_t> empties(got, kEmpty), cell_meta(2 * got), states(got);
+  ring_access(NOTICE_AT(0), next_notice_, empties.data(), got, MPI_REPLACE, "notices");
   for (uint64_t k = 0; k < got; ++k) {
     const uint32_t cell = notice_cell(scratch_[k]);
     check(MPI_Get(&cell_meta[2 * k], 2, MPI_INT64_T, cfg_.host_rank, CELL_AT(cell), 2, MPI_INT64_T, meta_win_),
@@ -355,27 +370,14 @@ void DataPool::return_cells() {
   if (returns_.empty()) return;
   const uint64_t want = std::min<uint64_t>(returns_.size(), cells_);
   scratch_.assign(want, 0);
-  for (uint64_t k = 0; k < want;) {
-    const uint64_t run = std::min(want - k, cells_ - (next_free_ + k) % cells_);
-    check(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, scratch_.data() + k, static_cast<int>(run), MPI_INT64_T,
-                             cfg_.host_rank, FREE_AT(next_free_ + k), static_cast<int>(run), MPI_INT64_T, MPI_NO_OP,
-                             meta_win_),
-          "MPI_Get_accumulate (free ring)");
-    k += run;
-  }
+  ring_access(FREE_AT(0), next_free_, scratch_.data(), want, MPI_NO_OP, "free ring");
   flush_meta();
   uint64_t put = 0;
   while (put < want && scratch_[put] == kEmpty) ++put;
   if (put == 0) return;
   std::vector<int64_t> values(put);
   for (uint64_t k = 0; k < put; ++k) values[k] = returns_[k];
-  for (uint64_t k = 0; k < put;) {
-    const uint64_t run = std::min(put - k, cells_ - (next_free_ + k) % cells_);
-    check(MPI_Accumulate(values.data() + k, static_cast<int>(run), MPI_INT64_T, cfg_.host_rank,
-                         FREE_AT(next_free_ + k), static_cast<int>(run), MPI_INT64_T, MPI_REPLACE, meta_win_),
-          "MPI_Accumulate (free ring)");
-    k += run;
-  }
+  ring_access(FREE_AT(0), next_free_, values.data(), put, MPI_REPLACE, "free ring");
   flush_meta();
   const int64_t added = static_cast<int64_t>(put);
   check(MPI_Accumulate(&added, 1, MPI_INT64_T, cfg_.host_rank, kAvail, 1, MPI_INT64_T, MPI_SUM, meta_win_),

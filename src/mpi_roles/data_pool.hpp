@@ -121,7 +121,9 @@ class DataPool {
   std::optional<uint64_t> try_start();
   // Waits for admission; Error naming the counts and the consumer after the deadline.
   uint64_t start();
-  // Writes the payload (<= slot_bytes) of a slot this rank started and marks it DONE.
+  // Writes the payload (<= slot_bytes) of a slot this rank started and marks
+  // it DONE. Error for a slot it did not start, a payload over slot_bytes or
+  // a negative version.
   void complete(uint64_t slot, const void* data, size_t bytes, int64_t version);
   // The version the consumer published last (atomic read).
   int64_t published_version();
@@ -146,7 +148,6 @@ class DataPool {
   uint64_t tail();
   PoolCounts counts();
   const DataPoolConfig& config() const { return cfg_; }
-  int rank() const { return rank_; }
 
  private:
   struct Announced {
@@ -159,6 +160,9 @@ class DataPool {
   void flush_meta();
   bool skipped(uint64_t slot) const;
   void require_consumer(const char* what) const;
+  // complete() without the version check: tombstones (version -1) too.
+  void write_completion(uint64_t slot, const void* data, size_t bytes, int64_t version);
+  void ring_access(MPI_Aint ring, uint64_t from, int64_t* buf, uint64_t n, MPI_Op op, const char* what);
   void read_notices();
   void return_cells();
   void mark_consumed(uint64_t slot);

@@ -54,7 +54,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
       g->slot = slot;
       const uint64_t task_seed = slot_task_seed(cfg.run_seed, slot);
       for (int e = 0; e < cfg.group; ++e)
-        g->episodes.push_back(make_episode(mix, sampler, cfg.agent, task_seed, slot * cfg.group + e,
+        g->episodes.push_back(make_episode(mix, sampler, cfg.agent, task_seed, slot_episode_id(slot, cfg.group, e),
                                            StyleMode::kTrain, static_cast<int32_t>(slot)));
       active.push_back(std::move(g));
       progressed = true;
@@ -64,7 +64,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
       for (size_t i = 0; i < g->episodes.size(); ++i) {
         auto request = g->episodes[i].next_request();
         if (!request) continue;
-        const uint64_t id = g->slot * cfg.group + i;
+        const uint64_t id = slot_episode_id(g->slot, cfg.group, static_cast<int>(i));
         request->id = id;
         client.send(first_rollout + static_cast<int>(id % rollouts), *request);
         waiting[id] = {g.get(), i};
@@ -86,7 +86,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
       for (size_t i = 0; i < g->episodes.size(); ++i) {
         AgentEpisode& e = g->episodes[i];
         if (e.done()) continue;
-        const uint64_t id = g->slot * cfg.group + i;
+        const uint64_t id = slot_episode_id(g->slot, cfg.group, static_cast<int>(i));
         if (waiting.erase(id)) discard.insert(id);
         e.abandon("deadline: still running after pool.episode_deadline_s = " +
                   std::to_string(cfg.episode_deadline_s) + " s");

@@ -46,6 +46,10 @@ struct EnvironmentRankStats {
 
 // The task seed of slot s.
 uint64_t slot_task_seed(uint64_t run_seed, uint64_t slot);
+// The id of episode g of slot s's group of G: s * G + g.
+inline uint64_t slot_episode_id(uint64_t slot, int group, int g) {
+  return slot * static_cast<uint64_t>(group) + static_cast<uint64_t>(g);
+}
 
 EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& pool,
                                           WeightChannel& control, GenerationClient& client,

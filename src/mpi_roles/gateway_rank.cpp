@@ -66,7 +66,7 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
       const uint64_t task_seed = slot_task_seed(cfg.producer.run_seed, slot);
       std::vector<std::unique_ptr<GatewayEpisode>> episodes;
       for (int g = 0; g < cfg.producer.group; ++g) {
-        const uint64_t id = slot * cfg.producer.group + g;
+        const uint64_t id = slot_episode_id(slot, cfg.producer.group, g);
         episodes.push_back(std::make_unique<GatewayEpisode>(
             mix.make_for(task_seed), task_seed, episode_style(sampler, task_seed, id, StyleMode::kTrain),
             cfg.producer.agent, id, slot));

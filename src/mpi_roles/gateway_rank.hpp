@@ -1,7 +1,7 @@
 // A gateway rank: an environment rank whose episodes are driven by black-box
 // agents over HTTP (src/gateway) instead of forge's scaffold.
 //
-// Like an environment rank it holds mpi.env_groups data-pool tickets; an
+// Like an environment rank it runs up to mpi.env_groups data-pool slots; an
 // admitted slot s becomes G = train.group openable episodes of the task
 // seed hash(run.seed, s), ids s * G + g, styles as white-box episodes. The
 // loop forwards the agents' generation requests to rollout ranks (episode e
@@ -25,7 +25,7 @@
 namespace forge {
 
 struct GatewayRankConfig {
-  EnvironmentRankConfig producer;  // tasks, tickets and scaffold as an environment rank's
+  EnvironmentRankConfig producer;  // tasks, slots and scaffold as an environment rank's
                                    // (agent.sampling: the run's; max_new_tokens caps requests)
   GatewayConfig gateway;
   int max_seq_len = 512;

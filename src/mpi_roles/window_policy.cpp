@@ -64,17 +64,15 @@ WindowScheduler::WindowScheduler(const WindowConfig& cfg) : cfg_(cfg), w_(cfg.ef
 }
 
 uint64_t WindowScheduler::start() {
-  FORGE_CHECK(can_start(), "no admission: " + std::to_string(running_) + " running of N = " +
+  FORGE_CHECK(can_start(), "no admission: " + std::to_string(running()) + " running of N = " +
                                std::to_string(cfg_.n_running) + ", " + std::to_string(done_.size()) +
                                " finished of M = " + std::to_string(cfg_.memory));
   running_slots_.insert(tail_);
-  ++running_;
   return tail_++;
 }
 
 void WindowScheduler::finish(uint64_t slot) {
   FORGE_CHECK(running_slots_.erase(slot) == 1, "slot " + std::to_string(slot) + " is not running");
-  --running_;
   done_.insert(slot);
 }
 

@@ -1,9 +1,10 @@
 // Windowed FIFO: admission and visibility of the data pool, without MPI.
 //
 // Slots are numbered 0, 1, 2, ... in the order generation starts them (the
-// generation queue). N = generations running at once at most, M = finished,
-// not yet consumed trajectories the pool holds at most, W = visibility
-// window, H = head = lowest slot not yet consumed, T = tail = next slot.
+// generation queue). N = generations running at once at most, M = the
+// finished, not yet consumed trajectories at which admission pauses (running
+// ones still finish, so up to N + M - 1 are held), W = visibility window,
+// H = head = lowest slot not yet consumed, T = tail = next slot.
 //
 //   admission   a producer may start a slot when fewer than N are running and
 //               fewer than M finished ones wait (occupancy, not a ring: a
@@ -65,7 +66,7 @@ inline constexpr uint64_t kUnboundedWindow = std::numeric_limits<uint64_t>::max(
 struct WindowConfig {
   WindowKind kind = WindowKind::kWindowed;
   uint64_t n_running = 64;   // N: generations running at once at most
-  uint64_t memory = 64;      // M: finished, unconsumed trajectories at most
+  uint64_t memory = 64;      // M: admission pauses while M finished, unconsumed ones wait
   uint64_t window = 32;      // W, used by kWindowed only
   int64_t staleness_cap = -1;  // < 0: no cap
   CapAction cap_action = CapAction::kDrop;
@@ -94,10 +95,10 @@ class WindowScheduler {
   uint64_t head() const { return head_; }
   uint64_t tail() const { return tail_; }
   uint64_t window() const { return w_; }
-  uint64_t running() const { return running_; }
+  uint64_t running() const { return running_slots_.size(); }
   // DONE, not yet consumed.
   uint64_t finished() const { return done_.size(); }
-  bool can_start() const { return running_ < cfg_.n_running && done_.size() < cfg_.memory; }
+  bool can_start() const { return running() < cfg_.n_running && done_.size() < cfg_.memory; }
   // Hands out slot T (Error when !can_start()).
   uint64_t start();
   // Marks a running slot DONE (Error when it is not running).
@@ -109,7 +110,7 @@ class WindowScheduler {
  private:
   WindowConfig cfg_;
   uint64_t w_;
-  uint64_t head_ = 0, tail_ = 0, running_ = 0;
+  uint64_t head_ = 0, tail_ = 0;
   std::set<uint64_t> running_slots_;  // started, not finished
   std::set<uint64_t> done_;           // DONE, not consumed, ascending
   std::set<uint64_t> consumed_;       // consumed slots above H

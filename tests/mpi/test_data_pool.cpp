@@ -290,23 +290,31 @@ bool is_rank0() {
 // 3 x 3500 + 5 x 1000 = 15,500 episodes per world size.
 TEST(DataPoolMpi, Fifo) {
   const auto [r, refusals] = run({WindowKind::kFifo, 8, 1, 3500});
-  if (is_rank0()) EXPECT_EQ(r.taken, 3500u);
+  if (is_rank0()) {
+    EXPECT_EQ(r.taken, 3500u);
+  }
 }
 
 TEST(DataPoolMpi, Windowed) {
   const auto [r, refusals] = run({WindowKind::kWindowed, 10, 4, 3500});
-  if (is_rank0()) EXPECT_EQ(r.taken, 3500u);
+  if (is_rank0()) {
+    EXPECT_EQ(r.taken, 3500u);
+  }
 }
 
 TEST(DataPoolMpi, Greedy) {
   const auto [r, refusals] = run({WindowKind::kGreedy, 10, 10, 3500});
-  if (is_rank0()) EXPECT_EQ(r.taken, 3500u);
+  if (is_rank0()) {
+    EXPECT_EQ(r.taken, 3500u);
+  }
 }
 
 // The windows on the last rank (a producer): every access of the consumer is remote.
 TEST(DataPoolMpi, HostedOnAProducerRank) {
   const auto [r, refusals] = run({WindowKind::kWindowed, 8, 3, 1000, 6, 4, -1});
-  if (is_rank0()) EXPECT_EQ(r.taken, 1000u);
+  if (is_rank0()) {
+    EXPECT_EQ(r.taken, 1000u);
+  }
 }
 
 // A straggler at the head holds H, not generation: slots N and more past it
@@ -315,7 +323,9 @@ TEST(DataPoolMpi, StragglerHoldsTheHeadNotGeneration) {
   Scenario sc{WindowKind::kFifo, 6, 1, 1000, 8};
   sc.straggler = true;
   const auto [r, refusals] = run(sc);
-  if (is_rank0()) EXPECT_TRUE(r.straggler_passed);
+  if (is_rank0()) {
+    EXPECT_TRUE(r.straggler_passed);
+  }
 }
 
 // A slow learner: finished trajectories pile up to M and turn producers away
@@ -325,16 +335,22 @@ TEST(DataPoolMpi, MemoryBoundTurnsProducersAway) {
   sc.batch = 2;
   sc.consumer_work = 60000;
   const auto [r, refusals] = run(sc);
-  if (is_rank0()) EXPECT_GT(refusals, 0u);
+  if (is_rank0()) {
+    EXPECT_GT(refusals, 0u);
+  }
 }
 
 // A tight cap: some trajectories exceed it and are dropped or masked, counted.
 TEST(DataPoolMpi, StalenessCapDrops) {
   const auto [r, refusals] = run({WindowKind::kGreedy, 32, 32, 1000, 16, 2, 0, 1, CapAction::kDrop});
-  if (is_rank0()) EXPECT_GT(r.over_cap, 0u);
+  if (is_rank0()) {
+    EXPECT_GT(r.over_cap, 0u);
+  }
 }
 
 TEST(DataPoolMpi, StalenessCapMasks) {
   const auto [r, refusals] = run({WindowKind::kGreedy, 32, 32, 1000, 16, 2, 0, 1, CapAction::kMask});
-  if (is_rank0()) EXPECT_GT(r.over_cap, 0u);
+  if (is_rank0()) {
+    EXPECT_GT(r.over_cap, 0u);
+  }
 }

@@ -53,9 +53,17 @@ TEST_F(BlasCore, NamedCoreBeyondTheCpuOrUnknownIsRefused) {
   EXPECT_NE(beyond.note.find("lacks its instructions"), std::string::npos) << beyond.note;
   const BlasCoreChoice unknown = correct_blas_core(CpuLevel::kV3, "Pentium9");
   EXPECT_NE(unknown.note.find("not an OpenBLAS core name"), std::string::npos) << unknown.note;
+  EXPECT_TRUE(unknown.rejected);
+  EXPECT_NE(unknown.note.find("Haswell"), std::string::npos) << "names the cores this CPU runs: " << unknown.note;
+  // OpenBLAS's names ignore case (its own spelling is "Cooperlake").
+  const BlasCoreChoice lower = correct_blas_core(CpuLevel::kV3, "haswell");
+  EXPECT_FALSE(lower.rejected) << lower.note;
+  EXPECT_EQ(blas_core_name(), "Haswell");
+  EXPECT_EQ(blas_core_rank("COOPERLAKE"), 4);
   const BlasCoreChoice named = correct_blas_core(CpuLevel::kV3, "Sandybridge");
   EXPECT_EQ(named.core, "Sandybridge");
   EXPECT_EQ(blas_core_name(), "Sandybridge");
+  EXPECT_TRUE(named.slow) << "an AVX core asked for on an AVX2 CPU is still the slow path";
 }
 
 TEST_F(BlasCore, LibraryChoiceAtTheCpusLevelIsLeftAlone) {
@@ -81,6 +89,7 @@ TEST(HostRuntime, StartupChoiceIsWhatRuns) {
   // Before main the choice was made; nothing in this process has switched
   // cores since (the fixture tests restore theirs).
   EXPECT_EQ(host_runtime().blas_core, blas_core_choice().core);
+  EXPECT_EQ(blas_core_name(), blas_core_choice().core) << "the library runs another core than the one reported";
   EXPECT_FALSE(host_runtime().blas.empty());
   EXPECT_GE(host_runtime().cores, 1);
   const auto warnings = host_runtime_warnings(host_runtime().cores + 1);

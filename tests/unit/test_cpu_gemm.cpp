@@ -10,7 +10,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.hpp"
+#include "backend/backend_registry.hpp"
 #include "backend/cpu/skinny_gemm.hpp"
 #include "core/rng.hpp"
 
@@ -25,8 +25,9 @@ void check_nt(int M, int N, int K, float alpha, float beta) {
   for (auto& x : B) x = static_cast<float>(rng.normal());
   for (auto& x : C) x = static_cast<float>(rng.normal());
   const std::vector<float> C0 = C;
-  CpuBackend cpu;
-  cpu.gemm(false, true, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+  // The variant forge selects ("cpu"): the one whose skinny kernels this CPU runs.
+  const auto cpu = make_backend("cpu");
+  cpu->gemm(false, true, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
   double worst = 0;
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < ldc; ++n) {

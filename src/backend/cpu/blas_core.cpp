@@ -3,9 +3,10 @@
 
 #include <cblas.h>
 
+#include <strings.h>
+
 #include <cmath>
 #include <cstdlib>
-#include <map>
 #include <vector>
 
 // OpenBLAS's DYNAMIC_ARCH entry points (driver/others/dynamic.c). Weak: a
@@ -15,18 +16,55 @@ extern "C" void gotoblas_dynamic_quit(void) __attribute__((weak));
 
 namespace forge {
 
-int blas_core_rank(const std::string& core) {
-  static const std::map<std::string, int> ranks = {
-      {"Katmai", 1},      {"Coppermine", 1},   {"Northwood", 1},  {"Prescott", 1},
-      {"Banias", 1},      {"Atom", 1},         {"Core2", 1},      {"Penryn", 1},
-      {"Dunnington", 1},  {"Nehalem", 1},      {"Athlon", 1},     {"Opteron", 1},
-      {"Opteron_SSE3", 1}, {"Barcelona", 1},   {"Nano", 1},       {"Bobcat", 1},
-      {"Sandybridge", 2}, {"Bulldozer", 2},    {"Piledriver", 2}, {"Steamroller", 2},
-      {"Excavator", 2},   {"Haswell", 3},      {"Zen", 3},        {"SkylakeX", 4},
-      {"CooperLake", 4},  {"SapphireRapids", 4}};
-  const auto it = ranks.find(core);
-  return it == ranks.end() ? 0 : it->second;
+namespace {
+
+// OpenBLAS's core names (driver/others/dynamic.c spells them; its
+// OPENBLAS_CORETYPE lookup ignores case, and so does forge).
+struct CoreRank {
+  const char* name;
+  int rank;
+};
+constexpr CoreRank kCores[] = {
+    {"Katmai", 1},      {"Coppermine", 1},   {"Northwood", 1},  {"Prescott", 1},
+    {"Banias", 1},      {"Atom", 1},         {"Core2", 1},      {"Penryn", 1},
+    {"Dunnington", 1},  {"Nehalem", 1},      {"Athlon", 1},     {"Opteron", 1},
+    {"Opteron_SSE3", 1}, {"Barcelona", 1},   {"Nano", 1},       {"Bobcat", 1},
+    {"Sandybridge", 2}, {"Bulldozer", 2},    {"Piledriver", 2}, {"Steamroller", 2},
+    {"Excavator", 2},   {"Haswell", 3},      {"Zen", 3},        {"SkylakeX", 4},
+    {"Cooperlake", 4},  {"SapphireRapids", 4}};
+
+const CoreRank* find_core(const std::string& name) {
+  for (const CoreRank& c : kCores)
+    if (strcasecmp(c.name, name.c_str()) == 0) return &c;
+  return nullptr;
 }
+
+bool same_core(const std::string& a, const std::string& b) { return strcasecmp(a.c_str(), b.c_str()) == 0; }
+
+// The cores a CPU of this level runs, by name, for messages.
+std::string cores_up_to(int rank) {
+  std::string s;
+  for (const CoreRank& c : kCores)
+    if (c.rank >= 3 && c.rank <= rank) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  return s;
+}
+
+std::string blas_library_name() {
+  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": the first two words.
+  const std::string config = openblas_get_config() ? openblas_get_config() : "OpenBLAS";
+  const size_t first = config.find(' ');
+  const size_t second = first == std::string::npos ? first : config.find(' ', first + 1);
+  return config.substr(0, second);
+}
+
+}  // namespace
+
+int blas_core_rank(const std::string& core) {
+  const CoreRank* c = find_core(core);
+  return c ? c->rank : 0;
+}
+
+int blas_core_rank_for(CpuLevel level) { return level >= CpuLevel::kV4 ? 4 : level >= CpuLevel::kV3 ? 3 : 1; }
 
 std::string blas_core_for(CpuLevel level) {
   if (level >= CpuLevel::kV4) return "SkylakeX";
@@ -39,14 +77,6 @@ std::string blas_core_name() {
   return name ? name : "unknown";
 }
 
-std::string blas_library_name() {
-  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ...": the first two words.
-  const std::string config = openblas_get_config() ? openblas_get_config() : "OpenBLAS";
-  const size_t first = config.find(' ');
-  const size_t second = first == std::string::npos ? first : config.find(' ', first + 1);
-  return config.substr(0, second);
-}
-
 bool switch_blas_core(const std::string& core) {
   if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) return false;
   const char* before = std::getenv("OPENBLAS_CORETYPE");
@@ -56,7 +86,7 @@ bool switch_blas_core(const std::string& core) {
   gotoblas_dynamic_init();
   if (before) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
   else unsetenv("OPENBLAS_CORETYPE");
-  return blas_core_name() == core;
+  return same_core(blas_core_name(), core);
 }
 
 bool blas_self_check() {
@@ -91,46 +121,48 @@ BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy) {
   BlasCoreChoice c;
   c.library = blas_library_name();
   c.at_load = c.core = blas_core_name();
-  const int rank = blas_core_rank(c.core);
-  const bool fallback = rank > 0 && rank < 3 && level >= CpuLevel::kV3;
+  auto is_fallback = [level](const std::string& core) {
+    const int rank = blas_core_rank(core);
+    return rank > 0 && rank < 3 && level >= CpuLevel::kV3;
+  };
+  const bool fallback = is_fallback(c.core);
+  // The core in use decides `slow`, whatever path led to it.
+  auto done = [&](std::string note) {
+    c.note = std::move(note);
+    c.slow = is_fallback(c.core);
+    return c;
+  };
   std::string target;
   if (policy.empty() || policy == "auto") {
-    if (!fallback) return c;
+    if (!fallback) return done("");
     target = blas_core_for(level);
   } else if (policy == "keep") {
-    c.slow = fallback;
-    if (fallback) c.note = "kept (FORGE_BLAS_CORETYPE=keep)";
-    return c;
+    return done(fallback ? "kept (FORGE_BLAS_CORETYPE=keep)" : "");
   } else {
-    target = policy;
-    const int want = blas_core_rank(target);
-    const int cpu_rank = level >= CpuLevel::kV4 ? 4 : level >= CpuLevel::kV3 ? 3 : 1;
-    if (want == 0 || want > cpu_rank) {
-      c.slow = fallback;
-      c.note = "FORGE_BLAS_CORETYPE=" + target + " ignored: " +
-               (want == 0 ? "not an OpenBLAS core name" : "this CPU lacks its instructions");
-      return c;
+    const CoreRank* want = find_core(policy);
+    const int cpu_rank = blas_core_rank_for(level);
+    if (!want || want->rank > cpu_rank) {
+      c.rejected = true;
+      return done("FORGE_BLAS_CORETYPE=" + policy + " ignored: " +
+                  (!want ? "not an OpenBLAS core name" : "this CPU lacks its instructions") +
+                  (cpu_rank >= 3 ? "; this CPU runs " + cores_up_to(cpu_rank) : ""));
     }
-    if (target == c.core) return c;
+    target = want->name;
+    if (same_core(target, c.core)) return done("");
   }
   if (!switch_blas_core(target)) {
     switch_blas_core(c.at_load);
-    c.slow = fallback;
-    c.note = "could not switch to " + target + " (this OpenBLAS cannot re-select its core)";
-    return c;
+    return done("could not switch to " + target + " (this OpenBLAS cannot re-select its core)");
   }
   if (!blas_self_check()) {
     switch_blas_core(c.at_load);
-    c.slow = fallback;
-    c.note = target + " failed the SGEMM self-check; kept " + c.at_load;
-    return c;
+    return done(target + " failed the SGEMM self-check; kept " + c.at_load);
   }
-  c.core = target;
+  c.core = blas_core_name();
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  c.note = "switched from " + c.at_load +
-           (forced ? std::string(" (set by OPENBLAS_CORETYPE)") : fallback ? " (the library's fallback for this CPU)" : "") +
-           ", self-check passed";
-  return c;
+  return done("switched from " + c.at_load +
+              (forced ? std::string(" (set by OPENBLAS_CORETYPE)") : fallback ? " (the library's fallback for this CPU)" : "") +
+              ", self-check passed");
 }
 
 const BlasCoreChoice& blas_core_choice() {

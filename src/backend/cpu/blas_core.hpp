@@ -6,7 +6,8 @@
 // and SGEMM runs 3-5x below the machine's speed. Once, before main, forge
 // compares the selected core with the CPU's x86-64 level (cpu_isa.hpp):
 //   rank(core)   1 SSE cores, 2 AVX, 3 AVX2 (Haswell, Zen), 4 AVX-512
-//                (SkylakeX, CooperLake); 0 for a name not in the table
+//                (SkylakeX, Cooperlake); 0 for a name not in the table
+//                (names compared ignoring case, as OpenBLAS does)
 //   fallback     0 < rank(core) < 3 on a CPU of level v3 or v4
 // and replaces a fallback with the core of the CPU's level (v3 Haswell, v4
 // SkylakeX) in this process: OPENBLAS_CORETYPE set for the call, OpenBLAS's
@@ -19,7 +20,9 @@
 //
 // FORGE_BLAS_CORETYPE (environment): unset or "auto" does the above; "keep"
 // leaves the library's choice (a warning names a fallback); a core name
-// (Haswell, SkylakeX, ...) selects that core if the CPU runs its instructions.
+// (Haswell, SkylakeX, ...) selects that core if the CPU runs its instructions;
+// any other value is refused (`rejected`, a startup warning naming the cores
+// this CPU runs). `slow` always describes the core in use, whatever the path.
 #pragma once
 #include <string>
 
@@ -33,6 +36,7 @@ struct BlasCoreChoice {
   std::string core;     // the core in use
   std::string note;     // what forge did, or why it did nothing; "" when nothing was due
   bool slow = false;    // the core in use is a fallback for this CPU
+  bool rejected = false;  // FORGE_BLAS_CORETYPE named a core forge would not select
 };
 
 // The choice made before main (correct_blas_core with the CPU's level and
@@ -41,9 +45,9 @@ const BlasCoreChoice& blas_core_choice();
 
 // The steps, for the choice at start and for tests.
 int blas_core_rank(const std::string& core);
+int blas_core_rank_for(CpuLevel level);     // the highest rank a CPU of this level runs
 std::string blas_core_for(CpuLevel level);  // "" below v3: nothing better to pick
 std::string blas_core_name();               // the library's current core
-std::string blas_library_name();
 bool switch_blas_core(const std::string& core);  // true when `core` is in use afterwards
 bool blas_self_check();
 BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy);

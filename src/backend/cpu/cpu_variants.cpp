@@ -9,6 +9,7 @@
 
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
+#include "core/strings.hpp"
 
 namespace forge {
 
@@ -55,11 +56,7 @@ const std::vector<CpuVariant>& cpu_variants() {
 
 namespace {
 
-std::string names(const std::vector<std::string>& list) {
-  std::string s;
-  for (const auto& n : list) s += (s.empty() ? "" : ", ") + n;
-  return s.empty() ? "none" : s;
-}
+std::string names(const std::vector<std::string>& list) { return list.empty() ? "none" : join(list, ", "); }
 
 const CpuVariant& find_runnable(const std::string& name, const std::string& asked_by) {
   std::vector<std::string> built;

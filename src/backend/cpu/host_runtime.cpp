@@ -10,6 +10,7 @@
 #include "backend/cpu/blas_core.hpp"
 #include "backend/cpu/cpu_isa.hpp"
 #include "backend/cpu/cpu_variants.hpp"
+#include "core/strings.hpp"
 
 namespace forge {
 
@@ -24,12 +25,18 @@ int cores_in_affinity() {
 
 }  // namespace
 
+std::string cpu_kernels_built() {
+  std::vector<std::string> names;
+  for (const auto& v : cpu_variants()) names.push_back(v.name);
+  return join(names, ", ");
+}
+
 const HostRuntime& host_runtime() {
   static const HostRuntime r = [] {
     HostRuntime h;
     h.cpu_level = cpu_level_name(detect_cpu_level());
     h.cpu_kernels = selected_cpu_variant().name;
-    for (const auto& v : cpu_variants()) h.cpu_kernels_built += (h.cpu_kernels_built.empty() ? "" : ", ") + v.name;
+    h.cpu_kernels_built = cpu_kernels_built();
     const BlasCoreChoice& b = blas_core_choice();
     h.blas = b.library;
     h.blas_core = b.core;
@@ -51,10 +58,21 @@ std::string host_runtime_line() {
 std::vector<std::string> host_runtime_warnings(int threads, int threads_on_node) {
   const HostRuntime& h = host_runtime();
   std::vector<std::string> w;
-  if (blas_core_choice().slow)
-    w.push_back("BLAS core " + h.blas_core + " is a slow fallback on this " + h.cpu_level + " CPU (" +
-                h.blas_note + "): SGEMM runs several times below the machine's speed; unset "
-                "FORGE_BLAS_CORETYPE, or set it to " + blas_core_for(detect_cpu_level()));
+  const BlasCoreChoice& b = blas_core_choice();
+  if (b.slow) {
+    const std::string fast = blas_core_for(detect_cpu_level());
+    const bool user_kept = b.rejected || b.note.starts_with("kept");
+    const bool check_failed = b.note.find("self-check") != std::string::npos;
+    w.push_back("BLAS core " + h.blas_core + " is a slow fallback on this " + h.cpu_level + " CPU (" + b.note +
+                "): SGEMM runs several times below the machine's speed; " +
+                (user_kept ? "unset FORGE_BLAS_CORETYPE (forge then selects " + fast + ")"
+                 : check_failed ? fast + " gave wrong SGEMM results here, so forge keeps the slow core: "
+                                  "try another BLAS build"
+                                : "forge could not re-select the core in process: set OPENBLAS_CORETYPE=" + fast +
+                                      " in the job's environment"));
+  } else if (b.rejected) {
+    w.push_back(b.note);
+  }
   if (threads > h.cores)
     w.push_back(std::to_string(threads) + " compute threads on " + std::to_string(h.cores) +
                 " cores given to this process: set run.threads (or OMP_NUM_THREADS) to at most " +

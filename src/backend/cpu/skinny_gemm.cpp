@@ -18,10 +18,15 @@ namespace {
 
 #define FORGE_AVX512 __attribute__((target("avx512f")))
 
-bool cpu_has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
+// The AVX-512 kernels run in the variants built for AVX-512 only (v4, or a
+// native build on an AVX-512 machine: __AVX512F__ from -march=native), which
+// are chosen only on CPUs that have it; the x86-64 and v3 variants fall back
+// to BLAS, so FORGE_CPU_KERNELS=x86-64 really is the baseline.
+#if defined(FORGE_CPU_VARIANT_IS_x86_64_v4) || defined(__AVX512F__)
+constexpr bool kVariantHasAvx512 = true;
+#else
+constexpr bool kVariantHasAvx512 = false;
+#endif
 
 void store(float* c, float value, float alpha, float beta) {
   *c = beta == 0.0f ? alpha * value : alpha * value + beta * *c;
@@ -129,7 +134,7 @@ FORGE_AVX512 void gemm_nt(int M, int N, int K, float alpha, const float* A, int 
 
 bool skinny_gemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw,
                     float beta, float* C, int ldc) {
-  if (M < 1 || M > kSkinnyMaxRows || K < 1 || !cpu_has_avx512()) return false;
+  if (M < 1 || M > kSkinnyMaxRows || K < 1 || !kVariantHasAvx512) return false;
   if (M == 1) gemv_nt(N, K, alpha, A, W, ldw, beta, C);
   else gemm_nt(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
   return true;

@@ -9,9 +9,10 @@
 //             weight rows x 32 activation rows accumulates, per k,
 //             A^T[k][m0:m0+32] * broadcast(W[n][k]) into 16 AVX-512 registers
 // Every output element is summed by one thread in k order, so the result does
-// not depend on the thread count. AVX-512 only; skinny_gemm_nt returns false
-// (and computes nothing) where the CPU lacks it or the shape is not skinny, and
-// the caller uses BLAS.
+// not depend on the thread count. AVX-512 only, in the kernel variants built
+// for it (x86-64-v4, or native on an AVX-512 machine); skinny_gemm_nt returns
+// false (and computes nothing) in the other variants or where the shape is
+// not skinny, and the caller uses BLAS.
 #pragma once
 #include "backend/cpu/cpu_backend.hpp"  // FORGE_CPU_NS
 
