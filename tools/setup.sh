@@ -35,6 +35,8 @@ PACKAGES=(
   libopenblas-openmp-dev
   # bench_blas compares it with BLIS (not linked; OpenBLAS stays the system BLAS)
   libblis4-openmp
+  # the sandbox every program an agent runs goes through (src/sandbox/)
+  bubblewrap
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # reference oracles and offline analysis

@@ -1,0 +1,343 @@
+#include "sandbox/sandbox.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+namespace forge {
+
+const char* to_string(SandboxStatus s) {
+  switch (s) {
+    case SandboxStatus::kExited: return "exited";
+    case SandboxStatus::kSignaled: return "signaled";
+    case SandboxStatus::kTimedOut: return "timed out";
+    case SandboxStatus::kStartFailed: return "start failed";
+  }
+  return "?";
+}
+
+namespace {
+
+// The host's top-level system paths the sandbox sees read-only: symlinks
+// (merged /usr) are recreated as symlinks, folders are bound.
+constexpr const char* kSystemPaths[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+// The few files of /etc that programs need to start; the rest of /etc is not
+// there.
+constexpr const char* kEtcFiles[] = {"/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime",
+                                     "/etc/nsswitch.conf", "/etc/passwd", "/etc/group"};
+
+// A file descriptor that closes itself.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    reset(o.release());
+    return *this;
+  }
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  int release() {
+    const int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Moves `fd` to a number >= 10 (close-on-exec), so that the child's dup2 onto
+// 0..3 never overwrites a descriptor it still has to pass on.
+Fd high_fd(int fd) {
+  if (fd < 0) return Fd();
+  const int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  close(fd);
+  return Fd(high);
+}
+
+bool valid_workspace_path(const std::string& p) {
+  if (p.empty() || p.front() == '/' || p.back() == '/') return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t end = std::min(p.find('/', start), p.size());
+    const std::string part = p.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const std::vector<int>& file_fds,
+                                         const SandboxLimits& limits, int info_fd) {
+  const std::string size = std::to_string(limits.workspace_mb * 1024 * 1024);
+  std::vector<std::string> a = {limits.bwrap, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent",
+                                "--new-session", "--clearenv", "--hostname", "sandbox"};
+  for (const char* p : kSystemPaths) {
+    struct stat st;
+    if (lstat(p, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      const ssize_t n = readlink(p, target, sizeof target - 1);
+      if (n <= 0) continue;
+      a.insert(a.end(), {"--symlink", std::string(target, static_cast<size_t>(n)), p});
+    } else if (S_ISDIR(st.st_mode)) {
+      a.insert(a.end(), {"--ro-bind", p, p});
+    }
+  }
+  for (const char* f : kEtcFiles) a.insert(a.end(), {"--ro-bind-try", f, f});
+  a.insert(a.end(), {"--dev", "/dev", "--proc", "/proc", "--size", size, "--tmpfs", "/tmp", "--size", size,
+                     "--tmpfs", "/workspace"});
+  std::set<std::string> dirs;
+  for (size_t i = 0; i < request.files.size(); ++i) {
+    const std::string& path = request.files[i].path;
+    for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+      const std::string dir = "/workspace/" + path.substr(0, slash);
+      if (dirs.insert(dir).second) a.insert(a.end(), {"--dir", dir});
+    }
+    a.insert(a.end(), {"--perms", request.files[i].executable ? "0755" : "0644", "--file",
+                       std::to_string(file_fds[i]), "/workspace/" + path});
+  }
+  a.insert(a.end(), {"--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/workspace",
+                     "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--chdir",
+                     "/workspace", "--info-fd", std::to_string(info_fd), "--"});
+  return a;
+}
+
+SandboxResult start_failed(std::string why) {
+  SandboxResult r;
+  r.status = SandboxStatus::kStartFailed;
+  r.error = std::move(why);
+  return r;
+}
+
+void set_limit(int resource, rlim_t soft, rlim_t hard) {
+  const rlimit l{soft, hard};
+  setrlimit(resource, &l);
+}
+
+// After fork: only async-signal-safe calls until exec.
+[[noreturn]] void exec_child(const std::vector<char*>& argv, int out_w, int info_w, const std::vector<int>& file_fds,
+                             const SandboxLimits& limits, int uid) {
+  setpgid(0, 0);
+  const int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, 0);
+  dup2(out_w, 1);
+  dup2(out_w, 2);
+  dup2(info_w, 3);
+  // Nothing of forge's (MPI sockets, HDF5 files) reaches the sandbox: every
+  // descriptor from 4 up closes on exec but the workspace files.
+  close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
+  for (int fd : file_fds) fcntl(fd, F_SETFD, 0);
+  if (geteuid() == 0) {
+    const gid_t g = static_cast<gid_t>(uid);
+    const uid_t u = static_cast<uid_t>(uid);
+    if (setgroups(0, nullptr) != 0 || setresgid(g, g, g) != 0 || setresuid(u, u, u) != 0) {
+      static const char msg[] = "sandbox: could not drop root to the sandbox user\n";
+      (void)!write(2, msg, sizeof msg - 1);
+      _exit(126);
+    }
+  }
+  set_limit(RLIMIT_CPU, static_cast<rlim_t>(limits.cpu_s), static_cast<rlim_t>(limits.cpu_s + 1));
+  const rlim_t bytes = static_cast<rlim_t>(limits.memory_mb) * 1024 * 1024;
+  set_limit(RLIMIT_AS, bytes, bytes);
+  set_limit(RLIMIT_NPROC, static_cast<rlim_t>(limits.max_procs), static_cast<rlim_t>(limits.max_procs));
+  set_limit(RLIMIT_CORE, 0, 0);
+  execvp(argv[0], argv.data());
+  static const char msg[] = "sandbox: could not execute bwrap (is bubblewrap installed? tools/setup.sh installs it)\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  _exit(127);
+}
+
+// bwrap's --info-fd JSON names the sandbox's first process (its PID
+// namespace's init) by its host pid: {"child-pid": N}. 0 if absent.
+pid_t child_pid_of(const std::string& info) {
+  const size_t key = info.find("\"child-pid\"");
+  if (key == std::string::npos) return 0;
+  const size_t colon = info.find(':', key);
+  return colon == std::string::npos ? 0 : static_cast<pid_t>(std::atol(info.c_str() + colon + 1));
+}
+
+// Waits up to `ms` for our child `pid` to exit; true when it was reaped.
+bool reap_within(pid_t pid, int ms, int& status) {
+  for (int waited = 0; waited <= ms; ++waited) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return true;
+    usleep(1000);
+  }
+  return false;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& limits, int uid) {
+  if (request.argv.empty()) return start_failed("empty command");
+  for (const SandboxFile& f : request.files)
+    if (!valid_workspace_path(f.path)) return start_failed("bad workspace path '" + f.path + "'");
+
+  // The workspace files, from memory.
+  std::vector<Fd> files;
+  std::vector<int> file_fds;
+  for (const SandboxFile& f : request.files) {
+    Fd fd = high_fd(memfd_create("forge-sandbox-file", MFD_CLOEXEC));
+    if (fd.get() < 0) return start_failed(std::string("memfd_create: ") + std::strerror(errno));
+    size_t done = 0;
+    while (done < f.content.size()) {
+      const ssize_t n = write(fd.get(), f.content.data() + done, f.content.size() - done);
+      if (n <= 0) return start_failed(std::string("writing the workspace: ") + std::strerror(errno));
+      done += static_cast<size_t>(n);
+    }
+    lseek(fd.get(), 0, SEEK_SET);
+    file_fds.push_back(fd.get());
+    files.push_back(std::move(fd));
+  }
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return start_failed(std::string("pipe: ") + std::strerror(errno));
+  Fd out_r = high_fd(p[0]), out_w = high_fd(p[1]);
+  if (pipe2(p, O_CLOEXEC) != 0) return start_failed(std::string("pipe: ") + std::strerror(errno));
+  Fd info_r = high_fd(p[0]), info_w = high_fd(p[1]);
+
+  std::vector<std::string> args = bwrap_arguments(request, file_fds, limits, 3);
+  args.insert(args.end(), request.argv.begin(), request.argv.end());
+  std::vector<char*> argv;
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) return start_failed(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) exec_child(argv, out_w.get(), info_w.get(), file_fds, limits, uid);
+  out_w.reset();
+  info_w.reset();
+  files.clear();
+
+  SandboxResult r;
+  const size_t cap = static_cast<size_t>(limits.output_kb) * 1024;
+  const auto deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(limits.wall_s));
+  bool started = false, exited = false, timed_out = false;
+  std::string info;
+  Fd init_fd;  // pidfd of the sandbox's PID-namespace init, once bwrap names it
+  int status = 0;
+  char buf[65536];
+  while (!exited || out_r.get() >= 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      timed_out = !exited;
+      break;
+    }
+    pollfd fds[2];
+    nfds_t n = 0;
+    if (out_r.get() >= 0) fds[n++] = {out_r.get(), POLLIN, 0};
+    if (info_r.get() >= 0) fds[n++] = {info_r.get(), POLLIN, 0};
+    // Once both pipes are closed only the exit is left: poll in short steps.
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    const int timeout = static_cast<int>(n == 0 ? std::min<int64_t>(left, 5) : std::min<int64_t>(left, 100));
+    if (poll(fds, n, timeout) < 0 && errno != EINTR) break;
+    for (nfds_t i = 0; i < n; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      if (fds[i].fd == info_r.get()) {
+        if (got > 0) {
+          started = true;
+          info.append(buf, static_cast<size_t>(got));
+          if (init_fd.get() < 0)
+            if (const pid_t init = child_pid_of(info); init > 0)
+              init_fd = Fd(static_cast<int>(syscall(SYS_pidfd_open, init, 0)));
+        } else if (got == 0 || errno != EINTR) {
+          info_r.reset();
+        }
+        continue;
+      }
+      if (got > 0) {
+        const size_t keep = std::min(static_cast<size_t>(got), cap - std::min(cap, r.output.size()));
+        r.output.append(buf, keep);
+        if (keep < static_cast<size_t>(got)) r.truncated = true;
+      } else if (got == 0 || errno != EINTR) {
+        out_r.reset();
+      }
+    }
+    if (!exited && waitpid(pid, &status, WNOHANG) == pid) exited = true;
+    // The program has exited: whatever still holds the pipe is gone with its
+    // PID namespace; do not wait for more than the deadline anyway.
+  }
+  if (!exited) {
+    // Kill the namespace's init first: the kernel then kills every process
+    // of the namespace, and the pidfd turns readable once they are gone.
+    // bwrap (our child) reaps it and exits; forced if it does not.
+    if (init_fd.get() >= 0) {
+      syscall(SYS_pidfd_send_signal, init_fd.get(), SIGKILL, nullptr, 0);
+      pollfd gone{init_fd.get(), POLLIN, 0};
+      poll(&gone, 1, 5000);
+    }
+    if (!reap_within(pid, init_fd.get() >= 0 ? 1000 : 0, status)) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  r.wall_ms = ms_since(t0);
+  if (timed_out) {
+    r.status = SandboxStatus::kTimedOut;
+    return r;
+  }
+  if (!started) {
+    r.status = SandboxStatus::kStartFailed;
+    r.error = r.output.empty() ? "bwrap exited before the sandbox started" : r.output;
+    while (!r.error.empty() && (r.error.back() == '\n' || r.error.back() == ' ')) r.error.pop_back();
+    r.output.clear();
+    return r;
+  }
+  if (WIFSIGNALED(status)) {
+    r.status = SandboxStatus::kSignaled;
+    r.signal = WTERMSIG(status);
+  } else {
+    // bwrap exits with its program's status, 128 + N when a signal ended it.
+    const int code = WEXITSTATUS(status);
+    if (code > 128 && code < 128 + NSIG) {
+      r.status = SandboxStatus::kSignaled;
+      r.signal = code - 128;
+    } else {
+      r.status = SandboxStatus::kExited;
+      r.exit_code = code;
+    }
+  }
+  return r;
+}
+
+const std::string& sandbox_unavailable_reason(const SandboxLimits& limits) {
+  static std::once_flag once;
+  static std::string reason;
+  std::call_once(once, [&] {
+    SandboxLimits probe = limits;
+    probe.wall_s = 10;
+    const SandboxResult r = run_sandboxed({{"/bin/true"}, {}}, probe);
+    if (r.status == SandboxStatus::kStartFailed) reason = r.error;
+    else if (!r.ok()) reason = std::string("a trivial sandbox ") + to_string(r.status) + ": " + r.output;
+  });
+  return reason;
+}
+
+}  // namespace forge

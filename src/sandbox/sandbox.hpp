@@ -1,0 +1,81 @@
+// One program run in a sandbox it cannot leave: bubblewrap (bwrap) with
+//
+//   - a private workspace: /workspace and /tmp are fresh tmpfs mounts of
+//     `workspace_mb` each; the request's files are copied in from memory
+//     (memfd -> bwrap --file), so no host file is written and nothing the
+//     program writes survives the run;
+//   - the system read-only: /usr (and /bin, /lib, ... as the host has them)
+//     and a few files of /etc; nothing else of the host: no home, no run
+//     folder, no /root, no /proc of the host;
+//   - its own user, PID, network (loopback only), IPC, UTS and cgroup
+//     namespaces; a new session; the environment cleared;
+//   - limits per process: CPU seconds (RLIMIT_CPU), address space
+//     (RLIMIT_AS), processes of its user (RLIMIT_NPROC: a fork bomb stops
+//     there); output: the first `output_kb` of stdout+stderr are kept, the
+//     rest is read and dropped (`truncated`);
+//   - a wall-clock deadline: at `wall_s` the whole process group is killed
+//     (SIGKILL to bwrap; its PID namespace takes every process with it) and
+//     the result is kTimedOut.
+//
+// When forge runs as root the sandbox drops to user `uid` first (root is
+// exempt from RLIMIT_NPROC); otherwise it runs as the calling user in a new
+// user namespace. A sandbox that cannot start (no bwrap, no user namespaces)
+// is a result with status kStartFailed and bwrap's message, never an
+// exception: for an agent it is a tool error of one episode.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace forge {
+
+struct SandboxLimits {
+  double wall_s = 10;          // deadline of the whole run
+  int cpu_s = 10;              // CPU seconds per process
+  int64_t memory_mb = 1024;    // address space per process
+  int max_procs = 64;          // processes of the sandbox's user
+  int64_t output_kb = 64;      // stdout+stderr kept
+  int64_t workspace_mb = 64;   // size of /workspace and of /tmp
+  int uid = 200000;            // the sandbox's user when forge runs as root
+  std::string bwrap = "bwrap"; // the bubblewrap binary (PATH is searched)
+};
+
+// A file of the workspace: path relative to /workspace ("pkg/mod.py").
+struct SandboxFile {
+  std::string path;
+  std::string content;
+  bool executable = false;
+};
+
+struct SandboxRequest {
+  std::vector<std::string> argv;  // argv[0] is searched in the sandbox's PATH
+  std::vector<SandboxFile> files;
+};
+
+enum class SandboxStatus { kExited, kSignaled, kTimedOut, kStartFailed };
+const char* to_string(SandboxStatus s);
+
+struct SandboxResult {
+  SandboxStatus status = SandboxStatus::kStartFailed;
+  int exit_code = -1;      // kExited: the program's exit status
+  int signal = 0;          // kSignaled: the signal that ended it
+  std::string output;      // stdout and stderr, interleaved, at most output_kb
+  bool truncated = false;  // more output was produced and dropped
+  double wall_ms = 0;      // from spawn to the end of the run
+  std::string error;       // kStartFailed: why (bwrap's message)
+  bool ok() const { return status == SandboxStatus::kExited && exit_code == 0; }
+};
+
+// Runs one request; blocks until it ends or its deadline passes. Thread-safe.
+// `uid` replaces limits.uid (the pool gives each worker its own user, so a
+// fork bomb in one sandbox does not starve the others of processes).
+SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& limits, int uid);
+inline SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& limits) {
+  return run_sandboxed(request, limits, limits.uid);
+}
+
+// Empty when a trivial sandbox starts on this machine, else why not (bwrap
+// missing, user namespaces refused, ...). Probed once per process.
+const std::string& sandbox_unavailable_reason(const SandboxLimits& limits = {});
+
+}  // namespace forge

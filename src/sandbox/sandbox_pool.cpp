@@ -1,0 +1,72 @@
+#include "sandbox/sandbox_pool.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace forge {
+
+SandboxPool::SandboxPool(int concurrency, SandboxLimits limits) : limits_(std::move(limits)) {
+  if (concurrency < 1) throw InputError("sandbox.concurrency must be at least 1 (got " + std::to_string(concurrency) + ")");
+  for (int i = 0; i < concurrency; ++i) workers_.emplace_back([this, i] { work(i); });
+}
+
+SandboxPool::~SandboxPool() {
+  std::deque<Job> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+  }
+  ready_.notify_all();
+  for (Job& job : dropped) {
+    SandboxResult r;
+    r.error = "the sandbox pool stopped";
+    job.done.set_value(std::move(r));
+  }
+  for (std::thread& t : workers_) t.join();
+}
+
+std::future<SandboxResult> SandboxPool::submit(SandboxRequest request) {
+  Job job{std::move(request), {}};
+  std::future<SandboxResult> f = job.done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) throw Error("SandboxPool::submit after the pool stopped");
+    queue_.push_back(std::move(job));
+  }
+  ready_.notify_one();
+  return f;
+}
+
+SandboxPool::Stats SandboxPool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void SandboxPool::work(int index) {
+  const int uid = limits_.uid + index;
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      ++running_;
+      stats_.max_running = std::max(stats_.max_running, running_);
+    }
+    SandboxResult r = run_sandboxed(job.request, limits_, uid);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_;
+      ++stats_.runs;
+      if (r.status == SandboxStatus::kTimedOut) ++stats_.timed_out;
+      if (r.status == SandboxStatus::kStartFailed) ++stats_.start_failed;
+    }
+    job.done.set_value(std::move(r));
+  }
+}
+
+}  // namespace forge

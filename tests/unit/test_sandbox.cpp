@@ -1,0 +1,308 @@
+// The sandbox (src/sandbox/): what a program inside sees and cannot do, its
+// limits and deadline, start failures as results, the pool's concurrency, and
+// that 1,000 runs (deadline kills, fork bombs, runaway output among them)
+// leave no process, descriptor, mount or temporary file behind.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "sandbox/sandbox.hpp"
+#include "sandbox/sandbox_pool.hpp"
+
+namespace forge {
+namespace {
+
+// Skips where the machine refuses user namespaces; fails where bwrap is
+// missing (tools/setup.sh installs it).
+#define REQUIRE_SANDBOX()                                                                    \
+  do {                                                                                       \
+    const std::string& why = sandbox_unavailable_reason();                                   \
+    ASSERT_EQ(why.find("could not execute bwrap"), std::string::npos) << why;                \
+    if (!why.empty()) GTEST_SKIP() << "sandboxes cannot start on this machine: " << why;     \
+  } while (0)
+
+SandboxRequest cmd(std::vector<std::string> argv) { return {std::move(argv), {}}; }
+
+SandboxRequest sh(const std::string& script, std::vector<SandboxFile> files = {}) {
+  return {{"/bin/sh", "-c", script}, std::move(files)};
+}
+
+std::vector<std::string> list_dir(const std::string& path) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(path.c_str())) {
+    while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Entries of `dir` not in `before` that a sandbox could have left: owned by
+// one of `uids`, or named like forge's or bwrap's temporary files.
+std::vector<std::string> new_entries(const std::string& dir, const std::vector<std::string>& before,
+                                     const std::set<int>& uids) {
+  std::vector<std::string> found;
+  for (const std::string& name : list_dir(dir)) {
+    if (std::binary_search(before.begin(), before.end(), name)) continue;
+    struct stat st;
+    const bool owned = lstat((dir + "/" + name).c_str(), &st) == 0 && uids.count(static_cast<int>(st.st_uid));
+    if (owned || name.find("sandbox") != std::string::npos || name.find("bwrap") != std::string::npos)
+      found.push_back(dir + "/" + name);
+  }
+  return found;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Processes that are this process's children, or run as one of `uids`.
+std::vector<std::string> stray_processes(const std::set<int>& uids) {
+  std::vector<std::string> stray;
+  const std::string self = std::to_string(getpid());
+  for (const std::string& name : list_dir("/proc")) {
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos || name == self) continue;
+    const std::string status = read_text("/proc/" + name + "/status");
+    int ppid = -1, uid = -1;
+    std::istringstream in(status);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("PPid:", 0) == 0) ppid = std::stoi(line.substr(5));
+      if (line.rfind("Uid:", 0) == 0) uid = std::stoi(line.substr(4));
+    }
+    if (ppid == getpid() || uids.count(uid)) {
+      const size_t state = status.find("State:");
+      stray.push_back(name + " " + status.substr(6, status.find('\n') - 6) + " ppid " + std::to_string(ppid) + " " +
+                      status.substr(state, status.find('\n', state) - state));
+    }
+  }
+  return stray;
+}
+
+TEST(Sandbox, RunsAProgramOnItsWorkspaceFiles) {
+  REQUIRE_SANDBOX();
+  const SandboxResult r = run_sandboxed(
+      {{"python3", "main.py"},
+       {{"main.py", "import os\nprint(open('data/in.txt').read().strip(), os.getcwd())\n"}, {"data/in.txt", "hello\n"}}},
+      {});
+  ASSERT_EQ(r.status, SandboxStatus::kExited) << r.error << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "hello /workspace\n");
+  EXPECT_FALSE(r.truncated);
+}
+
+TEST(Sandbox, ExitCodeAndBothStreamsComeBack) {
+  REQUIRE_SANDBOX();
+  const SandboxResult r = run_sandboxed(sh("echo out; echo err >&2; exit 3"), {});
+  ASSERT_EQ(r.status, SandboxStatus::kExited) << r.error;
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.output.find("out\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("err\n"), std::string::npos) << r.output;
+  const SandboxResult executable = run_sandboxed({{"./run.sh"}, {{"run.sh", "#!/bin/sh\necho ran\n", true}}}, {});
+  EXPECT_TRUE(executable.ok()) << executable.error << executable.output;
+  EXPECT_EQ(executable.output, "ran\n");
+}
+
+TEST(Sandbox, SeesNoHostFilesAndWritesNothingOutsideItsWorkspace) {
+  REQUIRE_SANDBOX();
+  // A file in the test's working folder (a run folder) and in its home.
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  const std::string secret = std::string(cwd) + "/sandbox_secret_" + std::to_string(getpid());
+  std::ofstream(secret) << "token\n";
+  const char* home = std::getenv("HOME");
+  const std::string script = "for f in '" + secret + "' '" + (home ? home : "/root") +
+                             "' /root /etc/shadow /etc/hostname; do test -e \"$f\" && echo \"seen $f\"; done;"
+                             "echo x > /usr/forge_sandbox_probe 2>/dev/null && echo 'wrote /usr';"
+                             "echo x > workspace_file && echo 'wrote workspace'; id -u";
+  const SandboxResult r = run_sandboxed(sh(script), {});
+  std::remove(secret.c_str());
+  ASSERT_TRUE(r.ok()) << r.error << r.output;
+  EXPECT_EQ(r.output.find("seen"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("wrote /usr"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("wrote workspace"), std::string::npos) << r.output;
+  EXPECT_NE(access("/usr/forge_sandbox_probe", F_OK), 0);
+  const std::string user = r.output.substr(r.output.rfind('\n', r.output.size() - 2) + 1);
+  if (geteuid() == 0) {
+    EXPECT_NE(user, "0\n") << "the sandbox ran as root";
+  }
+}
+
+TEST(Sandbox, HasNoNetworkButLoopback) {
+  REQUIRE_SANDBOX();
+  const SandboxResult r = run_sandboxed(
+      cmd({"python3", "-c",
+        "import socket\n"
+        "s = socket.socket(); s.settimeout(2)\n"
+        "try:\n  s.connect(('1.1.1.1', 53)); print('connected')\n"
+        "except OSError as e:\n  print('blocked', e.errno)\n"
+        "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))\n"}),
+      {});
+  ASSERT_TRUE(r.ok()) << r.error << r.output;
+  EXPECT_NE(r.output.find("blocked"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("['lo']"), std::string::npos) << r.output;
+}
+
+TEST(Sandbox, DeadlineKillsEveryProcessOfTheRun) {
+  REQUIRE_SANDBOX();
+  SandboxLimits limits;
+  limits.wall_s = 0.5;
+  const SandboxResult r = run_sandboxed(sh("sleep 100 & (setsid sleep 100 &); echo started; sleep 100"), limits, limits.uid);
+  EXPECT_EQ(r.status, SandboxStatus::kTimedOut) << to_string(r.status) << " " << r.error;
+  EXPECT_EQ(r.output, "started\n");
+  EXPECT_GE(r.wall_ms, 500);
+  EXPECT_EQ(stray_processes({limits.uid}), std::vector<std::string>{});
+}
+
+TEST(Sandbox, ProcessLimitStopsAForkBomb) {
+  REQUIRE_SANDBOX();
+  SandboxLimits limits;
+  limits.max_procs = 16;
+  limits.wall_s = 5;
+  // Tries 100 children that each wait; prints how many forks succeeded.
+  const SandboxResult r = run_sandboxed(
+      cmd({"python3", "-c",
+        "import os, time\n"
+        "n = 0\n"
+        "for i in range(100):\n"
+        "  try:\n"
+        "    if os.fork() == 0:\n      time.sleep(1); os._exit(0)\n"
+        "    n += 1\n"
+        "  except OSError:\n    pass\n"
+        "print(n)\n"}),
+      limits);
+  ASSERT_TRUE(r.ok()) << r.error << r.output;
+  const int forked = std::stoi(r.output);
+  EXPECT_GT(forked, 0);
+  EXPECT_LT(forked, limits.max_procs) << "the process limit did not hold";
+  // A real one: bounded by the limit, ended by the deadline.
+  limits.wall_s = 0.5;
+  const SandboxResult bomb = run_sandboxed(sh("f() { f | f & }; f; sleep 100"), limits);
+  EXPECT_EQ(bomb.status, SandboxStatus::kTimedOut);
+  EXPECT_EQ(stray_processes({limits.uid}), std::vector<std::string>{});
+}
+
+TEST(Sandbox, RunawayOutputIsCutAtTheCap) {
+  REQUIRE_SANDBOX();
+  SandboxLimits limits;
+  limits.output_kb = 16;
+  limits.wall_s = 0.5;
+  const SandboxResult r = run_sandboxed(cmd({"yes"}), limits);
+  EXPECT_EQ(r.status, SandboxStatus::kTimedOut);
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.output.size(), 16u * 1024);
+  const SandboxResult small = run_sandboxed(sh("head -c 1000 /dev/zero"), limits);
+  EXPECT_TRUE(small.ok());
+  EXPECT_FALSE(small.truncated);
+  EXPECT_EQ(small.output.size(), 1000u);
+}
+
+TEST(Sandbox, MemoryAndCpuLimitsHold) {
+  REQUIRE_SANDBOX();
+  SandboxLimits limits;
+  limits.memory_mb = 256;
+  limits.cpu_s = 1;
+  limits.wall_s = 20;
+  const SandboxResult mem = run_sandboxed(
+      cmd({"python3", "-c", "try:\n  x = bytearray(512 << 20); print('allocated')\nexcept MemoryError:\n  print('refused')\n"}),
+      limits);
+  ASSERT_TRUE(mem.ok()) << mem.error << mem.output;
+  EXPECT_EQ(mem.output, "refused\n");
+  const SandboxResult cpu = run_sandboxed(cmd({"python3", "-c", "while True: pass"}), limits);
+  EXPECT_EQ(cpu.status, SandboxStatus::kSignaled) << to_string(cpu.status) << " " << cpu.output;
+  EXPECT_LT(cpu.wall_ms, 15000);
+}
+
+TEST(Sandbox, StartFailuresAreResultsNotExceptions) {
+  SandboxLimits limits;
+  limits.bwrap = "/nonexistent/bwrap";
+  const SandboxResult r = run_sandboxed(sh("true"), limits);
+  EXPECT_EQ(r.status, SandboxStatus::kStartFailed);
+  EXPECT_NE(r.error.find("bubblewrap"), std::string::npos) << r.error;
+  EXPECT_FALSE(r.ok());
+  for (const char* bad : {"../escape.py", "/etc/passwd", "a//b", "dir/", ""}) {
+    const SandboxResult b = run_sandboxed(sh("true", {{bad, "x"}}), {});
+    EXPECT_EQ(b.status, SandboxStatus::kStartFailed) << bad;
+    EXPECT_NE(b.error.find("bad workspace path"), std::string::npos) << b.error;
+  }
+  EXPECT_EQ(run_sandboxed(cmd({}), {}).status, SandboxStatus::kStartFailed);
+}
+
+TEST(SandboxPool, RunsAtMostConcurrencyAtOnceEachAsItsOwnUser) {
+  REQUIRE_SANDBOX();
+  SandboxPool pool(2, {});
+  std::vector<std::future<SandboxResult>> runs;
+  for (int i = 0; i < 6; ++i) runs.push_back(pool.submit(sh("sleep 0.2; id -u")));
+  std::set<std::string> users;
+  for (auto& f : runs) {
+    const SandboxResult r = f.get();
+    EXPECT_TRUE(r.ok()) << r.error << r.output;
+    users.insert(r.output);
+  }
+  const SandboxPool::Stats s = pool.stats();
+  EXPECT_EQ(s.runs, 6u);
+  EXPECT_EQ(s.max_running, 2);
+  if (geteuid() == 0) {
+    EXPECT_EQ(users, (std::set<std::string>{std::to_string(pool.limits().uid) + "\n",
+                                            std::to_string(pool.limits().uid + 1) + "\n"}));
+  }
+  EXPECT_THROW(SandboxPool(0, {}), InputError);
+}
+
+TEST(SandboxPool, AThousandRunsLeaveNothingBehind) {
+  REQUIRE_SANDBOX();
+  const auto fds = list_dir("/proc/self/fd").size();
+  const auto tmp = list_dir("/tmp");
+  const auto shm = list_dir("/dev/shm");
+  const std::string mounts = read_text("/proc/self/mountinfo");
+  SandboxLimits limits;
+  limits.wall_s = 0.3;
+  limits.max_procs = 16;
+  limits.output_kb = 4;
+  SandboxPool::Stats stats;
+  {
+    SandboxPool pool(2, limits);
+    std::vector<std::future<SandboxResult>> runs;
+    for (int i = 0; i < 1000; ++i) {
+      const int kind = i % 50;
+      if (kind == 0) runs.push_back(pool.submit(sh("sleep 100 & sleep 100")));     // killed at the deadline
+      else if (kind == 1) runs.push_back(pool.submit(sh("f() { f | f & }; f; sleep 100")));  // fork bomb
+      else if (kind == 2) runs.push_back(pool.submit(cmd({"yes"})));                  // runaway output
+      else runs.push_back(pool.submit(sh("echo x > f; cat f > /tmp/g", {{"in.txt", "data"}})));
+    }
+    size_t ok = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const SandboxResult r = runs[i].get();
+      ok += r.ok();
+      if (!r.ok() && i % 50 > 2) ADD_FAILURE() << "run " << i << ": " << to_string(r.status) << " " << r.error << r.output;
+    }
+    EXPECT_EQ(ok, 940u);
+    stats = pool.stats();
+  }
+  EXPECT_EQ(stats.runs, 1000u);
+  EXPECT_GE(stats.timed_out, 40u);  // sleep and yes; a fork bomb may also fail to fork its sleep
+  EXPECT_EQ(stats.start_failed, 0u);
+  EXPECT_EQ(stray_processes({limits.uid, limits.uid + 1}), std::vector<std::string>{});
+  EXPECT_EQ(list_dir("/proc/self/fd").size(), fds);
+  // Other tests may write /tmp meanwhile: what counts is what the sandboxes'
+  // users own or what is named after them.
+  EXPECT_EQ(new_entries("/tmp", tmp, {limits.uid, limits.uid + 1}), std::vector<std::string>{});
+  EXPECT_EQ(new_entries("/dev/shm", shm, {limits.uid, limits.uid + 1}), std::vector<std::string>{});
+  EXPECT_EQ(read_text("/proc/self/mountinfo"), mounts);
+}
+
+}  // namespace
+}  // namespace forge
