@@ -192,7 +192,10 @@ class Backend {
   virtual void head_fwd(const HeadArgs& a) = 0;
   virtual void head_bwd(const HeadArgs& a, const HeadGrads& g) = 0;
 
-  // dst[r] = src[rows[r]]; scatter: dst[rows[r]] += src[r]
+  // dst[r] = src[rows[r]]; scatter: dst[rows[r]] += src[r]. The rows of a
+  // scatter are distinct (the caller's contract: the head's rows are distinct
+  // positions; Transformer::forward checks it in debug builds): kernels add
+  // without atomics, so a repeated row would race.
   virtual void gather_rows(const float* src, const int32_t* rows, float* dst, int R, int d) = 0;
   virtual void scatter_add_rows(const float* src, const int32_t* rows, float* dst, int R,
                                 int d) = 0;

@@ -1,5 +1,8 @@
 #include "model/transformer.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include "core/error.hpp"
 
 namespace forge {
@@ -24,6 +27,21 @@ Transformer::Transformer(const ModelConfig& config, const ParamLayout& layout, B
 const float* Transformer::head_weight(const float* params) const { return params + head_; }
 float* Transformer::head_weight_grad(float* grads) const { return grads + head_; }
 
+namespace {
+
+// The head rows are distinct positions: backward scatters into them without
+// atomics (Backend::scatter_add_rows). Debug builds check it.
+[[maybe_unused]] void check_distinct_rows(Backend& B, const int32_t* rows, int R) {
+  std::vector<int32_t> h(static_cast<size_t>(R));
+  if (R > 0) B.to_host(h.data(), rows, sizeof(int32_t) * h.size());
+  std::sort(h.begin(), h.end());
+  const auto twice = std::adjacent_find(h.begin(), h.end());
+  FORGE_CHECK(twice == h.end(), "head row " + std::to_string(twice == h.end() ? 0 : *twice) +
+                                    " appears twice: scatter_add_rows needs distinct rows");
+}
+
+}  // namespace
+
 void Transformer::forward(const float* P, const int32_t* token, const int32_t* position, int T,
                           const int32_t* rows, int R, BlockAttention& attention,
                           TransformerActivations& act) const {
@@ -38,6 +56,9 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
   act.R_ = R;
   act.position_ = position;
   act.rows_ = rows;
+#ifndef NDEBUG
+  check_distinct_rows(B, rows, R);
+#endif
 
   if (c_.qkv_bias) {
     act.ones_.ensure(B, T);

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -124,7 +125,10 @@ inline void rows(Backend& dev, Backend& cpu) {
   const int V = 53, d = 70, T = 91, R = 33;
   std::vector<int32_t> tokens(T), distinct(R);
   for (auto& t : tokens) t = static_cast<int32_t>(rng.below(V / 4));  // many repeats
-  for (int r = 0; r < R; ++r) distinct[r] = (r * 7) % T;              // 7 and 91: distinct
+  // A stride coprime to T (91 = 7 x 13) gives R distinct rows; scatter's
+  // contract (backend.hpp) is distinct rows.
+  for (int r = 0; r < R; ++r) distinct[r] = (r * 5) % T;
+  ASSERT_EQ(std::set<int32_t>(distinct.begin(), distinct.end()).size(), size_t(R));
   Pair<int32_t> tok(dev, cpu, tokens), rws(dev, cpu, distinct);
   Pair<float> table(dev, cpu, random_vec(rng, size_t(V) * d)), dout(dev, cpu, random_vec(rng, size_t(T) * d));
   Pair<float> emb(dev, cpu, std::vector<float>(size_t(T) * d)), dtable(dev, cpu, random_vec(rng, size_t(V) * d));
