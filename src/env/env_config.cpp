@@ -25,6 +25,9 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
            at_least(0));
   opts.add("env.search_weight", &c.search_weight, "weight of the search domain in the task mix",
            at_least(0));
+  opts.add("env.code_weight", &c.code_weight,
+           "weight of the code domain (fix a bug in a small Python module, tests run in the sandbox) in the task mix",
+           at_least(0));
   opts.add("env.tool_error_rate", &c.tool_error_rate,
            "probability that a valid tool call returns an injected error", in_range(0, 1));
   opts.add("env.timeout_rate", &c.timeout_rate,
@@ -43,6 +46,7 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
            "search: entities of the generated knowledge graph", in_range(6, 40));
   opts.add("env.search_obfuscate", &c.search_obfuscate,
            "search: probability that the seed entity is described, not named", in_range(0, 1));
+  opts.add("env.code_functions", &c.code_functions, "code: functions per generated module", in_range(1, 10));
   opts.add("env.perturb", &c.perturb,
            "draw scaffold variants per episode (false: the default variant of each dimension)");
   opts.add("env.perturb_share", &c.perturb_share,
@@ -52,9 +56,23 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
   opts.add("env.heldout_families", &c.heldout_families,
            "comma-separated perturbation families kept for evaluation (e.g. template.text); "
            "empty = none");
+  opts.describe_section("sandbox", "the sandbox (bubblewrap) of the programs agents run: concurrency and limits");
+  opts.add("sandbox.concurrency", &c.sandbox_concurrency, "sandboxes running at once per process; the rest queue",
+           in_range(1, 256));
+  opts.add("sandbox.wall_s", &c.sandbox_wall_s,
+           "deadline of one run in seconds: every process of the run is killed then", in_range(0.1, 3600));
+  opts.add("sandbox.cpu_s", &c.sandbox_cpu_s, "CPU seconds per process (RLIMIT_CPU)", in_range(1, 3600));
+  opts.add("sandbox.memory_mb", &c.sandbox_memory_mb, "address space per process in MiB (RLIMIT_AS)",
+           in_range(64, 1 << 20));
+  opts.add("sandbox.max_procs", &c.sandbox_max_procs,
+           "processes of the sandbox's user (RLIMIT_NPROC; stops fork bombs)", in_range(4, 4096));
+  opts.add("sandbox.output_kb", &c.sandbox_output_kb, "stdout+stderr kept per run in KiB; the rest is dropped",
+           in_range(1, 1 << 16));
+  opts.add("sandbox.uid", &c.sandbox_uid,
+           "when forge runs as root: the first sandbox user id (one per concurrent sandbox)", in_range(1000, 1 << 30));
   opts.add_check([&c] {
-    if (c.calc_weight + c.search_weight <= 0)
-      throw InputError("env.calc_weight + env.search_weight must be > 0 (no domain to draw from)");
+    if (c.calc_weight + c.search_weight + c.code_weight <= 0)
+      throw InputError("env.calc_weight + env.search_weight + env.code_weight must be > 0 (no domain to draw from)");
     if (c.tool_error_rate + c.timeout_rate > 1)
       throw InputError("env.tool_error_rate + env.timeout_rate = " +
                        format_number(c.tool_error_rate + c.timeout_rate) + " must be <= 1");

@@ -14,6 +14,7 @@ struct EnvConfig {
   // Domain mix: a task's domain is drawn with probability weight / sum.
   double calc_weight = 1.0;
   double search_weight = 1.0;
+  double code_weight = 0.0;
 
   // Noise on valid tool calls (an injected error, or a timeout).
   double tool_error_rate = 0.1;
@@ -29,6 +30,18 @@ struct EnvConfig {
   int search_max_hops = 3;
   int search_entities = 10;
   double search_obfuscate = 0.7;
+
+  // code: functions per generated module (code_tasks.hpp).
+  int code_functions = 3;
+  // The sandbox of the code domain's programs (src/sandbox/): runs at once
+  // per process, and each run's limits.
+  int sandbox_concurrency = 2;
+  double sandbox_wall_s = 10;
+  int sandbox_cpu_s = 10;
+  int sandbox_memory_mb = 1024;
+  int sandbox_max_procs = 64;
+  int sandbox_output_kb = 64;
+  int sandbox_uid = 200000;
 
   // Perturbations (perturbation.hpp): off = every episode uses the default
   // variant of each dimension. Held-out families (comma-separated names such

@@ -3,6 +3,7 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "env/calc_env.hpp"
+#include "env/code_env.hpp"
 #include "env/search_env.hpp"
 
 namespace forge {
@@ -12,6 +13,7 @@ EnvMix::EnvMix(const EnvConfig& config) : config_(config) {
       [](const EnvConfig& c) { return std::make_unique<CalcEnv>(c); });
   add("search", config.search_weight,
       [](const EnvConfig& c) { return std::make_unique<SearchEnv>(c); });
+  add("code", config.code_weight, [](const EnvConfig& c) { return std::make_unique<CodeEnv>(c); });
 }
 
 void EnvMix::add(const std::string& name, double weight, EnvFactory factory) {

@@ -3,7 +3,7 @@
 // domain whose cumulative weight share covers it, so a seed always maps to
 // the same domain and, through Environment::reset(seed), the same task.
 //
-//   EnvMix mix(config);                       // calc and search, weights from config
+//   EnvMix mix(config);                       // calc, search, code; weights from config
 //   mix.add("maze", 0.5, [](const EnvConfig& c) { return std::make_unique<MazeEnv>(c); });
 //   auto env = mix.make_for(seed);            // a fresh environment of the drawn domain
 //   Task task = env->reset(seed);
@@ -22,7 +22,8 @@ using EnvFactory = std::function<std::unique_ptr<Environment>(const EnvConfig&)>
 
 class EnvMix {
  public:
-  // Registers calc (env.calc_weight) and search (env.search_weight).
+  // Registers calc (env.calc_weight), search (env.search_weight) and code
+  // (env.code_weight).
   explicit EnvMix(const EnvConfig& config);
 
   // Adds a domain; InputError for a duplicate name or a negative weight.

@@ -157,12 +157,18 @@ void RolloutStore::reopen() {
   // Rows to keep: the leading episodes and steps before resume_step, with
   // their calls and tokens (the reader already clamps partial rows away).
   int64_t steps = 0;
+  bool grown_domains = false;
   {
     const RolloutReader r(path_);
-    if (r.schema_version() != rs::kSchemaVersion || r.domains() != options_.domains ||
-        r.template_families() != options_.template_families)
+    // A run may add domains at the end of the list (a new domain in a newer
+    // forge): the file's codes stay valid and its list is rewritten below.
+    const std::vector<std::string> old = r.domains();
+    const bool prefix = old.size() <= options_.domains.size() &&
+                        std::equal(old.begin(), old.end(), options_.domains.begin());
+    if (r.schema_version() != rs::kSchemaVersion || !prefix || r.template_families() != options_.template_families)
       throw InputError("cannot resume '" + path_ + "': it was written with another schema version, " +
                        "domain list or template family list than this run uses");
+    grown_domains = old.size() < options_.domains.size();
     const EpisodeTable e = r.episodes();
     while (n_episodes_ < static_cast<int64_t>(e.size()) && e.consumed_step[n_episodes_] < options_.resume_step)
       ++n_episodes_;
@@ -186,6 +192,11 @@ void RolloutStore::reopen() {
                                                            : n_tokens_;
     series_.push_back(std::make_unique<Series>(file_, c, static_cast<hsize_t>(rows)));
     by_name_[c.path] = series_.back().get();
+  }
+  if (grown_domains) {
+    const hid_t env = col("episodes/env").id();
+    if (H5Adelete(env, rs::kNamesAttr) < 0) throw Error("cannot rewrite the domain names of '" + path_ + "'");
+    write_names(env, "episodes/env in '" + path_ + "'", options_.domains);
   }
 }
 

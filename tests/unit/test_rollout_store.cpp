@@ -374,6 +374,30 @@ TEST(RolloutStore, ResumeAfterSigkillKeepsEarlierStepsAndDropsTheRest) {
   for (int64_t i = 0; i < r.n_episodes(); ++i) EXPECT_EQ(e.consumed_step[i], i / kPerStep);
 }
 
+// A newer forge may append a domain (code after calc and search): resuming
+// an older file keeps its episodes and extends its domain list; any other
+// change of the list is refused.
+TEST(RolloutStore, ResumeAcceptsDomainsAppendedAtTheEnd) {
+  const std::string path = temp_dir("domains") + "/rollouts.h5";
+  {
+    RolloutStore store(path, options());
+    store.append_episodes(batch(0, 4), 0, 0);
+  }
+  RolloutStoreOptions grown = options();
+  grown.domains.push_back("code");
+  grown.resume_step = 5;
+  {
+    RolloutStore store(path, grown);
+  }
+  RolloutReader r(path);
+  EXPECT_EQ(r.domains(), grown.domains);
+  EXPECT_EQ(r.n_episodes(), 4);
+  RolloutStoreOptions swapped = options();
+  swapped.domains = {"search", "calc", "code"};
+  swapped.resume_step = 5;
+  EXPECT_THROW(RolloutStore(path, swapped), InputError);
+}
+
 void expect_input_error(const std::string& path, const std::vector<std::string>& fragments) {
   try {
     RolloutReader r(path);
@@ -459,7 +483,9 @@ TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
     fs::copy_file(good, path);
     h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
     ASSERT_TRUE(f.valid());
-    if (drop_abandoned) ASSERT_GE(H5Ldelete(f.id(), "episodes/abandoned", H5P_DEFAULT), 0);
+    if (drop_abandoned) {
+      ASSERT_GE(H5Ldelete(f.id(), "episodes/abandoned", H5P_DEFAULT), 0);
+    }
     hsize_t n = 0;
     {
       h5::Handle d(H5Dopen2(f.id(), "steps/step", H5P_DEFAULT), H5Dclose);

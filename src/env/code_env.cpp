@@ -1,0 +1,207 @@
+#include "env/code_env.hpp"
+
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+#include "sandbox/sandbox_pool.hpp"
+
+namespace forge {
+namespace {
+
+constexpr size_t kShellChars = 400;  // shell output shown to the agent
+
+// The process's pool, made on first use with the first config that asks.
+SandboxPool& shared_pool(const EnvConfig& config) {
+  static std::mutex mu;
+  static std::unique_ptr<SandboxPool> pool;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!pool) pool = std::make_unique<SandboxPool>(config.sandbox_concurrency, sandbox_limits_of(config));
+  return *pool;
+}
+
+bool parse_int(const std::string& s, int& out) {
+  if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  out = std::stoi(s);
+  return true;
+}
+
+// "a b rest": the first two space-separated words and the rest (after one
+// space, as given).
+void split2(const std::string& s, std::string& a, std::string& b, std::string& rest, bool& has_rest) {
+  const size_t s1 = s.find(' ');
+  a = s.substr(0, s1);
+  b.clear();
+  rest.clear();
+  has_rest = false;
+  if (s1 == std::string::npos) return;
+  const size_t s2 = s.find(' ', s1 + 1);
+  b = s.substr(s1 + 1, s2 == std::string::npos ? std::string::npos : s2 - s1 - 1);
+  if (s2 == std::string::npos) return;
+  rest = s.substr(s2 + 1);
+  has_rest = true;
+}
+
+// unittest's report, short: "FAIL: test_clamp: AssertionError: 10 != 5 |
+// FAILED (failures=1)" or "OK (3 tests)".
+std::string summarize_unittest(const SandboxResult& r) {
+  if (r.status == SandboxStatus::kStartFailed) return "error: the sandbox could not start: " + r.error;
+  if (r.status == SandboxStatus::kTimedOut) return "error: the tests did not finish before the deadline";
+  std::istringstream in(r.output);
+  std::string line, ran, verdict, out;
+  while (std::getline(in, line)) {
+    if (line.rfind("FAIL: ", 0) == 0 || line.rfind("ERROR: ", 0) == 0) {
+      out += (out.empty() ? "" : " | ") + line.substr(0, line.find(" ("));
+    } else if (line.rfind("Ran ", 0) == 0) {
+      ran = line.substr(4, line.find(" test") - 4);
+    } else if (line == "OK" || line.rfind("OK ", 0) == 0 || line.rfind("FAILED", 0) == 0) {
+      verdict = line;
+    } else if (!line.empty() && line[0] != ' ' && line.find("Error") != std::string::npos && !out.empty() &&
+               out.back() != ')') {
+      out += ": " + line;
+    }
+  }
+  if (verdict.rfind("OK", 0) == 0) return "OK (" + ran + " tests)";
+  if (verdict.empty()) {
+    std::string tail = r.output.size() > kShellChars ? r.output.substr(r.output.size() - kShellChars) : r.output;
+    return "error: the tests did not run: " + std::string(trim(tail));
+  }
+  return out + (out.empty() ? "" : " | ") + verdict;
+}
+
+}  // namespace
+
+SandboxLimits sandbox_limits_of(const EnvConfig& c) {
+  SandboxLimits l;
+  l.wall_s = c.sandbox_wall_s;
+  l.cpu_s = c.sandbox_cpu_s;
+  l.memory_mb = c.sandbox_memory_mb;
+  l.max_procs = c.sandbox_max_procs;
+  l.output_kb = c.sandbox_output_kb;
+  l.uid = c.sandbox_uid;
+  return l;
+}
+
+Task CodeEnv::generate(uint64_t seed) {
+  task_ = make_code_task(seed, config().code_functions);
+  lines_ = task_.lines;
+  read_bug_ = fixed_ = passed_ = false;
+  Task t;
+  t.request = "Fix the bug in " + task_.module_file + ". Issue: " + task_.issue + ". Files: " + task_.module_file +
+              ", " + task_.test_file + ".";
+  t.tools = {{"read", "FILE [START END]", "show a file's lines, numbered", task_.module_file + " 1 5"},
+             {"replace", "FILE LINE TEXT", "replace one line of the module (TEXT with its indentation)",
+              task_.module_file + " 2     return x"},
+             {"run_tests", "[NAME]", "run the visible tests, or one test", ""},
+             {"shell", "CMD", "run a shell command on a copy of the workspace", "ls"}};
+  t.steps_needed = 3;
+  return t;
+}
+
+Environment::ToolResult CodeEnv::call_tool(const ToolCall& call) {
+  if (call.tool == "read") return read(call.args);
+  if (call.tool == "replace") return replace(call.args);
+  if (call.tool == "run_tests") return run_tests(call.args);
+  if (call.tool == "shell") return shell(call.args);
+  return {false, "no tool '" + call.tool + "'"};
+}
+
+Environment::ToolResult CodeEnv::read(const std::string& args) {
+  std::string file, from, to;
+  bool ranged = false;
+  split2(std::string(trim(args)), file, from, to, ranged);
+  const std::vector<std::string>* lines = nullptr;
+  std::vector<std::string> test_lines;
+  if (file == task_.module_file) {
+    lines = &lines_;
+  } else if (file == task_.test_file) {
+    std::istringstream in(task_.visible_tests);
+    for (std::string l; std::getline(in, l);) test_lines.push_back(l);
+    lines = &test_lines;
+  } else {
+    return {false, "read: no file '" + file + "' (files: " + task_.module_file + ", " + task_.test_file + ")"};
+  }
+  int a = 1, b = static_cast<int>(lines->size());
+  if (!from.empty() || ranged) {
+    if (!parse_int(from, a) || !parse_int(std::string(trim(to)), b) || a < 1 || b < a)
+      return {false, "read expects FILE or FILE START END with 1 <= START <= END, got '" + args + "'"};
+    b = std::min(b, static_cast<int>(lines->size()));
+    if (a > b) return {false, "read: " + file + " has " + std::to_string(lines->size()) + " lines"};
+  }
+  std::string out;
+  for (int i = a; i <= b; ++i) out += std::to_string(i) + ": " + (*lines)[static_cast<size_t>(i - 1)] + "\n";
+  const bool useful = !read_bug_ && file == task_.module_file && a <= task_.bug_line && task_.bug_line <= b;
+  if (useful) read_bug_ = true;
+  return {true, out, useful};
+}
+
+Environment::ToolResult CodeEnv::replace(const std::string& args) {
+  std::string file, line_text, text;
+  bool has_text = false;
+  split2(args, file, line_text, text, has_text);
+  int line = 0;
+  if (file == task_.test_file) return {false, "replace: the tests are read-only; edit " + task_.module_file};
+  if (file != task_.module_file) return {false, "replace: no file '" + file + "' (edit " + task_.module_file + ")"};
+  if (!has_text || !parse_int(line_text, line) || text.find('\n') != std::string::npos)
+    return {false, "replace expects FILE LINE TEXT (one line), got '" + args + "'"};
+  if (line < 1 || line > static_cast<int>(lines_.size()))
+    return {false, "replace: " + file + " has lines 1.." + std::to_string(lines_.size())};
+  lines_[static_cast<size_t>(line - 1)] = text;
+  const bool useful = !fixed_ && line == task_.bug_line && text == task_.fixed_line;
+  if (useful) fixed_ = true;
+  return {true, "line " + std::to_string(line) + " of " + file + " replaced", useful};
+}
+
+Environment::ToolResult CodeEnv::run_tests(const std::string& args) {
+  std::string target = "test_" + task_.module;
+  const std::string name(trim(args));
+  if (!name.empty()) {
+    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_0123456789") != std::string::npos)
+      return {false, "run_tests expects nothing or a test name like test_clamp, got '" + args + "'"};
+    const std::string test = name.rfind("test_", 0) == 0 ? name : "test_" + name;
+    const std::string cls = std::string(1, static_cast<char>(task_.module[0] - 'a' + 'A')) + task_.module.substr(1);
+    target += "." + cls + "Test." + test;
+  }
+  const SandboxResult r = run({{"python3", "-m", "unittest", "-q", target}, workspace()});
+  const std::string summary = summarize_unittest(r);
+  const bool useful = !passed_ && name.empty() && r.ok();
+  if (useful) passed_ = true;
+  return {true, summary, useful};
+}
+
+Environment::ToolResult CodeEnv::shell(const std::string& args) {
+  if (trim(args).empty()) return {false, "shell expects a command, got nothing"};
+  const SandboxResult r = run({{"/bin/sh", "-c", args}, workspace()});
+  if (r.status == SandboxStatus::kStartFailed) return {true, "error: the sandbox could not start: " + r.error};
+  std::string out = r.output.size() > kShellChars ? r.output.substr(0, kShellChars) + "..." : r.output;
+  if (r.status == SandboxStatus::kTimedOut) out += "\n[killed at the deadline]";
+  else if (r.status == SandboxStatus::kSignaled) out += "\n[killed by signal " + std::to_string(r.signal) + "]";
+  else if (r.exit_code != 0) out += "\n[exit " + std::to_string(r.exit_code) + "]";
+  return {true, out.empty() ? "(no output)" : out};
+}
+
+std::vector<SandboxFile> CodeEnv::workspace() const {
+  return {{task_.module_file, join_lines(lines_)}, {task_.test_file, task_.visible_tests}};
+}
+
+SandboxResult CodeEnv::run(SandboxRequest request) const {
+  return shared_pool(config()).submit(std::move(request)).get();
+}
+
+float CodeEnv::score(std::string_view) const {
+  std::vector<SandboxFile> files = workspace();
+  files.push_back({task_.hidden_file, task_.hidden_tests});
+  return run({{"python3", "-m", "unittest", "-q", "hidden_test_" + task_.module}, files}).ok() ? 1.0f : 0.0f;
+}
+
+Solution CodeEnv::solve() const {
+  Solution s;
+  s.calls.push_back({"read", task_.module_file + " " + std::to_string(task_.function_first) + " " +
+                                 std::to_string(task_.function_last)});
+  s.calls.push_back({"replace", task_.module_file + " " + std::to_string(task_.bug_line) + " " + task_.fixed_line});
+  s.calls.push_back({"run_tests", ""});
+  s.answer = "done";
+  return s;
+}
+
+}  // namespace forge

@@ -1,0 +1,65 @@
+// code: fix one injected bug in a small Python module (code_tasks.hpp),
+// verified by hidden tests that run in the sandbox (src/sandbox/).
+//
+// The agent sees the issue (the failing visible test and its expectation)
+// and the file list. Tools, each taking one argument string:
+//   read      "FILE" or "FILE START END"  the file's lines, numbered
+//   replace   "FILE LINE TEXT"            line LINE of the module becomes TEXT
+//                                         (everything after the second space,
+//                                         indentation included); the test
+//                                         files are read-only
+//   run_tests "" or "NAME"                the visible tests (or test_NAME) in
+//                                         the sandbox: the last lines of
+//                                         unittest's report
+//   shell     "CMD"                       sh -c CMD in the sandbox, on a copy
+//                                         of the workspace (edits there do
+//                                         not persist: edit with replace)
+// Useful (first time only): a read whose range covers the buggy line, the
+// replace that restores it, a run_tests that passes. The solver reads the
+// buggy function, replaces the line, runs the tests and answers "done".
+// verify(): 1 when the hidden tests pass on the final module, else 0 (one
+// sandbox run; the answer text is not read). Every program runs through the
+// process's shared SandboxPool (env.code_* and sandbox.* keys); a sandbox
+// that cannot start is an "error:" observation, not a bad call.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "env/code_tasks.hpp"
+#include "env/environment.hpp"
+#include "sandbox/sandbox.hpp"
+
+namespace forge {
+
+class CodeEnv : public Environment {
+ public:
+  using Environment::Environment;
+  std::string name() const override { return "code"; }
+  Solution solve() const override;
+
+  const CodeTask& code_task() const { return task_; }
+  const std::vector<std::string>& module_lines() const { return lines_; }
+
+ protected:
+  Task generate(uint64_t seed) override;
+  ToolResult call_tool(const ToolCall& call) override;
+  float score(std::string_view answer) const override;
+
+ private:
+  ToolResult read(const std::string& args);
+  ToolResult replace(const std::string& args);
+  ToolResult run_tests(const std::string& args);
+  ToolResult shell(const std::string& args);
+  // The workspace as it is now (module as edited, visible tests).
+  std::vector<SandboxFile> workspace() const;
+  SandboxResult run(SandboxRequest request) const;
+
+  CodeTask task_;
+  std::vector<std::string> lines_;  // the module as edited so far
+  bool read_bug_ = false, fixed_ = false, passed_ = false;
+};
+
+// The sandbox settings of the code domain (EnvConfig's sandbox.* keys).
+SandboxLimits sandbox_limits_of(const EnvConfig& config);
+
+}  // namespace forge
