@@ -62,4 +62,16 @@ check_run "$WORK/a" 6 3 2 6 3
 run 5 "$WORK/b" --mpi.learners=2 --train.steps=4 --train.tasks=2 --train.group=3 --pool.policy=greedy \
   --pool.inflight=4
 check_run "$WORK/b" 4 2 3 4 4
+# The code domain mixed with calc and search (its programs run in the
+# sandbox on the environment ranks).
+run 4 "$WORK/c" --train.steps=3 --train.tasks=3 --train.group=2 --env.code_weight=2
+check_run "$WORK/c" 3 3 2 16 8
+/usr/bin/python3 - "$WORK/c/rollouts.h5" <<'PY' || fail "the mixed run has no code episodes"
+import sys, collections, h5py
+f = h5py.File(sys.argv[1], "r")
+names = [s.decode() for s in f["episodes/env"].attrs["names"]]
+count = collections.Counter(names[e] for e in f["episodes/env"][:])
+print("domains:", dict(count))
+sys.exit(0 if count["code"] > 0 and len(count) >= 2 else 1)
+PY
 echo "PASS"
