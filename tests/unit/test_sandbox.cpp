@@ -31,6 +31,15 @@ namespace {
     if (!why.empty()) GTEST_SKIP() << "sandboxes cannot start on this machine: " << why;     \
   } while (0)
 
+// Limits with sandbox users of this test's own (when root): ctest runs tests
+// as parallel processes, and RLIMIT_NPROC and the leftover check count a
+// user's processes across all of them.
+SandboxLimits own_users(int test) {
+  SandboxLimits l;
+  l.uid = 210000 + 10 * test;
+  return l;
+}
+
 SandboxRequest cmd(std::vector<std::string> argv) { return {std::move(argv), {}}; }
 
 SandboxRequest sh(const std::string& script, std::vector<SandboxFile> files = {}) {
@@ -158,7 +167,7 @@ TEST(Sandbox, HasNoNetworkButLoopback) {
 
 TEST(Sandbox, DeadlineKillsEveryProcessOfTheRun) {
   REQUIRE_SANDBOX();
-  SandboxLimits limits;
+  SandboxLimits limits = own_users(1);
   limits.wall_s = 0.5;
   const SandboxResult r = run_sandboxed(sh("sleep 100 & (setsid sleep 100 &); echo started; sleep 100"), limits, limits.uid);
   EXPECT_EQ(r.status, SandboxStatus::kTimedOut) << to_string(r.status) << " " << r.error;
@@ -169,7 +178,7 @@ TEST(Sandbox, DeadlineKillsEveryProcessOfTheRun) {
 
 TEST(Sandbox, ProcessLimitStopsAForkBomb) {
   REQUIRE_SANDBOX();
-  SandboxLimits limits;
+  SandboxLimits limits = own_users(2);
   limits.max_procs = 16;
   limits.wall_s = 5;
   // Tries 100 children that each wait; prints how many forks succeeded.
@@ -197,7 +206,7 @@ TEST(Sandbox, ProcessLimitStopsAForkBomb) {
 
 TEST(Sandbox, RunawayOutputIsCutAtTheCap) {
   REQUIRE_SANDBOX();
-  SandboxLimits limits;
+  SandboxLimits limits = own_users(3);
   limits.output_kb = 16;
   limits.wall_s = 0.5;
   const SandboxResult r = run_sandboxed(cmd({"yes"}), limits);
@@ -212,7 +221,7 @@ TEST(Sandbox, RunawayOutputIsCutAtTheCap) {
 
 TEST(Sandbox, MemoryAndCpuLimitsHold) {
   REQUIRE_SANDBOX();
-  SandboxLimits limits;
+  SandboxLimits limits = own_users(4);
   limits.memory_mb = 256;
   limits.cpu_s = 1;
   limits.wall_s = 20;
@@ -243,7 +252,7 @@ TEST(Sandbox, StartFailuresAreResultsNotExceptions) {
 
 TEST(SandboxPool, RunsAtMostConcurrencyAtOnceEachAsItsOwnUser) {
   REQUIRE_SANDBOX();
-  SandboxPool pool(2, {});
+  SandboxPool pool(2, own_users(5));
   std::vector<std::future<SandboxResult>> runs;
   for (int i = 0; i < 6; ++i) runs.push_back(pool.submit(sh("sleep 0.2; id -u")));
   std::set<std::string> users;
@@ -268,7 +277,7 @@ TEST(SandboxPool, AThousandRunsLeaveNothingBehind) {
   const auto tmp = list_dir("/tmp");
   const auto shm = list_dir("/dev/shm");
   const std::string mounts = read_text("/proc/self/mountinfo");
-  SandboxLimits limits;
+  SandboxLimits limits = own_users(6);
   limits.wall_s = 0.3;
   limits.max_procs = 16;
   limits.output_kb = 4;
