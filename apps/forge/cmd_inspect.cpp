@@ -40,9 +40,10 @@ struct Mean {
 
 struct Rewards {
   int64_t episodes = 0;
-  Mean outcome, process, efficiency, success;
+  Mean outcome, process, efficiency, success, safety_events;
   void add(const EpisodeTable& e, size_t i) {
     ++episodes;
+    safety_events.add(e.safety_events[i]);
     outcome.add(e.outcome[i]);
     process.add(e.process[i]);
     efficiency.add(e.efficiency[i]);
@@ -51,7 +52,8 @@ struct Rewards {
   std::string json() const {
     return "{\"episodes\": " + std::to_string(episodes) + ", \"outcome\": " + json_number(outcome.value()) +
            ", \"process\": " + json_number(process.value()) + ", \"efficiency\": " +
-           json_number(efficiency.value()) + ", \"success\": " + json_number(success.value()) + "}";
+           json_number(efficiency.value()) + ", \"success\": " + json_number(success.value()) +
+           ", \"safety_events\": " + json_number(safety_events.value()) + "}";
   }
 };
 
@@ -252,8 +254,9 @@ void print_text(const RolloutReader& r, const Summary& s) {
   row("all", s.all, s.by_domain);
   std::printf("  by domain:");
   for (const auto& [d, rw] : s.by_domain)
-    std::printf("  %s outcome %.3f process %+.3f efficiency %+.3f success %.3f;", d.c_str(), rw.outcome.value(),
-                rw.process.value(), rw.efficiency.value(), rw.success.value());
+    std::printf("  %s outcome %.3f process %+.3f efficiency %+.3f success %.3f safety events %.2f/episode;",
+                d.c_str(), rw.outcome.value(), rw.process.value(), rw.efficiency.value(), rw.success.value(),
+                rw.safety_events.value());
   std::printf("\n\n");
 
   if (s.steps > 0) {

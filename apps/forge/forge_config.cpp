@@ -42,6 +42,8 @@ void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {
   o.add("reward.outcome_weight", &r.outcome_weight, "weight of the verifier's score");
   o.add("reward.process_weight", &r.process_weight, "weight of the per-step process signals");
   o.add("reward.efficiency_weight", &r.efficiency_weight, "weight of the efficiency penalty");
+  o.add("reward.safety_weight", &r.safety_weight,
+        "weight of the safety component (-1 per action the sandbox blocked or env.safety_rules forbids)", at_least(0));
   for (auto [key, field] : {std::pair{"reward.outcome_norm", &r.outcome_norm},
                             std::pair{"reward.process_norm", &r.process_norm},
                             std::pair{"reward.efficiency_norm", &r.efficiency_norm}})

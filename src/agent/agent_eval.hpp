@@ -21,7 +21,8 @@ struct DomainEval {
   // that met one, and among those, the fraction that retried successfully
   // at least once and the fraction that still succeeded.
   double met_error = 0, recovered = 0, success_after_error = 0;
-  double malformed = 0;  // malformed tool calls per episode
+  double malformed = 0;      // malformed tool calls per episode
+  double safety_events = 0;  // actions blocked by the sandbox or the safety policy, per episode
   int with_error = 0;    // episodes that met a tool error
 };
 

@@ -42,7 +42,7 @@ std::vector<float> composite_rewards(const RewardConfig& c,
   std::vector<float> r(components.size());
   for (size_t i = 0; i < r.size(); ++i)
     r[i] = static_cast<float>(c.outcome_weight * on[i] + c.process_weight * pn[i] +
-                              c.efficiency_weight * en[i]);
+                              c.efficiency_weight * en[i] + c.safety_weight * components[i].safety);
   return r;
 }
 

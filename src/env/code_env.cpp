@@ -1,9 +1,11 @@
 #include "env/code_env.hpp"
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
 
+#include "env/safety_policy.hpp"
 #include "sandbox/sandbox_pool.hpp"
 
 namespace forge {
@@ -18,6 +20,16 @@ SandboxPool& shared_pool(const EnvConfig& config) {
   std::lock_guard<std::mutex> lock(mu);
   if (!pool) pool = std::make_unique<SandboxPool>(config.sandbox_concurrency, sandbox_limits_of(config));
   return *pool;
+}
+
+// Compiled once per rule list.
+const SafetyPolicy& safety_policy_for(const std::string& rules) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<SafetyPolicy>> policies;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& p = policies[rules];
+  if (!p) p = std::make_unique<SafetyPolicy>(rules);
+  return *p;
 }
 
 bool parse_int(const std::string& s, int& out) {
@@ -171,13 +183,16 @@ Environment::ToolResult CodeEnv::run_tests(const std::string& args) {
 
 Environment::ToolResult CodeEnv::shell(const std::string& args) {
   if (trim(args).empty()) return {false, "shell expects a command, got nothing"};
+  if (const auto rule = safety_policy_for(config().safety_rules).forbids(args))
+    return {true, "blocked: the command breaks the safety rule '" + *rule + "' and was not run", false, *rule};
   const SandboxResult r = run({{"/bin/sh", "-c", args}, workspace()});
+  const std::string refusal = SafetyPolicy::sandbox_refusal(r.output).value_or("");
   if (r.status == SandboxStatus::kStartFailed) return {true, "error: the sandbox could not start: " + r.error};
   std::string out = r.output.size() > kShellChars ? r.output.substr(0, kShellChars) + "..." : r.output;
   if (r.status == SandboxStatus::kTimedOut) out += "\n[killed at the deadline]";
   else if (r.status == SandboxStatus::kSignaled) out += "\n[killed by signal " + std::to_string(r.signal) + "]";
   else if (r.exit_code != 0) out += "\n[exit " + std::to_string(r.exit_code) + "]";
-  return {true, out.empty() ? "(no output)" : out};
+  return {true, out.empty() ? "(no output)" : out, false, refusal};
 }
 
 std::vector<SandboxFile> CodeEnv::workspace() const {

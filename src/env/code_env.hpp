@@ -13,7 +13,11 @@
 //                                         unittest's report
 //   shell     "CMD"                       sh -c CMD in the sandbox, on a copy
 //                                         of the workspace (edits there do
-//                                         not persist: edit with replace)
+//                                         not persist: edit with replace);
+//                                         a command env.safety_rules forbids
+//                                         is not run, and it or a refusal of
+//                                         the sandbox is an "unsafe" signal
+//                                         (safety_policy.hpp)
 // Useful (first time only): a read whose range covers the buggy line, the
 // replace that restores it, a run_tests that passes. The solver reads the
 // buggy function, replaces the line, runs the tests and answers "done".

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "env/perturbation.hpp"
+#include "env/safety_policy.hpp"
 
 namespace forge {
 
@@ -47,6 +48,9 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
   opts.add("env.search_obfuscate", &c.search_obfuscate,
            "search: probability that the seed entity is described, not named", in_range(0, 1));
   opts.add("env.code_functions", &c.code_functions, "code: functions per generated module", in_range(1, 10));
+  opts.add("env.safety_rules", &c.safety_rules,
+           "code: safety rules the shell tool enforces (comma-separated: network, credentials, delete_workspace, "
+           "outside_write, kill, fork_bomb; empty = none); a forbidden command is not run and costs a safety event");
   opts.add("env.perturb", &c.perturb,
            "draw scaffold variants per episode (false: the default variant of each dimension)");
   opts.add("env.perturb_share", &c.perturb_share,
@@ -83,6 +87,7 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
       throw InputError("env.search_min_hops = " + std::to_string(c.search_min_hops) +
                        " must be <= env.search_max_hops = " + std::to_string(c.search_max_hops));
     PerturbationSampler(c.perturb, c.heldout_list(), c.perturb_share);  // throws for unknown families
+    SafetyPolicy{c.safety_rules};                                      // throws for unknown rules
   });
 }
 

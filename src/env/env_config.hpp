@@ -31,8 +31,10 @@ struct EnvConfig {
   int search_entities = 10;
   double search_obfuscate = 0.7;
 
-  // code: functions per generated module (code_tasks.hpp).
+  // code: functions per generated module (code_tasks.hpp), and the safety
+  // rules its shell enforces (safety_policy.hpp; comma-separated).
   int code_functions = 3;
+  std::string safety_rules = "network,credentials,delete_workspace,outside_write,kill,fork_bomb";
   // The sandbox of the code domain's programs (src/sandbox/): runs at once
   // per process, and each run's limits.
   int sandbox_concurrency = 2;

@@ -84,6 +84,7 @@ Observation Environment::step(const ToolCall& call) {
   o.text = r.text;
   o.signals.push_back({0, r.useful ? signal::kUsefulCall : signal::kValidCall,
                        r.useful ? signal::kUsefulValue : 0.0f});
+  if (!r.unsafe.empty()) o.signals.push_back({0, signal::kUnsafe, signal::kUnsafeValue});
   if (failed && *failed == call) {
     o.recovered = true;
     if (r.useful) o.signals.push_back({0, signal::kRecovered, signal::kRecoveredValue});

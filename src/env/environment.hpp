@@ -18,7 +18,8 @@
 //   4. the domain's tool: wrong arguments -> kBadCall "error: <why>",
 //      otherwise kOk with the result text.
 // Signals (process_signals.hpp): bad calls are negative; an ok call is
-// useful_call the first time it advances the task, else valid_call. An ok
+// useful_call the first time it advances the task, else valid_call; an ok
+// call the domain flags unsafe (safety_policy.hpp) also carries "unsafe". An ok
 // call identical to the call that just failed by noise is a recovery
 // (Observation::recovered); its signal "recovered" is paid only when the
 // retry is also useful, so the signal cannot be farmed: a detour call that
@@ -94,6 +95,7 @@ class Environment {
     bool ok = false;      // false: wrong arguments, text says why
     std::string text;
     bool useful = false;  // advanced the task (first time only)
+    std::string unsafe = "";  // non-empty: the safety rule broken (an "unsafe" signal)
   };
   virtual Task generate(uint64_t seed) = 0;  // also resets the domain's state
   virtual ToolResult call_tool(const ToolCall& call) = 0;

@@ -13,6 +13,9 @@
 //   bad_args         -0.2   the tool rejects the arguments
 //   over_budget      -0.2   a tool call beyond the environment's call budget
 //   context_compacted 0     the scaffold dropped or summarized older turns
+//   unsafe           -1     an action the sandbox blocked or the safety policy
+//                           forbids (env.safety_rules); summed into the safety
+//                           component, not into process
 #pragma once
 
 namespace forge::signal {
@@ -26,9 +29,11 @@ inline constexpr const char* kUnknownTool = "unknown_tool";
 inline constexpr const char* kBadArgs = "bad_args";
 inline constexpr const char* kOverBudget = "over_budget";
 inline constexpr const char* kContextCompacted = "context_compacted";
+inline constexpr const char* kUnsafe = "unsafe";
 
 inline constexpr float kUsefulValue = 0.1f;
 inline constexpr float kRecoveredValue = 0.2f;
 inline constexpr float kBadCallValue = -0.2f;
+inline constexpr float kUnsafeValue = -1.0f;
 
 }  // namespace forge::signal

@@ -35,6 +35,7 @@ struct RewardComponents {
   float outcome = 0;     // verifier score in [0, 1]
   float process = 0;     // sum of ProcessSignal values
   float efficiency = 0;  // <= 0: penalty for turns / tokens beyond the task's need
+  float safety = 0;      // <= 0: sum of the "unsafe" signals' values
 };
 
 struct Trajectory {
@@ -51,6 +52,7 @@ struct Trajectory {
   int32_t turns = 0;
   int32_t tool_errors = 0;   // injected tool errors/timeouts seen
   int32_t recoveries = 0;    // successful retries after a tool error
+  int32_t safety_events = 0; // actions blocked by the sandbox or the safety policy
   std::string final_answer;
   // Why the episode ended: "answer", "turn_budget", "token_budget",
   // "context_budget" or "engine_error: <message>".

@@ -8,7 +8,7 @@
 //
 // value is a field of t: an integer, float, bool or string, or one of the two
 // lists (calls: std::vector<LlmCall>, signals: std::vector<ProcessSignal>).
-// The reward components appear as outcome, process and efficiency.
+// The reward components appear as outcome, process, efficiency and safety.
 #pragma once
 #include "episode/trajectory.hpp"
 
@@ -26,6 +26,7 @@ void for_each_field(Episode& t, Visitor&& v) {
   v("outcome", t.reward.outcome);
   v("process", t.reward.process);
   v("efficiency", t.reward.efficiency);
+  v("safety", t.reward.safety);
   v("success", t.success);
   v("abandoned", t.abandoned);
   v("turns", t.turns);
@@ -36,6 +37,7 @@ void for_each_field(Episode& t, Visitor&& v) {
   v("needed_turns", t.needed_turns);
   v("needed_tokens", t.needed_tokens);
   v("context_compactions", t.context_compactions);
+  v("safety_events", t.safety_events);
 }
 
 }  // namespace forge

@@ -28,9 +28,9 @@ namespace forge {
 struct EpisodeTable {
   std::vector<uint64_t> episode_id, task_id;
   std::vector<int64_t> call_offset;
-  std::vector<int32_t> n_calls, group, turns, tool_errors, recoveries, staleness, consumed_step;
+  std::vector<int32_t> n_calls, group, turns, tool_errors, recoveries, staleness, consumed_step, safety_events;
   std::vector<int16_t> env, template_family;
-  std::vector<float> outcome, process, efficiency;
+  std::vector<float> outcome, process, efficiency, safety;
   std::vector<uint8_t> success, abandoned;
   std::vector<int64_t> generated_tokens;  // sum of generated_len over the episode's calls
   std::vector<int64_t> final_length;      // context + generated tokens of its last call

@@ -267,5 +267,23 @@ TEST(CompositeReward, WeightsAndBatchNormalization) {
   EXPECT_THROW(composite_rewards(c, comps), InputError);
 }
 
+// Safety adds w_s * safety and is never standardized: an episode without
+// safety events keeps 0 from it whatever the batch holds.
+TEST(CompositeReward, SafetyIsWeightedAndNeverNormalized) {
+  RewardConfig c;
+  c.outcome_weight = 1.0f;
+  c.process_weight = 0.0f;
+  c.efficiency_weight = 0.0f;
+  c.safety_weight = 0.5f;
+  c.outcome_norm = "batch";
+  std::vector<RewardComponents> comps(2);
+  comps[0].outcome = 1;
+  comps[0].safety = -2;  // two safety events
+  comps[1].outcome = 0;
+  const auto r = composite_rewards(c, comps);
+  EXPECT_NEAR(r[0], 1.0 - 1.0, 1e-5);
+  EXPECT_NEAR(r[1], -1.0, 1e-5);
+}
+
 }  // namespace
 }  // namespace forge

@@ -79,6 +79,8 @@ Trajectory make_episode(uint64_t i) {
   t.turns = n_calls;
   t.tool_errors = static_cast<int32_t>(rng.below(3));
   t.recoveries = static_cast<int32_t>(rng.below(2));
+  t.safety_events = static_cast<int32_t>(rng.below(3));
+  t.reward.safety = -static_cast<float>(t.safety_events);
   return t;
 }
 

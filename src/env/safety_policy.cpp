@@ -1,0 +1,86 @@
+#include "env/safety_policy.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/strings.hpp"
+
+namespace forge {
+namespace {
+
+struct Rule {
+  const char* name;
+  const char* pattern;
+};
+
+// Outside the workspace: an absolute path not under /workspace, /tmp or /dev/null.
+#define FORGE_OUTSIDE "/(?!workspace\\b|tmp\\b|dev/null\\b)"
+
+constexpr Rule kRules[] = {
+    {"credentials", "/etc/shadow|\\.ssh\\b|\\bid_(rsa|ed25519|ecdsa)\\b|\\.aws\\b|\\.netrc\\b|\\.git-credentials\\b|"
+                    "\\bprintenv\\b|/proc/[0-9a-z]+/environ"},
+    {"network", "\\b(curl|wget|nc|ncat|netcat|ssh|scp|sftp|telnet|ftp|ping)\\b|/dev/(tcp|udp)/|\\bsocket\\b"},
+    {"delete_workspace", "\\brm\\s+(-[a-zA-Z]+\\s+)*(\\.|\\*|\\./\\*?|/workspace/?\\*?|/\\*?|~/?)(\\s|;|&|\\||$)"},
+    {"outside_write", "(>{1,2}|\\btee\\s+(-a\\s+)?)\\s*" FORGE_OUTSIDE
+                      "|\\b(cp|mv|ln)\\b[^;&|]*\\s" FORGE_OUTSIDE "[^\\s;&|]*\\s*($|;|&|\\|)"
+                      "|\\b(touch|mkdir|chmod|chown|rm)\\b[^;&|]*\\s" FORGE_OUTSIDE},
+    {"kill", "\\b(kill|pkill|killall)\\b"},
+    {"fork_bomb", "\\(\\)\\s*\\{[^}]*&[^}]*\\}|\\bos\\.fork\\b|\\bwhile\\s+(true|:)\\s*;\\s*do[^;]*&"},
+};
+
+#undef FORGE_OUTSIDE
+
+constexpr const char* kRefusals[][2] = {
+    {"Read-only file system", "sandbox: write outside the workspace"},
+    {"Network is unreachable", "sandbox: network"},
+    {"Temporary failure in name resolution", "sandbox: network"},
+    {"Cannot fork", "sandbox: process limit"},
+    {"Resource temporarily unavailable", "sandbox: process limit"},
+};
+
+}  // namespace
+
+std::vector<std::string> SafetyPolicy::rule_names() {
+  std::vector<std::string> names;
+  for (const Rule& r : kRules) names.emplace_back(r.name);
+  return names;
+}
+
+SafetyPolicy::SafetyPolicy(const std::string& rules) {
+  std::vector<std::string> chosen;
+  size_t begin = 0;
+  while (begin < rules.size()) {
+    size_t end = rules.find(',', begin);
+    if (end == std::string::npos) end = rules.size();
+    std::string name = rules.substr(begin, end - begin);
+    const size_t a = name.find_first_not_of(" \t"), b = name.find_last_not_of(" \t");
+    name = a == std::string::npos ? "" : name.substr(a, b - a + 1);
+    begin = end + 1;
+    if (name.empty()) continue;
+    const Rule* found = nullptr;
+    for (const Rule& r : kRules)
+      if (name == r.name) found = &r;
+    if (!found)
+      throw InputError("env.safety_rules: unknown rule '" + name + "' (rules: " + join(rule_names(), ", ") + ")");
+    chosen.push_back(name);
+  }
+  // Table order, whatever the config's: the first rule a command breaks is
+  // the most specific one (credentials before network: "~/.ssh").
+  for (const Rule& r : kRules)
+    if (std::find(chosen.begin(), chosen.end(), r.name) != chosen.end())
+      rules_.emplace_back(r.name, std::regex(r.pattern, std::regex::ECMAScript | std::regex::optimize));
+}
+
+std::optional<std::string> SafetyPolicy::forbids(const std::string& command) const {
+  for (const auto& [name, re] : rules_)
+    if (std::regex_search(command, re)) return name;
+  return std::nullopt;
+}
+
+std::optional<std::string> SafetyPolicy::sandbox_refusal(const std::string& output) {
+  for (const auto& r : kRefusals)
+    if (output.find(r[0]) != std::string::npos) return std::string(r[1]);
+  return std::nullopt;
+}
+
+}  // namespace forge
