@@ -54,9 +54,15 @@ ParsedAction invalid(std::string why) {
   return a;
 }
 
+// Built with append, not "'" + std::string&&: GCC 12 warns (-Wrestrict, a
+// false positive) on that operator+ once inlined here.
+ParsedAction not_a_tool_name(const std::string& name) {
+  return invalid(std::string("'").append(name, 0, 40).append("' is not a tool name"));
+}
+
 ParsedAction action(std::string name, std::string args) {
   ParsedAction a;
-  if (!is_identifier(name)) return invalid("'" + name.substr(0, 40) + "' is not a tool name");
+  if (!is_identifier(name)) return not_a_tool_name(name);
   const std::string body(trim(args));
   if (name == kAnswerTool) {
     if (body.empty()) return invalid("empty answer");
@@ -172,7 +178,7 @@ ParsedAction parse_xml(std::string_view s) {
   if (close == std::string_view::npos) return invalid("unterminated opening tag");
   const std::string name(s.substr(1, close - 1));
   const std::string end = "</" + name + ">";
-  if (!is_identifier(name)) return invalid("'" + name.substr(0, 40) + "' is not a tool name");
+  if (!is_identifier(name)) return not_a_tool_name(name);
   if (s.size() < close + 1 + end.size() || !s.ends_with(end))
     return invalid("expected the closing tag " + end);
   std::string body;
