@@ -23,11 +23,7 @@ using namespace forge;
 
 namespace {
 
-double quantile_us(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return 1e6 * v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
-}
+double quantile_us(const std::vector<double>& seconds, double q) { return 1e6 * bench::quantile(seconds, q); }
 
 }  // namespace
 

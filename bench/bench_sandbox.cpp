@@ -81,11 +81,6 @@ bool run_direct(const std::filesystem::path& root, int id) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,8 +140,8 @@ int main(int argc, char** argv) {
   const double direct_s = direct_sw.seconds();
   std::filesystem::remove_all(root);
 
-  const double d50 = quantile(direct, 0.5), d99 = quantile(direct, 0.99);
-  const double s50 = quantile(boxed, 0.5), s99 = quantile(boxed, 0.99);
+  const double d50 = bench::quantile(direct, 0.5), d99 = bench::quantile(direct, 0.99);
+  const double s50 = bench::quantile(boxed, 0.5), s99 = bench::quantile(boxed, 0.99);
   std::printf("run_tests (python3 -m unittest, 6 tests), %d runs each, alternated\n", runs);
   std::printf("%-10s %9s %9s %12s\n", "", "p50 ms", "p99 ms", "runs/s");
   std::printf("%-10s %9.1f %9.1f %12.1f\n", "direct", d50, d99, jobs / direct_s);

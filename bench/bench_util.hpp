@@ -58,6 +58,13 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The q-quantile (nearest rank, q in [0, 1]); 0 for an empty v.
+inline double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
 // Median of `reps` timed runs of fn (after `warmup` untimed runs), seconds.
 inline double median_seconds(int warmup, int reps, const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();

@@ -12,4 +12,20 @@ inline std::string join(const std::vector<std::string>& v, const std::string& se
   return out;
 }
 
+// The items of a `sep`-separated list, trimmed of spaces and tabs, empty
+// items dropped: "a, b,,c " -> {a, b, c}.
+inline std::vector<std::string> split_list(const std::string& s, char sep = ',') {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= s.size()) {
+    size_t end = s.find(sep, begin);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(begin, end - begin);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+    begin = end + 1;
+  }
+  return out;
+}
+
 }  // namespace forge

@@ -18,7 +18,7 @@ SandboxPool& shared_pool(const EnvConfig& config) {
   static std::mutex mu;
   static std::unique_ptr<SandboxPool> pool;
   std::lock_guard<std::mutex> lock(mu);
-  if (!pool) pool = std::make_unique<SandboxPool>(config.sandbox_concurrency, sandbox_limits_of(config));
+  if (!pool) pool = std::make_unique<SandboxPool>(config.sandbox_concurrency, config.sandbox);
   return *pool;
 }
 
@@ -39,19 +39,23 @@ bool parse_int(const std::string& s, int& out) {
 }
 
 // "a b rest": the first two space-separated words and the rest (after one
-// space, as given).
-void split2(const std::string& s, std::string& a, std::string& b, std::string& rest, bool& has_rest) {
+// space, as given; `has_rest` tells "a b" from "a b ").
+struct Words {
+  std::string first, second, rest;
+  bool has_rest = false;
+};
+
+Words split_words(const std::string& s) {
+  Words w;
   const size_t s1 = s.find(' ');
-  a = s.substr(0, s1);
-  b.clear();
-  rest.clear();
-  has_rest = false;
-  if (s1 == std::string::npos) return;
+  w.first = s.substr(0, s1);
+  if (s1 == std::string::npos) return w;
   const size_t s2 = s.find(' ', s1 + 1);
-  b = s.substr(s1 + 1, s2 == std::string::npos ? std::string::npos : s2 - s1 - 1);
-  if (s2 == std::string::npos) return;
-  rest = s.substr(s2 + 1);
-  has_rest = true;
+  w.second = s.substr(s1 + 1, s2 == std::string::npos ? std::string::npos : s2 - s1 - 1);
+  if (s2 == std::string::npos) return w;
+  w.rest = s.substr(s2 + 1);
+  w.has_rest = true;
+  return w;
 }
 
 // unittest's report, short: "FAIL: test_clamp: AssertionError: 10 != 5 |
@@ -61,16 +65,18 @@ std::string summarize_unittest(const SandboxResult& r) {
   if (r.status == SandboxStatus::kTimedOut) return "error: the tests did not finish before the deadline";
   std::istringstream in(r.output);
   std::string line, ran, verdict, out;
+  bool want_reason = false;  // a FAIL/ERROR named, its exception line not yet seen
   while (std::getline(in, line)) {
     if (line.rfind("FAIL: ", 0) == 0 || line.rfind("ERROR: ", 0) == 0) {
       out += (out.empty() ? "" : " | ") + line.substr(0, line.find(" ("));
+      want_reason = true;
     } else if (line.rfind("Ran ", 0) == 0) {
       ran = line.substr(4, line.find(" test") - 4);
     } else if (line == "OK" || line.rfind("OK ", 0) == 0 || line.rfind("FAILED", 0) == 0) {
       verdict = line;
-    } else if (!line.empty() && line[0] != ' ' && line.find("Error") != std::string::npos && !out.empty() &&
-               out.back() != ')') {
-      out += ": " + line;
+    } else if (want_reason && !line.empty() && line[0] != ' ' && line.find("Error") != std::string::npos) {
+      out += ": " + line;  // e.g. "AssertionError: 10 != 5"
+      want_reason = false;
     }
   }
   if (verdict.rfind("OK", 0) == 0) return "OK (" + ran + " tests)";
@@ -83,20 +89,12 @@ std::string summarize_unittest(const SandboxResult& r) {
 
 }  // namespace
 
-SandboxLimits sandbox_limits_of(const EnvConfig& c) {
-  SandboxLimits l;
-  l.wall_s = c.sandbox_wall_s;
-  l.cpu_s = c.sandbox_cpu_s;
-  l.memory_mb = c.sandbox_memory_mb;
-  l.max_procs = c.sandbox_max_procs;
-  l.output_kb = c.sandbox_output_kb;
-  l.uid = c.sandbox_uid;
-  return l;
-}
-
 Task CodeEnv::generate(uint64_t seed) {
   task_ = make_code_task(seed, config().code_functions);
   lines_ = task_.lines;
+  test_lines_.clear();
+  std::istringstream tests(task_.visible_tests);
+  for (std::string l; std::getline(tests, l);) test_lines_.push_back(l);
   read_bug_ = fixed_ = passed_ = false;
   Task t;
   t.request = "Fix the bug in " + task_.module_file + ". Issue: " + task_.issue + ". Files: " + task_.module_file +
@@ -119,22 +117,18 @@ Environment::ToolResult CodeEnv::call_tool(const ToolCall& call) {
 }
 
 Environment::ToolResult CodeEnv::read(const std::string& args) {
-  std::string file, from, to;
-  bool ranged = false;
-  split2(std::string(trim(args)), file, from, to, ranged);
+  const Words w = split_words(std::string(trim(args)));
+  const std::string &file = w.first, &from = w.second, &to = w.rest;
   const std::vector<std::string>* lines = nullptr;
-  std::vector<std::string> test_lines;
   if (file == task_.module_file) {
     lines = &lines_;
   } else if (file == task_.test_file) {
-    std::istringstream in(task_.visible_tests);
-    for (std::string l; std::getline(in, l);) test_lines.push_back(l);
-    lines = &test_lines;
+    lines = &test_lines_;
   } else {
     return {false, "read: no file '" + file + "' (files: " + task_.module_file + ", " + task_.test_file + ")"};
   }
   int a = 1, b = static_cast<int>(lines->size());
-  if (!from.empty() || ranged) {
+  if (!from.empty() || w.has_rest) {
     if (!parse_int(from, a) || !parse_int(std::string(trim(to)), b) || a < 1 || b < a)
       return {false, "read expects FILE or FILE START END with 1 <= START <= END, got '" + args + "'"};
     b = std::min(b, static_cast<int>(lines->size()));
@@ -148,13 +142,12 @@ Environment::ToolResult CodeEnv::read(const std::string& args) {
 }
 
 Environment::ToolResult CodeEnv::replace(const std::string& args) {
-  std::string file, line_text, text;
-  bool has_text = false;
-  split2(args, file, line_text, text, has_text);
+  const Words w = split_words(args);
+  const std::string &file = w.first, &line_text = w.second, &text = w.rest;
   int line = 0;
   if (file == task_.test_file) return {false, "replace: the tests are read-only; edit " + task_.module_file};
   if (file != task_.module_file) return {false, "replace: no file '" + file + "' (edit " + task_.module_file + ")"};
-  if (!has_text || !parse_int(line_text, line) || text.find('\n') != std::string::npos)
+  if (!w.has_rest || !parse_int(line_text, line) || text.find('\n') != std::string::npos)
     return {false, "replace expects FILE LINE TEXT (one line), got '" + args + "'"};
   if (line < 1 || line > static_cast<int>(lines_.size()))
     return {false, "replace: " + file + " has lines 1.." + std::to_string(lines_.size())};
@@ -171,8 +164,7 @@ Environment::ToolResult CodeEnv::run_tests(const std::string& args) {
     if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_0123456789") != std::string::npos)
       return {false, "run_tests expects nothing or a test name like test_clamp, got '" + args + "'"};
     const std::string test = name.rfind("test_", 0) == 0 ? name : "test_" + name;
-    const std::string cls = std::string(1, static_cast<char>(task_.module[0] - 'a' + 'A')) + task_.module.substr(1);
-    target += "." + cls + "Test." + test;
+    target += "." + task_.test_class + "." + test;
   }
   const SandboxResult r = run({{"python3", "-m", "unittest", "-q", target}, workspace()});
   const std::string summary = summarize_unittest(r);

@@ -59,11 +59,9 @@ class CodeEnv : public Environment {
   SandboxResult run(SandboxRequest request) const;
 
   CodeTask task_;
-  std::vector<std::string> lines_;  // the module as edited so far
+  std::vector<std::string> lines_;       // the module as edited so far
+  std::vector<std::string> test_lines_;  // the visible tests (read-only)
   bool read_bug_ = false, fixed_ = false, passed_ = false;
 };
-
-// The sandbox settings of the code domain (EnvConfig's sandbox.* keys).
-SandboxLimits sandbox_limits_of(const EnvConfig& config);
 
 }  // namespace forge

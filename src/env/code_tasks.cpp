@@ -71,13 +71,12 @@ std::string test_method(const CodeTemplate& t, const std::vector<int>& cases) {
   return s;
 }
 
-std::string test_file(const std::string& module, const std::vector<const CodeTemplate*>& fns,
+std::string test_file(const CodeTask& task, const std::vector<const CodeTemplate*>& fns,
                       const std::vector<std::vector<int>>& cases) {
   std::string imports;
   for (const CodeTemplate* t : fns) imports += (imports.empty() ? "" : ", ") + t->name;
-  std::string s = "import unittest\nfrom " + module + " import " + imports + "\n\n\nclass " +
-                  std::string(1, static_cast<char>(module[0] - 'a' + 'A')) + module.substr(1) +
-                  "Test(unittest.TestCase):\n";
+  std::string s = "import unittest\nfrom " + task.module + " import " + imports + "\n\n\nclass " + task.test_class +
+                  "(unittest.TestCase):\n";
   for (size_t i = 0; i < fns.size(); ++i) s += test_method(*fns[i], cases[i]);
   return s + "\n\nif __name__ == '__main__':\n    unittest.main()\n";
 }
@@ -103,6 +102,7 @@ CodeTask make_code_task(uint64_t seed, int functions) {
   t.module_file = t.module + ".py";
   t.test_file = "test_" + t.module + ".py";
   t.hidden_file = "hidden_test_" + t.module + ".py";
+  t.test_class = std::string(1, static_cast<char>(t.module[0] - 'a' + 'A')) + t.module.substr(1) + "Test";
   std::vector<std::vector<int>> visible, hidden;
   for (size_t i = 0; i < fns.size(); ++i) {
     const CodeTemplate& f = *fns[i];
@@ -124,8 +124,8 @@ CodeTask make_code_task(uint64_t seed, int functions) {
     visible.push_back(cases);
     hidden.push_back({0, 1, 2});
   }
-  t.visible_tests = test_file(t.module, fns, visible);
-  t.hidden_tests = test_file(t.module, fns, hidden);
+  t.visible_tests = test_file(t, fns, visible);
+  t.hidden_tests = test_file(t, fns, hidden);
   const CodeTestCase& failing = fns[buggy]->tests[static_cast<size_t>(bug.caught_by)];
   t.issue = "test_" + fns[buggy]->name + " fails: " + failing.call + " should return " + failing.expected;
   return t;

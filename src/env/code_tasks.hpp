@@ -45,6 +45,7 @@ const std::vector<CodeTemplate>& code_templates();
 struct CodeTask {
   std::string module;                  // "geometry" -> geometry.py
   std::string module_file, test_file, hidden_file;
+  std::string test_class;              // "MathxTest": the unittest class of both test files
   std::vector<std::string> lines;      // the module as the agent finds it (buggy)
   int bug_line = 0;                    // 1-based line of the bug in module_file
   std::string fixed_line;              // the correct text of that line

@@ -1,24 +1,13 @@
 #include "env/env_config.hpp"
 
 #include "core/error.hpp"
+#include "core/strings.hpp"
 #include "env/perturbation.hpp"
 #include "env/safety_policy.hpp"
 
 namespace forge {
 
-std::vector<std::string> EnvConfig::heldout_list() const {
-  std::vector<std::string> out;
-  size_t begin = 0;
-  while (begin <= heldout_families.size()) {
-    size_t end = heldout_families.find(',', begin);
-    if (end == std::string::npos) end = heldout_families.size();
-    std::string item = heldout_families.substr(begin, end - begin);
-    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
-    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
-    begin = end + 1;
-  }
-  return out;
-}
+std::vector<std::string> EnvConfig::heldout_list() const { return split_list(heldout_families); }
 
 void add_env_options(OptionSet& opts, EnvConfig& c) {
   opts.describe_section("env", "simulated environments: domain mix, noise, perturbations");
@@ -63,16 +52,16 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
   opts.describe_section("sandbox", "the sandbox (bubblewrap) of the programs agents run: concurrency and limits");
   opts.add("sandbox.concurrency", &c.sandbox_concurrency, "sandboxes running at once per process; the rest queue",
            in_range(1, 256));
-  opts.add("sandbox.wall_s", &c.sandbox_wall_s,
+  opts.add("sandbox.wall_s", &c.sandbox.wall_s,
            "deadline of one run in seconds: every process of the run is killed then", in_range(0.1, 3600));
-  opts.add("sandbox.cpu_s", &c.sandbox_cpu_s, "CPU seconds per process (RLIMIT_CPU)", in_range(1, 3600));
-  opts.add("sandbox.memory_mb", &c.sandbox_memory_mb, "address space per process in MiB (RLIMIT_AS)",
+  opts.add("sandbox.cpu_s", &c.sandbox.cpu_s, "CPU seconds per process (RLIMIT_CPU)", in_range(1, 3600));
+  opts.add("sandbox.memory_mb", &c.sandbox.memory_mb, "address space per process in MiB (RLIMIT_AS)",
            in_range(64, 1 << 20));
-  opts.add("sandbox.max_procs", &c.sandbox_max_procs,
+  opts.add("sandbox.max_procs", &c.sandbox.max_procs,
            "processes of the sandbox's user (RLIMIT_NPROC; stops fork bombs)", in_range(4, 4096));
-  opts.add("sandbox.output_kb", &c.sandbox_output_kb, "stdout+stderr kept per run in KiB; the rest is dropped",
+  opts.add("sandbox.output_kb", &c.sandbox.output_kb, "stdout+stderr kept per run in KiB; the rest is dropped",
            in_range(1, 1 << 16));
-  opts.add("sandbox.uid", &c.sandbox_uid,
+  opts.add("sandbox.uid", &c.sandbox.uid,
            "when forge runs as root: the first sandbox user id (one per concurrent sandbox)", in_range(1000, 1 << 30));
   opts.add_check([&c] {
     if (c.calc_weight + c.search_weight + c.code_weight <= 0)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "sandbox/sandbox.hpp"
 
 namespace forge {
 
@@ -36,14 +37,9 @@ struct EnvConfig {
   int code_functions = 3;
   std::string safety_rules = "network,credentials,delete_workspace,outside_write,kill,fork_bomb";
   // The sandbox of the code domain's programs (src/sandbox/): runs at once
-  // per process, and each run's limits.
+  // per process, and each run's limits (the [sandbox] keys).
   int sandbox_concurrency = 2;
-  double sandbox_wall_s = 10;
-  int sandbox_cpu_s = 10;
-  int sandbox_memory_mb = 1024;
-  int sandbox_max_procs = 64;
-  int sandbox_output_kb = 64;
-  int sandbox_uid = 200000;
+  SandboxLimits sandbox;
 
   // Perturbations (perturbation.hpp): off = every episode uses the default
   // variant of each dimension. Held-out families (comma-separated names such

@@ -47,23 +47,11 @@ std::vector<std::string> SafetyPolicy::rule_names() {
 }
 
 SafetyPolicy::SafetyPolicy(const std::string& rules) {
-  std::vector<std::string> chosen;
-  size_t begin = 0;
-  while (begin < rules.size()) {
-    size_t end = rules.find(',', begin);
-    if (end == std::string::npos) end = rules.size();
-    std::string name = rules.substr(begin, end - begin);
-    const size_t a = name.find_first_not_of(" \t"), b = name.find_last_not_of(" \t");
-    name = a == std::string::npos ? "" : name.substr(a, b - a + 1);
-    begin = end + 1;
-    if (name.empty()) continue;
-    const Rule* found = nullptr;
-    for (const Rule& r : kRules)
-      if (name == r.name) found = &r;
-    if (!found)
-      throw InputError("env.safety_rules: unknown rule '" + name + "' (rules: " + join(rule_names(), ", ") + ")");
-    chosen.push_back(name);
-  }
+  const std::vector<std::string> chosen = split_list(rules);
+  const std::vector<std::string> known = rule_names();
+  for (const std::string& name : chosen)
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw InputError("env.safety_rules: unknown rule '" + name + "' (rules: " + join(known, ", ") + ")");
   // Table order, whatever the config's: the first rule a command breaks is
   // the most specific one (credentials before network: "~/.ssh").
   for (const Rule& r : kRules)

@@ -86,24 +86,35 @@ bool valid_workspace_path(const std::string& p) {
   return true;
 }
 
+// The read-only system as bwrap arguments; the host's layout is looked up
+// once per process.
+const std::vector<std::string>& system_mounts() {
+  static const std::vector<std::string> mounts = [] {
+    std::vector<std::string> a;
+    for (const char* p : kSystemPaths) {
+      struct stat st;
+      if (lstat(p, &st) != 0) continue;
+      if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        const ssize_t n = readlink(p, target, sizeof target - 1);
+        if (n <= 0) continue;
+        a.insert(a.end(), {"--symlink", std::string(target, static_cast<size_t>(n)), p});
+      } else if (S_ISDIR(st.st_mode)) {
+        a.insert(a.end(), {"--ro-bind", p, p});
+      }
+    }
+    for (const char* f : kEtcFiles) a.insert(a.end(), {"--ro-bind-try", f, f});
+    return a;
+  }();
+  return mounts;
+}
+
 std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const std::vector<int>& file_fds,
                                          const SandboxLimits& limits, int info_fd) {
   const std::string size = std::to_string(limits.workspace_mb * 1024 * 1024);
   std::vector<std::string> a = {limits.bwrap, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent",
                                 "--new-session", "--clearenv", "--hostname", "sandbox"};
-  for (const char* p : kSystemPaths) {
-    struct stat st;
-    if (lstat(p, &st) != 0) continue;
-    if (S_ISLNK(st.st_mode)) {
-      char target[4096];
-      const ssize_t n = readlink(p, target, sizeof target - 1);
-      if (n <= 0) continue;
-      a.insert(a.end(), {"--symlink", std::string(target, static_cast<size_t>(n)), p});
-    } else if (S_ISDIR(st.st_mode)) {
-      a.insert(a.end(), {"--ro-bind", p, p});
-    }
-  }
-  for (const char* f : kEtcFiles) a.insert(a.end(), {"--ro-bind-try", f, f});
+  a.insert(a.end(), system_mounts().begin(), system_mounts().end());
   a.insert(a.end(), {"--dev", "/dev", "--proc", "/proc", "--size", size, "--tmpfs", "/tmp", "--size", size,
                      "--tmpfs", "/workspace"});
   std::set<std::string> dirs;
@@ -327,13 +338,11 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   return r;
 }
 
-const std::string& sandbox_unavailable_reason(const SandboxLimits& limits) {
+const std::string& sandbox_unavailable_reason() {
   static std::once_flag once;
   static std::string reason;
-  std::call_once(once, [&] {
-    SandboxLimits probe = limits;
-    probe.wall_s = 10;
-    const SandboxResult r = run_sandboxed({{"/bin/true"}, {}}, probe);
+  std::call_once(once, [] {
+    const SandboxResult r = run_sandboxed({{"/bin/true"}, {}}, SandboxLimits{});
     if (r.status == SandboxStatus::kStartFailed) reason = r.error;
     else if (!r.ok()) reason = std::string("a trivial sandbox ") + to_string(r.status) + ": " + r.output;
   });

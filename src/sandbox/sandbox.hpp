@@ -37,7 +37,7 @@ struct SandboxLimits {
   int64_t output_kb = 64;      // stdout+stderr kept
   int64_t workspace_mb = 64;   // size of /workspace and of /tmp
   int uid = 200000;            // the sandbox's user when forge runs as root
-  std::string bwrap = "bwrap"; // the bubblewrap binary (PATH is searched)
+  const char* bwrap = "bwrap"; // the bubblewrap binary (PATH is searched)
 };
 
 // A file of the workspace: path relative to /workspace ("pkg/mod.py").
@@ -74,8 +74,9 @@ inline SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxL
   return run_sandboxed(request, limits, limits.uid);
 }
 
-// Empty when a trivial sandbox starts on this machine, else why not (bwrap
-// missing, user namespaces refused, ...). Probed once per process.
-const std::string& sandbox_unavailable_reason(const SandboxLimits& limits = {});
+// Empty when a trivial sandbox (default limits) starts on this machine, else
+// why not (bwrap missing, user namespaces refused, ...). Probed once per
+// process.
+const std::string& sandbox_unavailable_reason();
 
 }  // namespace forge

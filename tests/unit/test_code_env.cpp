@@ -20,16 +20,10 @@
 #include "env/process_signals.hpp"
 #include "env/safety_policy.hpp"
 #include "sandbox/sandbox.hpp"
+#include "unit/sandbox_required.hpp"
 
 namespace forge {
 namespace {
-
-#define REQUIRE_SANDBOX()                                                                \
-  do {                                                                                   \
-    const std::string& why = sandbox_unavailable_reason();                               \
-    ASSERT_EQ(why.find("could not execute bwrap"), std::string::npos) << why;            \
-    if (!why.empty()) GTEST_SKIP() << "sandboxes cannot start on this machine: " << why; \
-  } while (0)
 
 EnvConfig code_only() {
   EnvConfig c;

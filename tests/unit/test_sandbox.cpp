@@ -18,18 +18,10 @@
 #include "core/error.hpp"
 #include "sandbox/sandbox.hpp"
 #include "sandbox/sandbox_pool.hpp"
+#include "unit/sandbox_required.hpp"
 
 namespace forge {
 namespace {
-
-// Skips where the machine refuses user namespaces; fails where bwrap is
-// missing (tools/setup.sh installs it).
-#define REQUIRE_SANDBOX()                                                                    \
-  do {                                                                                       \
-    const std::string& why = sandbox_unavailable_reason();                                   \
-    ASSERT_EQ(why.find("could not execute bwrap"), std::string::npos) << why;                \
-    if (!why.empty()) GTEST_SKIP() << "sandboxes cannot start on this machine: " << why;     \
-  } while (0)
 
 // Limits with sandbox users of this test's own (when root): ctest runs tests
 // as parallel processes, and RLIMIT_NPROC and the leftover check count a
