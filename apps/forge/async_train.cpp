@@ -123,10 +123,15 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
   lc.setup.agent = all.agent;
   lc.setup.config_ini = sh.opts->dump_ini();
   lc.deadline_s = all.mpi.deadline_s;
-  // Black-box agents close groups at their own pace.
+  // The wait for a group spans an environment rank's wait for generation
+  // (and the watchdog's), so it lasts twice mpi.deadline_s: a stalled
+  // rollout rank is named by those inner deadlines, not blamed on the
+  // environment rank that waits for it. Black-box agents close groups at
+  // their own pace.
   const bool gateway = all.gateway.enabled;
-  lc.group_wait_s = gateway ? std::max(all.mpi.deadline_s, all.gateway.agent_wait_s) : all.mpi.deadline_s;
-  lc.group_wait_key = gateway ? "gateway.agent_wait_s" : "mpi.deadline_s";
+  const double group_wait_s = 2 * all.mpi.deadline_s;
+  lc.group_wait_s = gateway ? std::max(group_wait_s, all.gateway.agent_wait_s) : group_wait_s;
+  lc.group_wait_key = gateway && all.gateway.agent_wait_s > group_wait_s ? "gateway.agent_wait_s" : "2 x mpi.deadline_s";
   lc.terminate = &g_terminate;
   return run_learner_rank(sh.learners, *sh.layout, pool, weights, sends, model, opt, std::move(lc), start,
                           sh.resumed_pool);

@@ -58,7 +58,9 @@ void add_mpi_options(OptionSet& o, MpiConfig& m) {
         in_range(1, 1e5));
   o.add("mpi.env_groups", &m.env_groups, "task groups each environment rank runs at once", in_range(1, 1e4));
   o.add("mpi.deadline_s", &m.deadline_s,
-        "seconds any blocking wait may last, and the watchdog's heartbeat deadline", in_range(1, 1e6));
+        "seconds any blocking wait may last, and the watchdog's heartbeat deadline (the learner waits twice this for a "
+        "group)",
+        in_range(1, 1e6));
   o.describe_section("pool", "the data pool between environment ranks and the learner (Windowed FIFO)");
   o.add("pool.policy", &m.pool_policy, "fifo (W = 1) | windowed (W = pool.window) | greedy (any finished group)",
         one_of({"fifo", "windowed", "greedy"}));
