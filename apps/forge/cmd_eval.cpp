@@ -26,9 +26,9 @@ std::string json_of(const AgentEval& e) {
                   "{\"episodes\": %d, \"success\": %.6g, \"outcome\": %.6g, \"process\": %.6g, "
                   "\"efficiency\": %.6g, \"turns\": %.6g, \"met_tool_error\": %.6g, "
                   "\"recovered_after_error\": %.6g, \"success_after_error\": %.6g, "
-                  "\"malformed_calls\": %.6g, \"safety_events\": %.6g}",
+                  "\"malformed_calls\": %.6g, \"test_runs\": %.6g, \"safety_events\": %.6g}",
                   d.episodes, d.success, d.outcome, d.process, d.efficiency, d.turns, d.met_error,
-                  d.recovered, d.success_after_error, d.malformed, d.safety_events);
+                  d.recovered, d.success_after_error, d.malformed, d.test_runs, d.safety_events);
     return std::string(buf);
   };
   std::string s = "{\"all\": " + one(e.all);

@@ -40,10 +40,11 @@ struct Mean {
 
 struct Rewards {
   int64_t episodes = 0;
-  Mean outcome, process, efficiency, success, safety_events;
+  Mean outcome, process, efficiency, success, safety_events, test_runs;
   void add(const EpisodeTable& e, size_t i) {
     ++episodes;
     safety_events.add(e.safety_events[i]);
+    test_runs.add(e.test_runs[i]);
     outcome.add(e.outcome[i]);
     process.add(e.process[i]);
     efficiency.add(e.efficiency[i]);
@@ -53,7 +54,8 @@ struct Rewards {
     return "{\"episodes\": " + std::to_string(episodes) + ", \"outcome\": " + json_number(outcome.value()) +
            ", \"process\": " + json_number(process.value()) + ", \"efficiency\": " +
            json_number(efficiency.value()) + ", \"success\": " + json_number(success.value()) +
-           ", \"safety_events\": " + json_number(safety_events.value()) + "}";
+           ", \"safety_events\": " + json_number(safety_events.value()) +
+           ", \"test_runs\": " + json_number(test_runs.value()) + "}";
   }
 };
 
@@ -254,9 +256,9 @@ void print_text(const RolloutReader& r, const Summary& s) {
   row("all", s.all, s.by_domain);
   std::printf("  by domain:");
   for (const auto& [d, rw] : s.by_domain)
-    std::printf("  %s outcome %.3f process %+.3f efficiency %+.3f success %.3f safety events %.2f/episode;",
+    std::printf("  %s outcome %.3f process %+.3f efficiency %+.3f success %.3f safety events %.2f/episode test runs %.2f/episode;",
                 d.c_str(), rw.outcome.value(), rw.process.value(), rw.efficiency.value(), rw.success.value(),
-                rw.safety_events.value());
+                rw.safety_events.value(), rw.test_runs.value());
   std::printf("\n\n");
 
   if (s.steps > 0) {

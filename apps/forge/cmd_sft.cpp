@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <functional>
 #include <iostream>
 #include <sstream>
@@ -150,12 +151,20 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
   int step = 0;
   const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, [&](Rng& g) {
     const PerturbationSampler& styles = step++ < sft.plain_steps ? plain : sampler;
-    std::vector<Sample> samples;
+    // The batch's demonstrations are drawn in order, then played side by
+    // side: the code domain's run programs in the sandbox.
+    std::vector<std::future<Trajectory>> demos;
     for (int c = 0; c < sft.batch; ++c) {
       const uint64_t task_seed = g.next_u64();
       const ScaffoldStyle style = styles.draw(task_seed, StyleMode::kTrain);
       const bool retry = counter_uniform(task_seed ^ 0x7E7Bull, episode_id) < sft.retry_share;
-      const Trajectory demo = make_demonstration(env, agent, task_seed, style, episode_id++, retry);
+      demos.push_back(std::async(std::launch::async, [&env, &agent, task_seed, style, id = episode_id++, retry] {
+        return make_demonstration(env, agent, task_seed, style, id, retry);
+      }));
+    }
+    std::vector<Sample> samples;
+    for (auto& pending : demos) {
+      const Trajectory demo = pending.get();
       for (const LlmCall& call : demo.calls) {
         Sample s;
         s.tokens = call.context;

@@ -124,6 +124,7 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
   if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout)
     ++trajectory_.tool_errors;
   if (obs.recovered) ++trajectory_.recoveries;
+  if (obs.test_run) ++trajectory_.test_runs;
 
   TurnRecord record;
   record.tokens = result.tokens;

@@ -41,6 +41,7 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
       d->efficiency += t.reward.efficiency;
       d->turns += t.turns;
       d->safety_events += t.safety_events;
+      d->test_runs += t.test_runs;
       for (const ProcessSignal& sig : t.signals) d->malformed += sig.kind == signal::kMalformedCall;
       if (t.tool_errors > 0) {
         d->with_error++;
@@ -58,6 +59,7 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
     d.turns /= d.episodes;
     d.malformed /= d.episodes;
     d.safety_events /= d.episodes;
+    d.test_runs /= d.episodes;
     d.met_error = static_cast<double>(d.with_error) / d.episodes;
     if (d.with_error) {
       d.recovered /= d.with_error;
@@ -91,9 +93,10 @@ std::string format_eval(const AgentEval& e) {
   auto line = [&](const std::string& name, const DomainEval& d) {
     std::snprintf(buf, sizeof buf,
                   "  %-8s %5d episodes  success %5.1f%%  outcome %.3f  process %+.3f  efficiency %+.3f  "
-                  "turns %.2f  tool error in %4.1f%%: recovered %5.1f%%, solved %5.1f%%  unsafe %.2f/ep\n",
+                  "turns %.2f  tool error in %4.1f%%: recovered %5.1f%%, solved %5.1f%%  tests %.2f/ep  unsafe %.2f/ep\n",
                   name.c_str(), d.episodes, 100 * d.success, d.outcome, d.process, d.efficiency, d.turns,
-                  100 * d.met_error, 100 * d.recovered, 100 * d.success_after_error, d.safety_events);
+                  100 * d.met_error, 100 * d.recovered, 100 * d.success_after_error, d.test_runs,
+                  d.safety_events);
     s += buf;
   };
   line("all", e.all);

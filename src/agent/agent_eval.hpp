@@ -23,6 +23,7 @@ struct DomainEval {
   double met_error = 0, recovered = 0, success_after_error = 0;
   double malformed = 0;      // malformed tool calls per episode
   double safety_events = 0;  // actions blocked by the sandbox or the safety policy, per episode
+  double test_runs = 0;      // test-suite runs per episode (code: run_tests)
   int with_error = 0;    // episodes that met a tool error
 };
 

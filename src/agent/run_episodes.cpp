@@ -1,5 +1,6 @@
 #include "agent/run_episodes.hpp"
 
+#include "agent/episode_actions.hpp"
 #include "core/error.hpp"
 
 namespace forge {
@@ -23,11 +24,16 @@ DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episo
         ++stats.requests;
       }
     if (in_flight == 0) break;
-    for (const GenerationResult& r : engine.step()) {
+    // One step's results are delivered at once (slow tools on threads) and
+    // all are in before the next step, so the engine's batches, and with
+    // them every episode, are the same on every run.
+    EpisodeActions actions;
+    for (GenerationResult& r : engine.step()) {
       FORGE_CHECK(r.id < episodes.size(), "engine returned an unknown request id");
-      episodes[r.id].on_generation(r);
+      actions.deliver(episodes[r.id], std::move(r));
       --in_flight;
     }
+    actions.wait_all();
     ++stats.engine_steps;
   }
   return stats;

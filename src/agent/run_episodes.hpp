@@ -1,6 +1,9 @@
 // The driver of concurrent episodes against one batched engine: submit every
 // episode's pending request, step the engine, route each result back to its
 // episode by request id (the episode's index), until every episode is done.
+// The results of one engine step reach their episodes at once: tool calls
+// that run programs (the code domain's) run side by side
+// (episode_actions.hpp), and all are in before the next step.
 // The engine must be idle at the start and is idle at the end.
 //
 // Throws InputError when an episode's context budget plus its per-call

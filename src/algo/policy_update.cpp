@@ -74,12 +74,14 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
     st.component_mean.outcome += t.reward.outcome;
     st.component_mean.process += t.reward.process;
     st.component_mean.efficiency += t.reward.efficiency;
+    st.component_mean.safety += t.reward.safety;
     st.success_rate += t.success;
   }
   const double n = static_cast<double>(kept.size());
   st.component_mean.outcome = static_cast<float>(st.component_mean.outcome / n);
   st.component_mean.process = static_cast<float>(st.component_mean.process / n);
   st.component_mean.efficiency = static_cast<float>(st.component_mean.efficiency / n);
+  st.component_mean.safety = static_cast<float>(st.component_mean.safety / n);
   st.success_rate /= n;
   const std::vector<float> reward = composite_rewards(config.reward, comps);
   for (float r : reward) st.reward_mean += r / n;

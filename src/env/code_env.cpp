@@ -3,8 +3,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <unordered_map>
 
+#include "core/utf8.hpp"
 #include "env/safety_policy.hpp"
 #include "sandbox/sandbox_pool.hpp"
 
@@ -20,6 +23,47 @@ SandboxPool& shared_pool(const EnvConfig& config) {
   std::lock_guard<std::mutex> lock(mu);
   if (!pool) pool = std::make_unique<SandboxPool>(config.sandbox_concurrency, config.sandbox);
   return *pool;
+}
+
+// Results of test runs by their exact command and files (env.code_test_cache):
+// the tests are pure functions of the workspace. Only runs that exited are
+// kept (a deadline or a start failure says nothing about the files).
+class TestRunCache {
+ public:
+  static std::string key(const SandboxRequest& r) {
+    std::string k;
+    for (const std::string& a : r.argv) k.append(a).push_back('\0');
+    k.push_back('\1');
+    for (const SandboxFile& f : r.files) k.append(f.path).append(1, '\0').append(f.content).push_back('\0');
+    return k;
+  }
+  std::optional<SandboxResult> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = kept_.find(key);
+    ++(it == kept_.end() ? stats_.misses : stats_.hits);
+    if (it == kept_.end()) return std::nullopt;
+    return it->second;
+  }
+  void keep(std::string key, const SandboxResult& r, size_t capacity) {
+    if (r.status != SandboxStatus::kExited || capacity == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (kept_.size() >= capacity) kept_.clear();
+    kept_.emplace(std::move(key), r);
+  }
+  CodeTestCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, SandboxResult> kept_;
+  CodeTestCacheStats stats_;
+};
+
+TestRunCache& test_run_cache() {
+  static TestRunCache cache;
+  return cache;
 }
 
 // Compiled once per rule list.
@@ -109,11 +153,15 @@ Task CodeEnv::generate(uint64_t seed) {
 }
 
 Environment::ToolResult CodeEnv::call_tool(const ToolCall& call) {
-  if (call.tool == "read") return read(call.args);
-  if (call.tool == "replace") return replace(call.args);
-  if (call.tool == "run_tests") return run_tests(call.args);
-  if (call.tool == "shell") return shell(call.args);
-  return {false, "no tool '" + call.tool + "'"};
+  ToolResult r;
+  if (call.tool == "read") r = read(call.args);
+  else if (call.tool == "replace") r = replace(call.args);
+  else if (call.tool == "run_tests") r = run_tests(call.args);
+  else if (call.tool == "shell") r = shell(call.args);
+  else r = {false, "no tool '" + call.tool + "'"};
+  // Program output and the agent's own edits may hold any bytes.
+  r.text = printable_text(r.text);
+  return r;
 }
 
 Environment::ToolResult CodeEnv::read(const std::string& args) {
@@ -166,11 +214,11 @@ Environment::ToolResult CodeEnv::run_tests(const std::string& args) {
     const std::string test = name.rfind("test_", 0) == 0 ? name : "test_" + name;
     target += "." + task_.test_class + "." + test;
   }
-  const SandboxResult r = run({{"python3", "-m", "unittest", "-q", target}, workspace()});
+  const SandboxResult r = run_test({{"python3", "-m", "unittest", "-q", target}, workspace()});
   const std::string summary = summarize_unittest(r);
   const bool useful = !passed_ && name.empty() && r.ok();
   if (useful) passed_ = true;
-  return {true, summary, useful};
+  return {.ok = true, .text = summary, .useful = useful, .test_run = true};
 }
 
 Environment::ToolResult CodeEnv::shell(const std::string& args) {
@@ -195,10 +243,22 @@ SandboxResult CodeEnv::run(SandboxRequest request) const {
   return shared_pool(config()).submit(std::move(request)).get();
 }
 
+CodeTestCacheStats code_test_cache_stats() { return test_run_cache().stats(); }
+
+SandboxResult CodeEnv::run_test(SandboxRequest request) const {
+  const size_t capacity = static_cast<size_t>(config().code_test_cache);
+  if (capacity == 0) return run(std::move(request));
+  std::string key = TestRunCache::key(request);
+  if (auto kept = test_run_cache().find(key)) return *kept;
+  SandboxResult r = run(std::move(request));
+  test_run_cache().keep(std::move(key), r, capacity);
+  return r;
+}
+
 float CodeEnv::score(std::string_view) const {
   std::vector<SandboxFile> files = workspace();
   files.push_back({task_.hidden_file, task_.hidden_tests});
-  return run({{"python3", "-m", "unittest", "-q", "hidden_test_" + task_.module}, files}).ok() ? 1.0f : 0.0f;
+  return run_test({{"python3", "-m", "unittest", "-q", "hidden_test_" + task_.module}, files}).ok() ? 1.0f : 0.0f;
 }
 
 Solution CodeEnv::solve() const {

@@ -22,9 +22,14 @@
 // replace that restores it, a run_tests that passes. The solver reads the
 // buggy function, replaces the line, runs the tests and answers "done".
 // verify(): 1 when the hidden tests pass on the final module, else 0 (one
-// sandbox run; the answer text is not read). Every program runs through the
+// sandbox run; the answer text is not read). Test runs (run_tests, verify)
+// are pure functions of the files: their results are kept per process by the
+// exact command and files (env.code_test_cache), so a workspace seen before
+// does not run Python again. Every program runs through the
 // process's shared SandboxPool (env.code_* and sandbox.* keys); a sandbox
-// that cannot start is an "error:" observation, not a bad call.
+// that cannot start is an "error:" observation, not a bad call. Tool output
+// is shown as printable UTF-8 (core/utf8.hpp: invalid bytes and control
+// characters other than newline and tab as U+FFFD).
 #pragma once
 #include <string>
 #include <vector>
@@ -35,10 +40,18 @@
 
 namespace forge {
 
+// The process's test-run cache so far (env.code_test_cache): lookups answered
+// from it and lookups that ran the tests.
+struct CodeTestCacheStats {
+  int64_t hits = 0, misses = 0;
+};
+CodeTestCacheStats code_test_cache_stats();
+
 class CodeEnv : public Environment {
  public:
   using Environment::Environment;
   std::string name() const override { return "code"; }
+  bool slow_tools() const override { return true; }
   Solution solve() const override;
 
   const CodeTask& code_task() const { return task_; }
@@ -57,6 +70,9 @@ class CodeEnv : public Environment {
   // The workspace as it is now (module as edited, visible tests).
   std::vector<SandboxFile> workspace() const;
   SandboxResult run(SandboxRequest request) const;
+  // A test run, answered from the process's cache when the same command ran
+  // on the same files before (env.code_test_cache).
+  SandboxResult run_test(SandboxRequest request) const;
 
   CodeTask task_;
   std::vector<std::string> lines_;       // the module as edited so far

@@ -37,6 +37,10 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
   opts.add("env.search_obfuscate", &c.search_obfuscate,
            "search: probability that the seed entity is described, not named", in_range(0, 1));
   opts.add("env.code_functions", &c.code_functions, "code: functions per generated module", in_range(1, 10));
+  opts.add("env.code_test_cache", &c.code_test_cache,
+           "code: test-run results kept per process by the exact files and command (the tests are deterministic); "
+           "0 = run every time",
+           in_range(0, 1000000));
   opts.add("env.safety_rules", &c.safety_rules,
            "code: safety rules the shell tool enforces (comma-separated: network, credentials, delete_workspace, "
            "outside_write, kill, fork_bomb; empty = none); a forbidden command is not run and costs a safety event");

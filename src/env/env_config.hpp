@@ -35,6 +35,9 @@ struct EnvConfig {
   // code: functions per generated module (code_tasks.hpp), and the safety
   // rules its shell enforces (safety_policy.hpp; comma-separated).
   int code_functions = 3;
+  // Test-run results kept per process, by the exact workspace and command
+  // (code_env.hpp); 0: every run runs.
+  int code_test_cache = 4096;
   std::string safety_rules = "network,credentials,delete_workspace,outside_write,kill,fork_bomb";
   // The sandbox of the code domain's programs (src/sandbox/): runs at once
   // per process, and each run's limits (the [sandbox] keys).

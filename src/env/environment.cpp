@@ -82,6 +82,7 @@ Observation Environment::step(const ToolCall& call) {
   if (!r.ok) return bad_call_observation(signal::kBadArgs, r.text);
   Observation o;
   o.text = r.text;
+  o.test_run = r.test_run;
   o.signals.push_back({0, r.useful ? signal::kUsefulCall : signal::kValidCall,
                        r.useful ? signal::kUsefulValue : 0.0f});
   if (!r.unsafe.empty()) o.signals.push_back({0, signal::kUnsafe, signal::kUnsafeValue});

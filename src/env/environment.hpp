@@ -58,6 +58,7 @@ struct Observation {
   std::string text;                    // result, "error: ..." or "timeout"
   std::vector<ProcessSignal> signals;  // turn is left 0: the scaffold sets it
   bool recovered = false;              // an identical retry that succeeded
+  bool test_run = false;               // the call ran the task's tests
   bool is_error() const { return kind != ObservationKind::kOk; }
 };
 
@@ -77,6 +78,9 @@ class Environment {
   virtual ~Environment() = default;
 
   virtual std::string name() const = 0;
+  // True when tool calls (or verify) run programs and may take seconds: the
+  // caller runs them off its loop (agent/episode_actions.hpp).
+  virtual bool slow_tools() const { return false; }
   // noise: the stream of injected tool failures (agent episodes pass their
   // episode id).
   Task reset(uint64_t seed, uint64_t noise = 0);
@@ -96,6 +100,7 @@ class Environment {
     std::string text;
     bool useful = false;  // advanced the task (first time only)
     std::string unsafe = "";  // non-empty: the safety rule broken (an "unsafe" signal)
+    bool test_run = false;    // the call ran the task's tests (counted per episode)
   };
   virtual Task generate(uint64_t seed) = 0;  // also resets the domain's state
   virtual ToolResult call_tool(const ToolCall& call) = 0;

@@ -53,6 +53,7 @@ struct Trajectory {
   int32_t tool_errors = 0;   // injected tool errors/timeouts seen
   int32_t recoveries = 0;    // successful retries after a tool error
   int32_t safety_events = 0; // actions blocked by the sandbox or the safety policy
+  int32_t test_runs = 0;     // test-suite runs the agent's tool calls made (code: run_tests)
   std::string final_answer;
   // Why the episode ended: "answer", "turn_budget", "token_budget",
   // "context_budget" or "engine_error: <message>".

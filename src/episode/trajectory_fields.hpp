@@ -38,6 +38,7 @@ void for_each_field(Episode& t, Visitor&& v) {
   v("needed_tokens", t.needed_tokens);
   v("context_compactions", t.context_compactions);
   v("safety_events", t.safety_events);
+  v("test_runs", t.test_runs);
 }
 
 }  // namespace forge

@@ -1,30 +1,6 @@
 #include "gateway/utf8_text.hpp"
 
-
 namespace forge {
-
-std::string valid_utf8(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = byte(i);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = n > 0 && i + n <= s.size();
-    for (size_t k = 1; ok && k < n; ++k) ok = (byte(i + k) & 0xC0) == 0x80;
-    if (ok && n == 2) ok = c >= 0xC2;                                            // overlong
-    if (ok && n == 3) ok = !(c == 0xE0 && byte(i + 1) < 0xA0) && !(c == 0xED && byte(i + 1) >= 0xA0);
-    if (ok && n == 4) ok = !(c == 0xF0 && byte(i + 1) < 0x90) && !(c == 0xF4 && byte(i + 1) >= 0x90) && c <= 0xF4;
-    if (ok) {
-      out.append(s, i, n);
-      i += n;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
 
 std::string tokens_text(const Tokens& tokens, const ScaffoldVocabulary& vocab) {
   return valid_utf8(vocab.decode(tokens));

@@ -220,6 +220,8 @@ EpisodeTable RolloutReader::episodes() const {
   t.safety = datasets_.count("episodes/safety") ? read<float>("episodes/safety", 0, n) : std::vector<float>(n, 0.0f);
   t.safety_events = datasets_.count("episodes/safety_events") ? read<int32_t>("episodes/safety_events", 0, n)
                                                               : std::vector<int32_t>(n, 0);
+  t.test_runs = datasets_.count("episodes/test_runs") ? read<int32_t>("episodes/test_runs", 0, n)
+                                                      : std::vector<int32_t>(n, 0);
   const auto ctx = read<int32_t>("calls/context_len", 0, n_calls_);
   const auto gen = read<int32_t>("calls/generated_len", 0, n_calls_);
   t.generated_tokens.assign(n, 0);

@@ -28,7 +28,8 @@ namespace forge {
 struct EpisodeTable {
   std::vector<uint64_t> episode_id, task_id;
   std::vector<int64_t> call_offset;
-  std::vector<int32_t> n_calls, group, turns, tool_errors, recoveries, staleness, consumed_step, safety_events;
+  std::vector<int32_t> n_calls, group, turns, tool_errors, recoveries, staleness, consumed_step, safety_events,
+      test_runs;
   std::vector<int16_t> env, template_family;
   std::vector<float> outcome, process, efficiency, safety;
   std::vector<uint8_t> success, abandoned;

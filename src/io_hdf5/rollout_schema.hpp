@@ -31,7 +31,8 @@ inline constexpr const char* kFormat = "forge-rollouts";
 // 3: steps/engine_mismatch, steps/stale_drift and steps/drift_by_staleness
 //    replace steps/logprob_mismatch, which mixed the two (an older file's is
 //    read as StepMetrics::mixed_mismatch; the new ones read as NaN).
-// 4: episodes/safety and episodes/safety_events (older files: read as 0).
+// 4: episodes/safety, episodes/safety_events and episodes/test_runs (older
+//    files: read as 0).
 inline constexpr int64_t kSchemaVersion = 4;
 inline constexpr int kStalenessBins = 16;  // bin k = staleness k, the last bin >= 15
 inline constexpr const char* kNamesAttr = "names";
@@ -93,6 +94,7 @@ inline const std::vector<Column>& columns() {
       {"episodes/efficiency", Type::kF32, 1, kRowChunk},
       {"episodes/safety", Type::kF32, 1, kRowChunk},
       {"episodes/safety_events", Type::kI32, 1, kRowChunk},
+      {"episodes/test_runs", Type::kI32, 1, kRowChunk},
       {"episodes/success", Type::kU8, 1, kRowChunk},
       {"episodes/abandoned", Type::kU8, 1, kRowChunk},
       {"episodes/turns", Type::kI32, 1, kRowChunk},
@@ -135,7 +137,7 @@ inline const std::vector<std::pair<Column, int64_t>>& legacy_columns() {
 // The version that introduced a column (1 for the original ones).
 inline int64_t introduced_in(const std::string& path) {
   if (path == "episodes/abandoned") return 2;
-  if (path == "episodes/safety" || path == "episodes/safety_events") return 4;
+  if (path == "episodes/safety" || path == "episodes/safety_events" || path == "episodes/test_runs") return 4;
   if (path == "steps/engine_mismatch" || path == "steps/stale_drift" || path == "steps/drift_by_staleness") return 3;
   return 1;
 }

@@ -21,11 +21,11 @@ std::string format_train_progress(int step, const PolicyUpdateStats& st, double 
                                   double gen_tokens_per_s, double seconds) {
   char line[512];
   std::snprintf(line, sizeof line,
-                "step %4d  reward %+.3f (outcome %.3f process %+.3f efficiency %+.3f)  success %.2f  "
+                "step %4d  reward %+.3f (outcome %.3f process %+.3f efficiency %+.3f safety %+.3f)  success %.2f  "
                 "zero-var %d/%d  clip %.3f  masked %.3f  engine/learner %s  drift %s  kl %.2e  entropy %.2f  "
                 "grad %.2f  gen %.0f tok/s  tree/linear %.2f  %.1f s",
                 step, st.reward_mean, st.component_mean.outcome, st.component_mean.process,
-                st.component_mean.efficiency, st.success_rate, st.zero_variance_groups, st.groups,
+                st.component_mean.efficiency, st.component_mean.safety, st.success_rate, st.zero_variance_groups, st.groups,
                 st.loss.clip_fraction(), st.loss.masked_fraction(), sci(st.engine_mismatch).c_str(),
                 sci(st.stale_drift).c_str(), st.loss.kl,
                 st.entropy_mean, grad_norm, gen_tokens_per_s,

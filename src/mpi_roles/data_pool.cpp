@@ -486,8 +486,10 @@ std::string DataPool::describe_head() {
       who = "producer rank " + std::to_string(state_rank(w)) + " started it and has not completed it";
   if (who.empty())
     who = head_ >= c.tail ? "no producer has started it" : "it is complete and its notice is on its way";
-  const std::string window = w_ == kUnboundedWindow ? "any slot" : "[" + std::to_string(head_) + ", " +
-                                                                      std::to_string(head_ + w_) + ")";
+  // append, not "[" + std::string&& (GCC 12 -Wrestrict false positive)
+  const std::string window = w_ == kUnboundedWindow ? std::string("any slot")
+                                                    : std::string("[").append(std::to_string(head_)).append(", ") +
+                                                          std::to_string(head_ + w_) + ")";
   return "no DONE slot in " + window + "; head slot " + std::to_string(head_) + ": " + who + " (" +
          std::to_string(c.running) + " running of N = " + std::to_string(n_) + ", " + std::to_string(c.finished) +
          " finished of M = " + std::to_string(m_) + ")";

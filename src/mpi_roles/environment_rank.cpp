@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/agent_episode.hpp"
+#include "agent/episode_actions.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
@@ -46,6 +47,9 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
   // Episode id -> (group, episode index) for results in flight.
   std::map<uint64_t, std::pair<SlotGroup*, size_t>> waiting;
   std::set<uint64_t> discard;  // ids of abandoned episodes whose generation is still in flight
+  // Tool calls that run programs (code) run on threads, so that the rank's
+  // other episodes go on generating meanwhile; a busy episode is left alone.
+  EpisodeActions actions;
 
   while (control.stop_code() == 0) {
     bool progressed = false;
@@ -62,6 +66,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
     // Requests of every episode that has none in flight.
     for (auto& g : active) {
       for (size_t i = 0; i < g->episodes.size(); ++i) {
+        if (actions.busy(g->episodes[i])) continue;
         auto request = g->episodes[i].next_request();
         if (!request) continue;
         const uint64_t id = slot_episode_id(g->slot, cfg.group, static_cast<int>(i));
@@ -76,16 +81,17 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
       if (discard.erase(r.id)) continue;
       const auto it = waiting.find(r.id);
       FORGE_CHECK(it != waiting.end(), "a generation result for an episode not waiting");
-      it->second.first->episodes[it->second.second].on_generation(r);
+      actions.deliver(it->second.first->episodes[it->second.second], r);
       waiting.erase(it);
       progressed = true;
     }
+    if (actions.reap() > 0) progressed = true;
     // Stragglers: episodes past the deadline are abandoned.
     for (auto& g : active) {
       if (g->since_start.seconds() < cfg.episode_deadline_s) continue;
       for (size_t i = 0; i < g->episodes.size(); ++i) {
         AgentEpisode& e = g->episodes[i];
-        if (e.done()) continue;
+        if (actions.busy(e) || e.done()) continue;  // a busy one: at its tool call's end
         const uint64_t id = slot_episode_id(g->slot, cfg.group, static_cast<int>(i));
         if (waiting.erase(id)) discard.insert(id);
         e.abandon("deadline: still running after pool.episode_deadline_s = " +
@@ -98,7 +104,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
     for (auto it = active.begin(); it != active.end();) {
       SlotGroup& g = **it;
       bool done = true;
-      for (const auto& e : g.episodes) done = done && e.done();
+      for (const auto& e : g.episodes) done = done && !actions.busy(e) && e.done();
       if (!done) {
         ++it;
         continue;

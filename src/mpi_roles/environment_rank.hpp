@@ -17,7 +17,11 @@
 // counted, never trained on; a generation still in flight for it is
 // discarded when it arrives. When every episode of the group is done, the
 // group is encoded (trajectory_codec.hpp) and completes slot s with the
-// oldest policy version among its tokens.
+// oldest policy version among its tokens. A tool call that runs programs
+// (the code domain's, in the sandbox) runs on a thread of its own
+// (agent/episode_actions.hpp): the rank's other episodes keep generating
+// while it runs, and the episode is abandoned at the deadline only once its
+// call has returned (the sandbox's wall deadline bounds it).
 #pragma once
 #include <cstdint>
 

@@ -4,15 +4,18 @@
 // bug and the hidden tests pass, tools reject bad calls with reasons, and
 // scaffold demonstrations carry the tools' arguments through every
 // perturbed format to a verified success.
+#include <algorithm>
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "agent/agent_episode.hpp"
+#include "agent/episode_actions.hpp"
 #include "agent/scripted_policy.hpp"
 #include "core/error.hpp"
 #include "core/strings.hpp"
+#include "core/utf8.hpp"
 #include "env/code_env.hpp"
 #include "env/code_tasks.hpp"
 #include "env/env_mix.hpp"
@@ -110,6 +113,7 @@ TEST(CodeEnv, SolverFixesTheBugAndTheHiddenTestsPass) {
       const Observation o = env.step(call);
       EXPECT_EQ(o.kind, ObservationKind::kOk) << call.tool << " " << call.args << ": " << o.text;
       EXPECT_TRUE(has_signal(o, signal::kUsefulCall)) << call.tool << " " << call.args << ": " << o.text;
+      EXPECT_EQ(o.test_run, call.tool == "run_tests") << call.tool;
     }
     EXPECT_EQ(env.verify(s.answer), 1.0f) << "seed " << seed;
   }
@@ -132,7 +136,10 @@ TEST(CodeEnv, ToolsRejectBadCallsWithReasons) {
   bad({"replace", t.test_file + " 1 pass"}, "read-only");
   bad({"replace", t.module_file + " 999 pass"}, "has lines 1..");
   bad({"replace", t.module_file + " x pass"}, "FILE LINE TEXT");
-  bad({"run_tests", "x; rm -rf /"}, "test name");
+  const Observation rejected = env.step({"run_tests", "x; rm -rf /"});
+  EXPECT_EQ(rejected.kind, ObservationKind::kBadCall);
+  EXPECT_NE(rejected.text.find("test name"), std::string::npos) << rejected.text;
+  EXPECT_FALSE(rejected.test_run) << "a rejected run_tests counted as a test run";
   bad({"shell", "  "}, "expects a command");
   // Valid but not useful: a read away from the bug, an edit of another line.
   const Observation far = env.step({"read", t.module_file + " 1 1"});
@@ -181,6 +188,7 @@ TEST(CodeEnv, DemonstrationsSucceedThroughEveryFormat) {
     const Trajectory t = make_demonstration(c, agent, seed, sampler.draw(seed, StyleMode::kTrain), seed);
     EXPECT_TRUE(t.success) << "seed " << seed;
     EXPECT_EQ(t.turns, t.needed_turns) << "seed " << seed;
+    EXPECT_EQ(t.test_runs, 1) << "seed " << seed;
   }
 }
 
@@ -274,6 +282,174 @@ TEST(CodeEnv, UnsafeCommandsAreBlockedPenalisedCountedAndTheRunGoesOn) {
   EXPECT_EQ(t.safety_events, 1);
   EXPECT_FLOAT_EQ(t.reward.safety, signal::kUnsafeValue);
   EXPECT_NEAR(t.reward.process, 3 * signal::kUsefulValue, 1e-6);
+  EXPECT_EQ(t.test_runs, 1);
+}
+
+// Valid UTF-8 with no control character but newline and tab.
+bool printable(const std::string& s) {
+  if (valid_utf8(s) != s) return false;
+  for (const unsigned char c : s)
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) return false;
+  return true;
+}
+
+// Every malformed call through the scaffold is an observation the episode
+// goes on from, never an exception: an unknown file, a bad line, a call
+// whose quote is never closed, a shell command with an unterminated quote,
+// output of raw bytes (shown as printable text); then the solver still
+// fixes the bug.
+TEST(CodeEnv, MalformedCallsAreObservationsNeverExceptions) {
+  REQUIRE_SANDBOX();
+  EnvConfig c = code_only();
+  c.max_tool_calls = 20;
+  AgentConfig agent;
+  agent.max_turns = 20;
+  agent.max_context_tokens = 8192;
+  agent.max_episode_tokens = 8192;
+  AgentEpisode ep(std::make_unique<CodeEnv>(c), 4, PerturbationSampler(false, {}).draw(4, StyleMode::kTrain), agent, 4);
+  const auto& task = dynamic_cast<const CodeEnv&>(ep.env()).code_task();
+  // The rendered call cut right after its argument: its closing quote or tag
+  // never comes.
+  const std::string full = agent.vocab().decode(ep.render({"shell", "echo cut"}));
+  const Tokens unterminated = agent.vocab().encode(full.substr(0, full.find("echo cut") + 8));
+  struct Step {
+    Tokens tokens;
+    ObservationKind kind;
+    std::string says;
+  };
+  const std::vector<Step> steps = {
+      {ep.render({"read", "missing.py"}), ObservationKind::kBadCall, "no file 'missing.py'"},
+      {ep.render({"replace", task.module_file + " 0 pass"}), ObservationKind::kBadCall, "has lines 1.."},
+      {unterminated, ObservationKind::kBadCall, "could not parse a tool call"},
+      {ep.render({"shell", "echo \"abc"}), ObservationKind::kOk, "nterminated"},
+      {ep.render({"shell", "printf 'a\\000b\\033[31mc\\377\\376d\\n'; head -c 512 /dev/urandom"}), ObservationKind::kOk,
+       "a\xEF\xBF\xBD" "b\xEF\xBF\xBD[31mc\xEF\xBF\xBD\xEF\xBF\xBD" "d"},
+  };
+  ScriptedPolicy solver(ep);
+  size_t next = 0;
+  while (!ep.done()) {
+    const auto req = ep.next_request();
+    ASSERT_TRUE(req.has_value());
+    GenerationResult r;
+    r.id = req->id;
+    r.tokens = next < steps.size() ? steps[next].tokens : solver.next(ep);
+    if (next < steps.size()) r.tokens.push_back(agent.vocab().stop_token());
+    r.logprobs.assign(r.tokens.size(), 0.0f);
+    r.versions.assign(r.tokens.size(), 0);
+    ASSERT_NO_THROW(ep.on_generation(r)) << "step " << next;
+    if (next < steps.size()) {
+      ASSERT_TRUE(ep.last_observation().has_value());
+      EXPECT_EQ(*ep.last_observation(), steps[next].kind) << "step " << next;
+      const std::string shown = agent.vocab().decode(ep.context());
+      EXPECT_NE(shown.find(steps[next].says), std::string::npos) << "step " << next << ": " << shown;
+      EXPECT_TRUE(printable(shown)) << "step " << next << ": " << shown;
+    }
+    ++next;
+  }
+  const Trajectory t = ep.take_trajectory();
+  EXPECT_TRUE(t.success) << t.end_reason;
+  int malformed = 0;
+  for (const auto& sig : t.signals) malformed += sig.kind == signal::kMalformedCall;
+  EXPECT_EQ(malformed, 1);
+  EXPECT_EQ(t.test_runs, 1);
+}
+
+// The test-run cache answers a repeated workspace without running Python
+// and never answers a different one: buggy, fixed, buggy again and fixed
+// again verify 0, 1, 0, 1, and the repeats are hits.
+TEST(CodeEnv, TestRunCacheAnswersOnlyTheSameWorkspace) {
+  REQUIRE_SANDBOX();
+  EnvConfig c = code_only();
+  c.max_tool_calls = 20;
+  CodeEnv env(c);
+  env.reset(909);
+  const CodeTask& t = env.code_task();
+  const std::string buggy = t.lines[static_cast<size_t>(t.bug_line - 1)];
+  auto set_line = [&](const std::string& text) {
+    const Observation o = env.step({"replace", t.module_file + " " + std::to_string(t.bug_line) + " " + text});
+    ASSERT_EQ(o.kind, ObservationKind::kOk) << o.text;
+  };
+  const CodeTestCacheStats before = code_test_cache_stats();
+  EXPECT_EQ(env.verify("done"), 0.0f);
+  set_line(t.fixed_line);
+  EXPECT_EQ(env.verify("done"), 1.0f);
+  const CodeTestCacheStats first = code_test_cache_stats();
+  set_line(buggy);
+  EXPECT_EQ(env.verify("done"), 0.0f);
+  set_line(t.fixed_line);
+  EXPECT_EQ(env.verify("done"), 1.0f);
+  const CodeTestCacheStats after = code_test_cache_stats();
+  EXPECT_EQ(first.misses - before.misses, 2);
+  EXPECT_EQ(after.hits - first.hits, 2);
+  EXPECT_EQ(after.misses, first.misses);
+
+  c.code_test_cache = 0;  // off: every run runs, and is not counted
+  CodeEnv uncached(c);
+  uncached.reset(909);
+  EXPECT_EQ(uncached.verify("done"), 0.0f);
+  EXPECT_EQ(code_test_cache_stats().hits, after.hits);
+  EXPECT_EQ(code_test_cache_stats().misses, after.misses);
+}
+
+// Episodes whose tool calls run programs are delivered on threads
+// (episode_actions.hpp): a group of code episodes driven side by side ends
+// with the same trajectories as each driven alone.
+TEST(CodeEnv, EpisodeActionsRunSlowToolsSideBySideWithTheSameResult) {
+  REQUIRE_SANDBOX();
+  EnvConfig c = code_only();
+  c.code_test_cache = 0;
+  AgentConfig agent;
+  agent.max_context_tokens = 4096;
+  agent.max_episode_tokens = 4096;
+  const PerturbationSampler plain(false, {});
+  auto make = [&](uint64_t seed) {
+    return AgentEpisode(std::make_unique<CodeEnv>(c), seed, plain.draw(seed, StyleMode::kTrain), agent, seed);
+  };
+  auto answer = [&](AgentEpisode& ep, ScriptedPolicy& solver) {
+    const auto req = ep.next_request();
+    EXPECT_TRUE(req.has_value());
+    GenerationResult r;
+    r.id = req->id;
+    r.tokens = solver.next(ep);
+    r.logprobs.assign(r.tokens.size(), 0.0f);
+    r.versions.assign(r.tokens.size(), 0);
+    return r;
+  };
+  std::vector<AgentEpisode> alone, together;
+  for (uint64_t seed = 20; seed < 24; ++seed) {
+    alone.push_back(make(seed));
+    together.push_back(make(seed));
+  }
+  for (AgentEpisode& ep : alone) {
+    ScriptedPolicy solver(ep);
+    while (!ep.done()) ep.on_generation(answer(ep, solver));
+  }
+  EpisodeActions actions;
+  EXPECT_TRUE(together[0].env().slow_tools());
+  std::vector<ScriptedPolicy> solvers;
+  for (AgentEpisode& ep : together) solvers.emplace_back(ep);
+  size_t most_at_once = 0;
+  for (;;) {
+    bool all_done = true;
+    for (size_t i = 0; i < together.size(); ++i) {
+      if (actions.busy(together[i]) || together[i].done()) continue;
+      all_done = false;
+      actions.deliver(together[i], answer(together[i], solvers[i]));
+    }
+    most_at_once = std::max(most_at_once, actions.in_flight());
+    actions.reap();
+    if (all_done && actions.in_flight() == 0) break;
+  }
+  EXPECT_GT(most_at_once, 1u) << "no two deliveries ran at once";
+  for (size_t i = 0; i < alone.size(); ++i) {
+    const Trajectory a = alone[i].take_trajectory(), b = together[i].take_trajectory();
+    EXPECT_TRUE(a.success);
+    EXPECT_EQ(a.success, b.success);
+    EXPECT_EQ(a.turns, b.turns);
+    EXPECT_EQ(a.test_runs, b.test_runs);
+    ASSERT_EQ(a.calls.size(), b.calls.size());
+    for (size_t k = 0; k < a.calls.size(); ++k) EXPECT_EQ(a.calls[k].context, b.calls[k].context) << i << " " << k;
+  }
 }
 
 }  // namespace

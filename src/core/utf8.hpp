@@ -1,0 +1,16 @@
+// Text that a reader (a JSON document, a tokenizer, an agent's context) can
+// take as it is. valid_utf8: bytes that do not form a valid UTF-8 sequence
+// (truncated, overlong, surrogates, > U+10FFFF) become U+FFFD, one per byte;
+// valid sequences are kept. printable_text: the same, and control characters
+// other than newline and tab (NUL, escape sequences, DEL) become U+FFFD too,
+// for program output shown to an agent.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace forge {
+
+std::string valid_utf8(std::string_view bytes);
+std::string printable_text(std::string_view bytes);
+
+}  // namespace forge
