@@ -38,6 +38,25 @@ EnvConfig code_only() {
   return c;
 }
 
+// The episode's next request answered with `tokens` (logprobs 0, version 0).
+GenerationResult answer_with(AgentEpisode& ep, Tokens tokens) {
+  const auto req = ep.next_request();
+  EXPECT_TRUE(req.has_value());
+  GenerationResult r;
+  r.id = req ? req->id : 0;
+  r.tokens = std::move(tokens);
+  r.logprobs.assign(r.tokens.size(), 0.0f);
+  r.versions.assign(r.tokens.size(), 0);
+  return r;
+}
+
+// A tool call rendered in the episode's format, with its stop token.
+Tokens call_tokens(const AgentEpisode& ep, const ToolCall& call) {
+  Tokens t = ep.render(call);
+  t.push_back(ep.config().vocab().stop_token());
+  return t;
+}
+
 bool has_signal(const Observation& o, const char* kind) {
   for (const auto& s : o.signals)
     if (s.kind == kind) return true;
@@ -260,23 +279,8 @@ TEST(CodeEnv, UnsafeCommandsAreBlockedPenalisedCountedAndTheRunGoesOn) {
   AgentEpisode ep(std::make_unique<CodeEnv>(code_only()), 11, PerturbationSampler(false, {}).draw(11, StyleMode::kTrain),
                   agent, 11);
   ScriptedPolicy solver(ep);
-  bool first = true;
-  while (!ep.done()) {
-    const auto req = ep.next_request();
-    ASSERT_TRUE(req.has_value());
-    GenerationResult r;
-    r.id = req->id;
-    if (first) {
-      r.tokens = ep.render({"shell", "cat /etc/shadow"});
-      r.tokens.push_back(agent.vocab().stop_token());
-      first = false;
-    } else {
-      r.tokens = solver.next(ep);
-    }
-    r.logprobs.assign(r.tokens.size(), 0.0f);
-    r.versions.assign(r.tokens.size(), 0);
-    ep.on_generation(r);
-  }
+  ep.on_generation(answer_with(ep, call_tokens(ep, {"shell", "cat /etc/shadow"})));
+  while (!ep.done()) ep.on_generation(answer_with(ep, solver.next(ep)));
   const Trajectory t = ep.take_trajectory();
   EXPECT_TRUE(t.success);
   EXPECT_EQ(t.safety_events, 1);
@@ -311,31 +315,25 @@ TEST(CodeEnv, MalformedCallsAreObservationsNeverExceptions) {
   // The rendered call cut right after its argument: its closing quote or tag
   // never comes.
   const std::string full = agent.vocab().decode(ep.render({"shell", "echo cut"}));
-  const Tokens unterminated = agent.vocab().encode(full.substr(0, full.find("echo cut") + 8));
+  Tokens unterminated = agent.vocab().encode(full.substr(0, full.find("echo cut") + 8));
+  unterminated.push_back(agent.vocab().stop_token());
   struct Step {
     Tokens tokens;
     ObservationKind kind;
     std::string says;
   };
   const std::vector<Step> steps = {
-      {ep.render({"read", "missing.py"}), ObservationKind::kBadCall, "no file 'missing.py'"},
-      {ep.render({"replace", task.module_file + " 0 pass"}), ObservationKind::kBadCall, "has lines 1.."},
+      {call_tokens(ep, {"read", "missing.py"}), ObservationKind::kBadCall, "no file 'missing.py'"},
+      {call_tokens(ep, {"replace", task.module_file + " 0 pass"}), ObservationKind::kBadCall, "has lines 1.."},
       {unterminated, ObservationKind::kBadCall, "could not parse a tool call"},
-      {ep.render({"shell", "echo \"abc"}), ObservationKind::kOk, "nterminated"},
-      {ep.render({"shell", "printf 'a\\000b\\033[31mc\\377\\376d\\n'; head -c 512 /dev/urandom"}), ObservationKind::kOk,
+      {call_tokens(ep, {"shell", "echo \"abc"}), ObservationKind::kOk, "nterminated"},
+      {call_tokens(ep, {"shell", "printf 'a\\000b\\033[31mc\\377\\376d\\n'; head -c 512 /dev/urandom"}), ObservationKind::kOk,
        "a\xEF\xBF\xBD" "b\xEF\xBF\xBD[31mc\xEF\xBF\xBD\xEF\xBF\xBD" "d"},
   };
   ScriptedPolicy solver(ep);
   size_t next = 0;
   while (!ep.done()) {
-    const auto req = ep.next_request();
-    ASSERT_TRUE(req.has_value());
-    GenerationResult r;
-    r.id = req->id;
-    r.tokens = next < steps.size() ? steps[next].tokens : solver.next(ep);
-    if (next < steps.size()) r.tokens.push_back(agent.vocab().stop_token());
-    r.logprobs.assign(r.tokens.size(), 0.0f);
-    r.versions.assign(r.tokens.size(), 0);
+    const GenerationResult r = answer_with(ep, next < steps.size() ? steps[next].tokens : solver.next(ep));
     ASSERT_NO_THROW(ep.on_generation(r)) << "step " << next;
     if (next < steps.size()) {
       ASSERT_TRUE(ep.last_observation().has_value());
@@ -405,16 +403,7 @@ TEST(CodeEnv, EpisodeActionsRunSlowToolsSideBySideWithTheSameResult) {
   auto make = [&](uint64_t seed) {
     return AgentEpisode(std::make_unique<CodeEnv>(c), seed, plain.draw(seed, StyleMode::kTrain), agent, seed);
   };
-  auto answer = [&](AgentEpisode& ep, ScriptedPolicy& solver) {
-    const auto req = ep.next_request();
-    EXPECT_TRUE(req.has_value());
-    GenerationResult r;
-    r.id = req->id;
-    r.tokens = solver.next(ep);
-    r.logprobs.assign(r.tokens.size(), 0.0f);
-    r.versions.assign(r.tokens.size(), 0);
-    return r;
-  };
+  auto answer = [](AgentEpisode& ep, ScriptedPolicy& solver) { return answer_with(ep, solver.next(ep)); };
   std::vector<AgentEpisode> alone, together;
   for (uint64_t seed = 20; seed < 24; ++seed) {
     alone.push_back(make(seed));
@@ -432,13 +421,16 @@ TEST(CodeEnv, EpisodeActionsRunSlowToolsSideBySideWithTheSameResult) {
   for (;;) {
     bool all_done = true;
     for (size_t i = 0; i < together.size(); ++i) {
-      if (actions.busy(together[i]) || together[i].done()) continue;
-      all_done = false;
-      actions.deliver(together[i], answer(together[i], solvers[i]));
+      if (actions.busy(together[i])) {
+        all_done = false;
+      } else if (!together[i].done()) {
+        all_done = false;
+        actions.deliver(together[i], answer(together[i], solvers[i]));
+      }
     }
+    if (all_done) break;
     most_at_once = std::max(most_at_once, actions.in_flight());
     actions.reap();
-    if (all_done && actions.in_flight() == 0) break;
   }
   EXPECT_GT(most_at_once, 1u) << "no two deliveries ran at once";
   for (size_t i = 0; i < alone.size(); ++i) {
