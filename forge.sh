@@ -4,6 +4,7 @@
 #   ./forge.sh demo [--key=value ...]   set up, build, run the main job
 #   ./forge.sh seeds [N ...] [--key=value ...]  the main job once per run.seed
 #                                       (default 1 2 3) and the table of them
+#   ./forge.sh code [--key=value ...]   set up, build, run the code domain's job
 #   ./forge.sh smollm2 [--key=value ...] set up, build, run the real-model job
 #   ./forge.sh test [ctest args ...]    set up, build, run every test
 #   ./forge.sh build                    configure and build into build/
@@ -16,6 +17,9 @@
 #   3. forge eval of both checkpoints on the same 500 held-out tasks
 #   4. plots of the RL rollouts and runs/demo/summary.json; prints both
 #      success rates
+# code (configs/code_demo.ini, runs/code): the same four steps on the code
+#   domain alone (fix a bug in a Python module; tests in the sandbox), RL at
+#   --optim.lr=5e-5, evaluation on 300 held-out tasks
 # smollm2 (a real pretrained model, configs/smollm2_agent.ini, runs/smollm2):
 #   0. forge eval of SmolLM2-135M-Instruct itself (zero-shot)
 #   1. forge sft from it; 2. mpirun -np 3 forge train (1 learner, 1 rollout,
@@ -39,6 +43,10 @@ Commands:
                           the main job once per seed (default: 1 2 3) into
                           runs/demo-seed-N, then the table of their lifts
                           (runs/seeds.json; about 10 minutes a seed)
+  code [--key=value ...]  install what is missing, build, then run the code domain's
+                          job: SFT, asynchronous RL, evaluation of both on 300
+                          held-out bug-fixing tasks (configs/code_demo.ini,
+                          runs/code; about 20 minutes on 2 cores)
   smollm2 [--key=value ...]
                           install what is missing, build, then run the real-model
                           job: SmolLM2-135M-Instruct zero-shot, after SFT, after
@@ -58,7 +66,14 @@ build() {
 
 # The main job; see the top of this file.
 demo() {
-  local cfg=configs/agent_demo.ini dir=${FORGE_DEMO_DIR:-runs/demo} forge=./build/forge
+  agent_job configs/agent_demo.ini "${FORGE_DEMO_DIR:-runs/demo}" 3e-4 500 "$@"
+}
+
+# SFT, asynchronous RL at learning rate $3, evaluation of both on $4 tasks:
+# agent_job CONFIG RUN_DIR RL_LR EVAL_TASKS [--key=value ...]
+agent_job() {
+  local cfg=$1 dir=$2 lr=$3 tasks=$4 forge=./build/forge
+  shift 4
   local mpirun=(mpirun --oversubscribe -np 5)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
   rm -rf "$dir"
@@ -69,11 +84,11 @@ demo() {
   local t1=$SECONDS
   echo "== 2/4 asynchronous RL on 5 MPI ranks (forge train) =="
   "${mpirun[@]}" "$forge" train --config "$cfg" --train.init="$dir/sft" --run.dir="$dir/rl" \
-    --optim.lr=3e-4 --optim.warmup_steps=0 "$@"
+    --optim.lr="$lr" --optim.warmup_steps=0 "$@"
   local t2=$SECONDS
-  echo "== 3/4 evaluation of both checkpoints on 500 held-out tasks (forge eval) =="
-  "$forge" eval "$dir/sft" --config "$cfg" --eval.tasks=500 --json true "$@" >"$dir/eval_sft.json"
-  "$forge" eval "$dir/rl" --config "$cfg" --eval.tasks=500 --json true "$@" >"$dir/eval_rl.json"
+  echo "== 3/4 evaluation of both checkpoints on $tasks held-out tasks (forge eval) =="
+  "$forge" eval "$dir/sft" --config "$cfg" --eval.tasks="$tasks" --json true "$@" >"$dir/eval_sft.json"
+  "$forge" eval "$dir/rl" --config "$cfg" --eval.tasks="$tasks" --json true "$@" >"$dir/eval_rl.json"
   local t3=$SECONDS
   echo "== 4/4 plots and summary =="
   /usr/bin/python3 tools/plot_rollouts.py "$dir/rl/rollouts.h5" --out "$dir/plots" --smooth 10
@@ -141,6 +156,12 @@ case "$command" in
     ./tools/setup.sh
     build
     seeds "$@"
+    ;;
+  code)
+    shift
+    ./tools/setup.sh
+    build
+    agent_job configs/code_demo.ini runs/code 5e-5 300 "$@"
     ;;
   smollm2)
     shift
