@@ -13,7 +13,7 @@
 # $FORGE_DEMO_DIR):
 #   1. forge sft: the agent's warm start on solver demonstrations
 #   2. mpirun -np 5 forge train: asynchronous RL from it on 1 learner,
-#      2 rollout and 2 environment ranks (at --optim.lr=3e-4, no warm-up)
+#      2 rollout and 2 environment ranks (at --optim.lr=1e-4, no warm-up)
 #   3. forge eval of both checkpoints on the same 500 held-out tasks
 #   4. plots of the RL rollouts and runs/demo/summary.json; prints both
 #      success rates
@@ -66,7 +66,7 @@ build() {
 
 # The main job; see the top of this file.
 demo() {
-  agent_job configs/agent_demo.ini "${FORGE_DEMO_DIR:-runs/demo}" 3e-4 500 "$@"
+  agent_job configs/agent_demo.ini "${FORGE_DEMO_DIR:-runs/demo}" 1e-4 500 "$@"
 }
 
 # SFT, asynchronous RL at learning rate $3, evaluation of both on $4 tasks:
