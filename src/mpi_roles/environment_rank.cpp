@@ -5,6 +5,7 @@
 #include <set>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agent/agent_episode.hpp"
@@ -77,11 +78,11 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
         progressed = true;
       }
     }
-    for (const GenerationResult& r : client.poll(describe)) {
+    for (GenerationResult& r : client.poll(describe)) {
       if (discard.erase(r.id)) continue;
       const auto it = waiting.find(r.id);
       FORGE_CHECK(it != waiting.end(), "a generation result for an episode not waiting");
-      actions.deliver(it->second.first->episodes[it->second.second], r);
+      actions.deliver(it->second.first->episodes[it->second.second], std::move(r));
       waiting.erase(it);
       progressed = true;
     }

@@ -38,6 +38,15 @@ EnvConfig code_only() {
   return c;
 }
 
+// An agent whose context and episode budgets (`tokens` each) hold a code
+// episode's module, test verdicts and edits.
+AgentConfig roomy_agent(int tokens) {
+  AgentConfig agent;
+  agent.max_context_tokens = tokens;
+  agent.max_episode_tokens = tokens;
+  return agent;
+}
+
 // The episode's next request answered with `tokens` (logprobs 0, version 0).
 GenerationResult answer_with(AgentEpisode& ep, Tokens tokens) {
   const auto req = ep.next_request();
@@ -199,9 +208,7 @@ TEST(CodeEnv, MixDrawsCodeOnlyByWeight) {
 TEST(CodeEnv, DemonstrationsSucceedThroughEveryFormat) {
   REQUIRE_SANDBOX();
   const EnvConfig c = code_only();
-  AgentConfig agent;
-  agent.max_context_tokens = 4096;
-  agent.max_episode_tokens = 4096;
+  const AgentConfig agent = roomy_agent(4096);
   const PerturbationSampler sampler(true, {});
   for (uint64_t seed = 0; seed < 12; ++seed) {
     const Trajectory t = make_demonstration(c, agent, seed, sampler.draw(seed, StyleMode::kTrain), seed);
@@ -273,9 +280,7 @@ TEST(CodeEnv, UnsafeCommandsAreBlockedPenalisedCountedAndTheRunGoesOn) {
 
   // Through the scaffold: one unsafe call, then the solver; the safety
   // component and the count land in the trajectory, process is untouched.
-  AgentConfig agent;
-  agent.max_context_tokens = 4096;
-  agent.max_episode_tokens = 4096;
+  const AgentConfig agent = roomy_agent(4096);
   AgentEpisode ep(std::make_unique<CodeEnv>(code_only()), 11, PerturbationSampler(false, {}).draw(11, StyleMode::kTrain),
                   agent, 11);
   ScriptedPolicy solver(ep);
@@ -306,10 +311,8 @@ TEST(CodeEnv, MalformedCallsAreObservationsNeverExceptions) {
   REQUIRE_SANDBOX();
   EnvConfig c = code_only();
   c.max_tool_calls = 20;
-  AgentConfig agent;
+  AgentConfig agent = roomy_agent(8192);
   agent.max_turns = 20;
-  agent.max_context_tokens = 8192;
-  agent.max_episode_tokens = 8192;
   AgentEpisode ep(std::make_unique<CodeEnv>(c), 4, PerturbationSampler(false, {}).draw(4, StyleMode::kTrain), agent, 4);
   const auto& task = dynamic_cast<const CodeEnv&>(ep.env()).code_task();
   // The rendered call cut right after its argument: its closing quote or tag
@@ -396,9 +399,7 @@ TEST(CodeEnv, EpisodeActionsRunSlowToolsSideBySideWithTheSameResult) {
   REQUIRE_SANDBOX();
   EnvConfig c = code_only();
   c.code_test_cache = 0;
-  AgentConfig agent;
-  agent.max_context_tokens = 4096;
-  agent.max_episode_tokens = 4096;
+  const AgentConfig agent = roomy_agent(4096);
   const PerturbationSampler plain(false, {});
   auto make = [&](uint64_t seed) {
     return AgentEpisode(std::make_unique<CodeEnv>(c), seed, plain.draw(seed, StyleMode::kTrain), agent, seed);
