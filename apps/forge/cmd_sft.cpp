@@ -143,7 +143,7 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
                   AgentConfig agent, const OptionSet& opts, PolicyModel& model, AdamW& opt) {
   agent.sampling = cfg.sample;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
-  const PerturbationSampler sampler(env.perturb, env.heldout_list(), env.perturb_share);
+  const PerturbationSampler sampler = env.perturbation_sampler();
   const PerturbationSampler plain(false, env.heldout_list());  // the curriculum's first phase
   const int eval_tasks = sft.eval_requests;
   Rng rng(cfg.run.seed);

@@ -103,7 +103,7 @@ int run_train(int argc, char** argv) {
            " episodes per step, loss " + all.update.loss.algorithm);
 
   const EnvMix mix(all.env);
-  const PerturbationSampler sampler(all.env.perturb, all.env.heldout_list(), all.env.perturb_share);
+  const PerturbationSampler sampler = all.env.perturbation_sampler();
   const int batch = tc.tasks * tc.group;
   RolloutEngine engine(model, engine_for_agent(agent, batch));
   const auto stream_state = [&] {

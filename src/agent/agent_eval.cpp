@@ -23,7 +23,7 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
   AgentConfig greedy = agent;
   greedy.sampling.temperature = 0;
   const EnvMix mix(env);
-  const PerturbationSampler sampler(env.perturb, env.heldout_list(), env.perturb_share);
+  const PerturbationSampler sampler = env.perturbation_sampler();
   std::vector<AgentEpisode> episodes;
   for (int i = 0; i < tasks; ++i)
     episodes.push_back(make_episode(mix, sampler, greedy, seed + static_cast<uint64_t>(i) * 7919,
@@ -76,7 +76,7 @@ StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const Agent
   StyleEvals out;
   const uint64_t seed = eval_task_seed(run_seed);
   out.seen = evaluate_agent(model, env, agent, tasks, seed, StyleMode::kTrain);
-  out.has_heldout = PerturbationSampler(env.perturb, env.heldout_list()).has_heldout();
+  out.has_heldout = env.perturbation_sampler().has_heldout();
   if (out.has_heldout) out.heldout = evaluate_agent(model, env, agent, tasks, seed, StyleMode::kHeldOut);
   return out;
 }

@@ -2,12 +2,15 @@
 
 #include "core/error.hpp"
 #include "core/strings.hpp"
-#include "env/perturbation.hpp"
 #include "env/safety_policy.hpp"
 
 namespace forge {
 
 std::vector<std::string> EnvConfig::heldout_list() const { return split_list(heldout_families); }
+
+PerturbationSampler EnvConfig::perturbation_sampler() const {
+  return PerturbationSampler(perturb, heldout_list(), perturb_share, split_list(perturb_dims));
+}
 
 void add_env_options(OptionSet& opts, EnvConfig& c) {
   opts.describe_section("env", "simulated environments: domain mix, noise, perturbations");
@@ -47,9 +50,12 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
   opts.add("env.perturb", &c.perturb,
            "draw scaffold variants per episode (false: the default variant of each dimension)");
   opts.add("env.perturb_share", &c.perturb_share,
-           "with env.perturb: the share of episodes drawn perturbed (every dimension uniform among "
-           "its training variants); the rest use the default variants",
+           "with env.perturb: the share of episodes drawn perturbed (every dimension of env.perturb_dims "
+           "uniform among its training variants); the rest use the default variants",
            in_range(0, 1));
+  opts.add("env.perturb_dims", &c.perturb_dims,
+           "with env.perturb: the dimensions a perturbed episode draws (comma-separated: tools, system, "
+           "template, call, response); the others keep their default variant");
   opts.add("env.heldout_families", &c.heldout_families,
            "comma-separated perturbation families kept for evaluation (e.g. template.text); "
            "empty = none");
@@ -79,7 +85,7 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
     if (c.search_min_hops > c.search_max_hops)
       throw InputError("env.search_min_hops = " + std::to_string(c.search_min_hops) +
                        " must be <= env.search_max_hops = " + std::to_string(c.search_max_hops));
-    PerturbationSampler(c.perturb, c.heldout_list(), c.perturb_share);  // throws for unknown families
+    c.perturbation_sampler();  // throws for unknown families or dimensions
     SafetyPolicy{c.safety_rules};                                      // throws for unknown rules
   });
 }

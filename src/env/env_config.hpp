@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "env/perturbation.hpp"
 #include "sandbox/sandbox.hpp"
 
 namespace forge {
@@ -49,9 +50,15 @@ struct EnvConfig {
   // as "template.tool_as_user") are never drawn in training mode.
   bool perturb = true;
   double perturb_share = 1.0;  // with perturb: the share of episodes perturbed
+  // The dimensions a perturbed episode draws (comma-separated); the others
+  // keep their default variant.
+  std::string perturb_dims = "tools,system,template,call,response";
   std::string heldout_families = "template.tool_as_user";
 
   std::vector<std::string> heldout_list() const;  // heldout_families split on ','
+  // The sampler of these keys (env.perturb, perturb_share, perturb_dims,
+  // heldout_families); InputError for a bad name or share.
+  PerturbationSampler perturbation_sampler() const;
 };
 
 void add_env_options(OptionSet& opts, EnvConfig& config);

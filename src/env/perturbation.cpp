@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "core/strings.hpp"
 
 namespace forge {
 namespace {
@@ -78,17 +79,28 @@ std::string displayed_tool_name(ToolsStyle style, const std::string& canonical) 
   return "tool_" + canonical;
 }
 
-PerturbationSampler::PerturbationSampler(bool perturb, const std::vector<std::string>& heldout, double share)
-    : perturb_(perturb), heldout_(heldout), share_(share) {
+std::vector<std::string> perturbation_dimensions() {
+  std::vector<std::string> out;
+  for (const auto& d : dimensions()) out.emplace_back(d.name);
+  return out;
+}
+
+PerturbationSampler::PerturbationSampler(bool perturb, const std::vector<std::string>& heldout, double share,
+                                         const std::vector<std::string>& dims)
+    : perturb_(perturb), heldout_(heldout), share_(share), perturbed_dims_(dimensions().size(), dims.empty()) {
   if (!(share >= 0 && share <= 1))
     throw InputError("env.perturb_share = " + std::to_string(share) + " must be in [0, 1]");
+  const auto names = perturbation_dimensions();
+  for (const auto& d : dims) {
+    const auto it = std::find(names.begin(), names.end(), d);
+    if (it == names.end())
+      throw InputError("env.perturb_dims: unknown dimension '" + d + "' (known: " + join(names, ", ") + ")");
+    perturbed_dims_[static_cast<size_t>(it - names.begin())] = true;
+  }
   const auto& all = all_families();
   for (const auto& h : heldout_)
-    if (std::find(all.begin(), all.end(), h) == all.end()) {
-      std::string known;
-      for (const auto& f : all) known += (known.empty() ? "" : ", ") + f;
-      throw InputError("env.heldout_families: unknown family '" + h + "' (known: " + known + ")");
-    }
+    if (std::find(all.begin(), all.end(), h) == all.end())
+      throw InputError("env.heldout_families: unknown family '" + h + "' (known: " + join(all, ", ") + ")");
   for (size_t d = 0; d < dimensions().size(); ++d) {
     bool any_left = false;
     for (size_t i = 0; i < dimensions()[d].variants.size(); ++i)
@@ -117,7 +129,7 @@ ScaffoldStyle PerturbationSampler::draw(uint64_t seed, StyleMode mode) const {
     if (mode == StyleMode::kHeldOut && !held.empty()) {
       idx.push_back(held[static_cast<size_t>(u * held.size())]);
       heldout = true;
-    } else if (perturbed) {
+    } else if (perturbed && perturbed_dims_[d]) {
       idx.push_back(train[static_cast<size_t>(u * train.size())]);
     } else {
       idx.push_back(train.front());

@@ -14,8 +14,10 @@
 //  - training mode never draws a held-out family; with perturb off every
 //    dimension takes its first variant that is not held out; with perturb
 //    on, an episode is perturbed with probability `share` (env.perturb_share,
-//    one coin per episode) and then draws every dimension uniformly among
-//    its training variants, else it takes the defaults;
+//    one coin per episode) and then draws each perturbed dimension
+//    (env.perturb_dims; all five by default) uniformly among its training
+//    variants, the others at their defaults; an unperturbed episode takes
+//    the defaults;
 //  - held-out mode takes a held-out family in each dimension that has one
 //    (uniformly if several) and draws the other dimensions as training does.
 // The draw is a pure function of (seed, mode). The rendering of each variant
@@ -64,9 +66,12 @@ std::string displayed_tool_name(ToolsStyle style, const std::string& canonical);
 
 class PerturbationSampler {
  public:
-  // InputError for an unknown family name, a dimension with every variant
-  // held out, or a share outside [0, 1].
-  PerturbationSampler(bool perturb, const std::vector<std::string>& heldout, double share = 1.0);
+  // `dims`: the dimensions a perturbed episode draws ("tools", "system",
+  // "template", "call", "response"); empty = all. InputError for an unknown
+  // family or dimension name, a dimension with every variant held out, or a
+  // share outside [0, 1].
+  PerturbationSampler(bool perturb, const std::vector<std::string>& heldout, double share = 1.0,
+                      const std::vector<std::string>& dims = {});
   ScaffoldStyle draw(uint64_t seed, StyleMode mode) const;
   // Whether held-out mode has anything to hold out.
   bool has_heldout() const { return !heldout_.empty(); }
@@ -75,6 +80,10 @@ class PerturbationSampler {
   bool perturb_;
   std::vector<std::string> heldout_;
   double share_;
+  std::vector<bool> perturbed_dims_;  // per dimension, in table order
 };
+
+// The dimension names, in table order ("tools", "system", ...).
+std::vector<std::string> perturbation_dimensions();
 
 }  // namespace forge

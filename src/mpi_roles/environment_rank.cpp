@@ -38,7 +38,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
                                           WeightChannel& control, GenerationClient& client,
                                           const EnvironmentRankConfig& cfg) {
   const EnvMix mix(cfg.env);
-  const PerturbationSampler sampler(cfg.env.perturb, cfg.env.heldout_list(), cfg.env.perturb_share);
+  const PerturbationSampler sampler = cfg.env.perturbation_sampler();
   const int first_rollout = layout.first(Role::kRollout);
   const int rollouts = layout.count(Role::kRollout);
   const auto describe = [&](int rank) { return layout.name(rank); };

@@ -31,7 +31,7 @@ void write_url_file(const std::string& path, const std::string& url, int rank) {
 void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& control,
                       GenerationClient& client, const GatewayRankConfig& cfg) {
   const EnvMix mix(cfg.producer.env);
-  const PerturbationSampler sampler(cfg.producer.env.perturb, cfg.producer.env.heldout_list(), cfg.producer.env.perturb_share);
+  const PerturbationSampler sampler = cfg.producer.env.perturbation_sampler();
   const int first_rollout = layout.first(Role::kRollout);
   const int rollouts = layout.count(Role::kRollout);
   const auto describe = [&](int rank) { return layout.name(rank); };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/error.hpp"
 #include "env/perturbation.hpp"
@@ -72,6 +73,29 @@ TEST(EnvPerturbation, ShareIsTheFractionOfPerturbedEpisodes) {
   }
   EXPECT_THROW(PerturbationSampler(true, {}, 1.5), InputError);
   EXPECT_THROW(PerturbationSampler(true, {}, -0.1), InputError);
+}
+
+// env.perturb_dims: a perturbed episode draws only the named dimensions;
+// the held-out family is still shown in held-out mode.
+TEST(EnvPerturbation, PerturbDimsLimitTheDrawToTheNamedDimensions) {
+  const PerturbationSampler s(true, {"template.tool_as_user"}, 1.0, {"template", "response"});
+  std::set<std::string> templates, responses;
+  for (int i = 0; i < 400; ++i) {
+    const ScaffoldStyle t = s.draw(static_cast<uint64_t>(i), StyleMode::kTrain);
+    EXPECT_EQ(t.tools, ToolsStyle::kShort);
+    EXPECT_EQ(t.system, SystemStyle::kTerse);
+    EXPECT_EQ(t.call, CallFormat::kParen);
+    EXPECT_NE(t.chat_template, TemplateStyle::kToolAsUser);
+    templates.insert(t.families()[2]);
+    responses.insert(t.families()[4]);
+    const ScaffoldStyle h = s.draw(static_cast<uint64_t>(i), StyleMode::kHeldOut);
+    EXPECT_EQ(h.chat_template, TemplateStyle::kToolAsUser);
+    EXPECT_EQ(h.call, CallFormat::kParen);
+  }
+  EXPECT_EQ(templates, (std::set<std::string>{"template.special", "template.text"}));
+  EXPECT_EQ(responses.size(), 3u);
+  EXPECT_THROW(PerturbationSampler(true, {}, 1.0, {"templates"}), InputError);
+  EXPECT_EQ(perturbation_dimensions(), (std::vector<std::string>{"tools", "system", "template", "call", "response"}));
 }
 
 TEST(EnvPerturbation, DrawIsAFunctionOfTheSeed) {
