@@ -11,10 +11,12 @@
 #
 # demo (the main job, configs/agent_demo.ini, run folder runs/demo, or
 # $FORGE_DEMO_DIR):
-#   1. forge sft: the agent's warm start on solver demonstrations
+#   1. forge sft: the agent's warm start on solver demonstrations (at every
+#      core, up to 8)
 #   2. mpirun -np 5 forge train: asynchronous RL from it on 1 learner,
 #      2 rollout and 2 environment ranks (at --optim.lr=1e-4, no warm-up)
-#   3. forge eval of both checkpoints on the same 500 held-out tasks
+#   3. forge eval of both checkpoints on the same 500 held-out tasks, seen
+#      styles and the held-out template family
 #   4. plots of the RL rollouts and runs/demo/summary.json; prints both
 #      success rates
 # code (configs/code_demo.ini, runs/code): the same four steps on the code
@@ -74,21 +76,28 @@ demo() {
 agent_job() {
   local cfg=$1 dir=$2 lr=$3 tasks=$4 forge=./build/forge
   shift 4
+  # SFT and evaluation run alone: every core (up to 8) for their one process;
+  # the RL ranks keep the config's run.threads (one each).
+  local threads
+  threads=$(nproc)
+  ((threads > 8)) && threads=8
   local mpirun=(mpirun --oversubscribe -np 5)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
   rm -rf "$dir"
   mkdir -p "$dir"
   local t0=$SECONDS
   echo "== 1/4 SFT warm start (forge sft) =="
-  "$forge" sft --config "$cfg" --run.dir="$dir/sft" "$@"
+  "$forge" sft --config "$cfg" --run.dir="$dir/sft" --run.threads="$threads" "$@"
   local t1=$SECONDS
   echo "== 2/4 asynchronous RL on 5 MPI ranks (forge train) =="
   "${mpirun[@]}" "$forge" train --config "$cfg" --train.init="$dir/sft" --run.dir="$dir/rl" \
     --optim.lr="$lr" --optim.warmup_steps=0 "$@"
   local t2=$SECONDS
   echo "== 3/4 evaluation of both checkpoints on $tasks held-out tasks (forge eval) =="
-  "$forge" eval "$dir/sft" --config "$cfg" --eval.tasks="$tasks" --json true "$@" >"$dir/eval_sft.json"
-  "$forge" eval "$dir/rl" --config "$cfg" --eval.tasks="$tasks" --json true "$@" >"$dir/eval_rl.json"
+  "$forge" eval "$dir/sft" --config "$cfg" --eval.tasks="$tasks" --run.threads="$threads" --json true "$@" \
+    >"$dir/eval_sft.json"
+  "$forge" eval "$dir/rl" --config "$cfg" --eval.tasks="$tasks" --run.threads="$threads" --json true "$@" \
+    >"$dir/eval_rl.json"
   local t3=$SECONDS
   echo "== 4/4 plots and summary =="
   /usr/bin/python3 tools/plot_rollouts.py "$dir/rl/rollouts.h5" --out "$dir/plots" --smooth 10
