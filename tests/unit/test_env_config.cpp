@@ -41,6 +41,8 @@ TEST(EnvConfigOptions, BadValuesAreInputErrors) {
            {"--env.tool_error_rate=0.7", "--env.timeout_rate=0.4"},
            {"--env.calc_min_ops=4", "--env.calc_max_ops=2"},
            {"--env.heldout_families=template.bogus"},
+           {"--env.perturb_dims=template,colour"},
+           {"--env.perturb_dims=,"},  // no dimension named
            {"--agent.context_policy=forget"},
            {"--agent.max_turns=0"},
            {"--env.nonsense=1"}}) {
@@ -50,6 +52,13 @@ TEST(EnvConfigOptions, BadValuesAreInputErrors) {
   Options o;
   EXPECT_NO_THROW(o.parse({"--env.heldout_families", ""}));
   EXPECT_TRUE(o.env.heldout_list().empty());
+  Options dims;
+  EXPECT_NO_THROW(dims.parse({"--env.perturb_dims= template , response"}));
+  const PerturbationSampler sampler = dims.env.perturbation_sampler();
+  for (uint64_t seed = 0; seed < 50; ++seed) {  // call and tools are not named: never perturbed
+    EXPECT_EQ(sampler.draw(seed, StyleMode::kTrain).call, CallFormat::kParen);
+    EXPECT_EQ(sampler.draw(seed, StyleMode::kTrain).tools, ToolsStyle::kShort);
+  }
 }
 
 TEST(EnvMixTest, DomainsFollowTheWeights) {
