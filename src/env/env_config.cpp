@@ -9,11 +9,7 @@ namespace forge {
 std::vector<std::string> EnvConfig::heldout_list() const { return split_list(heldout_families); }
 
 PerturbationSampler EnvConfig::perturbation_sampler() const {
-  const auto dims = split_list(perturb_dims);
-  if (dims.empty())
-    throw InputError("env.perturb_dims is empty: name the dimensions to perturb (" +
-                     join(perturbation_dimensions(), ", ") + "); env.perturb=false turns perturbations off");
-  return PerturbationSampler(perturb, heldout_list(), perturb_share, dims);
+  return PerturbationSampler(perturb, heldout_list(), perturb_share, split_list(perturb_dims));
 }
 
 void add_env_options(OptionSet& opts, EnvConfig& c) {

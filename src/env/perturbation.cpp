@@ -87,10 +87,13 @@ std::vector<std::string> perturbation_dimensions() {
 
 PerturbationSampler::PerturbationSampler(bool perturb, const std::vector<std::string>& heldout, double share,
                                          const std::vector<std::string>& dims)
-    : perturb_(perturb), heldout_(heldout), share_(share), perturbed_dims_(dimensions().size(), dims.empty()) {
+    : perturb_(perturb), heldout_(heldout), share_(share), perturbed_dims_(dimensions().size(), false) {
   if (!(share >= 0 && share <= 1))
     throw InputError("env.perturb_share = " + std::to_string(share) + " must be in [0, 1]");
   const auto names = perturbation_dimensions();
+  if (dims.empty())
+    throw InputError("env.perturb_dims is empty: name the dimensions to perturb (" + join(names, ", ") +
+                     "); env.perturb=false turns perturbations off");
   for (const auto& d : dims) {
     const auto it = std::find(names.begin(), names.end(), d);
     if (it == names.end())

@@ -64,14 +64,17 @@ std::vector<std::string> all_template_families();
 // renames: calc -> math, find -> locate, lookup -> fetch, others -> tool_X).
 std::string displayed_tool_name(ToolsStyle style, const std::string& canonical);
 
+// The dimension names, in table order ("tools", "system", ...).
+std::vector<std::string> perturbation_dimensions();
+
 class PerturbationSampler {
  public:
   // `dims`: the dimensions a perturbed episode draws ("tools", "system",
-  // "template", "call", "response"); empty = all. InputError for an unknown
-  // family or dimension name, a dimension with every variant held out, or a
-  // share outside [0, 1].
+  // "template", "call", "response"; default all). InputError for an empty
+  // list, an unknown family or dimension name, a dimension with every variant
+  // held out, or a share outside [0, 1].
   PerturbationSampler(bool perturb, const std::vector<std::string>& heldout, double share = 1.0,
-                      const std::vector<std::string>& dims = {});
+                      const std::vector<std::string>& dims = perturbation_dimensions());
   ScaffoldStyle draw(uint64_t seed, StyleMode mode) const;
   // Whether held-out mode has anything to hold out.
   bool has_heldout() const { return !heldout_.empty(); }
@@ -82,8 +85,5 @@ class PerturbationSampler {
   double share_;
   std::vector<bool> perturbed_dims_;  // per dimension, in table order
 };
-
-// The dimension names, in table order ("tools", "system", ...).
-std::vector<std::string> perturbation_dimensions();
 
 }  // namespace forge

@@ -56,8 +56,9 @@ TEST(EnvConfigOptions, BadValuesAreInputErrors) {
   EXPECT_NO_THROW(dims.parse({"--env.perturb_dims= template , response"}));
   const PerturbationSampler sampler = dims.env.perturbation_sampler();
   for (uint64_t seed = 0; seed < 50; ++seed) {  // call and tools are not named: never perturbed
-    EXPECT_EQ(sampler.draw(seed, StyleMode::kTrain).call, CallFormat::kParen);
-    EXPECT_EQ(sampler.draw(seed, StyleMode::kTrain).tools, ToolsStyle::kShort);
+    const ScaffoldStyle style = sampler.draw(seed, StyleMode::kTrain);
+    EXPECT_EQ(style.call, CallFormat::kParen);
+    EXPECT_EQ(style.tools, ToolsStyle::kShort);
   }
 }
 
