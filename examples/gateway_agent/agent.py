@@ -12,7 +12,8 @@ Per episode:
   POST {gateway}/v1/episodes/{id}/close
 
 It keeps opening episodes until --episodes are done or the gateway says the
-run has finished (HTTP 410); while the data pool is full (503) it retries. --log writes one JSON line per policy call: the
+run has finished (HTTP 410, or its connection refused or reset as it shuts down); while the data pool is
+full (503) it retries. --log writes one JSON line per policy call: the
 text the agent saw and the token ids the gateway reports for it.
 
   python3 examples/gateway_agent/agent.py --gateway runs/gw/gateway/0.json --token "$FORGE_GATEWAY_TOKEN"
@@ -174,7 +175,8 @@ def main():
                     stats["episodes"] -= 1
                     stats.setdefault("finished", str(e))
                 return
-            except (urllib.error.URLError, openai.APIConnectionError):  # the run is gone
+            # the run is gone: refused, or the connection reset while the gateway shut down
+            except (urllib.error.URLError, openai.APIConnectionError, ConnectionError):
                 with lock:
                     stats["episodes"] -= 1
                 return
