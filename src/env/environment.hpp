@@ -11,7 +11,8 @@
 //   2. unknown tool: not among task.tools                           -> kBadCall
 //   3. noise: u = counter_uniform(hash(seed, noise), step index);
 //      u < error_rate gives "error: <reason>", u < error_rate + timeout_rate
-//      "timeout" (kToolError / kTimeout); the tool does not run. `noise` is
+//      "timeout" (kToolError / kTimeout), with env.error_names_call followed
+//      by ": tool(args)"; the tool does not run. `noise` is
 //      the episode's stream (its id), so the members of one group, same task,
 //      differ in which calls fail. fail_at(k, kind) makes call k fail with
 //      that kind whatever u is (a solver demonstration of a retry).

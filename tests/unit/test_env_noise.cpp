@@ -165,6 +165,34 @@ TEST(EnvNoise, FailAtForcesOneFailureUntilReset) {
   EXPECT_THROW(env.fail_at(0, ObservationKind::kBadCall), Error);
 }
 
+// env.error_names_call: the injected error's text ends with the call it
+// answers, in both kinds; off, the text is the bare reason.
+TEST(EnvNoise, ErrorNamesCallAppendsTheFailedCall) {
+  for (bool names : {false, true}) {
+    EnvConfig c;
+    c.tool_error_rate = 0;
+    c.timeout_rate = 0;
+    c.error_names_call = names;
+    SearchEnv env(c);
+    for (ObservationKind kind : {ObservationKind::kToolError, ObservationKind::kTimeout}) {
+      env.reset(7);
+      const auto calls = env.solve().calls;
+      ASSERT_FALSE(calls.empty());
+      env.fail_at(0, kind);
+      const Observation failed = env.step(calls[0]);
+      ASSERT_EQ(failed.kind, kind);
+      const std::string named = names ? ": " + calls[0].tool + "(" + calls[0].args + ")" : "";
+      std::set<std::string> expected;
+      if (kind == ObservationKind::kTimeout) expected.insert("timeout" + named);
+      else
+        for (const char* reason : {"service unavailable", "rate limited", "internal error"})
+          expected.insert(std::string("error: ") + reason + named);
+      EXPECT_TRUE(expected.count(failed.text)) << failed.text;
+      EXPECT_TRUE(env.step(calls[0]).recovered);  // the named call, repeated, recovers
+    }
+  }
+}
+
 TEST(EnvBadCalls, EachClassIsAnErrorObservationWithANegativeSignal) {
   EnvConfig c;
   c.tool_error_rate = 0;
