@@ -188,7 +188,7 @@ TEST(EnvNoise, ErrorNamesCallAppendsTheFailedCall) {
         for (const char* reason : {"service unavailable", "rate limited", "internal error"})
           expected.insert(std::string("error: ") + reason + named);
       EXPECT_TRUE(expected.count(failed.text)) << failed.text;
-      EXPECT_TRUE(env.step(calls[0]).recovered);  // the named call, repeated, recovers
+      EXPECT_TRUE(env.step(calls[0]).recovered);  // naming changes only the text: a retry still recovers
     }
   }
 }
