@@ -131,7 +131,7 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
   append(record.tokens, template_.assistant_end(result.tokens));
   append(record.tokens, template_.tool_message(render_observation(style_.response, obs)));
   append(record.tokens, template_.assistant_start());
-  if (obs.kind == ObservationKind::kOk) record.note = action.call.tool + "(" + action.call.args + ")=" + obs.text;
+  if (obs.kind == ObservationKind::kOk) record.note = paren_form(action.call) + "=" + obs.text;
   append(context_, record.tokens);
   conversation_.turns.push_back(std::move(record));
 

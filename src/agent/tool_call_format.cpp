@@ -193,7 +193,7 @@ std::string action_markup(CallFormat format, const ToolCall& call, const Scaffol
   const bool answer = call.tool == kAnswerTool;
   switch (format) {
     case CallFormat::kParen:
-      return call.tool + "(" + call.args + ")";
+      return paren_form(call);
     case CallFormat::kJson:
       return answer ? "{\"answer\":\"" + json_escape(call.args) + "\"}"
                     : "{\"tool\":\"" + json_escape(call.tool) + "\",\"args\":\"" + json_escape(call.args) + "\"}";
