@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "agent/prompt_text.hpp"
+#include "agent/tool_call_format.hpp"
 #include "agent/tool_response_format.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -129,7 +130,8 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
   TurnRecord record;
   record.tokens = result.tokens;
   append(record.tokens, template_.assistant_end(result.tokens));
-  append(record.tokens, template_.tool_message(render_observation(style_.response, obs)));
+  const std::string written = action_markup(style_.call, action.call, config_.vocab());
+  append(record.tokens, template_.tool_message(render_observation(style_.response, obs, written)));
   append(record.tokens, template_.assistant_start());
   if (obs.kind == ObservationKind::kOk) record.note = paren_form(action.call) + "=" + obs.text;
   append(context_, record.tokens);

@@ -2,14 +2,15 @@
 
 namespace forge {
 
-std::string render_observation(ResponseFormat format, const Observation& o) {
+std::string render_observation(ResponseFormat format, const Observation& o, const std::string& written_call) {
+  const std::string text = o.names_call ? o.text + ": " + written_call : o.text;
   switch (format) {
     case ResponseFormat::kPlain:
-      return o.text;
+      return text;
     case ResponseFormat::kTagged:
-      return o.is_error() ? o.text : "result: " + o.text;
+      return o.is_error() ? text : "result: " + text;
     case ResponseFormat::kJson: {
-      std::string body = o.text;
+      std::string body = text;
       if (o.is_error() && body.starts_with("error: ")) body = body.substr(7);
       std::string escaped;
       for (char c : body) {
@@ -19,7 +20,7 @@ std::string render_observation(ResponseFormat format, const Observation& o) {
       return std::string("{\"") + (o.is_error() ? "error" : "result") + "\":\"" + escaped + "\"}";
     }
   }
-  return o.text;
+  return text;
 }
 
 }  // namespace forge

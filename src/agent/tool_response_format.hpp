@@ -4,6 +4,12 @@
 //   response.plain   391              error: rate limited        timeout
 //   response.tagged  result: 391      error: rate limited        timeout
 //   response.json    {"result":"391"} {"error":"rate limited"}   {"error":"timeout"}
+//
+// An injected failure marked names_call (env.error_names_call) is followed by
+// ": " and the call it answers as the agent wrote it (`written_call`: the
+// displayed tool name in the episode's call format), so that a retry copies
+// it from the latest tool message: "timeout: lookup(Kavo,works_at)",
+// {"error":"rate limited: {\"tool\":\"math\",\"args\":\"3+4\"}"}.
 #pragma once
 #include <string>
 
@@ -12,6 +18,7 @@
 
 namespace forge {
 
-std::string render_observation(ResponseFormat format, const Observation& observation);
+std::string render_observation(ResponseFormat format, const Observation& observation,
+                               const std::string& written_call);
 
 }  // namespace forge

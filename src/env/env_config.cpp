@@ -26,9 +26,9 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
   opts.add("env.timeout_rate", &c.timeout_rate,
            "probability that a valid tool call times out", in_range(0, 1));
   opts.add("env.error_names_call", &c.error_names_call,
-           "an injected error or timeout names the call it answers (\"timeout: lookup(Kavo,works_at)\"; "
-           "canonical tool name, paren form), as a real tool's error names its request; "
-           "false: \"timeout\", \"error: <reason>\"");
+           "an injected error or timeout names the call it answers as the agent wrote it "
+           "(\"timeout: lookup(Kavo,works_at)\"; its displayed tool name and call format), as a real "
+           "tool's error names its request; false: \"timeout\", \"error: <reason>\"");
   opts.add("env.max_tool_calls", &c.max_tool_calls,
            "tool calls per episode; later calls get an over-budget error", in_range(1, 1000));
   opts.add("env.calc_min_ops", &c.calc_min_ops, "calc: fewest operations per expression",

@@ -21,8 +21,9 @@ struct EnvConfig {
   // Noise on valid tool calls (an injected error, or a timeout).
   double tool_error_rate = 0.1;
   double timeout_rate = 0.05;
-  // The injected error's text names the call it answers ("timeout:
-  // lookup(Kavo,works_at)"), as a real tool's error names its request.
+  // The injected error names the call it answers, as the agent wrote it
+  // ("timeout: lookup(Kavo,works_at)"), as a real tool's error names its
+  // request (rendered by the scaffold: tool_response_format.hpp).
   bool error_names_call = false;
   int max_tool_calls = 8;  // tool calls per episode; later ones are errors
 

@@ -73,7 +73,7 @@ Observation Environment::step(const ToolCall& call) {
     Observation o;
     o.kind = error ? ObservationKind::kToolError : ObservationKind::kTimeout;
     o.text = error ? std::string("error: ") + kReasons[(noise_seed_ + static_cast<uint64_t>(index)) % 3] : "timeout";
-    if (config_.error_names_call) o.text += ": " + paren_form(call);
+    o.names_call = config_.error_names_call;
     o.signals.push_back({0, signal::kToolError, 0.0f});
     last_failed_ = call;
     return o;

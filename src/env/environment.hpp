@@ -11,10 +11,11 @@
 //   2. unknown tool: not among task.tools                           -> kBadCall
 //   3. noise: u = counter_uniform(hash(seed, noise), step index);
 //      u < error_rate gives "error: <reason>", u < error_rate + timeout_rate
-//      "timeout" (kToolError / kTimeout), with env.error_names_call followed
-//      by ": tool(args)" (the canonical tool name, paren form: the
-//      environment does not know the scaffold's aliases or call format);
-//      the tool does not run. `noise` is
+//      "timeout" (kToolError / kTimeout); with env.error_names_call the
+//      observation is marked names_call and the scaffold shows the call as
+//      the agent wrote it after the text (tool_response_format.hpp: the
+//      environment does not know the displayed tool names or the call
+//      format); the tool does not run. `noise` is
 //      the episode's stream (its id), so the members of one group, same task,
 //      differ in which calls fail. fail_at(k, kind) makes call k fail with
 //      that kind whatever u is (a solver demonstration of a retry).
@@ -58,7 +59,8 @@ const char* to_string(ObservationKind k);
 
 struct Observation {
   ObservationKind kind = ObservationKind::kOk;
-  std::string text;                    // result, "error: ...", "timeout" (+ ": tool(args)")
+  std::string text;                    // result, "error: ...", "timeout"
+  bool names_call = false;             // env.error_names_call: shown with the failed call
   std::vector<ProcessSignal> signals;  // turn is left 0: the scaffold sets it
   bool recovered = false;              // an identical retry that succeeded
   bool test_run = false;               // the call ran the task's tests

@@ -18,8 +18,7 @@ struct ToolCall {
   bool operator==(const ToolCall&) const = default;
 };
 
-// "name(args)": the call in the paren format, as an error with
-// env.error_names_call and the scaffold's notes name it.
+// "name(args)": the call in the paren format, as the scaffold's notes name it.
 inline std::string paren_form(const ToolCall& call) { return call.tool + "(" + call.args + ")"; }
 
 // A tool an environment offers in a task.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "agent/prompt_text.hpp"
+#include "agent/tool_call_format.hpp"
 #include "agent/tool_response_format.hpp"
 #include "env/process_signals.hpp"
 #include "gateway/request_error.hpp"
@@ -100,7 +101,8 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args) 
   }
   if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout) ++trajectory_.tool_errors;
   if (obs.recovered) ++trajectory_.recoveries;
-  return {{"content", valid_utf8(render_observation(style_.response, obs))}, {"kind", to_string(obs.kind)}};
+  const std::string written = action_markup(style_.call, {name, args}, config_.vocab());
+  return {{"content", valid_utf8(render_observation(style_.response, obs, written))}, {"kind", to_string(obs.kind)}};
 }
 
 json GatewayEpisode::answer(const std::string& text) {

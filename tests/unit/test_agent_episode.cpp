@@ -191,6 +191,48 @@ TEST(AgentEpisodeTest, NoisyToolsAreRetriedAndRecoveriesCounted) {
   EXPECT_GT(recoveries, 30);
 }
 
+// env.error_names_call: the tool message after an injected failure names the
+// call as the agent wrote it (displayed name, call format), so a retry can
+// copy it; off, it names nothing.
+TEST(AgentEpisodeTest, NamedFailuresShowTheCallAsTheAgentWroteIt) {
+  const ByteTokenizer tok;
+  for (bool names : {false, true}) {
+    EnvConfig c;
+    c.tool_error_rate = 0.3;
+    c.timeout_rate = 0.1;
+    c.max_tool_calls = 60;
+    c.error_names_call = names;
+    const EnvMix mix(c);
+    AgentConfig a = roomy();
+    a.max_turns = 60;
+    for (CallFormat call : {CallFormat::kParen, CallFormat::kJson, CallFormat::kXml, CallFormat::kSpecial}) {
+      ScaffoldStyle style;
+      style.tools = ToolsStyle::kAlias;
+      style.call = call;
+      int errors = 0, named = 0;
+      for (uint64_t i = 0; i < 20; ++i) {
+        AgentEpisode ep(mix.make_for(500 + i), 500 + i, style, a, i);
+        drive(ep, scripted(ep));
+        const Trajectory t = ep.take_trajectory();
+        ASSERT_TRUE(t.success) << t.end_reason;
+        errors += t.tool_errors;
+        for (size_t k = 0; k + 1 < t.calls.size(); ++k) {
+          Tokens written = t.calls[k].generated;
+          if (!written.empty() && written.back() == kEndOfTurn) written.pop_back();
+          const std::string shown = tok.decode(Tokens(t.calls[k + 1].context.begin() + t.calls[k].context.size(),
+                                                     t.calls[k + 1].context.end()));
+          const std::string text = tok.decode(written);
+          EXPECT_TRUE(text.find("calc") == std::string::npos && text.find("lookup") == std::string::npos)
+              << "the agent writes the aliases: " << text;
+          named += shown.find(": " + text + "<|eot|>") != std::string::npos;
+        }
+      }
+      EXPECT_GT(errors, 5);
+      EXPECT_EQ(named, names ? errors : 0) << "call format " << static_cast<int>(call);
+    }
+  }
+}
+
 TEST(AgentEpisodeTest, BadOutputsBecomeErrorObservationsAndNegativeSignals) {
   const EnvMix mix(quiet());
   AgentConfig a = roomy();

@@ -111,12 +111,20 @@ TEST(AgentFormat, ResponseFormats) {
   Observation timeout;
   timeout.kind = ObservationKind::kTimeout;
   timeout.text = "timeout";
-  EXPECT_EQ(render_observation(ResponseFormat::kPlain, ok), "391");
-  EXPECT_EQ(render_observation(ResponseFormat::kTagged, ok), "result: 391");
-  EXPECT_EQ(render_observation(ResponseFormat::kTagged, err), "error: rate limited");
-  EXPECT_EQ(render_observation(ResponseFormat::kJson, ok), "{\"result\":\"391\"}");
-  EXPECT_EQ(render_observation(ResponseFormat::kJson, err), "{\"error\":\"rate limited\"}");
-  EXPECT_EQ(render_observation(ResponseFormat::kJson, timeout), "{\"error\":\"timeout\"}");
+  EXPECT_EQ(render_observation(ResponseFormat::kPlain, ok, "calc(3+4)"), "391");
+  EXPECT_EQ(render_observation(ResponseFormat::kTagged, ok, "calc(3+4)"), "result: 391");
+  EXPECT_EQ(render_observation(ResponseFormat::kTagged, err, "calc(3+4)"), "error: rate limited");
+  EXPECT_EQ(render_observation(ResponseFormat::kJson, ok, "calc(3+4)"), "{\"result\":\"391\"}");
+  EXPECT_EQ(render_observation(ResponseFormat::kJson, err, "calc(3+4)"), "{\"error\":\"rate limited\"}");
+  EXPECT_EQ(render_observation(ResponseFormat::kJson, timeout, "calc(3+4)"), "{\"error\":\"timeout\"}");
+  // env.error_names_call: the failure names the call as the agent wrote it.
+  err.names_call = timeout.names_call = true;
+  const std::string json_call = "{\"tool\":\"math\",\"args\":\"3+4\"}";
+  EXPECT_EQ(render_observation(ResponseFormat::kPlain, timeout, "math(3+4)"), "timeout: math(3+4)");
+  EXPECT_EQ(render_observation(ResponseFormat::kTagged, err, "<math>3+4</math>"), "error: rate limited: <math>3+4</math>");
+  EXPECT_EQ(render_observation(ResponseFormat::kJson, err, json_call),
+            "{\"error\":\"rate limited: {\\\"tool\\\":\\\"math\\\",\\\"args\\\":\\\"3+4\\\"}\"}");
+  EXPECT_EQ(render_observation(ResponseFormat::kJson, timeout, "math(3+4)"), "{\"error\":\"timeout: math(3+4)\"}");
 }
 
 TEST(AgentFormat, ChatTemplatesRenderRoles) {

@@ -167,7 +167,9 @@ TEST(EnvNoise, FailAtForcesOneFailureUntilReset) {
 
 // env.error_names_call: the injected error's text ends with the call it
 // answers, in both kinds; off, the text is the bare reason.
-TEST(EnvNoise, ErrorNamesCallAppendsTheFailedCall) {
+// The environment marks the failure; the scaffold writes the call
+// (AgentEpisodeTest.NamedFailuresShowTheCallAsTheAgentWroteIt).
+TEST(EnvNoise, ErrorNamesCallMarksTheInjectedFailure) {
   for (bool names : {false, true}) {
     EnvConfig c;
     c.tool_error_rate = 0;
@@ -181,14 +183,16 @@ TEST(EnvNoise, ErrorNamesCallAppendsTheFailedCall) {
       env.fail_at(0, kind);
       const Observation failed = env.step(calls[0]);
       ASSERT_EQ(failed.kind, kind);
-      const std::string named = names ? ": " + calls[0].tool + "(" + calls[0].args + ")" : "";
+      EXPECT_EQ(failed.names_call, names);
       std::set<std::string> expected;
-      if (kind == ObservationKind::kTimeout) expected.insert("timeout" + named);
+      if (kind == ObservationKind::kTimeout) expected.insert("timeout");
       else
         for (const char* reason : {"service unavailable", "rate limited", "internal error"})
-          expected.insert(std::string("error: ") + reason + named);
+          expected.insert(std::string("error: ") + reason);
       EXPECT_TRUE(expected.count(failed.text)) << failed.text;
-      EXPECT_TRUE(env.step(calls[0]).recovered);  // naming changes only the text: a retry still recovers
+      const Observation retry = env.step(calls[0]);
+      EXPECT_TRUE(retry.recovered);  // naming changes only the rendering: a retry still recovers
+      EXPECT_FALSE(retry.names_call);
     }
   }
 }
