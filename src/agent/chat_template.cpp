@@ -40,6 +40,7 @@ Tokens ChatTemplate::user_message(const std::string& text, bool markup) const { 
 
 Tokens ChatTemplate::tool_message(const std::string& text, bool markup) const {
   if (style_ == TemplateStyle::kToolAsUser) return message("user", "tool: " + text, markup);
+  if (style_ == TemplateStyle::kToolAsSystem) return message("system", "tool: " + text, markup);
   return message("tool", text, markup);
 }
 

@@ -14,11 +14,13 @@
 //   template.text          <|bos|>System: S\nUser: U\nAssistant: ...<|eot|>\nTool: O\nAssistant:
 //                          (role markers as text; "Assistant: " ends with a space)
 //   template.tool_as_user  as special, but tool results are user turns "<|user|>tool: O<|eot|>"
+//   template.tool_as_system  as special, but tool results are system turns "<|system|>tool: O<|eot|>"
+//                          (as scaffolds that report a command's output as a system message)
 //
 // With a pretrained model (a native chat format), template.special is the
 // model's own template (ChatML or Llama 3, exactly as its Jinja source
-// renders), template.tool_as_user the same with tool results as user turns
-// "tool: O", and template.text the role markers as text closed by the
+// renders), template.tool_as_user and template.tool_as_system the same with
+// tool results as user or system turns "tool: O", and template.text the role markers as text closed by the
 // model's end-of-turn token.
 //
 // Contents are markup (the scaffold's own texts: special-token names are

@@ -18,7 +18,7 @@ const std::vector<Dimension>& dimensions() {
   static const std::vector<Dimension> d = {
       {"tools", {"short", "long", "alias"}},
       {"system", {"terse", "role", "none"}},
-      {"template", {"special", "text", "tool_as_user"}},
+      {"template", {"special", "text", "tool_as_user", "tool_as_system"}},
       {"call", {"paren", "json", "xml", "special"}},
       {"response", {"plain", "tagged", "json"}},
   };

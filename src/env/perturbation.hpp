@@ -4,9 +4,10 @@
 //
 //   tools.short  tools.long  tools.alias           tool definitions (names, descriptions)
 //   system.terse system.role system.none           system prompt (none: tools go in the user turn)
-//   template.special template.text template.tool_as_user
+//   template.special template.text template.tool_as_user template.tool_as_system
 //                                                  chat template (roles as special tokens,
-//                                                  as text markers, tool results as user turns)
+//                                                  as text markers, tool results as user or
+//                                                  system turns)
 //   call.paren call.json call.xml call.special     tool-call format (tool_call_format.hpp)
 //   response.plain response.tagged response.json   tool-response format
 //
@@ -31,7 +32,7 @@ namespace forge {
 
 enum class ToolsStyle { kShort, kLong, kAlias };
 enum class SystemStyle { kTerse, kRole, kNone };
-enum class TemplateStyle { kSpecial, kText, kToolAsUser };
+enum class TemplateStyle { kSpecial, kText, kToolAsUser, kToolAsSystem };
 enum class CallFormat { kParen, kJson, kXml, kSpecial };
 enum class ResponseFormat { kPlain, kTagged, kJson };
 

@@ -81,7 +81,7 @@ std::vector<ScaffoldStyle> all_styles() {
   std::vector<ScaffoldStyle> out;
   for (int t = 0; t < 3; ++t)
     for (int s = 0; s < 3; ++s)
-      for (int c = 0; c < 3; ++c)
+      for (int c = 0; c < 4; ++c)
         for (int f = 0; f < 4; ++f)
           for (int r = 0; r < 3; ++r) {
             ScaffoldStyle st;
@@ -103,7 +103,7 @@ uint64_t seed_of(const EnvMix& mix, const std::string& domain, uint64_t from = 0
 TEST(AgentEpisodeTest, ScriptedPolicySucceedsInEveryStyleWithExactContexts) {
   const EnvMix mix(quiet());
   const auto styles = all_styles();
-  ASSERT_EQ(styles.size(), 324u);
+  ASSERT_EQ(styles.size(), 432u);
   uint64_t id = 0;
   for (const ScaffoldStyle& style : styles)
     for (const char* domain : {"calc", "search"}) {

@@ -130,7 +130,7 @@ TEST(AgentFormat, ResponseFormats) {
 TEST(AgentFormat, ChatTemplatesRenderRoles) {
   const ByteTokenizer tok;
   const ChatTemplate special(TemplateStyle::kSpecial), plain(TemplateStyle::kText),
-      as_user(TemplateStyle::kToolAsUser);
+      as_user(TemplateStyle::kToolAsUser), as_system(TemplateStyle::kToolAsSystem);
   EXPECT_EQ(tok.decode(special.opening("S", "U")),
             "<|bos|><|system|>S<|eot|><|user|>U<|eot|>");
   EXPECT_EQ(tok.decode(special.opening("", "U")), "<|bos|><|user|>U<|eot|>");
@@ -138,6 +138,8 @@ TEST(AgentFormat, ChatTemplatesRenderRoles) {
   EXPECT_EQ(tok.decode(special.tool_message("7")), "<|tool|>7<|eot|>");
   EXPECT_EQ(tok.decode(plain.tool_message("7")), "Tool: 7\n");
   EXPECT_EQ(tok.decode(as_user.tool_message("7")), "<|user|>tool: 7<|eot|>");
+  EXPECT_EQ(tok.decode(as_system.tool_message("7")), "<|system|>tool: 7<|eot|>");
+  EXPECT_EQ(tok.decode(as_system.opening("S", "U")), tok.decode(special.opening("S", "U")));
   EXPECT_EQ(tok.decode(plain.assistant_start()), "Assistant: ");
   EXPECT_EQ(special.assistant_end({'a', kEndOfTurn}), Tokens{});
   EXPECT_EQ(special.assistant_end({'a'}), Tokens{kEndOfTurn});

@@ -53,7 +53,7 @@ TEST(EnvPerturbation, WithoutPerturbationTheDefaultsAreUsed) {
 }
 
 // env.perturb_share: one coin per episode; a perturbed episode draws every
-// dimension uniformly (so it can still land on all defaults, 1/216).
+// dimension uniformly (so it can still land on all defaults, 1/324).
 TEST(EnvPerturbation, ShareIsTheFractionOfPerturbedEpisodes) {
   const int n = 4000;
   for (double share : {0.0, 0.3, 1.0}) {
@@ -67,7 +67,7 @@ TEST(EnvPerturbation, ShareIsTheFractionOfPerturbedEpisodes) {
       h.heldout = false;
       heldout_defaults += h == ScaffoldStyle{};  // the other dimensions follow the same coin
     }
-    const double expected = share * (1 - 1.0 / 216);
+    const double expected = share * (1 - 1.0 / 324);
     EXPECT_NEAR(non_default / static_cast<double>(n), expected, 0.025) << "share " << share;
     EXPECT_NEAR(heldout_defaults / static_cast<double>(n), 1 - share * (1 - 1.0 / 108), 0.025) << "share " << share;
   }
@@ -92,7 +92,7 @@ TEST(EnvPerturbation, PerturbDimsLimitTheDrawToTheNamedDimensions) {
     EXPECT_EQ(h.chat_template, TemplateStyle::kToolAsUser);
     EXPECT_EQ(h.call, CallFormat::kParen);
   }
-  EXPECT_EQ(templates, (std::set<std::string>{"template.special", "template.text"}));
+  EXPECT_EQ(templates, (std::set<std::string>{"template.special", "template.text", "template.tool_as_system"}));
   EXPECT_EQ(responses.size(), 3u);
   EXPECT_THROW(PerturbationSampler(true, {}, 1.0, {"templates"}), InputError);
   EXPECT_EQ(perturbation_dimensions(), (std::vector<std::string>{"tools", "system", "template", "call", "response"}));
@@ -113,7 +113,7 @@ TEST(EnvPerturbation, BadHeldOutListsAreInputErrors) {
   EXPECT_THROW(PerturbationSampler(true, {"response.plain", "response.tagged", "response.json"}),
                InputError);
   EXPECT_THROW(PerturbationSampler(true, {}).draw(1, StyleMode::kHeldOut), InputError);
-  EXPECT_EQ(all_families().size(), 16u);
+  EXPECT_EQ(all_families().size(), 17u);
   EXPECT_EQ(ScaffoldStyle{}.name(),
             "tools.short/system.terse/template.special/call.paren/response.plain");
 }

@@ -35,7 +35,8 @@ int request_error_status(const std::function<void()>& f) {
 
 TEST(GatewayMessages, RendersLikeTheWhiteBoxScaffoldAndReusesReturnedTokens) {
   const ByteTokenizer tok;
-  for (TemplateStyle ts : {TemplateStyle::kSpecial, TemplateStyle::kText, TemplateStyle::kToolAsUser}) {
+  for (TemplateStyle ts : {TemplateStyle::kSpecial, TemplateStyle::kText, TemplateStyle::kToolAsUser,
+                           TemplateStyle::kToolAsSystem}) {
     const ChatTemplate tmpl(ts);
     EpisodeTexts texts;
     texts.system = "Use: <|tool_call|>calc 1+2<|/tool_call|>";
