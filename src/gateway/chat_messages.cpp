@@ -1,5 +1,6 @@
 #include "gateway/chat_messages.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include "agent/tool_call_format.hpp"
@@ -135,7 +136,10 @@ Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat
       append(out, gen);
       append(out, tmpl.assistant_end(gen));
     } else if (role == "tool") {
-      append(out, tmpl.tool_message(content_text(messages[i], i), false));
+      const std::string content = content_text(messages[i], i);
+      const bool handed_out = std::find(texts.tool_contents.begin(), texts.tool_contents.end(), content) !=
+                              texts.tool_contents.end();
+      append(out, tmpl.tool_message(content, handed_out));
     } else if (role == "user") {
       append(out, tmpl.user_message(content_text(messages[i], i), false));
     } else {

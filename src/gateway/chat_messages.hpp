@@ -8,13 +8,14 @@
 //   and assistant_start after the last one (the model writes the reply).
 //
 // Texts render through the policy's vocabulary (agent/scaffold_vocabulary.hpp):
-// the task's system and user messages the gateway handed out are the
-// scaffold's markup, so they encode to the tokens the white-box scaffold
-// uses; every assistant message it returned renders to the tokens it was
+// the task's system and user messages and the tool results the gateway
+// handed out are the scaffold's markup, so echoed unchanged they encode to
+// the tokens the white-box scaffold uses (a named failed call in
+// call.special keeps its tool-call tokens); every assistant message it returned renders to the tokens it was
 // generated as, never re-encoded (matched by tool-call id, or by content for
 // a reply without tool calls, each reply used once per request). Anything
-// else is the agent's own text and is encoded like the model's chat template
-// would encode it (special-token text becomes the special token). An assistant message maps to one
+// else is the agent's own text and is encoded as text (special-token
+// spellings stay text). An assistant message maps to one
 // action of the policy's call format: tool_calls[0] -> the call
 // (function.name, arguments {"input": "..."}), content -> the final answer.
 //
@@ -46,6 +47,7 @@ struct ReturnedReply {
 struct EpisodeTexts {
   std::string system, user;  // the task's messages as returned by open ("" system: none)
   std::vector<ReturnedReply> replies;
+  std::vector<std::string> tool_contents;  // tool results as returned by the tool endpoint
 };
 
 // The prompt tokens of `messages` (a JSON array). RequestError (400) naming

@@ -102,7 +102,8 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args) 
   if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout) ++trajectory_.tool_errors;
   if (obs.recovered) ++trajectory_.recoveries;
   const std::string written = action_markup(style_.call, {name, args}, config_.vocab());
-  return {{"content", valid_utf8(render_observation(style_.response, obs, written))}, {"kind", to_string(obs.kind)}};
+  texts_.tool_contents.push_back(valid_utf8(render_observation(style_.response, obs, written)));
+  return {{"content", texts_.tool_contents.back()}, {"kind", to_string(obs.kind)}};
 }
 
 json GatewayEpisode::answer(const std::string& text) {

@@ -3,6 +3,7 @@
 // outputs, budgets, and context management branching at the right point.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include <functional>
@@ -219,12 +220,17 @@ TEST(AgentEpisodeTest, NamedFailuresShowTheCallAsTheAgentWroteIt) {
         for (size_t k = 0; k + 1 < t.calls.size(); ++k) {
           Tokens written = t.calls[k].generated;
           if (!written.empty() && written.back() == kEndOfTurn) written.pop_back();
-          const std::string shown = tok.decode(Tokens(t.calls[k + 1].context.begin() + t.calls[k].context.size(),
-                                                     t.calls[k + 1].context.end()));
           const std::string text = tok.decode(written);
           EXPECT_TRUE(text.find("calc") == std::string::npos && text.find("lookup") == std::string::npos)
               << "the agent writes the aliases: " << text;
-          named += shown.find(": " + text + "<|eot|>") != std::string::npos;
+          // The tokens after this call: its end, the tool message, the next
+          // assistant start. A named failure ends its message with ": " and
+          // the generated tokens themselves (call.special's tool-call tokens too).
+          const Tokens shown(t.calls[k + 1].context.begin() + t.calls[k].context.size(), t.calls[k + 1].context.end());
+          Tokens suffix = tok.encode(": ");
+          suffix.insert(suffix.end(), written.begin(), written.end());
+          suffix.push_back(kEndOfTurn);
+          named += std::search(shown.begin(), shown.end(), suffix.begin(), suffix.end()) != shown.end();
         }
       }
       EXPECT_GT(errors, 5);

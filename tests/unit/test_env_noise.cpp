@@ -165,10 +165,9 @@ TEST(EnvNoise, FailAtForcesOneFailureUntilReset) {
   EXPECT_THROW(env.fail_at(0, ObservationKind::kBadCall), Error);
 }
 
-// env.error_names_call: the injected error's text ends with the call it
-// answers, in both kinds; off, the text is the bare reason.
-// The environment marks the failure; the scaffold writes the call
-// (AgentEpisodeTest.NamedFailuresShowTheCallAsTheAgentWroteIt).
+// env.error_names_call: the environment marks an injected failure of either
+// kind (Observation::names_call) and keeps the bare reason as its text; the
+// scaffold writes the call (AgentEpisodeTest.NamedFailuresShowTheCallAsTheAgentWroteIt).
 TEST(EnvNoise, ErrorNamesCallMarksTheInjectedFailure) {
   for (bool names : {false, true}) {
     EnvConfig c;

@@ -82,6 +82,33 @@ TEST(GatewayMessages, AgentTextIsEncodedAndRendersAsActions) {
   EXPECT_EQ(render_chat(m, TemplateStyle::kSpecial, CallFormat::kXml, texts), want);
 }
 
+// A tool result the gateway handed out renders as the white-box scaffold's
+// markup when echoed unchanged (a failure naming a call.special call keeps
+// its tool-call tokens); any other tool content is the agent's text.
+TEST(GatewayMessages, HandedOutToolResultsKeepTheirSpecialTokens) {
+  const ByteTokenizer tok;
+  const std::string named = "timeout: <|tool_call|>calc 2*3<|/tool_call|>";
+  EpisodeTexts texts;
+  texts.user = "Compute 2*3.";
+  texts.tool_contents = {named};
+  const Tokens call = render_action(CallFormat::kSpecial, {"calc", "2*3"});
+  const ChatTemplate tmpl(TemplateStyle::kSpecial);
+  for (const std::string& content : {named, std::string("timeout: <|tool_call|>calc 2*4<|/tool_call|>")}) {
+    const json m = json::array({{{"role", "user"}, {"content", texts.user}},
+                                {{"role", "assistant"},
+                                 {"tool_calls", json::array({{{"id", "c"}, {"type", "function"},
+                                                              {"function", {{"name", "calc"},
+                                                                            {"arguments", "{\"input\":\"2*3\"}"}}}}})}},
+                                {{"role", "tool"}, {"tool_call_id", "c"}, {"content", content}}});
+    const bool handed_out = content == named;
+    const Tokens want = cat({tmpl.opening("", texts.user), tmpl.assistant_start(), call, tmpl.assistant_end(call),
+                             tmpl.tool_message(content, handed_out), tmpl.assistant_start()});
+    const Tokens got = render_chat(m, TemplateStyle::kSpecial, CallFormat::kSpecial, texts);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(std::count(got.begin(), got.end(), kToolCallOpen), handed_out ? 2 : 1) << content;
+  }
+}
+
 TEST(GatewayMessages, MalformedMessagesAre400) {
   EpisodeTexts texts;
   const auto status = [&](const json& m) {
