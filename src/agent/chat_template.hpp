@@ -20,8 +20,8 @@
 // With a pretrained model (a native chat format), template.special is the
 // model's own template (ChatML or Llama 3, exactly as its Jinja source
 // renders), template.tool_as_user and template.tool_as_system the same with
-// tool results as user or system turns "tool: O", and template.text the role markers as text closed by the
-// model's end-of-turn token.
+// tool results as user or system turns "tool: O", and template.text the role
+// markers as text closed by the model's end-of-turn token.
 //
 // Contents are markup (the scaffold's own texts: special-token names are
 // special tokens) unless `markup` is false (an agent's text through the

@@ -1,10 +1,13 @@
 #include "agent/tool_response_format.hpp"
 
+#include "agent/tool_call_format.hpp"
+
 namespace forge {
 
-std::string render_observation(ResponseFormat format, const Observation& o, const std::string& written_call) {
-  const std::string text = o.names_call ? o.text + ": " + written_call : o.text;
-  switch (format) {
+std::string render_observation(const ScaffoldStyle& style, const Observation& o, const ToolCall& written,
+                               const ScaffoldVocabulary& vocab) {
+  const std::string text = o.names_call ? o.text + ": " + action_markup(style.call, written, vocab) : o.text;
+  switch (style.response) {
     case ResponseFormat::kPlain:
       return text;
     case ResponseFormat::kTagged:

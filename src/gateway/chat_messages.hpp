@@ -11,13 +11,14 @@
 // the task's system and user messages and the tool results the gateway
 // handed out are the scaffold's markup, so echoed unchanged they encode to
 // the tokens the white-box scaffold uses (a named failed call in
-// call.special keeps its tool-call tokens); every assistant message it returned renders to the tokens it was
-// generated as, never re-encoded (matched by tool-call id, or by content for
-// a reply without tool calls, each reply used once per request). Anything
-// else is the agent's own text and is encoded as text (special-token
-// spellings stay text). An assistant message maps to one
-// action of the policy's call format: tool_calls[0] -> the call
-// (function.name, arguments {"input": "..."}), content -> the final answer.
+// call.special keeps its tool-call tokens); every assistant message it
+// returned renders to the tokens it was generated as, never re-encoded
+// (matched by tool-call id, or by content for a reply without tool calls,
+// each reply used once per request). Anything else is the agent's own text
+// and is encoded as text (special-token spellings stay text). An assistant
+// message maps to one action of the policy's call format: tool_calls[0] ->
+// the call (function.name, arguments {"input": "..."}), content -> the
+// final answer.
 //
 // A generation maps back the same way: a parsed call becomes one tool call
 // with id "<call_id>", a parsed answer the content, anything else the raw

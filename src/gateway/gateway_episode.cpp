@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "agent/prompt_text.hpp"
-#include "agent/tool_call_format.hpp"
 #include "agent/tool_response_format.hpp"
 #include "env/process_signals.hpp"
 #include "gateway/request_error.hpp"
@@ -101,8 +100,7 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args) 
   }
   if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout) ++trajectory_.tool_errors;
   if (obs.recovered) ++trajectory_.recoveries;
-  const std::string written = action_markup(style_.call, {name, args}, config_.vocab());
-  texts_.tool_contents.push_back(valid_utf8(render_observation(style_.response, obs, written)));
+  texts_.tool_contents.push_back(valid_utf8(render_observation(style_, obs, {name, args}, config_.vocab())));
   return {{"content", texts_.tool_contents.back()}, {"kind", to_string(obs.kind)}};
 }
 

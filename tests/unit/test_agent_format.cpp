@@ -111,20 +111,29 @@ TEST(AgentFormat, ResponseFormats) {
   Observation timeout;
   timeout.kind = ObservationKind::kTimeout;
   timeout.text = "timeout";
-  EXPECT_EQ(render_observation(ResponseFormat::kPlain, ok, "calc(3+4)"), "391");
-  EXPECT_EQ(render_observation(ResponseFormat::kTagged, ok, "calc(3+4)"), "result: 391");
-  EXPECT_EQ(render_observation(ResponseFormat::kTagged, err, "calc(3+4)"), "error: rate limited");
-  EXPECT_EQ(render_observation(ResponseFormat::kJson, ok, "calc(3+4)"), "{\"result\":\"391\"}");
-  EXPECT_EQ(render_observation(ResponseFormat::kJson, err, "calc(3+4)"), "{\"error\":\"rate limited\"}");
-  EXPECT_EQ(render_observation(ResponseFormat::kJson, timeout, "calc(3+4)"), "{\"error\":\"timeout\"}");
-  // env.error_names_call: the failure names the call as the agent wrote it.
+  const auto style = [](ResponseFormat response, CallFormat call = CallFormat::kParen) {
+    ScaffoldStyle s;
+    s.tools = ToolsStyle::kAlias;
+    s.response = response;
+    s.call = call;
+    return s;
+  };
+  const ToolCall written{"math", "3+4"};  // as the agent wrote it: the displayed name
+  EXPECT_EQ(render_observation(style(ResponseFormat::kPlain), ok, written), "391");
+  EXPECT_EQ(render_observation(style(ResponseFormat::kTagged), ok, written), "result: 391");
+  EXPECT_EQ(render_observation(style(ResponseFormat::kTagged), err, written), "error: rate limited");
+  EXPECT_EQ(render_observation(style(ResponseFormat::kJson), ok, written), "{\"result\":\"391\"}");
+  EXPECT_EQ(render_observation(style(ResponseFormat::kJson), err, written), "{\"error\":\"rate limited\"}");
+  EXPECT_EQ(render_observation(style(ResponseFormat::kJson), timeout, written), "{\"error\":\"timeout\"}");
+  // env.error_names_call: the failure names the call as the agent wrote it,
+  // in the style's call format.
   err.names_call = timeout.names_call = true;
-  const std::string json_call = "{\"tool\":\"math\",\"args\":\"3+4\"}";
-  EXPECT_EQ(render_observation(ResponseFormat::kPlain, timeout, "math(3+4)"), "timeout: math(3+4)");
-  EXPECT_EQ(render_observation(ResponseFormat::kTagged, err, "<math>3+4</math>"), "error: rate limited: <math>3+4</math>");
-  EXPECT_EQ(render_observation(ResponseFormat::kJson, err, json_call),
+  EXPECT_EQ(render_observation(style(ResponseFormat::kPlain), timeout, written), "timeout: math(3+4)");
+  EXPECT_EQ(render_observation(style(ResponseFormat::kTagged, CallFormat::kXml), err, written),
+            "error: rate limited: <math>3+4</math>");
+  EXPECT_EQ(render_observation(style(ResponseFormat::kJson, CallFormat::kJson), err, written),
             "{\"error\":\"rate limited: {\\\"tool\\\":\\\"math\\\",\\\"args\\\":\\\"3+4\\\"}\"}");
-  EXPECT_EQ(render_observation(ResponseFormat::kJson, timeout, "math(3+4)"), "{\"error\":\"timeout: math(3+4)\"}");
+  EXPECT_EQ(render_observation(style(ResponseFormat::kJson), timeout, written), "{\"error\":\"timeout: math(3+4)\"}");
 }
 
 TEST(AgentFormat, ChatTemplatesRenderRoles) {
