@@ -9,8 +9,9 @@ same tasks, greedy), RUN_DIR/eval_zero.json (the pretrained model before any
 training) when present, and RUN_DIR/rl/rollouts.h5 when present; prints the
 success rates with the change from SFT to SFT+RL in percentage points and
 what moved (per domain, turns, recovery after tool errors, malformed calls,
-staleness, the held-out template families, the engine/learner mismatch and
-the drift of stale tokens), and writes RUN_DIR/summary.json with the run's
+why the failed episodes failed (`forge eval`'s causes, when its JSON has
+them), staleness, the held-out template families, the engine/learner
+mismatch and the drift of stale tokens), and writes RUN_DIR/summary.json with the run's
 seed, the lift, the recovery figures, the held-out family ratio and both
 mismatch figures at the top. Exit code 2 when an input is missing or not
 what forge writes.
@@ -159,6 +160,10 @@ def main():
         if key in s:
             unit = "%" if scale == 100 else " "
             print(f"  {label:18s}" + "".join(f" {scale * e['seen']['all'].get(key, 0):8.2f}{unit}" for _, e in columns))
+    if all("failures" in e["seen"]["all"] for _, e in columns):
+        print("  failed episodes by cause (share of all; docs/environments.md):")
+        for cause in s["failures"]:
+            print(f"   {cause:17s}" + "".join(f" {100 * e['seen']['all']['failures'][cause]:8.1f}%" for _, e in columns))
     ro = summary["rollouts"]
     if ro:
         print(f"  RL rollouts: {ro['episodes']} episodes, staleness mean {ro['staleness_mean']:.2f} "

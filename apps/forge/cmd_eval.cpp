@@ -1,7 +1,8 @@
 // `forge eval CHECKPOINT`: greedy evaluation of a checkpoint's policy as an
 // agent on tasks disjoint from training (the eval seed stream), in the seen
 // scaffold styles and in the held-out perturbation families: success rate,
-// mean reward by component and mean turns, per domain. --json writes the
+// mean reward by component and mean turns, per domain, and why the failed
+// episodes failed (agent/failure_mode.hpp). --json writes the
 // figures as one JSON object on stdout instead of the table.
 #include <cstdio>
 #include <filesystem>
@@ -29,7 +30,15 @@ std::string json_of(const AgentEval& e) {
                   "\"malformed_calls\": %.6g, \"test_runs\": %.6g, \"safety_events\": %.6g}",
                   d.episodes, d.success, d.outcome, d.process, d.efficiency, d.turns, d.met_error,
                   d.recovered, d.success_after_error, d.malformed, d.test_runs, d.safety_events);
-    return std::string(buf);
+    std::string out(buf);
+    out.pop_back();  // the closing brace: the failure causes follow
+    out += ", \"failures\": {";
+    for (FailureMode m : kAllFailureModes) {
+      std::snprintf(buf, sizeof buf, "%s\"%s\": %.6g", m == kAllFailureModes[0] ? "" : ", ", to_string(m),
+                    d.failures[static_cast<int>(m)]);
+      out += buf;
+    }
+    return out + "}}";
   };
   std::string s = "{\"all\": " + one(e.all);
   for (const auto& [name, d] : e.by_domain) s += ", \"" + name + "\": " + one(d);

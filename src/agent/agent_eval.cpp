@@ -33,6 +33,7 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
   AgentEval out;
   for (auto& ep : episodes) {
     const Trajectory t = ep.take_trajectory();
+    const std::optional<FailureMode> failure = classify_failure(t);
     for (DomainEval* d : {&out.all, &out.by_domain[t.env]}) {
       d->episodes++;
       d->success += t.success;
@@ -43,6 +44,7 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
       d->safety_events += t.safety_events;
       d->test_runs += t.test_runs;
       for (const ProcessSignal& sig : t.signals) d->malformed += sig.kind == signal::kMalformedCall;
+      if (failure) d->failures[static_cast<int>(*failure)] += 1;
       if (t.tool_errors > 0) {
         d->with_error++;
         d->recovered += t.recoveries > 0;
@@ -60,6 +62,7 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
     d.malformed /= d.episodes;
     d.safety_events /= d.episodes;
     d.test_runs /= d.episodes;
+    for (double& f : d.failures) f /= d.episodes;
     d.met_error = static_cast<double>(d.with_error) / d.episodes;
     if (d.with_error) {
       d.recovered /= d.with_error;
@@ -98,6 +101,12 @@ std::string format_eval(const AgentEval& e) {
                   100 * d.met_error, 100 * d.recovered, 100 * d.success_after_error, d.test_runs,
                   d.safety_events);
     s += buf;
+    std::string why = "  " + std::string(8, ' ') + " failed:";
+    for (FailureMode m : kAllFailureModes) {
+      std::snprintf(buf, sizeof buf, " %s %.1f%%", to_string(m), 100 * d.failures[static_cast<int>(m)]);
+      why += buf;
+    }
+    s += why + "\n";
   };
   line("all", e.all);
   for (const auto& [name, d] : e.by_domain) line(name, d);

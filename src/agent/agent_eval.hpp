@@ -3,10 +3,12 @@
 // perturbation families; success rate, mean reward components and turns,
 // overall and per domain. Used by `forge train` (periodic) and `forge eval`.
 #pragma once
+#include <array>
 #include <map>
 #include <string>
 
 #include "agent/agent_config.hpp"
+#include "agent/failure_mode.hpp"
 #include "env/env_config.hpp"
 #include "env/perturbation.hpp"
 #include "model/policy_model.hpp"
@@ -25,6 +27,9 @@ struct DomainEval {
   double safety_events = 0;  // actions blocked by the sandbox or the safety policy, per episode
   double test_runs = 0;      // test-suite runs per episode (code: run_tests)
   int with_error = 0;    // episodes that met a tool error
+  // Share of the episodes that failed for each cause (failure_mode.hpp),
+  // indexed by FailureMode; they sum to 1 - success.
+  std::array<double, kFailureModes> failures{};
 };
 
 struct AgentEval {

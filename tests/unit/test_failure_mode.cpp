@@ -1,0 +1,170 @@
+// Failure causes of agent episodes (agent/failure_mode.hpp): episodes driven
+// by scripted fake policies land in the cause their mistake names, the
+// precedence between causes holds on hand-built records, and `forge eval`'s
+// shares of the causes sum to the failure rate.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <ostream>
+
+#include "agent/agent_eval.hpp"
+#include "agent/failure_mode.hpp"
+#include "agent/scripted_policy.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "env/process_signals.hpp"
+#include "tokenizer/byte_tokenizer.hpp"
+#include "unit/tiny_agent_model.hpp"
+
+namespace forge {
+
+void PrintTo(FailureMode m, std::ostream* os) { *os << to_string(m); }  // gtest messages
+
+namespace {
+
+using Policy = std::function<Tokens(const AgentEpisode&, int turn)>;
+
+Tokens text(const std::string& s) {
+  Tokens t = ByteTokenizer().encode(s);
+  t.push_back(kEndOfTurn);
+  return t;
+}
+
+// Plays one calc episode (default scaffold style) with `policy` and returns
+// its record.
+Trajectory play(const EnvConfig& env, const Policy& policy, int max_turns = 4) {
+  const EnvMix mix(env);
+  uint64_t seed = 0;
+  while (mix.pick(seed) != "calc") ++seed;
+  AgentConfig a;
+  a.max_turns = max_turns;
+  a.max_context_tokens = 4096;
+  a.max_episode_tokens = 4096;
+  AgentEpisode ep(mix.make_for(seed), seed, ScaffoldStyle{}, a, 1);
+  int turn = 0;
+  while (!ep.done()) {
+    const auto req = ep.next_request();
+    if (!req) break;
+    GenerationResult r;
+    r.id = req->id;
+    r.tokens = policy(ep, turn++);
+    r.logprobs.assign(r.tokens.size(), -0.5f);
+    r.versions.assign(r.tokens.size(), 0);
+    ep.on_generation(r);
+  }
+  return ep.take_trajectory();
+}
+
+EnvConfig quiet() {
+  EnvConfig c;
+  c.tool_error_rate = 0;
+  c.timeout_rate = 0;
+  return c;
+}
+
+// The solver's actions, with its answer replaced by `answer` when not empty.
+Policy solver(std::string answer = "") {
+  auto p = std::make_shared<std::unique_ptr<ScriptedPolicy>>();
+  return [p, answer](const AgentEpisode& ep, int) {
+    if (!*p) *p = std::make_unique<ScriptedPolicy>(ep);
+    Tokens t = (*p)->next(ep);
+    if (!answer.empty() && ByteTokenizer().decode(t).rfind("answer(", 0) == 0) return text(answer);
+    return t;
+  };
+}
+
+Policy constant(const std::string& s) {
+  return [s](const AgentEpisode&, int) { return text(s); };
+}
+
+FailureMode cause(const Trajectory& t) {
+  const std::optional<FailureMode> m = classify_failure(t);
+  EXPECT_TRUE(m.has_value()) << "a failed episode has a cause";
+  return m.value_or(FailureMode::kWrongAnswer);
+}
+
+TEST(FailureModeTest, EpisodesLandInTheCauseTheirMistakeNames) {
+  EXPECT_EQ(classify_failure(play(quiet(), solver())), std::nullopt);  // solved
+  EXPECT_EQ(cause(play(quiet(), constant("hello"))), FailureMode::kMalformed);
+  EXPECT_EQ(cause(play(quiet(), constant("nope(1)"))), FailureMode::kMalformed);  // unknown tool
+  EXPECT_EQ(cause(play(quiet(), constant("calc(three)"))), FailureMode::kBadArgs);
+  // 1+1 is a valid operation but never one of a task's (two-digit operands):
+  // the miscopied operand the main job's calc failures show.
+  const Policy miscopy = [](const AgentEpisode&, int turn) {
+    return text(turn == 0 ? "calc(1+1)" : "answer(2)");
+  };
+  EXPECT_EQ(cause(play(quiet(), miscopy)), FailureMode::kOffPath);
+  EXPECT_EQ(cause(play(quiet(), constant("answer(-1)"))), FailureMode::kStoppedShort);
+  EXPECT_EQ(cause(play(quiet(), solver("answer(-1)"))), FailureMode::kWrongAnswer);
+
+  // Every call fails; the agent makes the solver's first call, then answers.
+  EnvConfig noisy = quiet();
+  noisy.tool_error_rate = 1;
+  const Policy gives_up = [first = solver()](const AgentEpisode& ep, int turn) {
+    return turn == 0 ? first(ep, turn) : text("answer(-1)");
+  };
+  const Trajectory t = play(noisy, gives_up);
+  EXPECT_EQ(t.tool_errors, 1);
+  EXPECT_EQ(cause(t), FailureMode::kUnrecoveredError);
+
+  // The solver's calls, but no turn left for the answer.
+  const Trajectory cut = play(quiet(), solver(), /*max_turns=*/1);
+  EXPECT_EQ(cut.end_reason, "turn_budget");
+  EXPECT_EQ(cause(cut), FailureMode::kNoAnswer);
+}
+
+Trajectory record(std::vector<const char*> signals, int needed_calls, const char* end = "answer") {
+  Trajectory t;
+  t.needed_turns = needed_calls + 1;
+  t.end_reason = end;
+  for (const char* k : signals) {
+    t.signals.push_back({0, k, 0.0f});
+    t.tool_errors += std::string(k) == signal::kToolError;
+    t.recoveries += std::string(k) == signal::kRecovered;
+  }
+  return t;
+}
+
+TEST(FailureModeTest, TheFirstCauseThatAppliesWins) {
+  using namespace signal;
+  // A call the agent wrote wrongly outranks what followed from it.
+  EXPECT_EQ(cause(record({kUsefulCall, kBadArgs, kMalformedCall}, 2)), FailureMode::kMalformed);
+  EXPECT_EQ(cause(record({kValidCall, kBadArgs}, 2)), FailureMode::kBadArgs);
+  EXPECT_EQ(cause(record({kToolError, kValidCall}, 2)), FailureMode::kOffPath);
+  EXPECT_EQ(cause(record({kOverBudget}, 1, "turn_budget")), FailureMode::kOffPath);
+  // An error a successful retry followed is not the cause; one after it is.
+  EXPECT_EQ(cause(record({kToolError, kUsefulCall, kRecovered}, 2)), FailureMode::kStoppedShort);
+  EXPECT_EQ(cause(record({kToolError, kUsefulCall, kRecovered, kToolError}, 2)),
+            FailureMode::kUnrecoveredError);
+  EXPECT_EQ(cause(record({kToolError}, 1, "turn_budget")), FailureMode::kUnrecoveredError);
+  // Every needed call made: an error left behind did not cost the task.
+  EXPECT_EQ(cause(record({kUsefulCall, kToolError}, 1)), FailureMode::kWrongAnswer);
+  EXPECT_EQ(cause(record({kUsefulCall}, 2, "token_budget")), FailureMode::kNoAnswer);
+  Trajectory solved = record({}, 2);
+  solved.success = true;
+  EXPECT_EQ(classify_failure(solved), std::nullopt);
+}
+
+TEST(FailureModeTest, EvalSharesOfTheCausesSumToTheFailureRate) {
+  CpuBackend backend;
+  PolicyModel model(tiny_agent_model_config(), backend);
+  EnvConfig env;
+  AgentConfig agent;
+  agent.max_turns = 3;
+  agent.max_new_tokens = 24;
+  agent.max_context_tokens = 320;
+  agent.max_episode_tokens = 64;
+  agent.sampling.max_new_tokens = agent.max_new_tokens;
+  const AgentEval e = evaluate_agent(model, env, agent, 24, 5, StyleMode::kTrain);
+  ASSERT_EQ(e.all.episodes, 24);
+  for (const auto* d : {&e.all, &e.by_domain.at("calc"), &e.by_domain.at("search")}) {
+    double sum = 0;
+    for (double f : d->failures) sum += f;
+    EXPECT_NEAR(sum, 1 - d->success, 1e-12);
+  }
+  // A random policy writes no call: every episode fails as malformed.
+  EXPECT_NEAR(e.all.failures[static_cast<int>(FailureMode::kMalformed)], 1.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace forge
