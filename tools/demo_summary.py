@@ -8,7 +8,7 @@ reads RUN_DIR/eval_sft.json and RUN_DIR/eval_rl.json (`forge eval --json`,
 same tasks, greedy), RUN_DIR/eval_zero.json (the pretrained model before any
 training) when present, and RUN_DIR/rl/rollouts.h5 when present; prints the
 success rates with the change from SFT to SFT+RL in percentage points and
-what moved (per domain, turns, recovery after tool errors, malformed calls,
+what moved (per domain and by the tool calls a task needs, turns, recovery after tool errors, malformed calls,
 why the failed episodes failed (`forge eval`'s causes, when its JSON has
 them), staleness, the held-out template families, the engine/learner
 mismatch and the drift of stale tokens), and writes RUN_DIR/summary.json with the run's
@@ -152,6 +152,12 @@ def main():
     for domain in sft["seen"]:
         print(f"  {domain + ' success':18s}" +
               "".join(f" {100 * e['seen'].get(domain, {}).get('success', 0):8.1f}%" for _, e in columns))
+        if domain == "all" or not all("by_needed_calls" in e["seen"].get(domain, {}) for _, e in columns):
+            continue
+        for calls in sft["seen"][domain]["by_needed_calls"]:
+            label = f"  {calls} call{'s' if calls != '1' else ''} needed"
+            print(f"  {label:18s}" + "".join(
+                f" {100 * e['seen'][domain]['by_needed_calls'].get(calls, {}).get('success', 0):8.1f}%" for _, e in columns))
     s, r = sft["seen"]["all"], rl["seen"]["all"]
     for key, label, scale in (("turns", "turns", 1), ("met_tool_error", "met a tool error", 100),
                               ("recovered_after_error", "  then recovered", 100),

@@ -38,6 +38,14 @@ std::string json_of(const AgentEval& e) {
                     d.failures[static_cast<int>(m)]);
       out += buf;
     }
+    out += "}, \"by_needed_calls\": {";
+    bool first = true;
+    for (const auto& [calls, len] : d.by_needed_calls) {
+      std::snprintf(buf, sizeof buf, "%s\"%d\": {\"episodes\": %d, \"success\": %.6g}", first ? "" : ", ", calls,
+                    len.episodes, len.success);
+      out += buf;
+      first = false;
+    }
     return out + "}}";
   };
   std::string s = "{\"all\": " + one(e.all);

@@ -45,6 +45,9 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
       d->test_runs += t.test_runs;
       for (const ProcessSignal& sig : t.signals) d->malformed += sig.kind == signal::kMalformedCall;
       if (failure) d->failures[static_cast<int>(*failure)] += 1;
+      DomainEval::ByLength& len = d->by_needed_calls[t.needed_turns - 1];
+      len.episodes++;
+      len.success += t.success;
       if (t.tool_errors > 0) {
         d->with_error++;
         d->recovered += t.recoveries > 0;
@@ -63,6 +66,7 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
     d.safety_events /= d.episodes;
     d.test_runs /= d.episodes;
     for (double& f : d.failures) f /= d.episodes;
+    for (auto& [calls, len] : d.by_needed_calls) len.success /= len.episodes;
     d.met_error = static_cast<double>(d.with_error) / d.episodes;
     if (d.with_error) {
       d.recovered /= d.with_error;
@@ -106,7 +110,12 @@ std::string format_eval(const AgentEval& e) {
       std::snprintf(buf, sizeof buf, " %s %.1f%%", to_string(m), 100 * d.failures[static_cast<int>(m)]);
       why += buf;
     }
-    s += why + "\n";
+    std::string by_len = "\n  " + std::string(8, ' ') + " success by tool calls needed:";
+    for (const auto& [calls, len] : d.by_needed_calls) {
+      std::snprintf(buf, sizeof buf, " %d: %.1f%% (%d)", calls, 100 * len.success, len.episodes);
+      by_len += buf;
+    }
+    s += why + by_len + "\n";
   };
   line("all", e.all);
   for (const auto& [name, d] : e.by_domain) line(name, d);

@@ -30,6 +30,13 @@ struct DomainEval {
   // Share of the episodes that failed for each cause (failure_mode.hpp),
   // indexed by FailureMode; they sum to 1 - success.
   std::array<double, kFailureModes> failures{};
+  // Episodes and success rate by the number of tool calls the task needs
+  // (the reference solution's): how success falls with the task's length.
+  struct ByLength {
+    int episodes = 0;
+    double success = 0;
+  };
+  std::map<int, ByLength> by_needed_calls;
 };
 
 struct AgentEval {

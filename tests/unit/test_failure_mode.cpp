@@ -1,7 +1,8 @@
 // Failure causes of agent episodes (agent/failure_mode.hpp): episodes driven
 // by scripted fake policies land in the cause their mistake names, the
 // precedence between causes holds on hand-built records, and `forge eval`'s
-// shares of the causes sum to the failure rate.
+// shares of the causes sum to the failure rate (its success by the number of
+// calls a task needs, to the success rate).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -161,6 +162,15 @@ TEST(FailureModeTest, EvalSharesOfTheCausesSumToTheFailureRate) {
     double sum = 0;
     for (double f : d->failures) sum += f;
     EXPECT_NEAR(sum, 1 - d->success, 1e-12);
+    int episodes = 0;
+    double solved = 0;
+    for (const auto& [calls, len] : d->by_needed_calls) {
+      EXPECT_GE(calls, 1);
+      episodes += len.episodes;
+      solved += len.success * len.episodes;
+    }
+    EXPECT_EQ(episodes, d->episodes);
+    EXPECT_NEAR(solved / episodes, d->success, 1e-12);
   }
   // A random policy writes no call: every episode fails as malformed.
   EXPECT_NEAR(e.all.failures[static_cast<int>(FailureMode::kMalformed)], 1.0, 1e-12);
