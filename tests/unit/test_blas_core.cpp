@@ -6,6 +6,8 @@
 // fallback is left alone. Each test puts the original core back.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "backend/cpu/blas_core.hpp"
 #include "backend/cpu/cpu_isa.hpp"
 #include "backend/host_runtime.hpp"
@@ -96,6 +98,29 @@ TEST(HostRuntime, StartupChoiceIsWhatRuns) {
   ASSERT_FALSE(warnings.empty());
   EXPECT_NE(warnings.back().find("run.threads"), std::string::npos) << warnings.back();
   EXPECT_TRUE(host_runtime_warnings(1, host_runtime().cores + 3).size() >= 1);
+}
+
+// Ranks that share cores with several OpenMP threads each: the warning names
+// the wait policy unless the environment already makes the threads passive.
+TEST(HostRuntime, SharedCoresWithSpinningThreadsNameTheWaitPolicy) {
+  const int cores = host_runtime().cores;
+  if (cores < 2) GTEST_SKIP() << "needs 2 cores for 2 threads per rank";
+  const char* saved = std::getenv("OMP_WAIT_POLICY");
+  const std::string kept = saved ? saved : "";
+  auto names_policy = [&](int threads) {
+    for (const auto& w : host_runtime_warnings(threads, 2 * cores + 1))
+      if (w.find("OMP_WAIT_POLICY=PASSIVE") != std::string::npos) return true;
+    return false;
+  };
+  unsetenv("OMP_WAIT_POLICY");
+  EXPECT_TRUE(names_policy(2));
+  EXPECT_FALSE(names_policy(1));  // one thread per rank does not spin
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  EXPECT_FALSE(names_policy(2));
+  if (saved)
+    setenv("OMP_WAIT_POLICY", kept.c_str(), 1);
+  else
+    unsetenv("OMP_WAIT_POLICY");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <thread>
 
 #include "backend/cpu/blas_core.hpp"
@@ -77,9 +79,19 @@ std::vector<std::string> host_runtime_warnings(int threads, int threads_on_node)
     w.push_back(std::to_string(threads) + " compute threads on " + std::to_string(h.cores) +
                 " cores given to this process: set run.threads (or OMP_NUM_THREADS) to at most " +
                 std::to_string(h.cores));
-  else if (threads_on_node > h.cores)
-    w.push_back("the ranks on this node run " + std::to_string(threads_on_node) + " compute threads on " +
-                std::to_string(h.cores) + " cores: lower run.threads, or place fewer ranks per node");
+  else if (threads_on_node > h.cores) {
+    std::string m = "the ranks on this node run " + std::to_string(threads_on_node) + " compute threads on " +
+                    std::to_string(h.cores) + " cores: lower run.threads, or place fewer ranks per node";
+    // OpenMP threads that spin at barriers while the ranks share cores wait
+    // for threads that are not running: the main job's RL phase at 2
+    // threads per rank on 2 cores took 12x as long (docs/performance.md).
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    if (threads > 1 && !(policy && (std::string_view(policy) == "passive" || std::string_view(policy) == "PASSIVE")))
+      m += "; with " + std::to_string(threads) +
+           " OpenMP threads per rank on shared cores, spinning threads slow every step many times over: "
+           "run.threads=1, or OMP_WAIT_POLICY=PASSIVE in the ranks' environment (mpirun -x OMP_WAIT_POLICY=PASSIVE)";
+    w.push_back(m);
+  }
   return w;
 }
 
