@@ -8,13 +8,13 @@ reads RUN_DIR/eval_sft.json and RUN_DIR/eval_rl.json (`forge eval --json`,
 same tasks, greedy), RUN_DIR/eval_zero.json (the pretrained model before any
 training) when present, and RUN_DIR/rl/rollouts.h5 when present; prints the
 success rates with the change from SFT to SFT+RL in percentage points and
-what moved (per domain and by the tool calls a task needs, turns, recovery after tool errors, malformed calls,
-why the failed episodes failed (`forge eval`'s causes, when its JSON has
-them), staleness, the held-out template families, the engine/learner
-mismatch and the drift of stale tokens), and writes RUN_DIR/summary.json with the run's
-seed, the lift, the recovery figures, the held-out family ratio and both
-mismatch figures at the top. Exit code 2 when an input is missing or not
-what forge writes.
+what moved (per domain and by the tool calls a task needs, turns, recovery
+after tool errors, malformed calls, why the failed episodes failed (`forge
+eval`'s causes, when its JSON has them), staleness, the held-out template
+families, the engine/learner mismatch and the drift of stale tokens), and
+writes RUN_DIR/summary.json with the run's seed, the lift, the recovery
+figures, the held-out family ratio and both mismatch figures at the top.
+Exit code 2 when an input is missing or not what forge writes.
 """
 import argparse
 import json

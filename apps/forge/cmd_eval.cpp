@@ -1,8 +1,9 @@
 // `forge eval CHECKPOINT`: greedy evaluation of a checkpoint's policy as an
 // agent on tasks disjoint from training (the eval seed stream), in the seen
 // scaffold styles and in the held-out perturbation families: success rate,
-// mean reward by component and mean turns, per domain, and why the failed
-// episodes failed (agent/failure_mode.hpp). --json writes the
+// mean reward by component and mean turns, per domain, why the failed
+// episodes failed (agent/failure_mode.hpp) and success by the number of tool
+// calls a task needs. --json writes the
 // figures as one JSON object on stdout instead of the table.
 #include <cstdio>
 #include <filesystem>
@@ -27,11 +28,10 @@ std::string json_of(const AgentEval& e) {
                   "{\"episodes\": %d, \"success\": %.6g, \"outcome\": %.6g, \"process\": %.6g, "
                   "\"efficiency\": %.6g, \"turns\": %.6g, \"met_tool_error\": %.6g, "
                   "\"recovered_after_error\": %.6g, \"success_after_error\": %.6g, "
-                  "\"malformed_calls\": %.6g, \"test_runs\": %.6g, \"safety_events\": %.6g}",
+                  "\"malformed_calls\": %.6g, \"test_runs\": %.6g, \"safety_events\": %.6g",
                   d.episodes, d.success, d.outcome, d.process, d.efficiency, d.turns, d.met_error,
                   d.recovered, d.success_after_error, d.malformed, d.test_runs, d.safety_events);
     std::string out(buf);
-    out.pop_back();  // the closing brace: the failure causes follow
     out += ", \"failures\": {";
     for (FailureMode m : kAllFailureModes) {
       std::snprintf(buf, sizeof buf, "%s\"%s\": %.6g", m == kAllFailureModes[0] ? "" : ", ", to_string(m),

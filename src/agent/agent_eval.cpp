@@ -30,9 +30,14 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
                                     static_cast<uint64_t>(i), mode, i));
   RolloutEngine engine(model, engine_for_agent(greedy, tasks));
   run_episodes(engine, episodes);
+  std::vector<Trajectory> done;
+  for (auto& ep : episodes) done.push_back(ep.take_trajectory());
+  return summarize_episodes(done);
+}
+
+AgentEval summarize_episodes(const std::vector<Trajectory>& episodes) {
   AgentEval out;
-  for (auto& ep : episodes) {
-    const Trajectory t = ep.take_trajectory();
+  for (const Trajectory& t : episodes) {
     const std::optional<FailureMode> failure = classify_failure(t);
     for (DomainEval* d : {&out.all, &out.by_domain[t.env]}) {
       d->episodes++;

@@ -1,11 +1,14 @@
 // Evaluation of the policy as an agent: greedy episodes on tasks from a seed
 // stream disjoint from training, in training styles or the held-out
 // perturbation families; success rate, mean reward components and turns,
+// recovery after tool errors, the share of episodes per failure cause
+// (failure_mode.hpp) and success by the number of tool calls a task needs,
 // overall and per domain. Used by `forge train` (periodic) and `forge eval`.
 #pragma once
 #include <array>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "agent/agent_config.hpp"
 #include "agent/failure_mode.hpp"
@@ -43,6 +46,9 @@ struct AgentEval {
   DomainEval all;
   std::map<std::string, DomainEval> by_domain;
 };
+
+// The figures above over finished episodes (any policy's).
+AgentEval summarize_episodes(const std::vector<Trajectory>& episodes);
 
 AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
                          int tasks, uint64_t seed, StyleMode mode);

@@ -4,24 +4,30 @@
 //
 //   malformed          a generation parsed as neither a call nor an answer, or
 //                      named a tool the task does not offer (format)
-//   bad_args           a tool rejected its arguments: an entity or relation
-//                      that does not exist (often a miscopied name), or an
-//                      expression that is not "a op b"
+//   bad_args           a tool rejected its arguments: a lookup of an entity
+//                      or relation that does not exist (often a miscopied
+//                      name), a calc expression that is not "a op b", a code
+//                      edit or read of something that is not there
 //   off_path           a valid call that did not advance the task: an
 //                      operation not in the expression (a miscopied number),
-//                      a relation off the question's path, a repeated call,
-//                      a call over the budget
-//   unrecovered_error  a tool error or timeout that no successful retry
-//                      followed, the task's calls left unfinished, with
+//                      a find whose tag matches nothing, a relation off the
+//                      question's path, a repeated call, a call over the
+//                      budget; in code, any call besides the reference
+//                      steps (exploring, a shell command, a different fix)
+//   unrecovered_error  a tool error or timeout that the identical call did
+//                      not retry successfully right after (the evaluation's
+//                      "recovered"), the task's calls left unfinished, with
 //                      none of the above
 //   no_answer          a budget (turns, tokens, context) or the engine ended
 //                      the episode before an answer, with none of the above
 //   stopped_short      answered after fewer useful calls than the task needs
-//   wrong_answer       made every call the task needs, answered wrongly
+//   wrong_answer       made every call the task needs, answered wrongly (in
+//                      code: the hidden tests fail)
 //
-// The first three are the policy's writing of a call (what it copies from
-// the task or a tool message), the next three its decisions (retry, stop,
-// answer), the last its reading of the final tool result. `forge eval`
+// In calc and search the first three are the policy's writing of a call
+// (what it copies from the task or a tool message), the next three its
+// decisions (retry, stop, answer), the last its reading of the final tool
+// result. `forge eval`
 // reports the share of episodes in each (they sum to 1 - success).
 #pragma once
 #include <array>
@@ -32,10 +38,11 @@
 namespace forge {
 
 enum class FailureMode { kMalformed, kBadArgs, kOffPath, kUnrecoveredError, kNoAnswer, kStoppedShort, kWrongAnswer };
-inline constexpr int kFailureModes = 7;
+inline constexpr int kFailureModes = static_cast<int>(FailureMode::kWrongAnswer) + 1;
 inline constexpr std::array<FailureMode, kFailureModes> kAllFailureModes = {
     FailureMode::kMalformed,  FailureMode::kBadArgs,      FailureMode::kOffPath,    FailureMode::kUnrecoveredError,
     FailureMode::kNoAnswer,   FailureMode::kStoppedShort, FailureMode::kWrongAnswer};
+static_assert(kAllFailureModes.back() == FailureMode::kWrongAnswer, "kAllFailureModes lists every mode in order");
 
 // "malformed", "bad_args", ... (the names above; JSON keys of `forge eval`).
 const char* to_string(FailureMode m);

@@ -3,7 +3,9 @@
 // reach the CPU's own core (rank 3 or 4: AVX2 or AVX-512 kernels) and pass the
 // SGEMM self-check; "keep" leaves it and marks it slow; a core the CPU cannot
 // run or a name OpenBLAS lacks is refused; a library choice that is not a
-// fallback is left alone. Each test puts the original core back.
+// fallback is left alone. Each test puts the original core back. The host's
+// startup warnings: more threads than cores, and ranks sharing cores with
+// spinning OpenMP threads.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -12,10 +12,8 @@
 #include "agent/agent_eval.hpp"
 #include "agent/failure_mode.hpp"
 #include "agent/scripted_policy.hpp"
-#include "backend/cpu/cpu_backend.hpp"
 #include "env/process_signals.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
-#include "unit/tiny_agent_model.hpp"
 
 namespace forge {
 
@@ -31,12 +29,13 @@ Tokens text(const std::string& s) {
   return t;
 }
 
-// Plays one calc episode (default scaffold style) with `policy` and returns
-// its record.
-Trajectory play(const EnvConfig& env, const Policy& policy, int max_turns = 4) {
+// Plays one episode of `domain` (default scaffold style) with `policy` and
+// returns its record.
+Trajectory play(const EnvConfig& env, const Policy& policy, int max_turns = 4,
+                const std::string& domain = "calc") {
   const EnvMix mix(env);
   uint64_t seed = 0;
-  while (mix.pick(seed) != "calc") ++seed;
+  while (mix.pick(seed) != domain) ++seed;
   AgentConfig a;
   a.max_turns = max_turns;
   a.max_context_tokens = 4096;
@@ -147,17 +146,25 @@ TEST(FailureModeTest, TheFirstCauseThatAppliesWins) {
 }
 
 TEST(FailureModeTest, EvalSharesOfTheCausesSumToTheFailureRate) {
-  CpuBackend backend;
-  PolicyModel model(tiny_agent_model_config(), backend);
-  EnvConfig env;
-  AgentConfig agent;
-  agent.max_turns = 3;
-  agent.max_new_tokens = 24;
-  agent.max_context_tokens = 320;
-  agent.max_episode_tokens = 64;
-  agent.sampling.max_new_tokens = agent.max_new_tokens;
-  const AgentEval e = evaluate_agent(model, env, agent, 24, 5, StyleMode::kTrain);
-  ASSERT_EQ(e.all.episodes, 24);
+  const Policy miscopy = [](const AgentEpisode&, int turn) {
+    return text(turn == 0 ? "calc(1+1)" : "answer(2)");
+  };
+  std::vector<Trajectory> eps = {play(quiet(), solver()),
+                                 play(quiet(), solver(), 8, "search"),
+                                 play(quiet(), constant("hello")),
+                                 play(quiet(), constant("calc(three)")),
+                                 play(quiet(), miscopy),
+                                 play(quiet(), solver("answer(-1)")),
+                                 play(quiet(), constant("answer(-1)")),
+                                 play(quiet(), constant("answer(nobody)"), 4, "search")};
+  const AgentEval e = summarize_episodes(eps);
+  ASSERT_EQ(e.all.episodes, 8);
+  EXPECT_DOUBLE_EQ(e.all.success, 2.0 / 8);
+  for (FailureMode m : {FailureMode::kMalformed, FailureMode::kBadArgs, FailureMode::kOffPath,
+                        FailureMode::kWrongAnswer})
+    EXPECT_DOUBLE_EQ(e.all.failures[static_cast<int>(m)], 1.0 / 8) << to_string(m);
+  EXPECT_DOUBLE_EQ(e.all.failures[static_cast<int>(FailureMode::kStoppedShort)], 2.0 / 8);
+  EXPECT_DOUBLE_EQ(e.by_domain.at("search").failures[static_cast<int>(FailureMode::kStoppedShort)], 0.5);
   for (const auto* d : {&e.all, &e.by_domain.at("calc"), &e.by_domain.at("search")}) {
     double sum = 0;
     for (double f : d->failures) sum += f;
@@ -172,8 +179,6 @@ TEST(FailureModeTest, EvalSharesOfTheCausesSumToTheFailureRate) {
     EXPECT_EQ(episodes, d->episodes);
     EXPECT_NEAR(solved / episodes, d->success, 1e-12);
   }
-  // A random policy writes no call: every episode fails as malformed.
-  EXPECT_NEAR(e.all.failures[static_cast<int>(FailureMode::kMalformed)], 1.0, 1e-12);
 }
 
 }  // namespace

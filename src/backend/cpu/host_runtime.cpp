@@ -3,10 +3,10 @@
 #include "backend/host_runtime.hpp"
 
 #include <sched.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <string_view>
 #include <thread>
 
 #include "backend/cpu/blas_core.hpp"
@@ -86,7 +86,7 @@ std::vector<std::string> host_runtime_warnings(int threads, int threads_on_node)
     // for threads that are not running: the main job's RL phase at 2
     // threads per rank on 2 cores took 12x as long (docs/performance.md).
     const char* policy = std::getenv("OMP_WAIT_POLICY");
-    if (threads > 1 && !(policy && (std::string_view(policy) == "passive" || std::string_view(policy) == "PASSIVE")))
+    if (threads > 1 && !(policy && strcasecmp(policy, "passive") == 0))
       m += "; with " + std::to_string(threads) +
            " OpenMP threads per rank on shared cores, spinning threads slow every step many times over: "
            "run.threads=1, or OMP_WAIT_POLICY=PASSIVE in the ranks' environment (mpirun -x OMP_WAIT_POLICY=PASSIVE)";
