@@ -3,8 +3,8 @@
 // scaffold styles and in the held-out perturbation families: success rate,
 // mean reward by component and mean turns, per domain, why the failed
 // episodes failed (agent/failure_mode.hpp) and success by the number of tool
-// calls a task needs. --json writes the
-// figures as one JSON object on stdout instead of the table.
+// calls a task needs. --json writes the figures as one JSON object on stdout
+// instead of the table.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -32,19 +32,20 @@ std::string json_of(const AgentEval& e) {
                   d.episodes, d.success, d.outcome, d.process, d.efficiency, d.turns, d.met_error,
                   d.recovered, d.success_after_error, d.malformed, d.test_runs, d.safety_events);
     std::string out(buf);
+    const char* sep = "";
     out += ", \"failures\": {";
     for (FailureMode m : kAllFailureModes) {
-      std::snprintf(buf, sizeof buf, "%s\"%s\": %.6g", m == kAllFailureModes[0] ? "" : ", ", to_string(m),
-                    d.failures[static_cast<int>(m)]);
+      std::snprintf(buf, sizeof buf, "%s\"%s\": %.6g", sep, to_string(m), d.failures[static_cast<int>(m)]);
       out += buf;
+      sep = ", ";
     }
+    sep = "";
     out += "}, \"by_needed_calls\": {";
-    bool first = true;
     for (const auto& [calls, len] : d.by_needed_calls) {
-      std::snprintf(buf, sizeof buf, "%s\"%d\": {\"episodes\": %d, \"success\": %.6g}", first ? "" : ", ", calls,
-                    len.episodes, len.success);
+      std::snprintf(buf, sizeof buf, "%s\"%d\": {\"episodes\": %d, \"success\": %.6g}", sep, calls, len.episodes,
+                    len.success);
       out += buf;
-      first = false;
+      sep = ", ";
     }
     return out + "}}";
   };

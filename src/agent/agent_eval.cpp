@@ -50,7 +50,7 @@ AgentEval summarize_episodes(const std::vector<Trajectory>& episodes) {
       d->test_runs += t.test_runs;
       for (const ProcessSignal& sig : t.signals) d->malformed += sig.kind == signal::kMalformedCall;
       if (failure) d->failures[static_cast<int>(*failure)] += 1;
-      DomainEval::ByLength& len = d->by_needed_calls[t.needed_turns - 1];
+      DomainEval::ByLength& len = d->by_needed_calls[t.needed_calls()];
       len.episodes++;
       len.success += t.success;
       if (t.tool_errors > 0) {
@@ -110,12 +110,13 @@ std::string format_eval(const AgentEval& e) {
                   100 * d.met_error, 100 * d.recovered, 100 * d.success_after_error, d.test_runs,
                   d.safety_events);
     s += buf;
-    std::string why = "  " + std::string(8, ' ') + " failed:";
+    const std::string under(10, ' ');  // below the domain's name column
+    std::string why = under + " failed:";
     for (FailureMode m : kAllFailureModes) {
       std::snprintf(buf, sizeof buf, " %s %.1f%%", to_string(m), 100 * d.failures[static_cast<int>(m)]);
       why += buf;
     }
-    std::string by_len = "\n  " + std::string(8, ' ') + " success by tool calls needed:";
+    std::string by_len = "\n" + under + " success by tool calls needed:";
     for (const auto& [calls, len] : d.by_needed_calls) {
       std::snprintf(buf, sizeof buf, " %d: %.1f%% (%d)", calls, 100 * len.success, len.episodes);
       by_len += buf;

@@ -33,7 +33,7 @@ std::optional<FailureMode> classify_failure(const Trajectory& t) {
     if (k == signal::kToolError) error_pending = true;
     if (k == signal::kRecovered) error_pending = false;
   }
-  const int needed_calls = t.needed_turns - 1;  // the ideal solution's calls, then its answer
+  const int needed_calls = t.needed_calls();
   if (malformed) return FailureMode::kMalformed;
   if (bad_args) return FailureMode::kBadArgs;
   if (off_path) return FailureMode::kOffPath;

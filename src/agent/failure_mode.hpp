@@ -27,8 +27,8 @@
 // In calc and search the first three are the policy's writing of a call
 // (what it copies from the task or a tool message), the next three its
 // decisions (retry, stop, answer), the last its reading of the final tool
-// result. `forge eval`
-// reports the share of episodes in each (they sum to 1 - success).
+// result. `forge eval` reports the share of episodes in each (they sum to
+// 1 - success).
 #pragma once
 #include <array>
 #include <optional>

@@ -14,10 +14,9 @@
 #include <string>
 
 #include "agent/scaffold_vocabulary.hpp"
-#include "env/tool_call.hpp"
-
 #include "env/environment.hpp"
 #include "env/perturbation.hpp"
+#include "env/tool_call.hpp"
 
 namespace forge {
 

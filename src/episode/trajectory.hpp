@@ -62,6 +62,8 @@ struct Trajectory {
   int32_t needed_tokens = 0;        // generated tokens of the ideal solution in this scaffold
   int32_t context_compactions = 0;  // times context management dropped/summarized turns
 
+  // Tool calls of the ideal solution (its LLM calls less the answer).
+  int32_t needed_calls() const { return needed_turns - 1; }
   // Oldest policy version among the generated tokens (-1 if none).
   int32_t oldest_version() const {
     int32_t v = -1;
