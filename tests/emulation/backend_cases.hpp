@@ -691,5 +691,7 @@ inline void head_bf16(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
                      bc::tree_attention_bf16(*dev, *cpu, {2, 1, 40, 25, 60}, 12))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim128, get,                                  \
                      bc::tree_attention_bf16(*dev, *cpu, {2, 2, 128, 12, 30}, 13))             \
+  FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim12, get,                                   \
+                     bc::tree_attention_bf16(*dev, *cpu, {3, 1, 12, 30, 40}, 15))              \
   FORGE_BACKEND_CASE(Suite, Bf16HeadChunked, get, bc::head_bf16(*dev, *cpu, false, 128))       \
   FORGE_BACKEND_CASE(Suite, Bf16HeadWithLogits, get, bc::head_bf16(*dev, *cpu, true, 77))

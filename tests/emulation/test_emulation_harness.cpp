@@ -1,7 +1,8 @@
 // The emulation harness itself: block barriers order shared-memory writes
 // and reads, shuffles exchange across lanes (xor, down, broadcast, partial
 // last warp), atomics from many blocks, 2-D blocks and grids; bf16 rounds to
-// nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values.
+// nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values;
+// the tensor-core MMA computes A B + C with the PTX ISA's fragment layouts.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_compat.cuh"
+#include "backend/cuda/mma.cuh"
 
 namespace {
 
@@ -42,6 +44,36 @@ __global__ void index_2d(int* out) {
   const unsigned x = blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned y = blockIdx.y * blockDim.y + threadIdx.y;
   out[y * gridDim.x * blockDim.x + x] = static_cast<int>(y * 1000 + x);
+}
+
+// One m16n8k16 MMA: each lane gathers its fragments of A (16 x 16, row-major)
+// and B (16 x 8, row-major here) as the PTX ISA lists them (row and column of
+// element i of each fragment), D starts at C, and each lane writes back its
+// four elements of D.
+__global__ void mma_once(const __nv_bfloat16* A, const __nv_bfloat16* B, const float* C, float* D) {
+  const int lane = static_cast<int>(threadIdx.x), g = lane >> 2, t = lane & 3;
+  auto bits = [](__nv_bfloat16 x) { return uint32_t(__bfloat16_as_ushort(x)); };
+  uint32_t a[4], b[2];
+  for (int r = 0; r < 4; ++r) {
+    a[r] = 0;
+    for (int e = 0; e < 2; ++e) {
+      const int i = 2 * r + e;
+      const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+      const int col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+      a[r] |= bits(A[row * 16 + col]) << (16 * e);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    b[r] = 0;
+    for (int e = 0; e < 2; ++e) {
+      const int i = 2 * r + e, row = t * 2 + (i & 1) + (i >= 2 ? 8 : 0);
+      b[r] |= bits(B[row * 8 + g]) << (16 * e);
+    }
+  }
+  float d[4];
+  for (int i = 0; i < 4; ++i) d[i] = C[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)];
+  forge::cuda::mma_bf16_m16n8k16(d, a, b);
+  for (int i = 0; i < 4; ++i) D[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)] = d[i];
 }
 
 TEST(EmulationHarness, BarriersOrderSharedMemory) {
@@ -126,6 +158,23 @@ TEST(EmulationHarness, GemmExOnBf16Inputs) {
                          b16.data(), CUDA_R_16BF, 3, &beta, c.data(), CUDA_R_32F, 2, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_SUCCESS);
+}
+
+TEST(EmulationHarness, TensorCoreMmaFollowsThePtxLayouts) {
+  // Distinct small integers: every product and sum is exact, so any misplaced
+  // element changes D.
+  std::vector<__nv_bfloat16> A(16 * 16), B(16 * 8);
+  std::vector<float> C(16 * 8), D(16 * 8, -1.0f);
+  for (int i = 0; i < 16 * 16; ++i) A[i] = __float2bfloat16(float((i * 7) % 23 - 11));
+  for (int i = 0; i < 16 * 8; ++i) B[i] = __float2bfloat16(float((i * 5) % 19 - 9));
+  for (int i = 0; i < 16 * 8; ++i) C[i] = float(i % 13);
+  FORGE_LAUNCH(mma_once, 1, 32, 0, nullptr, A.data(), B.data(), C.data(), D.data());
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c) {
+      double want = C[r * 8 + c];
+      for (int k = 0; k < 16; ++k) want += double(__bfloat162float(A[r * 16 + k])) * __bfloat162float(B[k * 8 + c]);
+      EXPECT_EQ(D[r * 8 + c], float(want)) << "D[" << r << "][" << c << "]";
+    }
 }
 
 }  // namespace

@@ -13,9 +13,6 @@
 
 FORGE_CUDA_NAMESPACE_BEGIN
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
 void launch_round_to_bf16(const float* src, int rows, int cols, int ld_src, __nv_bfloat16* dst,
                           int ld_dst, cudaStream_t stream);
 void launch_round_to_bf16(const float* src, int rows, int cols, int ld_src, float* dst, int ld_dst,

@@ -12,6 +12,9 @@
 //                              linear thread ids); a shuffle writes the value
 //                              to the warp's exchange slots, meets the warp,
 //                              reads the source lane, meets it again
+//   mma (mma.cuh)              all 32 lanes of the warp: the tensor-core
+//                              m16n8k16 bf16 MMA; lanes post their fragments,
+//                              meet, compute their part of D, meet again
 // Threads that have exited count as arrived. A scheduler round in which no
 // fiber arrives, leaves a barrier or exits is a deadlock (divergent barrier)
 // and aborts with a message.
@@ -107,6 +110,7 @@ struct Barrier {
 struct Warp {
   Barrier bar;
   uint64_t slot[32];
+  uint32_t frag[32][6];  // mma operands: a[4], b[2] per lane
 };
 
 struct Block {
@@ -238,6 +242,41 @@ T exchange(unsigned mask, T v, int src) {
   return r;
 }
 
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (mma.cuh): d += A B,
+// warp-collective like a shuffle. Each lane posts its fragments, the warp
+// meets, each lane computes its four elements of D from the posted A and B
+// (layouts in mma.cuh; products of bf16 values are exact in FP32, summed in
+// k order), and the warp meets again before the slots are reused.
+inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  Block& blk = *tls_block;
+  const unsigned lane = linear_thread() % 32;
+  Warp& w = blk.warps[linear_thread() / 32];
+  if (w.bar.alive != 32) fail("mma.sync needs all 32 lanes of the warp");
+  for (int i = 0; i < 4; ++i) w.frag[lane][i] = a[i];
+  for (int i = 0; i < 2; ++i) w.frag[lane][4 + i] = b[i];
+  arrive(w.bar);
+  auto half = [](uint32_t reg, int hi) {
+    const uint32_t u = (hi ? reg >> 16 : reg & 0xffffu) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  };
+  // A[row][k]: lane 4 (row % 8) + (k % 8) / 2, register (row >= 8) + 2 (k >= 8)
+  auto A = [&](int row, int k) {
+    return half(w.frag[4 * (row % 8) + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k & 1);
+  };
+  // B[k][col]: lane 4 col + (k % 8) / 2, register (k >= 8)
+  auto B = [&](int k, int col) { return half(w.frag[4 * col + (k % 8) / 2][4 + (k >= 8)], k & 1); };
+  const int g = static_cast<int>(lane / 4), t = static_cast<int>(lane % 4);
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    float acc = 0.0f;
+    for (int k = 0; k < 16; ++k) acc += A(row, k) * B(k, col);
+    d[i] += acc;
+  }
+  arrive(w.bar);
+}
+
 }  // namespace forge_emu
 
 inline void __syncthreads() { forge_emu::arrive(forge_emu::tls_block->bar); }
@@ -287,6 +326,7 @@ inline __nv_bfloat16 __float2bfloat16(float x) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return {static_cast<uint16_t>(u >> 16)};
 }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 x) { return x.bits; }
 inline float __bfloat162float(__nv_bfloat16 x) {
   const uint32_t u = static_cast<uint32_t>(x.bits) << 16;
   float f;

@@ -24,35 +24,15 @@ __global__ void tile_bounds_kernel(const int32_t* __restrict__ subtree_end, int 
   min_end[tile] = mn;
 }
 
-// Q, K, V as the kernels read them: the caller's FP32 columns, or their bf16
-// copy (packed [T][q | k | v]).
-template <class In>
-struct AttentionInputs {
-  const In* q;
-  const In* k;
-  const In* v;
-  int ld;
-};
-
-// Rows [r0, r0 + kAttnTile) of one head into a [kAttnTile][D + 1] FP32 tile
-// times mul; rows at or past T are zero.
-template <class Src>
-__device__ __forceinline__ void load_tile(float* dst, const Src* src, int ld, int r0, int T, int D,
+__device__ __forceinline__ void load_tile(float* dst, const float* src, int ld, int r0, int T, int D,
                                           float mul) {
   for (int e = threadIdx.x; e < kAttnTile * D; e += blockDim.x) {
     const int i = e / D, d = e - i * D;
-    dst[i * (D + 1) + d] = r0 + i < T ? to_float(src[size_t(r0 + i) * ld + d]) * mul : 0.0f;
+    dst[i * (D + 1) + d] = r0 + i < T ? src[size_t(r0 + i) * ld + d] * mul : 0.0f;
   }
 }
 
-__device__ __forceinline__ bool all_visible(const TreeAttentionParams& p, int kt, int q0, int q1) {
-  const int k0 = kt * kAttnTile;
-  return k0 + kAttnTile <= p.T && k0 + kAttnTile - 1 <= q0 && p.tile_min_end[kt] >= q1;
-}
-
-template <class In>
-__global__ void __launch_bounds__(kThreads)
-    tree_attention_fwd_kernel(const TreeAttentionParams p, const AttentionInputs<In> in) {
+__global__ void __launch_bounds__(kThreads) tree_attention_fwd_kernel(const TreeAttentionParams p) {
   FORGE_SHARED_MEMORY(float, smem);
   const int D = p.head_dim, Dp = D + 1, HD = p.n_heads * D;
   float* Qs = smem;                   // [tile][Dp], pre-scaled
@@ -65,7 +45,7 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = warp * kRows;  // first row of this warp within the tile
   float* pw = Ps + warp * kAttnTile;
 
-  load_tile(Qs, in.q + h * D, in.ld, q0, p.T, D, p.scale);
+  load_tile(Qs, p.q + h * D, p.ld_qkv, q0, p.T, D, p.scale);
   float m[kRows], l[kRows], o[kRows][kChunks];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -79,10 +59,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= last; ++kt) {
     if (p.tile_max_end[kt] <= q0) continue;  // no query of this tile sees these keys
     const int k0 = kt * kAttnTile, nk = min(p.T, k0 + kAttnTile) - k0;
-    const bool full = all_visible(p, kt, q0, q1);
+    const bool full = tile_all_visible(p, kt, q0, q1);
     __syncthreads();  // the previous tile's K and V are no longer read
-    load_tile(Ks, in.k + kvh * D, in.ld, k0, p.T, D, 1.0f);
-    load_tile(Vs, in.v + kvh * D, in.ld, k0, p.T, D, 1.0f);
+    load_tile(Ks, p.k + kvh * D, p.ld_qkv, k0, p.T, D, 1.0f);
+    load_tile(Vs, p.v + kvh * D, p.ld_qkv, k0, p.T, D, 1.0f);
     __syncthreads();
 
     float s[kRows];
@@ -143,9 +123,7 @@ __global__ void __launch_bounds__(kThreads) attention_delta_kernel(const TreeAtt
   if (lane == 0) p.delta[size_t(h) * p.T + t] = s;
 }
 
-template <class In>
-__global__ void __launch_bounds__(kThreads)
-    tree_attention_dkdv_kernel(const TreeAttentionParams p, const AttentionInputs<In> in) {
+__global__ void __launch_bounds__(kThreads) tree_attention_dkdv_kernel(const TreeAttentionParams p) {
   FORGE_SHARED_MEMORY(float, smem);
   const int D = p.head_dim, Dp = D + 1, HD = p.n_heads * D;
   float* Ks = smem;                            // [tile][Dp] this block's keys
@@ -161,8 +139,8 @@ __global__ void __launch_bounds__(kThreads)
   const int k0 = kt * kAttnTile, nk = min(p.T, k0 + kAttnTile) - k0;
   const int key0 = warp * kRows;  // first key of this warp within the tile
 
-  load_tile(Ks, in.k + kvh * D, in.ld, k0, p.T, D, 1.0f);
-  load_tile(Vs, in.v + kvh * D, in.ld, k0, p.T, D, 1.0f);
+  load_tile(Ks, p.k + kvh * D, p.ld_qkv, k0, p.T, D, 1.0f);
+  load_tile(Vs, p.v + kvh * D, p.ld_qkv, k0, p.T, D, 1.0f);
   int se[kRows];
   float dk[kRows][kChunks], dv[kRows][kChunks];
 #pragma unroll
@@ -176,9 +154,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
     for (int q0 = k0; q0 < q_end; q0 += kAttnTile) {
       const int nq = min(p.T, q0 + kAttnTile) - q0;
-      const bool full = all_visible(p, kt, q0, q0 + nq);
+      const bool full = tile_all_visible(p, kt, q0, q0 + nq);
       __syncthreads();  // the previous query tile is no longer read
-      load_tile(Qs, in.q + h * D, in.ld, q0, p.T, D, p.scale);
+      load_tile(Qs, p.q + h * D, p.ld_qkv, q0, p.T, D, p.scale);
       load_tile(dOs, p.dout + h * D, HD, q0, p.T, D, 1.0f);
       if (threadIdx.x < kAttnTile) {
         const bool in = static_cast<int>(threadIdx.x) < nq;
@@ -238,9 +216,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <class In>
-__global__ void __launch_bounds__(kThreads)
-    tree_attention_dq_kernel(const TreeAttentionParams p, const AttentionInputs<In> in) {
+__global__ void __launch_bounds__(kThreads) tree_attention_dq_kernel(const TreeAttentionParams p) {
   FORGE_SHARED_MEMORY(float, smem);
   const int D = p.head_dim, Dp = D + 1, HD = p.n_heads * D;
   float* Qs = smem;                  // [tile][Dp] pre-scaled
@@ -254,7 +230,7 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = warp * kRows;
   float* dsw = dSs + warp * kAttnTile;
 
-  load_tile(Qs, in.q + h * D, in.ld, q0, p.T, D, p.scale);
+  load_tile(Qs, p.q + h * D, p.ld_qkv, q0, p.T, D, p.scale);
   load_tile(dOs, p.dout + h * D, HD, q0, p.T, D, 1.0f);
   float lse[kRows], delta[kRows], dq[kRows][kChunks];
 #pragma unroll
@@ -270,10 +246,10 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= last; ++kt) {
     if (p.tile_max_end[kt] <= q0) continue;
     const int k0 = kt * kAttnTile, nk = min(p.T, k0 + kAttnTile) - k0;
-    const bool full = all_visible(p, kt, q0, q1);
+    const bool full = tile_all_visible(p, kt, q0, q1);
     __syncthreads();
-    load_tile(Ks, in.k + kvh * D, in.ld, k0, p.T, D, 1.0f);
-    load_tile(Vs, in.v + kvh * D, in.ld, k0, p.T, D, 1.0f);
+    load_tile(Ks, p.k + kvh * D, p.ld_qkv, k0, p.T, D, 1.0f);
+    load_tile(Vs, p.v + kvh * D, p.ld_qkv, k0, p.T, D, 1.0f);
     __syncthreads();
 
     float s[kRows], dp[kRows];
@@ -337,37 +313,34 @@ void allow_shared(K kernel, size_t bytes) {
                                         static_cast<int>(bytes)));
 }
 
-template <class In>
-void launch_fwd(const TreeAttentionParams& p, const AttentionInputs<In>& in, cudaStream_t stream) {
+void launch_fwd(const TreeAttentionParams& p, cudaStream_t stream) {
   const size_t smem = (3 * tile_floats(p.head_dim) + kAttnWarps * kAttnTile) * sizeof(float);
-  allow_shared(tree_attention_fwd_kernel<In>, smem);
-  FORGE_LAUNCH(tree_attention_fwd_kernel<In>, dim3(attention_tiles(p.T), p.n_heads), kThreads,
-               smem, stream, p, in);
+  allow_shared(tree_attention_fwd_kernel, smem);
+  FORGE_LAUNCH(tree_attention_fwd_kernel, dim3(attention_tiles(p.T), p.n_heads), kThreads,
+               smem, stream, p);
 }
 
-template <class In>
-void launch_bwd(const TreeAttentionParams& p, const AttentionInputs<In>& in, cudaStream_t stream) {
+void launch_delta(const TreeAttentionParams& p, cudaStream_t stream) {
   const unsigned pairs = unsigned(p.T) * p.n_heads;
   FORGE_LAUNCH(attention_delta_kernel, (pairs + kAttnWarps - 1) / kAttnWarps, kThreads, 0, stream, p);
-  const size_t dkdv_smem =
-      (4 * tile_floats(p.head_dim) + 2 * kAttnTile * kAttnTile + 2 * kAttnTile) * sizeof(float);
-  allow_shared(tree_attention_dkdv_kernel<In>, dkdv_smem);
-  FORGE_LAUNCH(tree_attention_dkdv_kernel<In>, dim3(attention_tiles(p.T), p.n_kv_heads), kThreads,
-               dkdv_smem, stream, p, in);
-  const size_t dq_smem = (4 * tile_floats(p.head_dim) + kAttnWarps * kAttnTile) * sizeof(float);
-  allow_shared(tree_attention_dq_kernel<In>, dq_smem);
-  FORGE_LAUNCH(tree_attention_dq_kernel<In>, dim3(attention_tiles(p.T), p.n_heads), kThreads,
-               dq_smem, stream, p, in);
 }
 
-AttentionInputs<float> fp32_inputs(const TreeAttentionParams& p) {
-  return {p.q, p.k, p.v, p.ld_qkv};
+void launch_bwd(const TreeAttentionParams& p, cudaStream_t stream) {
+  const size_t dkdv_smem =
+      (4 * tile_floats(p.head_dim) + 2 * kAttnTile * kAttnTile + 2 * kAttnTile) * sizeof(float);
+  allow_shared(tree_attention_dkdv_kernel, dkdv_smem);
+  FORGE_LAUNCH(tree_attention_dkdv_kernel, dim3(attention_tiles(p.T), p.n_kv_heads), kThreads,
+               dkdv_smem, stream, p);
+  const size_t dq_smem = (4 * tile_floats(p.head_dim) + kAttnWarps * kAttnTile) * sizeof(float);
+  allow_shared(tree_attention_dq_kernel, dq_smem);
+  FORGE_LAUNCH(tree_attention_dq_kernel, dim3(attention_tiles(p.T), p.n_heads), kThreads,
+               dq_smem, stream, p);
 }
 
 // Rounds the Q, K and V columns into p.qkv_bf16, packed [T][q | k | v].
-AttentionInputs<__nv_bfloat16> bf16_inputs(const TreeAttentionParams& p, cudaStream_t stream) {
+Bf16Qkv bf16_inputs(const TreeAttentionParams& p, cudaStream_t stream) {
   const int qd = p.n_heads * p.head_dim, kvd = p.n_kv_heads * p.head_dim, ld = qd + 2 * kvd;
-  AttentionInputs<__nv_bfloat16> in{p.qkv_bf16, p.qkv_bf16 + qd, p.qkv_bf16 + qd + kvd, ld};
+  const Bf16Qkv in{p.qkv_bf16, p.qkv_bf16 + qd, p.qkv_bf16 + qd + kvd, ld};
   launch_round_to_bf16(p.q, p.T, qd, p.ld_qkv, p.qkv_bf16, ld, stream);
   launch_round_to_bf16(p.k, p.T, kvd, p.ld_qkv, p.qkv_bf16 + qd, ld, stream);
   launch_round_to_bf16(p.v, p.T, kvd, p.ld_qkv, p.qkv_bf16 + qd + kvd, ld, stream);
@@ -379,20 +352,23 @@ void launch_tree_attention_fwd(const TreeAttentionParams& p, cudaStream_t stream
   check_shape(p);
   if (p.T <= 0) return;
   launch_tile_bounds(p, stream);
-  if (p.qkv_bf16)
-    launch_fwd(p, bf16_inputs(p, stream), stream);
-  else
-    launch_fwd(p, fp32_inputs(p), stream);
+  if (p.qkv_bf16) {
+    launch_tree_attention_fwd_tc(p, bf16_inputs(p, stream), stream);
+  } else {
+    launch_fwd(p, stream);
+  }
 }
 
 void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream) {
   check_shape(p);
   if (p.T <= 0) return;
   launch_tile_bounds(p, stream);
-  if (p.qkv_bf16)
-    launch_bwd(p, bf16_inputs(p, stream), stream);
-  else
-    launch_bwd(p, fp32_inputs(p), stream);
+  launch_delta(p, stream);
+  if (p.qkv_bf16) {
+    launch_tree_attention_bwd_tc(p, bf16_inputs(p, stream), stream);
+  } else {
+    launch_bwd(p, stream);
+  }
 }
 
 FORGE_CUDA_NAMESPACE_END

@@ -1,15 +1,17 @@
 // Tree-masked attention on the GPU (FlashAttention-2 structure), FP32 or
-// with bf16 Q/K/V (p.qkv_bf16 set): Q, K and V are rounded to bf16 into that
-// scratch, packed [T][q | k | v], and the kernels read it, widening to FP32
-// in shared memory; scores, the online softmax, accumulation, lse, dO, O and
-// the gradients stay FP32. Forward and backward each round into the scratch
-// (the same values), so the backward's P matches the forward's lse.
+// with bf16 Q/K/V (p.qkv_bf16 set). FP32: the SIMT kernels below, exact FP32
+// throughout. bf16: Q, K and V are rounded to bf16 into that scratch, packed
+// [T][q | k | v], and the tensor-core kernels of tree_attention_tc.cu read
+// it (scores, softmax statistics, accumulators, lse, O and the gradients
+// FP32; P, dO and dS enter their MMAs as bf16). Forward and backward each
+// round into the scratch (the same values), so the backward's P matches the
+// forward's lse.
 //
 // Tokens of a packed bin in DFS pre-order; query i sees key j iff
 // j <= i < subtree_end[j]. Scale 1/sqrt(D); query head h reads kv head
 // h / (H / Hkv). No padding: T need not be a multiple of the tile.
 //
-// Tiles of kTile = 32 rows for queries and keys; blocks of 4 warps. Per key
+// SIMT kernels: tiles of kTile = 32 rows for queries and keys; blocks of 4 warps. Per key
 // tile the host-side pre-pass stores max and min of subtree_end
 // (tile_max_end, tile_min_end). A key tile with tile_max_end <= q0 is seen by
 // no query of a tile starting at q0: it is skipped without loading. A key
@@ -73,9 +75,30 @@ struct TreeAttentionParams {
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }
 
+// Every query in [q0, q1) sees every key of key tile kt (which lies wholly
+// at or before q0 and inside every subtree its queries are in).
+__device__ __forceinline__ bool tile_all_visible(const TreeAttentionParams& p, int kt, int q0, int q1) {
+  const int k0 = kt * kAttnTile;
+  return k0 + kAttnTile <= p.T && k0 + kAttnTile - 1 <= q0 && p.tile_min_end[kt] >= q1;
+}
+
 // p.tile_max_end / p.tile_min_end: attention_tiles(T) int32 of scratch each.
+// bf16 mode runs the tensor-core forward (tree_attention_tc.cu).
 void launch_tree_attention_fwd(const TreeAttentionParams& p, cudaStream_t stream);
+// Q, K and V rounded to bf16 (in p.qkv_bf16), row stride ld.
+struct Bf16Qkv {
+  const __nv_bfloat16* q;
+  const __nv_bfloat16* k;
+  const __nv_bfloat16* v;
+  int ld;
+};
+// The forward on tensor cores; the tile bounds must be filled. Called by
+// launch_tree_attention_fwd in bf16 mode.
+void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
+// The backward on tensor cores, after the delta pre-pass (p.delta filled).
+void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
 // Also p.delta: H * T floats of scratch. Overwrites the dq, dk, dv columns.
+// bf16 mode runs the tensor-core backward (tree_attention_tc.cu).
 void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream);
 
 FORGE_CUDA_NAMESPACE_END

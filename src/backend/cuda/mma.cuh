@@ -1,0 +1,49 @@
+// Warp-level tensor-core MMA (sm_80 and later):
+//   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+//   D (16 x 8, FP32) += A (16 x 16, bf16) B (16 x 8, bf16)
+// Fragments, per the PTX ISA ("Matrix Fragments for mma.m16n8k16 with
+// floating point type"); lane = 4 g + t (g = lane / 4, t = lane % 4); each
+// 32-bit register holds two bf16, the lower column (or row of B) in its low
+// half:
+//   A: a[0] = A[g][2t..2t+1]     a[1] = A[g+8][2t..2t+1]
+//      a[2] = A[g][2t+8..2t+9]   a[3] = A[g+8][2t+8..2t+9]
+//   B: b[0] = B[2t..2t+1][g]     b[1] = B[2t+8..2t+9][g]
+//   D: d[0], d[1] = D[g][2t], D[g][2t+1];  d[2], d[3] = D[g+8][2t], D[g+8][2t+1]
+// So B = X^T for a row-major X (rows n, columns k) reads two adjacent elements
+// of one row of X per register; D's layout of two adjacent n8 tiles is A's
+// layout of one k16 step (FlashAttention's register reuse of P).
+// Under FORGE_CUDA_EMULATION the instruction is a warp collective of the
+// emulation (cuda_emulation.hpp) with the same layouts.
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/cuda_compat.cuh"
+
+FORGE_CUDA_NAMESPACE_BEGIN
+
+__device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
+                                                  const uint32_t (&b)[2]) {
+#ifdef FORGE_CUDA_EMULATION
+  forge_emu::mma_m16n8k16_bf16(d, a, b);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Two values rounded to bf16 (nearest even), lo in the low half.
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  return uint32_t(__bfloat16_as_ushort(__float2bfloat16(lo))) |
+         (uint32_t(__bfloat16_as_ushort(__float2bfloat16(hi))) << 16);
+}
+
+// Two adjacent bf16 (bit patterns) of shared memory as one register; the
+// index must be even.
+__device__ __forceinline__ uint32_t load_bf16x2(const uint16_t* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+FORGE_CUDA_NAMESPACE_END

@@ -1,0 +1,478 @@
+// Tree-masked attention on tensor cores, forward and backward: bf16 Q, K,
+// V (and dO, P, dS as MMA operands); FP32 scores, softmax statistics,
+// accumulators, lse, O and gradients. The math and the mask are
+// tree_attention.cuh's: query i sees key j iff j <= i < subtree_end[j];
+// out_i = sum_j softmax_j(scale q_i . k_j) v_j, lse_i = log sum_j exp(...).
+//
+// All kernels: blocks of 4 warps, each warp 16 rows (the MMA's M) of a
+// 64-row tile; the other side in 32-row tiles, the pre-pass's key tiles
+// (tile_max_end, tile_min_end). A block skips a tile no row of its 64
+// sees; a warp skips one none of its 16 rows sees (the other side of the
+// diagonal, or past every subtree end); the mask is not evaluated where the
+// tile is visible to all of a warp's rows. Shared memory holds bf16 tiles
+// row-major [rows][Dk + 8] (the B operand of a product with them as X^T)
+// or transposed [Dk][32 + 8] (the B operand of a product with them as Y);
+// Dk = D rounded up to 16, zero-padded; the padding of 8 makes the fragment
+// reads conflict-free. Rows past T are zero and masked, so no NaN enters an
+// MMA. mma.cuh has the instruction and its fragments.
+//
+// Forward, block = (64 queries, head):
+//   S (16 x 32) = Q_w K^T, Q_w's fragments in registers for the whole kernel;
+//   online softmax in base 2 on S scale log2(e): row max over the quad of
+//   lanes that share a row (two shuffles), P = 2^(S - m), running l from
+//   the FP32 P, O rescaled by 2^(m_old - m_new);
+//   O (16 x Dk) += P V: P rounded to bf16 and reused from the S registers as
+//   the A operand (D's layout of two n8 groups is A's of one k16 step).
+//   out = O / l; lse = m ln 2 + ln l.
+// Backward, no atomics (deterministic), delta_i = dO_i . O_i from a pre-pass:
+//   dK/dV, block = (64 keys, kv head), warp = 16 keys; for every head of the
+//     group and every 32-query tile in [k0, tile_max_end):
+//     S^T = K_w Q^T, dP^T = V_w dO^T (K_w, V_w fragments read per step),
+//     P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - delta),
+//     dV += P^T dO, dK += scale dS^T Q.
+//   dQ, block = (64 queries, head): the forward's loop over key tiles,
+//     S = Q_w K^T, dP = dO_w V^T (Q_w, dO_w fragments in registers),
+//     dS = P (dP - delta), dQ += scale dS K.
+// Precision: against FP32 attention on the bf16-rounded Q, K, V, the extra
+// roundings are P's in the forward and dO's, P's and dS's in the backward
+// (as in FlashAttention-2 in bf16).
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/tree_attention.cuh"
+
+FORGE_CUDA_NAMESPACE_BEGIN
+namespace {
+constexpr int kWarpRows = 16;                        // MMA M
+constexpr int kQueryTile = kWarpRows * kAttnWarps;  // 64
+constexpr int kKeys = kAttnTile;                     // 32 keys per key tile
+constexpr int kKeyTile = kWarpRows * kAttnWarps;    // 64 keys per dK/dV block
+constexpr int kQueries = kAttnTile;                  // 32 queries per dK/dV step
+constexpr int kKeyGroups = kKeys / 8;                // MMA N groups of S
+constexpr int kMaxSteps = kMaxHeadDim / 16;          // MMA K steps of Q K^T
+constexpr int kMaxDimGroups = kMaxHeadDim / 8;       // MMA N groups of O
+constexpr int kPad = 8;                              // bf16 of padding per row
+constexpr unsigned kThreads = 32 * kAttnWarps;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__host__ __device__ __forceinline__ int padded_dim(int D) { return (D + 15) / 16 * 16; }
+
+__device__ __forceinline__ uint16_t bf16_bits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16(x)); }
+
+// Eight bf16, one 16-byte load or store.
+struct alignas(16) Bf16x8 {
+  uint32_t w[4];
+};
+
+// Rows [r0, r0 + rows) of one head (D columns from src, row stride ld) into
+// dst as bf16 bit patterns (FP32 sources rounded to nearest even):
+// row-major [rows][pitch], or transposed [Dk][pitch] when Transpose. Zero
+// past T and in columns [D, Dk). bf16 sources use 16-byte loads when D and
+// ld are multiples of 8 (then every row start is aligned).
+template <bool Transpose, class Src>
+__device__ __forceinline__ void load_rows(uint16_t* dst, int pitch, const Src* src, int ld, int r0,
+                                          int rows, int T, int D, int Dk) {
+  auto put = [&](int i, int d, uint16_t x) { (Transpose ? dst[d * pitch + i] : dst[i * pitch + d]) = x; };
+  if constexpr (sizeof(Src) == 2) {
+    if ((D & 7) == 0 && (ld & 7) == 0) {
+      const int chunks = Dk / 8;
+      for (int e = threadIdx.x; e < rows * chunks; e += blockDim.x) {
+        const int i = e / chunks, d = (e - i * chunks) * 8;
+        Bf16x8 x{};
+        if (r0 + i < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r0 + i) * ld + d);
+        if (!Transpose) {
+          *reinterpret_cast<Bf16x8*>(dst + i * pitch + d) = x;
+        } else {
+#pragma unroll
+          for (int u = 0; u < 8; ++u) put(i, d + u, uint16_t(x.w[u / 2] >> (16 * (u & 1))));
+        }
+      }
+      return;
+    }
+  }
+  for (int e = threadIdx.x; e < rows * Dk; e += blockDim.x) {
+    const int i = e / Dk, d = e - i * Dk;
+    put(i, d, r0 + i < T && d < D ? bf16_bits(src[size_t(r0 + i) * ld + d]) : uint16_t(0));
+  }
+}
+
+// The A fragments of 16 rows (from rows, pitch in bf16), one per k16 step.
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* rows, int pitch, int step, int g,
+                                       int t) {
+  const uint16_t* r = rows + g * pitch + 16 * step + 2 * t;
+  a[0] = load_bf16x2(r);
+  a[1] = load_bf16x2(r + 8 * pitch);
+  a[2] = load_bf16x2(r + 8);
+  a[3] = load_bf16x2(r + 8 * pitch + 8);
+}
+
+// acc[n] += A X_n^T for the four groups of 8 rows of X ([32][pitch], rows
+// are the MMA's N): a 16 x 32 product, X read as B two adjacent columns per
+// register.
+__device__ __forceinline__ void mma_rows32(float (&acc)[4][4], const uint32_t (&a)[4], const uint16_t* x,
+                                           int pitch, int step, int g, int t) {
+#pragma unroll
+  for (int n = 0; n < 4; ++n) {
+    const uint16_t* r = x + (n * 8 + g) * pitch + 16 * step + 2 * t;
+    const uint32_t b[2] = {load_bf16x2(r), load_bf16x2(r + 8)};
+    mma_bf16_m16n8k16(acc[n], a, b);
+  }
+}
+
+// out (16 x Dk) += P Y, P (16 x 32) in the accumulator layout of mma_rows32
+// (rounded to bf16 as the A operand: D's layout of two n8 groups is A's of
+// one k16 step), Y (32 x Dk) given transposed, Yt [Dk][pitch].
+__device__ __forceinline__ void mma_times_rows(float (&out)[kMaxDimGroups][4], const float (&P)[4][4],
+                                               const uint16_t* yt, int pitch, int dim_groups, int g, int t) {
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+    const uint32_t a[4] = {pack_bf16x2(P[2 * kk][0], P[2 * kk][1]), pack_bf16x2(P[2 * kk][2], P[2 * kk][3]),
+                           pack_bf16x2(P[2 * kk + 1][0], P[2 * kk + 1][1]),
+                           pack_bf16x2(P[2 * kk + 1][2], P[2 * kk + 1][3])};
+    const uint16_t* r = yt + g * pitch + 16 * kk + 2 * t;
+#pragma unroll
+    for (int n = 0; n < kMaxDimGroups; ++n)
+      if (n < dim_groups) {
+        const uint32_t b[2] = {load_bf16x2(r + n * 8 * pitch), load_bf16x2(r + n * 8 * pitch + 8)};
+        mma_bf16_m16n8k16(out[n], a, b);
+      }
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void zero(float (&acc)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+}
+
+// Writes rows r0 + g and r0 + g + 8 (those below r1) of a 16 x Dk
+// accumulator times mul: dst + row * ld, columns below D.
+__device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&acc)[kMaxDimGroups][4],
+                                           int r0, int r1, int D, float mul0, float mul1, int g, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = r0 + g + 8 * r;
+    if (i >= r1) continue;
+    float* row = dst + size_t(i) * ld;
+#pragma unroll
+    for (int n = 0; n < kMaxDimGroups; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int d = n * 8 + 2 * t + c;
+        if (d < D) row[d] = acc[n][2 * r + c] * (r ? mul1 : mul0);
+      }
+  }
+}
+
+// The subtree ends of a 32-key tile into se (0 past T).
+__device__ __forceinline__ void load_subtree_ends(int32_t* se, const TreeAttentionParams& p, int k0) {
+  if (threadIdx.x < kKeys) se[threadIdx.x] = k0 + int(threadIdx.x) < p.T ? p.subtree_end[k0 + threadIdx.x] : 0;
+}
+
+// Lane's element c of key group n of a 16 x 32 tile of (query, key) pairs:
+// row g + 8 (c / 2), column 8 n + 2 t + c % 2.
+__device__ __forceinline__ int frag_row(int g, int c) { return g + (c >> 1) * 8; }
+__device__ __forceinline__ int frag_col(int n, int t, int c) { return n * 8 + 2 * t + (c & 1); }
+
+// Whether any of the query rows [w0, w1) sees a key of 32-key tile kt (not
+// when the tile starts past the last row or every key's subtree ends by w0).
+__device__ __forceinline__ bool rows_see_tile(const TreeAttentionParams& p, int kt, int w0, int w1) {
+  return w0 < w1 && kt * kKeys <= w1 - 1 && p.tile_max_end[kt] > w0;
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    tree_attention_fwd_tc_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
+                                 const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
+                                 int ld) {
+  FORGE_SHARED_MEMORY(uint16_t, smem);
+  const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
+  const int qp = Dk + kPad, vp = kKeys + kPad;
+  uint16_t* Qs = smem;                  // [64][qp]
+  uint16_t* Ks = Qs + kQueryTile * qp;  // [32][qp]
+  uint16_t* Vt = Ks + kKeys * qp;       // [Dk][vp]
+  int32_t* se = reinterpret_cast<int32_t*>(Vt + Dk * vp);  // [32]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
+  const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
+  const int w0 = q0 + warp * kWarpRows, w1 = min(q1, w0 + kWarpRows);  // this warp's rows
+  const int steps = Dk / 16, dim_groups = Dk / 8;
+  const float scale2 = p.scale * kLog2e;
+
+  load_rows<false>(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
+  __syncthreads();
+  uint32_t qf[kMaxSteps][4];
+#pragma unroll
+  for (int st = 0; st < kMaxSteps; ++st)
+    if (st < steps) load_a(qf[st], Qs + warp * kWarpRows * qp, qp, st, g, t);
+
+  float o[kMaxDimGroups][4];
+  zero(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
+
+  const int last = (q1 - 1) / kKeys;
+  for (int kt = 0; kt <= last; ++kt) {
+    if (p.tile_max_end[kt] <= q0) continue;  // no query of the block sees these keys
+    const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
+    __syncthreads();  // the previous tile is no longer read
+    load_rows<false>(Ks, qp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+    load_rows<true>(Vt, vp, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+    load_subtree_ends(se, p, k0);
+    __syncthreads();
+    if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
+    const bool full = tile_all_visible(p, kt, w0, w1);
+
+    float s[kKeyGroups][4];
+    zero(s);
+#pragma unroll
+    for (int st = 0; st < kMaxSteps; ++st)
+      if (st < steps) mma_rows32(s, qf[st], Ks, qp, st, g, t);
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int i = w0 + frag_row(g, c), jj = frag_col(n, t, c), j = k0 + jj;
+        const bool vis = i < w1 && jj < nk && (full || (j <= i && i < se[jj]));
+        s[n][c] = vis ? s[n][c] * scale2 : -INFINITY;
+        mx[c >> 1] = fmaxf(mx[c >> 1], s[n][c]);
+      }
+    float corr[2], mref[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
+      const float mn = fmaxf(m[r], mx[r]);
+      mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
+      corr[r] = exp2f(m[r] - mref[r]);
+      m[r] = mn;
+      l[r] *= corr[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        s[n][c] = exp2f(s[n][c] - mref[c >> 1]);
+        l[c >> 1] += s[n][c];
+      }
+#pragma unroll
+    for (int n = 0; n < kMaxDimGroups; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+    mma_times_rows(o, s, Vt, vp, dim_groups, g, t);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kFullWarp, l[r], 1);
+    l[r] += __shfl_xor_sync(kFullWarp, l[r], 2);
+    const int i = w0 + g + 8 * r;
+    if (t == 0 && i < w1) p.lse[size_t(h) * p.T + i] = m[r] * kLn2 + logf(l[r]);
+  }
+  store_rows(p.out + h * D, HD, o, w0, w1, D, 1.0f / l[0], 1.0f / l[1], g, t);
+}
+
+// dK and dV of a 64-key tile of one kv head; warp w owns keys k0 + 16 w ..
+// k0 + 16 w + 15 (the MMA's M). For every head of the group and every
+// 32-query tile in [k0, tile_max_end), with Q and dO in shared memory both
+// row-major (the B operand of S^T = K Q^T and dP^T = V dO^T) and transposed
+// (the B operand of dK += dS^T Q and dV += P^T dO):
+//   P^T = 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - delta).
+// K and V fragments are read from shared memory per step (registers hold
+// the two 16 x Dk accumulators).
+__global__ void __launch_bounds__(kThreads, 1)
+    tree_attention_dkdv_tc_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
+                                  const __nv_bfloat16* __restrict__ k,
+                                  const __nv_bfloat16* __restrict__ v, int ld) {
+  FORGE_SHARED_MEMORY(uint16_t, smem);
+  const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
+  const int qp = Dk + kPad, tp = kQueries + kPad;
+  uint16_t* Ks = smem;                    // [64][qp]
+  uint16_t* Vs = Ks + kKeyTile * qp;      // [64][qp]
+  uint16_t* Qs = Vs + kKeyTile * qp;      // [32][qp]
+  uint16_t* dOs = Qs + kQueries * qp;     // [32][qp]
+  uint16_t* Qt = dOs + kQueries * qp;     // [Dk][tp]
+  uint16_t* dOt = Qt + Dk * tp;           // [Dk][tp]
+  float* lse2 = reinterpret_cast<float*>(dOt + Dk * tp);  // [32], base 2
+  float* delta = lse2 + kQueries;                         // [32]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int kvh = blockIdx.y, group = p.n_heads / p.n_kv_heads;
+  const int k0 = blockIdx.x * kKeyTile;
+  const int w0 = k0 + warp * kWarpRows, w1 = min(p.T, w0 + kWarpRows);  // this warp's keys
+  const int kt_w = w0 / kAttnTile;  // the pre-pass's tile holding them
+  const int steps = Dk / 16, dim_groups = Dk / 8;
+  const float scale2 = p.scale * kLog2e;
+
+  load_rows<false>(Ks, qp, k + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
+  load_rows<false>(Vs, qp, v + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
+  int se[2];  // subtree ends of keys w0 + g and w0 + g + 8
+#pragma unroll
+  for (int r = 0; r < 2; ++r) se[r] = w0 + g + 8 * r < w1 ? p.subtree_end[w0 + g + 8 * r] : 0;
+  int q_end = 0;  // queries at or past it see none of the block's keys
+  for (int kt = k0 / kAttnTile; kt * kAttnTile < min(p.T, k0 + kKeyTile); ++kt)
+    q_end = max(q_end, p.tile_max_end[kt]);
+  const int w_end = w0 < w1 ? p.tile_max_end[kt_w] : 0;
+
+  float dk[kMaxDimGroups][4], dv[kMaxDimGroups][4];
+  zero(dk);
+  zero(dv);
+  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+    for (int q0 = k0; q0 < q_end; q0 += kQueries) {
+      const int nq = min(p.T, q0 + kQueries) - q0;
+      __syncthreads();  // the previous query tile is no longer read
+      load_rows<false>(Qs, qp, q + h * D, ld, q0, kQueries, p.T, D, Dk);
+      load_rows<true>(Qt, tp, q + h * D, ld, q0, kQueries, p.T, D, Dk);
+      load_rows<false>(dOs, qp, p.dout + h * D, HD, q0, kQueries, p.T, D, Dk);
+      load_rows<true>(dOt, tp, p.dout + h * D, HD, q0, kQueries, p.T, D, Dk);
+      if (threadIdx.x < kQueries) {
+        const bool in = int(threadIdx.x) < nq;
+        lse2[threadIdx.x] = in ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
+        delta[threadIdx.x] = in ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
+      }
+      __syncthreads();
+      // warp-uniform: no query of the tile sees this warp's keys
+      if (w0 >= w1 || q0 >= w_end || q0 + nq - 1 < w0) continue;
+      const bool full = tile_all_visible(p, kt_w, q0, q0 + nq);
+
+      float s[4][4], dp[4][4];  // S^T and dP^T: 16 keys x 32 queries
+      zero(s);
+      zero(dp);
+#pragma unroll
+      for (int st = 0; st < kMaxSteps; ++st)
+        if (st < steps) {
+          uint32_t a[4];
+          load_a(a, Ks + warp * kWarpRows * qp, qp, st, g, t);
+          mma_rows32(s, a, Qs, qp, st, g, t);
+          load_a(a, Vs + warp * kWarpRows * qp, qp, st, g, t);
+          mma_rows32(dp, a, dOs, qp, st, g, t);
+        }
+#pragma unroll
+      for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), i = q0 + ii;
+          const bool vis = j < w1 && ii < nq && (full || (j <= i && i < se[c >> 1]));
+          const float pv = vis ? exp2f(s[n][c] * scale2 - lse2[ii]) : 0.0f;
+          s[n][c] = pv;
+          dp[n][c] = pv * (dp[n][c] - delta[ii]);
+        }
+      mma_times_rows(dv, s, dOt, tp, dim_groups, g, t);
+      mma_times_rows(dk, dp, Qt, tp, dim_groups, g, t);
+    }
+  }
+  store_rows(p.dk + kvh * D, p.ld_qkv, dk, w0, w1, D, p.scale, p.scale, g, t);
+  store_rows(p.dv + kvh * D, p.ld_qkv, dv, w0, w1, D, 1.0f, 1.0f, g, t);
+}
+
+// dQ of a 64-query tile of one head; warp w owns rows q0 + 16 w .. + 15.
+// The forward's loop over key tiles, with K and V row-major (the B operand
+// of S = Q K^T and dP = dO V^T) and K transposed (dQ += dS K):
+//   P = 2^(S scale log2 e - lse log2 e), dS = P (dP - delta), dQ = scale dS K.
+__global__ void __launch_bounds__(kThreads, 1)
+    tree_attention_dq_tc_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
+                                const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
+                                int ld) {
+  FORGE_SHARED_MEMORY(uint16_t, smem);
+  const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
+  const int qp = Dk + kPad, tp = kKeys + kPad;
+  uint16_t* Qs = smem;                    // [64][qp]
+  uint16_t* dOs = Qs + kQueryTile * qp;   // [64][qp]
+  uint16_t* Ks = dOs + kQueryTile * qp;   // [32][qp]
+  uint16_t* Vs = Ks + kKeys * qp;         // [32][qp]
+  uint16_t* Kt = Vs + kKeys * qp;         // [Dk][tp]
+  int32_t* se = reinterpret_cast<int32_t*>(Kt + Dk * tp);  // [32]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
+  const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
+  const int w0 = q0 + warp * kWarpRows, w1 = min(q1, w0 + kWarpRows);
+  const int steps = Dk / 16, dim_groups = Dk / 8;
+  const float scale2 = p.scale * kLog2e;
+
+  load_rows<false>(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
+  load_rows<false>(dOs, qp, p.dout + h * D, HD, q0, kQueryTile, p.T, D, Dk);
+  __syncthreads();
+  uint32_t qf[kMaxSteps][4], of[kMaxSteps][4];
+#pragma unroll
+  for (int st = 0; st < kMaxSteps; ++st)
+    if (st < steps) {
+      load_a(qf[st], Qs + warp * kWarpRows * qp, qp, st, g, t);
+      load_a(of[st], dOs + warp * kWarpRows * qp, qp, st, g, t);
+    }
+  float lse2[2], delta[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = w0 + g + 8 * r;
+    lse2[r] = i < w1 ? p.lse[size_t(h) * p.T + i] * kLog2e : 0.0f;
+    delta[r] = i < w1 ? p.delta[size_t(h) * p.T + i] : 0.0f;
+  }
+  float dq[kMaxDimGroups][4];
+  zero(dq);
+
+  const int last = (q1 - 1) / kKeys;
+  for (int kt = 0; kt <= last; ++kt) {
+    if (p.tile_max_end[kt] <= q0) continue;
+    const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
+    __syncthreads();
+    load_rows<false>(Ks, qp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+    load_rows<false>(Vs, qp, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+    load_rows<true>(Kt, tp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+    load_subtree_ends(se, p, k0);
+    __syncthreads();
+    if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
+    const bool full = tile_all_visible(p, kt, w0, w1);
+
+    float s[kKeyGroups][4], dp[kKeyGroups][4];
+    zero(s);
+    zero(dp);
+#pragma unroll
+    for (int st = 0; st < kMaxSteps; ++st)
+      if (st < steps) {
+        mma_rows32(s, qf[st], Ks, qp, st, g, t);
+        mma_rows32(dp, of[st], Vs, qp, st, g, t);
+      }
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int i = w0 + frag_row(g, c), jj = frag_col(n, t, c), j = k0 + jj;
+        const bool vis = i < w1 && jj < nk && (full || (j <= i && i < se[jj]));
+        const float pv = vis ? exp2f(s[n][c] * scale2 - lse2[c >> 1]) : 0.0f;
+        dp[n][c] = pv * (dp[n][c] - delta[c >> 1]);
+      }
+    mma_times_rows(dq, dp, Kt, tp, dim_groups, g, t);
+  }
+  store_rows(p.dq + h * D, p.ld_qkv, dq, w0, w1, D, p.scale, p.scale, g, t);
+}
+
+size_t bf16_rows(int rows, int pitch) { return size_t(rows) * pitch * sizeof(uint16_t); }
+
+template <class K>
+void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, const TreeAttentionParams& p,
+                        const Bf16Qkv& in) {
+  FORGE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  FORGE_LAUNCH(kernel, grid, kThreads, smem, stream, p, in.q, in.k, in.v, in.ld);
+}
+}  // namespace
+
+void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
+  const int Dk = padded_dim(p.head_dim), qp = Dk + kPad;
+  const size_t smem = bf16_rows(kQueryTile + kKeys, qp) + bf16_rows(Dk, kKeys + kPad) + kKeys * sizeof(int32_t);
+  launch_with_shared(tree_attention_fwd_tc_kernel, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads), smem,
+                     stream, p, in);
+}
+
+void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
+  const int Dk = padded_dim(p.head_dim), qp = Dk + kPad;
+  const size_t dkdv_smem = bf16_rows(2 * kKeyTile + 2 * kQueries, qp) + 2 * bf16_rows(Dk, kQueries + kPad) +
+                           2 * kQueries * sizeof(float);
+  launch_with_shared(tree_attention_dkdv_tc_kernel, dim3((p.T + kKeyTile - 1) / kKeyTile, p.n_kv_heads),
+                     dkdv_smem, stream, p, in);
+  const size_t dq_smem =
+      bf16_rows(2 * kQueryTile + 2 * kKeys, qp) + bf16_rows(Dk, kKeys + kPad) + kKeys * sizeof(int32_t);
+  launch_with_shared(tree_attention_dq_tc_kernel, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads),
+                     dq_smem, stream, p, in);
+}
+
+FORGE_CUDA_NAMESPACE_END
