@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <optional>
 
 #include "agent/agent_eval.hpp"
@@ -147,8 +148,11 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
   RolloutEngine engine(model, engine_for_agent(agent, episodes));
   const RolloutRankStats st = run_rollout_rank(MPI_COMM_WORLD, *sh.layout, model, engine, weights, sends,
                                                all.mpi.deadline_s);
-  log_debug("rollout: " + std::to_string(st.requests) + " requests, " + std::to_string(st.weight_pulls) +
-            " weight versions");
+  char pull[64] = "";
+  if (st.weight_pulls > 1)  // the first pull waits for the learner
+    std::snprintf(pull, sizeof pull, ", %.2f ms each to read and load", st.pull_seconds * 1e3 / (st.weight_pulls - 1));
+  log_info("rollout: " + std::to_string(st.requests) + " requests, " + std::to_string(st.weight_pulls) +
+           " weight versions" + pull);
   quiesce(MPI_COMM_WORLD, sends, all.mpi.deadline_s);
   return weights.stop_code() == kStopSignal ? 143 : 0;
 }

@@ -133,6 +133,24 @@ std::string pool_view(const TakenBatch& b, const PolicyUpdateStats& st) {
   return line;
 }
 
+// "weights: N versions of P floats published, median X ms each (staging
+// from the device Y ms)": the learner's cost of one weights version.
+std::string publish_summary(std::vector<double> publish_ms, std::vector<double> staging_ms, size_t floats) {
+  const auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  char line[224];
+  std::snprintf(line, sizeof line, "weights: %zu versions of %zu floats (%.1f MB) published, median %.2f ms each",
+                publish_ms.size(), floats, floats * 4.0 / 1e6, median(publish_ms));
+  std::string out = line;
+  if (!staging_ms.empty()) {
+    std::snprintf(line, sizeof line, " (device to host %.2f ms)", median(staging_ms));
+    out += line;
+  }
+  return out;
+}
+
 // Broadcasts the lead's bytes to every learner (size first: 0 = stop).
 std::vector<uint8_t> broadcast_batch(MPI_Comm learners, std::vector<uint8_t> bytes) {
   uint64_t size = bytes.size();
@@ -168,16 +186,21 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   // Version v to the rollout ranks (weights) and the pool (staleness). The
   // weight channel reads host memory: a backend's parameters are staged
   // through one reused host buffer unless they are host memory already.
+  // Each publication is timed: the staging copy, then the whole of it.
   std::vector<float> staged;
+  std::vector<double> publish_ms, staging_ms;
   const auto publish = [&](int64_t version) {
+    Stopwatch sw;
     const float* host = model.params();
     if (!model.backend().host_memory()) {
       staged.resize(model.layout().total);
       model.backend().to_host(staged.data(), model.params(), staged.size() * sizeof(float));
       host = staged.data();
+      staging_ms.push_back(sw.seconds() * 1e3);
     }
     weights.publish(host, version);
     pool.publish_version(version);
+    publish_ms.push_back(sw.seconds() * 1e3);
   };
   const int steps = setup.train.steps;
   if (lead) {
@@ -226,6 +249,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   }
 
   if (lead) {
+    log_info(publish_summary(publish_ms, staging_ms, model.layout().total));
     if (stop == kStopSignal) {
       log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
       log_info("checkpoint " + learner.checkpoint(step, taker.checkpoint_state()) + "; continue with --resume");

@@ -56,9 +56,11 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       }
       progressed = true;
     }
+    Stopwatch pull;
     const int64_t v = weights.try_pull(version, host.data());
     if (v > version) {
       model.set_params(host);
+      stats.pull_seconds += pull.seconds();
       version = v;
       engine.set_policy_version(static_cast<int>(v));
       engine.clear_prefix_cache();

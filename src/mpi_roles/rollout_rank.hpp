@@ -27,6 +27,7 @@ namespace forge {
 
 struct RolloutRankStats {
   int64_t requests = 0, weight_pulls = 0, engine_steps = 0, generated = 0;
+  double pull_seconds = 0;  // reading new versions and loading them into the model
 };
 
 RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, PolicyModel& model,
