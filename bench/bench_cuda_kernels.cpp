@@ -8,10 +8,21 @@
 // (run.precision = bf16), conversion of the inputs to bf16 included.
 // Train step: the reference model on agent-like samples (shared prompt, turns),
 // tree-merged versus linear, tokens/s and the speedup.
+// Attention (H heads, Hkv kv heads, head dim D, T = --tokens) on a causal
+// chain and on a tree bin of agent-like samples; where torch with CUDA runs
+// ($FORGE_PYTHON, default /usr/bin/python3), bench/torch_sdpa.py times
+// PyTorch's scaled_dot_product_attention on the same shapes and masks (bf16
+// FlashAttention, cuDNN and memory-efficient; FP32 memory-efficient), its
+// GFLOP/s counted over the same visible pairs; the JSON line gives forge's
+// bf16 attention throughput as a fraction of FlashAttention's on the causal
+// mask (forward, backward).
 // Where no device is present (or the build has no CUDA) it says so, prints
 // the table header and the JSON line with "device": "none", and exits 0.
 //
-//   bench_cuda_kernels [--tokens=4096] [--reps=10]
+//   bench_cuda_kernels [--tokens=4096] [--reps=10] [--heads=32] [--kv_heads=8] [--dim=128]
+//                      [--no-torch]
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -35,10 +46,10 @@ using namespace forge;
 
 namespace {
 
-void header() { std::printf("%-34s %12s %12s %12s\n", "kernel", "ms", "GFLOP/s", "GB/s"); }
+void header() { std::printf("%-44s %12s %12s %12s\n", "kernel", "ms", "GFLOP/s", "GB/s"); }
 
 void row(const char* name, double secs, double flops, double bytes) {
-  std::printf("%-34s %12.3f %12.1f %12.1f\n", name, secs * 1e3, flops / secs / 1e9, bytes / secs / 1e9);
+  std::printf("%-44s %12.3f %12.1f %12.1f\n", name, secs * 1e3, flops / secs / 1e9, bytes / secs / 1e9);
 }
 
 std::vector<float> randn(Rng& rng, size_t n, float s = 1.0f) {
@@ -76,7 +87,11 @@ std::vector<Sample> agent_samples(Rng& rng, int episodes, int turns, int prompt,
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int T = flags.get("tokens", 4096), reps = flags.get("reps", 10);
+  const int H = flags.get("heads", 32), Hkv = flags.get("kv_heads", 8), D = flags.get("dim", 128);
+  const bool with_torch = !flags.has("no-torch");
   flags.finish();
+  if (H <= 0 || Hkv <= 0 || H % Hkv != 0 || D <= 0 || D > 128 || T <= 0)
+    bench::Flags::usage("need tokens > 0, heads a multiple of kv_heads, 0 < dim <= 128");
 
   std::unique_ptr<Backend> gpu;
   try {
@@ -163,8 +178,9 @@ int main(int argc, char** argv) {
     row("policy loss cispo 1024 x 256", time([&] { B.policy_loss(la); }), 0, 12.0 * S * L);
   }
 
-  // Tree attention: H = 32, Hkv = 8, D = 128 on a causal chain and on a tree bin.
-  const int H = 32, Hkv = 8, D = 128, ld = (H + 2 * Hkv) * D;
+  // Tree attention on a causal chain and on a tree bin.
+  const int ld = (H + 2 * Hkv) * D;
+  double flash_fraction[2] = {-1, -1};  // forge bf16 / torch bf16 flash throughput, causal (fwd, bwd)
   const auto bins = pack_forest(build_prefix_forest(agent_samples(rng, 4, 8, 512, 64, 32), true), T);
   const PackedBin& bin = bins[0];
   for (int kind = 0; kind < 2; ++kind) {
@@ -194,8 +210,37 @@ int main(int argc, char** argv) {
     const std::string what = kind ? "tree bin T=" + std::to_string(n_tok) : "causal T=" + std::to_string(n_tok);
     row(("attn fwd " + what).c_str(), time([&] { B.tree_attention_fwd(a); }), 4.0 * D * H * pairs, 0);
     row(("attn bwd " + what).c_str(), time([&] { B.tree_attention_bwd(a, ag); }), 10.0 * D * H * pairs, 0);
-    row(("attn fwd bf16 " + what).c_str(), time16([&] { B16.tree_attention_fwd(a); }), 4.0 * D * H * pairs, 0);
-    row(("attn bwd bf16 " + what).c_str(), time16([&] { B16.tree_attention_bwd(a, ag); }), 10.0 * D * H * pairs, 0);
+    const double fwd16 = time16([&] { B16.tree_attention_fwd(a); });
+    const double bwd16 = time16([&] { B16.tree_attention_bwd(a, ag); });
+    row(("attn fwd bf16 " + what).c_str(), fwd16, 4.0 * D * H * pairs, 0);
+    row(("attn bwd bf16 " + what).c_str(), bwd16, 10.0 * D * H * pairs, 0);
+    if (!with_torch) continue;
+    std::string cmd = bench::python() + " " + bench::script("torch_sdpa.py") + " --T " + std::to_string(n_tok) +
+                      " --heads " + std::to_string(H) + " --kv-heads " + std::to_string(Hkv) + " --dim " +
+                      std::to_string(D) + " --reps " + std::to_string(reps);
+    const std::string se_file = "/tmp/forge_bench_subtree_end_" + std::to_string(getpid()) + ".txt";
+    if (kind) {
+      FILE* f = std::fopen(se_file.c_str(), "w");
+      if (!f) continue;
+      for (int32_t e : se) std::fprintf(f, "%d\n", e);
+      std::fclose(f);
+      cmd += " --subtree-end " + se_file;
+    }
+    for (const std::string& line : bench::command_lines(cmd)) {
+      char name[64];
+      double fms, bms;
+      if (std::sscanf(line.c_str(), "torch_sdpa %63s %lf %lf", name, &fms, &bms) == 3) {
+        row(("torch " + std::string(name) + " fwd " + what).c_str(), fms / 1e3, 4.0 * D * H * pairs, 0);
+        row(("torch " + std::string(name) + " bwd " + what).c_str(), bms / 1e3, 10.0 * D * H * pairs, 0);
+        if (!kind && std::string(name) == "bf16_flash") {
+          flash_fraction[0] = fms / 1e3 / fwd16;
+          flash_fraction[1] = bms / 1e3 / bwd16;
+        }
+      } else {
+        std::printf("  %s\n", line.c_str());
+      }
+    }
+    if (kind) std::remove(se_file.c_str());
   }
 
   // FP32 head: R rows, vocab 32000, d 4096.
@@ -255,6 +300,8 @@ int main(int argc, char** argv) {
   bench::print_json({{"device", "\"cuda\""},
                      {"linear_tok_s", bench::num(tok_s[0])},
                      {"tree_tok_s", bench::num(tok_s[1])},
-                     {"tree_speedup", bench::num(tok_s[1] / tok_s[0])}});
+                     {"tree_speedup", bench::num(tok_s[1] / tok_s[0])},
+                     {"attn_fwd_bf16_of_flash", bench::num(flash_fraction[0])},
+                     {"attn_bwd_bf16_of_flash", bench::num(flash_fraction[1])}});
   return 0;
 }

@@ -5,10 +5,19 @@
 // (forge steps, SGEMM, PyTorch steps) are interleaved in `rounds` rounds and
 // each figure is the median over rounds; the ratio is the median of the
 // per-round ratios. FLOPs = 6 x (non-embedding parameters) x tokens + causal
-// attention 6 x layers x d_model x sum_s T_s^2; sgemm_peak_gflops is OpenBLAS
-// SGEMM (2048^3) measured here.
+// attention 6 x layers x (heads x head_dim) x sum_s T_s^2; sgemm_peak_gflops is
+// OpenBLAS SGEMM (2048^3) measured here.
+//
+// --backend=cuda: on one GPU, forge in FP32 and in bf16 precision against the
+// same step in PyTorch on CUDA in FP32 (TF32 off) and in bf16 autocast, both
+// with scaled_dot_product_attention, interleaved per round; the table gives
+// tokens/s per precision and the ratios, and PyTorch's peak memory. No device
+// (or a build without CUDA): says so and prints "device": "none". The
+// PyTorch twin runs under $FORGE_PYTHON (default /usr/bin/python3).
 //
 //   bench_train_step [--batch=8] [--seq=512] [--reps=3] [--rounds=3] [--no-torch]
+//                    [--backend=cpu|cuda] [--d_model=256] [--layers=4] [--heads=8]
+//                    [--kv_heads=heads] [--ffn=688]
 #include <cblas.h>
 #include <omp.h>
 
@@ -19,7 +28,9 @@
 
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
+#include "backend/device_array.hpp"
 #include "bench_util.hpp"
+#include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/optimizer.hpp"
 #include "model/policy_model.hpp"
@@ -39,19 +50,36 @@ double sgemm_peak_gflops() {
   return 2.0 * n * n * n / s / 1e9;
 }
 
-double torch_tok_s(int threads, int batch, int seq, int reps) {
-  const std::string cmd = std::string("/usr/bin/python3 ") + FORGE_SOURCE_DIR +
-                          "/bench/torch_train_step.py --threads " + std::to_string(threads) +
-                          " --batch " + std::to_string(batch) + " --seq " + std::to_string(seq) +
-                          " --reps " + std::to_string(reps);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return -1;
-  char line[256];
+// PyTorch's tokens/s for the same step (bench/torch_train_step.py); -1 when
+// it could not run. extra: its flags beyond the model and batch.
+double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int reps, const std::string& extra,
+                   double* peak_bytes = nullptr) {
+  const std::string cmd = bench::python() + " " + bench::script("torch_train_step.py") + " --threads " +
+                          std::to_string(threads) + " --batch " + std::to_string(batch) + " --seq " +
+                          std::to_string(seq) + " --reps " + std::to_string(reps) + " --d-model " +
+                          std::to_string(c.d_model) + " --layers " + std::to_string(c.n_layers) +
+                          " --heads " + std::to_string(c.n_heads) + " --kv-heads " + std::to_string(c.n_kv_heads) +
+                          " --ffn " + std::to_string(c.ffn_dim) + " --vocab " + std::to_string(c.vocab) + " " + extra;
   double v = -1;
-  while (fgets(line, sizeof line, p))
-    if (std::sscanf(line, "torch_tok_s %lf", &v) == 1) break;
-  pclose(p);
+  for (const std::string& line : bench::command_lines(cmd)) {
+    std::sscanf(line.c_str(), "torch_tok_s %lf", &v);
+    if (peak_bytes) std::sscanf(line.c_str(), "torch_peak_bytes %lf", peak_bytes);
+  }
   return v;
+}
+
+// One train step's median seconds (forward, backward, AdamW); the host copy
+// at the end drains a device backend's stream.
+double step_seconds(PolicyModel& model, AdamW& opt, Backend& be, const std::vector<Sample>& samples,
+                    int64_t tokens, int warmup, int reps) {
+  DeviceArray<float> one(be, 1);
+  return bench::median_seconds(warmup, reps, [&] {
+    model.zero_grads();
+    supervised_forward_backward(model, samples, false, static_cast<int32_t>(tokens));
+    opt.step();
+    float h;
+    be.to_host(&h, one.data(), sizeof h);
+  });
 }
 
 }  // namespace
@@ -61,17 +89,22 @@ int main(int argc, char** argv) {
   const int batch = flags.get("batch", 8), seq = flags.get("seq", 512), reps = flags.get("reps", 3);
   const int rounds = flags.get("rounds", 3);
   const bool with_torch = !flags.has("no-torch");
-  flags.finish();
-  const int threads = omp_get_max_threads();
-
+  const std::string backend_name = flags.get("backend", std::string("cpu"));
   ModelConfig c;
   c.vocab = ByteTokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, ffn 688 by default
-  auto backend = make_backend("cpu");
-  PolicyModel model(c, *backend);
-  model.init_random(1);
-  OptimConfig oc;
-  oc.lr = 1e-4f;
-  AdamW opt(oc, model);
+  c.d_model = flags.get("d_model", c.d_model);
+  c.n_layers = flags.get("layers", c.n_layers);
+  c.n_heads = flags.get("heads", c.n_heads);
+  c.n_kv_heads = flags.get("kv_heads", c.n_heads);
+  c.ffn_dim = flags.get("ffn", c.ffn_dim);
+  flags.finish();
+  if (backend_name != "cpu" && backend_name != "cuda") bench::Flags::usage("--backend is cpu or cuda, not '" + backend_name + "'");
+  try {
+    c.validate();
+  } catch (const InputError& e) {
+    bench::Flags::usage(e.what());
+  }
+  const int threads = omp_get_max_threads();
 
   Rng rng(2);
   std::vector<Sample> samples(batch);
@@ -82,18 +115,71 @@ int main(int argc, char** argv) {
     s.trainable[0] = 0;
   }
   const int64_t tokens = static_cast<int64_t>(batch) * seq;
-  size_t params = model.layout().total - model.layout().find("embed").numel;
+  auto make = [&](Precision precision) {
+    try {
+      return make_backend(backend_name, precision);
+    } catch (const InputError& e) {
+      std::printf("bench_train_step: backend %s unavailable (%s)\n", backend_name.c_str(), e.what());
+      bench::print_json({{"device", "\"none\""}});
+      std::exit(0);
+    }
+  };
+  auto backend = make(Precision::kFp32);
+  PolicyModel model(c, *backend);
+  model.init_random(1);
+  OptimConfig oc;
+  oc.lr = 1e-4f;
+  AdamW opt(oc, model);
+  const size_t params = model.layout().total - model.layout().find("embed").numel;
   const double flops = 6.0 * params * tokens +
-                       6.0 * c.n_layers * c.d_model * static_cast<double>(seq) * seq * batch;
+                       6.0 * c.n_layers * c.n_heads * c.head_dim() * static_cast<double>(seq) * seq * batch;
+  const std::string shape = "d_model " + std::to_string(c.d_model) + ", " + std::to_string(c.n_layers) +
+                            " layers, " + std::to_string(c.n_heads) + " heads (" + std::to_string(c.n_kv_heads) +
+                            " kv), ffn " + std::to_string(c.ffn_dim) + ", vocab " + std::to_string(c.vocab) + "; " +
+                            std::to_string(batch) + " x " + std::to_string(seq) + " tokens";
+  using bench::median;
+
+  if (backend_name == "cuda") {
+    // forge FP32 and bf16 against torch FP32 and bf16 autocast, both with
+    // SDPA, interleaved per round on the same GPU.
+    auto backend16 = make(Precision::kBf16);
+    PolicyModel model16(c, *backend16);
+    model16.init_random(1);
+    AdamW opt16(oc, model16);
+    std::vector<double> f32, f16, t32, t16, r32, r16;
+    double peak32 = -1, peak16 = -1;
+    for (int round = 0; round < rounds; ++round) {
+      f32.push_back(tokens / step_seconds(model, opt, *backend, samples, tokens, round == 0 ? 2 : 0, reps));
+      f16.push_back(tokens / step_seconds(model16, opt16, *backend16, samples, tokens, round == 0 ? 2 : 0, reps));
+      t32.push_back(with_torch ? torch_tok_s(c, threads, batch, seq, reps, "--device cuda --dtype fp32 --attention sdpa", &peak32) : -1);
+      t16.push_back(with_torch ? torch_tok_s(c, threads, batch, seq, reps, "--device cuda --dtype bf16 --attention sdpa", &peak16) : -1);
+      r32.push_back(t32.back() > 0 ? f32.back() / t32.back() : 0);
+      r16.push_back(t16.back() > 0 ? f16.back() / t16.back() : 0);
+      std::fprintf(stderr, "round %d: fp32 forge %.0f torch %.0f tok/s; bf16 forge %.0f torch %.0f tok/s\n", round + 1,
+                   f32.back(), t32.back(), f16.back(), t16.back());
+    }
+    std::printf("bench_train_step (cuda): %s\n", shape.c_str());
+    std::printf("%-10s %14s %14s %10s %14s\n", "precision", "forge tok/s", "torch tok/s", "ratio", "forge TFLOP/s");
+    std::printf("%-10s %14.0f %14.0f %10.2f %14.2f\n", "fp32", median(f32), median(t32), median(r32), median(f32) * flops / tokens / 1e12);
+    std::printf("%-10s %14.0f %14.0f %10.2f %14.2f\n", "bf16", median(f16), median(t16), median(r16), median(f16) * flops / tokens / 1e12);
+    std::printf("torch peak memory: fp32 %.0f MiB, bf16 %.0f MiB\n", peak32 / (1 << 20), peak16 / (1 << 20));
+    bench::print_json({{"device", "\"cuda\""},
+                       {"forge_fp32_tok_s", bench::num(median(f32))},
+                       {"forge_bf16_tok_s", bench::num(median(f16))},
+                       {"torch_fp32_sdpa_tok_s", bench::num(median(t32))},
+                       {"torch_bf16_sdpa_tok_s", bench::num(median(t16))},
+                       {"ratio_fp32", bench::num(median(r32))},
+                       {"ratio_bf16", bench::num(median(r16))},
+                       {"torch_fp32_peak_bytes", bench::num(peak32)},
+                       {"torch_bf16_peak_bytes", bench::num(peak16)}});
+    return 0;
+  }
+
   std::vector<double> forge_r, torch_r, ratio_r, gflops_r, peak_r, frac_r;
   for (int round = 0; round < rounds; ++round) {
-    const double secs = bench::median_seconds(round == 0 ? 1 : 0, reps, [&] {
-      model.zero_grads();
-      supervised_forward_backward(model, samples, false, static_cast<int32_t>(tokens));
-      opt.step();
-    });
+    const double secs = step_seconds(model, opt, *backend, samples, tokens, round == 0 ? 1 : 0, reps);
     const double peak = sgemm_peak_gflops();
-    const double torch = with_torch ? torch_tok_s(threads, batch, seq, reps) : -1;
+    const double torch = with_torch ? torch_tok_s(c, threads, batch, seq, reps, "") : -1;
     forge_r.push_back(tokens / secs);
     gflops_r.push_back(flops / secs / 1e9);
     peak_r.push_back(peak);
@@ -103,13 +189,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "round %d: forge %.0f tok/s, torch %.0f tok/s, ratio %.2f, %.0f of %.0f GFLOP/s\n",
                  round + 1, forge_r.back(), torch, ratio_r.back(), gflops_r.back(), peak);
   }
-  using bench::median;
   const double forge_tok_s = median(forge_r), torch = median(torch_r), ratio = median(ratio_r);
   const double gflops = median(gflops_r), peak = median(peak_r), fraction = median(frac_r);
   const double secs = tokens / forge_tok_s;
 
-  std::printf("bench_train_step: d_model %d, %d layers, %d heads, ffn %d, vocab %d; %d x %d tokens; %d threads\n",
-              c.d_model, c.n_layers, c.n_heads, c.ffn_dim, c.vocab, batch, seq, threads);
+  std::printf("bench_train_step: %s; %d threads\n", shape.c_str(), threads);
   std::printf("%-28s %12s\n", "metric", "value");
   std::printf("%-28s %12.1f\n", "forge step ms (median)", secs * 1e3);
   std::printf("%-28s %12.1f\n", "forge tokens/s", forge_tok_s);

@@ -9,16 +9,23 @@
 // the same loss and gradients (loss_rel_err, grad_rel_err); the speedup is
 // bounded by linear_tokens / tree_tokens (token_ratio) for the per-token work.
 //
+// --backend=cuda [--precision=fp32|bf16] runs both steps on one GPU (no
+// device, or a build without CUDA: says so and prints "device": "none").
+//
 //   bench_tree_merge [--prompts=1] [--episodes=8] [--turns=16] [--prompt_len=256]
 //                    [--gen=48] [--obs=48] [--max_tokens=16384] [--reps=1] [--quick]
+//                    [--backend=cpu] [--precision=fp32]
 #include <omp.h>
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
+#include "backend/device_array.hpp"
 #include "bench_util.hpp"
+#include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/policy_model.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
@@ -35,7 +42,18 @@ int main(int argc, char** argv) {
   const int gen = flags.get("gen", 48), obs = flags.get("obs", 48);
   const int max_tokens = flags.get("max_tokens", 16384);
   const int reps = flags.get("reps", 1);
+  const std::string backend_name = flags.get("backend", std::string("cpu"));
+  const std::string precision_name = flags.get("precision", std::string("fp32"));
   flags.finish();
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_backend(backend_name, parse_precision(precision_name));
+  } catch (const InputError& e) {
+    if (backend_name != "cuda") bench::Flags::usage(e.what());
+    std::printf("bench_tree_merge: backend cuda unavailable (%s)\n", e.what());
+    bench::print_json({{"device", "\"none\""}});
+    return 0;
+  }
 
   Rng rng(11);
   auto rand_tokens = [&](int n, std::vector<int32_t>& out) {
@@ -62,20 +80,26 @@ int main(int argc, char** argv) {
 
   ModelConfig c;  // the bench_train_step reference model
   c.vocab = ByteTokenizer::kVocabSize;
-  auto backend = make_backend("cpu");
   PolicyModel model(c, *backend);
   model.init_random(1);
+  DeviceArray<float> one(*backend, 1);
+  auto drain = [&] {  // a host copy drains a device backend's stream
+    float h;
+    backend->to_host(&h, one.data(), sizeof h);
+  };
 
   SupervisedStats lin_st, tree_st;
   std::vector<float> lin_grad, tree_grad;
   const double linear_s = bench::median_seconds(0, reps, [&] {
     model.zero_grads();
     lin_st = supervised_forward_backward(model, samples, false, max_tokens);
+    drain();
   });
   lin_grad = model.get_grads();
   const double tree_s = bench::median_seconds(0, reps, [&] {
     model.zero_grads();
     tree_st = supervised_forward_backward(model, samples, true, max_tokens);
+    drain();
   });
   tree_grad = model.get_grads();
 
@@ -90,8 +114,9 @@ int main(int argc, char** argv) {
   const double speedup = linear_s / tree_s;
 
   std::printf("bench_tree_merge: %d prompt(s) x %d episodes x %d turns; prompt %d, gen %d, obs %d; "
-              "%zu samples; %d threads\n",
-              prompts, episodes, turns, prompt_len, gen, obs, samples.size(), omp_get_max_threads());
+              "%zu samples; backend %s (%s); %d threads\n",
+              prompts, episodes, turns, prompt_len, gen, obs, samples.size(), backend_name.c_str(),
+              precision_name.c_str(), omp_get_max_threads());
   std::printf("%-8s %10s %6s %12s %14s\n", "batch", "tokens", "bins", "step ms", "loss");
   std::printf("%-8s %10lld %6d %12.1f %14.8f\n", "linear", static_cast<long long>(lin_st.packed_tokens),
               lin_st.bins, linear_s * 1e3, lin_st.loss);
@@ -99,7 +124,9 @@ int main(int argc, char** argv) {
               tree_st.bins, tree_s * 1e3, tree_st.loss);
   std::printf("token ratio %.2f, speedup %.2f (%.2f of the ratio; target 0.8), loss rel err %.2e, grad rel err %.2e\n",
               ratio, speedup, speedup / ratio, loss_err, grad_err);
-  bench::print_json({{"linear_tokens", bench::num(lin_st.packed_tokens)},
+  bench::print_json({{"device", "\"" + backend_name + "\""},
+                     {"precision", "\"" + precision_name + "\""},
+                     {"linear_tokens", bench::num(lin_st.packed_tokens)},
                      {"tree_tokens", bench::num(tree_st.packed_tokens)},
                      {"token_ratio", bench::num(ratio)},
                      {"linear_ms", bench::num(linear_s * 1e3)},

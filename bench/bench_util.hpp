@@ -91,6 +91,40 @@ inline void print_json(std::vector<std::pair<std::string, std::string>> kv) {
   std::fflush(stdout);
 }
 
+// The Python interpreter of the PyTorch twins: $FORGE_PYTHON, else Debian's
+// /usr/bin/python3 (the one tools/setup.sh installs torch for).
+inline std::string python() {
+  const char* env = std::getenv("FORGE_PYTHON");
+  return env && *env ? env : "/usr/bin/python3";
+}
+
+// A script of bench/: in the source tree this was built from, else under
+// bench/ of the working directory (a checkout copied to another machine).
+inline std::string script(const std::string& name) {
+  const std::string built = std::string(FORGE_SOURCE_DIR) + "/bench/" + name;
+  if (FILE* f = std::fopen(built.c_str(), "r")) {
+    std::fclose(f);
+    return built;
+  }
+  return "bench/" + name;
+}
+
+// The standard output of a shell command, line by line (stderr passes
+// through); empty when it could not start.
+inline std::vector<std::string> command_lines(const std::string& cmd) {
+  std::vector<std::string> lines;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return lines;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) {
+    std::string line(buf);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    lines.push_back(line);
+  }
+  pclose(p);
+  return lines;
+}
+
 inline std::string num(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", v);

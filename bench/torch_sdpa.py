@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""PyTorch's attention on the shapes bench_cuda_kernels times forge's on, on
+the same GPU: torch.nn.functional.scaled_dot_product_attention, forward and
+backward (out.backward(dO)), one sequence of T tokens, H query heads, Hkv
+key/value heads (repeated to H), head dim D.
+
+Mask: causal (is_causal=True), or a tree bin given by --subtree-end FILE (T
+ints, one per line: query i sees key j iff j <= i < subtree_end[j]) as a
+boolean mask, which only the memory-efficient and math kernels take.
+Kernels timed, each where it runs: bf16 FlashAttention, bf16 cuDNN, bf16
+memory-efficient, FP32 memory-efficient (TF32 off). Prints one line per
+kernel: "torch_sdpa <name> <fwd_ms> <bwd_ms>" (medians over --reps after two
+warm-ups), or "torch_sdpa <name> unavailable <reason>"."""
+import argparse
+import time
+
+import torch
+
+
+def timed(fn, reps):
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2] * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--T", type=int, required=True)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--subtree-end", default="")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("torch_sdpa: no CUDA device for torch")
+    if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        raise SystemExit(f"torch_sdpa: torch {torch.__version__} has no scaled_dot_product_attention")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    T, H, Hkv, D = a.T, a.heads, a.kv_heads, a.dim
+    mask = None
+    if a.subtree_end:
+        with open(a.subtree_end) as f:
+            se = torch.tensor([int(x) for x in f.read().split()], device=dev)
+        if se.numel() != T:
+            raise SystemExit(f"torch_sdpa: {a.subtree_end} has {se.numel()} entries, T is {T}")
+        i = torch.arange(T, device=dev)
+        mask = (i[None, :] <= i[:, None]) & (i[:, None] < se[None, :])  # [query, key]
+
+    g = torch.Generator(device=dev).manual_seed(0)
+    base = [torch.randn(1, h, T, D, device=dev, generator=g) for h in (H, Hkv, Hkv)]
+    dout = torch.randn(1, H, T, D, device=dev, generator=g)
+    kernels = [("bf16_flash", torch.bfloat16, SDPBackend.FLASH_ATTENTION),
+               ("bf16_cudnn", torch.bfloat16, SDPBackend.CUDNN_ATTENTION),
+               ("bf16_efficient", torch.bfloat16, SDPBackend.EFFICIENT_ATTENTION),
+               ("fp32_efficient", torch.float32, SDPBackend.EFFICIENT_ATTENTION)]
+    for name, dtype, backend in kernels:
+        q, k, v = (x.to(dtype).requires_grad_() for x in base)
+        do = dout.to(dtype)
+
+        def fwd():
+            kk = k.repeat_interleave(H // Hkv, dim=1)
+            vv = v.repeat_interleave(H // Hkv, dim=1)
+            if mask is None:
+                return torch.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=True)
+            return torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
+
+        try:
+            with sdpa_kernel([backend]):
+                fwd_ms = timed(lambda: fwd(), a.reps)
+                both_ms = timed(lambda: fwd().backward(do), a.reps)
+        except RuntimeError as e:
+            print(f"torch_sdpa {name} unavailable {str(e).splitlines()[0][:120]}", flush=True)
+            continue
+        print(f"torch_sdpa {name} {fwd_ms:.3f} {max(both_ms - fwd_ms, 0.0):.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

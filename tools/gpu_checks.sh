@@ -1,0 +1,97 @@
+#!/bin/bash
+# The CUDA backend's checks and benchmarks on a lent GPU machine, in one
+# command (docs/cuda.md, "On a lent GPU machine"). Run from the checkout's
+# root after tools/gpu_bundle.sh on the build machine, with .gpu/ (and, for
+# the rl stage, runs/demo/sft) carried along:
+#
+#   bash tools/gpu_checks.sh [STAGE ...]     default: tests sanitize kernels train merge
+#
+# Stages (each under `timeout`, its output in $OUT/<stage>.log, a summary
+# line and the log's tail on stdout):
+#   tests     forge_unit_tests --gtest_filter='CudaDevice.*'
+#   sanitize  compute-sanitizer memcheck, racecheck and synccheck over the
+#             attention, head and policy-loss cases (FP32 and bf16)
+#   kernels   bench_cuda_kernels at T 4096 and 16384 (D 128), 16384 (D 64),
+#             with PyTorch's SDPA beside forge's attention
+#   train     bench_train_step --backend=cuda at the reference size and at
+#             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens
+#   merge     bench_tree_merge --backend=cuda, FP32 and bf16
+#   rl        the main job's RL phase (mpirun, 5 ranks sharing the GPU, 50
+#             steps from runs/demo/sft) with --run.backend=cuda, then cpu
+# $OUT defaults to ./gpu-out; $FORGE_PYTHON to the python3 on PATH.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/gpu-out}
+mkdir -p "$out"
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(tests sanitize kernels train merge)
+
+pkg=$(mktemp -d)
+tar xzf "$root/.gpu/forge-gpu.tar.gz" -C "$pkg" || { echo "gpu_checks: no .gpu/forge-gpu.tar.gz (run tools/gpu_bundle.sh)"; exit 2; }
+cuda_lib=/usr/local/cuda/lib64
+if command -v nvcc >/dev/null; then cuda_lib=$(dirname "$(dirname "$(command -v nvcc)")")/lib64; fi
+export LD_LIBRARY_PATH=$pkg/lib:$cuda_lib:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-16}
+export FORGE_PYTHON=${FORGE_PYTHON:-$(command -v python3)}
+bin=$pkg/bin
+
+# run NAME SECONDS CMD...: appends CMD's output to $out/NAME.log.
+run() {
+  local name=$1 limit=$2
+  shift 2
+  echo "\$ $*" >>"$out/$name.log"
+  local t0=$SECONDS
+  timeout "$limit" "$@" >>"$out/$name.log" 2>&1
+  local rc=$?
+  echo "gpu_checks: $name: rc $rc in $((SECONDS - t0)) s: $*"
+  return $rc
+}
+
+nvidia-smi -L 2>&1 | tee "$out/device.log"
+for stage in "${stages[@]}"; do
+  : >"$out/$stage.log"
+  case $stage in
+    tests)
+      run tests 120 "$bin/forge_unit_tests" --gtest_filter='CudaDevice.*' ;;
+    sanitize)
+      cases='CudaDevice.*Attention*:CudaDevice.*Head*:CudaDevice.PolicyLoss*'
+      for tool in memcheck racecheck synccheck; do
+        run sanitize 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/forge_unit_tests" --gtest_filter="$cases"
+      done ;;
+    kernels)
+      run kernels 200 "$bin/bench_cuda_kernels" --tokens=4096
+      run kernels 200 "$bin/bench_cuda_kernels" --tokens=16384 --reps=5
+      run kernels 200 "$bin/bench_cuda_kernels" --tokens=16384 --dim=64 --reps=5 ;;
+    train)
+      run train 200 "$bin/bench_train_step" --backend=cuda --rounds=2
+      run train 400 "$bin/bench_train_step" --backend=cuda --d_model=1024 --layers=16 --heads=16 --ffn=2816 \
+        --batch=16 --seq=1024 --rounds=2 ;;
+    merge)
+      run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3
+      run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 ;;
+    rl)
+      if [ ! -d "$root/runs/demo/sft" ] || [ ! -f "$root/.gpu/openmpi.tar.gz" ]; then
+        echo "gpu_checks: rl needs runs/demo/sft and .gpu/openmpi.tar.gz" | tee -a "$out/rl.log"
+        continue
+      fi
+      o=$(mktemp -d)
+      tar xzf "$root/.gpu/openmpi.tar.gz" -C "$o"
+      export OPAL_PREFIX=$o OPAL_EXEC_PREFIX=$o OPAL_BINDIR=$o/bin OPAL_LIBDIR=$o/lib/openmpi/lib \
+        OPAL_PKGLIBDIR=$o/lib/openmpi/lib/openmpi3 OPAL_SYSCONFDIR=$o/etc/openmpi \
+        OPAL_PKGDATADIR=$o/share/openmpi OPAL_DATADIR=$o/share OPAL_DATAROOTDIR=$o/share
+      export PATH=$o/bin:$PATH LD_LIBRARY_PATH=$o/lib:$o/lib/openmpi/lib:$LD_LIBRARY_PATH
+      for backend in cuda cpu; do
+        threads=1
+        [ "$backend" = cpu ] && threads=3  # 5 ranks on 16 cores
+        run rl 600 mpirun --allow-run-as-root --oversubscribe -np 5 -x LD_LIBRARY_PATH -x PATH \
+          -x OMP_WAIT_POLICY=PASSIVE "$bin/forge" train --config "$pkg/configs/agent_demo.ini" \
+          --train.init="$root/runs/demo/sft" --run.dir="$out/rl-$backend" --run.backend=$backend \
+          --run.threads=$threads --optim.lr=1e-4 --optim.warmup_steps=0
+      done ;;
+    *)
+      echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge rl)"
+      exit 2 ;;
+  esac
+  tail -n 25 "$out/$stage.log"
+done
+rm -rf "$pkg"
