@@ -75,7 +75,9 @@ struct AdamWParams {
 };
 
 // Paged KV cache (the rollout engine). The K (and V) cache of one layer is a
-// pool of slots, row s at k_cache + s * n_kv_heads * head_dim; slots come in
+// pool of slots, row s at value s * n_kv_heads * head_dim of k_cache; a value
+// is Backend::kv_cache_value_bytes() wide (FP32, or bf16 in the CUDA
+// backend's bf16 mode), so the cache is untyped memory here. Slots come in
 // blocks of block_size, slot = block * block_size + offset. A sequence's
 // block table lists its blocks in position order: its position p lives in
 // slot table[p / block_size] * block_size + p % block_size.
@@ -86,19 +88,22 @@ struct KvCacheWriteArgs {
   const float* v = nullptr;       // row t at v + t * ld
   int ld = 0;
   const int32_t* slot = nullptr;  // [T] destination slot of row t
-  float* k_cache = nullptr;
-  float* v_cache = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
 };
 
 // Query row t attends to positions 0..position[t] of its own sequence in the
 // cache (causal), FP32 with an online softmax, scale 1/sqrt(head_dim);
-// query head h reads kv head h / (n_heads / n_kv_heads).
+// query head h reads kv head h / (n_heads / n_kv_heads). max_len: an upper
+// bound of position[t] + 1 over the rows, for backends that split long
+// contexts across blocks (the CUDA split-K decode); 0 = not known (one split).
 struct PagedAttentionArgs {
   int T = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0;
   const float* q = nullptr;  // row t at q + t * ld_q, head h at + h * head_dim
   int ld_q = 0;
-  const float* k_cache = nullptr;
-  const float* v_cache = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  int max_len = 0;
   const int32_t* position = nullptr;     // [T]
   const int32_t* block_table = nullptr;  // the tables of all sequences, concatenated
   const int32_t* table_begin = nullptr;  // [T] start of row t's sequence table
@@ -203,8 +208,10 @@ class Backend {
   virtual void adamw(float* param, const float* grad, float* m, float* v, size_t n,
                      const AdamWParams& p) = 0;
 
-  // Paged KV cache: k_cache/v_cache[slot[t]] = k/v row t; then attention of
-  // query rows over their sequences' cached positions.
+  // Paged KV cache: k_cache/v_cache[slot[t]] = k/v row t (rounded to the
+  // cache's value type); then attention of query rows over their sequences'
+  // cached positions. The cache's values are kv_cache_value_bytes() wide.
+  virtual size_t kv_cache_value_bytes() const { return sizeof(float); }
   virtual void kv_cache_write(const KvCacheWriteArgs& a) = 0;
   virtual void paged_attention_fwd(const PagedAttentionArgs& a) = 0;
 

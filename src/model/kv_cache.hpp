@@ -2,8 +2,10 @@
 // session prefix store.
 //
 // Storage. One backend allocation holds, per layer, a K pool and a V pool of
-// num_blocks * block_size slots, one row of n_kv_heads * head_dim floats per
-// slot: [layer][k | v][slot][n_kv_heads * head_dim]. Slot = block * block_size
+// num_blocks * block_size slots, one row of n_kv_heads * head_dim values per
+// slot (Backend::kv_cache_value_bytes() each: FP32, or bf16 in the CUDA
+// backend's bf16 mode): [layer][k | v][slot][n_kv_heads * head_dim], each pool
+// starting on 16 bytes. Slot = block * block_size
 // + offset; a sequence's block table lists its blocks in position order, so
 // its position p lives in slot table[p / block_size] * block_size
 // + p % block_size (the layout Backend::kv_cache_write and
@@ -51,8 +53,9 @@ class PagedKvCache {
   size_t sessions() const { return lru_.size(); }
   int64_t evictions() const { return evictions_; }
 
-  float* k(int layer) { return pool_.data() + (2 * static_cast<size_t>(layer)) * layer_floats_; }
-  float* v(int layer) { return k(layer) + layer_floats_; }
+  void* k(int layer) { return pool_.data() + (2 * static_cast<size_t>(layer)) * layer_floats_; }
+  void* v(int layer) { return pool_.data() + (2 * static_cast<size_t>(layer) + 1) * layer_floats_; }
+  size_t bytes() const { return pool_.size() * sizeof(float); }
 
   // n blocks from the free list, evicting LRU session entries as needed.
   // Error when free_blocks() + cached_blocks() < n (callers check first).
@@ -68,8 +71,8 @@ class PagedKvCache {
   void evict_oldest();
 
   int block_size_ = 0, num_blocks_ = 0;
-  size_t layer_floats_ = 0;  // floats in one K (or V) pool
-  DeviceArray<float> pool_;
+  size_t layer_floats_ = 0;  // one K (or V) pool, in units of 4 bytes (a multiple of 4)
+  DeviceArray<float> pool_;  // storage; values of the backend's cache type
   std::vector<int32_t> free_;
   std::vector<uint8_t> in_use_;  // per block: not on the free list
   using Entry = std::pair<std::string, Prefix>;

@@ -264,7 +264,7 @@ namespace {
 class CacheAttention final : public BlockAttention {
  public:
   CacheAttention(Backend& backend, const ModelConfig& c, PagedKvCache& cache) : B_(backend), c_(c), cache_(cache) {}
-  int T = 0, block_size = 0;
+  int T = 0, block_size = 0, max_len = 0;
   const int32_t *slot = nullptr, *position = nullptr, *block_table = nullptr, *table_begin = nullptr;
 
   void forward(int layer, const float* qkv, int ld, float* out, float*) override {
@@ -289,6 +289,7 @@ class CacheAttention final : public BlockAttention {
     at.ld_q = ld;
     at.k_cache = cache_.k(layer);
     at.v_cache = cache_.v(layer);
+    at.max_len = max_len;
     at.position = position;
     at.block_table = block_table;
     at.table_begin = table_begin;
@@ -312,6 +313,7 @@ void RolloutEngine::forward(const std::vector<Sequence*>& batch, const std::vect
 
   // Rows: each sequence's uncomputed tokens at their positions and cache slots.
   std::vector<int32_t> token, position, slot, table_begin, table, rows;
+  int max_len = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const Sequence& s = *batch[i];
     const int32_t tb = static_cast<int32_t>(table.size());
@@ -321,6 +323,7 @@ void RolloutEngine::forward(const std::vector<Sequence*>& batch, const std::vect
       position.push_back(p);
       slot.push_back(s.blocks[p / bs] * bs + p % bs);
       table_begin.push_back(tb);
+      max_len = std::max(max_len, p + 1);
     }
     if (samples[i]) rows.push_back(static_cast<int32_t>(token.size()) - 1);
   }
@@ -335,6 +338,7 @@ void RolloutEngine::forward(const std::vector<Sequence*>& batch, const std::vect
   CacheAttention attention(B, c, cache_);
   attention.T = T;
   attention.block_size = bs;
+  attention.max_len = max_len;
   attention.slot = slot_.data();
   attention.position = position_.data();
   attention.block_table = table_.data();

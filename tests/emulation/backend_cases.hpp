@@ -401,66 +401,105 @@ inline void head(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
   expect_close(got.dweight, want.dweight, "head dweight (accumulated)" + at);
 }
 
-inline void paged_attention(Backend& dev, Backend& cpu) {
+// Sequences in a paged cache with their blocks out of order; every position
+// is written, and a few positions of each (always the last) are queried.
+struct PagedCase {
+  int H = 4, Hkv = 2, D = 24, bs = 4, row = 2 * 24, W = 0, T = 0, ld = 0, ld_q = 0, blocks = 0, max_len = 0;
+  std::vector<int32_t> table, slot, q_pos, q_table;
+  std::vector<float> k, v, q;
+};
+
+inline PagedCase paged_case(const std::vector<int>& lens) {
   Rng rng(10);
-  const int H = 4, Hkv = 2, D = 24, bs = 4, row = Hkv * D;
-  const std::vector<int> lens{1, 9, 150};  // one sequence longer than a 128-position chunk
-  std::vector<int32_t> table, table_begin, position, slot;
-  int next_block = 0;
+  PagedCase c;
   std::vector<int> seq_table_begin;
   for (int len : lens) {
-    seq_table_begin.push_back(static_cast<int>(table.size()));
-    for (int b = 0; b < (len + bs - 1) / bs; ++b) table.push_back(next_block++);
+    seq_table_begin.push_back(static_cast<int>(c.table.size()));
+    for (int b = 0; b < (len + c.bs - 1) / c.bs; ++b) c.table.push_back(c.blocks++);
   }
-  std::reverse(table.begin(), table.end());  // blocks out of order in the pool
-  // Write every position of every sequence, then query a few of them.
-  std::vector<int32_t> q_pos, q_table;
+  std::reverse(c.table.begin(), c.table.end());  // blocks out of order in the pool
   for (size_t s = 0; s < lens.size(); ++s)
     for (int p = 0; p < lens[s]; ++p) {
-      slot.push_back(table[seq_table_begin[s] + p / bs] * bs + p % bs);
+      c.slot.push_back(c.table[seq_table_begin[s] + p / c.bs] * c.bs + p % c.bs);
       if (p == lens[s] - 1 || rng.below(10) == 0) {
-        q_pos.push_back(p);
-        q_table.push_back(seq_table_begin[s]);
+        c.q_pos.push_back(p);
+        c.q_table.push_back(seq_table_begin[s]);
+        c.max_len = std::max(c.max_len, p + 1);
       }
     }
-  const int W = static_cast<int>(slot.size()), T = static_cast<int>(q_pos.size());
-  const int ld = row + 5, ld_q = H * D + 3;
-  Pair<float> k(dev, cpu, random_vec(rng, size_t(W) * ld)), v(dev, cpu, random_vec(rng, size_t(W) * ld));
-  Pair<int32_t> sl(dev, cpu, slot), tb(dev, cpu, table), qp(dev, cpu, q_pos), qt(dev, cpu, q_table);
-  const size_t pool = size_t(next_block) * bs * row;
-  Pair<float> kc(dev, cpu, std::vector<float>(pool)), vc(dev, cpu, std::vector<float>(pool));
-  Pair<float> q(dev, cpu, random_vec(rng, size_t(T) * ld_q)), out(dev, cpu, std::vector<float>(size_t(T) * H * D));
-  for (Backend* be : {&dev, &cpu}) {
-    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
-    KvCacheWriteArgs w;
-    w.T = W;
-    w.row_dim = row;
-    w.k = pick(k);
-    w.v = pick(v);
-    w.ld = ld;
-    w.slot = pick(sl);
-    w.k_cache = pick(kc);
-    w.v_cache = pick(vc);
-    be->kv_cache_write(w);
-    PagedAttentionArgs a;
-    a.T = T;
-    a.n_heads = H;
-    a.n_kv_heads = Hkv;
-    a.head_dim = D;
-    a.block_size = bs;
-    a.q = pick(q);
-    a.ld_q = ld_q;
-    a.k_cache = pick(kc);
-    a.v_cache = pick(vc);
-    a.position = pick(qp);
-    a.block_table = pick(tb);
-    a.table_begin = pick(qt);
-    a.out = pick(out);
-    be->paged_attention_fwd(a);
+  c.W = static_cast<int>(c.slot.size());
+  c.T = static_cast<int>(c.q_pos.size());
+  c.ld = c.row + 5;
+  c.ld_q = c.H * c.D + 3;
+  c.k = random_vec(rng, size_t(c.W) * c.ld);
+  c.v = random_vec(rng, size_t(c.W) * c.ld);
+  c.q = random_vec(rng, size_t(c.T) * c.ld_q);
+  return c;
+}
+
+struct PagedResult {
+  std::vector<float> out;
+  std::vector<uint8_t> k_cache, v_cache;  // the cache's bytes
+};
+
+// kv_cache_write of every row, then paged attention of the queries, on one
+// backend; k and v replace c.k and c.v when given; max_len as given.
+inline PagedResult run_paged(Backend& be, const PagedCase& c, int max_len, const std::vector<float>* k = nullptr,
+                             const std::vector<float>* v = nullptr) {
+  const size_t cache_bytes = size_t(c.blocks) * c.bs * c.row * be.kv_cache_value_bytes();
+  DeviceArray<float> dk, dv, dq, out(be, size_t(c.T) * c.H * c.D);
+  DeviceArray<uint8_t> kc, vc;
+  kc.upload(be, std::vector<uint8_t>(cache_bytes, 0));  // slots past a sequence's end stay 0
+  vc.upload(be, std::vector<uint8_t>(cache_bytes, 0));
+  DeviceArray<int32_t> sl, tb, qp, qt;
+  dk.upload(be, k ? *k : c.k);
+  dv.upload(be, v ? *v : c.v);
+  dq.upload(be, c.q);
+  sl.upload(be, c.slot);
+  tb.upload(be, c.table);
+  qp.upload(be, c.q_pos);
+  qt.upload(be, c.q_table);
+  KvCacheWriteArgs w;
+  w.T = c.W;
+  w.row_dim = c.row;
+  w.k = dk.data();
+  w.v = dv.data();
+  w.ld = c.ld;
+  w.slot = sl.data();
+  w.k_cache = kc.data();
+  w.v_cache = vc.data();
+  be.kv_cache_write(w);
+  PagedAttentionArgs a;
+  a.T = c.T;
+  a.n_heads = c.H;
+  a.n_kv_heads = c.Hkv;
+  a.head_dim = c.D;
+  a.block_size = c.bs;
+  a.q = dq.data();
+  a.ld_q = c.ld_q;
+  a.k_cache = kc.data();
+  a.v_cache = vc.data();
+  a.max_len = max_len;
+  a.position = qp.data();
+  a.block_table = tb.data();
+  a.table_begin = qt.data();
+  a.out = out.data();
+  be.paged_attention_fwd(a);
+  return {out.download(), kc.download(), vc.download()};
+}
+
+// The FP32 cache: the written rows exactly; attention with max_len given
+// (split-K over the long sequences) and not given (one split).
+inline void paged_attention(Backend& dev, Backend& cpu) {
+  const PagedCase c = paged_case({1, 9, 150, 300});  // beyond one and several 128-position splits
+  ASSERT_EQ(dev.kv_cache_value_bytes(), sizeof(float));
+  const PagedResult want = run_paged(cpu, c, c.max_len);
+  for (int max_len : {c.max_len, 0}) {
+    const PagedResult got = run_paged(dev, c, max_len);
+    EXPECT_EQ(got.k_cache, want.k_cache) << "kv_cache_write k";
+    EXPECT_EQ(got.v_cache, want.v_cache) << "kv_cache_write v";
+    expect_close(got.out, want.out, "paged attention, max_len " + std::to_string(max_len));
   }
-  kc.expect_equal("kv_cache_write k", 0.0);
-  vc.expect_equal("kv_cache_write v", 0.0);
-  out.expect_equal("paged attention");
 }
 
 // Off-policy samples: each has its own drift (so that the sequence mask drops
@@ -633,6 +672,32 @@ inline void head_bf16(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
   expect_bf16_error(got.dweight, ref16.dweight, ref32.dweight, "bf16 head dweight (accumulated)" + at);
 }
 
+// The bf16 cache: it holds the rows rounded to bf16 (exactly), and
+// attention over it (split-K) is as accurate as bf16 K and V allow.
+inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
+  const PagedCase c = paged_case({1, 9, 150, 300});
+  ASSERT_EQ(dev.kv_cache_value_bytes(), 2u);
+  const std::vector<float> k16 = round_bf16(c.k), v16 = round_bf16(c.v);
+  const PagedResult ref32 = run_paged(cpu, c, c.max_len), ref16 = run_paged(cpu, c, c.max_len, &k16, &v16);
+  const PagedResult got = run_paged(dev, c, c.max_len);
+  auto widen = [](const std::vector<uint8_t>& bytes) {  // bf16 bit patterns (little-endian) to FP32
+    std::vector<float> f(bytes.size() / 2);
+    for (size_t i = 0; i < f.size(); ++i) {
+      const uint32_t u = (uint32_t(bytes[2 * i]) | uint32_t(bytes[2 * i + 1]) << 8) << 16;
+      std::memcpy(&f[i], &u, sizeof u);
+    }
+    return f;
+  };
+  auto as_floats = [](const std::vector<uint8_t>& bytes) {
+    std::vector<float> f(bytes.size() / 4);
+    std::memcpy(f.data(), bytes.data(), f.size() * sizeof(float));
+    return f;
+  };
+  EXPECT_EQ(widen(got.k_cache), as_floats(ref16.k_cache)) << "bf16 kv_cache_write k";
+  EXPECT_EQ(widen(got.v_cache), as_floats(ref16.v_cache)) << "bf16 kv_cache_write v";
+  expect_bf16_error(got.out, ref16.out, ref32.out, "bf16 paged attention");
+}
+
 }  // namespace forge::backend_cases
 
 // One TEST per case; get(std::string* why) returns the Backend under test or
@@ -693,5 +758,6 @@ inline void head_bf16(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
                      bc::tree_attention_bf16(*dev, *cpu, {2, 2, 128, 12, 30}, 13))             \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim12, get,                                   \
                      bc::tree_attention_bf16(*dev, *cpu, {3, 1, 12, 30, 40}, 15))              \
+  FORGE_BACKEND_CASE(Suite, Bf16PagedAttention, get, bc::paged_attention_bf16(*dev, *cpu))      \
   FORGE_BACKEND_CASE(Suite, Bf16HeadChunked, get, bc::head_bf16(*dev, *cpu, false, 128))       \
   FORGE_BACKEND_CASE(Suite, Bf16HeadWithLogits, get, bc::head_bf16(*dev, *cpu, true, 77))

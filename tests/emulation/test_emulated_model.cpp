@@ -141,5 +141,28 @@ TEST(EmulatedCudaModel, GenerationMatchesCpu) {
   }
 }
 
+// The bf16 engine keeps its KV cache in bf16: half the bytes of the FP32
+// cache of the same engine configuration; generation runs through it (the
+// numerics of the bf16 cache are the Bf16PagedAttention case's).
+TEST(EmulatedCudaModel, Bf16EngineHalvesTheKvCache) {
+  auto emu = cuda::make_cuda_backend(), emu16 = cuda::make_cuda_backend(Precision::kBf16);
+  PolicyModel m(tiny_config(), *emu), m16(tiny_config(), *emu16);
+  m.init_random(8, 0.3f);
+  m16.set_params(m.get_params());
+  EngineConfig ec;
+  ec.block_size = 4;
+  ec.kv_cache_tokens = 512;
+  RolloutEngine e(m, ec), e16(m16, ec);
+  EXPECT_EQ(e16.cache().bytes() * 2, e.cache().bytes());
+  GenerationRequest q;
+  for (int i = 0; i < 20; ++i) q.prompt.push_back(static_cast<int32_t>(i * 7 % 200));
+  q.sampling.max_new_tokens = 8;
+  e16.submit(q);
+  const auto results = e16.run_until_done();
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_EQ(results[0].tokens.size(), 8u);
+  for (float lp : results[0].logprobs) EXPECT_TRUE(std::isfinite(lp) && lp <= 0.0f) << lp;
+}
+
 }  // namespace
 }  // namespace forge

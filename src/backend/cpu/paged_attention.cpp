@@ -26,12 +26,14 @@ namespace forge::FORGE_CPU_NS {
 
 void CpuBackend::kv_cache_write(const KvCacheWriteArgs& a) {
   const size_t row_bytes = sizeof(float) * a.row_dim;
+  float* k_cache = static_cast<float*>(a.k_cache);  // FP32 values (kv_cache_value_bytes)
+  float* v_cache = static_cast<float*>(a.v_cache);
 #pragma omp parallel for schedule(static) if (a.T > 64)
   for (int t = 0; t < a.T; ++t) {
     const size_t dst = static_cast<size_t>(a.slot[t]) * a.row_dim;
     const size_t src = static_cast<size_t>(t) * a.ld;
-    std::memcpy(a.k_cache + dst, a.k + src, row_bytes);
-    std::memcpy(a.v_cache + dst, a.v + src, row_bytes);
+    std::memcpy(k_cache + dst, a.k + src, row_bytes);
+    std::memcpy(v_cache + dst, a.v + src, row_bytes);
   }
 }
 
@@ -42,6 +44,8 @@ void CpuBackend::paged_attention_fwd(const PagedAttentionArgs& a) {
   const int HD = H * D;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const float ninf = -std::numeric_limits<float>::infinity();
+  const float* k_cache = static_cast<const float*>(a.k_cache);
+  const float* v_cache = static_cast<const float*>(a.v_cache);
   int64_t work = 0;  // multiply-adds, to keep small steps on one thread
   for (int t = 0; t < T; ++t) work += static_cast<int64_t>(a.position[t] + 1) * HD;
 
@@ -60,14 +64,14 @@ void CpuBackend::paged_attention_fwd(const PagedAttentionArgs& a) {
       for (int p0 = 0; p0 < n; p0 += bs) {
         const int nb = std::min(bs, n - p0);
         const size_t base = static_cast<size_t>(table[p0 / bs]) * bs * row;
-        const float* kb = a.k_cache + base;
-        const float* vb = a.v_cache + base;
+        const float* kb = k_cache + base;
+        const float* vb = v_cache + base;
         if (p0 + bs < n) {  // prefetch the next block, a cache line (16 floats) at a time
           const size_t next = static_cast<size_t>(table[p0 / bs + 1]) * bs * row;
           const int nn = std::min(bs, n - p0 - bs);
           for (size_t i = 0; i < nn * row; i += 16) {
-            __builtin_prefetch(a.k_cache + next + i);
-            __builtin_prefetch(a.v_cache + next + i);
+            __builtin_prefetch(k_cache + next + i);
+            __builtin_prefetch(v_cache + next + i);
           }
         }
         for (int j = 0; j < nb; ++j) {

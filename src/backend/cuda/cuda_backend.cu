@@ -2,7 +2,8 @@
 // backend's stream. to_device, to_host and sum_squares synchronize the stream
 // (their results are host-visible on return); everything else is
 // asynchronous, ordered by the stream. Scratch buffers for the attention tile
-// bounds, D_i, the head tiles and (bf16 mode) the bf16 copies of GEMM
+// bounds, D_i, the head tiles, the split-K partials of paged attention and
+// (bf16 mode) the bf16 copies of GEMM
 // operands, Q/K/V and the head's hidden states grow on demand and are kept.
 #include "backend/cuda/cuda_backend.hpp"
 
@@ -167,9 +168,13 @@ class CudaBackend final : public Backend {
              const AdamWParams& p) override {
     launch_adamw(param, grad, m, v, n, p, stream_);
   }
-  void kv_cache_write(const KvCacheWriteArgs& a) override { launch_kv_cache_write(a, stream_); }
+  size_t kv_cache_value_bytes() const override { return bf16_ ? 2 : 4; }
+  void kv_cache_write(const KvCacheWriteArgs& a) override {
+    launch_kv_cache_write(a, kv_cache_value_bytes(), stream_);
+  }
   void paged_attention_fwd(const PagedAttentionArgs& a) override {
-    launch_paged_attention_fwd(a, stream_);
+    launch_paged_attention_fwd(a, kv_cache_value_bytes(), paged_partials_.get<float>(paged_attention_scratch_floats(a)),
+                               stream_);
   }
   PolicyLossSums policy_loss(const PolicyLossArgs& a) override {
     double* totals = loss_totals_.get<double>(kPolicyLossSums);
@@ -214,7 +219,7 @@ class CudaBackend final : public Backend {
   const bool bf16_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_;
+  Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_, paged_partials_;
   Scratch gemm_a_, gemm_b_, qkv_bf16_, head_hidden_;  // bf16 mode
 };
 
