@@ -11,7 +11,8 @@
 // --backend=cuda: on one GPU, forge in FP32 and in bf16 precision against the
 // same step in PyTorch on CUDA in FP32 (TF32 off) and in bf16 autocast, both
 // with scaled_dot_product_attention, interleaved per round; the table gives
-// tokens/s per precision and the ratios, and PyTorch's peak memory. No device
+// tokens/s per precision and the ratios; the memory forge holds (kept
+// activations, parameters, gradients, AdamW moments) and PyTorch's peak. No device
 // (or a build without CUDA): says so and prints "device": "none". The
 // PyTorch twin runs under $FORGE_PYTHON (default /usr/bin/python3).
 //
@@ -162,7 +163,13 @@ int main(int argc, char** argv) {
     std::printf("%-10s %14s %14s %10s %14s\n", "precision", "forge tok/s", "torch tok/s", "ratio", "forge TFLOP/s");
     std::printf("%-10s %14.0f %14.0f %10.2f %14.2f\n", "fp32", median(f32), median(t32), median(r32), median(f32) * flops / tokens / 1e12);
     std::printf("%-10s %14.0f %14.0f %10.2f %14.2f\n", "bf16", median(f16), median(t16), median(r16), median(f16) * flops / tokens / 1e12);
-    std::printf("torch peak memory: fp32 %.0f MiB, bf16 %.0f MiB\n", peak32 / (1 << 20), peak16 / (1 << 20));
+    // forge's held memory: the activations its training pass keeps (packed to
+    // bf16 in the bf16 mode) plus parameters, gradients and the AdamW moments
+    // (FP32 in both); the backends' scratch buffers are not counted.
+    const double state = 4.0 * sizeof(float) * model.layout().total;
+    const double held32 = state + model.activation_bytes(), held16 = state + model16.activation_bytes();
+    std::printf("forge held memory: fp32 %.0f MiB, bf16 %.0f MiB (%.2f); torch peak: fp32 %.0f MiB, bf16 %.0f MiB\n",
+                held32 / (1 << 20), held16 / (1 << 20), held16 / held32, peak32 / (1 << 20), peak16 / (1 << 20));
     bench::print_json({{"device", "\"cuda\""},
                        {"forge_fp32_tok_s", bench::num(median(f32))},
                        {"forge_bf16_tok_s", bench::num(median(f16))},
@@ -170,6 +177,8 @@ int main(int argc, char** argv) {
                        {"torch_bf16_sdpa_tok_s", bench::num(median(t16))},
                        {"ratio_fp32", bench::num(median(r32))},
                        {"ratio_bf16", bench::num(median(r16))},
+                       {"forge_fp32_held_bytes", bench::num(held32)},
+                       {"forge_bf16_held_bytes", bench::num(held16)},
                        {"torch_fp32_peak_bytes", bench::num(peak32)},
                        {"torch_bf16_peak_bytes", bench::num(peak16)}});
     return 0;

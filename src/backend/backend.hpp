@@ -163,6 +163,14 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill(float* x, float value, size_t n) = 0;
 
+  // How a training pass keeps its activations for the backward
+  // (model/transformer.hpp): sizeof(float), or 2 where it packs them to bf16
+  // (the CUDA backend's bf16 mode). pack_bf16: dst[i] = bf16(src[i]) as bit
+  // patterns, rounded to nearest even; unpack_bf16: dst[i] = src[i] widened.
+  virtual size_t activation_value_bytes() const { return sizeof(float); }
+  virtual void pack_bf16(const float* src, uint16_t* dst, size_t n) = 0;
+  virtual void unpack_bf16(const uint16_t* src, float* dst, size_t n) = 0;
+
   // C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) is K x N.
   virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                     const float* A, int lda, const float* B, int ldb, float beta,

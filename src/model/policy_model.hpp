@@ -55,6 +55,9 @@ class PolicyModel {
   // allocates them again): before a long generation phase such as the final
   // evaluation, so that its KV cache does not stack on them.
   void release_activations();
+  // Backend bytes the last training pass keeps for backward (activations
+  // and backward scratch; bf16-packed where the backend keeps them so).
+  size_t activation_bytes() const;
 
  private:
   struct Pass;

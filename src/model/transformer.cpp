@@ -40,7 +40,28 @@ namespace {
                                     " appears twice: scatter_add_rows needs distinct rows");
 }
 
+// The packed layer's parts in order: x_in [T, d], q|k|v [T, QKV], attention
+// output [T, HD], x_mid [T, d], g|u [T, 2F].
+struct PackedParts {
+  size_t sizes[5];
+  size_t total() const { return sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4]; }
+};
+
 }  // namespace
+
+size_t TransformerActivations::bytes() const {
+  size_t b = 0;
+  auto add = [&](const auto& a) { b += a.size() * sizeof(*a.data()); };
+  for (const Layer& l : layers_) {
+    for (const auto* a : {&l.x_in, &l.h1, &l.rstd1, &l.qkv, &l.att, &l.lse, &l.x_mid, &l.h2, &l.rstd2, &l.gu, &l.act})
+      add(*a);
+    add(l.packed);
+  }
+  for (const auto* a : {&x_final_, &xf_rows_, &hf_, &rstd_f_, &ones_, &dx_, &d_act_, &d_gu_, &d_h_, &d_att_, &d_qkv_,
+                        &d_xf_rows_})
+    add(*a);
+  return b;
+}
 
 void Transformer::forward(const float* P, const int32_t* token, const int32_t* position, int T,
                           const int32_t* rows, int R, BlockAttention& attention,
@@ -50,7 +71,10 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
   const int HD = H * hd, QKV = c_.qkv_dim(), L = c_.n_layers;
   const size_t Td = static_cast<size_t>(T) * d;
   const bool keep = act.keep_layers_;
+  const bool pack = keep && B.activation_value_bytes() == 2;
+  const PackedParts parts{{Td, size_t(T) * QKV, size_t(T) * HD, Td, size_t(T) * 2 * F}};
   FORGE_CHECK(T > 0, "a forward pass over no rows");
+  act.packed_ = pack;
   if (act.layers_.empty()) act.layers_.resize(keep ? L : 1);
   act.T_ = T;
   act.R_ = R;
@@ -67,7 +91,8 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
   act.layer(0).x_in.ensure(B, Td);
   B.embedding_fwd(token, P + embed_, act.layer(0).x_in.data(), T, d);
   for (int l = 0; l < L; ++l) {
-    TransformerActivations::Layer& a = act.layer(l);
+    TransformerActivations::Layer& kept = act.layer(l);
+    TransformerActivations::Layer& a = pack ? act.layers_[0] : kept;  // where the layer computes
     const LayerOffsets& o = layer_[l];
     a.h1.ensure(B, Td);
     a.rstd1.ensure(B, T);
@@ -77,17 +102,20 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
     a.rstd2.ensure(B, T);
     a.gu.ensure(B, static_cast<size_t>(T) * 2 * F);
     a.act.ensure(B, static_cast<size_t>(T) * F);
-    // Residual stream: training keeps x_in, x_mid and x_out of every layer;
+    // Residual stream: training keeps x_in, x_mid and x_out of every layer
+    // (packed: x_in and x_mid as bf16, x_out overwrites x_in once packed);
     // generation updates one buffer in place.
     float* x_in = a.x_in.data();
     float* x_mid = x_in;
     float* x_out = x_in;
     if (keep) {
-      a.lse.ensure(B, static_cast<size_t>(H) * T);
+      kept.lse.ensure(B, static_cast<size_t>(H) * T);
       a.x_mid.ensure(B, Td);
+      x_mid = a.x_mid.data();
+    }
+    if (keep && !pack) {
       DeviceArray<float>& next = l + 1 < L ? act.layer(l + 1).x_in : act.x_final_;
       next.ensure(B, Td);
-      x_mid = a.x_mid.data();
       x_out = next.data();
     }
 
@@ -96,12 +124,21 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
     if (c_.qkv_bias)  // qkv += 1 bqkv^T
       B.gemm(false, false, T, QKV, 1, 1.0f, act.ones_.data(), 1, P + o.bqkv, QKV, 1.0f, a.qkv.data(), QKV);
     B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false);
-    attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? a.lse.data() : nullptr);
+    attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? kept.lse.data() : nullptr);
     if (x_mid != x_in) B.copy(x_mid, x_in, Td * sizeof(float));
     B.gemm(false, true, T, d, HD, 1.0f, a.att.data(), HD, P + o.wo, HD, 1.0f, x_mid, d);
     B.rmsnorm_fwd(x_mid, P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
     B.gemm(false, true, T, 2 * F, d, 1.0f, a.h2.data(), d, P + o.w_gate_up, d, 0.0f, a.gu.data(), 2 * F);
     B.swiglu_fwd(a.gu.data(), a.act.data(), T, F);
+    if (pack) {
+      kept.packed.ensure(B, parts.total());
+      uint16_t* dst = kept.packed.data();
+      const float* src[5] = {x_in, a.qkv.data(), a.att.data(), x_mid, a.gu.data()};
+      for (int i = 0; i < 5; ++i) {
+        B.pack_bf16(src[i], dst, parts.sizes[i]);
+        dst += parts.sizes[i];
+      }
+    }
     if (x_out != x_mid) B.copy(x_out, x_mid, Td * sizeof(float));
     B.gemm(false, true, T, d, F, 1.0f, a.act.data(), F, P + o.w_down, F, 1.0f, x_out, d);
   }
@@ -111,7 +148,7 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
   act.hf_.ensure(B, static_cast<size_t>(R) * d);
   act.rstd_f_.ensure(B, R);
   if (R == 0) return;
-  const float* x_last = keep ? act.x_final_.data() : act.layer(0).x_in.data();
+  const float* x_last = keep && !pack ? act.x_final_.data() : act.layer(0).x_in.data();
   B.gather_rows(x_last, rows, act.xf_rows_.data(), R, d);
   B.rmsnorm_fwd(act.xf_rows_.data(), P + final_norm_, act.hf_.data(), act.rstd_f_.data(), R, d, c_.norm_eps);
 }
@@ -123,6 +160,8 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
   const int T = act.T_, R = act.R_, d = c_.d_model, F = c_.ffn_dim, hd = c_.head_dim(), H = c_.n_heads;
   const int HD = H * hd, QKV = c_.qkv_dim();
   const size_t Td = static_cast<size_t>(T) * d;
+  const bool pack = act.packed_;
+  const PackedParts parts{{Td, size_t(T) * QKV, size_t(T) * HD, Td, size_t(T) * 2 * F}};
 
   act.dx_.ensure(B, Td);
   B.fill(act.dx_.data(), 0.0f, Td);
@@ -141,8 +180,20 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
   act.d_qkv_.ensure(B, static_cast<size_t>(T) * QKV);
   float* dx = act.dx_.data();
   for (int l = c_.n_layers - 1; l >= 0; --l) {
-    TransformerActivations::Layer& a = act.layer(l);
+    TransformerActivations::Layer& kept = act.layer(l);
+    TransformerActivations::Layer& a = pack ? act.layers_[0] : kept;
     const LayerOffsets& o = layer_[l];
+    if (pack) {  // unpack the layer into the FP32 set, recompute what it did not keep
+      const uint16_t* src = kept.packed.data();
+      float* dst[5] = {a.x_in.data(), a.qkv.data(), a.att.data(), a.x_mid.data(), a.gu.data()};
+      for (int i = 0; i < 5; ++i) {
+        B.unpack_bf16(src, dst[i], parts.sizes[i]);
+        src += parts.sizes[i];
+      }
+      B.rmsnorm_fwd(a.x_in.data(), P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
+      B.rmsnorm_fwd(a.x_mid.data(), P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
+      B.swiglu_fwd(a.gu.data(), a.act.data(), T, F);
+    }
     // MLP: x_out = x_mid + act Wd^T
     B.gemm(false, false, T, F, d, 1.0f, dx, d, P + o.w_down, F, 0.0f, act.d_act_.data(), F);
     B.gemm(true, false, d, F, T, 1.0f, dx, d, a.act.data(), F, 1.0f, G + o.w_down, F);
@@ -153,7 +204,7 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     // Attention: x_mid = x_in + att Wo^T
     B.gemm(false, false, T, HD, d, 1.0f, dx, d, P + o.wo, HD, 0.0f, act.d_att_.data(), HD);
     B.gemm(true, false, d, HD, T, 1.0f, dx, d, a.att.data(), HD, 1.0f, G + o.wo, HD);
-    attention.backward(l, a.qkv.data(), QKV, a.att.data(), a.lse.data(), act.d_att_.data(), act.d_qkv_.data());
+    attention.backward(l, a.qkv.data(), QKV, a.att.data(), kept.lse.data(), act.d_att_.data(), act.d_qkv_.data());
     B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
     if (c_.qkv_bias)  // dbqkv += 1^T dqkv
       B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);

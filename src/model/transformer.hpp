@@ -12,7 +12,16 @@
 // trains) or paged attention over the KV cache (RolloutEngine, which
 // generates). Training keeps every layer's activations for backward();
 // generation overwrites one set layer after layer and updates the residual
-// stream in place. An architecture variant of the block is written here once
+// stream in place.
+//
+// Where the backend keeps activations as bf16 (Backend::activation_value_bytes
+// = 2, the CUDA bf16 mode), training computes every layer in one FP32 set
+// and keeps per layer only bf16 copies of x_in, q|k|v (after RoPE), the
+// attention output, x_mid and g|u (and the FP32 lse); backward() unpacks a
+// layer and recomputes h1 = RMSNorm(x_in), h2 = RMSNorm(x_mid) and
+// silu(g) * u from them. The GEMMs and the attention read bf16-rounded
+// operands in that mode anyway; RMSNorm's and SwiGLU's backward and the
+// attention's D_i = dO . O see the rounded activations. An architecture variant of the block is written here once
 // and holds in both.
 #pragma once
 #include <cstdint>
@@ -45,15 +54,19 @@ class TransformerActivations {
   // Rows of the last pass's head input: hidden [R, d] after the final norm.
   const float* head_hidden() const { return hf_.data(); }
   int rows() const { return R_; }
+  // Backend memory held, in bytes.
+  size_t bytes() const;
 
  private:
   friend class Transformer;
   struct Layer {
     DeviceArray<float> x_in, h1, rstd1, qkv, att, lse, x_mid, h2, rstd2, gu, act;
+    DeviceArray<uint16_t> packed;  // bf16 storage: x_in | qkv | att | x_mid | gu
   };
   Layer& layer(int l) { return layers_[keep_layers_ ? l : 0]; }
 
   bool keep_layers_;
+  bool packed_ = false;  // the last pass kept its layers as bf16 (layers_[0] computes)
   int T_ = 0, R_ = 0;
   const int32_t* position_ = nullptr;  // the pass's positions (caller's memory)
   std::vector<Layer> layers_;

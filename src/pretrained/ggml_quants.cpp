@@ -76,20 +76,6 @@ uint16_t float_to_half(float f) {
   return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
 }
 
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
-}
-
-uint16_t float_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // quiet NaN
-  return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
-}
-
 void dequantize(uint32_t type, const uint8_t* p, int64_t n, float* out) {
   switch (type) {
     case kF32: std::memcpy(out, p, static_cast<size_t>(n) * 4); return;

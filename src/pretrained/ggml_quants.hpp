@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/bf16.hpp"
+
 namespace forge::ggml {
 
 enum Type : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kBF16 = 30 };
@@ -29,7 +31,7 @@ void dequantize(uint32_t type, const uint8_t* data, int64_t n, float* out);
 
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);  // round to nearest even
-float bf16_to_float(uint16_t h);
-uint16_t float_to_bf16(float f);  // round to nearest even
+using ::forge::bf16_to_float;  // core/bf16.hpp
+using ::forge::float_to_bf16;
 
 }  // namespace forge::ggml

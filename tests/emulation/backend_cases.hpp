@@ -74,6 +74,27 @@ struct Pair {
   }
 };
 
+// pack_bf16 rounds to nearest even (ties, NaN, overflow, large n) as the
+// CPU backend does; unpack_bf16 widens exactly.
+inline void bf16_packing(Backend& dev, Backend& cpu) {
+  Rng rng(3);
+  std::vector<float> x = random_vec(rng, 70001, 3.0f);
+  const float specials[] = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -0.0f, 3.4e38f, 1e-40f, NAN, INFINITY};
+  for (size_t i = 0; i < std::size(specials); ++i) x[i] = specials[i];
+  Pair<float> src(dev, cpu, x);
+  Pair<uint16_t> bits(dev, cpu, std::vector<uint16_t>(x.size()));
+  Pair<float> back(dev, cpu, std::vector<float>(x.size()));
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    be->pack_bf16(pick(src), pick(bits), x.size());
+    be->unpack_bf16(pick(bits), pick(back), x.size());
+  }
+  EXPECT_EQ(bits.dev.download(), bits.cpu.download()) << "pack_bf16 bits";
+  const std::vector<float> d = back.dev.download(), c = back.cpu.download();
+  EXPECT_EQ(0, std::memcmp(d.data(), c.data(), d.size() * sizeof(float))) << "unpack_bf16";
+  EXPECT_EQ(c[0], 1.0f) << "a tie rounds to even";
+}
+
 inline void elementwise(Backend& dev, Backend& cpu) {
   Rng rng(1);
   const size_t n = 70001;
@@ -719,6 +740,7 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
 
 #define FORGE_BACKEND_CASES(Suite, get)                                                        \
   FORGE_BACKEND_CASE(Suite, Elementwise, get, bc::elementwise(*dev, *cpu))                     \
+  FORGE_BACKEND_CASE(Suite, Bf16Packing, get, bc::bf16_packing(*dev, *cpu))                    \
   FORGE_BACKEND_CASE(Suite, Gemm, get, bc::gemm(*dev, *cpu))                                   \
   FORGE_BACKEND_CASE(Suite, EmbeddingAndRows, get, bc::rows(*dev, *cpu))                       \
   FORGE_BACKEND_CASE(Suite, RmsNorm, get, bc::rmsnorm(*dev, *cpu))                             \

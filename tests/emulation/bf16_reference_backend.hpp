@@ -2,8 +2,11 @@
 // Backend that forwards every operation to the CPU backend, after rounding to
 // bf16 (round to nearest even, backend_cases::round_bf16) exactly the inputs
 // the CUDA backend's bf16 mode rounds: both GEMM operands, the tree
-// attention's Q, K and V, and the head's hidden states. Everything else,
-// and all arithmetic, is the CPU backend's FP32.
+// attention's Q, K and V, and the head's hidden states; and, as that mode
+// does, it keeps a training pass's activations packed to bf16. Everything
+// else, and all arithmetic, is the CPU backend's FP32. With round_operands
+// false it only packs the activations (FP32 operands otherwise): the effect
+// of the bf16 activation storage alone.
 #pragma once
 #include <vector>
 
@@ -13,6 +16,7 @@ namespace forge::backend_cases {
 
 class Bf16ReferenceBackend final : public Backend {
  public:
+  explicit Bf16ReferenceBackend(bool round_operands = true) : round_(round_operands) {}
   std::string name() const override { return "cpu-bf16-reference"; }
   void* alloc(size_t bytes) override { return cpu_->alloc(bytes); }
   void release(void* p) override { cpu_->release(p); }
@@ -20,9 +24,13 @@ class Bf16ReferenceBackend final : public Backend {
   void to_host(void* dst, const void* src, size_t bytes) override { cpu_->to_host(dst, src, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override { cpu_->copy(dst, src, bytes); }
   void fill(float* x, float value, size_t n) override { cpu_->fill(x, value, n); }
+  size_t activation_value_bytes() const override { return 2; }  // as the CUDA bf16 mode
+  void pack_bf16(const float* src, uint16_t* dst, size_t n) override { cpu_->pack_bf16(src, dst, n); }
+  void unpack_bf16(const uint16_t* src, float* dst, size_t n) override { cpu_->unpack_bf16(src, dst, n); }
 
   void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override {
+    if (!round_) return cpu_->gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     const std::vector<float> a = rounded(A, size_t(ta ? K : M), ta ? M : K, lda);
     const std::vector<float> b = rounded(B, size_t(tb ? N : K), tb ? K : N, ldb);
     cpu_->gemm(ta, tb, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, C, ldc);
@@ -55,20 +63,24 @@ class Bf16ReferenceBackend final : public Backend {
   }
 
   void tree_attention_fwd(const TreeAttentionArgs& a) override {
+    if (!round_) return cpu_->tree_attention_fwd(a);
     Qkv16 r(a);
     cpu_->tree_attention_fwd(r.args);
   }
   void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override {
+    if (!round_) return cpu_->tree_attention_bwd(a, g);
     Qkv16 r(a);
     cpu_->tree_attention_bwd(r.args, g);
   }
   void head_fwd(const HeadArgs& a) override {
+    if (!round_) return cpu_->head_fwd(a);
     const std::vector<float> h = rounded(a.hidden, a.R, a.d, a.d);
     HeadArgs r = a;
     r.hidden = h.data();
     cpu_->head_fwd(r);
   }
   void head_bwd(const HeadArgs& a, const HeadGrads& g) override {
+    if (!round_) return cpu_->head_bwd(a, g);
     const std::vector<float> h = rounded(a.hidden, a.R, a.d, a.d);
     HeadArgs r = a;
     r.hidden = h.data();
@@ -113,6 +125,7 @@ class Bf16ReferenceBackend final : public Backend {
     }
   };
 
+  bool round_;
   std::unique_ptr<Backend> cpu_ = make_backend("cpu");
 };
 

@@ -38,6 +38,8 @@ class CpuBackend final : public Backend {
   void add_inplace(float* y, const float* x, size_t n) override;
   void scale(float* x, float s, size_t n) override;
   double sum_squares(const float* x, size_t n) override;
+  void pack_bf16(const float* src, uint16_t* dst, size_t n) override;
+  void unpack_bf16(const uint16_t* src, float* dst, size_t n) override;
 
   // embedding.cpp
   void embedding_fwd(const int32_t* tokens, const float* table, float* out, int T,

@@ -1,6 +1,7 @@
 // See bf16.cuh.
 #include "backend/cuda/bf16.cuh"
 
+#include <algorithm>
 #include <type_traits>
 
 FORGE_CUDA_NAMESPACE_BEGIN
@@ -23,6 +24,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+__global__ void __launch_bounds__(kThreads)
+    unpack_bf16_kernel(const __nv_bfloat16* __restrict__ src, float* __restrict__ dst, size_t n) {
+  for (size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += size_t(gridDim.x) * blockDim.x)
+    dst[e] = __bfloat162float(src[e]);
+}
+
 template <class Out>
 void launch(const float* src, int rows, int cols, int ld_src, Out* dst, int ld_dst,
             cudaStream_t stream) {
@@ -39,6 +46,16 @@ void launch_round_to_bf16(const float* src, int rows, int cols, int ld_src, __nv
 void launch_round_to_bf16(const float* src, int rows, int cols, int ld_src, float* dst, int ld_dst,
                           cudaStream_t stream) {
   launch(src, rows, cols, ld_src, dst, ld_dst, stream);
+}
+
+void launch_pack_bf16(const float* src, __nv_bfloat16* dst, size_t n, cudaStream_t stream) {
+  // rows of at most 2^30 elements: the rounding kernel indexes rows and columns as int
+  constexpr size_t kRow = size_t(1) << 30;
+  for (size_t done = 0; done < n; done += kRow)
+    launch(src + done, 1, int(std::min(kRow, n - done)), 0, dst + done, 0, stream);
+}
+void launch_unpack_bf16(const __nv_bfloat16* src, float* dst, size_t n, cudaStream_t stream) {
+  if (n) FORGE_LAUNCH(unpack_bf16_kernel, grid_for(n, kThreads), kThreads, 0, stream, src, dst, n);
 }
 
 FORGE_CUDA_NAMESPACE_END

@@ -8,6 +8,8 @@
 // into __nv_bfloat16 (GEMM operands, attention Q/K/V) or into float (bf16
 // values kept in FP32 storage: the head's hidden states, whose GEMM partner,
 // the head weight, stays FP32).
+// pack_bf16 / unpack_bf16: n contiguous values to bf16 and back (the saved
+// activations of a training pass in bf16 mode).
 #pragma once
 #include "backend/cuda/cuda_compat.cuh"
 
@@ -17,5 +19,7 @@ void launch_round_to_bf16(const float* src, int rows, int cols, int ld_src, __nv
                           int ld_dst, cudaStream_t stream);
 void launch_round_to_bf16(const float* src, int rows, int cols, int ld_src, float* dst, int ld_dst,
                           cudaStream_t stream);
+void launch_pack_bf16(const float* src, __nv_bfloat16* dst, size_t n, cudaStream_t stream);
+void launch_unpack_bf16(const __nv_bfloat16* src, float* dst, size_t n, cudaStream_t stream);
 
 FORGE_CUDA_NAMESPACE_END

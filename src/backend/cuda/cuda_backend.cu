@@ -13,6 +13,7 @@
 
 #include "backend/backend_registry.hpp"
 #include "backend/cuda/adamw.cuh"
+#include "backend/cuda/bf16.cuh"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/embedding.cuh"
 #include "backend/cuda/fp32_head.cuh"
@@ -169,6 +170,13 @@ class CudaBackend final : public Backend {
     launch_adamw(param, grad, m, v, n, p, stream_);
   }
   size_t kv_cache_value_bytes() const override { return bf16_ ? 2 : 4; }
+  size_t activation_value_bytes() const override { return bf16_ ? 2 : 4; }
+  void pack_bf16(const float* src, uint16_t* dst, size_t n) override {
+    launch_pack_bf16(src, reinterpret_cast<__nv_bfloat16*>(dst), n, stream_);
+  }
+  void unpack_bf16(const uint16_t* src, float* dst, size_t n) override {
+    launch_unpack_bf16(reinterpret_cast<const __nv_bfloat16*>(src), dst, n, stream_);
+  }
   void kv_cache_write(const KvCacheWriteArgs& a) override {
     launch_kv_cache_write(a, kv_cache_value_bytes(), stream_);
   }
