@@ -39,7 +39,7 @@ struct Splits {
 Splits choose_splits(const PagedAttentionArgs& a) {
   if (a.max_len <= kMinSplit) return {1 << 30, 1};  // short, or not known
   const int by_blocks = std::max(1, kTargetBlocks / std::max(1, a.T * a.n_heads));
-  const int by_length = (a.max_len + kMinSplit - 1) / kMinSplit;
+  const int by_length = std::max(1, a.max_len / kMinSplit);  // splits of >= kMinSplit positions
   const int count = std::min(by_blocks, by_length);
   if (count <= 1) return {1 << 30, 1};
   return {(a.max_len + count - 1) / count, count};

@@ -68,7 +68,10 @@ struct alignas(16) Bf16x8 {
 // dst as bf16 bit patterns (FP32 sources rounded to nearest even):
 // row-major [rows][pitch], or transposed [Dk][pitch] when Transpose. Zero
 // past T and in columns [D, Dk). bf16 sources use 16-byte loads when D and
-// ld are multiples of 8 (then every row start is aligned).
+// ld are multiples of 8 (then every row start is aligned). Transposed,
+// consecutive threads take consecutive rows, so that their 2-byte stores
+// fall into distinct words or share one (no bank conflicts; row-major
+// order would put a warp's stores 8 columns apart, 16 ways into a bank).
 template <bool Transpose, class Src>
 __device__ __forceinline__ void load_rows(uint16_t* dst, int pitch, const Src* src, int ld, int r0,
                                           int rows, int T, int D, int Dk) {
@@ -77,7 +80,7 @@ __device__ __forceinline__ void load_rows(uint16_t* dst, int pitch, const Src* s
     if ((D & 7) == 0 && (ld & 7) == 0) {
       const int chunks = Dk / 8;
       for (int e = threadIdx.x; e < rows * chunks; e += blockDim.x) {
-        const int i = e / chunks, d = (e - i * chunks) * 8;
+        const int i = Transpose ? e % rows : e / chunks, d = (Transpose ? e / rows : e % chunks) * 8;
         Bf16x8 x{};
         if (r0 + i < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r0 + i) * ld + d);
         if (!Transpose) {
@@ -91,8 +94,19 @@ __device__ __forceinline__ void load_rows(uint16_t* dst, int pitch, const Src* s
     }
   }
   for (int e = threadIdx.x; e < rows * Dk; e += blockDim.x) {
-    const int i = e / Dk, d = e - i * Dk;
+    const int i = Transpose ? e % rows : e / Dk, d = Transpose ? e / rows : e % Dk;
     put(i, d, r0 + i < T && d < D ? bf16_bits(src[size_t(r0 + i) * ld + d]) : uint16_t(0));
+  }
+}
+
+// dst [Dk][dst_pitch] = src [rows][src_pitch]^T in shared memory (threads
+// take consecutive rows: conflict-free stores). The caller syncs before and
+// after.
+__device__ __forceinline__ void transpose_tile(uint16_t* dst, int dst_pitch, const uint16_t* src, int src_pitch,
+                                               int rows, int Dk) {
+  for (int e = threadIdx.x; e < rows * Dk; e += blockDim.x) {
+    const int i = e % rows, d = e / rows;
+    dst[d * dst_pitch + i] = src[i * src_pitch + d];
   }
 }
 
@@ -323,14 +337,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int nq = min(p.T, q0 + kQueries) - q0;
       __syncthreads();  // the previous query tile is no longer read
       load_rows<false>(Qs, qp, q + h * D, ld, q0, kQueries, p.T, D, Dk);
-      load_rows<true>(Qt, tp, q + h * D, ld, q0, kQueries, p.T, D, Dk);
       load_rows<false>(dOs, qp, p.dout + h * D, HD, q0, kQueries, p.T, D, Dk);
-      load_rows<true>(dOt, tp, p.dout + h * D, HD, q0, kQueries, p.T, D, Dk);
       if (threadIdx.x < kQueries) {
         const bool in = int(threadIdx.x) < nq;
         lse2[threadIdx.x] = in ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
         delta[threadIdx.x] = in ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
       }
+      __syncthreads();
+      transpose_tile(Qt, tp, Qs, qp, kQueries, Dk);  // from shared memory, not global a second time
+      transpose_tile(dOt, tp, dOs, qp, kQueries, Dk);
       __syncthreads();
       // warp-uniform: no query of the tile sees this warp's keys
       if (w0 >= w1 || q0 >= w_end || q0 + nq - 1 < w0) continue;
