@@ -23,8 +23,10 @@
 //                      [--no-torch]
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,8 +92,10 @@ int main(int argc, char** argv) {
   const int H = flags.get("heads", 32), Hkv = flags.get("kv_heads", 8), D = flags.get("dim", 128);
   const bool with_torch = !flags.has("no-torch");
   flags.finish();
-  if (H <= 0 || Hkv <= 0 || H % Hkv != 0 || D <= 0 || D > 128 || T <= 0)
-    bench::Flags::usage("need tokens > 0, heads a multiple of kv_heads, 0 < dim <= 128");
+  if (H <= 0 || Hkv <= 0 || H % Hkv != 0 || D <= 0 || D > 128 || T <= 0 || reps <= 0)
+    bench::Flags::usage("need tokens > 0, reps > 0, heads a multiple of kv_heads, 0 < dim <= 128; got tokens " +
+                        std::to_string(T) + ", reps " + std::to_string(reps) + ", heads " + std::to_string(H) +
+                        ", kv_heads " + std::to_string(Hkv) + ", dim " + std::to_string(D));
 
   std::unique_ptr<Backend> gpu;
   try {
@@ -218,13 +222,17 @@ int main(int argc, char** argv) {
     std::string cmd = bench::python() + " " + bench::script("torch_sdpa.py") + " --T " + std::to_string(n_tok) +
                       " --heads " + std::to_string(H) + " --kv-heads " + std::to_string(Hkv) + " --dim " +
                       std::to_string(D) + " --reps " + std::to_string(reps);
-    const std::string se_file = "/tmp/forge_bench_subtree_end_" + std::to_string(getpid()) + ".txt";
+    char se_file[] = "/tmp/forge_bench_subtree_end_XXXXXX";
     if (kind) {
-      FILE* f = std::fopen(se_file.c_str(), "w");
-      if (!f) continue;
+      const int fd = mkstemp(se_file);
+      FILE* f = fd >= 0 ? fdopen(fd, "w") : nullptr;
+      if (!f) {
+        std::printf("  torch: no temporary file for the tree mask (%s); tree bin not timed\n", std::strerror(errno));
+        continue;
+      }
       for (int32_t e : se) std::fprintf(f, "%d\n", e);
       std::fclose(f);
-      cmd += " --subtree-end " + se_file;
+      cmd += " --subtree-end " + std::string(se_file);
     }
     for (const std::string& line : bench::command_lines(cmd)) {
       char name[64];
@@ -240,7 +248,7 @@ int main(int argc, char** argv) {
         std::printf("  %s\n", line.c_str());
       }
     }
-    if (kind) std::remove(se_file.c_str());
+    if (kind) std::remove(se_file);
   }
 
   // FP32 head: R rows, vocab 32000, d 4096.

@@ -99,6 +99,8 @@ int main(int argc, char** argv) {
   c.n_kv_heads = flags.get("kv_heads", c.n_heads);
   c.ffn_dim = flags.get("ffn", c.ffn_dim);
   flags.finish();
+  if (batch <= 0 || seq <= 1 || reps <= 0 || rounds <= 0)
+    bench::Flags::usage("need batch > 0, seq > 1, reps > 0, rounds > 0");
   if (backend_name != "cpu" && backend_name != "cuda") bench::Flags::usage("--backend is cpu or cuda, not '" + backend_name + "'");
   try {
     c.validate();

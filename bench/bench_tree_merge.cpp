@@ -45,9 +45,17 @@ int main(int argc, char** argv) {
   const std::string backend_name = flags.get("backend", std::string("cpu"));
   const std::string precision_name = flags.get("precision", std::string("fp32"));
   flags.finish();
+  if (reps <= 0 || prompts <= 0 || episodes <= 0 || turns <= 0 || max_tokens <= 0)
+    bench::Flags::usage("need reps, prompts, episodes, turns and max_tokens > 0");
+  Precision precision = Precision::kFp32;
+  try {
+    precision = parse_precision(precision_name);
+  } catch (const InputError& e) {
+    bench::Flags::usage(e.what());
+  }
   std::unique_ptr<Backend> backend;
   try {
-    backend = make_backend(backend_name, parse_precision(precision_name));
+    backend = make_backend(backend_name, precision);
   } catch (const InputError& e) {
     if (backend_name != "cuda") bench::Flags::usage(e.what());
     std::printf("bench_tree_merge: backend cuda unavailable (%s)\n", e.what());

@@ -1,5 +1,6 @@
 // Shared bits of the benchmark programs: flag parsing (--key=value), median
-// timing and the closing JSON line, which always ends with what the host ran
+// timing, running the PyTorch twins (python(), script(), command_lines())
+// and the closing JSON line, which always ends with what the host ran
 // on: "blas_core" (the OpenBLAS kernel family in use), "blas" and
 // "cpu_kernels" (backend/host_runtime.hpp); the line before it says the same
 // in words.
@@ -28,9 +29,13 @@ class Flags {
       kv_[a.substr(0, eq)] = eq == std::string::npos ? "1" : a.substr(eq + 1);
     }
   }
-  int get(const std::string& k, int def) { return used(k) ? std::stoi(kv_[k]) : def; }
+  int get(const std::string& k, int def) {
+    return used(k) ? number<int>(k, [](const std::string& v) { return std::stoi(v); }) : def;
+  }
   std::string get(const std::string& k, const std::string& def) { return used(k) ? kv_[k] : def; }
-  double get(const std::string& k, double def) { return used(k) ? std::stod(kv_[k]) : def; }
+  double get(const std::string& k, double def) {
+    return used(k) ? number<double>(k, [](const std::string& v) { return std::stod(v); }) : def;
+  }
   bool has(const std::string& k) { return used(k); }
   // Call after all get()s: an unknown flag is an error (exit 2).
   void finish() {
@@ -38,12 +43,21 @@ class Flags {
       if (!seen_.count(k)) usage("unknown flag --" + k);
   }
   // A bad flag value: the message on stderr, exit 2.
-  static void usage(const std::string& msg) {
+  [[noreturn]] static void usage(const std::string& msg) {
     std::fprintf(stderr, "error: %s\n", msg.c_str());
     std::exit(2);
   }
 
  private:
+  // A flag's number; a value that is not one is a usage error (exit 2).
+  template <class T, class Parse>
+  T number(const std::string& k, Parse parse) {
+    try {
+      return parse(kv_[k]);
+    } catch (const std::exception&) {
+      usage("--" + k + " needs a number, got '" + kv_[k] + "'");
+    }
+  }
   bool used(const std::string& k) {
     seen_[k] = true;
     return kv_.count(k) > 0;
@@ -95,7 +109,7 @@ inline void print_json(std::vector<std::pair<std::string, std::string>> kv) {
 // /usr/bin/python3 (the one tools/setup.sh installs torch for).
 inline std::string python() {
   const char* env = std::getenv("FORGE_PYTHON");
-  return env && *env ? env : "/usr/bin/python3";
+  return std::string("'") + (env && *env ? env : "/usr/bin/python3") + "'";  // quoted for the shell
 }
 
 // A script of bench/: in the source tree this was built from, else under

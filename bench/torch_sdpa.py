@@ -2,7 +2,9 @@
 """PyTorch's attention on the shapes bench_cuda_kernels times forge's on, on
 the same GPU: torch.nn.functional.scaled_dot_product_attention, forward and
 backward (out.backward(dO)), one sequence of T tokens, H query heads, Hkv
-key/value heads (repeated to H), head dim D.
+key/value heads (enable_gqa where torch and the kernel take it; else K and V
+repeated to H inside the timed region), head dim D. The backward's time is
+that of forward and backward less the forward's.
 
 Mask: causal (is_causal=True), or a tree bin given by --subtree-end FILE (T
 ints, one per line: query i sees key j iff j <= i < subtree_end[j]) as a
@@ -42,9 +44,12 @@ def main():
     a = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("torch_sdpa: no CUDA device for torch")
-    if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
-        raise SystemExit(f"torch_sdpa: torch {torch.__version__} has no scaled_dot_product_attention")
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        raise SystemExit(f"torch_sdpa: torch {torch.__version__} lacks torch.nn.attention (2.3 or later has it)")
+    import inspect
+    gqa = "enable_gqa" in inspect.signature(torch.nn.functional.scaled_dot_product_attention).parameters
 
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda")
@@ -69,22 +74,29 @@ def main():
         q, k, v = (x.to(dtype).requires_grad_() for x in base)
         do = dout.to(dtype)
 
-        def fwd():
-            kk = k.repeat_interleave(H // Hkv, dim=1)
-            vv = v.repeat_interleave(H // Hkv, dim=1)
+        def fwd(native_gqa):
+            for x in (q, k, v):
+                x.grad = None  # no accumulation across repetitions
+            kk, vv, extra = k, v, {"enable_gqa": True}
+            if not native_gqa:
+                kk, vv, extra = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1), {}
             if mask is None:
-                return torch.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=True)
-            return torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
+                return torch.nn.functional.scaled_dot_product_attention(q, kk, vv, is_causal=True, **extra)
+            return torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, **extra)
 
-        try:
-            with sdpa_kernel([backend]):
-                fwd_ms = timed(lambda: fwd(), a.reps)
-                both_ms = timed(lambda: fwd().backward(do), a.reps)
-        except RuntimeError as e:
-            print(f"torch_sdpa {name} unavailable {str(e).splitlines()[0][:120]}", flush=True)
-            continue
-        print(f"torch_sdpa {name} {fwd_ms:.3f} {max(both_ms - fwd_ms, 0.0):.3f}", flush=True)
-
+        error = ""
+        for native_gqa in ([True, False] if gqa and H != Hkv else [False]):  # a kernel may lack native GQA
+            try:
+                with sdpa_kernel([backend]):
+                    fwd_ms = timed(lambda: fwd(native_gqa), a.reps)
+                    both_ms = timed(lambda: fwd(native_gqa).backward(do), a.reps)
+                print(f"torch_sdpa {name} {fwd_ms:.3f} {max(both_ms - fwd_ms, 0.0):.3f}", flush=True)
+                error = ""
+                break
+            except RuntimeError as e:
+                error = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        if error:
+            print(f"torch_sdpa {name} unavailable {error}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -6,8 +6,9 @@
 #
 #   bash tools/gpu_checks.sh [STAGE ...]     default: tests sanitize kernels train merge
 #
-# Stages (each under `timeout`, its output in $OUT/<stage>.log, a summary
-# line and the log's tail on stdout):
+# Stages (each command under `timeout`, its output in $OUT/<stage>.log, a
+# summary line and the log's tail on stdout; the script exits 1 when any
+# command failed, 2 on a bad stage name or a missing bundle):
 #   tests     forge_unit_tests --gtest_filter='CudaDevice.*'
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck over the
 #             attention, head and policy-loss cases (FP32 and bf16)
@@ -17,23 +18,35 @@
 #             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens
 #   merge     bench_tree_merge --backend=cuda, FP32 and bf16
 #   rl        the main job's RL phase (mpirun, 5 ranks sharing the GPU, 50
-#             steps from runs/demo/sft) with --run.backend=cuda, then cpu
+#             steps from runs/demo/sft, 64 evaluation tasks) with
+#             --run.backend=cuda, then cpu
 # $OUT defaults to ./gpu-out; $FORGE_PYTHON to the python3 on PATH.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-out}
-mkdir -p "$out"
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(tests sanitize kernels train merge)
+for stage in "${stages[@]}"; do
+  case $stage in
+    tests | sanitize | kernels | train | merge | rl) ;;
+    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge rl)"; exit 2 ;;
+  esac
+done
+[ -f "$root/.gpu/forge-gpu.tar.gz" ] || { echo "gpu_checks: no .gpu/forge-gpu.tar.gz (run tools/gpu_bundle.sh)"; exit 2; }
+mkdir -p "$out"
 
 pkg=$(mktemp -d)
-tar xzf "$root/.gpu/forge-gpu.tar.gz" -C "$pkg" || { echo "gpu_checks: no .gpu/forge-gpu.tar.gz (run tools/gpu_bundle.sh)"; exit 2; }
-cuda_lib=/usr/local/cuda/lib64
-if command -v nvcc >/dev/null; then cuda_lib=$(dirname "$(dirname "$(command -v nvcc)")")/lib64; fi
-export LD_LIBRARY_PATH=$pkg/lib:$cuda_lib:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+ompi=$(mktemp -d)
+trap 'rm -rf "$pkg" "$ompi"' EXIT
+tar xzf "$root/.gpu/forge-gpu.tar.gz" -C "$pkg"
+cuda=/usr/local/cuda
+if command -v nvcc >/dev/null; then cuda=$(dirname "$(dirname "$(command -v nvcc)")"); fi
+export PATH=$PATH:$cuda/bin  # compute-sanitizer
+export LD_LIBRARY_PATH=$pkg/lib:$cuda/lib64:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-16}
 export FORGE_PYTHON=${FORGE_PYTHON:-$(command -v python3)}
 bin=$pkg/bin
+failed=0
 
 # run NAME SECONDS CMD...: appends CMD's output to $out/NAME.log.
 run() {
@@ -44,6 +57,7 @@ run() {
   timeout "$limit" "$@" >>"$out/$name.log" 2>&1
   local rc=$?
   echo "gpu_checks: $name: rc $rc in $((SECONDS - t0)) s: $*"
+  [ $rc -eq 0 ] || failed=1
   return $rc
 }
 
@@ -74,7 +88,7 @@ for stage in "${stages[@]}"; do
         echo "gpu_checks: rl needs runs/demo/sft and .gpu/openmpi.tar.gz" | tee -a "$out/rl.log"
         continue
       fi
-      o=$(mktemp -d)
+      o=$ompi
       tar xzf "$root/.gpu/openmpi.tar.gz" -C "$o"
       export OPAL_PREFIX=$o OPAL_EXEC_PREFIX=$o OPAL_BINDIR=$o/bin OPAL_LIBDIR=$o/lib/openmpi/lib \
         OPAL_PKGLIBDIR=$o/lib/openmpi/lib/openmpi3 OPAL_SYSCONFDIR=$o/etc/openmpi \
@@ -86,12 +100,9 @@ for stage in "${stages[@]}"; do
         run rl 600 mpirun --allow-run-as-root --oversubscribe -np 5 -x LD_LIBRARY_PATH -x PATH \
           -x OMP_WAIT_POLICY=PASSIVE "$bin/forge" train --config "$pkg/configs/agent_demo.ini" \
           --train.init="$root/runs/demo/sft" --run.dir="$out/rl-$backend" --run.backend=$backend \
-          --run.threads=$threads --optim.lr=1e-4 --optim.warmup_steps=0
+          --run.threads=$threads --optim.lr=1e-4 --optim.warmup_steps=0 --train.steps=50 --train.eval_tasks=64
       done ;;
-    *)
-      echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge rl)"
-      exit 2 ;;
   esac
   tail -n 25 "$out/$stage.log"
 done
-rm -rf "$pkg"
+exit $failed

@@ -56,6 +56,7 @@ class DeviceArray {
   T* data() { return data_; }
   const T* data() const { return data_; }
   size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }  // elements allocated
 
  private:
   void swap(DeviceArray& o) {

@@ -1,6 +1,7 @@
 // bf16 bit patterns on the host: the upper 16 bits of an FP32 value.
 // float_to_bf16 rounds to nearest even (bf16(x) = x (1 + e), |e| <= 2^-9);
-// a NaN stays a quiet NaN. The CUDA backend's __float2bfloat16 rounds the same.
+// a NaN stays a quiet NaN (its payload kept; the device conversion returns the
+// canonical NaN instead). Numbers round as the CUDA __float2bfloat16 does.
 #pragma once
 #include <cstdint>
 #include <cstring>

@@ -51,7 +51,7 @@ struct PackedParts {
 
 size_t TransformerActivations::bytes() const {
   size_t b = 0;
-  auto add = [&](const auto& a) { b += a.size() * sizeof(*a.data()); };
+  auto add = [&](const auto& a) { b += a.capacity() * sizeof(*a.data()); };
   for (const Layer& l : layers_) {
     for (const auto* a : {&l.x_in, &l.h1, &l.rstd1, &l.qkv, &l.att, &l.lse, &l.x_mid, &l.h2, &l.rstd2, &l.gu, &l.act})
       add(*a);

@@ -12,7 +12,8 @@
 // trains) or paged attention over the KV cache (RolloutEngine, which
 // generates). Training keeps every layer's activations for backward();
 // generation overwrites one set layer after layer and updates the residual
-// stream in place.
+// stream in place. An architecture variant of the block is written here once
+// and holds in both training and generation.
 //
 // Where the backend keeps activations as bf16 (Backend::activation_value_bytes
 // = 2, the CUDA bf16 mode), training computes every layer in one FP32 set
@@ -21,8 +22,7 @@
 // layer and recomputes h1 = RMSNorm(x_in), h2 = RMSNorm(x_mid) and
 // silu(g) * u from them. The GEMMs and the attention read bf16-rounded
 // operands in that mode anyway; RMSNorm's and SwiGLU's backward and the
-// attention's D_i = dO . O see the rounded activations. An architecture variant of the block is written here once
-// and holds in both.
+// attention's D_i = dO . O see the rounded activations.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -54,7 +54,7 @@ class TransformerActivations {
   // Rows of the last pass's head input: hidden [R, d] after the final norm.
   const float* head_hidden() const { return hf_.data(); }
   int rows() const { return R_; }
-  // Backend memory held, in bytes.
+  // Backend memory held (allocated, which the largest pass so far sized), in bytes.
   size_t bytes() const;
 
  private:

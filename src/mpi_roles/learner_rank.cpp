@@ -133,8 +133,8 @@ std::string pool_view(const TakenBatch& b, const PolicyUpdateStats& st) {
   return line;
 }
 
-// "weights: N versions of P floats published, median X ms each (staging
-// from the device Y ms)": the learner's cost of one weights version.
+// "weights: N versions of P floats (M MB) published, median X ms each
+// (device to host Y ms)": the learner's cost of one weights version.
 std::string publish_summary(std::vector<double> publish_ms, std::vector<double> staging_ms, size_t floats) {
   const auto median = [](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
@@ -186,10 +186,16 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   // Version v to the rollout ranks (weights) and the pool (staleness). The
   // weight channel reads host memory: a backend's parameters are staged
   // through one reused host buffer unless they are host memory already.
-  // Each publication is timed: the staging copy, then the whole of it.
+  // Each publication is timed: the staging copy, then the whole of it (a
+  // device backend's stream drained first, so that the optimizer's last
+  // kernels do not count as staging).
   std::vector<float> staged;
   std::vector<double> publish_ms, staging_ms;
   const auto publish = [&](int64_t version) {
+    if (!model.backend().host_memory()) {
+      float drained;
+      model.backend().to_host(&drained, model.params(), sizeof drained);
+    }
     Stopwatch sw;
     const float* host = model.params();
     if (!model.backend().host_memory()) {
