@@ -763,6 +763,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::tree_attention(*dev, *cpu, {2, 2, 128, 12, 30}, 13))                  \
   FORGE_BACKEND_CASE(Suite, TreeAttentionSmallBin, get,                                        \
                      bc::tree_attention(*dev, *cpu, {3, 3, 8, 3, 6}, 14))                      \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionLongPrefixes, get,                                    \
+                     bc::tree_attention(*dev, *cpu, {4, 1, 64, 3, 400}, 16))                   \
   FORGE_BACKEND_CASE(Suite, HeadChunked, get, bc::head(*dev, *cpu, false, 128))                \
   FORGE_BACKEND_CASE(Suite, HeadWithLogits, get, bc::head(*dev, *cpu, true, 77))               \
   FORGE_BACKEND_CASE(Suite, HeadOneChunk, get, bc::head(*dev, *cpu, false, 4096))              \
@@ -786,6 +788,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::tree_attention_bf16(*dev, *cpu, {2, 1, 40, 25, 60}, 12))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim128, get,                                  \
                      bc::tree_attention_bf16(*dev, *cpu, {2, 2, 128, 12, 30}, 13))             \
+  FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionLongPrefixes, get,                                \
+                     bc::tree_attention_bf16(*dev, *cpu, {4, 1, 64, 3, 400}, 16))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim12, get,                                   \
                      bc::tree_attention_bf16(*dev, *cpu, {3, 1, 12, 30, 40}, 15))              \
   FORGE_BACKEND_CASE(Suite, Bf16PagedAttention, get, bc::paged_attention_bf16(*dev, *cpu))      \
