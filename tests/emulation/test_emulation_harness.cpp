@@ -76,6 +76,22 @@ __global__ void mma_once(const __nv_bfloat16* A, const __nv_bfloat16* B, const f
   for (int i = 0; i < 4; ++i) D[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)] = d[i];
 }
 
+// ldmatrix x4 on a 16 x 16 bf16 tile in shared memory (row pitch 24): lane l
+// gives row l % 16 at column 8 (l / 16); out[l][i] is register i.
+__global__ void ldmatrix_once(const uint16_t* tile, uint32_t* out, bool trans) {
+  FORGE_SHARED_MEMORY(uint16_t, s);
+  const int lane = static_cast<int>(threadIdx.x);
+  for (int e = lane; e < 16 * 24; e += 32) s[e] = tile[e];
+  __syncwarp();
+  uint32_t r[4];
+  const uint16_t* row = s + (lane % 16) * 24 + (lane / 16) * 8;
+  if (trans)
+    forge::cuda::ldmatrix_x4_trans(r, row);
+  else
+    forge::cuda::ldmatrix_x4(r, row);
+  for (int i = 0; i < 4; ++i) out[lane * 4 + i] = r[i];
+}
+
 TEST(EmulationHarness, BarriersOrderSharedMemory) {
   const int blocks = 3, threads = 128;
   std::vector<int> in(blocks * threads), out(blocks);
@@ -175,6 +191,26 @@ TEST(EmulationHarness, TensorCoreMmaFollowsThePtxLayouts) {
       for (int k = 0; k < 16; ++k) want += double(__bfloat162float(A[r * 16 + k])) * __bfloat162float(B[k * 8 + c]);
       EXPECT_EQ(D[r * 8 + c], float(want)) << "D[" << r << "][" << c << "]";
     }
+}
+
+// The PTX ISA's ldmatrix: matrix i of the x4 is rows 8 (i % 2) .. + 7 at
+// columns 8 (i / 2) .. + 7 (the addresses lanes 8 i .. 8 i + 7 gave); lane l
+// receives row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of it (low half
+// first), or with .trans rows 2 (l % 4), 2 (l % 4) + 1 at column l / 4.
+TEST(EmulationHarness, LdmatrixFollowsThePtxLayout) {
+  std::vector<uint16_t> tile(16 * 24);
+  for (size_t e = 0; e < tile.size(); ++e) tile[e] = static_cast<uint16_t>(1000 + e);  // distinct
+  for (bool trans : {false, true}) {
+    std::vector<uint32_t> out(32 * 4);
+    FORGE_LAUNCH(ldmatrix_once, 1, 32, 16 * 24 * sizeof(uint16_t), nullptr, tile.data(), out.data(), trans);
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < 4; ++i) {
+        const int r0 = 8 * (i % 2), c0 = 8 * (i / 2), g = l / 4, t = l % 4;
+        auto at = [&](int r, int c) { return uint32_t(tile[(r0 + r) * 24 + c0 + c]); };
+        const uint32_t want = trans ? at(2 * t, g) | at(2 * t + 1, g) << 16 : at(g, 2 * t) | at(g, 2 * t + 1) << 16;
+        EXPECT_EQ(out[l * 4 + i], want) << (trans ? "trans " : "") << "lane " << l << " register " << i;
+      }
+  }
 }
 
 }  // namespace

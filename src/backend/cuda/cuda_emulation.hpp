@@ -12,9 +12,11 @@
 //                              linear thread ids); a shuffle writes the value
 //                              to the warp's exchange slots, meets the warp,
 //                              reads the source lane, meets it again
-//   mma (mma.cuh)              all 32 lanes of the warp: the tensor-core
-//                              m16n8k16 bf16 MMA; lanes post their fragments,
-//                              meet, compute their part of D, meet again
+//   mma, ldmatrix (mma.cuh)    all 32 lanes of the warp: the tensor-core
+//                              m16n8k16 bf16 MMA and the shared-memory
+//                              fragment load; lanes post their fragments (or
+//                              row addresses), meet, compute their part,
+//                              meet again
 // Threads that have exited count as arrived. A scheduler round in which no
 // fiber arrives, leaves a barrier or exits is a deadlock (divergent barrier)
 // and aborts with a message.
@@ -273,6 +275,31 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
     float acc = 0.0f;
     for (int k = 0; k < 16; ++k) acc += A(row, k) * B(k, col);
     d[i] += acc;
+  }
+  arrive(w.bar);
+}
+
+// ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 (mma.cuh): each lane
+// posts its row address (which must be 16-byte aligned, as on the device),
+// the warp meets, each lane gathers its four registers from the posted rows,
+// and the warp meets again.
+inline void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row, bool trans) {
+  Block& blk = *tls_block;
+  const unsigned lane = linear_thread() % 32;
+  Warp& w = blk.warps[linear_thread() / 32];
+  if (w.bar.alive != 32) fail("ldmatrix needs all 32 lanes of the warp");
+  if (reinterpret_cast<uintptr_t>(row) % 16 != 0) fail("ldmatrix row address not 16-byte aligned");
+  w.slot[lane] = reinterpret_cast<uintptr_t>(row);
+  arrive(w.bar);
+  const unsigned g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t v = 0;
+    for (unsigned e = 0; e < 2; ++e) {
+      // not transposed: row g, column 2t + e; transposed: row 2t + e, column g
+      const auto* src = reinterpret_cast<const uint16_t*>(w.slot[8 * i + (trans ? 2 * t + e : g)]);
+      v |= uint32_t(src[trans ? g : 2 * t + e]) << (16 * e);
+    }
+    r[i] = v;
   }
   arrive(w.bar);
 }

@@ -12,7 +12,16 @@
 // So B = X^T for a row-major X (rows n, columns k) reads two adjacent elements
 // of one row of X per register; D's layout of two adjacent n8 tiles is A's
 // layout of one k16 step (FlashAttention's register reuse of P).
-// Under FORGE_CUDA_EMULATION the instruction is a warp collective of the
+//
+// ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 loads four 8x8 matrices of
+// 16-bit values from shared memory: lane l gives the address of row l % 8 of
+// matrix l / 8 (16-byte aligned), and register r[i] receives, of matrix i,
+// the two elements of row l / 4 at columns 2 (l % 4) and 2 (l % 4) + 1, or
+// with .trans those of rows 2 (l % 4) and 2 (l % 4) + 1 at column l / 4.
+// So rows 0-15 x columns 0-15 of a row-major tile, lane l giving row l % 16
+// at column 8 (l / 16), arrive as an A fragment; and a row-major X read so
+// (or a row-major Y read with .trans) gives B fragments of X^T (of Y).
+// Under FORGE_CUDA_EMULATION both instructions are warp collectives of the
 // emulation (cuda_emulation.hpp) with the same layouts.
 #pragma once
 #include <cstdint>
@@ -31,6 +40,28 @@ __device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const uint32_t 
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row) {
+#ifdef FORGE_CUDA_EMULATION
+  forge_emu::ldmatrix_x4(r, row, false);
+#else
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* row) {
+#ifdef FORGE_CUDA_EMULATION
+  forge_emu::ldmatrix_x4(r, row, true);
+#else
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
 #endif
 }
 

@@ -10,11 +10,13 @@
 // sees; a warp skips one none of its 16 rows sees (the other side of the
 // diagonal, or past every subtree end); the mask is not evaluated where the
 // tile is visible to all of a warp's rows. Shared memory holds bf16 tiles
-// row-major [rows][Dk + 8] (the B operand of a product with them as X^T)
-// or transposed [Dk][32 + 8] (the B operand of a product with them as Y);
-// Dk = D rounded up to 16, zero-padded; the padding of 8 makes the fragment
-// reads conflict-free. Rows past T are zero and masked, so no NaN enters an
-// MMA. mma.cuh has the instruction and its fragments.
+// row-major, [rows][Dk + 8] (Dk = D rounded up to 16, zero-padded; the
+// padding of 8 makes the 8 row addresses of an ldmatrix fall into distinct
+// banks), and every fragment comes from them by ldmatrix: A fragments and
+// the B operand of a product with a tile as X^T plain, the B operand of a
+// product with a tile as Y (P V, dS K, P^T dO, dS^T Q) with .trans. Rows
+// past T are zero and masked, so no NaN enters an MMA. mma.cuh has the
+// instructions and their fragments.
 //
 // Forward, block = (64 queries, head):
 //   S (16 x 32) = Q_w K^T, Q_w's fragments in registers for the whole kernel;
@@ -65,90 +67,76 @@ struct alignas(16) Bf16x8 {
 };
 
 // Rows [r0, r0 + rows) of one head (D columns from src, row stride ld) into
-// dst as bf16 bit patterns (FP32 sources rounded to nearest even):
-// row-major [rows][pitch], or transposed [Dk][pitch] when Transpose. Zero
-// past T and in columns [D, Dk). bf16 sources use 16-byte loads when D and
-// ld are multiples of 8 (then every row start is aligned). Transposed,
-// consecutive threads take consecutive rows, so that their 2-byte stores
-// fall into distinct words or share one (no bank conflicts; row-major
-// order would put a warp's stores 8 columns apart, 16 ways into a bank).
-template <bool Transpose, class Src>
-__device__ __forceinline__ void load_rows(uint16_t* dst, int pitch, const Src* src, int ld, int r0,
-                                          int rows, int T, int D, int Dk) {
-  auto put = [&](int i, int d, uint16_t x) { (Transpose ? dst[d * pitch + i] : dst[i * pitch + d]) = x; };
+// dst [rows][pitch] as bf16 bit patterns (FP32 sources rounded to nearest
+// even). Zero past T and in columns [D, Dk). bf16 sources use 16-byte loads
+// and stores when D and ld are multiples of 8 (then every row start is
+// aligned).
+template <class Src>
+__device__ __forceinline__ void load_rows(uint16_t* dst, int pitch, const Src* src, int ld, int r0, int rows,
+                                          int T, int D, int Dk) {
   if constexpr (sizeof(Src) == 2) {
     if ((D & 7) == 0 && (ld & 7) == 0) {
       const int chunks = Dk / 8;
       for (int e = threadIdx.x; e < rows * chunks; e += blockDim.x) {
-        const int i = Transpose ? e % rows : e / chunks, d = (Transpose ? e / rows : e % chunks) * 8;
+        const int i = e / chunks, d = (e % chunks) * 8;
         Bf16x8 x{};
         if (r0 + i < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r0 + i) * ld + d);
-        if (!Transpose) {
-          *reinterpret_cast<Bf16x8*>(dst + i * pitch + d) = x;
-        } else {
-#pragma unroll
-          for (int u = 0; u < 8; ++u) put(i, d + u, uint16_t(x.w[u / 2] >> (16 * (u & 1))));
-        }
+        *reinterpret_cast<Bf16x8*>(dst + i * pitch + d) = x;
       }
       return;
     }
   }
   for (int e = threadIdx.x; e < rows * Dk; e += blockDim.x) {
-    const int i = Transpose ? e % rows : e / Dk, d = Transpose ? e / rows : e % Dk;
-    put(i, d, r0 + i < T && d < D ? bf16_bits(src[size_t(r0 + i) * ld + d]) : uint16_t(0));
+    const int i = e / Dk, d = e % Dk;
+    dst[i * pitch + d] = r0 + i < T && d < D ? bf16_bits(src[size_t(r0 + i) * ld + d]) : uint16_t(0);
   }
 }
 
-// dst [Dk][dst_pitch] = src [rows][src_pitch]^T in shared memory (threads
-// take consecutive rows: conflict-free stores). The caller syncs before and
-// after.
-__device__ __forceinline__ void transpose_tile(uint16_t* dst, int dst_pitch, const uint16_t* src, int src_pitch,
-                                               int rows, int Dk) {
-  for (int e = threadIdx.x; e < rows * Dk; e += blockDim.x) {
-    const int i = e % rows, d = e / rows;
-    dst[d * dst_pitch + i] = src[i * src_pitch + d];
-  }
-}
-
-// The A fragments of 16 rows (from rows, pitch in bf16), one per k16 step.
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* rows, int pitch, int step, int g,
-                                       int t) {
-  const uint16_t* r = rows + g * pitch + 16 * step + 2 * t;
-  a[0] = load_bf16x2(r);
-  a[1] = load_bf16x2(r + 8 * pitch);
-  a[2] = load_bf16x2(r + 8);
-  a[3] = load_bf16x2(r + 8 * pitch + 8);
+// The A fragments of 16 rows (from rows [16][pitch], bf16), k16 step `step`:
+// one ldmatrix, lane l giving row l % 16 at column 16 step + 8 (l / 16).
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* rows, int pitch, int step, int lane) {
+  ldmatrix_x4(a, rows + (lane % 16) * pitch + 16 * step + (lane / 16) * 8);
 }
 
 // acc[n] += A X_n^T for the four groups of 8 rows of X ([32][pitch], rows
-// are the MMA's N): a 16 x 32 product, X read as B two adjacent columns per
-// register.
+// are the MMA's N), k16 step `step`: a 16 x 32 product. One ldmatrix per two
+// groups; matrix m = lane / 8 is rows 8 (2 np + m / 2) .. + 7 at column
+// 16 step + 8 (m % 2): registers 0, 1 are group 2 np's B, 2, 3 group 2 np + 1's.
 __device__ __forceinline__ void mma_rows32(float (&acc)[4][4], const uint32_t (&a)[4], const uint16_t* x,
-                                           int pitch, int step, int g, int t) {
+                                           int pitch, int step, int lane) {
+  const int m = lane / 8;
 #pragma unroll
-  for (int n = 0; n < 4; ++n) {
-    const uint16_t* r = x + (n * 8 + g) * pitch + 16 * step + 2 * t;
-    const uint32_t b[2] = {load_bf16x2(r), load_bf16x2(r + 8)};
-    mma_bf16_m16n8k16(acc[n], a, b);
+  for (int np = 0; np < 2; ++np) {
+    uint32_t b[4];
+    ldmatrix_x4(b, x + ((2 * np + m / 2) * 8 + lane % 8) * pitch + 16 * step + (m % 2) * 8);
+    const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+    mma_bf16_m16n8k16(acc[2 * np], a, b0);
+    mma_bf16_m16n8k16(acc[2 * np + 1], a, b1);
   }
 }
 
 // out (16 x Dk) += P Y, P (16 x 32) in the accumulator layout of mma_rows32
 // (rounded to bf16 as the A operand: D's layout of two n8 groups is A's of
-// one k16 step), Y (32 x Dk) given transposed, Yt [Dk][pitch].
+// one k16 step), Y (32 x Dk) row-major [32][pitch], read with ldmatrix.trans:
+// matrix m = lane / 8 is rows 16 kk + 8 (m % 2) .. + 7 at columns
+// 8 (2 dp + m / 2): registers 0, 1 are column group 2 dp's B, 2, 3 group 2 dp + 1's.
 __device__ __forceinline__ void mma_times_rows(float (&out)[kMaxDimGroups][4], const float (&P)[4][4],
-                                               const uint16_t* yt, int pitch, int dim_groups, int g, int t) {
+                                               const uint16_t* y, int pitch, int dim_groups, int lane) {
+  const int m = lane / 8;
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
     const uint32_t a[4] = {pack_bf16x2(P[2 * kk][0], P[2 * kk][1]), pack_bf16x2(P[2 * kk][2], P[2 * kk][3]),
                            pack_bf16x2(P[2 * kk + 1][0], P[2 * kk + 1][1]),
                            pack_bf16x2(P[2 * kk + 1][2], P[2 * kk + 1][3])};
-    const uint16_t* r = yt + g * pitch + 16 * kk + 2 * t;
+    const uint16_t* r = y + (16 * kk + (m % 2) * 8 + lane % 8) * pitch + (m / 2) * 8;
 #pragma unroll
-    for (int n = 0; n < kMaxDimGroups; ++n)
-      if (n < dim_groups) {
-        const uint32_t b[2] = {load_bf16x2(r + n * 8 * pitch), load_bf16x2(r + n * 8 * pitch + 8)};
-        mma_bf16_m16n8k16(out[n], a, b);
+    for (int dp = 0; dp < kMaxDimGroups / 2; ++dp)
+      if (2 * dp < dim_groups) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, r + 16 * dp);
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        mma_bf16_m16n8k16(out[2 * dp], a, b0);
+        mma_bf16_m16n8k16(out[2 * dp + 1], a, b1);
       }
   }
 }
@@ -200,11 +188,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                                  int ld) {
   FORGE_SHARED_MEMORY(uint16_t, smem);
   const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
-  const int qp = Dk + kPad, vp = kKeys + kPad;
+  const int qp = Dk + kPad;
   uint16_t* Qs = smem;                  // [64][qp]
   uint16_t* Ks = Qs + kQueryTile * qp;  // [32][qp]
-  uint16_t* Vt = Ks + kKeys * qp;       // [Dk][vp]
-  int32_t* se = reinterpret_cast<int32_t*>(Vt + Dk * vp);  // [32]
+  uint16_t* Vs = Ks + kKeys * qp;       // [32][qp]
+  int32_t* se = reinterpret_cast<int32_t*>(Vs + kKeys * qp);  // [32]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
@@ -212,12 +200,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int steps = Dk / 16, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
-  load_rows<false>(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
+  load_rows(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
   __syncthreads();
   uint32_t qf[kMaxSteps][4];
 #pragma unroll
   for (int st = 0; st < kMaxSteps; ++st)
-    if (st < steps) load_a(qf[st], Qs + warp * kWarpRows * qp, qp, st, g, t);
+    if (st < steps) load_a(qf[st], Qs + warp * kWarpRows * qp, qp, st, lane);
 
   float o[kMaxDimGroups][4];
   zero(o);
@@ -228,8 +216,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (p.tile_max_end[kt] <= q0) continue;  // no query of the block sees these keys
     const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
     __syncthreads();  // the previous tile is no longer read
-    load_rows<false>(Ks, qp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-    load_rows<true>(Vt, vp, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+    load_rows(Ks, qp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+    load_rows(Vs, qp, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
     load_subtree_ends(se, p, k0);
     __syncthreads();
     if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
@@ -239,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     zero(s);
 #pragma unroll
     for (int st = 0; st < kMaxSteps; ++st)
-      if (st < steps) mma_rows32(s, qf[st], Ks, qp, st, g, t);
+      if (st < steps) mma_rows32(s, qf[st], Ks, qp, st, lane);
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kKeyGroups; ++n)
@@ -275,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       o[n][2] *= corr[1];
       o[n][3] *= corr[1];
     }
-    mma_times_rows(o, s, Vt, vp, dim_groups, g, t);
+    mma_times_rows(o, s, Vs, qp, dim_groups, lane);
   }
 
 #pragma unroll
@@ -302,14 +290,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                                   const __nv_bfloat16* __restrict__ v, int ld) {
   FORGE_SHARED_MEMORY(uint16_t, smem);
   const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
-  const int qp = Dk + kPad, tp = kQueries + kPad;
+  const int qp = Dk + kPad;
   uint16_t* Ks = smem;                    // [64][qp]
   uint16_t* Vs = Ks + kKeyTile * qp;      // [64][qp]
   uint16_t* Qs = Vs + kKeyTile * qp;      // [32][qp]
   uint16_t* dOs = Qs + kQueries * qp;     // [32][qp]
-  uint16_t* Qt = dOs + kQueries * qp;     // [Dk][tp]
-  uint16_t* dOt = Qt + Dk * tp;           // [Dk][tp]
-  float* lse2 = reinterpret_cast<float*>(dOt + Dk * tp);  // [32], base 2
+  float* lse2 = reinterpret_cast<float*>(dOs + kQueries * qp);  // [32], base 2
   float* delta = lse2 + kQueries;                         // [32]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int kvh = blockIdx.y, group = p.n_heads / p.n_kv_heads;
@@ -319,8 +305,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int steps = Dk / 16, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
-  load_rows<false>(Ks, qp, k + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
-  load_rows<false>(Vs, qp, v + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
+  load_rows(Ks, qp, k + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
+  load_rows(Vs, qp, v + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
   int se[2];  // subtree ends of keys w0 + g and w0 + g + 8
 #pragma unroll
   for (int r = 0; r < 2; ++r) se[r] = w0 + g + 8 * r < w1 ? p.subtree_end[w0 + g + 8 * r] : 0;
@@ -336,16 +322,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int q0 = k0; q0 < q_end; q0 += kQueries) {
       const int nq = min(p.T, q0 + kQueries) - q0;
       __syncthreads();  // the previous query tile is no longer read
-      load_rows<false>(Qs, qp, q + h * D, ld, q0, kQueries, p.T, D, Dk);
-      load_rows<false>(dOs, qp, p.dout + h * D, HD, q0, kQueries, p.T, D, Dk);
+      load_rows(Qs, qp, q + h * D, ld, q0, kQueries, p.T, D, Dk);
+      load_rows(dOs, qp, p.dout + h * D, HD, q0, kQueries, p.T, D, Dk);
       if (threadIdx.x < kQueries) {
         const bool in = int(threadIdx.x) < nq;
         lse2[threadIdx.x] = in ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
         delta[threadIdx.x] = in ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
       }
-      __syncthreads();
-      transpose_tile(Qt, tp, Qs, qp, kQueries, Dk);  // from shared memory, not global a second time
-      transpose_tile(dOt, tp, dOs, qp, kQueries, Dk);
       __syncthreads();
       // warp-uniform: no query of the tile sees this warp's keys
       if (w0 >= w1 || q0 >= w_end || q0 + nq - 1 < w0) continue;
@@ -358,10 +341,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int st = 0; st < kMaxSteps; ++st)
         if (st < steps) {
           uint32_t a[4];
-          load_a(a, Ks + warp * kWarpRows * qp, qp, st, g, t);
-          mma_rows32(s, a, Qs, qp, st, g, t);
-          load_a(a, Vs + warp * kWarpRows * qp, qp, st, g, t);
-          mma_rows32(dp, a, dOs, qp, st, g, t);
+          load_a(a, Ks + warp * kWarpRows * qp, qp, st, lane);
+          mma_rows32(s, a, Qs, qp, st, lane);
+          load_a(a, Vs + warp * kWarpRows * qp, qp, st, lane);
+          mma_rows32(dp, a, dOs, qp, st, lane);
         }
 #pragma unroll
       for (int n = 0; n < 4; ++n)
@@ -373,8 +356,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           s[n][c] = pv;
           dp[n][c] = pv * (dp[n][c] - delta[ii]);
         }
-      mma_times_rows(dv, s, dOt, tp, dim_groups, g, t);
-      mma_times_rows(dk, dp, Qt, tp, dim_groups, g, t);
+      mma_times_rows(dv, s, dOs, qp, dim_groups, lane);
+      mma_times_rows(dk, dp, Qs, qp, dim_groups, lane);
     }
   }
   store_rows(p.dk + kvh * D, p.ld_qkv, dk, w0, w1, D, p.scale, p.scale, g, t);
@@ -391,13 +374,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                                 int ld) {
   FORGE_SHARED_MEMORY(uint16_t, smem);
   const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
-  const int qp = Dk + kPad, tp = kKeys + kPad;
+  const int qp = Dk + kPad;
   uint16_t* Qs = smem;                    // [64][qp]
   uint16_t* dOs = Qs + kQueryTile * qp;   // [64][qp]
   uint16_t* Ks = dOs + kQueryTile * qp;   // [32][qp]
   uint16_t* Vs = Ks + kKeys * qp;         // [32][qp]
-  uint16_t* Kt = Vs + kKeys * qp;         // [Dk][tp]
-  int32_t* se = reinterpret_cast<int32_t*>(Kt + Dk * tp);  // [32]
+  int32_t* se = reinterpret_cast<int32_t*>(Vs + kKeys * qp);  // [32]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
@@ -405,15 +387,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int steps = Dk / 16, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
-  load_rows<false>(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
-  load_rows<false>(dOs, qp, p.dout + h * D, HD, q0, kQueryTile, p.T, D, Dk);
+  load_rows(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
+  load_rows(dOs, qp, p.dout + h * D, HD, q0, kQueryTile, p.T, D, Dk);
   __syncthreads();
   uint32_t qf[kMaxSteps][4], of[kMaxSteps][4];
 #pragma unroll
   for (int st = 0; st < kMaxSteps; ++st)
     if (st < steps) {
-      load_a(qf[st], Qs + warp * kWarpRows * qp, qp, st, g, t);
-      load_a(of[st], dOs + warp * kWarpRows * qp, qp, st, g, t);
+      load_a(qf[st], Qs + warp * kWarpRows * qp, qp, st, lane);
+      load_a(of[st], dOs + warp * kWarpRows * qp, qp, st, lane);
     }
   float lse2[2], delta[2];
 #pragma unroll
@@ -430,9 +412,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (p.tile_max_end[kt] <= q0) continue;
     const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
     __syncthreads();
-    load_rows<false>(Ks, qp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-    load_rows<false>(Vs, qp, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-    load_rows<true>(Kt, tp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+    load_rows(Ks, qp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+    load_rows(Vs, qp, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+
     load_subtree_ends(se, p, k0);
     __syncthreads();
     if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
@@ -444,8 +426,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int st = 0; st < kMaxSteps; ++st)
       if (st < steps) {
-        mma_rows32(s, qf[st], Ks, qp, st, g, t);
-        mma_rows32(dp, of[st], Vs, qp, st, g, t);
+        mma_rows32(s, qf[st], Ks, qp, st, lane);
+        mma_rows32(dp, of[st], Vs, qp, st, lane);
       }
 #pragma unroll
     for (int n = 0; n < kKeyGroups; ++n)
@@ -456,7 +438,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const float pv = vis ? exp2f(s[n][c] * scale2 - lse2[c >> 1]) : 0.0f;
         dp[n][c] = pv * (dp[n][c] - delta[c >> 1]);
       }
-    mma_times_rows(dq, dp, Kt, tp, dim_groups, g, t);
+    mma_times_rows(dq, dp, Ks, qp, dim_groups, lane);
   }
   store_rows(p.dq + h * D, p.ld_qkv, dq, w0, w1, D, p.scale, p.scale, g, t);
 }
@@ -473,19 +455,17 @@ void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, c
 
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const int Dk = padded_dim(p.head_dim), qp = Dk + kPad;
-  const size_t smem = bf16_rows(kQueryTile + kKeys, qp) + bf16_rows(Dk, kKeys + kPad) + kKeys * sizeof(int32_t);
+  const size_t smem = bf16_rows(kQueryTile + 2 * kKeys, qp) + kKeys * sizeof(int32_t);
   launch_with_shared(tree_attention_fwd_tc_kernel, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads), smem,
                      stream, p, in);
 }
 
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const int Dk = padded_dim(p.head_dim), qp = Dk + kPad;
-  const size_t dkdv_smem = bf16_rows(2 * kKeyTile + 2 * kQueries, qp) + 2 * bf16_rows(Dk, kQueries + kPad) +
-                           2 * kQueries * sizeof(float);
+  const size_t dkdv_smem = bf16_rows(2 * kKeyTile + 2 * kQueries, qp) + 2 * kQueries * sizeof(float);
   launch_with_shared(tree_attention_dkdv_tc_kernel, dim3((p.T + kKeyTile - 1) / kKeyTile, p.n_kv_heads),
                      dkdv_smem, stream, p, in);
-  const size_t dq_smem =
-      bf16_rows(2 * kQueryTile + 2 * kKeys, qp) + bf16_rows(Dk, kKeys + kPad) + kKeys * sizeof(int32_t);
+  const size_t dq_smem = bf16_rows(2 * kQueryTile + 2 * kKeys, qp) + kKeys * sizeof(int32_t);
   launch_with_shared(tree_attention_dq_tc_kernel, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads),
                      dq_smem, stream, p, in);
 }
