@@ -280,7 +280,8 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
 }
 
 // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 (mma.cuh): each lane
-// posts its row address (which must be 16-byte aligned, as on the device),
+// posts its row address (which must be 16-byte aligned and inside the
+// block's shared memory, as on the device),
 // the warp meets, each lane gathers its four registers from the posted rows,
 // and the warp meets again.
 inline void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row, bool trans) {
@@ -289,6 +290,8 @@ inline void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row, bool trans) {
   Warp& w = blk.warps[linear_thread() / 32];
   if (w.bar.alive != 32) fail("ldmatrix needs all 32 lanes of the warp");
   if (reinterpret_cast<uintptr_t>(row) % 16 != 0) fail("ldmatrix row address not 16-byte aligned");
+  const auto* base = reinterpret_cast<const uint16_t*>(blk.smem.data());
+  if (row < base || row + 8 > base + blk.smem.size() / 2) fail("ldmatrix row outside the block's shared memory");
   w.slot[lane] = reinterpret_cast<uintptr_t>(row);
   arrive(w.bar);
   const unsigned g = lane / 4, t = lane % 4;

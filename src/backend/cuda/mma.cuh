@@ -71,10 +71,4 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
          (uint32_t(__bfloat16_as_ushort(__float2bfloat16(hi))) << 16);
 }
 
-// Two adjacent bf16 (bit patterns) of shared memory as one register; the
-// index must be even.
-__device__ __forceinline__ uint32_t load_bf16x2(const uint16_t* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-
 FORGE_CUDA_NAMESPACE_END

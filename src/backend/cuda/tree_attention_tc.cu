@@ -278,9 +278,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // dK and dV of a 64-key tile of one kv head; warp w owns keys k0 + 16 w ..
 // k0 + 16 w + 15 (the MMA's M). For every head of the group and every
-// 32-query tile in [k0, tile_max_end), with Q and dO in shared memory both
-// row-major (the B operand of S^T = K Q^T and dP^T = V dO^T) and transposed
-// (the B operand of dK += dS^T Q and dV += P^T dO):
+// 32-query tile in [k0, tile_max_end), with Q and dO row-major in shared
+// memory (read plain as the B operand of S^T = K Q^T and dP^T = V dO^T,
+// with .trans as that of dK += dS^T Q and dV += P^T dO):
 //   P^T = 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - delta).
 // K and V fragments are read from shared memory per step (registers hold
 // the two 16 x Dk accumulators).
@@ -365,8 +365,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // dQ of a 64-query tile of one head; warp w owns rows q0 + 16 w .. + 15.
-// The forward's loop over key tiles, with K and V row-major (the B operand
-// of S = Q K^T and dP = dO V^T) and K transposed (dQ += dS K):
+// The forward's loop over key tiles, with K and V row-major in shared memory
+// (read plain as the B operand of S = Q K^T and dP = dO V^T, K with .trans
+// as that of dQ += dS K):
 //   P = 2^(S scale log2 e - lse log2 e), dS = P (dP - delta), dQ = scale dS K.
 __global__ void __launch_bounds__(kThreads, 1)
     tree_attention_dq_tc_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
@@ -414,7 +415,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     load_rows(Ks, qp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
     load_rows(Vs, qp, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-
     load_subtree_ends(se, p, k0);
     __syncthreads();
     if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
