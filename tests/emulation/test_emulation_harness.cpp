@@ -2,7 +2,7 @@
 // and reads, shuffles exchange across lanes (xor, down, broadcast, partial
 // last warp), atomics from many blocks, 2-D blocks and grids; bf16 rounds to
 // nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values;
-// the tensor-core MMA computes A B + C with the PTX ISA's fragment layouts.
+// the tensor-core MMA and ldmatrix follow the PTX ISA's fragment layouts.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_compat.cuh"
-#include "backend/cuda/mma.cuh"
+#include "backend/cuda/fragment_layouts.hpp"
 
 namespace {
 
@@ -44,52 +44,6 @@ __global__ void index_2d(int* out) {
   const unsigned x = blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned y = blockIdx.y * blockDim.y + threadIdx.y;
   out[y * gridDim.x * blockDim.x + x] = static_cast<int>(y * 1000 + x);
-}
-
-// One m16n8k16 MMA: each lane gathers its fragments of A (16 x 16, row-major)
-// and B (16 x 8, row-major here) as the PTX ISA lists them (row and column of
-// element i of each fragment), D starts at C, and each lane writes back its
-// four elements of D.
-__global__ void mma_once(const __nv_bfloat16* A, const __nv_bfloat16* B, const float* C, float* D) {
-  const int lane = static_cast<int>(threadIdx.x), g = lane >> 2, t = lane & 3;
-  auto bits = [](__nv_bfloat16 x) { return uint32_t(__bfloat16_as_ushort(x)); };
-  uint32_t a[4], b[2];
-  for (int r = 0; r < 4; ++r) {
-    a[r] = 0;
-    for (int e = 0; e < 2; ++e) {
-      const int i = 2 * r + e;
-      const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
-      const int col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0);
-      a[r] |= bits(A[row * 16 + col]) << (16 * e);
-    }
-  }
-  for (int r = 0; r < 2; ++r) {
-    b[r] = 0;
-    for (int e = 0; e < 2; ++e) {
-      const int i = 2 * r + e, row = t * 2 + (i & 1) + (i >= 2 ? 8 : 0);
-      b[r] |= bits(B[row * 8 + g]) << (16 * e);
-    }
-  }
-  float d[4];
-  for (int i = 0; i < 4; ++i) d[i] = C[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)];
-  forge::cuda::mma_bf16_m16n8k16(d, a, b);
-  for (int i = 0; i < 4; ++i) D[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)] = d[i];
-}
-
-// ldmatrix x4 on a 16 x 16 bf16 tile in shared memory (row pitch 24): lane l
-// gives row l % 16 at column 8 (l / 16); out[l][i] is register i.
-__global__ void ldmatrix_once(const uint16_t* tile, uint32_t* out, bool trans) {
-  FORGE_SHARED_MEMORY(uint16_t, s);
-  const int lane = static_cast<int>(threadIdx.x);
-  for (int e = lane; e < 16 * 24; e += 32) s[e] = tile[e];
-  __syncwarp();
-  uint32_t r[4];
-  const uint16_t* row = s + (lane % 16) * 24 + (lane / 16) * 8;
-  if (trans)
-    forge::cuda::ldmatrix_x4_trans(r, row);
-  else
-    forge::cuda::ldmatrix_x4(r, row);
-  for (int i = 0; i < 4; ++i) out[lane * 4 + i] = r[i];
 }
 
 TEST(EmulationHarness, BarriersOrderSharedMemory) {
@@ -176,41 +130,9 @@ TEST(EmulationHarness, GemmExOnBf16Inputs) {
             CUBLAS_STATUS_SUCCESS);
 }
 
-TEST(EmulationHarness, TensorCoreMmaFollowsThePtxLayouts) {
-  // Distinct small integers: every product and sum is exact, so any misplaced
-  // element changes D.
-  std::vector<__nv_bfloat16> A(16 * 16), B(16 * 8);
-  std::vector<float> C(16 * 8), D(16 * 8, -1.0f);
-  for (int i = 0; i < 16 * 16; ++i) A[i] = __float2bfloat16(float((i * 7) % 23 - 11));
-  for (int i = 0; i < 16 * 8; ++i) B[i] = __float2bfloat16(float((i * 5) % 19 - 9));
-  for (int i = 0; i < 16 * 8; ++i) C[i] = float(i % 13);
-  FORGE_LAUNCH(mma_once, 1, 32, 0, nullptr, A.data(), B.data(), C.data(), D.data());
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 8; ++c) {
-      double want = C[r * 8 + c];
-      for (int k = 0; k < 16; ++k) want += double(__bfloat162float(A[r * 16 + k])) * __bfloat162float(B[k * 8 + c]);
-      EXPECT_EQ(D[r * 8 + c], float(want)) << "D[" << r << "][" << c << "]";
-    }
-}
-
-// The PTX ISA's ldmatrix: matrix i of the x4 is rows 8 (i % 2) .. + 7 at
-// columns 8 (i / 2) .. + 7 (the addresses lanes 8 i .. 8 i + 7 gave); lane l
-// receives row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of it (low half
-// first), or with .trans rows 2 (l % 4), 2 (l % 4) + 1 at column l / 4.
-TEST(EmulationHarness, LdmatrixFollowsThePtxLayout) {
-  std::vector<uint16_t> tile(16 * 24);
-  for (size_t e = 0; e < tile.size(); ++e) tile[e] = static_cast<uint16_t>(1000 + e);  // distinct
-  for (bool trans : {false, true}) {
-    std::vector<uint32_t> out(32 * 4);
-    FORGE_LAUNCH(ldmatrix_once, 1, 32, 16 * 24 * sizeof(uint16_t), nullptr, tile.data(), out.data(), trans);
-    for (int l = 0; l < 32; ++l)
-      for (int i = 0; i < 4; ++i) {
-        const int r0 = 8 * (i % 2), c0 = 8 * (i / 2), g = l / 4, t = l % 4;
-        auto at = [&](int r, int c) { return uint32_t(tile[(r0 + r) * 24 + c0 + c]); };
-        const uint32_t want = trans ? at(2 * t, g) | at(2 * t + 1, g) << 16 : at(g, 2 * t) | at(g, 2 * t + 1) << 16;
-        EXPECT_EQ(out[l * 4 + i], want) << (trans ? "trans " : "") << "lane " << l << " register " << i;
-      }
-  }
-}
+// The emulated mma.sync and ldmatrix (plain and .trans) against the PTX
+// ISA's layouts (backend/cuda/fragment_layouts.hpp; the same check runs on a
+// GPU in tests/unit/test_cuda_device.cpp).
+TEST(EmulationHarness, FragmentLayoutsFollowThePtxIsa) { EXPECT_EQ(forge::cuda::check_fragment_layouts(), ""); }
 
 }  // namespace

@@ -1,11 +1,15 @@
 // The cases of tests/emulation/backend_cases.hpp on a real GPU: the CUDA
-// backend (make_backend("cuda"), FP32 and bf16) against the CPU backend. Each test skips
+// backend (make_backend("cuda"), FP32 and bf16) against the CPU backend; and
+// the tensor-core fragment layouts (backend/cuda/fragment_layouts.hpp). Each test skips
 // with the reason where the build has no CUDA or no device is present.
 #include <gtest/gtest.h>
 
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "emulation/backend_cases.hpp"
+#ifdef FORGE_WITH_CUDA
+#include "backend/cuda/fragment_layouts.hpp"
+#endif
 
 namespace forge {
 namespace {
@@ -24,6 +28,16 @@ Backend* device_backend(std::string* why) {
   }();
   *why = reason;
   return backend.get();
+}
+
+// The hardware's mma.sync and ldmatrix against the PTX ISA's layouts that
+// the tensor-core attention (and the emulation) assume.
+TEST(CudaDevice, FragmentLayoutsFollowThePtxIsa) {
+  std::string why;
+  if (!device_backend<Precision::kFp32>(&why)) GTEST_SKIP() << why;
+#ifdef FORGE_WITH_CUDA
+  EXPECT_EQ(cuda::check_fragment_layouts(), "");
+#endif
 }
 
 FORGE_BACKEND_CASES(CudaDevice, device_backend<Precision::kFp32>)

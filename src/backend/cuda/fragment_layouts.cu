@@ -1,0 +1,134 @@
+// See fragment_layouts.hpp.
+#include "backend/cuda/fragment_layouts.hpp"
+
+#include <vector>
+
+#include "backend/cuda/mma.cuh"
+
+FORGE_CUDA_NAMESPACE_BEGIN
+namespace {
+
+// One m16n8k16 MMA: each lane gathers its fragments of A (16 x 16, row-major)
+// and B (16 x 8, row-major here) by the ISA's row and column of element i of
+// each fragment, D starts at C, and each lane writes back its four elements.
+__global__ void mma_probe(const __nv_bfloat16* A, const __nv_bfloat16* B, const float* C, float* D) {
+  const int lane = static_cast<int>(threadIdx.x), g = lane >> 2, t = lane & 3;
+  auto bits = [](__nv_bfloat16 x) { return uint32_t(__bfloat16_as_ushort(x)); };
+  uint32_t a[4], b[2];
+  for (int r = 0; r < 4; ++r) {
+    a[r] = 0;
+    for (int e = 0; e < 2; ++e) {
+      const int i = 2 * r + e;
+      const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+      const int col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+      a[r] |= bits(A[row * 16 + col]) << (16 * e);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    b[r] = 0;
+    for (int e = 0; e < 2; ++e) {
+      const int i = 2 * r + e, row = t * 2 + (i & 1) + (i >= 2 ? 8 : 0);
+      b[r] |= bits(B[row * 8 + g]) << (16 * e);
+    }
+  }
+  float d[4];
+  for (int i = 0; i < 4; ++i) d[i] = C[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)];
+  mma_bf16_m16n8k16(d, a, b);
+  for (int i = 0; i < 4; ++i) D[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)] = d[i];
+}
+
+constexpr int kPitch = 24;  // the ldmatrix tile's row pitch (16-byte rows)
+
+// ldmatrix.x4 on a 16 x 16 tile in shared memory: lane l gives row l % 16
+// at column 8 (l / 16); out[l * 4 + i] is register i.
+__global__ void ldmatrix_probe(const uint16_t* tile, uint32_t* out, int trans) {
+  FORGE_SHARED_MEMORY(uint16_t, s);
+  const int lane = static_cast<int>(threadIdx.x);
+  for (int e = lane; e < 16 * kPitch; e += 32) s[e] = tile[e];
+  __syncwarp();
+  uint32_t r[4];
+  const uint16_t* row = s + (lane % 16) * kPitch + (lane / 16) * 8;
+  if (trans)
+    ldmatrix_x4_trans(r, row);
+  else
+    ldmatrix_x4(r, row);
+  for (int i = 0; i < 4; ++i) out[lane * 4 + i] = r[i];
+}
+
+template <class T>
+T* device_copy(const std::vector<T>& host) {
+  void* p = nullptr;
+  FORGE_CUDA_CHECK(cudaMalloc(&p, host.size() * sizeof(T)));
+  FORGE_CUDA_CHECK(cudaMemcpyAsync(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, nullptr));
+  return static_cast<T*>(p);
+}
+
+template <class T>
+std::vector<T> host_copy(const T* dev, size_t n) {
+  std::vector<T> host(n);
+  FORGE_CUDA_CHECK(cudaMemcpyAsync(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost, nullptr));
+  FORGE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  return host;
+}
+
+std::string check_mma() {
+  // Distinct small integers: every product and sum is exact, so any misplaced
+  // element changes D.
+  std::vector<__nv_bfloat16> A(16 * 16), B(16 * 8);
+  std::vector<float> C(16 * 8);
+  for (int i = 0; i < 16 * 16; ++i) A[i] = __float2bfloat16(float((i * 7) % 23 - 11));
+  for (int i = 0; i < 16 * 8; ++i) B[i] = __float2bfloat16(float((i * 5) % 19 - 9));
+  for (int i = 0; i < 16 * 8; ++i) C[i] = float(i % 13);
+  __nv_bfloat16 *dA = device_copy(A), *dB = device_copy(B);
+  float* dC = device_copy(C);
+  float* dD = device_copy(std::vector<float>(16 * 8, -1.0f));
+  FORGE_LAUNCH(mma_probe, 1u, 32u, 0, nullptr, dA, dB, dC, dD);
+  const std::vector<float> D = host_copy(dD, 16 * 8);
+  for (void* p : {static_cast<void*>(dA), static_cast<void*>(dB), static_cast<void*>(dC), static_cast<void*>(dD)})
+    FORGE_CUDA_CHECK(cudaFree(p));
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c) {
+      double want = C[r * 8 + c];
+      for (int k = 0; k < 16; ++k) want += double(__bfloat162float(A[r * 16 + k])) * __bfloat162float(B[k * 8 + c]);
+      if (D[r * 8 + c] != float(want))
+        return "mma.sync m16n8k16: D[" + std::to_string(r) + "][" + std::to_string(c) + "] = " +
+               std::to_string(D[r * 8 + c]) + ", want " + std::to_string(want);
+    }
+  return "";
+}
+
+// Matrix i of the x4 is rows 8 (i % 2) .. + 7 at columns 8 (i / 2) .. + 7 (the
+// addresses lanes 8 i .. 8 i + 7 gave); lane l receives row l / 4, columns
+// 2 (l % 4) and 2 (l % 4) + 1 of it (low half first), or with .trans rows
+// 2 (l % 4), 2 (l % 4) + 1 at column l / 4.
+std::string check_ldmatrix(bool trans) {
+  std::vector<uint16_t> tile(16 * kPitch);
+  for (size_t e = 0; e < tile.size(); ++e) tile[e] = static_cast<uint16_t>(1000 + e);  // distinct
+  uint16_t* dtile = device_copy(tile);
+  uint32_t* dout = device_copy(std::vector<uint32_t>(32 * 4));
+  FORGE_LAUNCH(ldmatrix_probe, 1u, 32u, 16 * kPitch * sizeof(uint16_t), nullptr, dtile, dout, int(trans));
+  const std::vector<uint32_t> out = host_copy(dout, 32 * 4);
+  FORGE_CUDA_CHECK(cudaFree(dtile));
+  FORGE_CUDA_CHECK(cudaFree(dout));
+  for (int l = 0; l < 32; ++l)
+    for (int i = 0; i < 4; ++i) {
+      const int r0 = 8 * (i % 2), c0 = 8 * (i / 2), g = l / 4, t = l % 4;
+      auto at = [&](int r, int c) { return uint32_t(tile[(r0 + r) * kPitch + c0 + c]); };
+      const uint32_t want = trans ? at(2 * t, g) | at(2 * t + 1, g) << 16 : at(g, 2 * t) | at(g, 2 * t + 1) << 16;
+      if (out[l * 4 + i] != want)
+        return std::string("ldmatrix.x4") + (trans ? ".trans" : "") + ": lane " + std::to_string(l) +
+               " register " + std::to_string(i) + " = " + std::to_string(out[l * 4 + i]) + ", want " +
+               std::to_string(want);
+    }
+  return "";
+}
+
+}  // namespace
+
+std::string check_fragment_layouts() {
+  for (const std::string& failure : {check_mma(), check_ldmatrix(false), check_ldmatrix(true)})
+    if (!failure.empty()) return failure;
+  return "";
+}
+
+FORGE_CUDA_NAMESPACE_END

@@ -1,0 +1,19 @@
+// A self-check of the tensor-core fragment layouts the attention kernels
+// rely on (mma.cuh): one mma.sync m16n8k16 on integer-valued bf16 tiles
+// (every product and sum exact in FP32), and ldmatrix.x4, plain and .trans,
+// on a tile of distinct values; every register is compared with the PTX
+// ISA's layout, computed on the host. Returns "" or the first mismatch.
+// Under FORGE_CUDA_EMULATION it checks the emulated instructions
+// (tests/emulation/test_emulation_harness.cpp); on a GPU the hardware's
+// (tests/unit/test_cuda_device.cpp), which tells a layout error apart from
+// any other failure of the attention kernels.
+#pragma once
+#include <string>
+
+#include "backend/cuda/cuda_namespace.hpp"
+
+FORGE_CUDA_NAMESPACE_BEGIN
+
+std::string check_fragment_layouts();
+
+FORGE_CUDA_NAMESPACE_END
