@@ -7,11 +7,13 @@
 // operands, Q/K/V and the head's hidden states grow on demand and are kept.
 #include "backend/cuda/cuda_backend.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include <cmath>
 
 #include "backend/backend_registry.hpp"
+#include "core/log.hpp"
 #include "backend/cuda/adamw.cuh"
 #include "backend/cuda/bf16.cuh"
 #include "backend/cuda/elementwise.cuh"
@@ -258,6 +260,19 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
   const int device = local_rank() % n;
   if (cudaSetDevice(device) != cudaSuccess)
     throw Error("backend 'cuda': cudaSetDevice(" + std::to_string(device) + ") failed");
+#ifndef FORGE_CUDA_EMULATION
+  // Which GPU this process computes on, once per process (per rank under
+  // mpirun: the line shows how ranks were bound to the node's GPUs).
+  static bool described = false;
+  cudaDeviceProp prop{};
+  if (!described && cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+    described = true;
+    char rest[96];
+    std::snprintf(rest, sizeof rest, ", sm_%d%d, %d SMs, %.1f GiB", prop.major, prop.minor, prop.multiProcessorCount,
+                  prop.totalGlobalMem / 1073741824.0);
+    log_info("cuda: device " + std::to_string(device) + " of " + std::to_string(n) + ": " + prop.name + rest);
+  }
+#endif
   return std::make_unique<CudaBackend>(precision);
 }
 
