@@ -21,8 +21,6 @@
 //
 //   bench_cuda_kernels [--tokens=4096] [--reps=10] [--heads=32] [--kv_heads=8] [--dim=128]
 //                      [--no-torch]
-#include <unistd.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdio>

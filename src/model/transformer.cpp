@@ -44,6 +44,13 @@ namespace {
 // output [T, HD], x_mid [T, d], g|u [T, 2F].
 struct PackedParts {
   size_t sizes[5];
+  PackedParts(const ModelConfig& c, int T) {
+    const size_t rows = static_cast<size_t>(T);
+    sizes[0] = sizes[3] = rows * c.d_model;
+    sizes[1] = rows * c.qkv_dim();
+    sizes[2] = rows * c.n_heads * c.head_dim();
+    sizes[4] = rows * 2 * c.ffn_dim;
+  }
   size_t total() const { return sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4]; }
 };
 
@@ -72,7 +79,7 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
   const size_t Td = static_cast<size_t>(T) * d;
   const bool keep = act.keep_layers_;
   const bool pack = keep && B.activation_value_bytes() == 2;
-  const PackedParts parts{{Td, size_t(T) * QKV, size_t(T) * HD, Td, size_t(T) * 2 * F}};
+  const PackedParts parts(c_, T);
   FORGE_CHECK(T > 0, "a forward pass over no rows");
   act.packed_ = pack;
   if (act.layers_.empty()) act.layers_.resize(keep ? L : 1);
@@ -161,7 +168,7 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
   const int HD = H * hd, QKV = c_.qkv_dim();
   const size_t Td = static_cast<size_t>(T) * d;
   const bool pack = act.packed_;
-  const PackedParts parts{{Td, size_t(T) * QKV, size_t(T) * HD, Td, size_t(T) * 2 * F}};
+  const PackedParts parts(c_, T);
 
   act.dx_.ensure(B, Td);
   B.fill(act.dx_.data(), 0.0f, Td);

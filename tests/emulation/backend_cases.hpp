@@ -28,6 +28,7 @@
 #include "backend/backend.hpp"
 #include "backend/backend_registry.hpp"
 #include "backend/device_array.hpp"
+#include "core/bf16.hpp"
 #include "core/rng.hpp"
 #include "model/model_config.hpp"
 #include "tree/packed_batch.hpp"
@@ -624,15 +625,7 @@ inline void policy_loss(Backend& dev, Backend& cpu, const std::string& algorithm
 //   err(dev) >= err(ref16) / 4            (bf16 was applied: an FP32 path fails)
 constexpr double kBf16Eps = 1e-6;
 
-inline float round_bf16(float x) {
-  if (std::isnan(x)) return x;
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
+inline float round_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }  // core/bf16.hpp
 
 inline std::vector<float> round_bf16(std::vector<float> v) {
   for (auto& x : v) x = round_bf16(x);

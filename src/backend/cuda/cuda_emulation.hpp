@@ -46,6 +46,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/bf16.hpp"
+
 // ---- language ---------------------------------------------------------------
 #define __global__
 #define __device__
@@ -344,25 +346,15 @@ T atomicAdd(T* address, T v) {
 }
 
 // ---- bf16 (cuda_bf16.h) -------------------------------------------------------------
-// The FP32 bit pattern's upper half; __float2bfloat16 rounds to nearest even
-// (NaN stays a quiet NaN), as the device conversion does.
+// The FP32 bit pattern's upper half (core/bf16.hpp); __float2bfloat16 rounds
+// numbers to nearest even as the device conversion does (a NaN stays a quiet
+// NaN with its payload; the device gives the canonical NaN).
 struct __nv_bfloat16 {
   uint16_t bits;
 };
-inline __nv_bfloat16 __float2bfloat16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if (std::isnan(x)) return {static_cast<uint16_t>((u >> 16) | 0x40)};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return {static_cast<uint16_t>(u >> 16)};
-}
+inline __nv_bfloat16 __float2bfloat16(float x) { return {forge::float_to_bf16(x)}; }
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 x) { return x.bits; }
-inline float __bfloat162float(__nv_bfloat16 x) {
-  const uint32_t u = static_cast<uint32_t>(x.bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+inline float __bfloat162float(__nv_bfloat16 x) { return forge::bf16_to_float(x.bits); }
 
 // ---- runtime API ------------------------------------------------------------------
 using cudaError_t = int;

@@ -166,15 +166,27 @@ __device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&
   }
 }
 
-// The subtree ends of a 32-key tile into se (0 past T).
-__device__ __forceinline__ void load_subtree_ends(int32_t* se, const TreeAttentionParams& p, int k0) {
-  if (threadIdx.x < kKeys) se[threadIdx.x] = k0 + int(threadIdx.x) < p.T ? p.subtree_end[k0 + threadIdx.x] : 0;
-}
-
 // Lane's element c of key group n of a 16 x 32 tile of (query, key) pairs:
 // row g + 8 (c / 2), column 8 n + 2 t + c % 2.
 __device__ __forceinline__ int frag_row(int g, int c) { return g + (c >> 1) * 8; }
 __device__ __forceinline__ int frag_col(int n, int t, int c) { return n * 8 + 2 * t + (c & 1); }
+
+// Key tile [k0, k0 + 32) of one kv head into Ks and Vs ([32][Dk + 8] each)
+// and its subtree ends into se; the caller syncs before and after.
+__device__ __forceinline__ void load_key_tile(uint16_t* Ks, uint16_t* Vs, int32_t* se, const TreeAttentionParams& p,
+                                              const __nv_bfloat16* k, const __nv_bfloat16* v, int ld, int kvh, int k0,
+                                              int Dk) {
+  const int D = p.head_dim;
+  load_rows(Ks, Dk + kPad, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+  load_rows(Vs, Dk + kPad, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+  if (threadIdx.x < kKeys) se[threadIdx.x] = k0 + int(threadIdx.x) < p.T ? p.subtree_end[k0 + threadIdx.x] : 0;
+}
+
+// Whether query i (below w1) sees key k0 + jj of the loaded tile (jj below
+// nk, se its subtree ends; full: the tile is visible to all the warp's rows).
+__device__ __forceinline__ bool sees(int i, int w1, int k0, int jj, int nk, bool full, const int32_t* se) {
+  return i < w1 && jj < nk && (full || (k0 + jj <= i && i < se[jj]));
+}
 
 // Whether any of the query rows [w0, w1) sees a key of 32-key tile kt (not
 // when the tile starts past the last row or every key's subtree ends by w0).
@@ -216,9 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (p.tile_max_end[kt] <= q0) continue;  // no query of the block sees these keys
     const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
     __syncthreads();  // the previous tile is no longer read
-    load_rows(Ks, qp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-    load_rows(Vs, qp, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-    load_subtree_ends(se, p, k0);
+    load_key_tile(Ks, Vs, se, p, k, v, ld, kvh, k0, Dk);
     __syncthreads();
     if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
     const bool full = tile_all_visible(p, kt, w0, w1);
@@ -233,8 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const int i = w0 + frag_row(g, c), jj = frag_col(n, t, c), j = k0 + jj;
-        const bool vis = i < w1 && jj < nk && (full || (j <= i && i < se[jj]));
+        const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
         s[n][c] = vis ? s[n][c] * scale2 : -INFINITY;
         mx[c >> 1] = fmaxf(mx[c >> 1], s[n][c]);
       }
@@ -413,9 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (p.tile_max_end[kt] <= q0) continue;
     const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
     __syncthreads();
-    load_rows(Ks, qp, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-    load_rows(Vs, qp, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-    load_subtree_ends(se, p, k0);
+    load_key_tile(Ks, Vs, se, p, k, v, ld, kvh, k0, Dk);
     __syncthreads();
     if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
     const bool full = tile_all_visible(p, kt, w0, w1);
@@ -433,8 +440,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const int i = w0 + frag_row(g, c), jj = frag_col(n, t, c), j = k0 + jj;
-        const bool vis = i < w1 && jj < nk && (full || (j <= i && i < se[jj]));
+        const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
         const float pv = vis ? exp2f(s[n][c] * scale2 - lse2[c >> 1]) : 0.0f;
         dp[n][c] = pv * (dp[n][c] - delta[c >> 1]);
       }
