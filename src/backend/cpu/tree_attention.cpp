@@ -55,8 +55,6 @@ KeyBlockBounds key_block_bounds(const int32_t* subtree_end, int T) {
   return b;
 }
 
-// 8-float vectors (GCC/Clang vector extensions): accumulators stay in
-// registers, which plain loops over a local array do not guarantee.
 constexpr int kVecPerRow = kBK / 8;
 
 // max_j s[j] over one score row (-inf for a fully masked row).
@@ -72,56 +70,97 @@ inline float row_max(const float* s) {
   return r;
 }
 
-// S[i][j] = sum_d A[i][d] * Bt[d][j] for i < nq, all kBK columns; two rows
-// at a time so that each load of Bt feeds two FMAs.
-template <int DC>
-inline void block_scores(const float* A, const float* Bt, int nq, int Drt, float* S) {
-  const int D = DC ? DC : Drt;
-  int i = 0;
-  for (; i + 1 < nq; i += 2) {
-    v8 a0[kVecPerRow] = {}, a1[kVecPerRow] = {};
-    const float* r0 = A + i * D;
-    const float* r1 = r0 + D;
-    for (int d = 0; d < D; ++d) {
-      const v8 x0 = bcast(r0[d]), x1 = bcast(r1[d]);
-      const float* bt = Bt + d * kBK;
+// Every product of the kernels is one form, a few output rows of width W at
+// a time held in registers:
+//   C[r][0:W) = c_r C[r][0:W) + sum_{k<n} a(r, k) X[k][0:W),  a(r, k) = A[r sa_r + k sa_k]
+// with c_r = 0 (overwrite), 1, or corr[r] (the online softmax's rescale).
+// Scores (A = Q rows, X = K^T rows), P V and dS K (A = a score row), and
+// P^T dO, dS^T Q (A = a score column: sa_r = 1, sa_k = kBK). R rows share
+// each load of X; R x W / kLanes accumulators fit the variant's registers
+// (at most 16 of AVX-512's 32, which broadcasts a(r, k) from memory; 12 of
+// AVX2's 16, which needs registers for the broadcasts: measured with
+// bench_cpu_attention, 16 there spills and is slower).
+template <int W>
+constexpr int rows_per_block() {
+  constexpr int per_row = W / kLanes, budget = kVectorRegisters == 32 ? 16 : 12;
+  return std::max(1, std::min(8, budget / per_row));
+}
+
+template <int W, int R>
+inline void rows_block(float* C, int ldc, const float* A, int sa_r, int sa_k, const float* X, int ldx, int n,
+                       bool overwrite, const float* corr) {
+  constexpr int kV = W / kLanes;
+  vf acc[R][kV];
 #pragma GCC unroll 8
-      for (int k = 0; k < kVecPerRow; ++k) {
-        const v8 b = load8(bt + 8 * k);
-        a0[k] += x0 * b;
-        a1[k] += x1 * b;
-      }
-    }
+  for (int r = 0; r < R; ++r) {
+    const vf c = bcastv(corr ? corr[r] : 1.0f);
+#pragma GCC unroll 16
+    for (int v = 0; v < kV; ++v) acc[r][v] = overwrite ? vf{} : loadv(C + r * ldc + v * kLanes) * c;
+  }
+  for (int k = 0; k < n; ++k) {
+    const float* x = X + k * ldx;
+    const float* a = A + k * sa_k;
+#pragma GCC unroll 16
+    for (int v = 0; v < kV; ++v) {
+      const vf xv = loadv(x + v * kLanes);
 #pragma GCC unroll 8
-    for (int k = 0; k < kVecPerRow; ++k) {
-      store8(S + i * kBK + 8 * k, a0[k]);
-      store8(S + (i + 1) * kBK + 8 * k, a1[k]);
+      for (int r = 0; r < R; ++r) acc[r][v] += bcastv(a[r * sa_r]) * xv;
     }
   }
-  if (i < nq) {
-    v8 a0[kVecPerRow] = {};
-    const float* r0 = A + i * D;
-    for (int d = 0; d < D; ++d) {
-      const v8 x0 = bcast(r0[d]);
 #pragma GCC unroll 8
-      for (int k = 0; k < kVecPerRow; ++k) a0[k] += x0 * load8(Bt + d * kBK + 8 * k);
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < kV; ++v) storev(C + r * ldc + v * kLanes, acc[r][v]);
+}
+
+// The product above for output rows [0, rows); W is the compiled width or 0
+// (generic: the runtime width w, plain loops).
+template <int W>
+inline void rows_times(float* C, int ldc, const float* A, int sa_r, int sa_k, const float* X, int ldx, int n,
+                       int rows, bool overwrite, const float* corr, int w) {
+  if constexpr (W > 0 && W % kLanes == 0) {
+    constexpr int R = rows_per_block<W>();
+    int r = 0;
+    for (; r + R <= rows; r += R)
+      rows_block<W, R>(C + r * ldc, ldc, A + r * sa_r, sa_r, sa_k, X, ldx, n, overwrite, corr ? corr + r : nullptr);
+    for (; r < rows; ++r)
+      rows_block<W, 1>(C + r * ldc, ldc, A + r * sa_r, sa_r, sa_k, X, ldx, n, overwrite, corr ? corr + r : nullptr);
+  } else {
+    for (int r = 0; r < rows; ++r) {
+      float* c = C + r * ldc;
+      const float f = overwrite ? 0.0f : corr ? corr[r] : 1.0f;
+      for (int d = 0; d < w; ++d) c[d] = overwrite ? 0.0f : c[d] * f;
+      for (int k = 0; k < n; ++k) {
+        const float ak = A[r * sa_r + k * sa_k];
+        for (int d = 0; d < w; ++d) c[d] += ak * X[k * ldx + d];
+      }
     }
-#pragma GCC unroll 8
-    for (int k = 0; k < kVecPerRow; ++k) store8(S + i * kBK + 8 * k, a0[k]);
   }
 }
 
-// Sets S[i][j] = -inf where query q0+i may not see key k0+j (or j >= nk).
+// S[i][0:kBK) = sum_d A[i][d] Bt[d][0:kBK) for i < nq (scores of a block).
+template <int DC>
+inline void block_scores(const float* A, const float* Bt, int nq, int D, float* S) {
+  rows_times<kBK>(S, kBK, A, D, 1, Bt, kBK, DC ? DC : D, nq, true, nullptr, kBK);
+}
+
+// Sets S[i][j] = -inf where query q0+i may not see key k0+j (or j >= nk):
+// visible iff k0+j <= q0+i < subtree_end[k0+j].
 inline void apply_tree_mask(float* S, int q0, int nq, int k0, int nk, const int32_t* se) {
-  const float ninf = -std::numeric_limits<float>::infinity();
+  alignas(32) int32_t ends[kBK];  // subtree ends of the block's keys; 0 (seen by no query) past nk
+  for (int j = 0; j < kBK; ++j) ends[j] = j < nk ? se[k0 + j] : 0;
+  const v8 ninf = bcast(-std::numeric_limits<float>::infinity());
+  const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
   for (int i = 0; i < nq; ++i) {
     const int qi = q0 + i;
     float* s = S + i * kBK;
-    for (int j = 0; j < nk; ++j) {
-      const int kj = k0 + j;
-      if (kj > qi || qi >= se[kj]) s[j] = ninf;
+#pragma GCC unroll 8
+    for (int j = 0; j < kBK; j += 8) {
+      const v8i key = lane + (k0 + j);
+      const v8i end = *reinterpret_cast<const v8i*>(ends + j);
+      const v8i visible = (key <= qi) & (end > qi);
+      store8(s + j, visible ? load8(s + j) : ninf);
     }
-    for (int j = nk; j < kBK; ++j) s[j] = ninf;
   }
 }
 
@@ -140,45 +179,6 @@ inline void load_block(const float* base, int ld, int k0, int nk, int D, float* 
 
 bool block_fully_visible(const KeyBlockBounds& b, int kb, int k1, int nk, int q0, int q1) {
   return nk == kBK && k1 - 1 <= q0 && b.min_end[kb] >= q1;
-}
-
-// o = o * corr + sum_j p[j * stride] X[j] over n rows X[j] of length D
-// (the P V product of one query row with stride 1, or one column of a score
-// block with stride kBK). Two accumulator sets hide the FMA latency.
-template <int DC>
-inline void accumulate_rows(float* o, float corr, const float* p, int stride, const float* X,
-                            int n, int Drt) {
-  if constexpr (DC > 0 && DC % 8 == 0) {
-    constexpr int kV = DC / 8;
-    v8 acc[kV], acc2[kV];
-    const v8 c = bcast(corr);
-#pragma GCC unroll 16
-    for (int k = 0; k < kV; ++k) {
-      acc[k] = load8(o + 8 * k) * c;
-      acc2[k] = v8{};
-    }
-    int j = 0;
-    for (; j + 1 < n; j += 2) {
-      const v8 p0 = bcast(p[j * stride]), p1 = bcast(p[(j + 1) * stride]);
-      const float* x0 = X + j * DC;
-#pragma GCC unroll 16
-      for (int k = 0; k < kV; ++k) {
-        acc[k] += p0 * load8(x0 + 8 * k);
-        acc2[k] += p1 * load8(x0 + DC + 8 * k);
-      }
-    }
-    if (j < n) {
-      const v8 p0 = bcast(p[j * stride]);
-#pragma GCC unroll 16
-      for (int k = 0; k < kV; ++k) acc[k] += p0 * load8(X + j * DC + 8 * k);
-    }
-#pragma GCC unroll 16
-    for (int k = 0; k < kV; ++k) store8(o + 8 * k, acc[k] + acc2[k]);
-  } else {
-    for (int d = 0; d < Drt; ++d) o[d] *= corr;
-    for (int j = 0; j < n; ++j)
-      for (int d = 0; d < Drt; ++d) o[d] += p[j * stride] * X[j * Drt + d];
-  }
 }
 
 // Keys of every kv head transposed per key block, [Hkv][nkb][D][kBK], and
@@ -224,7 +224,7 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
 
 #pragma omp parallel
   {
-    std::vector<float> Qs(kBQ * D), S(kBQ * kBK), O(kBQ * D), m(kBQ), l(kBQ);
+    std::vector<float> Qs(kBQ * D), S(kBQ * kBK), O(kBQ * D), m(kBQ), l(kBQ), corr(kBQ);
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int h = 0; h < H; ++h) {
       for (int qb = 0; qb < nqb; ++qb) {
@@ -250,13 +250,16 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
           for (int i = 0; i < nq; ++i) {
             float* s = S.data() + i * kBK;
             const float mx = std::max(m[i], row_max(s));
-            if (mx == ninf) continue;  // the row sees nothing here yet
-            const float corr = fast_exp(m[i] - mx);
-            const float sum = exp_inplace_sum(s, kBK, mx);
-            l[i] = l[i] * corr + sum;
+            if (mx == ninf) {  // the row sees nothing here yet: no weight, O stays 0
+              std::fill(s, s + kBK, 0.0f);
+              corr[i] = 1.0f;
+              continue;
+            }
+            corr[i] = fast_exp(m[i] - mx);
+            l[i] = l[i] * corr[i] + exp_inplace_sum(s, kBK, mx);
             m[i] = mx;
-            accumulate_rows<DC>(O.data() + i * D, corr, s, 1, Vr, nk, D);
           }
+          rows_times<DC>(O.data(), D, S.data(), kBK, 1, Vr, D, nk, nq, false, corr.data(), D);
         }
         for (int i = 0; i < nq; ++i) {
           float* out = a.out + static_cast<size_t>(q0 + i) * HD + h * D;
@@ -339,15 +342,13 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
                 store8(p + j, pj);
                 store8(ds + j, pj * (load8(ds + j) - vd));
               }
-              // dQ_i += scale * sum_j dS_ij K_j
-              accumulate_rows<DC>(dq_mine + static_cast<size_t>(q0 + i) * HD + h * D, 1.0f, ds,
-                                  1, Kr.data(), nk, D);
             }
+            // dQ_i += scale sum_j dS_ij K_j (Kr carries the scale)
+            rows_times<DC>(dq_mine + static_cast<size_t>(q0) * HD + h * D, HD, dS.data(), kBK, 1, Kr.data(), D, nk,
+                           nq, false, nullptr, D);
             // dV_j += sum_i P_ij dO_i ;  dK_j += sum_i dS_ij Qs_i (Qs carries the scale)
-            for (int j = 0; j < nk; ++j) {
-              accumulate_rows<DC>(dV.data() + j * D, 1.0f, P.data() + j, kBK, dO.data(), nq, D);
-              accumulate_rows<DC>(dK.data() + j * D, 1.0f, dS.data() + j, kBK, Qs.data(), nq, D);
-            }
+            rows_times<DC>(dV.data(), D, P.data(), 1, kBK, dO.data(), D, nq, nk, false, nullptr, D);
+            rows_times<DC>(dK.data(), D, dS.data(), 1, kBK, Qs.data(), D, nq, nk, false, nullptr, D);
           }
         }
         for (int j = 0; j < nk; ++j)

@@ -20,6 +20,22 @@ inline v8 load8(const float* p) { return *reinterpret_cast<const v8u*>(p); }
 inline void store8(float* p, v8 v) { *reinterpret_cast<v8u*>(p) = v; }
 inline v8 bcast(float x) { return v8{} + x; }
 
+// The variant's widest float vector (vf, kLanes floats): 16 where the variant
+// has AVX-512 (32 registers of 16), else 8. For register-blocked products
+// whose widths are multiples of kLanes.
+#if defined(FORGE_CPU_VARIANT_IS_x86_64_v4) || defined(__AVX512F__)
+constexpr int kLanes = 16;
+constexpr int kVectorRegisters = 32;
+#else
+constexpr int kLanes = 8;
+constexpr int kVectorRegisters = 16;
+#endif
+typedef float vf __attribute__((vector_size(4 * kLanes)));
+typedef float vfu __attribute__((vector_size(4 * kLanes), aligned(4)));
+inline vf loadv(const float* p) { return *reinterpret_cast<const vfu*>(p); }
+inline void storev(float* p, vf v) { *reinterpret_cast<vfu*>(p) = v; }
+inline vf bcastv(float x) { return vf{} + x; }
+
 inline v8 exp8(v8 x) {
   const v8i underflow = x < -87.0f;
   x = x > 88.0f ? bcast(88.0f) : x;
