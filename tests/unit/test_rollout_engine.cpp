@@ -143,9 +143,12 @@ void expect_same_generation(const GenerationResult& a, const GenerationResult& b
   EXPECT_EQ(a.finish, b.finish);
 }
 
-TEST(RolloutEngine, PagedAttentionMatchesNaiveSoftmax) {
+// The CPU paged attention against a double-precision softmax over the
+// row's positions, read through its block table.
+static void expect_paged_attention_matches_naive(int D, int bs) {
+  SCOPED_TRACE("head_dim " + std::to_string(D) + ", block_size " + std::to_string(bs));
   CpuBackend B;
-  const int H = 4, Hkv = 2, D = 8, bs = 4, nblocks = 12, row = Hkv * D;
+  const int H = 4, Hkv = 2, nblocks = 12, row = Hkv * D;
   Rng rng(3);
   std::vector<float> kc(size_t(nblocks) * bs * row), vc(kc.size());
   for (auto& x : kc) x = static_cast<float>(rng.normal());
@@ -197,6 +200,14 @@ TEST(RolloutEngine, PagedAttentionMatchesNaiveSoftmax) {
         EXPECT_NEAR(out[size_t(t) * H * D + h * D + i], o, 1e-5) << "t " << t << " h " << h;
       }
     }
+}
+
+TEST(RolloutEngine, PagedAttentionMatchesNaiveSoftmax) {
+  // Head dims: the unrolled vector path (32), the vector path of any
+  // multiple of 8 (8, 24), the scalar path (12); blocks shorter than, equal
+  // to and longer than the eight positions scored at a time.
+  for (int D : {8, 12, 24, 32})
+    for (int bs : {4, 8, 16}) expect_paged_attention_matches_naive(D, bs);
 }
 
 TEST(RolloutEngine, LogprobsMatchTrainerForward) {

@@ -6,9 +6,11 @@
 //   s_j = (scale q) . k_j ;  online softmax: m' = max(m, max_j s_j),
 //   l' = l e^{m - m'} + sum_j e^{s_j - m'},  o' = o e^{m - m'} + sum_j e^{s_j - m'} v_j
 // and out = o / l. A thread takes a query row and all its heads, so each
-// cached k/v row (all kv heads, contiguous within a block) is streamed once
-// per query (and the next block prefetched while one is computed); rows of
-// one step have different lengths, so they are scheduled dynamically.
+// cached k/v block is read once per query from memory (and the next block
+// prefetched while one is computed); rows of one step have different
+// lengths, so they are scheduled dynamically. Head dimensions that are a
+// multiple of 8 run on 8-lane vectors (eight positions' scores at a time,
+// exp8 over the block); others on a scalar loop of the same arithmetic.
 #include <omp.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 
 #include "backend/cpu/variant_begin.hpp"
+#include "backend/cpu/vec_math.hpp"
 
 namespace forge::FORGE_CPU_NS {
 
@@ -37,84 +40,202 @@ void CpuBackend::kv_cache_write(const KvCacheWriteArgs& a) {
   }
 }
 
-void CpuBackend::paged_attention_fwd(const PagedAttentionArgs& a) {
-  const int T = a.T, H = a.n_heads, D = a.head_dim, bs = a.block_size;
-  const int group = a.n_heads / a.n_kv_heads;
+namespace {
+
+// r[i] = sum of the lanes of a[i], i < 8 (two pairwise-add rounds within
+// 128-bit halves, then the halves).
+inline v8 lane_sums8(const v8* a) {
+  auto hadd = [](v8 x, v8 y) {
+    return __builtin_shufflevector(x, y, 0, 2, 8, 10, 4, 6, 12, 14) +
+           __builtin_shufflevector(x, y, 1, 3, 9, 11, 5, 7, 13, 15);
+  };
+  const v8 u0 = hadd(hadd(a[0], a[1]), hadd(a[2], a[3]));
+  const v8 u1 = hadd(hadd(a[4], a[5]), hadd(a[6], a[7]));
+  return __builtin_shufflevector(u0, u1, 0, 1, 2, 3, 8, 9, 10, 11) +
+         __builtin_shufflevector(u0, u1, 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
+// Per-thread scratch of one query row: scaled q, scores [H][bs8], o [H][D].
+struct RowScratch {
+  std::vector<float> q, s, o, m, l;
+  RowScratch(int H, int D, int bs8) : q(H * D), s(static_cast<size_t>(H) * bs8), o(H * D), m(H), l(H) {}
+};
+
+// One query row, head dimension D = 8 NC (NC = 0: any multiple of 8, not
+// unrolled). A block is read eight positions at a time across all heads, so
+// those rows (all kv heads, contiguous) are used up while in L1: scores of
+// the eight positions per head (one FMA chain each, then lane_sums8), the
+// block's softmax on 8-lane vectors, then o_h += p v over the same eight
+// positions with o_h in registers.
+template <int NC>
+void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
+  const int H = a.n_heads, D = a.head_dim, bs = a.block_size, group = a.n_heads / a.n_kv_heads;
+  const int bs8 = (bs + 7) / 8 * 8, nc = NC ? NC : D / 8;
   const size_t row = static_cast<size_t>(a.n_kv_heads) * D;
-  const int HD = H * D;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const float ninf = -std::numeric_limits<float>::infinity();
   const float* k_cache = static_cast<const float*>(a.k_cache);
   const float* v_cache = static_cast<const float*>(a.v_cache);
-  int64_t work = 0;  // multiply-adds, to keep small steps on one thread
-  for (int t = 0; t < T; ++t) work += static_cast<int64_t>(a.position[t] + 1) * HD;
-
-#pragma omp parallel if (work > (int64_t{1} << 16))
-  {
-    std::vector<float> q(HD), o(HD), s(static_cast<size_t>(H) * bs), m(H), l(H);
-#pragma omp for schedule(dynamic, 1)
-    for (int t = 0; t < T; ++t) {
-      const float* qr = a.q + static_cast<size_t>(t) * a.ld_q;
-      for (int i = 0; i < HD; ++i) q[i] = qr[i] * scale;
-      std::fill(o.begin(), o.end(), 0.0f);
-      std::fill(m.begin(), m.end(), ninf);
-      std::fill(l.begin(), l.end(), 0.0f);
-      const int32_t* table = a.block_table + a.table_begin[t];
-      const int n = a.position[t] + 1;
-      for (int p0 = 0; p0 < n; p0 += bs) {
-        const int nb = std::min(bs, n - p0);
-        const size_t base = static_cast<size_t>(table[p0 / bs]) * bs * row;
-        const float* kb = k_cache + base;
-        const float* vb = v_cache + base;
-        if (p0 + bs < n) {  // prefetch the next block, a cache line (16 floats) at a time
-          const size_t next = static_cast<size_t>(table[p0 / bs + 1]) * bs * row;
-          const int nn = std::min(bs, n - p0 - bs);
-          for (size_t i = 0; i < nn * row; i += 16) {
-            __builtin_prefetch(k_cache + next + i);
-            __builtin_prefetch(v_cache + next + i);
-          }
-        }
-        for (int j = 0; j < nb; ++j) {
-          const float* k = kb + j * row;
-          for (int h = 0; h < H; ++h) {
-            const float* kh = k + static_cast<size_t>(h / group) * D;
-            const float* qh = q.data() + static_cast<size_t>(h) * D;
-            float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int d = 0; d < D; ++d) dot += qh[d] * kh[d];
-            s[static_cast<size_t>(h) * bs + j] = dot;
-          }
-        }
-        for (int h = 0; h < H; ++h) {
-          float* sh = s.data() + static_cast<size_t>(h) * bs;
-          float mx = m[h];
-          for (int j = 0; j < nb; ++j) mx = std::max(mx, sh[j]);
-          const float corr = std::exp(m[h] - mx);  // 0 on the first block (m = -inf)
-          float sum = 0.0f;
-          for (int j = 0; j < nb; ++j) sum += sh[j] = std::exp(sh[j] - mx);
-          l[h] = l[h] * corr + sum;
-          m[h] = mx;
-          float* oh = o.data() + static_cast<size_t>(h) * D;
-#pragma omp simd
-          for (int d = 0; d < D; ++d) oh[d] *= corr;
-        }
-        for (int j = 0; j < nb; ++j) {
-          const float* v = vb + j * row;
-          for (int h = 0; h < H; ++h) {
-            const float p = s[static_cast<size_t>(h) * bs + j];
-            const float* vh = v + static_cast<size_t>(h / group) * D;
-            float* oh = o.data() + static_cast<size_t>(h) * D;
-#pragma omp simd
-            for (int d = 0; d < D; ++d) oh[d] += p * vh[d];
-          }
-        }
-      }
-      float* out = a.out + static_cast<size_t>(t) * HD;
-      for (int h = 0; h < H; ++h) {
-        const float inv = 1.0f / l[h];
-        for (int d = 0; d < D; ++d) out[h * D + d] = o[h * D + d] * inv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const float* qr = a.q + static_cast<size_t>(t) * a.ld_q;
+  for (int i = 0; i < H * D; ++i) sc.q[i] = qr[i] * scale;
+  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
+  std::fill(sc.m.begin(), sc.m.end(), ninf);
+  std::fill(sc.l.begin(), sc.l.end(), 0.0f);
+  const int32_t* table = a.block_table + a.table_begin[t];
+  const int n = a.position[t] + 1;
+  for (int p0 = 0; p0 < n; p0 += bs) {
+    const int nb = std::min(bs, n - p0);
+    const size_t base = static_cast<size_t>(table[p0 / bs]) * bs * row;
+    const float* kb = k_cache + base;
+    const float* vb = v_cache + base;
+    if (p0 + bs < n) {  // prefetch the next block, a cache line (16 floats) at a time
+      const size_t next = static_cast<size_t>(table[p0 / bs + 1]) * bs * row;
+      const size_t nn = static_cast<size_t>(std::min(bs, n - p0 - bs)) * row;
+      for (size_t i = 0; i < nn; i += 16) {
+        __builtin_prefetch(k_cache + next + i);
+        __builtin_prefetch(v_cache + next + i);
       }
     }
+    // scores s[h][j] = q_h . k_j, eight positions at a time
+    for (int j0 = 0; j0 < bs8; j0 += 8) {
+      const int nj = std::min(8, nb - j0);  // <= 0 past the block's last position
+      for (int h = 0; h < H; ++h) {
+        const float* qh = sc.q.data() + static_cast<size_t>(h) * D;
+        const float* k = kb + j0 * row + static_cast<size_t>(h / group) * D;
+        v8 dots[8];
+        for (int jj = 0; jj < 8; ++jj) {
+          dots[jj] = v8{};
+          if (jj < nj)
+#pragma GCC unroll 16
+            for (int c = 0; c < nc; ++c) dots[jj] += load8(qh + 8 * c) * load8(k + jj * row + 8 * c);
+        }
+        v8 sv = lane_sums8(dots);
+        for (int jj = std::max(nj, 0); jj < 8; ++jj) sv[jj] = ninf;
+        store8(sc.s.data() + static_cast<size_t>(h) * bs8 + j0, sv);
+      }
+    }
+    // online softmax over the block: o_h *= e^{m - m'}, s = e^{s - m'}
+    for (int h = 0; h < H; ++h) {
+      float* sh = sc.s.data() + static_cast<size_t>(h) * bs8;
+      v8 mv = load8(sh);
+      for (int j = 8; j < bs8; j += 8) {
+        const v8 x = load8(sh + j);
+        mv = mv > x ? mv : x;
+      }
+      float mx = sc.m[h];
+      for (int l = 0; l < 8; ++l) mx = std::max(mx, mv[l]);
+      const float corr = fast_exp(sc.m[h] - mx);  // 0 on the first block (m = -inf)
+      sc.l[h] = sc.l[h] * corr + exp_inplace_sum(sh, bs8, mx);
+      sc.m[h] = mx;
+      float* oh = sc.o.data() + static_cast<size_t>(h) * D;
+      for (int c = 0; c < nc; ++c) store8(oh + 8 * c, load8(oh + 8 * c) * corr);
+    }
+    // o_h += sum_j p_hj v_j, eight positions at a time
+    for (int j0 = 0; j0 < nb; j0 += 8) {
+      const int nj = std::min(8, nb - j0);
+      for (int h = 0; h < H; ++h) {
+        const float* sh = sc.s.data() + static_cast<size_t>(h) * bs8 + j0;
+        const float* v = vb + j0 * row + static_cast<size_t>(h / group) * D;
+        float* oh = sc.o.data() + static_cast<size_t>(h) * D;
+        if constexpr (NC > 0) {
+          v8 acc[NC];
+#pragma GCC unroll 16
+          for (int c = 0; c < NC; ++c) acc[c] = load8(oh + 8 * c);
+          for (int jj = 0; jj < nj; ++jj) {
+            const v8 p = bcast(sh[jj]);
+#pragma GCC unroll 16
+            for (int c = 0; c < NC; ++c) acc[c] += p * load8(v + jj * row + 8 * c);
+          }
+#pragma GCC unroll 16
+          for (int c = 0; c < NC; ++c) store8(oh + 8 * c, acc[c]);
+        } else {
+          for (int c = 0; c < nc; ++c) {
+            v8 acc = load8(oh + 8 * c);
+            for (int jj = 0; jj < nj; ++jj) acc += bcast(sh[jj]) * load8(v + jj * row + 8 * c);
+            store8(oh + 8 * c, acc);
+          }
+        }
+      }
+    }
+  }
+  float* out = a.out + static_cast<size_t>(t) * H * D;
+  for (int h = 0; h < H; ++h) {
+    const float inv = 1.0f / sc.l[h];
+    for (int d = 0; d < D; ++d) out[h * D + d] = sc.o[h * D + d] * inv;
+  }
+}
+
+// Any head dimension: one position and head at a time.
+void attend_row_scalar(const PagedAttentionArgs& a, int t, RowScratch& sc) {
+  const int H = a.n_heads, D = a.head_dim, bs = a.block_size, group = a.n_heads / a.n_kv_heads;
+  const size_t row = static_cast<size_t>(a.n_kv_heads) * D;
+  const float* k_cache = static_cast<const float*>(a.k_cache);
+  const float* v_cache = static_cast<const float*>(a.v_cache);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int HD = H * D, bs8 = (bs + 7) / 8 * 8;
+  const float* qr = a.q + static_cast<size_t>(t) * a.ld_q;
+  for (int i = 0; i < HD; ++i) sc.q[i] = qr[i] * scale;
+  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
+  std::fill(sc.m.begin(), sc.m.end(), ninf);
+  std::fill(sc.l.begin(), sc.l.end(), 0.0f);
+  const int32_t* table = a.block_table + a.table_begin[t];
+  const int n = a.position[t] + 1;
+  for (int p0 = 0; p0 < n; p0 += bs) {
+    const int nb = std::min(bs, n - p0);
+    const size_t base = static_cast<size_t>(table[p0 / bs]) * bs * row;
+    for (int h = 0; h < H; ++h) {
+      const float* qh = sc.q.data() + static_cast<size_t>(h) * D;
+      const size_t kvh = static_cast<size_t>(h / group) * D;
+      float* sh = sc.s.data() + static_cast<size_t>(h) * bs8;
+      float mx = sc.m[h];
+      for (int j = 0; j < nb; ++j) {
+        const float* k = k_cache + base + j * row + kvh;
+        float dot = 0.0f;
+        for (int d = 0; d < D; ++d) dot += qh[d] * k[d];
+        sh[j] = dot;
+        mx = std::max(mx, dot);
+      }
+      const float corr = fast_exp(sc.m[h] - mx);
+      float sum = 0.0f;
+      for (int j = 0; j < nb; ++j) sum += sh[j] = fast_exp(sh[j] - mx);
+      sc.l[h] = sc.l[h] * corr + sum;
+      sc.m[h] = mx;
+      float* oh = sc.o.data() + static_cast<size_t>(h) * D;
+      for (int d = 0; d < D; ++d) oh[d] *= corr;
+      for (int j = 0; j < nb; ++j) {
+        const float* v = v_cache + base + j * row + kvh;
+        for (int d = 0; d < D; ++d) oh[d] += sh[j] * v[d];
+      }
+    }
+  }
+  float* out = a.out + static_cast<size_t>(t) * HD;
+  for (int h = 0; h < H; ++h) {
+    const float inv = 1.0f / sc.l[h];
+    for (int d = 0; d < D; ++d) out[h * D + d] = sc.o[h * D + d] * inv;
+  }
+}
+
+}  // namespace
+
+void CpuBackend::paged_attention_fwd(const PagedAttentionArgs& a) {
+  const int HD = a.n_heads * a.head_dim, bs8 = (a.block_size + 7) / 8 * 8;
+  int64_t work = 0;  // multiply-adds, to keep small steps on one thread
+  for (int t = 0; t < a.T; ++t) work += static_cast<int64_t>(a.position[t] + 1) * HD;
+  void (*attend_row)(const PagedAttentionArgs&, int, RowScratch&) = attend_row_scalar;
+  switch (a.head_dim) {
+    case 16: attend_row = attend_row_vec<2>; break;
+    case 32: attend_row = attend_row_vec<4>; break;
+    case 64: attend_row = attend_row_vec<8>; break;
+    case 128: attend_row = attend_row_vec<16>; break;
+    default:
+      if (a.head_dim % 8 == 0) attend_row = attend_row_vec<0>;
+  }
+#pragma omp parallel if (work > (int64_t{1} << 16))
+  {
+    RowScratch sc(a.n_heads, a.head_dim, bs8);
+#pragma omp for schedule(dynamic, 1)
+    for (int t = 0; t < a.T; ++t) attend_row(a, t, sc);
   }
 }
 
