@@ -203,11 +203,12 @@ static void expect_paged_attention_matches_naive(int D, int bs) {
 }
 
 TEST(RolloutEngine, PagedAttentionMatchesNaiveSoftmax) {
-  // Head dims: the unrolled vector path (32), the vector path of any
-  // multiple of 8 (8, 24), the scalar path (12); blocks shorter than, equal
-  // to and longer than the eight positions scored at a time.
-  for (int D : {8, 12, 24, 32})
-    for (int bs : {4, 8, 16}) expect_paged_attention_matches_naive(D, bs);
+  // Head dims: the unrolled vector paths (16, 32, 64, 128: one and two
+  // panels), the vector path of any multiple of 8 (8, 24), the scalar path
+  // (12); blocks shorter than, equal to and longer than the eight positions
+  // scored at a time, and one (12) that ends mid-way through its second eight.
+  for (int D : {8, 12, 16, 24, 32, 64, 128})
+    for (int bs : {4, 8, 12, 16}) expect_paged_attention_matches_naive(D, bs);
 }
 
 TEST(RolloutEngine, LogprobsMatchTrainerForward) {

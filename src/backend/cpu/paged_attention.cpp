@@ -10,7 +10,7 @@
 // prefetched while one is computed); rows of one step have different
 // lengths, so they are scheduled dynamically. Head dimensions that are a
 // multiple of 8 run on 8-lane vectors (eight positions' scores at a time,
-// exp8 over the block); others on a scalar loop of the same arithmetic.
+// exp8 over the block); others on a scalar loop of the same formulas.
 #include <omp.h>
 
 #include <algorithm>
@@ -66,7 +66,7 @@ struct RowScratch {
 // those rows (all kv heads, contiguous) are used up while in L1: scores of
 // the eight positions per head (one FMA chain each, then lane_sums8), the
 // block's softmax on 8-lane vectors, then o_h += p v over the same eight
-// positions with o_h in registers.
+// positions (for NC > 0 with o_h in registers, a panel at a time).
 template <int NC>
 void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
   const int H = a.n_heads, D = a.head_dim, bs = a.block_size, group = a.n_heads / a.n_kv_heads;
@@ -96,9 +96,11 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
         __builtin_prefetch(v_cache + next + i);
       }
     }
-    // scores s[h][j] = q_h . k_j, eight positions at a time
-    for (int j0 = 0; j0 < bs8; j0 += 8) {
-      const int nj = std::min(8, nb - j0);  // <= 0 past the block's last position
+    // scores s[h][j] = q_h . k_j, eight positions at a time; the padded
+    // lanes past nb get -inf (weight 0)
+    const int nb8 = (nb + 7) / 8 * 8;
+    for (int j0 = 0; j0 < nb8; j0 += 8) {
+      const int nj = std::min(8, nb - j0);
       for (int h = 0; h < H; ++h) {
         const float* qh = sc.q.data() + static_cast<size_t>(h) * D;
         const float* k = kb + j0 * row + static_cast<size_t>(h / group) * D;
@@ -110,7 +112,7 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
             for (int c = 0; c < nc; ++c) dots[jj] += load8(qh + 8 * c) * load8(k + jj * row + 8 * c);
         }
         v8 sv = lane_sums8(dots);
-        for (int jj = std::max(nj, 0); jj < 8; ++jj) sv[jj] = ninf;
+        for (int jj = nj; jj < 8; ++jj) sv[jj] = ninf;
         store8(sc.s.data() + static_cast<size_t>(h) * bs8 + j0, sv);
       }
     }
@@ -118,14 +120,14 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
     for (int h = 0; h < H; ++h) {
       float* sh = sc.s.data() + static_cast<size_t>(h) * bs8;
       v8 mv = load8(sh);
-      for (int j = 8; j < bs8; j += 8) {
+      for (int j = 8; j < nb8; j += 8) {
         const v8 x = load8(sh + j);
         mv = mv > x ? mv : x;
       }
       float mx = sc.m[h];
       for (int l = 0; l < 8; ++l) mx = std::max(mx, mv[l]);
       const float corr = fast_exp(sc.m[h] - mx);  // 0 on the first block (m = -inf)
-      sc.l[h] = sc.l[h] * corr + exp_inplace_sum(sh, bs8, mx);
+      sc.l[h] = sc.l[h] * corr + exp_inplace_sum(sh, nb8, mx);
       sc.m[h] = mx;
       float* oh = sc.o.data() + static_cast<size_t>(h) * D;
       for (int c = 0; c < nc; ++c) store8(oh + 8 * c, load8(oh + 8 * c) * corr);
@@ -138,16 +140,20 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
         const float* v = vb + j0 * row + static_cast<size_t>(h / group) * D;
         float* oh = sc.o.data() + static_cast<size_t>(h) * D;
         if constexpr (NC > 0) {
-          v8 acc[NC];
+          // in panels of kPanel vectors held in registers
+          constexpr int kPanel = std::min(NC, kLanes >= 8 ? 8 : 4);  // a v8 is two SSE2 registers
+          for (int c0 = 0; c0 < NC; c0 += kPanel) {
+            v8 acc[kPanel];
 #pragma GCC unroll 16
-          for (int c = 0; c < NC; ++c) acc[c] = load8(oh + 8 * c);
-          for (int jj = 0; jj < nj; ++jj) {
-            const v8 p = bcast(sh[jj]);
+            for (int c = 0; c < kPanel; ++c) acc[c] = load8(oh + 8 * (c0 + c));
+            for (int jj = 0; jj < nj; ++jj) {
+              const v8 p = bcast(sh[jj]);
 #pragma GCC unroll 16
-            for (int c = 0; c < NC; ++c) acc[c] += p * load8(v + jj * row + 8 * c);
+              for (int c = 0; c < kPanel; ++c) acc[c] += p * load8(v + jj * row + 8 * (c0 + c));
+            }
+#pragma GCC unroll 16
+            for (int c = 0; c < kPanel; ++c) store8(oh + 8 * (c0 + c), acc[c]);
           }
-#pragma GCC unroll 16
-          for (int c = 0; c < NC; ++c) store8(oh + 8 * c, acc[c]);
         } else {
           for (int c = 0; c < nc; ++c) {
             v8 acc = load8(oh + 8 * c);

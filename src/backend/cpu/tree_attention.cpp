@@ -75,21 +75,29 @@ inline float row_max(const float* s) {
 //   C[r][0:W) = c_r C[r][0:W) + sum_{k<n} a(r, k) X[k][0:W),  a(r, k) = A[r sa_r + k sa_k]
 // with c_r = 0 (overwrite), 1, or corr[r] (the online softmax's rescale).
 // Scores (A = Q rows, X = K^T rows), P V and dS K (A = a score row), and
-// P^T dO, dS^T Q (A = a score column: sa_r = 1, sa_k = kBK). R rows share
-// each load of X; R x W / kLanes accumulators fit the variant's registers
-// (at most 16 of AVX-512's 32, which broadcasts a(r, k) from memory; 12 of
-// AVX2's 16, which needs registers for the broadcasts: measured with
-// bench_cpu_attention, 16 there spills and is slower).
-template <int W>
-constexpr int rows_per_block() {
-  constexpr int per_row = W / kLanes, budget = kVectorRegisters == 32 ? 16 : 12;
-  return std::max(1, std::min(8, budget / per_row));
+// P^T dO, dS^T Q (A = a score column: sa_r = 1, sa_k = kBK). The columns go
+// in panels of PW and the rows in blocks of R, R x PW / kLanes accumulators
+// within the variant's kAccumulators (vec_math.hpp), so that each load of X
+// feeds R FMAs (at least 3): measured with bench_cpu_attention.
+constexpr int largest_divisor_at_most(int n, int cap) {
+  int d = std::max(1, std::min(n, cap));
+  while (n % d != 0) --d;
+  return d;
 }
 
-template <int W, int R>
+template <int W>
+struct Blocking {
+  static_assert(W % kLanes == 0, "compiled widths are multiples of the vector");
+  static constexpr int kVectors = W / kLanes;
+  static constexpr int kPanelVectors = largest_divisor_at_most(kVectors, kAccumulators / 3);
+  static constexpr int PW = kPanelVectors * kLanes;
+  static constexpr int R = std::max(1, std::min(8, kAccumulators / kPanelVectors));
+};
+
+template <int PW, int R>
 inline void rows_block(float* C, int ldc, const float* A, int sa_r, int sa_k, const float* X, int ldx, int n,
                        bool overwrite, const float* corr) {
-  constexpr int kV = W / kLanes;
+  constexpr int kV = PW / kLanes;
   vf acc[R][kV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -113,18 +121,22 @@ inline void rows_block(float* C, int ldc, const float* A, int sa_r, int sa_k, co
     for (int v = 0; v < kV; ++v) storev(C + r * ldc + v * kLanes, acc[r][v]);
 }
 
-// The product above for output rows [0, rows); W is the compiled width or 0
-// (generic: the runtime width w, plain loops).
+// The product above for output rows [0, rows); W is the compiled width
+// (a multiple of kLanes) or 0 (generic: the runtime width w, plain loops).
 template <int W>
 inline void rows_times(float* C, int ldc, const float* A, int sa_r, int sa_k, const float* X, int ldx, int n,
                        int rows, bool overwrite, const float* corr, int w) {
-  if constexpr (W > 0 && W % kLanes == 0) {
-    constexpr int R = rows_per_block<W>();
-    int r = 0;
-    for (; r + R <= rows; r += R)
-      rows_block<W, R>(C + r * ldc, ldc, A + r * sa_r, sa_r, sa_k, X, ldx, n, overwrite, corr ? corr + r : nullptr);
-    for (; r < rows; ++r)
-      rows_block<W, 1>(C + r * ldc, ldc, A + r * sa_r, sa_r, sa_k, X, ldx, n, overwrite, corr ? corr + r : nullptr);
+  if constexpr (W > 0) {
+    using B = Blocking<W>;
+    for (int p = 0; p < W; p += B::PW) {
+      int r = 0;
+      for (; r + B::R <= rows; r += B::R)
+        rows_block<B::PW, B::R>(C + r * ldc + p, ldc, A + r * sa_r, sa_r, sa_k, X + p, ldx, n, overwrite,
+                                corr ? corr + r : nullptr);
+      for (; r < rows; ++r)
+        rows_block<B::PW, 1>(C + r * ldc + p, ldc, A + r * sa_r, sa_r, sa_k, X + p, ldx, n, overwrite,
+                             corr ? corr + r : nullptr);
+    }
   } else {
     for (int r = 0; r < rows; ++r) {
       float* c = C + r * ldc;

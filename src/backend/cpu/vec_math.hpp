@@ -1,5 +1,6 @@
 // Vectorized float math for the CPU kernels, written with GCC/Clang vector
-// extensions (8 floats) so that it compiles to SIMD on any x86-64 level.
+// extensions (v8: 8 floats; vf: the variant's widest vector) so that it
+// compiles to SIMD on any x86-64 level.
 //
 // exp8(x) = 2^n * e^g with n = round(x log2 e) (by the 1.5 * 2^23 rounding
 // trick, which also leaves n in the low mantissa bits) and g = x - n ln 2,
@@ -20,15 +21,20 @@ inline v8 load8(const float* p) { return *reinterpret_cast<const v8u*>(p); }
 inline void store8(float* p, v8 v) { *reinterpret_cast<v8u*>(p) = v; }
 inline v8 bcast(float x) { return v8{} + x; }
 
-// The variant's widest float vector (vf, kLanes floats): 16 where the variant
-// has AVX-512 (32 registers of 16), else 8. For register-blocked products
-// whose widths are multiples of kLanes.
+// The variant's float register as a vector (vf, kLanes floats): 16 with
+// AVX-512, 8 with AVX2, 4 in the SSE2 baseline. kAccumulators: how many vf
+// accumulators a register-blocked product may keep, leaving registers for its
+// operands: 16 of AVX-512's 32 (FMAs broadcast from memory), 12 of the 16
+// that AVX2 and SSE2 have.
 #if defined(FORGE_CPU_VARIANT_IS_x86_64_v4) || defined(__AVX512F__)
 constexpr int kLanes = 16;
-constexpr int kVectorRegisters = 32;
-#else
+constexpr int kAccumulators = 16;
+#elif defined(FORGE_CPU_VARIANT_IS_x86_64_v3) || defined(__AVX2__)
 constexpr int kLanes = 8;
-constexpr int kVectorRegisters = 16;
+constexpr int kAccumulators = 12;
+#else
+constexpr int kLanes = 4;
+constexpr int kAccumulators = 12;
 #endif
 typedef float vf __attribute__((vector_size(4 * kLanes)));
 typedef float vfu __attribute__((vector_size(4 * kLanes), aligned(4)));
