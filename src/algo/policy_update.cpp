@@ -124,11 +124,15 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   st.linear_tokens = linear_token_count(samples);
   const std::vector<PackedBin> bins = pack_forest(build_prefix_forest(samples, config.merge), config.max_tokens);
 
-  // Pass 1: current logprobs of every generated token.
+  // Pass 1: current logprobs of every generated token. The bins go last to
+  // first, so that the model still holds bin 0's activations when pass 2
+  // starts with it: one forward pass fewer per step (the forward is
+  // deterministic, so reusing it equals recomputing it).
   BinForward fwd;
   double entropy_sum = 0;
   int64_t entropy_rows = 0;
-  for (const PackedBin& bin : bins) {
+  for (auto it = bins.rbegin(); it != bins.rend(); ++it) {
+    const PackedBin& bin = *it;
     st.tree_tokens += bin.tokens();
     model.forward(bin, config.inv_temperature, &fwd);
     for (int32_t e = 0; e < bin.entries(); ++e)
@@ -153,11 +157,12 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
       policy_coefficients(model.backend(), config.loss, tokens, &st.loss, config.sum_across_shards);
 
   // Pass 2: L = -sum_e (sum_refs w) logprob_e.
-  for (const PackedBin& bin : bins) {
+  for (size_t b = 0; b < bins.size(); ++b) {
+    const PackedBin& bin = bins[b];
     const auto ew = entry_weights(bin, [&](const SampleRef& ref) {
       return w[tokens.sample_begin[ref.sample] + ref.position - context_len[ref.sample]];
     });
-    model.forward(bin, config.inv_temperature, &fwd);
+    if (b > 0) model.forward(bin, config.inv_temperature, &fwd);  // bin 0's is still held from pass 1
     std::vector<float> dl(ew.size());
     for (size_t e = 0; e < ew.size(); ++e) dl[e] = -ew[e];
     model.backward(dl);

@@ -2,7 +2,8 @@
 // running policy_forward_backward on its shard with whole-batch denominators
 // (sum_across_shards), give gradients whose sum equals one learner's gradient
 // on the whole batch, for every loss and masking mode. The learners run as
-// threads here, with a barrier-based sum in place of MPI_Allreduce.
+// threads here, with a barrier-based sum in place of MPI_Allreduce. Also:
+// abandoned episodes leave the loss, and several bins give one bin's gradient.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -160,6 +161,35 @@ TEST(PolicyUpdate, AbandonedEpisodesAreLeftOut) {
   double norm = 0;
   for (float g : g_with) norm += double(g) * g;
   EXPECT_GT(norm, 0);
+}
+
+// The update packs the batch into bins of at most max_tokens; pass 2 reuses
+// the activations pass 1 left of bin 0 and recomputes the others. Several
+// bins must give the gradient and loss of one.
+TEST(PolicyUpdate, SeveralBinsGiveTheGradientOfOne) {
+  set_compute_threads(1);
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny_agent_model_config(), *backend);
+  model.init_random(23);
+  const std::vector<Trajectory> trajs = episodes(model);
+  PolicyUpdateConfig cfg;
+  cfg.max_tokens = 1 << 20;
+  model.zero_grads();
+  const PolicyUpdateStats one = policy_forward_backward(model, trajs, cfg);
+  const std::vector<float> g_one = model.get_grads();
+  cfg.max_tokens = 512;
+  model.zero_grads();
+  const PolicyUpdateStats several = policy_forward_backward(model, trajs, cfg);
+  const std::vector<float> g_several = model.get_grads();
+  ASSERT_GT(several.tree_tokens, 3 * 512) << "the batch should need several bins";
+  EXPECT_NEAR(several.loss.objective, one.loss.objective, 1e-5 * (1 + std::abs(one.loss.objective)));
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < g_one.size(); ++i) {
+    err = std::max(err, std::abs(double(g_several[i]) - g_one[i]));
+    ref = std::max(ref, std::abs(double(g_one[i])));
+  }
+  ASSERT_GT(ref, 0);
+  EXPECT_LE(err / ref, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Losses, DataParallelUpdate,
