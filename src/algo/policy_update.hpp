@@ -12,7 +12,8 @@
 //          (policy_loss.hpp, on the model's backend; masks and denominators
 //          need the whole batch)
 //   pass 2: forward + backward with entry weights sum_refs w, so the tree
-//          gradient equals the linear one.
+//          gradient equals the linear one; pass 1 ran the bins last to
+//          first, so bin 0's forward is still held and not run again.
 // Between the passes, |log pi_learner - log pi_behaviour| of every generated
 // token is split by its staleness s = policy_version - (the oldest version
 // its LLM call ran on: the engine may switch weights mid-call, and later
