@@ -9,7 +9,6 @@
 // forward and backward GFLOP/s and their fraction of SGEMM.
 //
 //   bench_cpu_attention [--reps=7] [--tokens=2048]
-#include <cblas.h>
 #include <omp.h>
 
 #include <cstdio>
@@ -19,6 +18,7 @@
 
 #include "backend/backend_registry.hpp"
 #include "bench_util.hpp"
+#include "bench_workloads.hpp"
 #include "core/rng.hpp"
 #include "tree/packed_batch.hpp"
 #include "tree/prefix_tree.hpp"
@@ -26,40 +26,6 @@
 using namespace forge;
 
 namespace {
-
-double sgemm_gflops() {
-  const int n = 2048;
-  std::vector<float> A(static_cast<size_t>(n) * n, 0.5f), B(A), C(A);
-  const double s = bench::median_seconds(1, 5, [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f,
-                C.data(), n);
-  });
-  return 2.0 * n * n * n / s / 1e9;
-}
-
-// Agent-like samples: per episode a shared prompt, then turns whose context
-// is the history so far.
-std::vector<Sample> agent_samples(Rng& rng, int episodes, int turns, int prompt, int gen, int obs) {
-  std::vector<int32_t> p(prompt);
-  for (auto& t : p) t = static_cast<int32_t>(rng.below(256));
-  std::vector<Sample> out;
-  for (int e = 0; e < episodes; ++e) {
-    std::vector<int32_t> history = p;
-    for (int t = 0; t < turns; ++t) {
-      Sample s;
-      s.tokens = history;
-      s.trainable.assign(history.size(), 0);
-      for (int i = 0; i < gen; ++i) {
-        s.tokens.push_back(static_cast<int32_t>(rng.below(256)));
-        s.trainable.push_back(1);
-      }
-      history = s.tokens;
-      for (int i = 0; i < obs; ++i) history.push_back(static_cast<int32_t>(rng.below(256)));
-      out.push_back(std::move(s));
-    }
-  }
-  return out;
-}
 
 struct Result {
   double fwd_gflops, bwd_gflops;
@@ -118,9 +84,9 @@ int main(int argc, char** argv) {
   const std::vector<int32_t> chain(T, T);
   run(*B, rng, "causal chain", chain, 8, 8, 64, reps);
   run(*B, rng, "causal chain, GQA 8/2", chain, 8, 2, 128, reps);
-  const auto bins = pack_forest(build_prefix_forest(agent_samples(rng, 4, 8, 512, 64, 32), true), T);
+  const auto bins = pack_forest(build_prefix_forest(bench::agent_samples(rng, 4, 8, 512, 64, 32), true), T);
   run(*B, rng, "tree bin (agent samples)", bins[0].subtree_end, 8, 8, 64, reps);
-  const double peak = sgemm_gflops();
+  const double peak = bench::sgemm_peak_gflops();
   std::printf("%-34s %10.1f GFLOP/s (2048^3, %d threads)\n", "OpenBLAS SGEMM", peak, threads);
   std::printf("train-step shape: forward %.2f, backward %.2f of SGEMM\n", step.fwd_gflops / peak,
               step.bwd_gflops / peak);

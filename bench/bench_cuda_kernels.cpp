@@ -34,6 +34,7 @@
 #include "backend/backend_registry.hpp"
 #include "backend/device_array.hpp"
 #include "bench_util.hpp"
+#include "bench_workloads.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/optimizer.hpp"
@@ -56,30 +57,6 @@ std::vector<float> randn(Rng& rng, size_t n, float s = 1.0f) {
   std::vector<float> v(n);
   for (auto& x : v) x = static_cast<float>(rng.normal()) * s;
   return v;
-}
-
-// Agent-like samples: per episode a shared prompt, then turns whose context
-// is the history so far (the shape tree merging is for).
-std::vector<Sample> agent_samples(Rng& rng, int episodes, int turns, int prompt, int gen, int obs) {
-  std::vector<int32_t> p(prompt);
-  for (auto& t : p) t = static_cast<int32_t>(rng.below(256));
-  std::vector<Sample> out;
-  for (int e = 0; e < episodes; ++e) {
-    std::vector<int32_t> history = p;
-    for (int t = 0; t < turns; ++t) {
-      Sample s;
-      s.tokens = history;
-      s.trainable.assign(history.size(), 0);
-      for (int i = 0; i < gen; ++i) {
-        s.tokens.push_back(static_cast<int32_t>(rng.below(256)));
-        s.trainable.push_back(1);
-      }
-      history = s.tokens;
-      for (int i = 0; i < obs; ++i) history.push_back(static_cast<int32_t>(rng.below(256)));
-      out.push_back(std::move(s));
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -183,7 +160,7 @@ int main(int argc, char** argv) {
   // Tree attention on a causal chain and on a tree bin.
   const int ld = (H + 2 * Hkv) * D;
   double flash_fraction[2] = {-1, -1};  // forge bf16 / torch bf16 flash throughput, causal (fwd, bwd)
-  const auto bins = pack_forest(build_prefix_forest(agent_samples(rng, 4, 8, 512, 64, 32), true), T);
+  const auto bins = pack_forest(build_prefix_forest(bench::agent_samples(rng, 4, 8, 512, 64, 32), true), T);
   const PackedBin& bin = bins[0];
   for (int kind = 0; kind < 2; ++kind) {
     std::vector<int32_t> se(kind ? bin.subtree_end : std::vector<int32_t>(T, T));
@@ -287,7 +264,7 @@ int main(int argc, char** argv) {
   model.init_random(1);
   OptimConfig oc;
   AdamW opt(oc, model);
-  const auto samples = agent_samples(rng, 4, 6, 256, 48, 24);
+  const auto samples = bench::agent_samples(rng, 4, 6, 256, 48, 24);
   double tok_s[2] = {0, 0};
   int64_t linear_tokens = 0;
   for (int merge = 0; merge < 2; ++merge) {

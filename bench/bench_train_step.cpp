@@ -19,7 +19,6 @@
 //   bench_train_step [--batch=8] [--seq=512] [--reps=3] [--rounds=3] [--no-torch]
 //                    [--backend=cpu|cuda] [--d_model=256] [--layers=4] [--heads=8]
 //                    [--kv_heads=heads] [--ffn=688]
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 #include "backend/backend_registry.hpp"
 #include "backend/device_array.hpp"
 #include "bench_util.hpp"
+#include "bench_workloads.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/optimizer.hpp"
@@ -40,16 +40,6 @@
 using namespace forge;
 
 namespace {
-
-double sgemm_peak_gflops() {
-  const int n = 2048;
-  std::vector<float> A(static_cast<size_t>(n) * n, 0.5f), B(A), C(A);
-  const double s = bench::median_seconds(1, 5, [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(),
-                n, 0.0f, C.data(), n);
-  });
-  return 2.0 * n * n * n / s / 1e9;
-}
 
 // PyTorch's tokens/s for the same step (bench/torch_train_step.py); -1 when
 // it could not run. extra: its flags beyond the model and batch.
@@ -189,7 +179,7 @@ int main(int argc, char** argv) {
   std::vector<double> forge_r, torch_r, ratio_r, gflops_r, peak_r, frac_r;
   for (int round = 0; round < rounds; ++round) {
     const double secs = step_seconds(model, opt, *backend, samples, tokens, round == 0 ? 1 : 0, reps);
-    const double peak = sgemm_peak_gflops();
+    const double peak = bench::sgemm_peak_gflops();
     const double torch = with_torch ? torch_tok_s(c, threads, batch, seq, reps, "") : -1;
     forge_r.push_back(tokens / secs);
     gflops_r.push_back(flops / secs / 1e9);

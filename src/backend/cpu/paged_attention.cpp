@@ -61,6 +61,27 @@ struct RowScratch {
   RowScratch(int H, int D, int bs8) : q(H * D), s(static_cast<size_t>(H) * bs8), o(H * D), m(H), l(H) {}
 };
 
+// Starts row t: q scaled by 1/sqrt(D), o = 0, m = -inf, l = 0.
+void start_row(const PagedAttentionArgs& a, int t, RowScratch& sc) {
+  const int HD = a.n_heads * a.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+  const float* qr = a.q + static_cast<size_t>(t) * a.ld_q;
+  for (int i = 0; i < HD; ++i) sc.q[i] = qr[i] * scale;
+  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
+  std::fill(sc.m.begin(), sc.m.end(), -std::numeric_limits<float>::infinity());
+  std::fill(sc.l.begin(), sc.l.end(), 0.0f);
+}
+
+// Ends row t: out = o / l per head.
+void finish_row(const PagedAttentionArgs& a, int t, const RowScratch& sc) {
+  const int H = a.n_heads, D = a.head_dim;
+  float* out = a.out + static_cast<size_t>(t) * H * D;
+  for (int h = 0; h < H; ++h) {
+    const float inv = 1.0f / sc.l[h];
+    for (int d = 0; d < D; ++d) out[h * D + d] = sc.o[h * D + d] * inv;
+  }
+}
+
 // One query row, head dimension D = 8 NC (NC = 0: any multiple of 8, not
 // unrolled). A block is read eight positions at a time across all heads, so
 // those rows (all kv heads, contiguous) are used up while in L1: scores of
@@ -74,13 +95,8 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
   const size_t row = static_cast<size_t>(a.n_kv_heads) * D;
   const float* k_cache = static_cast<const float*>(a.k_cache);
   const float* v_cache = static_cast<const float*>(a.v_cache);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const float ninf = -std::numeric_limits<float>::infinity();
-  const float* qr = a.q + static_cast<size_t>(t) * a.ld_q;
-  for (int i = 0; i < H * D; ++i) sc.q[i] = qr[i] * scale;
-  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
-  std::fill(sc.m.begin(), sc.m.end(), ninf);
-  std::fill(sc.l.begin(), sc.l.end(), 0.0f);
+  start_row(a, t, sc);
   const int32_t* table = a.block_table + a.table_begin[t];
   const int n = a.position[t] + 1;
   for (int p0 = 0; p0 < n; p0 += bs) {
@@ -164,11 +180,7 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
       }
     }
   }
-  float* out = a.out + static_cast<size_t>(t) * H * D;
-  for (int h = 0; h < H; ++h) {
-    const float inv = 1.0f / sc.l[h];
-    for (int d = 0; d < D; ++d) out[h * D + d] = sc.o[h * D + d] * inv;
-  }
+  finish_row(a, t, sc);
 }
 
 // Any head dimension: one position and head at a time.
@@ -177,14 +189,8 @@ void attend_row_scalar(const PagedAttentionArgs& a, int t, RowScratch& sc) {
   const size_t row = static_cast<size_t>(a.n_kv_heads) * D;
   const float* k_cache = static_cast<const float*>(a.k_cache);
   const float* v_cache = static_cast<const float*>(a.v_cache);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const float ninf = -std::numeric_limits<float>::infinity();
-  const int HD = H * D, bs8 = (bs + 7) / 8 * 8;
-  const float* qr = a.q + static_cast<size_t>(t) * a.ld_q;
-  for (int i = 0; i < HD; ++i) sc.q[i] = qr[i] * scale;
-  std::fill(sc.o.begin(), sc.o.end(), 0.0f);
-  std::fill(sc.m.begin(), sc.m.end(), ninf);
-  std::fill(sc.l.begin(), sc.l.end(), 0.0f);
+  const int bs8 = (bs + 7) / 8 * 8;
+  start_row(a, t, sc);
   const int32_t* table = a.block_table + a.table_begin[t];
   const int n = a.position[t] + 1;
   for (int p0 = 0; p0 < n; p0 += bs) {
@@ -215,11 +221,7 @@ void attend_row_scalar(const PagedAttentionArgs& a, int t, RowScratch& sc) {
       }
     }
   }
-  float* out = a.out + static_cast<size_t>(t) * HD;
-  for (int h = 0; h < H; ++h) {
-    const float inv = 1.0f / sc.l[h];
-    for (int d = 0; d < D; ++d) out[h * D + d] = sc.o[h * D + d] * inv;
-  }
+  finish_row(a, t, sc);
 }
 
 }  // namespace
