@@ -224,6 +224,14 @@ inline void rope(Backend& dev, Backend& cpu) {
     be->rope(pick(x), pick(ps), T, H, hd, ld, scaled.data(), true);
   }
   x.expect_equal("rope inverse");
+  // A position beyond the CPU's table of rounded cosines and sines.
+  pos[3] = 70000;
+  Pair<int32_t> far(dev, cpu, pos);
+  for (Backend* be : {&dev, &cpu}) {
+    auto pick = [&](auto& p) { return be == &dev ? p.dev.data() : p.cpu.data(); };
+    be->rope(pick(x), pick(far), T, H, hd, ld, plain.data(), false);
+  }
+  x.expect_equal("rope at position 70000");
 }
 
 inline void swiglu(Backend& dev, Backend& cpu) {
