@@ -6,7 +6,7 @@
 // each figure is the median over rounds; the ratio is the median of the
 // per-round ratios. FLOPs = 6 x (non-embedding parameters) x tokens + causal
 // attention 6 x layers x (heads x head_dim) x sum_s T_s^2; sgemm_peak_gflops is
-// OpenBLAS SGEMM (2048^3) measured here.
+// OpenBLAS SGEMM (2048^3) measured here (bench_workloads.hpp).
 //
 // --backend=cuda: on one GPU, forge in FP32 and in bf16 precision against the
 // same step in PyTorch on CUDA in FP32 (TF32 off) and in bf16 autocast, both

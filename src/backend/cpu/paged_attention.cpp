@@ -86,8 +86,9 @@ void finish_row(const PagedAttentionArgs& a, int t, const RowScratch& sc) {
 // unrolled). A block is read eight positions at a time across all heads, so
 // those rows (all kv heads, contiguous) are used up while in L1: scores of
 // the eight positions per head (one FMA chain each, then lane_sums8), the
-// block's softmax on 8-lane vectors, then o_h += p v over the same eight
-// positions (for NC > 0 with o_h in registers, a panel at a time).
+// block's softmax on 8-lane vectors, then, in a second pass over the block
+// eight positions at a time, o_h += p v (for NC > 0 with o_h in registers,
+// a panel at a time).
 template <int NC>
 void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
   const int H = a.n_heads, D = a.head_dim, bs = a.block_size, group = a.n_heads / a.n_kv_heads;

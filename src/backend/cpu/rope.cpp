@@ -1,9 +1,10 @@
 // Rotary position embedding: pairs (2i, 2i+1) of each head rotated by
 // pos * inv_freq[i] (the angle and its sine and cosine in FP64, rounded to
 // FP32); the inverse rotation is the backward. The rounded cosines and sines
-// are kept per calling thread for the positions seen so far (up to
-// kTablePositions), so that a step's many calls do not recompute them; the
-// table holds exactly what the direct computation gives.
+// are kept in a table per calling thread for positions 0 up to the largest
+// seen (grown by doubling, at most kTablePositions; rebuilt when inv_freq
+// changes), so that a step's many calls do not recompute them; the table
+// holds exactly what the direct computation gives.
 #include <algorithm>
 #include <cmath>
 #include <vector>
