@@ -82,6 +82,34 @@ void finish_row(const PagedAttentionArgs& a, int t, const RowScratch& sc) {
   }
 }
 
+// Row t over its cached positions: start_row, then block(kb, vb, nb) per
+// cache block of the row's table (its K and V rows, nb <= block_size
+// positions; the next block prefetched, a cache line at a time), then
+// finish_row.
+template <class Block>
+void attend_row(const PagedAttentionArgs& a, int t, RowScratch& sc, Block block) {
+  const int bs = a.block_size;
+  const size_t row = static_cast<size_t>(a.n_kv_heads) * a.head_dim;
+  const float* k_cache = static_cast<const float*>(a.k_cache);
+  const float* v_cache = static_cast<const float*>(a.v_cache);
+  start_row(a, t, sc);
+  const int32_t* table = a.block_table + a.table_begin[t];
+  const int n = a.position[t] + 1;
+  for (int p0 = 0; p0 < n; p0 += bs) {
+    const size_t base = static_cast<size_t>(table[p0 / bs]) * bs * row;
+    if (p0 + bs < n) {
+      const size_t next = static_cast<size_t>(table[p0 / bs + 1]) * bs * row;
+      const size_t nn = static_cast<size_t>(std::min(bs, n - p0 - bs)) * row;
+      for (size_t i = 0; i < nn; i += 16) {
+        __builtin_prefetch(k_cache + next + i);
+        __builtin_prefetch(v_cache + next + i);
+      }
+    }
+    block(k_cache + base, v_cache + base, std::min(bs, n - p0));
+  }
+  finish_row(a, t, sc);
+}
+
 // One query row, head dimension D = 8 NC (NC = 0: any multiple of 8, not
 // unrolled). A block is read eight positions at a time across all heads, so
 // those rows (all kv heads, contiguous) are used up while in L1: scores of
@@ -94,25 +122,8 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
   const int H = a.n_heads, D = a.head_dim, bs = a.block_size, group = a.n_heads / a.n_kv_heads;
   const int bs8 = (bs + 7) / 8 * 8, nc = NC ? NC : D / 8;
   const size_t row = static_cast<size_t>(a.n_kv_heads) * D;
-  const float* k_cache = static_cast<const float*>(a.k_cache);
-  const float* v_cache = static_cast<const float*>(a.v_cache);
   const float ninf = -std::numeric_limits<float>::infinity();
-  start_row(a, t, sc);
-  const int32_t* table = a.block_table + a.table_begin[t];
-  const int n = a.position[t] + 1;
-  for (int p0 = 0; p0 < n; p0 += bs) {
-    const int nb = std::min(bs, n - p0);
-    const size_t base = static_cast<size_t>(table[p0 / bs]) * bs * row;
-    const float* kb = k_cache + base;
-    const float* vb = v_cache + base;
-    if (p0 + bs < n) {  // prefetch the next block, a cache line (16 floats) at a time
-      const size_t next = static_cast<size_t>(table[p0 / bs + 1]) * bs * row;
-      const size_t nn = static_cast<size_t>(std::min(bs, n - p0 - bs)) * row;
-      for (size_t i = 0; i < nn; i += 16) {
-        __builtin_prefetch(k_cache + next + i);
-        __builtin_prefetch(v_cache + next + i);
-      }
-    }
+  attend_row(a, t, sc, [&](const float* kb, const float* vb, int nb) {
     // scores s[h][j] = q_h . k_j, eight positions at a time; the padded
     // lanes past nb get -inf (weight 0)
     const int nb8 = (nb + 7) / 8 * 8;
@@ -180,30 +191,22 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
         }
       }
     }
-  }
-  finish_row(a, t, sc);
+  });
 }
 
 // Any head dimension: one position and head at a time.
 void attend_row_scalar(const PagedAttentionArgs& a, int t, RowScratch& sc) {
   const int H = a.n_heads, D = a.head_dim, bs = a.block_size, group = a.n_heads / a.n_kv_heads;
   const size_t row = static_cast<size_t>(a.n_kv_heads) * D;
-  const float* k_cache = static_cast<const float*>(a.k_cache);
-  const float* v_cache = static_cast<const float*>(a.v_cache);
   const int bs8 = (bs + 7) / 8 * 8;
-  start_row(a, t, sc);
-  const int32_t* table = a.block_table + a.table_begin[t];
-  const int n = a.position[t] + 1;
-  for (int p0 = 0; p0 < n; p0 += bs) {
-    const int nb = std::min(bs, n - p0);
-    const size_t base = static_cast<size_t>(table[p0 / bs]) * bs * row;
+  attend_row(a, t, sc, [&](const float* kb, const float* vb, int nb) {
     for (int h = 0; h < H; ++h) {
       const float* qh = sc.q.data() + static_cast<size_t>(h) * D;
       const size_t kvh = static_cast<size_t>(h / group) * D;
       float* sh = sc.s.data() + static_cast<size_t>(h) * bs8;
       float mx = sc.m[h];
       for (int j = 0; j < nb; ++j) {
-        const float* k = k_cache + base + j * row + kvh;
+        const float* k = kb + j * row + kvh;
         float dot = 0.0f;
         for (int d = 0; d < D; ++d) dot += qh[d] * k[d];
         sh[j] = dot;
@@ -217,12 +220,11 @@ void attend_row_scalar(const PagedAttentionArgs& a, int t, RowScratch& sc) {
       float* oh = sc.o.data() + static_cast<size_t>(h) * D;
       for (int d = 0; d < D; ++d) oh[d] *= corr;
       for (int j = 0; j < nb; ++j) {
-        const float* v = v_cache + base + j * row + kvh;
+        const float* v = vb + j * row + kvh;
         for (int d = 0; d < D; ++d) oh[d] += sh[j] * v[d];
       }
     }
-  }
-  finish_row(a, t, sc);
+  });
 }
 
 }  // namespace
@@ -231,20 +233,20 @@ void CpuBackend::paged_attention_fwd(const PagedAttentionArgs& a) {
   const int HD = a.n_heads * a.head_dim, bs8 = (a.block_size + 7) / 8 * 8;
   int64_t work = 0;  // multiply-adds, to keep small steps on one thread
   for (int t = 0; t < a.T; ++t) work += static_cast<int64_t>(a.position[t] + 1) * HD;
-  void (*attend_row)(const PagedAttentionArgs&, int, RowScratch&) = attend_row_scalar;
+  void (*attend)(const PagedAttentionArgs&, int, RowScratch&) = attend_row_scalar;
   switch (a.head_dim) {
-    case 16: attend_row = attend_row_vec<2>; break;
-    case 32: attend_row = attend_row_vec<4>; break;
-    case 64: attend_row = attend_row_vec<8>; break;
-    case 128: attend_row = attend_row_vec<16>; break;
+    case 16: attend = attend_row_vec<2>; break;
+    case 32: attend = attend_row_vec<4>; break;
+    case 64: attend = attend_row_vec<8>; break;
+    case 128: attend = attend_row_vec<16>; break;
     default:
-      if (a.head_dim % 8 == 0) attend_row = attend_row_vec<0>;
+      if (a.head_dim % 8 == 0) attend = attend_row_vec<0>;
   }
 #pragma omp parallel if (work > (int64_t{1} << 16))
   {
     RowScratch sc(a.n_heads, a.head_dim, bs8);
 #pragma omp for schedule(dynamic, 1)
-    for (int t = 0; t < a.T; ++t) attend_row(a, t, sc);
+    for (int t = 0; t < a.T; ++t) attend(a, t, sc);
   }
 }
 
