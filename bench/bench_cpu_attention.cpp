@@ -35,25 +35,13 @@ struct Result {
 Result run(Backend& B, Rng& rng, const std::string& name, const std::vector<int32_t>& se, int H, int Hkv, int D,
            int reps) {
   const int T = static_cast<int>(se.size()), ld = (H + 2 * Hkv) * D;
-  double pairs = 0;  // key j is seen by queries j .. se[j]-1
-  for (int j = 0; j < T; ++j) pairs += se[j] - j;
+  const double pairs = bench::visible_pairs(se);
   std::vector<float> qkv(static_cast<size_t>(T) * ld), out(static_cast<size_t>(T) * H * D);
   std::vector<float> lse(static_cast<size_t>(H) * T), dout(out.size()), dqkv(qkv.size());
   for (auto& x : qkv) x = static_cast<float>(rng.normal());
   for (auto& x : dout) x = static_cast<float>(rng.normal());
-  TreeAttentionArgs a;
-  a.T = T;
-  a.n_heads = H;
-  a.n_kv_heads = Hkv;
-  a.head_dim = D;
-  a.q = qkv.data();
-  a.k = a.q + H * D;
-  a.v = a.k + Hkv * D;
-  a.ld_qkv = ld;
-  a.subtree_end = se.data();
-  a.out = out.data();
-  a.lse = lse.data();
-  const TreeAttentionGrads g{dout.data(), dqkv.data(), dqkv.data() + H * D, dqkv.data() + (H + Hkv) * D};
+  const TreeAttentionArgs a = bench::fused_tree_attention_args(T, H, Hkv, D, qkv.data(), se.data(), out.data(), lse.data());
+  const TreeAttentionGrads g = bench::fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data());
   const double fwd = bench::median_seconds(1, reps, [&] { B.tree_attention_fwd(a); });
   const double bwd = bench::median_seconds(1, reps, [&] { B.tree_attention_bwd(a, g); });
   const Result r{4.0 * D * H * pairs / fwd / 1e9, 10.0 * D * H * pairs / bwd / 1e9};
@@ -72,7 +60,8 @@ int main(int argc, char** argv) {
     bench::Flags::usage("need reps > 0 and tokens > 0; got reps " + std::to_string(reps) + ", tokens " +
                         std::to_string(T));
   const std::unique_ptr<Backend> B = make_backend("cpu");
-  Rng rng(7);
+  Rng rng(7), bin_rng(11);
+  const PackedBin bin = bench::agent_tree_bin(bin_rng, T, "--tokens");  // a bad --tokens fails before any output
   const int threads = omp_get_max_threads();
 
   std::printf("%-34s %6s %4s %4s %10s %10s %10s %10s\n", "shape", "T", "H", "D", "fwd ms", "fwd GF/s", "bwd ms",
@@ -84,8 +73,7 @@ int main(int argc, char** argv) {
   const std::vector<int32_t> chain(T, T);
   run(*B, rng, "causal chain", chain, 8, 8, 64, reps);
   run(*B, rng, "causal chain, GQA 8/2", chain, 8, 2, 128, reps);
-  const auto bins = pack_forest(build_prefix_forest(bench::agent_samples(rng, 4, 8, 512, 64, 32), true), T);
-  run(*B, rng, "tree bin (agent samples)", bins[0].subtree_end, 8, 8, 64, reps);
+  run(*B, rng, "tree bin (agent samples)", bin.subtree_end, 8, 8, 64, reps);
   const double peak = bench::sgemm_peak_gflops();
   std::printf("%-34s %10.1f GFLOP/s (2048^3, %d threads)\n", "OpenBLAS SGEMM", peak, threads);
   std::printf("train-step shape: forward %.2f, backward %.2f of SGEMM\n", step.fwd_gflops / peak,

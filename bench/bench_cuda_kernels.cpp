@@ -160,32 +160,20 @@ int main(int argc, char** argv) {
   // Tree attention on a causal chain and on a tree bin.
   const int ld = (H + 2 * Hkv) * D;
   double flash_fraction[2] = {-1, -1};  // forge bf16 / torch bf16 flash throughput, causal (fwd, bwd)
-  const auto bins = pack_forest(build_prefix_forest(bench::agent_samples(rng, 4, 8, 512, 64, 32), true), T);
-  const PackedBin& bin = bins[0];
+  const PackedBin bin = bench::agent_tree_bin(rng, T, "--tokens");
   for (int kind = 0; kind < 2; ++kind) {
     std::vector<int32_t> se(kind ? bin.subtree_end : std::vector<int32_t>(T, T));
     const int n_tok = static_cast<int>(se.size());
-    double pairs = 0;  // visible (query, key) pairs: key j is seen by queries j .. se[j]-1
-    for (int j = 0; j < n_tok; ++j) pairs += se[j] - j;
+    const double pairs = bench::visible_pairs(se);
     DeviceArray<float> qkv(B, size_t(n_tok) * ld), out(B, size_t(n_tok) * H * D), lse(B, size_t(H) * n_tok);
     DeviceArray<float> dout(B, size_t(n_tok) * H * D), dqkv(B, size_t(n_tok) * ld);
     DeviceArray<int32_t> dse(B, n_tok);
     qkv.upload(randn(rng, size_t(n_tok) * ld));
     dout.upload(randn(rng, size_t(n_tok) * H * D));
     dse.upload(se);
-    TreeAttentionArgs a;
-    a.T = n_tok;
-    a.n_heads = H;
-    a.n_kv_heads = Hkv;
-    a.head_dim = D;
-    a.q = qkv.data();
-    a.k = a.q + H * D;
-    a.v = a.k + Hkv * D;
-    a.ld_qkv = ld;
-    a.subtree_end = dse.data();
-    a.out = out.data();
-    a.lse = lse.data();
-    TreeAttentionGrads ag{dout.data(), dqkv.data(), dqkv.data() + H * D, dqkv.data() + (H + Hkv) * D};
+    const TreeAttentionArgs a =
+        bench::fused_tree_attention_args(n_tok, H, Hkv, D, qkv.data(), dse.data(), out.data(), lse.data());
+    const TreeAttentionGrads ag = bench::fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data());
     const std::string what = kind ? "tree bin T=" + std::to_string(n_tok) : "causal T=" + std::to_string(n_tok);
     row(("attn fwd " + what).c_str(), time([&] { B.tree_attention_fwd(a); }), 4.0 * D * H * pairs, 0);
     row(("attn bwd " + what).c_str(), time([&] { B.tree_attention_bwd(a, ag); }), 10.0 * D * H * pairs, 0);

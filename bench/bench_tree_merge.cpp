@@ -25,6 +25,7 @@
 #include "backend/backend_registry.hpp"
 #include "backend/device_array.hpp"
 #include "bench_util.hpp"
+#include "bench_workloads.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/policy_model.hpp"
@@ -64,26 +65,10 @@ int main(int argc, char** argv) {
   }
 
   Rng rng(11);
-  auto rand_tokens = [&](int n, std::vector<int32_t>& out) {
-    for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>(rng.below(256)));
-  };
   std::vector<Sample> samples;
-  for (int p = 0; p < prompts; ++p) {
-    std::vector<int32_t> prompt;
-    rand_tokens(prompt_len, prompt);
-    for (int e = 0; e < episodes; ++e) {
-      std::vector<int32_t> history = prompt;
-      for (int t = 0; t < turns; ++t) {
-        Sample s;
-        s.tokens = history;
-        s.trainable.assign(history.size(), 0);
-        rand_tokens(gen, s.tokens);
-        s.trainable.resize(s.tokens.size(), 1);
-        history = s.tokens;
-        rand_tokens(obs, history);
-        samples.push_back(std::move(s));
-      }
-    }
+  for (int p = 0; p < prompts; ++p) {  // a group of episodes per prompt
+    const std::vector<Sample> group = bench::agent_samples(rng, episodes, turns, prompt_len, gen, obs);
+    samples.insert(samples.end(), group.begin(), group.end());
   }
 
   ModelConfig c;  // the bench_train_step reference model

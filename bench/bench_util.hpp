@@ -30,11 +30,11 @@ class Flags {
     }
   }
   int get(const std::string& k, int def) {
-    return used(k) ? number<int>(k, [](const std::string& v) { return std::stoi(v); }) : def;
+    return used(k) ? number<int>(k, [](const std::string& v, size_t* end) { return std::stoi(v, end); }) : def;
   }
   std::string get(const std::string& k, const std::string& def) { return used(k) ? kv_[k] : def; }
   double get(const std::string& k, double def) {
-    return used(k) ? number<double>(k, [](const std::string& v) { return std::stod(v); }) : def;
+    return used(k) ? number<double>(k, [](const std::string& v, size_t* end) { return std::stod(v, end); }) : def;
   }
   bool has(const std::string& k) { return used(k); }
   // Call after all get()s: an unknown flag is an error (exit 2).
@@ -49,14 +49,18 @@ class Flags {
   }
 
  private:
-  // A flag's number; a value that is not one is a usage error (exit 2).
+  // A flag's number; a value that is not one (or has text after it) is a
+  // usage error (exit 2).
   template <class T, class Parse>
   T number(const std::string& k, Parse parse) {
+    const std::string& v = kv_[k];
+    size_t end = 0;
     try {
-      return parse(kv_[k]);
+      const T x = parse(v, &end);
+      if (end == v.size()) return x;
     } catch (const std::exception&) {
-      usage("--" + k + " needs a number, got '" + kv_[k] + "'");
     }
+    usage("--" + k + " needs a number, got '" + v + "'");
   }
   bool used(const std::string& k) {
     seen_[k] = true;

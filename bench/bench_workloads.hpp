@@ -1,15 +1,21 @@
 // Workloads several benchmarks share: agent-like samples (a shared prompt
 // per episode, then turns whose context is the history so far: the shape
-// tree merging is for) and the SGEMM rate of this host (OpenBLAS, 2048^3,
-// the threads it runs with), the yardstick of the CPU figures.
+// tree merging is for) and their tree bin, tree attention over one fused
+// q|k|v buffer, the visible pairs of a tree mask, and the SGEMM rate of this
+// host (OpenBLAS, 2048^3, the threads it runs with), the yardstick of the
+// CPU figures.
 #pragma once
 #include <cblas.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "bench_util.hpp"
+#include "core/error.hpp"
 #include "core/rng.hpp"
+#include "tree/packed_batch.hpp"
 #include "tree/prefix_tree.hpp"
 
 namespace forge::bench {
@@ -37,6 +43,47 @@ inline std::vector<Sample> agent_samples(Rng& rng, int episodes, int turns, int 
     }
   }
   return out;
+}
+
+// The first tree bin of at most max_tokens tokens that the agent samples
+// pack into (4 episodes of 8 turns: a 512-token prompt, 64 generated and 32
+// observation tokens per turn); a bin too small for the longest sample is
+// a usage error naming the flag that set it.
+inline PackedBin agent_tree_bin(Rng& rng, int max_tokens, const std::string& flag) {
+  try {
+    return pack_forest(build_prefix_forest(agent_samples(rng, 4, 8, 512, 64, 32), true), max_tokens)[0];
+  } catch (const InputError& e) {
+    Flags::usage(flag + "=" + std::to_string(max_tokens) + ": " + e.what());
+  }
+}
+
+// Visible (query, key) pairs of a tree mask: key j is seen by queries j .. se[j]-1.
+inline double visible_pairs(const std::vector<int32_t>& se) {
+  double pairs = 0;
+  for (size_t j = 0; j < se.size(); ++j) pairs += se[j] - static_cast<double>(j);
+  return pairs;
+}
+
+// Tree attention over T rows of one fused buffer q|k|v [T, (H + 2 Hkv) D]
+// and its gradient buffer of the same layout.
+inline TreeAttentionArgs fused_tree_attention_args(int T, int H, int Hkv, int D, float* qkv, const int32_t* se,
+                                                   float* out, float* lse) {
+  TreeAttentionArgs a;
+  a.T = T;
+  a.n_heads = H;
+  a.n_kv_heads = Hkv;
+  a.head_dim = D;
+  a.q = qkv;
+  a.k = a.q + H * D;
+  a.v = a.k + Hkv * D;
+  a.ld_qkv = (H + 2 * Hkv) * D;
+  a.subtree_end = se;
+  a.out = out;
+  a.lse = lse;
+  return a;
+}
+inline TreeAttentionGrads fused_tree_attention_grads(int H, int Hkv, int D, const float* dout, float* dqkv) {
+  return {dout, dqkv, dqkv + H * D, dqkv + (H + Hkv) * D};
 }
 
 // OpenBLAS SGEMM 2048^3, GFLOP/s (median of 5 after one warm-up).

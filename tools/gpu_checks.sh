@@ -38,7 +38,8 @@ mkdir -p "$out"
 pkg=$(mktemp -d)
 ompi=$(mktemp -d)
 trap 'rm -rf "$pkg" "$ompi"' EXIT
-tar xzf "$root/.gpu/forge-gpu.tar.gz" -C "$pkg"
+tar xzf "$root/.gpu/forge-gpu.tar.gz" -C "$pkg" ||
+  { echo "gpu_checks: cannot unpack .gpu/forge-gpu.tar.gz (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
 cuda=/usr/local/cuda
 if command -v nvcc >/dev/null; then cuda=$(dirname "$(dirname "$(command -v nvcc)")"); fi
 export PATH=$PATH:$cuda/bin  # compute-sanitizer
@@ -86,10 +87,15 @@ for stage in "${stages[@]}"; do
     rl)
       if [ ! -d "$root/runs/demo/sft" ] || [ ! -f "$root/.gpu/openmpi.tar.gz" ]; then
         echo "gpu_checks: rl needs runs/demo/sft and .gpu/openmpi.tar.gz" | tee -a "$out/rl.log"
+        failed=1
         continue
       fi
       o=$ompi
-      tar xzf "$root/.gpu/openmpi.tar.gz" -C "$o"
+      if ! tar xzf "$root/.gpu/openmpi.tar.gz" -C "$o"; then
+        echo "gpu_checks: cannot unpack .gpu/openmpi.tar.gz" | tee -a "$out/rl.log"
+        failed=1
+        continue
+      fi
       export OPAL_PREFIX=$o OPAL_EXEC_PREFIX=$o OPAL_BINDIR=$o/bin OPAL_LIBDIR=$o/lib/openmpi/lib \
         OPAL_PKGLIBDIR=$o/lib/openmpi/lib/openmpi3 OPAL_SYSCONFDIR=$o/etc/openmpi \
         OPAL_PKGDATADIR=$o/share/openmpi OPAL_DATADIR=$o/share OPAL_DATAROOTDIR=$o/share
