@@ -40,8 +40,8 @@ namespace {
                                     " appears twice: scatter_add_rows needs distinct rows");
 }
 
-// The packed layer's parts in order: x_in [T, d], q|k|v [T, QKV], attention
-// output [T, HD], x_mid [T, d], g|u [T, 2F].
+// The sizes of a packed layer's parts (Layer::packed_parts()) in order:
+// x_in [T, d], q|k|v [T, QKV], attention output [T, HD], x_mid [T, d], g|u [T, 2F].
 struct PackedParts {
   size_t sizes[5];
   PackedParts(const ModelConfig& c, int T) {
@@ -140,7 +140,7 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
     if (pack) {
       kept.packed.ensure(B, parts.total());
       uint16_t* dst = kept.packed.data();
-      const float* src[5] = {x_in, a.qkv.data(), a.att.data(), x_mid, a.gu.data()};
+      const std::array<float*, 5> src = a.packed_parts();  // x_in and x_mid are a's here
       for (int i = 0; i < 5; ++i) {
         B.pack_bf16(src[i], dst, parts.sizes[i]);
         dst += parts.sizes[i];
@@ -192,7 +192,7 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     const LayerOffsets& o = layer_[l];
     if (pack) {  // unpack the layer into the FP32 set, recompute what it did not keep
       const uint16_t* src = kept.packed.data();
-      float* dst[5] = {a.x_in.data(), a.qkv.data(), a.att.data(), a.x_mid.data(), a.gu.data()};
+      const std::array<float*, 5> dst = a.packed_parts();
       for (int i = 0; i < 5; ++i) {
         B.unpack_bf16(src, dst[i], parts.sizes[i]);
         src += parts.sizes[i];

@@ -24,6 +24,7 @@
 // operands in that mode anyway; RMSNorm's and SwiGLU's backward and the
 // attention's D_i = dO . O see the rounded activations.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -61,7 +62,10 @@ class TransformerActivations {
   friend class Transformer;
   struct Layer {
     DeviceArray<float> x_in, h1, rstd1, qkv, att, lse, x_mid, h2, rstd2, gu, act;
-    DeviceArray<uint16_t> packed;  // bf16 storage: x_in | qkv | att | x_mid | gu
+    DeviceArray<uint16_t> packed;  // bf16 storage of packed_parts(), in that order
+    // What a packed layer keeps, in the order of its bf16 storage (sizes:
+    // PackedParts in transformer.cpp). A field added here: count it in bytes().
+    std::array<float*, 5> packed_parts() { return {x_in.data(), qkv.data(), att.data(), x_mid.data(), gu.data()}; }
   };
   Layer& layer(int l) { return layers_[keep_layers_ ? l : 0]; }
 

@@ -1,7 +1,6 @@
 // See bf16.cuh.
 #include "backend/cuda/bf16.cuh"
 
-#include <algorithm>
 #include <type_traits>
 
 FORGE_CUDA_NAMESPACE_BEGIN
@@ -22,6 +21,12 @@ __global__ void __launch_bounds__(kThreads)
     else
       dst[r * ld_dst + c] = x;
   }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    pack_bf16_kernel(const float* __restrict__ src, __nv_bfloat16* __restrict__ dst, size_t n) {
+  for (size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += size_t(gridDim.x) * blockDim.x)
+    dst[e] = __float2bfloat16(src[e]);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -49,10 +54,7 @@ void launch_round_to_bf16(const float* src, int rows, int cols, int ld_src, floa
 }
 
 void launch_pack_bf16(const float* src, __nv_bfloat16* dst, size_t n, cudaStream_t stream) {
-  // rows of at most 2^30 elements: the rounding kernel indexes rows and columns as int
-  constexpr size_t kRow = size_t(1) << 30;
-  for (size_t done = 0; done < n; done += kRow)
-    launch(src + done, 1, int(std::min(kRow, n - done)), 0, dst + done, 0, stream);
+  if (n) FORGE_LAUNCH(pack_bf16_kernel, grid_for(n, kThreads), kThreads, 0, stream, src, dst, n);
 }
 void launch_unpack_bf16(const __nv_bfloat16* src, float* dst, size_t n, cudaStream_t stream) {
   if (n) FORGE_LAUNCH(unpack_bf16_kernel, grid_for(n, kThreads), kThreads, 0, stream, src, dst, n);

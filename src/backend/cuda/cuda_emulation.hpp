@@ -260,10 +260,7 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
   for (int i = 0; i < 2; ++i) w.frag[lane][4 + i] = b[i];
   arrive(w.bar);
   auto half = [](uint32_t reg, int hi) {
-    const uint32_t u = (hi ? reg >> 16 : reg & 0xffffu) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
+    return forge::bf16_to_float(static_cast<uint16_t>(hi ? reg >> 16 : reg));
   };
   // A[row][k]: lane 4 (row % 8) + (k % 8) / 2, register (row >= 8) + 2 (k >= 8)
   auto A = [&](int row, int k) {
