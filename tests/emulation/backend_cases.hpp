@@ -102,6 +102,12 @@ inline void bf16_packing(Backend& dev, Backend& cpu) {
     }
   EXPECT_EQ(bd, bcpu) << "pack_bf16 bits";
   EXPECT_EQ(c[0], 1.0f) << "a tie rounds to even";
+  // The specials' bits worked out by hand (under emulation both sides call
+  // core/bf16.hpp, so only these pin the rounding itself): ties to even
+  // (down, up), -0, overflow to infinity, a denormal, infinity.
+  const uint16_t want[] = {0x3F80, 0x3F82, 0x8000, 0x7F80, 0x0001};
+  for (size_t i = 0; i < std::size(want); ++i) EXPECT_EQ(bcpu[i], want[i]) << "pack_bf16 of special " << i;
+  EXPECT_EQ(bcpu[6], 0x7F80) << "pack_bf16 of infinity";
 }
 
 inline void elementwise(Backend& dev, Backend& cpu) {
@@ -442,7 +448,7 @@ inline void head(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
 // Sequences in a paged cache with their blocks out of order; every position
 // is written, and a few positions of each (always the last) are queried.
 struct PagedCase {
-  int H = 4, Hkv = 2, D = 24, bs = 4, row = 2 * 24, W = 0, T = 0, ld = 0, ld_q = 0, blocks = 0, max_len = 0;
+  int H = 4, Hkv = 2, D = 24, bs = 4, row = Hkv * D, W = 0, T = 0, ld = 0, ld_q = 0, blocks = 0, max_len = 0;
   std::vector<int32_t> table, slot, q_pos, q_table;
   std::vector<float> k, v, q;
 };

@@ -7,6 +7,8 @@
 // against the CPU bf16 reference (bf16_reference_backend.hpp).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
 #include "backend/cuda/cuda_backend.hpp"
@@ -188,6 +190,7 @@ TEST(EmulatedCudaModel, Bf16EngineHalvesTheKvCache) {
   const auto results = e16.run_until_done();
   ASSERT_EQ(results.size(), 1u);
   ASSERT_EQ(results[0].tokens.size(), 8u);
+  ASSERT_EQ(results[0].logprobs.size(), 8u);
   for (float lp : results[0].logprobs) EXPECT_TRUE(std::isfinite(lp) && lp <= 0.0f) << lp;
 }
 
