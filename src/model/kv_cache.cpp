@@ -18,8 +18,8 @@ PagedKvCache::PagedKvCache(Backend& backend, const ModelConfig& config, int64_t 
                      ") exceeds the 2^31 slots a block table can address");
   num_blocks_ = static_cast<int>(blocks);
   const size_t values = static_cast<size_t>(blocks) * block_size * config.n_kv_heads * config.head_dim();
-  layer_floats_ = (values * backend.kv_cache_value_bytes() + 15) / 16 * 4;
-  pool_.resize(backend, 2 * static_cast<size_t>(config.n_layers) * layer_floats_);
+  layer_words_ = (values * backend.kv_cache_value_bytes() + 15) / 16 * 4;
+  pool_.resize(backend, 2 * static_cast<size_t>(config.n_layers) * layer_words_);
   free_.reserve(num_blocks_);
   for (int b = num_blocks_ - 1; b >= 0; --b) free_.push_back(b);  // hands out 0, 1, ... first
   in_use_.assign(num_blocks_, 0);

@@ -53,8 +53,8 @@ class PagedKvCache {
   size_t sessions() const { return lru_.size(); }
   int64_t evictions() const { return evictions_; }
 
-  void* k(int layer) { return pool_.data() + (2 * static_cast<size_t>(layer)) * layer_floats_; }
-  void* v(int layer) { return pool_.data() + (2 * static_cast<size_t>(layer) + 1) * layer_floats_; }
+  void* k(int layer) { return pool_.data() + (2 * static_cast<size_t>(layer)) * layer_words_; }
+  void* v(int layer) { return pool_.data() + (2 * static_cast<size_t>(layer) + 1) * layer_words_; }
   size_t bytes() const { return pool_.size() * sizeof(float); }
 
   // n blocks from the free list, evicting LRU session entries as needed.
@@ -71,7 +71,7 @@ class PagedKvCache {
   void evict_oldest();
 
   int block_size_ = 0, num_blocks_ = 0;
-  size_t layer_floats_ = 0;  // one K (or V) pool, in units of 4 bytes (a multiple of 4)
+  size_t layer_words_ = 0;  // one K (or V) pool in 4-byte words (a multiple of 4: 16-byte starts)
   DeviceArray<float> pool_;  // storage; values of the backend's cache type
   std::vector<int32_t> free_;
   std::vector<uint8_t> in_use_;  // per block: not on the free list
