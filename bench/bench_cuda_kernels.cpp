@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int T = flags.get("tokens", 4096), reps = flags.get("reps", 10);
   const int H = flags.get("heads", 32), Hkv = flags.get("kv_heads", 8), D = flags.get("dim", 128);
-  const bool with_torch = !flags.has("no-torch");
+  const bool with_torch = !flags.on("no-torch");
   flags.finish();
   if (H <= 0 || Hkv <= 0 || H % Hkv != 0 || D <= 0 || D > 128 || T <= 0 || reps <= 0)
     bench::Flags::usage("need tokens > 0, reps > 0, heads a multiple of kv_heads, 0 < dim <= 128; got tokens " +

@@ -126,7 +126,7 @@ ReuseRun multi_turn(PolicyModel& model, int sessions, int turns, int first, int 
 
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
-  const bool quick = flags.has("quick");
+  const bool quick = flags.on("quick");
   const int prompt = flags.get("prompt", quick ? 32 : 128);
   const int max_new = flags.get("new", quick ? 16 : 64);
   const int sessions = flags.get("sessions", quick ? 4 : 16);

@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int seqs = flags.get("seqs", 4), seq = flags.get("seq", 256), prompt = flags.get("prompt", 64);
   const int new_tokens = flags.get("new", 32), reps = flags.get("reps", 2);
-  const bool with_hf = !flags.has("no-hf"), memory = flags.has("memory");
+  const bool with_hf = !flags.on("no-hf"), memory = flags.on("memory");
   const int memory_tokens = flags.get("memory_tokens", 8192), bin = flags.get("bin", 1024);
   const std::string model_path = flags.get("model", default_model());
   const std::string batches_text = flags.get("batches", std::string("1,16,64"));

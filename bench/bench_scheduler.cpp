@@ -184,7 +184,7 @@ std::vector<double> parse_list(const std::string& s) {
 
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
-  const bool quick = flags.has("quick");
+  const bool quick = flags.on("quick");
   Params p;
   p.n = static_cast<uint64_t>(flags.get("n", 8192));
   p.w = static_cast<uint64_t>(flags.get("w", 4096));

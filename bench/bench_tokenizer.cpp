@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const std::string model = flags.get("model", default_model());
   const int strings = flags.get("strings", 12000), reps = flags.get("reps", 3);
-  const bool with_hf = !flags.has("no-hf");
+  const bool with_hf = !flags.on("no-hf");
   flags.finish();
   if (!std::filesystem::exists(model)) {
     std::printf("bench_tokenizer: no model at %s (run tools/setup.sh)\n", model.c_str());

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int batch = flags.get("batch", 8), seq = flags.get("seq", 512), reps = flags.get("reps", 3);
   const int rounds = flags.get("rounds", 3);
-  const bool with_torch = !flags.has("no-torch");
+  const bool with_torch = !flags.on("no-torch");
   const std::string backend_name = flags.get("backend", std::string("cpu"));
   ModelConfig c;
   c.vocab = ByteTokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, ffn 688 by default

@@ -35,7 +35,7 @@ using namespace forge;
 
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
-  const bool quick = flags.has("quick");
+  const bool quick = flags.on("quick");
   const int prompts = flags.get("prompts", 1);
   const int episodes = flags.get("episodes", 8);
   const int turns = flags.get("turns", quick ? 6 : 16);

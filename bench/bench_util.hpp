@@ -36,7 +36,15 @@ class Flags {
   double get(const std::string& k, double def) {
     return used(k) ? number<double>(k, [](const std::string& v, size_t* end) { return std::stod(v, end); }) : def;
   }
-  bool has(const std::string& k) { return used(k); }
+  // A switch: --k, --k=1 or --k=true is on; absent, --k=0 or --k=false is
+  // off; any other value is a usage error (exit 2).
+  bool on(const std::string& k) {
+    if (!used(k)) return false;
+    const std::string& v = kv_[k];
+    if (v == "1" || v == "true") return true;
+    if (v == "0" || v == "false") return false;
+    usage("--" + k + " is a switch (1/true or 0/false), got '" + v + "'");
+  }
   // Call after all get()s: an unknown flag is an error (exit 2).
   void finish() {
     for (const auto& [k, v] : kv_)
