@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
               "decode s");
   std::vector<std::pair<std::string, std::string>> json;
   double prefill_best = 0;
-  for (int b : {1, 16, 64, 256}) {
+  for (int b : {1, 4, 16, 64, 256}) {
     std::vector<double> prefill_s, decode_s;
     for (int r = 0; r < reps; ++r) {
       const Throughput t = measure(model, b, prompt, max_new);

@@ -1,7 +1,8 @@
 // The CPU backend's GEMM against a double-precision loop, on the shapes its
 // skinny kernels take (A B^T with 1..kSkinnyMaxRows rows) and just past them
 // (BLAS): rows, weight rows and depths that are and are not multiples of the
-// tiles (8 weight rows, 16 and 32 activation rows, 16 lanes of k), leading
+// tiles (1-4 rows against 16, 12, 8 or 6 weight rows; 5-8 rows against 16;
+// beyond, 8 weight rows x 16 or 32 rows; 16 lanes of k), leading
 // dimensions wider than the matrices, and alpha/beta accumulation. Tolerance:
 // |C - C_ref| <= 1e-6 sum_k |alpha A B| + |beta C|, well above FP32 summation
 // error over these depths and far below any indexing error.
@@ -48,13 +49,13 @@ void check_nt(int M, int N, int K, float alpha, float beta) {
 }
 
 TEST(CpuGemm, SkinnyRowsMatchDouble) {
-  for (int M : {1, 2, 7, 16, 17, 31, 32, 33, 64, 100, kSkinnyMaxRows, kSkinnyMaxRows + 1})
+  for (int M : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 100, kSkinnyMaxRows, kSkinnyMaxRows + 1})
     for (int N : {1, 8, 13, 200})
       for (int K : {1, 15, 16, 37, 576}) check_nt(M, N, K, 1.0f, 0.0f);
 }
 
 TEST(CpuGemm, SkinnyAccumulatesWithAlphaBeta) {
-  for (int M : {1, 5, 48})
+  for (int M : {1, 3, 5, 48})
     for (float beta : {1.0f, 0.5f}) check_nt(M, 27, 40, 0.25f, beta);
 }
 

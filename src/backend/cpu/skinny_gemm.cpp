@@ -9,14 +9,15 @@
 
 #include "backend/cpu/variant_begin.hpp"
 
-// _mm512_reduce_add_ps starts from an undefined vector; GCC 12 warns on it.
+// GCC 12's AVX-512 intrinsics start from undefined vectors (masked loads,
+// setzero) and warn on them, as on sums[16..31] that no output reads.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace forge::FORGE_CPU_NS {
 namespace {
 
-#define FORGE_AVX512 __attribute__((target("avx512f")))
+#define FORGE_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
 // The AVX-512 kernels run in the variants built for AVX-512 only (v4, or a
 // native build on an AVX-512 machine: __AVX512F__ from -march=native), which
@@ -28,47 +29,128 @@ constexpr bool kVariantHasAvx512 = true;
 constexpr bool kVariantHasAvx512 = false;
 #endif
 
+constexpr int kFewRows = 8;  // up to here gemm_nt_few_rows, beyond gemm_nt
+
 void store(float* c, float value, float alpha, float beta) {
   *c = beta == 0.0f ? alpha * value : alpha * value + beta * *c;
 }
 
-// M = 1: NR weight rows dotted with the one activation row, 16 lanes at a time
-// (the tail masked), then reduced across lanes.
-template <int NR>
-FORGE_AVX512 inline void dot_rows(int K, const float* a, const float* w, int ldw, float* out) {
-  __m512 acc[NR];
-  for (int j = 0; j < NR; ++j) acc[j] = _mm512_setzero_ps();
+// lane i of the result = the sum of the lanes of v[i], i < 16: a tree of
+// 15 adds, each half a zmm of one vector against the other half (128-bit
+// chunks, then within the chunks). The tree leaves lane 4c + k holding
+// u[4k + c], so it is fed u[4k + c] = v[4c + k].
+FORGE_AVX512 inline __m512 lane_sums16(const __m512* v) {
+  __m512 u[16], w[8], x[4], y[2];
+  for (int i = 0; i < 16; ++i) u[i] = v[(i % 4) * 4 + i / 4];
+  for (int i = 0; i < 8; ++i)  // chunks 0, 1: u[2i]; 2, 3: u[2i+1]
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int i = 0; i < 4; ++i)  // chunk c: u[4i + c]
+    x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int i = 0; i < 2; ++i)
+    y[i] = _mm512_add_ps(_mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]), _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]));
+  return _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+// M <= 4: the M activation rows dotted with NR weight rows at once
+// (few_rows_nr: 16 for one row, else 24 / M), M x NR accumulators over k
+// (16 lanes, the tail masked), so each load of a weight row feeds M FMAs, W
+// is read once per call and NR rows stream at once; then lane_sums16 of the
+// accumulators. NR measured with bench_decode_gemm. Weight rows past nr
+// repeat row 0 (valid memory); their sums are dropped.
+constexpr int few_rows_nr(int MR) { return MR == 1 ? 16 : 24 / MR; }
+
+template <int MR>
+FORGE_AVX512 void dot_tile(int K, const float* A, int lda, const float* w, int ldw, int nr, float alpha, float beta,
+                           float* C, int ldc) {
+  constexpr int NR = few_rows_nr(MR), NA = MR * NR;
+  const float* a[MR];
+  const float* wr[NR];
+  for (int m = 0; m < MR; ++m) a[m] = A + static_cast<size_t>(m) * lda;
+  for (int j = 0; j < NR; ++j) wr[j] = w + static_cast<size_t>(j < nr ? j : 0) * ldw;
+  __m512 acc[32];  // NA used; the rest stay 0 for the second lane_sums16
+  for (int i = 0; i < 32; ++i) acc[i] = _mm512_setzero_ps();
   int k = 0;
   for (; k + 16 <= K; k += 16) {
-    const __m512 x = _mm512_loadu_ps(a + k);
-    for (int j = 0; j < NR; ++j)
-      acc[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(w + static_cast<size_t>(j) * ldw + k), acc[j]);
+    __m512 x[MR];
+    for (int m = 0; m < MR; ++m) x[m] = _mm512_loadu_ps(a[m] + k);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 wk = _mm512_loadu_ps(wr[j] + k);
+      for (int m = 0; m < MR; ++m) acc[m * NR + j] = _mm512_fmadd_ps(x[m], wk, acc[m * NR + j]);
+    }
   }
   if (k < K) {
     const __mmask16 mask = static_cast<__mmask16>((1u << (K - k)) - 1);
-    const __m512 x = _mm512_maskz_loadu_ps(mask, a + k);
-    for (int j = 0; j < NR; ++j)
-      acc[j] = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(mask, w + static_cast<size_t>(j) * ldw + k), acc[j]);
+    __m512 x[MR];
+    for (int m = 0; m < MR; ++m) x[m] = _mm512_maskz_loadu_ps(mask, a[m] + k);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 wk = _mm512_maskz_loadu_ps(mask, wr[j] + k);
+      for (int m = 0; m < MR; ++m) acc[m * NR + j] = _mm512_fmadd_ps(x[m], wk, acc[m * NR + j]);
+    }
   }
-  for (int j = 0; j < NR; ++j) out[j] = _mm512_reduce_add_ps(acc[j]);
+  alignas(64) float sums[32];
+  _mm512_store_ps(sums, lane_sums16(acc));
+  if constexpr (NA > 16) _mm512_store_ps(sums + 16, lane_sums16(acc + 16));
+  for (int m = 0; m < MR; ++m)
+    for (int j = 0; j < nr; ++j) store(C + static_cast<size_t>(m) * ldc + j, sums[m * NR + j], alpha, beta);
 }
 
-FORGE_AVX512 void gemv_nt(int N, int K, float alpha, const float* a, const float* W, int ldw, float beta,
-                          float* c) {
-  constexpr int NR = 8;
+template <int MR>
+FORGE_AVX512 void gemm_nt_few(int N, int K, float alpha, const float* A, int lda, const float* W, int ldw, float beta,
+                              float* C, int ldc) {
+  constexpr int NR = few_rows_nr(MR);
   const int blocks = (N + NR - 1) / NR;
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * K > 65536)
+#pragma omp parallel for schedule(static) if (static_cast<long>(N) * K * MR > 65536)
+  for (int b = 0; b < blocks; ++b) {
+    const int n0 = b * NR;
+    dot_tile<MR>(K, A, lda, W + static_cast<size_t>(n0) * ldw, ldw, std::min(NR, N - n0), alpha, beta, C + n0, ldc);
+  }
+}
+
+// 5 <= M <= 8: A transposed into A^T [K][8] (rows past M zero) and, per k,
+// A^T[k][0:8] * broadcast(W[n][k]) accumulated for 16 weight rows in 8-lane
+// registers: no reduction across lanes, and half the padding of gemm_nt.
+FORGE_AVX512 void gemm_nt8(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw,
+                           float beta, float* C, int ldc) {
+  constexpr int NR = 16;
+  thread_local std::vector<float> at_buffer;
+  if (at_buffer.size() < static_cast<size_t>(K) * 8) at_buffer.resize(static_cast<size_t>(K) * 8);
+  float* At = at_buffer.data();
+  for (int k = 0; k < K; ++k)
+    for (int m = 0; m < 8; ++m) At[static_cast<size_t>(k) * 8 + m] = m < M ? A[static_cast<size_t>(m) * lda + k] : 0.0f;
+  const int blocks = (N + NR - 1) / NR;
+#pragma omp parallel for schedule(static) if (static_cast<long>(N) * K * M > 65536)
   for (int b = 0; b < blocks; ++b) {
     const int n0 = b * NR, nr = std::min(NR, N - n0);
-    float out[NR];
-    if (nr == NR) dot_rows<NR>(K, a, W + static_cast<size_t>(n0) * ldw, ldw, out);
-    else
-      for (int j = 0; j < nr; ++j) dot_rows<1>(K, a, W + static_cast<size_t>(n0 + j) * ldw, ldw, out + j);
-    for (int j = 0; j < nr; ++j) store(c + n0 + j, out[j], alpha, beta);
+    const float* wr[NR];
+    for (int j = 0; j < NR; ++j) wr[j] = W + static_cast<size_t>(n0 + (j < nr ? j : 0)) * ldw;
+    __m256 acc[NR];
+    for (int j = 0; j < NR; ++j) acc[j] = _mm256_setzero_ps();
+    for (int k = 0; k < K; ++k) {
+      const __m256 x = _mm256_loadu_ps(At + static_cast<size_t>(k) * 8);
+      for (int j = 0; j < NR; ++j) acc[j] = _mm256_fmadd_ps(x, _mm256_set1_ps(wr[j][k]), acc[j]);
+    }
+    alignas(32) float out[NR][8];
+    for (int j = 0; j < NR; ++j) _mm256_store_ps(out[j], acc[j]);
+    for (int m = 0; m < M; ++m)
+      for (int j = 0; j < nr; ++j) store(C + static_cast<size_t>(m) * ldc + n0 + j, out[j][m], alpha, beta);
   }
 }
 
-// M > 1: out[j][m] = sum_k At[k][m] W[j][k] for NR weight rows and 16 MV
+FORGE_AVX512 void gemm_nt_few_rows(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw,
+                                   float beta, float* C, int ldc) {
+  switch (M) {
+    case 1: return gemm_nt_few<1>(N, K, alpha, A, lda, W, ldw, beta, C, ldc);
+    case 2: return gemm_nt_few<2>(N, K, alpha, A, lda, W, ldw, beta, C, ldc);
+    case 3: return gemm_nt_few<3>(N, K, alpha, A, lda, W, ldw, beta, C, ldc);
+    case 4: return gemm_nt_few<4>(N, K, alpha, A, lda, W, ldw, beta, C, ldc);
+    default: return gemm_nt8(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
+  }
+}
+
+// M > 8: out[j][m] = sum_k At[k][m] W[j][k] for NR weight rows and 16 MV
 // activation rows (At padded, so full vectors are always in bounds).
 template <int NR, int MV>
 FORGE_AVX512 inline void broadcast_tile(int K, const float* At, int ldt, const float* w, int ldw, float* out) {
@@ -135,7 +217,7 @@ FORGE_AVX512 void gemm_nt(int M, int N, int K, float alpha, const float* A, int 
 bool skinny_gemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw,
                     float beta, float* C, int ldc) {
   if (M < 1 || M > kSkinnyMaxRows || K < 1 || !kVariantHasAvx512) return false;
-  if (M == 1) gemv_nt(N, K, alpha, A, W, ldw, beta, C);
+  if (M <= kFewRows) gemm_nt_few_rows(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
   else gemm_nt(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
   return true;
 }
