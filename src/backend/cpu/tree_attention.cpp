@@ -6,13 +6,18 @@
 // is visible to the query block: max(subtree_end) over the block <= q0.
 // When every key of the block is an ancestor-or-self of every query (the
 // block ends at or before q0 and min(subtree_end) >= q1), the mask is not
-// evaluated.
+// evaluated. Otherwise only the 8-key groups that some query of the block
+// sees (key j: j < q1 and subtree_end[j] > q0) enter the products, packed to
+// the front: in agent bins (short turns off shared prefixes) a third of the
+// groups in computed blocks is seen by no query. The kept sums are the full
+// block's term for term, less exact zeros, so packing changes no result.
 //
 // Backward (recomputing P = exp(S - lse)), per (kv head, key block):
 //   dV_j += sum_i P_ij dO_i ;  dP_ij = dO_i . V_j ;  dS_ij = P_ij (dP_ij - D_i)
 //   dK_j += scale sum_i dS_ij Q_i ;  dQ_i += scale sum_j dS_ij K_j
 // with D_i = dO_i . O_i. Query blocks visited for key block [k0, k1) are those
-// in [k0, max subtree_end); dQ goes to per-thread buffers summed at the end,
+// in [k0, max subtree_end), with the key groups each one sees packed as in
+// the forward; dQ goes to per-thread buffers summed at the end,
 // so no atomics are needed. Kernels are compiled for head dimensions 16, 32,
 // 64 and 128 (accumulators in registers) with a generic fallback.
 #include <omp.h>
@@ -55,14 +60,13 @@ KeyBlockBounds key_block_bounds(const int32_t* subtree_end, int T) {
   return b;
 }
 
-constexpr int kVecPerRow = kBK / 8;
-
-// max_j s[j] over one score row (-inf for a fully masked row).
-inline float row_max(const float* s) {
+// max_j s[j] over the first n (a multiple of 8, > 0) scores of a row (-inf
+// for a fully masked row).
+inline float row_max(const float* s, int n) {
   v8 m = load8(s);
 #pragma GCC unroll 8
-  for (int k = 1; k < kVecPerRow; ++k) {
-    const v8 x = load8(s + 8 * k);
+  for (int k = 8; k < n; k += 8) {
+    const v8 x = load8(s + k);
     m = m > x ? m : x;
   }
   float r = m[0];
@@ -150,29 +154,135 @@ inline void rows_times(float* C, int ldc, const float* A, int sa_r, int sa_k, co
   }
 }
 
-// S[i][0:kBK) = sum_d A[i][d] Bt[d][0:kBK) for i < nq (scores of a block).
-template <int DC>
-inline void block_scores(const float* A, const float* Bt, int nq, int D, float* S) {
-  rows_times<kBK>(S, kBK, A, D, 1, Bt, kBK, DC ? DC : D, nq, true, nullptr, kBK);
+// The 8-key groups of a key block that some query of the query block sees.
+// Key j is seen by a query of [q0, q1) iff j < q1 and subtree_end[j] > q0
+// (its subtree [j, subtree_end[j]) is contiguous and holds j). The products
+// run over the kept groups only, packed to the front of the block in their
+// order: a group nobody sees has scores -inf and P and dS exactly 0, so every
+// kept sum is the full block's sum term for term, less exact zeros.
+struct KeyGroups {
+  static constexpr int kMax = kBK / 8;
+  int n = 0;                // groups kept
+  int index[kMax] = {};     // their group numbers in the block, ascending
+  bool all() const { return n == kMax; }
+  int keys() const { return 8 * n; }  // packed width (past nk: masked, zero k and v)
+};
+
+KeyGroups all_key_groups() {
+  KeyGroups g;
+  for (int i = 0; i < KeyGroups::kMax; ++i) g.index[g.n++] = i;
+  return g;
 }
 
-// Sets S[i][j] = -inf where query q0+i may not see key k0+j (or j >= nk):
-// visible iff k0+j <= q0+i < subtree_end[k0+j].
-inline void apply_tree_mask(float* S, int q0, int nq, int k0, int nk, const int32_t* se) {
-  alignas(32) int32_t ends[kBK];  // subtree ends of the block's keys; 0 (seen by no query) past nk
-  for (int j = 0; j < kBK; ++j) ends[j] = j < nk ? se[k0 + j] : 0;
+KeyGroups seen_key_groups(const int32_t* se, int k0, int nk, int q0, int q1) {
+  KeyGroups g;
+  for (int i = 0; i < KeyGroups::kMax; ++i) {
+    bool seen = false;
+    for (int j = 8 * i; j < std::min(nk, 8 * i + 8) && !seen; ++j) seen = k0 + j < q1 && se[k0 + j] > q0;
+    if (seen) g.index[g.n++] = i;
+  }
+  return g;
+}
+
+// S[i][0:w) = sum_d A[i][d] Bt[d][0:w) for i < nq (scores of a block's first
+// w packed keys), at the narrowest compiled width (a multiple of kLanes) >= w.
+template <int DC, int W = kBK>
+inline void block_scores(const float* A, const float* Bt, int nq, int D, float* S, int w) {
+  if constexpr (W > kLanes) {
+    if (w <= W - kLanes) return block_scores<DC, W - kLanes>(A, Bt, nq, D, S, w);
+  }
+  rows_times<W>(S, kBK, A, D, 1, Bt, kBK, DC ? DC : D, nq, true, nullptr, W);
+}
+
+// Sets S[i][c] = -inf where query q0+i may not see the key of packed column
+// c < 8 g.n (group g.index[c / 8] of the block at k0; keys past nk: never
+// seen): visible iff key <= q0+i < subtree_end[key].
+inline void apply_tree_mask(float* S, int q0, int nq, int k0, int nk, const int32_t* se, const KeyGroups& g) {
+  alignas(32) int32_t ends[kBK];  // subtree ends of the packed keys; 0 (seen by no query) past nk
+  for (int c = 0; c < g.keys(); ++c) {
+    const int j = 8 * g.index[c / 8] + c % 8;
+    ends[c] = j < nk ? se[k0 + j] : 0;
+  }
   const v8 ninf = bcast(-std::numeric_limits<float>::infinity());
   const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
   for (int i = 0; i < nq; ++i) {
     const int qi = q0 + i;
     float* s = S + i * kBK;
-#pragma GCC unroll 8
-    for (int j = 0; j < kBK; j += 8) {
-      const v8i key = lane + (k0 + j);
-      const v8i end = *reinterpret_cast<const v8i*>(ends + j);
+    for (int c = 0; c < g.keys(); c += 8) {
+      const v8i key = lane + (k0 + 8 * g.index[c / 8]);
+      const v8i end = *reinterpret_cast<const v8i*>(ends + c);
       const v8i visible = (key <= qi) & (end > qi);
-      store8(s + j, visible ? load8(s + j) : ninf);
+      store8(s + c, visible ? load8(s + c) : ninf);
     }
+  }
+}
+
+// a b + c, rounded once in the variants with FMA (the v3 and v4 kernels;
+// GCC contracts it there, or not, depending on what was inlined around it,
+// so it is spelled out) and twice in the baseline, which has none.
+inline float mul_add(float a, float b, float c) {
+#if defined(FORGE_CPU_VARIANT_IS_x86_64_v4) || defined(FORGE_CPU_VARIANT_IS_x86_64_v3) || defined(__FMA__)
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// The softmax steps of a block over its rows' first w packed score columns
+// (w a multiple of 8), compiled per width W = w: loops of constant length
+// unroll, and a row rounds the same whether its block was packed or not (so
+// packing changes no result).
+// Forward (online softmax, per row i < nq): m' = max(m, max_c s_c),
+// corr = e^{m - m'}, s_c = e^{s_c - m'}, l' = l corr + sum_c s_c.
+template <int W = kBK>
+inline void online_softmax(float* S, int nq, int w, float* m, float* l, float* corr) {
+  if constexpr (W > 8) {
+    if (w <= W - 8) return online_softmax<W - 8>(S, nq, w, m, l, corr);
+  }
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < nq; ++i) {
+    float* s = S + i * kBK;
+    const float mx = std::max(m[i], row_max(s, W));
+    if (mx == ninf) {  // the row sees nothing here yet: no weight, O stays 0
+      std::fill(s, s + W, 0.0f);
+      corr[i] = 1.0f;
+      continue;
+    }
+    corr[i] = fast_exp(m[i] - mx);
+    l[i] = mul_add(l[i], corr[i], exp_inplace_sum(s, W, mx));
+    m[i] = mx;
+  }
+}
+
+// Backward (rows i < nq): P = e^{S - lse_i} in place, dS = P (dP - D_i) in
+// place of dP.
+template <int W = kBK>
+inline void probs_and_score_grads(float* P, float* dS, int nq, int w, const float* lse, const float* di) {
+  if constexpr (W > 8) {
+    if (w <= W - 8) return probs_and_score_grads<W - 8>(P, dS, nq, w, lse, di);
+  }
+  for (int i = 0; i < nq; ++i) {
+    float* p = P + i * kBK;
+    float* ds = dS + i * kBK;
+    const v8 vl = bcast(lse[i]), vd = bcast(di[i]);
+#pragma GCC unroll 8
+    for (int j = 0; j < W; j += 8) {
+      const v8 pj = exp8(load8(p + j) - vl);
+      store8(p + j, pj);
+      store8(ds + j, pj * (load8(ds + j) - vd));
+    }
+  }
+}
+
+// The kept groups' keys packed to the front: columns of a transposed block
+// [D][kBK] (tr) and rows of a row block [kBK][D] (rows); either may be null.
+inline void pack_key_groups(const KeyGroups& g, int D, const float* tr, float* tr_packed, const float* rows,
+                            float* rows_packed) {
+  for (int c = 0; c < g.n; ++c) {
+    const int j = 8 * g.index[c];
+    if (tr)
+      for (int d = 0; d < D; ++d) std::copy(tr + d * kBK + j, tr + d * kBK + j + 8, tr_packed + d * kBK + 8 * c);
+    if (rows) std::copy(rows + j * D, rows + (j + 8) * D, rows_packed + 8 * c * D);
   }
 }
 
@@ -237,6 +347,7 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
 #pragma omp parallel
   {
     std::vector<float> Qs(kBQ * D), S(kBQ * kBK), O(kBQ * D), m(kBQ), l(kBQ), corr(kBQ);
+    std::vector<float> Kp(D * kBK), Vp(kBK * D);  // the kept key groups, packed
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int h = 0; h < H; ++h) {
       for (int qb = 0; qb < nqb; ++qb) {
@@ -254,24 +365,21 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
         for (int kb = 0; kb <= last_kb; ++kb) {
           if (kbb.max_end[kb] <= q0) continue;  // nothing in this key block is visible
           const int k0 = kb * kBK, k1 = std::min(T, k0 + kBK), nk = k1 - k0;
+          const bool full = block_fully_visible(kbb, kb, k1, nk, q0, q1);
+          const KeyGroups g = full ? all_key_groups() : seen_key_groups(a.subtree_end, k0, nk, q0, q1);
+          if (g.n == 0) continue;  // its keys' weights are all 0
           const float* Kt = kv.kt.data() + (static_cast<size_t>(kvh) * nkb + kb) * D * kBK;
           const float* Vr = kv.v.data() + (static_cast<size_t>(kvh) * nkb * kBK + k0) * D;
-          block_scores<DC>(Qs.data(), Kt, nq, D, S.data());
-          if (!block_fully_visible(kbb, kb, k1, nk, q0, q1))
-            apply_tree_mask(S.data(), q0, nq, k0, nk, a.subtree_end);
-          for (int i = 0; i < nq; ++i) {
-            float* s = S.data() + i * kBK;
-            const float mx = std::max(m[i], row_max(s));
-            if (mx == ninf) {  // the row sees nothing here yet: no weight, O stays 0
-              std::fill(s, s + kBK, 0.0f);
-              corr[i] = 1.0f;
-              continue;
-            }
-            corr[i] = fast_exp(m[i] - mx);
-            l[i] = l[i] * corr[i] + exp_inplace_sum(s, kBK, mx);
-            m[i] = mx;
+          if (!g.all()) {
+            pack_key_groups(g, D, Kt, Kp.data(), Vr, Vp.data());
+            Kt = Kp.data();
+            Vr = Vp.data();
           }
-          rows_times<DC>(O.data(), D, S.data(), kBK, 1, Vr, D, nk, nq, false, corr.data(), D);
+          const int w = g.keys();  // packed columns; keys past nk are masked
+          block_scores<DC>(Qs.data(), Kt, nq, D, S.data(), w);
+          if (!full) apply_tree_mask(S.data(), q0, nq, k0, nk, a.subtree_end, g);
+          online_softmax(S.data(), nq, w, m.data(), l.data(), corr.data());
+          rows_times<DC>(O.data(), D, S.data(), kBK, 1, Vr, D, g.all() ? nk : w, nq, false, corr.data(), D);
         }
         for (int i = 0; i < nq; ++i) {
           float* out = a.out + static_cast<size_t>(q0 + i) * HD + h * D;
@@ -316,6 +424,7 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
     float* dq_mine = dq_part.data() + static_cast<size_t>(omp_get_thread_num()) * T * HD;
     std::vector<float> Kt(D * kBK), Vt(D * kBK), Kr(kBK * D), Qs(kBQ * D), dO(kBQ * D);
     std::vector<float> P(kBQ * kBK), dS(kBQ * kBK), dK(kBK * D), dV(kBK * D);
+    std::vector<float> Ktp(D * kBK), Vtp(D * kBK), Krp(kBK * D);  // the kept key groups, packed
     // Static round-robin: a fixed thread per key block makes the dQ sums
     // (per-thread buffers) bitwise reproducible from run to run.
 #pragma omp for collapse(2) schedule(static, 1)
@@ -339,28 +448,36 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
                 dO[i * D + d] = d_o[d];
               }
             }
-            block_scores<DC>(Qs.data(), Kt.data(), nq, D, P.data());
-            if (!block_fully_visible(kbb, kb, k1, nk, q0, q1))
-              apply_tree_mask(P.data(), q0, nq, k0, nk, a.subtree_end);
-            block_scores<DC>(dO.data(), Vt.data(), nq, D, dS.data());
-            for (int i = 0; i < nq; ++i) {
-              const float lse = a.lse[static_cast<size_t>(h) * T + q0 + i];
-              const float di = delta[static_cast<size_t>(h) * T + q0 + i];
-              float* p = P.data() + i * kBK;
-              float* ds = dS.data() + i * kBK;
-              const v8 vl = bcast(lse), vd = bcast(di);
-              for (int j = 0; j < kBK; j += 8) {
-                const v8 pj = exp8(load8(p + j) - vl);
-                store8(p + j, pj);
-                store8(ds + j, pj * (load8(ds + j) - vd));
-              }
+            const bool full = block_fully_visible(kbb, kb, k1, nk, q0, q1);
+            const KeyGroups g = full ? all_key_groups() : seen_key_groups(a.subtree_end, k0, nk, q0, q1);
+            if (g.n == 0) continue;  // P and dS are 0 for every key of the block
+            const float *kt = Kt.data(), *vt = Vt.data(), *kr = Kr.data();
+            if (!g.all()) {
+              pack_key_groups(g, D, Kt.data(), Ktp.data(), Kr.data(), Krp.data());
+              pack_key_groups(g, D, Vt.data(), Vtp.data(), nullptr, nullptr);
+              kt = Ktp.data();
+              vt = Vtp.data();
+              kr = Krp.data();
             }
+            const int w = g.keys();  // packed columns; keys past nk are masked
+            block_scores<DC>(Qs.data(), kt, nq, D, P.data(), w);
+            if (!full) apply_tree_mask(P.data(), q0, nq, k0, nk, a.subtree_end, g);
+            block_scores<DC>(dO.data(), vt, nq, D, dS.data(), w);
+            probs_and_score_grads(P.data(), dS.data(), nq, w, a.lse + static_cast<size_t>(h) * T + q0,
+                                  delta.data() + static_cast<size_t>(h) * T + q0);
             // dQ_i += scale sum_j dS_ij K_j (Kr carries the scale)
-            rows_times<DC>(dq_mine + static_cast<size_t>(q0) * HD + h * D, HD, dS.data(), kBK, 1, Kr.data(), D, nk,
-                           nq, false, nullptr, D);
-            // dV_j += sum_i P_ij dO_i ;  dK_j += sum_i dS_ij Qs_i (Qs carries the scale)
-            rows_times<DC>(dV.data(), D, P.data(), 1, kBK, dO.data(), D, nq, nk, false, nullptr, D);
-            rows_times<DC>(dK.data(), D, dS.data(), 1, kBK, Qs.data(), D, nq, nk, false, nullptr, D);
+            rows_times<DC>(dq_mine + static_cast<size_t>(q0) * HD + h * D, HD, dS.data(), kBK, 1, kr, D,
+                           g.all() ? nk : w, nq, false, nullptr, D);
+            // dV_j += sum_i P_ij dO_i ;  dK_j += sum_i dS_ij Qs_i (Qs carries the scale): the whole
+            // block, or each kept group (packed columns 8 c ..) into its own keys' rows
+            const auto accumulate = [&](int j, int col, int rows) {
+              rows_times<DC>(dV.data() + j * D, D, P.data() + col, 1, kBK, dO.data(), D, nq, rows, false, nullptr, D);
+              rows_times<DC>(dK.data() + j * D, D, dS.data() + col, 1, kBK, Qs.data(), D, nq, rows, false, nullptr,
+                             D);
+            };
+            if (g.all()) accumulate(0, 0, nk);
+            else
+              for (int c = 0; c < g.n; ++c) accumulate(8 * g.index[c], 8 * c, std::min(8, nk - 8 * g.index[c]));
           }
         }
         for (int j = 0; j < nk; ++j)

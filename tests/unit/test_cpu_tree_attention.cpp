@@ -1,0 +1,147 @@
+// The CPU tree attention (forward and backward) against dense masked softmax
+// attention in double precision, on bins of many short turns branching off
+// shared prefixes, as the learner's agent bins are: most 64 x 64 blocks are
+// partly visible there, so the kernels pack the 8-key groups a query block
+// sees and leave the others out (backend/cpu/tree_attention.cpp). Each case
+// first checks that it exercises that: some computed block leaves a group
+// out, and some key is seen by the first query of a block only (its subtree
+// ends right after q0, the edge of the rule). Tolerance: |got - ref| <=
+// 1e-4 max(1, |ref|) per element, far above FP32 rounding over these sums and
+// far below the weight of one key left out (about 1 / its row's visible keys).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "emulation/backend_cases.hpp"
+
+namespace forge {
+namespace {
+
+namespace bc = backend_cases;
+
+struct Dense {
+  std::vector<double> out, lse, dqkv;
+};
+
+bool visible(const std::vector<int32_t>& se, int i, int j) { return j <= i && i < se[j]; }
+
+// Dense masked attention and its gradients, per query head (GQA: head h reads
+// kv head h / (H / Hkv)), in the layout of bc::run_tree_attention.
+Dense dense_attention(const bc::AttentionShape& sh, const bc::AttentionCase& c) {
+  const std::vector<int32_t>& se = c.bin.subtree_end;
+  const int T = c.bin.tokens(), H = sh.n_heads, Hkv = sh.n_kv_heads, D = sh.head_dim;
+  const int HD = H * D, ld = (H + 2 * Hkv) * D, group = H / Hkv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  const auto q = [&](int t, int h, int d) { return static_cast<double>(c.qkv[size_t(t) * ld + h * D + d]); };
+  const auto k = [&](int t, int g, int d) { return static_cast<double>(c.qkv[size_t(t) * ld + HD + g * D + d]); };
+  const auto v = [&](int t, int g, int d) {
+    return static_cast<double>(c.qkv[size_t(t) * ld + HD + Hkv * D + g * D + d]);
+  };
+  Dense r;
+  r.out.assign(size_t(T) * HD, 0.0);
+  r.lse.assign(size_t(H) * T, 0.0);
+  r.dqkv.assign(size_t(T) * ld, 0.0);
+  std::vector<double> p(T), dp(T);
+  for (int h = 0; h < H; ++h) {
+    const int g = h / group;
+    for (int i = 0; i < T; ++i) {
+      double mx = -1e300;
+      for (int j = 0; j <= i; ++j) {
+        if (!visible(se, i, j)) continue;
+        double s = 0;
+        for (int d = 0; d < D; ++d) s += q(i, h, d) * k(j, g, d);
+        p[j] = s * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double l = 0;
+      for (int j = 0; j <= i; ++j)
+        if (visible(se, i, j)) l += std::exp(p[j] - mx);
+      r.lse[size_t(h) * T + i] = mx + std::log(l);
+      double delta = 0;
+      for (int j = 0; j <= i; ++j) {
+        if (!visible(se, i, j)) continue;
+        p[j] = std::exp(p[j] - mx) / l;
+        dp[j] = 0;
+        for (int d = 0; d < D; ++d) {
+          r.out[size_t(i) * HD + h * D + d] += p[j] * v(j, g, d);
+          dp[j] += static_cast<double>(c.dout[size_t(i) * HD + h * D + d]) * v(j, g, d);
+        }
+        delta += p[j] * dp[j];
+      }
+      for (int j = 0; j <= i; ++j) {
+        if (!visible(se, i, j)) continue;
+        const double ds = p[j] * (dp[j] - delta);
+        for (int d = 0; d < D; ++d) {
+          r.dqkv[size_t(i) * ld + h * D + d] += scale * ds * k(j, g, d);
+          r.dqkv[size_t(j) * ld + HD + g * D + d] += scale * ds * q(i, h, d);
+          r.dqkv[size_t(j) * ld + HD + Hkv * D + g * D + d] +=
+              p[j] * static_cast<double>(c.dout[size_t(i) * HD + h * D + d]);
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// Over the 64 x 64 blocks the kernels compute (some key visible to some
+// query): does one leave an 8-key group out, and is a key seen by the block's
+// first query only?
+struct Coverage {
+  bool group_left_out = false, edge_key = false;
+};
+
+Coverage coverage(const std::vector<int32_t>& se) {
+  const int T = static_cast<int>(se.size()), B = 64;
+  Coverage cov;
+  for (int q0 = 0; q0 < T; q0 += B) {
+    const int q1 = std::min(T, q0 + B);
+    for (int k0 = 0; k0 < q1; k0 += B) {
+      const int k1 = std::min(T, k0 + B);
+      bool any = false, out = false;
+      for (int j0 = k0; j0 < k1; j0 += 8) {
+        bool seen = false;
+        for (int j = j0; j < std::min(k1, j0 + 8); ++j) {
+          seen = seen || (j < q1 && se[j] > q0);
+          cov.edge_key = cov.edge_key || (j < q0 && se[j] == q0 + 1);
+        }
+        any = any || seen;
+        out = out || !seen;
+      }
+      cov.group_left_out = cov.group_left_out || (any && out);
+    }
+  }
+  return cov;
+}
+
+void expect_near_dense(const std::vector<float>& got, const std::vector<double>& ref, const std::string& what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - ref[i]), 1e-4 * std::max(1.0, std::fabs(ref[i])))
+        << what << " element " << i << ": " << got[i] << " against " << ref[i];
+}
+
+TEST(CpuTreeAttention, PackedKeyGroupsMatchDenseMaskedSoftmax) {
+  const auto cpu = make_backend("cpu");
+  // Head dims: 32 (a compiled width, the agent policy's) and 24 (the generic path).
+  for (const bc::AttentionShape sh : {bc::AttentionShape{4, 2, 32, 70, 40}, bc::AttentionShape{2, 1, 24, 70, 40}}) {
+    int checked = 0;
+    for (uint64_t seed = 1; seed < 40 && checked < 2; ++seed) {
+      const bc::AttentionCase c = bc::attention_case(sh, seed);
+      const Coverage cov = coverage(c.bin.subtree_end);
+      if (!cov.group_left_out || !cov.edge_key) continue;  // not the case this test is for
+      const std::string label = bc::attention_label(sh, c) + " seed " + std::to_string(seed);
+      const bc::AttentionResult got = bc::run_tree_attention(*cpu, sh, c);
+      const Dense ref = dense_attention(sh, c);
+      expect_near_dense(got.out, ref.out, "out" + label);
+      expect_near_dense(got.lse, ref.lse, "lse" + label);
+      expect_near_dense(got.dqkv, ref.dqkv, "dq|dk|dv" + label);
+      ++checked;
+    }
+    EXPECT_EQ(checked, 2) << "too few seeds give bins with partly visible blocks and edge keys (D "
+                          << sh.head_dim << ")";
+  }
+}
+
+}  // namespace
+}  // namespace forge
