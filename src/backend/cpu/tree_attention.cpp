@@ -219,7 +219,8 @@ inline void apply_tree_mask(float* S, int q0, int nq, int k0, int nk, const int3
 
 // a b + c, rounded once in the variants with FMA (the v3 and v4 kernels;
 // GCC contracts it there, or not, depending on what was inlined around it,
-// so it is spelled out) and twice in the baseline, which has none.
+// so it is spelled out: a row must round the same whether its block was
+// packed or not) and twice in the baseline, which has none.
 inline float mul_add(float a, float b, float c) {
 #if defined(FORGE_CPU_VARIANT_IS_x86_64_v4) || defined(FORGE_CPU_VARIANT_IS_x86_64_v3) || defined(__FMA__)
   return __builtin_fmaf(a, b, c);
@@ -229,9 +230,8 @@ inline float mul_add(float a, float b, float c) {
 }
 
 // The softmax steps of a block over its rows' first w packed score columns
-// (w a multiple of 8), compiled per width W = w: loops of constant length
-// unroll, and a row rounds the same whether its block was packed or not (so
-// packing changes no result).
+// (w a multiple of 8), compiled per width W = w so that their loops unroll
+// as the full block's do.
 // Forward (online softmax, per row i < nq): m' = max(m, max_c s_c),
 // corr = e^{m - m'}, s_c = e^{s_c - m'}, l' = l corr + sum_c s_c.
 template <int W = kBK>
