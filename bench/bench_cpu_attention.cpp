@@ -40,8 +40,9 @@ Result run(Backend& B, Rng& rng, const std::string& name, const std::vector<int3
   std::vector<float> lse(static_cast<size_t>(H) * T), dout(out.size()), dqkv(qkv.size());
   for (auto& x : qkv) x = static_cast<float>(rng.normal());
   for (auto& x : dout) x = static_cast<float>(rng.normal());
-  const TreeAttentionArgs a = bench::fused_tree_attention_args(T, H, Hkv, D, qkv.data(), se.data(), out.data(), lse.data());
-  const TreeAttentionGrads g = bench::fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data());
+  const TreeAttentionArgs a =
+      fused_tree_attention_args(T, H, Hkv, D, qkv.data(), (H + 2 * Hkv) * D, se.data(), out.data(), lse.data());
+  const TreeAttentionGrads g = fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data());
   const double fwd = bench::median_seconds(1, reps, [&] { B.tree_attention_fwd(a); });
   const double bwd = bench::median_seconds(1, reps, [&] { B.tree_attention_bwd(a, g); });
   const Result r{4.0 * D * H * pairs / fwd / 1e9, 10.0 * D * H * pairs / bwd / 1e9};

@@ -172,8 +172,8 @@ int main(int argc, char** argv) {
     dout.upload(randn(rng, size_t(n_tok) * H * D));
     dse.upload(se);
     const TreeAttentionArgs a =
-        bench::fused_tree_attention_args(n_tok, H, Hkv, D, qkv.data(), dse.data(), out.data(), lse.data());
-    const TreeAttentionGrads ag = bench::fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data());
+        fused_tree_attention_args(n_tok, H, Hkv, D, qkv.data(), ld, dse.data(), out.data(), lse.data());
+    const TreeAttentionGrads ag = fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data());
     const std::string what = kind ? "tree bin T=" + std::to_string(n_tok) : "causal T=" + std::to_string(n_tok);
     row(("attn fwd " + what).c_str(), time([&] { B.tree_attention_fwd(a); }), 4.0 * D * H * pairs, 0);
     row(("attn bwd " + what).c_str(), time([&] { B.tree_attention_bwd(a, ag); }), 10.0 * D * H * pairs, 0);

@@ -1,9 +1,8 @@
 // Workloads several benchmarks share: agent-like samples (a shared prompt
 // per episode, then turns whose context is the history so far: the shape
-// tree merging is for) and their tree bin, tree attention over one fused
-// q|k|v buffer, the visible pairs of a tree mask, and the SGEMM rate of this
-// host (OpenBLAS, 2048^3, the threads it runs with), the yardstick of the
-// CPU figures.
+// tree merging is for) and their tree bin, the visible pairs of a tree
+// mask, and the SGEMM rate of this host (OpenBLAS, 2048^3, the threads it
+// runs with), the yardstick of the CPU figures.
 #pragma once
 #include <cblas.h>
 
@@ -11,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "backend/backend.hpp"
 #include "bench_util.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -62,28 +60,6 @@ inline double visible_pairs(const std::vector<int32_t>& se) {
   double pairs = 0;
   for (size_t j = 0; j < se.size(); ++j) pairs += se[j] - static_cast<double>(j);
   return pairs;
-}
-
-// Tree attention over T rows of one fused buffer q|k|v [T, (H + 2 Hkv) D]
-// and its gradient buffer of the same layout.
-inline TreeAttentionArgs fused_tree_attention_args(int T, int H, int Hkv, int D, float* qkv, const int32_t* se,
-                                                   float* out, float* lse) {
-  TreeAttentionArgs a;
-  a.T = T;
-  a.n_heads = H;
-  a.n_kv_heads = Hkv;
-  a.head_dim = D;
-  a.q = qkv;
-  a.k = a.q + H * D;
-  a.v = a.k + Hkv * D;
-  a.ld_qkv = (H + 2 * Hkv) * D;
-  a.subtree_end = se;
-  a.out = out;
-  a.lse = lse;
-  return a;
-}
-inline TreeAttentionGrads fused_tree_attention_grads(int H, int Hkv, int D, const float* dout, float* dqkv) {
-  return {dout, dqkv, dqkv + H * D, dqkv + (H + Hkv) * D};
 }
 
 // OpenBLAS SGEMM 2048^3, GFLOP/s (median of 5 after one warm-up).

@@ -46,6 +46,32 @@ struct TreeAttentionGrads {
   float* dv = nullptr;          // overwritten
 };
 
+// Q, K and V fused in one buffer, the transformer's layout: row t at
+// qkv + t * ld holds the n_heads query heads, then the n_kv_heads key heads,
+// then the value heads (ld >= (n_heads + 2 n_kv_heads) head_dim); dqkv, the
+// gradients, has the same layout.
+inline TreeAttentionArgs fused_tree_attention_args(int T, int n_heads, int n_kv_heads, int head_dim,
+                                                   const float* qkv, int ld, const int32_t* subtree_end,
+                                                   float* out, float* lse) {
+  TreeAttentionArgs a;
+  a.T = T;
+  a.n_heads = n_heads;
+  a.n_kv_heads = n_kv_heads;
+  a.head_dim = head_dim;
+  a.q = qkv;
+  a.k = qkv + n_heads * head_dim;
+  a.v = a.k + n_kv_heads * head_dim;
+  a.ld_qkv = ld;
+  a.subtree_end = subtree_end;
+  a.out = out;
+  a.lse = lse;
+  return a;
+}
+inline TreeAttentionGrads fused_tree_attention_grads(int n_heads, int n_kv_heads, int head_dim, const float* dout,
+                                                     float* dqkv) {
+  return {dout, dqkv, dqkv + n_heads * head_dim, dqkv + (n_heads + n_kv_heads) * head_dim};
+}
+
 struct HeadArgs {
   int R = 0, d = 0, V = 0;
   const float* hidden = nullptr;  // [R, d]

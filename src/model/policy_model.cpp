@@ -23,31 +23,13 @@ class TreeAttention final : public BlockAttention {
   }
   void backward(int, const float* qkv, int ld, const float* out, const float* lse, const float* dout,
                 float* dqkv) override {
-    const int HD = c_.n_heads * c_.head_dim();
-    TreeAttentionGrads g;
-    g.dout = dout;
-    g.dq = dqkv;
-    g.dk = g.dq + HD;
-    g.dv = g.dk + c_.n_kv_heads * c_.head_dim();
-    B_.tree_attention_bwd(args(qkv, ld, const_cast<float*>(out), const_cast<float*>(lse)), g);
+    B_.tree_attention_bwd(args(qkv, ld, const_cast<float*>(out), const_cast<float*>(lse)),
+                          fused_tree_attention_grads(c_.n_heads, c_.n_kv_heads, c_.head_dim(), dout, dqkv));
   }
 
  private:
   TreeAttentionArgs args(const float* qkv, int ld, float* out, float* lse) const {
-    const int hd = c_.head_dim();
-    TreeAttentionArgs at;
-    at.T = T;
-    at.n_heads = c_.n_heads;
-    at.n_kv_heads = c_.n_kv_heads;
-    at.head_dim = hd;
-    at.q = qkv;
-    at.k = at.q + c_.n_heads * hd;
-    at.v = at.k + c_.n_kv_heads * hd;
-    at.ld_qkv = ld;
-    at.subtree_end = subtree_end;
-    at.out = out;
-    at.lse = lse;
-    return at;
+    return fused_tree_attention_args(T, c_.n_heads, c_.n_kv_heads, c_.head_dim(), qkv, ld, subtree_end, out, lse);
   }
   Backend& B_;
   ModelConfig c_;

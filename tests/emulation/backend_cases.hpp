@@ -331,25 +331,10 @@ inline AttentionResult run_tree_attention(Backend& be, const AttentionShape& sh,
   in.upload(be, qkv ? *qkv : c.qkv);
   dout.upload(be, c.dout);
   se.upload(be, c.bin.subtree_end);
-  TreeAttentionArgs a;
-  a.T = T;
-  a.n_heads = H;
-  a.n_kv_heads = Hkv;
-  a.head_dim = D;
-  a.q = in.data();
-  a.k = a.q + HD;
-  a.v = a.k + Hkv * D;
-  a.ld_qkv = ld;
-  a.subtree_end = se.data();
-  a.out = out.data();
-  a.lse = lse.data();
+  const TreeAttentionArgs a =
+      fused_tree_attention_args(T, H, Hkv, D, in.data(), ld, se.data(), out.data(), lse.data());
   be.tree_attention_fwd(a);
-  TreeAttentionGrads g;
-  g.dout = dout.data();
-  g.dq = dqkv.data();
-  g.dk = g.dq + HD;
-  g.dv = g.dk + Hkv * D;
-  be.tree_attention_bwd(a, g);
+  be.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data()));
   return {out.download(), lse.download(), dqkv.download()};
 }
 

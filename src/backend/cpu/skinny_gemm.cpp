@@ -31,6 +31,14 @@ constexpr bool kVariantHasAvx512 = false;
 
 constexpr int kFewRows = 8;  // up to here gemm_nt_few_rows, beyond gemm_nt
 
+// The calling thread's scratch for A^T, at least n floats; kept across calls
+// (a decode step calls with the same shapes).
+float* transposed_a_buffer(size_t n) {
+  static thread_local std::vector<float> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
 void store(float* c, float value, float alpha, float beta) {
   *c = beta == 0.0f ? alpha * value : alpha * value + beta * *c;
 }
@@ -115,9 +123,7 @@ FORGE_AVX512 void gemm_nt_few(int N, int K, float alpha, const float* A, int lda
 FORGE_AVX512 void gemm_nt8(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw,
                            float beta, float* C, int ldc) {
   constexpr int NR = 16;
-  thread_local std::vector<float> at_buffer;
-  if (at_buffer.size() < static_cast<size_t>(K) * 8) at_buffer.resize(static_cast<size_t>(K) * 8);
-  float* At = at_buffer.data();
+  float* At = transposed_a_buffer(static_cast<size_t>(K) * 8);
   for (int k = 0; k < K; ++k)
     for (int m = 0; m < 8; ++m) At[static_cast<size_t>(k) * 8 + m] = m < M ? A[static_cast<size_t>(m) * lda + k] : 0.0f;
   const int blocks = (N + NR - 1) / NR;
@@ -179,10 +185,7 @@ FORGE_AVX512 void gemm_nt(int M, int N, int K, float alpha, const float* A, int 
                           float beta, float* C, int ldc) {
   constexpr int NR = 8, MT = 32;  // weight rows x activation rows per tile
   const int Mp = (M + 15) / 16 * 16;
-  // A^T, reused across calls (the decode step calls this with the same shapes).
-  thread_local std::vector<float> at_buffer;
-  if (at_buffer.size() < static_cast<size_t>(K) * Mp) at_buffer.resize(static_cast<size_t>(K) * Mp);
-  float* At = at_buffer.data();
+  float* At = transposed_a_buffer(static_cast<size_t>(K) * Mp);
   const int blocks = (N + NR - 1) / NR, k_blocks = (K + 15) / 16;
 #pragma omp parallel
   {

@@ -154,6 +154,10 @@ inline void rows_times(float* C, int ldc, const float* A, int sa_r, int sa_k, co
   }
 }
 
+bool block_fully_visible(const KeyBlockBounds& b, int kb, int k1, int nk, int q0, int q1) {
+  return nk == kBK && k1 - 1 <= q0 && b.min_end[kb] >= q1;
+}
+
 // The 8-key groups of a key block that some query of the query block sees.
 // Key j is seen by a query of [q0, q1) iff j < q1 and subtree_end[j] > q0
 // (its subtree [j, subtree_end[j]) is contiguous and holds j). The products
@@ -164,20 +168,21 @@ struct KeyGroups {
   static constexpr int kMax = kBK / 8;
   int n = 0;                // groups kept
   int index[kMax] = {};     // their group numbers in the block, ascending
+  bool masked = true;       // false: every query sees every key (no mask to apply)
   bool all() const { return n == kMax; }
   int keys() const { return 8 * n; }  // packed width (past nk: masked, zero k and v)
+  // Keys the products over keys run through: the block's nk when nothing
+  // was packed, else the packed width.
+  int product_keys(int nk) const { return all() ? nk : keys(); }
 };
 
-KeyGroups all_key_groups() {
+// The groups of key block kb ([k1 - nk, k1)) that queries [q0, q1) see.
+KeyGroups key_groups(const KeyBlockBounds& b, const int32_t* se, int kb, int k1, int nk, int q0, int q1) {
   KeyGroups g;
-  for (int i = 0; i < KeyGroups::kMax; ++i) g.index[g.n++] = i;
-  return g;
-}
-
-KeyGroups seen_key_groups(const int32_t* se, int k0, int nk, int q0, int q1) {
-  KeyGroups g;
+  g.masked = !block_fully_visible(b, kb, k1, nk, q0, q1);
+  const int k0 = k1 - nk;
   for (int i = 0; i < KeyGroups::kMax; ++i) {
-    bool seen = false;
+    bool seen = !g.masked;
     for (int j = 8 * i; j < std::min(nk, 8 * i + 8) && !seen; ++j) seen = k0 + j < q1 && se[k0 + j] > q0;
     if (seen) g.index[g.n++] = i;
   }
@@ -299,10 +304,6 @@ inline void load_block(const float* base, int ld, int k0, int nk, int D, float* 
   }
 }
 
-bool block_fully_visible(const KeyBlockBounds& b, int kb, int k1, int nk, int q0, int q1) {
-  return nk == kBK && k1 - 1 <= q0 && b.min_end[kb] >= q1;
-}
-
 // Keys of every kv head transposed per key block, [Hkv][nkb][D][kBK], and
 // values as contiguous rows, [Hkv][nkb * kBK][D]; rows past T are zero.
 struct PackedKV {
@@ -365,8 +366,7 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
         for (int kb = 0; kb <= last_kb; ++kb) {
           if (kbb.max_end[kb] <= q0) continue;  // nothing in this key block is visible
           const int k0 = kb * kBK, k1 = std::min(T, k0 + kBK), nk = k1 - k0;
-          const bool full = block_fully_visible(kbb, kb, k1, nk, q0, q1);
-          const KeyGroups g = full ? all_key_groups() : seen_key_groups(a.subtree_end, k0, nk, q0, q1);
+          const KeyGroups g = key_groups(kbb, a.subtree_end, kb, k1, nk, q0, q1);
           if (g.n == 0) continue;  // its keys' weights are all 0
           const float* Kt = kv.kt.data() + (static_cast<size_t>(kvh) * nkb + kb) * D * kBK;
           const float* Vr = kv.v.data() + (static_cast<size_t>(kvh) * nkb * kBK + k0) * D;
@@ -377,9 +377,9 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
           }
           const int w = g.keys();  // packed columns; keys past nk are masked
           block_scores<DC>(Qs.data(), Kt, nq, D, S.data(), w);
-          if (!full) apply_tree_mask(S.data(), q0, nq, k0, nk, a.subtree_end, g);
+          if (g.masked) apply_tree_mask(S.data(), q0, nq, k0, nk, a.subtree_end, g);
           online_softmax(S.data(), nq, w, m.data(), l.data(), corr.data());
-          rows_times<DC>(O.data(), D, S.data(), kBK, 1, Vr, D, g.all() ? nk : w, nq, false, corr.data(), D);
+          rows_times<DC>(O.data(), D, S.data(), kBK, 1, Vr, D, g.product_keys(nk), nq, false, corr.data(), D);
         }
         for (int i = 0; i < nq; ++i) {
           float* out = a.out + static_cast<size_t>(q0 + i) * HD + h * D;
@@ -448,8 +448,7 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
                 dO[i * D + d] = d_o[d];
               }
             }
-            const bool full = block_fully_visible(kbb, kb, k1, nk, q0, q1);
-            const KeyGroups g = full ? all_key_groups() : seen_key_groups(a.subtree_end, k0, nk, q0, q1);
+            const KeyGroups g = key_groups(kbb, a.subtree_end, kb, k1, nk, q0, q1);
             if (g.n == 0) continue;  // P and dS are 0 for every key of the block
             const float *kt = Kt.data(), *vt = Vt.data(), *kr = Kr.data();
             if (!g.all()) {
@@ -461,13 +460,13 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
             }
             const int w = g.keys();  // packed columns; keys past nk are masked
             block_scores<DC>(Qs.data(), kt, nq, D, P.data(), w);
-            if (!full) apply_tree_mask(P.data(), q0, nq, k0, nk, a.subtree_end, g);
+            if (g.masked) apply_tree_mask(P.data(), q0, nq, k0, nk, a.subtree_end, g);
             block_scores<DC>(dO.data(), vt, nq, D, dS.data(), w);
             probs_and_score_grads(P.data(), dS.data(), nq, w, a.lse + static_cast<size_t>(h) * T + q0,
                                   delta.data() + static_cast<size_t>(h) * T + q0);
             // dQ_i += scale sum_j dS_ij K_j (Kr carries the scale)
             rows_times<DC>(dq_mine + static_cast<size_t>(q0) * HD + h * D, HD, dS.data(), kBK, 1, kr, D,
-                           g.all() ? nk : w, nq, false, nullptr, D);
+                           g.product_keys(nk), nq, false, nullptr, D);
             // dV_j += sum_i P_ij dO_i ;  dK_j += sum_i dS_ij Qs_i (Qs carries the scale): the whole
             // block, or each kept group (packed columns 8 c ..) into its own keys' rows
             const auto accumulate = [&](int j, int col, int rows) {
