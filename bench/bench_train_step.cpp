@@ -16,9 +16,14 @@
 // (or a build without CUDA): says so and prints "device": "none". The
 // PyTorch twin runs under $FORGE_PYTHON (default /usr/bin/python3).
 //
+// --profile: after the rounds, `reps` more steps with every backend operation
+// timed between two synchronizations (backend/profiled_backend.hpp): a table
+// of calls, ms and share per step for each operation (per precision on cuda),
+// and "profile_ms" objects in the JSON line. The timed rounds are not profiled.
+//
 //   bench_train_step [--batch=8] [--seq=512] [--reps=3] [--rounds=3] [--no-torch]
 //                    [--backend=cpu|cuda] [--d_model=256] [--layers=4] [--heads=8]
-//                    [--kv_heads=heads] [--ffn=688]
+//                    [--kv_heads=heads] [--ffn=688] [--profile]
 #include <omp.h>
 
 #include <algorithm>
@@ -29,6 +34,7 @@
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
 #include "backend/device_array.hpp"
+#include "backend/profiled_backend.hpp"
 #include "bench_util.hpp"
 #include "bench_workloads.hpp"
 #include "core/error.hpp"
@@ -73,6 +79,21 @@ double step_seconds(PolicyModel& model, AdamW& opt, Backend& be, const std::vect
   });
 }
 
+// --profile: `reps` steps with every operation timed; prints the table under
+// `label` and returns the JSON object of ms per step.
+std::string profile_steps(const std::string& label, ProfiledBackend& prof, PolicyModel& model, AdamW& opt,
+                          const std::vector<Sample>& samples, int64_t tokens, int reps) {
+  prof.reset();
+  prof.set_enabled(true);
+  const double secs = step_seconds(model, opt, prof, samples, tokens, 0, reps);
+  prof.set_enabled(false);
+  const auto times = prof.times();
+  std::printf("profile (%s): %d steps, every operation between two synchronizations (median step %.1f ms "
+              "while profiled)\n%s",
+              label.c_str(), reps, secs * 1e3, op_profile_table(times, reps).c_str());
+  return op_profile_json(times, reps);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,6 +101,7 @@ int main(int argc, char** argv) {
   const int batch = flags.get("batch", 8), seq = flags.get("seq", 512), reps = flags.get("reps", 3);
   const int rounds = flags.get("rounds", 3);
   const bool with_torch = !flags.on("no-torch");
+  const bool profile = flags.on("profile");
   const std::string backend_name = flags.get("backend", std::string("cpu"));
   ModelConfig c;
   c.vocab = ByteTokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, ffn 688 by default
@@ -117,8 +139,9 @@ int main(int argc, char** argv) {
       std::exit(0);
     }
   };
-  auto backend = make(Precision::kFp32);
-  PolicyModel model(c, *backend);
+  auto inner = make(Precision::kFp32);
+  ProfiledBackend backend(*inner);  // forwards only, until --profile's steps
+  PolicyModel model(c, backend);
   model.init_random(1);
   OptimConfig oc;
   oc.lr = 1e-4f;
@@ -135,15 +158,16 @@ int main(int argc, char** argv) {
   if (backend_name == "cuda") {
     // forge FP32 and bf16 against torch FP32 and bf16 autocast, both with
     // SDPA, interleaved per round on the same GPU.
-    auto backend16 = make(Precision::kBf16);
-    PolicyModel model16(c, *backend16);
+    auto inner16 = make(Precision::kBf16);
+    ProfiledBackend backend16(*inner16);
+    PolicyModel model16(c, backend16);
     model16.init_random(1);
     AdamW opt16(oc, model16);
     std::vector<double> f32, f16, t32, t16, r32, r16;
     double peak32 = -1, peak16 = -1;
     for (int round = 0; round < rounds; ++round) {
-      f32.push_back(tokens / step_seconds(model, opt, *backend, samples, tokens, round == 0 ? 2 : 0, reps));
-      f16.push_back(tokens / step_seconds(model16, opt16, *backend16, samples, tokens, round == 0 ? 2 : 0, reps));
+      f32.push_back(tokens / step_seconds(model, opt, backend, samples, tokens, round == 0 ? 2 : 0, reps));
+      f16.push_back(tokens / step_seconds(model16, opt16, backend16, samples, tokens, round == 0 ? 2 : 0, reps));
       t32.push_back(with_torch ? torch_tok_s(c, threads, batch, seq, reps, "--device cuda --dtype fp32 --attention sdpa", &peak32) : -1);
       t16.push_back(with_torch ? torch_tok_s(c, threads, batch, seq, reps, "--device cuda --dtype bf16 --attention sdpa", &peak16) : -1);
       r32.push_back(t32.back() > 0 ? f32.back() / t32.back() : 0);
@@ -162,7 +186,12 @@ int main(int argc, char** argv) {
     const double held32 = state + model.activation_bytes(), held16 = state + model16.activation_bytes();
     std::printf("forge held memory: fp32 %.0f MiB, bf16 %.0f MiB (%.2f); torch peak: fp32 %.0f MiB, bf16 %.0f MiB\n",
                 held32 / (1 << 20), held16 / (1 << 20), held16 / held32, peak32 / (1 << 20), peak16 / (1 << 20));
-    bench::print_json({{"device", "\"cuda\""},
+    std::vector<std::pair<std::string, std::string>> prof_json;
+    if (profile) {
+      prof_json.push_back({"profile_fp32_ms", profile_steps("fp32", backend, model, opt, samples, tokens, reps)});
+      prof_json.push_back({"profile_bf16_ms", profile_steps("bf16", backend16, model16, opt16, samples, tokens, reps)});
+    }
+    std::vector<std::pair<std::string, std::string>> json = {{"device", "\"cuda\""},
                        {"forge_fp32_tok_s", bench::num(median(f32))},
                        {"forge_bf16_tok_s", bench::num(median(f16))},
                        {"torch_fp32_sdpa_tok_s", bench::num(median(t32))},
@@ -172,13 +201,15 @@ int main(int argc, char** argv) {
                        {"forge_fp32_held_bytes", bench::num(held32)},
                        {"forge_bf16_held_bytes", bench::num(held16)},
                        {"torch_fp32_peak_bytes", bench::num(peak32)},
-                       {"torch_bf16_peak_bytes", bench::num(peak16)}});
+                       {"torch_bf16_peak_bytes", bench::num(peak16)}};
+    json.insert(json.end(), prof_json.begin(), prof_json.end());
+    bench::print_json(json);
     return 0;
   }
 
   std::vector<double> forge_r, torch_r, ratio_r, gflops_r, peak_r, frac_r;
   for (int round = 0; round < rounds; ++round) {
-    const double secs = step_seconds(model, opt, *backend, samples, tokens, round == 0 ? 1 : 0, reps);
+    const double secs = step_seconds(model, opt, backend, samples, tokens, round == 0 ? 1 : 0, reps);
     const double peak = bench::sgemm_peak_gflops();
     const double torch = with_torch ? torch_tok_s(c, threads, batch, seq, reps, "") : -1;
     forge_r.push_back(tokens / secs);
@@ -203,11 +234,13 @@ int main(int argc, char** argv) {
   std::printf("%-28s %12.1f\n", "forge GFLOP/s", gflops);
   std::printf("%-28s %12.1f\n", "OpenBLAS SGEMM GFLOP/s", peak);
   std::printf("%-28s %12.2f\n", "fraction of SGEMM peak", fraction);
-  bench::print_json({{"forge_tok_s", bench::num(forge_tok_s)},
-                     {"torch_tok_s", bench::num(torch)},
-                     {"ratio", bench::num(ratio)},
-                     {"gflops", bench::num(gflops)},
-                     {"sgemm_peak_gflops", bench::num(peak)},
-                     {"threads", bench::num(threads)}});
+  std::vector<std::pair<std::string, std::string>> json = {{"forge_tok_s", bench::num(forge_tok_s)},
+                                                           {"torch_tok_s", bench::num(torch)},
+                                                           {"ratio", bench::num(ratio)},
+                                                           {"gflops", bench::num(gflops)},
+                                                           {"sgemm_peak_gflops", bench::num(peak)},
+                                                           {"threads", bench::num(threads)}};
+  if (profile) json.push_back({"profile_ms", profile_steps("cpu", backend, model, opt, samples, tokens, reps)});
+  bench::print_json(json);
   return 0;
 }

@@ -15,7 +15,8 @@
 #   kernels   bench_cuda_kernels at T 4096 and 16384 (D 128), 16384 (D 64),
 #             with PyTorch's SDPA beside forge's attention
 #   train     bench_train_step --backend=cuda at the reference size and at
-#             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens
+#             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens, the
+#             latter with --profile (ms per backend operation, FP32 and bf16)
 #   merge     bench_tree_merge --backend=cuda, FP32 and bf16
 #   rl        the main job's RL phase (mpirun, 5 ranks sharing the GPU, 50
 #             steps from runs/demo/sft, 64 evaluation tasks) with
@@ -80,7 +81,7 @@ for stage in "${stages[@]}"; do
     train)
       run train 200 "$bin/bench_train_step" --backend=cuda --rounds=2
       run train 400 "$bin/bench_train_step" --backend=cuda --d_model=1024 --layers=16 --heads=16 --ffn=2816 \
-        --batch=16 --seq=1024 --rounds=2 ;;
+        --batch=16 --seq=1024 --rounds=2 --profile ;;
     merge)
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 ;;

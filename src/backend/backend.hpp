@@ -180,6 +180,10 @@ class Backend {
   virtual std::string name() const = 0;
   // Whether alloc() returns host memory that the host may read directly.
   virtual bool host_memory() const { return false; }
+  // Returns when every operation issued so far has finished (a device
+  // backend's queue drained; the CPU backend's operations finish before they
+  // return).
+  virtual void synchronize() {}
 
   // Memory. Pointers from alloc belong to the backend's address space.
   virtual void* alloc(size_t bytes) = 0;

@@ -79,6 +79,8 @@ class CudaBackend final : public Backend {
   }
 #endif
 
+  void synchronize() override { FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
   void* alloc(size_t bytes) override {
     void* p = nullptr;
     FORGE_CUDA_CHECK(cudaMalloc(&p, bytes));
