@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   run(*B, rng, "causal chain, GQA 8/2", chain, 8, 2, 128, reps);
   run(*B, rng, "tree bin (agent samples)", bin.subtree_end, 8, 8, 64, reps);
   const double peak = bench::sgemm_peak_gflops();
-  std::printf("%-34s %10.1f GFLOP/s (2048^3, %d threads)\n", "OpenBLAS SGEMM", peak, threads);
+  std::printf("%-34s %10.1f GFLOP/s (2048^3, %d threads)\n", "SGEMM", peak, threads);
   std::printf("train-step shape: forward %.2f, backward %.2f of SGEMM\n", step.fwd_gflops / peak,
               step.bwd_gflops / peak);
   bench::print_json({{"fwd_gflops", bench::num(step.fwd_gflops)},

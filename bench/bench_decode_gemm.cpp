@@ -1,6 +1,7 @@
 // The GEMMs of one decode step, as the CPU backend runs them (its skinny
 // kernels for A W^T with few rows, backend/cpu/skinny_gemm.hpp) against
-// OpenBLAS's SGEMM on the same calls. A step with M sequences multiplies M
+// the SGEMM library's (backend/cpu/sgemm_library.hpp: BLIS or OpenBLAS) on
+// the same calls. A step with M sequences multiplies M
 // activation rows by every weight matrix once: per layer q|k|v [qkv, d],
 // o [d, d], gate|up [2 F, d], down [d, F], then the head [V, d] (left out
 // where V > 10000: the FP32 head runs on the sampling rows only). Models:
@@ -10,7 +11,6 @@
 // several steps each; GFLOP/s = 2 M (sum of N K) / time.
 //
 //   bench_decode_gemm [--threads=1] [--reps=3] [--quick]   (--quick: the agent model only)
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/backend_registry.hpp"
+#include "backend/cpu/sgemm_library.hpp"
 #include "bench_util.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
   flags.finish();
   if (threads < 1 || reps < 1) bench::Flags::usage("--threads and --reps must be at least 1");
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  set_sgemm_threads(threads);
   const auto cpu = make_backend("cpu");
   const ModelShape models[] = {{"agent policy (d 128, 3 layers)", "agent", 128, 3, 384, 344, 272},
                                {"reference (d 256, 4 layers)", "reference", 256, 4, 768, 688, 272},
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
       bytes += 4.0 * x.N * x.K;
     }
     std::printf("\n%s, weights %.1f MB\n%4s %14s %14s %10s %10s %8s\n", m.name, bytes / 1e6, "M", "forge us/step",
-                "OpenBLAS us", "forge GF/s", "BLAS GF/s", "speedup");
+                "BLAS us", "forge GF/s", "BLAS GF/s", "speedup");
     for (int M : {1, 2, 3, 4, 6, 8, 12, 16, 32}) {
       std::vector<float> A(static_cast<size_t>(M) * 4096), C(static_cast<size_t>(M) * 4096);
       for (float& v : A) v = static_cast<float>(rng.normal());
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
               if (which == 0)
                 cpu->gemm(false, true, M, x.N, x.K, 1.0f, A.data(), x.K, x.w.data(), x.K, 0.0f, C.data(), x.N);
               else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, x.N, x.K, 1.0f, A.data(), x.K, x.w.data(),
+                cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, x.N, x.K, 1.0f, A.data(), x.K, x.w.data(),
                             x.K, 0.0f, C.data(), x.N);
             }
           best[which] = std::min(best[which], sw.seconds() / steps);

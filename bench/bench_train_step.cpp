@@ -6,7 +6,7 @@
 // each figure is the median over rounds; the ratio is the median of the
 // per-round ratios. FLOPs = 6 x (non-embedding parameters) x tokens + causal
 // attention 6 x layers x (heads x head_dim) x sum_s T_s^2; sgemm_peak_gflops is
-// OpenBLAS SGEMM (2048^3) measured here (bench_workloads.hpp).
+// SGEMM (2048^3) of the CPU backend's library measured here (bench_workloads.hpp).
 //
 // --backend=cuda: on one GPU, forge in FP32 and in bf16 precision against the
 // same step in PyTorch on CUDA in FP32 (TF32 off) and in bf16 autocast, both
@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
   std::printf("%-28s %12.1f\n", "torch tokens/s", torch);
   std::printf("%-28s %12.2f\n", "ratio forge/torch", ratio);
   std::printf("%-28s %12.1f\n", "forge GFLOP/s", gflops);
-  std::printf("%-28s %12.1f\n", "OpenBLAS SGEMM GFLOP/s", peak);
+  std::printf("%-28s %12.1f\n", "SGEMM GFLOP/s", peak);
   std::printf("%-28s %12.2f\n", "fraction of SGEMM peak", fraction);
   std::vector<std::pair<std::string, std::string>> json = {{"forge_tok_s", bench::num(forge_tok_s)},
                                                            {"torch_tok_s", bench::num(torch)},

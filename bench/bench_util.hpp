@@ -1,7 +1,8 @@
 // Shared bits of the benchmark programs: flag parsing (--key=value), median
 // timing, running the PyTorch twins (python(), script(), command_lines())
 // and the closing JSON line, which always ends with what the host ran
-// on: "blas_core" (the OpenBLAS kernel family in use), "blas" and
+// on: "blas_core" (the SGEMM kernels in use: BLIS's configuration or
+// OpenBLAS's core), "blas" (the SGEMM library) and
 // "cpu_kernels" (backend/host_runtime.hpp); the line before it says the same
 // in words.
 #pragma once

@@ -1,15 +1,16 @@
 // Workloads several benchmarks share: agent-like samples (a shared prompt
 // per episode, then turns whose context is the history so far: the shape
 // tree merging is for) and their tree bin, the visible pairs of a tree
-// mask, and the SGEMM rate of this host (OpenBLAS, 2048^3, the threads it
-// runs with), the yardstick of the CPU figures.
+// mask, and the SGEMM rate of this host (the library the CPU backend runs,
+// backend/cpu/sgemm_library.hpp; 2048^3, the threads it runs with), the
+// yardstick of the CPU figures.
 #pragma once
-#include <cblas.h>
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/sgemm_library.hpp"
 #include "bench_util.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -62,13 +63,12 @@ inline double visible_pairs(const std::vector<int32_t>& se) {
   return pairs;
 }
 
-// OpenBLAS SGEMM 2048^3, GFLOP/s (median of 5 after one warm-up).
+// SGEMM 2048^3 as the CPU backend runs it, GFLOP/s (median of 5 after one warm-up).
 inline double sgemm_peak_gflops() {
   const int n = 2048;
   std::vector<float> A(static_cast<size_t>(n) * n, 0.5f), B(A), C(A);
   const double s = median_seconds(1, 5, [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f,
-                C.data(), n);
+    cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
   });
   return 2.0 * n * n * n / s / 1e9;
 }

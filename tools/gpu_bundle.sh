@@ -42,6 +42,14 @@ mkdir -p "$out/pkg/bin" "$out/pkg/lib"
 cp "${bins[@]}" "$out/pkg/bin/"
 cp -r "$root/configs" "$out/pkg/"
 copy_deps "$out/pkg/lib" "${bins[@]}"
+# BLIS is loaded with dlopen (src/backend/cpu/sgemm_library.hpp), so ldd does
+# not list it; gpu_checks.sh puts pkg/lib on LD_LIBRARY_PATH, where forge finds
+# it as libblis.so.4.
+blis=$sys/blis-openmp/libblis.so.4
+if [ -f "$blis" ]; then
+  cp -L "$blis" "$out/pkg/lib/libblis.so.4"
+  copy_deps "$out/pkg/lib" "$blis"
+fi
 tar czf "$out/forge-gpu.tar.gz" -C "$out/pkg" .
 echo "gpu_bundle: $out/forge-gpu.tar.gz ($(du -h "$out/forge-gpu.tar.gz" | cut -f1), $(ls "$out/pkg/lib" | wc -l) libraries)"
 

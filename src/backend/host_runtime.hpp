@@ -5,11 +5,14 @@
 //                 compiled once per level and the best one the CPU runs is
 //                 chosen at start; FORGE_CPU_KERNELS picks another)
 //   cpu_kernels_built  the variants this binary has
-//   blas          the BLAS library and version (OpenBLAS 0.3.21)
-//   blas_core     the kernel family the BLAS selected (OpenBLAS's core name)
-//   blas_note     what forge did about it: OpenBLAS picks its kernels from a
-//                 table of CPU models, and a model newer than its table gets
-//                 an SSE fallback; forge then re-selects the core that matches
+//   blas          the library that runs the SGEMM and its version (BLIS 0.9.0,
+//                 or OpenBLAS 0.3.21; backend/cpu/sgemm_library.hpp)
+//   blas_core     the kernel family it selected (BLIS's configuration, e.g.
+//                 zen3 or skx, or OpenBLAS's core name)
+//   blas_note     what forge did about it: why OpenBLAS where it is not the
+//                 first choice; and OpenBLAS picks its kernels from a table of
+//                 CPU models, a model newer than its table gets an SSE
+//                 fallback, and forge then re-selects the core that matches
 //                 the CPU's instruction set and checks it (backend/cpu/blas_core.hpp)
 //   cores         the CPUs this process may run on (its affinity mask)
 // Implemented by the CPU backend (backend/cpu/host_runtime.cpp).

@@ -149,21 +149,29 @@ TEST(Cli, Bf16OnCpuBackendIsInputError) {
   EXPECT_TRUE(contains(r.err, "forge: error: backend 'cpu' computes in FP32 only")) << r.err;
 }
 
-// The startup line names the CPU kernels and the BLAS core; with OpenBLAS's
-// fallback core forced (OPENBLAS_CORETYPE=Prescott), forge still runs the
-// CPU's own core and says so. A bad FORGE_CPU_KERNELS is exit 2, named.
+// The startup line names the CPU kernels, the SGEMM library and its kernels;
+// with OpenBLAS's fallback core forced (OPENBLAS_CORETYPE=Prescott), forge
+// still runs fast kernels: BLIS's where BLIS runs the SGEMM, and with
+// FORGE_SGEMM=openblas the CPU's own OpenBLAS core, saying so. A bad
+// FORGE_CPU_KERNELS is exit 2, named.
 TEST(Cli, StartupLineNamesTheBlasCoreAndReplacesTheFallback) {
   Result r = forge("config");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_TRUE(contains(r.err, "BLAS OpenBLAS")) << r.err;
+  EXPECT_TRUE(contains(r.err, "BLAS " + forge::host_runtime().blas + " core")) << r.err;
   EXPECT_TRUE(contains(r.err, "core " + forge::host_runtime().blas_core)) << r.err;
   EXPECT_TRUE(contains(r.err, "(kernels " + forge::host_runtime().cpu_kernels + ")")) << r.err;
   const std::string level = forge::host_runtime().cpu_level;
   if (level == "x86-64-v3" || level == "x86-64-v4") {
     setenv("OPENBLAS_CORETYPE", "Prescott", 1);
     r = forge("config");
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_FALSE(contains(r.err, "core Prescott")) << r.err;
+    setenv("FORGE_SGEMM", "openblas", 1);
+    r = forge("config");
+    unsetenv("FORGE_SGEMM");
     unsetenv("OPENBLAS_CORETYPE");
     ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "BLAS OpenBLAS")) << r.err;
     EXPECT_TRUE(contains(r.err, "switched from Prescott")) << r.err;
     EXPECT_FALSE(contains(r.err, "core Prescott")) << r.err;
   }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "backend/cpu/blas_core.hpp"
+#include "backend/cpu/sgemm_library.hpp"
 #include "backend/cpu/cpu_isa.hpp"
 #include "backend/host_runtime.hpp"
 
@@ -92,8 +93,13 @@ TEST(BlasCoreRanks, TableOrdersTheInstructionSets) {
 TEST(HostRuntime, StartupChoiceIsWhatRuns) {
   // Before main the choice was made; nothing in this process has switched
   // cores since (the fixture tests restore theirs).
-  EXPECT_EQ(host_runtime().blas_core, blas_core_choice().core);
   EXPECT_EQ(blas_core_name(), blas_core_choice().core) << "the library runs another core than the one reported";
+  // The startup line names the SGEMM library forge runs and its kernels.
+  EXPECT_EQ(host_runtime().blas, sgemm_library().name);
+  EXPECT_EQ(host_runtime().blas_core, sgemm_library().kernels);
+  if (sgemm_library().openblas) {
+    EXPECT_EQ(host_runtime().blas_core, blas_core_choice().core);
+  }
   EXPECT_FALSE(host_runtime().blas.empty());
   EXPECT_GE(host_runtime().cores, 1);
   const auto warnings = host_runtime_warnings(host_runtime().cores + 1);

@@ -1,13 +1,13 @@
 // OpenBLAS core selection and its fallback fix (the rule is in blas_core.hpp).
 #include "backend/cpu/blas_core.hpp"
 
+#include "backend/cpu/sgemm_library.hpp"
+
 #include <cblas.h>
 
 #include <strings.h>
 
-#include <cmath>
 #include <cstdlib>
-#include <vector>
 
 // OpenBLAS's DYNAMIC_ARCH entry points (driver/others/dynamic.c). Weak: a
 // BLAS build without them (a single-core build) simply cannot be re-selected.
@@ -89,33 +89,7 @@ bool switch_blas_core(const std::string& core) {
   return same_core(blas_core_name(), core);
 }
 
-bool blas_self_check() {
-  // Odd shapes (edges of every register and cache block), both layouts the
-  // backend uses, against sums in double.
-  const int shapes[][3] = {{37, 53, 71}, {128, 96, 200}, {5, 257, 33}};
-  for (const auto& s : shapes) {
-    const int M = s[0], N = s[1], K = s[2];
-    std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(K) * N), C(static_cast<size_t>(M) * N);
-    for (size_t i = 0; i < A.size(); ++i) A[i] = static_cast<float>((i * 7919) % 17) / 8.0f - 1.0f;
-    for (size_t i = 0; i < B.size(); ++i) B[i] = static_cast<float>((i * 104729) % 23) / 11.0f - 1.0f;
-    for (const bool trans_b : {false, true}) {
-      // trans_b: B read as an N x K matrix (the same numbers, another layout).
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
-                  A.data(), K, B.data(), trans_b ? K : N, 0.0f, C.data(), N);
-      for (int m = 0; m < M; ++m)
-        for (int n = 0; n < N; ++n) {
-          double ref = 0, mag = 0;
-          for (int k = 0; k < K; ++k) {
-            const double b = trans_b ? B[static_cast<size_t>(n) * K + k] : B[static_cast<size_t>(k) * N + n];
-            ref += static_cast<double>(A[static_cast<size_t>(m) * K + k]) * b;
-            mag += std::fabs(A[static_cast<size_t>(m) * K + k] * b);
-          }
-          if (std::fabs(C[static_cast<size_t>(m) * N + n] - ref) > 1e-5 * (mag + 1.0)) return false;
-        }
-    }
-  }
-  return true;
-}
+bool blas_self_check() { return sgemm_self_check(cblas_sgemm); }
 
 BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy) {
   BlasCoreChoice c;

@@ -1,4 +1,6 @@
-// The BLAS kernels forge runs, and the fix for OpenBLAS's fallback.
+// OpenBLAS's kernels, and the fix for its fallback: what runs the CPU
+// backend's SGEMM where OpenBLAS does (sgemm_library.hpp: FORGE_SGEMM=openblas,
+// or no BLIS installed).
 //
 // OpenBLAS (Debian's build is DYNAMIC_ARCH) picks a "core" -- a family of
 // GEMM kernels and blocking sizes -- when the library loads, from a table of

@@ -3,11 +3,11 @@
 // count as the OpenMP loops.
 #include "backend/cpu/cpu_variants.hpp"
 
-#include <cblas.h>
 
 #include <cstdlib>
 
 #include "backend/backend_registry.hpp"
+#include "backend/cpu/sgemm_library.hpp"
 #include "core/error.hpp"
 #include "core/strings.hpp"
 
@@ -103,7 +103,7 @@ std::unique_ptr<Backend> make_selected(Precision precision) {
   return selected_cpu_variant().make();
 }
 
-void set_blas_threads(int n) { openblas_set_num_threads(n); }
+void set_blas_threads(int n) { set_sgemm_threads(n); }
 
 [[maybe_unused]] const bool registered = register_backend("cpu", make_selected, set_blas_threads);
 

@@ -6,14 +6,13 @@
 // Backward of L = sum_e g_e logprob_e, with G_r = sum of g_e over row r:
 //   dz_rv = inv_temperature * (sum_{e in r, target_e = v} g_e - G_r p_rv)
 //   dH += dz W_chunk ;  dW_chunk += dz^T H
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/sgemm_library.hpp"
 
 #include "backend/cpu/variant_begin.hpp"
 
@@ -110,10 +109,10 @@ void CpuBackend::head_bwd(const HeadArgs& a, const HeadGrads& g) {
         for (int c = 0; c < nc; ++c) z[c] *= a.inv_temperature;
       }
       // dH[r0:r0+nr] += dz W[v0:v0+nc];  dW[v0:v0+nc] += dz^T H[r0:r0+nr]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, a.d, nc, 1.0f, tile, nc,
+      cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, a.d, nc, 1.0f, tile, nc,
                   a.weight + static_cast<size_t>(v0) * a.d, a.d, 1.0f,
                   g.dhidden + static_cast<size_t>(r0) * a.d, a.d);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, a.d, nr, 1.0f, tile, nc,
+      cpu_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, a.d, nr, 1.0f, tile, nc,
                   a.hidden + static_cast<size_t>(r0) * a.d, a.d, 1.0f,
                   g.dweight + static_cast<size_t>(v0) * a.d, a.d);
     }

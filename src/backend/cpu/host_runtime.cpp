@@ -12,6 +12,7 @@
 #include "backend/cpu/blas_core.hpp"
 #include "backend/cpu/cpu_isa.hpp"
 #include "backend/cpu/cpu_variants.hpp"
+#include "backend/cpu/sgemm_library.hpp"
 #include "core/strings.hpp"
 
 namespace forge {
@@ -39,10 +40,12 @@ const HostRuntime& host_runtime() {
     h.cpu_level = cpu_level_name(detect_cpu_level());
     h.cpu_kernels = selected_cpu_variant().name;
     h.cpu_kernels_built = cpu_kernels_built();
-    const BlasCoreChoice& b = blas_core_choice();
-    h.blas = b.library;
-    h.blas_core = b.core;
-    h.blas_note = b.note;
+    const SgemmLibrary& lib = sgemm_library();
+    h.blas = lib.name;
+    h.blas_core = lib.kernels;
+    // OpenBLAS's core choice matters where OpenBLAS runs the SGEMM.
+    const std::string core_note = lib.openblas ? blas_core_choice().note : "";
+    h.blas_note = lib.note.empty() ? core_note : core_note.empty() ? lib.note : lib.note + "; " + core_note;
     h.cores = cores_in_affinity();
     return h;
   }();
@@ -61,7 +64,10 @@ std::vector<std::string> host_runtime_warnings(int threads, int threads_on_node)
   const HostRuntime& h = host_runtime();
   std::vector<std::string> w;
   const BlasCoreChoice& b = blas_core_choice();
-  if (b.slow) {
+  const SgemmLibrary& lib = sgemm_library();
+  if (lib.warn) w.push_back("SGEMM library: " + lib.note);
+  // OpenBLAS's core matters where OpenBLAS runs the SGEMM.
+  if (lib.openblas && b.slow) {
     const std::string fast = blas_core_for(detect_cpu_level());
     const bool user_kept = b.rejected || b.note.starts_with("kept");
     const bool check_failed = b.note.find("self-check") != std::string::npos;
@@ -72,7 +78,7 @@ std::vector<std::string> host_runtime_warnings(int threads, int threads_on_node)
                                   "try another BLAS build"
                                 : "forge could not re-select the core in process: set OPENBLAS_CORETYPE=" + fast +
                                       " in the job's environment"));
-  } else if (b.rejected) {
+  } else if (lib.openblas && b.rejected) {
     w.push_back(b.note);
   }
   if (threads > h.cores)

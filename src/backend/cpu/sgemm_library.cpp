@@ -1,0 +1,128 @@
+// The CPU backend's SGEMM library: BLIS loaded beside OpenBLAS, the self-check
+// and the choice before main (the rule is in sgemm_library.hpp).
+#include "backend/cpu/sgemm_library.hpp"
+
+#include <dlfcn.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "backend/cpu/blas_core.hpp"
+
+namespace forge {
+
+namespace {
+
+struct Blis {
+  SgemmFn sgemm = nullptr;
+  void (*set_threads)(long) = nullptr;
+  std::string name, kernels;
+};
+
+const Blis& blis() {
+  static const Blis b = [] {
+    Blis out;
+    // Debian's OpenMP build first (libblis.so.4 alone may be the
+    // alternatives' pthreads or serial build).
+    for (const char* path : {"/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4", "libblis.so.4"}) {
+      void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      if (!h) continue;
+      auto sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
+      auto set = reinterpret_cast<void (*)(long)>(dlsym(h, "bli_thread_set_num_threads"));
+      auto version = reinterpret_cast<const char* (*)()>(dlsym(h, "bli_info_get_version_str"));
+      auto arch_id = reinterpret_cast<int (*)()>(dlsym(h, "bli_arch_query_id"));
+      auto arch_name = reinterpret_cast<const char* (*)(int)>(dlsym(h, "bli_arch_string"));
+      if (!sgemm || !set || !version || !arch_id || !arch_name) {
+        dlclose(h);
+        continue;
+      }
+      out.sgemm = sgemm;
+      out.set_threads = set;
+      out.name = std::string("BLIS ") + version();
+      out.kernels = arch_name(arch_id());
+      // BLIS reads BLIS_NUM_THREADS, not OpenMP's setting: give it forge's.
+      set(omp_get_max_threads());
+      break;
+    }
+    return out;
+  }();
+  return b;
+}
+
+SgemmLibrary openblas(std::string note, bool warn) {
+  const BlasCoreChoice& c = blas_core_choice();
+  return {c.library, c.core, std::move(note), warn, true, cblas_sgemm};
+}
+
+}  // namespace
+
+SgemmFn blis_sgemm() { return blis().sgemm; }
+std::string blis_library_name() { return blis().name; }
+std::string blis_kernels() { return blis().kernels; }
+
+SgemmLibrary choose_sgemm_library(const std::string& policy) {
+  if (policy == "openblas") return openblas("FORGE_SGEMM=openblas", false);
+  const bool asked = policy == "blis";
+  std::string bad;
+  if (!policy.empty() && policy != "auto" && !asked)
+    bad = "FORGE_SGEMM=" + policy + " ignored (auto, blis or openblas); ";
+  if (!blis().sgemm)
+    return openblas(asked || !bad.empty() ? bad + "BLIS is not installed (libblis4-openmp, tools/setup.sh)" : "",
+                    asked || !bad.empty());
+  if (!sgemm_self_check(blis().sgemm))
+    return openblas(bad + blis().name + " failed the SGEMM self-check", true);
+  return {blis().name, blis().kernels, bad.empty() ? "" : bad.substr(0, bad.size() - 2), !bad.empty(), false,
+          blis().sgemm};
+}
+
+const SgemmLibrary& sgemm_library() {
+  static const SgemmLibrary lib = [] {
+    const char* policy = std::getenv("FORGE_SGEMM");
+    return choose_sgemm_library(policy ? policy : "");
+  }();
+  return lib;
+}
+
+void set_sgemm_threads(int n) {
+  openblas_set_num_threads(n);
+  if (blis().set_threads) blis().set_threads(n);
+}
+
+bool sgemm_self_check(SgemmFn f) {
+  // Odd shapes (edges of every register and cache block), the three layouts
+  // the backend uses (NN, NT, and TN accumulating into C), against sums in
+  // double.
+  const int shapes[][3] = {{37, 53, 71}, {128, 96, 200}, {5, 257, 33}};
+  for (const auto& s : shapes) {
+    const int M = s[0], N = s[1], K = s[2];
+    std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(K) * N), C(static_cast<size_t>(M) * N);
+    for (size_t i = 0; i < A.size(); ++i) A[i] = static_cast<float>((i * 7919) % 17) / 8.0f - 1.0f;
+    for (size_t i = 0; i < B.size(); ++i) B[i] = static_cast<float>((i * 104729) % 23) / 11.0f - 1.0f;
+    for (const int layout : {0, 1, 2}) {
+      // 1: B read as an N x K matrix; 2: A read as a K x M matrix, C += (the
+      // same numbers, other layouts).
+      const bool trans_a = layout == 2, trans_b = layout == 1;
+      const float beta = trans_a ? 1.0f : 0.0f;
+      for (size_t i = 0; i < C.size(); ++i) C[i] = trans_a ? static_cast<float>(i % 5) : NAN;
+      f(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+        A.data(), trans_a ? M : K, B.data(), trans_b ? K : N, beta, C.data(), N);
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          double ref = trans_a ? (static_cast<size_t>(m) * N + n) % 5 : 0.0, mag = std::fabs(ref);
+          for (int k = 0; k < K; ++k) {
+            const double a = trans_a ? A[static_cast<size_t>(k) * M + m] : A[static_cast<size_t>(m) * K + k];
+            const double b = trans_b ? B[static_cast<size_t>(n) * K + k] : B[static_cast<size_t>(k) * N + n];
+            ref += a * b;
+            mag += std::fabs(a * b);
+          }
+          const float got = C[static_cast<size_t>(m) * N + n];
+          if (!(std::fabs(got - ref) <= 1e-5 * (mag + 1.0))) return false;
+        }
+    }
+  }
+  return true;
+}
+
+}  // namespace forge

@@ -1,0 +1,110 @@
+// The CPU backend's SGEMM library (backend/cpu/sgemm_library.hpp): BLIS where
+// it loads, OpenBLAS on request or without it; FORGE_SGEMM's values; the
+// self-check that guards the choice fails on wrong SGEMMs; the backend's GEMM
+// runs the chosen library.
+#include <gtest/gtest.h>
+
+#include <cblas.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backend/backend_registry.hpp"
+#include "backend/cpu/sgemm_library.hpp"
+#include "core/rng.hpp"
+
+namespace forge {
+namespace {
+
+TEST(SgemmLibrary, BlisWhereItLoadsOpenBlasOnRequest) {
+  const SgemmLibrary def = choose_sgemm_library("");
+  if (blis_sgemm()) {
+    // tools/setup.sh installs libblis4-openmp: the default on a set-up machine.
+    EXPECT_FALSE(def.openblas);
+    EXPECT_EQ(def.name.rfind("BLIS ", 0), 0u) << def.name;
+    EXPECT_FALSE(def.kernels.empty());
+    EXPECT_EQ(def.sgemm, blis_sgemm());
+    EXPECT_FALSE(choose_sgemm_library("blis").openblas);
+  } else {
+    EXPECT_TRUE(def.openblas);
+    EXPECT_FALSE(def.warn) << "without BLIS the default is OpenBLAS, silently";
+    const SgemmLibrary asked = choose_sgemm_library("blis");
+    EXPECT_TRUE(asked.openblas);
+    EXPECT_TRUE(asked.warn);
+    EXPECT_NE(asked.note.find("not installed"), std::string::npos) << asked.note;
+  }
+  EXPECT_FALSE(def.warn) << def.note;
+  EXPECT_EQ(choose_sgemm_library("auto").sgemm, def.sgemm);
+
+  const SgemmLibrary ob = choose_sgemm_library("openblas");
+  EXPECT_TRUE(ob.openblas);
+  EXPECT_FALSE(ob.warn);
+  EXPECT_EQ(ob.sgemm, &cblas_sgemm);
+  EXPECT_EQ(ob.name.rfind("OpenBLAS", 0), 0u) << ob.name;
+
+  const SgemmLibrary bad = choose_sgemm_library("mkl");
+  EXPECT_TRUE(bad.warn);
+  EXPECT_NE(bad.note.find("FORGE_SGEMM=mkl ignored"), std::string::npos) << bad.note;
+  EXPECT_EQ(bad.sgemm, def.sgemm) << "an unknown value falls back to auto";
+}
+
+// Wrong SGEMMs the self-check must refuse.
+void ignores_beta(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                  const float* A, int lda, const float* B, int ldb, float, float* C, int ldc) {
+  cblas_sgemm(o, ta, tb, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
+}
+void ignores_trans_a(CBLAS_ORDER o, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                     const float* A, int, const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(o, CblasNoTrans, tb, M, N, K, alpha, A, K, B, ldb, beta, C, ldc);
+}
+void drops_last_k(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                  const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  // A short inner loop: the last k term of every product left out.
+  std::vector<float> a(static_cast<size_t>(M) * (K - 1)), b(static_cast<size_t>(K - 1) * N);
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k + 1 < K; ++k)
+      a[static_cast<size_t>(m) * (K - 1) + k] = ta == CblasTrans ? A[static_cast<size_t>(k) * lda + m]
+                                                                  : A[static_cast<size_t>(m) * lda + k];
+  for (int k = 0; k + 1 < K; ++k)
+    for (int n = 0; n < N; ++n)
+      b[static_cast<size_t>(k) * N + n] = tb == CblasTrans ? B[static_cast<size_t>(n) * ldb + k]
+                                                            : B[static_cast<size_t>(k) * ldb + n];
+  cblas_sgemm(o, CblasNoTrans, CblasNoTrans, M, N, K - 1, alpha, a.data(), K - 1, b.data(), N, beta, C, ldc);
+}
+
+TEST(SgemmLibrary, SelfCheckPassesBothLibrariesAndRefusesWrongOnes) {
+  EXPECT_TRUE(sgemm_self_check(cblas_sgemm));
+  if (blis_sgemm()) {
+    EXPECT_TRUE(sgemm_self_check(blis_sgemm()));
+  }
+  EXPECT_FALSE(sgemm_self_check(ignores_beta));
+  EXPECT_FALSE(sgemm_self_check(ignores_trans_a));
+  EXPECT_FALSE(sgemm_self_check(drops_last_k));
+}
+
+TEST(SgemmLibrary, BackendGemmRunsTheChosenLibrary) {
+  // Shapes past the skinny tiles (skinny_gemm.hpp: A B^T up to 128 rows),
+  // random values, a long K; A B^T and A^T B: the backend's result is the
+  // library's, bit for bit.
+  auto cpu = make_backend("cpu");
+  Rng rng(11);
+  const int M = 203, N = 45, K = 301;
+  std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(N) * K), At(A.size());
+  for (float& v : A) v = static_cast<float>(rng.normal());
+  for (float& v : B) v = static_cast<float>(rng.normal());
+  for (float& v : At) v = static_cast<float>(rng.normal());
+  for (const bool trans_a : {false, true}) {
+    std::vector<float> via_backend(static_cast<size_t>(M) * N, 1.0f), direct(via_backend);
+    // trans_a: C = At^T B' with At read as K x M, B' = B read as K x N.
+    const float* a = trans_a ? At.data() : A.data();
+    const int lda = trans_a ? M : K, ldb = trans_a ? N : K;
+    cpu->gemm(trans_a, !trans_a, M, N, K, 0.5f, a, lda, B.data(), ldb, 1.0f, via_backend.data(), N);
+    sgemm_library().sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_a ? CblasNoTrans : CblasTrans,
+                          M, N, K, 0.5f, a, lda, B.data(), ldb, 1.0f, direct.data(), N);
+    EXPECT_EQ(std::memcmp(via_backend.data(), direct.data(), direct.size() * sizeof(float)), 0)
+        << (trans_a ? "A^T B" : "A B^T");
+  }
+}
+
+}  // namespace
+}  // namespace forge
