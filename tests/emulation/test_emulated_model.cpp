@@ -12,6 +12,7 @@
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/profiled_backend.hpp"
 #include "emulation/backend_cases.hpp"
 #include "emulation/bf16_reference_backend.hpp"
 #include "model/optimizer.hpp"
@@ -84,6 +85,33 @@ TEST(EmulatedCudaModel, TrainStepMatchesCpu) {
   const double n_cpu = o_cpu.step(), n_emu = o_emu.step();
   EXPECT_LE(std::abs(n_emu - n_cpu), 1e-5 * n_cpu) << "gradient norm";
   expect_tensors_close(m_cpu, m_emu.get_params(), m_cpu.get_params(), "parameter after AdamW:");
+}
+
+// The profiler over the CUDA backend (bench_train_step --profile on a GPU):
+// the same train step, bit for bit, with every operation bracketed by the
+// backend's synchronize(), and the attention and GEMM rows recorded.
+TEST(EmulatedCudaModel, ProfiledTrainStepIsTheSameStep) {
+  auto emu = cuda::make_cuda_backend(Precision::kBf16);
+  ProfiledBackend prof(*emu);
+  prof.set_enabled(true);
+  PolicyModel m_plain(tiny_config(), *emu), m_prof(tiny_config(), prof);
+  m_plain.init_random(7, 0.2f);
+  m_prof.set_params(m_plain.get_params());
+  const TrainCase c = train_case();
+  BinForward f_plain, f_prof;
+  m_plain.forward(c.bin, 0.8f, &f_plain);
+  m_prof.forward(c.bin, 0.8f, &f_prof);
+  EXPECT_EQ(f_prof.logprob, f_plain.logprob);
+  m_plain.backward(c.dl);
+  m_prof.backward(c.dl);
+  EXPECT_EQ(m_prof.get_grads(), m_plain.get_grads());
+  int attention = 0, gemm = 0;
+  for (const OpTime& t : prof.times()) {
+    if (t.op.starts_with("tree_attention")) attention += static_cast<int>(t.calls);
+    if (t.op.starts_with("gemm")) gemm += static_cast<int>(t.calls);
+  }
+  EXPECT_EQ(attention, 2 * tiny_config().n_layers);
+  EXPECT_GT(gemm, 0);
 }
 
 // bf16 activation storage alone (the reference packing, FP32 operands): the
