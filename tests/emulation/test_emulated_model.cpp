@@ -88,8 +88,9 @@ TEST(EmulatedCudaModel, TrainStepMatchesCpu) {
 }
 
 // The profiler over the CUDA backend (bench_train_step --profile on a GPU):
-// the same train step, bit for bit, with every operation bracketed by the
-// backend's synchronize(), and the attention and GEMM rows recorded.
+// the same train step (the forward bit for bit), with every operation
+// bracketed by the backend's synchronize(), and the attention and GEMM rows
+// recorded.
 TEST(EmulatedCudaModel, ProfiledTrainStepIsTheSameStep) {
   auto emu = cuda::make_cuda_backend(Precision::kBf16);
   ProfiledBackend prof(*emu);
@@ -104,7 +105,9 @@ TEST(EmulatedCudaModel, ProfiledTrainStepIsTheSameStep) {
   EXPECT_EQ(f_prof.logprob, f_plain.logprob);
   m_plain.backward(c.dl);
   m_prof.backward(c.dl);
-  EXPECT_EQ(m_prof.get_grads(), m_plain.get_grads());
+  // The embedding's backward scatters with atomics, whose order varies from
+  // run to run: the gradients agree to rounding, not bit for bit.
+  EXPECT_LT(bc::rel_err(m_prof.get_grads(), m_plain.get_grads()), 1e-6);
   int attention = 0, gemm = 0;
   for (const OpTime& t : prof.times()) {
     if (t.op.starts_with("tree_attention")) attention += static_cast<int>(t.calls);

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Lossless resume of forge train on MPI ranks (label mpi). A run of 8 steps
-# (2 groups of 2 episodes each) is interrupted twice:
+# Lossless resume of forge train on MPI ranks (label mpi). A run of STEPS
+# steps (2 groups of 2 episodes each) is interrupted twice:
 #   kill  SIGKILL of every rank after the checkpoint of step 4 (checkpoints
 #         every 2 steps): whatever the data pool held is lost with the job;
 #   term  SIGTERM of every rank (Slurm's time limit): the learner checkpoints
 #         at the step boundary, with the groups it had already taken;
 # each time `forge train --resume` finishes the run. rollouts.h5 must then
-# hold exactly 8 x 2 groups of 2 episodes, each slot complete and none twice:
-# no group lost or trained twice across the restarts.
+# hold exactly STEPS x 2 groups of 2 episodes, each slot complete and none
+# twice: no group lost or trained twice across the restarts. The interrupted
+# job runs on past STEPS until the signal lands (a step of this tiny model
+# takes tens of ms, and the ranks have been seen to reach step 9 after the
+# log showed step 3), so STEPS leaves room: a checkpoint beyond the run's
+# length would make the resume a no-op and the check meaningless.
 source "$(dirname "$0")/roles_common.sh"
 
-ARGS=(--train.steps=8 --train.tasks=2 --train.group=2 --run.checkpoint_every=2 --pool.inflight=6
+STEPS=30
+ARGS=(--train.steps=$STEPS --train.tasks=2 --train.group=2 --run.checkpoint_every=2 --pool.inflight=6
       --pool.window=3 --mpi.deadline_s=60)
 
 interrupt_then_resume() {
@@ -38,23 +43,24 @@ interrupt_then_resume() {
     fail "$mode: the resumed run failed"
   fi
   grep -q "resumed from" "$log.resume" || { cat "$log.resume"; fail "$mode: no resume message"; }
-  /usr/bin/python3 - "$dir/rollouts.h5" <<'PY' || { cat "$log" "$log.resume"; fail "$mode: rollouts.h5 check"; }
+  /usr/bin/python3 - "$dir/rollouts.h5" "$STEPS" <<'PY' || { cat "$log" "$log.resume"; fail "$mode: rollouts.h5 check"; }
 import sys, collections
 import h5py
 f = h5py.File(sys.argv[1], "r")
+n = int(sys.argv[2])
 ids = f["episodes/episode_id"][:].tolist()
 steps = f["episodes/consumed_step"][:].tolist()
-if len(ids) != 8 * 2 * 2:
-    sys.exit(f"{len(ids)} episodes, expected 32")
+if len(ids) != n * 2 * 2:
+    sys.exit(f"{len(ids)} episodes, expected {n * 4}")
 if len(set(ids)) != len(ids):
     sys.exit("an episode was trained twice: " + str([i for i, c in collections.Counter(ids).items() if c > 1]))
 slots = collections.Counter(i // 2 for i in ids)
 if any(c != 2 for c in slots.values()):
     sys.exit("an incomplete group")
 per_step = collections.Counter(steps)
-if sorted(per_step) != list(range(8)) or any(c != 4 for c in per_step.values()):
+if sorted(per_step) != list(range(n)) or any(c != 4 for c in per_step.values()):
     sys.exit(f"episodes per step: {dict(per_step)}")
-print(f"ok: 32 episodes in {len(slots)} slots, slots {min(slots)}..{max(slots)}")
+print(f"ok: {len(ids)} episodes in {len(slots)} slots, slots {min(slots)}..{max(slots)}")
 PY
   echo "$mode: $(grep -o 'resumed from.*' "$log.resume")"
 }
