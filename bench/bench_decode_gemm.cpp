@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
                 cpu->gemm(false, true, M, x.N, x.K, 1.0f, A.data(), x.K, x.w.data(), x.K, 0.0f, C.data(), x.N);
               else
                 cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, x.N, x.K, 1.0f, A.data(), x.K, x.w.data(),
-                            x.K, 0.0f, C.data(), x.N);
+                          x.K, 0.0f, C.data(), x.N);
             }
           best[which] = std::min(best[which], sw.seconds() / steps);
         }

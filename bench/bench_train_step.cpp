@@ -186,11 +186,6 @@ int main(int argc, char** argv) {
     const double held32 = state + model.activation_bytes(), held16 = state + model16.activation_bytes();
     std::printf("forge held memory: fp32 %.0f MiB, bf16 %.0f MiB (%.2f); torch peak: fp32 %.0f MiB, bf16 %.0f MiB\n",
                 held32 / (1 << 20), held16 / (1 << 20), held16 / held32, peak32 / (1 << 20), peak16 / (1 << 20));
-    std::vector<std::pair<std::string, std::string>> prof_json;
-    if (profile) {
-      prof_json.push_back({"profile_fp32_ms", profile_steps("fp32", backend, model, opt, samples, tokens, reps)});
-      prof_json.push_back({"profile_bf16_ms", profile_steps("bf16", backend16, model16, opt16, samples, tokens, reps)});
-    }
     std::vector<std::pair<std::string, std::string>> json = {{"device", "\"cuda\""},
                        {"forge_fp32_tok_s", bench::num(median(f32))},
                        {"forge_bf16_tok_s", bench::num(median(f16))},
@@ -202,7 +197,10 @@ int main(int argc, char** argv) {
                        {"forge_bf16_held_bytes", bench::num(held16)},
                        {"torch_fp32_peak_bytes", bench::num(peak32)},
                        {"torch_bf16_peak_bytes", bench::num(peak16)}};
-    json.insert(json.end(), prof_json.begin(), prof_json.end());
+    if (profile) {
+      json.push_back({"profile_fp32_ms", profile_steps("fp32", backend, model, opt, samples, tokens, reps)});
+      json.push_back({"profile_bf16_ms", profile_steps("bf16", backend16, model16, opt16, samples, tokens, reps)});
+    }
     bench::print_json(json);
     return 0;
   }

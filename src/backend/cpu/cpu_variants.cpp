@@ -3,7 +3,6 @@
 // count as the OpenMP loops.
 #include "backend/cpu/cpu_variants.hpp"
 
-
 #include <cstdlib>
 
 #include "backend/backend_registry.hpp"

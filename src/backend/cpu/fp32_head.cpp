@@ -110,11 +110,9 @@ void CpuBackend::head_bwd(const HeadArgs& a, const HeadGrads& g) {
       }
       // dH[r0:r0+nr] += dz W[v0:v0+nc];  dW[v0:v0+nc] += dz^T H[r0:r0+nr]
       cpu_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, a.d, nc, 1.0f, tile, nc,
-                  a.weight + static_cast<size_t>(v0) * a.d, a.d, 1.0f,
-                  g.dhidden + static_cast<size_t>(r0) * a.d, a.d);
+                a.weight + static_cast<size_t>(v0) * a.d, a.d, 1.0f, g.dhidden + static_cast<size_t>(r0) * a.d, a.d);
       cpu_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, a.d, nr, 1.0f, tile, nc,
-                  a.hidden + static_cast<size_t>(r0) * a.d, a.d, 1.0f,
-                  g.dweight + static_cast<size_t>(v0) * a.d, a.d);
+                a.hidden + static_cast<size_t>(r0) * a.d, a.d, 1.0f, g.dweight + static_cast<size_t>(v0) * a.d, a.d);
     }
   }
 }

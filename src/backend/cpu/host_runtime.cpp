@@ -44,8 +44,10 @@ const HostRuntime& host_runtime() {
     h.blas = lib.name;
     h.blas_core = lib.kernels;
     // OpenBLAS's core choice matters where OpenBLAS runs the SGEMM.
-    const std::string core_note = lib.openblas ? blas_core_choice().note : "";
-    h.blas_note = lib.note.empty() ? core_note : core_note.empty() ? lib.note : lib.note + "; " + core_note;
+    std::vector<std::string> notes;
+    if (!lib.note.empty()) notes.push_back(lib.note);
+    if (lib.openblas && !blas_core_choice().note.empty()) notes.push_back(blas_core_choice().note);
+    h.blas_note = join(notes, "; ");
     h.cores = cores_in_affinity();
     return h;
   }();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/blas_core.hpp"
+#include "core/strings.hpp"
 
 namespace forge {
 
@@ -64,17 +65,19 @@ std::string blis_kernels() { return blis().kernels; }
 
 SgemmLibrary choose_sgemm_library(const std::string& policy) {
   if (policy == "openblas") return openblas("FORGE_SGEMM=openblas", false);
-  const bool asked = policy == "blis";
-  std::string bad;
-  if (!policy.empty() && policy != "auto" && !asked)
-    bad = "FORGE_SGEMM=" + policy + " ignored (auto, blis or openblas); ";
-  if (!blis().sgemm)
-    return openblas(asked || !bad.empty() ? bad + "BLIS is not installed (libblis4-openmp, tools/setup.sh)" : "",
-                    asked || !bad.empty());
-  if (!sgemm_self_check(blis().sgemm))
-    return openblas(bad + blis().name + " failed the SGEMM self-check", true);
-  return {blis().name, blis().kernels, bad.empty() ? "" : bad.substr(0, bad.size() - 2), !bad.empty(), false,
-          blis().sgemm};
+  // What the startup line says about the choice; any of it is also a warning.
+  std::vector<std::string> notes;
+  if (!policy.empty() && policy != "auto" && policy != "blis")
+    notes.push_back("FORGE_SGEMM=" + policy + " ignored (auto, blis or openblas)");
+  if (!blis().sgemm) {
+    if (policy == "blis" || !notes.empty()) notes.push_back("BLIS is not installed (libblis4-openmp, tools/setup.sh)");
+    return openblas(join(notes, "; "), !notes.empty());
+  }
+  if (!sgemm_self_check(blis().sgemm)) {
+    notes.push_back(blis().name + " failed the SGEMM self-check");
+    return openblas(join(notes, "; "), true);
+  }
+  return {blis().name, blis().kernels, join(notes, "; "), !notes.empty(), false, blis().sgemm};
 }
 
 const SgemmLibrary& sgemm_library() {

@@ -2,20 +2,19 @@
 // beta C of backend/cpu beyond the skinny decode tiles): BLIS where it is
 // installed, else OpenBLAS.
 //
-// Why BLIS first (docs/performance.md, "The SGEMM library"): on the step's
-// own GEMMs (bench_blas's "train step layer": the forward A W^T, the input
-// gradients dY W, the weight gradients dY^T X with beta 1) BLIS 0.9 ran
-// 1.11-1.15x OpenBLAS 0.3.21's best core on a Zen 4 and took 7% off
-// bench_train_step; its kernels follow the instruction set (a CPU newer than
-// a table of models still gets AVX2/AVX-512 code), where OpenBLAS picks from
-// a table of models (blas_core.hpp, which still fixes OpenBLAS's core for
-// the cases where OpenBLAS runs).
+// Why BLIS first (docs/performance.md, "The SGEMM library"): inside
+// bench_train_step's step on a Zen 4 (--profile, against OpenBLAS 0.3.21's
+// own core there) BLIS 0.9 took 4-10% off the GEMMs' time and 4-7% off the
+// step, and 150 agent SFT steps ran in 9.4 s against 10.4 (medians); its
+// kernels follow the instruction set (a CPU newer than a table of models
+// still gets AVX2/AVX-512 code), where OpenBLAS picks from a table of models
+// (blas_core.hpp, which still fixes OpenBLAS's core where OpenBLAS runs).
 //
 // BLIS is Debian's OpenMP build (libblis4-openmp: the same libgomp thread pool
 // as forge's kernels), loaded with dlopen(RTLD_LOCAL | RTLD_DEEPBIND) so that
 // its CBLAS symbols, which have OpenBLAS's names, bind to BLIS inside BLIS and
-// stay out of the global scope. It runs only after the SGEMM self-check
-// (blas_core.hpp: odd shapes against double sums, 1e-5) passes with it.
+// stay out of the global scope. It runs only after sgemm_self_check (below)
+// passes with it.
 //
 // FORGE_SGEMM (environment):
 //   auto (default, or unset)  BLIS when it loads and passes the check, else OpenBLAS
