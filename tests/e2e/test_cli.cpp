@@ -2,6 +2,7 @@
 // 2 bad input, named on stderr), `forge config` on the default config, and
 // run.backend = cuda where no GPU can run it, run.precision = bf16 on the cpu
 // backend, and every key listed in configs/default.ini and docs/configuration.md.
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -180,6 +181,36 @@ TEST(Cli, StartupLineNamesTheBlasCoreAndReplacesTheFallback) {
   unsetenv("FORGE_CPU_KERNELS");
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "FORGE_CPU_KERNELS: no CPU kernels 'pentium'")) << r.err;
+}
+
+// Where BLIS runs the SGEMM, forge passes its configuration to bli_init
+// (blis_config.hpp): a BLIS_ARCH_TYPE naming a fallback (generic) is replaced
+// by the configuration forge runs without it, a usable one is used by name
+// (BLIS alone reads "haswell" as 0, skx), and one BLIS would abort on (knc,
+// not in Debian's build) is ignored with a warning instead of killing the
+// process.
+TEST(Cli, BlisArchTypeReplacedWhenAFallbackAndNeverFatal) {
+  if (forge::host_runtime().blas.rfind("BLIS", 0) != 0 || std::getenv("BLIS_ARCH_TYPE"))
+    GTEST_SKIP() << "BLIS does not run the SGEMM here";
+  const std::string own = forge::host_runtime().blas_core;
+  const std::string level = forge::host_runtime().cpu_level;
+  auto with = [](const char* value) {
+    setenv("BLIS_ARCH_TYPE", value, 1);
+    const Result r = forge("config");
+    unsetenv("BLIS_ARCH_TYPE");
+    return r;
+  };
+  if (level == "x86-64-v3" || level == "x86-64-v4") {
+    Result r = with("generic");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "core " + own + " (switched from generic")) << r.err;
+    r = with("haswell");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "core haswell (BLIS_ARCH_TYPE=haswell)")) << r.err;
+  }
+  const Result r = with("2");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "core " + own + " (BLIS_ARCH_TYPE=2 ignored: knc is not a configuration")) << r.err;
 }
 
 }  // namespace

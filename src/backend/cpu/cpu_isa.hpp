@@ -13,4 +13,14 @@ enum class CpuLevel { kX86_64 = 1, kV2 = 2, kV3 = 3, kV4 = 4 };
 CpuLevel detect_cpu_level();
 std::string cpu_level_name(CpuLevel level);  // "x86-64", "x86-64-v2", ...
 
+// cpuid's vendor string and display family and model (family 6 and 15 add
+// the extended model, family 15 the extended family: the SDM's rule).
+struct CpuIdentity {
+  std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
+  int family = 0;
+  int model = 0;
+};
+
+CpuIdentity detect_cpu_identity();
+
 }  // namespace forge

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "backend/cpu/blas_core.hpp"
+#include "backend/cpu/blis_config.hpp"
+#include "backend/cpu/cpu_isa.hpp"
 #include "core/strings.hpp"
 
 namespace forge {
@@ -20,7 +22,33 @@ struct Blis {
   SgemmFn sgemm = nullptr;
   void (*set_threads)(long) = nullptr;
   std::string name, kernels;
+  std::string note;   // what forge did with BLIS's configuration (blis_config.hpp)
+  bool warn = false;  // note is a startup warning
 };
+
+// BLIS's configuration names by id, up to "generic" (the last x86 id in
+// BLIS 0.9 and 1.x); empty when "generic" is not among the first 64.
+std::vector<std::string> arch_names(const char* (*arch_name)(int)) {
+  std::vector<std::string> names;
+  for (int id = 0; id < 64; ++id) {
+    const char* n = arch_name(id);
+    names.emplace_back(n ? n : "");
+    if (names.back() == "generic") return names;
+  }
+  return {};
+}
+
+// bli_init with BLIS_ARCH_TYPE as forge's request says (BLIS reads it there,
+// once), the environment restored afterwards.
+void init_blis(void (*init)(), const BlisConfigRequest& request) {
+  const char* before = std::getenv("BLIS_ARCH_TYPE");
+  const std::string saved = before ? before : "";
+  if (request.id >= 0) setenv("BLIS_ARCH_TYPE", std::to_string(request.id).c_str(), 1);
+  else unsetenv("BLIS_ARCH_TYPE");
+  init();
+  if (before) setenv("BLIS_ARCH_TYPE", saved.c_str(), 1);
+  else unsetenv("BLIS_ARCH_TYPE");
+}
 
 const Blis& blis() {
   static const Blis b = [] {
@@ -33,11 +61,25 @@ const Blis& blis() {
       auto sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
       auto set = reinterpret_cast<void (*)(long)>(dlsym(h, "bli_thread_set_num_threads"));
       auto version = reinterpret_cast<const char* (*)()>(dlsym(h, "bli_info_get_version_str"));
+      auto init = reinterpret_cast<void (*)()>(dlsym(h, "bli_init"));
       auto arch_id = reinterpret_cast<int (*)()>(dlsym(h, "bli_arch_query_id"));
       auto arch_name = reinterpret_cast<const char* (*)(int)>(dlsym(h, "bli_arch_string"));
-      if (!sgemm || !set || !version || !arch_id || !arch_name) {
+      if (!sgemm || !set || !version || !init || !arch_id || !arch_name) {
         dlclose(h);
         continue;
+      }
+      // The configuration is fixed in bli_init; querying it before would
+      // select it without forge's request (and abort on a BLIS_ARCH_TYPE).
+      const std::vector<std::string> names = arch_names(arch_name);
+      if (names.empty()) {
+        init();  // an unknown table of configurations: BLIS decides alone
+      } else {
+        const char* policy = std::getenv("FORGE_BLAS_CORETYPE");
+        const BlisConfigRequest request = request_blis_config(
+            detect_cpu_identity(), detect_cpu_level(), std::getenv("BLIS_ARCH_TYPE"), names, policy ? policy : "");
+        init_blis(init, request);
+        out.note = request.note;
+        out.warn = request.warn;
       }
       out.sgemm = sgemm;
       out.set_threads = set;
@@ -73,11 +115,13 @@ SgemmLibrary choose_sgemm_library(const std::string& policy) {
     if (policy == "blis" || !notes.empty()) notes.push_back("BLIS is not installed (libblis4-openmp, tools/setup.sh)");
     return openblas(join(notes, "; "), !notes.empty());
   }
+  bool warn = !notes.empty() || blis().warn;
+  if (!blis().note.empty()) notes.push_back(blis().note);
   if (!sgemm_self_check(blis().sgemm)) {
-    notes.push_back(blis().name + " failed the SGEMM self-check");
+    notes.push_back(blis().name + " (" + blis().kernels + ") failed the SGEMM self-check");
     return openblas(join(notes, "; "), true);
   }
-  return {blis().name, blis().kernels, join(notes, "; "), !notes.empty(), false, blis().sgemm};
+  return {blis().name, blis().kernels, join(notes, "; "), warn, false, blis().sgemm};
 }
 
 const SgemmLibrary& sgemm_library() {

@@ -7,8 +7,9 @@
 // own core there) BLIS 0.9 took 4-10% off the GEMMs' time and 4-7% off the
 // step, and 150 agent SFT steps ran in 9.4 s against 10.4 (medians); its
 // kernels follow the instruction set (a CPU newer than a table of models
-// still gets AVX2/AVX-512 code), where OpenBLAS picks from a table of models
-// (blas_core.hpp, which still fixes OpenBLAS's core where OpenBLAS runs).
+// still gets AVX2 code; AVX-512 on Intel by forge's rule, blis_config.hpp),
+// where OpenBLAS picks from a table of models (blas_core.hpp, which still
+// fixes OpenBLAS's core where OpenBLAS runs).
 //
 // BLIS is Debian's OpenMP build (libblis4-openmp: the same libgomp thread pool
 // as forge's kernels), loaded with dlopen(RTLD_LOCAL | RTLD_DEEPBIND) so that
@@ -35,7 +36,7 @@ using SgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, int, int
 
 struct SgemmLibrary {
   std::string name;     // "BLIS 0.9.0" or "OpenBLAS 0.3.21"
-  std::string kernels;  // BLIS's configuration ("zen3", "skx", "haswell") or OpenBLAS's core
+  std::string kernels;  // BLIS's configuration ("zen3", "skx", "haswell"; blis_config.hpp) or OpenBLAS's core
   std::string note;     // why this library, when it is not the default's first choice; "" otherwise
   bool warn = false;    // note is a startup warning (FORGE_SGEMM asked for what could not be had)
   bool openblas = false;  // OpenBLAS runs the SGEMM (its core choice applies: blas_core.hpp)

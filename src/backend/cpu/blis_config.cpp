@@ -1,0 +1,115 @@
+// BLIS's configuration: forge's rule and what it does with BLIS_ARCH_TYPE
+// (blis_config.hpp).
+#include "backend/cpu/blis_config.hpp"
+
+#include <strings.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/strings.hpp"
+
+namespace forge {
+
+namespace {
+
+struct ConfigRank {
+  const char* name;
+  int rank;
+  CpuLevel needs;
+};
+
+constexpr ConfigRank kConfigs[] = {
+    {"generic", 0, CpuLevel::kX86_64}, {"penryn", 1, CpuLevel::kV2},  {"sandybridge", 2, CpuLevel::kV3},
+    {"haswell", 3, CpuLevel::kV3},     {"zen", 3, CpuLevel::kV3},     {"zen2", 3, CpuLevel::kV3},
+    {"zen3", 3, CpuLevel::kV3},        {"excavator", 3, CpuLevel::kV3}, {"skx", 4, CpuLevel::kV4},
+};
+
+const ConfigRank* find_config(const std::string& name) {
+  for (const auto& c : kConfigs)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+int index_of(const std::vector<std::string>& names, const std::string& name) {
+  const auto it = std::find(names.begin(), names.end(), name);
+  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+}
+
+// BLIS_ARCH_TYPE as a configuration name: an id into BLIS's table, or a name
+// (any case); "" when it is neither.
+std::string parse_arch_type(const std::string& raw, const std::vector<std::string>& names) {
+  if (!raw.empty() && raw.size() <= 3 && std::all_of(raw.begin(), raw.end(), [](unsigned char ch) {
+        return std::isdigit(ch) != 0;
+      })) {
+    const size_t id = std::stoul(raw);
+    return id < names.size() ? names[id] : "";
+  }
+  for (const auto& n : names)
+    if (strcasecmp(n.c_str(), raw.c_str()) == 0) return n;
+  return "";
+}
+
+}  // namespace
+
+int blis_config_rank(const std::string& config) {
+  const ConfigRank* c = find_config(config);
+  return c ? c->rank : -1;
+}
+
+std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level) {
+  const bool skylake_sp = cpu.family == 6 && cpu.model == 0x55;
+  return cpu.vendor == "GenuineIntel" && level >= CpuLevel::kV4 && !skylake_sp ? "skx" : "";
+}
+
+BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, const char* blis_arch_type,
+                                      const std::vector<std::string>& arch_names, const std::string& policy) {
+  const bool keep = policy == "keep";
+  auto forge_choice = [&] {
+    BlisConfigRequest r;
+    if (keep) return r;
+    const std::string want = blis_config_for(cpu, level);
+    if (index_of(arch_names, want) < 0) return r;  // not in this build of BLIS
+    r.config = want;
+    r.id = index_of(arch_names, want);
+    return r;
+  };
+  if (!blis_arch_type || !*blis_arch_type) return forge_choice();
+
+  const std::string raw = blis_arch_type;
+  const std::string name = parse_arch_type(raw, arch_names);
+  const ConfigRank* c = find_config(name);
+  std::string why;
+  if (name.empty()) {
+    why = "not a configuration id or name of this BLIS";
+  } else if (!c) {
+    std::vector<std::string> usable;
+    for (const auto& k : kConfigs)
+      if (k.needs <= level && index_of(arch_names, k.name) >= 0) usable.push_back(k.name);
+    why = name + " is not a configuration forge runs on x86-64; this CPU runs " + join(usable, ", ");
+  } else if (c->needs > level) {
+    why = name + " needs " + cpu_level_name(c->needs) + " instructions this CPU lacks";
+  }
+  if (!why.empty()) {
+    BlisConfigRequest r = forge_choice();
+    r.note = "BLIS_ARCH_TYPE=" + raw + " ignored: " + why;
+    r.warn = true;
+    return r;
+  }
+  const std::string shown = name == raw ? raw : raw + " (" + name + ")";
+  const bool fallback = c->rank < 3 && level >= CpuLevel::kV3;
+  if (fallback && !keep) {
+    BlisConfigRequest r = forge_choice();
+    r.note = "switched from " + name + ", a fallback for this CPU set by BLIS_ARCH_TYPE";
+    return r;
+  }
+  BlisConfigRequest r{name, index_of(arch_names, name), "BLIS_ARCH_TYPE=" + shown, false};
+  if (fallback) {
+    r.note = "kept " + name + ", a slow fallback for this CPU: BLIS_ARCH_TYPE=" + shown +
+             " with FORGE_BLAS_CORETYPE=keep";
+    r.warn = true;
+  }
+  return r;
+}
+
+}  // namespace forge

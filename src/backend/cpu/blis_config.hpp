@@ -1,0 +1,60 @@
+// BLIS's kernel configuration, and the fix for its fallback: what runs the
+// CPU backend's SGEMM where BLIS does (sgemm_library.hpp).
+//
+// BLIS picks a configuration -- a family of GEMM kernels and blocking sizes --
+// once, when it initialises, by instruction set, with one exception: on an
+// Intel CPU with AVX-512, BLIS 0.9 takes its AVX-512 kernels ('skx') only
+// when it can count two FMA units from the brand string (Xeon Platinum, Xeon
+// Gold 61xx/62xx, Core); every other AVX-512 Xeon -- Gold 6430, Xeon 6 6980P,
+// Xeon Max 9480, w9-3495X -- gets 'haswell' (AVX2): half the FMA throughput
+// of every server part since Ice Lake-SP, all of which have two units. forge
+// therefore decides the configuration itself and passes it to BLIS through
+// BLIS_ARCH_TYPE for the one bli_init call (the environment is restored):
+//   skx          on an Intel CPU of level x86-64-v4 that is not a Skylake-SP
+//                family part (family 6, model 0x55), where BLIS's table of
+//                SKUs tells the one-FMA parts from the two-FMA ones
+//   BLIS's own   otherwise (zen3 on AMD: on a Zen 4 it measured faster than
+//                skx, docs/performance.md "The SGEMM library")
+// BLIS_ARCH_TYPE set by the user -- a number, or a configuration name (BLIS
+// 0.9 reads only numbers: "zen3" would read as 0, which is skx) -- is
+//   used         when it names an x86-64 configuration this CPU runs that is
+//                not a fallback
+//   replaced     when it names a fallback: rank below 3 on an x86-64-v3 or v4
+//                CPU (as OPENBLAS_CORETYPE=Prescott is, blas_core.hpp)
+//   ignored      with a warning when it is not one of the configurations
+//                below, or needs instructions this CPU lacks (BLIS would
+//                abort, or stop on an illegal instruction)
+// ranks, and the level a configuration needs:
+//   generic 0 (x86-64), penryn 1 (v2), sandybridge 2 (v3, for its AVX),
+//   haswell zen zen2 zen3 excavator 3 (v3), skx 4 (v4).
+// FORGE_BLAS_CORETYPE=keep leaves BLIS's own choice, and a usable
+// BLIS_ARCH_TYPE even when it is a fallback (with a warning).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_isa.hpp"
+
+namespace forge {
+
+struct BlisConfigRequest {
+  std::string config;  // the configuration to ask BLIS for; "" = BLIS's own choice
+  int id = -1;         // its index in BLIS's table (BLIS_ARCH_TYPE's value); -1 with ""
+  std::string note;    // what forge did with BLIS_ARCH_TYPE; "" when it was not set
+  bool warn = false;   // note is a startup warning
+};
+
+// The rank of a configuration forge may select (above); -1 for any other name.
+int blis_config_rank(const std::string& config);
+
+// The configuration forge asks for on this CPU without BLIS_ARCH_TYPE: "skx"
+// or "" (BLIS's own).
+std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level);
+
+// The request for BLIS's initialisation. blis_arch_type: the environment's
+// BLIS_ARCH_TYPE (nullptr when unset); arch_names: BLIS's configuration names
+// by id (bli_arch_string); policy: FORGE_BLAS_CORETYPE.
+BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, const char* blis_arch_type,
+                                      const std::vector<std::string>& arch_names, const std::string& policy);
+
+}  // namespace forge
