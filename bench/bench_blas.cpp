@@ -1,7 +1,11 @@
 // SGEMM as forge runs it against the best SGEMM any installed BLAS reaches on
 // this machine: every OpenBLAS core this CPU can run (switched in process,
 // backend/cpu/blas_core.hpp) and BLIS when its library is installed (loaded
-// with its own symbols first, RTLD_DEEPBIND). Workloads: 2048^3 (A B); the
+// with its own symbols first, RTLD_DEEPBIND), in the configuration forge
+// chose (blis_config.hpp) and in each other of skx, zen3 and haswell the CPU
+// runs. BLIS fixes its configuration once per process, so those rows come from
+// child processes of this binary (BLIS_ARCH_TYPE=<name> bench_blas
+// --blis-child: BLIS alone, one round, a "blis_row" line). Workloads: 2048^3 (A B); the
 // reference model's FFN projection (8 x 512 tokens x 256 times 1376 x 256
 // transposed, A B^T); and the 12 GEMMs of one layer of bench_train_step's
 // step (forward A W^T, input gradients dY W, weight gradients dY^T X added to
@@ -12,13 +16,16 @@
 //   bench_blas [--rounds=3] [--reps=5] [--threads=0 (all)]
 #include <cblas.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/blas_core.hpp"
+#include "backend/cpu/blis_config.hpp"
 #include "backend/cpu/cpu_isa.hpp"
 #include "backend/cpu/sgemm_library.hpp"
 #include "bench_util.hpp"
@@ -74,29 +81,45 @@ Workload train_step_layer() {
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int rounds = flags.get("rounds", 3), reps = flags.get("reps", 5), threads = flags.get("threads", 0);
+  const bool blis_child = flags.on("blis-child");
   flags.finish();
   if (rounds < 1 || reps < 1) bench::Flags::usage("--rounds and --reps must be at least 1");
   if (threads > 0) {
     omp_set_num_threads(threads);
     set_sgemm_threads(threads);
   }
+  const Workload loads[] = {{"2048^3 NN", {{2048, 2048, 2048, false, false, 0.0f}}},
+                            {"ffn 4096x1376x256 NT", {{4096, 1376, 256, false, true, 0.0f}}},
+                            train_step_layer()};
+  constexpr int kLoads = 3;
+  const SgemmFn blis = blis_sgemm();  // loaded and given forge's threads by sgemm_library.cpp
+  if (blis_child) {
+    if (!blis) return 1;
+    std::printf("blis_row %s", blis_kernels().c_str());
+    for (const Workload& w : loads) std::printf(" %.6g", gflops(blis, w, reps));
+    std::printf("\n");
+    return 0;
+  }
+  // BLIS in the configurations forge might choose, other than this process's.
+  std::vector<std::string> other_configs;
+  if (blis)
+    for (const char* c : {"skx", "zen3", "haswell"})
+      if (c != blis_kernels() && blis_config_runs_on(c, detect_cpu_level())) other_configs.push_back(c);
+  char self[4096] = {};
+  if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) other_configs.clear();
   const std::string forge_core = blas_core_name();
   // Candidates: forge's core first, then every other core the CPU runs.
   std::vector<std::string> cores = {forge_core};
   const int cpu_rank = blas_core_rank_for(detect_cpu_level());
   for (const char* c : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "Sandybridge", "Nehalem", "Prescott"})
     if (c != forge_core && blas_core_rank(c) <= cpu_rank) cores.push_back(c);
-  const SgemmFn blis = blis_sgemm();  // loaded and given forge's threads by sgemm_library.cpp
   // forge's row: the library the CPU backend runs (sgemm_library.hpp).
   const bool forge_runs_blis = !sgemm_library().openblas;
-  const Workload loads[] = {{"2048^3 NN", {{2048, 2048, 2048, false, false, 0.0f}}},
-                            {"ffn 4096x1376x256 NT", {{4096, 1376, 256, false, true, 0.0f}}},
-                            train_step_layer()};
-  constexpr int kLoads = 3;
   std::vector<std::string> names;
   for (const auto& c : cores)
     names.push_back("OpenBLAS " + c + (c == forge_core && !forge_runs_blis ? " (forge)" : ""));
   if (blis) names.push_back(blis_library_name() + " " + blis_kernels() + (forge_runs_blis ? " (forge)" : ""));
+  for (const auto& c : other_configs) names.push_back(blis_library_name() + " " + c);
   const size_t forge_row = forge_runs_blis ? cores.size() : 0;
   std::vector<std::vector<std::vector<double>>> r(names.size(), std::vector<std::vector<double>>(kLoads));
   for (int round = 0; round < rounds; ++round) {
@@ -108,6 +131,18 @@ int main(int argc, char** argv) {
     switch_blas_core(forge_core);
     if (blis)
       for (int s = 0; s < kLoads; ++s) r[cores.size()][s].push_back(gflops(blis, loads[s], reps));
+    for (size_t c = 0; c < other_configs.size(); ++c) {
+      const std::string cmd = "BLIS_ARCH_TYPE=" + other_configs[c] + " '" + self + "' --blis-child --reps=" +
+                              std::to_string(reps) + " --threads=" + std::to_string(omp_get_max_threads());
+      for (const std::string& line : bench::command_lines(cmd)) {
+        std::istringstream in(line);
+        std::string tag, kernels;
+        double g[kLoads];
+        // A row counts only when BLIS ran the configuration asked for.
+        if (in >> tag >> kernels >> g[0] >> g[1] >> g[2] && tag == "blis_row" && kernels == other_configs[c])
+          for (int s = 0; s < kLoads; ++s) r[cores.size() + 1 + c][s].push_back(g[s]);
+      }
+    }
   }
   std::printf("bench_blas: SGEMM GFLOP/s, %d threads, median of %d rounds\n", omp_get_max_threads(), rounds);
   std::printf("%-30s %14s %22s %18s\n", "BLAS", loads[0].name, loads[1].name, loads[2].name);
@@ -123,6 +158,13 @@ int main(int argc, char** argv) {
     }
     std::printf("%-30s %14.1f %22.1f %18.1f\n", names[i].c_str(), g[0], g[1], g[2]);
   }
+  // BLIS's step-layer figure per configuration, forge's first.
+  std::string blis_configs;
+  for (size_t i = cores.size(); i < names.size(); ++i)
+    if (!r[i][2].empty())
+      blis_configs += std::string(blis_configs.empty() ? "" : ", ") + "\"" +
+                      (i == cores.size() ? blis_kernels() : other_configs[i - cores.size() - 1]) +
+                      "\": " + bench::num(bench::median(r[i][2]));
   std::printf("%-30s %14.2f %22.2f %18.2f\n", "forge / best", forge_g[0] / best[0], forge_g[1] / best[1],
               forge_g[2] / best[2]);
   bench::print_json({{"forge_sgemm_gflops", bench::num(forge_g[0])},
@@ -137,6 +179,7 @@ int main(int argc, char** argv) {
                      {"best_step_layer", "\"" + best_name[2] + "\""},
                      {"step_layer_fraction_of_best", bench::num(forge_g[2] / best[2])},
                      {"blis_installed", blis ? "true" : "false"},
+                     {"blis_step_layer_gflops", "{" + blis_configs + "}"},
                      {"threads", bench::num(omp_get_max_threads())}});
   return 0;
 }

@@ -57,6 +57,11 @@ int blis_config_rank(const std::string& config) {
   return c ? c->rank : -1;
 }
 
+bool blis_config_runs_on(const std::string& config, CpuLevel level) {
+  const ConfigRank* c = find_config(config);
+  return c && c->needs <= level;
+}
+
 std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level) {
   const bool skylake_sp = cpu.family == 6 && cpu.model == 0x55;
   return cpu.vendor == "GenuineIntel" && level >= CpuLevel::kV4 && !skylake_sp ? "skx" : "";
@@ -87,7 +92,7 @@ BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, co
     for (const auto& k : kConfigs)
       if (k.needs <= level && index_of(arch_names, k.name) >= 0) usable.push_back(k.name);
     why = name + " is not a configuration forge runs on x86-64; this CPU runs " + join(usable, ", ");
-  } else if (c->needs > level) {
+  } else if (!blis_config_runs_on(name, level)) {
     why = name + " needs " + cpu_level_name(c->needs) + " instructions this CPU lacks";
   }
   if (!why.empty()) {

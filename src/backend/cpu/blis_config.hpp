@@ -47,6 +47,10 @@ struct BlisConfigRequest {
 // The rank of a configuration forge may select (above); -1 for any other name.
 int blis_config_rank(const std::string& config);
 
+// Whether a CPU of this level runs the configuration's instructions (false
+// for a name forge does not select).
+bool blis_config_runs_on(const std::string& config, CpuLevel level);
+
 // The configuration forge asks for on this CPU without BLIS_ARCH_TYPE: "skx"
 // or "" (BLIS's own).
 std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level);
