@@ -28,7 +28,10 @@
 //   generic 0 (x86-64), penryn 1 (v2), sandybridge 2 (v3, for its AVX),
 //   haswell zen zen2 zen3 excavator 3 (v3), skx 4 (v4).
 // FORGE_BLAS_CORETYPE=keep leaves BLIS's own choice, and a usable
-// BLIS_ARCH_TYPE even when it is a fallback (with a warning).
+// BLIS_ARCH_TYPE even when it is a fallback (with a warning). forge requests
+// configurations only from Debian's build (libblis4-openmp at its path),
+// which holds all of the above; BLIS aborts on a configuration it was built
+// without, so any other libblis.so.4 decides alone.
 #pragma once
 #include <string>
 #include <vector>

@@ -26,6 +26,8 @@ struct Blis {
   bool warn = false;  // note is a startup warning
 };
 
+constexpr const char* kDebianBlis = "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4";
+
 // BLIS's configuration names by id, up to "generic" (the last x86 id in
 // BLIS 0.9 and 1.x); empty when "generic" is not among the first 64.
 std::vector<std::string> arch_names(const char* (*arch_name)(int)) {
@@ -55,7 +57,7 @@ const Blis& blis() {
     Blis out;
     // Debian's OpenMP build first (libblis.so.4 alone may be the
     // alternatives' pthreads or serial build).
-    for (const char* path : {"/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4", "libblis.so.4"}) {
+    for (const char* path : {kDebianBlis, "libblis.so.4"}) {
       void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
       if (!h) continue;
       auto sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
@@ -70,9 +72,13 @@ const Blis& blis() {
       }
       // The configuration is fixed in bli_init; querying it before would
       // select it without forge's request (and abort on a BLIS_ARCH_TYPE).
-      const std::vector<std::string> names = arch_names(arch_name);
+      // forge requests configurations only from Debian's build, which holds
+      // every x86-64 one (its 'x86_64' family): BLIS aborts on a
+      // configuration it was built without, and another build may lack skx.
+      const bool every_config = path == std::string(kDebianBlis);
+      const std::vector<std::string> names = every_config ? arch_names(arch_name) : std::vector<std::string>{};
       if (names.empty()) {
-        init();  // an unknown table of configurations: BLIS decides alone
+        init();  // BLIS decides alone
       } else {
         const char* policy = std::getenv("FORGE_BLAS_CORETYPE");
         const BlisConfigRequest request = request_blis_config(
