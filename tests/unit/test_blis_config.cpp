@@ -102,6 +102,20 @@ TEST(BlisConfig, BlisArchTypeThatWouldAbortOrTrapIsIgnored) {
   }
 }
 
+// A BLIS build forge does not configure, running slower kernels than the CPU
+// has: a warning naming the fix.
+TEST(BlisConfig, SlowConfigurationOfAnotherBuildIsWarned) {
+  const std::string w = blis_slow_config_warning(kEmeraldRapids, CpuLevel::kV4, "haswell");
+  EXPECT_NE(w.find("BLIS runs its haswell kernels on this AVX-512 Intel CPU"), std::string::npos) << w;
+  EXPECT_NE(w.find("BLIS_ARCH_TYPE=skx"), std::string::npos) << w;
+  EXPECT_NE(blis_slow_config_warning(kZen4, CpuLevel::kV4, "generic").find("set BLIS_ARCH_TYPE=haswell"),
+            std::string::npos);
+  EXPECT_EQ(blis_slow_config_warning(kEmeraldRapids, CpuLevel::kV4, "skx"), "");
+  EXPECT_EQ(blis_slow_config_warning(kSkylakeSp, CpuLevel::kV4, "haswell"), "") << "BLIS's SKU table decides there";
+  EXPECT_EQ(blis_slow_config_warning(kZen4, CpuLevel::kV4, "zen3"), "");
+  EXPECT_EQ(blis_slow_config_warning(kZen4, CpuLevel::kV2, "penryn"), "");
+}
+
 TEST(BlisConfig, RanksAndThisCpu) {
   EXPECT_EQ(blis_config_rank("generic"), 0);
   EXPECT_EQ(blis_config_rank("sandybridge"), 2);

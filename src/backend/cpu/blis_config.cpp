@@ -67,6 +67,19 @@ std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level) {
   return cpu.vendor == "GenuineIntel" && level >= CpuLevel::kV4 && !skylake_sp ? "skx" : "";
 }
 
+std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, const std::string& running) {
+  const std::string want = blis_config_for(cpu, level);
+  const int rank = blis_config_rank(running);
+  if (rank < 0) return "";  // not an x86-64 configuration forge knows
+  if (!want.empty() && rank < blis_config_rank(want))
+    return "BLIS runs its " + running + " kernels on this AVX-512 Intel CPU, half its FMA rate: set BLIS_ARCH_TYPE=" +
+           want + " (or FORGE_SGEMM=openblas)";
+  if (rank < 3 && level >= CpuLevel::kV3)
+    return "BLIS runs its " + running + " kernels, a fallback on this " + cpu_level_name(level) +
+           " CPU: set BLIS_ARCH_TYPE=haswell (or FORGE_SGEMM=openblas)";
+  return "";
+}
+
 BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, const char* blis_arch_type,
                                       const std::vector<std::string>& arch_names, const std::string& policy) {
   const bool keep = policy == "keep";

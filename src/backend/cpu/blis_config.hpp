@@ -58,6 +58,12 @@ bool blis_config_runs_on(const std::string& config, CpuLevel level);
 // or "" (BLIS's own).
 std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level);
 
+// A startup warning when the configuration BLIS runs is slower than this
+// CPU's (rank below forge's request, or below 3 on an x86-64-v3/v4 CPU) and
+// nobody asked for it (BLIS_ARCH_TYPE unset): a BLIS build forge does not
+// request configurations from. "" otherwise.
+std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, const std::string& running);
+
 // The request for BLIS's initialisation. blis_arch_type: the environment's
 // BLIS_ARCH_TYPE (nullptr when unset); arch_names: BLIS's configuration names
 // by id (bli_arch_string); policy: FORGE_BLAS_CORETYPE.

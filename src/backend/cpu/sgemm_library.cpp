@@ -79,6 +79,10 @@ const Blis& blis() {
       const std::vector<std::string> names = every_config ? arch_names(arch_name) : std::vector<std::string>{};
       if (names.empty()) {
         init();  // BLIS decides alone
+        if (!std::getenv("BLIS_ARCH_TYPE")) {
+          out.note = blis_slow_config_warning(detect_cpu_identity(), detect_cpu_level(), arch_name(arch_id()));
+          out.warn = !out.note.empty();
+        }
       } else {
         const char* policy = std::getenv("FORGE_BLAS_CORETYPE");
         const BlisConfigRequest request = request_blis_config(
