@@ -48,6 +48,10 @@ TEST(BlisConfig, SkxOnAvx512IntelBeyondSkylakeSpElseBlisOwn) {
   EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, nullptr, kNames, "keep").config, "");
   EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, nullptr, {"haswell", "generic"}, "").config, "");
   EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, "", kNames, "").config, "skx") << "empty = unset";
+  // A table with an unnamed id: BLIS's own choice still sets no id.
+  std::vector<std::string> gap = kNames;
+  gap[2] = "";
+  EXPECT_EQ(request_blis_config(kZen4, CpuLevel::kV4, nullptr, gap, "").id, -1);
 }
 
 TEST(BlisConfig, BlisArchTypeUsedByIdOrNameReplacedWhenAFallback) {

@@ -87,7 +87,7 @@ BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, co
     BlisConfigRequest r;
     if (keep) return r;
     const std::string want = blis_config_for(cpu, level);
-    if (index_of(arch_names, want) < 0) return r;  // not in this build of BLIS
+    if (want.empty() || index_of(arch_names, want) < 0) return r;  // BLIS's own; or not in this BLIS
     r.config = want;
     r.id = index_of(arch_names, want);
     return r;
