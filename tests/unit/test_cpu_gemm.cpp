@@ -2,23 +2,25 @@
 // skinny kernels take (A B^T with 1..kSkinnyMaxRows rows) and just past them
 // (BLAS): rows, weight rows and depths that are and are not multiples of the
 // tiles (1-4 rows against 16, 12, 8 or 6 weight rows; 5-8 rows against 16;
-// beyond, 8 weight rows x 16 or 32 rows; 16 lanes of k), leading
+// beyond, 8 weight rows x 16 or 32 rows; 16 lanes of k), in every kernel
+// variant this CPU runs (those without AVX-512 are BLAS throughout), leading
 // dimensions wider than the matrices, and alpha/beta accumulation. Tolerance:
 // |C - C_ref| <= 1e-6 sum_k |alpha A B| + |beta C|, well above FP32 summation
 // error over these depths and far below any indexing error.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
-#include "backend/backend_registry.hpp"
+#include "backend/cpu/cpu_variants.hpp"
 #include "backend/cpu/skinny_gemm.hpp"
 #include "core/rng.hpp"
 
 namespace forge {
 namespace {
 
-void check_nt(int M, int N, int K, float alpha, float beta) {
+void check_nt(const std::string& variant, int M, int N, int K, float alpha, float beta) {
   Rng rng(static_cast<uint64_t>(M) * 7919 + N * 31 + K);
   const int lda = K + 3, ldb = K + 5, ldc = N + 2;
   std::vector<float> A(static_cast<size_t>(M) * lda), B(static_cast<size_t>(N) * ldb), C(static_cast<size_t>(M) * ldc);
@@ -26,8 +28,7 @@ void check_nt(int M, int N, int K, float alpha, float beta) {
   for (auto& x : B) x = static_cast<float>(rng.normal());
   for (auto& x : C) x = static_cast<float>(rng.normal());
   const std::vector<float> C0 = C;
-  // The variant forge selects ("cpu"): the one whose skinny kernels this CPU runs.
-  const auto cpu = make_backend("cpu");
+  const auto cpu = make_cpu_backend_variant(variant);
   cpu->gemm(false, true, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
   double worst = 0;
   for (int m = 0; m < M; ++m)
@@ -45,18 +46,22 @@ void check_nt(int M, int N, int K, float alpha, float beta) {
       }
       worst = std::max(worst, std::fabs(C[i] - ref) / scale);
     }
-  EXPECT_LE(worst, 1e-6) << "M " << M << " N " << N << " K " << K << " alpha " << alpha << " beta " << beta;
+  EXPECT_LE(worst, 1e-6) << variant << " M " << M << " N " << N << " K " << K << " alpha " << alpha << " beta " << beta;
 }
 
 TEST(CpuGemm, SkinnyRowsMatchDouble) {
-  for (int M : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 100, kSkinnyMaxRows, kSkinnyMaxRows + 1})
-    for (int N : {1, 8, 13, 200})
-      for (int K : {1, 15, 16, 37, 576}) check_nt(M, N, K, 1.0f, 0.0f);
+  for (const std::string& variant : runnable_cpu_variants()) {
+    for (int M : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 23, 24, 25, 31, 32, 33, 64, 100, kSkinnyMaxRows, kSkinnyMaxRows + 1})
+      for (int N : {1, 3, 8, 13, 200, 600})
+        for (int K : {1, 7, 8, 15, 16, 37, 576}) check_nt(variant, M, N, K, 1.0f, 0.0f);
+  }
 }
 
 TEST(CpuGemm, SkinnyAccumulatesWithAlphaBeta) {
-  for (int M : {1, 3, 5, 48})
-    for (float beta : {1.0f, 0.5f}) check_nt(M, 27, 40, 0.25f, beta);
+  for (const std::string& variant : runnable_cpu_variants()) {
+    for (int M : {1, 3, 4, 5, 48})
+      for (float beta : {1.0f, 0.5f}) check_nt(variant, M, 27, 40, 0.25f, beta);
+  }
 }
 
 }  // namespace
