@@ -17,7 +17,8 @@
 //   dK_j += scale sum_i dS_ij Q_i ;  dQ_i += scale sum_j dS_ij K_j
 // with D_i = dO_i . O_i. Query blocks visited for key block [k0, k1) are those
 // in [k0, max subtree_end), with the key groups each one sees packed as in
-// the forward; dQ goes to per-thread buffers summed at the end,
+// the forward (their scaled queries and dO read from per-head [T][D] copies
+// made once per call); dQ goes to per-thread buffers summed at the end,
 // so no atomics are needed. Kernels are compiled for head dimensions 16, 32,
 // 64 and 128 (accumulators in registers) with a generic fallback.
 #include <omp.h>
@@ -399,20 +400,33 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int nkb = (T + kBK - 1) / kBK;
 
-  // D_i = dO_i . O_i per head
+  // D_i = dO_i . O_i per head; and per head, contiguous [T][D], the scaled
+  // queries (Qs = scale q, as the forward computes them) and dO, which every
+  // key block visiting a query block reads (copied once here, not per visit).
   // Scratch kept per calling thread across calls (no page faults per step);
   // the parallel regions use these references, not the thread_locals.
-  static thread_local std::vector<float> caller_delta, caller_dq_part;
+  static thread_local std::vector<float> caller_delta, caller_dq_part, caller_qs, caller_do;
   std::vector<float>& delta = caller_delta;
   std::vector<float>& dq_part = caller_dq_part;
+  std::vector<float>& qs_all = caller_qs;
+  std::vector<float>& do_all = caller_do;
   delta.resize(static_cast<size_t>(H) * T);
+  qs_all.resize(static_cast<size_t>(H) * T * D);
+  do_all.resize(static_cast<size_t>(H) * T * D);
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) {
       const float* o = a.out + static_cast<size_t>(t) * HD + h * D;
       const float* d_o = g.dout + static_cast<size_t>(t) * HD + h * D;
+      const float* q = a.q + static_cast<size_t>(t) * ld + h * D;
+      float* qs = qs_all.data() + (static_cast<size_t>(h) * T + t) * D;
+      float* dst = do_all.data() + (static_cast<size_t>(h) * T + t) * D;
       float s = 0;
-      for (int d = 0; d < D; ++d) s += o[d] * d_o[d];
+      for (int d = 0; d < D; ++d) {
+        s += o[d] * d_o[d];
+        qs[d] = q[d] * scale;
+        dst[d] = d_o[d];
+      }
       delta[static_cast<size_t>(h) * T + t] = s;
     }
 
@@ -422,7 +436,7 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
 #pragma omp parallel
   {
     float* dq_mine = dq_part.data() + static_cast<size_t>(omp_get_thread_num()) * T * HD;
-    std::vector<float> Kt(D * kBK), Vt(D * kBK), Kr(kBK * D), Qs(kBQ * D), dO(kBQ * D);
+    std::vector<float> Kt(D * kBK), Vt(D * kBK), Kr(kBK * D);
     std::vector<float> P(kBQ * kBK), dS(kBQ * kBK), dK(kBK * D), dV(kBK * D);
     std::vector<float> Ktp(D * kBK), Vtp(D * kBK), Krp(kBK * D);  // the kept key groups, packed
     // Static round-robin: a fixed thread per key block makes the dQ sums
@@ -440,14 +454,8 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
         for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
           for (int q0 = (k0 / kBQ) * kBQ; q0 < q_end; q0 += kBQ) {
             const int q1 = std::min(T, q0 + kBQ), nq = q1 - q0;
-            for (int i = 0; i < nq; ++i) {
-              const float* q = a.q + static_cast<size_t>(q0 + i) * ld + h * D;
-              const float* d_o = g.dout + static_cast<size_t>(q0 + i) * HD + h * D;
-              for (int d = 0; d < D; ++d) {
-                Qs[i * D + d] = q[d] * scale;
-                dO[i * D + d] = d_o[d];
-              }
-            }
+            const float* Qs = qs_all.data() + (static_cast<size_t>(h) * T + q0) * D;
+            const float* dO = do_all.data() + (static_cast<size_t>(h) * T + q0) * D;
             const KeyGroups g = key_groups(kbb, a.subtree_end, kb, k1, nk, q0, q1);
             if (g.n == 0) continue;  // P and dS are 0 for every key of the block
             const float *kt = Kt.data(), *vt = Vt.data(), *kr = Kr.data();
@@ -459,9 +467,9 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
               kr = Krp.data();
             }
             const int w = g.keys();  // packed columns; keys past nk are masked
-            block_scores<DC>(Qs.data(), kt, nq, D, P.data(), w);
+            block_scores<DC>(Qs, kt, nq, D, P.data(), w);
             if (g.masked) apply_tree_mask(P.data(), q0, nq, k0, nk, a.subtree_end, g);
-            block_scores<DC>(dO.data(), vt, nq, D, dS.data(), w);
+            block_scores<DC>(dO, vt, nq, D, dS.data(), w);
             probs_and_score_grads(P.data(), dS.data(), nq, w, a.lse + static_cast<size_t>(h) * T + q0,
                                   delta.data() + static_cast<size_t>(h) * T + q0);
             // dQ_i += scale sum_j dS_ij K_j (Kr carries the scale)
@@ -470,9 +478,8 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
             // dV_j += sum_i P_ij dO_i ;  dK_j += sum_i dS_ij Qs_i (Qs carries the scale): the whole
             // block, or each kept group (packed columns 8 c ..) into its own keys' rows
             const auto accumulate = [&](int j, int col, int rows) {
-              rows_times<DC>(dV.data() + j * D, D, P.data() + col, 1, kBK, dO.data(), D, nq, rows, false, nullptr, D);
-              rows_times<DC>(dK.data() + j * D, D, dS.data() + col, 1, kBK, Qs.data(), D, nq, rows, false, nullptr,
-                             D);
+              rows_times<DC>(dV.data() + j * D, D, P.data() + col, 1, kBK, dO, D, nq, rows, false, nullptr, D);
+              rows_times<DC>(dK.data() + j * D, D, dS.data() + col, 1, kBK, Qs, D, nq, rows, false, nullptr, D);
             };
             if (g.all()) accumulate(0, 0, nk);
             else
