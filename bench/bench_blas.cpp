@@ -118,8 +118,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> names;
   for (const auto& c : cores)
     names.push_back("OpenBLAS " + c + (c == forge_core && !forge_runs_blis ? " (forge)" : ""));
-  if (blis) names.push_back(blis_library_name() + " " + blis_kernels() + (forge_runs_blis ? " (forge)" : ""));
-  for (const auto& c : other_configs) names.push_back(blis_library_name() + " " + c);
+  // BLIS's rows follow the OpenBLAS ones: this process's configuration, then the others.
+  std::vector<std::string> blis_rows;
+  if (blis) {
+    names.push_back(blis_library_name() + " " + blis_kernels() + (forge_runs_blis ? " (forge)" : ""));
+    blis_rows.push_back(blis_kernels());
+  }
+  for (const auto& c : other_configs) {
+    names.push_back(blis_library_name() + " " + c);
+    blis_rows.push_back(c);
+  }
   const size_t forge_row = forge_runs_blis ? cores.size() : 0;
   std::vector<std::vector<std::vector<double>>> r(names.size(), std::vector<std::vector<double>>(kLoads));
   for (int round = 0; round < rounds; ++round) {
@@ -160,11 +168,10 @@ int main(int argc, char** argv) {
   }
   // BLIS's step-layer figure per configuration, forge's first.
   std::string blis_configs;
-  for (size_t i = cores.size(); i < names.size(); ++i)
-    if (!r[i][2].empty())
-      blis_configs += std::string(blis_configs.empty() ? "" : ", ") + "\"" +
-                      (i == cores.size() ? blis_kernels() : other_configs[i - cores.size() - 1]) +
-                      "\": " + bench::num(bench::median(r[i][2]));
+  for (size_t b = 0; b < blis_rows.size(); ++b)
+    if (!r[cores.size() + b][2].empty())
+      blis_configs += std::string(blis_configs.empty() ? "" : ", ") + "\"" + blis_rows[b] +
+                      "\": " + bench::num(bench::median(r[cores.size() + b][2]));
   std::printf("%-30s %14.2f %22.2f %18.2f\n", "forge / best", forge_g[0] / best[0], forge_g[1] / best[1],
               forge_g[2] / best[2]);
   bench::print_json({{"forge_sgemm_gflops", bench::num(forge_g[0])},

@@ -31,6 +31,9 @@ const ConfigRank* find_config(const std::string& name) {
   return nullptr;
 }
 
+// A configuration below AVX2 on a CPU that has AVX2 (rank < 3 on v3/v4).
+bool is_fallback(int rank, CpuLevel level) { return rank < 3 && level >= CpuLevel::kV3; }
+
 int index_of(const std::vector<std::string>& names, const std::string& name) {
   const auto it = std::find(names.begin(), names.end(), name);
   return it == names.end() ? -1 : static_cast<int>(it - names.begin());
@@ -74,7 +77,7 @@ std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, con
   if (!want.empty() && rank < blis_config_rank(want))
     return "BLIS runs its " + running + " kernels on this AVX-512 Intel CPU, half its FMA rate: set BLIS_ARCH_TYPE=" +
            want + " (or FORGE_SGEMM=openblas)";
-  if (rank < 3 && level >= CpuLevel::kV3)
+  if (is_fallback(rank, level))
     return "BLIS runs its " + running + " kernels, a fallback on this " + cpu_level_name(level) +
            " CPU: set BLIS_ARCH_TYPE=haswell (or FORGE_SGEMM=openblas)";
   return "";
@@ -87,9 +90,10 @@ BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, co
     BlisConfigRequest r;
     if (keep) return r;
     const std::string want = blis_config_for(cpu, level);
-    if (want.empty() || index_of(arch_names, want) < 0) return r;  // BLIS's own; or not in this BLIS
+    const int id = want.empty() ? -1 : index_of(arch_names, want);
+    if (id < 0) return r;  // BLIS's own choice; or a configuration not in this BLIS
     r.config = want;
-    r.id = index_of(arch_names, want);
+    r.id = id;
     return r;
   };
   if (!blis_arch_type || !*blis_arch_type) return forge_choice();
@@ -103,7 +107,7 @@ BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, co
   } else if (!c) {
     std::vector<std::string> usable;
     for (const auto& k : kConfigs)
-      if (k.needs <= level && index_of(arch_names, k.name) >= 0) usable.push_back(k.name);
+      if (blis_config_runs_on(k.name, level) && index_of(arch_names, k.name) >= 0) usable.push_back(k.name);
     why = name + " is not a configuration forge runs on x86-64; this CPU runs " + join(usable, ", ");
   } else if (!blis_config_runs_on(name, level)) {
     why = name + " needs " + cpu_level_name(c->needs) + " instructions this CPU lacks";
@@ -115,7 +119,7 @@ BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, co
     return r;
   }
   const std::string shown = name == raw ? raw : raw + " (" + name + ")";
-  const bool fallback = c->rank < 3 && level >= CpuLevel::kV3;
+  const bool fallback = is_fallback(c->rank, level);
   if (fallback && !keep) {
     BlisConfigRequest r = forge_choice();
     r.note = "switched from " + name + ", a fallback for this CPU set by BLIS_ARCH_TYPE";

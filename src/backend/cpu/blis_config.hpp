@@ -6,8 +6,10 @@
 // Intel CPU with AVX-512, BLIS 0.9 takes its AVX-512 kernels ('skx') only
 // when it can count two FMA units from the brand string (Xeon Platinum, Xeon
 // Gold 61xx/62xx, Core); every other AVX-512 Xeon -- Gold 6430, Xeon 6 6980P,
-// Xeon Max 9480, w9-3495X -- gets 'haswell' (AVX2): half the FMA throughput
-// of every server part since Ice Lake-SP, all of which have two units. forge
+// Xeon Max 9480, w9-3495X -- gets 'haswell' (AVX2): half the FMA rate of
+// the server parts since Ice Lake-SP, which have two 512-bit FMA units by
+// Intel's specifications (on the CPU issue's Emerald Rapids node OpenBLAS's
+// AVX2 core ran SGEMM at 164 GFLOP/s, its AVX-512 core at 306). forge
 // therefore decides the configuration itself and passes it to BLIS through
 // BLIS_ARCH_TYPE for the one bli_init call (the environment is restored):
 //   skx          on an Intel CPU of level x86-64-v4 that is not a Skylake-SP

@@ -77,16 +77,18 @@ const Blis& blis() {
       // configuration it was built without, and another build may lack skx.
       const bool every_config = path == std::string(kDebianBlis);
       const std::vector<std::string> names = every_config ? arch_names(arch_name) : std::vector<std::string>{};
+      const CpuIdentity cpu = detect_cpu_identity();
+      const CpuLevel level = detect_cpu_level();
       if (names.empty()) {
         init();  // BLIS decides alone
         if (!std::getenv("BLIS_ARCH_TYPE")) {
-          out.note = blis_slow_config_warning(detect_cpu_identity(), detect_cpu_level(), arch_name(arch_id()));
+          out.note = blis_slow_config_warning(cpu, level, arch_name(arch_id()));
           out.warn = !out.note.empty();
         }
       } else {
         const char* policy = std::getenv("FORGE_BLAS_CORETYPE");
-        const BlisConfigRequest request = request_blis_config(
-            detect_cpu_identity(), detect_cpu_level(), std::getenv("BLIS_ARCH_TYPE"), names, policy ? policy : "");
+        const BlisConfigRequest request =
+            request_blis_config(cpu, level, std::getenv("BLIS_ARCH_TYPE"), names, policy ? policy : "");
         init_blis(init, request);
         out.note = request.note;
         out.warn = request.warn;
