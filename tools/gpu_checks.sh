@@ -6,6 +6,10 @@
 #
 #   bash tools/gpu_checks.sh [STAGE ...]     default: tests sanitize kernels train merge
 #
+# GPU time is short: with GPU_CHECKS_SECONDS=N the script stops starting
+# commands N seconds after it began and shortens each command's limit to what
+# is left, so that a call's own deadline never cuts a log short.
+#
 # Stages (each command under `timeout`, its output in $OUT/<stage>.log, a
 # summary line and the log's tail on stdout; the script exits 1 when any
 # command failed, 2 on a bad stage name or a missing bundle):
@@ -20,7 +24,10 @@
 #   merge     bench_tree_merge --backend=cuda, FP32 and bf16
 #   rl        the main job's RL phase (mpirun, 5 ranks sharing the GPU, 50
 #             steps from runs/demo/sft, 64 evaluation tasks) with
-#             --run.backend=cuda, then cpu
+#             --run.backend=cuda, then cpu (rl-cuda, rl-cpu: one of them)
+#   publish   the same RL phase with the 206M model of the train stage (d 1024,
+#             16 layers), from scratch, 3 steps: the learner's "weights: ...
+#             published, median X ms each" for a large model
 # $OUT defaults to ./gpu-out; $FORGE_PYTHON to the python3 on PATH.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,8 +36,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(tests sanitize kernels train merge)
 for stage in "${stages[@]}"; do
   case $stage in
-    tests | sanitize | kernels | train | merge | rl) ;;
-    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge rl)"; exit 2 ;;
+    tests | sanitize | kernels | train | merge | rl | rl-cuda | rl-cpu | publish) ;;
+    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge rl rl-cuda rl-cpu publish)"; exit 2 ;;
   esac
 done
 [ -f "$root/.gpu/forge-gpu.tar.gz" ] || { echo "gpu_checks: no .gpu/forge-gpu.tar.gz (run tools/gpu_bundle.sh)"; exit 2; }
@@ -50,10 +57,22 @@ export FORGE_PYTHON=${FORGE_PYTHON:-$(command -v python3)}
 bin=$pkg/bin
 failed=0
 
-# run NAME SECONDS CMD...: appends CMD's output to $out/NAME.log.
+budget=${GPU_CHECKS_SECONDS:-0}
+
+# run NAME SECONDS CMD...: appends CMD's output to $out/NAME.log; within
+# GPU_CHECKS_SECONDS, skipped (rc 124) when under 10 s are left.
 run() {
   local name=$1 limit=$2
   shift 2
+  if [ "$budget" -gt 0 ]; then
+    local left=$((budget - SECONDS))
+    if [ $left -lt 10 ]; then
+      echo "gpu_checks: $name: skipped, GPU_CHECKS_SECONDS=$budget spent: $*" | tee -a "$out/$name.log"
+      failed=1
+      return 124
+    fi
+    [ $left -ge "$limit" ] || limit=$left
+  fi
   echo "\$ $*" >>"$out/$name.log"
   local t0=$SECONDS
   timeout "$limit" "$@" >>"$out/$name.log" 2>&1
@@ -63,7 +82,7 @@ run() {
   return $rc
 }
 
-nvidia-smi -L 2>&1 | tee "$out/device.log"
+{ nvidia-smi -L; lscpu | grep -E "^(Model name|CPU\(s\)):"; } 2>&1 | tee "$out/device.log"
 for stage in "${stages[@]}"; do
   : >"$out/$stage.log"
   case $stage in
@@ -85,27 +104,36 @@ for stage in "${stages[@]}"; do
     merge)
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 ;;
-    rl)
-      if [ ! -d "$root/runs/demo/sft" ] || [ ! -f "$root/.gpu/openmpi.tar.gz" ]; then
-        echo "gpu_checks: rl needs runs/demo/sft and .gpu/openmpi.tar.gz" | tee -a "$out/rl.log"
+    rl | rl-cuda | rl-cpu | publish)
+      if [ ! -f "$root/.gpu/openmpi.tar.gz" ] || { [ "$stage" != publish ] && [ ! -d "$root/runs/demo/sft" ]; }; then
+        echo "gpu_checks: $stage needs .gpu/openmpi.tar.gz and (but for publish) runs/demo/sft" | tee -a "$out/$stage.log"
         failed=1
         continue
       fi
       o=$ompi
-      if ! tar xzf "$root/.gpu/openmpi.tar.gz" -C "$o"; then
-        echo "gpu_checks: cannot unpack .gpu/openmpi.tar.gz" | tee -a "$out/rl.log"
+      if [ ! -x "$o/bin/orterun" ] && ! tar xzf "$root/.gpu/openmpi.tar.gz" -C "$o"; then
+        echo "gpu_checks: cannot unpack .gpu/openmpi.tar.gz" | tee -a "$out/$stage.log"
         failed=1
         continue
       fi
       export OPAL_PREFIX=$o OPAL_EXEC_PREFIX=$o OPAL_BINDIR=$o/bin OPAL_LIBDIR=$o/lib/openmpi/lib \
         OPAL_PKGLIBDIR=$o/lib/openmpi/lib/openmpi3 OPAL_SYSCONFDIR=$o/etc/openmpi \
         OPAL_PKGDATADIR=$o/share/openmpi OPAL_DATADIR=$o/share OPAL_DATAROOTDIR=$o/share
-      export PATH=$o/bin:$PATH LD_LIBRARY_PATH=$o/lib:$o/lib/openmpi/lib:$LD_LIBRARY_PATH
-      for backend in cuda cpu; do
+      case ":$PATH:" in *":$o/bin:"*) ;; *) export PATH=$o/bin:$PATH LD_LIBRARY_PATH=$o/lib:$o/lib/openmpi/lib:$LD_LIBRARY_PATH ;; esac
+      mpirun=(mpirun --allow-run-as-root --oversubscribe -np 5 -x LD_LIBRARY_PATH -x PATH -x OMP_WAIT_POLICY=PASSIVE)
+      if [ "$stage" = publish ]; then
+        run publish 300 "${mpirun[@]}" "$bin/forge" train --config "$pkg/configs/agent_demo.ini" \
+          --run.dir="$out/publish-206m" --run.backend=cuda --run.threads=1 --model.d_model=1024 --model.n_layers=16 \
+          --model.n_heads=16 --model.n_kv_heads=16 --model.ffn_dim=2816 --optim.lr=1e-5 --optim.warmup_steps=0 \
+          --train.steps=3 --train.tasks=8 --train.eval_tasks=1
+        continue
+      fi
+      backends="cuda cpu"
+      [ "$stage" = rl ] || backends=${stage#rl-}
+      for backend in $backends; do
         threads=1
         [ "$backend" = cpu ] && threads=3  # 5 ranks on 16 cores
-        run rl 600 mpirun --allow-run-as-root --oversubscribe -np 5 -x LD_LIBRARY_PATH -x PATH \
-          -x OMP_WAIT_POLICY=PASSIVE "$bin/forge" train --config "$pkg/configs/agent_demo.ini" \
+        run "$stage" 600 "${mpirun[@]}" "$bin/forge" train --config "$pkg/configs/agent_demo.ini" \
           --train.init="$root/runs/demo/sft" --run.dir="$out/rl-$backend" --run.backend=$backend \
           --run.threads=$threads --optim.lr=1e-4 --optim.warmup_steps=0 --train.steps=50 --train.eval_tasks=64
       done ;;
