@@ -48,8 +48,6 @@ def main():
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError:
         raise SystemExit(f"torch_sdpa: torch {torch.__version__} lacks torch.nn.attention (2.3 or later has it)")
-    import inspect
-    gqa = "enable_gqa" in inspect.signature(torch.nn.functional.scaled_dot_product_attention).parameters
 
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda")
@@ -85,7 +83,10 @@ def main():
             return torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, **extra)
 
         error = ""
-        for native_gqa in ([True, False] if gqa and H != Hkv else [False]):  # a kernel may lack native GQA
+        # enable_gqa first (torch 2.5 and later); a torch or kernel without it
+        # raises (TypeError, RuntimeError) and K, V are repeated instead. The
+        # signature of the builtin is not inspectable (torch 2.11).
+        for native_gqa in ([True, False] if H != Hkv else [False]):
             try:
                 with sdpa_kernel([backend]):
                     fwd_ms = timed(lambda: fwd(native_gqa), a.reps)
@@ -93,7 +94,7 @@ def main():
                 print(f"torch_sdpa {name} {fwd_ms:.3f} {max(both_ms - fwd_ms, 0.0):.3f}", flush=True)
                 error = ""
                 break
-            except RuntimeError as e:
+            except (RuntimeError, TypeError) as e:
                 error = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
         if error:
             print(f"torch_sdpa {name} unavailable {error}", flush=True)
