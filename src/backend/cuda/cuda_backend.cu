@@ -155,6 +155,7 @@ class CudaBackend final : public Backend {
     p.dk = g.dk;
     p.dv = g.dv;
     p.delta = delta_.get<float>(size_t(a.n_heads) * a.T);
+    if (bf16_) p.dout_bf16 = dout_bf16_.get<__nv_bfloat16>(size_t(a.T) * a.n_heads * a.head_dim);
     launch_tree_attention_bwd(p, stream_);
   }
 
@@ -232,7 +233,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_, paged_partials_;
-  Scratch gemm_a_, gemm_b_, qkv_bf16_, head_hidden_;  // bf16 mode
+  Scratch gemm_a_, gemm_b_, qkv_bf16_, dout_bf16_, head_hidden_;  // bf16 mode
 };
 
 }  // namespace

@@ -365,6 +365,9 @@ void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream
   launch_tile_bounds(p, stream);
   launch_delta(p, stream);
   if (p.qkv_bf16) {
+    FORGE_CHECK(p.dout_bf16 != nullptr, "bf16 tree attention backward needs the dO scratch (dout_bf16)");
+    const int HD = p.n_heads * p.head_dim;
+    launch_round_to_bf16(p.dout, p.T, HD, HD, p.dout_bf16, HD, stream);
     launch_tree_attention_bwd_tc(p, bf16_inputs(p, stream), stream);
   } else {
     launch_bwd(p, stream);

@@ -71,6 +71,8 @@ struct TreeAttentionParams {
   float* dv = nullptr;
   // bf16 mode: T * (n_heads + 2 n_kv_heads) * head_dim elements of scratch; null: FP32
   __nv_bfloat16* qkv_bf16 = nullptr;
+  // bf16 backward: T * n_heads * head_dim elements of scratch for dO rounded
+  __nv_bfloat16* dout_bf16 = nullptr;
 };
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }
@@ -95,7 +97,8 @@ struct Bf16Qkv {
 // The forward on tensor cores; the tile bounds must be filled. Called by
 // launch_tree_attention_fwd in bf16 mode.
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
-// The backward on tensor cores, after the delta pre-pass (p.delta filled).
+// The backward on tensor cores, after the delta pre-pass (p.delta filled)
+// and with dO rounded into p.dout_bf16 ([T][H * D]).
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
 // Also p.delta: H * T floats of scratch. Overwrites the dq, dk, dv columns.
 // bf16 mode runs the tensor-core backward (tree_attention_tc.cu).

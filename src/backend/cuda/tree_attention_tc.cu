@@ -16,7 +16,10 @@
 // the B operand of a product with a tile as X^T plain, the B operand of a
 // product with a tile as Y (P V, dS K, P^T dO, dS^T Q) with .trans. Rows
 // past T are zero and masked, so no NaN enters an MMA. mma.cuh has the
-// instructions and their fragments.
+// instructions and their fragments. The tiles a kernel streams (key tiles in
+// the forward and dQ, query tiles in dK/dV) are double-buffered: the next
+// tile's global loads are in flight in registers while the current one is
+// computed on, then stored into the other buffer; one __syncthreads a tile.
 //
 // Forward, block = (64 queries, head):
 //   S (16 x 32) = Q_w K^T, Q_w's fragments in registers for the whole kernel;
@@ -58,37 +61,32 @@ constexpr float kLn2 = 0.6931471805599453f;
 
 __host__ __device__ __forceinline__ int padded_dim(int D) { return (D + 15) / 16 * 16; }
 
-__device__ __forceinline__ uint16_t bf16_bits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
-__device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16(x)); }
-
 // Eight bf16, one 16-byte load or store.
 struct alignas(16) Bf16x8 {
   uint32_t w[4];
 };
 
+__device__ __forceinline__ bool vector_rows(int D, int ld) { return (D & 7) == 0 && (ld & 7) == 0; }
+
 // Rows [r0, r0 + rows) of one head (D columns from src, row stride ld) into
-// dst [rows][pitch] as bf16 bit patterns (FP32 sources rounded to nearest
-// even). Zero past T and in columns [D, Dk). bf16 sources use 16-byte loads
-// and stores when D and ld are multiples of 8 (then every row start is
-// aligned).
-template <class Src>
-__device__ __forceinline__ void load_rows(uint16_t* dst, int pitch, const Src* src, int ld, int r0, int rows,
-                                          int T, int D, int Dk) {
-  if constexpr (sizeof(Src) == 2) {
-    if ((D & 7) == 0 && (ld & 7) == 0) {
-      const int chunks = Dk / 8;
-      for (int e = threadIdx.x; e < rows * chunks; e += blockDim.x) {
-        const int i = e / chunks, d = (e % chunks) * 8;
-        Bf16x8 x{};
-        if (r0 + i < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r0 + i) * ld + d);
-        *reinterpret_cast<Bf16x8*>(dst + i * pitch + d) = x;
-      }
-      return;
+// dst [rows][pitch] as bf16 bit patterns. Zero past T and in columns
+// [D, Dk). 16-byte loads and stores when D and ld are multiples of 8 (then
+// every row start is aligned).
+__device__ __forceinline__ void load_rows(uint16_t* dst, int pitch, const __nv_bfloat16* src, int ld, int r0,
+                                          int rows, int T, int D, int Dk) {
+  if (vector_rows(D, ld)) {
+    const int chunks = Dk / 8;
+    for (int e = threadIdx.x; e < rows * chunks; e += blockDim.x) {
+      const int i = e / chunks, d = (e % chunks) * 8;
+      Bf16x8 x{};
+      if (r0 + i < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r0 + i) * ld + d);
+      *reinterpret_cast<Bf16x8*>(dst + i * pitch + d) = x;
     }
+    return;
   }
   for (int e = threadIdx.x; e < rows * Dk; e += blockDim.x) {
     const int i = e / Dk, d = e % Dk;
-    dst[i * pitch + d] = r0 + i < T && d < D ? bf16_bits(src[size_t(r0 + i) * ld + d]) : uint16_t(0);
+    dst[i * pitch + d] = r0 + i < T && d < D ? __bfloat16_as_ushort(src[size_t(r0 + i) * ld + d]) : uint16_t(0);
   }
 }
 
@@ -171,15 +169,87 @@ __device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&
 __device__ __forceinline__ int frag_row(int g, int c) { return g + (c >> 1) * 8; }
 __device__ __forceinline__ int frag_col(int n, int t, int c) { return n * 8 + 2 * t + (c & 1); }
 
-// Key tile [k0, k0 + 32) of one kv head into Ks and Vs ([32][Dk + 8] each)
-// and its subtree ends into se; the caller syncs before and after.
-__device__ __forceinline__ void load_key_tile(uint16_t* Ks, uint16_t* Vs, int32_t* se, const TreeAttentionParams& p,
-                                              const __nv_bfloat16* k, const __nv_bfloat16* v, int ld, int kvh, int k0,
-                                              int Dk) {
-  const int D = p.head_dim;
-  load_rows(Ks, Dk + kPad, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-  load_rows(Vs, Dk + kPad, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-  if (threadIdx.x < kKeys) se[threadIdx.x] = k0 + int(threadIdx.x) < p.T ? p.subtree_end[k0 + threadIdx.x] : 0;
+// Software pipelining: the next 32-row tile's global loads are issued into
+// registers (stage_rows) before the current tile is computed on, and stored
+// into the other of two shared buffers (commit_rows) after, so that their
+// latency hides behind the MMAs, with one __syncthreads per tile: the
+// writes of buffer b ^ 1 and the reads of buffer b then never overlap.
+// 32 rows of Dk <= 128 bf16 in 16-byte chunks over the block's threads: at
+// most kStageChunks chunks a thread. Where D or ld is not a multiple of 8
+// (no 16-byte loads), commit_rows loads the rows itself, element by element.
+constexpr int kStageChunks = kAttnTile * kMaxHeadDim / 8 / int(kThreads);  // 4
+
+struct StagedRows {
+  Bf16x8 x[kStageChunks];
+};
+
+// Issues the loads of rows [r0, r0 + 32) (zero past T and in columns
+// [D, Dk)) into s.
+__device__ __forceinline__ void stage_rows(StagedRows& s, const __nv_bfloat16* src, int ld, int r0, int T, int D,
+                                           int Dk) {
+  if (!vector_rows(D, ld)) return;
+  const int chunks = Dk / 8;
+#pragma unroll
+  for (int j = 0; j < kStageChunks; ++j) {
+    const int e = int(threadIdx.x) + j * int(kThreads), i = e / chunks, d = (e % chunks) * 8;
+    Bf16x8 x{};
+    if (i < kAttnTile && r0 + i < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r0 + i) * ld + d);
+    s.x[j] = x;
+  }
+}
+
+// Stores the staged rows into dst [32][pitch] (or loads them there).
+__device__ __forceinline__ void commit_rows(uint16_t* dst, int pitch, const StagedRows& s, const __nv_bfloat16* src,
+                                            int ld, int r0, int T, int D, int Dk) {
+  if (!vector_rows(D, ld)) {
+    load_rows(dst, pitch, src, ld, r0, kAttnTile, T, D, Dk);
+    return;
+  }
+  const int chunks = Dk / 8;
+#pragma unroll
+  for (int j = 0; j < kStageChunks; ++j) {
+    const int e = int(threadIdx.x) + j * int(kThreads), i = e / chunks, d = (e % chunks) * 8;
+    if (i < kAttnTile) *reinterpret_cast<Bf16x8*>(dst + i * pitch + d) = s.x[j];
+  }
+}
+
+// Two buffers of a key tile in shared memory: K [32][qp], V [32][qp] and
+// the keys' subtree ends [32] each.
+struct KeyTiles {
+  uint16_t* kv;
+  int32_t* ends;
+  int qp;
+  __device__ uint16_t* K(int b) const { return kv + b * 2 * kKeys * qp; }
+  __device__ uint16_t* V(int b) const { return K(b) + kKeys * qp; }
+  __device__ int32_t* se(int b) const { return ends + b * kKeys; }
+};
+
+struct StagedKeys {
+  StagedRows k, v;
+  int end;
+};
+
+// Key tile [k0, k0 + 32) of kv head kvh: stage, then commit into buffer b.
+__device__ __forceinline__ void stage_keys(StagedKeys& s, const TreeAttentionParams& p, const __nv_bfloat16* k,
+                                           const __nv_bfloat16* v, int ld, int kvh, int k0, int Dk) {
+  stage_rows(s.k, k + kvh * p.head_dim, ld, k0, p.T, p.head_dim, Dk);
+  stage_rows(s.v, v + kvh * p.head_dim, ld, k0, p.T, p.head_dim, Dk);
+  s.end = threadIdx.x < kKeys && k0 + int(threadIdx.x) < p.T ? p.subtree_end[k0 + threadIdx.x] : 0;
+}
+__device__ __forceinline__ void commit_keys(const KeyTiles& tiles, int b, const StagedKeys& s,
+                                            const TreeAttentionParams& p, const __nv_bfloat16* k,
+                                            const __nv_bfloat16* v, int ld, int kvh, int k0, int Dk) {
+  commit_rows(tiles.K(b), tiles.qp, s.k, k + kvh * p.head_dim, ld, k0, p.T, p.head_dim, Dk);
+  commit_rows(tiles.V(b), tiles.qp, s.v, v + kvh * p.head_dim, ld, k0, p.T, p.head_dim, Dk);
+  if (threadIdx.x < kKeys) tiles.se(b)[threadIdx.x] = s.end;
+}
+
+// The first key tile after kt (up to last) that a query at or past q0 may
+// see (tile_max_end > q0); last + 1 when none is left. Block-uniform.
+__device__ __forceinline__ int next_key_tile(const TreeAttentionParams& p, int kt, int last, int q0) {
+  for (++kt; kt <= last && p.tile_max_end[kt] <= q0; ++kt) {
+  }
+  return kt;
 }
 
 // Whether query i (below w1) sees key k0 + jj of the loaded tile (jj below
@@ -201,10 +271,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   FORGE_SHARED_MEMORY(uint16_t, smem);
   const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
   const int qp = Dk + kPad;
-  uint16_t* Qs = smem;                  // [64][qp]
-  uint16_t* Ks = Qs + kQueryTile * qp;  // [32][qp]
-  uint16_t* Vs = Ks + kKeys * qp;       // [32][qp]
-  int32_t* se = reinterpret_cast<int32_t*>(Vs + kKeys * qp);  // [32]
+  uint16_t* Qs = smem;  // [64][qp], then two key tile buffers
+  const KeyTiles tiles{Qs + kQueryTile * qp, reinterpret_cast<int32_t*>(Qs + (kQueryTile + 4 * kKeys) * qp), qp};
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
@@ -212,7 +280,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int steps = Dk / 16, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
+  const int last = (q1 - 1) / kKeys;
+  int kt = next_key_tile(p, -1, last, q0);
   load_rows(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
+  if (kt <= last) {
+    StagedKeys s;
+    stage_keys(s, p, k, v, ld, kvh, kt * kKeys, Dk);
+    commit_keys(tiles, 0, s, p, k, v, ld, kvh, kt * kKeys, Dk);
+  }
   __syncthreads();
   uint32_t qf[kMaxSteps][4];
 #pragma unroll
@@ -223,56 +298,58 @@ __global__ void __launch_bounds__(kThreads, 1)
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
 
-  const int last = (q1 - 1) / kKeys;
-  for (int kt = 0; kt <= last; ++kt) {
-    if (p.tile_max_end[kt] <= q0) continue;  // no query of the block sees these keys
-    const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
-    __syncthreads();  // the previous tile is no longer read
-    load_key_tile(Ks, Vs, se, p, k, v, ld, kvh, k0, Dk);
-    __syncthreads();
-    if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
-    const bool full = tile_all_visible(p, kt, w0, w1);
-
-    float s[kKeyGroups][4];
-    zero(s);
+  for (int b = 0; kt <= last; b ^= 1) {
+    const int nt = next_key_tile(p, kt, last, q0);
+    StagedKeys next{};
+    if (nt <= last) stage_keys(next, p, k, v, ld, kvh, nt * kKeys, Dk);
+    if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
+      const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
+      const bool full = tile_all_visible(p, kt, w0, w1);
+      const int32_t* se = tiles.se(b);
+      float s[kKeyGroups][4];
+      zero(s);
 #pragma unroll
-    for (int st = 0; st < kMaxSteps; ++st)
-      if (st < steps) mma_rows32(s, qf[st], Ks, qp, st, lane);
-    float mx[2] = {-INFINITY, -INFINITY};
+      for (int st = 0; st < kMaxSteps; ++st)
+        if (st < steps) mma_rows32(s, qf[st], tiles.K(b), qp, st, lane);
+      float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
+      for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
-        s[n][c] = vis ? s[n][c] * scale2 : -INFINITY;
-        mx[c >> 1] = fmaxf(mx[c >> 1], s[n][c]);
-      }
-    float corr[2], mref[2];
+        for (int c = 0; c < 4; ++c) {
+          const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
+          s[n][c] = vis ? s[n][c] * scale2 : -INFINITY;
+          mx[c >> 1] = fmaxf(mx[c >> 1], s[n][c]);
+        }
+      float corr[2], mref[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
-      const float mn = fmaxf(m[r], mx[r]);
-      mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
-      corr[r] = exp2f(m[r] - mref[r]);
-      m[r] = mn;
-      l[r] *= corr[r];
-    }
-#pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        s[n][c] = exp2f(s[n][c] - mref[c >> 1]);
-        l[c >> 1] += s[n][c];
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
+        const float mn = fmaxf(m[r], mx[r]);
+        mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
+        corr[r] = exp2f(m[r] - mref[r]);
+        m[r] = mn;
+        l[r] *= corr[r];
       }
 #pragma unroll
-    for (int n = 0; n < kMaxDimGroups; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
+      for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          s[n][c] = exp2f(s[n][c] - mref[c >> 1]);
+          l[c >> 1] += s[n][c];
+        }
+#pragma unroll
+      for (int n = 0; n < kMaxDimGroups; ++n) {
+        o[n][0] *= corr[0];
+        o[n][1] *= corr[0];
+        o[n][2] *= corr[1];
+        o[n][3] *= corr[1];
+      }
+      mma_times_rows(o, s, tiles.V(b), qp, dim_groups, lane);
     }
-    mma_times_rows(o, s, Vs, qp, dim_groups, lane);
+    if (nt <= last) commit_keys(tiles, b ^ 1, next, p, k, v, ld, kvh, nt * kKeys, Dk);
+    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
+    kt = nt;
   }
 
 #pragma unroll
@@ -287,12 +364,29 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // dK and dV of a 64-key tile of one kv head; warp w owns keys k0 + 16 w ..
 // k0 + 16 w + 15 (the MMA's M). For every head of the group and every
-// 32-query tile in [k0, tile_max_end), with Q and dO row-major in shared
-// memory (read plain as the B operand of S^T = K Q^T and dP^T = V dO^T,
-// with .trans as that of dK += dS^T Q and dV += P^T dO):
+// 32-query tile in [k0, tile_max_end) -- the steps, pipelined as above --
+// with Q and dO row-major in shared memory (read plain as the B operand of
+// S^T = K Q^T and dP^T = V dO^T, with .trans as that of dK += dS^T Q and
+// dV += P^T dO):
 //   P^T = 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - delta).
 // K and V fragments are read from shared memory per step (registers hold
 // the two 16 x Dk accumulators).
+struct StagedQueries {
+  StagedRows q, dout;
+  float lse2, delta;
+};
+
+// Step (h, q0): query tile [q0, q0 + 32) of head h, its lse (base 2) and delta.
+__device__ __forceinline__ void stage_queries(StagedQueries& s, const TreeAttentionParams& p,
+                                              const __nv_bfloat16* q, int ld, int h, int q0, int Dk) {
+  const int D = p.head_dim;
+  stage_rows(s.q, q + h * D, ld, q0, p.T, D, Dk);
+  stage_rows(s.dout, p.dout_bf16 + h * D, p.n_heads * D, q0, p.T, D, Dk);
+  const bool in = threadIdx.x < kQueries && q0 + int(threadIdx.x) < p.T;
+  s.lse2 = in ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
+  s.delta = in ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
+}
+
 __global__ void __launch_bounds__(kThreads, 1)
     tree_attention_dkdv_tc_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
                                   const __nv_bfloat16* __restrict__ k,
@@ -300,12 +394,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   FORGE_SHARED_MEMORY(uint16_t, smem);
   const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
   const int qp = Dk + kPad;
-  uint16_t* Ks = smem;                    // [64][qp]
-  uint16_t* Vs = Ks + kKeyTile * qp;      // [64][qp]
-  uint16_t* Qs = Vs + kKeyTile * qp;      // [32][qp]
-  uint16_t* dOs = Qs + kQueries * qp;     // [32][qp]
-  float* lse2 = reinterpret_cast<float*>(dOs + kQueries * qp);  // [32], base 2
-  float* delta = lse2 + kQueries;                         // [32]
+  uint16_t* Ks = smem;                // [64][qp]
+  uint16_t* Vs = Ks + kKeyTile * qp;  // [64][qp]
+  uint16_t* QO = Vs + kKeyTile * qp;  // buffer b: Q at QO + 2 b [32][qp], dO after it
+  float* stats = reinterpret_cast<float*>(QO + 4 * kQueries * qp);  // buffer b: lse2 [32], delta [32]
+  const auto Qs = [&](int b) { return QO + 2 * b * kQueries * qp; };
+  const auto dOs = [&](int b) { return Qs(b) + kQueries * qp; };
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int kvh = blockIdx.y, group = p.n_heads / p.n_kv_heads;
   const int k0 = blockIdx.x * kKeyTile;
@@ -314,8 +408,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int steps = Dk / 16, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
-  load_rows(Ks, qp, k + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
-  load_rows(Vs, qp, v + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
   int se[2];  // subtree ends of keys w0 + g and w0 + g + 8
 #pragma unroll
   for (int r = 0; r < 2; ++r) se[r] = w0 + g + 8 * r < w1 ? p.subtree_end[w0 + g + 8 * r] : 0;
@@ -324,25 +416,40 @@ __global__ void __launch_bounds__(kThreads, 1)
     q_end = max(q_end, p.tile_max_end[kt]);
   const int w_end = w0 < w1 ? p.tile_max_end[kt_w] : 0;
 
+  // Steps: heads h of the group, query tiles q0 in [k0, q_end).
+  const int h_end = (kvh + 1) * group;
+  int h = k0 < q_end ? kvh * group : h_end, q0 = k0;
+  const auto commit = [&](int b, const StagedQueries& s, int sh, int sq0) {
+    commit_rows(Qs(b), qp, s.q, q + sh * D, ld, sq0, p.T, D, Dk);
+    commit_rows(dOs(b), qp, s.dout, p.dout_bf16 + sh * D, HD, sq0, p.T, D, Dk);
+    if (threadIdx.x < kQueries) {
+      stats[2 * b * kQueries + threadIdx.x] = s.lse2;
+      stats[(2 * b + 1) * kQueries + threadIdx.x] = s.delta;
+    }
+  };
+  load_rows(Ks, qp, k + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
+  load_rows(Vs, qp, v + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
+  if (h < h_end) {
+    StagedQueries s;
+    stage_queries(s, p, q, ld, h, q0, Dk);
+    commit(0, s, h, q0);
+  }
+  __syncthreads();
+
   float dk[kMaxDimGroups][4], dv[kMaxDimGroups][4];
   zero(dk);
   zero(dv);
-  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-    for (int q0 = k0; q0 < q_end; q0 += kQueries) {
-      const int nq = min(p.T, q0 + kQueries) - q0;
-      __syncthreads();  // the previous query tile is no longer read
-      load_rows(Qs, qp, q + h * D, ld, q0, kQueries, p.T, D, Dk);
-      load_rows(dOs, qp, p.dout + h * D, HD, q0, kQueries, p.T, D, Dk);
-      if (threadIdx.x < kQueries) {
-        const bool in = int(threadIdx.x) < nq;
-        lse2[threadIdx.x] = in ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
-        delta[threadIdx.x] = in ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
-      }
-      __syncthreads();
-      // warp-uniform: no query of the tile sees this warp's keys
-      if (w0 >= w1 || q0 >= w_end || q0 + nq - 1 < w0) continue;
+  for (int b = 0; h < h_end; b ^= 1) {
+    int nh = h, nq0 = q0 + kQueries;
+    if (nq0 >= q_end) ++nh, nq0 = k0;
+    StagedQueries next{};
+    if (nh < h_end) stage_queries(next, p, q, ld, nh, nq0, Dk);
+    const int nq = min(p.T, q0 + kQueries) - q0;
+    // warp-uniform: a query of the tile sees this warp's keys
+    if (w0 < w1 && q0 < w_end && q0 + nq - 1 >= w0) {
       const bool full = tile_all_visible(p, kt_w, q0, q0 + nq);
-
+      const float* lse2 = stats + 2 * b * kQueries;
+      const float* delta = lse2 + kQueries;
       float s[4][4], dp[4][4];  // S^T and dP^T: 16 keys x 32 queries
       zero(s);
       zero(dp);
@@ -351,9 +458,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (st < steps) {
           uint32_t a[4];
           load_a(a, Ks + warp * kWarpRows * qp, qp, st, lane);
-          mma_rows32(s, a, Qs, qp, st, lane);
+          mma_rows32(s, a, Qs(b), qp, st, lane);
           load_a(a, Vs + warp * kWarpRows * qp, qp, st, lane);
-          mma_rows32(dp, a, dOs, qp, st, lane);
+          mma_rows32(dp, a, dOs(b), qp, st, lane);
         }
 #pragma unroll
       for (int n = 0; n < 4; ++n)
@@ -365,18 +472,22 @@ __global__ void __launch_bounds__(kThreads, 1)
           s[n][c] = pv;
           dp[n][c] = pv * (dp[n][c] - delta[ii]);
         }
-      mma_times_rows(dv, s, dOs, qp, dim_groups, lane);
-      mma_times_rows(dk, dp, Qs, qp, dim_groups, lane);
+      mma_times_rows(dv, s, dOs(b), qp, dim_groups, lane);
+      mma_times_rows(dk, dp, Qs(b), qp, dim_groups, lane);
     }
+    if (nh < h_end) commit(b ^ 1, next, nh, nq0);
+    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
+    h = nh;
+    q0 = nq0;
   }
   store_rows(p.dk + kvh * D, p.ld_qkv, dk, w0, w1, D, p.scale, p.scale, g, t);
   store_rows(p.dv + kvh * D, p.ld_qkv, dv, w0, w1, D, 1.0f, 1.0f, g, t);
 }
 
 // dQ of a 64-query tile of one head; warp w owns rows q0 + 16 w .. + 15.
-// The forward's loop over key tiles, with K and V row-major in shared memory
-// (read plain as the B operand of S = Q K^T and dP = dO V^T, K with .trans
-// as that of dQ += dS K):
+// The forward's loop over key tiles (pipelined the same way), with K and V
+// row-major in shared memory (read plain as the B operand of S = Q K^T and
+// dP = dO V^T, K with .trans as that of dQ += dS K):
 //   P = 2^(S scale log2 e - lse log2 e), dS = P (dP - delta), dQ = scale dS K.
 __global__ void __launch_bounds__(kThreads, 1)
     tree_attention_dq_tc_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
@@ -385,11 +496,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   FORGE_SHARED_MEMORY(uint16_t, smem);
   const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
   const int qp = Dk + kPad;
-  uint16_t* Qs = smem;                    // [64][qp]
-  uint16_t* dOs = Qs + kQueryTile * qp;   // [64][qp]
-  uint16_t* Ks = dOs + kQueryTile * qp;   // [32][qp]
-  uint16_t* Vs = Ks + kKeys * qp;         // [32][qp]
-  int32_t* se = reinterpret_cast<int32_t*>(Vs + kKeys * qp);  // [32]
+  uint16_t* Qs = smem;                   // [64][qp]
+  uint16_t* dOs = Qs + kQueryTile * qp;  // [64][qp], then two key tile buffers
+  const KeyTiles tiles{dOs + kQueryTile * qp, reinterpret_cast<int32_t*>(dOs + (kQueryTile + 4 * kKeys) * qp),
+                       qp};
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
@@ -397,8 +507,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int steps = Dk / 16, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
+  const int last = (q1 - 1) / kKeys;
+  int kt = next_key_tile(p, -1, last, q0);
   load_rows(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
-  load_rows(dOs, qp, p.dout + h * D, HD, q0, kQueryTile, p.T, D, Dk);
+  load_rows(dOs, qp, p.dout_bf16 + h * D, HD, q0, kQueryTile, p.T, D, Dk);
+  if (kt <= last) {
+    StagedKeys s;
+    stage_keys(s, p, k, v, ld, kvh, kt * kKeys, Dk);
+    commit_keys(tiles, 0, s, p, k, v, ld, kvh, kt * kKeys, Dk);
+  }
   __syncthreads();
   uint32_t qf[kMaxSteps][4], of[kMaxSteps][4];
 #pragma unroll
@@ -417,34 +534,36 @@ __global__ void __launch_bounds__(kThreads, 1)
   float dq[kMaxDimGroups][4];
   zero(dq);
 
-  const int last = (q1 - 1) / kKeys;
-  for (int kt = 0; kt <= last; ++kt) {
-    if (p.tile_max_end[kt] <= q0) continue;
-    const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
-    __syncthreads();
-    load_key_tile(Ks, Vs, se, p, k, v, ld, kvh, k0, Dk);
-    __syncthreads();
-    if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
-    const bool full = tile_all_visible(p, kt, w0, w1);
-
-    float s[kKeyGroups][4], dp[kKeyGroups][4];
-    zero(s);
-    zero(dp);
+  for (int b = 0; kt <= last; b ^= 1) {
+    const int nt = next_key_tile(p, kt, last, q0);
+    StagedKeys next{};
+    if (nt <= last) stage_keys(next, p, k, v, ld, kvh, nt * kKeys, Dk);
+    if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
+      const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
+      const bool full = tile_all_visible(p, kt, w0, w1);
+      const int32_t* se = tiles.se(b);
+      float s[kKeyGroups][4], dp[kKeyGroups][4];
+      zero(s);
+      zero(dp);
 #pragma unroll
-    for (int st = 0; st < kMaxSteps; ++st)
-      if (st < steps) {
-        mma_rows32(s, qf[st], Ks, qp, st, lane);
-        mma_rows32(dp, of[st], Vs, qp, st, lane);
-      }
+      for (int st = 0; st < kMaxSteps; ++st)
+        if (st < steps) {
+          mma_rows32(s, qf[st], tiles.K(b), qp, st, lane);
+          mma_rows32(dp, of[st], tiles.V(b), qp, st, lane);
+        }
 #pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
+      for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
-        const float pv = vis ? exp2f(s[n][c] * scale2 - lse2[c >> 1]) : 0.0f;
-        dp[n][c] = pv * (dp[n][c] - delta[c >> 1]);
-      }
-    mma_times_rows(dq, dp, Ks, qp, dim_groups, lane);
+        for (int c = 0; c < 4; ++c) {
+          const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
+          const float pv = vis ? exp2f(s[n][c] * scale2 - lse2[c >> 1]) : 0.0f;
+          dp[n][c] = pv * (dp[n][c] - delta[c >> 1]);
+        }
+      mma_times_rows(dq, dp, tiles.K(b), qp, dim_groups, lane);
+    }
+    if (nt <= last) commit_keys(tiles, b ^ 1, next, p, k, v, ld, kvh, nt * kKeys, Dk);
+    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
+    kt = nt;
   }
   store_rows(p.dq + h * D, p.ld_qkv, dq, w0, w1, D, p.scale, p.scale, g, t);
 }
@@ -461,17 +580,17 @@ void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, c
 
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const int Dk = padded_dim(p.head_dim), qp = Dk + kPad;
-  const size_t smem = bf16_rows(kQueryTile + 2 * kKeys, qp) + kKeys * sizeof(int32_t);
+  const size_t smem = bf16_rows(kQueryTile + 4 * kKeys, qp) + 2 * kKeys * sizeof(int32_t);
   launch_with_shared(tree_attention_fwd_tc_kernel, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads), smem,
                      stream, p, in);
 }
 
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const int Dk = padded_dim(p.head_dim), qp = Dk + kPad;
-  const size_t dkdv_smem = bf16_rows(2 * kKeyTile + 2 * kQueries, qp) + 2 * kQueries * sizeof(float);
+  const size_t dkdv_smem = bf16_rows(2 * kKeyTile + 4 * kQueries, qp) + 4 * kQueries * sizeof(float);
   launch_with_shared(tree_attention_dkdv_tc_kernel, dim3((p.T + kKeyTile - 1) / kKeyTile, p.n_kv_heads),
                      dkdv_smem, stream, p, in);
-  const size_t dq_smem = bf16_rows(2 * kQueryTile + 2 * kKeys, qp) + kKeys * sizeof(int32_t);
+  const size_t dq_smem = bf16_rows(2 * kQueryTile + 4 * kKeys, qp) + 2 * kKeys * sizeof(int32_t);
   launch_with_shared(tree_attention_dq_tc_kernel, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads),
                      dq_smem, stream, p, in);
 }
