@@ -33,7 +33,9 @@
 // BLIS_ARCH_TYPE even when it is a fallback (with a warning). forge requests
 // configurations only from Debian's build (libblis4-openmp at its path),
 // which holds all of the above; BLIS aborts on a configuration it was built
-// without, so any other libblis.so.4 decides alone.
+// without, so any other libblis.so.4 (a relocated copy, tools/gpu_bundle.sh)
+// decides alone, but for a BLIS_ARCH_TYPE the user set: that one is resolved
+// as above (by id or name) and never replaced.
 #pragma once
 #include <string>
 #include <vector>

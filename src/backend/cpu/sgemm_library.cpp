@@ -75,18 +75,24 @@ const Blis& blis() {
       // forge requests configurations only from Debian's build, which holds
       // every x86-64 one (its 'x86_64' family): BLIS aborts on a
       // configuration it was built without, and another build may lack skx.
+      // Another build decides alone, but for a BLIS_ARCH_TYPE set by the user:
+      // resolved as for Debian's (a name to its id: BLIS 0.9 reads only
+      // numbers), never replaced (policy keep).
       const bool every_config = path == std::string(kDebianBlis);
-      const std::vector<std::string> names = every_config ? arch_names(arch_name) : std::vector<std::string>{};
+      const char* user_arch = std::getenv("BLIS_ARCH_TYPE");
+      const bool user_set = user_arch && *user_arch;
+      const std::vector<std::string> names =
+          every_config || user_set ? arch_names(arch_name) : std::vector<std::string>{};
       const CpuIdentity cpu = detect_cpu_identity();
       const CpuLevel level = detect_cpu_level();
       if (names.empty()) {
         init();  // BLIS decides alone
-        if (!std::getenv("BLIS_ARCH_TYPE")) {
+        if (!user_set) {
           out.note = blis_slow_config_warning(cpu, level, arch_name(arch_id()));
           out.warn = !out.note.empty();
         }
       } else {
-        const char* policy = std::getenv("FORGE_BLAS_CORETYPE");
+        const char* policy = every_config ? std::getenv("FORGE_BLAS_CORETYPE") : "keep";
         const BlisConfigRequest request =
             request_blis_config(cpu, level, std::getenv("BLIS_ARCH_TYPE"), names, policy ? policy : "");
         init_blis(init, request);
