@@ -6,7 +6,7 @@
 # .gpu/ of the checkout (ignored by git):
 #   .gpu/forge-gpu.tar.gz  bin/ (forge, forge_unit_tests, forge_mpi_tests,
 #                          bench_cuda_kernels, bench_train_step,
-#                          bench_tree_merge), lib/ (every library they load
+#                          bench_tree_merge, bench_blas), lib/ (every library they load
 #                          except glibc's and CUDA's), configs/
 #   .gpu/openmpi.tar.gz    Debian's Open MPI runtime, relocatable with
 #                          OPAL_PREFIX: bin/ (orterun, mpirun, orted), lib/
@@ -22,7 +22,8 @@ sys=/usr/lib/x86_64-linux-gnu
 skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.'
 
 bins=("$build/forge" "$build/tests/forge_unit_tests" "$build/tests/forge_mpi_tests"
-      "$build/bench/bench_cuda_kernels" "$build/bench/bench_train_step" "$build/bench/bench_tree_merge")
+      "$build/bench/bench_cuda_kernels" "$build/bench/bench_train_step" "$build/bench/bench_tree_merge"
+      "$build/bench/bench_blas")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "gpu_bundle: $b is missing; run ./forge.sh build first" >&2; exit 1; }
 done

@@ -16,12 +16,16 @@
 #   tests     forge_unit_tests --gtest_filter='CudaDevice.*'
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck over the
 #             attention, head and policy-loss cases (FP32 and bf16)
-#   kernels   bench_cuda_kernels at T 4096 and 16384 (D 128), 16384 (D 64),
+#   kernels   bench_cuda_kernels at T 16384 (D 128, then 64) and 4096 (D 128),
 #             with PyTorch's SDPA beside forge's attention
 #   train     bench_train_step --backend=cuda at the reference size and at
 #             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens, the
 #             latter with --profile (ms per backend operation, FP32 and bf16)
 #   merge     bench_tree_merge --backend=cuda, FP32 and bf16
+#   cpu       the host CPU's figures: bench_blas, bench_train_step --backend=cpu
+# A/B: where .gpu/baseline/ holds bench_cuda_kernels or bench_train_step of
+# an earlier build, the kernels and train stages run them too (--no-torch),
+# each right after the current build's run on the same shape.
 #   rl        the main job's RL phase (mpirun, 5 ranks sharing the GPU, 50
 #             steps from runs/demo/sft, 64 evaluation tasks) with
 #             --run.backend=cuda, then cpu (rl-cuda, rl-cpu: one of them)
@@ -36,8 +40,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(tests sanitize kernels train merge)
 for stage in "${stages[@]}"; do
   case $stage in
-    tests | sanitize | kernels | train | merge | rl | rl-cuda | rl-cpu | publish) ;;
-    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge rl rl-cuda rl-cpu publish)"; exit 2 ;;
+    tests | sanitize | kernels | train | merge | cpu | rl | rl-cuda | rl-cpu | publish) ;;
+    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge cpu rl rl-cuda rl-cpu publish)"; exit 2 ;;
   esac
 done
 [ -f "$root/.gpu/forge-gpu.tar.gz" ] || { echo "gpu_checks: no .gpu/forge-gpu.tar.gz (run tools/gpu_bundle.sh)"; exit 2; }
@@ -55,6 +59,7 @@ export LD_LIBRARY_PATH=$pkg/lib:$cuda/lib64:/usr/lib/x86_64-linux-gnu${LD_LIBRAR
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-16}
 export FORGE_PYTHON=${FORGE_PYTHON:-$(command -v python3)}
 bin=$pkg/bin
+base=$root/.gpu/baseline  # an earlier build's bench binaries, for A/B on the same GPU
 failed=0
 
 budget=${GPU_CHECKS_SECONDS:-0}
@@ -94,13 +99,19 @@ for stage in "${stages[@]}"; do
         run sanitize 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/forge_unit_tests" --gtest_filter="$cases"
       done ;;
     kernels)
-      run kernels 200 "$bin/bench_cuda_kernels" --tokens=4096
-      run kernels 200 "$bin/bench_cuda_kernels" --tokens=16384 --reps=5
-      run kernels 200 "$bin/bench_cuda_kernels" --tokens=16384 --dim=64 --reps=5 ;;
+      for shape in "--tokens=16384 --reps=5" "--tokens=16384 --dim=64 --reps=5" "--tokens=4096"; do
+        # shellcheck disable=SC2086  # the shape is a list of flags
+        run kernels 200 "$bin/bench_cuda_kernels" $shape
+        [ -x "$base/bench_cuda_kernels" ] && run kernels 200 "$base/bench_cuda_kernels" $shape --no-torch
+      done ;;
     train)
       run train 200 "$bin/bench_train_step" --backend=cuda --rounds=2
-      run train 400 "$bin/bench_train_step" --backend=cuda --d_model=1024 --layers=16 --heads=16 --ffn=2816 \
-        --batch=16 --seq=1024 --rounds=2 --profile ;;
+      big=(--backend=cuda --d_model=1024 --layers=16 --heads=16 --ffn=2816 --batch=16 --seq=1024 --rounds=2)
+      run train 400 "$bin/bench_train_step" "${big[@]}" --profile
+      [ -x "$base/bench_train_step" ] && run train 300 "$base/bench_train_step" "${big[@]}" --no-torch ;;
+    cpu)
+      run cpu 200 "$bin/bench_blas"
+      run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2 ;;
     merge)
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 ;;
