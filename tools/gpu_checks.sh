@@ -87,7 +87,9 @@ run() {
   return $rc
 }
 
-{ nvidia-smi -L; lscpu | grep -E "^(Model name|CPU\(s\)):"; } 2>&1 | tee "$out/device.log"
+{ nvidia-smi -L; lscpu | grep -E "^(Model name|CPU family|Model|CPU\(s\)):"
+  grep -o -w -E "avx512f|avx512_bf16|avx512_fp16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } 2>&1 |
+  tee "$out/device.log"
 for stage in "${stages[@]}"; do
   : >"$out/$stage.log"
   case $stage in
