@@ -16,10 +16,14 @@
 // the B operand of a product with a tile as X^T plain, the B operand of a
 // product with a tile as Y (P V, dS K, P^T dO, dS^T Q) with .trans. Rows
 // past T are zero and masked, so no NaN enters an MMA. mma.cuh has the
-// instructions and their fragments. The tiles a kernel streams (key tiles in
-// the forward and dQ, query tiles in dK/dV) are double-buffered: the next
-// tile's global loads are in flight in registers while the current one is
-// computed on, then stored into the other buffer; one __syncthreads a tile.
+// instructions and their fragments. The tiles the backward streams (key
+// tiles in dQ, query tiles in dK/dV) are double-buffered: the next tile's
+// global loads are in flight in registers while the current one is computed
+// on, then stored into the other buffer; one __syncthreads a tile. The
+// forward loads its key tiles between two barriers: double-buffered it ran
+// no faster at D 128 and 30% slower at D 64 on an H200 (its registers grew
+// from 166 to 199, two resident blocks per SM instead of three;
+// docs/cuda.md, "Measured on an H200").
 //
 // Forward, block = (64 queries, head):
 //   S (16 x 32) = Q_w K^T, Q_w's fragments in registers for the whole kernel;
@@ -244,6 +248,17 @@ __device__ __forceinline__ void commit_keys(const KeyTiles& tiles, int b, const 
   if (threadIdx.x < kKeys) tiles.se(b)[threadIdx.x] = s.end;
 }
 
+// Key tile [k0, k0 + 32) of one kv head into Ks and Vs ([32][Dk + 8] each)
+// and its subtree ends into se; the caller syncs before and after.
+__device__ __forceinline__ void load_key_tile(uint16_t* Ks, uint16_t* Vs, int32_t* se, const TreeAttentionParams& p,
+                                              const __nv_bfloat16* k, const __nv_bfloat16* v, int ld, int kvh, int k0,
+                                              int Dk) {
+  const int D = p.head_dim;
+  load_rows(Ks, Dk + kPad, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+  load_rows(Vs, Dk + kPad, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
+  if (threadIdx.x < kKeys) se[threadIdx.x] = k0 + int(threadIdx.x) < p.T ? p.subtree_end[k0 + threadIdx.x] : 0;
+}
+
 // The first key tile after kt (up to last) that a query at or past q0 may
 // see (tile_max_end > q0); last + 1 when none is left. Block-uniform.
 __device__ __forceinline__ int next_key_tile(const TreeAttentionParams& p, int kt, int last, int q0) {
@@ -271,8 +286,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   FORGE_SHARED_MEMORY(uint16_t, smem);
   const int D = p.head_dim, Dk = padded_dim(D), HD = p.n_heads * D;
   const int qp = Dk + kPad;
-  uint16_t* Qs = smem;  // [64][qp], then two key tile buffers
-  const KeyTiles tiles{Qs + kQueryTile * qp, reinterpret_cast<int32_t*>(Qs + (kQueryTile + 4 * kKeys) * qp), qp};
+  uint16_t* Qs = smem;                  // [64][qp]
+  uint16_t* Ks = Qs + kQueryTile * qp;  // [32][qp]
+  uint16_t* Vs = Ks + kKeys * qp;       // [32][qp]
+  int32_t* se = reinterpret_cast<int32_t*>(Vs + kKeys * qp);  // [32]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
@@ -280,14 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int steps = Dk / 16, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
-  const int last = (q1 - 1) / kKeys;
-  int kt = next_key_tile(p, -1, last, q0);
   load_rows(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
-  if (kt <= last) {
-    StagedKeys s;
-    stage_keys(s, p, k, v, ld, kvh, kt * kKeys, Dk);
-    commit_keys(tiles, 0, s, p, k, v, ld, kvh, kt * kKeys, Dk);
-  }
   __syncthreads();
   uint32_t qf[kMaxSteps][4];
 #pragma unroll
@@ -298,58 +308,56 @@ __global__ void __launch_bounds__(kThreads, 1)
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
 
-  for (int b = 0; kt <= last; b ^= 1) {
-    const int nt = next_key_tile(p, kt, last, q0);
-    StagedKeys next{};
-    if (nt <= last) stage_keys(next, p, k, v, ld, kvh, nt * kKeys, Dk);
-    if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
-      const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
-      const bool full = tile_all_visible(p, kt, w0, w1);
-      const int32_t* se = tiles.se(b);
-      float s[kKeyGroups][4];
-      zero(s);
+  const int last = (q1 - 1) / kKeys;
+  for (int kt = 0; kt <= last; ++kt) {
+    if (p.tile_max_end[kt] <= q0) continue;  // no query of the block sees these keys
+    const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
+    __syncthreads();  // the previous tile is no longer read
+    load_key_tile(Ks, Vs, se, p, k, v, ld, kvh, k0, Dk);
+    __syncthreads();
+    if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
+    const bool full = tile_all_visible(p, kt, w0, w1);
+
+    float s[kKeyGroups][4];
+    zero(s);
 #pragma unroll
-      for (int st = 0; st < kMaxSteps; ++st)
-        if (st < steps) mma_rows32(s, qf[st], tiles.K(b), qp, st, lane);
-      float mx[2] = {-INFINITY, -INFINITY};
+    for (int st = 0; st < kMaxSteps; ++st)
+      if (st < steps) mma_rows32(s, qf[st], Ks, qp, st, lane);
+    float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int n = 0; n < kKeyGroups; ++n)
+    for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
-          s[n][c] = vis ? s[n][c] * scale2 : -INFINITY;
-          mx[c >> 1] = fmaxf(mx[c >> 1], s[n][c]);
-        }
-      float corr[2], mref[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
-        const float mn = fmaxf(m[r], mx[r]);
-        mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
-        corr[r] = exp2f(m[r] - mref[r]);
-        m[r] = mn;
-        l[r] *= corr[r];
+      for (int c = 0; c < 4; ++c) {
+        const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
+        s[n][c] = vis ? s[n][c] * scale2 : -INFINITY;
+        mx[c >> 1] = fmaxf(mx[c >> 1], s[n][c]);
       }
+    float corr[2], mref[2];
 #pragma unroll
-      for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          s[n][c] = exp2f(s[n][c] - mref[c >> 1]);
-          l[c >> 1] += s[n][c];
-        }
-#pragma unroll
-      for (int n = 0; n < kMaxDimGroups; ++n) {
-        o[n][0] *= corr[0];
-        o[n][1] *= corr[0];
-        o[n][2] *= corr[1];
-        o[n][3] *= corr[1];
-      }
-      mma_times_rows(o, s, tiles.V(b), qp, dim_groups, lane);
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
+      const float mn = fmaxf(m[r], mx[r]);
+      mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
+      corr[r] = exp2f(m[r] - mref[r]);
+      m[r] = mn;
+      l[r] *= corr[r];
     }
-    if (nt <= last) commit_keys(tiles, b ^ 1, next, p, k, v, ld, kvh, nt * kKeys, Dk);
-    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
-    kt = nt;
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        s[n][c] = exp2f(s[n][c] - mref[c >> 1]);
+        l[c >> 1] += s[n][c];
+      }
+#pragma unroll
+    for (int n = 0; n < kMaxDimGroups; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+    mma_times_rows(o, s, Vs, qp, dim_groups, lane);
   }
 
 #pragma unroll
@@ -580,7 +588,7 @@ void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, c
 
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const int Dk = padded_dim(p.head_dim), qp = Dk + kPad;
-  const size_t smem = bf16_rows(kQueryTile + 4 * kKeys, qp) + 2 * kKeys * sizeof(int32_t);
+  const size_t smem = bf16_rows(kQueryTile + 2 * kKeys, qp) + kKeys * sizeof(int32_t);
   launch_with_shared(tree_attention_fwd_tc_kernel, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads), smem,
                      stream, p, in);
 }
