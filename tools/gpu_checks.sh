@@ -49,7 +49,8 @@ mkdir -p "$out"
 
 pkg=$(mktemp -d)
 ompi=$(mktemp -d)
-trap 'rm -rf "$pkg" "$ompi"' EXIT
+runs=$(mktemp -d)  # the RL stages' run folders: only logs go to $out (a device call returns few files)
+trap 'rm -rf "$pkg" "$ompi" "$runs"' EXIT
 tar xzf "$root/.gpu/forge-gpu.tar.gz" -C "$pkg" ||
   { echo "gpu_checks: cannot unpack .gpu/forge-gpu.tar.gz (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
 cuda=/usr/local/cuda
@@ -136,7 +137,7 @@ for stage in "${stages[@]}"; do
       mpirun=(mpirun --allow-run-as-root --oversubscribe -np 5 -x LD_LIBRARY_PATH -x PATH -x OMP_WAIT_POLICY=PASSIVE)
       if [ "$stage" = publish ]; then
         run publish 300 "${mpirun[@]}" "$bin/forge" train --config "$pkg/configs/agent_demo.ini" \
-          --run.dir="$out/publish-206m" --run.backend=cuda --run.threads=1 --model.d_model=1024 --model.n_layers=16 \
+          --run.dir="$runs/publish-206m" --run.backend=cuda --run.threads=1 --model.d_model=1024 --model.n_layers=16 \
           --model.n_heads=16 --model.n_kv_heads=16 --model.ffn_dim=2816 --optim.lr=1e-5 --optim.warmup_steps=0 \
           --train.steps=3 --train.tasks=8 --train.eval_tasks=1
         continue
@@ -147,7 +148,7 @@ for stage in "${stages[@]}"; do
         threads=1
         [ "$backend" = cpu ] && threads=3  # 5 ranks on 16 cores
         run "$stage" 600 "${mpirun[@]}" "$bin/forge" train --config "$pkg/configs/agent_demo.ini" \
-          --train.init="$root/runs/demo/sft" --run.dir="$out/rl-$backend" --run.backend=$backend \
+          --train.init="$root/runs/demo/sft" --run.dir="$runs/rl-$backend" --run.backend=$backend \
           --run.threads=$threads --optim.lr=1e-4 --optim.warmup_steps=0 --train.steps=50 --train.eval_tasks=64
       done ;;
   esac
