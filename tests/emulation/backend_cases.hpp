@@ -184,8 +184,8 @@ inline void rows(Backend& dev, Backend& cpu) {
 
 inline void rmsnorm(Backend& dev, Backend& cpu) {
   Rng rng(4);
-  for (int d : {50, 300}) {
-    const int T = 37;
+  // T = 530: dw's partial sums over three row chunks (256, 256, 18 rows)
+  for (auto [T, d] : {std::pair{37, 50}, std::pair{37, 300}, std::pair{530, 50}}) {
     Pair<float> x(dev, cpu, random_vec(rng, size_t(T) * d)), w(dev, cpu, random_vec(rng, d));
     Pair<float> y(dev, cpu, std::vector<float>(size_t(T) * d)), rstd(dev, cpu, std::vector<float>(T));
     Pair<float> dy(dev, cpu, random_vec(rng, size_t(T) * d)), dx(dev, cpu, random_vec(rng, size_t(T) * d));
@@ -195,7 +195,7 @@ inline void rmsnorm(Backend& dev, Backend& cpu) {
       be->rmsnorm_fwd(pick(x), pick(w), pick(y), pick(rstd), T, d, 1e-5f);
       be->rmsnorm_bwd(pick(x), pick(w), pick(rstd), pick(dy), pick(dx), pick(dw), T, d);
     }
-    const std::string at = " d=" + std::to_string(d);
+    const std::string at = " T=" + std::to_string(T) + " d=" + std::to_string(d);
     y.expect_equal("rmsnorm y" + at);
     rstd.expect_equal("rmsnorm rstd" + at);
     dx.expect_equal("rmsnorm dx (accumulated)" + at);

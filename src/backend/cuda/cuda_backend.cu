@@ -131,7 +131,8 @@ class CudaBackend final : public Backend {
   }
   void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                    float* dw, int T, int d) override {
-    launch_rmsnorm_bwd(x, w, rstd, dy, dx, dw, T, d, stream_);
+    launch_rmsnorm_bwd(x, w, rstd, dy, dx, dw, rmsnorm_partials_.get<float>(rmsnorm_dw_partials(T, d)), T, d,
+                       stream_);
   }
   void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
             bool inverse) override {
@@ -232,7 +233,8 @@ class CudaBackend final : public Backend {
   const bool bf16_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_, paged_partials_;
+  Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_, paged_partials_,
+      rmsnorm_partials_;
   Scratch gemm_a_, gemm_b_, qkv_bf16_, dout_bf16_, head_hidden_;  // bf16 mode
 };
 

@@ -5,6 +5,7 @@ FORGE_CUDA_NAMESPACE_BEGIN
 namespace {
 constexpr unsigned kRowThreads = 128;
 constexpr int kColTile = 32, kRowLanes = 8;
+constexpr int kDwChunkRows = 256;  // rows per dw partial
 
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_fwd_kernel(const float* __restrict__ x, const float* __restrict__ w,
@@ -34,24 +35,40 @@ __global__ void __launch_bounds__(kRowThreads)
     dx[row + i] += r * w[i] * dy[row + i] - c * x[row + i];
 }
 
-// blockDim (kColTile, kRowLanes): column blockIdx.x * kColTile + threadIdx.x.
+// blockDim (kColTile, kRowLanes), grid (column tiles, row chunks): column
+// blockIdx.x * kColTile + threadIdx.x over the rows of chunk blockIdx.y, the
+// kRowLanes lanes folded in shared memory in lane order, into
+// partials[chunk][col].
 __global__ void __launch_bounds__(kColTile* kRowLanes)
-    rmsnorm_dw_kernel(const float* __restrict__ x, const float* __restrict__ rstd,
-                      const float* __restrict__ dy, float* __restrict__ dw, int T, int d) {
+    rmsnorm_dw_partial_kernel(const float* __restrict__ x, const float* __restrict__ rstd,
+                              const float* __restrict__ dy, float* __restrict__ partials, int T, int d) {
   FORGE_SHARED_MEMORY(float, part);  // [kRowLanes][kColTile]
   const int col = blockIdx.x * kColTile + threadIdx.x;
+  const int t0 = blockIdx.y * kDwChunkRows, t1 = min(T, t0 + kDwChunkRows);
   float acc = 0;
   if (col < d)
-    for (int t = threadIdx.y; t < T; t += kRowLanes)
+    for (int t = t0 + threadIdx.y; t < t1; t += kRowLanes)
       acc += dy[size_t(t) * d + col] * x[size_t(t) * d + col] * rstd[t];
   part[threadIdx.y * kColTile + threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && col < d) {
     float s = 0;
     for (int l = 0; l < kRowLanes; ++l) s += part[l * kColTile + threadIdx.x];
-    dw[col] += s;
+    partials[size_t(blockIdx.y) * d + col] = s;
   }
 }
+
+// dw[col] += the chunks' partial sums, in chunk order.
+__global__ void __launch_bounds__(kRowThreads)
+    rmsnorm_dw_sum_kernel(const float* __restrict__ partials, float* __restrict__ dw, int chunks, int d) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= d) return;
+  float s = 0;
+  for (int c = 0; c < chunks; ++c) s += partials[size_t(c) * d + col];
+  dw[col] += s;
+}
+
+int dw_chunks(int T) { return (T + kDwChunkRows - 1) / kDwChunkRows; }
 }  // namespace
 
 void launch_rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
@@ -61,13 +78,18 @@ void launch_rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, i
                  rstd, d, eps);
 }
 
+size_t rmsnorm_dw_partials(int T, int d) { return T > 0 ? size_t(dw_chunks(T)) * d : 0; }
+
 void launch_rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
-                        float* dx, float* dw, int T, int d, cudaStream_t stream) {
+                        float* dx, float* dw, float* partials, int T, int d, cudaStream_t stream) {
   if (T <= 0) return;
   FORGE_LAUNCH(rmsnorm_dx_kernel, unsigned(T), kRowThreads, 32 * sizeof(float), stream, x, w, rstd,
                dy, dx, d);
-  FORGE_LAUNCH(rmsnorm_dw_kernel, unsigned((d + kColTile - 1) / kColTile), dim3(kColTile, kRowLanes),
-               kColTile * kRowLanes * sizeof(float), stream, x, rstd, dy, dw, T, d);
+  const int chunks = dw_chunks(T);
+  FORGE_LAUNCH(rmsnorm_dw_partial_kernel, dim3((d + kColTile - 1) / kColTile, chunks), dim3(kColTile, kRowLanes),
+               kColTile * kRowLanes * sizeof(float), stream, x, rstd, dy, partials, T, d);
+  FORGE_LAUNCH(rmsnorm_dw_sum_kernel, unsigned((d + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream,
+               partials, dw, chunks, d);
 }
 
 FORGE_CUDA_NAMESPACE_END

@@ -3,9 +3,12 @@
 //   dx += rstd * w * dy - x * rstd^3 * <w * dy, x> / d
 //   dw += sum_t dy_t * x_t * rstd_t
 // Forward and dx: one block of 128 threads per row, a block reduction for
-// the sum (one read of x, one write of y: 8 d bytes per row). dw: one block
-// per 32 columns, 8 row lanes, summed in shared memory in a fixed order, so
-// dw is deterministic (no atomics).
+// the sum (one read of x, one write of y: 8 d bytes per row). dw: a block
+// per 32 columns and 256-row chunk (8 row lanes summed in shared memory)
+// writes the chunk's column sums to scratch, and a second kernel adds the
+// chunks' sums into dw in chunk order: fixed orders throughout, so dw is
+// deterministic (no atomics). (A block per column tile over all rows left
+// the GPU nearly idle: 32 blocks at d 1024.)
 #pragma once
 #include "backend/cuda/cuda_compat.cuh"
 
@@ -13,7 +16,9 @@ FORGE_CUDA_NAMESPACE_BEGIN
 
 void launch_rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
                         float eps, cudaStream_t stream);
+// Floats of scratch launch_rmsnorm_bwd needs for T rows of d.
+size_t rmsnorm_dw_partials(int T, int d);
 void launch_rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
-                        float* dx, float* dw, int T, int d, cudaStream_t stream);
+                        float* dx, float* dw, float* partials, int T, int d, cudaStream_t stream);
 
 FORGE_CUDA_NAMESPACE_END
