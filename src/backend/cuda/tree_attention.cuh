@@ -14,7 +14,8 @@
 // SIMT kernels: tiles of kTile = 32 rows for queries and keys; blocks of 4 warps. Per key
 // tile the host-side pre-pass stores max and min of subtree_end
 // (tile_max_end, tile_min_end). A key tile with tile_max_end <= q0 is seen by
-// no query of a tile starting at q0: it is skipped without loading. A key
+// no query of a tile starting at q0: it is skipped without loading, and with
+// it every key before tile_max_end (next_tile_after_unseen). A key
 // tile that ends at or before q0 and whose tile_min_end >= q1 is visible to
 // every query of the tile: the mask is not evaluated.
 //
@@ -82,6 +83,16 @@ inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }
 __device__ __forceinline__ bool tile_all_visible(const TreeAttentionParams& p, int kt, int q0, int q1) {
   const int k0 = kt * kAttnTile;
   return k0 + kAttnTile <= p.T && k0 + kAttnTile - 1 <= q0 && p.tile_min_end[kt] >= q1;
+}
+
+// Where key tile kt is seen by no query at or past q0 (tile_max_end[kt] <=
+// q0), neither is any key before tile_max_end[kt]: in DFS pre-order those
+// keys are descendants of tile kt's keys, whose subtrees end by then. The
+// tile to look at next: the one holding key tile_max_end[kt], or kt + 1. So
+// a query tile late in a bin of many samples passes each earlier sample (or
+// sibling subtree) in one step, not tile by tile.
+__device__ __forceinline__ int next_tile_after_unseen(const TreeAttentionParams& p, int kt) {
+  return max(kt + 1, p.tile_max_end[kt] / kAttnTile);
 }
 
 // p.tile_max_end / p.tile_min_end: attention_tiles(T) int32 of scratch each.

@@ -260,10 +260,9 @@ __device__ __forceinline__ void load_key_tile(uint16_t* Ks, uint16_t* Vs, int32_
 }
 
 // The first key tile after kt (up to last) that a query at or past q0 may
-// see (tile_max_end > q0); last + 1 when none is left. Block-uniform.
+// see (tile_max_end > q0); past last when none is left. Block-uniform.
 __device__ __forceinline__ int next_key_tile(const TreeAttentionParams& p, int kt, int last, int q0) {
-  for (++kt; kt <= last && p.tile_max_end[kt] <= q0; ++kt) {
-  }
+  for (++kt; kt <= last && p.tile_max_end[kt] <= q0;) kt = next_tile_after_unseen(p, kt);
   return kt;
 }
 
@@ -310,7 +309,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int last = (q1 - 1) / kKeys;
   for (int kt = 0; kt <= last; ++kt) {
-    if (p.tile_max_end[kt] <= q0) continue;  // no query of the block sees these keys
+    if (p.tile_max_end[kt] <= q0) {  // no query of the block sees these keys
+      kt = next_tile_after_unseen(p, kt) - 1;
+      continue;
+    }
     const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
     __syncthreads();  // the previous tile is no longer read
     load_key_tile(Ks, Vs, se, p, k, v, ld, kvh, k0, Dk);
