@@ -12,11 +12,30 @@
 #                          OPAL_PREFIX: bin/ (orterun, mpirun, orted), lib/
 #                          (openmpi/ with its plugins, pmix2/, and the
 #                          libraries the plugins load), share/, etc/
-# Progress on stdout; exits 1 when a binary is missing (build first).
+#   .gpu/baseline/         with --baseline REV only: bench_cuda_kernels and
+#                          bench_train_step built at commit REV (a Release
+#                          build in a temporary git worktree, a few minutes),
+#                          and REVISION; gpu_checks.sh then runs them beside
+#                          the current build's, on the same GPU (A/B)
+# Progress on stdout; exits 1 when a binary is missing (build first), 2 on a
+# bad argument.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FORGE_BUILD_DIR:-$root/build}
 out=$root/.gpu
+baseline=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --baseline) [ $# -ge 2 ] || { echo "gpu_bundle: --baseline needs a commit" >&2; exit 2; }; baseline=$2; shift 2 ;;
+    --baseline=*) baseline=${1#*=}; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_bundle: unknown argument '$1' (usage: tools/gpu_bundle.sh [--baseline REV])" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$baseline" ]; then
+  rev=$(git -C "$root" rev-parse --verify --quiet "$baseline^{commit}") ||
+    { echo "gpu_bundle: --baseline $baseline is not a commit of this repository" >&2; exit 2; }
+fi
 sys=/usr/lib/x86_64-linux-gnu
 # Libraries the GPU machine has (glibc's, the CUDA runtime and libraries).
 skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.'
@@ -67,4 +86,22 @@ copy_deps "$o/lib" /usr/bin/orterun /usr/bin/orted "${plugins[@]}"
 tar czf "$out/openmpi.tar.gz" -C "$o" .
 echo "gpu_bundle: $out/openmpi.tar.gz ($(du -h "$out/openmpi.tar.gz" | cut -f1))"
 rm -rf "$out/pkg" "$out/ompi"
+
+if [ -n "$baseline" ]; then
+  wt=$(mktemp -d)
+  trap 'git -C "$root" worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"' EXIT
+  git -C "$root" worktree add --detach --quiet "$wt" "$rev"
+  echo "gpu_bundle: building the baseline's bench_cuda_kernels and bench_train_step at $rev"
+  if ! { cmake -S "$wt" -B "$wt/build" -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build "$wt/build" -j"$(nproc)" --target bench_cuda_kernels bench_train_step; } >"$wt/build.log" 2>&1; then
+    tail -n 30 "$wt/build.log" >&2
+    echo "gpu_bundle: the baseline's build failed at $rev" >&2
+    exit 1
+  fi
+  rm -rf "$out/baseline"
+  mkdir -p "$out/baseline"
+  cp "$wt/build/bench/bench_cuda_kernels" "$wt/build/bench/bench_train_step" "$out/baseline/"
+  echo "$rev" >"$out/baseline/REVISION"
+  echo "gpu_bundle: $out/baseline ($(du -sh "$out/baseline" | cut -f1), commit $rev)"
+fi
 echo "gpu_bundle: carry .gpu (and runs/demo/sft for the RL check) to the GPU machine; there run bash tools/gpu_checks.sh"

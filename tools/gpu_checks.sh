@@ -89,7 +89,8 @@ run() {
 }
 
 { nvidia-smi -L; lscpu | grep -E "^(Model name|CPU family|Model|CPU\(s\)):"
-  grep -o -w -E "avx512f|avx512_bf16|avx512_fp16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo; } 2>&1 |
+  grep -o -w -E "avx512f|avx512_bf16|avx512_fp16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+  [ -f "$base/REVISION" ] && echo "baseline (.gpu/baseline): commit $(cat "$base/REVISION")"; } 2>&1 |
   tee "$out/device.log"
 for stage in "${stages[@]}"; do
   : >"$out/$stage.log"
