@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <thread>
 #include <vector>
@@ -184,27 +185,26 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   BatchTaker taker(pool, layout, cfg, lead ? resumed_pool : nullptr, model.config().vocab);
 
   // Version v to the rollout ranks (weights) and the pool (staleness). The
-  // weight channel reads host memory: a backend's parameters are staged
-  // through one reused host buffer unless they are host memory already.
-  // Each publication is timed: the staging copy, then the whole of it (a
-  // device backend's stream drained first, so that the optimizer's last
-  // kernels do not count as staging).
-  std::vector<float> staged;
+  // parameters are written straight into the weight channel's buffer: a
+  // device backend downloads them there. Each publication is timed: the
+  // download, then the whole of it (a device backend's stream drained
+  // first, so that the optimizer's last kernels do not count as download).
   std::vector<double> publish_ms, staging_ms;
   const auto publish = [&](int64_t version) {
+    const size_t bytes = model.layout().total * sizeof(float);
     if (!model.backend().host_memory()) {
       float drained;
       model.backend().to_host(&drained, model.params(), sizeof drained);
     }
     Stopwatch sw;
-    const float* host = model.params();
-    if (!model.backend().host_memory()) {
-      staged.resize(model.layout().total);
-      model.backend().to_host(staged.data(), model.params(), staged.size() * sizeof(float));
-      host = staged.data();
+    float* dst = weights.begin_publish(version);
+    if (model.backend().host_memory()) {
+      std::memcpy(dst, model.params(), bytes);
+    } else {
+      model.backend().to_host(dst, model.params(), bytes);
       staging_ms.push_back(sw.seconds() * 1e3);
     }
-    weights.publish(host, version);
+    weights.commit_publish(version);
     pool.publish_version(version);
     publish_ms.push_back(sw.seconds() * 1e3);
   };

@@ -22,6 +22,11 @@ WeightChannel::WeightChannel(MPI_Comm comm, int host_rank, size_t n_floats) : ho
   if (rank_ == host_) {
     const int64_t header[4] = {-1, 0, -1, -1};
     std::memcpy(base, header, sizeof header);
+    buffers_ = reinterpret_cast<float*>(base + kHeaderBytes);
+    int* model = nullptr;
+    int found = 0;
+    MPI_Win_get_attr(win_, MPI_WIN_MODEL, &model, &found);
+    unified_ = found && *model == MPI_WIN_UNIFIED;
   }
   MPI_Barrier(comm);
   MPI_Win_lock_all(0, win_);
@@ -58,11 +63,33 @@ void WeightChannel::transfer(int buffer, float* data, bool put) {
 }
 
 void WeightChannel::publish(const float* weights, int64_t version) {
+  float* dst = begin_publish(version);
+  std::memcpy(dst, weights, n_ * sizeof(float));
+  commit_publish(version);
+}
+
+float* WeightChannel::begin_publish(int64_t version) {
   FORGE_CHECK(rank_ == host_, "only the host rank publishes weights");
   FORGE_CHECK(version >= 0, "weight versions are >= 0");
+  FORGE_CHECK(pending_ < 0, "weight channel: version " + std::to_string(pending_) + " begun and not committed");
   const int b = static_cast<int>(version % 2);
   write_word(kSeq0 + b, -1);
-  transfer(b, const_cast<float*>(weights), /*put=*/true);
+  pending_ = version;
+  if (!unified_) {
+    staging_.resize(n_);
+    return staging_.data();
+  }
+  MPI_Win_sync(win_);  // the stores that follow come after seq[b] = -1
+  return buffers_ + size_t(b) * n_;
+}
+
+void WeightChannel::commit_publish(int64_t version) {
+  FORGE_CHECK(rank_ == host_ && pending_ == version,
+              "weight channel: commit of version " + std::to_string(version) + " without its begin_publish");
+  const int b = static_cast<int>(version % 2);
+  if (unified_) MPI_Win_sync(win_);  // the stores are public before seq[b] = version
+  else transfer(b, staging_.data(), /*put=*/true);
+  pending_ = -1;
   write_word(kSeq0 + b, version);
   write_word(kVersion, version);
 }

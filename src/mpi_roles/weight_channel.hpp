@@ -4,8 +4,12 @@
 // Window on the host (learner rank 0; size 0 elsewhere), passive target:
 //   header  int64[4]: latest version V, stop code, seq[0], seq[1]
 //   buffers float[2][n]: version v lives in buffer v mod 2
-// Publish v (host):   seq[b] := -1, flush; Put weights into buffer b, flush;
+// Publish v (host):   seq[b] := -1, flush; write the weights into buffer b;
 //                     seq[b] := v, flush; V := v, flush       (b = v mod 2)
+// The host writes buffer b in place, with stores followed by MPI_Win_sync
+// (the window's unified memory model, which MPI_Win_allocate gives on a
+// node), so that a device backend downloads its parameters straight into
+// the window; with a separate model it Puts a staged copy and flushes.
 // Pull (any rank):    v := V; if v is new: s1 := seq[b]; Get buffer b, flush;
 //                     s2 := seq[b]; the copy is whole iff s1 == s2 == v.
 // A seqlock over two buffers: the learner never waits for readers, a reader
@@ -35,8 +39,12 @@ class WeightChannel {
   WeightChannel(const WeightChannel&) = delete;
   WeightChannel& operator=(const WeightChannel&) = delete;
 
-  // Host only.
+  // Host only. publish() copies n floats in; in place: begin_publish marks
+  // the buffer of `version` as being rewritten and returns it (n floats),
+  // the caller fills it, commit_publish makes it the latest version.
   void publish(const float* weights, int64_t version);
+  float* begin_publish(int64_t version);
+  void commit_publish(int64_t version);
   void request_stop(int64_t code);
 
   // Any rank.
@@ -56,6 +64,9 @@ class WeightChannel {
   int host_, rank_ = 0;
   size_t n_;
   MPI_Win win_ = MPI_WIN_NULL;
+  float* buffers_ = nullptr;  // host: the window's two buffers
+  bool unified_ = false;      // host: stores into the window are its public copy
+  int64_t pending_ = -1;      // host: the version between begin and commit
   std::vector<float> staging_;
 };
 

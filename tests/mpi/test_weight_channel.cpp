@@ -2,7 +2,8 @@
 // versions of a 64k-float model as fast as it can while every other rank
 // pulls; each pulled copy must be whole (every float equals its version, so
 // a copy torn between two versions is caught), versions only increase, and
-// the last version reaches everyone. The stop word reaches every rank.
+// the last version reaches everyone. The stop word reaches every rank. And
+// the in-place publication a device backend uses.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/timer.hpp"
 #include "mpi_roles/weight_channel.hpp"
 
@@ -51,6 +53,37 @@ TEST(WeightChannel, PulledCopiesAreWholeAndVersionsIncrease) {
     while (ch.stop_code() == 0) ASSERT_LT(stop_wait.seconds(), 60.0);
     EXPECT_EQ(ch.stop_code(), 1);
     EXPECT_EQ(ch.latest_version(), kVersions - 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// In place: rank 0 fills the buffer begin_publish returns (as a device
+// backend's download does) and commits; the others pull exactly those
+// floats. A commit without its begin, or a second begin, is refused.
+TEST(WeightChannel, InPlacePublishIsPulledWhole) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  constexpr size_t kFloats = 1000;
+  WeightChannel ch(MPI_COMM_WORLD, 0, kFloats);
+  if (rank == 0) {
+    EXPECT_THROW(ch.commit_publish(0), Error);
+    for (int64_t v = 0; v < 3; ++v) {
+      float* dst = ch.begin_publish(v);
+      EXPECT_THROW(ch.begin_publish(v + 1), Error);
+      for (size_t i = 0; i < kFloats; ++i) dst[i] = static_cast<float>(1000 * v + i);
+      ch.commit_publish(v);
+    }
+  } else {
+    std::vector<float> w(kFloats, -1.0f);
+    int64_t have = -1;
+    Stopwatch sw;
+    while (have < 2) {
+      ASSERT_LT(sw.seconds(), 60.0) << "rank " << rank << " stuck at version " << have;
+      const int64_t v = ch.try_pull(have, w.data());
+      if (v < 0) continue;
+      for (size_t i = 0; i < kFloats; ++i) ASSERT_EQ(w[i], static_cast<float>(1000 * v + i)) << "version " << v;
+      have = v;
+    }
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
