@@ -25,6 +25,10 @@
 // from 166 to 199, two resident blocks per SM instead of three;
 // docs/cuda.md, "Measured on an H200").
 //
+// Every kernel is a template on the head-dim class, D <= 64 or <= 128
+// (HeadDims): fragments and accumulators in registers are sized for it, so
+// D 64 runs more resident blocks per SM (docs/cuda.md lists them).
+//
 // Forward, block = (64 queries, head):
 //   S (16 x 32) = Q_w K^T, Q_w's fragments in registers for the whole kernel;
 //   online softmax in base 2 on S scale log2(e): row max over the quad of
@@ -56,10 +60,21 @@ constexpr int kKeys = kAttnTile;                     // 32 keys per key tile
 constexpr int kKeyTile = kWarpRows * kAttnWarps;    // 64 keys per dK/dV block
 constexpr int kQueries = kAttnTile;                  // 32 queries per dK/dV step
 constexpr int kKeyGroups = kKeys / 8;                // MMA N groups of S
-constexpr int kMaxSteps = kMaxHeadDim / 16;          // MMA K steps of Q K^T
-constexpr int kMaxDimGroups = kMaxHeadDim / 8;       // MMA N groups of O
 constexpr int kPad = 8;                              // bf16 of padding per row
 constexpr unsigned kThreads = 32 * kAttnWarps;
+
+// The kernels are compiled for head dims up to 64 and up to 128 (the
+// launchers pick by D): register arrays sized for the class, so a D 64
+// model keeps half the fragments and accumulators of a D 128 one.
+template <int MaxD>
+struct HeadDims {
+  static_assert(MaxD % 16 == 0 && MaxD <= kMaxHeadDim);
+  static constexpr int steps = MaxD / 16;   // MMA K steps of Q K^T
+  static constexpr int groups = MaxD / 8;   // MMA N groups of O
+  static constexpr int chunks = kAttnTile * MaxD / 8 / int(kThreads);  // 16-byte loads a thread per 32-row tile
+  // resident blocks per SM the register budget is set for (ptxas, no spills)
+  static constexpr int fwd_blocks = MaxD <= 64 ? 5 : 1, bwd_blocks = MaxD <= 64 ? 3 : 1;
+};
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -122,7 +137,8 @@ __device__ __forceinline__ void mma_rows32(float (&acc)[4][4], const uint32_t (&
 // one k16 step), Y (32 x Dk) row-major [32][pitch], read with ldmatrix.trans:
 // matrix m = lane / 8 is rows 16 kk + 8 (m % 2) .. + 7 at columns
 // 8 (2 dp + m / 2): registers 0, 1 are column group 2 dp's B, 2, 3 group 2 dp + 1's.
-__device__ __forceinline__ void mma_times_rows(float (&out)[kMaxDimGroups][4], const float (&P)[4][4],
+template <int G>
+__device__ __forceinline__ void mma_times_rows(float (&out)[G][4], const float (&P)[4][4],
                                                const uint16_t* y, int pitch, int dim_groups, int lane) {
   const int m = lane / 8;
 #pragma unroll
@@ -132,7 +148,7 @@ __device__ __forceinline__ void mma_times_rows(float (&out)[kMaxDimGroups][4], c
                            pack_bf16x2(P[2 * kk + 1][2], P[2 * kk + 1][3])};
     const uint16_t* r = y + (16 * kk + (m % 2) * 8 + lane % 8) * pitch + (m / 2) * 8;
 #pragma unroll
-    for (int dp = 0; dp < kMaxDimGroups / 2; ++dp)
+    for (int dp = 0; dp < G / 2; ++dp)
       if (2 * dp < dim_groups) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, r + 16 * dp);
@@ -151,7 +167,8 @@ __device__ __forceinline__ void zero(float (&acc)[N][4]) {
 
 // Writes rows r0 + g and r0 + g + 8 (those below r1) of a 16 x Dk
 // accumulator times mul: dst + row * ld, columns below D.
-__device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&acc)[kMaxDimGroups][4],
+template <int G>
+__device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&acc)[G][4],
                                            int r0, int r1, int D, float mul0, float mul1, int g, int t) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -159,7 +176,7 @@ __device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&
     if (i >= r1) continue;
     float* row = dst + size_t(i) * ld;
 #pragma unroll
-    for (int n = 0; n < kMaxDimGroups; ++n)
+    for (int n = 0; n < G; ++n)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int d = n * 8 + 2 * t + c;
@@ -178,23 +195,23 @@ __device__ __forceinline__ int frag_col(int n, int t, int c) { return n * 8 + 2 
 // into the other of two shared buffers (commit_rows) after, so that their
 // latency hides behind the MMAs, with one __syncthreads per tile: the
 // writes of buffer b ^ 1 and the reads of buffer b then never overlap.
-// 32 rows of Dk <= 128 bf16 in 16-byte chunks over the block's threads: at
-// most kStageChunks chunks a thread. Where D or ld is not a multiple of 8
+// 32 rows of Dk bf16 in 16-byte chunks over the block's threads: at most C
+// chunks a thread (HeadDims::chunks). Where D or ld is not a multiple of 8
 // (no 16-byte loads), commit_rows loads the rows itself, element by element.
-constexpr int kStageChunks = kAttnTile * kMaxHeadDim / 8 / int(kThreads);  // 4
-
+template <int C>
 struct StagedRows {
-  Bf16x8 x[kStageChunks];
+  Bf16x8 x[C];
 };
 
 // Issues the loads of rows [r0, r0 + 32) (zero past T and in columns
 // [D, Dk)) into s.
-__device__ __forceinline__ void stage_rows(StagedRows& s, const __nv_bfloat16* src, int ld, int r0, int T, int D,
+template <int C>
+__device__ __forceinline__ void stage_rows(StagedRows<C>& s, const __nv_bfloat16* src, int ld, int r0, int T, int D,
                                            int Dk) {
   if (!vector_rows(D, ld)) return;
   const int chunks = Dk / 8;
 #pragma unroll
-  for (int j = 0; j < kStageChunks; ++j) {
+  for (int j = 0; j < C; ++j) {
     const int e = int(threadIdx.x) + j * int(kThreads), i = e / chunks, d = (e % chunks) * 8;
     Bf16x8 x{};
     if (i < kAttnTile && r0 + i < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r0 + i) * ld + d);
@@ -203,7 +220,8 @@ __device__ __forceinline__ void stage_rows(StagedRows& s, const __nv_bfloat16* s
 }
 
 // Stores the staged rows into dst [32][pitch] (or loads them there).
-__device__ __forceinline__ void commit_rows(uint16_t* dst, int pitch, const StagedRows& s, const __nv_bfloat16* src,
+template <int C>
+__device__ __forceinline__ void commit_rows(uint16_t* dst, int pitch, const StagedRows<C>& s, const __nv_bfloat16* src,
                                             int ld, int r0, int T, int D, int Dk) {
   if (!vector_rows(D, ld)) {
     load_rows(dst, pitch, src, ld, r0, kAttnTile, T, D, Dk);
@@ -211,7 +229,7 @@ __device__ __forceinline__ void commit_rows(uint16_t* dst, int pitch, const Stag
   }
   const int chunks = Dk / 8;
 #pragma unroll
-  for (int j = 0; j < kStageChunks; ++j) {
+  for (int j = 0; j < C; ++j) {
     const int e = int(threadIdx.x) + j * int(kThreads), i = e / chunks, d = (e % chunks) * 8;
     if (i < kAttnTile) *reinterpret_cast<Bf16x8*>(dst + i * pitch + d) = s.x[j];
   }
@@ -228,19 +246,22 @@ struct KeyTiles {
   __device__ int32_t* se(int b) const { return ends + b * kKeys; }
 };
 
+template <int C>
 struct StagedKeys {
-  StagedRows k, v;
+  StagedRows<C> k, v;
   int end;
 };
 
 // Key tile [k0, k0 + 32) of kv head kvh: stage, then commit into buffer b.
-__device__ __forceinline__ void stage_keys(StagedKeys& s, const TreeAttentionParams& p, const __nv_bfloat16* k,
+template <int C>
+__device__ __forceinline__ void stage_keys(StagedKeys<C>& s, const TreeAttentionParams& p, const __nv_bfloat16* k,
                                            const __nv_bfloat16* v, int ld, int kvh, int k0, int Dk) {
   stage_rows(s.k, k + kvh * p.head_dim, ld, k0, p.T, p.head_dim, Dk);
   stage_rows(s.v, v + kvh * p.head_dim, ld, k0, p.T, p.head_dim, Dk);
   s.end = threadIdx.x < kKeys && k0 + int(threadIdx.x) < p.T ? p.subtree_end[k0 + threadIdx.x] : 0;
 }
-__device__ __forceinline__ void commit_keys(const KeyTiles& tiles, int b, const StagedKeys& s,
+template <int C>
+__device__ __forceinline__ void commit_keys(const KeyTiles& tiles, int b, const StagedKeys<C>& s,
                                             const TreeAttentionParams& p, const __nv_bfloat16* k,
                                             const __nv_bfloat16* v, int ld, int kvh, int k0, int Dk) {
   commit_rows(tiles.K(b), tiles.qp, s.k, k + kvh * p.head_dim, ld, k0, p.T, p.head_dim, Dk);
@@ -278,7 +299,8 @@ __device__ __forceinline__ bool rows_see_tile(const TreeAttentionParams& p, int 
   return w0 < w1 && kt * kKeys <= w1 - 1 && p.tile_max_end[kt] > w0;
 }
 
-__global__ void __launch_bounds__(kThreads, 1)
+template <int MaxD>
+__global__ void __launch_bounds__(kThreads, HeadDims<MaxD>::fwd_blocks)
     tree_attention_fwd_tc_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
                                  const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
                                  int ld) {
@@ -298,12 +320,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   load_rows(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
   __syncthreads();
-  uint32_t qf[kMaxSteps][4];
+  uint32_t qf[HeadDims<MaxD>::steps][4];
 #pragma unroll
-  for (int st = 0; st < kMaxSteps; ++st)
+  for (int st = 0; st < HeadDims<MaxD>::steps; ++st)
     if (st < steps) load_a(qf[st], Qs + warp * kWarpRows * qp, qp, st, lane);
 
-  float o[kMaxDimGroups][4];
+  float o[HeadDims<MaxD>::groups][4];
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
 
@@ -323,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float s[kKeyGroups][4];
     zero(s);
 #pragma unroll
-    for (int st = 0; st < kMaxSteps; ++st)
+    for (int st = 0; st < HeadDims<MaxD>::steps; ++st)
       if (st < steps) mma_rows32(s, qf[st], Ks, qp, st, lane);
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -353,7 +375,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         l[c >> 1] += s[n][c];
       }
 #pragma unroll
-    for (int n = 0; n < kMaxDimGroups; ++n) {
+    for (int n = 0; n < HeadDims<MaxD>::groups; ++n) {
       o[n][0] *= corr[0];
       o[n][1] *= corr[0];
       o[n][2] *= corr[1];
@@ -381,13 +403,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 //   P^T = 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - delta).
 // K and V fragments are read from shared memory per step (registers hold
 // the two 16 x Dk accumulators).
+template <int C>
 struct StagedQueries {
-  StagedRows q, dout;
+  StagedRows<C> q, dout;
   float lse2, delta;
 };
 
 // Step (h, q0): query tile [q0, q0 + 32) of head h, its lse (base 2) and delta.
-__device__ __forceinline__ void stage_queries(StagedQueries& s, const TreeAttentionParams& p,
+template <int C>
+__device__ __forceinline__ void stage_queries(StagedQueries<C>& s, const TreeAttentionParams& p,
                                               const __nv_bfloat16* q, int ld, int h, int q0, int Dk) {
   const int D = p.head_dim;
   stage_rows(s.q, q + h * D, ld, q0, p.T, D, Dk);
@@ -397,7 +421,8 @@ __device__ __forceinline__ void stage_queries(StagedQueries& s, const TreeAttent
   s.delta = in ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
 }
 
-__global__ void __launch_bounds__(kThreads, 1)
+template <int MaxD>
+__global__ void __launch_bounds__(kThreads, HeadDims<MaxD>::bwd_blocks)
     tree_attention_dkdv_tc_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
                                   const __nv_bfloat16* __restrict__ k,
                                   const __nv_bfloat16* __restrict__ v, int ld) {
@@ -429,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Steps: heads h of the group, query tiles q0 in [k0, q_end).
   const int h_end = (kvh + 1) * group;
   int h = k0 < q_end ? kvh * group : h_end, q0 = k0;
-  const auto commit = [&](int b, const StagedQueries& s, int sh, int sq0) {
+  const auto commit = [&](int b, const StagedQueries<HeadDims<MaxD>::chunks>& s, int sh, int sq0) {
     commit_rows(Qs(b), qp, s.q, q + sh * D, ld, sq0, p.T, D, Dk);
     commit_rows(dOs(b), qp, s.dout, p.dout_bf16 + sh * D, HD, sq0, p.T, D, Dk);
     if (threadIdx.x < kQueries) {
@@ -440,19 +465,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_rows(Ks, qp, k + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
   load_rows(Vs, qp, v + kvh * D, ld, k0, kKeyTile, p.T, D, Dk);
   if (h < h_end) {
-    StagedQueries s;
+    StagedQueries<HeadDims<MaxD>::chunks> s;
     stage_queries(s, p, q, ld, h, q0, Dk);
     commit(0, s, h, q0);
   }
   __syncthreads();
 
-  float dk[kMaxDimGroups][4], dv[kMaxDimGroups][4];
+  float dk[HeadDims<MaxD>::groups][4], dv[HeadDims<MaxD>::groups][4];
   zero(dk);
   zero(dv);
   for (int b = 0; h < h_end; b ^= 1) {
     int nh = h, nq0 = q0 + kQueries;
     if (nq0 >= q_end) ++nh, nq0 = k0;
-    StagedQueries next{};
+    StagedQueries<HeadDims<MaxD>::chunks> next{};
     if (nh < h_end) stage_queries(next, p, q, ld, nh, nq0, Dk);
     const int nq = min(p.T, q0 + kQueries) - q0;
     // warp-uniform: a query of the tile sees this warp's keys
@@ -464,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       zero(s);
       zero(dp);
 #pragma unroll
-      for (int st = 0; st < kMaxSteps; ++st)
+      for (int st = 0; st < HeadDims<MaxD>::steps; ++st)
         if (st < steps) {
           uint32_t a[4];
           load_a(a, Ks + warp * kWarpRows * qp, qp, st, lane);
@@ -499,7 +524,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // row-major in shared memory (read plain as the B operand of S = Q K^T and
 // dP = dO V^T, K with .trans as that of dQ += dS K):
 //   P = 2^(S scale log2 e - lse log2 e), dS = P (dP - delta), dQ = scale dS K.
-__global__ void __launch_bounds__(kThreads, 1)
+template <int MaxD>
+__global__ void __launch_bounds__(kThreads, HeadDims<MaxD>::bwd_blocks)
     tree_attention_dq_tc_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
                                 const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
                                 int ld) {
@@ -522,14 +548,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_rows(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
   load_rows(dOs, qp, p.dout_bf16 + h * D, HD, q0, kQueryTile, p.T, D, Dk);
   if (kt <= last) {
-    StagedKeys s;
+    StagedKeys<HeadDims<MaxD>::chunks> s;
     stage_keys(s, p, k, v, ld, kvh, kt * kKeys, Dk);
     commit_keys(tiles, 0, s, p, k, v, ld, kvh, kt * kKeys, Dk);
   }
   __syncthreads();
-  uint32_t qf[kMaxSteps][4], of[kMaxSteps][4];
+  uint32_t qf[HeadDims<MaxD>::steps][4], of[HeadDims<MaxD>::steps][4];
 #pragma unroll
-  for (int st = 0; st < kMaxSteps; ++st)
+  for (int st = 0; st < HeadDims<MaxD>::steps; ++st)
     if (st < steps) {
       load_a(qf[st], Qs + warp * kWarpRows * qp, qp, st, lane);
       load_a(of[st], dOs + warp * kWarpRows * qp, qp, st, lane);
@@ -541,12 +567,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     lse2[r] = i < w1 ? p.lse[size_t(h) * p.T + i] * kLog2e : 0.0f;
     delta[r] = i < w1 ? p.delta[size_t(h) * p.T + i] : 0.0f;
   }
-  float dq[kMaxDimGroups][4];
+  float dq[HeadDims<MaxD>::groups][4];
   zero(dq);
 
   for (int b = 0; kt <= last; b ^= 1) {
     const int nt = next_key_tile(p, kt, last, q0);
-    StagedKeys next{};
+    StagedKeys<HeadDims<MaxD>::chunks> next{};
     if (nt <= last) stage_keys(next, p, k, v, ld, kvh, nt * kKeys, Dk);
     if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
       const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
@@ -556,7 +582,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       zero(s);
       zero(dp);
 #pragma unroll
-      for (int st = 0; st < kMaxSteps; ++st)
+      for (int st = 0; st < HeadDims<MaxD>::steps; ++st)
         if (st < steps) {
           mma_rows32(s, qf[st], tiles.K(b), qp, st, lane);
           mma_rows32(dp, of[st], tiles.V(b), qp, st, lane);
@@ -588,21 +614,35 @@ void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, c
 }
 }  // namespace
 
-void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
+namespace {
+template <int MaxD>
+void launch_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const int Dk = padded_dim(p.head_dim), qp = Dk + kPad;
   const size_t smem = bf16_rows(kQueryTile + 2 * kKeys, qp) + kKeys * sizeof(int32_t);
-  launch_with_shared(tree_attention_fwd_tc_kernel, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads), smem,
+  launch_with_shared(tree_attention_fwd_tc_kernel<MaxD>, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads), smem,
                      stream, p, in);
 }
 
-void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
+template <int MaxD>
+void launch_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const int Dk = padded_dim(p.head_dim), qp = Dk + kPad;
   const size_t dkdv_smem = bf16_rows(2 * kKeyTile + 4 * kQueries, qp) + 4 * kQueries * sizeof(float);
-  launch_with_shared(tree_attention_dkdv_tc_kernel, dim3((p.T + kKeyTile - 1) / kKeyTile, p.n_kv_heads),
+  launch_with_shared(tree_attention_dkdv_tc_kernel<MaxD>, dim3((p.T + kKeyTile - 1) / kKeyTile, p.n_kv_heads),
                      dkdv_smem, stream, p, in);
   const size_t dq_smem = bf16_rows(2 * kQueryTile + 4 * kKeys, qp) + 2 * kKeys * sizeof(int32_t);
-  launch_with_shared(tree_attention_dq_tc_kernel, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads),
+  launch_with_shared(tree_attention_dq_tc_kernel<MaxD>, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads),
                      dq_smem, stream, p, in);
+}
+}  // namespace
+
+void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
+  if (p.head_dim <= 64) launch_fwd_tc<64>(p, in, stream);
+  else launch_fwd_tc<kMaxHeadDim>(p, in, stream);
+}
+
+void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
+  if (p.head_dim <= 64) launch_bwd_tc<64>(p, in, stream);
+  else launch_bwd_tc<kMaxHeadDim>(p, in, stream);
 }
 
 FORGE_CUDA_NAMESPACE_END
