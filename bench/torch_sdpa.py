@@ -15,8 +15,14 @@ kernel: "torch_sdpa <name> <fwd_ms> <bwd_ms>" (medians over --reps after two
 warm-ups), or "torch_sdpa <name> unavailable <reason>"."""
 import argparse
 import time
+import warnings
 
 import torch
+
+# torch explains at length why each backend it was not asked for is not
+# used (a UserWarning per kernel and mask); the "unavailable" line says what
+# matters.
+warnings.filterwarnings("ignore", category=UserWarning)
 
 
 def timed(fn, reps):
