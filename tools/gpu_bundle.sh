@@ -98,10 +98,16 @@ if [ -n "$baseline" ]; then
     echo "gpu_bundle: the baseline's build failed at $rev" >&2
     exit 1
   fi
+  # forge's own libraries are linked in; the shared ones are this machine's,
+  # which the bundle's lib/ already holds
   rm -rf "$out/baseline"
   mkdir -p "$out/baseline"
   cp "$wt/build/bench/bench_cuda_kernels" "$wt/build/bench/bench_train_step" "$out/baseline/"
   echo "$rev" >"$out/baseline/REVISION"
   echo "gpu_bundle: $out/baseline ($(du -sh "$out/baseline" | cut -f1), commit $rev)"
+fi
+if [ -z "$baseline" ] && [ -d "$out/baseline" ]; then
+  echo "gpu_bundle: keeping .gpu/baseline (commit $(cat "$out/baseline/REVISION" 2>/dev/null || echo unknown))" \
+    "from an earlier run: gpu_checks.sh will A/B against it; remove it to skip that"
 fi
 echo "gpu_bundle: carry .gpu (and runs/demo/sft for the RL check) to the GPU machine; there run bash tools/gpu_checks.sh"

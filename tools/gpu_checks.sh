@@ -8,7 +8,8 @@
 #
 # GPU time is short: with GPU_CHECKS_SECONDS=N the script stops starting
 # commands N seconds after it began and shortens each command's limit to what
-# is left, so that a call's own deadline never cuts a log short.
+# is left (less 10 s for a SIGKILL after the SIGTERM), so that a call's own
+# deadline never cuts a log short.
 #
 # Stages (each command under `timeout`, its output in $OUT/<stage>.log, a
 # summary line and the log's tail on stdout; the script exits 1 when any
@@ -64,6 +65,9 @@ base=$root/.gpu/baseline  # an earlier build's bench binaries, for A/B on the sa
 failed=0
 
 budget=${GPU_CHECKS_SECONDS:-0}
+[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu_checks: GPU_CHECKS_SECONDS must be a number of seconds, got '$budget'"; exit 2; }
+budget=$((10#$budget))
+grace=10  # seconds a command gets after SIGTERM before SIGKILL
 
 # run NAME SECONDS CMD...: appends CMD's output to $out/NAME.log; within
 # GPU_CHECKS_SECONDS, skipped (rc 124) when under 10 s are left.
@@ -71,7 +75,7 @@ run() {
   local name=$1 limit=$2
   shift 2
   if [ "$budget" -gt 0 ]; then
-    local left=$((budget - SECONDS))
+    local left=$((budget - SECONDS - grace))
     if [ $left -lt 10 ]; then
       echo "gpu_checks: $name: skipped, GPU_CHECKS_SECONDS=$budget spent: $*" | tee -a "$out/$name.log"
       failed=1
@@ -81,7 +85,7 @@ run() {
   fi
   echo "\$ $*" >>"$out/$name.log"
   local t0=$SECONDS
-  timeout "$limit" "$@" >>"$out/$name.log" 2>&1
+  timeout -k "$grace" "$limit" "$@" >>"$out/$name.log" 2>&1
   local rc=$?
   echo "gpu_checks: $name: rc $rc in $((SECONDS - t0)) s: $*"
   [ $rc -eq 0 ] || failed=1

@@ -84,7 +84,7 @@ float* WeightChannel::begin_publish(int64_t version) {
 }
 
 void WeightChannel::commit_publish(int64_t version) {
-  FORGE_CHECK(rank_ == host_ && pending_ == version,
+  FORGE_CHECK(rank_ == host_ && pending_ >= 0 && pending_ == version,
               "weight channel: commit of version " + std::to_string(version) + " without its begin_publish");
   const int b = static_cast<int>(version % 2);
   if (unified_) MPI_Win_sync(win_);  // the stores are public before seq[b] = version

@@ -67,6 +67,7 @@ TEST(WeightChannel, InPlacePublishIsPulledWhole) {
   WeightChannel ch(MPI_COMM_WORLD, 0, kFloats);
   if (rank == 0) {
     EXPECT_THROW(ch.commit_publish(0), Error);
+    EXPECT_THROW(ch.commit_publish(-1), Error);  // nothing pending is not version -1 pending
     for (int64_t v = 0; v < 3; ++v) {
       float* dst = ch.begin_publish(v);
       EXPECT_THROW(ch.begin_publish(v + 1), Error);
