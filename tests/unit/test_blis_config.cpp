@@ -83,6 +83,15 @@ TEST(BlisConfig, BlisArchTypeUsedByIdOrNameReplacedWhenAFallback) {
   EXPECT_EQ(r.id, 25);
   EXPECT_TRUE(r.warn);
   EXPECT_NE(r.note.find("kept generic, a slow fallback"), std::string::npos) << r.note;
+  // A BLIS other than Debian's build: the user's value is resolved and kept,
+  // forge asks for nothing itself, and the note says why a fallback stays.
+  r = request_blis_config(kZen4, CpuLevel::kV4, "generic", kNames, "relocated");
+  EXPECT_EQ(r.config, "generic");
+  EXPECT_TRUE(r.warn);
+  EXPECT_NE(r.note.find("another build"), std::string::npos) << r.note;
+  EXPECT_EQ(r.note.find("FORGE_BLAS_CORETYPE"), std::string::npos) << r.note;
+  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, nullptr, kNames, "relocated").config, "");
+  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, "haswell", kNames, "relocated").config, "haswell");
 }
 
 TEST(BlisConfig, BlisArchTypeThatWouldAbortOrTrapIsIgnored) {

@@ -85,7 +85,8 @@ std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, con
 
 BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, const char* blis_arch_type,
                                       const std::vector<std::string>& arch_names, const std::string& policy) {
-  const bool keep = policy == "keep";
+  const bool relocated = policy == "relocated";  // not Debian's build: forge never chooses for it
+  const bool keep = policy == "keep" || relocated;
   auto forge_choice = [&] {
     BlisConfigRequest r;
     if (keep) return r;
@@ -128,7 +129,8 @@ BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, co
   BlisConfigRequest r{name, index_of(arch_names, name), "BLIS_ARCH_TYPE=" + shown, false};
   if (fallback) {
     r.note = "kept " + name + ", a slow fallback for this CPU: BLIS_ARCH_TYPE=" + shown +
-             " with FORGE_BLAS_CORETYPE=keep";
+             (relocated ? " (forge replaces fallbacks only in Debian's BLIS; this is another build)"
+                        : " with FORGE_BLAS_CORETYPE=keep");
     r.warn = true;
   }
   return r;

@@ -70,7 +70,9 @@ std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, con
 
 // The request for BLIS's initialisation. blis_arch_type: the environment's
 // BLIS_ARCH_TYPE (nullptr when unset); arch_names: BLIS's configuration names
-// by id (bli_arch_string); policy: FORGE_BLAS_CORETYPE.
+// by id (bli_arch_string); policy: FORGE_BLAS_CORETYPE, or "relocated" for
+// a BLIS other than Debian's build (as keep: forge asks for nothing and
+// replaces nothing, and a kept fallback's note says why).
 BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, const char* blis_arch_type,
                                       const std::vector<std::string>& arch_names, const std::string& policy);
 
