@@ -1,7 +1,10 @@
 // main of the MPI tests: MPI_Init, GoogleTest on every rank, MPI_Finalize.
 // Rank 0 prints the usual report; other ranks print only their failures,
 // prefixed with the rank. The exit code is non-zero on every rank when a test
-// failed on any rank (mpirun then exits non-zero).
+// failed on any rank (mpirun then exits non-zero). A fatal failure (ASSERT_*)
+// aborts the whole job after it is printed: the rank that leaves its test
+// early would otherwise leave the others waiting at the test's next barrier
+// until ctest's timeout.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -22,6 +25,22 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   int rank_;
 };
 
+// Appended after the printers, so the failure is on stderr first.
+class AbortOnFatalFailure : public ::testing::EmptyTestEventListener {
+ public:
+  explicit AbortOnFatalFailure(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.fatally_failed()) return;
+    std::fprintf(stderr, "[rank %d] fatal failure: aborting the MPI job\n", rank_);
+    std::fflush(stderr);
+    std::fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+ private:
+  int rank_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -34,6 +53,7 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankFailurePrinter(rank));
   }
+  ::testing::UnitTest::GetInstance()->listeners().Append(new AbortOnFatalFailure(rank));
   const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   int any_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

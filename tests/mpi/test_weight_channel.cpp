@@ -33,28 +33,26 @@ TEST(WeightChannel, PulledCopiesAreWholeAndVersionsIncrease) {
     }
     ch.request_stop(1);
   } else {
-    [&] {  // a failed ASSERT leaves the lambda, not the test: the barrier is reached
-      std::vector<float> w(kFloats, -1.0f);
-      int64_t have = -1, pulls = 0;
-      Stopwatch sw;
-      while (have < kVersions - 1) {
-        ASSERT_LT(sw.seconds(), 60.0) << "rank " << rank << " stuck at version " << have;
-        const int64_t v = ch.try_pull(have, w.data());
-        if (v < 0) continue;
-        ASSERT_GT(v, have);
-        for (size_t i = 0; i < kFloats; ++i)
-          ASSERT_EQ(w[i], static_cast<float>(v)) << "torn copy of version " << v << " at " << i;
-        have = v;
-        ++pulls;
-      }
-      EXPECT_GE(pulls, 1);
-      std::printf("[rank %d] pulled %lld of %lld versions whole\n", rank, static_cast<long long>(pulls),
-                  static_cast<long long>(kVersions));
-      Stopwatch stop_wait;
-      while (ch.stop_code() == 0) ASSERT_LT(stop_wait.seconds(), 60.0);
-      EXPECT_EQ(ch.stop_code(), 1);
-      EXPECT_EQ(ch.latest_version(), kVersions - 1);
-    }();
+    std::vector<float> w(kFloats, -1.0f);
+    int64_t have = -1, pulls = 0;
+    Stopwatch sw;
+    while (have < kVersions - 1) {
+      ASSERT_LT(sw.seconds(), 60.0) << "rank " << rank << " stuck at version " << have;
+      const int64_t v = ch.try_pull(have, w.data());
+      if (v < 0) continue;
+      ASSERT_GT(v, have);
+      for (size_t i = 0; i < kFloats; ++i)
+        ASSERT_EQ(w[i], static_cast<float>(v)) << "torn copy of version " << v << " at " << i;
+      have = v;
+      ++pulls;
+    }
+    EXPECT_GE(pulls, 1);
+    std::printf("[rank %d] pulled %lld of %lld versions whole\n", rank, static_cast<long long>(pulls),
+                static_cast<long long>(kVersions));
+    Stopwatch stop_wait;
+    while (ch.stop_code() == 0) ASSERT_LT(stop_wait.seconds(), 60.0);
+    EXPECT_EQ(ch.stop_code(), 1);
+    EXPECT_EQ(ch.latest_version(), kVersions - 1);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -77,18 +75,16 @@ TEST(WeightChannel, InPlacePublishIsPulledWhole) {
       ch.commit_publish(v);
     }
   } else {
-    [&] {  // as above: an ASSERT must not skip the barrier
-      std::vector<float> w(kFloats, -1.0f);
-      int64_t have = -1;
-      Stopwatch sw;
-      while (have < 2) {
-        ASSERT_LT(sw.seconds(), 60.0) << "rank " << rank << " stuck at version " << have;
-        const int64_t v = ch.try_pull(have, w.data());
-        if (v < 0) continue;
-        for (size_t i = 0; i < kFloats; ++i) ASSERT_EQ(w[i], static_cast<float>(1000 * v + i)) << "version " << v;
-        have = v;
-      }
-    }();
+    std::vector<float> w(kFloats, -1.0f);
+    int64_t have = -1;
+    Stopwatch sw;
+    while (have < 2) {
+      ASSERT_LT(sw.seconds(), 60.0) << "rank " << rank << " stuck at version " << have;
+      const int64_t v = ch.try_pull(have, w.data());
+      if (v < 0) continue;
+      for (size_t i = 0; i < kFloats; ++i) ASSERT_EQ(w[i], static_cast<float>(1000 * v + i)) << "version " << v;
+      have = v;
+    }
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
