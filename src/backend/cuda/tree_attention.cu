@@ -56,11 +56,7 @@ __global__ void __launch_bounds__(kThreads) tree_attention_fwd_kernel(const Tree
   }
 
   const int last = (q1 - 1) / kAttnTile;
-  for (int kt = 0; kt <= last; ++kt) {
-    if (p.tile_max_end[kt] <= q0) {  // no query of this tile sees these keys
-      kt = next_tile_after_unseen(p, kt) - 1;
-      continue;
-    }
+  for (int kt = seen_key_tile_from(p, 0, last, q0); kt <= last; kt = seen_key_tile_from(p, kt + 1, last, q0)) {
     const int k0 = kt * kAttnTile, nk = min(p.T, k0 + kAttnTile) - k0;
     const bool full = tile_all_visible(p, kt, q0, q1);
     __syncthreads();  // the previous tile's K and V are no longer read
@@ -246,11 +242,7 @@ __global__ void __launch_bounds__(kThreads) tree_attention_dq_kernel(const TreeA
   }
 
   const int last = (q1 - 1) / kAttnTile;
-  for (int kt = 0; kt <= last; ++kt) {
-    if (p.tile_max_end[kt] <= q0) {
-      kt = next_tile_after_unseen(p, kt) - 1;
-      continue;
-    }
+  for (int kt = seen_key_tile_from(p, 0, last, q0); kt <= last; kt = seen_key_tile_from(p, kt + 1, last, q0)) {
     const int k0 = kt * kAttnTile, nk = min(p.T, k0 + kAttnTile) - k0;
     const bool full = tile_all_visible(p, kt, q0, q1);
     __syncthreads();

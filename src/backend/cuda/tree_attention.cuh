@@ -15,7 +15,7 @@
 // tile the host-side pre-pass stores max and min of subtree_end
 // (tile_max_end, tile_min_end). A key tile with tile_max_end <= q0 is seen by
 // no query of a tile starting at q0: it is skipped without loading, and with
-// it every key before tile_max_end (next_tile_after_unseen). A key
+// it every key before tile_max_end (seen_key_tile_from). A key
 // tile that ends at or before q0 and whose tile_min_end >= q1 is visible to
 // every query of the tile: the mask is not evaluated.
 //
@@ -85,14 +85,16 @@ __device__ __forceinline__ bool tile_all_visible(const TreeAttentionParams& p, i
   return k0 + kAttnTile <= p.T && k0 + kAttnTile - 1 <= q0 && p.tile_min_end[kt] >= q1;
 }
 
-// Where key tile kt is seen by no query at or past q0 (tile_max_end[kt] <=
-// q0), neither is any key before tile_max_end[kt]: in DFS pre-order those
-// keys are descendants of tile kt's keys, whose subtrees end by then. The
-// tile to look at next: the one holding key tile_max_end[kt], or kt + 1. So
+// The first key tile at or after kt, up to last, that a query at or past q0
+// may see (tile_max_end > q0); past last when none is left. Where tile kt is
+// seen by none of them, neither is any key before its tile_max_end: in DFS
+// pre-order those keys are descendants of tile kt's keys, whose subtrees end
+// by then. So the walk goes on at the tile holding key tile_max_end[kt], and
 // a query tile late in a bin of many samples passes each earlier sample (or
-// sibling subtree) in one step, not tile by tile.
-__device__ __forceinline__ int next_tile_after_unseen(const TreeAttentionParams& p, int kt) {
-  return max(kt + 1, p.tile_max_end[kt] / kAttnTile);
+// sibling subtree) in one step, not tile by tile. Block-uniform.
+__device__ __forceinline__ int seen_key_tile_from(const TreeAttentionParams& p, int kt, int last, int q0) {
+  while (kt <= last && p.tile_max_end[kt] <= q0) kt = max(kt + 1, p.tile_max_end[kt] / kAttnTile);
+  return kt;
 }
 
 // p.tile_max_end / p.tile_min_end: attention_tiles(T) int32 of scratch each.

@@ -87,6 +87,18 @@ struct alignas(16) Bf16x8 {
 
 __device__ __forceinline__ bool vector_rows(int D, int ld) { return (D & 7) == 0 && (ld & 7) == 0; }
 
+// Columns [d, d + 8) of row r (16 bytes; zero past T and from D on).
+__device__ __forceinline__ Bf16x8 row_chunk(const __nv_bfloat16* src, int ld, int r, int d, int T, int D) {
+  Bf16x8 x{};
+  if (r < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r) * ld + d);
+  return x;
+}
+
+// Key j's subtree end, 0 past T (a tile's rows past T see nothing).
+__device__ __forceinline__ int32_t subtree_end_or_zero(const TreeAttentionParams& p, int j) {
+  return j < p.T ? p.subtree_end[j] : 0;
+}
+
 // Rows [r0, r0 + rows) of one head (D columns from src, row stride ld) into
 // dst [rows][pitch] as bf16 bit patterns. Zero past T and in columns
 // [D, Dk). 16-byte loads and stores when D and ld are multiples of 8 (then
@@ -97,9 +109,7 @@ __device__ __forceinline__ void load_rows(uint16_t* dst, int pitch, const __nv_b
     const int chunks = Dk / 8;
     for (int e = threadIdx.x; e < rows * chunks; e += blockDim.x) {
       const int i = e / chunks, d = (e % chunks) * 8;
-      Bf16x8 x{};
-      if (r0 + i < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r0 + i) * ld + d);
-      *reinterpret_cast<Bf16x8*>(dst + i * pitch + d) = x;
+      *reinterpret_cast<Bf16x8*>(dst + i * pitch + d) = row_chunk(src, ld, r0 + i, d, T, D);
     }
     return;
   }
@@ -213,9 +223,7 @@ __device__ __forceinline__ void stage_rows(StagedRows<C>& s, const __nv_bfloat16
 #pragma unroll
   for (int j = 0; j < C; ++j) {
     const int e = int(threadIdx.x) + j * int(kThreads), i = e / chunks, d = (e % chunks) * 8;
-    Bf16x8 x{};
-    if (i < kAttnTile && r0 + i < T && d < D) x = *reinterpret_cast<const Bf16x8*>(src + size_t(r0 + i) * ld + d);
-    s.x[j] = x;
+    s.x[j] = i < kAttnTile ? row_chunk(src, ld, r0 + i, d, T, D) : Bf16x8{};
   }
 }
 
@@ -258,7 +266,7 @@ __device__ __forceinline__ void stage_keys(StagedKeys<C>& s, const TreeAttention
                                            const __nv_bfloat16* v, int ld, int kvh, int k0, int Dk) {
   stage_rows(s.k, k + kvh * p.head_dim, ld, k0, p.T, p.head_dim, Dk);
   stage_rows(s.v, v + kvh * p.head_dim, ld, k0, p.T, p.head_dim, Dk);
-  s.end = threadIdx.x < kKeys && k0 + int(threadIdx.x) < p.T ? p.subtree_end[k0 + threadIdx.x] : 0;
+  s.end = threadIdx.x < kKeys ? subtree_end_or_zero(p, k0 + int(threadIdx.x)) : 0;
 }
 template <int C>
 __device__ __forceinline__ void commit_keys(const KeyTiles& tiles, int b, const StagedKeys<C>& s,
@@ -277,14 +285,7 @@ __device__ __forceinline__ void load_key_tile(uint16_t* Ks, uint16_t* Vs, int32_
   const int D = p.head_dim;
   load_rows(Ks, Dk + kPad, k + kvh * D, ld, k0, kKeys, p.T, D, Dk);
   load_rows(Vs, Dk + kPad, v + kvh * D, ld, k0, kKeys, p.T, D, Dk);
-  if (threadIdx.x < kKeys) se[threadIdx.x] = k0 + int(threadIdx.x) < p.T ? p.subtree_end[k0 + threadIdx.x] : 0;
-}
-
-// The first key tile after kt (up to last) that a query at or past q0 may
-// see (tile_max_end > q0); past last when none is left. Block-uniform.
-__device__ __forceinline__ int next_key_tile(const TreeAttentionParams& p, int kt, int last, int q0) {
-  for (++kt; kt <= last && p.tile_max_end[kt] <= q0;) kt = next_tile_after_unseen(p, kt);
-  return kt;
+  if (threadIdx.x < kKeys) se[threadIdx.x] = subtree_end_or_zero(p, k0 + int(threadIdx.x));
 }
 
 // Whether query i (below w1) sees key k0 + jj of the loaded tile (jj below
@@ -330,11 +331,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<MaxD>::fwd_blocks)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
 
   const int last = (q1 - 1) / kKeys;
-  for (int kt = 0; kt <= last; ++kt) {
-    if (p.tile_max_end[kt] <= q0) {  // no query of the block sees these keys
-      kt = next_tile_after_unseen(p, kt) - 1;
-      continue;
-    }
+  // key tiles some query of the block may see
+  for (int kt = seen_key_tile_from(p, 0, last, q0); kt <= last; kt = seen_key_tile_from(p, kt + 1, last, q0)) {
     const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
     __syncthreads();  // the previous tile is no longer read
     load_key_tile(Ks, Vs, se, p, k, v, ld, kvh, k0, Dk);
@@ -445,7 +443,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<MaxD>::bwd_blocks)
 
   int se[2];  // subtree ends of keys w0 + g and w0 + g + 8
 #pragma unroll
-  for (int r = 0; r < 2; ++r) se[r] = w0 + g + 8 * r < w1 ? p.subtree_end[w0 + g + 8 * r] : 0;
+  for (int r = 0; r < 2; ++r) se[r] = subtree_end_or_zero(p, w0 + g + 8 * r);
   int q_end = 0;  // queries at or past it see none of the block's keys
   for (int kt = k0 / kAttnTile; kt * kAttnTile < min(p.T, k0 + kKeyTile); ++kt)
     q_end = max(q_end, p.tile_max_end[kt]);
@@ -544,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<MaxD>::bwd_blocks)
   const float scale2 = p.scale * kLog2e;
 
   const int last = (q1 - 1) / kKeys;
-  int kt = next_key_tile(p, -1, last, q0);
+  int kt = seen_key_tile_from(p, 0, last, q0);
   load_rows(Qs, qp, q + h * D, ld, q0, kQueryTile, p.T, D, Dk);
   load_rows(dOs, qp, p.dout_bf16 + h * D, HD, q0, kQueryTile, p.T, D, Dk);
   if (kt <= last) {
@@ -571,7 +569,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<MaxD>::bwd_blocks)
   zero(dq);
 
   for (int b = 0; kt <= last; b ^= 1) {
-    const int nt = next_key_tile(p, kt, last, q0);
+    const int nt = seen_key_tile_from(p, kt + 1, last, q0);
     StagedKeys<HeadDims<MaxD>::chunks> next{};
     if (nt <= last) stage_keys(next, p, k, v, ld, kvh, nt * kKeys, Dk);
     if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
