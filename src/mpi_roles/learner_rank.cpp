@@ -136,7 +136,7 @@ std::string pool_view(const TakenBatch& b, const PolicyUpdateStats& st) {
 
 // "weights: N versions of P floats (M MB) published, median X ms each
 // (device to host Y ms)": the learner's cost of one weights version.
-std::string publish_summary(std::vector<double> publish_ms, std::vector<double> staging_ms, size_t floats) {
+std::string publish_summary(std::vector<double> publish_ms, std::vector<double> download_ms, size_t floats) {
   const auto median = [](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
@@ -145,8 +145,8 @@ std::string publish_summary(std::vector<double> publish_ms, std::vector<double> 
   std::snprintf(line, sizeof line, "weights: %zu versions of %zu floats (%.1f MB) published, median %.2f ms each",
                 publish_ms.size(), floats, floats * 4.0 / 1e6, median(publish_ms));
   std::string out = line;
-  if (!staging_ms.empty()) {
-    std::snprintf(line, sizeof line, " (device to host %.2f ms)", median(staging_ms));
+  if (!download_ms.empty()) {
+    std::snprintf(line, sizeof line, " (device to host %.2f ms)", median(download_ms));
     out += line;
   }
   return out;
@@ -189,7 +189,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   // device backend downloads them there. Each publication is timed: the
   // download, then the whole of it (a device backend's stream drained
   // first, so that the optimizer's last kernels do not count as download).
-  std::vector<double> publish_ms, staging_ms;
+  std::vector<double> publish_ms, download_ms;
   const auto publish = [&](int64_t version) {
     const size_t bytes = model.layout().total * sizeof(float);
     if (!model.backend().host_memory()) {
@@ -202,7 +202,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
       std::memcpy(dst, model.params(), bytes);
     } else {
       model.backend().to_host(dst, model.params(), bytes);
-      staging_ms.push_back(sw.seconds() * 1e3);
+      download_ms.push_back(sw.seconds() * 1e3);
     }
     weights.commit_publish(version);
     pool.publish_version(version);
@@ -255,7 +255,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   }
 
   if (lead) {
-    log_info(publish_summary(publish_ms, staging_ms, model.layout().total));
+    log_info(publish_summary(publish_ms, download_ms, model.layout().total));
     if (stop == kStopSignal) {
       log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
       log_info("checkpoint " + learner.checkpoint(step, taker.checkpoint_state()) + "; continue with --resume");

@@ -14,6 +14,8 @@
 namespace forge {
 namespace {
 
+using enum BlisPolicy;
+
 // BLIS 0.9.0's table of configurations by id, as bli_arch_string gives it.
 const std::vector<std::string> kNames = {"skx",       "knl",         "knc",        "haswell",   "sandybridge",
                                          "penryn",    "zen3",        "zen2",       "zen",       "excavator",
@@ -30,7 +32,7 @@ const CpuIdentity kAlderLake{"GenuineIntel", 6, 0x97};
 
 TEST(BlisConfig, SkxOnAvx512IntelBeyondSkylakeSpElseBlisOwn) {
   for (const CpuIdentity& cpu : {kEmeraldRapids, kGraniteRapids}) {
-    const BlisConfigRequest r = request_blis_config(cpu, CpuLevel::kV4, nullptr, kNames, "");
+    const BlisConfigRequest r = request_blis_config(cpu, CpuLevel::kV4, nullptr, kNames, kForgeChooses);
     EXPECT_EQ(r.config, "skx") << cpu.model;
     EXPECT_EQ(r.id, 0);
     EXPECT_TRUE(r.note.empty()) << r.note;
@@ -40,58 +42,60 @@ TEST(BlisConfig, SkxOnAvx512IntelBeyondSkylakeSpElseBlisOwn) {
   // skx on a Zen 4), haswell where there is no AVX-512.
   for (const auto& [cpu, level] : {std::pair{kSkylakeSp, CpuLevel::kV4}, std::pair{kZen4, CpuLevel::kV4},
                                    std::pair{kAlderLake, CpuLevel::kV3}, std::pair{kEmeraldRapids, CpuLevel::kV3}}) {
-    const BlisConfigRequest r = request_blis_config(cpu, level, nullptr, kNames, "");
+    const BlisConfigRequest r = request_blis_config(cpu, level, nullptr, kNames, kForgeChooses);
     EXPECT_EQ(r.config, "") << cpu.vendor << " " << cpu.model;
     EXPECT_EQ(r.id, -1);
   }
   // keep: BLIS decides alone; a BLIS without skx is not asked for it.
-  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, nullptr, kNames, "keep").config, "");
-  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, nullptr, {"haswell", "generic"}, "").config, "");
-  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, "", kNames, "").config, "skx") << "empty = unset";
+  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, nullptr, kNames, kKeep).config, "");
+  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, nullptr, {"haswell", "generic"}, kForgeChooses).config,
+            "");
+  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, "", kNames, kForgeChooses).config, "skx")
+      << "empty = unset";
   // A table with an unnamed id: BLIS's own choice still sets no id.
   std::vector<std::string> gap = kNames;
   gap[2] = "";
-  EXPECT_EQ(request_blis_config(kZen4, CpuLevel::kV4, nullptr, gap, "").id, -1);
+  EXPECT_EQ(request_blis_config(kZen4, CpuLevel::kV4, nullptr, gap, kForgeChooses).id, -1);
 }
 
 TEST(BlisConfig, BlisArchTypeUsedByIdOrNameReplacedWhenAFallback) {
   // A usable configuration, by id or by name (BLIS 0.9 would read "zen3" as
   // 0, skx).
-  BlisConfigRequest r = request_blis_config(kZen4, CpuLevel::kV4, "zen3", kNames, "");
+  BlisConfigRequest r = request_blis_config(kZen4, CpuLevel::kV4, "zen3", kNames, kForgeChooses);
   EXPECT_EQ(r.config, "zen3");
   EXPECT_EQ(r.id, 6);
   EXPECT_EQ(r.note, "BLIS_ARCH_TYPE=zen3");
   EXPECT_FALSE(r.warn);
-  r = request_blis_config(kEmeraldRapids, CpuLevel::kV4, "3", kNames, "");
+  r = request_blis_config(kEmeraldRapids, CpuLevel::kV4, "3", kNames, kForgeChooses);
   EXPECT_EQ(r.config, "haswell") << "rank 3 is not a fallback: the user's choice";
   EXPECT_EQ(r.note, "BLIS_ARCH_TYPE=3 (haswell)");
-  EXPECT_EQ(request_blis_config(kZen4, CpuLevel::kV4, "SKX", kNames, "").config, "skx");
+  EXPECT_EQ(request_blis_config(kZen4, CpuLevel::kV4, "SKX", kNames, kForgeChooses).config, "skx");
 
   // Fallbacks on a v3/v4 CPU: forge's own request instead.
   for (const char* fallback : {"generic", "25", "penryn", "sandybridge"}) {
-    r = request_blis_config(kEmeraldRapids, CpuLevel::kV4, fallback, kNames, "");
+    r = request_blis_config(kEmeraldRapids, CpuLevel::kV4, fallback, kNames, kForgeChooses);
     EXPECT_EQ(r.config, "skx") << fallback;
     EXPECT_NE(r.note.find("switched from "), std::string::npos) << r.note;
     EXPECT_NE(r.note.find("set by BLIS_ARCH_TYPE"), std::string::npos) << r.note;
     EXPECT_FALSE(r.warn);
-    EXPECT_EQ(request_blis_config(kZen4, CpuLevel::kV4, fallback, kNames, "").config, "") << fallback;
+    EXPECT_EQ(request_blis_config(kZen4, CpuLevel::kV4, fallback, kNames, kForgeChooses).config, "") << fallback;
   }
   // ... not on a CPU below v3, and kept (with a warning) under keep.
-  EXPECT_EQ(request_blis_config(kZen4, CpuLevel::kV2, "penryn", kNames, "").config, "penryn");
-  r = request_blis_config(kZen4, CpuLevel::kV4, "generic", kNames, "keep");
+  EXPECT_EQ(request_blis_config(kZen4, CpuLevel::kV2, "penryn", kNames, kForgeChooses).config, "penryn");
+  r = request_blis_config(kZen4, CpuLevel::kV4, "generic", kNames, kKeep);
   EXPECT_EQ(r.config, "generic");
   EXPECT_EQ(r.id, 25);
   EXPECT_TRUE(r.warn);
   EXPECT_NE(r.note.find("kept generic, a slow fallback"), std::string::npos) << r.note;
   // A BLIS other than Debian's build: the user's value is resolved and kept,
   // forge asks for nothing itself, and the note says why a fallback stays.
-  r = request_blis_config(kZen4, CpuLevel::kV4, "generic", kNames, "relocated");
+  r = request_blis_config(kZen4, CpuLevel::kV4, "generic", kNames, kRelocated);
   EXPECT_EQ(r.config, "generic");
   EXPECT_TRUE(r.warn);
   EXPECT_NE(r.note.find("another build"), std::string::npos) << r.note;
   EXPECT_EQ(r.note.find("FORGE_BLAS_CORETYPE"), std::string::npos) << r.note;
-  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, nullptr, kNames, "relocated").config, "");
-  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, "haswell", kNames, "relocated").config, "haswell");
+  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, nullptr, kNames, kRelocated).config, "");
+  EXPECT_EQ(request_blis_config(kEmeraldRapids, CpuLevel::kV4, "haswell", kNames, kRelocated).config, "haswell");
 }
 
 TEST(BlisConfig, BlisArchTypeThatWouldAbortOrTrapIsIgnored) {
@@ -107,7 +111,7 @@ TEST(BlisConfig, BlisArchTypeThatWouldAbortOrTrapIsIgnored) {
                         Case{"zen5", CpuLevel::kV4, "not a configuration id or name"},
                         Case{"skx", CpuLevel::kV3, "skx needs x86-64-v4 instructions"},
                         Case{"haswell", CpuLevel::kV2, "haswell needs x86-64-v3 instructions"}}) {
-    const BlisConfigRequest r = request_blis_config(kEmeraldRapids, c.level, c.value, kNames, "");
+    const BlisConfigRequest r = request_blis_config(kEmeraldRapids, c.level, c.value, kNames, kForgeChooses);
     EXPECT_TRUE(r.warn) << c.value;
     EXPECT_NE(r.note.find(std::string("BLIS_ARCH_TYPE=") + c.value + " ignored: " + c.why), std::string::npos)
         << r.note;

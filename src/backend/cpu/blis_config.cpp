@@ -83,10 +83,16 @@ std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, con
   return "";
 }
 
+BlisPolicy blis_policy(bool debian_build, const char* forge_blas_coretype) {
+  if (!debian_build) return BlisPolicy::kRelocated;
+  return forge_blas_coretype && std::string(forge_blas_coretype) == "keep" ? BlisPolicy::kKeep
+                                                                            : BlisPolicy::kForgeChooses;
+}
+
 BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, const char* blis_arch_type,
-                                      const std::vector<std::string>& arch_names, const std::string& policy) {
-  const bool relocated = policy == "relocated";  // not Debian's build: forge never chooses for it
-  const bool keep = policy == "keep" || relocated;
+                                      const std::vector<std::string>& arch_names, BlisPolicy policy) {
+  const bool relocated = policy == BlisPolicy::kRelocated;
+  const bool keep = policy != BlisPolicy::kForgeChooses;
   auto forge_choice = [&] {
     BlisConfigRequest r;
     if (keep) return r;

@@ -68,12 +68,21 @@ std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level);
 // request configurations from. "" otherwise.
 std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, const std::string& running);
 
+// What forge may do with BLIS's configuration.
+enum class BlisPolicy {
+  kForgeChooses,  // Debian's build: forge's rule, fallbacks replaced
+  kKeep,          // Debian's build with FORGE_BLAS_CORETYPE=keep: BLIS's own, a usable BLIS_ARCH_TYPE kept
+  kRelocated,     // another build: as kKeep (it may lack configurations), a kept fallback's note says why
+};
+
+// The policy for a BLIS loaded from Debian's path or not, under the
+// environment's FORGE_BLAS_CORETYPE (nullptr when unset).
+BlisPolicy blis_policy(bool debian_build, const char* forge_blas_coretype);
+
 // The request for BLIS's initialisation. blis_arch_type: the environment's
 // BLIS_ARCH_TYPE (nullptr when unset); arch_names: BLIS's configuration names
-// by id (bli_arch_string); policy: FORGE_BLAS_CORETYPE, or "relocated" for
-// a BLIS other than Debian's build (as keep: forge asks for nothing and
-// replaces nothing, and a kept fallback's note says why).
+// by id (bli_arch_string).
 BlisConfigRequest request_blis_config(const CpuIdentity& cpu, CpuLevel level, const char* blis_arch_type,
-                                      const std::vector<std::string>& arch_names, const std::string& policy);
+                                      const std::vector<std::string>& arch_names, BlisPolicy policy);
 
 }  // namespace forge

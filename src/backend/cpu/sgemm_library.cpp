@@ -77,7 +77,7 @@ const Blis& blis() {
       // configuration it was built without, and another build may lack skx.
       // Another build decides alone, but for a BLIS_ARCH_TYPE set by the user:
       // resolved as for Debian's (a name to its id: BLIS 0.9 reads only
-      // numbers), never replaced (policy "relocated").
+      // numbers), never replaced (BlisPolicy::kRelocated).
       const bool every_config = path == std::string(kDebianBlis);
       const char* user_arch = std::getenv("BLIS_ARCH_TYPE");
       const bool user_set = user_arch && *user_arch;
@@ -92,11 +92,8 @@ const Blis& blis() {
           out.warn = !out.note.empty();
         }
       } else {
-        const char* env_policy = std::getenv("FORGE_BLAS_CORETYPE");
-        std::string policy = "relocated";
-        if (every_config) policy = env_policy && std::string(env_policy) != "relocated" ? env_policy : "";
-        const BlisConfigRequest request =
-            request_blis_config(cpu, level, std::getenv("BLIS_ARCH_TYPE"), names, policy);
+        const BlisConfigRequest request = request_blis_config(
+            cpu, level, user_arch, names, blis_policy(every_config, std::getenv("FORGE_BLAS_CORETYPE")));
         init_blis(init, request);
         out.note = request.note;
         out.warn = request.warn;
