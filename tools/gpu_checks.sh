@@ -45,6 +45,10 @@ for stage in "${stages[@]}"; do
     *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge cpu rl rl-cuda rl-cpu publish)"; exit 2 ;;
   esac
 done
+budget=${GPU_CHECKS_SECONDS:-0}
+[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu_checks: GPU_CHECKS_SECONDS must be a number of seconds, got '$budget'"; exit 2; }
+budget=$((10#$budget))
+grace=10  # seconds a command gets after SIGTERM before SIGKILL
 [ -f "$root/.gpu/forge-gpu.tar.gz" ] || { echo "gpu_checks: no .gpu/forge-gpu.tar.gz (run tools/gpu_bundle.sh)"; exit 2; }
 mkdir -p "$out"
 
@@ -64,10 +68,6 @@ bin=$pkg/bin
 base=$root/.gpu/baseline  # an earlier build's bench binaries, for A/B on the same GPU
 failed=0
 
-budget=${GPU_CHECKS_SECONDS:-0}
-[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu_checks: GPU_CHECKS_SECONDS must be a number of seconds, got '$budget'"; exit 2; }
-budget=$((10#$budget))
-grace=10  # seconds a command gets after SIGTERM before SIGKILL
 
 # run NAME SECONDS CMD...: appends CMD's output to $out/NAME.log; within
 # GPU_CHECKS_SECONDS, skipped (rc 124) when under 10 s are left.
