@@ -73,12 +73,32 @@ TEST_F(BlasCore, NamedCoreBeyondTheCpuOrUnknownIsRefused) {
 
 TEST_F(BlasCore, LibraryChoiceAtTheCpusLevelIsLeftAlone) {
   ASSERT_TRUE(switch_blas_core("Haswell"));
-  // An AVX2 core on an AVX-512 CPU (OpenBLAS 0.3.21 picks Zen on a Zen 4) is
-  // the library's choice for a known model, not a fallback.
-  const BlasCoreChoice c = correct_blas_core(CpuLevel::kV4, "auto");
+  const BlasCoreChoice c = correct_blas_core(CpuLevel::kV3, "auto");
   EXPECT_EQ(c.core, "Haswell");
+  EXPECT_EQ(blas_core_name(), "Haswell");
   EXPECT_TRUE(c.note.empty()) << c.note;
   EXPECT_FALSE(c.slow);
+  ASSERT_TRUE(switch_blas_core("Cooperlake"));
+  const BlasCoreChoice other = correct_blas_core(CpuLevel::kV4, "auto");
+  EXPECT_EQ(other.core, "Cooperlake") << "another core of the CPU's level is the library's choice";
+  EXPECT_TRUE(other.note.empty()) << other.note;
+}
+
+// An AVX2 core on an AVX-512 CPU (OpenBLAS 0.3.21 gives a Zen 5 its Haswell
+// core) is replaced by SkylakeX.
+TEST_F(BlasCore, Avx2CoreOnAnAvx512CpuIsReplaced) {
+  if (detect_cpu_level() < CpuLevel::kV4) GTEST_SKIP() << "this CPU has no AVX-512 to run SkylakeX";
+  ASSERT_TRUE(switch_blas_core("Haswell"));
+  const BlasCoreChoice c = correct_blas_core(CpuLevel::kV4, "auto");
+  EXPECT_EQ(c.at_load, "Haswell");
+  EXPECT_EQ(c.core, "SkylakeX");
+  EXPECT_EQ(blas_core_name(), "SkylakeX");
+  EXPECT_FALSE(c.slow);
+  EXPECT_NE(c.note.find("switched from Haswell"), std::string::npos) << c.note;
+  ASSERT_TRUE(switch_blas_core("Zen"));
+  const BlasCoreChoice kept = correct_blas_core(CpuLevel::kV4, "keep");
+  EXPECT_EQ(kept.core, "Zen");
+  EXPECT_TRUE(kept.slow) << "an AVX2 core kept on an AVX-512 CPU is the slow path";
 }
 
 TEST(BlasCoreRanks, TableOrdersTheInstructionSets) {

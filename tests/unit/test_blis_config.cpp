@@ -1,6 +1,7 @@
 // BLIS's configuration (backend/cpu/blis_config.hpp): forge asks for skx on
-// AVX-512 Intel CPUs BLIS 0.9 cannot name (its fallback there is AVX2), leaves
-// AMD and Skylake-SP to BLIS, and uses, replaces or ignores a BLIS_ARCH_TYPE
+// AVX-512 CPUs BLIS 0.9 gives AVX2 or plain C (Intel beyond Skylake-SP, AMD
+// Zen 5), haswell on AVX2 CPUs it does not name, leaves Zen 3/4 and
+// Skylake-SP to BLIS, and uses, replaces or ignores a BLIS_ARCH_TYPE
 // by the rule; the CPU identity read here is cpuid's.
 #include <gtest/gtest.h>
 
@@ -29,19 +30,32 @@ const CpuIdentity kGraniteRapids{"GenuineIntel", 6, 0xAD};
 const CpuIdentity kSkylakeSp{"GenuineIntel", 6, 0x55};
 const CpuIdentity kZen4{"AuthenticAMD", 0x19, 0x11};
 const CpuIdentity kAlderLake{"GenuineIntel", 6, 0x97};
+const CpuIdentity kZen5{"AuthenticAMD", 0x1A, 0x02};  // BLIS 0.9's generic
+const CpuIdentity kHygon{"HygonGenuine", 0x18, 0x01};  // BLIS 0.9's generic
 
-TEST(BlisConfig, SkxOnAvx512IntelBeyondSkylakeSpElseBlisOwn) {
-  for (const CpuIdentity& cpu : {kEmeraldRapids, kGraniteRapids}) {
+TEST(BlisConfig, SkxOnAvx512BeyondSkylakeSpAndZen4HaswellWhereBlisKnowsNoFamilyElseBlisOwn) {
+  for (const CpuIdentity& cpu : {kEmeraldRapids, kGraniteRapids, kZen5, kHygon}) {
     const BlisConfigRequest r = request_blis_config(cpu, CpuLevel::kV4, nullptr, kNames, kForgeChooses);
     EXPECT_EQ(r.config, "skx") << cpu.model;
     EXPECT_EQ(r.id, 0);
     EXPECT_TRUE(r.note.empty()) << r.note;
     EXPECT_FALSE(r.warn);
   }
-  // BLIS's own choice: its SKU table on Skylake-SP, zen3 on AMD (faster than
-  // skx on a Zen 4), haswell where there is no AVX-512.
-  for (const auto& [cpu, level] : {std::pair{kSkylakeSp, CpuLevel::kV4}, std::pair{kZen4, CpuLevel::kV4},
-                                   std::pair{kAlderLake, CpuLevel::kV3}, std::pair{kEmeraldRapids, CpuLevel::kV3}}) {
+  // AVX2 on a CPU BLIS 0.9 does not name (it would run generic): haswell.
+  for (const CpuIdentity& cpu : {kZen5, kHygon}) {
+    const BlisConfigRequest r = request_blis_config(cpu, CpuLevel::kV3, nullptr, kNames, kForgeChooses);
+    EXPECT_EQ(r.config, "haswell") << cpu.vendor;
+    EXPECT_EQ(r.id, 3);
+  }
+  EXPECT_EQ(request_blis_config(kZen5, CpuLevel::kV2, nullptr, kNames, kForgeChooses).config, "")
+      << "nothing faster than generic without AVX2";
+  // BLIS's own choice: its SKU table on Skylake-SP, zen3 on AMD family 0x19
+  // (faster than skx on a Zen 4), haswell on Intel without AVX-512, zen2 on
+  // family 0x17.
+  for (const auto& [cpu, level] :
+       {std::pair{kSkylakeSp, CpuLevel::kV4}, std::pair{kZen4, CpuLevel::kV4}, std::pair{kZen4, CpuLevel::kV3},
+        std::pair{CpuIdentity{"AuthenticAMD", 0x17, 0x31}, CpuLevel::kV3}, std::pair{kAlderLake, CpuLevel::kV3},
+        std::pair{kEmeraldRapids, CpuLevel::kV3}}) {
     const BlisConfigRequest r = request_blis_config(cpu, level, nullptr, kNames, kForgeChooses);
     EXPECT_EQ(r.config, "") << cpu.vendor << " " << cpu.model;
     EXPECT_EQ(r.id, -1);
@@ -123,8 +137,12 @@ TEST(BlisConfig, BlisArchTypeThatWouldAbortOrTrapIsIgnored) {
 // has: a warning naming the fix.
 TEST(BlisConfig, SlowConfigurationOfAnotherBuildIsWarned) {
   const std::string w = blis_slow_config_warning(kEmeraldRapids, CpuLevel::kV4, "haswell");
-  EXPECT_NE(w.find("BLIS runs its haswell kernels on this AVX-512 Intel CPU"), std::string::npos) << w;
+  EXPECT_NE(w.find("BLIS runs its haswell kernels on this x86-64-v4 CPU, where skx's are faster"), std::string::npos)
+      << w;
   EXPECT_NE(w.find("BLIS_ARCH_TYPE=skx"), std::string::npos) << w;
+  EXPECT_NE(blis_slow_config_warning(kZen5, CpuLevel::kV4, "generic").find("set BLIS_ARCH_TYPE=skx"),
+            std::string::npos);
+  EXPECT_NE(blis_slow_config_warning(kZen5, CpuLevel::kV4, "zen3").find("set BLIS_ARCH_TYPE=skx"), std::string::npos);
   EXPECT_NE(blis_slow_config_warning(kZen4, CpuLevel::kV4, "generic").find("set BLIS_ARCH_TYPE=haswell"),
             std::string::npos);
   EXPECT_EQ(blis_slow_config_warning(kEmeraldRapids, CpuLevel::kV4, "skx"), "");

@@ -97,7 +97,7 @@ BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy) {
   c.at_load = c.core = blas_core_name();
   auto is_fallback = [level](const std::string& core) {
     const int rank = blas_core_rank(core);
-    return rank > 0 && rank < 3 && level >= CpuLevel::kV3;
+    return rank > 0 && rank < blas_core_rank_for(level) && level >= CpuLevel::kV3;
   };
   const bool fallback = is_fallback(c.core);
   // The core in use decides `slow`, whatever path led to it.

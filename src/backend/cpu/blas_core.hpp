@@ -10,15 +10,18 @@
 //   rank(core)   1 SSE cores, 2 AVX, 3 AVX2 (Haswell, Zen), 4 AVX-512
 //                (SkylakeX, Cooperlake); 0 for a name not in the table
 //                (names compared ignoring case, as OpenBLAS does)
-//   fallback     0 < rank(core) < 3 on a CPU of level v3 or v4
+//   fallback     0 < rank(core) < rank of the CPU's level (v3 3, v4 4) on a
+//                CPU of level v3 or v4
 // and replaces a fallback with the core of the CPU's level (v3 Haswell, v4
 // SkylakeX) in this process: OPENBLAS_CORETYPE set for the call, OpenBLAS's
 // own gotoblas_dynamic_quit/gotoblas_dynamic_init to re-select (before any
 // BLAS call), the environment restored. The new core must then pass a
 // self-check (SGEMM of odd shapes, NN and NT, against a double reference, at
 // relative error 1e-5); if it fails, the original core is put back and a
-// warning says so. A core the library chose on a known model (Zen on a Zen 4
-// with AVX-512) is not a fallback and is left alone.
+// warning says so. An AVX2 core on an AVX-512 CPU is a fallback too: OpenBLAS
+// 0.3.21 gives a Zen 5 (family 0x1A) its Haswell core, where SkylakeX runs
+// the step layer's GEMMs 1.8x faster; on a Zen 4 (256-bit AVX-512 units) the
+// two cores measured within 1% (docs/performance.md).
 //
 // FORGE_BLAS_CORETYPE (environment): unset or "auto" does the above; "keep"
 // leaves the library's choice (a warning names a fallback); a core name

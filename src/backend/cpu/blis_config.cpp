@@ -66,8 +66,17 @@ bool blis_config_runs_on(const std::string& config, CpuLevel level) {
 }
 
 std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level) {
-  const bool skylake_sp = cpu.family == 6 && cpu.model == 0x55;
-  return cpu.vendor == "GenuineIntel" && level >= CpuLevel::kV4 && !skylake_sp ? "skx" : "";
+  const bool intel = cpu.vendor == "GenuineIntel", amd = cpu.vendor == "AuthenticAMD";
+  if (level >= CpuLevel::kV4) {
+    const bool skylake_sp = intel && cpu.family == 6 && cpu.model == 0x55;
+    const bool zen3_or_4 = amd && cpu.family == 0x19;
+    return skylake_sp || zen3_or_4 ? "" : "skx";
+  }
+  if (level >= CpuLevel::kV3) {
+    const bool blis_names_it = intel || (amd && (cpu.family == 0x15 || cpu.family == 0x17 || cpu.family == 0x19));
+    return blis_names_it ? "" : "haswell";
+  }
+  return "";
 }
 
 std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, const std::string& running) {
@@ -75,8 +84,8 @@ std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, con
   const int rank = blis_config_rank(running);
   if (rank < 0) return "";  // not an x86-64 configuration forge knows
   if (!want.empty() && rank < blis_config_rank(want))
-    return "BLIS runs its " + running + " kernels on this AVX-512 Intel CPU, half its FMA rate: set BLIS_ARCH_TYPE=" +
-           want + " (or FORGE_SGEMM=openblas)";
+    return "BLIS runs its " + running + " kernels on this " + cpu_level_name(level) + " CPU, where " + want +
+           "'s are faster: set BLIS_ARCH_TYPE=" + want + " (or FORGE_SGEMM=openblas)";
   if (is_fallback(rank, level))
     return "BLIS runs its " + running + " kernels, a fallback on this " + cpu_level_name(level) +
            " CPU: set BLIS_ARCH_TYPE=haswell (or FORGE_SGEMM=openblas)";

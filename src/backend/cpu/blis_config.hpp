@@ -2,21 +2,29 @@
 // CPU backend's SGEMM where BLIS does (sgemm_library.hpp).
 //
 // BLIS picks a configuration -- a family of GEMM kernels and blocking sizes --
-// once, when it initialises, by instruction set, with one exception: on an
-// Intel CPU with AVX-512, BLIS 0.9 takes its AVX-512 kernels ('skx') only
-// when it can count two FMA units from the brand string (Xeon Platinum, Xeon
-// Gold 61xx/62xx, Core); every other AVX-512 Xeon -- Gold 6430, Xeon 6 6980P,
-// Xeon Max 9480, w9-3495X -- gets 'haswell' (AVX2): half the FMA rate of
-// the server parts since Ice Lake-SP, which have two 512-bit FMA units by
-// Intel's specifications (on the CPU issue's Emerald Rapids node OpenBLAS's
-// AVX2 core ran SGEMM at 164 GFLOP/s, its AVX-512 core at 306). forge
-// therefore decides the configuration itself and passes it to BLIS through
-// BLIS_ARCH_TYPE for the one bli_init call (the environment is restored):
-//   skx          on an Intel CPU of level x86-64-v4 that is not a Skylake-SP
-//                family part (family 6, model 0x55), where BLIS's table of
-//                SKUs tells the one-FMA parts from the two-FMA ones
-//   BLIS's own   otherwise (zen3 on AMD: on a Zen 4 it measured faster than
-//                skx, docs/performance.md "The SGEMM library")
+// once, when it initialises, from cpuid, and BLIS 0.9 knows fewer CPUs than
+// it runs on:
+//   - on an Intel CPU with AVX-512 it takes its AVX-512 kernels ('skx') only
+//     when it can count two FMA units from the brand string (Xeon Platinum,
+//     Xeon Gold 61xx/62xx, Core); every other AVX-512 Xeon -- Gold 6430,
+//     Xeon 6 6980P, Xeon Max 9480, w9-3495X -- gets 'haswell' (AVX2): half
+//     the FMA rate of the server parts since Ice Lake-SP, which have two
+//     512-bit FMA units (on an Emerald Rapids host BLIS's skx ran the step
+//     layer's GEMMs 1.66x faster than haswell, docs/performance.md);
+//   - on AMD it names families 0x15, 0x17 and 0x19 (Bulldozer to Zen 4);
+//     any later one -- Zen 5 is family 0x1A -- and any other vendor gets
+//     'generic', plain C (on a Zen 5, 16 GFLOP/s against skx's 400-450).
+// forge therefore decides the configuration itself and passes it to BLIS
+// through BLIS_ARCH_TYPE for the one bli_init call (the environment is
+// restored):
+//   skx          on an x86-64-v4 CPU other than Skylake-SP (Intel family 6,
+//                model 0x55, where BLIS's SKU table tells the one-FMA parts
+//                from the two-FMA ones) and AMD family 0x19
+//   haswell      on an x86-64-v3 CPU BLIS 0.9 does not name (AMD beyond
+//                family 0x19, other vendors)
+//   BLIS's own   otherwise: on Skylake-SP, on Intel without AVX-512
+//                (haswell), and on AMD family 0x19 (zen3: on a Zen 4, whose
+//                AVX-512 runs on 256-bit units, it measured faster than skx)
 // BLIS_ARCH_TYPE set by the user -- a number, or a configuration name (BLIS
 // 0.9 reads only numbers: "zen3" would read as 0, which is skx) -- is
 //   used         when it names an x86-64 configuration this CPU runs that is
@@ -58,14 +66,15 @@ int blis_config_rank(const std::string& config);
 // for a name forge does not select).
 bool blis_config_runs_on(const std::string& config, CpuLevel level);
 
-// The configuration forge asks for on this CPU without BLIS_ARCH_TYPE: "skx"
-// or "" (BLIS's own).
+// The configuration forge asks for on this CPU without BLIS_ARCH_TYPE: "skx",
+// "haswell" or "" (BLIS's own).
 std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level);
 
 // A startup warning when the configuration BLIS runs is slower than this
 // CPU's (rank below forge's request, or below 3 on an x86-64-v3/v4 CPU) and
 // nobody asked for it (BLIS_ARCH_TYPE unset): a BLIS build forge does not
-// request configurations from. "" otherwise.
+// request configurations from, FORGE_BLAS_CORETYPE=keep, or a request BLIS
+// did not follow. "" otherwise.
 std::string blis_slow_config_warning(const CpuIdentity& cpu, CpuLevel level, const std::string& running);
 
 // What forge may do with BLIS's configuration.

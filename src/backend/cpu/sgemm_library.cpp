@@ -87,16 +87,18 @@ const Blis& blis() {
       const CpuLevel level = detect_cpu_level();
       if (names.empty()) {
         init();  // BLIS decides alone
-        if (!user_set) {
-          out.note = blis_slow_config_warning(cpu, level, arch_name(arch_id()));
-          out.warn = !out.note.empty();
-        }
       } else {
         const BlisConfigRequest request = request_blis_config(
             cpu, level, user_arch, names, blis_policy(every_config, std::getenv("FORGE_BLAS_CORETYPE")));
         init_blis(init, request);
         out.note = request.note;
         out.warn = request.warn;
+      }
+      // Whatever decided, kernels slower than this CPU's are a warning
+      // (unless the user asked for them by BLIS_ARCH_TYPE).
+      if (!user_set) {
+        out.note = blis_slow_config_warning(cpu, level, arch_name(arch_id()));
+        out.warn = !out.note.empty();
       }
       out.sgemm = sgemm;
       out.set_threads = set;
