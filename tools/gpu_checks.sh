@@ -23,7 +23,9 @@
 #             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens, the
 #             latter with --profile (ms per backend operation, FP32 and bf16)
 #   merge     bench_tree_merge --backend=cuda, FP32 and bf16
-#   cpu       the host CPU's figures: bench_blas, bench_train_step --backend=cpu
+#   cpu       the host CPU's figures: bench_blas and bench_train_step
+#             --backend=cpu on all cores, then both on 2 cores (taskset -c
+#             0,1, 2 threads: the CPU issue's size)
 # A/B: where .gpu/baseline/ holds bench_cuda_kernels or bench_train_step of
 # an earlier build, the kernels and train stages run them too (--no-torch),
 # each right after the current build's run on the same shape.
@@ -33,6 +35,10 @@
 #   publish   the same RL phase with the 206M model of the train stage (d 1024,
 #             16 layers), from scratch, 3 steps: the learner's "weights: ...
 #             published, median X ms each" for a large model
+# The bundle's BLIS is Debian's build; where Debian's path for it is free and
+# writable (the device runs as root) it is placed there for the run, so forge
+# chooses its configuration as after tools/setup.sh (a copy elsewhere chooses
+# alone, src/backend/cpu/blis_config.hpp), and removed at the end.
 # $OUT defaults to ./gpu-out; $FORGE_PYTHON to the python3 on PATH.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,9 +61,15 @@ mkdir -p "$out"
 pkg=$(mktemp -d)
 ompi=$(mktemp -d)
 runs=$(mktemp -d)  # the RL stages' run folders: only logs go to $out (a device call returns few files)
-trap 'rm -rf "$pkg" "$ompi" "$runs"' EXIT
+debian_blis=/usr/lib/x86_64-linux-gnu/blis-openmp
+placed_blis=""
+trap 'rm -rf "$pkg" "$ompi" "$runs"; [ -z "$placed_blis" ] || rm -f "$placed_blis"' EXIT
 tar xzf "$root/.gpu/forge-gpu.tar.gz" -C "$pkg" ||
   { echo "gpu_checks: cannot unpack .gpu/forge-gpu.tar.gz (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
+if [ -f "$pkg/lib/libblis.so.4" ] && [ ! -e "$debian_blis/libblis.so.4" ] && mkdir -p "$debian_blis" 2>/dev/null &&
+  cp "$pkg/lib/libblis.so.4" "$debian_blis/" 2>/dev/null; then
+  placed_blis=$debian_blis/libblis.so.4
+fi
 cuda=/usr/local/cuda
 if command -v nvcc >/dev/null; then cuda=$(dirname "$(dirname "$(command -v nvcc)")"); fi
 export PATH=$PATH:$cuda/bin  # compute-sanitizer
@@ -94,7 +106,8 @@ run() {
 
 { nvidia-smi -L; lscpu | grep -E "^(Model name|CPU family|Model|CPU\(s\)):"
   grep -o -w -E "avx512f|avx512_bf16|avx512_fp16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-  [ -f "$base/REVISION" ] && echo "baseline (.gpu/baseline): commit $(cat "$base/REVISION")"; } 2>&1 |
+  [ -f "$base/REVISION" ] && echo "baseline (.gpu/baseline): commit $(cat "$base/REVISION")"
+  [ -n "$placed_blis" ] && echo "the bundle's BLIS placed at Debian's path for this run: $placed_blis"; } 2>&1 |
   tee "$out/device.log"
 for stage in "${stages[@]}"; do
   : >"$out/$stage.log"
@@ -119,7 +132,9 @@ for stage in "${stages[@]}"; do
       [ -x "$base/bench_train_step" ] && run train 300 "$base/bench_train_step" "${big[@]}" --no-torch ;;
     cpu)
       run cpu 200 "$bin/bench_blas"
-      run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2 ;;
+      run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2
+      OMP_NUM_THREADS=2 run cpu 200 taskset -c 0,1 "$bin/bench_blas" --threads=2
+      OMP_NUM_THREADS=2 run cpu 200 taskset -c 0,1 "$bin/bench_train_step" --backend=cpu --rounds=3 ;;
     merge)
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 ;;
