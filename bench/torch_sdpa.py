@@ -10,7 +10,11 @@ Mask: causal (is_causal=True), or a tree bin given by --subtree-end FILE (T
 ints, one per line: query i sees key j iff j <= i < subtree_end[j]) as a
 boolean mask, which only the memory-efficient and math kernels take.
 Kernels timed, each where it runs: bf16 FlashAttention, bf16 cuDNN, bf16
-memory-efficient, FP32 memory-efficient (TF32 off). Prints one line per
+memory-efficient, FP32 memory-efficient (TF32 off for matmuls; on sm_80
+and later this kernel multiplies on tensor cores anyway, in 3xTF32: each
+FP32 operand split into two TF32 parts, three MMAs a product, CUTLASS's
+OpMultiplyAddFastF32 in torch's mem_eff_attention/gemm_kernel_utils.h,
+whatever the TF32 flags say). Prints one line per
 kernel: "torch_sdpa <name> <fwd_ms> <bwd_ms>" (medians over --reps after two
 warm-ups), or "torch_sdpa <name> unavailable <reason>"."""
 import argparse
