@@ -211,6 +211,20 @@ TEST(Cli, BlisArchTypeReplacedWhenAFallbackAndNeverFatal) {
   const Result r = with("2");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "core " + own + " (BLIS_ARCH_TYPE=2 ignored: knc is not a configuration")) << r.err;
+
+  // FORGE_BLAS_CORETYPE=keep: BLIS's own choice runs, and a warning says so
+  // exactly when it is not the configuration forge would have chosen (a
+  // Zen 5 gets generic, an Emerald Rapids haswell; a Zen 4 zen3, no warning).
+  setenv("FORGE_BLAS_CORETYPE", "keep", 1);
+  const Result kept = forge("config");
+  unsetenv("FORGE_BLAS_CORETYPE");
+  ASSERT_EQ(kept.rc, 0) << kept.err;
+  const size_t at = kept.err.find("BLAS BLIS ");
+  ASSERT_NE(at, std::string::npos) << kept.err;
+  const size_t core_at = kept.err.find(" core ", at) + 6;
+  const std::string kept_core = kept.err.substr(core_at, kept.err.find_first_of(" ,", core_at) - core_at);
+  EXPECT_EQ(contains(kept.err, "BLIS runs its " + kept_core + " kernels"), kept_core != own)
+      << "forge's choice " << own << ", BLIS's own " << kept_core << ": " << kept.err;
 }
 
 }  // namespace
