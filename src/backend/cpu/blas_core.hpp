@@ -18,10 +18,11 @@
 // BLAS call), the environment restored. The new core must then pass a
 // self-check (SGEMM of odd shapes, NN and NT, against a double reference, at
 // relative error 1e-5); if it fails, the original core is put back and a
-// warning says so. An AVX2 core on an AVX-512 CPU is a fallback too: OpenBLAS
-// 0.3.21 gives a Zen 5 (family 0x1A) its Haswell core, where SkylakeX runs
-// the step layer's GEMMs 1.8x faster; on a Zen 4 (256-bit AVX-512 units) the
-// two cores measured within 1% (docs/performance.md).
+// warning says so. An AVX2 core on an AVX-512 CPU is a fallback too, whoever
+// chose it: OPENBLAS_CORETYPE=Haswell (a common cluster workaround for the
+// SSE fallback) on a Zen 5 (family 0x1A) ran the step layer's GEMMs at 0.56
+// of SkylakeX's speed; on a Zen 4 (256-bit AVX-512 units) the two cores
+// measured within 1% (docs/performance.md).
 //
 // FORGE_BLAS_CORETYPE (environment): unset or "auto" does the above; "keep"
 // leaves the library's choice (a warning names a fallback); a core name
