@@ -68,7 +68,8 @@ extern "C" void on_terminate(int) { g_terminate = 1; }
 // OpenMP threads of this rank: run.threads when set; otherwise the node's
 // cores shared among its learner and rollout ranks (environment ranks: 1).
 // `on_node` receives the compute threads of the learner and rollout ranks on
-// this node, for the oversubscription warning.
+// this node, for the oversubscription warning, on the node's first rank (0 on
+// the others: the node's condition is reported once).
 int threads_for(const RoleLayout& layout, int rank, int configured, int* on_node) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
@@ -81,6 +82,9 @@ int threads_for(const RoleLayout& layout, int rank, int configured, int* on_node
     threads = role == Role::kEnvironment ? 1 : std::max(1, host_runtime().cores / std::max(1, compute_ranks));
   int mine = computes ? threads : 0;
   MPI_Allreduce(&mine, on_node, 1, MPI_INT, MPI_SUM, node);
+  int node_rank = 0;
+  MPI_Comm_rank(node, &node_rank);
+  if (node_rank != 0) *on_node = 0;
   MPI_Comm_free(&node);
   return threads;
 }

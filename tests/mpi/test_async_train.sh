@@ -8,7 +8,8 @@
 # the highest consumed slot, staleness within floor((N + M + W - 2) / B) + 1
 # (fifo and windowed; N, M, W and the policy read from the run's config.ini,
 # B = train.tasks), and every token's version no newer than the step that
-# trained it.
+# trained it. The 5-rank run also checks that a node's oversubscription
+# warning is printed once (by the node's first rank), not by every rank.
 source "$(dirname "$0")/roles_common.sh"
 
 check_run() {
@@ -73,6 +74,14 @@ check_run "$WORK/a" 6 3 2
 run 5 "$WORK/b" --mpi.learners=2 --train.steps=4 --train.tasks=2 --train.group=3 --pool.policy=greedy \
   --pool.inflight=4
 check_run "$WORK/b" 4 2 3
+# Its three compute ranks (2 learners, 1 rollout, 1 thread each) oversubscribe
+# a node of fewer than 3 cores: the node's first rank says so, once.
+node_warnings=$(grep -c "the ranks on this node run" "$WORK/b.log" || true)
+if [ "$(nproc)" -lt 3 ]; then
+  [ "$node_warnings" -eq 1 ] || { cat "$WORK/b.log"; fail "$node_warnings oversubscription warnings, expected 1"; }
+else
+  [ "$node_warnings" -eq 0 ] || { cat "$WORK/b.log"; fail "an oversubscription warning on $(nproc) cores"; }
+fi
 # The code domain mixed with calc and search (its programs run in the
 # sandbox on the environment ranks).
 run 4 "$WORK/c" --train.steps=3 --train.tasks=3 --train.group=2 --env.code_weight=2
