@@ -23,9 +23,9 @@
 #             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens, the
 #             latter with --profile (ms per backend operation, FP32 and bf16)
 #   merge     bench_tree_merge --backend=cuda, FP32 and bf16
-#   cpu       the host CPU's figures: bench_blas and bench_train_step
-#             --backend=cpu on all cores, then both on 2 cores (taskset -c
-#             0,1, 2 threads: the CPU issue's size)
+#   cpu       the host CPU's figures: bench_train_step --backend=cpu and
+#             bench_blas on 2 cores (taskset -c 0,1, 2 threads: the CPU
+#             issue's size), then both on all cores
 # A/B: where .gpu/baseline/ holds bench_cuda_kernels or bench_train_step of
 # an earlier build, the kernels and train stages run them too (--no-torch),
 # each right after the current build's run on the same shape.
@@ -131,10 +131,11 @@ for stage in "${stages[@]}"; do
       run train 400 "$bin/bench_train_step" "${big[@]}" --profile
       [ -x "$base/bench_train_step" ] && run train 300 "$base/bench_train_step" "${big[@]}" --no-torch ;;
     cpu)
-      run cpu 200 "$bin/bench_blas"
-      run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2
+      # 2 cores first (the CPU issue's size, not yet measured there), then all.
+      OMP_NUM_THREADS=2 run cpu 200 taskset -c 0,1 "$bin/bench_train_step" --backend=cpu --rounds=3
       OMP_NUM_THREADS=2 run cpu 200 taskset -c 0,1 "$bin/bench_blas" --threads=2
-      OMP_NUM_THREADS=2 run cpu 200 taskset -c 0,1 "$bin/bench_train_step" --backend=cpu --rounds=3 ;;
+      run cpu 200 "$bin/bench_blas"
+      run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2 ;;
     merge)
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 ;;
