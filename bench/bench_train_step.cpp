@@ -16,6 +16,16 @@
 // (or a build without CUDA): says so and prints "device": "none". The
 // PyTorch twin runs under $FORGE_PYTHON (default /usr/bin/python3).
 //
+// On the CPU, Debian's PyTorch runs its GEMMs on the system OpenBLAS, whose
+// core an OPENBLAS_CORETYPE in the environment (a cluster's workaround for
+// OpenBLAS's SSE fallback, Haswell, say) or the fallback itself can leave at
+// half the machine's speed or below. --torch_blas_core=auto (default) runs the
+// twin on the OpenBLAS core of the CPU's level (SkylakeX on AVX-512, Haswell
+// on AVX2: what forge selects for its own OpenBLAS, backend/cpu/blas_core.hpp),
+// so the ratio is against PyTorch at its speed; "installed" leaves the
+// environment's choice, and a core name asks for that core. The core the
+// twin ran is in the table and the JSON line ("torch_blas_core").
+//
 // --profile: after the rounds, `reps` more steps with every backend operation
 // timed between two synchronizations (backend/profiled_backend.hpp): a table
 // of calls, ms and share per step for each operation (per precision on cuda),
@@ -23,7 +33,7 @@
 //
 //   bench_train_step [--batch=8] [--seq=512] [--reps=3] [--rounds=3] [--no-torch]
 //                    [--backend=cpu|cuda] [--d_model=256] [--layers=4] [--heads=8]
-//                    [--kv_heads=heads] [--ffn=688] [--profile]
+//                    [--kv_heads=heads] [--ffn=688] [--profile] [--torch_blas_core=auto|installed|NAME]
 #include <omp.h>
 
 #include <algorithm>
@@ -33,6 +43,8 @@
 
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
+#include "backend/cpu/blas_core.hpp"
+#include "backend/cpu/cpu_isa.hpp"
 #include "backend/device_array.hpp"
 #include "backend/profiled_backend.hpp"
 #include "bench_util.hpp"
@@ -48,10 +60,12 @@ using namespace forge;
 namespace {
 
 // PyTorch's tokens/s for the same step (bench/torch_train_step.py); -1 when
-// it could not run. extra: its flags beyond the model and batch.
+// it could not run. extra: its flags beyond the model and batch; env: a
+// prefix of environment assignments ("" for none); blas_core: the OpenBLAS
+// core it reported (CPU runs).
 double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int reps, const std::string& extra,
-                   double* peak_bytes = nullptr) {
-  const std::string cmd = bench::python() + " " + bench::script("torch_train_step.py") + " --threads " +
+                   double* peak_bytes = nullptr, const std::string& env = "", std::string* blas_core = nullptr) {
+  const std::string cmd = env + bench::python() + " " + bench::script("torch_train_step.py") + " --threads " +
                           std::to_string(threads) + " --batch " + std::to_string(batch) + " --seq " +
                           std::to_string(seq) + " --reps " + std::to_string(reps) + " --d-model " +
                           std::to_string(c.d_model) + " --layers " + std::to_string(c.n_layers) +
@@ -61,6 +75,8 @@ double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int re
   for (const std::string& line : bench::command_lines(cmd)) {
     std::sscanf(line.c_str(), "torch_tok_s %lf", &v);
     if (peak_bytes) std::sscanf(line.c_str(), "torch_peak_bytes %lf", peak_bytes);
+    char core[64];
+    if (blas_core && std::sscanf(line.c_str(), "torch_blas_core %63s", core) == 1) *blas_core = core;
   }
   return v;
 }
@@ -103,6 +119,7 @@ int main(int argc, char** argv) {
   const bool with_torch = !flags.on("no-torch");
   const bool profile = flags.on("profile");
   const std::string backend_name = flags.get("backend", std::string("cpu"));
+  const std::string torch_core_flag = flags.get("torch_blas_core", std::string("auto"));
   ModelConfig c;
   c.vocab = ByteTokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, ffn 688 by default
   c.d_model = flags.get("d_model", c.d_model);
@@ -114,6 +131,15 @@ int main(int argc, char** argv) {
   if (batch <= 0 || seq <= 1 || reps <= 0 || rounds <= 0)
     bench::Flags::usage("need batch > 0, seq > 1, reps > 0, rounds > 0");
   if (backend_name != "cpu" && backend_name != "cuda") bench::Flags::usage("--backend is cpu or cuda, not '" + backend_name + "'");
+  // The twin's OpenBLAS core: forced through OPENBLAS_CORETYPE unless "installed".
+  const std::string torch_core = torch_core_flag == "auto" ? blas_core_for(detect_cpu_level())
+                                 : torch_core_flag == "installed" ? ""
+                                                                  : torch_core_flag;
+  if (!torch_core.empty() && blas_core_rank(torch_core) == 0)
+    bench::Flags::usage("--torch_blas_core is auto, installed or an OpenBLAS core name, not '" + torch_core + "'");
+  if (blas_core_rank(torch_core) > blas_core_rank_for(detect_cpu_level()))
+    bench::Flags::usage("--torch_blas_core=" + torch_core + ": this CPU lacks its instructions");
+  const std::string torch_env = torch_core.empty() ? "" : "OPENBLAS_CORETYPE=" + torch_core + " ";
   try {
     c.validate();
   } catch (const InputError& e) {
@@ -206,10 +232,11 @@ int main(int argc, char** argv) {
   }
 
   std::vector<double> forge_r, torch_r, ratio_r, gflops_r, peak_r, frac_r;
+  std::string torch_blas = "-";
   for (int round = 0; round < rounds; ++round) {
     const double secs = step_seconds(model, opt, backend, samples, tokens, round == 0 ? 1 : 0, reps);
     const double peak = bench::sgemm_peak_gflops();
-    const double torch = with_torch ? torch_tok_s(c, threads, batch, seq, reps, "") : -1;
+    const double torch = with_torch ? torch_tok_s(c, threads, batch, seq, reps, "", nullptr, torch_env, &torch_blas) : -1;
     forge_r.push_back(tokens / secs);
     gflops_r.push_back(flops / secs / 1e9);
     peak_r.push_back(peak);
@@ -228,12 +255,14 @@ int main(int argc, char** argv) {
   std::printf("%-28s %12.1f\n", "forge step ms (median)", secs * 1e3);
   std::printf("%-28s %12.1f\n", "forge tokens/s", forge_tok_s);
   std::printf("%-28s %12.1f\n", "torch tokens/s", torch);
+  std::printf("%-28s %12s\n", "torch OpenBLAS core", torch_blas.c_str());
   std::printf("%-28s %12.2f\n", "ratio forge/torch", ratio);
   std::printf("%-28s %12.1f\n", "forge GFLOP/s", gflops);
   std::printf("%-28s %12.1f\n", "SGEMM GFLOP/s", peak);
   std::printf("%-28s %12.2f\n", "fraction of SGEMM peak", fraction);
   std::vector<std::pair<std::string, std::string>> json = {{"forge_tok_s", bench::num(forge_tok_s)},
                                                            {"torch_tok_s", bench::num(torch)},
+                                                           {"torch_blas_core", "\"" + torch_blas + "\""},
                                                            {"ratio", bench::num(ratio)},
                                                            {"gflops", bench::num(gflops)},
                                                            {"sgemm_peak_gflops", bench::num(peak)},

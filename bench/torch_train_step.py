@@ -2,18 +2,32 @@
 """The same training step as bench_train_step in PyTorch: a Llama-style decoder
 (RMSNorm, GQA attention with RoPE, SwiGLU, untied head), causal attention,
 token-mean cross-entropy, backward, gradient clipping and AdamW. Prints
-"torch_tok_s <value>" (median over --reps steps after one warm-up step) and,
-on CUDA, "torch_peak_bytes <value>" (torch.cuda.max_memory_allocated).
+"torch_tok_s <value>" (median over --reps steps after one warm-up step);
+on CUDA, "torch_peak_bytes <value>" (torch.cuda.max_memory_allocated); on
+the CPU, "torch_blas_core <name>": the OpenBLAS core torch's GEMMs ran on
+(Debian's torch calls the system BLAS, libblas.so.3; "unknown" for another
+BLAS), which OPENBLAS_CORETYPE in the environment decides where it is set.
 
 --device cpu|cuda; --dtype fp32 (TF32 off) or bf16 (autocast to bf16, FP32
 master weights, loss in FP32); --attention explicit (masked softmax, the CPU
 default) or sdpa (torch.nn.functional.scaled_dot_product_attention with
 is_causal, which picks FlashAttention or cuDNN in bf16 on a GPU)."""
 import argparse
+import ctypes
 import math
 import time
 
 import torch
+
+
+def blas_core():
+    """The OpenBLAS core of the BLAS torch loaded (the same library handle)."""
+    try:
+        name = ctypes.CDLL("libblas.so.3").openblas_get_corename
+    except (OSError, AttributeError):
+        return "unknown"
+    name.restype = ctypes.c_char_p
+    return name().decode()
 
 
 def main():
@@ -120,6 +134,8 @@ def main():
     print(f"torch_tok_s {a.batch * T / times[len(times) // 2]:.1f}")
     if a.device == "cuda":
         print(f"torch_peak_bytes {torch.cuda.max_memory_allocated()}")
+    else:
+        print(f"torch_blas_core {blas_core()}")
 
 
 if __name__ == "__main__":
