@@ -45,7 +45,8 @@ std::string host_runtime_line();
 // One line per known slow path, each naming what to do: a BLAS core below the
 // CPU's instruction set that forge could not or was told not to replace, and
 // more compute threads than cores (`threads` this process, `threads_on_node`
-// the sum over the ranks sharing its node, 0 when unknown).
+// the sum over the ranks sharing its node, 0 when unknown or when another
+// rank of the node reports it).
 std::vector<std::string> host_runtime_warnings(int threads, int threads_on_node = 0);
 
 }  // namespace forge
