@@ -1,10 +1,13 @@
 // The chunked FP32 head against a direct double-precision computation:
 // logits, log-softmax, target logprobs and entropy, and the gradients of
-// L = sum_e g_e logprob_e, for vocabulary chunks that do and do not divide V
-// and rows with several targets (a branch point) or none.
+// L = sum_e g_e logprob_e, for vocabulary chunks that do and do not divide V,
+// rows with several targets (a branch point) or none, and row counts that
+// span several row tiles with a remainder (1024-row tiles for a small chunk,
+// 256-row ones for a chunk of 5000).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "core/rng.hpp"
@@ -19,18 +22,20 @@ struct HeadCase {
   std::vector<float> g;
 };
 
-HeadCase make_case(uint64_t seed) {
+HeadCase make_case(uint64_t seed, int R, int V) {
   Rng rng(seed);
   HeadCase c;
+  c.R = R;
+  c.V = V;
   c.H.resize(c.R * c.d);
   c.W.resize(c.V * c.d);
   for (auto& x : c.H) x = static_cast<float>(rng.normal());
   for (auto& x : c.W) x = static_cast<float>(rng.normal() * 0.5);
-  // Row 0: one target; row 1: three (a branch point); row 2: none; rows 3-4: two.
+  // Per 5 rows: one target; three (a branch point); none; two; two.
   const int per_row[] = {1, 3, 0, 2, 2};
   c.row_begin.push_back(0);
   for (int r = 0; r < c.R; ++r) {
-    for (int k = 0; k < per_row[r]; ++k) {
+    for (int k = 0; k < per_row[r % 5]; ++k) {
       c.target.push_back(static_cast<int32_t>(rng.below(c.V)));
       c.g.push_back(static_cast<float>(rng.normal()));
     }
@@ -39,12 +44,13 @@ HeadCase make_case(uint64_t seed) {
   return c;
 }
 
-class Fp32Head : public ::testing::TestWithParam<int> {};
+// (vocab_chunk, rows, vocabulary)
+class Fp32Head : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
 TEST_P(Fp32Head, MatchesDoublePrecisionReference) {
-  const int chunk = GetParam();
+  const auto [chunk, rows, vocab] = GetParam();
   const float inv_t = 0.8f;
-  HeadCase c = make_case(3);
+  HeadCase c = make_case(3, rows, vocab);
   const int E = static_cast<int>(c.target.size());
   std::vector<float> logprob(E), lse(c.R), entropy(c.R), logits(c.R * c.V);
   HeadArgs a;
@@ -107,8 +113,12 @@ TEST_P(Fp32Head, MatchesDoublePrecisionReference) {
   for (size_t i = 0; i < dW.size(); ++i) EXPECT_NEAR(dW[i], ref_dW[i], 1e-5 * (1 + std::abs(ref_dW[i])));
 }
 
-// 37 = whole vocabulary; 1, 5 and 16 do not divide it.
-INSTANTIATE_TEST_SUITE_P(Chunks, Fp32Head, ::testing::Values(1, 5, 16, 37, 4096));
+// 37 = whole vocabulary; 1, 5 and 16 do not divide it; 2100 rows are two
+// 1024-row tiles and 52; 600 rows of a 5000-wide chunk are 256, 256 and 88.
+INSTANTIATE_TEST_SUITE_P(Chunks, Fp32Head,
+                         ::testing::Values(std::tuple{1, 5, 37}, std::tuple{5, 5, 37}, std::tuple{16, 5, 37},
+                                           std::tuple{37, 5, 37}, std::tuple{4096, 5, 37},
+                                           std::tuple{16, 2100, 37}, std::tuple{5000, 600, 5000}));
 
 }  // namespace
 }  // namespace forge

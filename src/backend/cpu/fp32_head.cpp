@@ -1,11 +1,17 @@
-// FP32 LM head on the CPU, chunked over rows (kRowBlock) and the vocabulary
-// (vocab_chunk): only a [rows, chunk] tile of logits exists at a time.
+// FP32 LM head on the CPU, chunked over rows (row_block) and the vocabulary
+// (vocab_chunk): only a [rows, chunk] tile of logits exists at a time, at
+// most 256 x 4096 floats (4 MiB); a small vocabulary takes up to 1024 rows a
+// tile, so that its GEMMs are not a string of small ones (the reference
+// model's head, V 272: 9.7 -> 7.4 ms a step with 1024 rows against 256, on
+// the Zen 5 with BLIS skx).
 //
 // Forward keeps, per row, the running max m, s = sum exp(z - m) and
 // t = sum exp(z - m) z, so that lse = m + log s and entropy = lse - t / s.
 // Backward of L = sum_e g_e logprob_e, with G_r = sum of g_e over row r:
 //   dz_rv = inv_temperature * (sum_{e in r, target_e = v} g_e - G_r p_rv)
 //   dH += dz W_chunk ;  dW_chunk += dz^T H
+// The exponentials are vec_math.hpp's exp8 (relative error below 2e-7), 8
+// logits at a time, with 8 partial sums per row.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,10 +21,58 @@
 #include "backend/cpu/sgemm_library.hpp"
 
 #include "backend/cpu/variant_begin.hpp"
+#include "backend/cpu/vec_math.hpp"
 
 namespace forge::FORGE_CPU_NS {
 namespace {
-constexpr int kRowBlock = 256;
+constexpr int kTileFloats = 256 * 4096;
+
+// Rows per tile for a vocabulary chunk of `chunk` columns: 256 to 1024.
+int row_block(int chunk) { return std::clamp(kTileFloats / chunk, 256, 1024); }
+
+float max_of(const float* z, int n, float init) {
+  v8 m = bcast(init);
+  int c = 0;
+  for (; c + 8 <= n; c += 8) {
+    const v8 x = load8(z + c);
+    m = m > x ? m : x;
+  }
+  float r = m[0];
+  for (int l = 1; l < 8; ++l) r = std::max(r, m[l]);
+  for (; c < n; ++c) r = std::max(r, z[c]);
+  return r;
+}
+
+// s += sum_c exp(z_c - mx), t += sum_c exp(z_c - mx) z_c.
+void exp_sums(const float* z, int n, float mx, float* s, float* t) {
+  v8 vs{}, vt{};
+  int c = 0;
+  for (; c + 8 <= n; c += 8) {
+    const v8 x = load8(z + c);
+    const v8 e = exp8(x - mx);
+    vs += e;
+    vt += e * x;
+  }
+  float ss = 0, tt = 0;
+  for (int l = 0; l < 8; ++l) {
+    ss += vs[l];
+    tt += vt[l];
+  }
+  for (; c < n; ++c) {
+    const float e = fast_exp(z[c] - mx);
+    ss += e;
+    tt += e * z[c];
+  }
+  *s = ss;
+  *t = tt;
+}
+
+// z_c = scale exp(z_c - shift), in place.
+void scaled_exp(float* z, int n, float shift, float scale) {
+  int c = 0;
+  for (; c + 8 <= n; c += 8) store8(z + c, exp8(load8(z + c) - shift) * scale);
+  for (; c < n; ++c) z[c] = scale * fast_exp(z[c] - shift);
+}
 
 // tile[r][c] = inv_temperature * H[r0 + r] . W[v0 + c]
 void logits_tile(Backend& b, const HeadArgs& a, int r0, int nr, int v0, int nc, float* tile) {
@@ -39,10 +93,11 @@ float* tile_buffer(int rows, int chunk) {
 void CpuBackend::head_fwd(const HeadArgs& a) {
   const int chunk = std::max(1, std::min(a.vocab_chunk, a.V));
   const float ninf = -std::numeric_limits<float>::infinity();
-  float* tile = tile_buffer(std::min(kRowBlock, a.R), chunk);
-  std::vector<float> m(kRowBlock), s(kRowBlock), t(kRowBlock);
-  for (int r0 = 0; r0 < a.R; r0 += kRowBlock) {
-    const int nr = std::min(kRowBlock, a.R - r0);
+  const int rows = row_block(chunk);
+  float* tile = tile_buffer(std::min(rows, a.R), chunk);
+  std::vector<float> m(rows), s(rows), t(rows);
+  for (int r0 = 0; r0 < a.R; r0 += rows) {
+    const int nr = std::min(rows, a.R - r0);
     std::fill(m.begin(), m.end(), ninf);
     std::fill(s.begin(), s.end(), 0.0f);
     std::fill(t.begin(), t.end(), 0.0f);
@@ -52,15 +107,10 @@ void CpuBackend::head_fwd(const HeadArgs& a) {
 #pragma omp parallel for schedule(static) if (nr * nc > 16384)
       for (int r = 0; r < nr; ++r) {
         const float* z = tile + static_cast<size_t>(r) * nc;
-        float mx = m[r];
-        for (int c = 0; c < nc; ++c) mx = std::max(mx, z[c]);
+        const float mx = max_of(z, nc, m[r]);
         const float corr = std::exp(m[r] - mx);
-        float ss = 0, tt = 0;
-        for (int c = 0; c < nc; ++c) {
-          const float e = std::exp(z[c] - mx);
-          ss += e;
-          tt += e * z[c];
-        }
+        float ss, tt;
+        exp_sums(z, nc, mx, &ss, &tt);
         s[r] = s[r] * corr + ss;
         t[r] = t[r] * corr + tt;
         m[r] = mx;
@@ -87,10 +137,11 @@ void CpuBackend::head_fwd(const HeadArgs& a) {
 
 void CpuBackend::head_bwd(const HeadArgs& a, const HeadGrads& g) {
   const int chunk = std::max(1, std::min(a.vocab_chunk, a.V));
-  float* tile = tile_buffer(std::min(kRowBlock, a.R), chunk);
+  const int rows = row_block(chunk);
+  float* tile = tile_buffer(std::min(rows, a.R), chunk);
   std::fill(g.dhidden, g.dhidden + static_cast<size_t>(a.R) * a.d, 0.0f);
-  for (int r0 = 0; r0 < a.R; r0 += kRowBlock) {
-    const int nr = std::min(kRowBlock, a.R - r0);
+  for (int r0 = 0; r0 < a.R; r0 += rows) {
+    const int nr = std::min(rows, a.R - r0);
     for (int v0 = 0; v0 < a.V; v0 += chunk) {
       const int nc = std::min(chunk, a.V - v0);
       logits_tile(*this, a, r0, nr, v0, nc, tile);
@@ -101,7 +152,7 @@ void CpuBackend::head_bwd(const HeadArgs& a, const HeadGrads& g) {
         float G = 0;
         for (int e = a.row_begin[row]; e < a.row_begin[row + 1]; ++e) G += g.dlogprob[e];
         const float lse = a.lse[row];
-        for (int c = 0; c < nc; ++c) z[c] = -G * std::exp(z[c] - lse);
+        scaled_exp(z, nc, lse, -G);
         for (int e = a.row_begin[row]; e < a.row_begin[row + 1]; ++e) {
           const int tg = a.target[e];
           if (tg >= v0 && tg < v0 + nc) z[tg - v0] += g.dlogprob[e];
