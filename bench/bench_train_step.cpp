@@ -132,12 +132,13 @@ int main(int argc, char** argv) {
     bench::Flags::usage("need batch > 0, seq > 1, reps > 0, rounds > 0");
   if (backend_name != "cpu" && backend_name != "cuda") bench::Flags::usage("--backend is cpu or cuda, not '" + backend_name + "'");
   // The twin's OpenBLAS core: forced through OPENBLAS_CORETYPE unless "installed".
-  const std::string torch_core = torch_core_flag == "auto" ? blas_core_for(detect_cpu_level())
+  const CpuLevel level = detect_cpu_level();
+  const std::string torch_core = torch_core_flag == "auto" ? blas_core_for(level)
                                  : torch_core_flag == "installed" ? ""
                                                                   : torch_core_flag;
   if (!torch_core.empty() && blas_core_rank(torch_core) == 0)
     bench::Flags::usage("--torch_blas_core is auto, installed or an OpenBLAS core name, not '" + torch_core + "'");
-  if (blas_core_rank(torch_core) > blas_core_rank_for(detect_cpu_level()))
+  if (blas_core_rank(torch_core) > blas_core_rank_for(level))
     bench::Flags::usage("--torch_blas_core=" + torch_core + ": this CPU lacks its instructions");
   const std::string torch_env = torch_core.empty() ? "" : "OPENBLAS_CORETYPE=" + torch_core + " ";
   try {

@@ -63,7 +63,7 @@ ompi=$(mktemp -d)
 runs=$(mktemp -d)  # the RL stages' run folders: only logs go to $out (a device call returns few files)
 debian_blis=/usr/lib/x86_64-linux-gnu/blis-openmp
 placed_blis=""
-trap 'rm -rf "$pkg" "$ompi" "$runs"; [ -z "$placed_blis" ] || rm -f "$placed_blis"' EXIT
+trap 'rm -rf "$pkg" "$ompi" "$runs"; [ -z "$placed_blis" ] || { rm -f "$placed_blis"; rmdir "$debian_blis" 2>/dev/null; }' EXIT
 tar xzf "$root/.gpu/forge-gpu.tar.gz" -C "$pkg" ||
   { echo "gpu_checks: cannot unpack .gpu/forge-gpu.tar.gz (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
 if [ -f "$pkg/lib/libblis.so.4" ] && [ ! -e "$debian_blis/libblis.so.4" ] && mkdir -p "$debian_blis" 2>/dev/null &&

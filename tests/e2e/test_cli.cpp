@@ -221,6 +221,7 @@ TEST(Cli, BlisArchTypeReplacedWhenAFallbackAndNeverFatal) {
   ASSERT_EQ(kept.rc, 0) << kept.err;
   const size_t at = kept.err.find("BLAS BLIS ");
   ASSERT_NE(at, std::string::npos) << kept.err;
+  ASSERT_NE(kept.err.find(" core ", at), std::string::npos) << kept.err;
   const size_t core_at = kept.err.find(" core ", at) + 6;
   const std::string kept_core = kept.err.substr(core_at, kept.err.find_first_of(" ,", core_at) - core_at);
   EXPECT_EQ(contains(kept.err, "BLIS runs its " + kept_core + " kernels"), kept_core != own)

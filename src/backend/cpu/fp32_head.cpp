@@ -30,19 +30,6 @@ constexpr int kTileFloats = 256 * 4096;
 // Rows per tile for a vocabulary chunk of `chunk` columns: 256 to 1024.
 int row_block(int chunk) { return std::clamp(kTileFloats / chunk, 256, 1024); }
 
-float max_of(const float* z, int n, float init) {
-  v8 m = bcast(init);
-  int c = 0;
-  for (; c + 8 <= n; c += 8) {
-    const v8 x = load8(z + c);
-    m = m > x ? m : x;
-  }
-  float r = m[0];
-  for (int l = 1; l < 8; ++l) r = std::max(r, m[l]);
-  for (; c < n; ++c) r = std::max(r, z[c]);
-  return r;
-}
-
 // s += sum_c exp(z_c - mx), t += sum_c exp(z_c - mx) z_c.
 void exp_sums(const float* z, int n, float mx, float* s, float* t) {
   v8 vs{}, vt{};

@@ -85,21 +85,18 @@ const Blis& blis() {
           every_config || user_set ? arch_names(arch_name) : std::vector<std::string>{};
       const CpuIdentity cpu = detect_cpu_identity();
       const CpuLevel level = detect_cpu_level();
+      BlisConfigRequest request;  // none: BLIS decides alone
       if (names.empty()) {
-        init();  // BLIS decides alone
+        init();
       } else {
-        const BlisConfigRequest request = request_blis_config(
-            cpu, level, user_arch, names, blis_policy(every_config, std::getenv("FORGE_BLAS_CORETYPE")));
+        request = request_blis_config(cpu, level, user_arch, names,
+                                      blis_policy(every_config, std::getenv("FORGE_BLAS_CORETYPE")));
         init_blis(init, request);
-        out.note = request.note;
-        out.warn = request.warn;
       }
-      // Whatever decided, kernels slower than this CPU's are a warning
-      // (unless the user asked for them by BLIS_ARCH_TYPE).
-      if (!user_set) {
-        out.note = blis_slow_config_warning(cpu, level, arch_name(arch_id()));
-        out.warn = !out.note.empty();
-      }
+      // A BLIS_ARCH_TYPE the user set: what forge did with it. Otherwise,
+      // whatever decided, kernels slower than this CPU's are a warning.
+      out.note = user_set ? request.note : blis_slow_config_warning(cpu, level, arch_name(arch_id()));
+      out.warn = user_set ? request.warn : !out.note.empty();
       out.sgemm = sgemm;
       out.set_threads = set;
       out.name = std::string("BLIS ") + version();

@@ -9,6 +9,7 @@
 //
 // Included after variant_begin.hpp: these helpers are compiled per variant.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 namespace forge::FORGE_CPU_NS {
@@ -65,6 +66,21 @@ inline v8 exp8(v8 x) {
 
 // Scalar form (same arithmetic) for tails and single values.
 inline float fast_exp(float x) { return exp8(bcast(x))[0]; }
+
+// max(init, x[0..n)), 8 lanes at a time.
+inline float max_of(const float* x, int n, float init) {
+  v8 m = bcast(init);
+  int j = 0;
+#pragma GCC unroll 8
+  for (; j + 8 <= n; j += 8) {
+    const v8 v = load8(x + j);
+    m = m > v ? m : v;
+  }
+  float r = m[0];
+  for (int l = 1; l < 8; ++l) r = std::max(r, m[l]);
+  for (; j < n; ++j) r = std::max(r, x[j]);
+  return r;
+}
 
 // exp over n floats in place; returns their sum.
 inline float exp_inplace_sum(float* x, int n, float shift) {
