@@ -5,7 +5,10 @@
 // memory-bound kernels report achieved GB/s from the bytes they must move.
 // The policy loss: time of the operation including its copy of the sums.
 // bf16 rows: the same operation on a second backend in bf16 precision
-// (run.precision = bf16), conversion of the inputs to bf16 included.
+// (run.precision = bf16), conversion of the inputs to bf16 included. FP32
+// attention: the backend's default (3xTF32 on tensor cores, or what
+// FORGE_CUDA_FP32_ATTENTION says) and, on a third backend, the exact SIMT
+// kernels ("exact" rows).
 // Train step: the reference model on agent-like samples (shared prompt, turns),
 // tree-merged versus linear, tokens/s and the speedup.
 // Attention (H heads, Hkv kv heads, head dim D, T = --tokens) on a causal
@@ -15,7 +18,8 @@
 // FlashAttention, cuDNN and memory-efficient; FP32 memory-efficient), its
 // GFLOP/s counted over the same visible pairs; the JSON line gives forge's
 // bf16 attention throughput as a fraction of FlashAttention's on the causal
-// mask (forward, backward).
+// mask (forward, backward), and its FP32 attention's as a fraction of
+// torch's FP32 memory-efficient kernel's.
 // Where no device is present (or the build has no CUDA) it says so, prints
 // the table header and the JSON line with "device": "none", and exits 0.
 //
@@ -24,6 +28,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -84,7 +89,14 @@ int main(int argc, char** argv) {
   Backend& B = *gpu;
   const std::unique_ptr<Backend> gpu16 = make_backend("cuda", Precision::kBf16);
   Backend& B16 = *gpu16;  // works on B's buffers (same device), on its own stream
-  DeviceArray<float> one(B, 1), one16(B16, 1);
+  const char* fp32_attention = std::getenv("FORGE_CUDA_FP32_ATTENTION");
+  const std::string fp32_mode = fp32_attention ? fp32_attention : "3xtf32";
+  setenv("FORGE_CUDA_FP32_ATTENTION", "exact", 1);
+  const std::unique_ptr<Backend> gpu_exact = make_backend("cuda");
+  if (fp32_attention) setenv("FORGE_CUDA_FP32_ATTENTION", fp32_attention, 1);
+  else unsetenv("FORGE_CUDA_FP32_ATTENTION");
+  Backend& Bx = *gpu_exact;  // exact FP32 attention, B's buffers
+  DeviceArray<float> one(B, 1), one16(B16, 1), one_exact(Bx, 1);
   // A copy to the host drains the backend's stream.
   auto sync = [&](Backend& be, DeviceArray<float>& x) { float h; be.to_host(&h, x.data(), sizeof h); };
   auto time = [&](const std::function<void()>& fn) {
@@ -92,6 +104,9 @@ int main(int argc, char** argv) {
   };
   auto time16 = [&](const std::function<void()>& fn) {
     return bench::median_seconds(2, reps, [&] { fn(); sync(B16, one16); });
+  };
+  auto time_exact = [&](const std::function<void()>& fn) {
+    return bench::median_seconds(2, reps, [&] { fn(); sync(Bx, one_exact); });
   };
   Rng rng(1);
   std::printf("bench_cuda_kernels: %d tokens, median of %d\n", T, reps);
@@ -160,6 +175,7 @@ int main(int argc, char** argv) {
   // Tree attention on a causal chain and on a tree bin.
   const int ld = (H + 2 * Hkv) * D;
   double flash_fraction[2] = {-1, -1};  // forge bf16 / torch bf16 flash throughput, causal (fwd, bwd)
+  double fp32_fraction[2] = {-1, -1};   // forge FP32 (default) / torch FP32 memory-efficient, causal
   const PackedBin bin = bench::agent_tree_bin(rng, T, "--tokens");
   for (int kind = 0; kind < 2; ++kind) {
     std::vector<int32_t> se(kind ? bin.subtree_end : std::vector<int32_t>(T, T));
@@ -175,8 +191,12 @@ int main(int argc, char** argv) {
         fused_tree_attention_args(n_tok, H, Hkv, D, qkv.data(), ld, dse.data(), out.data(), lse.data());
     const TreeAttentionGrads ag = fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data());
     const std::string what = kind ? "tree bin T=" + std::to_string(n_tok) : "causal T=" + std::to_string(n_tok);
-    row(("attn fwd " + what).c_str(), time([&] { B.tree_attention_fwd(a); }), 4.0 * D * H * pairs, 0);
-    row(("attn bwd " + what).c_str(), time([&] { B.tree_attention_bwd(a, ag); }), 10.0 * D * H * pairs, 0);
+    const double fwd32 = time([&] { B.tree_attention_fwd(a); }), bwd32 = time([&] { B.tree_attention_bwd(a, ag); });
+    row(("attn fwd " + fp32_mode + " " + what).c_str(), fwd32, 4.0 * D * H * pairs, 0);
+    row(("attn bwd " + fp32_mode + " " + what).c_str(), bwd32, 10.0 * D * H * pairs, 0);
+    row(("attn fwd exact " + what).c_str(), time_exact([&] { Bx.tree_attention_fwd(a); }), 4.0 * D * H * pairs, 0);
+    row(("attn bwd exact " + what).c_str(), time_exact([&] { Bx.tree_attention_bwd(a, ag); }),
+        10.0 * D * H * pairs, 0);
     const double fwd16 = time16([&] { B16.tree_attention_fwd(a); });
     const double bwd16 = time16([&] { B16.tree_attention_bwd(a, ag); });
     row(("attn fwd bf16 " + what).c_str(), fwd16, 4.0 * D * H * pairs, 0);
@@ -206,6 +226,10 @@ int main(int argc, char** argv) {
         if (!kind && std::string(name) == "bf16_flash") {
           flash_fraction[0] = fms / 1e3 / fwd16;
           flash_fraction[1] = bms / 1e3 / bwd16;
+        }
+        if (!kind && std::string(name) == "fp32_efficient") {
+          fp32_fraction[0] = fms / 1e3 / fwd32;
+          fp32_fraction[1] = bms / 1e3 / bwd32;
         }
       } else {
         std::printf("  %s\n", line.c_str());
@@ -273,6 +297,9 @@ int main(int argc, char** argv) {
                      {"tree_tok_s", bench::num(tok_s[1])},
                      {"tree_speedup", bench::num(tok_s[1] / tok_s[0])},
                      {"attn_fwd_bf16_of_flash", bench::num(flash_fraction[0])},
-                     {"attn_bwd_bf16_of_flash", bench::num(flash_fraction[1])}});
+                     {"attn_bwd_bf16_of_flash", bench::num(flash_fraction[1])},
+                     {"fp32_attention", "\"" + fp32_mode + "\""},
+                     {"attn_fwd_fp32_of_torch_fp32", bench::num(fp32_fraction[0])},
+                     {"attn_bwd_fp32_of_torch_fp32", bench::num(fp32_fraction[1])}});
   return 0;
 }

@@ -738,6 +738,23 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
     body;                                                            \
   }
 
+// The FP32 tree attention cases (a backend's default FP32 attention; on
+// cuda also run with the exact kernels, Fp32Attention::kExact). Head dims
+// 8-128, multiples of 4 (16-byte row loads) and not (14).
+#define FORGE_TREE_ATTENTION_CASES(Suite, get)                                                 \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionGqa, get,                                             \
+                     bc::tree_attention(*dev, *cpu, {4, 2, 16, 40, 24}, 11))                   \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionHeadDim40, get,                                       \
+                     bc::tree_attention(*dev, *cpu, {2, 1, 40, 25, 60}, 12))                   \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionHeadDim128, get,                                      \
+                     bc::tree_attention(*dev, *cpu, {2, 2, 128, 12, 30}, 13))                  \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionSmallBin, get,                                        \
+                     bc::tree_attention(*dev, *cpu, {3, 3, 8, 3, 6}, 14))                      \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionHeadDim14, get,                                       \
+                     bc::tree_attention(*dev, *cpu, {3, 1, 14, 20, 30}, 15))                   \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionLongPrefixes, get,                                    \
+                     bc::tree_attention(*dev, *cpu, {4, 1, 64, 3, 400}, 16))
+
 #define FORGE_BACKEND_CASES(Suite, get)                                                        \
   FORGE_BACKEND_CASE(Suite, Elementwise, get, bc::elementwise(*dev, *cpu))                     \
   FORGE_BACKEND_CASE(Suite, Bf16Packing, get, bc::bf16_packing(*dev, *cpu))                    \
@@ -747,16 +764,7 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, Rope, get, bc::rope(*dev, *cpu))                                   \
   FORGE_BACKEND_CASE(Suite, SwiGlu, get, bc::swiglu(*dev, *cpu))                               \
   FORGE_BACKEND_CASE(Suite, AdamW, get, bc::adamw(*dev, *cpu))                                 \
-  FORGE_BACKEND_CASE(Suite, TreeAttentionGqa, get,                                             \
-                     bc::tree_attention(*dev, *cpu, {4, 2, 16, 40, 24}, 11))                   \
-  FORGE_BACKEND_CASE(Suite, TreeAttentionOddHeadDim, get,                                      \
-                     bc::tree_attention(*dev, *cpu, {2, 1, 40, 25, 60}, 12))                   \
-  FORGE_BACKEND_CASE(Suite, TreeAttentionHeadDim128, get,                                      \
-                     bc::tree_attention(*dev, *cpu, {2, 2, 128, 12, 30}, 13))                  \
-  FORGE_BACKEND_CASE(Suite, TreeAttentionSmallBin, get,                                        \
-                     bc::tree_attention(*dev, *cpu, {3, 3, 8, 3, 6}, 14))                      \
-  FORGE_BACKEND_CASE(Suite, TreeAttentionLongPrefixes, get,                                    \
-                     bc::tree_attention(*dev, *cpu, {4, 1, 64, 3, 400}, 16))                   \
+  FORGE_TREE_ATTENTION_CASES(Suite, get)                                                       \
   FORGE_BACKEND_CASE(Suite, HeadChunked, get, bc::head(*dev, *cpu, false, 128))                \
   FORGE_BACKEND_CASE(Suite, HeadWithLogits, get, bc::head(*dev, *cpu, true, 77))               \
   FORGE_BACKEND_CASE(Suite, HeadOneChunk, get, bc::head(*dev, *cpu, false, 4096))              \

@@ -1,17 +1,29 @@
 // Every CUDA backend operation, run through the emulation (the kernel
 // sources of src/backend/cuda compiled by the host compiler, one fiber per CUDA
-// thread), against the CPU backend: the cases of backend_cases.hpp, FP32 and
-// (a second backend in bf16 precision) bf16.
+// thread), against the CPU backend: the cases of backend_cases.hpp, FP32
+// (tree attention in 3xTF32 on tensor cores, and in the exact SIMT kernels
+// by a second backend) and (a third backend in bf16 precision) bf16.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/cuda_backend.hpp"
+#include "core/error.hpp"
 #include "emulation/backend_cases.hpp"
 
 namespace forge {
 namespace {
 
 Backend* emulated_backend(std::string*) {
-  static const std::unique_ptr<Backend> backend = cuda::make_cuda_backend();
+  static const std::unique_ptr<Backend> backend =
+      cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::k3xTf32);
+  return backend.get();
+}
+
+Backend* emulated_exact_attention_backend(std::string*) {
+  static const std::unique_ptr<Backend> backend =
+      cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::kExact);
   return backend.get();
 }
 
@@ -20,7 +32,30 @@ Backend* emulated_bf16_backend(std::string*) {
   return backend.get();
 }
 
+// FORGE_CUDA_FP32_ATTENTION picks the FP32 attention; another value is an
+// InputError that names the variable.
+TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
+  const char* saved = std::getenv("FORGE_CUDA_FP32_ATTENTION");
+  const std::string keep = saved ? saved : "";
+  unsetenv("FORGE_CUDA_FP32_ATTENTION");
+  EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::k3xTf32);
+  setenv("FORGE_CUDA_FP32_ATTENTION", "exact", 1);
+  EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::kExact);
+  setenv("FORGE_CUDA_FP32_ATTENTION", "3xtf32", 1);
+  EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::k3xTf32);
+  setenv("FORGE_CUDA_FP32_ATTENTION", "tf32", 1);
+  try {
+    cuda::make_cuda_backend();
+    ADD_FAILURE() << "FORGE_CUDA_FP32_ATTENTION=tf32 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("FORGE_CUDA_FP32_ATTENTION"), std::string::npos) << e.what();
+  }
+  if (saved) setenv("FORGE_CUDA_FP32_ATTENTION", keep.c_str(), 1);
+  else unsetenv("FORGE_CUDA_FP32_ATTENTION");
+}
+
 FORGE_BACKEND_CASES(EmulatedCuda, emulated_backend)
+FORGE_TREE_ATTENTION_CASES(EmulatedCudaExactAttention, emulated_exact_attention_backend)
 FORGE_BF16_BACKEND_CASES(EmulatedCuda, emulated_bf16_backend)
 
 }  // namespace

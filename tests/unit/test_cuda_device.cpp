@@ -1,5 +1,6 @@
 // The cases of tests/emulation/backend_cases.hpp on a real GPU: the CUDA
-// backend (make_backend("cuda"), FP32 and bf16) against the CPU backend; and
+// backend (make_backend("cuda"), FP32 and bf16, and FP32 with the exact
+// attention kernels) against the CPU backend; and
 // the tensor-core fragment layouts (backend/cuda/fragment_layouts.hpp). Each test skips
 // with the reason where the build has no CUDA or no device is present.
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include "core/error.hpp"
 #include "emulation/backend_cases.hpp"
 #ifdef FORGE_WITH_CUDA
+#include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/fragment_layouts.hpp"
 #endif
 
@@ -30,6 +32,24 @@ Backend* device_backend(std::string* why) {
   return backend.get();
 }
 
+// The FP32 backend with the exact SIMT attention (the default is 3xTF32 on
+// tensor cores), or nullptr with the reason.
+Backend* exact_attention_backend(std::string* why) {
+  static std::string reason = "built without CUDA";
+  static const std::unique_ptr<Backend> backend = []() -> std::unique_ptr<Backend> {
+#ifdef FORGE_WITH_CUDA
+    try {
+      return cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::kExact);
+    } catch (const InputError& e) {
+      reason = e.what();
+    }
+#endif
+    return nullptr;
+  }();
+  *why = reason;
+  return backend.get();
+}
+
 // The hardware's mma.sync and ldmatrix against the PTX ISA's layouts that
 // the tensor-core attention (and the emulation) assume.
 TEST(CudaDevice, FragmentLayoutsFollowThePtxIsa) {
@@ -42,6 +62,7 @@ TEST(CudaDevice, FragmentLayoutsFollowThePtxIsa) {
 
 FORGE_BACKEND_CASES(CudaDevice, device_backend<Precision::kFp32>)
 FORGE_BF16_BACKEND_CASES(CudaDevice, device_backend<Precision::kBf16>)
+FORGE_TREE_ATTENTION_CASES(CudaDeviceExactAttention, exact_attention_backend)
 
 }  // namespace
 }  // namespace forge

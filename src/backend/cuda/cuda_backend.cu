@@ -59,7 +59,8 @@ class Scratch {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(Precision precision) : bf16_(precision == Precision::kBf16) {
+  CudaBackend(Precision precision, Fp32Attention attention)
+      : bf16_(precision == Precision::kBf16), tf32x3_attention_(attention == Fp32Attention::k3xTf32) {
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -214,6 +215,7 @@ class CudaBackend final : public Backend {
     p.subtree_end = a.subtree_end;
     p.out = a.out;
     p.lse = a.lse;
+    p.tf32x3 = tf32x3_attention_;
     const int tiles = attention_tiles(a.T);
     p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
     p.tile_min_end = p.tile_max_end + tiles;
@@ -231,6 +233,7 @@ class CudaBackend final : public Backend {
   }
 
   const bool bf16_;
+  const bool tf32x3_attention_;  // FP32 mode (bf16 ignores it)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_, paged_partials_,
@@ -253,7 +256,18 @@ int visible_cuda_devices() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
+Fp32Attention fp32_attention_from_env() {
+  const char* v = std::getenv("FORGE_CUDA_FP32_ATTENTION");
+  if (!v || std::string(v) == "3xtf32") return Fp32Attention::k3xTf32;
+  if (std::string(v) == "exact") return Fp32Attention::kExact;
+  throw InputError(std::string("FORGE_CUDA_FP32_ATTENTION must be 3xtf32 or exact, got '") + v + "'");
+}
+
 std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
+  return make_cuda_backend(precision, fp32_attention_from_env());
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention attention) {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess || n == 0)
@@ -275,19 +289,23 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
     char rest[96];
     std::snprintf(rest, sizeof rest, ", sm_%d%d, %d SMs, %.1f GiB", prop.major, prop.minor, prop.multiProcessorCount,
                   prop.totalGlobalMem / 1073741824.0);
-    log_info("cuda: device " + std::to_string(device) + " of " + std::to_string(n) + ": " + prop.name + rest);
+    log_info("cuda: device " + std::to_string(device) + " of " + std::to_string(n) + ": " + prop.name + rest +
+             (precision == Precision::kBf16                ? ""
+              : attention == Fp32Attention::k3xTf32 ? ", FP32 attention 3xTF32 on tensor cores"
+                                                     : ", FP32 attention exact (SIMT)"));
   }
 #endif
-  return std::make_unique<CudaBackend>(precision);
+  return std::make_unique<CudaBackend>(precision, attention);
 }
 
 namespace {
 // make_backend("cuda"); the emulated build of these sources (the tests) under
 // its own name, so that both can live in one binary.
+std::unique_ptr<Backend> make_registered(Precision precision) { return make_cuda_backend(precision); }
 #ifdef FORGE_CUDA_EMULATION
-[[maybe_unused]] const bool registered = register_backend("cuda-emulated", make_cuda_backend);
+[[maybe_unused]] const bool registered = register_backend("cuda-emulated", make_registered);
 #else
-[[maybe_unused]] const bool registered = register_backend("cuda", make_cuda_backend);
+[[maybe_unused]] const bool registered = register_backend("cuda", make_registered);
 #endif
 }  // namespace
 

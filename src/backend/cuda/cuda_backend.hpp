@@ -13,8 +13,19 @@
 
 FORGE_CUDA_NAMESPACE_BEGIN
 
-// On the current device (cudaGetDevice). InputError when no device is present.
+// How the FP32 precision's tree attention multiplies: on tensor cores in
+// 3xTF32 (about FP32's accuracy, as PyTorch's FP32 SDPA; the default), or
+// in the exact SIMT FP32 kernels (the reference). bf16 is unaffected.
+enum class Fp32Attention { k3xTf32, kExact };
+
+// FORGE_CUDA_FP32_ATTENTION: unset or "3xtf32", or "exact"; InputError
+// naming the variable otherwise.
+Fp32Attention fp32_attention_from_env();
+
+// On the current device (cudaGetDevice). InputError when no device is
+// present. The first form takes the FP32 attention from the environment.
 std::unique_ptr<Backend> make_cuda_backend(Precision precision = Precision::kFp32);
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention attention);
 
 // CUDA devices visible to this process (0 when none, or on error).
 int visible_cuda_devices();

@@ -13,7 +13,9 @@
 //                              to the warp's exchange slots, meets the warp,
 //                              reads the source lane, meets it again
 //   mma, ldmatrix (mma.cuh)    all 32 lanes of the warp: the tensor-core
-//                              m16n8k16 bf16 MMA and the shared-memory
+//                              m16n8k16 bf16 and m16n8k8 TF32 MMAs (the
+//                              TF32 operands' low 13 bits ignored, as the
+//                              hardware does) and the shared-memory
 //                              fragment load; lanes post their fragments (or
 //                              row addresses), meet, compute their part,
 //                              meet again
@@ -39,6 +41,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -246,12 +249,14 @@ T exchange(unsigned mask, T v, int src) {
   return r;
 }
 
-// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (mma.cuh): d += A B,
-// warp-collective like a shuffle. Each lane posts its fragments, the warp
-// meets, each lane computes its four elements of D from the posted A and B
-// (layouts in mma.cuh; products of bf16 values are exact in FP32, summed in
-// k order), and the warp meets again before the slots are reused.
-inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+// mma.sync m16n8kK (mma.cuh): d += A B, warp-collective like a shuffle. Each
+// lane posts its fragments, the warp meets, each lane computes its four
+// elements of D from the posted A and B, read by A(frag, row, k) and
+// B(frag, k, col) (the layouts of mma.cuh; products of bf16 or TF32 values
+// are exact in FP32, summed in k order), and the warp meets again before the
+// slots are reused.
+template <int K, class ReadA, class ReadB>
+inline void warp_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], ReadA A, ReadB B) {
   Block& blk = *tls_block;
   const unsigned lane = linear_thread() % 32;
   Warp& w = blk.warps[linear_thread() / 32];
@@ -259,23 +264,46 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint3
   for (int i = 0; i < 4; ++i) w.frag[lane][i] = a[i];
   for (int i = 0; i < 2; ++i) w.frag[lane][4 + i] = b[i];
   arrive(w.bar);
-  auto half = [](uint32_t reg, int hi) {
-    return forge::bf16_to_float(static_cast<uint16_t>(hi ? reg >> 16 : reg));
-  };
-  // A[row][k]: lane 4 (row % 8) + (k % 8) / 2, register (row >= 8) + 2 (k >= 8)
-  auto A = [&](int row, int k) {
-    return half(w.frag[4 * (row % 8) + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k & 1);
-  };
-  // B[k][col]: lane 4 col + (k % 8) / 2, register (k >= 8)
-  auto B = [&](int k, int col) { return half(w.frag[4 * col + (k % 8) / 2][4 + (k >= 8)], k & 1); };
   const int g = static_cast<int>(lane / 4), t = static_cast<int>(lane % 4);
   for (int i = 0; i < 4; ++i) {
     const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
     float acc = 0.0f;
-    for (int k = 0; k < 16; ++k) acc += A(row, k) * B(k, col);
+    for (int k = 0; k < K; ++k) acc += A(w.frag, row, k) * B(w.frag, k, col);
     d[i] += acc;
   }
   arrive(w.bar);
+}
+
+// m16n8k16 bf16: two bf16 a register, the lower k in the low half.
+inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  auto half = [](uint32_t reg, int hi) {
+    return forge::bf16_to_float(static_cast<uint16_t>(hi ? reg >> 16 : reg));
+  };
+  // A[row][k]: lane 4 (row % 8) + (k % 8) / 2, register (row >= 8) + 2 (k >= 8)
+  auto A = [&](const auto& frag, int row, int k) {
+    return half(frag[4 * (row % 8) + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k & 1);
+  };
+  // B[k][col]: lane 4 col + (k % 8) / 2, register (k >= 8)
+  auto B = [&](const auto& frag, int k, int col) { return half(frag[4 * col + (k % 8) / 2][4 + (k >= 8)], k & 1); };
+  warp_mma<16>(d, a, b, A, B);
+}
+
+// m16n8k8 TF32: one FP32 operand a register, its low 13 bits dropped (TF32).
+inline void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  auto tf32 = [](uint32_t reg) { return std::bit_cast<float>(reg & 0xffffe000u); };
+  // A[row][k]: lane 4 (row % 8) + k % 4, register (row >= 8) + 2 (k >= 4)
+  auto A = [&](const auto& frag, int row, int k) { return tf32(frag[4 * (row % 8) + k % 4][(row >= 8) + 2 * (k >= 4)]); };
+  // B[k][col]: lane 4 col + k % 4, register (k >= 4)
+  auto B = [&](const auto& frag, int k, int col) { return tf32(frag[4 * col + k % 4][4 + (k >= 4)]); };
+  warp_mma<8>(d, a, b, A, B);
+}
+
+// cvt.rna.tf32.f32: nearest, ties away from zero, to 10 mantissa bits (a
+// NaN stays a NaN).
+inline uint32_t cvt_rna_tf32(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x7fffffu) ? (u | 0x400000u) : u;
+  return (u + 0x1000u) & 0xffffe000u;
 }
 
 // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 (mma.cuh): each lane
@@ -352,6 +380,8 @@ struct __nv_bfloat16 {
 inline __nv_bfloat16 __float2bfloat16(float x) { return {forge::float_to_bf16(x)}; }
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 x) { return x.bits; }
 inline float __bfloat162float(__nv_bfloat16 x) { return forge::bf16_to_float(x.bits); }
+inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
+inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
 
 // ---- runtime API ------------------------------------------------------------------
 using cudaError_t = int;

@@ -1,6 +1,7 @@
 // See fragment_layouts.hpp.
 #include "backend/cuda/fragment_layouts.hpp"
 
+#include <cstring>
 #include <vector>
 
 #include "backend/cuda/mma.cuh"
@@ -35,6 +36,21 @@ __global__ void mma_probe(const __nv_bfloat16* A, const __nv_bfloat16* B, const 
   for (int i = 0; i < 4; ++i) d[i] = C[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)];
   mma_bf16_m16n8k16(d, a, b);
   for (int i = 0; i < 4; ++i) D[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)] = d[i];
+}
+
+// One m16n8k8 TF32 MMA the same way (A 16 x 8, B 8 x 8, both row-major);
+// and to_tf32 of n values into rounded.
+__global__ void mma_tf32_probe(const float* A, const float* B, const float* C, float* D, const float* values,
+                               uint32_t* rounded, int n) {
+  const int lane = static_cast<int>(threadIdx.x), g = lane >> 2, t = lane & 3;
+  const uint32_t a[4] = {to_tf32(A[g * 8 + t]), to_tf32(A[(g + 8) * 8 + t]), to_tf32(A[g * 8 + t + 4]),
+                         to_tf32(A[(g + 8) * 8 + t + 4])};
+  const uint32_t b[2] = {to_tf32(B[t * 8 + g]), to_tf32(B[(t + 4) * 8 + g])};
+  float d[4];
+  for (int i = 0; i < 4; ++i) d[i] = C[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)];
+  mma_tf32_m16n8k8(d, a, b);
+  for (int i = 0; i < 4; ++i) D[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)] = d[i];
+  for (int i = lane; i < n; i += 32) rounded[i] = to_tf32(values[i]);
 }
 
 constexpr int kPitch = 24;  // the ldmatrix tile's row pitch (16-byte rows)
@@ -97,6 +113,45 @@ std::string check_mma() {
   return "";
 }
 
+// Integer-valued A, B and C (exact in TF32 and in every FP32 sum); and
+// cvt.rna.tf32.f32 on ties (away from zero) and non-ties.
+std::string check_mma_tf32() {
+  std::vector<float> A(16 * 8), B(8 * 8), C(16 * 8);
+  for (int i = 0; i < 16 * 8; ++i) A[i] = float((i * 7) % 23 - 11);
+  for (int i = 0; i < 8 * 8; ++i) B[i] = float((i * 5) % 19 - 9);
+  for (int i = 0; i < 16 * 8; ++i) C[i] = float(i % 13);
+  // 1 + 2^-11 and 1 + 3 2^-11 are ties (to 1 + 2^-10 and 1 + 2^-9, away
+  // from zero), 1 + 2^-12 rounds down; the TF32 values of the rest are exact.
+  const std::vector<float> values = {1.0f + 0x1p-11f, -(1.0f + 0x1p-11f), 1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-12f,
+                                     1.5f, -0.0f};
+  const std::vector<float> want_rounded = {1.0f + 0x1p-10f, -(1.0f + 0x1p-10f), 1.0f + 0x1p-9f, 1.0f, 1.5f, -0.0f};
+  float *dA = device_copy(A), *dB = device_copy(B), *dC = device_copy(C), *dvalues = device_copy(values);
+  float* dD = device_copy(std::vector<float>(16 * 8, -1.0f));
+  uint32_t* drounded = device_copy(std::vector<uint32_t>(values.size()));
+  FORGE_LAUNCH(mma_tf32_probe, 1u, 32u, 0, nullptr, dA, dB, dC, dD, dvalues, drounded, int(values.size()));
+  const std::vector<float> D = host_copy(dD, 16 * 8);
+  const std::vector<uint32_t> rounded = host_copy(drounded, values.size());
+  for (void* p : {static_cast<void*>(dA), static_cast<void*>(dB), static_cast<void*>(dC), static_cast<void*>(dD),
+                  static_cast<void*>(dvalues), static_cast<void*>(drounded)})
+    FORGE_CUDA_CHECK(cudaFree(p));
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c) {
+      double want = C[r * 8 + c];
+      for (int k = 0; k < 8; ++k) want += double(A[r * 8 + k]) * B[k * 8 + c];
+      if (D[r * 8 + c] != float(want))
+        return "mma.sync m16n8k8 tf32: D[" + std::to_string(r) + "][" + std::to_string(c) + "] = " +
+               std::to_string(D[r * 8 + c]) + ", want " + std::to_string(want);
+    }
+  for (size_t i = 0; i < values.size(); ++i) {
+    float got;
+    std::memcpy(&got, &rounded[i], sizeof got);
+    if (std::memcmp(&got, &want_rounded[i], sizeof got) != 0)
+      return "cvt.rna.tf32.f32(" + std::to_string(values[i]) + ") = " + std::to_string(got) + ", want " +
+             std::to_string(want_rounded[i]);
+  }
+  return "";
+}
+
 // Matrix i of the x4 is rows 8 (i % 2) .. + 7 at columns 8 (i / 2) .. + 7 (the
 // addresses lanes 8 i .. 8 i + 7 gave); lane l receives row l / 4, columns
 // 2 (l % 4) and 2 (l % 4) + 1 of it (low half first), or with .trans rows
@@ -126,7 +181,7 @@ std::string check_ldmatrix(bool trans) {
 }  // namespace
 
 std::string check_fragment_layouts() {
-  for (const std::string& failure : {check_mma(), check_ldmatrix(false), check_ldmatrix(true)})
+  for (const std::string& failure : {check_mma(), check_mma_tf32(), check_ldmatrix(false), check_ldmatrix(true)})
     if (!failure.empty()) return failure;
   return "";
 }

@@ -1,6 +1,7 @@
 // A self-check of the tensor-core fragment layouts the attention kernels
 // rely on (mma.cuh): one mma.sync m16n8k16 on integer-valued bf16 tiles
-// (every product and sum exact in FP32), and ldmatrix.x4, plain and .trans,
+// and one m16n8k8 on TF32 ones (every product and sum exact in FP32), the
+// TF32 rounding (cvt.rna.tf32.f32) on ties, and ldmatrix.x4, plain and .trans,
 // on a tile of distinct values; every register is compared with the PTX
 // ISA's layout, computed on the host. Returns "" or the first mismatch.
 // Under FORGE_CUDA_EMULATION it checks the emulated instructions

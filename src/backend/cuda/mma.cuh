@@ -1,4 +1,4 @@
-// Warp-level tensor-core MMA (sm_80 and later):
+// Warp-level tensor-core MMA (sm_80 and later), bf16 and TF32:
 //   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 //   D (16 x 8, FP32) += A (16 x 16, bf16) B (16 x 8, bf16)
 // Fragments, per the PTX ISA ("Matrix Fragments for mma.m16n8k16 with
@@ -21,8 +21,18 @@
 // So rows 0-15 x columns 0-15 of a row-major tile, lane l giving row l % 16
 // at column 8 (l / 16), arrive as an A fragment; and a row-major X read so
 // (or a row-major Y read with .trans) gives B fragments of X^T (of Y).
-// Under FORGE_CUDA_EMULATION both instructions are warp collectives of the
-// emulation (cuda_emulation.hpp) with the same layouts.
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+//   D (16 x 8, FP32) += A (16 x 8, TF32) B (8 x 8, TF32)
+// TF32 operands are FP32 bit patterns with 10 mantissa bits (to_tf32:
+// cvt.rna.tf32.f32, nearest, ties away from zero), one per register:
+//   A: a[0] = A[g][t]  a[1] = A[g+8][t]  a[2] = A[g][t+4]  a[3] = A[g+8][t+4]
+//   B: b[0] = B[t][g]  b[1] = B[t+4][g]        D: as for m16n8k16
+// 3xTF32 (split_tf32): x = big + small, big = tf32(x), small = tf32(x - big);
+// a b ~ a_big b_big + a_big b_small + a_small b_big, the dropped a_small
+// b_small and small's rounding below 2^-21 relative: about FP32's accuracy
+// at three TF32 MMAs a product (CUTLASS's OpMultiplyAddFastF32).
+// Under FORGE_CUDA_EMULATION the MMAs and ldmatrix are warp collectives of
+// the emulation (cuda_emulation.hpp) with the same layouts.
 #pragma once
 #include <cstdint>
 
@@ -63,6 +73,35 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 #endif
+}
+
+__device__ __forceinline__ void mma_tf32_m16n8k8(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#ifdef FORGE_CUDA_EMULATION
+  forge_emu::mma_m16n8k8_tf32(d, a, b);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// x rounded to TF32 (nearest, ties away from zero), as FP32 bits.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+#ifdef FORGE_CUDA_EMULATION
+  return forge_emu::cvt_rna_tf32(x);
+#else
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+#endif
+}
+
+// The 3xTF32 parts of x: big = tf32(x), small = tf32(x - big).
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  big = to_tf32(x);
+  small = to_tf32(x - __uint_as_float(big));
 }
 
 // Two values rounded to bf16 (nearest even), lo in the low half.

@@ -352,6 +352,8 @@ void launch_tree_attention_fwd(const TreeAttentionParams& p, cudaStream_t stream
   launch_tile_bounds(p, stream);
   if (p.qkv_bf16) {
     launch_tree_attention_fwd_tc(p, bf16_inputs(p, stream), stream);
+  } else if (p.tf32x3) {
+    launch_tree_attention_fwd_3xtf32(p, stream);
   } else {
     launch_fwd(p, stream);
   }
@@ -367,6 +369,8 @@ void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream
     const int HD = p.n_heads * p.head_dim;
     launch_round_to_bf16(p.dout, p.T, HD, HD, p.dout_bf16, HD, stream);
     launch_tree_attention_bwd_tc(p, bf16_inputs(p, stream), stream);
+  } else if (p.tf32x3) {
+    launch_tree_attention_bwd_3xtf32(p, stream);
   } else {
     launch_bwd(p, stream);
   }

@@ -1,6 +1,9 @@
 // Tree-masked attention on the GPU (FlashAttention-2 structure), FP32 or
-// with bf16 Q/K/V (p.qkv_bf16 set). FP32: the SIMT kernels below, exact FP32
-// throughout. bf16: Q, K and V are rounded to bf16 into that scratch, packed
+// with bf16 Q/K/V (p.qkv_bf16 set). FP32: the tensor-core kernels of
+// tree_attention_tc.cu in 3xTF32 (p.tf32x3: FP32 operands split into two
+// TF32 parts, three MMAs a product, about FP32's accuracy; FP32 scores,
+// statistics and accumulators), else the SIMT kernels below, exact FP32
+// throughout (the reference). bf16: Q, K and V are rounded to bf16 into that scratch, packed
 // [T][q | k | v], and the tensor-core kernels of tree_attention_tc.cu read
 // it (scores, softmax statistics, accumulators, lse, O and the gradients
 // FP32; P, dO and dS enter their MMAs as bf16). Forward and backward each
@@ -74,6 +77,8 @@ struct TreeAttentionParams {
   __nv_bfloat16* qkv_bf16 = nullptr;
   // bf16 backward: T * n_heads * head_dim elements of scratch for dO rounded
   __nv_bfloat16* dout_bf16 = nullptr;
+  // FP32 (qkv_bf16 null): the 3xTF32 tensor-core kernels; false: the exact SIMT ones
+  bool tf32x3 = false;
 };
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }
@@ -98,7 +103,7 @@ __device__ __forceinline__ int seen_key_tile_from(const TreeAttentionParams& p, 
 }
 
 // p.tile_max_end / p.tile_min_end: attention_tiles(T) int32 of scratch each.
-// bf16 mode runs the tensor-core forward (tree_attention_tc.cu).
+// bf16 mode and p.tf32x3 run the tensor-core forward (tree_attention_tc.cu).
 void launch_tree_attention_fwd(const TreeAttentionParams& p, cudaStream_t stream);
 // Q, K and V rounded to bf16 (in p.qkv_bf16), row stride ld.
 struct Bf16Qkv {
@@ -113,8 +118,12 @@ void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 // The backward on tensor cores, after the delta pre-pass (p.delta filled)
 // and with dO rounded into p.dout_bf16 ([T][H * D]).
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
+// FP32 Q, K, V and dO on tensor cores in 3xTF32 (p.q, p.k, p.v, p.dout);
+// called by the launchers when p.tf32x3 is set.
+void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
+void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
 // Also p.delta: H * T floats of scratch. Overwrites the dq, dk, dv columns.
-// bf16 mode runs the tensor-core backward (tree_attention_tc.cu).
+// bf16 mode and p.tf32x3 run the tensor-core backward (tree_attention_tc.cu).
 void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream);
 
 FORGE_CUDA_NAMESPACE_END
