@@ -14,11 +14,13 @@
 # Stages (each command under `timeout`, its output in $OUT/<stage>.log, a
 # summary line and the log's tail on stdout; the script exits 1 when any
 # command failed, 2 on a bad stage name or a missing bundle):
-#   tests     forge_unit_tests --gtest_filter='CudaDevice.*'
+#   tests     forge_unit_tests --gtest_filter='CudaDevice*.*'
 #   sanitize  compute-sanitizer memcheck, racecheck and synccheck over the
-#             attention, head and policy-loss cases (FP32 and bf16)
+#             attention, head and policy-loss cases (FP32 in 3xTF32 and
+#             exact, bf16)
 #   kernels   bench_cuda_kernels at T 16384 (D 128, then 64) and 4096 (D 128),
-#             with PyTorch's SDPA beside forge's attention
+#             with PyTorch's SDPA beside forge's attention (FP32: 3xTF32
+#             and exact)
 #   train     bench_train_step --backend=cuda at the reference size and at
 #             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens, the
 #             latter with --profile (ms per backend operation, FP32 and bf16)
@@ -113,9 +115,9 @@ for stage in "${stages[@]}"; do
   : >"$out/$stage.log"
   case $stage in
     tests)
-      run tests 120 "$bin/forge_unit_tests" --gtest_filter='CudaDevice.*' ;;
+      run tests 120 "$bin/forge_unit_tests" --gtest_filter='CudaDevice*.*' ;;
     sanitize)
-      cases='CudaDevice.*Attention*:CudaDevice.*Head*:CudaDevice.PolicyLoss*'
+      cases='CudaDevice*.*Attention*:CudaDevice.*Head*:CudaDevice.PolicyLoss*'
       for tool in memcheck racecheck synccheck; do
         run sanitize 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/forge_unit_tests" --gtest_filter="$cases"
       done ;;
