@@ -2,13 +2,15 @@
 // and reads, shuffles exchange across lanes (xor, down, broadcast, partial
 // last warp), atomics from many blocks, 2-D blocks and grids; bf16 rounds to
 // nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values;
-// the tensor-core MMA and ldmatrix follow the PTX ISA's fragment layouts.
+// the tensor-core MMAs and ldmatrix follow the PTX ISA's fragment layouts;
+// cp.async lands at the thread's wait, zero-filled past its source bytes.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <numeric>
 #include <vector>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_compat.cuh"
 #include "backend/cuda/fragment_layouts.hpp"
 
@@ -44,6 +46,37 @@ __global__ void index_2d(int* out) {
   const unsigned x = blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned y = blockIdx.y * blockDim.y + threadIdx.y;
   out[y * gridDim.x * blockDim.x + x] = static_cast<int>(y * 1000 + x);
+}
+
+// Thread t copies 16 bytes (4 ints) from in + 4t, thread t's last int only
+// where t is even (12 source bytes where odd), and one int by a 4-byte copy
+// into s[128 + t]; before its wait, it reads what the shared memory held;
+// after the wait and a barrier, every thread's copies.
+__global__ void async_copies(const int* in, int* before, int* after) {
+  FORGE_SHARED_MEMORY(int, s);
+  const int t = static_cast<int>(threadIdx.x);
+  for (int i = 0; i < 4; ++i) s[4 * t + i] = -1;
+  s[128 + t] = -1;
+  __syncthreads();
+  forge::cuda::cp_async_16(s + 4 * t, in + 4 * t, t % 2 ? 12 : 16);
+  forge::cuda::cp_async_4(s + 128 + t, in + 128 + t, 4);
+  forge::cuda::cp_async_commit();
+  before[t] = s[4 * t];
+  forge::cuda::cp_async_wait_all();
+  __syncthreads();
+  for (int i = 0; i < 5; ++i) after[5 * t + i] = i < 4 ? s[4 * ((t + 1) % 32) + i] : s[128 + (t + 1) % 32];
+}
+
+TEST(EmulationHarness, AsyncCopiesLandAtTheWait) {
+  std::vector<int> in(160), before(32), after(160);
+  std::iota(in.begin(), in.end(), 100);
+  FORGE_LAUNCH(async_copies, 1, 32, 160 * sizeof(int), nullptr, in.data(), before.data(), after.data());
+  for (int t = 0; t < 32; ++t) {
+    EXPECT_EQ(before[t], -1) << "thread " << t << " saw its copy before waiting";
+    const int u = (t + 1) % 32;  // the neighbour whose copies thread t reads
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(after[5 * t + i], i == 3 && u % 2 ? 0 : in[4 * u + i]) << t << " " << i;
+    EXPECT_EQ(after[5 * t + 4], in[128 + u]) << t;
+  }
 }
 
 TEST(EmulationHarness, BarriersOrderSharedMemory) {

@@ -120,8 +120,16 @@ struct Warp {
   uint32_t frag[32][6];  // mma operands: a[4], b[2] per lane
 };
 
+// A cp.async issued and not yet waited for: its bytes, read at the issue.
+struct PendingCopy {
+  unsigned char* dst;
+  int bytes, src_bytes;
+  unsigned char data[16];
+};
+
 struct Block {
   ucontext_t sched;
+  std::vector<std::vector<PendingCopy>> pending;  // per thread
   std::vector<ucontext_t> ctx;
   std::vector<uint8_t> done;
   std::vector<Warp> warps;
@@ -170,6 +178,7 @@ inline void fiber_main() {
   b.invoke(b.body);
   Block& b2 = *tls_block;  // same block: fibers never migrate
   const unsigned me = b2.current;
+  if (!b2.pending[me].empty()) fail("a thread exited with cp.async copies it never waited for");
   b2.done[me] = 1;
   ++b2.progress;
   leave(b2.bar);
@@ -180,6 +189,7 @@ inline void run_block(Block& b, unsigned nthreads) {
   tls_block = &b;
   b.ctx.assign(nthreads, ucontext_t{});
   b.done.assign(nthreads, 0);
+  b.pending.assign(nthreads, {});
   b.bar = Barrier{nthreads, 0, 0};
   b.warps.assign((nthreads + 31) / 32, Warp{});
   for (unsigned w = 0; w < b.warps.size(); ++w)
@@ -304,6 +314,36 @@ inline uint32_t cvt_rna_tf32(float x) {
   const uint32_t u = std::bit_cast<uint32_t>(x);
   if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x7fffffu) ? (u | 0x400000u) : u;
   return (u + 0x1000u) & 0xffffe000u;
+}
+
+// cp.async.{ca,cg}.shared.global (async_copy.cuh): reads src_bytes of the
+// `bytes` now and writes them (the rest zero-filled) into shared memory
+// only at the thread's cp_async_wait_all, so a kernel that reads a tile
+// before waiting for it (or, for another thread's copies, before the barrier
+// after the wait) sees the old contents. The destination must lie in the
+// block's shared memory and both addresses be aligned to `bytes`, as on the
+// device; a thread may not exit with copies it never waited for.
+inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
+  Block& blk = *tls_block;
+  auto* d = static_cast<unsigned char*>(dst);
+  if (d < blk.smem.data() || d + bytes > blk.smem.data() + blk.smem.size())
+    fail("cp.async destination outside the block's shared memory");
+  if (reinterpret_cast<uintptr_t>(dst) % bytes != 0 || reinterpret_cast<uintptr_t>(src) % bytes != 0)
+    fail("cp.async address not aligned to its size");
+  if (src_bytes < 0 || src_bytes > bytes || bytes > 16) fail("cp.async size out of range");
+  PendingCopy c{d, bytes, src_bytes, {}};
+  std::memcpy(c.data, src, static_cast<size_t>(src_bytes));
+  blk.pending[linear_thread()].push_back(c);
+}
+
+// cp.async.wait_all: the thread's pending copies land.
+inline void cp_async_wait_all() {
+  auto& mine = tls_block->pending[linear_thread()];
+  for (const PendingCopy& c : mine) {
+    std::memcpy(c.dst, c.data, static_cast<size_t>(c.src_bytes));
+    std::memset(c.dst + c.src_bytes, 0, static_cast<size_t>(c.bytes - c.src_bytes));
+  }
+  mine.clear();
 }
 
 // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 (mma.cuh): each lane

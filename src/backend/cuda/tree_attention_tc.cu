@@ -1,41 +1,45 @@
-// Tree-masked attention on tensor cores, forward and backward: bf16 Q, K,
-// V (and dO, P, dS as MMA operands); FP32 scores, softmax statistics,
-// accumulators, lse, O and gradients. The math and the mask are
-// tree_attention.cuh's: query i sees key j iff j <= i < subtree_end[j];
-// out_i = sum_j softmax_j(scale q_i . k_j) v_j, lse_i = log sum_j exp(...).
+// Tree-masked attention on tensor cores, forward and backward, one template
+// over the operands (attention_operands.cuh): bf16 Q, K, V (and dO, P, dS as
+// MMA operands; the bf16 mode), or FP32 ones multiplied in 3xTF32 (the FP32
+// mode); FP32 scores, softmax statistics, accumulators, lse, O and gradients
+// in both. The math and the mask are tree_attention.cuh's: query i sees key
+// j iff j <= i < subtree_end[j]; out_i = sum_j softmax_j(scale q_i . k_j) v_j,
+// lse_i = log sum_j exp(...).
 //
 // All kernels: blocks of 4 warps, each warp 16 rows (the MMA's M) of a
 // 64-row tile; the other side in 32-row tiles, the pre-pass's key tiles
 // (tile_max_end, tile_min_end). A block skips a tile no row of its 64
 // sees; a warp skips one none of its 16 rows sees (the other side of the
 // diagonal, or past every subtree end); the mask is not evaluated where the
-// tile is visible to all of a warp's rows. Shared memory holds bf16 tiles
-// row-major, [rows][Dk + 8] (Dk = D rounded up to 16, zero-padded; the
-// padding of 8 makes the 8 row addresses of an ldmatrix fall into distinct
-// banks), and every fragment comes from them by ldmatrix: A fragments and
-// the B operand of a product with a tile as X^T plain, the B operand of a
-// product with a tile as Y (P V, dS K, P^T dO, dS^T Q) with .trans. Rows
-// past T are zero and masked, so no NaN enters an MMA. mma.cuh has the
-// instructions and their fragments. The tiles the backward streams (key
-// tiles in dQ, query tiles in dK/dV) are double-buffered: the next tile's
-// global loads are in flight in registers while the current one is computed
-// on, then stored into the other buffer; one __syncthreads a tile. The
-// forward loads its key tiles between two barriers: double-buffered it ran
-// no faster at D 128 and 30% slower at D 64 on an H200 (its registers grew
-// from 166 to 199, two resident blocks per SM instead of three;
-// docs/cuda.md, "Measured on an H200").
+// tile is visible to all of a warp's rows. Shared memory holds tiles
+// row-major, [rows][Dk + pad] (Dk = D rounded up to the MMA's K, zero-
+// padded; the pad keeps fragment loads free of bank conflicts), and every
+// fragment comes from them (bf16: by ldmatrix, .trans for a tile that is
+// the Y of P Y). Rows past T are zero and masked, so no NaN enters an MMA.
+// mma.cuh has the instructions and their fragments.
+//
+// Pipelining: the forward's key tiles are double-buffered by cp.async
+// (async_copy.cuh): the next tile's copies are in flight while the current
+// one is computed on, without passing through registers, one __syncthreads
+// a tile. (Double-buffered through registers instead, the forward ran no
+// faster at D 128 and 30% slower at D 64 on an H200: its registers grew
+// from 166 to 199.) The tiles the backward streams (key tiles in dQ, query
+// tiles in dK/dV) are double-buffered through registers: the next tile's
+// global loads are in flight while the current one is computed on, then
+// stored into the other buffer; one __syncthreads a tile.
 //
 // Every kernel is a template on the head-dim class, D <= 64 or <= 128
 // (HeadDims): fragments and accumulators in registers are sized for it, so
 // D 64 runs more resident blocks per SM (docs/cuda.md lists them).
 //
 // Forward, block = (64 queries, head):
-//   S (16 x 32) = Q_w K^T, Q_w's fragments in registers for the whole kernel;
+//   S (16 x 32) = Q_w K^T, Q_w's fragments in registers for the whole kernel
+//   (bf16; TF32 reads them from shared memory);
 //   online softmax in base 2 on S scale log2(e): row max over the quad of
 //   lanes that share a row (two shuffles), P = 2^(S - m), running l from
 //   the FP32 P, O rescaled by 2^(m_old - m_new);
-//   O (16 x Dk) += P V: P rounded to bf16 and reused from the S registers as
-//   the A operand (D's layout of two n8 groups is A's of one k16 step).
+//   O (16 x Dk) += P V: P reused from the S registers as the A operand
+//   (attention_operands.cuh).
 //   out = O / l; lse = m ln 2 + ln l.
 // Backward, no atomics (deterministic), delta_i = dO_i . O_i from a pre-pass:
 //   dK/dV, block = (64 keys, kv head), warp = 16 keys; for every head of the
@@ -44,11 +48,13 @@
 //     P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - delta),
 //     dV += P^T dO, dK += scale dS^T Q.
 //   dQ, block = (64 queries, head): the forward's loop over key tiles,
-//     S = Q_w K^T, dP = dO_w V^T (Q_w, dO_w fragments in registers),
+//     S = Q_w K^T, dP = dO_w V^T (Q_w, dO_w fragments as in the forward),
 //     dS = P (dP - delta), dQ += scale dS K.
-// Precision: against FP32 attention on the bf16-rounded Q, K, V, the extra
-// roundings are P's in the forward and dO's, P's and dS's in the backward
-// (as in FlashAttention-2 in bf16).
+// Precision (bf16): against FP32 attention on the bf16-rounded Q, K, V, the
+// extra roundings are P's in the forward and dO's, P's and dS's in the
+// backward (as in FlashAttention-2 in bf16). 3xTF32: about FP32's accuracy
+// (mma.cuh).
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/attention_operands.cuh"
 #include "backend/cuda/tree_attention.cuh"
 
@@ -70,14 +76,14 @@ struct HeadDims {
   static_assert(MaxD % 16 == 0 && MaxD <= kMaxHeadDim);
   static constexpr int steps = MaxD / Ops::kStep;  // MMA K steps of Q K^T
   static constexpr int groups = MaxD / 8;           // MMA N groups of O
-  static constexpr int chunks = kAttnTile * MaxD / Ops::kChunk / int(kThreads);  // 16-byte loads a thread per 32-row tile
-  // staged chunks of the dK/dV kernel's query tiles; 0: loaded at commit
-  // (TF32 at D 128: its 64 staging registers beside the two 64-register
-  // accumulators spilled)
-  static constexpr int dkdv_chunks = Ops::kStep == 8 && MaxD > 64 ? 0 : chunks;
+  // 16-byte chunks a thread stages in registers per streamed 32-row tile of
+  // the backward (bf16); 0: the tiles are copied by cp.async instead (TF32,
+  // whose tiles would take twice the registers: staged at D 128, dK/dV
+  // spilled)
+  static constexpr int staged_chunks = Ops::kStep == 16 ? kAttnTile * MaxD / Ops::kChunk / int(kThreads) : 0;
   // resident blocks per SM the register budget is set for (ptxas, no spills)
   static constexpr bool bf16 = Ops::kStep == 16;
-  static constexpr int fwd_blocks = MaxD <= 64 ? (bf16 ? 5 : 3) : 1;
+  static constexpr int fwd_blocks = MaxD <= 64 ? (bf16 ? 5 : 3) : (bf16 ? 3 : 1);
   static constexpr int bwd_blocks = MaxD <= 64 ? (bf16 ? 3 : 2) : 1;
 };
 constexpr float kLog2e = 1.4426950408889634f;
@@ -130,6 +136,24 @@ __device__ __forceinline__ void load_rows(typename Ops::Elem* dst, int pitch, co
   for (int e = threadIdx.x; e < rows * Dk; e += blockDim.x) {
     const int i = e / Dk, d = e % Dk;
     dst[i * pitch + d] = r0 + i < T && d < D ? Ops::elem(src[size_t(r0 + i) * ld + d]) : typename Ops::Elem(0);
+  }
+}
+
+// Rows [r0, r0 + rows) as load_rows puts them, by cp.async (16-byte
+// copies, zero-filled past T and from D on) where vector_rows allows, else
+// loaded at once. Visible after the caller's wait and barrier.
+template <class Ops>
+__device__ __forceinline__ void copy_rows_async(typename Ops::Elem* dst, int pitch, const typename Ops::Src* src,
+                                                int ld, int r0, int rows, int T, int D, int Dk) {
+  if (!vector_rows<Ops>(src, D, ld)) {
+    load_rows<Ops>(dst, pitch, src, ld, r0, rows, T, D, Dk);
+    return;
+  }
+  const int chunks = Dk / Ops::kChunk;
+  for (int e = threadIdx.x; e < rows * chunks; e += blockDim.x) {
+    const int i = e / chunks, d = (e % chunks) * Ops::kChunk;
+    const bool inside = r0 + i < T && d < D;
+    cp_async_16(dst + i * pitch + d, inside ? src + size_t(r0 + i) * ld + d : src, inside ? 16 : 0);
   }
 }
 
@@ -198,21 +222,27 @@ __device__ __forceinline__ int frag_col(int n, int t, int c) { return n * 8 + 2 
 // latency hides behind the MMAs, with one __syncthreads per tile: the
 // writes of buffer b ^ 1 and the reads of buffer b then never overlap.
 // 32 rows of Dk elements in 16-byte chunks over the block's threads: at most
-// C chunks a thread (HeadDims::chunks). Where vector_rows does not allow
+// C chunks a thread (HeadDims::staged_chunks). Where vector_rows does not allow
 // 16-byte loads, commit_rows loads the rows itself, element by element.
+// C = 0: no registers; stage_rows starts cp.async copies straight into the
+// other buffer (free by then: the last tile's barrier is behind every
+// thread), and commit_rows waits for them.
 template <int C>
 struct StagedRows {
   Chunk16 x[C];
 };
 template <>
-struct StagedRows<0> {};  // not staged: commit_rows loads the rows
+struct StagedRows<0> {};
 
 // Issues the loads of rows [r0, r0 + 32) (zero past T and in columns
-// [D, Dk)) into s.
+// [D, Dk)) into s, or (C = 0) their copies into dst [32][pitch].
 template <class Ops, int C>
-__device__ __forceinline__ void stage_rows(StagedRows<C>& s, const typename Ops::Src* src, int ld, int r0, int T,
-                                           int D, int Dk) {
-  if constexpr (C > 0) {
+__device__ __forceinline__ void stage_rows(StagedRows<C>& s, typename Ops::Elem* dst, int pitch,
+                                           const typename Ops::Src* src, int ld, int r0, int T, int D, int Dk) {
+  if constexpr (C == 0) {
+    copy_rows_async<Ops>(dst, pitch, src, ld, r0, kAttnTile, T, D, Dk);
+    cp_async_commit();
+  } else {
     if (!vector_rows<Ops>(src, D, ld)) return;
     const int chunks = Dk / Ops::kChunk;
 #pragma unroll
@@ -223,12 +253,13 @@ __device__ __forceinline__ void stage_rows(StagedRows<C>& s, const typename Ops:
   }
 }
 
-// Stores the staged rows into dst [32][pitch] (or loads them there).
+// Stores the staged rows into dst [32][pitch] (or loads them there; C = 0:
+// waits for their copies).
 template <class Ops, int C>
 __device__ __forceinline__ void commit_rows(typename Ops::Elem* dst, int pitch, const StagedRows<C>& s,
                                             const typename Ops::Src* src, int ld, int r0, int T, int D, int Dk) {
   if constexpr (C == 0) {
-    load_rows<Ops>(dst, pitch, src, ld, r0, kAttnTile, T, D, Dk);
+    cp_async_wait_all();
   } else {
     if (!vector_rows<Ops>(src, D, ld)) {
       load_rows<Ops>(dst, pitch, src, ld, r0, kAttnTile, T, D, Dk);
@@ -274,10 +305,11 @@ struct StagedKeys {
 
 // Key tile [k0, k0 + 32) of kv head kvh: stage, then commit into buffer b.
 template <class Ops, int C>
-__device__ __forceinline__ void stage_keys(StagedKeys<C>& s, const TreeAttentionParams& p,
-                                           const TcInputs<typename Ops::Src>& in, int kvh, int k0, int Dk) {
-  stage_rows<Ops>(s.k, in.k + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
-  stage_rows<Ops>(s.v, in.v + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
+__device__ __forceinline__ void stage_keys(StagedKeys<C>& s, const KeyTiles<typename Ops::Elem>& tiles, int b,
+                                           const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in,
+                                           int kvh, int k0, int Dk) {
+  stage_rows<Ops>(s.k, tiles.K(b), tiles.qp, in.k + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
+  stage_rows<Ops>(s.v, tiles.V(b), tiles.qp, in.v + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
   s.end = threadIdx.x < kKeys ? subtree_end_or_zero(p, k0 + int(threadIdx.x)) : 0;
 }
 template <class Ops, int C>
@@ -289,16 +321,19 @@ __device__ __forceinline__ void commit_keys(const KeyTiles<typename Ops::Elem>& 
   if (threadIdx.x < kKeys) tiles.se(b)[threadIdx.x] = s.end;
 }
 
-// Key tile [k0, k0 + 32) of one kv head into Ks and Vs ([32][qp] each) and
-// its subtree ends into se; the caller syncs before and after.
+// Key tile [k0, k0 + 32) of kv head kvh and its subtree ends (0 past T)
+// into buffer b, by cp.async; the caller commits, waits and syncs.
 template <class Ops>
-__device__ __forceinline__ void load_key_tile(typename Ops::Elem* Ks, typename Ops::Elem* Vs, int32_t* se, int qp,
-                                              const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in,
-                                              int kvh, int k0, int Dk) {
+__device__ __forceinline__ void copy_key_tile_async(const KeyTiles<typename Ops::Elem>& tiles, int b,
+                                                    const TreeAttentionParams& p,
+                                                    const TcInputs<typename Ops::Src>& in, int kvh, int k0, int Dk) {
   const int D = p.head_dim;
-  load_rows<Ops>(Ks, qp, in.k + kvh * D, in.ld, k0, kKeys, p.T, D, Dk);
-  load_rows<Ops>(Vs, qp, in.v + kvh * D, in.ld, k0, kKeys, p.T, D, Dk);
-  if (threadIdx.x < kKeys) se[threadIdx.x] = subtree_end_or_zero(p, k0 + int(threadIdx.x));
+  copy_rows_async<Ops>(tiles.K(b), tiles.qp, in.k + kvh * D, in.ld, k0, kKeys, p.T, D, Dk);
+  copy_rows_async<Ops>(tiles.V(b), tiles.qp, in.v + kvh * D, in.ld, k0, kKeys, p.T, D, Dk);
+  if (threadIdx.x < kKeys) {
+    const int j = k0 + int(threadIdx.x);
+    cp_async_4(tiles.se(b) + threadIdx.x, p.subtree_end + (j < p.T ? j : 0), j < p.T ? 4 : 0);
+  }
 }
 
 // Whether query i (below w1) sees key k0 + jj of the loaded tile (jj below
@@ -324,10 +359,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   FORGE_SHARED_MEMORY(Elem, smem);
   const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
   const int qp = Dk + Ops::kPad;
-  Elem* Qs = smem;                  // [64][qp]
-  Elem* Ks = Qs + kQueryTile * qp;  // [32][qp]
-  Elem* Vs = Ks + kKeys * qp;       // [32][qp]
-  int32_t* se = reinterpret_cast<int32_t*>(Vs + kKeys * qp);  // [32]
+  Elem* Qs = smem;  // [64][qp], then two key tile buffers
+  const KeyTiles<Elem> tiles{Qs + kQueryTile * qp, reinterpret_cast<int32_t*>(Qs + (kQueryTile + 4 * kKeys) * qp),
+                             qp};
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
@@ -335,6 +369,11 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   const int steps = Dk / Ops::kStep, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
+  const int last = (q1 - 1) / kKeys;
+  // key tiles some query of the block may see
+  int kt = seen_key_tile_from(p, 0, last, q0);
+  if (kt <= last) copy_key_tile_async<Ops>(tiles, 0, p, in, kvh, kt * kKeys, Dk);
+  cp_async_commit();
   load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kQueryTile, p.T, D, Dk);
   __syncthreads();
   WarpRows<Ops, Dims::steps> qf;
@@ -344,15 +383,19 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
 
-  const int last = (q1 - 1) / kKeys;
-  // key tiles some query of the block may see
-  for (int kt = seen_key_tile_from(p, 0, last, q0); kt <= last; kt = seen_key_tile_from(p, kt + 1, last, q0)) {
+  for (int b = 0; kt <= last; b ^= 1) {
+    const int nt = seen_key_tile_from(p, kt + 1, last, q0);
+    cp_async_wait_all();
+    __syncthreads();  // tile kt complete in buffer b; buffer b ^ 1 no longer read
+    if (nt <= last) copy_key_tile_async<Ops>(tiles, b ^ 1, p, in, kvh, nt * kKeys, Dk);
+    cp_async_commit();  // in flight while this tile is computed on
     const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
-    __syncthreads();  // the previous tile is no longer read
-    load_key_tile<Ops>(Ks, Vs, se, qp, p, in, kvh, k0, Dk);
-    __syncthreads();
-    if (!rows_see_tile(p, kt, w0, w1)) continue;  // warp-uniform
-    const bool full = tile_all_visible(p, kt, w0, w1);
+    kt = nt;
+    if (!rows_see_tile(p, k0 / kKeys, w0, w1)) continue;  // warp-uniform
+    const bool full = tile_all_visible(p, k0 / kKeys, w0, w1);
+    const Elem* Ks = tiles.K(b);
+    const Elem* Vs = tiles.V(b);
+    const int32_t* se = tiles.se(b);
 
     float s[kKeyGroups][4];
     zero(s);
@@ -420,13 +463,15 @@ struct StagedQueries {
   float lse2, delta;
 };
 
-// Step (h, q0): query tile [q0, q0 + 32) of head h, its lse (base 2) and delta.
+// Step (h, q0): query tile [q0, q0 + 32) of head h (C = 0: copied into
+// Qs and dOs, [32][qp] each), its lse (base 2) and delta.
 template <class Ops, int C>
-__device__ __forceinline__ void stage_queries(StagedQueries<C>& s, const TreeAttentionParams& p,
+__device__ __forceinline__ void stage_queries(StagedQueries<C>& s, typename Ops::Elem* Qs, typename Ops::Elem* dOs,
+                                              int qp, const TreeAttentionParams& p,
                                               const TcInputs<typename Ops::Src>& in, int h, int q0, int Dk) {
   const int D = p.head_dim;
-  stage_rows<Ops>(s.q, in.q + h * D, in.ld, q0, p.T, D, Dk);
-  stage_rows<Ops>(s.dout, in.dout + h * D, p.n_heads * D, q0, p.T, D, Dk);
+  stage_rows<Ops>(s.q, Qs, qp, in.q + h * D, in.ld, q0, p.T, D, Dk);
+  stage_rows<Ops>(s.dout, dOs, qp, in.dout + h * D, p.n_heads * D, q0, p.T, D, Dk);
   const bool inside = threadIdx.x < kQueries && q0 + int(threadIdx.x) < p.T;
   s.lse2 = inside ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
   s.delta = inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
@@ -468,7 +513,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   // Steps: heads h of the group, query tiles q0 in [k0, q_end).
   const int h_end = (kvh + 1) * group;
   int h = k0 < q_end ? kvh * group : h_end, q0 = k0;
-  const auto commit = [&](int b, const StagedQueries<Dims::dkdv_chunks>& s, int sh, int sq0) {
+  const auto commit = [&](int b, const StagedQueries<Dims::staged_chunks>& s, int sh, int sq0) {
     commit_rows<Ops>(Qs(b), qp, s.q, in.q + sh * D, in.ld, sq0, p.T, D, Dk);
     commit_rows<Ops>(dOs(b), qp, s.dout, in.dout + sh * D, HD, sq0, p.T, D, Dk);
     if (threadIdx.x < kQueries) {
@@ -479,8 +524,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   load_rows<Ops>(Ks, qp, in.k + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
   load_rows<Ops>(Vs, qp, in.v + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
   if (h < h_end) {
-    StagedQueries<Dims::dkdv_chunks> s;
-    stage_queries<Ops>(s, p, in, h, q0, Dk);
+    StagedQueries<Dims::staged_chunks> s;
+    stage_queries<Ops>(s, Qs(0), dOs(0), qp, p, in, h, q0, Dk);
     commit(0, s, h, q0);
   }
   __syncthreads();
@@ -491,8 +536,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   for (int b = 0; h < h_end; b ^= 1) {
     int nh = h, nq0 = q0 + kQueries;
     if (nq0 >= q_end) ++nh, nq0 = k0;
-    StagedQueries<Dims::dkdv_chunks> next{};
-    if (nh < h_end) stage_queries<Ops>(next, p, in, nh, nq0, Dk);
+    StagedQueries<Dims::staged_chunks> next{};
+    if (nh < h_end) stage_queries<Ops>(next, Qs(b ^ 1), dOs(b ^ 1), qp, p, in, nh, nq0, Dk);
     const int nq = min(p.T, q0 + kQueries) - q0;
     // warp-uniform: a query of the tile sees this warp's keys
     if (w0 < w1 && q0 < w_end && q0 + nq - 1 >= w0) {
@@ -565,8 +610,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kQueryTile, p.T, D, Dk);
   load_rows<Ops>(dOs, qp, in.dout + h * D, HD, q0, kQueryTile, p.T, D, Dk);
   if (kt <= last) {
-    StagedKeys<Dims::chunks> s;
-    stage_keys<Ops>(s, p, in, kvh, kt * kKeys, Dk);
+    StagedKeys<Dims::staged_chunks> s;
+    stage_keys<Ops>(s, tiles, 0, p, in, kvh, kt * kKeys, Dk);
     commit_keys<Ops>(tiles, 0, s, p, in, kvh, kt * kKeys, Dk);
   }
   __syncthreads();
@@ -585,8 +630,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
 
   for (int b = 0; kt <= last; b ^= 1) {
     const int nt = seen_key_tile_from(p, kt + 1, last, q0);
-    StagedKeys<Dims::chunks> next{};
-    if (nt <= last) stage_keys<Ops>(next, p, in, kvh, nt * kKeys, Dk);
+    StagedKeys<Dims::staged_chunks> next{};
+    if (nt <= last) stage_keys<Ops>(next, tiles, b ^ 1, p, in, kvh, nt * kKeys, Dk);
     if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
       const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
       const bool full = tile_all_visible(p, kt, w0, w1);
@@ -632,7 +677,7 @@ void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, c
 template <class Ops, int MaxD>
 void launch_fwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
   const int qp = padded_dim<Ops>(p.head_dim) + Ops::kPad;
-  const size_t smem = tile_bytes<Ops>(kQueryTile + 2 * kKeys, qp) + kKeys * sizeof(int32_t);
+  const size_t smem = tile_bytes<Ops>(kQueryTile + 4 * kKeys, qp) + 2 * kKeys * sizeof(int32_t);
   launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD>, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads),
                      smem, stream, p, in);
 }
