@@ -25,6 +25,11 @@
 #             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens, the
 #             latter with --profile (ms per backend operation, FP32 and bf16)
 #   merge     bench_tree_merge --backend=cuda, FP32 and bf16
+#   profile   Nsight Compute (ncu) on the tensor-core attention kernels,
+#             3xTF32 and bf16, forward, dK/dV and dQ, causal T 4096 at D 64
+#             and D 128 (bench_cuda_kernels' first calls): throughput of
+#             each unit against its peak, occupancy, warp stall reasons,
+#             shared-memory bank conflicts; the why behind the kernels stage
 #   cpu       the host CPU's figures: bench_train_step --backend=cpu and
 #             bench_blas on 2 cores (taskset -c 0,1, 2 threads: the CPU
 #             issue's size), then both on all cores
@@ -49,8 +54,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(tests sanitize kernels train merge)
 for stage in "${stages[@]}"; do
   case $stage in
-    tests | sanitize | kernels | train | merge | cpu | rl | rl-cuda | rl-cpu | publish) ;;
-    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge cpu rl rl-cuda rl-cpu publish)"; exit 2 ;;
+    tests | sanitize | kernels | train | merge | profile | cpu | rl | rl-cuda | rl-cpu | publish) ;;
+    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge profile cpu rl rl-cuda rl-cpu publish)"; exit 2 ;;
   esac
 done
 budget=${GPU_CHECKS_SECONDS:-0}
@@ -138,6 +143,15 @@ for stage in "${stages[@]}"; do
       OMP_NUM_THREADS=2 run cpu 200 taskset -c 0,1 "$bin/bench_blas" --threads=2
       run cpu 200 "$bin/bench_blas"
       run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2 ;;
+    profile)
+      # The first launch of each tensor-core kernel and operand kind (the
+      # bench calls 3xTF32, then bf16: forward, then dK/dV and dQ).
+      sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section ComputeWorkloadAnalysis
+        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables)
+      for dim in 64 128; do
+        run profile 200 ncu --target-processes all -k 'regex:tree_attention_(fwd|dkdv|dq)_tc_kernel' -c 18 \
+          "${sections[@]}" "$bin/bench_cuda_kernels" --tokens=4096 --dim=$dim --reps=1 --no-torch
+      done ;;
     merge)
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 ;;
