@@ -61,7 +61,7 @@
 FORGE_CUDA_NAMESPACE_BEGIN
 namespace {
 constexpr int kWarpRows = 16;                        // MMA M
-constexpr int kQueryTile = kWarpRows * kAttnWarps;  // 64
+constexpr int kQueryTile = kWarpRows * kAttnWarps;  // 64 queries per dQ block
 constexpr int kKeys = kAttnTile;                     // 32 keys per key tile
 constexpr int kKeyTile = kWarpRows * kAttnWarps;    // 64 keys per dK/dV block
 constexpr int kQueries = kAttnTile;                  // 32 queries per dK/dV step
@@ -81,9 +81,15 @@ struct HeadDims {
   // whose tiles would take twice the registers: staged at D 128, dK/dV
   // spilled)
   static constexpr int staged_chunks = Ops::kStep == 16 ? kAttnTile * MaxD / Ops::kChunk / int(kThreads) : 0;
-  // resident blocks per SM the register budget is set for (ptxas, no spills)
   static constexpr bool bf16 = Ops::kStep == 16;
-  static constexpr int fwd_blocks = MaxD <= 64 ? (bf16 ? 5 : 3) : (bf16 ? 3 : 1);
+  // row tiles of 16 a forward warp owns: 2 (FlashAttention-2's 32 rows a
+  // warp, 128 a block: each K and V fragment feeds two MMAs, and a key
+  // tile is read once per 128 queries), 1 for TF32 at D 128 (its FP32
+  // tiles of 128 queries would leave one block per SM)
+  static constexpr int fwd_m = bf16 || MaxD <= 64 ? 2 : 1;
+  static constexpr int fwd_rows = kWarpRows * fwd_m * kAttnWarps;  // queries per forward block
+  // resident blocks per SM the register budget is set for (ptxas, no spills)
+  static constexpr int fwd_blocks = bf16 ? (MaxD <= 64 ? 3 : 2) : (MaxD <= 64 ? 2 : 1);
   static constexpr int bwd_blocks = MaxD <= 64 ? (bf16 ? 3 : 2) : 1;
 };
 constexpr float kLog2e = 1.4426950408889634f;
@@ -157,30 +163,40 @@ __device__ __forceinline__ void copy_rows_async(typename Ops::Elem* dst, int pit
   }
 }
 
-// The A fragments of a warp's 16 rows, every k step: in registers where they
-// fit (Ops::kRowsInRegisters: bf16, 4 a step), else read from the rows in
-// shared memory at each use (TF32's 8 a step would crowd out the accumulators).
-template <class Ops, int Steps, bool InRegisters = Ops::kRowsInRegisters>
+// The A fragments of M row tiles of 16 (one k step).
+template <class Ops, int M>
+struct RowFrags {
+  typename Ops::AFrag f[M];
+};
+
+// The A fragments of a warp's M x 16 rows, every k step: in registers for
+// one row tile of bf16 (Ops::kRowsInRegisters, 4 a step), else read from the
+// rows in shared memory at each use (TF32's 8 a step, or a second row tile's,
+// would crowd out the accumulators; FlashAttention-2 reads Q so too).
+template <class Ops, int Steps, int M, bool InRegisters = Ops::kRowsInRegisters && M == 1>
 struct WarpRows {
-  typename Ops::AFrag f[Steps];
+  RowFrags<Ops, M> f[Steps];
   __device__ __forceinline__ void init(const typename Ops::Elem* rows, int pitch, int steps, int lane) {
 #pragma unroll
     for (int st = 0; st < Steps; ++st)
-      if (st < steps) Ops::load_a(f[st], rows, pitch, st, lane);
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        if (st < steps) Ops::load_a(f[st].f[i], rows + i * kWarpRows * pitch, pitch, st, lane);
   }
-  __device__ __forceinline__ const typename Ops::AFrag& at(int st, int) const { return f[st]; }
+  __device__ __forceinline__ const RowFrags<Ops, M>& at(int st, int) const { return f[st]; }
 };
-template <class Ops, int Steps>
-struct WarpRows<Ops, Steps, false> {
+template <class Ops, int Steps, int M>
+struct WarpRows<Ops, Steps, M, false> {
   const typename Ops::Elem* rows;
   int pitch;
   __device__ __forceinline__ void init(const typename Ops::Elem* r, int p, int, int) {
     rows = r;
     pitch = p;
   }
-  __device__ __forceinline__ typename Ops::AFrag at(int st, int lane) const {
-    typename Ops::AFrag a;
-    Ops::load_a(a, rows, pitch, st, lane);
+  __device__ __forceinline__ RowFrags<Ops, M> at(int st, int lane) const {
+    RowFrags<Ops, M> a;
+#pragma unroll
+    for (int i = 0; i < M; ++i) Ops::load_a(a.f[i], rows + i * kWarpRows * pitch, pitch, st, lane);
     return a;
   }
 };
@@ -356,16 +372,20 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   const TcInputs<typename Ops::Src> in{q, k, v, ld, dout};
   using Elem = typename Ops::Elem;
   using Dims = HeadDims<Ops, MaxD>;
+  constexpr int M = Dims::fwd_m, kRows = M * kWarpRows, kBlockRows = Dims::fwd_rows;
   FORGE_SHARED_MEMORY(Elem, smem);
   const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
   const int qp = Dk + Ops::kPad;
-  Elem* Qs = smem;  // [64][qp], then two key tile buffers
-  const KeyTiles<Elem> tiles{Qs + kQueryTile * qp, reinterpret_cast<int32_t*>(Qs + (kQueryTile + 4 * kKeys) * qp),
+  Elem* Qs = smem;  // [kBlockRows][qp], then two key tile buffers
+  const KeyTiles<Elem> tiles{Qs + kBlockRows * qp, reinterpret_cast<int32_t*>(Qs + (kBlockRows + 4 * kKeys) * qp),
                              qp};
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
-  const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
-  const int w0 = q0 + warp * kWarpRows, w1 = min(q1, w0 + kWarpRows);  // this warp's rows
+  const int q0 = blockIdx.x * kBlockRows, q1 = min(p.T, q0 + kBlockRows);
+  const int w0 = q0 + warp * kRows, w1 = min(q1, w0 + kRows);  // this warp's rows
+  int r0[M], r1[M];  // row tile i: rows [r0[i], r1[i])
+#pragma unroll
+  for (int i = 0; i < M; ++i) r0[i] = w0 + i * kWarpRows, r1[i] = min(w1, r0[i] + kWarpRows);
   const int steps = Dk / Ops::kStep, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
@@ -374,14 +394,19 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   int kt = seen_key_tile_from(p, 0, last, q0);
   if (kt <= last) copy_key_tile_async<Ops>(tiles, 0, p, in, kvh, kt * kKeys, Dk);
   cp_async_commit();
-  load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kQueryTile, p.T, D, Dk);
+  load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kBlockRows, p.T, D, Dk);
   __syncthreads();
-  WarpRows<Ops, Dims::steps> qf;
-  qf.init(Qs + warp * kWarpRows * qp, qp, steps, lane);
+  WarpRows<Ops, Dims::steps, M> qf;
+  qf.init(Qs + warp * kRows * qp, qp, steps, lane);
 
-  float o[Dims::groups][4];
-  zero(o);
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
+  float o[M][Dims::groups][4];
+  float m[M][2], l[M][2];  // rows g and g + 8 of each row tile, base 2
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    zero(o[i]);
+    m[i][0] = m[i][1] = -INFINITY;
+    l[i][0] = l[i][1] = 0.0f;
+  }
 
   for (int b = 0; kt <= last; b ^= 1) {
     const int nt = seen_key_tile_from(p, kt + 1, last, q0);
@@ -392,61 +417,68 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
     const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
     kt = nt;
     if (!rows_see_tile(p, k0 / kKeys, w0, w1)) continue;  // warp-uniform
-    const bool full = tile_all_visible(p, k0 / kKeys, w0, w1);
     const Elem* Ks = tiles.K(b);
     const Elem* Vs = tiles.V(b);
     const int32_t* se = tiles.se(b);
 
-    float s[kKeyGroups][4];
-    zero(s);
+    float s[M][kKeyGroups][4];
+#pragma unroll
+    for (int i = 0; i < M; ++i) zero(s[i]);
 #pragma unroll
     for (int st = 0; st < Dims::steps; ++st)
-      if (st < steps) Ops::mma_rows32(s, qf.at(st, lane), Ks, qp, st, lane);
-    float mx[2] = {-INFINITY, -INFINITY};
+      if (st < steps) Ops::mma_rows32(s, qf.at(st, lane).f, Ks, qp, st, lane);
 #pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
+    for (int i = 0; i < M; ++i) {
+      const bool full = tile_all_visible(p, k0 / kKeys, r0[i], r1[i]);
+      float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
-        s[n][c] = vis ? s[n][c] * scale2 : -INFINITY;
-        mx[c >> 1] = fmaxf(mx[c >> 1], s[n][c]);
-      }
-    float corr[2], mref[2];
+      for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
-      const float mn = fmaxf(m[r], mx[r]);
-      mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
-      corr[r] = exp2f(m[r] - mref[r]);
-      m[r] = mn;
-      l[r] *= corr[r];
-    }
+        for (int c = 0; c < 4; ++c) {
+          const bool vis = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se);
+          s[i][n][c] = vis ? s[i][n][c] * scale2 : -INFINITY;
+          mx[c >> 1] = fmaxf(mx[c >> 1], s[i][n][c]);
+        }
+      float corr[2], mref[2];
 #pragma unroll
-    for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        s[n][c] = exp2f(s[n][c] - mref[c >> 1]);
-        l[c >> 1] += s[n][c];
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
+        const float mn = fmaxf(m[i][r], mx[r]);
+        mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
+        corr[r] = exp2f(m[i][r] - mref[r]);
+        m[i][r] = mn;
+        l[i][r] *= corr[r];
       }
 #pragma unroll
-    for (int n = 0; n < Dims::groups; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
+      for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          s[i][n][c] = exp2f(s[i][n][c] - mref[c >> 1]);
+          l[i][c >> 1] += s[i][n][c];
+        }
+#pragma unroll
+      for (int n = 0; n < Dims::groups; ++n) {
+        o[i][n][0] *= corr[0];
+        o[i][n][1] *= corr[0];
+        o[i][n][2] *= corr[1];
+        o[i][n][3] *= corr[1];
+      }
     }
     Ops::mma_times_rows(o, s, Vs, qp, dim_groups, lane);
   }
 
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(kFullWarp, l[r], 1);
-    l[r] += __shfl_xor_sync(kFullWarp, l[r], 2);
-    const int i = w0 + g + 8 * r;
-    if (t == 0 && i < w1) p.lse[size_t(h) * p.T + i] = m[r] * kLn2 + logf(l[r]);
+  for (int i = 0; i < M; ++i) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[i][r] += __shfl_xor_sync(kFullWarp, l[i][r], 1);
+      l[i][r] += __shfl_xor_sync(kFullWarp, l[i][r], 2);
+      const int row = r0[i] + g + 8 * r;
+      if (t == 0 && row < r1[i]) p.lse[size_t(h) * p.T + row] = m[i][r] * kLn2 + logf(l[i][r]);
+    }
+    store_rows(p.out + h * D, HD, o[i], r0[i], r1[i], D, 1.0f / l[i][0], 1.0f / l[i][1], g, t);
   }
-  store_rows(p.out + h * D, HD, o, w0, w1, D, 1.0f / l[0], 1.0f / l[1], g, t);
 }
 
 // dK and dV of a 64-key tile of one kv head; warp w owns keys k0 + 16 w ..
@@ -530,9 +562,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   }
   __syncthreads();
 
-  float dk[Dims::groups][4], dv[Dims::groups][4];
-  zero(dk);
-  zero(dv);
+  float dk[1][Dims::groups][4], dv[1][Dims::groups][4];  // one row tile of 16 keys
+  zero(dk[0]);
+  zero(dv[0]);
   for (int b = 0; h < h_end; b ^= 1) {
     int nh = h, nq0 = q0 + kQueries;
     if (nq0 >= q_end) ++nh, nq0 = k0;
@@ -544,16 +576,16 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
       const bool full = tile_all_visible(p, kt_w, q0, q0 + nq);
       const float* lse2 = stats + 2 * b * kQueries;
       const float* delta = lse2 + kQueries;
-      float s[4][4], dp[4][4];  // S^T and dP^T: 16 keys x 32 queries
-      zero(s);
-      zero(dp);
+      float s[1][4][4], dp[1][4][4];  // S^T and dP^T: 16 keys x 32 queries
+      zero(s[0]);
+      zero(dp[0]);
 #pragma unroll
       for (int st = 0; st < Dims::steps; ++st)
         if (st < steps) {
-          typename Ops::AFrag a;
-          Ops::load_a(a, Ks + warp * kWarpRows * qp, qp, st, lane);
+          typename Ops::AFrag a[1];
+          Ops::load_a(a[0], Ks + warp * kWarpRows * qp, qp, st, lane);
           Ops::mma_rows32(s, a, Qs(b), qp, st, lane);
-          Ops::load_a(a, Vs + warp * kWarpRows * qp, qp, st, lane);
+          Ops::load_a(a[0], Vs + warp * kWarpRows * qp, qp, st, lane);
           Ops::mma_rows32(dp, a, dOs(b), qp, st, lane);
         }
 #pragma unroll
@@ -562,9 +594,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
         for (int c = 0; c < 4; ++c) {
           const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), i = q0 + ii;
           const bool vis = j < w1 && ii < nq && (full || (j <= i && i < se[c >> 1]));
-          const float pv = vis ? exp2f(s[n][c] * scale2 - lse2[ii]) : 0.0f;
-          s[n][c] = pv;
-          dp[n][c] = pv * (dp[n][c] - delta[ii]);
+          const float pv = vis ? exp2f(s[0][n][c] * scale2 - lse2[ii]) : 0.0f;
+          s[0][n][c] = pv;
+          dp[0][n][c] = pv * (dp[0][n][c] - delta[ii]);
         }
       Ops::mma_times_rows(dv, s, dOs(b), qp, dim_groups, lane);
       Ops::mma_times_rows(dk, dp, Qs(b), qp, dim_groups, lane);
@@ -574,8 +606,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
     h = nh;
     q0 = nq0;
   }
-  store_rows(p.dk + kvh * D, p.ld_qkv, dk, w0, w1, D, p.scale, p.scale, g, t);
-  store_rows(p.dv + kvh * D, p.ld_qkv, dv, w0, w1, D, 1.0f, 1.0f, g, t);
+  store_rows(p.dk + kvh * D, p.ld_qkv, dk[0], w0, w1, D, p.scale, p.scale, g, t);
+  store_rows(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, 1.0f, g, t);
 }
 
 // dQ of a 64-query tile of one head; warp w owns rows q0 + 16 w .. + 15.
@@ -615,7 +647,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
     commit_keys<Ops>(tiles, 0, s, p, in, kvh, kt * kKeys, Dk);
   }
   __syncthreads();
-  WarpRows<Ops, Dims::steps> qf, of;
+  WarpRows<Ops, Dims::steps, 1> qf, of;
   qf.init(Qs + warp * kWarpRows * qp, qp, steps, lane);
   of.init(dOs + warp * kWarpRows * qp, qp, steps, lane);
   float lse2[2], delta[2];
@@ -625,8 +657,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
     lse2[r] = i < w1 ? p.lse[size_t(h) * p.T + i] * kLog2e : 0.0f;
     delta[r] = i < w1 ? p.delta[size_t(h) * p.T + i] : 0.0f;
   }
-  float dq[Dims::groups][4];
-  zero(dq);
+  float dq[1][Dims::groups][4];
+  zero(dq[0]);
 
   for (int b = 0; kt <= last; b ^= 1) {
     const int nt = seen_key_tile_from(p, kt + 1, last, q0);
@@ -636,22 +668,22 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
       const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
       const bool full = tile_all_visible(p, kt, w0, w1);
       const int32_t* se = tiles.se(b);
-      float s[kKeyGroups][4], dp[kKeyGroups][4];
-      zero(s);
-      zero(dp);
+      float s[1][kKeyGroups][4], dp[1][kKeyGroups][4];
+      zero(s[0]);
+      zero(dp[0]);
 #pragma unroll
       for (int st = 0; st < Dims::steps; ++st)
         if (st < steps) {
-          Ops::mma_rows32(s, qf.at(st, lane), tiles.K(b), qp, st, lane);
-          Ops::mma_rows32(dp, of.at(st, lane), tiles.V(b), qp, st, lane);
+          Ops::mma_rows32(s, qf.at(st, lane).f, tiles.K(b), qp, st, lane);
+          Ops::mma_rows32(dp, of.at(st, lane).f, tiles.V(b), qp, st, lane);
         }
 #pragma unroll
       for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
-          const float pv = vis ? exp2f(s[n][c] * scale2 - lse2[c >> 1]) : 0.0f;
-          dp[n][c] = pv * (dp[n][c] - delta[c >> 1]);
+          const float pv = vis ? exp2f(s[0][n][c] * scale2 - lse2[c >> 1]) : 0.0f;
+          dp[0][n][c] = pv * (dp[0][n][c] - delta[c >> 1]);
         }
       Ops::mma_times_rows(dq, dp, tiles.K(b), qp, dim_groups, lane);
     }
@@ -659,7 +691,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
     kt = nt;
   }
-  store_rows(p.dq + h * D, p.ld_qkv, dq, w0, w1, D, p.scale, p.scale, g, t);
+  store_rows(p.dq + h * D, p.ld_qkv, dq[0], w0, w1, D, p.scale, p.scale, g, t);
 }
 
 template <class Ops>
@@ -677,9 +709,10 @@ void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, c
 template <class Ops, int MaxD>
 void launch_fwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
   const int qp = padded_dim<Ops>(p.head_dim) + Ops::kPad;
-  const size_t smem = tile_bytes<Ops>(kQueryTile + 4 * kKeys, qp) + 2 * kKeys * sizeof(int32_t);
-  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD>, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads),
-                     smem, stream, p, in);
+  constexpr int rows = HeadDims<Ops, MaxD>::fwd_rows;
+  const size_t smem = tile_bytes<Ops>(rows + 4 * kKeys, qp) + 2 * kKeys * sizeof(int32_t);
+  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD>, dim3((p.T + rows - 1) / rows, p.n_heads), smem, stream,
+                     p, in);
 }
 
 template <class Ops, int MaxD>
