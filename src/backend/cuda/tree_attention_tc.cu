@@ -7,7 +7,8 @@
 // lse_i = log sum_j exp(...).
 //
 // All kernels: blocks of 4 warps, each warp 16 rows (the MMA's M) of a
-// 64-row tile; the other side in 32-row tiles, the pre-pass's key tiles
+// 64-row tile, or in the forward (HeadDims::fwd_m) 32 rows, two row tiles of
+// 16, of a 128-row one; the other side in 32-row tiles, the pre-pass's key tiles
 // (tile_max_end, tile_min_end). A block skips a tile no row of its 64
 // sees; a warp skips one none of its 16 rows sees (the other side of the
 // diagonal, or past every subtree end); the mask is not evaluated where the
@@ -32,9 +33,10 @@
 // (HeadDims): fragments and accumulators in registers are sized for it, so
 // D 64 runs more resident blocks per SM (docs/cuda.md lists them).
 //
-// Forward, block = (64 queries, head):
-//   S (16 x 32) = Q_w K^T, Q_w's fragments in registers for the whole kernel
-//   (bf16; TF32 reads them from shared memory);
+// Forward, block = (128 queries, head; 64 for TF32 at D 128), per row tile:
+//   S (16 x 32) = Q_w K^T, each K fragment used for the warp's row tiles,
+//   Q_w's fragments read from shared memory (in registers with one bf16 row
+//   tile);
 //   online softmax in base 2 on S scale log2(e): row max over the quad of
 //   lanes that share a row (two shuffles), P = 2^(S - m), running l from
 //   the FP32 P, O rescaled by 2^(m_old - m_new);
