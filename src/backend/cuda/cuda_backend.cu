@@ -65,6 +65,10 @@ class CudaBackend final : public Backend {
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
     FORGE_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));  // FP32, no TF32
+    int device = 0, optin = 0;
+    FORGE_CUDA_CHECK(cudaGetDevice(&device));
+    FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    shared_optin_ = static_cast<size_t>(optin);
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
@@ -215,7 +219,7 @@ class CudaBackend final : public Backend {
     p.subtree_end = a.subtree_end;
     p.out = a.out;
     p.lse = a.lse;
-    p.tf32x3 = tf32x3_attention_;
+    p.tf32x3 = tf32x3_attention_ && fits_3xtf32_attention(a.head_dim);
     const int tiles = attention_tiles(a.T);
     p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
     p.tile_min_end = p.tile_max_end + tiles;
@@ -224,6 +228,21 @@ class CudaBackend final : public Backend {
                                                 a.head_dim);
     return p;
   }
+  // Whether the 3xTF32 attention's shared memory at this head dim fits a
+  // block of this device (not on 99 KB devices such as sm_86 and sm_89 at
+  // D > 64: the exact kernels run there, said once).
+  bool fits_3xtf32_attention(int head_dim) {
+    const size_t need = tree_attention_3xtf32_shared_bytes(head_dim);
+    if (need <= shared_optin_) return true;
+    if (!said_exact_fallback_) {
+      said_exact_fallback_ = true;
+      log_warn("cuda: the 3xTF32 attention at head dim " + std::to_string(head_dim) + " needs " +
+               std::to_string(need / 1024) + " KB of shared memory a block, this device offers " +
+               std::to_string(shared_optin_ / 1024) + " KB: the exact FP32 kernels run instead");
+    }
+    return false;
+  }
+
   HeadWorkspace head_workspace(const HeadArgs& a) {
     HeadWorkspace ws;
     ws.stats = head_stats_.get<float>(3 * size_t(a.R));
@@ -234,6 +253,8 @@ class CudaBackend final : public Backend {
 
   const bool bf16_;
   const bool tf32x3_attention_;  // FP32 mode (bf16 ignores it)
+  size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
+  bool said_exact_fallback_ = false;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_, paged_partials_,

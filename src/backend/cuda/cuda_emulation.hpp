@@ -452,6 +452,11 @@ inline cudaError_t cudaGetDevice(int* d) {
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin };
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int d) {
+  *v = static_cast<int>(forge_emu::kMaxSharedBytes);
+  return d == 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
   *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (!*p) return cudaErrorMemoryAllocation;

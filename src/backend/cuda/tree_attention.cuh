@@ -119,7 +119,10 @@ void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 // and with dO rounded into p.dout_bf16 ([T][H * D]).
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
 // FP32 Q, K, V and dO on tensor cores in 3xTF32 (p.q, p.k, p.v, p.dout);
-// called by the launchers when p.tf32x3 is set.
+// called by the launchers when p.tf32x3 is set. Their largest dynamic shared
+// memory a block at this head dim (the backward's: 136 KB at D 128, 70 KB
+// at D 64), which the device must offer (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+size_t tree_attention_3xtf32_shared_bytes(int head_dim);
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
 void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
 // Also p.delta: H * T floats of scratch. Overwrites the dq, dk, dv columns.

@@ -56,6 +56,8 @@
 // extra roundings are P's in the forward and dO's, P's and dS's in the
 // backward (as in FlashAttention-2 in bf16). 3xTF32: about FP32's accuracy
 // (mma.cuh).
+#include <algorithm>
+
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/attention_operands.cuh"
 #include "backend/cuda/tree_attention.cuh"
@@ -708,24 +710,34 @@ void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, c
   FORGE_LAUNCH(kernel, grid, kThreads, smem, stream, p, in.q, in.k, in.v, in.ld, in.dout);
 }
 
+// Dynamic shared memory of each kernel at head dim D.
+template <class Ops, int MaxD>
+size_t fwd_shared_bytes(int D) {
+  return tile_bytes<Ops>(HeadDims<Ops, MaxD>::fwd_rows + 4 * kKeys, padded_dim<Ops>(D) + Ops::kPad) +
+         2 * kKeys * sizeof(int32_t);
+}
+template <class Ops>
+size_t dkdv_shared_bytes(int D) {
+  return tile_bytes<Ops>(2 * kKeyTile + 4 * kQueries, padded_dim<Ops>(D) + Ops::kPad) + 4 * kQueries * sizeof(float);
+}
+template <class Ops>
+size_t dq_shared_bytes(int D) {
+  return tile_bytes<Ops>(2 * kQueryTile + 4 * kKeys, padded_dim<Ops>(D) + Ops::kPad) + 2 * kKeys * sizeof(int32_t);
+}
+
 template <class Ops, int MaxD>
 void launch_fwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
-  const int qp = padded_dim<Ops>(p.head_dim) + Ops::kPad;
   constexpr int rows = HeadDims<Ops, MaxD>::fwd_rows;
-  const size_t smem = tile_bytes<Ops>(rows + 4 * kKeys, qp) + 2 * kKeys * sizeof(int32_t);
-  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD>, dim3((p.T + rows - 1) / rows, p.n_heads), smem, stream,
-                     p, in);
+  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD>, dim3((p.T + rows - 1) / rows, p.n_heads),
+                     fwd_shared_bytes<Ops, MaxD>(p.head_dim), stream, p, in);
 }
 
 template <class Ops, int MaxD>
 void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
-  const int qp = padded_dim<Ops>(p.head_dim) + Ops::kPad;
-  const size_t dkdv_smem = tile_bytes<Ops>(2 * kKeyTile + 4 * kQueries, qp) + 4 * kQueries * sizeof(float);
   launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD>, dim3((p.T + kKeyTile - 1) / kKeyTile, p.n_kv_heads),
-                     dkdv_smem, stream, p, in);
-  const size_t dq_smem = tile_bytes<Ops>(2 * kQueryTile + 4 * kKeys, qp) + 2 * kKeys * sizeof(int32_t);
+                     dkdv_shared_bytes<Ops>(p.head_dim), stream, p, in);
   launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD>, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads),
-                     dq_smem, stream, p, in);
+                     dq_shared_bytes<Ops>(p.head_dim), stream, p, in);
 }
 
 // The head-dim class of D.
@@ -749,6 +761,12 @@ void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   launch_bwd_for<Bf16Operands>(p, {in.q, in.k, in.v, in.ld, p.dout_bf16}, stream);
+}
+
+size_t tree_attention_3xtf32_shared_bytes(int D) {
+  using Ops = Tf32x3Operands;
+  const size_t fwd = D <= 64 ? fwd_shared_bytes<Ops, 64>(D) : fwd_shared_bytes<Ops, kMaxHeadDim>(D);
+  return std::max({fwd, dkdv_shared_bytes<Ops>(D), dq_shared_bytes<Ops>(D)});
 }
 
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream) {
