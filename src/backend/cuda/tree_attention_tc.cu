@@ -7,8 +7,8 @@
 // lse_i = log sum_j exp(...).
 //
 // All kernels: blocks of 4 warps, each warp 16 rows (the MMA's M) of a
-// 64-row tile, or in the forward (HeadDims::fwd_m) 32 rows, two row tiles of
-// 16, of a 128-row one; the other side in 32-row tiles, the pre-pass's key tiles
+// 64-row tile, or in the forward and dQ (HeadDims::fwd_m, dq_m) 32 rows, two
+// row tiles of 16, of a 128-row one; the other side in 32-row tiles, the pre-pass's key tiles
 // (tile_max_end, tile_min_end). A block skips a tile no row of its 64
 // sees; a warp skips one none of its 16 rows sees (the other side of the
 // diagonal, or past every subtree end); the mask is not evaluated where the
@@ -49,9 +49,9 @@
 //     S^T = K_w Q^T, dP^T = V_w dO^T (K_w, V_w fragments read per step),
 //     P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - delta),
 //     dV += P^T dO, dK += scale dS^T Q.
-//   dQ, block = (64 queries, head): the forward's loop over key tiles,
-//     S = Q_w K^T, dP = dO_w V^T (Q_w, dO_w fragments as in the forward),
-//     dS = P (dP - delta), dQ += scale dS K.
+//   dQ, block = (64 queries, head; 128 at D <= 64, two row tiles a warp):
+//     the forward's loop over key tiles, S = Q_w K^T, dP = dO_w V^T (Q_w,
+//     dO_w fragments as in the forward), dS = P (dP - delta), dQ += scale dS K.
 // Precision (bf16): against FP32 attention on the bf16-rounded Q, K, V, the
 // extra roundings are P's in the forward and dO's, P's and dS's in the
 // backward (as in FlashAttention-2 in bf16). 3xTF32: about FP32's accuracy
@@ -65,7 +65,6 @@
 FORGE_CUDA_NAMESPACE_BEGIN
 namespace {
 constexpr int kWarpRows = 16;                        // MMA M
-constexpr int kQueryTile = kWarpRows * kAttnWarps;  // 64 queries per dQ block
 constexpr int kKeys = kAttnTile;                     // 32 keys per key tile
 constexpr int kKeyTile = kWarpRows * kAttnWarps;    // 64 keys per dK/dV block
 constexpr int kQueries = kAttnTile;                  // 32 queries per dK/dV step
@@ -92,9 +91,13 @@ struct HeadDims {
   // tiles of 128 queries would leave one block per SM)
   static constexpr int fwd_m = bf16 || MaxD <= 64 ? 2 : 1;
   static constexpr int fwd_rows = kWarpRows * fwd_m * kAttnWarps;  // queries per forward block
+  // the dQ kernel's the same way where its accumulators allow (D <= 64)
+  static constexpr int dq_m = MaxD <= 64 ? 2 : 1;
+  static constexpr int dq_rows = kWarpRows * dq_m * kAttnWarps;
   // resident blocks per SM the register budget is set for (ptxas, no spills)
   static constexpr int fwd_blocks = bf16 ? (MaxD <= 64 ? 3 : 2) : (MaxD <= 64 ? 2 : 1);
-  static constexpr int bwd_blocks = MaxD <= 64 ? (bf16 ? 3 : 2) : 1;
+  static constexpr int bwd_blocks = MaxD <= 64 ? (bf16 ? 3 : 2) : 1;  // dK/dV
+  static constexpr int dq_blocks = MaxD <= 64 ? 2 : 1;
 };
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -614,55 +617,64 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   store_rows(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, 1.0f, g, t);
 }
 
-// dQ of a 64-query tile of one head; warp w owns rows q0 + 16 w .. + 15.
-// The forward's loop over key tiles (pipelined the same way), with K and V
+// dQ of a block of queries of one head: 64, warp w owning rows q0 + 16 w ..
+// + 15, or (HeadDims::dq_m = 2) 128, warp w owning two row tiles of 16 from
+// q0 + 32 w, each K and V fragment used for both, as in the forward. The
+// forward's loop over key tiles (pipelined the same way), with K and V
 // row-major in shared memory (the X of S = Q K^T and dP = dO V^T, K the Y
 // of dQ += dS K):
 //   P = 2^(S scale log2 e - lse log2 e), dS = P (dP - delta), dQ = scale dS K.
 template <class Ops, int MaxD>
-__global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
+__global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
     tree_attention_dq_tc_kernel(const TreeAttentionParams p, const typename Ops::Src* __restrict__ q,
         const typename Ops::Src* __restrict__ k, const typename Ops::Src* __restrict__ v, int ld,
         const typename Ops::Src* __restrict__ dout) {
   const TcInputs<typename Ops::Src> in{q, k, v, ld, dout};
   using Elem = typename Ops::Elem;
   using Dims = HeadDims<Ops, MaxD>;
+  constexpr int M = Dims::dq_m, kRows = M * kWarpRows, kBlockRows = Dims::dq_rows;
   FORGE_SHARED_MEMORY(Elem, smem);
   const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
   const int qp = Dk + Ops::kPad;
-  Elem* Qs = smem;                   // [64][qp]
-  Elem* dOs = Qs + kQueryTile * qp;  // [64][qp], then two key tile buffers
-  const KeyTiles<Elem> tiles{dOs + kQueryTile * qp,
-                             reinterpret_cast<int32_t*>(dOs + (kQueryTile + 4 * kKeys) * qp), qp};
+  Elem* Qs = smem;                   // [kBlockRows][qp]
+  Elem* dOs = Qs + kBlockRows * qp;  // [kBlockRows][qp], then two key tile buffers
+  const KeyTiles<Elem> tiles{dOs + kBlockRows * qp,
+                             reinterpret_cast<int32_t*>(dOs + (kBlockRows + 4 * kKeys) * qp), qp};
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
-  const int q0 = blockIdx.x * kQueryTile, q1 = min(p.T, q0 + kQueryTile);
-  const int w0 = q0 + warp * kWarpRows, w1 = min(q1, w0 + kWarpRows);
+  const int q0 = blockIdx.x * kBlockRows, q1 = min(p.T, q0 + kBlockRows);
+  const int w0 = q0 + warp * kRows, w1 = min(q1, w0 + kRows);  // this warp's rows
+  int r0[M], r1[M];  // row tile i: rows [r0[i], r1[i])
+#pragma unroll
+  for (int i = 0; i < M; ++i) r0[i] = w0 + i * kWarpRows, r1[i] = min(w1, r0[i] + kWarpRows);
   const int steps = Dk / Ops::kStep, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
   const int last = (q1 - 1) / kKeys;
   int kt = seen_key_tile_from(p, 0, last, q0);
-  load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kQueryTile, p.T, D, Dk);
-  load_rows<Ops>(dOs, qp, in.dout + h * D, HD, q0, kQueryTile, p.T, D, Dk);
+  load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kBlockRows, p.T, D, Dk);
+  load_rows<Ops>(dOs, qp, in.dout + h * D, HD, q0, kBlockRows, p.T, D, Dk);
   if (kt <= last) {
     StagedKeys<Dims::staged_chunks> s;
     stage_keys<Ops>(s, tiles, 0, p, in, kvh, kt * kKeys, Dk);
     commit_keys<Ops>(tiles, 0, s, p, in, kvh, kt * kKeys, Dk);
   }
   __syncthreads();
-  WarpRows<Ops, Dims::steps, 1> qf, of;
-  qf.init(Qs + warp * kWarpRows * qp, qp, steps, lane);
-  of.init(dOs + warp * kWarpRows * qp, qp, steps, lane);
-  float lse2[2], delta[2];
+  WarpRows<Ops, Dims::steps, M> qf, of;
+  qf.init(Qs + warp * kRows * qp, qp, steps, lane);
+  of.init(dOs + warp * kRows * qp, qp, steps, lane);
+  float lse2[M][2], delta[M][2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = w0 + g + 8 * r;
-    lse2[r] = i < w1 ? p.lse[size_t(h) * p.T + i] * kLog2e : 0.0f;
-    delta[r] = i < w1 ? p.delta[size_t(h) * p.T + i] : 0.0f;
-  }
-  float dq[1][Dims::groups][4];
-  zero(dq[0]);
+  for (int i = 0; i < M; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = r0[i] + g + 8 * r;
+      lse2[i][r] = row < r1[i] ? p.lse[size_t(h) * p.T + row] * kLog2e : 0.0f;
+      delta[i][r] = row < r1[i] ? p.delta[size_t(h) * p.T + row] : 0.0f;
+    }
+  float dq[M][Dims::groups][4];
+#pragma unroll
+  for (int i = 0; i < M; ++i) zero(dq[i]);
 
   for (int b = 0; kt <= last; b ^= 1) {
     const int nt = seen_key_tile_from(p, kt + 1, last, q0);
@@ -670,11 +682,13 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
     if (nt <= last) stage_keys<Ops>(next, tiles, b ^ 1, p, in, kvh, nt * kKeys, Dk);
     if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
       const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
-      const bool full = tile_all_visible(p, kt, w0, w1);
       const int32_t* se = tiles.se(b);
-      float s[1][kKeyGroups][4], dp[1][kKeyGroups][4];
-      zero(s[0]);
-      zero(dp[0]);
+      float s[M][kKeyGroups][4], dp[M][kKeyGroups][4];
+#pragma unroll
+      for (int i = 0; i < M; ++i) {
+        zero(s[i]);
+        zero(dp[i]);
+      }
 #pragma unroll
       for (int st = 0; st < Dims::steps; ++st)
         if (st < steps) {
@@ -682,20 +696,25 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
           Ops::mma_rows32(dp, of.at(st, lane).f, tiles.V(b), qp, st, lane);
         }
 #pragma unroll
-      for (int n = 0; n < kKeyGroups; ++n)
+      for (int i = 0; i < M; ++i) {
+        const bool full = tile_all_visible(p, kt, r0[i], r1[i]);
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const bool vis = sees(w0 + frag_row(g, c), w1, k0, frag_col(n, t, c), nk, full, se);
-          const float pv = vis ? exp2f(s[0][n][c] * scale2 - lse2[c >> 1]) : 0.0f;
-          dp[0][n][c] = pv * (dp[0][n][c] - delta[c >> 1]);
-        }
+        for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const bool vis = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se);
+            const float pv = vis ? exp2f(s[i][n][c] * scale2 - lse2[i][c >> 1]) : 0.0f;
+            dp[i][n][c] = pv * (dp[i][n][c] - delta[i][c >> 1]);
+          }
+      }
       Ops::mma_times_rows(dq, dp, tiles.K(b), qp, dim_groups, lane);
     }
     if (nt <= last) commit_keys<Ops>(tiles, b ^ 1, next, p, in, kvh, nt * kKeys, Dk);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
     kt = nt;
   }
-  store_rows(p.dq + h * D, p.ld_qkv, dq[0], w0, w1, D, p.scale, p.scale, g, t);
+#pragma unroll
+  for (int i = 0; i < M; ++i) store_rows(p.dq + h * D, p.ld_qkv, dq[i], r0[i], r1[i], D, p.scale, p.scale, g, t);
 }
 
 template <class Ops>
@@ -720,9 +739,10 @@ template <class Ops>
 size_t dkdv_shared_bytes(int D) {
   return tile_bytes<Ops>(2 * kKeyTile + 4 * kQueries, padded_dim<Ops>(D) + Ops::kPad) + 4 * kQueries * sizeof(float);
 }
-template <class Ops>
+template <class Ops, int MaxD>
 size_t dq_shared_bytes(int D) {
-  return tile_bytes<Ops>(2 * kQueryTile + 4 * kKeys, padded_dim<Ops>(D) + Ops::kPad) + 2 * kKeys * sizeof(int32_t);
+  return tile_bytes<Ops>(2 * HeadDims<Ops, MaxD>::dq_rows + 4 * kKeys, padded_dim<Ops>(D) + Ops::kPad) +
+         2 * kKeys * sizeof(int32_t);
 }
 
 template <class Ops, int MaxD>
@@ -736,8 +756,9 @@ template <class Ops, int MaxD>
 void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
   launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD>, dim3((p.T + kKeyTile - 1) / kKeyTile, p.n_kv_heads),
                      dkdv_shared_bytes<Ops>(p.head_dim), stream, p, in);
-  launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD>, dim3((p.T + kQueryTile - 1) / kQueryTile, p.n_heads),
-                     dq_shared_bytes<Ops>(p.head_dim), stream, p, in);
+  constexpr int dq_rows = HeadDims<Ops, MaxD>::dq_rows;
+  launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD>, dim3((p.T + dq_rows - 1) / dq_rows, p.n_heads),
+                     dq_shared_bytes<Ops, MaxD>(p.head_dim), stream, p, in);
 }
 
 // The head-dim class of D.
@@ -766,7 +787,8 @@ void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 size_t tree_attention_3xtf32_shared_bytes(int D) {
   using Ops = Tf32x3Operands;
   const size_t fwd = D <= 64 ? fwd_shared_bytes<Ops, 64>(D) : fwd_shared_bytes<Ops, kMaxHeadDim>(D);
-  return std::max({fwd, dkdv_shared_bytes<Ops>(D), dq_shared_bytes<Ops>(D)});
+  const size_t dq = D <= 64 ? dq_shared_bytes<Ops, 64>(D) : dq_shared_bytes<Ops, kMaxHeadDim>(D);
+  return std::max({fwd, dkdv_shared_bytes<Ops>(D), dq});
 }
 
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream) {
