@@ -205,6 +205,18 @@ class Backend {
   virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                     const float* A, int lda, const float* B, int ldb, float beta,
                     float* C, int ldc) = 0;
+  // A linear layer's backward, for y = x W^T with x [T, in] (row stride
+  // ld_x), W [out, in] and dy [T, out] (row stride ld_dy):
+  //   dx = dy W      [T, in], row stride ld_dx, overwritten
+  //   dW += dy^T x   [out, in]
+  // One operation so that a backend can prepare dy once for both products
+  // (the CUDA backend's bf16 mode rounds it to bf16 once, not twice); the
+  // results are those of the two gemm calls of this default, bit for bit.
+  virtual void linear_backward(int T, int in, int out, const float* dy, int ld_dy, const float* W,
+                               const float* x, int ld_x, float* dx, int ld_dx, float* dW) {
+    gemm(false, false, T, in, out, 1.0f, dy, ld_dy, W, in, 0.0f, dx, ld_dx);
+    gemm(true, false, out, in, T, 1.0f, dy, ld_dy, x, ld_x, 1.0f, dW, in);
+  }
   virtual void add_inplace(float* y, const float* x, size_t n) = 0;  // y += x
   virtual void scale(float* x, float s, size_t n) = 0;
   virtual double sum_squares(const float* x, size_t n) = 0;

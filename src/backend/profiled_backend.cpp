@@ -73,6 +73,11 @@ void ProfiledBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, floa
   timed(kOps[trans_a][trans_b], 2.0 * M * N * K,
         [&] { inner_.gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); });
 }
+void ProfiledBackend::linear_backward(int T, int in, int out, const float* dy, int ld_dy, const float* W,
+                                      const float* x, int ld_x, float* dx, int ld_dx, float* dW) {
+  timed("linear backward", 4.0 * T * in * out,
+        [&] { inner_.linear_backward(T, in, out, dy, ld_dy, W, x, ld_x, dx, ld_dx, dW); });
+}
 void ProfiledBackend::add_inplace(float* y, const float* x, size_t n) {
   timed("add_inplace", 0, [&] { inner_.add_inplace(y, x, n); });
 }

@@ -8,8 +8,9 @@
 // cost inside an unprofiled step. Disabled, it only forwards (one extra
 // virtual call per operation). Rows are keyed by operation, GEMMs also by
 // transposition ("gemm NT": A B^T, the forward's linear layers; "gemm NN": the
-// input gradients; "gemm TN": the weight gradients), and carry their FLOPs
-// (2 M N K per GEMM).
+// input gradients; "gemm TN": the weight gradients; "linear backward": both
+// of a layer's backward GEMMs in one operation, the model's path), and carry
+// their FLOPs (2 M N K per GEMM).
 //
 // Used by bench_train_step --profile; any caller that builds its model on a
 // ProfiledBackend gets the same results as on the inner backend, bit for bit.
@@ -57,6 +58,8 @@ class ProfiledBackend final : public Backend {
 
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override;
+  void linear_backward(int T, int in, int out, const float* dy, int ld_dy, const float* W, const float* x, int ld_x,
+                       float* dx, int ld_dx, float* dW) override;
   void add_inplace(float* y, const float* x, size_t n) override;
   void scale(float* x, float s, size_t n) override;
   double sum_squares(const float* x, size_t n) override;

@@ -202,21 +202,18 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
       B.swiglu_fwd(a.gu.data(), a.act.data(), T, F);
     }
     // MLP: x_out = x_mid + act Wd^T
-    B.gemm(false, false, T, F, d, 1.0f, dx, d, P + o.w_down, F, 0.0f, act.d_act_.data(), F);
-    B.gemm(true, false, d, F, T, 1.0f, dx, d, a.act.data(), F, 1.0f, G + o.w_down, F);
+    B.linear_backward(T, F, d, dx, d, P + o.w_down, a.act.data(), F, act.d_act_.data(), F, G + o.w_down);
     B.swiglu_bwd(a.gu.data(), act.d_act_.data(), act.d_gu_.data(), T, F);
-    B.gemm(false, false, T, d, 2 * F, 1.0f, act.d_gu_.data(), 2 * F, P + o.w_gate_up, d, 0.0f, act.d_h_.data(), d);
-    B.gemm(true, false, 2 * F, d, T, 1.0f, act.d_gu_.data(), 2 * F, a.h2.data(), d, 1.0f, G + o.w_gate_up, d);
+    B.linear_backward(T, d, 2 * F, act.d_gu_.data(), 2 * F, P + o.w_gate_up, a.h2.data(), d, act.d_h_.data(), d,
+                      G + o.w_gate_up);
     B.rmsnorm_bwd(a.x_mid.data(), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
     // Attention: x_mid = x_in + att Wo^T
-    B.gemm(false, false, T, HD, d, 1.0f, dx, d, P + o.wo, HD, 0.0f, act.d_att_.data(), HD);
-    B.gemm(true, false, d, HD, T, 1.0f, dx, d, a.att.data(), HD, 1.0f, G + o.wo, HD);
+    B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, act.d_att_.data(), HD, G + o.wo);
     attention.backward(l, a.qkv.data(), QKV, a.att.data(), kept.lse.data(), act.d_att_.data(), act.d_qkv_.data());
     B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
     if (c_.qkv_bias)  // dbqkv += 1^T dqkv
       B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
-    B.gemm(false, false, T, d, QKV, 1.0f, act.d_qkv_.data(), QKV, P + o.wqkv, d, 0.0f, act.d_h_.data(), d);
-    B.gemm(true, false, QKV, d, T, 1.0f, act.d_qkv_.data(), QKV, a.h1.data(), d, 1.0f, G + o.wqkv, d);
+    B.linear_backward(T, d, QKV, act.d_qkv_.data(), QKV, P + o.wqkv, a.h1.data(), d, act.d_h_.data(), d, G + o.wqkv);
     B.rmsnorm_bwd(a.x_in.data(), P + o.attn_norm, a.rstd1.data(), act.d_h_.data(), dx, G + o.attn_norm, T, d);
   }
   B.embedding_bwd(token, dx, G + embed_, T, d);

@@ -156,6 +156,48 @@ inline void gemm(Backend& dev, Backend& cpu) {
   });
 }
 
+// A linear layer's backward (T 37, in 50, out 70; row strides past the
+// widths): dx = dy W, dW += dy^T x.
+struct LinearCase {
+  int T = 37, in = 50, out = 70, ld_dy = 75, ld_x = 53, ld_dx = 57;
+  std::vector<float> dy, W, x, dx, dW;
+  LinearCase() {
+    Rng rng(21);
+    dy = random_vec(rng, size_t(T) * ld_dy);
+    W = random_vec(rng, size_t(out) * in);
+    x = random_vec(rng, size_t(T) * ld_x);
+    dx = random_vec(rng, size_t(T) * ld_dx);  // overwritten but for the stride's gaps
+    dW = random_vec(rng, size_t(out) * in);   // accumulated into
+  }
+};
+struct LinearResult {
+  std::vector<float> dx, dW;
+};
+// By linear_backward, or (two_gemms) by the two gemm calls it stands for.
+inline LinearResult run_linear_backward(Backend& be, const LinearCase& c, bool two_gemms) {
+  DeviceArray<float> dy, W, x, dx, dW;
+  dy.upload(be, c.dy);
+  W.upload(be, c.W);
+  x.upload(be, c.x);
+  dx.upload(be, c.dx);
+  dW.upload(be, c.dW);
+  if (two_gemms) {
+    be.gemm(false, false, c.T, c.in, c.out, 1.0f, dy.data(), c.ld_dy, W.data(), c.in, 0.0f, dx.data(), c.ld_dx);
+    be.gemm(true, false, c.out, c.in, c.T, 1.0f, dy.data(), c.ld_dy, x.data(), c.ld_x, 1.0f, dW.data(), c.in);
+  } else {
+    be.linear_backward(c.T, c.in, c.out, dy.data(), c.ld_dy, W.data(), x.data(), c.ld_x, dx.data(), c.ld_dx,
+                       dW.data());
+  }
+  return {dx.download(), dW.download()};
+}
+
+inline void linear_backward(Backend& dev, Backend& cpu) {
+  const LinearCase c;
+  const LinearResult got = run_linear_backward(dev, c, false), want = run_linear_backward(cpu, c, true);
+  expect_close(got.dx, want.dx, "linear_backward dx");
+  expect_close(got.dW, want.dW, "linear_backward dW");
+}
+
 inline void rows(Backend& dev, Backend& cpu) {
   Rng rng(3);
   const int V = 53, d = 70, T = 91, R = 33;
@@ -665,6 +707,28 @@ inline void gemm_bf16(Backend& dev, Backend& cpu) {
   });
 }
 
+// dy, W and x rounded (dy once for both products): the same bits as the
+// backend's own two bf16 gemm calls, and as accurate as bf16 inputs allow.
+inline void linear_backward_bf16(Backend& dev, Backend& cpu) {
+  const LinearCase c;
+  LinearCase c16 = c;
+  c16.dy = round_bf16(c.dy);
+  c16.W = round_bf16(c.W);
+  c16.x = round_bf16(c.x);
+  const LinearResult got = run_linear_backward(dev, c, false), two = run_linear_backward(dev, c, true);
+  EXPECT_EQ(got.dx, two.dx) << "bf16 linear_backward dx against the backend's two gemm calls";
+  EXPECT_EQ(got.dW, two.dW) << "bf16 linear_backward dW against the backend's two gemm calls";
+  const LinearResult ref32 = run_linear_backward(cpu, c, true), ref16 = run_linear_backward(cpu, c16, true);
+  // dx's stride gaps keep their random values in all three: compare rows' first `in` only
+  auto body = [&](const std::vector<float>& v) {
+    std::vector<float> out;
+    for (int t = 0; t < c.T; ++t) out.insert(out.end(), v.begin() + size_t(t) * c.ld_dx, v.begin() + size_t(t) * c.ld_dx + c.in);
+    return out;
+  };
+  expect_bf16_error(body(got.dx), body(ref16.dx), body(ref32.dx), "bf16 linear_backward dx");
+  expect_bf16_error(got.dW, ref16.dW, ref32.dW, "bf16 linear_backward dW (accumulated)");
+}
+
 // Q, K and V rounded; forward and backward.
 inline void tree_attention_bf16(Backend& dev, Backend& cpu, const AttentionShape& sh, uint64_t seed) {
   const AttentionCase c = attention_case(sh, seed);
@@ -759,6 +823,7 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, Elementwise, get, bc::elementwise(*dev, *cpu))                     \
   FORGE_BACKEND_CASE(Suite, Bf16Packing, get, bc::bf16_packing(*dev, *cpu))                    \
   FORGE_BACKEND_CASE(Suite, Gemm, get, bc::gemm(*dev, *cpu))                                   \
+  FORGE_BACKEND_CASE(Suite, LinearBackward, get, bc::linear_backward(*dev, *cpu))              \
   FORGE_BACKEND_CASE(Suite, EmbeddingAndRows, get, bc::rows(*dev, *cpu))                       \
   FORGE_BACKEND_CASE(Suite, RmsNorm, get, bc::rmsnorm(*dev, *cpu))                             \
   FORGE_BACKEND_CASE(Suite, Rope, get, bc::rope(*dev, *cpu))                                   \
@@ -782,6 +847,7 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
 // The bf16 cases; get returns a backend in bf16 precision (or nullptr).
 #define FORGE_BF16_BACKEND_CASES(Suite, get)                                                   \
   FORGE_BACKEND_CASE(Suite, Bf16Gemm, get, bc::gemm_bf16(*dev, *cpu))                          \
+  FORGE_BACKEND_CASE(Suite, Bf16LinearBackward, get, bc::linear_backward_bf16(*dev, *cpu))       \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionGqa, get,                                         \
                      bc::tree_attention_bf16(*dev, *cpu, {4, 2, 16, 40, 24}, 11))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionOddHeadDim, get,                                  \

@@ -114,6 +114,22 @@ class CudaBackend final : public Backend {
     else
       gemm_row_major(blas_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
+  // bf16: dy rounded once for both products (the default rounds it in each).
+  void linear_backward(int T, int in, int out, const float* dy, int ld_dy, const float* W, const float* x, int ld_x,
+                       float* dx, int ld_dx, float* dW) override {
+    if (!bf16_) {
+      Backend::linear_backward(T, in, out, dy, ld_dy, W, x, ld_x, dx, ld_dx, dW);
+      return;
+    }
+    __nv_bfloat16* dy16 = linear_dy_.get<__nv_bfloat16>(size_t(T) * out);
+    __nv_bfloat16* w16 = gemm_b_.get<__nv_bfloat16>(size_t(out) * in);
+    launch_round_to_bf16(dy, T, out, ld_dy, dy16, out, stream_);
+    launch_round_to_bf16(W, out, in, in, w16, in, stream_);
+    gemm_row_major_bf16_packed(blas_, false, false, T, in, out, 1.0f, dy16, w16, 0.0f, dx, ld_dx);
+    __nv_bfloat16* x16 = gemm_a_.get<__nv_bfloat16>(size_t(T) * in);
+    launch_round_to_bf16(x, T, in, ld_x, x16, in, stream_);
+    gemm_row_major_bf16_packed(blas_, true, false, out, in, T, 1.0f, dy16, x16, 1.0f, dW, in);
+  }
   void add_inplace(float* y, const float* x, size_t n) override { launch_add_inplace(y, x, n, stream_); }
   void scale(float* x, float s, size_t n) override { launch_scale(x, s, n, stream_); }
   double sum_squares(const float* x, size_t n) override {
@@ -259,7 +275,7 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;
   Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_, paged_partials_,
       rmsnorm_partials_;
-  Scratch gemm_a_, gemm_b_, qkv_bf16_, dout_bf16_, head_hidden_;  // bf16 mode
+  Scratch gemm_a_, gemm_b_, linear_dy_, qkv_bf16_, dout_bf16_, head_hidden_;  // bf16 mode
 };
 
 }  // namespace
