@@ -66,7 +66,7 @@ TEST(ProfiledBackend, TrainStepEqualsTheInnerBackendAndRecordsItsOperations) {
       << "the profiled step differs from the inner backend's";
 
   const auto times = prof.times();
-  for (const char* op : {"gemm NT", "gemm NN", "gemm TN", "tree_attention_fwd", "tree_attention_bwd", "head_fwd",
+  for (const char* op : {"gemm NT", "linear backward", "tree_attention_fwd", "tree_attention_bwd", "head_fwd",
                          "head_bwd", "rmsnorm_fwd", "rmsnorm_bwd", "swiglu_fwd", "swiglu_bwd", "adamw"}) {
     const OpTime* t = find(times, op);
     ASSERT_NE(t, nullptr) << op << " was not recorded";
@@ -78,6 +78,9 @@ TEST(ProfiledBackend, TrainStepEqualsTheInnerBackendAndRecordsItsOperations) {
   EXPECT_EQ(find(times, "tree_attention_fwd")->calls, 2 * layers);
   EXPECT_EQ(find(times, "tree_attention_bwd")->calls, 2 * layers);
   EXPECT_EQ(find(times, "gemm TT"), nullptr);
+  // The four linear layers' backward GEMMs go as linear_backward, each one row.
+  EXPECT_EQ(find(times, "linear backward")->calls, 2 * 4 * layers);
+  EXPECT_EQ(find(times, "gemm NN"), nullptr);
   EXPECT_TRUE(std::is_sorted(times.begin(), times.end(),
                              [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; }));
 
@@ -114,6 +117,28 @@ TEST(ProfiledBackend, GemmRowsCarryTheirFlopsAndDisabledRecordsNothing) {
   EXPECT_DOUBLE_EQ(tn->flops, 2.0 * K * N * M);
   prof.reset();
   EXPECT_TRUE(prof.times().empty());
+}
+
+// linear_backward: one row with both GEMMs' FLOPs (4 T in out), the inner
+// backend's results.
+TEST(ProfiledBackend, LinearBackwardIsOneRowWithBothGemmsFlops) {
+  auto cpu = make_backend("cpu");
+  ProfiledBackend prof(*cpu);
+  prof.set_enabled(true);
+  const int T = 6, in = 4, out = 3;
+  DeviceArray<float> dy(prof, T * out), W(prof, out * in), x(prof, T * in), dx(prof, T * in), dW(prof, out * in);
+  prof.fill(dy.data(), 1.0f, T * out);
+  prof.fill(W.data(), 2.0f, out * in);
+  prof.fill(x.data(), 3.0f, T * in);
+  prof.fill(dW.data(), 1.0f, out * in);
+  prof.linear_backward(T, in, out, dy.data(), out, W.data(), x.data(), in, dx.data(), in, dW.data());
+  EXPECT_FLOAT_EQ(dx.data()[0], 2.0f * out);     // sum over out of 1 * 2
+  EXPECT_FLOAT_EQ(dW.data()[0], 1.0f + 3.0f * T);  // 1 + sum over T of 1 * 3
+  const auto times = prof.times();
+  const OpTime* lb = find(times, "linear backward");
+  ASSERT_NE(lb, nullptr);
+  EXPECT_EQ(lb->calls, 1);
+  EXPECT_DOUBLE_EQ(lb->flops, 4.0 * T * in * out);
 }
 
 }  // namespace
