@@ -79,12 +79,12 @@ struct HeadDims {
   static_assert(MaxD % 16 == 0 && MaxD <= kMaxHeadDim);
   static constexpr int steps = MaxD / Ops::kStep;  // MMA K steps of Q K^T
   static constexpr int groups = MaxD / 8;           // MMA N groups of O
+  static constexpr bool bf16 = Ops::kStep == 16;
   // 16-byte chunks a thread stages in registers per streamed 32-row tile of
   // the backward (bf16); 0: the tiles are copied by cp.async instead (TF32,
   // whose tiles would take twice the registers: staged at D 128, dK/dV
   // spilled)
-  static constexpr int staged_chunks = Ops::kStep == 16 ? kAttnTile * MaxD / Ops::kChunk / int(kThreads) : 0;
-  static constexpr bool bf16 = Ops::kStep == 16;
+  static constexpr int staged_chunks = bf16 ? kAttnTile * MaxD / Ops::kChunk / int(kThreads) : 0;
   // row tiles of 16 a forward warp owns: 2 (FlashAttention-2's 32 rows a
   // warp, 128 a block: each K and V fragment feeds two MMAs, and a key
   // tile is read once per 128 queries), 1 for TF32 at D 128 (its FP32
