@@ -12,7 +12,9 @@
 // same step in PyTorch on CUDA in FP32 (TF32 off) and in bf16 autocast, both
 // with scaled_dot_product_attention, interleaved per round; the table gives
 // tokens/s per precision and the ratios; the memory forge holds (kept
-// activations, parameters, gradients, AdamW moments) and PyTorch's peak. No device
+// activations, parameters, gradients, AdamW moments), the most device memory
+// each precision's backend held at once (its buffers and scratch:
+// Backend::peak_device_bytes) and PyTorch's peak. No device
 // (or a build without CUDA): says so and prints "device": "none". The
 // PyTorch twin runs under $FORGE_PYTHON (default /usr/bin/python3).
 //
@@ -213,6 +215,9 @@ int main(int argc, char** argv) {
     const double held32 = state + model.activation_bytes(), held16 = state + model16.activation_bytes();
     std::printf("forge held memory: fp32 %.0f MiB, bf16 %.0f MiB (%.2f); torch peak: fp32 %.0f MiB, bf16 %.0f MiB\n",
                 held32 / (1 << 20), held16 / (1 << 20), held16 / held32, peak32 / (1 << 20), peak16 / (1 << 20));
+    const double dev32 = double(backend.peak_device_bytes()), dev16 = double(backend16.peak_device_bytes());
+    std::printf("forge device peak (buffers and scratch): fp32 %.0f MiB, bf16 %.0f MiB (%.2f)\n", dev32 / (1 << 20),
+                dev16 / (1 << 20), dev32 > 0 ? dev16 / dev32 : 0.0);
     std::vector<std::pair<std::string, std::string>> json = {{"device", "\"cuda\""},
                        {"forge_fp32_tok_s", bench::num(median(f32))},
                        {"forge_bf16_tok_s", bench::num(median(f16))},
@@ -222,6 +227,8 @@ int main(int argc, char** argv) {
                        {"ratio_bf16", bench::num(median(r16))},
                        {"forge_fp32_held_bytes", bench::num(held32)},
                        {"forge_bf16_held_bytes", bench::num(held16)},
+                       {"forge_fp32_peak_bytes", bench::num(dev32)},
+                       {"forge_bf16_peak_bytes", bench::num(dev16)},
                        {"torch_fp32_peak_bytes", bench::num(peak32)},
                        {"torch_bf16_peak_bytes", bench::num(peak16)}};
     if (profile) {

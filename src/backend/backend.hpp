@@ -188,6 +188,9 @@ class Backend {
   // Memory. Pointers from alloc belong to the backend's address space.
   virtual void* alloc(size_t bytes) = 0;
   virtual void release(void* p) = 0;
+  // The most memory the backend has held at once so far: its alloc'd
+  // buffers and its own scratch (0 where not measured: the CPU backend).
+  virtual size_t peak_device_bytes() const { return 0; }
   virtual void to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;

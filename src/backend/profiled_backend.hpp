@@ -47,6 +47,7 @@ class ProfiledBackend final : public Backend {
 
   void* alloc(size_t bytes) override;
   void release(void* p) override;
+  size_t peak_device_bytes() const override { return inner_.peak_device_bytes(); }
   void to_device(void* dst, const void* host_src, size_t bytes) override;
   void to_host(void* host_dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;

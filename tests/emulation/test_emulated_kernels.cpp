@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "core/error.hpp"
@@ -52,6 +53,29 @@ TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
   }
   if (saved) setenv("FORGE_CUDA_FP32_ATTENTION", keep.c_str(), 1);
   else unsetenv("FORGE_CUDA_FP32_ATTENTION");
+}
+
+// peak_device_bytes: the most the backend held at once, buffers and scratch.
+TEST(EmulatedCuda, PeakDeviceBytesCountsBuffersAndScratch) {
+  const auto be = cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::k3xTf32);
+  const size_t start = be->peak_device_bytes();
+  void* a = be->alloc(1 << 20);
+  void* b = be->alloc(2 << 20);
+  EXPECT_EQ(be->peak_device_bytes(), start + (3 << 20));
+  be->release(a);
+  be->release(b);
+  void* c = be->alloc(1 << 20);  // below the peak: unchanged
+  EXPECT_EQ(be->peak_device_bytes(), start + (3 << 20));
+  be->release(c);
+  // scratch: a reduction's result buffer, on top of a held 3 MiB
+  void* d = be->alloc(3 << 20);
+  const std::vector<float> x(1000, 1.0f);
+  void* xd = be->alloc(x.size() * sizeof(float));
+  be->to_device(xd, x.data(), x.size() * sizeof(float));
+  EXPECT_EQ(be->sum_squares(static_cast<float*>(xd), x.size()), 1000.0);
+  EXPECT_GT(be->peak_device_bytes(), start + (3 << 20) + x.size() * sizeof(float));
+  be->release(xd);
+  be->release(d);
 }
 
 FORGE_BACKEND_CASES(EmulatedCuda, emulated_backend)

@@ -7,10 +7,12 @@
 // operands, Q/K/V and the head's hidden states grow on demand and are kept.
 #include "backend/cuda/cuda_backend.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include <cmath>
+#include <unordered_map>
 
 #include "backend/backend_registry.hpp"
 #include "core/log.hpp"
@@ -33,9 +35,23 @@
 FORGE_CUDA_NAMESPACE_BEGIN
 namespace {
 
-// Grow-only device buffer.
+// The device memory a backend holds (its alloc'd buffers and scratch): now
+// and at most so far.
+struct MemoryMeter {
+  size_t live = 0, peak = 0;
+  void add(size_t bytes) {
+    live += bytes;
+    peak = std::max(peak, live);
+  }
+  void sub(size_t bytes) { live -= bytes; }
+};
+
+// Grow-only device buffer, counted in the backend's meter.
 class Scratch {
  public:
+  explicit Scratch(MemoryMeter& meter) : meter_(meter) {}
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
   ~Scratch() {
     if (p_) cudaFree(p_);
   }
@@ -44,15 +60,18 @@ class Scratch {
     const size_t bytes = n * sizeof(T);
     if (bytes > bytes_) {
       if (p_) FORGE_CUDA_CHECK(cudaFree(p_));
+      meter_.sub(bytes_);
       p_ = nullptr;
       bytes_ = 0;
       FORGE_CUDA_CHECK(cudaMalloc(&p_, bytes));
       bytes_ = bytes;
+      meter_.add(bytes_);
     }
     return static_cast<T*>(p_);
   }
 
  private:
+  MemoryMeter& meter_;
   void* p_ = nullptr;
   size_t bytes_ = 0;
 };
@@ -89,9 +108,19 @@ class CudaBackend final : public Backend {
   void* alloc(size_t bytes) override {
     void* p = nullptr;
     FORGE_CUDA_CHECK(cudaMalloc(&p, bytes));
+    sizes_[p] = bytes;
+    meter_.add(bytes);
     return p;
   }
-  void release(void* p) override { FORGE_CUDA_CHECK(cudaFree(p)); }
+  void release(void* p) override {
+    const auto it = sizes_.find(p);
+    if (it != sizes_.end()) {
+      meter_.sub(it->second);
+      sizes_.erase(it);
+    }
+    FORGE_CUDA_CHECK(cudaFree(p));
+  }
+  size_t peak_device_bytes() const override { return meter_.peak; }
   void to_device(void* dst, const void* src, size_t bytes) override {
     FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -273,9 +302,13 @@ class CudaBackend final : public Backend {
   bool said_exact_fallback_ = false;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  Scratch reduce_, tile_bounds_, delta_, head_stats_, head_tile_, loss_partials_, loss_totals_, paged_partials_,
-      rmsnorm_partials_;
-  Scratch gemm_a_, gemm_b_, linear_dy_, qkv_bf16_, dout_bf16_, head_hidden_;  // bf16 mode
+  MemoryMeter meter_;
+  std::unordered_map<void*, size_t> sizes_;  // alloc'd buffers
+  Scratch reduce_{meter_}, tile_bounds_{meter_}, delta_{meter_}, head_stats_{meter_}, head_tile_{meter_},
+      loss_partials_{meter_}, loss_totals_{meter_}, paged_partials_{meter_}, rmsnorm_partials_{meter_};
+  // bf16 mode
+  Scratch gemm_a_{meter_}, gemm_b_{meter_}, linear_dy_{meter_}, qkv_bf16_{meter_}, dout_bf16_{meter_},
+      head_hidden_{meter_};
 };
 
 }  // namespace
