@@ -144,8 +144,9 @@ for stage in "${stages[@]}"; do
       run cpu 200 "$bin/bench_blas"
       run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2 ;;
     profile)
-      # The first launch of each tensor-core kernel and operand kind (the
-      # bench calls 3xTF32, then bf16: forward, then dK/dV and dQ).
+      # The tensor-core kernels' first 18 launches on the causal mask: the
+      # bench's two warm-ups and one timed call of each of six (3xTF32,
+      # then bf16: forward, dK/dV, dQ).
       sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section ComputeWorkloadAnalysis
         --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis_Tables)
       for dim in 64 128; do
