@@ -208,6 +208,19 @@ struct WarpRows<Ops, Steps, M, false> {
   }
 };
 
+// A warp's rows of a query block [q0, q1) when it owns M row tiles of 16:
+// [w0, w1), row tile i [r0[i], r1[i]) (empty past q1).
+template <int M>
+struct WarpRowTiles {
+  int w0, w1, r0[M], r1[M];
+  __device__ __forceinline__ WarpRowTiles(int q0, int q1, int warp) {
+    w0 = q0 + warp * M * kWarpRows;
+    w1 = min(q1, w0 + M * kWarpRows);
+#pragma unroll
+    for (int i = 0; i < M; ++i) r0[i] = w0 + i * kWarpRows, r1[i] = min(w1, r0[i] + kWarpRows);
+  }
+};
+
 template <int N>
 __device__ __forceinline__ void zero(float (&acc)[N][4]) {
 #pragma unroll
@@ -379,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   const TcInputs<typename Ops::Src> in{q, k, v, ld, dout};
   using Elem = typename Ops::Elem;
   using Dims = HeadDims<Ops, MaxD>;
-  constexpr int M = Dims::fwd_m, kRows = M * kWarpRows, kBlockRows = Dims::fwd_rows;
+  constexpr int M = Dims::fwd_m, kBlockRows = Dims::fwd_rows;
   FORGE_SHARED_MEMORY(Elem, smem);
   const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
   const int qp = Dk + Ops::kPad;
@@ -389,10 +402,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kBlockRows, q1 = min(p.T, q0 + kBlockRows);
-  const int w0 = q0 + warp * kRows, w1 = min(q1, w0 + kRows);  // this warp's rows
-  int r0[M], r1[M];  // row tile i: rows [r0[i], r1[i])
-#pragma unroll
-  for (int i = 0; i < M; ++i) r0[i] = w0 + i * kWarpRows, r1[i] = min(w1, r0[i] + kWarpRows);
+  const WarpRowTiles<M> rows(q0, q1, warp);
+  const int w0 = rows.w0, w1 = rows.w1;
+  const int (&r0)[M] = rows.r0, (&r1)[M] = rows.r1;
   const int steps = Dk / Ops::kStep, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
@@ -404,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kBlockRows, p.T, D, Dk);
   __syncthreads();
   WarpRows<Ops, Dims::steps, M> qf;
-  qf.init(Qs + warp * kRows * qp, qp, steps, lane);
+  qf.init(Qs + (w0 - q0) * qp, qp, steps, lane);
 
   float o[M][Dims::groups][4];
   float m[M][2], l[M][2];  // rows g and g + 8 of each row tile, base 2
@@ -632,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   const TcInputs<typename Ops::Src> in{q, k, v, ld, dout};
   using Elem = typename Ops::Elem;
   using Dims = HeadDims<Ops, MaxD>;
-  constexpr int M = Dims::dq_m, kRows = M * kWarpRows, kBlockRows = Dims::dq_rows;
+  constexpr int M = Dims::dq_m, kBlockRows = Dims::dq_rows;
   FORGE_SHARED_MEMORY(Elem, smem);
   const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
   const int qp = Dk + Ops::kPad;
@@ -643,10 +655,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kBlockRows, q1 = min(p.T, q0 + kBlockRows);
-  const int w0 = q0 + warp * kRows, w1 = min(q1, w0 + kRows);  // this warp's rows
-  int r0[M], r1[M];  // row tile i: rows [r0[i], r1[i])
-#pragma unroll
-  for (int i = 0; i < M; ++i) r0[i] = w0 + i * kWarpRows, r1[i] = min(w1, r0[i] + kWarpRows);
+  const WarpRowTiles<M> rows(q0, q1, warp);
+  const int w0 = rows.w0, w1 = rows.w1;
+  const int (&r0)[M] = rows.r0, (&r1)[M] = rows.r1;
   const int steps = Dk / Ops::kStep, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
@@ -661,8 +672,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   }
   __syncthreads();
   WarpRows<Ops, Dims::steps, M> qf, of;
-  qf.init(Qs + warp * kRows * qp, qp, steps, lane);
-  of.init(dOs + warp * kRows * qp, qp, steps, lane);
+  qf.init(Qs + (w0 - q0) * qp, qp, steps, lane);
+  of.init(dOs + (w0 - q0) * qp, qp, steps, lane);
   float lse2[M][2], delta[M][2];
 #pragma unroll
   for (int i = 0; i < M; ++i)
