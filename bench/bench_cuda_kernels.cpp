@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   try {
     gpu = make_backend("cuda");
   } catch (const InputError& e) {
-    std::printf("bench_cuda_kernels: no GPU here (%s); nothing timed\n", e.what());
+    std::printf("bench_cuda_kernels: backend cuda unavailable (%s); nothing timed\n", e.what());
     header();
     bench::print_json({{"device", "\"none\""}});
     return 0;

@@ -2,8 +2,9 @@
 // (vocab_chunk): only a [rows, chunk] tile of logits exists at a time, at
 // most 256 x 4096 floats (4 MiB); a small vocabulary takes up to 1024 rows a
 // tile, so that its GEMMs are not a string of small ones (the reference
-// model's head, V 272: 9.7 -> 7.4 ms a step with 1024 rows against 256, on
-// the Zen 5 with BLIS skx).
+// model's head, V 272: head_fwd + head_bwd 6.9-7.0 ms a step with 256 rows,
+// 6.0-6.1 with 1024; `bench_train_step --no-torch --rounds=1 --reps=3
+// --profile`, three alternations on the Zen 5 with BLIS skx).
 //
 // Forward keeps, per row, the running max m, s = sum exp(z - m) and
 // t = sum exp(z - m) z, so that lse = m + log s and entropy = lse - t / s.

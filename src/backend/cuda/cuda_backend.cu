@@ -8,10 +8,9 @@
 #include "backend/cuda/cuda_backend.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-
-#include <cmath>
 #include <unordered_map>
 
 #include "backend/backend_registry.hpp"
@@ -79,7 +78,8 @@ class Scratch {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(Precision precision, Fp32Attention attention)
-      : bf16_(precision == Precision::kBf16), tf32x3_attention_(attention == Fp32Attention::k3xTf32) {
+      : bf16_(precision == Precision::kBf16),
+        tf32x3_attention_(precision != Precision::kBf16 && attention == Fp32Attention::k3xTf32) {
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -274,8 +274,8 @@ class CudaBackend final : public Backend {
     return p;
   }
   // Whether the 3xTF32 attention's shared memory at this head dim fits a
-  // block of this device (not on 99 KB devices such as sm_86 and sm_89 at
-  // D > 64: the exact kernels run there, said once).
+  // block of this device (not on the 99 KiB of sm_86 and sm_89 parts, whose
+  // FP32 attention runs the exact kernels, said once).
   bool fits_3xtf32_attention(int head_dim) {
     const size_t need = tree_attention_3xtf32_shared_bytes(head_dim);
     if (need <= shared_optin_) return true;
@@ -297,7 +297,7 @@ class CudaBackend final : public Backend {
   }
 
   const bool bf16_;
-  const bool tf32x3_attention_;  // FP32 mode (bf16 ignores it)
+  const bool tf32x3_attention_;  // FP32 precision with the 3xTF32 attention
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
   bool said_exact_fallback_ = false;
   cudaStream_t stream_ = nullptr;

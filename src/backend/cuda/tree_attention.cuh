@@ -3,8 +3,8 @@
 // tree_attention_tc.cu in 3xTF32 (p.tf32x3: FP32 operands split into two
 // TF32 parts, three MMAs a product, about FP32's accuracy; FP32 scores,
 // statistics and accumulators), else the SIMT kernels below, exact FP32
-// throughout (the reference). bf16: Q, K and V are rounded to bf16 into that scratch, packed
-// [T][q | k | v], and the tensor-core kernels of tree_attention_tc.cu read
+// throughout (the reference). bf16: Q, K and V are rounded to bf16 into
+// that scratch, packed [T][q | k | v], and the tensor-core kernels of tree_attention_tc.cu read
 // it (scores, softmax statistics, accumulators, lse, O and the gradients
 // FP32; P, dO and dS enter their MMAs as bf16). Forward and backward each
 // round into the scratch (the same values), so the backward's P matches the
@@ -120,8 +120,8 @@ void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
 // FP32 Q, K, V and dO on tensor cores in 3xTF32 (p.q, p.k, p.v, p.dout);
 // called by the launchers when p.tf32x3 is set. Their largest dynamic shared
-// memory a block at this head dim (the backward's: 136 KB at D 128, 70 KB
-// at D 64), which the device must offer (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+// memory a block at this head dim (132.5 KiB at D 128, dQ's 102 KiB at
+// D 64), which the device must offer (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 size_t tree_attention_3xtf32_shared_bytes(int head_dim);
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
 void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);

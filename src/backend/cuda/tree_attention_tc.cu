@@ -20,14 +20,15 @@
 // mma.cuh has the instructions and their fragments.
 //
 // Pipelining: the forward's key tiles are double-buffered by cp.async
-// (async_copy.cuh): the next tile's copies are in flight while the current
-// one is computed on, without passing through registers, one __syncthreads
-// a tile. (Double-buffered through registers instead, the forward ran no
-// faster at D 128 and 30% slower at D 64 on an H200: its registers grew
-// from 166 to 199.) The tiles the backward streams (key tiles in dQ, query
-// tiles in dK/dV) are double-buffered through registers: the next tile's
-// global loads are in flight while the current one is computed on, then
-// stored into the other buffer; one __syncthreads a tile.
+// (async_copy.cuh; StagedRows<0> below): the next tile's copies are in
+// flight while the current one is computed on, without passing through
+// registers, one __syncthreads a tile. (Double-buffered through registers
+// instead, the forward ran no faster at D 128 and 30% slower at D 64 on an
+// H200: its registers grew from 166 to 199.) The tiles the bf16 backward
+// streams (key tiles in dQ, query tiles in dK/dV) are double-buffered
+// through registers: the next tile's global loads are in flight while the
+// current one is computed on, then stored into the other buffer; the 3xTF32
+// backward's by cp.async, as the forward's.
 //
 // Every kernel is a template on the head-dim class, D <= 64 or <= 128
 // (HeadDims): fragments and accumulators in registers are sized for it, so
@@ -357,21 +358,6 @@ __device__ __forceinline__ void commit_keys(const KeyTiles<typename Ops::Elem>& 
   if (threadIdx.x < kKeys) tiles.se(b)[threadIdx.x] = s.end;
 }
 
-// Key tile [k0, k0 + 32) of kv head kvh and its subtree ends (0 past T)
-// into buffer b, by cp.async; the caller commits, waits and syncs.
-template <class Ops>
-__device__ __forceinline__ void copy_key_tile_async(const KeyTiles<typename Ops::Elem>& tiles, int b,
-                                                    const TreeAttentionParams& p,
-                                                    const TcInputs<typename Ops::Src>& in, int kvh, int k0, int Dk) {
-  const int D = p.head_dim;
-  copy_rows_async<Ops>(tiles.K(b), tiles.qp, in.k + kvh * D, in.ld, k0, kKeys, p.T, D, Dk);
-  copy_rows_async<Ops>(tiles.V(b), tiles.qp, in.v + kvh * D, in.ld, k0, kKeys, p.T, D, Dk);
-  if (threadIdx.x < kKeys) {
-    const int j = k0 + int(threadIdx.x);
-    cp_async_4(tiles.se(b) + threadIdx.x, p.subtree_end + (j < p.T ? j : 0), j < p.T ? 4 : 0);
-  }
-}
-
 // Whether query i (below w1) sees key k0 + jj of the loaded tile (jj below
 // nk, se its subtree ends; full: the tile is visible to all the warp's rows).
 __device__ __forceinline__ bool sees(int i, int w1, int k0, int jj, int nk, bool full, const int32_t* se) {
@@ -409,11 +395,14 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   const float scale2 = p.scale * kLog2e;
 
   const int last = (q1 - 1) / kKeys;
-  // key tiles some query of the block may see
+  // Key tiles some query of the block may see, streamed by cp.async
+  // (StagedKeys<0>, whatever the operands): the next tile's copies are in
+  // flight while the current one is computed on.
   int kt = seen_key_tile_from(p, 0, last, q0);
-  if (kt <= last) copy_key_tile_async<Ops>(tiles, 0, p, in, kvh, kt * kKeys, Dk);
-  cp_async_commit();
+  StagedKeys<0> first{};
+  if (kt <= last) stage_keys<Ops>(first, tiles, 0, p, in, kvh, kt * kKeys, Dk);
   load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kBlockRows, p.T, D, Dk);
+  if (kt <= last) commit_keys<Ops>(tiles, 0, first, p, in, kvh, kt * kKeys, Dk);
   __syncthreads();
   WarpRows<Ops, Dims::steps, M> qf;
   qf.init(Qs + (w0 - q0) * qp, qp, steps, lane);
@@ -429,62 +418,63 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
 
   for (int b = 0; kt <= last; b ^= 1) {
     const int nt = seen_key_tile_from(p, kt + 1, last, q0);
-    cp_async_wait_all();
-    __syncthreads();  // tile kt complete in buffer b; buffer b ^ 1 no longer read
-    if (nt <= last) copy_key_tile_async<Ops>(tiles, b ^ 1, p, in, kvh, nt * kKeys, Dk);
-    cp_async_commit();  // in flight while this tile is computed on
-    const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
-    kt = nt;
-    if (!rows_see_tile(p, k0 / kKeys, w0, w1)) continue;  // warp-uniform
-    const Elem* Ks = tiles.K(b);
-    const Elem* Vs = tiles.V(b);
-    const int32_t* se = tiles.se(b);
+    StagedKeys<0> next{};
+    if (nt <= last) stage_keys<Ops>(next, tiles, b ^ 1, p, in, kvh, nt * kKeys, Dk);
+    if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
+      const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
+      const Elem* Ks = tiles.K(b);
+      const Elem* Vs = tiles.V(b);
+      const int32_t* se = tiles.se(b);
 
-    float s[M][kKeyGroups][4];
+      float s[M][kKeyGroups][4];
 #pragma unroll
-    for (int i = 0; i < M; ++i) zero(s[i]);
+      for (int i = 0; i < M; ++i) zero(s[i]);
 #pragma unroll
-    for (int st = 0; st < Dims::steps; ++st)
-      if (st < steps) Ops::mma_rows32(s, qf.at(st, lane).f, Ks, qp, st, lane);
+      for (int st = 0; st < Dims::steps; ++st)
+        if (st < steps) Ops::mma_rows32(s, qf.at(st, lane).f, Ks, qp, st, lane);
 #pragma unroll
-    for (int i = 0; i < M; ++i) {
-      const bool full = tile_all_visible(p, k0 / kKeys, r0[i], r1[i]);
-      float mx[2] = {-INFINITY, -INFINITY};
+      for (int i = 0; i < M; ++i) {
+        const bool full = tile_all_visible(p, kt, r0[i], r1[i]);
+        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int n = 0; n < kKeyGroups; ++n)
+        for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const bool vis = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se);
-          s[i][n][c] = vis ? s[i][n][c] * scale2 : -INFINITY;
-          mx[c >> 1] = fmaxf(mx[c >> 1], s[i][n][c]);
-        }
-      float corr[2], mref[2];
+          for (int c = 0; c < 4; ++c) {
+            const bool vis = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se);
+            s[i][n][c] = vis ? s[i][n][c] * scale2 : -INFINITY;
+            mx[c >> 1] = fmaxf(mx[c >> 1], s[i][n][c]);
+          }
+        float corr[2], mref[2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
-        const float mn = fmaxf(m[i][r], mx[r]);
-        mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
-        corr[r] = exp2f(m[i][r] - mref[r]);
-        m[i][r] = mn;
-        l[i][r] *= corr[r];
-      }
-#pragma unroll
-      for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          s[i][n][c] = exp2f(s[i][n][c] - mref[c >> 1]);
-          l[i][c >> 1] += s[i][n][c];
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
+          const float mn = fmaxf(m[i][r], mx[r]);
+          mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
+          corr[r] = exp2f(m[i][r] - mref[r]);
+          m[i][r] = mn;
+          l[i][r] *= corr[r];
         }
 #pragma unroll
-      for (int n = 0; n < Dims::groups; ++n) {
-        o[i][n][0] *= corr[0];
-        o[i][n][1] *= corr[0];
-        o[i][n][2] *= corr[1];
-        o[i][n][3] *= corr[1];
+        for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            s[i][n][c] = exp2f(s[i][n][c] - mref[c >> 1]);
+            l[i][c >> 1] += s[i][n][c];
+          }
+#pragma unroll
+        for (int n = 0; n < Dims::groups; ++n) {
+          o[i][n][0] *= corr[0];
+          o[i][n][1] *= corr[0];
+          o[i][n][2] *= corr[1];
+          o[i][n][3] *= corr[1];
+        }
       }
+      Ops::mma_times_rows(o, s, Vs, qp, dim_groups, lane);
     }
-    Ops::mma_times_rows(o, s, Vs, qp, dim_groups, lane);
+    if (nt <= last) commit_keys<Ops>(tiles, b ^ 1, next, p, in, kvh, nt * kKeys, Dk);
+    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
+    kt = nt;
   }
 
 #pragma unroll
