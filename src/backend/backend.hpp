@@ -37,6 +37,14 @@ struct TreeAttentionArgs {
   const int32_t* subtree_end = nullptr;  // [T]
   float* out = nullptr;  // [T, n_heads * head_dim]
   float* lse = nullptr;  // [n_heads, T] (forward output, backward input)
+  // Training on a backend that keeps activations as bf16
+  // (activation_value_bytes() == 2); null otherwise (other backends refuse
+  // it). Q, K and V as bf16 bit patterns, packed [T][(n_heads + 2 n_kv_heads)
+  // * head_dim] (row t: its query heads, key heads, value heads): the forward
+  // writes it (rounded to nearest even, as pack_bf16 of q|k|v), the backward
+  // reads Q, K and V from it and not from q, k, v. The transformer keeps it
+  // as the layer's saved q|k|v, so neither pass rounds them again.
+  uint16_t* qkv_bf16 = nullptr;
 };
 
 struct TreeAttentionGrads {
@@ -243,6 +251,23 @@ class Backend {
   // gu row = [gate (F) | up (F)]; out = silu(gate) * up
   virtual void swiglu_fwd(const float* gu, float* out, int T, int F) = 0;
   virtual void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) = 0;
+  // SwiGLU with g|u kept as bf16 for the backward (training with bf16
+  // activations): swiglu_fwd_keep is swiglu_fwd plus gu16 = pack_bf16(gu);
+  // the _bf16 forms are swiglu_fwd and swiglu_bwd on gu16 widened. The
+  // defaults do exactly that in steps (the _bf16 ones through a scratch
+  // copy); the CUDA backend fuses each into one pass, bit for bit the same.
+  virtual void swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) {
+    swiglu_fwd(gu, out, T, F);
+    pack_bf16(gu, gu16, size_t(T) * 2 * F);
+  }
+  virtual void swiglu_fwd_bf16(const uint16_t* gu16, float* out, int T, int F) {
+    const Widened gu(*this, gu16, size_t(T) * 2 * F);
+    swiglu_fwd(gu.data, out, T, F);
+  }
+  virtual void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, int T, int F) {
+    const Widened gu(*this, gu16, size_t(T) * 2 * F);
+    swiglu_bwd(gu.data, dout, dgu, T, F);
+  }
 
   virtual void tree_attention_fwd(const TreeAttentionArgs& a) = 0;
   virtual void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) = 0;
@@ -275,6 +300,20 @@ class Backend {
   // (collectives.hpp), or nullptr when the memory is host memory that the
   // caller's own transport (MPI) reduces directly.
   virtual std::unique_ptr<DeviceCollectives> make_collectives(const CollectiveBootstrap& peers);
+
+ private:
+  // n bf16 values unpacked into backend scratch for the lifetime of the object.
+  struct Widened {
+    Backend& b;
+    float* data;
+    Widened(Backend& backend, const uint16_t* src, size_t n)
+        : b(backend), data(static_cast<float*>(backend.alloc(n * sizeof(float)))) {
+      b.unpack_bf16(src, data, n);
+    }
+    ~Widened() { b.release(data); }
+    Widened(const Widened&) = delete;
+    Widened& operator=(const Widened&) = delete;
+  };
 };
 
 }  // namespace forge

@@ -111,6 +111,15 @@ void ProfiledBackend::swiglu_fwd(const float* gu, float* out, int T, int F) {
 void ProfiledBackend::swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) {
   timed("swiglu_bwd", 0, [&] { inner_.swiglu_bwd(gu, dout, dgu, T, F); });
 }
+void ProfiledBackend::swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) {
+  timed("swiglu_fwd (keeps bf16 g|u)", 0, [&] { inner_.swiglu_fwd_keep(gu, out, gu16, T, F); });
+}
+void ProfiledBackend::swiglu_fwd_bf16(const uint16_t* gu16, float* out, int T, int F) {
+  timed("swiglu_fwd (bf16 g|u)", 0, [&] { inner_.swiglu_fwd_bf16(gu16, out, T, F); });
+}
+void ProfiledBackend::swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, int T, int F) {
+  timed("swiglu_bwd (bf16 g|u)", 0, [&] { inner_.swiglu_bwd_bf16(gu16, dout, dgu, T, F); });
+}
 
 void ProfiledBackend::tree_attention_fwd(const TreeAttentionArgs& a) {
   timed("tree_attention_fwd", 0, [&] { inner_.tree_attention_fwd(a); });

@@ -74,6 +74,9 @@ class ProfiledBackend final : public Backend {
             bool inverse) override;
   void swiglu_fwd(const float* gu, float* out, int T, int F) override;
   void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override;
+  void swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) override;
+  void swiglu_fwd_bf16(const uint16_t* gu16, float* out, int T, int F) override;
+  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, int T, int F) override;
 
   void tree_attention_fwd(const TreeAttentionArgs& a) override;
   void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override;

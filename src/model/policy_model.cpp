@@ -18,18 +18,21 @@ class TreeAttention final : public BlockAttention {
   const int32_t* subtree_end = nullptr;
   int T = 0;
 
-  void forward(int, const float* qkv, int ld, float* out, float* lse) override {
-    B_.tree_attention_fwd(args(qkv, ld, out, lse));
+  void forward(int, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16) override {
+    B_.tree_attention_fwd(args(qkv, qkv_bf16, ld, out, lse));
   }
-  void backward(int, const float* qkv, int ld, const float* out, const float* lse, const float* dout,
-                float* dqkv) override {
-    B_.tree_attention_bwd(args(qkv, ld, const_cast<float*>(out), const_cast<float*>(lse)),
+  void backward(int, const float* qkv, uint16_t* qkv_bf16, int ld, const float* out, const float* lse,
+                const float* dout, float* dqkv) override {
+    B_.tree_attention_bwd(args(qkv, qkv_bf16, ld, const_cast<float*>(out), const_cast<float*>(lse)),
                           fused_tree_attention_grads(c_.n_heads, c_.n_kv_heads, c_.head_dim(), dout, dqkv));
   }
 
  private:
-  TreeAttentionArgs args(const float* qkv, int ld, float* out, float* lse) const {
-    return fused_tree_attention_args(T, c_.n_heads, c_.n_kv_heads, c_.head_dim(), qkv, ld, subtree_end, out, lse);
+  TreeAttentionArgs args(const float* qkv, uint16_t* qkv_bf16, int ld, float* out, float* lse) const {
+    TreeAttentionArgs a =
+        fused_tree_attention_args(T, c_.n_heads, c_.n_kv_heads, c_.head_dim(), qkv, ld, subtree_end, out, lse);
+    a.qkv_bf16 = qkv_bf16;
+    return a;
   }
   Backend& B_;
   ModelConfig c_;

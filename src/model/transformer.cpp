@@ -7,7 +7,7 @@
 
 namespace forge {
 
-void BlockAttention::backward(int, const float*, int, const float*, const float*, const float*, float*) {
+void BlockAttention::backward(int, const float*, uint16_t*, int, const float*, const float*, const float*, float*) {
   throw Error("this attention has no backward (generation only)");
 }
 
@@ -42,8 +42,16 @@ namespace {
 
 // The sizes of a packed layer's parts (Layer::packed_parts()) in order:
 // x_in [T, d], q|k|v [T, QKV], attention output [T, HD], x_mid [T, d], g|u [T, 2F].
+// q|k|v is written and read as bf16 by the attention (TreeAttentionArgs::qkv_bf16),
+// g|u by SwiGLU (Backend::swiglu_fwd_keep, swiglu_*_bf16); the rest by pack/unpack_bf16.
+constexpr int kQkvPart = 1, kGuPart = 4;
 struct PackedParts {
   size_t sizes[5];
+  size_t offset(int part) const {
+    size_t o = 0;
+    for (int i = 0; i < part; ++i) o += sizes[i];
+    return o;
+  }
   PackedParts(const ModelConfig& c, int T) {
     const size_t rows = static_cast<size_t>(T);
     sizes[0] = sizes[3] = rows * c.d_model;
@@ -131,20 +139,21 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
     if (c_.qkv_bias)  // qkv += 1 bqkv^T
       B.gemm(false, false, T, QKV, 1, 1.0f, act.ones_.data(), 1, P + o.bqkv, QKV, 1.0f, a.qkv.data(), QKV);
     B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false);
-    attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? kept.lse.data() : nullptr);
+    // Packed: the attention writes the kept bf16 q|k|v itself (it rounds them for its MMAs anyway).
+    if (pack) kept.packed.ensure(B, parts.total());
+    uint16_t* qkv16 = pack ? kept.packed.data() + parts.offset(kQkvPart) : nullptr;
+    attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? kept.lse.data() : nullptr, qkv16);
     if (x_mid != x_in) B.copy(x_mid, x_in, Td * sizeof(float));
     B.gemm(false, true, T, d, HD, 1.0f, a.att.data(), HD, P + o.wo, HD, 1.0f, x_mid, d);
     B.rmsnorm_fwd(x_mid, P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
     B.gemm(false, true, T, 2 * F, d, 1.0f, a.h2.data(), d, P + o.w_gate_up, d, 0.0f, a.gu.data(), 2 * F);
-    B.swiglu_fwd(a.gu.data(), a.act.data(), T, F);
-    if (pack) {
-      kept.packed.ensure(B, parts.total());
-      uint16_t* dst = kept.packed.data();
+    if (pack) {  // SwiGLU keeps g|u as bf16 itself; the rest packed here
+      B.swiglu_fwd_keep(a.gu.data(), a.act.data(), kept.packed.data() + parts.offset(kGuPart), T, F);
       const std::array<float*, 5> src = a.packed_parts();  // x_in and x_mid are a's here
-      for (int i = 0; i < 5; ++i) {
-        B.pack_bf16(src[i], dst, parts.sizes[i]);
-        dst += parts.sizes[i];
-      }
+      for (int i = 0; i < 5; ++i)
+        if (i != kQkvPart && i != kGuPart) B.pack_bf16(src[i], kept.packed.data() + parts.offset(i), parts.sizes[i]);
+    } else {
+      B.swiglu_fwd(a.gu.data(), a.act.data(), T, F);
     }
     if (x_out != x_mid) B.copy(x_out, x_mid, Td * sizeof(float));
     B.gemm(false, true, T, d, F, 1.0f, a.act.data(), F, P + o.w_down, F, 1.0f, x_out, d);
@@ -190,26 +199,31 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     TransformerActivations::Layer& kept = act.layer(l);
     TransformerActivations::Layer& a = pack ? act.layers_[0] : kept;
     const LayerOffsets& o = layer_[l];
-    if (pack) {  // unpack the layer into the FP32 set, recompute what it did not keep
-      const uint16_t* src = kept.packed.data();
+    // Packed: unpack the layer into the FP32 set (q|k|v and g|u stay bf16:
+    // the attention and SwiGLU read them so), recompute what it did not keep.
+    uint16_t* qkv16 = pack ? kept.packed.data() + parts.offset(kQkvPart) : nullptr;
+    const uint16_t* gu16 = pack ? kept.packed.data() + parts.offset(kGuPart) : nullptr;
+    if (pack) {
       const std::array<float*, 5> dst = a.packed_parts();
-      for (int i = 0; i < 5; ++i) {
-        B.unpack_bf16(src, dst[i], parts.sizes[i]);
-        src += parts.sizes[i];
-      }
+      for (int i = 0; i < 5; ++i)
+        if (i != kQkvPart && i != kGuPart) B.unpack_bf16(kept.packed.data() + parts.offset(i), dst[i], parts.sizes[i]);
       B.rmsnorm_fwd(a.x_in.data(), P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
       B.rmsnorm_fwd(a.x_mid.data(), P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
-      B.swiglu_fwd(a.gu.data(), a.act.data(), T, F);
+      B.swiglu_fwd_bf16(gu16, a.act.data(), T, F);
     }
     // MLP: x_out = x_mid + act Wd^T
     B.linear_backward(T, F, d, dx, d, P + o.w_down, a.act.data(), F, act.d_act_.data(), F, G + o.w_down);
-    B.swiglu_bwd(a.gu.data(), act.d_act_.data(), act.d_gu_.data(), T, F);
+    if (pack)
+      B.swiglu_bwd_bf16(gu16, act.d_act_.data(), act.d_gu_.data(), T, F);
+    else
+      B.swiglu_bwd(a.gu.data(), act.d_act_.data(), act.d_gu_.data(), T, F);
     B.linear_backward(T, d, 2 * F, act.d_gu_.data(), 2 * F, P + o.w_gate_up, a.h2.data(), d, act.d_h_.data(), d,
                       G + o.w_gate_up);
     B.rmsnorm_bwd(a.x_mid.data(), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
     // Attention: x_mid = x_in + att Wo^T
     B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, act.d_att_.data(), HD, G + o.wo);
-    attention.backward(l, a.qkv.data(), QKV, a.att.data(), kept.lse.data(), act.d_att_.data(), act.d_qkv_.data());
+    attention.backward(l, a.qkv.data(), qkv16, QKV, a.att.data(), kept.lse.data(), act.d_att_.data(),
+                       act.d_qkv_.data());
     B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
     if (c_.qkv_bias)  // dbqkv += 1^T dqkv
       B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);

@@ -20,7 +20,10 @@
 // and keeps per layer only bf16 copies of x_in, q|k|v (after RoPE), the
 // attention output, x_mid and g|u (and the FP32 lse); backward() unpacks a
 // layer and recomputes h1 = RMSNorm(x_in), h2 = RMSNorm(x_mid) and
-// silu(g) * u from them. The GEMMs and the attention read bf16-rounded
+// silu(g) * u from them. q|k|v and g|u never pass through FP32 copies: the
+// attention writes and reads its bf16 q|k|v (TreeAttentionArgs::qkv_bf16),
+// SwiGLU its bf16 g|u (Backend::swiglu_fwd_keep, swiglu_*_bf16); the other
+// three go through pack_bf16 / unpack_bf16. The GEMMs and the attention read bf16-rounded
 // operands in that mode anyway; RMSNorm's and SwiGLU's backward and the
 // attention's D_i = dO . O see the rounded activations.
 #pragma once
@@ -41,10 +44,12 @@ namespace forge {
 class BlockAttention {
  public:
   virtual ~BlockAttention() = default;
-  virtual void forward(int layer, const float* qkv, int ld, float* out, float* lse) = 0;
+  // qkv_bf16: null, or (training with bf16 activations) where the forward
+  // writes q|k|v as bf16 and the backward reads them (TreeAttentionArgs::qkv_bf16).
+  virtual void forward(int layer, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16) = 0;
   // dq, dk, dv into dqkv (same layout, overwritten) from dout; training only.
-  virtual void backward(int layer, const float* qkv, int ld, const float* out, const float* lse,
-                        const float* dout, float* dqkv);
+  virtual void backward(int layer, const float* qkv, uint16_t* qkv_bf16, int ld, const float* out,
+                        const float* lse, const float* dout, float* dqkv);
 };
 
 // What a pass keeps. With keep_layers (training) every layer has its own

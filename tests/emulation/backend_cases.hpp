@@ -296,6 +296,34 @@ inline void swiglu(Backend& dev, Backend& cpu) {
   dgu.expect_equal("swiglu_bwd");
 }
 
+// g|u kept as bf16 (Backend::swiglu_fwd_keep, swiglu_fwd_bf16,
+// swiglu_bwd_bf16), on one backend: bit for bit swiglu_fwd plus pack_bf16,
+// and swiglu_fwd / swiglu_bwd on the unpacked values.
+inline void swiglu_kept_bf16(Backend& dev) {
+  Rng rng(16);
+  const int T = 23, F = 77;
+  const size_t n = size_t(T) * F;
+  DeviceArray<float> gu, dout, out(dev, n), out_keep(dev, n), out16(dev, n), out_ref(dev, n), wide(dev, 2 * n);
+  DeviceArray<float> dgu16(dev, 2 * n), dgu_ref(dev, 2 * n);
+  DeviceArray<uint16_t> kept(dev, 2 * n), packed(dev, 2 * n);
+  gu.upload(dev, random_vec(rng, 2 * n, 2.0f));
+  dout.upload(dev, random_vec(rng, n));
+  dev.swiglu_fwd_keep(gu.data(), out_keep.data(), kept.data(), T, F);
+  dev.swiglu_fwd(gu.data(), out.data(), T, F);
+  dev.pack_bf16(gu.data(), packed.data(), 2 * n);
+  EXPECT_EQ(out_keep.download(), out.download()) << "swiglu_fwd_keep out";
+  EXPECT_EQ(kept.download(), packed.download()) << "swiglu_fwd_keep's bf16 g|u";
+  dev.swiglu_fwd_bf16(kept.data(), out16.data(), T, F);
+  dev.swiglu_bwd_bf16(kept.data(), dout.data(), dgu16.data(), T, F);
+  dev.unpack_bf16(packed.data(), wide.data(), 2 * n);
+  dev.swiglu_fwd(wide.data(), out_ref.data(), T, F);
+  dev.swiglu_bwd(wide.data(), dout.data(), dgu_ref.data(), T, F);
+  const std::vector<float> got = out16.download(), want = out_ref.download();
+  EXPECT_EQ(got, want) << "swiglu_fwd_bf16";
+  EXPECT_NE(got, out.download()) << "the case cannot tell bf16 g|u from FP32";
+  EXPECT_EQ(dgu16.download(), dgu_ref.download()) << "swiglu_bwd_bf16";
+}
+
 inline void adamw(Backend& dev, Backend& cpu) {
   Rng rng(7);
   const size_t n = 1001;
@@ -741,6 +769,36 @@ inline void tree_attention_bf16(Backend& dev, Backend& cpu, const AttentionShape
   expect_bf16_error(got.dqkv, ref16.dqkv, ref32.dqkv, "bf16 tree attention dq|dk|dv" + at);
 }
 
+// Q|K|V kept as bf16 by the caller (TreeAttentionArgs::qkv_bf16, the
+// transformer's packed activations): the forward writes exactly
+// pack_bf16(q|k|v) there and the same out and lse as without it; the
+// backward reads Q, K, V from it alone (the FP32 q|k|v are NaN by then) and
+// gives the same dq|dk|dv, bit for bit.
+inline void tree_attention_bf16_kept_qkv(Backend& dev, const AttentionShape& sh, uint64_t seed) {
+  const AttentionCase c = attention_case(sh, seed);
+  const AttentionResult want = run_tree_attention(dev, sh, c);
+  const int T = c.bin.tokens(), H = sh.n_heads, Hkv = sh.n_kv_heads, D = sh.head_dim;
+  const int HD = H * D, ld = (H + 2 * Hkv) * D;
+  DeviceArray<float> in, out(dev, size_t(T) * HD), lse(dev, size_t(H) * T), dout, dqkv(dev, size_t(T) * ld);
+  DeviceArray<uint16_t> kept(dev, size_t(T) * ld);
+  DeviceArray<int32_t> se;
+  in.upload(dev, c.qkv);
+  dout.upload(dev, c.dout);
+  se.upload(dev, c.bin.subtree_end);
+  TreeAttentionArgs a = fused_tree_attention_args(T, H, Hkv, D, in.data(), ld, se.data(), out.data(), lse.data());
+  a.qkv_bf16 = kept.data();
+  dev.tree_attention_fwd(a);
+  std::vector<uint16_t> bits(c.qkv.size());
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = float_to_bf16(c.qkv[i]);
+  const std::string at = attention_label(sh, c);
+  EXPECT_EQ(kept.download(), bits) << "kept bf16 q|k|v" << at;
+  EXPECT_EQ(out.download(), want.out) << "out with q|k|v kept" << at;
+  EXPECT_EQ(lse.download(), want.lse) << "lse with q|k|v kept" << at;
+  in.upload(dev, std::vector<float>(c.qkv.size(), std::nanf("")));
+  dev.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data()));
+  EXPECT_EQ(dqkv.download(), want.dqkv) << "dq|dk|dv from the kept bf16 q|k|v" << at;
+}
+
 // Hidden states rounded; head weights FP32.
 inline void head_bf16(Backend& dev, Backend& cpu, bool want_logits, int chunk) {
   const HeadCase c = head_case();
@@ -828,6 +886,7 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, RmsNorm, get, bc::rmsnorm(*dev, *cpu))                             \
   FORGE_BACKEND_CASE(Suite, Rope, get, bc::rope(*dev, *cpu))                                   \
   FORGE_BACKEND_CASE(Suite, SwiGlu, get, bc::swiglu(*dev, *cpu))                               \
+  FORGE_BACKEND_CASE(Suite, SwiGluKeptBf16, get, bc::swiglu_kept_bf16(*dev))                    \
   FORGE_BACKEND_CASE(Suite, AdamW, get, bc::adamw(*dev, *cpu))                                 \
   FORGE_TREE_ATTENTION_CASES(Suite, get)                                                       \
   FORGE_BACKEND_CASE(Suite, HeadChunked, get, bc::head(*dev, *cpu, false, 128))                \
@@ -858,6 +917,9 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::tree_attention_bf16(*dev, *cpu, {4, 1, 64, 3, 400}, 16))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim12, get,                                   \
                      bc::tree_attention_bf16(*dev, *cpu, {3, 1, 12, 30, 40}, 15))              \
+  FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionKeptQkv, get,                                     \
+                     bc::tree_attention_bf16_kept_qkv(*dev, {4, 2, 16, 40, 24}, 11);           \
+                     bc::tree_attention_bf16_kept_qkv(*dev, {2, 2, 128, 12, 30}, 13))          \
   FORGE_BACKEND_CASE(Suite, Bf16PagedAttention, get, bc::paged_attention_bf16(*dev, *cpu))      \
   FORGE_BACKEND_CASE(Suite, Bf16HeadChunked, get, bc::head_bf16(*dev, *cpu, false, 128))       \
   FORGE_BACKEND_CASE(Suite, Bf16HeadWithLogits, get, bc::head_bf16(*dev, *cpu, true, 77))

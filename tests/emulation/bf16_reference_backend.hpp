@@ -62,12 +62,29 @@ class Bf16ReferenceBackend final : public Backend {
     cpu_->swiglu_bwd(gu, dout, dgu, T, F);
   }
 
+  // A caller's kept bf16 q|k|v (TreeAttentionArgs::qkv_bf16): the forward
+  // writes them, the backward reads Q, K and V from them, as the CUDA bf16 mode.
   void tree_attention_fwd(const TreeAttentionArgs& a) override {
-    if (!round_) return cpu_->tree_attention_fwd(a);
-    Qkv16 r(a);
+    if (a.qkv_bf16) {
+      const int cols = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
+      for (int t = 0; t < a.T; ++t)
+        for (int c = 0; c < cols; ++c) a.qkv_bf16[size_t(t) * cols + c] = float_to_bf16(a.q[size_t(t) * a.ld_qkv + c]);
+    }
+    TreeAttentionArgs plain = a;
+    plain.qkv_bf16 = nullptr;
+    if (!round_) return cpu_->tree_attention_fwd(plain);
+    Qkv16 r(plain);
     cpu_->tree_attention_fwd(r.args);
   }
   void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override {
+    if (a.qkv_bf16) {  // Q, K and V from the kept bf16 values (rounding them again changes nothing)
+      const int Q = a.n_heads * a.head_dim, KV = a.n_kv_heads * a.head_dim, cols = Q + 2 * KV;
+      std::vector<float> qkv(size_t(a.T) * cols);
+      for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = bf16_to_float(a.qkv_bf16[i]);
+      TreeAttentionArgs r = fused_tree_attention_args(a.T, a.n_heads, a.n_kv_heads, a.head_dim, qkv.data(), cols,
+                                                      a.subtree_end, a.out, a.lse);
+      return cpu_->tree_attention_bwd(r, g);
+    }
     if (!round_) return cpu_->tree_attention_bwd(a, g);
     Qkv16 r(a);
     cpu_->tree_attention_bwd(r.args, g);

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/error.hpp"
 #include "emulation/backend_cases.hpp"
 
 namespace forge {
@@ -141,6 +142,26 @@ TEST(CpuTreeAttention, PackedKeyGroupsMatchDenseMaskedSoftmax) {
     EXPECT_EQ(checked, 2) << "too few seeds give bins with partly visible blocks and edge keys (D "
                           << sh.head_dim << ")";
   }
+}
+
+// bf16 q|k|v kept by the caller (TreeAttentionArgs::qkv_bf16) belong to
+// backends with bf16 activations: the CPU backend refuses them, it does not
+// silently leave them unwritten.
+TEST(CpuTreeAttention, RefusesKeptBf16Qkv) {
+  const auto cpu = make_backend("cpu");
+  const bc::AttentionShape sh{2, 1, 16, 4, 10};
+  const bc::AttentionCase c = bc::attention_case(sh, 3);
+  const int T = c.bin.tokens(), ld = (sh.n_heads + 2 * sh.n_kv_heads) * sh.head_dim;
+  std::vector<float> out(size_t(T) * sh.n_heads * sh.head_dim), lse(size_t(sh.n_heads) * T);
+  std::vector<float> dq(c.qkv.size());
+  std::vector<uint16_t> kept(c.qkv.size());
+  TreeAttentionArgs a = fused_tree_attention_args(T, sh.n_heads, sh.n_kv_heads, sh.head_dim, c.qkv.data(), ld,
+                                                  c.bin.subtree_end.data(), out.data(), lse.data());
+  a.qkv_bf16 = kept.data();
+  EXPECT_THROW(cpu->tree_attention_fwd(a), Error);
+  EXPECT_THROW(cpu->tree_attention_bwd(a, fused_tree_attention_grads(sh.n_heads, sh.n_kv_heads, sh.head_dim,
+                                                                     c.dout.data(), dq.data())),
+               Error);
 }
 
 }  // namespace

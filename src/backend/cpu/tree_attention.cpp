@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "core/error.hpp"
 
 #include "backend/cpu/variant_begin.hpp"
 #include "backend/cpu/vec_math.hpp"
@@ -513,6 +514,7 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
 }  // namespace
 
 void CpuBackend::tree_attention_fwd(const TreeAttentionArgs& a) {
+  FORGE_CHECK(a.qkv_bf16 == nullptr, "cpu tree attention: bf16 q|k|v (qkv_bf16) is for backends with bf16 activations");
   const KeyBlockBounds kbb = key_block_bounds(a.subtree_end, a.T);
   switch (a.head_dim) {
     case 16: return fwd_impl<16>(a, kbb);
@@ -524,6 +526,7 @@ void CpuBackend::tree_attention_fwd(const TreeAttentionArgs& a) {
 }
 
 void CpuBackend::tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) {
+  FORGE_CHECK(a.qkv_bf16 == nullptr, "cpu tree attention: bf16 q|k|v (qkv_bf16) is for backends with bf16 activations");
   const KeyBlockBounds kbb = key_block_bounds(a.subtree_end, a.T);
   switch (a.head_dim) {
     case 16: return bwd_impl<16>(a, g, kbb);

@@ -189,10 +189,19 @@ class CudaBackend final : public Backend {
     launch_rope(x, pos, T, n_heads, head_dim, ld, inv_freq, inverse, stream_);
   }
   void swiglu_fwd(const float* gu, float* out, int T, int F) override {
-    launch_swiglu_fwd(gu, out, T, F, stream_);
+    launch_swiglu_fwd(gu, out, nullptr, T, F, stream_);
   }
   void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override {
     launch_swiglu_bwd(gu, dout, dgu, T, F, stream_);
+  }
+  void swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) override {
+    launch_swiglu_fwd(gu, out, reinterpret_cast<__nv_bfloat16*>(gu16), T, F, stream_);
+  }
+  void swiglu_fwd_bf16(const uint16_t* gu16, float* out, int T, int F) override {
+    launch_swiglu_fwd(reinterpret_cast<const __nv_bfloat16*>(gu16), out, T, F, stream_);
+  }
+  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, int T, int F) override {
+    launch_swiglu_bwd(reinterpret_cast<const __nv_bfloat16*>(gu16), dout, dgu, T, F, stream_);
   }
 
   void tree_attention_fwd(const TreeAttentionArgs& a) override {
@@ -268,9 +277,14 @@ class CudaBackend final : public Backend {
     const int tiles = attention_tiles(a.T);
     p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
     p.tile_min_end = p.tile_max_end + tiles;
-    if (bf16_)
-      p.qkv_bf16 = qkv_bf16_.get<__nv_bfloat16>(size_t(a.T) * (a.n_heads + 2 * a.n_kv_heads) *
-                                                a.head_dim);
+    FORGE_CHECK(bf16_ || a.qkv_bf16 == nullptr,
+                "cuda tree attention: bf16 q|k|v (qkv_bf16) is for the bf16 precision");
+    if (a.qkv_bf16) {  // the caller's: written by the forward, read by the backward
+      p.qkv_bf16 = reinterpret_cast<__nv_bfloat16*>(a.qkv_bf16);
+      p.qkv_bf16_kept = true;
+    } else if (bf16_) {
+      p.qkv_bf16 = qkv_bf16_.get<__nv_bfloat16>(size_t(a.T) * (a.n_heads + 2 * a.n_kv_heads) * a.head_dim);
+    }
     return p;
   }
   // Whether the 3xTF32 attention's shared memory at this head dim fits a

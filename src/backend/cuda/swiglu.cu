@@ -5,37 +5,61 @@ FORGE_CUDA_NAMESPACE_BEGIN
 namespace {
 constexpr unsigned kThreads = 256;
 
-__global__ void swiglu_fwd_kernel(const float* __restrict__ gu, float* __restrict__ out, int T, int F) {
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// gu16 (optional, with FP32 gu): g|u rounded to bf16, the layer's kept copy.
+template <class In>
+__global__ void swiglu_fwd_kernel(const In* __restrict__ gu, float* __restrict__ out, __nv_bfloat16* __restrict__ gu16,
+                                  int T, int F) {
   const size_t n = size_t(T) * F;
   for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < n; e += size_t(gridDim.x) * blockDim.x) {
-    const size_t t = e / F, i = e - t * F;
-    const float g = gu[2 * t * F + i], u = gu[2 * t * F + F + i];
+    const size_t t = e / F, i = e - t * F, gi = 2 * t * F + i;
+    const float g = widen(gu[gi]), u = widen(gu[gi + F]);
     out[e] = g / (1.0f + expf(-g)) * u;
+    if (gu16) {
+      gu16[gi] = __float2bfloat16(g);
+      gu16[gi + F] = __float2bfloat16(u);
+    }
   }
 }
 
-__global__ void swiglu_bwd_kernel(const float* __restrict__ gu, const float* __restrict__ dout,
+template <class In>
+__global__ void swiglu_bwd_kernel(const In* __restrict__ gu, const float* __restrict__ dout,
                                   float* __restrict__ dgu, int T, int F) {
   const size_t n = size_t(T) * F;
   for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < n; e += size_t(gridDim.x) * blockDim.x) {
-    const size_t t = e / F, i = e - t * F;
-    const float g = gu[2 * t * F + i], u = gu[2 * t * F + F + i], d = dout[e];
+    const size_t t = e / F, i = e - t * F, gi = 2 * t * F + i;
+    const float g = widen(gu[gi]), u = widen(gu[gi + F]), d = dout[e];
     const float sig = 1.0f / (1.0f + expf(-g));
-    dgu[2 * t * F + F + i] = d * g * sig;
-    dgu[2 * t * F + i] = d * u * sig * (1.0f + g * (1.0f - sig));
+    dgu[gi + F] = d * g * sig;
+    dgu[gi] = d * u * sig * (1.0f + g * (1.0f - sig));
   }
+}
+
+template <class In>
+void fwd(const In* gu, float* out, __nv_bfloat16* gu16, int T, int F, cudaStream_t stream) {
+  const size_t n = size_t(T) * F;
+  if (n) FORGE_LAUNCH(swiglu_fwd_kernel<In>, grid_for(n, kThreads), kThreads, 0, stream, gu, out, gu16, T, F);
+}
+template <class In>
+void bwd(const In* gu, const float* dout, float* dgu, int T, int F, cudaStream_t stream) {
+  const size_t n = size_t(T) * F;
+  if (n) FORGE_LAUNCH(swiglu_bwd_kernel<In>, grid_for(n, kThreads), kThreads, 0, stream, gu, dout, dgu, T, F);
 }
 }  // namespace
 
-void launch_swiglu_fwd(const float* gu, float* out, int T, int F, cudaStream_t stream) {
-  const size_t n = size_t(T) * F;
-  if (n) FORGE_LAUNCH(swiglu_fwd_kernel, grid_for(n, kThreads), kThreads, 0, stream, gu, out, T, F);
+void launch_swiglu_fwd(const float* gu, float* out, __nv_bfloat16* gu16, int T, int F, cudaStream_t stream) {
+  fwd(gu, out, gu16, T, F, stream);
 }
-
-void launch_swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F,
-                       cudaStream_t stream) {
-  const size_t n = size_t(T) * F;
-  if (n) FORGE_LAUNCH(swiglu_bwd_kernel, grid_for(n, kThreads), kThreads, 0, stream, gu, dout, dgu, T, F);
+void launch_swiglu_fwd(const __nv_bfloat16* gu, float* out, int T, int F, cudaStream_t stream) {
+  fwd(gu, out, nullptr, T, F, stream);
+}
+void launch_swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F, cudaStream_t stream) {
+  bwd(gu, dout, dgu, T, F, stream);
+}
+void launch_swiglu_bwd(const __nv_bfloat16* gu, const float* dout, float* dgu, int T, int F, cudaStream_t stream) {
+  bwd(gu, dout, dgu, T, F, stream);
 }
 
 FORGE_CUDA_NAMESPACE_END

@@ -335,10 +335,15 @@ void launch_bwd(const TreeAttentionParams& p, cudaStream_t stream) {
                dq_smem, stream, p);
 }
 
-// Rounds the Q, K and V columns into p.qkv_bf16, packed [T][q | k | v].
+// p.qkv_bf16 as Q, K and V, packed [T][q | k | v].
+Bf16Qkv bf16_view(const TreeAttentionParams& p) {
+  const int qd = p.n_heads * p.head_dim, kvd = p.n_kv_heads * p.head_dim;
+  return {p.qkv_bf16, p.qkv_bf16 + qd, p.qkv_bf16 + qd + kvd, qd + 2 * kvd};
+}
+// Rounds the Q, K and V columns into p.qkv_bf16.
 Bf16Qkv bf16_inputs(const TreeAttentionParams& p, cudaStream_t stream) {
   const int qd = p.n_heads * p.head_dim, kvd = p.n_kv_heads * p.head_dim, ld = qd + 2 * kvd;
-  const Bf16Qkv in{p.qkv_bf16, p.qkv_bf16 + qd, p.qkv_bf16 + qd + kvd, ld};
+  const Bf16Qkv in = bf16_view(p);
   launch_round_to_bf16(p.q, p.T, qd, p.ld_qkv, p.qkv_bf16, ld, stream);
   launch_round_to_bf16(p.k, p.T, kvd, p.ld_qkv, p.qkv_bf16 + qd, ld, stream);
   launch_round_to_bf16(p.v, p.T, kvd, p.ld_qkv, p.qkv_bf16 + qd + kvd, ld, stream);
@@ -368,7 +373,7 @@ void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream
     FORGE_CHECK(p.dout_bf16 != nullptr, "bf16 tree attention backward needs the dO scratch (dout_bf16)");
     const int HD = p.n_heads * p.head_dim;
     launch_round_to_bf16(p.dout, p.T, HD, HD, p.dout_bf16, HD, stream);
-    launch_tree_attention_bwd_tc(p, bf16_inputs(p, stream), stream);
+    launch_tree_attention_bwd_tc(p, p.qkv_bf16_kept ? bf16_view(p) : bf16_inputs(p, stream), stream);
   } else if (p.tf32x3) {
     launch_tree_attention_bwd_3xtf32(p, stream);
   } else {

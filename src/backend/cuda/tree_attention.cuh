@@ -73,8 +73,12 @@ struct TreeAttentionParams {
   float* dq = nullptr;
   float* dk = nullptr;
   float* dv = nullptr;
-  // bf16 mode: T * (n_heads + 2 n_kv_heads) * head_dim elements of scratch; null: FP32
+  // bf16 mode: T * (n_heads + 2 n_kv_heads) * head_dim elements, Q|K|V rounded
+  // and packed [T][q | k | v] by the forward; null: FP32
   __nv_bfloat16* qkv_bf16 = nullptr;
+  // The caller keeps qkv_bf16 from its forward (TreeAttentionArgs::qkv_bf16):
+  // the backward reads it as it is and not p.q, p.k, p.v
+  bool qkv_bf16_kept = false;
   // bf16 backward: T * n_heads * head_dim elements of scratch for dO rounded
   __nv_bfloat16* dout_bf16 = nullptr;
   // FP32 (qkv_bf16 null): the 3xTF32 tensor-core kernels; false: the exact SIMT ones
