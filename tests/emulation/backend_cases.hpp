@@ -769,6 +769,17 @@ inline void tree_attention_bf16(Backend& dev, Backend& cpu, const AttentionShape
   expect_bf16_error(got.dqkv, ref16.dqkv, ref32.dqkv, "bf16 tree attention dq|dk|dv" + at);
 }
 
+// The same call twice gives the same bits (the backward's dK/dV splits add
+// in a fixed order; no atomics on values). A bin whose shared prefix is seen
+// by more query tiles than one dK/dV split takes (the CUDA kernels split it).
+inline void tree_attention_deterministic(Backend& dev, const AttentionShape& sh, uint64_t seed) {
+  const AttentionCase c = attention_case(sh, seed);
+  const AttentionResult a = run_tree_attention(dev, sh, c), b = run_tree_attention(dev, sh, c);
+  const std::string at = attention_label(sh, c);
+  EXPECT_EQ(a.out, b.out) << "tree attention out, run twice" << at;
+  EXPECT_EQ(a.dqkv, b.dqkv) << "tree attention dq|dk|dv, run twice" << at;
+}
+
 // Q|K|V kept as bf16 by the caller (TreeAttentionArgs::qkv_bf16, the
 // transformer's packed activations): the forward writes exactly
 // pack_bf16(q|k|v) there and the same out and lse as without it; the
@@ -875,7 +886,9 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, TreeAttentionHeadDim14, get,                                       \
                      bc::tree_attention(*dev, *cpu, {3, 1, 14, 20, 30}, 15))                   \
   FORGE_BACKEND_CASE(Suite, TreeAttentionLongPrefixes, get,                                    \
-                     bc::tree_attention(*dev, *cpu, {4, 1, 64, 3, 400}, 16))
+                     bc::tree_attention(*dev, *cpu, {4, 1, 64, 3, 400}, 16))                   \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionDeterministic, get,                                   \
+                     bc::tree_attention_deterministic(*dev, {3, 1, 12, 30, 40}, 15))
 
 #define FORGE_BACKEND_CASES(Suite, get)                                                        \
   FORGE_BACKEND_CASE(Suite, Elementwise, get, bc::elementwise(*dev, *cpu))                     \
@@ -917,6 +930,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::tree_attention_bf16(*dev, *cpu, {4, 1, 64, 3, 400}, 16))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim12, get,                                   \
                      bc::tree_attention_bf16(*dev, *cpu, {3, 1, 12, 30, 40}, 15))              \
+  FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionDeterministic, get,                               \
+                     bc::tree_attention_deterministic(*dev, {3, 1, 12, 30, 40}, 15))          \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionKeptQkv, get,                                     \
                      bc::tree_attention_bf16_kept_qkv(*dev, {4, 2, 16, 40, 24}, 11);           \
                      bc::tree_attention_bf16_kept_qkv(*dev, {2, 2, 128, 12, 30}, 13))          \

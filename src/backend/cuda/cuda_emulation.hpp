@@ -26,7 +26,10 @@
 // Memory: dynamic shared memory is one buffer per block, filled with 0xff
 // bytes (NaN as float) so that reads of unwritten shared memory show up;
 // cudaMalloc'd memory is host memory filled the same way. Atomics are
-// std::atomic_ref operations. The runtime API subset the backend uses runs
+// std::atomic_ref operations. Blocks run in parallel on the host's OpenMP
+// threads, started in linear block order (x fastest), as the device starts
+// them in practice: a block may wait on an earlier block's atomic (it has
+// started), never on a later one's. The runtime API subset the backend uses runs
 // synchronously on the host; cuBLAS SGEMM maps to CBLAS (column-major), and
 // cublasGemmEx (bf16 inputs, FP32 output and compute) widens its inputs to
 // FP32 and does the same. __nv_bfloat16 rounds to nearest even.
@@ -47,6 +50,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/bf16.hpp"
@@ -409,6 +413,14 @@ template <class T>
 T atomicAdd(T* address, T v) {
   return std::atomic_ref<T>(*address).fetch_add(v, std::memory_order_relaxed);
 }
+template <class T>
+T atomicExch(T* address, T v) {
+  return std::atomic_ref<T>(*address).exchange(v, std::memory_order_relaxed);
+}
+// Blocks run on several host threads: a fence orders a block's global
+// writes before its atomics (and another's reads after them), as on the device.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __nanosleep(unsigned) { std::this_thread::yield(); }
 
 // ---- bf16 (cuda_bf16.h) -------------------------------------------------------------
 // The FP32 bit pattern's upper half (core/bf16.hpp); __float2bfloat16 rounds

@@ -83,6 +83,10 @@ struct TreeAttentionParams {
   __nv_bfloat16* dout_bf16 = nullptr;
   // FP32 (qkv_bf16 null): the 3xTF32 tensor-core kernels; false: the exact SIMT ones
   bool tf32x3 = false;
+  // Tensor-core backward: one counter per (64-key block, kv head), zeroed by
+  // the launcher, ordering the splits of a block's dK/dV (tree_attention_tc.cu)
+  int32_t* dkdv_turn = nullptr;
+  int dkdv_split_steps = 0;  // set by the launcher: dK/dV steps per split
 };
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }

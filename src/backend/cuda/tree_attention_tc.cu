@@ -45,11 +45,16 @@
 //   (attention_operands.cuh).
 //   out = O / l; lse = m ln 2 + ln l.
 // Backward, no atomics (deterministic), delta_i = dO_i . O_i from a pre-pass:
-//   dK/dV, block = (64 keys, kv head), warp = 16 keys; for every head of the
-//     group and every 32-query tile in [k0, tile_max_end):
+//   dK/dV, block = (split, 64 keys, kv head), warp = 16 keys; steps: every
+//     head of the group and every 32-query tile in [k0, tile_max_end):
 //     S^T = K_w Q^T, dP^T = V_w dO^T (K_w, V_w fragments read per step),
 //     P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - delta),
 //     dV += P^T dO, dK += scale dS^T Q.
+//     A key block's steps are split among up to 8 blocks (at least 32 steps
+//     each): keys of a prompt shared by a tree bin's episodes are seen by
+//     every query after them, and one block walking all of them outlasted
+//     the rest of the kernel. The splits add their dK, dV in split order,
+//     one after the other (wait_for_turn): still no atomics on values.
 //   dQ, block = (64 queries, head; 128 at D <= 64, two row tiles a warp):
 //     the forward's loop over key tiles, S = Q_w K^T, dP = dO_w V^T (Q_w,
 //     dO_w fragments as in the forward), dS = P (dP - delta), dQ += scale dS K.
@@ -69,6 +74,9 @@ constexpr int kWarpRows = 16;                        // MMA M
 constexpr int kKeys = kAttnTile;                     // 32 keys per key tile
 constexpr int kKeyTile = kWarpRows * kAttnWarps;    // 64 keys per dK/dV block
 constexpr int kQueries = kAttnTile;                  // 32 queries per dK/dV step
+// dK/dV: a 64-key block's steps (32 queries of one head) are split among
+// at most kMaxSplits blocks of at least kMinSplitSteps steps each
+constexpr int kMinSplitSteps = 32, kMaxSplits = 8;
 constexpr int kKeyGroups = kKeys / 8;                // MMA N groups of S
 constexpr unsigned kThreads = 32 * kAttnWarps;
 
@@ -246,6 +254,43 @@ __device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&
         if (d < D) row[d] = acc[n][2 * r + c] * (r ? mul1 : mul0);
       }
   }
+}
+
+// Adds rows r0 + g and r0 + g + 8 (those below r1) of a 16 x Dk accumulator
+// times mul to dst + row * ld, columns below D (read past the L1 cache:
+// another block wrote them).
+template <int G>
+__device__ __forceinline__ void add_rows(float* dst, size_t ld, const float (&acc)[G][4], int r0, int r1, int D,
+                                         float mul, int g, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = r0 + g + 8 * r;
+    if (i >= r1) continue;
+    float* row = dst + size_t(i) * ld;
+#pragma unroll
+    for (int n = 0; n < G; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int d = n * 8 + 2 * t + c;
+        if (d < D) row[d] = *static_cast<volatile const float*>(row + d) + acc[n][2 * r + c] * mul;
+      }
+  }
+}
+
+// The splits of a dK/dV block write in split order (deterministic): split s
+// waits until the block's counter says s (splits 0 .. s - 1 have added
+// theirs), then passes the turn on. Split s - 1 has started when s runs
+// (blocks start in linear order, the split fastest), so the wait ends.
+__device__ __forceinline__ void wait_for_turn(int32_t* turn, int split) {
+  if (threadIdx.x == 0)
+    while (atomicAdd(turn, 0) != split) __nanosleep(64);
+  __threadfence();
+  __syncthreads();
+}
+__device__ __forceinline__ void pass_turn(int32_t* turn, int split) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) atomicExch(turn, split + 1);
 }
 
 // Lane's element c of key group n of a 16 x 32 tile of (query, key) pairs:
@@ -536,8 +581,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   const auto Qs = [&](int b) { return QO + 2 * b * kQueries * qp; };
   const auto dOs = [&](int b) { return Qs(b) + kQueries * qp; };
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int kvh = blockIdx.y, group = p.n_heads / p.n_kv_heads;
-  const int k0 = blockIdx.x * kKeyTile;
+  const int split = blockIdx.x, kvh = blockIdx.z, group = p.n_heads / p.n_kv_heads;
+  const int k0 = blockIdx.y * kKeyTile;
   const int w0 = k0 + warp * kWarpRows, w1 = min(p.T, w0 + kWarpRows);  // this warp's keys
   const int kt_w = w0 / kAttnTile;  // the pre-pass's tile holding them
   const int steps = Dk / Ops::kStep, dim_groups = Dk / 8;
@@ -551,9 +596,16 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
     q_end = max(q_end, p.tile_max_end[kt]);
   const int w_end = w0 < w1 ? p.tile_max_end[kt_w] : 0;
 
-  // Steps: heads h of the group, query tiles q0 in [k0, q_end).
-  const int h_end = (kvh + 1) * group;
-  int h = k0 < q_end ? kvh * group : h_end, q0 = k0;
+  // Steps i = (h - kvh group) tiles + (q0 - k0) / 32 over the heads h of the
+  // group and the query tiles q0 in [k0, q_end); this split's: [i, i_end).
+  const int tiles = k0 < q_end ? (q_end - k0 + kQueries - 1) / kQueries : 0;
+  const int n_steps = group * tiles;
+  int i = split * p.dkdv_split_steps;
+  if (split > 0 && i >= n_steps) return;  // an empty split
+  const bool in_turns = n_steps > p.dkdv_split_steps;  // the block has splits
+  const int i_end = min(n_steps, i + p.dkdv_split_steps);
+  const auto head = [&](int s) { return kvh * group + s / tiles; };
+  const auto first_query = [&](int s) { return k0 + s % tiles * kQueries; };
   const auto commit = [&](int b, const StagedQueries<Dims::staged_chunks>& s, int sh, int sq0) {
     commit_rows<Ops>(Qs(b), qp, s.q, in.q + sh * D, in.ld, sq0, p.T, D, Dk);
     commit_rows<Ops>(dOs(b), qp, s.dout, in.dout + sh * D, HD, sq0, p.T, D, Dk);
@@ -564,21 +616,21 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   };
   load_rows<Ops>(Ks, qp, in.k + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
   load_rows<Ops>(Vs, qp, in.v + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
-  if (h < h_end) {
+  if (i < i_end) {
     StagedQueries<Dims::staged_chunks> s;
-    stage_queries<Ops>(s, Qs(0), dOs(0), qp, p, in, h, q0, Dk);
-    commit(0, s, h, q0);
+    stage_queries<Ops>(s, Qs(0), dOs(0), qp, p, in, head(i), first_query(i), Dk);
+    commit(0, s, head(i), first_query(i));
   }
   __syncthreads();
 
   float dk[1][Dims::groups][4], dv[1][Dims::groups][4];  // one row tile of 16 keys
   zero(dk[0]);
   zero(dv[0]);
-  for (int b = 0; h < h_end; b ^= 1) {
-    int nh = h, nq0 = q0 + kQueries;
-    if (nq0 >= q_end) ++nh, nq0 = k0;
+  for (int b = 0; i < i_end; b ^= 1, ++i) {
+    const int q0 = first_query(i);
+    const bool more = i + 1 < i_end;
     StagedQueries<Dims::staged_chunks> next{};
-    if (nh < h_end) stage_queries<Ops>(next, Qs(b ^ 1), dOs(b ^ 1), qp, p, in, nh, nq0, Dk);
+    if (more) stage_queries<Ops>(next, Qs(b ^ 1), dOs(b ^ 1), qp, p, in, head(i + 1), first_query(i + 1), Dk);
     const int nq = min(p.T, q0 + kQueries) - q0;
     // warp-uniform: a query of the tile sees this warp's keys
     if (w0 < w1 && q0 < w_end && q0 + nq - 1 >= w0) {
@@ -610,13 +662,19 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
       Ops::mma_times_rows(dv, s, dOs(b), qp, dim_groups, lane);
       Ops::mma_times_rows(dk, dp, Qs(b), qp, dim_groups, lane);
     }
-    if (nh < h_end) commit(b ^ 1, next, nh, nq0);
+    if (more) commit(b ^ 1, next, head(i + 1), first_query(i + 1));
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
-    h = nh;
-    q0 = nq0;
   }
-  store_rows(p.dk + kvh * D, p.ld_qkv, dk[0], w0, w1, D, p.scale, p.scale, g, t);
-  store_rows(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, 1.0f, g, t);
+  int32_t* turn = p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y;
+  if (in_turns) wait_for_turn(turn, blockIdx.x);
+  if (blockIdx.x == 0) {
+    store_rows(p.dk + kvh * D, p.ld_qkv, dk[0], w0, w1, D, p.scale, p.scale, g, t);
+    store_rows(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, 1.0f, g, t);
+  } else {
+    add_rows(p.dk + kvh * D, p.ld_qkv, dk[0], w0, w1, D, p.scale, g, t);
+    add_rows(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, g, t);
+  }
+  if (in_turns) pass_turn(turn, blockIdx.x);
 }
 
 // dQ of a block of queries of one head: 64, warp w owning rows q0 + 16 w ..
@@ -755,8 +813,19 @@ void launch_fwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
 
 template <class Ops, int MaxD>
 void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
-  launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD>, dim3((p.T + kKeyTile - 1) / kKeyTile, p.n_kv_heads),
-                     dkdv_shared_bytes<Ops>(p.head_dim), stream, p, in);
+  // dK/dV: a block's steps split so that none takes more than an eighth of
+  // the most a block can have (its keys seen by every later query of the
+  // group); the splits of a block fastest in the grid, so that they start
+  // together and in order (wait_for_turn)
+  const int key_blocks = (p.T + kKeyTile - 1) / kKeyTile;
+  const int most_steps = p.n_heads / p.n_kv_heads * ((p.T + kQueries - 1) / kQueries);
+  TreeAttentionParams q = p;
+  q.dkdv_split_steps = std::max(kMinSplitSteps, (most_steps + kMaxSplits - 1) / kMaxSplits);
+  FORGE_CHECK(p.dkdv_turn != nullptr, "tensor-core tree attention backward needs its dK/dV turn counters");
+  FORGE_CUDA_CHECK(cudaMemsetAsync(p.dkdv_turn, 0, size_t(key_blocks) * p.n_kv_heads * sizeof(int32_t), stream));
+  const int splits = std::max(1, (most_steps + q.dkdv_split_steps - 1) / q.dkdv_split_steps);
+  launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD>, dim3(splits, key_blocks, p.n_kv_heads),
+                     dkdv_shared_bytes<Ops>(p.head_dim), stream, q, in);
   constexpr int dq_rows = HeadDims<Ops, MaxD>::dq_rows;
   launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD>, dim3((p.T + dq_rows - 1) / dq_rows, p.n_heads),
                      dq_shared_bytes<Ops, MaxD>(p.head_dim), stream, p, in);
