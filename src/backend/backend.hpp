@@ -251,11 +251,27 @@ class Backend {
   // gu row = [gate (F) | up (F)]; out = silu(gate) * up
   virtual void swiglu_fwd(const float* gu, float* out, int T, int F) = 0;
   virtual void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) = 0;
-  // SwiGLU with g|u kept as bf16 for the backward (training with bf16
-  // activations): swiglu_fwd_keep is swiglu_fwd plus gu16 = pack_bf16(gu);
-  // the _bf16 forms are swiglu_fwd and swiglu_bwd on gu16 widened. The
-  // defaults do exactly that in steps (the _bf16 ones through a scratch
-  // copy); the CUDA backend fuses each into one pass, bit for bit the same.
+  // RMSNorm and SwiGLU with their input kept as bf16 for the backward
+  // (training with bf16 activations): *_fwd_keep is *_fwd plus
+  // x16 = pack_bf16(x) (gu16 for SwiGLU); the _bf16 forms are *_fwd and
+  // *_bwd on x16 widened. The defaults do exactly that in steps (the _bf16
+  // ones through a scratch copy); the CUDA backend fuses each into one pass,
+  // bit for bit the same.
+  virtual void rmsnorm_fwd_keep(const float* x, const float* w, float* y, float* rstd, uint16_t* x16, int T, int d,
+                                float eps) {
+    rmsnorm_fwd(x, w, y, rstd, T, d, eps);
+    pack_bf16(x, x16, size_t(T) * d);
+  }
+  virtual void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, float* rstd, int T, int d,
+                                float eps) {
+    const Widened x(*this, x16, size_t(T) * d);
+    rmsnorm_fwd(x.data, w, y, rstd, T, d, eps);
+  }
+  virtual void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, float* dx,
+                                float* dw, int T, int d) {
+    const Widened x(*this, x16, size_t(T) * d);
+    rmsnorm_bwd(x.data, w, rstd, dy, dx, dw, T, d);
+  }
   virtual void swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) {
     swiglu_fwd(gu, out, T, F);
     pack_bf16(gu, gu16, size_t(T) * 2 * F);

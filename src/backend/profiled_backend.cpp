@@ -111,6 +111,18 @@ void ProfiledBackend::swiglu_fwd(const float* gu, float* out, int T, int F) {
 void ProfiledBackend::swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) {
   timed("swiglu_bwd", 0, [&] { inner_.swiglu_bwd(gu, dout, dgu, T, F); });
 }
+void ProfiledBackend::rmsnorm_fwd_keep(const float* x, const float* w, float* y, float* rstd, uint16_t* x16, int T,
+                                       int d, float eps) {
+  timed("rmsnorm_fwd (keeps bf16 x)", 0, [&] { inner_.rmsnorm_fwd_keep(x, w, y, rstd, x16, T, d, eps); });
+}
+void ProfiledBackend::rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, float* rstd, int T, int d,
+                                       float eps) {
+  timed("rmsnorm_fwd (bf16 x)", 0, [&] { inner_.rmsnorm_fwd_bf16(x16, w, y, rstd, T, d, eps); });
+}
+void ProfiledBackend::rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy,
+                                       float* dx, float* dw, int T, int d) {
+  timed("rmsnorm_bwd (bf16 x)", 0, [&] { inner_.rmsnorm_bwd_bf16(x16, w, rstd, dy, dx, dw, T, d); });
+}
 void ProfiledBackend::swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) {
   timed("swiglu_fwd (keeps bf16 g|u)", 0, [&] { inner_.swiglu_fwd_keep(gu, out, gu16, T, F); });
 }

@@ -74,6 +74,11 @@ class ProfiledBackend final : public Backend {
             bool inverse) override;
   void swiglu_fwd(const float* gu, float* out, int T, int F) override;
   void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override;
+  void rmsnorm_fwd_keep(const float* x, const float* w, float* y, float* rstd, uint16_t* x16, int T, int d,
+                        float eps) override;
+  void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, float* rstd, int T, int d, float eps) override;
+  void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
+                        int T, int d) override;
   void swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) override;
   void swiglu_fwd_bf16(const uint16_t* gu16, float* out, int T, int F) override;
   void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, int T, int F) override;

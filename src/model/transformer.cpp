@@ -40,11 +40,12 @@ namespace {
                                     " appears twice: scatter_add_rows needs distinct rows");
 }
 
-// The sizes of a packed layer's parts (Layer::packed_parts()) in order:
+// The sizes of a packed layer's parts (Layer::packed) in order:
 // x_in [T, d], q|k|v [T, QKV], attention output [T, HD], x_mid [T, d], g|u [T, 2F].
-// q|k|v is written and read as bf16 by the attention (TreeAttentionArgs::qkv_bf16),
-// g|u by SwiGLU (Backend::swiglu_fwd_keep, swiglu_*_bf16); the rest by pack/unpack_bf16.
-constexpr int kQkvPart = 1, kGuPart = 4;
+// x_in and x_mid are written and read as bf16 by RMSNorm (Backend::rmsnorm_fwd_keep,
+// rmsnorm_*_bf16), q|k|v by the attention (TreeAttentionArgs::qkv_bf16), g|u by
+// SwiGLU (swiglu_fwd_keep, swiglu_*_bf16); the attention output by pack/unpack_bf16.
+constexpr int kXinPart = 0, kQkvPart = 1, kAttPart = 2, kXmidPart = 3, kGuPart = 4;
 struct PackedParts {
   size_t sizes[5];
   size_t offset(int part) const {
@@ -134,27 +135,33 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
       x_out = next.data();
     }
 
-    B.rmsnorm_fwd(x_in, P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
+    // Packed: each kept part is written as bf16 by the operation that reads
+    // or makes it (RMSNorm x_in and x_mid, the attention q|k|v, SwiGLU g|u);
+    // the attention output by pack_bf16.
+    if (pack) kept.packed.ensure(B, parts.total());
+    const auto kept16 = [&](int part) { return pack ? kept.packed.data() + parts.offset(part) : nullptr; };
+
+    if (pack)
+      B.rmsnorm_fwd_keep(x_in, P + o.attn_norm, a.h1.data(), a.rstd1.data(), kept16(kXinPart), T, d, c_.norm_eps);
+    else
+      B.rmsnorm_fwd(x_in, P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
     B.gemm(false, true, T, QKV, d, 1.0f, a.h1.data(), d, P + o.wqkv, d, 0.0f, a.qkv.data(), QKV);
     if (c_.qkv_bias)  // qkv += 1 bqkv^T
       B.gemm(false, false, T, QKV, 1, 1.0f, act.ones_.data(), 1, P + o.bqkv, QKV, 1.0f, a.qkv.data(), QKV);
     B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false);
-    // Packed: the attention writes the kept bf16 q|k|v itself (it rounds them for its MMAs anyway).
-    if (pack) kept.packed.ensure(B, parts.total());
-    uint16_t* qkv16 = pack ? kept.packed.data() + parts.offset(kQkvPart) : nullptr;
-    attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? kept.lse.data() : nullptr, qkv16);
+    attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? kept.lse.data() : nullptr, kept16(kQkvPart));
+    if (pack) B.pack_bf16(a.att.data(), kept16(kAttPart), parts.sizes[kAttPart]);
     if (x_mid != x_in) B.copy(x_mid, x_in, Td * sizeof(float));
     B.gemm(false, true, T, d, HD, 1.0f, a.att.data(), HD, P + o.wo, HD, 1.0f, x_mid, d);
-    B.rmsnorm_fwd(x_mid, P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
+    if (pack)
+      B.rmsnorm_fwd_keep(x_mid, P + o.mlp_norm, a.h2.data(), a.rstd2.data(), kept16(kXmidPart), T, d, c_.norm_eps);
+    else
+      B.rmsnorm_fwd(x_mid, P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
     B.gemm(false, true, T, 2 * F, d, 1.0f, a.h2.data(), d, P + o.w_gate_up, d, 0.0f, a.gu.data(), 2 * F);
-    if (pack) {  // SwiGLU keeps g|u as bf16 itself; the rest packed here
-      B.swiglu_fwd_keep(a.gu.data(), a.act.data(), kept.packed.data() + parts.offset(kGuPart), T, F);
-      const std::array<float*, 5> src = a.packed_parts();  // x_in and x_mid are a's here
-      for (int i = 0; i < 5; ++i)
-        if (i != kQkvPart && i != kGuPart) B.pack_bf16(src[i], kept.packed.data() + parts.offset(i), parts.sizes[i]);
-    } else {
+    if (pack)
+      B.swiglu_fwd_keep(a.gu.data(), a.act.data(), kept16(kGuPart), T, F);
+    else
       B.swiglu_fwd(a.gu.data(), a.act.data(), T, F);
-    }
     if (x_out != x_mid) B.copy(x_out, x_mid, Td * sizeof(float));
     B.gemm(false, true, T, d, F, 1.0f, a.act.data(), F, P + o.w_down, F, 1.0f, x_out, d);
   }
@@ -199,36 +206,40 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     TransformerActivations::Layer& kept = act.layer(l);
     TransformerActivations::Layer& a = pack ? act.layers_[0] : kept;
     const LayerOffsets& o = layer_[l];
-    // Packed: unpack the layer into the FP32 set (q|k|v and g|u stay bf16:
-    // the attention and SwiGLU read them so), recompute what it did not keep.
-    uint16_t* qkv16 = pack ? kept.packed.data() + parts.offset(kQkvPart) : nullptr;
-    const uint16_t* gu16 = pack ? kept.packed.data() + parts.offset(kGuPart) : nullptr;
+    // Packed: the attention output unpacked into the FP32 set; h1, h2 and
+    // silu(g) u recomputed from the bf16 x_in, x_mid and g|u, which the
+    // backward operations read as they are (as the attention its q|k|v).
+    const auto kept16 = [&](int part) { return pack ? kept.packed.data() + parts.offset(part) : nullptr; };
     if (pack) {
-      const std::array<float*, 5> dst = a.packed_parts();
-      for (int i = 0; i < 5; ++i)
-        if (i != kQkvPart && i != kGuPart) B.unpack_bf16(kept.packed.data() + parts.offset(i), dst[i], parts.sizes[i]);
-      B.rmsnorm_fwd(a.x_in.data(), P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
-      B.rmsnorm_fwd(a.x_mid.data(), P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
-      B.swiglu_fwd_bf16(gu16, a.act.data(), T, F);
+      B.unpack_bf16(kept16(kAttPart), a.att.data(), parts.sizes[kAttPart]);
+      B.rmsnorm_fwd_bf16(kept16(kXinPart), P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
+      B.rmsnorm_fwd_bf16(kept16(kXmidPart), P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
+      B.swiglu_fwd_bf16(kept16(kGuPart), a.act.data(), T, F);
     }
     // MLP: x_out = x_mid + act Wd^T
     B.linear_backward(T, F, d, dx, d, P + o.w_down, a.act.data(), F, act.d_act_.data(), F, G + o.w_down);
     if (pack)
-      B.swiglu_bwd_bf16(gu16, act.d_act_.data(), act.d_gu_.data(), T, F);
+      B.swiglu_bwd_bf16(kept16(kGuPart), act.d_act_.data(), act.d_gu_.data(), T, F);
     else
       B.swiglu_bwd(a.gu.data(), act.d_act_.data(), act.d_gu_.data(), T, F);
     B.linear_backward(T, d, 2 * F, act.d_gu_.data(), 2 * F, P + o.w_gate_up, a.h2.data(), d, act.d_h_.data(), d,
                       G + o.w_gate_up);
-    B.rmsnorm_bwd(a.x_mid.data(), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
+    if (pack)
+      B.rmsnorm_bwd_bf16(kept16(kXmidPart), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
+    else
+      B.rmsnorm_bwd(a.x_mid.data(), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
     // Attention: x_mid = x_in + att Wo^T
     B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, act.d_att_.data(), HD, G + o.wo);
-    attention.backward(l, a.qkv.data(), qkv16, QKV, a.att.data(), kept.lse.data(), act.d_att_.data(),
+    attention.backward(l, a.qkv.data(), kept16(kQkvPart), QKV, a.att.data(), kept.lse.data(), act.d_att_.data(),
                        act.d_qkv_.data());
     B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
     if (c_.qkv_bias)  // dbqkv += 1^T dqkv
       B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
     B.linear_backward(T, d, QKV, act.d_qkv_.data(), QKV, P + o.wqkv, a.h1.data(), d, act.d_h_.data(), d, G + o.wqkv);
-    B.rmsnorm_bwd(a.x_in.data(), P + o.attn_norm, a.rstd1.data(), act.d_h_.data(), dx, G + o.attn_norm, T, d);
+    if (pack)
+      B.rmsnorm_bwd_bf16(kept16(kXinPart), P + o.attn_norm, a.rstd1.data(), act.d_h_.data(), dx, G + o.attn_norm, T, d);
+    else
+      B.rmsnorm_bwd(a.x_in.data(), P + o.attn_norm, a.rstd1.data(), act.d_h_.data(), dx, G + o.attn_norm, T, d);
   }
   B.embedding_bwd(token, dx, G + embed_, T, d);
 }

@@ -18,16 +18,17 @@
 // Where the backend keeps activations as bf16 (Backend::activation_value_bytes
 // = 2, the CUDA bf16 mode), training computes every layer in one FP32 set
 // and keeps per layer only bf16 copies of x_in, q|k|v (after RoPE), the
-// attention output, x_mid and g|u (and the FP32 lse); backward() unpacks a
-// layer and recomputes h1 = RMSNorm(x_in), h2 = RMSNorm(x_mid) and
-// silu(g) * u from them. q|k|v and g|u never pass through FP32 copies: the
-// attention writes and reads its bf16 q|k|v (TreeAttentionArgs::qkv_bf16),
-// SwiGLU its bf16 g|u (Backend::swiglu_fwd_keep, swiglu_*_bf16); the other
-// three go through pack_bf16 / unpack_bf16. The GEMMs and the attention read bf16-rounded
-// operands in that mode anyway; RMSNorm's and SwiGLU's backward and the
-// attention's D_i = dO . O see the rounded activations.
+// attention output, x_mid and g|u (and the FP32 lse); backward() recomputes
+// h1 = RMSNorm(x_in), h2 = RMSNorm(x_mid) and silu(g) * u from them. Each
+// is written as bf16 by the operation that reads or makes it in the forward
+// and read as bf16 by those of the backward: RMSNorm its x
+// (Backend::rmsnorm_fwd_keep, rmsnorm_*_bf16), the attention its q|k|v
+// (TreeAttentionArgs::qkv_bf16), SwiGLU its g|u (swiglu_fwd_keep,
+// swiglu_*_bf16); only the attention output goes through pack_bf16 and
+// unpack_bf16. The GEMMs and the attention read bf16-rounded operands in
+// that mode anyway; RMSNorm's and SwiGLU's backward and the attention's
+// D_i = dO . O see the rounded activations.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -67,10 +68,9 @@ class TransformerActivations {
   friend class Transformer;
   struct Layer {
     DeviceArray<float> x_in, h1, rstd1, qkv, att, lse, x_mid, h2, rstd2, gu, act;
-    DeviceArray<uint16_t> packed;  // bf16 storage of packed_parts(), in that order
-    // What a packed layer keeps, in the order of its bf16 storage (sizes:
+    // bf16 storage of x_in, q|k|v, att, x_mid and g|u, in that order (sizes:
     // PackedParts in transformer.cpp). A field added here: count it in bytes().
-    std::array<float*, 5> packed_parts() { return {x_in.data(), qkv.data(), att.data(), x_mid.data(), gu.data()}; }
+    DeviceArray<uint16_t> packed;
   };
   Layer& layer(int l) { return layers_[keep_layers_ ? l : 0]; }
 

@@ -296,6 +296,44 @@ inline void swiglu(Backend& dev, Backend& cpu) {
   dgu.expect_equal("swiglu_bwd");
 }
 
+// x kept as bf16 (Backend::rmsnorm_fwd_keep, rmsnorm_fwd_bf16,
+// rmsnorm_bwd_bf16), on one backend: bit for bit rmsnorm_fwd plus
+// pack_bf16, and rmsnorm_fwd / rmsnorm_bwd (accumulating) on the unpacked x.
+inline void rmsnorm_kept_bf16(Backend& dev) {
+  Rng rng(17);
+  const int T = 37, d = 300;  // more rows than a dw chunk would need: the chunked sum too
+  const size_t n = size_t(T) * d;
+  const std::vector<float> x0 = random_vec(rng, n, 2.0f), w0 = random_vec(rng, d), dy0 = random_vec(rng, n);
+  const std::vector<float> dx0 = random_vec(rng, n, 0.1f), dw0 = random_vec(rng, d, 0.1f);
+  DeviceArray<float> x, w, dy, wide(dev, n), y(dev, n), y_keep(dev, n), y16(dev, n), y_ref(dev, n);
+  DeviceArray<float> rstd(dev, T), rstd_keep(dev, T), rstd16(dev, T), rstd_ref(dev, T);
+  DeviceArray<float> dx16, dx_ref, dw16, dw_ref;
+  DeviceArray<uint16_t> kept(dev, n), packed(dev, n);
+  x.upload(dev, x0);
+  w.upload(dev, w0);
+  dy.upload(dev, dy0);
+  dev.rmsnorm_fwd_keep(x.data(), w.data(), y_keep.data(), rstd_keep.data(), kept.data(), T, d, 1e-5f);
+  dev.rmsnorm_fwd(x.data(), w.data(), y.data(), rstd.data(), T, d, 1e-5f);
+  dev.pack_bf16(x.data(), packed.data(), n);
+  EXPECT_EQ(y_keep.download(), y.download()) << "rmsnorm_fwd_keep y";
+  EXPECT_EQ(rstd_keep.download(), rstd.download()) << "rmsnorm_fwd_keep rstd";
+  EXPECT_EQ(kept.download(), packed.download()) << "rmsnorm_fwd_keep's bf16 x";
+  dev.rmsnorm_fwd_bf16(kept.data(), w.data(), y16.data(), rstd16.data(), T, d, 1e-5f);
+  dev.unpack_bf16(packed.data(), wide.data(), n);
+  dev.rmsnorm_fwd(wide.data(), w.data(), y_ref.data(), rstd_ref.data(), T, d, 1e-5f);
+  EXPECT_EQ(y16.download(), y_ref.download()) << "rmsnorm_fwd_bf16 y";
+  EXPECT_EQ(rstd16.download(), rstd_ref.download()) << "rmsnorm_fwd_bf16 rstd";
+  EXPECT_NE(y16.download(), y.download()) << "the case cannot tell bf16 x from FP32";
+  dx16.upload(dev, dx0);
+  dx_ref.upload(dev, dx0);
+  dw16.upload(dev, dw0);
+  dw_ref.upload(dev, dw0);
+  dev.rmsnorm_bwd_bf16(kept.data(), w.data(), rstd16.data(), dy.data(), dx16.data(), dw16.data(), T, d);
+  dev.rmsnorm_bwd(wide.data(), w.data(), rstd_ref.data(), dy.data(), dx_ref.data(), dw_ref.data(), T, d);
+  EXPECT_EQ(dx16.download(), dx_ref.download()) << "rmsnorm_bwd_bf16 dx (accumulated)";
+  EXPECT_EQ(dw16.download(), dw_ref.download()) << "rmsnorm_bwd_bf16 dw (accumulated)";
+}
+
 // g|u kept as bf16 (Backend::swiglu_fwd_keep, swiglu_fwd_bf16,
 // swiglu_bwd_bf16), on one backend: bit for bit swiglu_fwd plus pack_bf16,
 // and swiglu_fwd / swiglu_bwd on the unpacked values.
@@ -900,6 +938,7 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, Rope, get, bc::rope(*dev, *cpu))                                   \
   FORGE_BACKEND_CASE(Suite, SwiGlu, get, bc::swiglu(*dev, *cpu))                               \
   FORGE_BACKEND_CASE(Suite, SwiGluKeptBf16, get, bc::swiglu_kept_bf16(*dev))                    \
+  FORGE_BACKEND_CASE(Suite, RmsNormKeptBf16, get, bc::rmsnorm_kept_bf16(*dev))                  \
   FORGE_BACKEND_CASE(Suite, AdamW, get, bc::adamw(*dev, *cpu))                                 \
   FORGE_TREE_ATTENTION_CASES(Suite, get)                                                       \
   FORGE_BACKEND_CASE(Suite, HeadChunked, get, bc::head(*dev, *cpu, false, 128))                \

@@ -22,4 +22,8 @@ void launch_round_to_bf16(const float* src, int rows, int cols, int ld_src, floa
 void launch_pack_bf16(const float* src, __nv_bfloat16* dst, size_t n, cudaStream_t stream);
 void launch_unpack_bf16(const __nv_bfloat16* src, float* dst, size_t n, cudaStream_t stream);
 
+// A kept activation's value, FP32 or bf16 (kernels templated on the input type).
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+
 FORGE_CUDA_NAMESPACE_END

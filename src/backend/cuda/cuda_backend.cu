@@ -177,12 +177,25 @@ class CudaBackend final : public Backend {
   }
   void rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
                    float eps) override {
-    launch_rmsnorm_fwd(x, w, y, rstd, T, d, eps, stream_);
+    launch_rmsnorm_fwd(x, w, y, rstd, nullptr, T, d, eps, stream_);
   }
   void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                    float* dw, int T, int d) override {
     launch_rmsnorm_bwd(x, w, rstd, dy, dx, dw, rmsnorm_partials_.get<float>(rmsnorm_dw_partials(T, d)), T, d,
                        stream_);
+  }
+  void rmsnorm_fwd_keep(const float* x, const float* w, float* y, float* rstd, uint16_t* x16, int T, int d,
+                        float eps) override {
+    launch_rmsnorm_fwd(x, w, y, rstd, reinterpret_cast<__nv_bfloat16*>(x16), T, d, eps, stream_);
+  }
+  void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, float* rstd, int T, int d,
+                        float eps) override {
+    launch_rmsnorm_fwd(reinterpret_cast<const __nv_bfloat16*>(x16), w, y, rstd, T, d, eps, stream_);
+  }
+  void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
+                        int T, int d) override {
+    launch_rmsnorm_bwd(reinterpret_cast<const __nv_bfloat16*>(x16), w, rstd, dy, dx, dw,
+                       rmsnorm_partials_.get<float>(rmsnorm_dw_partials(T, d)), T, d, stream_);
   }
   void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
             bool inverse) override {

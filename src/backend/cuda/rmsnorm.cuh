@@ -8,17 +8,26 @@
 // writes the chunk's column sums to scratch, and a second kernel adds the
 // chunks' sums into dw in chunk order: fixed orders throughout, so dw is
 // deterministic (no atomics). (A block per column tile over all rows left
-// the GPU nearly idle: 32 blocks at d 1024.)
+// the GPU nearly idle: 32 blocks at d 1024.) The bf16 mode keeps x as bf16
+// for the backward (Backend::rmsnorm_fwd_keep): the forward also writes x16
+// (2 bytes per element instead of a 6-byte pack pass), and the backward's
+// recomputation and kernels read the bf16 x (no 6-byte unpack; 2 bytes
+// less per read).
 #pragma once
 #include "backend/cuda/cuda_compat.cuh"
 
 FORGE_CUDA_NAMESPACE_BEGIN
 
-void launch_rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
+// x16: null, or [T, d] bf16 for x rounded to nearest even (the kept copy).
+void launch_rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, __nv_bfloat16* x16, int T, int d,
                         float eps, cudaStream_t stream);
+void launch_rmsnorm_fwd(const __nv_bfloat16* x, const float* w, float* y, float* rstd, int T, int d, float eps,
+                        cudaStream_t stream);
 // Floats of scratch launch_rmsnorm_bwd needs for T rows of d.
 size_t rmsnorm_dw_partials(int T, int d);
-void launch_rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
-                        float* dx, float* dw, float* partials, int T, int d, cudaStream_t stream);
+void launch_rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
+                        float* partials, int T, int d, cudaStream_t stream);
+void launch_rmsnorm_bwd(const __nv_bfloat16* x, const float* w, const float* rstd, const float* dy, float* dx,
+                        float* dw, float* partials, int T, int d, cudaStream_t stream);
 
 FORGE_CUDA_NAMESPACE_END

@@ -1,12 +1,11 @@
 // See swiglu.cuh.
 #include "backend/cuda/swiglu.cuh"
 
+#include "backend/cuda/bf16.cuh"
+
 FORGE_CUDA_NAMESPACE_BEGIN
 namespace {
 constexpr unsigned kThreads = 256;
-
-__device__ __forceinline__ float widen(float x) { return x; }
-__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 // gu16 (optional, with FP32 gu): g|u rounded to bf16, the layer's kept copy.
 template <class In>
