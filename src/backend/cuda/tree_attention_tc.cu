@@ -237,8 +237,10 @@ __device__ __forceinline__ void zero(float (&acc)[N][4]) {
 }
 
 // Writes rows r0 + g and r0 + g + 8 (those below r1) of a 16 x Dk
-// accumulator times mul: dst + row * ld, columns below D.
-template <int G>
+// accumulator times mul (mul0, mul1 for the two rows) to dst + row * ld,
+// columns below D: Add = false stores, Add = true adds to what is there
+// (read past the L1 cache: another block wrote it).
+template <bool Add = false, int G>
 __device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&acc)[G][4],
                                            int r0, int r1, int D, float mul0, float mul1, int g, int t) {
 #pragma unroll
@@ -251,28 +253,12 @@ __device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int d = n * 8 + 2 * t + c;
-        if (d < D) row[d] = acc[n][2 * r + c] * (r ? mul1 : mul0);
-      }
-  }
-}
-
-// Adds rows r0 + g and r0 + g + 8 (those below r1) of a 16 x Dk accumulator
-// times mul to dst + row * ld, columns below D (read past the L1 cache:
-// another block wrote them).
-template <int G>
-__device__ __forceinline__ void add_rows(float* dst, size_t ld, const float (&acc)[G][4], int r0, int r1, int D,
-                                         float mul, int g, int t) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = r0 + g + 8 * r;
-    if (i >= r1) continue;
-    float* row = dst + size_t(i) * ld;
-#pragma unroll
-    for (int n = 0; n < G; ++n)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int d = n * 8 + 2 * t + c;
-        if (d < D) row[d] = *static_cast<volatile const float*>(row + d) + acc[n][2 * r + c] * mul;
+        if (d >= D) continue;
+        const float v = acc[n][2 * r + c] * (r ? mul1 : mul0);
+        if constexpr (Add)
+          row[d] = *static_cast<volatile const float*>(row + d) + v;
+        else
+          row[d] = v;
       }
   }
 }
@@ -671,8 +657,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
     store_rows(p.dk + kvh * D, p.ld_qkv, dk[0], w0, w1, D, p.scale, p.scale, g, t);
     store_rows(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, 1.0f, g, t);
   } else {
-    add_rows(p.dk + kvh * D, p.ld_qkv, dk[0], w0, w1, D, p.scale, g, t);
-    add_rows(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, g, t);
+    store_rows<true>(p.dk + kvh * D, p.ld_qkv, dk[0], w0, w1, D, p.scale, p.scale, g, t);
+    store_rows<true>(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, 1.0f, g, t);
   }
   if (in_turns) pass_turn(turn, blockIdx.x);
 }
