@@ -17,6 +17,15 @@
 #                          build in a temporary git worktree, a few minutes),
 #                          and REVISION; gpu_checks.sh then runs them beside
 #                          the current build's, on the same GPU (A/B)
+#   .gpu/native/           with --native-for ARCH only: bench_train_step and
+#                          bench_tree_merge of this checkout built for one
+#                          CPU (FORGE_NATIVE=ON with FORGE_NATIVE_ARCH=ARCH,
+#                          e.g. sapphirerapids for the lent machines'
+#                          Emerald Rapids hosts: what -march=native builds
+#                          there), and ARCH;
+#                          gpu_checks.sh's native stage runs them beside the
+#                          portable ones (the CPU issue's portable/native
+#                          ratio on the host's CPU)
 # Progress on stdout; exits 1 when a binary is missing (build first), 2 on a
 # bad argument.
 set -euo pipefail
@@ -24,14 +33,22 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FORGE_BUILD_DIR:-$root/build}
 out=$root/.gpu
 baseline=""
+native=""
+usage="usage: tools/gpu_bundle.sh [--baseline REV] [--native-for ARCH]"
 while [ $# -gt 0 ]; do
   case $1 in
     --baseline) [ $# -ge 2 ] || { echo "gpu_bundle: --baseline needs a commit" >&2; exit 2; }; baseline=$2; shift 2 ;;
     --baseline=*) baseline=${1#*=}; shift ;;
+    --native-for) [ $# -ge 2 ] || { echo "gpu_bundle: --native-for needs a GCC -march name" >&2; exit 2; }; native=$2; shift 2 ;;
+    --native-for=*) native=${1#*=}; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu_bundle: unknown argument '$1' (usage: tools/gpu_bundle.sh [--baseline REV])" >&2; exit 2 ;;
+    *) echo "gpu_bundle: unknown argument '$1' ($usage)" >&2; exit 2 ;;
   esac
 done
+if [ -n "$native" ] && ! echo 'int main() {}' | g++ -march="$native" -x c++ -o /dev/null - 2>/dev/null; then
+  echo "gpu_bundle: --native-for $native: not a -march this GCC knows" >&2
+  exit 2
+fi
 if [ -n "$baseline" ]; then
   rev=$(git -C "$root" rev-parse --verify --quiet "$baseline^{commit}") ||
     { echo "gpu_bundle: --baseline $baseline is not a commit of this repository" >&2; exit 2; }
@@ -105,6 +122,23 @@ if [ -n "$baseline" ]; then
   cp "$wt/build/bench/bench_cuda_kernels" "$wt/build/bench/bench_train_step" "$out/baseline/"
   echo "$rev" >"$out/baseline/REVISION"
   echo "gpu_bundle: $out/baseline ($(du -sh "$out/baseline" | cut -f1), commit $rev)"
+fi
+if [ -n "$native" ]; then
+  nb=$(mktemp -d)
+  echo "gpu_bundle: building bench_train_step and bench_tree_merge for -march=$native"
+  if ! { cmake -S "$root" -B "$nb" -DCMAKE_BUILD_TYPE=Release -DFORGE_CUDA=OFF -DFORGE_BUILD_TESTS=OFF \
+    -DFORGE_NATIVE=ON -DFORGE_NATIVE_ARCH="$native" &&
+    cmake --build "$nb" -j"$(nproc)" --target bench_train_step bench_tree_merge; } >"$nb/build.log" 2>&1; then
+    tail -n 30 "$nb/build.log" >&2
+    echo "gpu_bundle: the -march=$native build failed" >&2
+    exit 1
+  fi
+  rm -rf "$out/native"
+  mkdir -p "$out/native"
+  cp "$nb/bench/bench_train_step" "$nb/bench/bench_tree_merge" "$out/native/"
+  echo "$native" >"$out/native/ARCH"
+  rm -rf "$nb"
+  echo "gpu_bundle: $out/native ($(du -sh "$out/native" | cut -f1), -march=$native)"
 fi
 if [ -z "$baseline" ] && [ -d "$out/baseline" ]; then
   echo "gpu_bundle: keeping .gpu/baseline (commit $(cat "$out/baseline/REVISION" 2>/dev/null || echo unknown))" \

@@ -33,6 +33,10 @@
 #   cpu       the host CPU's figures: bench_train_step --backend=cpu and
 #             bench_blas on 2 cores (taskset -c 0,1, 2 threads: the CPU
 #             issue's size), then both on all cores
+#   native    the portable build against one for the host's CPU
+#             (.gpu/native/, tools/gpu_bundle.sh --native-for ARCH) on 2
+#             cores: bench_train_step --no-torch and bench_tree_merge
+#             --quick, alternating, three times each
 # A/B: where .gpu/baseline/ holds bench_cuda_kernels or bench_train_step of
 # an earlier build, the kernels and train stages run them too (--no-torch),
 # each right after the current build's run on the same shape.
@@ -54,8 +58,8 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(tests sanitize kernels train merge)
 for stage in "${stages[@]}"; do
   case $stage in
-    tests | sanitize | kernels | train | merge | profile | cpu | rl | rl-cuda | rl-cpu | publish) ;;
-    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge profile cpu rl rl-cuda rl-cpu publish)"; exit 2 ;;
+    tests | sanitize | kernels | train | merge | profile | cpu | native | rl | rl-cuda | rl-cpu | publish) ;;
+    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge profile cpu native rl rl-cuda rl-cpu publish)"; exit 2 ;;
   esac
 done
 budget=${GPU_CHECKS_SECONDS:-0}
@@ -143,6 +147,19 @@ for stage in "${stages[@]}"; do
       OMP_NUM_THREADS=2 run cpu 200 taskset -c 0,1 "$bin/bench_blas" --threads=2
       run cpu 200 "$bin/bench_blas"
       run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2 ;;
+    native)
+      if [ ! -x "$root/.gpu/native/bench_train_step" ]; then
+        echo "gpu_checks: native needs .gpu/native/ (tools/gpu_bundle.sh --native-for ARCH)" | tee -a "$out/native.log"
+        failed=1
+        continue
+      fi
+      echo "native build: -march=$(cat "$root/.gpu/native/ARCH")" >>"$out/native.log"
+      for round in 1 2 3; do
+        for build in "$bin" "$root/.gpu/native"; do
+          OMP_NUM_THREADS=2 run native 120 taskset -c 0,1 "$build/bench_train_step" --backend=cpu --no-torch --rounds=1
+          OMP_NUM_THREADS=2 run native 120 taskset -c 0,1 "$build/bench_tree_merge" --quick
+        done
+      done ;;
     profile)
       # The tensor-core kernels' first 18 launches on the causal mask: the
       # bench's two warm-ups and one timed call of each of six (3xTF32,
