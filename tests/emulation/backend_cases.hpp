@@ -923,6 +923,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::tree_attention(*dev, *cpu, {3, 3, 8, 3, 6}, 14))                      \
   FORGE_BACKEND_CASE(Suite, TreeAttentionHeadDim14, get,                                       \
                      bc::tree_attention(*dev, *cpu, {3, 1, 14, 20, 30}, 15))                   \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionHeadDim32, get,                                       \
+                     bc::tree_attention(*dev, *cpu, {4, 2, 32, 16, 40}, 17))                   \
   FORGE_BACKEND_CASE(Suite, TreeAttentionLongPrefixes, get,                                    \
                      bc::tree_attention(*dev, *cpu, {4, 1, 64, 3, 400}, 16))                   \
   FORGE_BACKEND_CASE(Suite, TreeAttentionDeterministic, get,                                   \
@@ -969,6 +971,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::tree_attention_bf16(*dev, *cpu, {4, 1, 64, 3, 400}, 16))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim12, get,                                   \
                      bc::tree_attention_bf16(*dev, *cpu, {3, 1, 12, 30, 40}, 15))              \
+  FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim32, get,                                   \
+                     bc::tree_attention_bf16(*dev, *cpu, {4, 2, 32, 16, 40}, 17))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionDeterministic, get,                               \
                      bc::tree_attention_deterministic(*dev, {3, 1, 12, 30, 40}, 15))          \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionKeptQkv, get,                                     \

@@ -30,9 +30,9 @@
 // current one is computed on, then stored into the other buffer; the 3xTF32
 // backward's by cp.async, as the forward's.
 //
-// Every kernel is a template on the head-dim class, D <= 64 or <= 128
+// Every kernel is a template on the head-dim class, D <= 32, <= 64 or <= 128
 // (HeadDims): fragments and accumulators in registers are sized for it, so
-// D 64 runs more resident blocks per SM (docs/cuda.md lists them).
+// smaller heads run more resident blocks per SM (docs/cuda.md lists them).
 //
 // Forward, block = (128 queries, head; 64 for TF32 at D 128), per row tile:
 //   S (16 x 32) = Q_w K^T, each K fragment used for the warp's row tiles,
@@ -80,8 +80,8 @@ constexpr int kMinSplitSteps = 32, kMaxSplits = 8;
 constexpr int kKeyGroups = kKeys / 8;                // MMA N groups of S
 constexpr unsigned kThreads = 32 * kAttnWarps;
 
-// The kernels are compiled for head dims up to 64 and up to 128 (the
-// launchers pick by D): register arrays sized for the class, so a D 64
+// The kernels are compiled for head dims up to 32, up to 64 and up to 128
+// (the launchers pick by D): register arrays sized for the class, so a D 64
 // model keeps half the fragments and accumulators of a D 128 one.
 template <class Ops, int MaxD>
 struct HeadDims {
@@ -104,9 +104,9 @@ struct HeadDims {
   static constexpr int dq_m = MaxD <= 64 ? 2 : 1;
   static constexpr int dq_rows = kWarpRows * dq_m * kAttnWarps;
   // resident blocks per SM the register budget is set for (ptxas, no spills)
-  static constexpr int fwd_blocks = bf16 ? (MaxD <= 64 ? 3 : 2) : (MaxD <= 64 ? 2 : 1);
-  static constexpr int bwd_blocks = MaxD <= 64 ? (bf16 ? 3 : 2) : 1;  // dK/dV
-  static constexpr int dq_blocks = MaxD <= 64 ? 2 : 1;
+  static constexpr int fwd_blocks = MaxD <= 32 ? (bf16 ? 4 : 3) : bf16 ? (MaxD <= 64 ? 3 : 2) : (MaxD <= 64 ? 2 : 1);
+  static constexpr int bwd_blocks = MaxD <= 64 ? (bf16 || MaxD <= 32 ? 3 : 2) : 1;  // dK/dV
+  static constexpr int dq_blocks = MaxD <= 32 && bf16 ? 3 : MaxD <= 64 ? 2 : 1;
 };
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -820,12 +820,14 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
 // The head-dim class of D.
 template <class Ops>
 void launch_fwd_for(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
-  if (p.head_dim <= 64) launch_fwd<Ops, 64>(p, in, stream);
+  if (p.head_dim <= 32) launch_fwd<Ops, 32>(p, in, stream);
+  else if (p.head_dim <= 64) launch_fwd<Ops, 64>(p, in, stream);
   else launch_fwd<Ops, kMaxHeadDim>(p, in, stream);
 }
 template <class Ops>
 void launch_bwd_for(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
-  if (p.head_dim <= 64) launch_bwd<Ops, 64>(p, in, stream);
+  if (p.head_dim <= 32) launch_bwd<Ops, 32>(p, in, stream);
+  else if (p.head_dim <= 64) launch_bwd<Ops, 64>(p, in, stream);
   else launch_bwd<Ops, kMaxHeadDim>(p, in, stream);
 }
 
