@@ -11,19 +11,27 @@
 //
 // --backend=cuda [--precision=fp32|bf16] runs both steps on one GPU (no
 // device, or a build without CUDA: says so and prints "device": "none").
+// --profile: after the timed steps, `reps` more of each with every backend
+// operation timed between two synchronizations (backend/profiled_backend.hpp):
+// a table per step, "profile_linear_ms" and "profile_tree_ms" in the JSON
+// line (where the tree step's time goes against the linear one's).
 //
 //   bench_tree_merge [--prompts=1] [--episodes=8] [--turns=16] [--prompt_len=256]
 //                    [--gen=48] [--obs=48] [--max_tokens=16384] [--reps=1] [--quick]
-//                    [--backend=cpu] [--precision=fp32]
+//                    [--backend=cpu] [--precision=fp32] [--profile]
 #include <omp.h>
 
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
 #include "backend/device_array.hpp"
+#include "backend/profiled_backend.hpp"
 #include "bench_util.hpp"
 #include "bench_workloads.hpp"
 #include "core/error.hpp"
@@ -45,6 +53,7 @@ int main(int argc, char** argv) {
   const int reps = flags.get("reps", 1);
   const std::string backend_name = flags.get("backend", std::string("cpu"));
   const std::string precision_name = flags.get("precision", std::string("fp32"));
+  const bool profile = flags.on("profile");
   flags.finish();
   if (reps <= 0 || prompts <= 0 || episodes <= 0 || turns <= 0 || max_tokens <= 0)
     bench::Flags::usage("need reps, prompts, episodes, turns and max_tokens > 0");
@@ -54,9 +63,9 @@ int main(int argc, char** argv) {
   } catch (const InputError& e) {
     bench::Flags::usage(e.what());
   }
-  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Backend> inner;
   try {
-    backend = make_backend(backend_name, precision);
+    inner = make_backend(backend_name, precision);
   } catch (const InputError& e) {
     if (backend_name != "cuda") bench::Flags::usage(e.what());
     std::printf("bench_tree_merge: backend cuda unavailable (%s)\n", e.what());
@@ -64,6 +73,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  ProfiledBackend prof(*inner);  // forwards only, until --profile's steps
+  Backend* backend = &prof;
   Rng rng(11);
   std::vector<Sample> samples;
   for (int p = 0; p < prompts; ++p) {  // a group of episodes per prompt
@@ -117,8 +128,8 @@ int main(int argc, char** argv) {
               tree_st.bins, tree_s * 1e3, tree_st.loss);
   std::printf("token ratio %.2f, speedup %.2f (%.2f of the ratio; target 0.8), loss rel err %.2e, grad rel err %.2e\n",
               ratio, speedup, speedup / ratio, loss_err, grad_err);
-  bench::print_json({{"device", "\"" + backend_name + "\""},
-                     {"precision", "\"" + precision_name + "\""},
+  std::vector<std::pair<std::string, std::string>> json{{"device", "\"" + backend_name + "\""},
+                                                       {"precision", "\"" + precision_name + "\""},
                      {"linear_tokens", bench::num(lin_st.packed_tokens)},
                      {"tree_tokens", bench::num(tree_st.packed_tokens)},
                      {"token_ratio", bench::num(ratio)},
@@ -126,6 +137,24 @@ int main(int argc, char** argv) {
                      {"tree_ms", bench::num(tree_s * 1e3)},
                      {"speedup", bench::num(speedup)},
                      {"loss_rel_err", bench::num(loss_err)},
-                     {"grad_rel_err", bench::num(grad_err)}});
+                     {"grad_rel_err", bench::num(grad_err)}};
+  if (profile) {
+    for (const bool tree : {false, true}) {
+      prof.reset();
+      prof.set_enabled(true);
+      const double s = bench::median_seconds(0, reps, [&] {
+        model.zero_grads();
+        supervised_forward_backward(model, samples, tree, max_tokens);
+        drain();
+      });
+      prof.set_enabled(false);
+      const auto times = prof.times();
+      std::printf("profile (%s): %d steps, every operation between two synchronizations (median step %.1f ms "
+                  "while profiled)\n%s",
+                  tree ? "tree" : "linear", reps, s * 1e3, op_profile_table(times, reps).c_str());
+      json.push_back({tree ? "profile_tree_ms" : "profile_linear_ms", op_profile_json(times, reps)});
+    }
+  }
+  bench::print_json(json);
   return 0;
 }

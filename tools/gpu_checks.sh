@@ -24,7 +24,8 @@
 #   train     bench_train_step --backend=cuda at the reference size and at
 #             d 1024, 16 layers, 16 heads, FFN 2816, 16 x 1024 tokens, the
 #             latter with --profile (ms per backend operation, FP32 and bf16)
-#   merge     bench_tree_merge --backend=cuda, FP32 and bf16
+#   merge     bench_tree_merge --backend=cuda --profile, FP32 and bf16 (where
+#             the tree step's time goes against the linear step's)
 #   profile   Nsight Compute (ncu) on the tensor-core attention kernels,
 #             3xTF32 and bf16, forward, dK/dV and dQ, causal T 4096 at D 64
 #             and D 128 (bench_cuda_kernels' first calls): throughput of
@@ -173,8 +174,8 @@ for stage in "${stages[@]}"; do
           "${sections[@]}" "$bin/bench_cuda_kernels" --tokens=4096 --dim=$dim --reps=1 --no-torch
       done ;;
     merge)
-      run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3
-      run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 ;;
+      run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3 --profile
+      run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 --profile ;;
     rl | rl-cuda | rl-cpu | publish)
       if [ ! -f "$root/.gpu/openmpi.tar.gz" ] || { [ "$stage" != publish ] && [ ! -d "$root/runs/demo/sft" ]; }; then
         echo "gpu_checks: $stage needs .gpu/openmpi.tar.gz and (but for publish) runs/demo/sft" | tee -a "$out/$stage.log"
