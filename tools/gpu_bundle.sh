@@ -12,12 +12,12 @@
 #                          OPAL_PREFIX: bin/ (orterun, mpirun, orted), lib/
 #                          (openmpi/ with its plugins, pmix2/, and the
 #                          libraries the plugins load), share/, etc/
-#   .gpu/baseline/         with --baseline REV only: bench_cuda_kernels and
+#   .gpu/baseline.tar.gz   with --baseline REV only: bench_cuda_kernels and
 #                          bench_train_step built at commit REV (a Release
 #                          build in a temporary git worktree, a few minutes),
 #                          and REVISION; gpu_checks.sh then runs them beside
 #                          the current build's, on the same GPU (A/B)
-#   .gpu/native/           with --native-for ARCH only: bench_train_step and
+#   .gpu/native.tar.gz     with --native-for ARCH only: bench_train_step and
 #                          bench_tree_merge of this checkout built for one
 #                          CPU (FORGE_NATIVE=ON with FORGE_NATIVE_ARCH=ARCH,
 #                          e.g. sapphirerapids for the lent machines'
@@ -26,6 +26,8 @@
 #                          gpu_checks.sh's native stage runs them beside the
 #                          portable ones (the CPU issue's portable/native
 #                          ratio on the host's CPU)
+# The two are compressed (about 5 MB against 13) so that .gpu stays within
+# what a device call carries (64 MiB); the total is printed at the end.
 # Progress on stdout; exits 1 when a binary is missing (build first), 2 on a
 # bad argument.
 set -euo pipefail
@@ -104,44 +106,49 @@ tar czf "$out/openmpi.tar.gz" -C "$o" .
 echo "gpu_bundle: $out/openmpi.tar.gz ($(du -h "$out/openmpi.tar.gz" | cut -f1))"
 rm -rf "$out/pkg" "$out/ompi"
 
-if [ -n "$baseline" ]; then
-  wt=$(mktemp -d)
-  trap 'git -C "$root" worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"' EXIT
-  git -C "$root" worktree add --detach --quiet "$wt" "$rev"
-  echo "gpu_bundle: building the baseline's bench_cuda_kernels and bench_train_step at $rev"
-  if ! { cmake -S "$wt" -B "$wt/build" -DCMAKE_BUILD_TYPE=Release &&
-    cmake --build "$wt/build" -j"$(nproc)" --target bench_cuda_kernels bench_train_step; } >"$wt/build.log" 2>&1; then
-    tail -n 30 "$wt/build.log" >&2
-    echo "gpu_bundle: the baseline's build failed at $rev" >&2
+# bench_build SRC BUILD DEST WHAT CMAKE_ARGS... -- TARGETS...: a Release
+# build of the bench TARGETS from SRC in BUILD, packed with the file NOTE
+# (its first line: what was built) into .gpu/NAME.tar.gz; on failure the
+# log's tail and exit 1.
+bench_build() {
+  local src=$1 build=$2 name=$3 note=$4 what=$5
+  shift 5
+  local args=()
+  while [ "$1" != -- ]; do args+=("$1"); shift; done
+  shift
+  echo "gpu_bundle: building the $name build, $what ($*)"
+  if ! { cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release "${args[@]}" &&
+    cmake --build "$build" -j"$(nproc)" --target "$@"; } >"$build.log" 2>&1; then
+    tail -n 30 "$build.log" >&2
+    echo "gpu_bundle: the build of $what failed" >&2
     exit 1
   fi
+  local dest=$tmp/pack-$name
+  mkdir -p "$dest"
+  for target in "$@"; do cp "$build/bench/$target" "$dest/"; done
+  echo "$what" >"$dest/$note"
+  rm -rf "${out:?}/$name"  # an unpacked folder of earlier versions of this script
+  tar czf "$out/$name.tar.gz" -C "$dest" .
+  echo "gpu_bundle: $out/$name.tar.gz ($(du -h "$out/$name.tar.gz" | cut -f1), $note $what)"
+}
+
+tmp=$(mktemp -d)  # the baseline's worktree and the builds
+trap '[ -d "$tmp/baseline" ] && git -C "$root" worktree remove --force "$tmp/baseline" 2>/dev/null; rm -rf "$tmp"' EXIT
+if [ -n "$baseline" ]; then
+  git -C "$root" worktree add --detach --quiet "$tmp/baseline" "$rev"
   # forge's own libraries are linked in; the shared ones are this machine's,
   # which the bundle's lib/ already holds
-  rm -rf "$out/baseline"
-  mkdir -p "$out/baseline"
-  cp "$wt/build/bench/bench_cuda_kernels" "$wt/build/bench/bench_train_step" "$out/baseline/"
-  echo "$rev" >"$out/baseline/REVISION"
-  echo "gpu_bundle: $out/baseline ($(du -sh "$out/baseline" | cut -f1), commit $rev)"
+  bench_build "$tmp/baseline" "$tmp/baseline/build" baseline REVISION "$rev" -- bench_cuda_kernels bench_train_step
 fi
 if [ -n "$native" ]; then
-  nb=$(mktemp -d)
-  echo "gpu_bundle: building bench_train_step and bench_tree_merge for -march=$native"
-  if ! { cmake -S "$root" -B "$nb" -DCMAKE_BUILD_TYPE=Release -DFORGE_CUDA=OFF -DFORGE_BUILD_TESTS=OFF \
-    -DFORGE_NATIVE=ON -DFORGE_NATIVE_ARCH="$native" &&
-    cmake --build "$nb" -j"$(nproc)" --target bench_train_step bench_tree_merge; } >"$nb/build.log" 2>&1; then
-    tail -n 30 "$nb/build.log" >&2
-    echo "gpu_bundle: the -march=$native build failed" >&2
-    exit 1
-  fi
-  rm -rf "$out/native"
-  mkdir -p "$out/native"
-  cp "$nb/bench/bench_train_step" "$nb/bench/bench_tree_merge" "$out/native/"
-  echo "$native" >"$out/native/ARCH"
-  rm -rf "$nb"
-  echo "gpu_bundle: $out/native ($(du -sh "$out/native" | cut -f1), -march=$native)"
+  bench_build "$root" "$tmp/native" native ARCH "$native" -DFORGE_CUDA=OFF -DFORGE_BUILD_TESTS=OFF \
+    -DFORGE_NATIVE=ON -DFORGE_NATIVE_ARCH="$native" -- bench_train_step bench_tree_merge
 fi
-if [ -z "$baseline" ] && [ -d "$out/baseline" ]; then
-  echo "gpu_bundle: keeping .gpu/baseline (commit $(cat "$out/baseline/REVISION" 2>/dev/null || echo unknown))" \
-    "from an earlier run: gpu_checks.sh will A/B against it; remove it to skip that"
-fi
+kept="from an earlier run: gpu_checks.sh will use it; remove it to skip that"
+[ -n "$baseline" ] || [ ! -f "$out/baseline.tar.gz" ] || echo "gpu_bundle: keeping .gpu/baseline.tar.gz $kept"
+[ -n "$native" ] || [ ! -f "$out/native.tar.gz" ] || echo "gpu_bundle: keeping .gpu/native.tar.gz $kept"
+carry=$(du -sb "$out" | cut -f1)
+echo "gpu_bundle: .gpu holds $((carry / 1048576)) MiB (a device call carries at most 64 MiB)"
+[ "$carry" -le $((64 * 1048576)) ] ||
+  echo "gpu_bundle: too much to carry: leave out openmpi.tar.gz (only the rl and publish stages need it), or baseline.tar.gz" >&2
 echo "gpu_bundle: carry .gpu (and runs/demo/sft for the RL check) to the GPU machine; there run bash tools/gpu_checks.sh"

@@ -35,10 +35,10 @@
 #             --profile) and bench_blas on 2 cores (taskset -c 0,1, 2
 #             threads: the CPU issue's size), then both on all cores
 #   native    the portable build against one for the host's CPU
-#             (.gpu/native/, tools/gpu_bundle.sh --native-for ARCH) on 2
+#             (.gpu/native.tar.gz, tools/gpu_bundle.sh --native-for ARCH) on 2
 #             cores: bench_train_step --no-torch and bench_tree_merge
 #             --quick, alternating, three times each
-# A/B: where .gpu/baseline/ holds bench_cuda_kernels or bench_train_step of
+# A/B: where .gpu/baseline.tar.gz holds bench_cuda_kernels or bench_train_step of
 # an earlier build, the kernels and train stages run them too (--no-torch),
 # each right after the current build's run on the same shape.
 #   rl        the main job's RL phase (mpirun, 5 ranks sharing the GPU, 50
@@ -89,7 +89,16 @@ export LD_LIBRARY_PATH=$pkg/lib:$cuda/lib64:/usr/lib/x86_64-linux-gnu${LD_LIBRAR
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-16}
 export FORGE_PYTHON=${FORGE_PYTHON:-$(command -v python3)}
 bin=$pkg/bin
-base=$root/.gpu/baseline  # an earlier build's bench binaries, for A/B on the same GPU
+# An earlier build's bench binaries (A/B on the same GPU) and a build for the
+# host's CPU, where tools/gpu_bundle.sh packed them
+base=$pkg/baseline
+native=$pkg/native
+for extra in "$base" "$native"; do
+  packed=$root/.gpu/$(basename "$extra").tar.gz
+  [ -f "$packed" ] || continue
+  mkdir -p "$extra"
+  tar xzf "$packed" -C "$extra" || { echo "gpu_checks: cannot unpack $packed (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
+done
 failed=0
 
 
@@ -118,7 +127,7 @@ run() {
 
 { nvidia-smi -L; lscpu | grep -E "^(Model name|CPU family|Model|CPU\(s\)):"
   grep -o -w -E "avx512f|avx512_bf16|avx512_fp16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-  [ -f "$base/REVISION" ] && echo "baseline (.gpu/baseline): commit $(cat "$base/REVISION")"
+  [ -f "$base/REVISION" ] && echo "baseline (.gpu/baseline.tar.gz): commit $(cat "$base/REVISION")"
   [ -n "$placed_blis" ] && echo "the bundle's BLIS placed at Debian's path for this run: $placed_blis"; } 2>&1 |
   tee "$out/device.log"
 for stage in "${stages[@]}"; do
@@ -151,14 +160,14 @@ for stage in "${stages[@]}"; do
       run cpu 200 "$bin/bench_blas"
       run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2 ;;
     native)
-      if [ ! -x "$root/.gpu/native/bench_train_step" ]; then
-        echo "gpu_checks: native needs .gpu/native/ (tools/gpu_bundle.sh --native-for ARCH)" | tee -a "$out/native.log"
+      if [ ! -x "$native/bench_train_step" ]; then
+        echo "gpu_checks: native needs .gpu/native.tar.gz (tools/gpu_bundle.sh --native-for ARCH)" | tee -a "$out/native.log"
         failed=1
         continue
       fi
-      echo "native build: -march=$(cat "$root/.gpu/native/ARCH")" >>"$out/native.log"
+      echo "native build: -march=$(cat "$native/ARCH")" >>"$out/native.log"
       for round in 1 2 3; do
-        for build in "$bin" "$root/.gpu/native"; do
+        for build in "$bin" "$native"; do
           OMP_NUM_THREADS=2 run native 120 taskset -c 0,1 "$build/bench_train_step" --backend=cpu --no-torch --rounds=1
           OMP_NUM_THREADS=2 run native 120 taskset -c 0,1 "$build/bench_tree_merge" --quick
         done

@@ -301,7 +301,8 @@ inline void swiglu(Backend& dev, Backend& cpu) {
 // pack_bf16, and rmsnorm_fwd / rmsnorm_bwd (accumulating) on the unpacked x.
 inline void rmsnorm_kept_bf16(Backend& dev) {
   Rng rng(17);
-  const int T = 37, d = 300;  // more rows than a dw chunk would need: the chunked sum too
+  // One dw chunk: the chunked sum, which does not depend on the input type, is rmsnorm's case.
+  const int T = 37, d = 300;
   const size_t n = size_t(T) * d;
   const std::vector<float> x0 = random_vec(rng, n, 2.0f), w0 = random_vec(rng, d), dy0 = random_vec(rng, n);
   const std::vector<float> dx0 = random_vec(rng, n, 0.1f), dw0 = random_vec(rng, d, 0.1f);

@@ -228,7 +228,7 @@ class CudaBackend final : public Backend {
     p.dk = g.dk;
     p.dv = g.dv;
     p.delta = delta_.get<float>(size_t(a.n_heads) * a.T);
-    p.dkdv_turn = dkdv_turn_.get<int32_t>(size_t(attention_tiles(a.T)) * a.n_kv_heads);  // >= 64-key blocks
+    p.dkdv_turn = dkdv_turn_.get<int32_t>(tree_attention_dkdv_turns(a.T, a.n_kv_heads));
     if (bf16_) p.dout_bf16 = dout_bf16_.get<__nv_bfloat16>(size_t(a.T) * a.n_heads * a.head_dim);
     launch_tree_attention_bwd(p, stream_);
   }
@@ -332,8 +332,9 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;
   MemoryMeter meter_;
   std::unordered_map<void*, size_t> sizes_;  // alloc'd buffers
-  Scratch reduce_{meter_}, tile_bounds_{meter_}, delta_{meter_}, dkdv_turn_{meter_}, head_stats_{meter_}, head_tile_{meter_},
-      loss_partials_{meter_}, loss_totals_{meter_}, paged_partials_{meter_}, rmsnorm_partials_{meter_};
+  Scratch reduce_{meter_}, tile_bounds_{meter_}, delta_{meter_}, dkdv_turn_{meter_}, head_stats_{meter_},
+      head_tile_{meter_}, loss_partials_{meter_}, loss_totals_{meter_}, paged_partials_{meter_},
+      rmsnorm_partials_{meter_};
   // bf16 mode
   Scratch gemm_a_{meter_}, gemm_b_{meter_}, linear_dy_{meter_}, qkv_bf16_{meter_}, dout_bf16_{meter_},
       head_hidden_{meter_};

@@ -133,8 +133,12 @@ void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 size_t tree_attention_3xtf32_shared_bytes(int head_dim);
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
 void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
-// Also p.delta: H * T floats of scratch. Overwrites the dq, dk, dv columns.
-// bf16 mode and p.tf32x3 run the tensor-core backward (tree_attention_tc.cu).
+// The tensor-core backward's p.dkdv_turn: this many int32 counters (one a
+// 64-key block and kv head).
+size_t tree_attention_dkdv_turns(int T, int n_kv_heads);
+// Also p.delta: H * T floats of scratch, and p.dkdv_turn. Overwrites the dq,
+// dk, dv columns. bf16 mode and p.tf32x3 run the tensor-core backward
+// (tree_attention_tc.cu).
 void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream);
 
 FORGE_CUDA_NAMESPACE_END

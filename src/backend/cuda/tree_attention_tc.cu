@@ -808,7 +808,8 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
   TreeAttentionParams q = p;
   q.dkdv_split_steps = std::max(kMinSplitSteps, (most_steps + kMaxSplits - 1) / kMaxSplits);
   FORGE_CHECK(p.dkdv_turn != nullptr, "tensor-core tree attention backward needs its dK/dV turn counters");
-  FORGE_CUDA_CHECK(cudaMemsetAsync(p.dkdv_turn, 0, size_t(key_blocks) * p.n_kv_heads * sizeof(int32_t), stream));
+  FORGE_CUDA_CHECK(cudaMemsetAsync(p.dkdv_turn, 0, tree_attention_dkdv_turns(p.T, p.n_kv_heads) * sizeof(int32_t),
+                                   stream));
   const int splits = std::max(1, (most_steps + q.dkdv_split_steps - 1) / q.dkdv_split_steps);
   launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD>, dim3(splits, key_blocks, p.n_kv_heads),
                      dkdv_shared_bytes<Ops>(p.head_dim), stream, q, in);
@@ -840,6 +841,10 @@ void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   launch_bwd_for<Bf16Operands>(p, {in.q, in.k, in.v, in.ld, p.dout_bf16}, stream);
+}
+
+size_t tree_attention_dkdv_turns(int T, int n_kv_heads) {
+  return size_t((T + kKeyTile - 1) / kKeyTile) * n_kv_heads;
 }
 
 size_t tree_attention_3xtf32_shared_bytes(int D) {
