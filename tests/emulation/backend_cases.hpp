@@ -958,10 +958,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, PolicyLossGrpoSequenceMask, get,                                   \
                      bc::policy_loss(*dev, *cpu, "grpo", "sequence"))
 
-// The bf16 cases; get returns a backend in bf16 precision (or nullptr).
-#define FORGE_BF16_BACKEND_CASES(Suite, get)                                                   \
-  FORGE_BACKEND_CASE(Suite, Bf16Gemm, get, bc::gemm_bf16(*dev, *cpu))                          \
-  FORGE_BACKEND_CASE(Suite, Bf16LinearBackward, get, bc::linear_backward_bf16(*dev, *cpu))       \
+// The bf16 tree attention cases; get returns a backend in bf16 precision.
+#define FORGE_BF16_TREE_ATTENTION_CASES(Suite, get)                                            \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionGqa, get,                                         \
                      bc::tree_attention_bf16(*dev, *cpu, {4, 2, 16, 40, 24}, 11))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionOddHeadDim, get,                                  \
@@ -978,7 +976,13 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::tree_attention_deterministic(*dev, {3, 1, 12, 30, 40}, 15))          \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionKeptQkv, get,                                     \
                      bc::tree_attention_bf16_kept_qkv(*dev, {4, 2, 16, 40, 24}, 11);           \
-                     bc::tree_attention_bf16_kept_qkv(*dev, {2, 2, 128, 12, 30}, 13))          \
+                     bc::tree_attention_bf16_kept_qkv(*dev, {2, 2, 128, 12, 30}, 13))
+
+// The bf16 cases; get returns a backend in bf16 precision (or nullptr).
+#define FORGE_BF16_BACKEND_CASES(Suite, get)                                                   \
+  FORGE_BACKEND_CASE(Suite, Bf16Gemm, get, bc::gemm_bf16(*dev, *cpu))                          \
+  FORGE_BACKEND_CASE(Suite, Bf16LinearBackward, get, bc::linear_backward_bf16(*dev, *cpu))       \
+  FORGE_BF16_TREE_ATTENTION_CASES(Suite, get)                                                  \
   FORGE_BACKEND_CASE(Suite, Bf16PagedAttention, get, bc::paged_attention_bf16(*dev, *cpu))      \
   FORGE_BACKEND_CASE(Suite, Bf16HeadChunked, get, bc::head_bf16(*dev, *cpu, false, 128))       \
   FORGE_BACKEND_CASE(Suite, Bf16HeadWithLogits, get, bc::head_bf16(*dev, *cpu, true, 77))

@@ -2,7 +2,8 @@
 // sources of src/backend/cuda compiled by the host compiler, one fiber per CUDA
 // thread), against the CPU backend: the cases of backend_cases.hpp, FP32
 // (tree attention in 3xTF32 on tensor cores, and in the exact SIMT kernels
-// by a second backend) and (a third backend in bf16 precision) bf16.
+// by a second backend) and (a third backend in bf16 precision) bf16; the
+// tree attention cases again with the forward in steps of one key tile.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/tree_attention.cuh"
 #include "core/error.hpp"
 #include "emulation/backend_cases.hpp"
 
@@ -33,6 +35,20 @@ Backend* emulated_bf16_backend(std::string*) {
   return backend.get();
 }
 
+// The tensor-core forward in steps of one key tile (the default is two
+// where the head-dim class has them): FP32 (3xTF32) and bf16.
+Backend* emulated_one_key_tile_backend(std::string*) {
+  static const std::unique_ptr<Backend> backend =
+      cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::k3xTf32, 1);
+  return backend.get();
+}
+
+Backend* emulated_bf16_one_key_tile_backend(std::string*) {
+  static const std::unique_ptr<Backend> backend =
+      cuda::make_cuda_backend(Precision::kBf16, cuda::Fp32Attention::k3xTf32, 1);
+  return backend.get();
+}
+
 // FORGE_CUDA_FP32_ATTENTION picks the FP32 attention; another value is an
 // InputError that names the variable.
 TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
@@ -53,6 +69,37 @@ TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
   }
   if (saved) setenv("FORGE_CUDA_FP32_ATTENTION", keep.c_str(), 1);
   else unsetenv("FORGE_CUDA_FP32_ATTENTION");
+}
+
+// FORGE_CUDA_ATTENTION_KEY_TILES: 1 or 2, unset 0 (the default); another
+// value is an InputError that names the variable. What runs: two where the
+// class has them and the SM's shared memory holds its blocks, else one.
+TEST(EmulatedCuda, AttentionKeyTilesFromTheEnvironment) {
+  const char* saved = std::getenv("FORGE_CUDA_ATTENTION_KEY_TILES");
+  const std::string keep = saved ? saved : "";
+  unsetenv("FORGE_CUDA_ATTENTION_KEY_TILES");
+  EXPECT_EQ(cuda::attention_key_tiles_from_env(), 0);
+  setenv("FORGE_CUDA_ATTENTION_KEY_TILES", "1", 1);
+  EXPECT_EQ(cuda::attention_key_tiles_from_env(), 1);
+  setenv("FORGE_CUDA_ATTENTION_KEY_TILES", "2", 1);
+  EXPECT_EQ(cuda::attention_key_tiles_from_env(), 2);
+  setenv("FORGE_CUDA_ATTENTION_KEY_TILES", "4", 1);
+  try {
+    cuda::make_cuda_backend();
+    ADD_FAILURE() << "FORGE_CUDA_ATTENTION_KEY_TILES=4 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("FORGE_CUDA_ATTENTION_KEY_TILES"), std::string::npos) << e.what();
+  }
+  if (saved) setenv("FORGE_CUDA_ATTENTION_KEY_TILES", keep.c_str(), 1);
+  else unsetenv("FORGE_CUDA_ATTENTION_KEY_TILES");
+  const size_t h100 = 228 * 1024, a100 = 164 * 1024;
+  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(128, true, h100, 0), 2);
+  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(128, true, a100, 0), 1);  // 2 x 105 KiB
+  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(128, true, a100, 2), 2);  // asked
+  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(64, true, h100, 1), 1);
+  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(64, false, h100, 0), 2);
+  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(128, false, h100, 2), 1);  // 3xTF32 D 128: one only
+  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(32, false, h100, 0), 1);
 }
 
 // peak_device_bytes: the most the backend held at once, buffers and scratch.
@@ -81,6 +128,8 @@ TEST(EmulatedCuda, PeakDeviceBytesCountsBuffersAndScratch) {
 FORGE_BACKEND_CASES(EmulatedCuda, emulated_backend)
 FORGE_TREE_ATTENTION_CASES(EmulatedCudaExactAttention, emulated_exact_attention_backend)
 FORGE_BF16_BACKEND_CASES(EmulatedCuda, emulated_bf16_backend)
+FORGE_TREE_ATTENTION_CASES(EmulatedCudaOneKeyTile, emulated_one_key_tile_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaOneKeyTile, emulated_bf16_one_key_tile_backend)
 
 }  // namespace
 }  // namespace forge

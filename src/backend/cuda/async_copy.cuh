@@ -1,8 +1,9 @@
 // Asynchronous copies from global to shared memory (sm_80 and later):
 //   cp.async.cg.shared.global [dst], [src], 16, n   (16 bytes, L2 only)
-// copies n bytes (0 <= n <= 16; the rest of the destination is zero-filled,
-// so n = 0 writes zeros and reads nothing) without passing through
-// registers. A thread's copies since its last commit form a group;
+//   cp.async.ca.shared.global [dst], [src], 4, n    (4 bytes)
+// copy n bytes (0 <= n <= the size; the rest of the destination is
+// zero-filled, so n = 0 writes zeros and reads nothing) without passing
+// through registers. A thread's copies since its last commit form a group;
 // cp_async_wait_all waits for all of the thread's groups, and a
 // __syncthreads after it makes every thread's copies visible to the block.
 // Under FORGE_CUDA_EMULATION a copy lands at the thread's wait
@@ -20,6 +21,15 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_
 #else
   const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(src_bytes) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, int src_bytes) {
+#ifdef FORGE_CUDA_EMULATION
+  forge_emu::cp_async(dst, src, 4, src_bytes);
+#else
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(addr), "l"(src), "r"(src_bytes) : "memory");
 #endif
 }
 

@@ -77,17 +77,20 @@ class Scratch {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(Precision precision, Fp32Attention attention)
+  CudaBackend(Precision precision, Fp32Attention attention, int attention_key_tiles)
       : bf16_(precision == Precision::kBf16),
-        tf32x3_attention_(precision != Precision::kBf16 && attention == Fp32Attention::k3xTf32) {
+        tf32x3_attention_(precision != Precision::kBf16 && attention == Fp32Attention::k3xTf32),
+        key_tiles_asked_(attention_key_tiles) {
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
     FORGE_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));  // FP32, no TF32
-    int device = 0, optin = 0;
+    int device = 0, optin = 0, per_sm = 0;
     FORGE_CUDA_CHECK(cudaGetDevice(&device));
     FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
     shared_optin_ = static_cast<size_t>(optin);
+    shared_per_sm_ = static_cast<size_t>(per_sm);
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
@@ -288,6 +291,8 @@ class CudaBackend final : public Backend {
     p.out = a.out;
     p.lse = a.lse;
     p.tf32x3 = tf32x3_attention_ && fits_3xtf32_attention(a.head_dim);
+    if (bf16_ || p.tf32x3)
+      p.fwd_key_tiles = tree_attention_fwd_key_tiles(a.head_dim, bf16_, shared_per_sm_, key_tiles_asked_);
     const int tiles = attention_tiles(a.T);
     p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
     p.tile_min_end = p.tile_max_end + tiles;
@@ -326,7 +331,9 @@ class CudaBackend final : public Backend {
 
   const bool bf16_;
   const bool tf32x3_attention_;  // FP32 precision with the 3xTF32 attention
+  const int key_tiles_asked_;     // the tensor-core forward's key tiles a step (0: the default)
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
+  size_t shared_per_sm_ = 0;      // and a SM
   bool said_exact_fallback_ = false;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
@@ -362,11 +369,22 @@ Fp32Attention fp32_attention_from_env() {
   throw InputError(std::string("FORGE_CUDA_FP32_ATTENTION must be 3xtf32 or exact, got '") + v + "'");
 }
 
-std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
-  return make_cuda_backend(precision, fp32_attention_from_env());
+int attention_key_tiles_from_env() {
+  const char* v = std::getenv("FORGE_CUDA_ATTENTION_KEY_TILES");
+  if (!v) return 0;
+  if (std::string(v) == "1") return 1;
+  if (std::string(v) == "2") return 2;
+  throw InputError(std::string("FORGE_CUDA_ATTENTION_KEY_TILES must be 1 or 2, got '") + v + "'");
 }
 
-std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention attention) {
+std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
+  return make_cuda_backend(precision, fp32_attention_from_env(), attention_key_tiles_from_env());
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention attention, int attention_key_tiles) {
+  if (attention_key_tiles < 0 || attention_key_tiles > 2)
+    throw InputError("backend 'cuda': key tiles a forward step must be 1 or 2 (0: the default), got " +
+                     std::to_string(attention_key_tiles));
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess || n == 0)
@@ -391,10 +409,13 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention at
     log_info("cuda: device " + std::to_string(device) + " of " + std::to_string(n) + ": " + prop.name + rest +
              (precision == Precision::kBf16                ? ""
               : attention == Fp32Attention::k3xTf32 ? ", FP32 attention 3xTF32 on tensor cores"
-                                                     : ", FP32 attention exact (SIMT)"));
+                                                     : ", FP32 attention exact (SIMT)") +
+             (attention_key_tiles ? ", attention forward in steps of " + std::to_string(32 * attention_key_tiles) +
+                                        " keys (FORGE_CUDA_ATTENTION_KEY_TILES)"
+                                  : ""));
   }
 #endif
-  return std::make_unique<CudaBackend>(precision, attention);
+  return std::make_unique<CudaBackend>(precision, attention, attention_key_tiles);
 }
 
 namespace {

@@ -94,7 +94,8 @@ namespace forge_emu {
 }
 
 constexpr size_t kStackBytes = 128 * 1024;
-constexpr size_t kMaxSharedBytes = 227 * 1024;  // sm_90 opt-in maximum per block
+constexpr size_t kMaxSharedBytes = 227 * 1024;     // sm_90 opt-in maximum per block
+constexpr size_t kSharedBytesPerSm = 228 * 1024;   // sm_90, per SM
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // mmap'd fiber stacks, reused across blocks and launches of one OS thread.
@@ -464,9 +465,10 @@ inline cudaError_t cudaGetDevice(int* d) {
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
-enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin };
-inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int d) {
-  *v = static_cast<int>(forge_emu::kMaxSharedBytes);
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrMaxSharedMemoryPerMultiprocessor };
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int d) {
+  *v = static_cast<int>(attr == cudaDevAttrMaxSharedMemoryPerMultiprocessor ? forge_emu::kSharedBytesPerSm
+                                                                            : forge_emu::kMaxSharedBytes);
   return d == 0 ? cudaSuccess : cudaErrorInvalidValue;
 }
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {

@@ -87,6 +87,9 @@ struct TreeAttentionParams {
   // the launcher, ordering the splits of a block's dK/dV (tree_attention_tc.cu)
   int32_t* dkdv_turn = nullptr;
   int dkdv_split_steps = 0;  // set by the launcher: dK/dV steps per split
+  // Tensor-core forward: 32-key tiles a step, 1 or 2 (0: the head-dim
+  // class's default); tree_attention_fwd_key_tiles says what runs
+  int fwd_key_tiles = 0;
 };
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }
@@ -133,6 +136,13 @@ void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 size_t tree_attention_3xtf32_shared_bytes(int head_dim);
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
 void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
+// The key tiles a step the tensor-core forward runs at this head dim (bf16
+// or 3xTF32 operands): `asked` (1 or 2; 0: the default), never 2 where the
+// head-dim class has only 1 (3xTF32 at D <= 32 and D > 64), and by default
+// 1 where the device's shared memory a SM (shared_per_sm bytes) would not
+// hold the resident blocks the class's registers allow with 2 (an A100's
+// 164 KiB at D 128). The value for TreeAttentionParams::fwd_key_tiles.
+int tree_attention_fwd_key_tiles(int head_dim, bool bf16, size_t shared_per_sm, int asked);
 // The tensor-core backward's p.dkdv_turn: this many int32 counters (one a
 // 64-key block and kv head).
 size_t tree_attention_dkdv_turns(int T, int n_kv_heads);

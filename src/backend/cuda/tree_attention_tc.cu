@@ -19,25 +19,25 @@
 // the Y of P Y). Rows past T are zero and masked, so no NaN enters an MMA.
 // mma.cuh has the instructions and their fragments.
 //
-// Pipelining: the forward's key tiles are double-buffered by cp.async
-// (async_copy.cuh; StagedRows<0> below): the next tile's copies are in
-// flight while the current one is computed on, without passing through
-// registers, one __syncthreads a tile. (Double-buffered through registers
-// instead, the forward ran no faster at D 128 and 30% slower at D 64 on an
-// H200: its registers grew from 166 to 199.) The tiles the bf16 backward
-// streams (key tiles in dQ, query tiles in dK/dV) are double-buffered
-// through registers: the next tile's global loads are in flight while the
-// current one is computed on, then stored into the other buffer; the 3xTF32
-// backward's by cp.async, as the forward's.
+// Pipelining: every streamed tile (the forward's and dQ's key tiles, the
+// dK/dV kernel's query tiles) is double-buffered by cp.async
+// (async_copy.cuh; stage_rows below): the next step's copies are in flight
+// while the current one is computed on, without passing through registers,
+// one __syncthreads a step. (Double-buffered through registers instead, the
+// forward ran no faster at D 128 and 30% slower at D 64 on an H200: its
+// registers grew from 166 to 199; the bf16 backward so staged took 26 to 30
+// more registers than by cp.async.)
 //
 // Every kernel is a template on the head-dim class, D <= 32, <= 64 or <= 128
 // (HeadDims): fragments and accumulators in registers are sized for it, so
 // smaller heads run more resident blocks per SM (docs/cuda.md lists them).
 //
-// Forward, block = (128 queries, head; 64 for TF32 at D 128), per row tile:
-//   S (16 x 32) = Q_w K^T, each K fragment used for the warp's row tiles,
-//   Q_w's fragments read from shared memory (in registers with one bf16 row
-//   tile);
+// Forward, block = (128 queries, head; 64 for TF32 at D 128), in steps of
+// two key tiles (HeadDims::fwd_key_tiles, or one: TreeAttentionParams::
+// fwd_key_tiles; one for TF32 at D <= 32 and D 128), per row tile:
+//   S (16 x 64) = Q_w K^T, each K fragment used for the warp's row tiles,
+//   each Q_w fragment for the step's tiles, read from shared memory (in
+//   registers with one bf16 row tile);
 //   online softmax in base 2 on S scale log2(e): row max over the quad of
 //   lanes that share a row (two shuffles), P = 2^(S - m), running l from
 //   the FP32 P, O rescaled by 2^(m_old - m_new);
@@ -89,22 +89,27 @@ struct HeadDims {
   static constexpr int steps = MaxD / Ops::kStep;  // MMA K steps of Q K^T
   static constexpr int groups = MaxD / 8;           // MMA N groups of O
   static constexpr bool bf16 = Ops::kStep == 16;
-  // 16-byte chunks a thread stages in registers per streamed 32-row tile of
-  // the backward (bf16); 0: the tiles are copied by cp.async instead (TF32,
-  // whose tiles would take twice the registers: staged at D 128, dK/dV
-  // spilled)
-  static constexpr int staged_chunks = bf16 ? kAttnTile * MaxD / Ops::kChunk / int(kThreads) : 0;
   // row tiles of 16 a forward warp owns: 2 (FlashAttention-2's 32 rows a
   // warp, 128 a block: each K and V fragment feeds two MMAs, and a key
   // tile is read once per 128 queries), 1 for TF32 at D 128 (its FP32
   // tiles of 128 queries would leave one block per SM)
   static constexpr int fwd_m = bf16 || MaxD <= 64 ? 2 : 1;
   static constexpr int fwd_rows = kWarpRows * fwd_m * kAttnWarps;  // queries per forward block
+  // 32-key tiles a forward step takes (FlashAttention-2's 64 keys at D 128):
+  // one online-softmax update, O rescale and barrier per 32 KT keys, and
+  // 4 KT independent MMA chains a row tile in S. 1 for TF32 at D 128 (its
+  // FP32 key tiles would leave one block per SM) and at D <= 32 (it would
+  // spill at 3 blocks)
+  static constexpr int fwd_key_tiles = bf16 || (MaxD > 32 && MaxD <= 64) ? 2 : 1;
   // the dQ kernel's the same way where its accumulators allow (D <= 64)
   static constexpr int dq_m = MaxD <= 64 ? 2 : 1;
   static constexpr int dq_rows = kWarpRows * dq_m * kAttnWarps;
-  // resident blocks per SM the register budget is set for (ptxas, no spills)
-  static constexpr int fwd_blocks = MaxD <= 32 ? (bf16 ? 4 : 3) : bf16 ? (MaxD <= 64 ? 3 : 2) : (MaxD <= 64 ? 2 : 1);
+  // resident blocks per SM the register budget is set for (ptxas, no
+  // spills); the forward's at KT key tiles a step
+  static constexpr int fwd_blocks(int KT) {
+    if (KT == 2) return MaxD <= 32 ? 3 : 2;
+    return MaxD <= 32 ? (bf16 ? 4 : 3) : bf16 ? (MaxD <= 64 ? 3 : 2) : (MaxD <= 64 ? 2 : 1);
+  }
   static constexpr int bwd_blocks = MaxD <= 64 ? (bf16 || MaxD <= 32 ? 3 : 2) : 1;  // dK/dV
   static constexpr int dq_blocks = MaxD <= 32 && bf16 ? 3 : MaxD <= 64 ? 2 : 1;
 };
@@ -284,62 +289,22 @@ __device__ __forceinline__ void pass_turn(int32_t* turn, int split) {
 __device__ __forceinline__ int frag_row(int g, int c) { return g + (c >> 1) * 8; }
 __device__ __forceinline__ int frag_col(int n, int t, int c) { return n * 8 + 2 * t + (c & 1); }
 
-// Software pipelining: the next 32-row tile's global loads are issued into
-// registers (stage_rows) before the current tile is computed on, and stored
-// into the other of two shared buffers (commit_rows) after, so that their
-// latency hides behind the MMAs, with one __syncthreads per tile: the
-// writes of buffer b ^ 1 and the reads of buffer b then never overlap.
-// 32 rows of Dk elements in 16-byte chunks over the block's threads: at most
-// C chunks a thread (HeadDims::staged_chunks). Where vector_rows does not allow
-// 16-byte loads, commit_rows loads the rows itself, element by element.
-// C = 0: no registers; stage_rows starts cp.async copies straight into the
-// other buffer (free by then: the last tile's barrier is behind every
-// thread), and commit_rows waits for them.
-template <int C>
-struct StagedRows {
-  Chunk16 x[C];
-};
-template <>
-struct StagedRows<0> {};
+// Software pipelining: the next step's tiles are copied by cp.async
+// (stage_rows, stage_keys, stage_queries) straight into the other of two
+// shared buffers (free by then: the last step's barrier is behind every
+// thread) before the current step is computed on, so that their latency
+// hides behind the MMAs without passing through registers; after it the
+// thread waits for its copies (cp_async_wait_all) and one __syncthreads a
+// step makes them visible: the writes of buffer b ^ 1 and the reads of
+// buffer b never overlap. Where vector_rows does not allow 16-byte copies,
+// the rows are loaded at once.
 
-// Issues the loads of rows [r0, r0 + 32) (zero past T and in columns
-// [D, Dk)) into s, or (C = 0) their copies into dst [32][pitch].
-template <class Ops, int C>
-__device__ __forceinline__ void stage_rows(StagedRows<C>& s, typename Ops::Elem* dst, int pitch,
-                                           const typename Ops::Src* src, int ld, int r0, int T, int D, int Dk) {
-  if constexpr (C == 0) {
-    copy_rows_async<Ops>(dst, pitch, src, ld, r0, kAttnTile, T, D, Dk);
-    cp_async_commit();
-  } else {
-    if (!vector_rows<Ops>(src, D, ld)) return;
-    const int chunks = Dk / Ops::kChunk;
-#pragma unroll
-    for (int j = 0; j < C; ++j) {
-      const int e = int(threadIdx.x) + j * int(kThreads), i = e / chunks, d = (e % chunks) * Ops::kChunk;
-      s.x[j] = i < kAttnTile ? row_chunk(src, ld, r0 + i, d, T, D) : Chunk16{};
-    }
-  }
-}
-
-// Stores the staged rows into dst [32][pitch] (or loads them there; C = 0:
-// waits for their copies).
-template <class Ops, int C>
-__device__ __forceinline__ void commit_rows(typename Ops::Elem* dst, int pitch, const StagedRows<C>& s,
-                                            const typename Ops::Src* src, int ld, int r0, int T, int D, int Dk) {
-  if constexpr (C == 0) {
-    cp_async_wait_all();
-  } else {
-    if (!vector_rows<Ops>(src, D, ld)) {
-      load_rows<Ops>(dst, pitch, src, ld, r0, kAttnTile, T, D, Dk);
-      return;
-    }
-    const int chunks = Dk / Ops::kChunk;
-#pragma unroll
-    for (int j = 0; j < C; ++j) {
-      const int e = int(threadIdx.x) + j * int(kThreads), i = e / chunks, d = (e % chunks) * Ops::kChunk;
-      if (i < kAttnTile) *reinterpret_cast<Chunk16*>(dst + i * pitch + d) = s.x[j];
-    }
-  }
+// Rows [r0, r0 + 32) (zero past T and in columns [D, Dk)) into dst [32][pitch].
+template <class Ops>
+__device__ __forceinline__ void stage_rows(typename Ops::Elem* dst, int pitch, const typename Ops::Src* src, int ld,
+                                           int r0, int T, int D, int Dk) {
+  copy_rows_async<Ops>(dst, pitch, src, ld, r0, kAttnTile, T, D, Dk);
+  cp_async_commit();
 }
 
 // The kernels' inputs: Q, K and V (row stride ld; heads of D columns) and
@@ -353,40 +318,30 @@ struct TcInputs {
   const Src* dout;
 };
 
-// Two buffers of a key tile in shared memory: K [32][qp], V [32][qp] and
-// the keys' subtree ends [32] each.
+// Slots of a key tile in shared memory: K [32][qp], V [32][qp] and the
+// keys' subtree ends [32] each. Two buffers of KT slots (a step's tiles):
+// buffer b is slots b KT .. b KT + KT - 1.
 template <class Elem>
 struct KeyTiles {
   Elem* kv;
   int32_t* ends;
   int qp;
-  __device__ Elem* K(int b) const { return kv + b * 2 * kKeys * qp; }
-  __device__ Elem* V(int b) const { return K(b) + kKeys * qp; }
-  __device__ int32_t* se(int b) const { return ends + b * kKeys; }
+  __device__ Elem* K(int slot) const { return kv + slot * 2 * kKeys * qp; }
+  __device__ Elem* V(int slot) const { return K(slot) + kKeys * qp; }
+  __device__ int32_t* se(int slot) const { return ends + slot * kKeys; }
 };
 
-template <int C>
-struct StagedKeys {
-  StagedRows<C> k, v;
-  int end;
-};
-
-// Key tile [k0, k0 + 32) of kv head kvh: stage, then commit into buffer b.
-template <class Ops, int C>
-__device__ __forceinline__ void stage_keys(StagedKeys<C>& s, const KeyTiles<typename Ops::Elem>& tiles, int b,
+// Key tile [k0, k0 + 32) of kv head kvh into a slot: K, V and the
+// subtree ends (0 past T).
+template <class Ops>
+__device__ __forceinline__ void stage_keys(const KeyTiles<typename Ops::Elem>& tiles, int slot,
                                            const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in,
                                            int kvh, int k0, int Dk) {
-  stage_rows<Ops>(s.k, tiles.K(b), tiles.qp, in.k + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
-  stage_rows<Ops>(s.v, tiles.V(b), tiles.qp, in.v + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
-  s.end = threadIdx.x < kKeys ? subtree_end_or_zero(p, k0 + int(threadIdx.x)) : 0;
-}
-template <class Ops, int C>
-__device__ __forceinline__ void commit_keys(const KeyTiles<typename Ops::Elem>& tiles, int b, const StagedKeys<C>& s,
-                                            const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in,
-                                            int kvh, int k0, int Dk) {
-  commit_rows<Ops>(tiles.K(b), tiles.qp, s.k, in.k + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
-  commit_rows<Ops>(tiles.V(b), tiles.qp, s.v, in.v + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
-  if (threadIdx.x < kKeys) tiles.se(b)[threadIdx.x] = s.end;
+  stage_rows<Ops>(tiles.K(slot), tiles.qp, in.k + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
+  stage_rows<Ops>(tiles.V(slot), tiles.qp, in.v + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
+  const int j = k0 + int(threadIdx.x);
+  if (threadIdx.x < kKeys) cp_async_4(tiles.se(slot) + threadIdx.x, p.subtree_end + min(j, p.T - 1), j < p.T ? 4 : 0);
+  cp_async_commit();
 }
 
 // Whether query i (below w1) sees key k0 + jj of the loaded tile (jj below
@@ -401,8 +356,68 @@ __device__ __forceinline__ bool rows_see_tile(const TreeAttentionParams& p, int 
   return w0 < w1 && kt * kKeys <= w1 - 1 && p.tile_max_end[kt] > w0;
 }
 
-template <class Ops, int MaxD>
-__global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
+// Max or sum of the values a lane holds of row r (g + 8 r) of row tile i of
+// a step's S, over its KT tiles (8 KT values): a balanced tree, log2 (8 KT)
+// dependent instructions where a running max or sum would chain all 8 KT
+// (the forward's warps stall on such chains: docs/performance.md, "On an
+// H100").
+struct Max {
+  static __device__ __forceinline__ float op(float a, float b) { return fmaxf(a, b); }
+};
+struct Sum {
+  static __device__ __forceinline__ float op(float a, float b) { return a + b; }
+};
+template <class Op, int W, int N>
+__device__ __forceinline__ float tree_reduce(float (&v)[N]) {
+#pragma unroll
+  for (int e = 0; e < W; ++e) v[e] = Op::op(v[e], v[e + W]);
+  if constexpr (W == 1)
+    return v[0];
+  else
+    return tree_reduce<Op, W / 2>(v);
+}
+template <class Op, int KT, int M>
+__device__ __forceinline__ float lane_row_reduce(const float (&s)[KT][M][kKeyGroups][4], int i, int r) {
+  constexpr int N = KT * kKeyGroups * 2;
+  static_assert((N & (N - 1)) == 0, "a power of two");
+  float v[N];
+#pragma unroll
+  for (int j = 0; j < KT; ++j)
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) v[(j * kKeyGroups + n) * 2 + c] = s[j][i][n][2 * r + c];
+  return tree_reduce<Op, N / 2>(v);
+}
+
+// A forward step's KT key tiles: the next KT tiles, in order, that some
+// query of the block may see (seen_key_tile_from); past last where none is
+// left. Block-uniform.
+template <int KT>
+struct KeyStep {
+  int kt[KT];
+  __device__ __forceinline__ KeyStep(const TreeAttentionParams& p, int from, int last, int q0) {
+#pragma unroll
+    for (int j = 0; j < KT; ++j) {
+      kt[j] = from <= last ? seen_key_tile_from(p, from, last, q0) : last + 1;
+      from = kt[j] + 1;
+    }
+  }
+  __device__ __forceinline__ int after() const { return kt[KT - 1] + 1; }
+};
+
+// Stages the step's tiles into buffer b's slots.
+template <class Ops, int KT>
+__device__ __forceinline__ void stage_step(const KeyStep<KT>& step, int last, const KeyTiles<typename Ops::Elem>& tiles,
+                                           int b, const TreeAttentionParams& p,
+                                           const TcInputs<typename Ops::Src>& in, int kvh, int Dk) {
+#pragma unroll
+  for (int j = 0; j < KT; ++j)
+    if (step.kt[j] <= last) stage_keys<Ops>(tiles, b * KT + j, p, in, kvh, step.kt[j] * kKeys, Dk);
+}
+
+template <class Ops, int MaxD, int KT>
+__global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
     tree_attention_fwd_tc_kernel(const TreeAttentionParams p, const typename Ops::Src* __restrict__ q,
         const typename Ops::Src* __restrict__ k, const typename Ops::Src* __restrict__ v, int ld,
         const typename Ops::Src* __restrict__ dout) {
@@ -413,9 +428,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   FORGE_SHARED_MEMORY(Elem, smem);
   const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
   const int qp = Dk + Ops::kPad;
-  Elem* Qs = smem;  // [kBlockRows][qp], then two key tile buffers
-  const KeyTiles<Elem> tiles{Qs + kBlockRows * qp, reinterpret_cast<int32_t*>(Qs + (kBlockRows + 4 * kKeys) * qp),
-                             qp};
+  Elem* Qs = smem;  // [kBlockRows][qp], then two buffers of KT key tile slots
+  const KeyTiles<Elem> tiles{
+      Qs + kBlockRows * qp, reinterpret_cast<int32_t*>(Qs + (kBlockRows + 4 * KT * kKeys) * qp), qp};
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kBlockRows, q1 = min(p.T, q0 + kBlockRows);
@@ -426,14 +441,13 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
   const float scale2 = p.scale * kLog2e;
 
   const int last = (q1 - 1) / kKeys;
-  // Key tiles some query of the block may see, streamed by cp.async
-  // (StagedKeys<0>, whatever the operands): the next tile's copies are in
-  // flight while the current one is computed on.
-  int kt = seen_key_tile_from(p, 0, last, q0);
-  StagedKeys<0> first{};
-  if (kt <= last) stage_keys<Ops>(first, tiles, 0, p, in, kvh, kt * kKeys, Dk);
+  // Steps of KT key tiles some query of the block may see, streamed by
+  // cp.async: the next step's copies are in flight while the current one
+  // is computed on.
+  KeyStep<KT> step(p, 0, last, q0);
+  stage_step<Ops>(step, last, tiles, 0, p, in, kvh, Dk);
   load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kBlockRows, p.T, D, Dk);
-  if (kt <= last) commit_keys<Ops>(tiles, 0, first, p, in, kvh, kt * kKeys, Dk);
+  cp_async_wait_all();
   __syncthreads();
   WarpRows<Ops, Dims::steps, M> qf;
   qf.init(Qs + (w0 - q0) * qp, qp, steps, lane);
@@ -447,37 +461,50 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
     l[i][0] = l[i][1] = 0.0f;
   }
 
-  for (int b = 0; kt <= last; b ^= 1) {
-    const int nt = seen_key_tile_from(p, kt + 1, last, q0);
-    StagedKeys<0> next{};
-    if (nt <= last) stage_keys<Ops>(next, tiles, b ^ 1, p, in, kvh, nt * kKeys, Dk);
-    if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
-      const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
-      const Elem* Ks = tiles.K(b);
-      const Elem* Vs = tiles.V(b);
-      const int32_t* se = tiles.se(b);
-
-      float s[M][kKeyGroups][4];
+  for (int b = 0; step.kt[0] <= last; b ^= 1) {
+    const KeyStep<KT> next(p, step.after(), last, q0);
+    stage_step<Ops>(next, last, tiles, b ^ 1, p, in, kvh, Dk);
+    bool seen[KT], any = false;  // warp-uniform
 #pragma unroll
-      for (int i = 0; i < M; ++i) zero(s[i]);
+    for (int j = 0; j < KT; ++j) {
+      seen[j] = step.kt[j] <= last && rows_see_tile(p, step.kt[j], w0, w1);
+      any = any || seen[j];
+    }
+    if (any) {
+      // S (16 x 32 KT a row tile): the step's tiles side by side, each
+      // A fragment of Q read once for all of them
+      float s[KT][M][kKeyGroups][4];
+#pragma unroll
+      for (int j = 0; j < KT; ++j)
+#pragma unroll
+        for (int i = 0; i < M; ++i) zero(s[j][i]);
 #pragma unroll
       for (int st = 0; st < Dims::steps; ++st)
-        if (st < steps) Ops::mma_rows32(s, qf.at(st, lane).f, Ks, qp, st, lane);
+        if (st < steps) {
+          const auto& a = qf.at(st, lane);
+#pragma unroll
+          for (int j = 0; j < KT; ++j)
+            if (seen[j]) Ops::mma_rows32(s[j], a.f, tiles.K(b * KT + j), qp, st, lane);
+        }
 #pragma unroll
       for (int i = 0; i < M; ++i) {
-        const bool full = tile_all_visible(p, kt, r0[i], r1[i]);
-        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int n = 0; n < kKeyGroups; ++n)
+        for (int j = 0; j < KT; ++j) {
+          const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
+          const bool full = seen[j] && tile_all_visible(p, step.kt[j], r0[i], r1[i]);
+          const int32_t* se = tiles.se(b * KT + j);
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const bool vis = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se);
-            s[i][n][c] = vis ? s[i][n][c] * scale2 : -INFINITY;
-            mx[c >> 1] = fmaxf(mx[c >> 1], s[i][n][c]);
-          }
-        float corr[2], mref[2];
+          for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              const bool vis = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se);
+              s[j][i][n][c] = vis ? s[j][i][n][c] * scale2 : -INFINITY;
+            }
+        }
+        float mx[2], corr[2], mref[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
+          mx[r] = lane_row_reduce<Max>(s, i, r);
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
           const float mn = fmaxf(m[i][r], mx[r]);
@@ -487,12 +514,13 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
           l[i][r] *= corr[r];
         }
 #pragma unroll
-        for (int n = 0; n < kKeyGroups; ++n)
+        for (int j = 0; j < KT; ++j)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            s[i][n][c] = exp2f(s[i][n][c] - mref[c >> 1]);
-            l[i][c >> 1] += s[i][n][c];
-          }
+          for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) s[j][i][n][c] = exp2f(s[j][i][n][c] - mref[c >> 1]);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l[i][r] += lane_row_reduce<Sum>(s, i, r);
 #pragma unroll
         for (int n = 0; n < Dims::groups; ++n) {
           o[i][n][0] *= corr[0];
@@ -501,11 +529,13 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
           o[i][n][3] *= corr[1];
         }
       }
-      Ops::mma_times_rows(o, s, Vs, qp, dim_groups, lane);
+#pragma unroll
+      for (int j = 0; j < KT; ++j)
+        if (seen[j]) Ops::mma_times_rows(o, s[j], tiles.V(b * KT + j), qp, dim_groups, lane);
     }
-    if (nt <= last) commit_keys<Ops>(tiles, b ^ 1, next, p, in, kvh, nt * kKeys, Dk);
+    cp_async_wait_all();
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
-    kt = nt;
+    step = next;
   }
 
 #pragma unroll
@@ -529,21 +559,21 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks)
 //   P^T = 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - delta).
 // K and V fragments are read from shared memory per step (registers hold
 // the two 16 x Dk accumulators).
-template <int C>
-struct StagedQueries {
-  StagedRows<C> q, dout;
+// The softmax statistics of a step's queries (thread < 32: its query's),
+// loaded with the step's copies and stored beside its tiles after them.
+struct QueryStats {
   float lse2, delta;
 };
 
-// Step (h, q0): query tile [q0, q0 + 32) of head h (C = 0: copied into
-// Qs and dOs, [32][qp] each), its lse (base 2) and delta.
-template <class Ops, int C>
-__device__ __forceinline__ void stage_queries(StagedQueries<C>& s, typename Ops::Elem* Qs, typename Ops::Elem* dOs,
+// Step (h, q0): query tile [q0, q0 + 32) of head h into Qs and dOs
+// ([32][qp] each), its lse (base 2) and delta into s.
+template <class Ops>
+__device__ __forceinline__ void stage_queries(QueryStats& s, typename Ops::Elem* Qs, typename Ops::Elem* dOs,
                                               int qp, const TreeAttentionParams& p,
                                               const TcInputs<typename Ops::Src>& in, int h, int q0, int Dk) {
   const int D = p.head_dim;
-  stage_rows<Ops>(s.q, Qs, qp, in.q + h * D, in.ld, q0, p.T, D, Dk);
-  stage_rows<Ops>(s.dout, dOs, qp, in.dout + h * D, p.n_heads * D, q0, p.T, D, Dk);
+  stage_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, p.T, D, Dk);
+  stage_rows<Ops>(dOs, qp, in.dout + h * D, p.n_heads * D, q0, p.T, D, Dk);
   const bool inside = threadIdx.x < kQueries && q0 + int(threadIdx.x) < p.T;
   s.lse2 = inside ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
   s.delta = inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
@@ -558,7 +588,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   using Elem = typename Ops::Elem;
   using Dims = HeadDims<Ops, MaxD>;
   FORGE_SHARED_MEMORY(Elem, smem);
-  const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
+  const int D = p.head_dim, Dk = padded_dim<Ops>(D);
   const int qp = Dk + Ops::kPad;
   Elem* Ks = smem;                // [64][qp]
   Elem* Vs = Ks + kKeyTile * qp;  // [64][qp]
@@ -592,9 +622,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   const int i_end = min(n_steps, i + p.dkdv_split_steps);
   const auto head = [&](int s) { return kvh * group + s / tiles; };
   const auto first_query = [&](int s) { return k0 + s % tiles * kQueries; };
-  const auto commit = [&](int b, const StagedQueries<Dims::staged_chunks>& s, int sh, int sq0) {
-    commit_rows<Ops>(Qs(b), qp, s.q, in.q + sh * D, in.ld, sq0, p.T, D, Dk);
-    commit_rows<Ops>(dOs(b), qp, s.dout, in.dout + sh * D, HD, sq0, p.T, D, Dk);
+  const auto commit = [&](int b, const QueryStats& s) {  // after the step's copies
+    cp_async_wait_all();
     if (threadIdx.x < kQueries) {
       stats[2 * b * kQueries + threadIdx.x] = s.lse2;
       stats[(2 * b + 1) * kQueries + threadIdx.x] = s.delta;
@@ -603,9 +632,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   load_rows<Ops>(Ks, qp, in.k + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
   load_rows<Ops>(Vs, qp, in.v + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
   if (i < i_end) {
-    StagedQueries<Dims::staged_chunks> s;
+    QueryStats s;
     stage_queries<Ops>(s, Qs(0), dOs(0), qp, p, in, head(i), first_query(i), Dk);
-    commit(0, s, head(i), first_query(i));
+    commit(0, s);
   }
   __syncthreads();
 
@@ -615,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   for (int b = 0; i < i_end; b ^= 1, ++i) {
     const int q0 = first_query(i);
     const bool more = i + 1 < i_end;
-    StagedQueries<Dims::staged_chunks> next{};
+    QueryStats next{};
     if (more) stage_queries<Ops>(next, Qs(b ^ 1), dOs(b ^ 1), qp, p, in, head(i + 1), first_query(i + 1), Dk);
     const int nq = min(p.T, q0 + kQueries) - q0;
     // warp-uniform: a query of the tile sees this warp's keys
@@ -648,7 +677,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
       Ops::mma_times_rows(dv, s, dOs(b), qp, dim_groups, lane);
       Ops::mma_times_rows(dk, dp, Qs(b), qp, dim_groups, lane);
     }
-    if (more) commit(b ^ 1, next, head(i + 1), first_query(i + 1));
+    if (more) commit(b ^ 1, next);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
   int32_t* turn = p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y;
@@ -699,11 +728,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   int kt = seen_key_tile_from(p, 0, last, q0);
   load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kBlockRows, p.T, D, Dk);
   load_rows<Ops>(dOs, qp, in.dout + h * D, HD, q0, kBlockRows, p.T, D, Dk);
-  if (kt <= last) {
-    StagedKeys<Dims::staged_chunks> s;
-    stage_keys<Ops>(s, tiles, 0, p, in, kvh, kt * kKeys, Dk);
-    commit_keys<Ops>(tiles, 0, s, p, in, kvh, kt * kKeys, Dk);
-  }
+  if (kt <= last) stage_keys<Ops>(tiles, 0, p, in, kvh, kt * kKeys, Dk);
+  cp_async_wait_all();
   __syncthreads();
   WarpRows<Ops, Dims::steps, M> qf, of;
   qf.init(Qs + (w0 - q0) * qp, qp, steps, lane);
@@ -723,8 +749,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
 
   for (int b = 0; kt <= last; b ^= 1) {
     const int nt = seen_key_tile_from(p, kt + 1, last, q0);
-    StagedKeys<Dims::staged_chunks> next{};
-    if (nt <= last) stage_keys<Ops>(next, tiles, b ^ 1, p, in, kvh, nt * kKeys, Dk);
+    if (nt <= last) stage_keys<Ops>(tiles, b ^ 1, p, in, kvh, nt * kKeys, Dk);
     if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
       const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
       const int32_t* se = tiles.se(b);
@@ -754,7 +779,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
       }
       Ops::mma_times_rows(dq, dp, tiles.K(b), qp, dim_groups, lane);
     }
-    if (nt <= last) commit_keys<Ops>(tiles, b ^ 1, next, p, in, kvh, nt * kKeys, Dk);
+    cp_async_wait_all();
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
     kt = nt;
   }
@@ -776,9 +801,9 @@ void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, c
 
 // Dynamic shared memory of each kernel at head dim D.
 template <class Ops, int MaxD>
-size_t fwd_shared_bytes(int D) {
-  return tile_bytes<Ops>(HeadDims<Ops, MaxD>::fwd_rows + 4 * kKeys, padded_dim<Ops>(D) + Ops::kPad) +
-         2 * kKeys * sizeof(int32_t);
+size_t fwd_shared_bytes(int D, int KT) {
+  return tile_bytes<Ops>(HeadDims<Ops, MaxD>::fwd_rows + 4 * KT * kKeys, padded_dim<Ops>(D) + Ops::kPad) +
+         2 * KT * kKeys * sizeof(int32_t);
 }
 template <class Ops>
 size_t dkdv_shared_bytes(int D) {
@@ -790,11 +815,36 @@ size_t dq_shared_bytes(int D) {
          2 * kKeys * sizeof(int32_t);
 }
 
+template <class Ops, int MaxD, int KT>
+void launch_fwd_steps(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
+  constexpr int rows = HeadDims<Ops, MaxD>::fwd_rows;
+  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD, KT>, dim3((p.T + rows - 1) / rows, p.n_heads),
+                     fwd_shared_bytes<Ops, MaxD>(p.head_dim, KT), stream, p, in);
+}
 template <class Ops, int MaxD>
 void launch_fwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
-  constexpr int rows = HeadDims<Ops, MaxD>::fwd_rows;
-  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD>, dim3((p.T + rows - 1) / rows, p.n_heads),
-                     fwd_shared_bytes<Ops, MaxD>(p.head_dim), stream, p, in);
+  if constexpr (HeadDims<Ops, MaxD>::fwd_key_tiles == 2)
+    if (p.fwd_key_tiles != 1) return launch_fwd_steps<Ops, MaxD, 2>(p, in, stream);
+  launch_fwd_steps<Ops, MaxD, 1>(p, in, stream);
+}
+
+// Blocks on the SM take this much shared memory each besides their own
+// (sm_80 and later).
+constexpr size_t kSharedReservedPerBlock = 1024;
+
+template <class Ops, int MaxD>
+int fwd_key_tiles(int D, size_t shared_per_sm, int asked) {
+  using Dims = HeadDims<Ops, MaxD>;
+  if (Dims::fwd_key_tiles == 1 || asked == 1) return 1;
+  if (asked == 2) return 2;
+  const size_t block = fwd_shared_bytes<Ops, MaxD>(D, 2) + kSharedReservedPerBlock;
+  return block * Dims::fwd_blocks(2) <= shared_per_sm ? 2 : 1;
+}
+template <class Ops>
+int fwd_key_tiles_for(int D, size_t shared_per_sm, int asked) {
+  if (D <= 32) return fwd_key_tiles<Ops, 32>(D, shared_per_sm, asked);
+  if (D <= 64) return fwd_key_tiles<Ops, 64>(D, shared_per_sm, asked);
+  return fwd_key_tiles<Ops, kMaxHeadDim>(D, shared_per_sm, asked);
 }
 
 template <class Ops, int MaxD>
@@ -847,9 +897,16 @@ size_t tree_attention_dkdv_turns(int T, int n_kv_heads) {
   return size_t((T + kKeyTile - 1) / kKeyTile) * n_kv_heads;
 }
 
+int tree_attention_fwd_key_tiles(int D, bool bf16, size_t shared_per_sm, int asked) {
+  FORGE_CHECK(asked >= 0 && asked <= 2, "tree attention: key tiles a forward step must be 1 or 2");
+  return bf16 ? fwd_key_tiles_for<Bf16Operands>(D, shared_per_sm, asked)
+              : fwd_key_tiles_for<Tf32x3Operands>(D, shared_per_sm, asked);
+}
+
 size_t tree_attention_3xtf32_shared_bytes(int D) {
   using Ops = Tf32x3Operands;
-  const size_t fwd = D <= 64 ? fwd_shared_bytes<Ops, 64>(D) : fwd_shared_bytes<Ops, kMaxHeadDim>(D);
+  const size_t fwd = D <= 64 ? fwd_shared_bytes<Ops, 64>(D, HeadDims<Ops, 64>::fwd_key_tiles)
+                             : fwd_shared_bytes<Ops, kMaxHeadDim>(D, HeadDims<Ops, kMaxHeadDim>::fwd_key_tiles);
   const size_t dq = D <= 64 ? dq_shared_bytes<Ops, 64>(D) : dq_shared_bytes<Ops, kMaxHeadDim>(D);
   return std::max({fwd, dkdv_shared_bytes<Ops>(D), dq});
 }
