@@ -8,9 +8,10 @@
 // (run.precision = bf16), conversion of the inputs to bf16 included. FP32
 // attention: the backend's default (3xTF32 on tensor cores, or what
 // FORGE_CUDA_FP32_ATTENTION says) and, on a third backend, the exact SIMT
-// kernels ("exact" rows). "1 key tile a step" rows: the tensor-core forward
-// with FORGE_CUDA_ATTENTION_KEY_TILES=1 (the default takes two where the
-// head-dim class has them; the JSON gives the time ratio on the causal mask).
+// kernels ("exact" rows). "1 tile a step" rows: the tensor-core kernels
+// with FORGE_CUDA_ATTENTION_STEP_TILES=1 (the default takes two 32-row tiles
+// a step in the forward and in dK/dV where the head-dim class has them); the
+// JSON gives the time ratios [forward, backward] on the causal mask.
 // Train step: the reference model on agent-like samples (shared prompt, turns),
 // tree-merged versus linear, tokens/s and the speedup.
 // Attention (H heads, Hkv kv heads, head dim D, T = --tokens) on a causal
@@ -98,15 +99,15 @@ int main(int argc, char** argv) {
   if (fp32_attention) setenv("FORGE_CUDA_FP32_ATTENTION", fp32_attention, 1);
   else unsetenv("FORGE_CUDA_FP32_ATTENTION");
   Backend& Bx = *gpu_exact;  // exact FP32 attention, B's buffers
-  // The tensor-core attention forward in steps of one 32-key tile (the
-  // default is two where the head-dim class has them): the A/B of the
-  // forward's step, in the same run
-  const char* key_tiles = std::getenv("FORGE_CUDA_ATTENTION_KEY_TILES");
-  const std::string keep_key_tiles = key_tiles ? key_tiles : "";
-  setenv("FORGE_CUDA_ATTENTION_KEY_TILES", "1", 1);
+  // The tensor-core attention in steps of one 32-row tile (the default is
+  // two where the head-dim class has them): the A/B of the forward's and
+  // dK/dV's step, in the same run
+  const char* step_tiles = std::getenv("FORGE_CUDA_ATTENTION_STEP_TILES");
+  const std::string keep_step_tiles = step_tiles ? step_tiles : "";
+  setenv("FORGE_CUDA_ATTENTION_STEP_TILES", "1", 1);
   const std::unique_ptr<Backend> gpu_one = make_backend("cuda"), gpu16_one = make_backend("cuda", Precision::kBf16);
-  if (key_tiles) setenv("FORGE_CUDA_ATTENTION_KEY_TILES", keep_key_tiles.c_str(), 1);
-  else unsetenv("FORGE_CUDA_ATTENTION_KEY_TILES");
+  if (step_tiles) setenv("FORGE_CUDA_ATTENTION_STEP_TILES", keep_step_tiles.c_str(), 1);
+  else unsetenv("FORGE_CUDA_ATTENTION_STEP_TILES");
   DeviceArray<float> one(B, 1), one16(B16, 1), one_exact(Bx, 1), one_1(*gpu_one, 1), one16_1(*gpu16_one, 1);
   // A copy to the host drains the backend's stream.
   auto sync = [&](Backend& be, DeviceArray<float>& x) { float h; be.to_host(&h, x.data(), sizeof h); };
@@ -190,7 +191,8 @@ int main(int argc, char** argv) {
   const int ld = (H + 2 * Hkv) * D;
   double flash_fraction[2] = {-1, -1};  // forge bf16 / torch bf16 flash throughput, causal (fwd, bwd)
   double fp32_fraction[2] = {-1, -1};   // forge FP32 (default) / torch FP32 memory-efficient, causal
-  double one_tile_ratio[2] = {-1, -1};  // forward in one-tile steps / the default's time, causal (FP32, bf16)
+  // one-tile steps' time / the default's, causal: FP32 fwd, bwd, bf16 fwd, bwd
+  double one_tile_ratio[4] = {-1, -1, -1, -1};
   const PackedBin bin = bench::agent_tree_bin(rng, T, "--tokens");
   for (int kind = 0; kind < 2; ++kind) {
     std::vector<int32_t> se(kind ? bin.subtree_end : std::vector<int32_t>(T, T));
@@ -216,11 +218,17 @@ int main(int argc, char** argv) {
     const double bwd16 = time16([&] { B16.tree_attention_bwd(a, ag); });
     row(("attn fwd bf16 " + what).c_str(), fwd16, 4.0 * D * H * pairs, 0);
     row(("attn bwd bf16 " + what).c_str(), bwd16, 10.0 * D * H * pairs, 0);
-    const double fwd32_one = time_on(*gpu_one, one_1, [&] { gpu_one->tree_attention_fwd(a); });
-    const double fwd16_one = time_on(*gpu16_one, one16_1, [&] { gpu16_one->tree_attention_fwd(a); });
-    row(("attn fwd " + fp32_mode + " 1 key tile a step " + what).c_str(), fwd32_one, 4.0 * D * H * pairs, 0);
-    row(("attn fwd bf16 1 key tile a step " + what).c_str(), fwd16_one, 4.0 * D * H * pairs, 0);
-    if (!kind) one_tile_ratio[0] = fwd32_one / fwd32, one_tile_ratio[1] = fwd16_one / fwd16;
+    const double one[4] = {time_on(*gpu_one, one_1, [&] { gpu_one->tree_attention_fwd(a); }),
+                           time_on(*gpu_one, one_1, [&] { gpu_one->tree_attention_bwd(a, ag); }),
+                           time_on(*gpu16_one, one16_1, [&] { gpu16_one->tree_attention_fwd(a); }),
+                           time_on(*gpu16_one, one16_1, [&] { gpu16_one->tree_attention_bwd(a, ag); })};
+    const double dflt[4] = {fwd32, bwd32, fwd16, bwd16};
+    for (int m = 0; m < 4; ++m) {
+      const std::string mode = (m < 2 ? fp32_mode : std::string("bf16")) + " 1 tile a step";
+      row(((m % 2 ? "attn bwd " : "attn fwd ") + mode + " " + what).c_str(), one[m],
+          (m % 2 ? 10.0 : 4.0) * D * H * pairs, 0);
+      if (!kind) one_tile_ratio[m] = one[m] / dflt[m];
+    }
     if (!with_torch) continue;
     std::string cmd = bench::python() + " " + bench::script("torch_sdpa.py") + " --T " + std::to_string(n_tok) +
                       " --heads " + std::to_string(H) + " --kv-heads " + std::to_string(Hkv) + " --dim " +
@@ -321,7 +329,9 @@ int main(int argc, char** argv) {
                      {"fp32_attention", "\"" + fp32_mode + "\""},
                      {"attn_fwd_fp32_of_torch_fp32", bench::num(fp32_fraction[0])},
                      {"attn_bwd_fp32_of_torch_fp32", bench::num(fp32_fraction[1])},
-                     {"attn_fwd_fp32_one_key_tile_over_default", bench::num(one_tile_ratio[0])},
-                     {"attn_fwd_bf16_one_key_tile_over_default", bench::num(one_tile_ratio[1])}});
+                     {"attn_fp32_one_tile_steps_over_default",
+                      "[" + bench::num(one_tile_ratio[0]) + ", " + bench::num(one_tile_ratio[1]) + "]"},
+                     {"attn_bf16_one_tile_steps_over_default",
+                      "[" + bench::num(one_tile_ratio[2]) + ", " + bench::num(one_tile_ratio[3]) + "]"}});
   return 0;
 }

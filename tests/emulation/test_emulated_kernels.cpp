@@ -35,15 +35,15 @@ Backend* emulated_bf16_backend(std::string*) {
   return backend.get();
 }
 
-// The tensor-core forward in steps of one key tile (the default is two
-// where the head-dim class has them): FP32 (3xTF32) and bf16.
-Backend* emulated_one_key_tile_backend(std::string*) {
+// The tensor-core kernels in steps of one tile (the default is two where
+// the head-dim class has them): FP32 (3xTF32) and bf16.
+Backend* emulated_one_tile_backend(std::string*) {
   static const std::unique_ptr<Backend> backend =
       cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::k3xTf32, 1);
   return backend.get();
 }
 
-Backend* emulated_bf16_one_key_tile_backend(std::string*) {
+Backend* emulated_bf16_one_tile_backend(std::string*) {
   static const std::unique_ptr<Backend> backend =
       cuda::make_cuda_backend(Precision::kBf16, cuda::Fp32Attention::k3xTf32, 1);
   return backend.get();
@@ -71,35 +71,36 @@ TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
   else unsetenv("FORGE_CUDA_FP32_ATTENTION");
 }
 
-// FORGE_CUDA_ATTENTION_KEY_TILES: 1 or 2, unset 0 (the default); another
-// value is an InputError that names the variable. What runs: two where the
-// class has them and the SM's shared memory holds its blocks, else one.
-TEST(EmulatedCuda, AttentionKeyTilesFromTheEnvironment) {
-  const char* saved = std::getenv("FORGE_CUDA_ATTENTION_KEY_TILES");
+// FORGE_CUDA_ATTENTION_STEP_TILES: 1 or 2, unset 0 (the default); another
+// value is an InputError that names the variable. What runs by default:
+// two where the SM's shared memory holds the two-tile kernels' blocks.
+TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
+  const char* saved = std::getenv("FORGE_CUDA_ATTENTION_STEP_TILES");
   const std::string keep = saved ? saved : "";
-  unsetenv("FORGE_CUDA_ATTENTION_KEY_TILES");
-  EXPECT_EQ(cuda::attention_key_tiles_from_env(), 0);
-  setenv("FORGE_CUDA_ATTENTION_KEY_TILES", "1", 1);
-  EXPECT_EQ(cuda::attention_key_tiles_from_env(), 1);
-  setenv("FORGE_CUDA_ATTENTION_KEY_TILES", "2", 1);
-  EXPECT_EQ(cuda::attention_key_tiles_from_env(), 2);
-  setenv("FORGE_CUDA_ATTENTION_KEY_TILES", "4", 1);
+  unsetenv("FORGE_CUDA_ATTENTION_STEP_TILES");
+  EXPECT_EQ(cuda::attention_step_tiles_from_env(), 0);
+  setenv("FORGE_CUDA_ATTENTION_STEP_TILES", "1", 1);
+  EXPECT_EQ(cuda::attention_step_tiles_from_env(), 1);
+  setenv("FORGE_CUDA_ATTENTION_STEP_TILES", "2", 1);
+  EXPECT_EQ(cuda::attention_step_tiles_from_env(), 2);
+  setenv("FORGE_CUDA_ATTENTION_STEP_TILES", "4", 1);
   try {
     cuda::make_cuda_backend();
-    ADD_FAILURE() << "FORGE_CUDA_ATTENTION_KEY_TILES=4 was accepted";
+    ADD_FAILURE() << "FORGE_CUDA_ATTENTION_STEP_TILES=4 was accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("FORGE_CUDA_ATTENTION_KEY_TILES"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("FORGE_CUDA_ATTENTION_STEP_TILES"), std::string::npos) << e.what();
   }
-  if (saved) setenv("FORGE_CUDA_ATTENTION_KEY_TILES", keep.c_str(), 1);
-  else unsetenv("FORGE_CUDA_ATTENTION_KEY_TILES");
+  if (saved) setenv("FORGE_CUDA_ATTENTION_STEP_TILES", keep.c_str(), 1);
+  else unsetenv("FORGE_CUDA_ATTENTION_STEP_TILES");
   const size_t h100 = 228 * 1024, a100 = 164 * 1024;
-  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(128, true, h100, 0), 2);
-  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(128, true, a100, 0), 1);  // 2 x 105 KiB
-  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(128, true, a100, 2), 2);  // asked
-  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(64, true, h100, 1), 1);
-  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(64, false, h100, 0), 2);
-  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(128, false, h100, 2), 1);  // 3xTF32 D 128: one only
-  EXPECT_EQ(cuda::tree_attention_fwd_key_tiles(32, false, h100, 0), 1);
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, h100, 0), 2);
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, a100, 0), 1);  // 2 x 105 KiB a SM
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, a100, 2), 2);  // asked
+  EXPECT_EQ(cuda::tree_attention_step_tiles(64, true, h100, 1), 1);
+  EXPECT_EQ(cuda::tree_attention_step_tiles(64, true, a100, 0), 2);
+  EXPECT_EQ(cuda::tree_attention_step_tiles(64, false, h100, 0), 2);
+  EXPECT_EQ(cuda::tree_attention_step_tiles(64, false, a100, 0), 1);  // 3xTF32: 2 x 105 KiB
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, false, a100, 0), 2);  // one tile a step in both
 }
 
 // peak_device_bytes: the most the backend held at once, buffers and scratch.
@@ -128,8 +129,8 @@ TEST(EmulatedCuda, PeakDeviceBytesCountsBuffersAndScratch) {
 FORGE_BACKEND_CASES(EmulatedCuda, emulated_backend)
 FORGE_TREE_ATTENTION_CASES(EmulatedCudaExactAttention, emulated_exact_attention_backend)
 FORGE_BF16_BACKEND_CASES(EmulatedCuda, emulated_bf16_backend)
-FORGE_TREE_ATTENTION_CASES(EmulatedCudaOneKeyTile, emulated_one_key_tile_backend)
-FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaOneKeyTile, emulated_bf16_one_key_tile_backend)
+FORGE_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_one_tile_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_bf16_one_tile_backend)
 
 }  // namespace
 }  // namespace forge

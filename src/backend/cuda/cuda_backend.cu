@@ -77,10 +77,10 @@ class Scratch {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(Precision precision, Fp32Attention attention, int attention_key_tiles)
+  CudaBackend(Precision precision, Fp32Attention attention, int attention_step_tiles)
       : bf16_(precision == Precision::kBf16),
         tf32x3_attention_(precision != Precision::kBf16 && attention == Fp32Attention::k3xTf32),
-        key_tiles_asked_(attention_key_tiles) {
+        step_tiles_asked_(attention_step_tiles) {
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -292,7 +292,7 @@ class CudaBackend final : public Backend {
     p.lse = a.lse;
     p.tf32x3 = tf32x3_attention_ && fits_3xtf32_attention(a.head_dim);
     if (bf16_ || p.tf32x3)
-      p.fwd_key_tiles = tree_attention_fwd_key_tiles(a.head_dim, bf16_, shared_per_sm_, key_tiles_asked_);
+      p.step_tiles = tree_attention_step_tiles(a.head_dim, bf16_, shared_per_sm_, step_tiles_asked_);
     const int tiles = attention_tiles(a.T);
     p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
     p.tile_min_end = p.tile_max_end + tiles;
@@ -331,7 +331,7 @@ class CudaBackend final : public Backend {
 
   const bool bf16_;
   const bool tf32x3_attention_;  // FP32 precision with the 3xTF32 attention
-  const int key_tiles_asked_;     // the tensor-core forward's key tiles a step (0: the default)
+  const int step_tiles_asked_;    // the tensor-core attention's tiles a step (0: the default)
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
   size_t shared_per_sm_ = 0;      // and a SM
   bool said_exact_fallback_ = false;
@@ -369,22 +369,22 @@ Fp32Attention fp32_attention_from_env() {
   throw InputError(std::string("FORGE_CUDA_FP32_ATTENTION must be 3xtf32 or exact, got '") + v + "'");
 }
 
-int attention_key_tiles_from_env() {
-  const char* v = std::getenv("FORGE_CUDA_ATTENTION_KEY_TILES");
+int attention_step_tiles_from_env() {
+  const char* v = std::getenv("FORGE_CUDA_ATTENTION_STEP_TILES");
   if (!v) return 0;
   if (std::string(v) == "1") return 1;
   if (std::string(v) == "2") return 2;
-  throw InputError(std::string("FORGE_CUDA_ATTENTION_KEY_TILES must be 1 or 2, got '") + v + "'");
+  throw InputError(std::string("FORGE_CUDA_ATTENTION_STEP_TILES must be 1 or 2, got '") + v + "'");
 }
 
 std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
-  return make_cuda_backend(precision, fp32_attention_from_env(), attention_key_tiles_from_env());
+  return make_cuda_backend(precision, fp32_attention_from_env(), attention_step_tiles_from_env());
 }
 
-std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention attention, int attention_key_tiles) {
-  if (attention_key_tiles < 0 || attention_key_tiles > 2)
-    throw InputError("backend 'cuda': key tiles a forward step must be 1 or 2 (0: the default), got " +
-                     std::to_string(attention_key_tiles));
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention attention, int attention_step_tiles) {
+  if (attention_step_tiles < 0 || attention_step_tiles > 2)
+    throw InputError("backend 'cuda': attention tiles a step must be 1 or 2 (0: the default), got " +
+                     std::to_string(attention_step_tiles));
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess || n == 0)
@@ -410,12 +410,12 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention at
              (precision == Precision::kBf16                ? ""
               : attention == Fp32Attention::k3xTf32 ? ", FP32 attention 3xTF32 on tensor cores"
                                                      : ", FP32 attention exact (SIMT)") +
-             (attention_key_tiles ? ", attention forward in steps of " + std::to_string(32 * attention_key_tiles) +
-                                        " keys (FORGE_CUDA_ATTENTION_KEY_TILES)"
-                                  : ""));
+             (attention_step_tiles ? ", attention in steps of " + std::to_string(attention_step_tiles) +
+                                         " tiles (FORGE_CUDA_ATTENTION_STEP_TILES)"
+                                   : ""));
   }
 #endif
-  return std::make_unique<CudaBackend>(precision, attention, attention_key_tiles);
+  return std::make_unique<CudaBackend>(precision, attention, attention_step_tiles);
 }
 
 namespace {

@@ -22,17 +22,18 @@ enum class Fp32Attention { k3xTf32, kExact };
 // naming the variable otherwise.
 Fp32Attention fp32_attention_from_env();
 
-// FORGE_CUDA_ATTENTION_KEY_TILES: the tensor-core attention forward's 32-key
-// tiles a step, "1" or "2" (0 when unset: the head-dim class's default,
-// docs/cuda.md); InputError naming the variable otherwise. For A/B timing.
-int attention_key_tiles_from_env();
+// FORGE_CUDA_ATTENTION_STEP_TILES: the tensor-core attention's 32-row tiles
+// a step (the forward's key tiles, dK/dV's query tiles), "1" or "2" (0 when
+// unset: the default, docs/cuda.md); InputError naming the variable
+// otherwise. For A/B timing.
+int attention_step_tiles_from_env();
 
 // On the current device (cudaGetDevice). InputError when no device is
-// present. The first form takes the FP32 attention and the key tiles a
-// forward step from the environment.
+// present. The first form takes the FP32 attention and the attention's
+// tiles a step from the environment.
 std::unique_ptr<Backend> make_cuda_backend(Precision precision = Precision::kFp32);
 std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention attention,
-                                           int attention_key_tiles = 0);
+                                           int attention_step_tiles = 0);
 
 // CUDA devices visible to this process (0 when none, or on error).
 int visible_cuda_devices();

@@ -87,9 +87,10 @@ struct TreeAttentionParams {
   // the launcher, ordering the splits of a block's dK/dV (tree_attention_tc.cu)
   int32_t* dkdv_turn = nullptr;
   int dkdv_split_steps = 0;  // set by the launcher: dK/dV steps per split
-  // Tensor-core forward: 32-key tiles a step, 1 or 2 (0: the head-dim
-  // class's default); tree_attention_fwd_key_tiles says what runs
-  int fwd_key_tiles = 0;
+  // Tensor-core kernels: 32-row tiles a step of the forward (key tiles)
+  // and of dK/dV (query tiles), 1 or 2 (0: 2); a head-dim class compiled
+  // for one only runs one (tree_attention_step_tiles)
+  int step_tiles = 0;
 };
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }
@@ -131,18 +132,20 @@ void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
 // FP32 Q, K, V and dO on tensor cores in 3xTF32 (p.q, p.k, p.v, p.dout);
 // called by the launchers when p.tf32x3 is set. Their largest dynamic shared
-// memory a block at this head dim (132.5 KiB at D 128, dQ's 102 KiB at
-// D 64), which the device must offer (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+// memory a block at this head dim in one-tile steps (132.5 KiB at D 128,
+// dQ's 102 KiB at D 64), which the device must offer
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 size_t tree_attention_3xtf32_shared_bytes(int head_dim);
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
 void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
-// The key tiles a step the tensor-core forward runs at this head dim (bf16
-// or 3xTF32 operands): `asked` (1 or 2; 0: the default), never 2 where the
-// head-dim class has only 1 (3xTF32 at D <= 32 and D > 64), and by default
-// 1 where the device's shared memory a SM (shared_per_sm bytes) would not
-// hold the resident blocks the class's registers allow with 2 (an A100's
-// 164 KiB at D 128). The value for TreeAttentionParams::fwd_key_tiles.
-int tree_attention_fwd_key_tiles(int head_dim, bool bf16, size_t shared_per_sm, int asked);
+// TreeAttentionParams::step_tiles at this head dim (bf16 or 3xTF32
+// operands): `asked` (1 or 2), or by default 2 where the device's shared
+// memory a SM (shared_per_sm bytes) holds the resident blocks the
+// registers allow with two-tile steps, in the forward and in dK/dV, else 1
+// (an A100's 164 KiB at D 128). Two: the forward in steps of 64 keys
+// (bf16; 3xTF32 at 32 < D <= 64) and dK/dV in steps of 64 queries (bf16;
+// 3xTF32 at D <= 64).
+int tree_attention_step_tiles(int head_dim, bool bf16, size_t shared_per_sm, int asked);
 // The tensor-core backward's p.dkdv_turn: this many int32 counters (one a
 // 64-key block and kv head).
 size_t tree_attention_dkdv_turns(int T, int n_kv_heads);

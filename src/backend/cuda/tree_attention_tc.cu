@@ -34,7 +34,7 @@
 //
 // Forward, block = (128 queries, head; 64 for TF32 at D 128), in steps of
 // two key tiles (HeadDims::fwd_key_tiles, or one: TreeAttentionParams::
-// fwd_key_tiles; one for TF32 at D <= 32 and D 128), per row tile:
+// step_tiles; one for TF32 at D <= 32 and D 128), per row tile:
 //   S (16 x 64) = Q_w K^T, each K fragment used for the warp's row tiles,
 //   each Q_w fragment for the step's tiles, read from shared memory (in
 //   registers with one bf16 row tile);
@@ -45,8 +45,9 @@
 //   (attention_operands.cuh).
 //   out = O / l; lse = m ln 2 + ln l.
 // Backward, no atomics (deterministic), delta_i = dO_i . O_i from a pre-pass:
-//   dK/dV, block = (split, 64 keys, kv head), warp = 16 keys; steps: every
-//     head of the group and every 32-query tile in [k0, tile_max_end):
+//   dK/dV, block = (split, 64 keys, kv head), warp = 16 keys; items: every
+//     head of the group and every 32-query tile in [k0, tile_max_end), two
+//     a step (HeadDims::dkdv_query_tiles, or one: step_tiles), per item:
 //     S^T = K_w Q^T, dP^T = V_w dO^T (K_w, V_w fragments read per step),
 //     P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - delta),
 //     dV += P^T dO, dK += scale dS^T Q.
@@ -101,6 +102,10 @@ struct HeadDims {
   // FP32 key tiles would leave one block per SM) and at D <= 32 (it would
   // spill at 3 blocks)
   static constexpr int fwd_key_tiles = bf16 || (MaxD > 32 && MaxD <= 64) ? 2 : 1;
+  // 32-query tiles a dK/dV step: each K_w and V_w fragment read once for
+  // them, 2 QT independent MMA chains a warp in S^T and in dP^T
+  // (1 for TF32 at D 128: its FP32 tiles leave one block per SM either way)
+  static constexpr int dkdv_query_tiles = bf16 || MaxD <= 64 ? 2 : 1;
   // the dQ kernel's the same way where its accumulators allow (D <= 64)
   static constexpr int dq_m = MaxD <= 64 ? 2 : 1;
   static constexpr int dq_rows = kWarpRows * dq_m * kAttnWarps;
@@ -110,7 +115,11 @@ struct HeadDims {
     if (KT == 2) return MaxD <= 32 ? 3 : 2;
     return MaxD <= 32 ? (bf16 ? 4 : 3) : bf16 ? (MaxD <= 64 ? 3 : 2) : (MaxD <= 64 ? 2 : 1);
   }
-  static constexpr int bwd_blocks = MaxD <= 64 ? (bf16 || MaxD <= 32 ? 3 : 2) : 1;  // dK/dV
+  // dK/dV's at QT query tiles a step
+  static constexpr int bwd_blocks(int QT) {
+    if (QT == 2) return MaxD <= 32 ? 3 : 2;
+    return MaxD <= 64 ? (bf16 || MaxD <= 32 ? 3 : 2) : 1;
+  }
   static constexpr int dq_blocks = MaxD <= 32 && bf16 ? 3 : MaxD <= 64 ? 2 : 1;
 };
 constexpr float kLog2e = 1.4426950408889634f;
@@ -579,8 +588,8 @@ __device__ __forceinline__ void stage_queries(QueryStats& s, typename Ops::Elem*
   s.delta = inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
 }
 
-template <class Ops, int MaxD>
-__global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
+template <class Ops, int MaxD, int QT>
+__global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
     tree_attention_dkdv_tc_kernel(const TreeAttentionParams p, const typename Ops::Src* __restrict__ q,
         const typename Ops::Src* __restrict__ k, const typename Ops::Src* __restrict__ v, int ld,
         const typename Ops::Src* __restrict__ dout) {
@@ -592,10 +601,11 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   const int qp = Dk + Ops::kPad;
   Elem* Ks = smem;                // [64][qp]
   Elem* Vs = Ks + kKeyTile * qp;  // [64][qp]
-  Elem* QO = Vs + kKeyTile * qp;  // buffer b: Q at QO + 2 b [32][qp], dO after it
-  float* stats = reinterpret_cast<float*>(QO + 4 * kQueries * qp);  // buffer b: lse2 [32], delta [32]
-  const auto Qs = [&](int b) { return QO + 2 * b * kQueries * qp; };
-  const auto dOs = [&](int b) { return Qs(b) + kQueries * qp; };
+  // slot u (buffer b: slots b QT .. b QT + QT - 1): Q [32][qp], dO after it
+  Elem* QO = Vs + kKeyTile * qp;
+  float* stats = reinterpret_cast<float*>(QO + 4 * QT * kQueries * qp);  // slot u: lse2 [32], delta [32]
+  const auto Qs = [&](int u) { return QO + 2 * u * kQueries * qp; };
+  const auto dOs = [&](int u) { return Qs(u) + kQueries * qp; };
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, kvh = blockIdx.z, group = p.n_heads / p.n_kv_heads;
   const int k0 = blockIdx.y * kKeyTile;
@@ -612,8 +622,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
     q_end = max(q_end, p.tile_max_end[kt]);
   const int w_end = w0 < w1 ? p.tile_max_end[kt_w] : 0;
 
-  // Steps i = (h - kvh group) tiles + (q0 - k0) / 32 over the heads h of the
-  // group and the query tiles q0 in [k0, q_end); this split's: [i, i_end).
+  // Items i = (h - kvh group) tiles + (q0 - k0) / 32 over the heads h of the
+  // group and the query tiles q0 in [k0, q_end); this split's: [i, i_end),
+  // QT a step.
   const int tiles = k0 < q_end ? (q_end - k0 + kQueries - 1) / kQueries : 0;
   const int n_steps = group * tiles;
   int i = split * p.dkdv_split_steps;
@@ -622,62 +633,89 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks)
   const int i_end = min(n_steps, i + p.dkdv_split_steps);
   const auto head = [&](int s) { return kvh * group + s / tiles; };
   const auto first_query = [&](int s) { return k0 + s % tiles * kQueries; };
-  const auto commit = [&](int b, const QueryStats& s) {  // after the step's copies
+  // Items [s, s + QT) (those below i_end) into buffer b's slots.
+  const auto stage = [&](QueryStats (&st)[QT], int b, int s) {
+#pragma unroll
+    for (int u = 0; u < QT; ++u)
+      if (s + u < i_end) stage_queries<Ops>(st[u], Qs(b * QT + u), dOs(b * QT + u), qp, p, in, head(s + u),
+                                            first_query(s + u), Dk);
+  };
+  const auto commit = [&](const QueryStats (&st)[QT], int b) {  // after the step's copies
     cp_async_wait_all();
-    if (threadIdx.x < kQueries) {
-      stats[2 * b * kQueries + threadIdx.x] = s.lse2;
-      stats[(2 * b + 1) * kQueries + threadIdx.x] = s.delta;
-    }
+    if (threadIdx.x < kQueries)
+#pragma unroll
+      for (int u = 0; u < QT; ++u) {
+        stats[2 * (b * QT + u) * kQueries + threadIdx.x] = st[u].lse2;
+        stats[(2 * (b * QT + u) + 1) * kQueries + threadIdx.x] = st[u].delta;
+      }
   };
   load_rows<Ops>(Ks, qp, in.k + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
   load_rows<Ops>(Vs, qp, in.v + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
-  if (i < i_end) {
-    QueryStats s;
-    stage_queries<Ops>(s, Qs(0), dOs(0), qp, p, in, head(i), first_query(i), Dk);
-    commit(0, s);
+  {
+    QueryStats first[QT]{};
+    stage(first, 0, i);
+    commit(first, 0);
   }
   __syncthreads();
 
   float dk[1][Dims::groups][4], dv[1][Dims::groups][4];  // one row tile of 16 keys
   zero(dk[0]);
   zero(dv[0]);
-  for (int b = 0; i < i_end; b ^= 1, ++i) {
-    const int q0 = first_query(i);
-    const bool more = i + 1 < i_end;
-    QueryStats next{};
-    if (more) stage_queries<Ops>(next, Qs(b ^ 1), dOs(b ^ 1), qp, p, in, head(i + 1), first_query(i + 1), Dk);
-    const int nq = min(p.T, q0 + kQueries) - q0;
-    // warp-uniform: a query of the tile sees this warp's keys
-    if (w0 < w1 && q0 < w_end && q0 + nq - 1 >= w0) {
-      const bool full = tile_all_visible(p, kt_w, q0, q0 + nq);
-      const float* lse2 = stats + 2 * b * kQueries;
-      const float* delta = lse2 + kQueries;
-      float s[1][4][4], dp[1][4][4];  // S^T and dP^T: 16 keys x 32 queries
-      zero(s[0]);
-      zero(dp[0]);
+  for (int b = 0; i < i_end; b ^= 1, i += QT) {
+    QueryStats next[QT]{};
+    stage(next, b ^ 1, i + QT);
+    // warp-uniform: a query of item i + u's tile sees this warp's keys
+    bool seen[QT], any = false;
+#pragma unroll
+    for (int u = 0; u < QT; ++u) {
+      const int q0 = first_query(i + u), nq = min(p.T, q0 + kQueries) - q0;
+      seen[u] = i + u < i_end && w0 < w1 && q0 < w_end && q0 + nq - 1 >= w0;
+      any = any || seen[u];
+    }
+    if (any) {
+      // S^T and dP^T: 16 keys x 32 queries an item, each K_w and V_w
+      // fragment read once for the step's items
+      float s[QT][1][4][4], dp[QT][1][4][4];
+#pragma unroll
+      for (int u = 0; u < QT; ++u) {
+        zero(s[u][0]);
+        zero(dp[u][0]);
+      }
 #pragma unroll
       for (int st = 0; st < Dims::steps; ++st)
         if (st < steps) {
           typename Ops::AFrag a[1];
           Ops::load_a(a[0], Ks + warp * kWarpRows * qp, qp, st, lane);
-          Ops::mma_rows32(s, a, Qs(b), qp, st, lane);
+#pragma unroll
+          for (int u = 0; u < QT; ++u)
+            if (seen[u]) Ops::mma_rows32(s[u], a, Qs(b * QT + u), qp, st, lane);
           Ops::load_a(a[0], Vs + warp * kWarpRows * qp, qp, st, lane);
-          Ops::mma_rows32(dp, a, dOs(b), qp, st, lane);
+#pragma unroll
+          for (int u = 0; u < QT; ++u)
+            if (seen[u]) Ops::mma_rows32(dp[u], a, dOs(b * QT + u), qp, st, lane);
         }
 #pragma unroll
-      for (int n = 0; n < 4; ++n)
+      for (int u = 0; u < QT; ++u) {
+        if (!seen[u]) continue;
+        const int q0 = first_query(i + u), nq = min(p.T, q0 + kQueries) - q0;
+        const bool full = tile_all_visible(p, kt_w, q0, q0 + nq);
+        const float* lse2 = stats + 2 * (b * QT + u) * kQueries;
+        const float* delta = lse2 + kQueries;
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), i = q0 + ii;
-          const bool vis = j < w1 && ii < nq && (full || (j <= i && i < se[c >> 1]));
-          const float pv = vis ? exp2f(s[0][n][c] * scale2 - lse2[ii]) : 0.0f;
-          s[0][n][c] = pv;
-          dp[0][n][c] = pv * (dp[0][n][c] - delta[ii]);
-        }
-      Ops::mma_times_rows(dv, s, dOs(b), qp, dim_groups, lane);
-      Ops::mma_times_rows(dk, dp, Qs(b), qp, dim_groups, lane);
+        for (int n = 0; n < 4; ++n)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), qi = q0 + ii;
+            const bool vis = j < w1 && ii < nq && (full || (j <= qi && qi < se[c >> 1]));
+            const float pv = vis ? exp2f(s[u][0][n][c] * scale2 - lse2[ii]) : 0.0f;
+            s[u][0][n][c] = pv;
+            dp[u][0][n][c] = pv * (dp[u][0][n][c] - delta[ii]);
+          }
+        Ops::mma_times_rows(dv, s[u], dOs(b * QT + u), qp, dim_groups, lane);
+        Ops::mma_times_rows(dk, dp[u], Qs(b * QT + u), qp, dim_groups, lane);
+      }
     }
-    if (more) commit(b ^ 1, next);
+    if (i + QT < i_end) commit(next, b ^ 1);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
   int32_t* turn = p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y;
@@ -806,8 +844,9 @@ size_t fwd_shared_bytes(int D, int KT) {
          2 * KT * kKeys * sizeof(int32_t);
 }
 template <class Ops>
-size_t dkdv_shared_bytes(int D) {
-  return tile_bytes<Ops>(2 * kKeyTile + 4 * kQueries, padded_dim<Ops>(D) + Ops::kPad) + 4 * kQueries * sizeof(float);
+size_t dkdv_shared_bytes(int D, int QT) {
+  return tile_bytes<Ops>(2 * kKeyTile + 4 * QT * kQueries, padded_dim<Ops>(D) + Ops::kPad) +
+         4 * QT * kQueries * sizeof(float);
 }
 template <class Ops, int MaxD>
 size_t dq_shared_bytes(int D) {
@@ -824,27 +863,8 @@ void launch_fwd_steps(const TreeAttentionParams& p, const TcInputs<typename Ops:
 template <class Ops, int MaxD>
 void launch_fwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
   if constexpr (HeadDims<Ops, MaxD>::fwd_key_tiles == 2)
-    if (p.fwd_key_tiles != 1) return launch_fwd_steps<Ops, MaxD, 2>(p, in, stream);
+    if (p.step_tiles != 1) return launch_fwd_steps<Ops, MaxD, 2>(p, in, stream);
   launch_fwd_steps<Ops, MaxD, 1>(p, in, stream);
-}
-
-// Blocks on the SM take this much shared memory each besides their own
-// (sm_80 and later).
-constexpr size_t kSharedReservedPerBlock = 1024;
-
-template <class Ops, int MaxD>
-int fwd_key_tiles(int D, size_t shared_per_sm, int asked) {
-  using Dims = HeadDims<Ops, MaxD>;
-  if (Dims::fwd_key_tiles == 1 || asked == 1) return 1;
-  if (asked == 2) return 2;
-  const size_t block = fwd_shared_bytes<Ops, MaxD>(D, 2) + kSharedReservedPerBlock;
-  return block * Dims::fwd_blocks(2) <= shared_per_sm ? 2 : 1;
-}
-template <class Ops>
-int fwd_key_tiles_for(int D, size_t shared_per_sm, int asked) {
-  if (D <= 32) return fwd_key_tiles<Ops, 32>(D, shared_per_sm, asked);
-  if (D <= 64) return fwd_key_tiles<Ops, 64>(D, shared_per_sm, asked);
-  return fwd_key_tiles<Ops, kMaxHeadDim>(D, shared_per_sm, asked);
 }
 
 template <class Ops, int MaxD>
@@ -861,11 +881,43 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
   FORGE_CUDA_CHECK(cudaMemsetAsync(p.dkdv_turn, 0, tree_attention_dkdv_turns(p.T, p.n_kv_heads) * sizeof(int32_t),
                                    stream));
   const int splits = std::max(1, (most_steps + q.dkdv_split_steps - 1) / q.dkdv_split_steps);
-  launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD>, dim3(splits, key_blocks, p.n_kv_heads),
-                     dkdv_shared_bytes<Ops>(p.head_dim), stream, q, in);
+  const dim3 grid(splits, key_blocks, p.n_kv_heads);
+  bool two = false;
+  if constexpr (HeadDims<Ops, MaxD>::dkdv_query_tiles == 2) {
+    two = p.step_tiles != 1;
+    if (two)
+      launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 2>, grid, dkdv_shared_bytes<Ops>(p.head_dim, 2),
+                         stream, q, in);
+  }
+  if (!two)
+    launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 1>, grid, dkdv_shared_bytes<Ops>(p.head_dim, 1),
+                       stream, q, in);
   constexpr int dq_rows = HeadDims<Ops, MaxD>::dq_rows;
   launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD>, dim3((p.T + dq_rows - 1) / dq_rows, p.n_heads),
                      dq_shared_bytes<Ops, MaxD>(p.head_dim), stream, p, in);
+}
+
+// Blocks on the SM take this much shared memory each besides their own
+// (sm_80 and later).
+constexpr size_t kSharedReservedPerBlock = 1024;
+
+// Two tiles a step where asked, or by default where the SM's shared memory
+// holds the resident blocks the registers allow for both kernels that have
+// them; else one.
+template <class Ops, int MaxD>
+int step_tiles(int D, size_t shared_per_sm, int asked) {
+  using Dims = HeadDims<Ops, MaxD>;
+  if (asked) return asked;
+  const auto fits = [&](size_t bytes, int blocks) { return (bytes + kSharedReservedPerBlock) * blocks <= shared_per_sm; };
+  const bool fwd = Dims::fwd_key_tiles == 1 || fits(fwd_shared_bytes<Ops, MaxD>(D, 2), Dims::fwd_blocks(2));
+  const bool dkdv = Dims::dkdv_query_tiles == 1 || fits(dkdv_shared_bytes<Ops>(D, 2), Dims::bwd_blocks(2));
+  return fwd && dkdv ? 2 : 1;
+}
+template <class Ops>
+int step_tiles_for(int D, size_t shared_per_sm, int asked) {
+  if (D <= 32) return step_tiles<Ops, 32>(D, shared_per_sm, asked);
+  if (D <= 64) return step_tiles<Ops, 64>(D, shared_per_sm, asked);
+  return step_tiles<Ops, kMaxHeadDim>(D, shared_per_sm, asked);
 }
 
 // The head-dim class of D.
@@ -897,18 +949,18 @@ size_t tree_attention_dkdv_turns(int T, int n_kv_heads) {
   return size_t((T + kKeyTile - 1) / kKeyTile) * n_kv_heads;
 }
 
-int tree_attention_fwd_key_tiles(int D, bool bf16, size_t shared_per_sm, int asked) {
-  FORGE_CHECK(asked >= 0 && asked <= 2, "tree attention: key tiles a forward step must be 1 or 2");
-  return bf16 ? fwd_key_tiles_for<Bf16Operands>(D, shared_per_sm, asked)
-              : fwd_key_tiles_for<Tf32x3Operands>(D, shared_per_sm, asked);
+int tree_attention_step_tiles(int D, bool bf16, size_t shared_per_sm, int asked) {
+  FORGE_CHECK(asked >= 0 && asked <= 2, "tree attention: tiles a step must be 1 or 2 (0: the default)");
+  return bf16 ? step_tiles_for<Bf16Operands>(D, shared_per_sm, asked)
+              : step_tiles_for<Tf32x3Operands>(D, shared_per_sm, asked);
 }
 
+// What the 3xTF32 kernels need at the least (one tile a step).
 size_t tree_attention_3xtf32_shared_bytes(int D) {
   using Ops = Tf32x3Operands;
-  const size_t fwd = D <= 64 ? fwd_shared_bytes<Ops, 64>(D, HeadDims<Ops, 64>::fwd_key_tiles)
-                             : fwd_shared_bytes<Ops, kMaxHeadDim>(D, HeadDims<Ops, kMaxHeadDim>::fwd_key_tiles);
+  const size_t fwd = D <= 64 ? fwd_shared_bytes<Ops, 64>(D, 1) : fwd_shared_bytes<Ops, kMaxHeadDim>(D, 1);
   const size_t dq = D <= 64 ? dq_shared_bytes<Ops, 64>(D) : dq_shared_bytes<Ops, kMaxHeadDim>(D);
-  return std::max({fwd, dkdv_shared_bytes<Ops>(D), dq});
+  return std::max({fwd, dkdv_shared_bytes<Ops>(D, 1), dq});
 }
 
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream) {
