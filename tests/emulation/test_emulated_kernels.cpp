@@ -100,7 +100,9 @@ TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
   EXPECT_EQ(cuda::tree_attention_step_tiles(64, true, a100, 0), 2);
   EXPECT_EQ(cuda::tree_attention_step_tiles(64, false, h100, 0), 2);
   EXPECT_EQ(cuda::tree_attention_step_tiles(64, false, a100, 0), 1);  // 3xTF32: 2 x 105 KiB
-  EXPECT_EQ(cuda::tree_attention_step_tiles(128, false, a100, 0), 2);  // one tile a step in both
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, false, h100, 0), 2);  // dQ's 203 KiB, one block
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, false, a100, 0), 1);
+  EXPECT_EQ(cuda::tree_attention_step_tiles(32, true, a100, 0), 2);    // 3 blocks of 32 KiB
 }
 
 // peak_device_bytes: the most the backend held at once, buffers and scratch.

@@ -87,9 +87,9 @@ struct TreeAttentionParams {
   // the launcher, ordering the splits of a block's dK/dV (tree_attention_tc.cu)
   int32_t* dkdv_turn = nullptr;
   int dkdv_split_steps = 0;  // set by the launcher: dK/dV steps per split
-  // Tensor-core kernels: 32-row tiles a step of the forward (key tiles)
-  // and of dK/dV (query tiles), 1 or 2 (0: 2); a head-dim class compiled
-  // for one only runs one (tree_attention_step_tiles)
+  // Tensor-core kernels: 32-row tiles a step of the forward and dQ (key
+  // tiles) and of dK/dV (query tiles), 1 or 2 (0: 2); a kernel compiled
+  // for one only at the head-dim class runs one (tree_attention_step_tiles)
   int step_tiles = 0;
 };
 
@@ -143,8 +143,8 @@ void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t
 // memory a SM (shared_per_sm bytes) holds the resident blocks the
 // registers allow with two-tile steps, in the forward and in dK/dV, else 1
 // (an A100's 164 KiB at D 128). Two: the forward in steps of 64 keys
-// (bf16; 3xTF32 at 32 < D <= 64) and dK/dV in steps of 64 queries (bf16;
-// 3xTF32 at D <= 64).
+// (bf16; 3xTF32 at 32 < D <= 64), dK/dV in steps of 64 queries (bf16;
+// 3xTF32 at D <= 64) and dQ in steps of 64 keys (D > 64).
 int tree_attention_step_tiles(int head_dim, bool bf16, size_t shared_per_sm, int asked);
 // The tensor-core backward's p.dkdv_turn: this many int32 counters (one a
 // 64-key block and kv head).

@@ -38,9 +38,11 @@
 //   S (16 x 64) = Q_w K^T, each K fragment used for the warp's row tiles,
 //   each Q_w fragment for the step's tiles, read from shared memory (in
 //   registers with one bf16 row tile);
-//   online softmax in base 2 on S scale log2(e): row max over the quad of
-//   lanes that share a row (two shuffles), P = 2^(S - m), running l from
-//   the FP32 P, O rescaled by 2^(m_old - m_new);
+//   online softmax in base 2: the row max of S (a lane's values as a
+//   balanced tree, then over the quad of lanes that share a row: two
+//   shuffles), m = max scale log2(e), P = 2^(S scale log2(e) - m) (one FMA
+//   a score), running l from the FP32 P, O rescaled by 2^(m_old - m_new);
+//   the mask evaluated only where it cuts the 16 x 32 block (interior);
 //   O (16 x Dk) += P V: P reused from the S registers as the A operand
 //   (attention_operands.cuh).
 //   out = O / l; lse = m ln 2 + ln l.
@@ -57,13 +59,15 @@
 //     the rest of the kernel. The splits add their dK, dV in split order,
 //     one after the other (wait_for_turn): still no atomics on values.
 //   dQ, block = (64 queries, head; 128 at D <= 64, two row tiles a warp):
-//     the forward's loop over key tiles, S = Q_w K^T, dP = dO_w V^T (Q_w,
+//     the forward's loop over key tiles (two a step at D 128, one at
+//     D <= 64: HeadDims::dq_key_tiles), S = Q_w K^T, dP = dO_w V^T (Q_w,
 //     dO_w fragments as in the forward), dS = P (dP - delta), dQ += scale dS K.
 // Precision (bf16): against FP32 attention on the bf16-rounded Q, K, V, the
 // extra roundings are P's in the forward and dO's, P's and dS's in the
 // backward (as in FlashAttention-2 in bf16). 3xTF32: about FP32's accuracy
 // (mma.cuh).
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/attention_operands.cuh"
@@ -106,6 +110,9 @@ struct HeadDims {
   // them, 2 QT independent MMA chains a warp in S^T and in dP^T
   // (1 for TF32 at D 128: its FP32 tiles leave one block per SM either way)
   static constexpr int dkdv_query_tiles = bf16 || MaxD <= 64 ? 2 : 1;
+  // 32-key tiles a dQ step, as the forward's where its registers allow
+  // (one row tile a warp: D 128)
+  static constexpr int dq_key_tiles = MaxD > 64 ? 2 : 1;
   // the dQ kernel's the same way where its accumulators allow (D <= 64)
   static constexpr int dq_m = MaxD <= 64 ? 2 : 1;
   static constexpr int dq_rows = kWarpRows * dq_m * kAttnWarps;
@@ -120,7 +127,7 @@ struct HeadDims {
     if (QT == 2) return MaxD <= 32 ? 3 : 2;
     return MaxD <= 64 ? (bf16 || MaxD <= 32 ? 3 : 2) : 1;
   }
-  static constexpr int dq_blocks = MaxD <= 32 && bf16 ? 3 : MaxD <= 64 ? 2 : 1;
+  static constexpr int dq_blocks = MaxD <= 32 && bf16 ? 3 : MaxD <= 64 || bf16 ? 2 : 1;
 };
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -359,6 +366,14 @@ __device__ __forceinline__ bool sees(int i, int w1, int k0, int jj, int nk, bool
   return i < w1 && jj < nk && (full || (k0 + jj <= i && i < se[jj]));
 }
 
+// Whether the mask need not be evaluated for a 16 x 32 block of (row, key)
+// pairs: every row below r1 and every key below nk (full: all the rows of
+// [r0, r1) see all the tile's keys, tile_all_visible) and the block whole.
+// Warp-uniform; then a warp's scores go unselected.
+__device__ __forceinline__ bool interior(bool full, int r0, int r1, int nk) {
+  return full && r1 - r0 == kWarpRows && nk == kKeys;
+}
+
 // Whether any of the query rows [w0, w1) sees a key of 32-key tile kt (not
 // when the tile starts past the last row or every key's subtree ends by w0).
 __device__ __forceinline__ bool rows_see_tile(const TreeAttentionParams& p, int kt, int w0, int w1) {
@@ -502,21 +517,22 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
           const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
           const bool full = seen[j] && tile_all_visible(p, step.kt[j], r0[i], r1[i]);
           const int32_t* se = tiles.se(b * KT + j);
+          if (!interior(full, r0[i], r1[i], nk))
 #pragma unroll
-          for (int n = 0; n < kKeyGroups; ++n)
+            for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              const bool vis = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se);
-              s[j][i][n][c] = vis ? s[j][i][n][c] * scale2 : -INFINITY;
-            }
+              for (int c = 0; c < 4; ++c)
+                if (!sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se))
+                  s[j][i][n][c] = -INFINITY;
         }
+        // the row max of the unscaled scores, then scaled (scale2 > 0)
         float mx[2], corr[2], mref[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           mx[r] = lane_row_reduce<Max>(s, i, r);
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
-          const float mn = fmaxf(m[i][r], mx[r]);
+          const float mn = fmaxf(m[i][r], mx[r] * scale2);
           mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
           corr[r] = exp2f(m[i][r] - mref[r]);
           m[i][r] = mn;
@@ -527,7 +543,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 #pragma unroll
           for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) s[j][i][n][c] = exp2f(s[j][i][n][c] - mref[c >> 1]);
+            for (int c = 0; c < 4; ++c) s[j][i][n][c] = exp2f(fmaf(s[j][i][n][c], scale2, -mref[c >> 1]));
 #pragma unroll
         for (int r = 0; r < 2; ++r) l[i][r] += lane_row_reduce<Sum>(s, i, r);
 #pragma unroll
@@ -701,16 +717,21 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
         const bool full = tile_all_visible(p, kt_w, q0, q0 + nq);
         const float* lse2 = stats + 2 * (b * QT + u) * kQueries;
         const float* delta = lse2 + kQueries;
+        const auto grads = [&](auto masked) {
 #pragma unroll
-        for (int n = 0; n < 4; ++n)
+          for (int n = 0; n < 4; ++n)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), qi = q0 + ii;
-            const bool vis = j < w1 && ii < nq && (full || (j <= qi && qi < se[c >> 1]));
-            const float pv = vis ? exp2f(s[u][0][n][c] * scale2 - lse2[ii]) : 0.0f;
-            s[u][0][n][c] = pv;
-            dp[u][0][n][c] = pv * (dp[u][0][n][c] - delta[ii]);
-          }
+            for (int c = 0; c < 4; ++c) {
+              const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), qi = q0 + ii;
+              float pv = exp2f(fmaf(s[u][0][n][c], scale2, -lse2[ii]));
+              if constexpr (decltype(masked)::value)
+                pv = j < w1 && ii < nq && (full || (j <= qi && qi < se[c >> 1])) ? pv : 0.0f;
+              s[u][0][n][c] = pv;
+              dp[u][0][n][c] = pv * (dp[u][0][n][c] - delta[ii]);
+            }
+        };
+        if (interior(full, w0, w1, nq)) grads(std::false_type{});
+        else grads(std::true_type{});
         Ops::mma_times_rows(dv, s[u], dOs(b * QT + u), qp, dim_groups, lane);
         Ops::mma_times_rows(dk, dp[u], Qs(b * QT + u), qp, dim_groups, lane);
       }
@@ -733,11 +754,11 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
 // dQ of a block of queries of one head: 64, warp w owning rows q0 + 16 w ..
 // + 15, or (HeadDims::dq_m = 2) 128, warp w owning two row tiles of 16 from
 // q0 + 32 w, each K and V fragment used for both, as in the forward. The
-// forward's loop over key tiles (pipelined the same way), with K and V
+// forward's loop over steps of KT key tiles (pipelined the same way), with K and V
 // row-major in shared memory (the X of S = Q K^T and dP = dO V^T, K the Y
 // of dQ += dS K):
 //   P = 2^(S scale log2 e - lse log2 e), dS = P (dP - delta), dQ = scale dS K.
-template <class Ops, int MaxD>
+template <class Ops, int MaxD, int KT>
 __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
     tree_attention_dq_tc_kernel(const TreeAttentionParams p, const typename Ops::Src* __restrict__ q,
         const typename Ops::Src* __restrict__ k, const typename Ops::Src* __restrict__ v, int ld,
@@ -750,9 +771,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
   const int qp = Dk + Ops::kPad;
   Elem* Qs = smem;                   // [kBlockRows][qp]
-  Elem* dOs = Qs + kBlockRows * qp;  // [kBlockRows][qp], then two key tile buffers
+  Elem* dOs = Qs + kBlockRows * qp;  // [kBlockRows][qp], then two buffers of KT key tile slots
   const KeyTiles<Elem> tiles{dOs + kBlockRows * qp,
-                             reinterpret_cast<int32_t*>(dOs + (kBlockRows + 4 * kKeys) * qp), qp};
+                             reinterpret_cast<int32_t*>(dOs + (kBlockRows + 4 * KT * kKeys) * qp), qp};
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
   const int q0 = blockIdx.x * kBlockRows, q1 = min(p.T, q0 + kBlockRows);
@@ -763,10 +784,10 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   const float scale2 = p.scale * kLog2e;
 
   const int last = (q1 - 1) / kKeys;
-  int kt = seen_key_tile_from(p, 0, last, q0);
+  KeyStep<KT> step(p, 0, last, q0);
+  stage_step<Ops>(step, last, tiles, 0, p, in, kvh, Dk);
   load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kBlockRows, p.T, D, Dk);
   load_rows<Ops>(dOs, qp, in.dout + h * D, HD, q0, kBlockRows, p.T, D, Dk);
-  if (kt <= last) stage_keys<Ops>(tiles, 0, p, in, kvh, kt * kKeys, Dk);
   cp_async_wait_all();
   __syncthreads();
   WarpRows<Ops, Dims::steps, M> qf, of;
@@ -785,41 +806,64 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
 #pragma unroll
   for (int i = 0; i < M; ++i) zero(dq[i]);
 
-  for (int b = 0; kt <= last; b ^= 1) {
-    const int nt = seen_key_tile_from(p, kt + 1, last, q0);
-    if (nt <= last) stage_keys<Ops>(tiles, b ^ 1, p, in, kvh, nt * kKeys, Dk);
-    if (rows_see_tile(p, kt, w0, w1)) {  // warp-uniform
-      const int k0 = kt * kKeys, nk = min(p.T, k0 + kKeys) - k0;
-      const int32_t* se = tiles.se(b);
-      float s[M][kKeyGroups][4], dp[M][kKeyGroups][4];
+  for (int b = 0; step.kt[0] <= last; b ^= 1) {
+    const KeyStep<KT> next(p, step.after(), last, q0);
+    stage_step<Ops>(next, last, tiles, b ^ 1, p, in, kvh, Dk);
+    bool seen[KT], any = false;  // warp-uniform
 #pragma unroll
-      for (int i = 0; i < M; ++i) {
-        zero(s[i]);
-        zero(dp[i]);
-      }
+    for (int j = 0; j < KT; ++j) {
+      seen[j] = step.kt[j] <= last && rows_see_tile(p, step.kt[j], w0, w1);
+      any = any || seen[j];
+    }
+    if (any) {
+      float s[KT][M][kKeyGroups][4], dp[KT][M][kKeyGroups][4];
+#pragma unroll
+      for (int j = 0; j < KT; ++j)
+#pragma unroll
+        for (int i = 0; i < M; ++i) {
+          zero(s[j][i]);
+          zero(dp[j][i]);
+        }
 #pragma unroll
       for (int st = 0; st < Dims::steps; ++st)
         if (st < steps) {
-          Ops::mma_rows32(s, qf.at(st, lane).f, tiles.K(b), qp, st, lane);
-          Ops::mma_rows32(dp, of.at(st, lane).f, tiles.V(b), qp, st, lane);
+          const auto& a = qf.at(st, lane);
+          const auto& o = of.at(st, lane);
+#pragma unroll
+          for (int j = 0; j < KT; ++j)
+            if (seen[j]) {
+              Ops::mma_rows32(s[j], a.f, tiles.K(b * KT + j), qp, st, lane);
+              Ops::mma_rows32(dp[j], o.f, tiles.V(b * KT + j), qp, st, lane);
+            }
         }
 #pragma unroll
-      for (int i = 0; i < M; ++i) {
-        const bool full = tile_all_visible(p, kt, r0[i], r1[i]);
+      for (int j = 0; j < KT; ++j) {
+        if (!seen[j]) continue;
+        const int k0 = step.kt[j] * kKeys, nk = min(p.T, k0 + kKeys) - k0;
+        const int32_t* se = tiles.se(b * KT + j);
 #pragma unroll
-        for (int n = 0; n < kKeyGroups; ++n)
+        for (int i = 0; i < M; ++i) {
+          const bool full = tile_all_visible(p, step.kt[j], r0[i], r1[i]);
+          const auto grads = [&](auto masked) {
 #pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const bool vis = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se);
-            const float pv = vis ? exp2f(s[i][n][c] * scale2 - lse2[i][c >> 1]) : 0.0f;
-            dp[i][n][c] = pv * (dp[i][n][c] - delta[i][c >> 1]);
-          }
+            for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+              for (int c = 0; c < 4; ++c) {
+                float pv = exp2f(fmaf(s[j][i][n][c], scale2, -lse2[i][c >> 1]));
+                if constexpr (decltype(masked)::value)
+                  pv = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se) ? pv : 0.0f;
+                dp[j][i][n][c] = pv * (dp[j][i][n][c] - delta[i][c >> 1]);
+              }
+          };
+          if (interior(full, r0[i], r1[i], nk)) grads(std::false_type{});
+          else grads(std::true_type{});
+        }
+        Ops::mma_times_rows(dq, dp[j], tiles.K(b * KT + j), qp, dim_groups, lane);
       }
-      Ops::mma_times_rows(dq, dp, tiles.K(b), qp, dim_groups, lane);
     }
     cp_async_wait_all();
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
-    kt = nt;
+    step = next;
   }
 #pragma unroll
   for (int i = 0; i < M; ++i) store_rows(p.dq + h * D, p.ld_qkv, dq[i], r0[i], r1[i], D, p.scale, p.scale, g, t);
@@ -849,9 +893,9 @@ size_t dkdv_shared_bytes(int D, int QT) {
          4 * QT * kQueries * sizeof(float);
 }
 template <class Ops, int MaxD>
-size_t dq_shared_bytes(int D) {
-  return tile_bytes<Ops>(2 * HeadDims<Ops, MaxD>::dq_rows + 4 * kKeys, padded_dim<Ops>(D) + Ops::kPad) +
-         2 * kKeys * sizeof(int32_t);
+size_t dq_shared_bytes(int D, int KT) {
+  return tile_bytes<Ops>(2 * HeadDims<Ops, MaxD>::dq_rows + 4 * KT * kKeys, padded_dim<Ops>(D) + Ops::kPad) +
+         2 * KT * kKeys * sizeof(int32_t);
 }
 
 template <class Ops, int MaxD, int KT>
@@ -893,8 +937,17 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
     launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 1>, grid, dkdv_shared_bytes<Ops>(p.head_dim, 1),
                        stream, q, in);
   constexpr int dq_rows = HeadDims<Ops, MaxD>::dq_rows;
-  launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD>, dim3((p.T + dq_rows - 1) / dq_rows, p.n_heads),
-                     dq_shared_bytes<Ops, MaxD>(p.head_dim), stream, p, in);
+  const dim3 dq_grid((p.T + dq_rows - 1) / dq_rows, p.n_heads);
+  bool dq_two = false;
+  if constexpr (HeadDims<Ops, MaxD>::dq_key_tiles == 2) {
+    dq_two = p.step_tiles != 1;
+    if (dq_two)
+      launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 2>, dq_grid, dq_shared_bytes<Ops, MaxD>(p.head_dim, 2),
+                         stream, p, in);
+  }
+  if (!dq_two)
+    launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 1>, dq_grid, dq_shared_bytes<Ops, MaxD>(p.head_dim, 1),
+                       stream, p, in);
 }
 
 // Blocks on the SM take this much shared memory each besides their own
@@ -911,7 +964,8 @@ int step_tiles(int D, size_t shared_per_sm, int asked) {
   const auto fits = [&](size_t bytes, int blocks) { return (bytes + kSharedReservedPerBlock) * blocks <= shared_per_sm; };
   const bool fwd = Dims::fwd_key_tiles == 1 || fits(fwd_shared_bytes<Ops, MaxD>(D, 2), Dims::fwd_blocks(2));
   const bool dkdv = Dims::dkdv_query_tiles == 1 || fits(dkdv_shared_bytes<Ops>(D, 2), Dims::bwd_blocks(2));
-  return fwd && dkdv ? 2 : 1;
+  const bool dq = Dims::dq_key_tiles == 1 || fits(dq_shared_bytes<Ops, MaxD>(D, 2), Dims::dq_blocks);
+  return fwd && dkdv && dq ? 2 : 1;
 }
 template <class Ops>
 int step_tiles_for(int D, size_t shared_per_sm, int asked) {
@@ -959,7 +1013,7 @@ int tree_attention_step_tiles(int D, bool bf16, size_t shared_per_sm, int asked)
 size_t tree_attention_3xtf32_shared_bytes(int D) {
   using Ops = Tf32x3Operands;
   const size_t fwd = D <= 64 ? fwd_shared_bytes<Ops, 64>(D, 1) : fwd_shared_bytes<Ops, kMaxHeadDim>(D, 1);
-  const size_t dq = D <= 64 ? dq_shared_bytes<Ops, 64>(D) : dq_shared_bytes<Ops, kMaxHeadDim>(D);
+  const size_t dq = D <= 64 ? dq_shared_bytes<Ops, 64>(D, 1) : dq_shared_bytes<Ops, kMaxHeadDim>(D, 1);
   return std::max({fwd, dkdv_shared_bytes<Ops>(D, 1), dq});
 }
 
