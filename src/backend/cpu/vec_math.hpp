@@ -20,7 +20,12 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 
 inline v8 load8(const float* p) { return *reinterpret_cast<const v8u*>(p); }
 inline void store8(float* p, v8 v) { *reinterpret_cast<v8u*>(p) = v; }
-inline v8 bcast(float x) { return v8{} + x; }
+// x in every lane. Spelled x - 0, which is x for every x: 0 + x is not (it
+// is +0 for x = -0), so GCC computed it, a scalar add before each
+// broadcast (and the broadcast from a register, a shuffle, where x - 0 is a
+// broadcast load): in the attention's products that took FP ports from the
+// FMAs.
+inline v8 bcast(float x) { return x - v8{}; }
 
 // The variant's float register as a vector (vf, kLanes floats): 16 with
 // AVX-512, 8 with AVX2, 4 in the SSE2 baseline. kAccumulators: how many vf
@@ -41,7 +46,7 @@ typedef float vf __attribute__((vector_size(4 * kLanes)));
 typedef float vfu __attribute__((vector_size(4 * kLanes), aligned(4)));
 inline vf loadv(const float* p) { return *reinterpret_cast<const vfu*>(p); }
 inline void storev(float* p, vf v) { *reinterpret_cast<vfu*>(p) = v; }
-inline vf bcastv(float x) { return vf{} + x; }
+inline vf bcastv(float x) { return x - vf{}; }  // as bcast
 
 inline v8 exp8(v8 x) {
   const v8i underflow = x < -87.0f;
