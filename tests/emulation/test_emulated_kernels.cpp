@@ -51,10 +51,28 @@ Backend* emulated_bf16_one_tile_backend(std::string*) {
 
 // FORGE_CUDA_FP32_ATTENTION picks the FP32 attention; another value is an
 // InputError that names the variable.
+// An environment variable unset for the scope, as it was after.
+class UnsetForScope {
+ public:
+  explicit UnsetForScope(const char* name) : name_(name) {
+    const char* v = std::getenv(name);
+    had_ = v != nullptr;
+    if (had_) saved_ = v;
+    unsetenv(name);
+  }
+  ~UnsetForScope() {
+    if (had_) setenv(name_, saved_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string saved_;
+};
+
 TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
-  const char* saved = std::getenv("FORGE_CUDA_FP32_ATTENTION");
-  const std::string keep = saved ? saved : "";
-  unsetenv("FORGE_CUDA_FP32_ATTENTION");
+  const UnsetForScope scope("FORGE_CUDA_FP32_ATTENTION");
   EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::k3xTf32);
   setenv("FORGE_CUDA_FP32_ATTENTION", "exact", 1);
   EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::kExact);
@@ -67,17 +85,12 @@ TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("FORGE_CUDA_FP32_ATTENTION"), std::string::npos) << e.what();
   }
-  if (saved) setenv("FORGE_CUDA_FP32_ATTENTION", keep.c_str(), 1);
-  else unsetenv("FORGE_CUDA_FP32_ATTENTION");
 }
 
 // FORGE_CUDA_ATTENTION_STEP_TILES: 1 or 2, unset 0 (the default); another
-// value is an InputError that names the variable. What runs by default:
-// two where the SM's shared memory holds the two-tile kernels' blocks.
+// value is an InputError that names the variable.
 TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
-  const char* saved = std::getenv("FORGE_CUDA_ATTENTION_STEP_TILES");
-  const std::string keep = saved ? saved : "";
-  unsetenv("FORGE_CUDA_ATTENTION_STEP_TILES");
+  const UnsetForScope scope("FORGE_CUDA_ATTENTION_STEP_TILES");
   EXPECT_EQ(cuda::attention_step_tiles_from_env(), 0);
   setenv("FORGE_CUDA_ATTENTION_STEP_TILES", "1", 1);
   EXPECT_EQ(cuda::attention_step_tiles_from_env(), 1);
@@ -90,8 +103,11 @@ TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("FORGE_CUDA_ATTENTION_STEP_TILES"), std::string::npos) << e.what();
   }
-  if (saved) setenv("FORGE_CUDA_ATTENTION_STEP_TILES", keep.c_str(), 1);
-  else unsetenv("FORGE_CUDA_ATTENTION_STEP_TILES");
+}
+
+// What runs: as asked, or by default two where the SM's shared memory holds
+// the two-tile kernels' resident blocks (an H100's 228 KiB, an A100's 164).
+TEST(EmulatedCuda, AttentionStepTilesFollowSharedMemory) {
   const size_t h100 = 228 * 1024, a100 = 164 * 1024;
   EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, h100, 0), 2);
   EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, a100, 0), 1);  // 2 x 105 KiB a SM
