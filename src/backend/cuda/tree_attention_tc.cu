@@ -428,6 +428,17 @@ struct KeyStep {
     }
   }
   __device__ __forceinline__ int after() const { return kt[KT - 1] + 1; }
+  // Which of the tiles rows [w0, w1) see (warp-uniform); whether any.
+  __device__ __forceinline__ bool seen_by(const TreeAttentionParams& p, int last, int w0, int w1,
+                                          bool (&seen)[KT]) const {
+    bool any = false;
+#pragma unroll
+    for (int j = 0; j < KT; ++j) {
+      seen[j] = kt[j] <= last && rows_see_tile(p, kt[j], w0, w1);
+      any = any || seen[j];
+    }
+    return any;
+  }
 };
 
 // Stages the step's tiles into buffer b's slots.
@@ -488,13 +499,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
   for (int b = 0; step.kt[0] <= last; b ^= 1) {
     const KeyStep<KT> next(p, step.after(), last, q0);
     stage_step<Ops>(next, last, tiles, b ^ 1, p, in, kvh, Dk);
-    bool seen[KT], any = false;  // warp-uniform
-#pragma unroll
-    for (int j = 0; j < KT; ++j) {
-      seen[j] = step.kt[j] <= last && rows_see_tile(p, step.kt[j], w0, w1);
-      any = any || seen[j];
-    }
-    if (any) {
+    bool seen[KT];
+    if (step.seen_by(p, last, w0, w1, seen)) {
       // S (16 x 32 KT a row tile): the step's tiles side by side, each
       // A fragment of Q read once for all of them
       float s[KT][M][kKeyGroups][4];
@@ -809,13 +815,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   for (int b = 0; step.kt[0] <= last; b ^= 1) {
     const KeyStep<KT> next(p, step.after(), last, q0);
     stage_step<Ops>(next, last, tiles, b ^ 1, p, in, kvh, Dk);
-    bool seen[KT], any = false;  // warp-uniform
-#pragma unroll
-    for (int j = 0; j < KT; ++j) {
-      seen[j] = step.kt[j] <= last && rows_see_tile(p, step.kt[j], w0, w1);
-      any = any || seen[j];
-    }
-    if (any) {
+    bool seen[KT];
+    if (step.seen_by(p, last, w0, w1, seen)) {
       float s[KT][M][kKeyGroups][4], dp[KT][M][kKeyGroups][4];
 #pragma unroll
       for (int j = 0; j < KT; ++j)
