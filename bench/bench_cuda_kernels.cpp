@@ -10,8 +10,8 @@
 // FORGE_CUDA_FP32_ATTENTION says) and, on a third backend, the exact SIMT
 // kernels ("exact" rows). "1 tile a step" rows: the tensor-core kernels
 // with FORGE_CUDA_ATTENTION_STEP_TILES=1 (the default takes two 32-row tiles
-// a step in the forward and in dK/dV where the head-dim class has them); the
-// JSON gives the time ratios [forward, backward] on the causal mask.
+// a step in the forward, dK/dV and dQ where the head-dim class has them);
+// the JSON gives the time ratios [forward, backward] on the causal mask.
 // Train step: the reference model on agent-like samples (shared prompt, turns),
 // tree-merged versus linear, tokens/s and the speedup.
 // Attention (H heads, Hkv kv heads, head dim D, T = --tokens) on a causal
@@ -92,37 +92,37 @@ int main(int argc, char** argv) {
   Backend& B = *gpu;
   const std::unique_ptr<Backend> gpu16 = make_backend("cuda", Precision::kBf16);
   Backend& B16 = *gpu16;  // works on B's buffers (same device), on its own stream
+  // A cuda backend made with an environment variable set, left as it was.
+  const auto backend_with = [](const char* name, const char* value, Precision precision) {
+    const char* was = std::getenv(name);
+    const std::string kept = was ? was : "";
+    setenv(name, value, 1);
+    std::unique_ptr<Backend> be = make_backend("cuda", precision);
+    if (was) setenv(name, kept.c_str(), 1);
+    else unsetenv(name);
+    return be;
+  };
   const char* fp32_attention = std::getenv("FORGE_CUDA_FP32_ATTENTION");
   const std::string fp32_mode = fp32_attention ? fp32_attention : "3xtf32";
-  setenv("FORGE_CUDA_FP32_ATTENTION", "exact", 1);
-  const std::unique_ptr<Backend> gpu_exact = make_backend("cuda");
-  if (fp32_attention) setenv("FORGE_CUDA_FP32_ATTENTION", fp32_attention, 1);
-  else unsetenv("FORGE_CUDA_FP32_ATTENTION");
+  const std::unique_ptr<Backend> gpu_exact = backend_with("FORGE_CUDA_FP32_ATTENTION", "exact", Precision::kFp32);
   Backend& Bx = *gpu_exact;  // exact FP32 attention, B's buffers
   // The tensor-core attention in steps of one 32-row tile (the default is
-  // two where the head-dim class has them): the A/B of the forward's and
-  // dK/dV's step, in the same run
-  const char* step_tiles = std::getenv("FORGE_CUDA_ATTENTION_STEP_TILES");
-  const std::string keep_step_tiles = step_tiles ? step_tiles : "";
-  setenv("FORGE_CUDA_ATTENTION_STEP_TILES", "1", 1);
-  const std::unique_ptr<Backend> gpu_one = make_backend("cuda"), gpu16_one = make_backend("cuda", Precision::kBf16);
-  if (step_tiles) setenv("FORGE_CUDA_ATTENTION_STEP_TILES", keep_step_tiles.c_str(), 1);
-  else unsetenv("FORGE_CUDA_ATTENTION_STEP_TILES");
+  // two where the head-dim class has them): the A/B of the forward's,
+  // dK/dV's and dQ's steps, in the same run
+  const std::unique_ptr<Backend> gpu_one = backend_with("FORGE_CUDA_ATTENTION_STEP_TILES", "1", Precision::kFp32);
+  const std::unique_ptr<Backend> gpu16_one = backend_with("FORGE_CUDA_ATTENTION_STEP_TILES", "1", Precision::kBf16);
   DeviceArray<float> one(B, 1), one16(B16, 1), one_exact(Bx, 1), one_1(*gpu_one, 1), one16_1(*gpu16_one, 1);
-  // A copy to the host drains the backend's stream.
-  auto sync = [&](Backend& be, DeviceArray<float>& x) { float h; be.to_host(&h, x.data(), sizeof h); };
-  auto time = [&](const std::function<void()>& fn) {
-    return bench::median_seconds(2, reps, [&] { fn(); sync(B, one); });
-  };
-  auto time16 = [&](const std::function<void()>& fn) {
-    return bench::median_seconds(2, reps, [&] { fn(); sync(B16, one16); });
-  };
-  auto time_exact = [&](const std::function<void()>& fn) {
-    return bench::median_seconds(2, reps, [&] { fn(); sync(Bx, one_exact); });
-  };
+  // Median seconds of fn, each run drained by a copy to the host from be.
   auto time_on = [&](Backend& be, DeviceArray<float>& x, const std::function<void()>& fn) {
-    return bench::median_seconds(2, reps, [&] { fn(); sync(be, x); });
+    return bench::median_seconds(2, reps, [&] {
+      fn();
+      float h;
+      be.to_host(&h, x.data(), sizeof h);
+    });
   };
+  auto time = [&](const std::function<void()>& fn) { return time_on(B, one, fn); };
+  auto time16 = [&](const std::function<void()>& fn) { return time_on(B16, one16, fn); };
+  auto time_exact = [&](const std::function<void()>& fn) { return time_on(Bx, one_exact, fn); };
   Rng rng(1);
   std::printf("bench_cuda_kernels: %d tokens, median of %d\n", T, reps);
   header();

@@ -128,16 +128,17 @@ int main(int argc, char** argv) {
               tree_st.bins, tree_s * 1e3, tree_st.loss);
   std::printf("token ratio %.2f, speedup %.2f (%.2f of the ratio; target 0.8), loss rel err %.2e, grad rel err %.2e\n",
               ratio, speedup, speedup / ratio, loss_err, grad_err);
-  std::vector<std::pair<std::string, std::string>> json{{"device", "\"" + backend_name + "\""},
-                                                       {"precision", "\"" + precision_name + "\""},
-                     {"linear_tokens", bench::num(lin_st.packed_tokens)},
-                     {"tree_tokens", bench::num(tree_st.packed_tokens)},
-                     {"token_ratio", bench::num(ratio)},
-                     {"linear_ms", bench::num(linear_s * 1e3)},
-                     {"tree_ms", bench::num(tree_s * 1e3)},
-                     {"speedup", bench::num(speedup)},
-                     {"loss_rel_err", bench::num(loss_err)},
-                     {"grad_rel_err", bench::num(grad_err)}};
+  std::vector<std::pair<std::string, std::string>> json{
+      {"device", "\"" + backend_name + "\""},
+      {"precision", "\"" + precision_name + "\""},
+      {"linear_tokens", bench::num(lin_st.packed_tokens)},
+      {"tree_tokens", bench::num(tree_st.packed_tokens)},
+      {"token_ratio", bench::num(ratio)},
+      {"linear_ms", bench::num(linear_s * 1e3)},
+      {"tree_ms", bench::num(tree_s * 1e3)},
+      {"speedup", bench::num(speedup)},
+      {"loss_rel_err", bench::num(loss_err)},
+      {"grad_rel_err", bench::num(grad_err)}};
   if (profile) {
     for (const bool tree : {false, true}) {
       prof.reset();

@@ -414,9 +414,9 @@ __device__ __forceinline__ float lane_row_reduce(const float (&s)[KT][M][kKeyGro
   return tree_reduce<Op, N / 2>(v);
 }
 
-// A forward step's KT key tiles: the next KT tiles, in order, that some
-// query of the block may see (seen_key_tile_from); past last where none is
-// left. Block-uniform.
+// A step's KT key tiles (the forward's and dQ's): the next KT tiles, in
+// order, that some query of the block may see (seen_key_tile_from); past
+// last where none is left. Block-uniform.
 template <int KT>
 struct KeyStep {
   int kt[KT];
@@ -899,17 +899,39 @@ size_t dq_shared_bytes(int D, int KT) {
          2 * KT * kKeys * sizeof(int32_t);
 }
 
-template <class Ops, int MaxD, int KT>
-void launch_fwd_steps(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
-  constexpr int rows = HeadDims<Ops, MaxD>::fwd_rows;
-  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD, KT>, dim3((p.T + rows - 1) / rows, p.n_heads),
-                     fwd_shared_bytes<Ops, MaxD>(p.head_dim, KT), stream, p, in);
-}
+// Each kernel in two-tile steps where its class has them and p allows.
 template <class Ops, int MaxD>
 void launch_fwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
+  constexpr int rows = HeadDims<Ops, MaxD>::fwd_rows;
+  const dim3 grid((p.T + rows - 1) / rows, p.n_heads);
   if constexpr (HeadDims<Ops, MaxD>::fwd_key_tiles == 2)
-    if (p.step_tiles != 1) return launch_fwd_steps<Ops, MaxD, 2>(p, in, stream);
-  launch_fwd_steps<Ops, MaxD, 1>(p, in, stream);
+    if (p.step_tiles != 1)
+      return launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD, 2>, grid,
+                                fwd_shared_bytes<Ops, MaxD>(p.head_dim, 2), stream, p, in);
+  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD, 1>, grid, fwd_shared_bytes<Ops, MaxD>(p.head_dim, 1),
+                     stream, p, in);
+}
+
+template <class Ops, int MaxD>
+void launch_dkdv(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, dim3 grid,
+                 cudaStream_t stream) {
+  if constexpr (HeadDims<Ops, MaxD>::dkdv_query_tiles == 2)
+    if (p.step_tiles != 1)
+      return launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 2>, grid,
+                                dkdv_shared_bytes<Ops>(p.head_dim, 2), stream, p, in);
+  launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 1>, grid, dkdv_shared_bytes<Ops>(p.head_dim, 1),
+                     stream, p, in);
+}
+template <class Ops, int MaxD>
+void launch_dq(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
+  constexpr int rows = HeadDims<Ops, MaxD>::dq_rows;
+  const dim3 grid((p.T + rows - 1) / rows, p.n_heads);
+  if constexpr (HeadDims<Ops, MaxD>::dq_key_tiles == 2)
+    if (p.step_tiles != 1)
+      return launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 2>, grid,
+                                dq_shared_bytes<Ops, MaxD>(p.head_dim, 2), stream, p, in);
+  launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 1>, grid, dq_shared_bytes<Ops, MaxD>(p.head_dim, 1),
+                     stream, p, in);
 }
 
 template <class Ops, int MaxD>
@@ -926,29 +948,8 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
   FORGE_CUDA_CHECK(cudaMemsetAsync(p.dkdv_turn, 0, tree_attention_dkdv_turns(p.T, p.n_kv_heads) * sizeof(int32_t),
                                    stream));
   const int splits = std::max(1, (most_steps + q.dkdv_split_steps - 1) / q.dkdv_split_steps);
-  const dim3 grid(splits, key_blocks, p.n_kv_heads);
-  bool two = false;
-  if constexpr (HeadDims<Ops, MaxD>::dkdv_query_tiles == 2) {
-    two = p.step_tiles != 1;
-    if (two)
-      launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 2>, grid, dkdv_shared_bytes<Ops>(p.head_dim, 2),
-                         stream, q, in);
-  }
-  if (!two)
-    launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 1>, grid, dkdv_shared_bytes<Ops>(p.head_dim, 1),
-                       stream, q, in);
-  constexpr int dq_rows = HeadDims<Ops, MaxD>::dq_rows;
-  const dim3 dq_grid((p.T + dq_rows - 1) / dq_rows, p.n_heads);
-  bool dq_two = false;
-  if constexpr (HeadDims<Ops, MaxD>::dq_key_tiles == 2) {
-    dq_two = p.step_tiles != 1;
-    if (dq_two)
-      launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 2>, dq_grid, dq_shared_bytes<Ops, MaxD>(p.head_dim, 2),
-                         stream, p, in);
-  }
-  if (!dq_two)
-    launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 1>, dq_grid, dq_shared_bytes<Ops, MaxD>(p.head_dim, 1),
-                       stream, p, in);
+  launch_dkdv<Ops, MaxD>(q, in, dim3(splits, key_blocks, p.n_kv_heads), stream);
+  launch_dq<Ops, MaxD>(p, in, stream);
 }
 
 // Blocks on the SM take this much shared memory each besides their own
