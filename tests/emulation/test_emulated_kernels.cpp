@@ -110,15 +110,15 @@ TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
 TEST(EmulatedCuda, AttentionStepTilesFollowSharedMemory) {
   const size_t h100 = 228 * 1024, a100 = 164 * 1024;
   EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, h100, 0), 2);
-  EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, a100, 0), 1);  // 2 x 105 KiB a SM
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, a100, 0), 1);  // 2 x 102.5 KiB a SM
   EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, a100, 2), 2);  // asked
   EXPECT_EQ(cuda::tree_attention_step_tiles(64, true, h100, 1), 1);
   EXPECT_EQ(cuda::tree_attention_step_tiles(64, true, a100, 0), 2);
   EXPECT_EQ(cuda::tree_attention_step_tiles(64, false, h100, 0), 2);
-  EXPECT_EQ(cuda::tree_attention_step_tiles(64, false, a100, 0), 1);  // 3xTF32: 2 x 105 KiB
-  EXPECT_EQ(cuda::tree_attention_step_tiles(128, false, h100, 0), 2);  // dQ's 203 KiB, one block
+  EXPECT_EQ(cuda::tree_attention_step_tiles(64, false, a100, 0), 1);  // 3xTF32: 2 x 102.5 KiB
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, false, h100, 0), 2);  // dQ's 198.5 KiB, one block
   EXPECT_EQ(cuda::tree_attention_step_tiles(128, false, a100, 0), 1);
-  EXPECT_EQ(cuda::tree_attention_step_tiles(32, true, a100, 0), 2);    // 3 blocks of 32 KiB
+  EXPECT_EQ(cuda::tree_attention_step_tiles(32, true, a100, 0), 2);    // 3 blocks of 31 KiB
 }
 
 // peak_device_bytes: the most the backend held at once, buffers and scratch.
