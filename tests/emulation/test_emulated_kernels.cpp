@@ -105,13 +105,15 @@ TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
   }
 }
 
-// What runs: as asked, or by default two where the SM's shared memory holds
-// the two-tile kernels' resident blocks (an H100's 228 KiB, an A100's 164).
+// What runs: one where asked; two where the SM's shared memory holds the
+// two-tile kernels' resident blocks (the default) or one block of each
+// (asked for two: else a launch would fail); an H100's 228 KiB, an A100's 164.
 TEST(EmulatedCuda, AttentionStepTilesFollowSharedMemory) {
   const size_t h100 = 228 * 1024, a100 = 164 * 1024;
   EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, h100, 0), 2);
   EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, a100, 0), 1);  // 2 x 102.5 KiB a SM
-  EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, a100, 2), 2);  // asked
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, true, a100, 2), 2);  // asked: one block fits
+  EXPECT_EQ(cuda::tree_attention_step_tiles(128, false, a100, 2), 1);  // asked: dQ's 198.5 KiB do not
   EXPECT_EQ(cuda::tree_attention_step_tiles(64, true, h100, 1), 1);
   EXPECT_EQ(cuda::tree_attention_step_tiles(64, true, a100, 0), 2);
   EXPECT_EQ(cuda::tree_attention_step_tiles(64, false, h100, 0), 2);

@@ -291,8 +291,15 @@ class CudaBackend final : public Backend {
     p.out = a.out;
     p.lse = a.lse;
     p.tf32x3 = tf32x3_attention_ && fits_3xtf32_attention(a.head_dim);
-    if (bf16_ || p.tf32x3)
+    if (bf16_ || p.tf32x3) {
       p.step_tiles = tree_attention_step_tiles(a.head_dim, bf16_, shared_per_sm_, step_tiles_asked_);
+      if (p.step_tiles < step_tiles_asked_ && !said_one_tile_) {
+        said_one_tile_ = true;
+        log_warn("cuda: FORGE_CUDA_ATTENTION_STEP_TILES=2, but at head dim " + std::to_string(a.head_dim) +
+                 " two-tile steps need more shared memory a block than this device's " +
+                 std::to_string(shared_per_sm_ / 1024) + " KiB a SM: one-tile steps run instead");
+      }
+    }
     const int tiles = attention_tiles(a.T);
     p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
     p.tile_min_end = p.tile_max_end + tiles;
@@ -335,6 +342,7 @@ class CudaBackend final : public Backend {
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
   size_t shared_per_sm_ = 0;      // and a SM
   bool said_exact_fallback_ = false;
+  bool said_one_tile_ = false;  // the warning that asked two-tile steps do not fit, once
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   MemoryMeter meter_;

@@ -139,12 +139,13 @@ size_t tree_attention_3xtf32_shared_bytes(int head_dim);
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
 void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream);
 // TreeAttentionParams::step_tiles at this head dim (bf16 or 3xTF32
-// operands): `asked` (1 or 2), or by default 2 where the device's shared
-// memory a SM (shared_per_sm bytes) holds the resident blocks the
-// registers allow with two-tile steps, in the forward and in dK/dV, else 1
-// (an A100's 164 KiB at D 128). Two: the forward in steps of 64 keys
-// (bf16; 3xTF32 at 32 < D <= 64), dK/dV in steps of 64 queries (bf16;
-// 3xTF32 at D <= 64) and dQ in steps of 64 keys (D > 64).
+// operands): 1 where `asked` is 1; else 2 where the device's shared memory
+// a SM (shared_per_sm bytes) holds, with two-tile steps, the resident blocks
+// the registers allow (asked 0: the default; an A100's 164 KiB does not at
+// D 128) or at least one block (asked 2), in every kernel that has them;
+// else 1 (the caller says so where 2 was asked). Two: the forward in steps
+// of 64 keys (bf16; 3xTF32 at 32 < D <= 64), dK/dV in steps of 64 queries
+// (bf16; 3xTF32 at D <= 64) and dQ in steps of 64 keys (D > 64).
 int tree_attention_step_tiles(int head_dim, bool bf16, size_t shared_per_sm, int asked);
 // The tensor-core backward's p.dkdv_turn: this many int32 counters (one a
 // 64-key block and kv head).

@@ -956,14 +956,16 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
 // (sm_80 and later).
 constexpr size_t kSharedReservedPerBlock = 1024;
 
-// Two tiles a step where asked, or by default where the SM's shared memory
-// holds the resident blocks the registers allow for both kernels that have
-// them; else one.
+// Two tiles a step where the SM's shared memory holds, for every kernel
+// that has them, the resident blocks its registers allow (by default) or at
+// least one block (asked for two); else one.
 template <class Ops, int MaxD>
 int step_tiles(int D, size_t shared_per_sm, int asked) {
   using Dims = HeadDims<Ops, MaxD>;
-  if (asked) return asked;
-  const auto fits = [&](size_t bytes, int blocks) { return (bytes + kSharedReservedPerBlock) * blocks <= shared_per_sm; };
+  if (asked == 1) return 1;
+  const auto fits = [&](size_t bytes, int blocks) {
+    return (bytes + kSharedReservedPerBlock) * (asked == 2 ? 1 : blocks) <= shared_per_sm;
+  };
   const bool fwd = Dims::fwd_key_tiles == 1 || fits(fwd_shared_bytes<Ops, MaxD>(D, 2), Dims::fwd_blocks(2));
   const bool dkdv = Dims::dkdv_query_tiles == 1 || fits(dkdv_shared_bytes<Ops>(D, 2), Dims::bwd_blocks(2));
   const bool dq = Dims::dq_key_tiles == 1 || fits(dq_shared_bytes<Ops, MaxD>(D, 2), Dims::dq_blocks);
