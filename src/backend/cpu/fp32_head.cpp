@@ -41,11 +41,7 @@ void exp_sums(const float* z, int n, float mx, float* s, float* t) {
     vs += e;
     vt += e * x;
   }
-  float ss = 0, tt = 0;
-  for (int l = 0; l < 8; ++l) {
-    ss += vs[l];
-    tt += vt[l];
-  }
+  float ss = hsum8(vs), tt = hsum8(vt);
   for (; c < n; ++c) {
     const float e = fast_exp(z[c] - mx);
     ss += e;

@@ -152,8 +152,7 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
         const v8 x = load8(sh + j);
         mv = mv > x ? mv : x;
       }
-      float mx = sc.m[h];
-      for (int l = 0; l < 8; ++l) mx = std::max(mx, mv[l]);
+      const float mx = std::max(sc.m[h], hmax8(mv));
       const float corr = fast_exp(sc.m[h] - mx);  // 0 on the first block (m = -inf)
       sc.l[h] = sc.l[h] * corr + exp_inplace_sum(sh, nb8, mx);
       sc.m[h] = mx;

@@ -62,20 +62,25 @@ KeyBlockBounds key_block_bounds(const int32_t* subtree_end, int T) {
   return b;
 }
 
-// max_j s[j] over the first n (a multiple of 8, > 0) scores of a row (-inf
-// for a fully masked row). Not vec_math.hpp's max_of: with its start value
-// and tail loop the forward ran 4% slower at the train-step shape
-// (bench_cpu_attention, three alternations on the Zen 5).
-inline float row_max(const float* s, int n) {
-  v8 m = load8(s);
+// max_j s[j] over the first N (a multiple of 8, > 0) scores of a row (-inf
+// for a fully masked row): steps of the variant's wide vector (vw), then one
+// of 8. Not vec_math.hpp's max_of: with its start value and tail loop the
+// forward ran 4% slower at the train-step shape (bench_cpu_attention, three
+// alternations on the Zen 5).
+template <int N>
+inline float row_max(const float* s) {
+  constexpr int kWide = N / kWideLanes * kWideLanes;
+  v8 m8 = load8(s + N - 8);  // the last 8 (overlapping the wide steps when N is a multiple of kWideLanes)
+  if constexpr (kWide > 0) {
+    vw m = loadw(s);
 #pragma GCC unroll 8
-  for (int k = 8; k < n; k += 8) {
-    const v8 x = load8(s + k);
-    m = m > x ? m : x;
+    for (int k = kWideLanes; k < kWide; k += kWideLanes) {
+      const vw x = loadw(s + k);
+      m = m > x ? m : x;
+    }
+    max_slices8(m8, m);
   }
-  float r = m[0];
-  for (int l = 1; l < 8; ++l) r = std::max(r, m[l]);
-  return r;
+  return hmax8(m8);
 }
 
 // Every product of the kernels is one form, a few output rows of width W at
@@ -251,7 +256,7 @@ inline void online_softmax(float* S, int nq, int w, float* m, float* l, float* c
   const float ninf = -std::numeric_limits<float>::infinity();
   for (int i = 0; i < nq; ++i) {
     float* s = S + i * kBK;
-    const float mx = std::max(m[i], row_max(s, W));
+    const float mx = std::max(m[i], row_max<W>(s));
     if (mx == ninf) {  // the row sees nothing here yet: no weight, O stays 0
       std::fill(s, s + W, 0.0f);
       corr[i] = 1.0f;
@@ -273,12 +278,18 @@ inline void probs_and_score_grads(float* P, float* dS, int nq, int w, const floa
   for (int i = 0; i < nq; ++i) {
     float* p = P + i * kBK;
     float* ds = dS + i * kBK;
-    const v8 vl = bcast(lse[i]), vd = bcast(di[i]);
+    const vw vl = bcastw(lse[i]), vd = bcastw(di[i]);
+    int j = 0;
 #pragma GCC unroll 8
-    for (int j = 0; j < W; j += 8) {
-      const v8 pj = exp8(load8(p + j) - vl);
+    for (; j + kWideLanes <= W; j += kWideLanes) {
+      const vw pj = expw(loadw(p + j) - vl);
+      storew(p + j, pj);
+      storew(ds + j, pj * (loadw(ds + j) - vd));
+    }
+    if constexpr (W % kWideLanes != 0) {  // one step of 8
+      const v8 pj = exp8(load8(p + j) - bcast(lse[i]));
       store8(p + j, pj);
-      store8(ds + j, pj * (load8(ds + j) - vd));
+      store8(ds + j, pj * (load8(ds + j) - bcast(di[i])));
     }
   }
 }

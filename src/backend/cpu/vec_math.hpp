@@ -1,8 +1,8 @@
 // Vectorized float math for the CPU kernels, written with GCC/Clang vector
-// extensions (v8: 8 floats; vf: the variant's widest vector) so that it
-// compiles to SIMD on any x86-64 level.
+// extensions (v8: 8 floats; vf: the variant's widest vector; vw: the wider
+// of the two) so that it compiles to SIMD on any x86-64 level.
 //
-// exp8(x) = 2^n * e^g with n = round(x log2 e) (by the 1.5 * 2^23 rounding
+// exp_lanes(x) (exp8, expw) = 2^n * e^g with n = round(x log2 e) (by the 1.5 * 2^23 rounding
 // trick, which also leaves n in the low mantissa bits) and g = x - n ln 2,
 // |g| <= ln2 / 2, e^g by a degree-6 Taylor polynomial: relative error below
 // 2e-7 on [-87, 88]; exactly 0 below -87 (masked scores are -inf).
@@ -48,29 +48,102 @@ inline vf loadv(const float* p) { return *reinterpret_cast<const vfu*>(p); }
 inline void storev(float* p, vf v) { *reinterpret_cast<vfu*>(p) = v; }
 inline vf bcastv(float x) { return x - vf{}; }  // as bcast
 
-inline v8 exp8(v8 x) {
-  const v8i underflow = x < -87.0f;
-  x = x > 88.0f ? bcast(88.0f) : x;
-  x = underflow ? bcast(-87.0f) : x;
-  const v8 magic = bcast(12582912.0f);  // 1.5 * 2^23
-  const v8 r = x * 1.44269504088896341f + magic;
-  const v8 n = r - magic;
-  const v8 g = x - n * 0.693147180559945309f;
-  v8 p = bcast(1.0f / 720.0f);
+// exp over the lanes of any float vector V (I: the int32 vector of its
+// width). Always inlined: as a call, its vector arguments and every live
+// vector register of the caller (all caller-saved) crossed the call.
+template <class V, class I>
+[[gnu::always_inline]] inline V exp_lanes(V x) {
+  const auto splat = [](float c) { return c - V{}; };
+  const I underflow = x < -87.0f;
+  x = x > 88.0f ? splat(88.0f) : x;
+  x = underflow ? splat(-87.0f) : x;
+  const V magic = splat(12582912.0f);  // 1.5 * 2^23
+  const V r = x * 1.44269504088896341f + magic;
+  const V n = r - magic;
+  const V g = x - n * 0.693147180559945309f;
+  V p = splat(1.0f / 720.0f);
   p = p * g + 1.0f / 120.0f;
   p = p * g + 1.0f / 24.0f;
   p = p * g + 1.0f / 6.0f;
   p = p * g + 0.5f;
   p = p * g + 1.0f;
   p = p * g + 1.0f;
-  const v8i ni = __builtin_bit_cast(v8i, r) - __builtin_bit_cast(v8i, magic);
-  const v8i bits = (ni + 127) << 23;
-  const v8 result = p * __builtin_bit_cast(v8, bits);
-  return underflow ? v8{} : result;
+  const I ni = __builtin_bit_cast(I, r) - __builtin_bit_cast(I, magic);
+  const I bits = (ni + 127) << 23;
+  const V result = p * __builtin_bit_cast(V, bits);
+  return underflow ? V{} : result;
+}
+
+[[gnu::always_inline]] inline v8 exp8(v8 x) { return exp_lanes<v8, v8i>(x); }
+
+// The widest vector the softmax loops step by: vf where it holds at least 8
+// floats (AVX-512: 16, AVX2: 8), else v8. A multiple of 8 lanes, so a loop
+// over a multiple of 8 floats ends in at most one v8 step. Same arithmetic
+// per lane as exp8: results do not depend on the width.
+constexpr int kWideLanes = kLanes > 8 ? kLanes : 8;
+typedef float vw __attribute__((vector_size(4 * kWideLanes)));
+typedef float vwu __attribute__((vector_size(4 * kWideLanes), aligned(4)));
+typedef int32_t vwi __attribute__((vector_size(4 * kWideLanes)));
+inline vw loadw(const float* p) { return *reinterpret_cast<const vwu*>(p); }
+inline void storew(float* p, vw v) { *reinterpret_cast<vwu*>(p) = v; }
+inline vw bcastw(float x) { return x - vw{}; }  // as bcast
+[[gnu::always_inline]] inline vw expw(vw x) { return exp_lanes<vw, vwi>(x); }
+
+// Sum and max of a v8's lanes by halving (3 dependent steps, where a running
+// scalar sum chains 8): (l0 + l4 + l2 + l6) + (l1 + l5 + l3 + l7) pairwise.
+typedef float v4 __attribute__((vector_size(16)));
+inline float hsum8(v8 v) {
+  const v4 a = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  const v4 b = a + __builtin_shufflevector(a, a, 2, 3, 0, 1);
+  return b[0] + b[1];
+}
+inline float hmax8(v8 v) {
+  const v4 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3), hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  const v4 a = lo > hi ? lo : hi;
+  const v4 a2 = __builtin_shufflevector(a, a, 2, 3, 0, 1);
+  const v4 b = a > a2 ? a : a2;
+  return std::max(b[0], b[1]);
+}
+
+// The two 8-float halves of a 16-float vector.
+template <class V16>
+inline v8 low8(V16 v) {
+  return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+}
+template <class V16>
+inline v8 high8(V16 v) {
+  return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+// sum += the 8-float slices of v in order: a sum accumulated this way is the
+// same, bit for bit, as one over v8 steps (lane l of the v8 sum takes the
+// floats at l, l + 8, l + 16, ... in that order), whatever the width.
+template <class V>
+inline void add_slices8(v8& sum, V v) {
+  static_assert(sizeof(V) == 32 || sizeof(V) == 64, "8 or 16 floats");
+  if constexpr (sizeof(V) == 32) {
+    sum += v;
+  } else {
+    sum += low8(v);
+    sum += high8(v);
+  }
+}
+
+// m = max(m, each 8-float slice of v).
+template <class V>
+inline void max_slices8(v8& m, V v) {
+  static_assert(sizeof(V) == 32 || sizeof(V) == 64, "8 or 16 floats");
+  if constexpr (sizeof(V) == 32) {
+    m = m > v ? m : v;
+  } else {
+    const v8 lo = low8(v), hi = high8(v);
+    m = m > lo ? m : lo;
+    m = m > hi ? m : hi;
+  }
 }
 
 // Scalar form (same arithmetic) for tails and single values.
-inline float fast_exp(float x) { return exp8(bcast(x))[0]; }
+[[gnu::always_inline]] inline float fast_exp(float x) { return exp8(bcast(x))[0]; }
 
 // max(init, x[0..n)), 8 lanes at a time.
 inline float max_of(const float* x, int n, float init) {
@@ -81,23 +154,27 @@ inline float max_of(const float* x, int n, float init) {
     const v8 v = load8(x + j);
     m = m > v ? m : v;
   }
-  float r = m[0];
-  for (int l = 1; l < 8; ++l) r = std::max(r, m[l]);
+  float r = hmax8(m);
   for (; j < n; ++j) r = std::max(r, x[j]);
   return r;
 }
 
-// exp over n floats in place; returns their sum.
+// exp over n floats in place; returns their sum, accumulated in v8 order
+// (add_slices8), so that it does not depend on the variant's width.
 inline float exp_inplace_sum(float* x, int n, float shift) {
   v8 sum{};
   int j = 0;
+  for (; j + kWideLanes <= n; j += kWideLanes) {
+    const vw e = expw(loadw(x + j) - shift);
+    storew(x + j, e);
+    add_slices8(sum, e);
+  }
   for (; j + 8 <= n; j += 8) {
     const v8 e = exp8(load8(x + j) - shift);
     store8(x + j, e);
     sum += e;
   }
-  float s = 0;
-  for (int l = 0; l < 8; ++l) s += sum[l];
+  float s = hsum8(sum);
   for (; j < n; ++j) s += x[j] = fast_exp(x[j] - shift);
   return s;
 }
