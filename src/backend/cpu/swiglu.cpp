@@ -1,5 +1,7 @@
 // SwiGLU: out = silu(gate) * up over rows [gate | up], and its backward,
-// eight lanes at a time (vec_math.hpp).
+// the variant's wide vector at a time (vec_math.hpp's vw: 16 lanes with
+// AVX-512, else 8), then 8, then one: the same arithmetic in every lane, so
+// a value does not depend on where it falls.
 #include "backend/cpu/cpu_backend.hpp"
 
 #include "backend/cpu/variant_begin.hpp"
@@ -14,6 +16,10 @@ void CpuBackend::swiglu_fwd(const float* gu, float* out, int T, int F) {
     const float* u = g + F;
     float* o = out + static_cast<size_t>(t) * F;
     int i = 0;
+    for (; i + kWideLanes <= F; i += kWideLanes) {
+      const vw gv = loadw(g + i);
+      storew(o + i, gv / (1.0f + expw(-gv)) * loadw(u + i));
+    }
     for (; i + 8 <= F; i += 8) {
       const v8 gv = load8(g + i);
       store8(o + i, gv / (1.0f + exp8(-gv)) * load8(u + i));
@@ -31,6 +37,12 @@ void CpuBackend::swiglu_bwd(const float* gu, const float* dout, float* dgu, int 
     float* dg = dgu + static_cast<size_t>(t) * 2 * F;
     float* du = dg + F;
     int i = 0;
+    for (; i + kWideLanes <= F; i += kWideLanes) {
+      const vw gv = loadw(g + i), dv = loadw(d + i);
+      const vw sig = 1.0f / (1.0f + expw(-gv));
+      storew(du + i, dv * gv * sig);
+      storew(dg + i, dv * loadw(u + i) * sig * (1.0f + gv * (1.0f - sig)));
+    }
     for (; i + 8 <= F; i += 8) {
       const v8 gv = load8(g + i), dv = load8(d + i);
       const v8 sig = 1.0f / (1.0f + exp8(-gv));
