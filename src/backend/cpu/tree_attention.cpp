@@ -2,7 +2,9 @@
 //
 // Forward, per (head, query block of BQ rows): stream over key blocks with an
 // online softmax (running max m, running sum l, unnormalized output O), then
-// out = O / l and lse = m + log l. A key block is skipped when no key in it
+// out = O / l and lse = m + log l. The scores are computed transposed
+// (S^T = K Q^T, a key a row), so that the softmax runs down the columns a
+// vector of queries at a time. A key block is skipped when no key in it
 // is visible to the query block: max(subtree_end) over the block <= q0.
 // When every key of the block is an ancestor-or-self of every query (the
 // block ends at or before q0 and min(subtree_end) >= q1), the mask is not
@@ -60,27 +62,6 @@ KeyBlockBounds key_block_bounds(const int32_t* subtree_end, int T) {
     b.min_end[kb] = mn;
   }
   return b;
-}
-
-// max_j s[j] over the first N (a multiple of 8, > 0) scores of a row (-inf
-// for a fully masked row): steps of the variant's wide vector (vw), then one
-// of 8. Not vec_math.hpp's max_of: with its start value and tail loop the
-// forward ran 4% slower at the train-step shape (bench_cpu_attention, three
-// alternations on the Zen 5).
-template <int N>
-inline float row_max(const float* s) {
-  constexpr int kWide = N / kWideLanes * kWideLanes;
-  v8 m8 = load8(s + N - 8);  // the last 8 (overlapping the wide steps when N is a multiple of kWideLanes)
-  if constexpr (kWide > 0) {
-    vw m = loadw(s);
-#pragma GCC unroll 8
-    for (int k = kWideLanes; k < kWide; k += kWideLanes) {
-      const vw x = loadw(s + k);
-      m = m > x ? m : x;
-    }
-    max_slices8(m8, m);
-  }
-  return hmax8(m8);
 }
 
 // Every product of the kernels is one form, a few output rows of width W at
@@ -231,40 +212,57 @@ inline void apply_tree_mask(float* S, int q0, int nq, int k0, int nk, const int3
   }
 }
 
-// a b + c, rounded once in the variants with FMA (the v3 and v4 kernels;
-// GCC contracts it there, or not, depending on what was inlined around it,
-// so it is spelled out: a row must round the same whether its block was
-// packed or not) and twice in the baseline, which has none.
-inline float mul_add(float a, float b, float c) {
-#if defined(FORGE_CPU_VARIANT_IS_x86_64_v4) || defined(FORGE_CPU_VARIANT_IS_x86_64_v3) || defined(__FMA__)
-  return __builtin_fmaf(a, b, c);
-#else
-  return a * b + c;
-#endif
+// The forward's scores are a transposed block, S^T[c][i] for packed key c
+// and query i < kBQ, so that its softmax runs down the columns, a wide vector
+// of queries at a time: no horizontal max or sum, no scalar exp per row.
+// Sets S^T[c][i] = -inf where query q0+i may not see packed key c < 8 g.n
+// (group g.index[c / 8] of the block at k0; keys past nk: never seen):
+// visible iff key <= q0+i < subtree_end[key].
+inline void apply_tree_mask_columns(float* St, int q0, int k0, int nk, const int32_t* se, const KeyGroups& g) {
+  static_assert(kBQ % kWideLanes == 0, "query blocks are whole wide vectors");
+  const vw ninf = bcastw(-std::numeric_limits<float>::infinity());
+  vwi lane{};
+  for (int l = 0; l < kWideLanes; ++l) lane[l] = l;
+  for (int c = 0; c < g.keys(); ++c) {
+    const int j = 8 * g.index[c / 8] + c % 8;
+    const int32_t key = k0 + j, end = j < nk ? se[k0 + j] : 0;
+    float* s = St + c * kBQ;
+#pragma GCC unroll 8
+    for (int i = 0; i < kBQ; i += kWideLanes) {
+      const vwi qi = lane + (q0 + i);
+      const vwi visible = (qi >= key) & (qi < end);
+      storew(s + i, visible ? loadw(s + i) : ninf);
+    }
+  }
 }
 
-// The softmax steps of a block over its rows' first w packed score columns
-// (w a multiple of 8), compiled per width W = w so that their loops unroll
-// as the full block's do.
-// Forward (online softmax, per row i < nq): m' = max(m, max_c s_c),
-// corr = e^{m - m'}, s_c = e^{s_c - m'}, l' = l corr + sum_c s_c.
-template <int W = kBK>
-inline void online_softmax(float* S, int nq, int w, float* m, float* l, float* corr) {
-  if constexpr (W > 8) {
-    if (w <= W - 8) return online_softmax<W - 8>(S, nq, w, m, l, corr);
-  }
-  const float ninf = -std::numeric_limits<float>::infinity();
-  for (int i = 0; i < nq; ++i) {
-    float* s = S + i * kBK;
-    const float mx = std::max(m[i], row_max<W>(s));
-    if (mx == ninf) {  // the row sees nothing here yet: no weight, O stays 0
-      std::fill(s, s + W, 0.0f);
-      corr[i] = 1.0f;
-      continue;
+// Online softmax down the columns of S^T over its first w rows, per query i:
+// m' = max(m, max_c s_ci), corr = e^{m - m'}, s_ci = e^{s_ci - m'},
+// l' = l corr + sum_c s_ci (summed in row order: a packed block's sums are
+// the full block's less exact zeros). A query that has seen nothing yet
+// (m' = -inf) keeps corr = 1 and gets weights 0.
+inline void online_softmax_columns(float* St, int w, float* m, float* l, float* corr) {
+  const vw ninf = bcastw(-std::numeric_limits<float>::infinity()), zero{}, one = bcastw(1.0f);
+#pragma GCC unroll 4
+  for (int i = 0; i < kBQ; i += kWideLanes) {
+    vw mx = loadw(m + i);
+    for (int c = 0; c < w; ++c) {
+      const vw x = loadw(St + c * kBQ + i);
+      mx = mx > x ? mx : x;
     }
-    corr[i] = fast_exp(m[i] - mx);
-    l[i] = mul_add(l[i], corr[i], exp_inplace_sum(s, W, mx));
-    m[i] = mx;
+    const vwi unseen = mx == ninf;
+    const vw shift = unseen ? zero : mx;  // e^{-inf - 0} = 0
+    const vw cr = unseen ? one : expw(loadw(m + i) - mx);
+    vw sum{};
+    for (int c = 0; c < w; ++c) {
+      float* s = St + c * kBQ + i;
+      const vw e = expw(loadw(s) - shift);
+      storew(s, e);
+      sum += e;
+    }
+    storew(l + i, loadw(l + i) * cr + sum);
+    storew(m + i, mx);
+    storew(corr + i, cr);
   }
 }
 
@@ -319,34 +317,52 @@ inline void load_block(const float* base, int ld, int k0, int nk, int D, float* 
   }
 }
 
-// Keys of every kv head transposed per key block, [Hkv][nkb][D][kBK], and
-// values as contiguous rows, [Hkv][nkb * kBK][D]; rows past T are zero.
+// Keys and values of every kv head as contiguous rows, [Hkv][nkb * kBK][D]
+// each; rows past T are zero. Read in place, rows at the q|k|v row stride
+// conflict in the L1 cache (D 128, GQA 8/2: 13% slower forward).
 struct PackedKV {
-  std::vector<float> kt, v;
+  std::vector<float> k, v;
 };
 
+// dst[0:D) = src[0:D) by vector moves where D is compiled (DC > 0).
+template <int DC>
+inline void copy_row(const float* src, float* dst, int D) {
+  if constexpr (DC > 0 && DC % kLanes == 0) {
+#pragma GCC unroll 8
+    for (int d = 0; d < DC; d += kLanes) storev(dst + d, loadv(src + d));
+  } else {
+    std::copy(src, src + D, dst);
+  }
+}
+
 // Filled into a per-calling-thread buffer that keeps its capacity, so that
-// steps after the first touch no fresh pages.
-const PackedKV& pack_kv(const TreeAttentionArgs& a, int D) {
-  const int T = a.T, Hkv = a.n_kv_heads, nkb = (T + kBK - 1) / kBK;
+// steps after the first touch no fresh pages. Every element is written in
+// the parallel loop (the rows past T as zeros), by vector moves: zeros
+// first on the calling thread (the other threads waiting), then the rows
+// copied by a memmove call each, took 15% of the train-step shape's forward.
+template <int DC>
+const PackedKV& pack_kv(const TreeAttentionArgs& a) {
+  const int T = a.T, Hkv = a.n_kv_heads, nkb = (T + kBK - 1) / kBK, D = DC ? DC : a.head_dim;
   // A thread_local named inside the parallel region would be each worker's
   // own copy: the region uses the reference p to the caller's buffer.
   static thread_local PackedKV caller_buffer;
   PackedKV& p = caller_buffer;
-  p.kt.assign(static_cast<size_t>(Hkv) * nkb * D * kBK, 0.0f);
-  p.v.assign(static_cast<size_t>(Hkv) * nkb * kBK * D, 0.0f);
+  p.k.resize(static_cast<size_t>(Hkv) * nkb * kBK * D);
+  p.v.resize(static_cast<size_t>(Hkv) * nkb * kBK * D);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int kvh = 0; kvh < Hkv; ++kvh)
     for (int kb = 0; kb < nkb; ++kb) {
       const int k0 = kb * kBK, nk = std::min(T, k0 + kBK) - k0;
-      float* kt = p.kt.data() + (static_cast<size_t>(kvh) * nkb + kb) * D * kBK;
-      float* v = p.v.data() + (static_cast<size_t>(kvh) * nkb * kBK + k0) * D;
+      const size_t at = (static_cast<size_t>(kvh) * nkb * kBK + k0) * D;
+      float* k = p.k.data() + at;
+      float* v = p.v.data() + at;
       for (int j = 0; j < nk; ++j) {
-        const float* ks = a.k + static_cast<size_t>(k0 + j) * a.ld_qkv + kvh * D;
-        const float* vs = a.v + static_cast<size_t>(k0 + j) * a.ld_qkv + kvh * D;
-        for (int d = 0; d < D; ++d) kt[d * kBK + j] = ks[d];
-        std::copy(vs, vs + D, v + j * D);
+        const size_t row = static_cast<size_t>(k0 + j) * a.ld_qkv + kvh * D;
+        copy_row<DC>(a.k + row, k + j * D, D);
+        copy_row<DC>(a.v + row, v + j * D, D);
       }
+      std::fill(k + nk * D, k + kBK * D, 0.0f);
+      std::fill(v + nk * D, v + kBK * D, 0.0f);
     }
   return p;
 }
@@ -358,21 +374,23 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const int nqb = (T + kBQ - 1) / kBQ, nkb = (T + kBK - 1) / kBK;
   const float ninf = -std::numeric_limits<float>::infinity();
-  const PackedKV& kv = pack_kv(a, D);
+  const PackedKV& kv = pack_kv<DC>(a);
 
 #pragma omp parallel
   {
-    std::vector<float> Qs(kBQ * D), S(kBQ * kBK), O(kBQ * D), m(kBQ), l(kBQ), corr(kBQ);
-    std::vector<float> Kp(D * kBK), Vp(kBK * D);  // the kept key groups, packed
+    // Qt: the block's scaled queries transposed, [D][kBQ] (columns past nq
+    // zero); St: the scores transposed, [kBK packed keys][kBQ queries].
+    std::vector<float> Qt(D * kBQ), St(kBK * kBQ), O(kBQ * D), m(kBQ), l(kBQ), corr(kBQ);
+    std::vector<float> Kp(kBK * D), Vp(kBK * D);  // the kept key groups, packed
 #pragma omp for collapse(2) schedule(dynamic, 1)
     for (int h = 0; h < H; ++h) {
       for (int qb = 0; qb < nqb; ++qb) {
         const int kvh = h / group;
         const int q0 = qb * kBQ, q1 = std::min(T, q0 + kBQ), nq = q1 - q0;
+        std::fill(Qt.begin(), Qt.end(), 0.0f);
         for (int i = 0; i < nq; ++i) {
           const float* q = a.q + static_cast<size_t>(q0 + i) * a.ld_qkv + h * D;
-#pragma omp simd
-          for (int d = 0; d < D; ++d) Qs[i * D + d] = q[d] * scale;
+          for (int d = 0; d < D; ++d) Qt[d * kBQ + i] = q[d] * scale;
         }
         std::fill(O.begin(), O.end(), 0.0f);
         std::fill(m.begin(), m.end(), ninf);
@@ -383,18 +401,22 @@ void fwd_impl(const TreeAttentionArgs& a, const KeyBlockBounds& kbb) {
           const int k0 = kb * kBK, k1 = std::min(T, k0 + kBK), nk = k1 - k0;
           const KeyGroups g = key_groups(kbb, a.subtree_end, kb, k1, nk, q0, q1);
           if (g.n == 0) continue;  // its keys' weights are all 0
-          const float* Kt = kv.kt.data() + (static_cast<size_t>(kvh) * nkb + kb) * D * kBK;
-          const float* Vr = kv.v.data() + (static_cast<size_t>(kvh) * nkb * kBK + k0) * D;
+          const size_t at = (static_cast<size_t>(kvh) * nkb * kBK + k0) * D;
+          const float* Kr = kv.k.data() + at;
+          const float* Vr = kv.v.data() + at;
           if (!g.all()) {
-            pack_key_groups(g, D, Kt, Kp.data(), Vr, Vp.data());
-            Kt = Kp.data();
+            pack_key_groups(g, D, nullptr, nullptr, Kr, Kp.data());
+            pack_key_groups(g, D, nullptr, nullptr, Vr, Vp.data());
+            Kr = Kp.data();
             Vr = Vp.data();
           }
-          const int w = g.keys();  // packed columns; keys past nk are masked
-          block_scores<DC>(Qs.data(), Kt, nq, D, S.data(), w);
-          if (g.masked) apply_tree_mask(S.data(), q0, nq, k0, nk, a.subtree_end, g);
-          online_softmax(S.data(), nq, w, m.data(), l.data(), corr.data());
-          rows_times<DC>(O.data(), D, S.data(), kBK, 1, Vr, D, g.product_keys(nk), nq, false, corr.data(), D);
+          const int w = g.keys();  // packed keys; those past nk are masked
+          // S^T[c][i] = K_c . Qs_i for the w packed keys and every query column
+          rows_times<kBQ>(St.data(), kBQ, Kr, D, 1, Qt.data(), kBQ, D, w, true, nullptr, kBQ);
+          if (g.masked) apply_tree_mask_columns(St.data(), q0, k0, nk, a.subtree_end, g);
+          online_softmax_columns(St.data(), w, m.data(), l.data(), corr.data());
+          // O_i = corr_i O_i + sum_c P^T[c][i] V_c
+          rows_times<DC>(O.data(), D, St.data(), 1, kBQ, Vr, D, g.product_keys(nk), nq, false, corr.data(), D);
         }
         for (int i = 0; i < nq; ++i) {
           float* out = a.out + static_cast<size_t>(q0 + i) * HD + h * D;

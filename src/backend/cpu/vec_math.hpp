@@ -129,19 +129,6 @@ inline void add_slices8(v8& sum, V v) {
   }
 }
 
-// m = max(m, each 8-float slice of v).
-template <class V>
-inline void max_slices8(v8& m, V v) {
-  static_assert(sizeof(V) == 32 || sizeof(V) == 64, "8 or 16 floats");
-  if constexpr (sizeof(V) == 32) {
-    m = m > v ? m : v;
-  } else {
-    const v8 lo = low8(v), hi = high8(v);
-    m = m > lo ? m : lo;
-    m = m > hi ? m : hi;
-  }
-}
-
 // Scalar form (same arithmetic) for tails and single values.
 [[gnu::always_inline]] inline float fast_exp(float x) { return exp8(bcast(x))[0]; }
 
