@@ -35,8 +35,10 @@ void CpuBackend::unpack_bf16(const uint16_t* src, float* dst, size_t n) {
 }
 
 double CpuBackend::sum_squares(const float* x, size_t n) {
+  // simd: partial sums a lane (same for the same thread count); a scalar
+  // chain of dependent double adds ran at 8 GB/s
   double total = 0;
-#pragma omp parallel for reduction(+ : total) schedule(static) if (n > 65536)
+#pragma omp parallel for simd reduction(+ : total) schedule(static) if (n > 65536)
   for (size_t i = 0; i < n; ++i) total += static_cast<double>(x[i]) * x[i];
   return total;
 }
