@@ -8,10 +8,11 @@
 // stacks, pooled per OS thread), scheduled round-robin on its OS thread.
 // A fiber runs until it reaches a barrier:
 //   __syncthreads()            all live threads of the block
-//   __syncwarp(), __shfl_*     all live lanes of the warp (32 consecutive
-//                              linear thread ids); a shuffle writes the value
+//   __syncwarp(), __shfl_*,    all live lanes of the warp (32 consecutive
+//   __any_sync                 linear thread ids); a shuffle writes the value
 //                              to the warp's exchange slots, meets the warp,
-//                              reads the source lane, meets it again
+//                              reads the source lane, meets it again (a vote
+//                              ORs the lanes' predicates)
 //   mma, ldmatrix (mma.cuh)    all 32 lanes of the warp: the tensor-core
 //                              m16n8k16 bf16 and m16n8k8 TF32 MMAs (the
 //                              TF32 operands' low 13 bits ignored, as the
@@ -264,6 +265,22 @@ T exchange(unsigned mask, T v, int src) {
   return r;
 }
 
+// __any_sync: each lane posts its predicate, the warp meets, each lane ORs
+// the live lanes' predicates, the warp meets again.
+inline bool vote_any(unsigned mask, bool pred) {
+  Block& b = *tls_block;
+  const unsigned lane = linear_thread() % 32;
+  Warp& w = b.warps[linear_thread() / 32];
+  const unsigned lanes = w.bar.alive == 32 ? kFullMask : (1u << w.bar.alive) - 1;
+  if (mask != kFullMask && mask != lanes) fail("vote masks other than the whole warp are not emulated");
+  w.slot[lane] = pred ? 1 : 0;
+  arrive(w.bar);
+  bool any = false;
+  for (unsigned l = 0; l < w.bar.alive; ++l) any = any || w.slot[l] != 0;
+  arrive(w.bar);
+  return any;
+}
+
 // mma.sync m16n8kK (mma.cuh): d += A B, warp-collective like a shuffle. Each
 // lane posts its fragments, the warp meets, each lane computes its four
 // elements of D from the posted A and B, read by A(frag, row, k) and
@@ -391,6 +408,7 @@ T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
   const int lane = static_cast<int>(forge_emu::linear_thread() % 32);
   return forge_emu::exchange(mask, v, (lane & ~(width - 1)) + (src_lane & (width - 1)));
 }
+inline int __any_sync(unsigned mask, int pred) { return forge_emu::vote_any(mask, pred != 0) ? 1 : 0; }
 template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   const int lane = static_cast<int>(forge_emu::linear_thread() % 32);

@@ -552,13 +552,18 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
             for (int c = 0; c < 4; ++c) s[j][i][n][c] = exp2f(fmaf(s[j][i][n][c], scale2, -mref[c >> 1]));
 #pragma unroll
         for (int r = 0; r < 2; ++r) l[i][r] += lane_row_reduce<Sum>(s, i, r);
+        // O rescaled only when some row of the warp's tile has a new max
+        // (FlashAttention-3's conditional rescale: past the first tiles of a
+        // causal row the max rarely moves, and a factor of exactly 1 changes
+        // nothing); one vote against D / 2 multiplies a lane, where D >= 64
+        if (Dims::groups < 8 || __any_sync(kFullWarp, corr[0] != 1.0f || corr[1] != 1.0f))
 #pragma unroll
-        for (int n = 0; n < Dims::groups; ++n) {
-          o[i][n][0] *= corr[0];
-          o[i][n][1] *= corr[0];
-          o[i][n][2] *= corr[1];
-          o[i][n][3] *= corr[1];
-        }
+          for (int n = 0; n < Dims::groups; ++n) {
+            o[i][n][0] *= corr[0];
+            o[i][n][1] *= corr[0];
+            o[i][n][2] *= corr[1];
+            o[i][n][3] *= corr[1];
+          }
       }
 #pragma unroll
       for (int j = 0; j < KT; ++j)
