@@ -11,7 +11,9 @@
 #   .gpu/openmpi.tar.gz    Debian's Open MPI runtime, relocatable with
 #                          OPAL_PREFIX: bin/ (orterun, mpirun, orted), lib/
 #                          (openmpi/ with its plugins, pmix2/, and the
-#                          libraries the plugins load), share/, etc/
+#                          libraries the plugins load), share/, etc/; not
+#                          with --no-mpi (only the rl and publish stages
+#                          need it; with a baseline the rest nears 64 MiB)
 #   .gpu/baseline.tar.gz   with --baseline REV only: bench_cuda_kernels and
 #                          bench_train_step built at commit REV (a Release
 #                          build in a temporary git worktree, a few minutes),
@@ -36,13 +38,15 @@ build=${FORGE_BUILD_DIR:-$root/build}
 out=$root/.gpu
 baseline=""
 native=""
-usage="usage: tools/gpu_bundle.sh [--baseline REV] [--native-for ARCH]"
+mpi=1
+usage="usage: tools/gpu_bundle.sh [--baseline REV] [--native-for ARCH] [--no-mpi]"
 while [ $# -gt 0 ]; do
   case $1 in
     --baseline) [ $# -ge 2 ] || { echo "gpu_bundle: --baseline needs a commit" >&2; exit 2; }; baseline=$2; shift 2 ;;
     --baseline=*) baseline=${1#*=}; shift ;;
     --native-for) [ $# -ge 2 ] || { echo "gpu_bundle: --native-for needs a GCC -march name" >&2; exit 2; }; native=$2; shift 2 ;;
     --native-for=*) native=${1#*=}; shift ;;
+    --no-mpi) mpi=0; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_bundle: unknown argument '$1' ($usage)" >&2; exit 2 ;;
   esac
@@ -92,6 +96,10 @@ fi
 tar czf "$out/forge-gpu.tar.gz" -C "$out/pkg" .
 echo "gpu_bundle: $out/forge-gpu.tar.gz ($(du -h "$out/forge-gpu.tar.gz" | cut -f1), $(ls "$out/pkg/lib" | wc -l) libraries)"
 
+if [ "$mpi" = 0 ]; then
+  rm -f "$out/openmpi.tar.gz"
+  echo "gpu_bundle: --no-mpi: no openmpi.tar.gz (the rl and publish stages need it)"
+else
 o=$out/ompi
 mkdir -p "$o/bin" "$o/lib" "$o/share" "$o/etc"
 cp /usr/bin/orterun /usr/bin/orted "$o/bin/"
@@ -104,6 +112,7 @@ mapfile -t plugins < <(find "$o/lib" -name '*.so*' -type f)
 copy_deps "$o/lib" /usr/bin/orterun /usr/bin/orted "${plugins[@]}"
 tar czf "$out/openmpi.tar.gz" -C "$o" .
 echo "gpu_bundle: $out/openmpi.tar.gz ($(du -h "$out/openmpi.tar.gz" | cut -f1))"
+fi
 rm -rf "$out/pkg" "$out/ompi"
 
 # bench_build SRC BUILD DEST WHAT CMAKE_ARGS... -- TARGETS...: a Release
@@ -150,5 +159,5 @@ kept="from an earlier run: gpu_checks.sh will use it; remove it to skip that"
 carry=$(du -sb "$out" | cut -f1)
 echo "gpu_bundle: .gpu holds $((carry / 1048576)) MiB (a device call carries at most 64 MiB)"
 [ "$carry" -le $((64 * 1048576)) ] ||
-  echo "gpu_bundle: too much to carry: leave out openmpi.tar.gz (only the rl and publish stages need it), or baseline.tar.gz" >&2
+  echo "gpu_bundle: too much to carry: leave out openmpi.tar.gz (--no-mpi; only the rl and publish stages need it), or baseline.tar.gz" >&2
 echo "gpu_bundle: carry .gpu (and runs/demo/sft for the RL check) to the GPU machine; there run bash tools/gpu_checks.sh"

@@ -32,8 +32,9 @@
 #             each unit against its peak, occupancy, warp stall reasons,
 #             shared-memory bank conflicts; the why behind the kernels stage
 #   cpu       the host CPU's figures: bench_train_step --backend=cpu (with
-#             --profile) and bench_blas on 2 cores (taskset -c 0,1, 2
-#             threads: the CPU issue's size), then both on all cores
+#             --profile; the baseline's too, --no-torch, where there is one)
+#             and bench_blas on 2 cores (taskset -c 0,1, 2 threads: the CPU
+#             issue's size), then both on all cores
 #   native    the portable build against one for the host's CPU
 #             (.gpu/native.tar.gz, tools/gpu_bundle.sh --native-for ARCH) on 2
 #             cores: bench_train_step --no-torch and bench_tree_merge
@@ -156,6 +157,11 @@ for stage in "${stages[@]}"; do
       # --profile: where the 2-core step goes on this CPU (on 2026-11-26 it ran at
       # 0.59 of SGEMM here against 0.70-0.74 on a Zen 5)
       OMP_NUM_THREADS=2 run cpu 200 taskset -c 0,1 "$bin/bench_train_step" --backend=cpu --rounds=3 --profile
+      # the baseline's CPU step beside it: its CPU kernels against these,
+      # per operation (bench_cpu_attention is not bundled: each bench binary
+      # carries the CUDA kernels, 12 MB)
+      [ -x "$base/bench_train_step" ] &&
+        OMP_NUM_THREADS=2 run cpu 120 taskset -c 0,1 "$base/bench_train_step" --backend=cpu --rounds=3 --no-torch --profile
       OMP_NUM_THREADS=2 run cpu 200 taskset -c 0,1 "$bin/bench_blas" --threads=2
       run cpu 200 "$bin/bench_blas"
       run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2 ;;
