@@ -9,6 +9,7 @@
 // 1e-4 max(1, |ref|) per element, far above FP32 rounding over these sums and
 // far below the weight of one key left out (about 1 / its row's visible keys).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <vector>
@@ -141,6 +142,39 @@ TEST(CpuTreeAttention, PackedKeyGroupsMatchDenseMaskedSoftmax) {
     }
     EXPECT_EQ(checked, 2) << "too few seeds give bins with partly visible blocks and edge keys (D "
                           << sh.head_dim << ")";
+  }
+}
+
+// Called from inside a parallel region (nested regions off), the kernels'
+// own regions get one thread while omp_get_max_threads() still says the
+// outer team's size: the backward must sum the dQ parts its region wrote,
+// no more (unwritten parts would add stale memory), and give what a call
+// from outside gives, bit for bit (its results depend on its team's size:
+// each key block's thread).
+TEST(CpuTreeAttention, CalledInsideAParallelRegion) {
+  const auto cpu = make_backend("cpu");
+  const bc::AttentionShape sh{4, 2, 32, 70, 40};
+  const bc::AttentionCase c = bc::attention_case(sh, 3);
+  // first a 2-thread call on this thread: its scratch (kept per calling
+  // thread) then holds a second dQ part that the calls inside must not add
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  bc::run_tree_attention(*cpu, sh, c);
+  const int saved_levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(1);
+  const int threads = 2;
+  std::vector<bc::AttentionResult> inside(threads);
+#pragma omp parallel num_threads(threads)
+  inside[omp_get_thread_num()] = bc::run_tree_attention(*cpu, sh, c);
+  omp_set_max_active_levels(saved_levels);
+  // outside, with one thread: the inside calls' team
+  omp_set_num_threads(1);
+  const bc::AttentionResult alone = bc::run_tree_attention(*cpu, sh, c);
+  omp_set_num_threads(saved_threads);
+  for (int t = 0; t < threads; ++t) {
+    EXPECT_EQ(inside[t].out, alone.out) << "thread " << t;
+    EXPECT_EQ(inside[t].lse, alone.lse) << "thread " << t;
+    EXPECT_EQ(inside[t].dqkv, alone.dqkv) << "thread " << t;
   }
 }
 

@@ -396,7 +396,8 @@ inline void transpose_queries(const float* q, int ld, int nq, int D, float scale
   int i0 = 0;
   if constexpr (DC > 0 && DC % 8 == 0) {
     for (; i0 + 8 <= nq; i0 += 8)
-      for (int d0 = 0; d0 < DC; d0 += 8) transpose8x8(q + static_cast<size_t>(i0) * ld + d0, ld, Qt + d0 * kBQ + i0, kBQ, scale);
+      for (int d0 = 0; d0 < DC; d0 += 8)
+        transpose8x8(q + static_cast<size_t>(i0) * ld + d0, ld, Qt + d0 * kBQ + i0, kBQ, scale);
   }
   for (int d = 0; d < D; ++d) std::fill(Qt + d * kBQ + i0, Qt + (d + 1) * kBQ, 0.0f);
   for (int i = i0; i < nq; ++i)
@@ -521,12 +522,14 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
       delta[static_cast<size_t>(h) * T + t] = s;
     }
 
-  const int nthreads = omp_get_max_threads();
-  dq_part.resize(static_cast<size_t>(nthreads) * T * HD);
+  dq_part.resize(static_cast<size_t>(omp_get_max_threads()) * T * HD);
+  int team = 1;  // the parts the region wrote
 
 #pragma omp parallel
   {
-    float* dq_mine = dq_part.data() + static_cast<size_t>(omp_get_thread_num()) * T * HD;
+    const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+    if (me == 0) team = nt;
+    float* dq_mine = dq_part.data() + static_cast<size_t>(me) * T * HD;
     std::fill(dq_mine, dq_mine + static_cast<size_t>(T) * HD, 0.0f);
     std::vector<float> Kt(D * kBK), Vt(D * kBK), Kr(kBK * D);
     std::vector<float> P(kBQ * kBK), dS(kBQ * kBK), dK(kBK * D), dV(kBK * D);
@@ -536,56 +539,54 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
     // to run.
 #pragma omp for schedule(static, 1)
     for (int it = 0; it < Hkv * nkb; ++it) {
-      {
-        const int kvh = it / nkb, kb = snake(it % nkb, nthreads, nkb);
-        const int k0 = kb * kBK, k1 = std::min(T, k0 + kBK), nk = k1 - k0;
-        load_block(a.k + kvh * D, ld, k0, nk, D, Kt.data(), Kr.data());
-        for (float& x : Kr) x *= scale;  // dQ = scale * dS K
-        load_block(a.v + kvh * D, ld, k0, nk, D, Vt.data(), nullptr);
-        std::fill(dK.begin(), dK.end(), 0.0f);
-        std::fill(dV.begin(), dV.end(), 0.0f);
-        const int q_end = kbb.max_end[kb];  // queries at or beyond never see this block
-        for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-          for (int q0 = (k0 / kBQ) * kBQ; q0 < q_end; q0 += kBQ) {
-            const int q1 = std::min(T, q0 + kBQ), nq = q1 - q0;
-            const float* Qs = qs_all.data() + (static_cast<size_t>(h) * T + q0) * D;
-            const float* dO = do_all.data() + (static_cast<size_t>(h) * T + q0) * D;
-            const KeyGroups g = key_groups(kbb, a.subtree_end, kb, k1, nk, q0, q1);
-            if (g.n == 0) continue;  // P and dS are 0 for every key of the block
-            const float *kt = Kt.data(), *vt = Vt.data(), *kr = Kr.data();
-            if (!g.all()) {
-              pack_key_groups(g, D, Kt.data(), Ktp.data(), Kr.data(), Krp.data());
-              pack_key_groups(g, D, Vt.data(), Vtp.data(), nullptr, nullptr);
-              kt = Ktp.data();
-              vt = Vtp.data();
-              kr = Krp.data();
-            }
-            const int w = g.keys();  // packed columns; keys past nk are masked
-            block_scores<DC>(Qs, kt, nq, D, P.data(), w);
-            if (g.masked) apply_tree_mask(P.data(), q0, nq, k0, nk, a.subtree_end, g);
-            block_scores<DC>(dO, vt, nq, D, dS.data(), w);
-            probs_and_score_grads(P.data(), dS.data(), nq, w, a.lse + static_cast<size_t>(h) * T + q0,
-                                  delta.data() + static_cast<size_t>(h) * T + q0);
-            // dQ_i += scale sum_j dS_ij K_j (Kr carries the scale)
-            rows_times<DC>(dq_mine + static_cast<size_t>(q0) * HD + h * D, HD, dS.data(), kBK, 1, kr, D,
-                           g.product_keys(nk), nq, false, nullptr, D);
-            // dV_j += sum_i P_ij dO_i ;  dK_j += sum_i dS_ij Qs_i (Qs carries the scale): the whole
-            // block, or each kept group (packed columns 8 c ..) into its own keys' rows
-            const auto accumulate = [&](int j, int col, int rows) {
-              rows_times<DC>(dV.data() + j * D, D, P.data() + col, 1, kBK, dO, D, nq, rows, false, nullptr, D);
-              rows_times<DC>(dK.data() + j * D, D, dS.data() + col, 1, kBK, Qs, D, nq, rows, false, nullptr, D);
-            };
-            if (g.all()) accumulate(0, 0, nk);
-            else
-              for (int c = 0; c < g.n; ++c) accumulate(8 * g.index[c], 8 * c, std::min(8, nk - 8 * g.index[c]));
+      const int kvh = it / nkb, kb = snake(it % nkb, nt, nkb);
+      const int k0 = kb * kBK, k1 = std::min(T, k0 + kBK), nk = k1 - k0;
+      load_block(a.k + kvh * D, ld, k0, nk, D, Kt.data(), Kr.data());
+      for (float& x : Kr) x *= scale;  // dQ = scale * dS K
+      load_block(a.v + kvh * D, ld, k0, nk, D, Vt.data(), nullptr);
+      std::fill(dK.begin(), dK.end(), 0.0f);
+      std::fill(dV.begin(), dV.end(), 0.0f);
+      const int q_end = kbb.max_end[kb];  // queries at or beyond never see this block
+      for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (int q0 = (k0 / kBQ) * kBQ; q0 < q_end; q0 += kBQ) {
+          const int q1 = std::min(T, q0 + kBQ), nq = q1 - q0;
+          const float* Qs = qs_all.data() + (static_cast<size_t>(h) * T + q0) * D;
+          const float* dO = do_all.data() + (static_cast<size_t>(h) * T + q0) * D;
+          const KeyGroups g = key_groups(kbb, a.subtree_end, kb, k1, nk, q0, q1);
+          if (g.n == 0) continue;  // P and dS are 0 for every key of the block
+          const float *kt = Kt.data(), *vt = Vt.data(), *kr = Kr.data();
+          if (!g.all()) {
+            pack_key_groups(g, D, Kt.data(), Ktp.data(), Kr.data(), Krp.data());
+            pack_key_groups(g, D, Vt.data(), Vtp.data(), nullptr, nullptr);
+            kt = Ktp.data();
+            vt = Vtp.data();
+            kr = Krp.data();
           }
+          const int w = g.keys();  // packed columns; keys past nk are masked
+          block_scores<DC>(Qs, kt, nq, D, P.data(), w);
+          if (g.masked) apply_tree_mask(P.data(), q0, nq, k0, nk, a.subtree_end, g);
+          block_scores<DC>(dO, vt, nq, D, dS.data(), w);
+          probs_and_score_grads(P.data(), dS.data(), nq, w, a.lse + static_cast<size_t>(h) * T + q0,
+                                delta.data() + static_cast<size_t>(h) * T + q0);
+          // dQ_i += scale sum_j dS_ij K_j (Kr carries the scale)
+          rows_times<DC>(dq_mine + static_cast<size_t>(q0) * HD + h * D, HD, dS.data(), kBK, 1, kr, D,
+                         g.product_keys(nk), nq, false, nullptr, D);
+          // dV_j += sum_i P_ij dO_i ;  dK_j += sum_i dS_ij Qs_i (Qs carries the scale): the whole
+          // block, or each kept group (packed columns 8 c ..) into its own keys' rows
+          const auto accumulate = [&](int j, int col, int rows) {
+            rows_times<DC>(dV.data() + j * D, D, P.data() + col, 1, kBK, dO, D, nq, rows, false, nullptr, D);
+            rows_times<DC>(dK.data() + j * D, D, dS.data() + col, 1, kBK, Qs, D, nq, rows, false, nullptr, D);
+          };
+          if (g.all()) accumulate(0, 0, nk);
+          else
+            for (int c = 0; c < g.n; ++c) accumulate(8 * g.index[c], 8 * c, std::min(8, nk - 8 * g.index[c]));
         }
-        for (int j = 0; j < nk; ++j)
-          for (int d = 0; d < D; ++d) {
-            g.dk[static_cast<size_t>(k0 + j) * ld + kvh * D + d] = dK[j * D + d];
-            g.dv[static_cast<size_t>(k0 + j) * ld + kvh * D + d] = dV[j * D + d];
-          }
       }
+      for (int j = 0; j < nk; ++j)
+        for (int d = 0; d < D; ++d) {
+          g.dk[static_cast<size_t>(k0 + j) * ld + kvh * D + d] = dK[j * D + d];
+          g.dv[static_cast<size_t>(k0 + j) * ld + kvh * D + d] = dV[j * D + d];
+        }
     }
   }
   // dq = sum of the per-thread parts
@@ -594,7 +595,7 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
     float* dst = g.dq + static_cast<size_t>(t) * ld;
     const float* first = dq_part.data() + static_cast<size_t>(t) * HD;
     std::copy(first, first + HD, dst);
-    for (int p = 1; p < nthreads; ++p) {
+    for (int p = 1; p < team; ++p) {
       const float* part = dq_part.data() + (static_cast<size_t>(p) * T + t) * HD;
 #pragma omp simd
       for (int c = 0; c < HD; ++c) dst[c] += part[c];
