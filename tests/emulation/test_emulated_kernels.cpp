@@ -71,6 +71,18 @@ class UnsetForScope {
   std::string saved_;
 };
 
+// With `name` set to `value`, making the backend is an InputError that
+// names the variable.
+void expect_backend_refuses(const char* name, const char* value) {
+  setenv(name, value, 1);
+  try {
+    cuda::make_cuda_backend();
+    ADD_FAILURE() << name << "=" << value << " was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+}
+
 TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
   const UnsetForScope scope("FORGE_CUDA_FP32_ATTENTION");
   EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::k3xTf32);
@@ -78,13 +90,7 @@ TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
   EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::kExact);
   setenv("FORGE_CUDA_FP32_ATTENTION", "3xtf32", 1);
   EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::k3xTf32);
-  setenv("FORGE_CUDA_FP32_ATTENTION", "tf32", 1);
-  try {
-    cuda::make_cuda_backend();
-    ADD_FAILURE() << "FORGE_CUDA_FP32_ATTENTION=tf32 was accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("FORGE_CUDA_FP32_ATTENTION"), std::string::npos) << e.what();
-  }
+  expect_backend_refuses("FORGE_CUDA_FP32_ATTENTION", "tf32");
 }
 
 // FORGE_CUDA_ATTENTION_STEP_TILES: 1 or 2, unset 0 (the default); another
@@ -96,13 +102,7 @@ TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
   EXPECT_EQ(cuda::attention_step_tiles_from_env(), 1);
   setenv("FORGE_CUDA_ATTENTION_STEP_TILES", "2", 1);
   EXPECT_EQ(cuda::attention_step_tiles_from_env(), 2);
-  setenv("FORGE_CUDA_ATTENTION_STEP_TILES", "4", 1);
-  try {
-    cuda::make_cuda_backend();
-    ADD_FAILURE() << "FORGE_CUDA_ATTENTION_STEP_TILES=4 was accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("FORGE_CUDA_ATTENTION_STEP_TILES"), std::string::npos) << e.what();
-  }
+  expect_backend_refuses("FORGE_CUDA_ATTENTION_STEP_TILES", "4");
 }
 
 // What runs: one where asked; two where the SM's shared memory holds the

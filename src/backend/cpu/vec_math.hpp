@@ -105,30 +105,6 @@ inline float hmax8(v8 v) {
   return std::max(b[0], b[1]);
 }
 
-// The two 8-float halves of a 16-float vector.
-template <class V16>
-inline v8 low8(V16 v) {
-  return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
-}
-template <class V16>
-inline v8 high8(V16 v) {
-  return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-}
-
-// sum += the 8-float slices of v in order: a sum accumulated this way is the
-// same, bit for bit, as one over v8 steps (lane l of the v8 sum takes the
-// floats at l, l + 8, l + 16, ... in that order), whatever the width.
-template <class V>
-inline void add_slices8(v8& sum, V v) {
-  static_assert(sizeof(V) == 32 || sizeof(V) == 64, "8 or 16 floats");
-  if constexpr (sizeof(V) == 32) {
-    sum += v;
-  } else {
-    sum += low8(v);
-    sum += high8(v);
-  }
-}
-
 // Scalar form (same arithmetic) for tails and single values.
 [[gnu::always_inline]] inline float fast_exp(float x) { return exp8(bcast(x))[0]; }
 
@@ -146,16 +122,10 @@ inline float max_of(const float* x, int n, float init) {
   return r;
 }
 
-// exp over n floats in place; returns their sum, accumulated in v8 order
-// (add_slices8), so that it does not depend on the variant's width.
+// exp over n floats in place; returns their sum.
 inline float exp_inplace_sum(float* x, int n, float shift) {
   v8 sum{};
   int j = 0;
-  for (; j + kWideLanes <= n; j += kWideLanes) {
-    const vw e = expw(loadw(x + j) - shift);
-    storew(x + j, e);
-    add_slices8(sum, e);
-  }
   for (; j + 8 <= n; j += 8) {
     const v8 e = exp8(load8(x + j) - shift);
     store8(x + j, e);

@@ -249,14 +249,24 @@ inline unsigned char* shared_memory() { return tls_block->smem.data(); }
 
 inline unsigned linear_thread() { return tls_block->current; }
 
+// The calling thread's warp, for a collective (what: its name in the
+// error) over `mask`: the whole warp or all its live lanes.
+inline Warp& collective_warp(unsigned mask, const char* what) {
+  Warp& w = tls_block->warps[linear_thread() / 32];
+  const unsigned lanes = w.bar.alive == 32 ? kFullMask : (1u << w.bar.alive) - 1;
+  if (mask != kFullMask && mask != lanes) {
+    char message[96];
+    std::snprintf(message, sizeof message, "%s masks other than the whole warp are not emulated", what);
+    fail(message);
+  }
+  return w;
+}
+
 template <class T>
 T exchange(unsigned mask, T v, int src) {
   static_assert(sizeof(T) <= 8, "shuffles exchange at most 8 bytes");
-  Block& b = *tls_block;
   const unsigned lane = linear_thread() % 32;
-  Warp& w = b.warps[linear_thread() / 32];
-  const unsigned lanes = w.bar.alive == 32 ? kFullMask : (1u << w.bar.alive) - 1;
-  if (mask != kFullMask && mask != lanes) fail("shuffle masks other than the whole warp are not emulated");
+  Warp& w = collective_warp(mask, "shuffle");
   std::memcpy(&w.slot[lane], &v, sizeof(T));
   arrive(w.bar);
   T r = v;
@@ -268,11 +278,8 @@ T exchange(unsigned mask, T v, int src) {
 // __any_sync: each lane posts its predicate, the warp meets, each lane ORs
 // the live lanes' predicates, the warp meets again.
 inline bool vote_any(unsigned mask, bool pred) {
-  Block& b = *tls_block;
   const unsigned lane = linear_thread() % 32;
-  Warp& w = b.warps[linear_thread() / 32];
-  const unsigned lanes = w.bar.alive == 32 ? kFullMask : (1u << w.bar.alive) - 1;
-  if (mask != kFullMask && mask != lanes) fail("vote masks other than the whole warp are not emulated");
+  Warp& w = collective_warp(mask, "vote");
   w.slot[lane] = pred ? 1 : 0;
   arrive(w.bar);
   bool any = false;
