@@ -266,13 +266,9 @@ inline void online_softmax_columns(float* St, int w, float* m, float* l, float* 
   }
 }
 
-// Backward (rows i < nq): P = e^{S - lse_i} in place, dS = P (dP - D_i) in
-// place of dP.
-template <int W = kBK>
+// Backward (rows i < nq, their first w columns, w a multiple of 8):
+// P = e^{S - lse_i} in place, dS = P (dP - D_i) in place of dP.
 inline void probs_and_score_grads(float* P, float* dS, int nq, int w, const float* lse, const float* di) {
-  if constexpr (W > 8) {
-    if (w <= W - 8) return probs_and_score_grads<W - 8>(P, dS, nq, w, lse, di);
-  }
   for (int i = 0; i < nq; ++i) {
     float* p = P + i * kBK;
     float* ds = dS + i * kBK;
@@ -281,12 +277,12 @@ inline void probs_and_score_grads(float* P, float* dS, int nq, int w, const floa
     // not unrolled: in the SSE2 baseline 8 inlined exps on two-register
     // vectors spilled (backward 4% slower); AVX2 and AVX-512 time the same
 #pragma GCC unroll 1
-    for (; j + kWideLanes <= W; j += kWideLanes) {
+    for (; j + kWideLanes <= w; j += kWideLanes) {
       const vw pj = expw(loadw(p + j) - vl);
       storew(p + j, pj);
       storew(ds + j, pj * (loadw(ds + j) - vd));
     }
-    if constexpr (W % kWideLanes != 0) {  // one step of 8
+    if (j < w) {  // one step of 8
       const v8 pj = exp8(load8(p + j) - bcast(lse[i]));
       store8(p + j, pj);
       store8(ds + j, pj * (load8(ds + j) - bcast(di[i])));
