@@ -337,7 +337,8 @@ inline void copy_row(const float* src, float* dst, int D) {
 // steps after the first touch no fresh pages. Every element is written in
 // the parallel loop (the rows past T as zeros), by vector moves: zeros
 // first on the calling thread (the other threads waiting), then the rows
-// copied by a memmove call each, took 15% of the train-step shape's forward.
+// copied by a memmove call each, took 15% of the train-step forward's perf
+// samples.
 template <int DC>
 const PackedKV& pack_kv(const TreeAttentionArgs& a) {
   const int T = a.T, Hkv = a.n_kv_heads, nkb = (T + kBK - 1) / kBK, D = DC ? DC : a.head_dim;
@@ -368,7 +369,8 @@ const PackedKV& pack_kv(const TreeAttentionArgs& a) {
 // The 8 x 8 block at src (row stride lds) transposed into dst (row stride
 // ldd), times scale: three rounds of two-source shuffles (pairs of floats,
 // of pairs, of quads), 24 in all, where element-wise stores took one
-// extract and one store a float (7% of the forward at D 32).
+// extract and one store a float (7% of the forward's perf samples at D 32;
+// the forward ran 2% faster for it).
 inline void transpose8x8(const float* src, int lds, float* dst, int ldd, float scale) {
   v8 r[8], a[8], b[8];
   for (int k = 0; k < 8; ++k) r[k] = load8(src + k * lds);
@@ -501,7 +503,8 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
       float* qs = qs_all.data() + (static_cast<size_t>(h) * T + t) * D;
       float* dst = do_all.data() + (static_cast<size_t>(h) * T + t) * D;
       float s = 0;
-      if constexpr (DC > 0 && DC % 8 == 0) {  // 8 partial sums: a scalar chain was 6% of the backward at D 32
+      // 8 partial sums: a scalar chain was 6% of the backward's perf samples at D 32
+      if constexpr (DC > 0 && DC % 8 == 0) {
         v8 acc{};
 #pragma GCC unroll 16
         for (int d = 0; d < DC; d += 8) {
