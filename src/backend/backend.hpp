@@ -45,6 +45,11 @@ struct TreeAttentionArgs {
   // reads Q, K and V from it and not from q, k, v. The transformer keeps it
   // as the layer's saved q|k|v, so neither pass rounds them again.
   uint16_t* qkv_bf16 = nullptr;
+  // Backward only, training on a backend with bf16 GEMM operands
+  // (Backend::bf16_operands()): the forward's output as bf16 (the layer's
+  // kept copy, [T, n_heads * head_dim]), read for D_i = dO . O instead of
+  // out, which may then be null. Null otherwise.
+  const uint16_t* out_bf16 = nullptr;
 };
 
 struct TreeAttentionGrads {
@@ -211,6 +216,13 @@ class Backend {
   virtual size_t activation_value_bytes() const { return sizeof(float); }
   virtual void pack_bf16(const float* src, uint16_t* dst, size_t n) = 0;
   virtual void unpack_bf16(const uint16_t* src, float* dst, size_t n) = 0;
+  // True where every GEMM rounds both operands to bf16 (the CUDA backend's
+  // bf16 mode). There a training pass stores its working activations whose
+  // only consumers are GEMMs (the normalised h, silu(g) u, the backward's
+  // dg|du) as bf16 where they are made, and the GEMMs read them as they are:
+  // the same values the GEMMs would have rounded, half the bytes, no
+  // rounding pass (model/transformer.hpp).
+  virtual bool bf16_operands() const { return false; }
 
   // C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) is K x N.
   virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
@@ -227,6 +239,24 @@ class Backend {
                                const float* x, int ld_x, float* dx, int ld_dx, float* dW) {
     gemm(false, false, T, in, out, 1.0f, dy, ld_dy, W, in, 0.0f, dx, ld_dx);
     gemm(true, false, out, in, T, 1.0f, dy, ld_dy, x, ld_x, 1.0f, dW, in);
+  }
+  // The linear layer with its activation as bf16 (bf16_operands()): x16
+  // [T, in] and, where not null, dy16 [T, out] (then dy is not read) packed
+  // bf16 rows.  linear_fwd_bf16: y = x W^T + beta y (row stride ld_y);
+  // linear_backward_bf16: linear_backward on the widened values. The
+  // defaults widen into scratch; the CUDA backend hands them to the GEMM as
+  // they are, bit for bit the same.
+  virtual void linear_fwd_bf16(int T, int in, int out, const uint16_t* x16, const float* W, float beta, float* y,
+                               int ld_y) {
+    const Widened x(*this, x16, size_t(T) * in);
+    gemm(false, true, T, out, in, 1.0f, x.data, in, W, in, beta, y, ld_y);
+  }
+  virtual void linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16,
+                                    const float* W, const uint16_t* x16, float* dx, int ld_dx, float* dW) {
+    const Widened x(*this, x16, size_t(T) * in);
+    if (!dy16) return linear_backward(T, in, out, dy, ld_dy, W, x.data, in, dx, ld_dx, dW);
+    const Widened g(*this, dy16, size_t(T) * out);
+    linear_backward(T, in, out, g.data, out, W, x.data, in, dx, ld_dx, dW);
   }
   virtual void add_inplace(float* y, const float* x, size_t n) = 0;  // y += x
   virtual void scale(float* x, float s, size_t n) = 0;
@@ -254,35 +284,42 @@ class Backend {
   // RMSNorm and SwiGLU with their input kept as bf16 for the backward
   // (training with bf16 activations): *_fwd_keep is *_fwd plus
   // x16 = pack_bf16(x) (gu16 for SwiGLU); the _bf16 forms are *_fwd and
-  // *_bwd on x16 widened. The defaults do exactly that in steps (the _bf16
-  // ones through a scratch copy); the CUDA backend fuses each into one pass,
-  // bit for bit the same.
-  virtual void rmsnorm_fwd_keep(const float* x, const float* w, float* y, float* rstd, uint16_t* x16, int T, int d,
-                                float eps) {
-    rmsnorm_fwd(x, w, y, rstd, T, d, eps);
+  // *_bwd on x16 widened. Each writes its result either in FP32 (y, out,
+  // dgu) or, where that pointer is null, as bf16 (y16, out16, dgu16:
+  // pack_bf16 of the FP32 result; with bf16_operands(), for a GEMM). The
+  // defaults do exactly that in steps (through scratch copies); the CUDA
+  // backend fuses each into one pass, bit for bit the same.
+  virtual void rmsnorm_fwd_keep(const float* x, const float* w, float* y, uint16_t* y16, float* rstd, uint16_t* x16,
+                                int T, int d, float eps) {
+    const Result r(*this, y, y16, size_t(T) * d);
+    rmsnorm_fwd(x, w, r.data, rstd, T, d, eps);
     pack_bf16(x, x16, size_t(T) * d);
   }
-  virtual void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, float* rstd, int T, int d,
-                                float eps) {
+  virtual void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, uint16_t* y16, float* rstd, int T,
+                                int d, float eps) {
     const Widened x(*this, x16, size_t(T) * d);
-    rmsnorm_fwd(x.data, w, y, rstd, T, d, eps);
+    const Result r(*this, y, y16, size_t(T) * d);
+    rmsnorm_fwd(x.data, w, r.data, rstd, T, d, eps);
   }
   virtual void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, float* dx,
                                 float* dw, int T, int d) {
     const Widened x(*this, x16, size_t(T) * d);
     rmsnorm_bwd(x.data, w, rstd, dy, dx, dw, T, d);
   }
-  virtual void swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) {
-    swiglu_fwd(gu, out, T, F);
+  virtual void swiglu_fwd_keep(const float* gu, float* out, uint16_t* out16, uint16_t* gu16, int T, int F) {
+    const Result r(*this, out, out16, size_t(T) * F);
+    swiglu_fwd(gu, r.data, T, F);
     pack_bf16(gu, gu16, size_t(T) * 2 * F);
   }
-  virtual void swiglu_fwd_bf16(const uint16_t* gu16, float* out, int T, int F) {
+  virtual void swiglu_fwd_bf16(const uint16_t* gu16, float* out, uint16_t* out16, int T, int F) {
     const Widened gu(*this, gu16, size_t(T) * 2 * F);
-    swiglu_fwd(gu.data, out, T, F);
+    const Result r(*this, out, out16, size_t(T) * F);
+    swiglu_fwd(gu.data, r.data, T, F);
   }
-  virtual void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, int T, int F) {
+  virtual void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, uint16_t* dgu16, int T, int F) {
     const Widened gu(*this, gu16, size_t(T) * 2 * F);
-    swiglu_bwd(gu.data, dout, dgu, T, F);
+    const Result r(*this, dgu, dgu16, size_t(T) * 2 * F);
+    swiglu_bwd(gu.data, dout, r.data, T, F);
   }
 
   virtual void tree_attention_fwd(const TreeAttentionArgs& a) = 0;
@@ -329,6 +366,24 @@ class Backend {
     ~Widened() { b.release(data); }
     Widened(const Widened&) = delete;
     Widened& operator=(const Widened&) = delete;
+  };
+  // Where an operation of n values writes its FP32 result: f32 where not
+  // null, else backend scratch that the destructor packs into bf16 and frees.
+  struct Result {
+    Backend& b;
+    uint16_t* bf16;
+    size_t n;
+    float* data;
+    Result(Backend& backend, float* f32, uint16_t* to_bf16, size_t count)
+        : b(backend), bf16(f32 ? nullptr : to_bf16), n(count),
+          data(f32 ? f32 : static_cast<float*>(backend.alloc(count * sizeof(float)))) {}
+    ~Result() {
+      if (!bf16) return;
+      b.pack_bf16(data, bf16, n);
+      b.release(data);
+    }
+    Result(const Result&) = delete;
+    Result& operator=(const Result&) = delete;
   };
 };
 

@@ -78,6 +78,16 @@ void ProfiledBackend::linear_backward(int T, int in, int out, const float* dy, i
   timed("linear backward", 4.0 * T * in * out,
         [&] { inner_.linear_backward(T, in, out, dy, ld_dy, W, x, ld_x, dx, ld_dx, dW); });
 }
+// The bf16-activation forms time as the rows of the FP32 ones they stand for.
+void ProfiledBackend::linear_fwd_bf16(int T, int in, int out, const uint16_t* x16, const float* W, float beta,
+                                      float* y, int ld_y) {
+  timed("gemm NT", 2.0 * T * in * out, [&] { inner_.linear_fwd_bf16(T, in, out, x16, W, beta, y, ld_y); });
+}
+void ProfiledBackend::linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16,
+                                           const float* W, const uint16_t* x16, float* dx, int ld_dx, float* dW) {
+  timed("linear backward", 4.0 * T * in * out,
+        [&] { inner_.linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, x16, dx, ld_dx, dW); });
+}
 void ProfiledBackend::add_inplace(float* y, const float* x, size_t n) {
   timed("add_inplace", 0, [&] { inner_.add_inplace(y, x, n); });
 }
@@ -111,26 +121,27 @@ void ProfiledBackend::swiglu_fwd(const float* gu, float* out, int T, int F) {
 void ProfiledBackend::swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) {
   timed("swiglu_bwd", 0, [&] { inner_.swiglu_bwd(gu, dout, dgu, T, F); });
 }
-void ProfiledBackend::rmsnorm_fwd_keep(const float* x, const float* w, float* y, float* rstd, uint16_t* x16, int T,
-                                       int d, float eps) {
-  timed("rmsnorm_fwd (keeps bf16 x)", 0, [&] { inner_.rmsnorm_fwd_keep(x, w, y, rstd, x16, T, d, eps); });
+void ProfiledBackend::rmsnorm_fwd_keep(const float* x, const float* w, float* y, uint16_t* y16, float* rstd,
+                                       uint16_t* x16, int T, int d, float eps) {
+  timed("rmsnorm_fwd (keeps bf16 x)", 0, [&] { inner_.rmsnorm_fwd_keep(x, w, y, y16, rstd, x16, T, d, eps); });
 }
-void ProfiledBackend::rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, float* rstd, int T, int d,
-                                       float eps) {
-  timed("rmsnorm_fwd (bf16 x)", 0, [&] { inner_.rmsnorm_fwd_bf16(x16, w, y, rstd, T, d, eps); });
+void ProfiledBackend::rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, uint16_t* y16, float* rstd,
+                                       int T, int d, float eps) {
+  timed("rmsnorm_fwd (bf16 x)", 0, [&] { inner_.rmsnorm_fwd_bf16(x16, w, y, y16, rstd, T, d, eps); });
 }
 void ProfiledBackend::rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy,
                                        float* dx, float* dw, int T, int d) {
   timed("rmsnorm_bwd (bf16 x)", 0, [&] { inner_.rmsnorm_bwd_bf16(x16, w, rstd, dy, dx, dw, T, d); });
 }
-void ProfiledBackend::swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) {
-  timed("swiglu_fwd (keeps bf16 g|u)", 0, [&] { inner_.swiglu_fwd_keep(gu, out, gu16, T, F); });
+void ProfiledBackend::swiglu_fwd_keep(const float* gu, float* out, uint16_t* out16, uint16_t* gu16, int T, int F) {
+  timed("swiglu_fwd (keeps bf16 g|u)", 0, [&] { inner_.swiglu_fwd_keep(gu, out, out16, gu16, T, F); });
 }
-void ProfiledBackend::swiglu_fwd_bf16(const uint16_t* gu16, float* out, int T, int F) {
-  timed("swiglu_fwd (bf16 g|u)", 0, [&] { inner_.swiglu_fwd_bf16(gu16, out, T, F); });
+void ProfiledBackend::swiglu_fwd_bf16(const uint16_t* gu16, float* out, uint16_t* out16, int T, int F) {
+  timed("swiglu_fwd (bf16 g|u)", 0, [&] { inner_.swiglu_fwd_bf16(gu16, out, out16, T, F); });
 }
-void ProfiledBackend::swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, int T, int F) {
-  timed("swiglu_bwd (bf16 g|u)", 0, [&] { inner_.swiglu_bwd_bf16(gu16, dout, dgu, T, F); });
+void ProfiledBackend::swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, uint16_t* dgu16, int T,
+                                      int F) {
+  timed("swiglu_bwd (bf16 g|u)", 0, [&] { inner_.swiglu_bwd_bf16(gu16, dout, dgu, dgu16, T, F); });
 }
 
 void ProfiledBackend::tree_attention_fwd(const TreeAttentionArgs& a) {

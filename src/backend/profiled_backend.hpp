@@ -56,11 +56,16 @@ class ProfiledBackend final : public Backend {
   size_t activation_value_bytes() const override { return inner_.activation_value_bytes(); }
   void pack_bf16(const float* src, uint16_t* dst, size_t n) override;
   void unpack_bf16(const uint16_t* src, float* dst, size_t n) override;
+  bool bf16_operands() const override { return inner_.bf16_operands(); }
 
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override;
   void linear_backward(int T, int in, int out, const float* dy, int ld_dy, const float* W, const float* x, int ld_x,
                        float* dx, int ld_dx, float* dW) override;
+  void linear_fwd_bf16(int T, int in, int out, const uint16_t* x16, const float* W, float beta, float* y,
+                       int ld_y) override;
+  void linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16, const float* W,
+                            const uint16_t* x16, float* dx, int ld_dx, float* dW) override;
   void add_inplace(float* y, const float* x, size_t n) override;
   void scale(float* x, float s, size_t n) override;
   double sum_squares(const float* x, size_t n) override;
@@ -74,14 +79,15 @@ class ProfiledBackend final : public Backend {
             bool inverse) override;
   void swiglu_fwd(const float* gu, float* out, int T, int F) override;
   void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override;
-  void rmsnorm_fwd_keep(const float* x, const float* w, float* y, float* rstd, uint16_t* x16, int T, int d,
+  void rmsnorm_fwd_keep(const float* x, const float* w, float* y, uint16_t* y16, float* rstd, uint16_t* x16, int T,
+                        int d, float eps) override;
+  void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, uint16_t* y16, float* rstd, int T, int d,
                         float eps) override;
-  void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, float* rstd, int T, int d, float eps) override;
   void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
                         int T, int d) override;
-  void swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) override;
-  void swiglu_fwd_bf16(const uint16_t* gu16, float* out, int T, int F) override;
-  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, int T, int F) override;
+  void swiglu_fwd_keep(const float* gu, float* out, uint16_t* out16, uint16_t* gu16, int T, int F) override;
+  void swiglu_fwd_bf16(const uint16_t* gu16, float* out, uint16_t* out16, int T, int F) override;
+  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, uint16_t* dgu16, int T, int F) override;
 
   void tree_attention_fwd(const TreeAttentionArgs& a) override;
   void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override;

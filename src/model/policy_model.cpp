@@ -21,10 +21,11 @@ class TreeAttention final : public BlockAttention {
   void forward(int, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16) override {
     B_.tree_attention_fwd(args(qkv, qkv_bf16, ld, out, lse));
   }
-  void backward(int, const float* qkv, uint16_t* qkv_bf16, int ld, const float* out, const float* lse,
-                const float* dout, float* dqkv) override {
-    B_.tree_attention_bwd(args(qkv, qkv_bf16, ld, const_cast<float*>(out), const_cast<float*>(lse)),
-                          fused_tree_attention_grads(c_.n_heads, c_.n_kv_heads, c_.head_dim(), dout, dqkv));
+  void backward(int, const float* qkv, uint16_t* qkv_bf16, int ld, const float* out, const uint16_t* out_bf16,
+                const float* lse, const float* dout, float* dqkv) override {
+    TreeAttentionArgs a = args(qkv, qkv_bf16, ld, const_cast<float*>(out), const_cast<float*>(lse));
+    a.out_bf16 = out_bf16;
+    B_.tree_attention_bwd(a, fused_tree_attention_grads(c_.n_heads, c_.n_kv_heads, c_.head_dim(), dout, dqkv));
   }
 
  private:

@@ -7,7 +7,8 @@
 
 namespace forge {
 
-void BlockAttention::backward(int, const float*, uint16_t*, int, const float*, const float*, const float*, float*) {
+void BlockAttention::backward(int, const float*, uint16_t*, int, const float*, const uint16_t*, const float*,
+                              const float*, float*) {
   throw Error("this attention has no backward (generation only)");
 }
 
@@ -71,11 +72,12 @@ size_t TransformerActivations::bytes() const {
   for (const Layer& l : layers_) {
     for (const auto* a : {&l.x_in, &l.h1, &l.rstd1, &l.qkv, &l.att, &l.lse, &l.x_mid, &l.h2, &l.rstd2, &l.gu, &l.act})
       add(*a);
-    add(l.packed);
+    for (const auto* a : {&l.packed, &l.h16, &l.act16}) add(*a);
   }
   for (const auto* a : {&x_final_, &xf_rows_, &hf_, &rstd_f_, &ones_, &dx_, &d_act_, &d_gu_, &d_h_, &d_att_, &d_qkv_,
                         &d_xf_rows_})
     add(*a);
+  add(d_gu16_);
   return b;
 }
 
@@ -88,6 +90,7 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
   const size_t Td = static_cast<size_t>(T) * d;
   const bool keep = act.keep_layers_;
   const bool pack = keep && B.activation_value_bytes() == 2;
+  const bool narrow = pack && B.bf16_operands();
   const PackedParts parts(c_, T);
   FORGE_CHECK(T > 0, "a forward pass over no rows");
   act.packed_ = pack;
@@ -110,14 +113,34 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
     TransformerActivations::Layer& kept = act.layer(l);
     TransformerActivations::Layer& a = pack ? act.layers_[0] : kept;  // where the layer computes
     const LayerOffsets& o = layer_[l];
-    a.h1.ensure(B, Td);
+    // The normalised h and silu(g) u feed only GEMMs: with bf16 operands
+    // they are made as bf16 (h16, act16) and the GEMMs read them as they are.
+    if (narrow) {
+      a.h16.ensure(B, Td);
+      a.act16.ensure(B, static_cast<size_t>(T) * F);
+    } else {
+      a.h1.ensure(B, Td);
+      a.h2.ensure(B, Td);
+      a.act.ensure(B, static_cast<size_t>(T) * F);
+    }
     a.rstd1.ensure(B, T);
     a.qkv.ensure(B, static_cast<size_t>(T) * QKV);
     a.att.ensure(B, static_cast<size_t>(T) * HD);
-    a.h2.ensure(B, Td);
     a.rstd2.ensure(B, T);
     a.gu.ensure(B, static_cast<size_t>(T) * 2 * F);
-    a.act.ensure(B, static_cast<size_t>(T) * F);
+    uint16_t* h16 = narrow ? a.h16.data() : nullptr;
+    uint16_t* act16 = narrow ? a.act16.data() : nullptr;
+    float* h1 = narrow ? nullptr : a.h1.data();
+    float* h2 = narrow ? nullptr : a.h2.data();
+    float* act32 = narrow ? nullptr : a.act.data();
+    // y = x W^T + beta y, x in FP32 or (x16) as bf16
+    const auto linear = [&](int in, int out, const float* x, const uint16_t* x16, size_t w, float beta, float* y,
+                            int ld_y) {
+      if (x16)
+        B.linear_fwd_bf16(T, in, out, x16, P + w, beta, y, ld_y);
+      else
+        B.gemm(false, true, T, out, in, 1.0f, x, in, P + w, in, beta, y, ld_y);
+    };
     // Residual stream: training keeps x_in, x_mid and x_out of every layer
     // (packed: x_in and x_mid as bf16, x_out overwrites x_in once packed);
     // generation updates one buffer in place.
@@ -142,28 +165,28 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
     const auto kept16 = [&](int part) { return pack ? kept.packed.data() + parts.offset(part) : nullptr; };
 
     if (pack)
-      B.rmsnorm_fwd_keep(x_in, P + o.attn_norm, a.h1.data(), a.rstd1.data(), kept16(kXinPart), T, d, c_.norm_eps);
+      B.rmsnorm_fwd_keep(x_in, P + o.attn_norm, h1, h16, a.rstd1.data(), kept16(kXinPart), T, d, c_.norm_eps);
     else
-      B.rmsnorm_fwd(x_in, P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
-    B.gemm(false, true, T, QKV, d, 1.0f, a.h1.data(), d, P + o.wqkv, d, 0.0f, a.qkv.data(), QKV);
+      B.rmsnorm_fwd(x_in, P + o.attn_norm, h1, a.rstd1.data(), T, d, c_.norm_eps);
+    linear(d, QKV, h1, h16, o.wqkv, 0.0f, a.qkv.data(), QKV);
     if (c_.qkv_bias)  // qkv += 1 bqkv^T
       B.gemm(false, false, T, QKV, 1, 1.0f, act.ones_.data(), 1, P + o.bqkv, QKV, 1.0f, a.qkv.data(), QKV);
     B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false);
     attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? kept.lse.data() : nullptr, kept16(kQkvPart));
     if (pack) B.pack_bf16(a.att.data(), kept16(kAttPart), parts.sizes[kAttPart]);
     if (x_mid != x_in) B.copy(x_mid, x_in, Td * sizeof(float));
-    B.gemm(false, true, T, d, HD, 1.0f, a.att.data(), HD, P + o.wo, HD, 1.0f, x_mid, d);
+    linear(HD, d, a.att.data(), narrow ? kept16(kAttPart) : nullptr, o.wo, 1.0f, x_mid, d);
     if (pack)
-      B.rmsnorm_fwd_keep(x_mid, P + o.mlp_norm, a.h2.data(), a.rstd2.data(), kept16(kXmidPart), T, d, c_.norm_eps);
+      B.rmsnorm_fwd_keep(x_mid, P + o.mlp_norm, h2, h16, a.rstd2.data(), kept16(kXmidPart), T, d, c_.norm_eps);
     else
-      B.rmsnorm_fwd(x_mid, P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
-    B.gemm(false, true, T, 2 * F, d, 1.0f, a.h2.data(), d, P + o.w_gate_up, d, 0.0f, a.gu.data(), 2 * F);
+      B.rmsnorm_fwd(x_mid, P + o.mlp_norm, h2, a.rstd2.data(), T, d, c_.norm_eps);
+    linear(d, 2 * F, h2, h16, o.w_gate_up, 0.0f, a.gu.data(), 2 * F);
     if (pack)
-      B.swiglu_fwd_keep(a.gu.data(), a.act.data(), kept16(kGuPart), T, F);
+      B.swiglu_fwd_keep(a.gu.data(), act32, act16, kept16(kGuPart), T, F);
     else
-      B.swiglu_fwd(a.gu.data(), a.act.data(), T, F);
+      B.swiglu_fwd(a.gu.data(), act32, T, F);
     if (x_out != x_mid) B.copy(x_out, x_mid, Td * sizeof(float));
-    B.gemm(false, true, T, d, F, 1.0f, a.act.data(), F, P + o.w_down, F, 1.0f, x_out, d);
+    linear(F, d, act32, act16, o.w_down, 1.0f, x_out, d);
   }
 
   // Final norm on the head rows only.
@@ -197,45 +220,73 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
   }
 
   act.d_act_.ensure(B, static_cast<size_t>(T) * F);
-  act.d_gu_.ensure(B, static_cast<size_t>(T) * 2 * F);
+  if (!(pack && B.bf16_operands())) act.d_gu_.ensure(B, static_cast<size_t>(T) * 2 * F);
   act.d_h_.ensure(B, Td);
   act.d_att_.ensure(B, static_cast<size_t>(T) * HD);
   act.d_qkv_.ensure(B, static_cast<size_t>(T) * QKV);
+  // With bf16 operands (forward()): h and silu(g) u recomputed as bf16 and
+  // dg|du made as bf16, each read as it is by its layer's linear_backward;
+  // the attention output read from its kept bf16 copy, not unpacked.
+  const bool narrow = pack && B.bf16_operands();
+  if (narrow) act.d_gu16_.ensure(B, static_cast<size_t>(T) * 2 * F);
   float* dx = act.dx_.data();
   for (int l = c_.n_layers - 1; l >= 0; --l) {
     TransformerActivations::Layer& kept = act.layer(l);
     TransformerActivations::Layer& a = pack ? act.layers_[0] : kept;
     const LayerOffsets& o = layer_[l];
+    const auto kept16 = [&](int part) { return pack ? kept.packed.data() + parts.offset(part) : nullptr; };
+    uint16_t* h16 = narrow ? a.h16.data() : nullptr;
     // Packed: the attention output unpacked into the FP32 set; h1, h2 and
     // silu(g) u recomputed from the bf16 x_in, x_mid and g|u, which the
     // backward operations read as they are (as the attention its q|k|v).
-    const auto kept16 = [&](int part) { return pack ? kept.packed.data() + parts.offset(part) : nullptr; };
-    if (pack) {
+    // With bf16 operands each recomputation comes just before its GEMM.
+    if (pack && !narrow) {
       B.unpack_bf16(kept16(kAttPart), a.att.data(), parts.sizes[kAttPart]);
-      B.rmsnorm_fwd_bf16(kept16(kXinPart), P + o.attn_norm, a.h1.data(), a.rstd1.data(), T, d, c_.norm_eps);
-      B.rmsnorm_fwd_bf16(kept16(kXmidPart), P + o.mlp_norm, a.h2.data(), a.rstd2.data(), T, d, c_.norm_eps);
-      B.swiglu_fwd_bf16(kept16(kGuPart), a.act.data(), T, F);
+      B.rmsnorm_fwd_bf16(kept16(kXinPart), P + o.attn_norm, a.h1.data(), nullptr, a.rstd1.data(), T, d, c_.norm_eps);
+      B.rmsnorm_fwd_bf16(kept16(kXmidPart), P + o.mlp_norm, a.h2.data(), nullptr, a.rstd2.data(), T, d, c_.norm_eps);
+      B.swiglu_fwd_bf16(kept16(kGuPart), a.act.data(), nullptr, T, F);
     }
     // MLP: x_out = x_mid + act Wd^T
-    B.linear_backward(T, F, d, dx, d, P + o.w_down, a.act.data(), F, act.d_act_.data(), F, G + o.w_down);
-    if (pack)
-      B.swiglu_bwd_bf16(kept16(kGuPart), act.d_act_.data(), act.d_gu_.data(), T, F);
-    else
-      B.swiglu_bwd(a.gu.data(), act.d_act_.data(), act.d_gu_.data(), T, F);
-    B.linear_backward(T, d, 2 * F, act.d_gu_.data(), 2 * F, P + o.w_gate_up, a.h2.data(), d, act.d_h_.data(), d,
-                      G + o.w_gate_up);
+    if (narrow) {
+      B.swiglu_fwd_bf16(kept16(kGuPart), nullptr, a.act16.data(), T, F);
+      B.linear_backward_bf16(T, F, d, dx, d, nullptr, P + o.w_down, a.act16.data(), act.d_act_.data(), F,
+                             G + o.w_down);
+      B.swiglu_bwd_bf16(kept16(kGuPart), act.d_act_.data(), nullptr, act.d_gu16_.data(), T, F);
+      B.rmsnorm_fwd_bf16(kept16(kXmidPart), P + o.mlp_norm, nullptr, h16, a.rstd2.data(), T, d, c_.norm_eps);
+      B.linear_backward_bf16(T, d, 2 * F, nullptr, 2 * F, act.d_gu16_.data(), P + o.w_gate_up, h16, act.d_h_.data(),
+                             d, G + o.w_gate_up);
+    } else {
+      B.linear_backward(T, F, d, dx, d, P + o.w_down, a.act.data(), F, act.d_act_.data(), F, G + o.w_down);
+      if (pack)
+        B.swiglu_bwd_bf16(kept16(kGuPart), act.d_act_.data(), act.d_gu_.data(), nullptr, T, F);
+      else
+        B.swiglu_bwd(a.gu.data(), act.d_act_.data(), act.d_gu_.data(), T, F);
+      B.linear_backward(T, d, 2 * F, act.d_gu_.data(), 2 * F, P + o.w_gate_up, a.h2.data(), d, act.d_h_.data(), d,
+                        G + o.w_gate_up);
+    }
     if (pack)
       B.rmsnorm_bwd_bf16(kept16(kXmidPart), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
     else
       B.rmsnorm_bwd(a.x_mid.data(), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
     // Attention: x_mid = x_in + att Wo^T
-    B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, act.d_att_.data(), HD, G + o.wo);
-    attention.backward(l, a.qkv.data(), kept16(kQkvPart), QKV, a.att.data(), kept.lse.data(), act.d_att_.data(),
-                       act.d_qkv_.data());
+    const uint16_t* att16 = narrow ? kept16(kAttPart) : nullptr;
+    if (narrow)
+      B.linear_backward_bf16(T, HD, d, dx, d, nullptr, P + o.wo, att16, act.d_att_.data(), HD, G + o.wo);
+    else
+      B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, act.d_att_.data(), HD, G + o.wo);
+    attention.backward(l, a.qkv.data(), kept16(kQkvPart), QKV, narrow ? nullptr : a.att.data(), att16,
+                       kept.lse.data(), act.d_att_.data(), act.d_qkv_.data());
     B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
     if (c_.qkv_bias)  // dbqkv += 1^T dqkv
       B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
-    B.linear_backward(T, d, QKV, act.d_qkv_.data(), QKV, P + o.wqkv, a.h1.data(), d, act.d_h_.data(), d, G + o.wqkv);
+    if (narrow) {
+      B.rmsnorm_fwd_bf16(kept16(kXinPart), P + o.attn_norm, nullptr, h16, a.rstd1.data(), T, d, c_.norm_eps);
+      B.linear_backward_bf16(T, d, QKV, act.d_qkv_.data(), QKV, nullptr, P + o.wqkv, h16, act.d_h_.data(), d,
+                             G + o.wqkv);
+    } else {
+      B.linear_backward(T, d, QKV, act.d_qkv_.data(), QKV, P + o.wqkv, a.h1.data(), d, act.d_h_.data(), d,
+                        G + o.wqkv);
+    }
     if (pack)
       B.rmsnorm_bwd_bf16(kept16(kXinPart), P + o.attn_norm, a.rstd1.data(), act.d_h_.data(), dx, G + o.attn_norm, T, d);
     else

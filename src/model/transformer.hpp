@@ -28,6 +28,15 @@
 // unpack_bf16. The GEMMs and the attention read bf16-rounded operands in
 // that mode anyway; RMSNorm's and SwiGLU's backward and the attention's
 // D_i = dO . O see the rounded activations.
+//
+// Where the backend's GEMMs also round both operands to bf16
+// (Backend::bf16_operands, the CUDA bf16 mode), the working activations whose
+// only consumers are GEMMs are made as bf16 too: the normalised h (forward,
+// and recomputed in the backward just before its GEMM), silu(g) u, and the
+// backward's dg|du; the attention output's GEMMs and D_i read its kept bf16
+// copy (no unpack). The GEMMs would have rounded exactly those values, so
+// results are bit for bit those of FP32 working buffers, with half their
+// bytes and no rounding passes (Backend::linear_fwd_bf16, linear_backward_bf16).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -49,8 +58,10 @@ class BlockAttention {
   // writes q|k|v as bf16 and the backward reads them (TreeAttentionArgs::qkv_bf16).
   virtual void forward(int layer, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16) = 0;
   // dq, dk, dv into dqkv (same layout, overwritten) from dout; training only.
+  // out_bf16: null, or (bf16 operands) the forward's output as bf16, read
+  // instead of out (TreeAttentionArgs::out_bf16).
   virtual void backward(int layer, const float* qkv, uint16_t* qkv_bf16, int ld, const float* out,
-                        const float* lse, const float* dout, float* dqkv);
+                        const uint16_t* out_bf16, const float* lse, const float* dout, float* dqkv);
 };
 
 // What a pass keeps. With keep_layers (training) every layer has its own
@@ -71,6 +82,9 @@ class TransformerActivations {
     // bf16 storage of x_in, q|k|v, att, x_mid and g|u, in that order (sizes:
     // PackedParts in transformer.cpp). A field added here: count it in bytes().
     DeviceArray<uint16_t> packed;
+    // With bf16 operands (Backend::bf16_operands), the working h (h1, then
+    // h2) and silu(g) u as bf16, in place of h1, h2 and act.
+    DeviceArray<uint16_t> h16, act16;
   };
   Layer& layer(int l) { return layers_[keep_layers_ ? l : 0]; }
 
@@ -85,6 +99,7 @@ class TransformerActivations {
   const int32_t* rows_ = nullptr;               // head rows (caller's memory)
   // backward scratch
   DeviceArray<float> dx_, d_act_, d_gu_, d_h_, d_att_, d_qkv_, d_xf_rows_;
+  DeviceArray<uint16_t> d_gu16_;  // dg|du as bf16 (bf16 operands), in place of d_gu_
 };
 
 class Transformer {

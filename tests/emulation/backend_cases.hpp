@@ -296,9 +296,17 @@ inline void swiglu(Backend& dev, Backend& cpu) {
   dgu.expect_equal("swiglu_bwd");
 }
 
+// An FP32 result as pack_bf16 rounds it: what the bf16-output forms must write.
+inline std::vector<uint16_t> packed_bits(Backend& dev, const DeviceArray<float>& f32) {
+  DeviceArray<uint16_t> bits(dev, f32.size());
+  dev.pack_bf16(f32.data(), bits.data(), f32.size());
+  return bits.download();
+}
+
 // x kept as bf16 (Backend::rmsnorm_fwd_keep, rmsnorm_fwd_bf16,
 // rmsnorm_bwd_bf16), on one backend: bit for bit rmsnorm_fwd plus
-// pack_bf16, and rmsnorm_fwd / rmsnorm_bwd (accumulating) on the unpacked x.
+// pack_bf16, and rmsnorm_fwd / rmsnorm_bwd (accumulating) on the unpacked x;
+// the forms writing y as bf16 (y16) bit for bit pack_bf16 of the FP32 y.
 inline void rmsnorm_kept_bf16(Backend& dev) {
   Rng rng(17);
   // One dw chunk: the chunked sum, which does not depend on the input type, is rmsnorm's case.
@@ -307,24 +315,31 @@ inline void rmsnorm_kept_bf16(Backend& dev) {
   const std::vector<float> x0 = random_vec(rng, n, 2.0f), w0 = random_vec(rng, d), dy0 = random_vec(rng, n);
   const std::vector<float> dx0 = random_vec(rng, n, 0.1f), dw0 = random_vec(rng, d, 0.1f);
   DeviceArray<float> x, w, dy, wide(dev, n), y(dev, n), y_keep(dev, n), y16(dev, n), y_ref(dev, n);
-  DeviceArray<float> rstd(dev, T), rstd_keep(dev, T), rstd16(dev, T), rstd_ref(dev, T);
+  DeviceArray<float> rstd(dev, T), rstd_keep(dev, T), rstd16(dev, T), rstd_ref(dev, T), rstd_b(dev, T);
   DeviceArray<float> dx16, dx_ref, dw16, dw_ref;
-  DeviceArray<uint16_t> kept(dev, n), packed(dev, n);
+  DeviceArray<uint16_t> kept(dev, n), kept_b(dev, n), packed(dev, n), y_keep_b(dev, n), y16_b(dev, n);
   x.upload(dev, x0);
   w.upload(dev, w0);
   dy.upload(dev, dy0);
-  dev.rmsnorm_fwd_keep(x.data(), w.data(), y_keep.data(), rstd_keep.data(), kept.data(), T, d, 1e-5f);
+  dev.rmsnorm_fwd_keep(x.data(), w.data(), y_keep.data(), nullptr, rstd_keep.data(), kept.data(), T, d, 1e-5f);
   dev.rmsnorm_fwd(x.data(), w.data(), y.data(), rstd.data(), T, d, 1e-5f);
   dev.pack_bf16(x.data(), packed.data(), n);
   EXPECT_EQ(y_keep.download(), y.download()) << "rmsnorm_fwd_keep y";
   EXPECT_EQ(rstd_keep.download(), rstd.download()) << "rmsnorm_fwd_keep rstd";
   EXPECT_EQ(kept.download(), packed.download()) << "rmsnorm_fwd_keep's bf16 x";
-  dev.rmsnorm_fwd_bf16(kept.data(), w.data(), y16.data(), rstd16.data(), T, d, 1e-5f);
+  dev.rmsnorm_fwd_keep(x.data(), w.data(), nullptr, y_keep_b.data(), rstd_b.data(), kept_b.data(), T, d, 1e-5f);
+  EXPECT_EQ(y_keep_b.download(), packed_bits(dev, y)) << "rmsnorm_fwd_keep's y as bf16";
+  EXPECT_EQ(rstd_b.download(), rstd.download()) << "rmsnorm_fwd_keep rstd (y as bf16)";
+  EXPECT_EQ(kept_b.download(), packed.download()) << "rmsnorm_fwd_keep's bf16 x (y as bf16)";
+  dev.rmsnorm_fwd_bf16(kept.data(), w.data(), y16.data(), nullptr, rstd16.data(), T, d, 1e-5f);
   dev.unpack_bf16(packed.data(), wide.data(), n);
   dev.rmsnorm_fwd(wide.data(), w.data(), y_ref.data(), rstd_ref.data(), T, d, 1e-5f);
   EXPECT_EQ(y16.download(), y_ref.download()) << "rmsnorm_fwd_bf16 y";
   EXPECT_EQ(rstd16.download(), rstd_ref.download()) << "rmsnorm_fwd_bf16 rstd";
   EXPECT_NE(y16.download(), y.download()) << "the case cannot tell bf16 x from FP32";
+  dev.rmsnorm_fwd_bf16(kept.data(), w.data(), nullptr, y16_b.data(), rstd_b.data(), T, d, 1e-5f);
+  EXPECT_EQ(y16_b.download(), packed_bits(dev, y_ref)) << "rmsnorm_fwd_bf16's y as bf16";
+  EXPECT_EQ(rstd_b.download(), rstd_ref.download()) << "rmsnorm_fwd_bf16 rstd (y as bf16)";
   dx16.upload(dev, dx0);
   dx_ref.upload(dev, dx0);
   dw16.upload(dev, dw0);
@@ -337,23 +352,28 @@ inline void rmsnorm_kept_bf16(Backend& dev) {
 
 // g|u kept as bf16 (Backend::swiglu_fwd_keep, swiglu_fwd_bf16,
 // swiglu_bwd_bf16), on one backend: bit for bit swiglu_fwd plus pack_bf16,
-// and swiglu_fwd / swiglu_bwd on the unpacked values.
+// and swiglu_fwd / swiglu_bwd on the unpacked values; the forms writing
+// their result as bf16 (out16, dgu16) bit for bit pack_bf16 of the FP32 one.
 inline void swiglu_kept_bf16(Backend& dev) {
   Rng rng(16);
   const int T = 23, F = 77;
   const size_t n = size_t(T) * F;
   DeviceArray<float> gu, dout, out(dev, n), out_keep(dev, n), out16(dev, n), out_ref(dev, n), wide(dev, 2 * n);
   DeviceArray<float> dgu16(dev, 2 * n), dgu_ref(dev, 2 * n);
-  DeviceArray<uint16_t> kept(dev, 2 * n), packed(dev, 2 * n);
+  DeviceArray<uint16_t> kept(dev, 2 * n), kept_b(dev, 2 * n), packed(dev, 2 * n), out_keep_b(dev, n),
+      out16_b(dev, n), dgu16_b(dev, 2 * n);
   gu.upload(dev, random_vec(rng, 2 * n, 2.0f));
   dout.upload(dev, random_vec(rng, n));
-  dev.swiglu_fwd_keep(gu.data(), out_keep.data(), kept.data(), T, F);
+  dev.swiglu_fwd_keep(gu.data(), out_keep.data(), nullptr, kept.data(), T, F);
   dev.swiglu_fwd(gu.data(), out.data(), T, F);
   dev.pack_bf16(gu.data(), packed.data(), 2 * n);
   EXPECT_EQ(out_keep.download(), out.download()) << "swiglu_fwd_keep out";
   EXPECT_EQ(kept.download(), packed.download()) << "swiglu_fwd_keep's bf16 g|u";
-  dev.swiglu_fwd_bf16(kept.data(), out16.data(), T, F);
-  dev.swiglu_bwd_bf16(kept.data(), dout.data(), dgu16.data(), T, F);
+  dev.swiglu_fwd_keep(gu.data(), nullptr, out_keep_b.data(), kept_b.data(), T, F);
+  EXPECT_EQ(out_keep_b.download(), packed_bits(dev, out)) << "swiglu_fwd_keep's out as bf16";
+  EXPECT_EQ(kept_b.download(), packed.download()) << "swiglu_fwd_keep's bf16 g|u (out as bf16)";
+  dev.swiglu_fwd_bf16(kept.data(), out16.data(), nullptr, T, F);
+  dev.swiglu_bwd_bf16(kept.data(), dout.data(), dgu16.data(), nullptr, T, F);
   dev.unpack_bf16(packed.data(), wide.data(), 2 * n);
   dev.swiglu_fwd(wide.data(), out_ref.data(), T, F);
   dev.swiglu_bwd(wide.data(), dout.data(), dgu_ref.data(), T, F);
@@ -361,6 +381,10 @@ inline void swiglu_kept_bf16(Backend& dev) {
   EXPECT_EQ(got, want) << "swiglu_fwd_bf16";
   EXPECT_NE(got, out.download()) << "the case cannot tell bf16 g|u from FP32";
   EXPECT_EQ(dgu16.download(), dgu_ref.download()) << "swiglu_bwd_bf16";
+  dev.swiglu_fwd_bf16(kept.data(), nullptr, out16_b.data(), T, F);
+  dev.swiglu_bwd_bf16(kept.data(), dout.data(), nullptr, dgu16_b.data(), T, F);
+  EXPECT_EQ(out16_b.download(), packed_bits(dev, out_ref)) << "swiglu_fwd_bf16's out as bf16";
+  EXPECT_EQ(dgu16_b.download(), packed_bits(dev, dgu_ref)) << "swiglu_bwd_bf16's dg|du as bf16";
 }
 
 inline void adamw(Backend& dev, Backend& cpu) {
@@ -796,6 +820,60 @@ inline void linear_backward_bf16(Backend& dev, Backend& cpu) {
   expect_bf16_error(got.dW, ref16.dW, ref32.dW, "bf16 linear_backward dW (accumulated)");
 }
 
+// The linear layer on bf16 activations (Backend::linear_fwd_bf16,
+// linear_backward_bf16: x, and dy where given, as packed bf16 rows) against
+// the FP32 forms on the same values widened, on one backend: bit for bit
+// (in the bf16 precision the FP32 forms round the operands, which changes
+// nothing on bf16 values; elsewhere the bf16 forms widen).
+inline void linear_on_bf16_activations(Backend& dev) {
+  const LinearCase c;
+  std::vector<float> x_r(size_t(c.T) * c.in), dy_r(size_t(c.T) * c.out);
+  std::vector<uint16_t> x_bits(x_r.size()), dy_bits(dy_r.size());
+  for (int t = 0; t < c.T; ++t) {
+    for (int i = 0; i < c.in; ++i) {
+      x_bits[size_t(t) * c.in + i] = float_to_bf16(c.x[size_t(t) * c.ld_x + i]);
+      x_r[size_t(t) * c.in + i] = bf16_to_float(x_bits[size_t(t) * c.in + i]);
+    }
+    for (int o = 0; o < c.out; ++o) {
+      dy_bits[size_t(t) * c.out + o] = float_to_bf16(c.dy[size_t(t) * c.ld_dy + o]);
+      dy_r[size_t(t) * c.out + o] = bf16_to_float(dy_bits[size_t(t) * c.out + o]);
+    }
+  }
+  DeviceArray<float> W, xr, dyr, dy, y_want, y_got;
+  DeviceArray<uint16_t> x16, dy16;
+  W.upload(dev, c.W);
+  xr.upload(dev, x_r);
+  dyr.upload(dev, dy_r);
+  dy.upload(dev, c.dy);
+  x16.upload(dev, x_bits);
+  dy16.upload(dev, dy_bits);
+  // forward, y = x W^T + beta y with beta 1 over a random y [T, out] (row stride ld_dy)
+  y_want.upload(dev, c.dy);
+  y_got.upload(dev, c.dy);
+  dev.gemm(false, true, c.T, c.out, c.in, 1.0f, xr.data(), c.in, W.data(), c.in, 1.0f, y_want.data(), c.ld_dy);
+  dev.linear_fwd_bf16(c.T, c.in, c.out, x16.data(), W.data(), 1.0f, y_got.data(), c.ld_dy);
+  EXPECT_EQ(y_got.download(), y_want.download()) << "linear_fwd_bf16 against gemm on the widened x";
+  // backward: FP32 dy with bf16 x, then bf16 dy too
+  const auto backward = [&](const float* dy_f32, int ld_dy, const uint16_t* dy_b, const uint16_t* x_b) {
+    DeviceArray<float> dx, dW;
+    dx.upload(dev, c.dx);
+    dW.upload(dev, c.dW);
+    if (x_b)
+      dev.linear_backward_bf16(c.T, c.in, c.out, dy_f32, ld_dy, dy_b, W.data(), x_b, dx.data(), c.ld_dx, dW.data());
+    else
+      dev.linear_backward(c.T, c.in, c.out, dy_f32, ld_dy, W.data(), xr.data(), c.in, dx.data(), c.ld_dx, dW.data());
+    return LinearResult{dx.download(), dW.download()};
+  };
+  const LinearResult want = backward(dy.data(), c.ld_dy, nullptr, nullptr);
+  const LinearResult got = backward(dy.data(), c.ld_dy, nullptr, x16.data());
+  EXPECT_EQ(got.dx, want.dx) << "linear_backward_bf16 dx (bf16 x) against linear_backward";
+  EXPECT_EQ(got.dW, want.dW) << "linear_backward_bf16 dW (bf16 x) against linear_backward";
+  const LinearResult want16 = backward(dyr.data(), c.out, nullptr, nullptr);
+  const LinearResult got16 = backward(nullptr, 0, dy16.data(), x16.data());
+  EXPECT_EQ(got16.dx, want16.dx) << "linear_backward_bf16 dx (bf16 x and dy) against linear_backward";
+  EXPECT_EQ(got16.dW, want16.dW) << "linear_backward_bf16 dW (bf16 x and dy) against linear_backward";
+}
+
 // Q, K and V rounded; forward and backward.
 inline void tree_attention_bf16(Backend& dev, Backend& cpu, const AttentionShape& sh, uint64_t seed) {
   const AttentionCase c = attention_case(sh, seed);
@@ -847,6 +925,17 @@ inline void tree_attention_bf16_kept_qkv(Backend& dev, const AttentionShape& sh,
   in.upload(dev, std::vector<float>(c.qkv.size(), std::nanf("")));
   dev.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data()));
   EXPECT_EQ(dqkv.download(), want.dqkv) << "dq|dk|dv from the kept bf16 q|k|v" << at;
+  // The output kept as bf16 (out_bf16) in place of an FP32 out holding the same values.
+  DeviceArray<uint16_t> out16(dev, size_t(T) * HD);
+  dev.pack_bf16(out.data(), out16.data(), out16.size());
+  dev.unpack_bf16(out16.data(), out.data(), out16.size());
+  dev.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data()));
+  const std::vector<float> from_rounded = dqkv.download();
+  EXPECT_NE(from_rounded, want.dqkv) << "the case cannot tell a rounded output from FP32" << at;
+  out.upload(dev, std::vector<float>(out16.size(), std::nanf("")));
+  a.out_bf16 = out16.data();
+  dev.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data()));
+  EXPECT_EQ(dqkv.download(), from_rounded) << "dq|dk|dv with the output kept as bf16" << at;
 }
 
 // Hidden states rounded; head weights FP32.
@@ -942,6 +1031,7 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, SwiGlu, get, bc::swiglu(*dev, *cpu))                               \
   FORGE_BACKEND_CASE(Suite, SwiGluKeptBf16, get, bc::swiglu_kept_bf16(*dev))                    \
   FORGE_BACKEND_CASE(Suite, RmsNormKeptBf16, get, bc::rmsnorm_kept_bf16(*dev))                  \
+  FORGE_BACKEND_CASE(Suite, LinearOnBf16Activations, get, bc::linear_on_bf16_activations(*dev)) \
   FORGE_BACKEND_CASE(Suite, AdamW, get, bc::adamw(*dev, *cpu))                                 \
   FORGE_TREE_ATTENTION_CASES(Suite, get)                                                       \
   FORGE_BACKEND_CASE(Suite, HeadChunked, get, bc::head(*dev, *cpu, false, 128))                \
@@ -982,6 +1072,7 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
 #define FORGE_BF16_BACKEND_CASES(Suite, get)                                                   \
   FORGE_BACKEND_CASE(Suite, Bf16Gemm, get, bc::gemm_bf16(*dev, *cpu))                          \
   FORGE_BACKEND_CASE(Suite, Bf16LinearBackward, get, bc::linear_backward_bf16(*dev, *cpu))       \
+  FORGE_BACKEND_CASE(Suite, Bf16LinearOnBf16Activations, get, bc::linear_on_bf16_activations(*dev)) \
   FORGE_BF16_TREE_ATTENTION_CASES(Suite, get)                                                  \
   FORGE_BACKEND_CASE(Suite, Bf16PagedAttention, get, bc::paged_attention_bf16(*dev, *cpu))      \
   FORGE_BACKEND_CASE(Suite, Bf16HeadChunked, get, bc::head_bf16(*dev, *cpu, false, 128))       \

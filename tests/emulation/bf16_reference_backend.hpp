@@ -6,7 +6,9 @@
 // does, it keeps a training pass's activations packed to bf16. Everything
 // else, and all arithmetic, is the CPU backend's FP32. With round_operands
 // false it only packs the activations (FP32 operands otherwise): the effect
-// of the bf16 activation storage alone.
+// of the bf16 activation storage alone. With working_bf16 false it rounds
+// the operands but does not say so (bf16_operands() false): the transformer
+// then keeps its working activations in FP32, which must change nothing.
 #pragma once
 #include <vector>
 
@@ -16,7 +18,8 @@ namespace forge::backend_cases {
 
 class Bf16ReferenceBackend final : public Backend {
  public:
-  explicit Bf16ReferenceBackend(bool round_operands = true) : round_(round_operands) {}
+  explicit Bf16ReferenceBackend(bool round_operands = true, bool working_bf16 = true)
+      : round_(round_operands), working_bf16_(working_bf16) {}
   std::string name() const override { return "cpu-bf16-reference"; }
   void* alloc(size_t bytes) override { return cpu_->alloc(bytes); }
   void release(void* p) override { cpu_->release(p); }
@@ -27,6 +30,9 @@ class Bf16ReferenceBackend final : public Backend {
   size_t activation_value_bytes() const override { return 2; }  // as the CUDA bf16 mode
   void pack_bf16(const float* src, uint16_t* dst, size_t n) override { cpu_->pack_bf16(src, dst, n); }
   void unpack_bf16(const uint16_t* src, float* dst, size_t n) override { cpu_->unpack_bf16(src, dst, n); }
+  // Rounding both GEMM operands, it takes the transformer's bf16 working
+  // activations (the Backend defaults widen them for the GEMMs).
+  bool bf16_operands() const override { return round_ && working_bf16_; }
 
   void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override {
@@ -76,7 +82,15 @@ class Bf16ReferenceBackend final : public Backend {
     Qkv16 r(plain);
     cpu_->tree_attention_fwd(r.args);
   }
-  void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override {
+  void tree_attention_bwd(const TreeAttentionArgs& a_in, const TreeAttentionGrads& g) override {
+    TreeAttentionArgs a = a_in;
+    std::vector<float> out;
+    if (a.out_bf16) {  // the kept bf16 output, widened
+      out.resize(size_t(a.T) * a.n_heads * a.head_dim);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(a.out_bf16[i]);
+      a.out = out.data();
+      a.out_bf16 = nullptr;
+    }
     if (a.qkv_bf16) {  // Q, K and V from the kept bf16 values (rounding them again changes nothing)
       const int Q = a.n_heads * a.head_dim, KV = a.n_kv_heads * a.head_dim, cols = Q + 2 * KV;
       std::vector<float> qkv(size_t(a.T) * cols);
@@ -142,7 +156,7 @@ class Bf16ReferenceBackend final : public Backend {
     }
   };
 
-  bool round_;
+  bool round_, working_bf16_;
   std::unique_ptr<Backend> cpu_ = make_backend("cpu");
 };
 

@@ -25,5 +25,8 @@ void launch_unpack_bf16(const __nv_bfloat16* src, float* dst, size_t n, cudaStre
 // A kept activation's value, FP32 or bf16 (kernels templated on the input type).
 __device__ __forceinline__ float widen(float x) { return x; }
 __device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+// A result stored as FP32 or as bf16 (rounded to nearest even, as pack_bf16).
+__device__ __forceinline__ void store_value(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store_value(__nv_bfloat16* p, float x) { *p = __float2bfloat16(x); }
 
 FORGE_CUDA_NAMESPACE_END

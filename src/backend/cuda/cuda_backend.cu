@@ -153,14 +153,24 @@ class CudaBackend final : public Backend {
       Backend::linear_backward(T, in, out, dy, ld_dy, W, x, ld_x, dx, ld_dx, dW);
       return;
     }
-    __nv_bfloat16* dy16 = linear_dy_.get<__nv_bfloat16>(size_t(T) * out);
-    __nv_bfloat16* w16 = gemm_b_.get<__nv_bfloat16>(size_t(out) * in);
-    launch_round_to_bf16(dy, T, out, ld_dy, dy16, out, stream_);
-    launch_round_to_bf16(W, out, in, in, w16, in, stream_);
-    gemm_row_major_bf16_packed(blas_, false, false, T, in, out, 1.0f, dy16, w16, 0.0f, dx, ld_dx);
     __nv_bfloat16* x16 = gemm_a_.get<__nv_bfloat16>(size_t(T) * in);
     launch_round_to_bf16(x, T, in, ld_x, x16, in, stream_);
-    gemm_row_major_bf16_packed(blas_, true, false, out, in, T, 1.0f, dy16, x16, 1.0f, dW, in);
+    linear_backward_bf16_operands(T, in, out, dy, ld_dy, nullptr, W, x16, dx, ld_dx, dW);
+  }
+  // bf16: operands made bf16 by their producers, only W (and an FP32 dy) rounded here.
+  void linear_fwd_bf16(int T, int in, int out, const uint16_t* x16, const float* W, float beta, float* y,
+                       int ld_y) override {
+    if (!bf16_) return Backend::linear_fwd_bf16(T, in, out, x16, W, beta, y, ld_y);
+    __nv_bfloat16* w16 = gemm_b_.get<__nv_bfloat16>(size_t(out) * in);
+    launch_round_to_bf16(W, out, in, in, w16, in, stream_);
+    gemm_row_major_bf16_packed(blas_, false, true, T, out, in, 1.0f, reinterpret_cast<const __nv_bfloat16*>(x16),
+                               w16, beta, y, ld_y);
+  }
+  void linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16,
+                            const float* W, const uint16_t* x16, float* dx, int ld_dx, float* dW) override {
+    if (!bf16_) return Backend::linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, x16, dx, ld_dx, dW);
+    linear_backward_bf16_operands(T, in, out, dy, ld_dy, reinterpret_cast<const __nv_bfloat16*>(dy16), W,
+                                  reinterpret_cast<const __nv_bfloat16*>(x16), dx, ld_dx, dW);
   }
   void add_inplace(float* y, const float* x, size_t n) override { launch_add_inplace(y, x, n, stream_); }
   void scale(float* x, float s, size_t n) override { launch_scale(x, s, n, stream_); }
@@ -180,20 +190,22 @@ class CudaBackend final : public Backend {
   }
   void rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, int T, int d,
                    float eps) override {
-    launch_rmsnorm_fwd(x, w, y, rstd, nullptr, T, d, eps, stream_);
+    launch_rmsnorm_fwd(x, w, y, nullptr, rstd, nullptr, T, d, eps, stream_);
   }
   void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                    float* dw, int T, int d) override {
     launch_rmsnorm_bwd(x, w, rstd, dy, dx, dw, rmsnorm_partials_.get<float>(rmsnorm_dw_partials(T, d)), T, d,
                        stream_);
   }
-  void rmsnorm_fwd_keep(const float* x, const float* w, float* y, float* rstd, uint16_t* x16, int T, int d,
-                        float eps) override {
-    launch_rmsnorm_fwd(x, w, y, rstd, reinterpret_cast<__nv_bfloat16*>(x16), T, d, eps, stream_);
+  void rmsnorm_fwd_keep(const float* x, const float* w, float* y, uint16_t* y16, float* rstd, uint16_t* x16, int T,
+                        int d, float eps) override {
+    launch_rmsnorm_fwd(x, w, y, reinterpret_cast<__nv_bfloat16*>(y16), rstd, reinterpret_cast<__nv_bfloat16*>(x16), T,
+                       d, eps, stream_);
   }
-  void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, float* rstd, int T, int d,
+  void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, uint16_t* y16, float* rstd, int T, int d,
                         float eps) override {
-    launch_rmsnorm_fwd(reinterpret_cast<const __nv_bfloat16*>(x16), w, y, rstd, T, d, eps, stream_);
+    launch_rmsnorm_fwd(reinterpret_cast<const __nv_bfloat16*>(x16), w, y, reinterpret_cast<__nv_bfloat16*>(y16), rstd,
+                       T, d, eps, stream_);
   }
   void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
                         int T, int d) override {
@@ -205,19 +217,22 @@ class CudaBackend final : public Backend {
     launch_rope(x, pos, T, n_heads, head_dim, ld, inv_freq, inverse, stream_);
   }
   void swiglu_fwd(const float* gu, float* out, int T, int F) override {
-    launch_swiglu_fwd(gu, out, nullptr, T, F, stream_);
+    launch_swiglu_fwd(gu, out, nullptr, nullptr, T, F, stream_);
   }
   void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override {
     launch_swiglu_bwd(gu, dout, dgu, T, F, stream_);
   }
-  void swiglu_fwd_keep(const float* gu, float* out, uint16_t* gu16, int T, int F) override {
-    launch_swiglu_fwd(gu, out, reinterpret_cast<__nv_bfloat16*>(gu16), T, F, stream_);
+  void swiglu_fwd_keep(const float* gu, float* out, uint16_t* out16, uint16_t* gu16, int T, int F) override {
+    launch_swiglu_fwd(gu, out, reinterpret_cast<__nv_bfloat16*>(out16), reinterpret_cast<__nv_bfloat16*>(gu16), T, F,
+                      stream_);
   }
-  void swiglu_fwd_bf16(const uint16_t* gu16, float* out, int T, int F) override {
-    launch_swiglu_fwd(reinterpret_cast<const __nv_bfloat16*>(gu16), out, T, F, stream_);
+  void swiglu_fwd_bf16(const uint16_t* gu16, float* out, uint16_t* out16, int T, int F) override {
+    launch_swiglu_fwd(reinterpret_cast<const __nv_bfloat16*>(gu16), out, reinterpret_cast<__nv_bfloat16*>(out16), T,
+                      F, stream_);
   }
-  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, int T, int F) override {
-    launch_swiglu_bwd(reinterpret_cast<const __nv_bfloat16*>(gu16), dout, dgu, T, F, stream_);
+  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, uint16_t* dgu16, int T, int F) override {
+    launch_swiglu_bwd(reinterpret_cast<const __nv_bfloat16*>(gu16), dout, dgu, reinterpret_cast<__nv_bfloat16*>(dgu16),
+                      T, F, stream_);
   }
 
   void tree_attention_fwd(const TreeAttentionArgs& a) override {
@@ -253,6 +268,7 @@ class CudaBackend final : public Backend {
   }
   size_t kv_cache_value_bytes() const override { return bf16_ ? 2 : 4; }
   size_t activation_value_bytes() const override { return bf16_ ? 2 : 4; }
+  bool bf16_operands() const override { return bf16_; }
   void pack_bf16(const float* src, uint16_t* dst, size_t n) override {
     launch_pack_bf16(src, reinterpret_cast<__nv_bfloat16*>(dst), n, stream_);
   }
@@ -276,6 +292,20 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // dx = dy W, dW += dy^T x on bf16 x (and dy16, or dy rounded here).
+  void linear_backward_bf16_operands(int T, int in, int out, const float* dy, int ld_dy, const __nv_bfloat16* dy16,
+                                     const float* W, const __nv_bfloat16* x16, float* dx, int ld_dx, float* dW) {
+    if (!dy16) {
+      __nv_bfloat16* rounded = linear_dy_.get<__nv_bfloat16>(size_t(T) * out);
+      launch_round_to_bf16(dy, T, out, ld_dy, rounded, out, stream_);
+      dy16 = rounded;
+    }
+    __nv_bfloat16* w16 = gemm_b_.get<__nv_bfloat16>(size_t(out) * in);
+    launch_round_to_bf16(W, out, in, in, w16, in, stream_);
+    gemm_row_major_bf16_packed(blas_, false, false, T, in, out, 1.0f, dy16, w16, 0.0f, dx, ld_dx);
+    gemm_row_major_bf16_packed(blas_, true, false, out, in, T, 1.0f, dy16, x16, 1.0f, dW, in);
+  }
+
   TreeAttentionParams attention_params(const TreeAttentionArgs& a) {
     TreeAttentionParams p;
     p.T = a.T;
@@ -303,8 +333,9 @@ class CudaBackend final : public Backend {
     const int tiles = attention_tiles(a.T);
     p.tile_max_end = tile_bounds_.get<int32_t>(2 * size_t(tiles));
     p.tile_min_end = p.tile_max_end + tiles;
-    FORGE_CHECK(bf16_ || a.qkv_bf16 == nullptr,
-                "cuda tree attention: bf16 q|k|v (qkv_bf16) is for the bf16 precision");
+    FORGE_CHECK(bf16_ || (a.qkv_bf16 == nullptr && a.out_bf16 == nullptr),
+                "cuda tree attention: bf16 q|k|v and output (qkv_bf16, out_bf16) are for the bf16 precision");
+    p.out_bf16 = reinterpret_cast<const __nv_bfloat16*>(a.out_bf16);
     if (a.qkv_bf16) {  // the caller's: written by the forward, read by the backward
       p.qkv_bf16 = reinterpret_cast<__nv_bfloat16*>(a.qkv_bf16);
       p.qkv_bf16_kept = true;

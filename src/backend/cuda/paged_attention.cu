@@ -14,11 +14,6 @@ constexpr int kLaneDims = kPagedMaxHeadDim / 32;  // head-dim registers per lane
 constexpr int kMinSplit = 128;                    // positions per split, at least
 constexpr int kTargetBlocks = 1024;               // enough blocks for a large GPU
 
-__device__ __forceinline__ float load_value(const float* p) { return *p; }
-__device__ __forceinline__ float load_value(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store_value(float* p, float x) { *p = x; }
-__device__ __forceinline__ void store_value(__nv_bfloat16* p, float x) { *p = __float2bfloat16(x); }
-
 template <class C>
 __global__ void kv_cache_write_kernel(const KvCacheWriteArgs a) {
   C* k_cache = static_cast<C*>(a.k_cache);
@@ -78,7 +73,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kLaneDims; ++c) {
       const int d = lane + 32 * c;
-      if (d < D) s += q[c] * load_value(k_cache + base + d);
+      if (d < D) s += q[c] * widen(k_cache[base + d]);
     }
     s = warp_sum(s);
     const float mx = fmaxf(m, s), corr = expf(m - mx), p = expf(s - mx);
@@ -87,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kLaneDims; ++c) {
       const int d = lane + 32 * c;
-      if (d < D) o[c] = o[c] * corr + p * load_value(v_cache + base + d);
+      if (d < D) o[c] = o[c] * corr + p * widen(v_cache[base + d]);
     }
   }
 #pragma unroll

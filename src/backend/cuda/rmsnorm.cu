@@ -9,10 +9,11 @@ constexpr unsigned kRowThreads = 128;
 constexpr int kColTile = 32, kRowLanes = 8;
 constexpr int kDwChunkRows = 256;  // rows per dw partial
 
-// x16 (optional, with FP32 x): x rounded to bf16, the layer's kept copy.
-template <class In>
+// x16 (optional, with FP32 x): x rounded to bf16, the layer's kept copy;
+// y as Out (FP32, or bf16 for a GEMM that rounds its operands).
+template <class In, class Out>
 __global__ void __launch_bounds__(kRowThreads)
-    rmsnorm_fwd_kernel(const In* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+    rmsnorm_fwd_kernel(const In* __restrict__ x, const float* __restrict__ w, Out* __restrict__ y,
                        float* __restrict__ rstd, __nv_bfloat16* __restrict__ x16, int d, float eps) {
   FORGE_SHARED_MEMORY(float, scratch);
   const size_t row = size_t(blockIdx.x) * d;
@@ -26,7 +27,7 @@ __global__ void __launch_bounds__(kRowThreads)
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
   for (int i = threadIdx.x; i < d; i += blockDim.x) {
     const float v = widen(x[row + i]);
-    y[row + i] = v * r * w[i];
+    store_value(y + row + i, v * r * w[i]);
     if (x16) x16[row + i] = __float2bfloat16(v);
   }
 }
@@ -82,12 +83,20 @@ __global__ void __launch_bounds__(kRowThreads)
 
 int dw_chunks(int T) { return (T + kDwChunkRows - 1) / kDwChunkRows; }
 
-template <class In>
-void fwd(const In* x, const float* w, float* y, float* rstd, __nv_bfloat16* x16, int T, int d, float eps,
+template <class In, class Out>
+void fwd(const In* x, const float* w, Out* y, float* rstd, __nv_bfloat16* x16, int T, int d, float eps,
          cudaStream_t stream) {
   if (T > 0)
-    FORGE_LAUNCH(rmsnorm_fwd_kernel<In>, unsigned(T), kRowThreads, 32 * sizeof(float), stream, x, w, y, rstd, x16,
-                 d, eps);
+    FORGE_LAUNCH((rmsnorm_fwd_kernel<In, Out>), unsigned(T), kRowThreads, 32 * sizeof(float), stream, x, w, y, rstd,
+                 x16, d, eps);
+}
+template <class In>
+void fwd(const In* x, const float* w, float* y, __nv_bfloat16* y16, float* rstd, __nv_bfloat16* x16, int T, int d,
+         float eps, cudaStream_t stream) {
+  if (y)
+    fwd(x, w, y, rstd, x16, T, d, eps, stream);
+  else
+    fwd(x, w, y16, rstd, x16, T, d, eps, stream);
 }
 
 template <class In>
@@ -103,13 +112,13 @@ void bwd(const In* x, const float* w, const float* rstd, const float* dy, float*
 }
 }  // namespace
 
-void launch_rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, __nv_bfloat16* x16, int T, int d,
-                        float eps, cudaStream_t stream) {
-  fwd(x, w, y, rstd, x16, T, d, eps, stream);
+void launch_rmsnorm_fwd(const float* x, const float* w, float* y, __nv_bfloat16* y16, float* rstd,
+                        __nv_bfloat16* x16, int T, int d, float eps, cudaStream_t stream) {
+  fwd(x, w, y, y16, rstd, x16, T, d, eps, stream);
 }
-void launch_rmsnorm_fwd(const __nv_bfloat16* x, const float* w, float* y, float* rstd, int T, int d, float eps,
-                        cudaStream_t stream) {
-  fwd(x, w, y, rstd, nullptr, T, d, eps, stream);
+void launch_rmsnorm_fwd(const __nv_bfloat16* x, const float* w, float* y, __nv_bfloat16* y16, float* rstd, int T,
+                        int d, float eps, cudaStream_t stream) {
+  fwd(x, w, y, y16, rstd, nullptr, T, d, eps, stream);
 }
 
 size_t rmsnorm_dw_partials(int T, int d) { return T > 0 ? size_t(dw_chunks(T)) * d : 0; }

@@ -12,17 +12,20 @@
 // for the backward (Backend::rmsnorm_fwd_keep): the forward also writes x16
 // (2 bytes per element instead of a 6-byte pack pass), and the backward's
 // recomputation and kernels read the bf16 x (no 6-byte unpack; 2 bytes
-// less per read).
+// less per read). Where y feeds only a GEMM that rounds it (bf16 operands),
+// the forward writes it as bf16 (y16) instead: 2 bytes instead of 4 and no
+// 6-byte rounding pass before the GEMM.
 #pragma once
 #include "backend/cuda/cuda_compat.cuh"
 
 FORGE_CUDA_NAMESPACE_BEGIN
 
 // x16: null, or [T, d] bf16 for x rounded to nearest even (the kept copy).
-void launch_rmsnorm_fwd(const float* x, const float* w, float* y, float* rstd, __nv_bfloat16* x16, int T, int d,
-                        float eps, cudaStream_t stream);
-void launch_rmsnorm_fwd(const __nv_bfloat16* x, const float* w, float* y, float* rstd, int T, int d, float eps,
-                        cudaStream_t stream);
+// y or, where y is null, y16: the result in FP32 or rounded to bf16.
+void launch_rmsnorm_fwd(const float* x, const float* w, float* y, __nv_bfloat16* y16, float* rstd,
+                        __nv_bfloat16* x16, int T, int d, float eps, cudaStream_t stream);
+void launch_rmsnorm_fwd(const __nv_bfloat16* x, const float* w, float* y, __nv_bfloat16* y16, float* rstd, int T,
+                        int d, float eps, cudaStream_t stream);
 // Floats of scratch launch_rmsnorm_bwd needs for T rows of d.
 size_t rmsnorm_dw_partials(int T, int d);
 void launch_rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, float* dx, float* dw,

@@ -110,14 +110,20 @@ __global__ void __launch_bounds__(kThreads) tree_attention_fwd_kernel(const Tree
   }
 }
 
-// D_i = dO_i . O_i, one warp per (token, head).
+// D_i = dO_i . O_i, one warp per (token, head); O from p.out_bf16 where
+// given, else p.out. bf16 mode: dO rounded into p.dout_bf16 in the same pass
+// (one read of dO for both).
 __global__ void __launch_bounds__(kThreads) attention_delta_kernel(const TreeAttentionParams p) {
   const int w = blockIdx.x * kAttnWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (w >= p.T * p.n_heads) return;
   const int t = w / p.n_heads, h = w - t * p.n_heads, D = p.head_dim;
   const size_t base = size_t(t) * p.n_heads * D + h * D;
   float s = 0.0f;
-  for (int d = lane; d < D; d += 32) s += p.dout[base + d] * p.out[base + d];
+  for (int d = lane; d < D; d += 32) {
+    const float g = p.dout[base + d];
+    s += g * (p.out_bf16 ? widen(p.out_bf16[base + d]) : p.out[base + d]);
+    if (p.dout_bf16) p.dout_bf16[base + d] = __float2bfloat16(g);
+  }
   s = warp_sum(s);
   if (lane == 0) p.delta[size_t(h) * p.T + t] = s;
 }
@@ -368,11 +374,10 @@ void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream
   check_shape(p);
   if (p.T <= 0) return;
   launch_tile_bounds(p, stream);
-  launch_delta(p, stream);
+  FORGE_CHECK(!p.qkv_bf16 || p.dout_bf16, "bf16 tree attention backward needs the dO scratch (dout_bf16)");
+  FORGE_CHECK(p.out_bf16 || p.out, "tree attention backward needs the forward's output (out or out_bf16)");
+  launch_delta(p, stream);  // and dO rounded into p.dout_bf16 in bf16 mode
   if (p.qkv_bf16) {
-    FORGE_CHECK(p.dout_bf16 != nullptr, "bf16 tree attention backward needs the dO scratch (dout_bf16)");
-    const int HD = p.n_heads * p.head_dim;
-    launch_round_to_bf16(p.dout, p.T, HD, HD, p.dout_bf16, HD, stream);
     launch_tree_attention_bwd_tc(p, p.qkv_bf16_kept ? bf16_view(p) : bf16_inputs(p, stream), stream);
   } else if (p.tf32x3) {
     launch_tree_attention_bwd_3xtf32(p, stream);

@@ -67,6 +67,9 @@ struct TreeAttentionParams {
   int32_t* tile_min_end = nullptr;
   float* out = nullptr;  // [T, H * D]
   float* lse = nullptr;  // [H, T]
+  // backward, bf16 mode: the forward's output as bf16 ([T, H * D], the
+  // caller's kept copy), read by the delta pre-pass instead of out; or null
+  const __nv_bfloat16* out_bf16 = nullptr;
   // backward
   const float* dout = nullptr;
   float* delta = nullptr;  // [H, T] scratch
@@ -127,8 +130,8 @@ struct Bf16Qkv {
 // The forward on tensor cores; the tile bounds must be filled. Called by
 // launch_tree_attention_fwd in bf16 mode.
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
-// The backward on tensor cores, after the delta pre-pass (p.delta filled)
-// and with dO rounded into p.dout_bf16 ([T][H * D]).
+// The backward on tensor cores, after the delta pre-pass (p.delta filled,
+// and dO rounded into p.dout_bf16 ([T][H * D]) in the same pass).
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
 // FP32 Q, K, V and dO on tensor cores in 3xTF32 (p.q, p.k, p.v, p.dout);
 // called by the launchers when p.tf32x3 is set. Their largest dynamic shared
