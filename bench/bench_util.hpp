@@ -22,6 +22,8 @@ namespace forge::bench {
 class Flags {
  public:
   Flags(int argc, char** argv) {
+    const std::string self = argc > 0 ? argv[0] : "bench";
+    program_ = self.substr(self.find_last_of('/') + 1);
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       if (a.rfind("--", 0) != 0) usage("unexpected argument '" + a + "'");
@@ -31,23 +33,38 @@ class Flags {
     }
   }
   int get(const std::string& k, int def) {
+    known(k, std::to_string(def));
     return used(k) ? number<int>(k, [](const std::string& v, size_t* end) { return std::stoi(v, end); }) : def;
   }
-  std::string get(const std::string& k, const std::string& def) { return used(k) ? kv_[k] : def; }
+  std::string get(const std::string& k, const std::string& def) {
+    known(k, def);
+    return used(k) ? kv_[k] : def;
+  }
   double get(const std::string& k, double def) {
+    known(k, std::to_string(def));
     return used(k) ? number<double>(k, [](const std::string& v, size_t* end) { return std::stod(v, end); }) : def;
   }
   // A switch: --k, --k=1 or --k=true is on; absent, --k=0 or --k=false is
   // off; any other value is a usage error (exit 2).
   bool on(const std::string& k) {
+    known(k, "");
     if (!used(k)) return false;
     const std::string& v = kv_[k];
     if (v == "1" || v == "true") return true;
     if (v == "0" || v == "false") return false;
     usage("--" + k + " is a switch (1/true or 0/false), got '" + v + "'");
   }
-  // Call after all get()s: an unknown flag is an error (exit 2).
+  // Call after all get()s: an unknown flag is an error (exit 2); --help
+  // lists the flags asked for, with their defaults, and exits 0.
   void finish() {
+    if (kv_.count("help")) {
+      std::printf("usage: %s", program_.c_str());
+      for (const auto& [k, def] : flags_) std::printf(" [--%s%s]", k.c_str(), def.empty() ? "" : ("=" + def).c_str());
+      std::printf("\n(switches take no value; what each flag does: the comment at the top of bench/%s.cpp;\n"
+                  "how to read the output: docs/performance.md)\n",
+                  program_.c_str());
+      std::exit(0);
+    }
     for (const auto& [k, v] : kv_)
       if (!seen_.count(k)) usage("unknown flag --" + k);
   }
@@ -75,8 +92,14 @@ class Flags {
     seen_[k] = true;
     return kv_.count(k) > 0;
   }
+  // A flag the program asks for, with its default in words ("" for a switch).
+  void known(const std::string& k, const std::string& def) {
+    if (!seen_.count(k)) flags_.emplace_back(k, def);
+  }
+  std::string program_;
   std::map<std::string, std::string> kv_;
   std::map<std::string, bool> seen_;
+  std::vector<std::pair<std::string, std::string>> flags_;  // in the order asked
 };
 
 // The median (the upper one of an even count); v must not be empty.
