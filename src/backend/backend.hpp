@@ -50,6 +50,10 @@ struct TreeAttentionArgs {
   // kept copy, [T, n_heads * head_dim]), read for D_i = dO . O instead of
   // out, which may then be null. Null otherwise.
   const uint16_t* out_bf16 = nullptr;
+  // Forward only, with qkv_bf16: it already holds Q, K and V rounded (the
+  // caller's Backend::rope_bf16 wrote them), and the forward reads them
+  // there, not from q, k, v (which may then be null).
+  bool qkv_bf16_given = false;
 };
 
 struct TreeAttentionGrads {
@@ -278,6 +282,20 @@ class Backend {
   // model/model_config.hpp's rope_inv_freq); inverse = true rotates back (the backward).
   virtual void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
                     const double* inv_freq, bool inverse) = 0;
+  // rope into bf16, for bf16_operands() (q|k|v and their gradients, whose
+  // next readers round them): y16 [T, ld], packed, = pack_bf16 of x's rows
+  // (ld floats each: the n_heads heads rotated, the columns after them as
+  // they are) after rope(x, ...); x is not changed. The default rotates a
+  // scratch copy; the CUDA backend does it in one pass, bit for bit the same.
+  virtual void rope_bf16(const float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
+                         const double* inv_freq, bool inverse, uint16_t* y16) {
+    const size_t n = size_t(T) * ld;
+    float* tmp = static_cast<float*>(alloc(n * sizeof(float)));
+    copy(tmp, x, n * sizeof(float));
+    rope(tmp, pos, T, n_heads, head_dim, ld, inv_freq, inverse);
+    pack_bf16(tmp, y16, n);
+    release(tmp);
+  }
   // gu row = [gate (F) | up (F)]; out = silu(gate) * up
   virtual void swiglu_fwd(const float* gu, float* out, int T, int F) = 0;
   virtual void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) = 0;

@@ -115,6 +115,10 @@ void ProfiledBackend::rope(float* x, const int32_t* pos, int T, int n_heads, int
                            const double* inv_freq, bool inverse) {
   timed("rope", 0, [&] { inner_.rope(x, pos, T, n_heads, head_dim, ld, inv_freq, inverse); });
 }
+void ProfiledBackend::rope_bf16(const float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
+                                const double* inv_freq, bool inverse, uint16_t* y16) {
+  timed("rope (to bf16)", 0, [&] { inner_.rope_bf16(x, pos, T, n_heads, head_dim, ld, inv_freq, inverse, y16); });
+}
 void ProfiledBackend::swiglu_fwd(const float* gu, float* out, int T, int F) {
   timed("swiglu_fwd", 0, [&] { inner_.swiglu_fwd(gu, out, T, F); });
 }

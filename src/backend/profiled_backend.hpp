@@ -77,6 +77,8 @@ class ProfiledBackend final : public Backend {
                    int T, int d) override;
   void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
             bool inverse) override;
+  void rope_bf16(const float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
+                 bool inverse, uint16_t* y16) override;
   void swiglu_fwd(const float* gu, float* out, int T, int F) override;
   void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override;
   void rmsnorm_fwd_keep(const float* x, const float* w, float* y, uint16_t* y16, float* rstd, uint16_t* x16, int T,

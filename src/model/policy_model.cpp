@@ -18,8 +18,11 @@ class TreeAttention final : public BlockAttention {
   const int32_t* subtree_end = nullptr;
   int T = 0;
 
-  void forward(int, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16) override {
-    B_.tree_attention_fwd(args(qkv, qkv_bf16, ld, out, lse));
+  void forward(int, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16,
+               bool qkv_bf16_given) override {
+    TreeAttentionArgs a = args(qkv, qkv_bf16, ld, out, lse);
+    a.qkv_bf16_given = qkv_bf16_given;
+    B_.tree_attention_fwd(a);
   }
   void backward(int, const float* qkv, uint16_t* qkv_bf16, int ld, const float* out, const uint16_t* out_bf16,
                 const float* lse, const float* dout, float* dqkv) override {

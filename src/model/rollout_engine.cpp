@@ -267,7 +267,7 @@ class CacheAttention final : public BlockAttention {
   int T = 0, block_size = 0, max_len = 0;
   const int32_t *slot = nullptr, *position = nullptr, *block_table = nullptr, *table_begin = nullptr;
 
-  void forward(int layer, const float* qkv, int ld, float* out, float*, uint16_t* qkv_bf16) override {
+  void forward(int layer, const float* qkv, int ld, float* out, float*, uint16_t* qkv_bf16, bool) override {
     FORGE_CHECK(qkv_bf16 == nullptr, "generation keeps no bf16 q|k|v");
     const int hd = c_.head_dim(), Hkv = c_.n_kv_heads;
     KvCacheWriteArgs w;

@@ -77,7 +77,7 @@ size_t TransformerActivations::bytes() const {
   for (const auto* a : {&x_final_, &xf_rows_, &hf_, &rstd_f_, &ones_, &dx_, &d_act_, &d_gu_, &d_h_, &d_att_, &d_qkv_,
                         &d_xf_rows_})
     add(*a);
-  add(d_gu16_);
+  add(dy16_);
   return b;
 }
 
@@ -171,8 +171,12 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
     linear(d, QKV, h1, h16, o.wqkv, 0.0f, a.qkv.data(), QKV);
     if (c_.qkv_bias)  // qkv += 1 bqkv^T
       B.gemm(false, false, T, QKV, 1, 1.0f, act.ones_.data(), 1, P + o.bqkv, QKV, 1.0f, a.qkv.data(), QKV);
-    B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false);
-    attention.forward(l, a.qkv.data(), QKV, a.att.data(), keep ? kept.lse.data() : nullptr, kept16(kQkvPart));
+    if (narrow)
+      B.rope_bf16(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false, kept16(kQkvPart));
+    else
+      B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false);
+    attention.forward(l, narrow ? nullptr : a.qkv.data(), QKV, a.att.data(), keep ? kept.lse.data() : nullptr,
+                      kept16(kQkvPart), narrow);
     if (pack) B.pack_bf16(a.att.data(), kept16(kAttPart), parts.sizes[kAttPart]);
     if (x_mid != x_in) B.copy(x_mid, x_in, Td * sizeof(float));
     linear(HD, d, a.att.data(), narrow ? kept16(kAttPart) : nullptr, o.wo, 1.0f, x_mid, d);
@@ -228,7 +232,7 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
   // dg|du made as bf16, each read as it is by its layer's linear_backward;
   // the attention output read from its kept bf16 copy, not unpacked.
   const bool narrow = pack && B.bf16_operands();
-  if (narrow) act.d_gu16_.ensure(B, static_cast<size_t>(T) * 2 * F);
+  if (narrow) act.dy16_.ensure(B, static_cast<size_t>(T) * std::max(2 * F, QKV));
   float* dx = act.dx_.data();
   for (int l = c_.n_layers - 1; l >= 0; --l) {
     TransformerActivations::Layer& kept = act.layer(l);
@@ -251,9 +255,9 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
       B.swiglu_fwd_bf16(kept16(kGuPart), nullptr, a.act16.data(), T, F);
       B.linear_backward_bf16(T, F, d, dx, d, nullptr, P + o.w_down, a.act16.data(), act.d_act_.data(), F,
                              G + o.w_down);
-      B.swiglu_bwd_bf16(kept16(kGuPart), act.d_act_.data(), nullptr, act.d_gu16_.data(), T, F);
+      B.swiglu_bwd_bf16(kept16(kGuPart), act.d_act_.data(), nullptr, act.dy16_.data(), T, F);
       B.rmsnorm_fwd_bf16(kept16(kXmidPart), P + o.mlp_norm, nullptr, h16, a.rstd2.data(), T, d, c_.norm_eps);
-      B.linear_backward_bf16(T, d, 2 * F, nullptr, 2 * F, act.d_gu16_.data(), P + o.w_gate_up, h16, act.d_h_.data(),
+      B.linear_backward_bf16(T, d, 2 * F, nullptr, 2 * F, act.dy16_.data(), P + o.w_gate_up, h16, act.d_h_.data(),
                              d, G + o.w_gate_up);
     } else {
       B.linear_backward(T, F, d, dx, d, P + o.w_down, a.act.data(), F, act.d_act_.data(), F, G + o.w_down);
@@ -276,14 +280,19 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
       B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, act.d_att_.data(), HD, G + o.wo);
     attention.backward(l, a.qkv.data(), kept16(kQkvPart), QKV, narrow ? nullptr : a.att.data(), att16,
                        kept.lse.data(), act.d_att_.data(), act.d_qkv_.data());
-    B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
-    if (c_.qkv_bias)  // dbqkv += 1^T dqkv
-      B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
     if (narrow) {
+      uint16_t* dqkv16 = act.dy16_.data();
+      B.rope_bf16(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true, dqkv16);
+      if (c_.qkv_bias) {  // dbqkv += 1^T dqkv, on the rounded values the GEMM would read
+        B.unpack_bf16(dqkv16, act.d_qkv_.data(), static_cast<size_t>(T) * QKV);
+        B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
+      }
       B.rmsnorm_fwd_bf16(kept16(kXinPart), P + o.attn_norm, nullptr, h16, a.rstd1.data(), T, d, c_.norm_eps);
-      B.linear_backward_bf16(T, d, QKV, act.d_qkv_.data(), QKV, nullptr, P + o.wqkv, h16, act.d_h_.data(), d,
-                             G + o.wqkv);
+      B.linear_backward_bf16(T, d, QKV, nullptr, QKV, dqkv16, P + o.wqkv, h16, act.d_h_.data(), d, G + o.wqkv);
     } else {
+      B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
+      if (c_.qkv_bias)  // dbqkv += 1^T dqkv
+        B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
       B.linear_backward(T, d, QKV, act.d_qkv_.data(), QKV, P + o.wqkv, a.h1.data(), d, act.d_h_.data(), d,
                         G + o.wqkv);
     }

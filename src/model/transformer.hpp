@@ -34,7 +34,9 @@
 // only consumers are GEMMs are made as bf16 too: the normalised h (forward,
 // and recomputed in the backward just before its GEMM), silu(g) u, and the
 // backward's dg|du; the attention output's GEMMs and D_i read its kept bf16
-// copy (no unpack). The GEMMs would have rounded exactly those values, so
+// copy (no unpack); RoPE writes q|k|v, and in the backward dq|dk|dv, as
+// bf16 (Backend::rope_bf16) for the attention and the GEMMs. The GEMMs and
+// the attention would have rounded exactly those values, so
 // results are bit for bit those of FP32 working buffers, with half their
 // bytes and no rounding passes (Backend::linear_fwd_bf16, linear_backward_bf16).
 #pragma once
@@ -55,8 +57,11 @@ class BlockAttention {
  public:
   virtual ~BlockAttention() = default;
   // qkv_bf16: null, or (training with bf16 activations) where the forward
-  // writes q|k|v as bf16 and the backward reads them (TreeAttentionArgs::qkv_bf16).
-  virtual void forward(int layer, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16) = 0;
+  // writes q|k|v as bf16 and the backward reads them (TreeAttentionArgs::qkv_bf16);
+  // qkv_bf16_given: they are there already (bf16 operands: RoPE wrote them)
+  // and qkv is not read.
+  virtual void forward(int layer, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16,
+                       bool qkv_bf16_given) = 0;
   // dq, dk, dv into dqkv (same layout, overwritten) from dout; training only.
   // out_bf16: null, or (bf16 operands) the forward's output as bf16, read
   // instead of out (TreeAttentionArgs::out_bf16).
@@ -99,7 +104,9 @@ class TransformerActivations {
   const int32_t* rows_ = nullptr;               // head rows (caller's memory)
   // backward scratch
   DeviceArray<float> dx_, d_act_, d_gu_, d_h_, d_att_, d_qkv_, d_xf_rows_;
-  DeviceArray<uint16_t> d_gu16_;  // dg|du as bf16 (bf16 operands), in place of d_gu_
+  // With bf16 operands: the gradient a linear_backward reads as bf16, dg|du
+  // (in place of d_gu_) and then dq|dk|dv after RoPE's backward.
+  DeviceArray<uint16_t> dy16_;
 };
 
 class Transformer {

@@ -282,6 +282,42 @@ inline void rope(Backend& dev, Backend& cpu) {
   x.expect_equal("rope at position 70000");
 }
 
+// An FP32 result as pack_bf16 rounds it: what the bf16-output forms must write.
+inline std::vector<uint16_t> packed_bits(Backend& dev, const DeviceArray<float>& f32) {
+  DeviceArray<uint16_t> bits(dev, f32.size());
+  dev.pack_bf16(f32.data(), bits.data(), f32.size());
+  return bits.download();
+}
+
+// RoPE into bf16 (Backend::rope_bf16), on one backend: bit for bit
+// pack_bf16 of rope() on a copy, with the row's columns after the rotated
+// heads (here 7: not a whole head) copied, and x unchanged.
+inline void rope_to_bf16(Backend& dev) {
+  Rng rng(5);
+  const int T = 29, H = 3, hd = 10, ld = 37;
+  std::vector<int32_t> pos(T);
+  for (auto& p : pos) p = static_cast<int32_t>(rng.below(5000));
+  ModelConfig c;
+  c.d_model = H * hd;
+  c.n_heads = H;
+  c.n_kv_heads = H;
+  const std::vector<double> inv_freq = rope_inv_freq(c);
+  const std::vector<float> x0 = random_vec(rng, size_t(T) * ld);
+  DeviceArray<int32_t> ps;
+  DeviceArray<float> x, rotated;
+  ps.upload(dev, pos);
+  x.upload(dev, x0);
+  for (const bool inverse : {false, true}) {
+    rotated.upload(dev, x0);
+    dev.rope(rotated.data(), ps.data(), T, H, hd, ld, inv_freq.data(), inverse);
+    DeviceArray<uint16_t> y16(dev, size_t(T) * ld);
+    dev.rope_bf16(x.data(), ps.data(), T, H, hd, ld, inv_freq.data(), inverse, y16.data());
+    const std::string what = inverse ? "rope_bf16 inverse" : "rope_bf16";
+    EXPECT_EQ(y16.download(), packed_bits(dev, rotated)) << what;
+    EXPECT_EQ(x.download(), x0) << what << " changed its input";
+  }
+}
+
 inline void swiglu(Backend& dev, Backend& cpu) {
   Rng rng(6);
   const int T = 23, F = 77;
@@ -294,13 +330,6 @@ inline void swiglu(Backend& dev, Backend& cpu) {
   }
   out.expect_equal("swiglu_fwd");
   dgu.expect_equal("swiglu_bwd");
-}
-
-// An FP32 result as pack_bf16 rounds it: what the bf16-output forms must write.
-inline std::vector<uint16_t> packed_bits(Backend& dev, const DeviceArray<float>& f32) {
-  DeviceArray<uint16_t> bits(dev, f32.size());
-  dev.pack_bf16(f32.data(), bits.data(), f32.size());
-  return bits.download();
 }
 
 // x kept as bf16 (Backend::rmsnorm_fwd_keep, rmsnorm_fwd_bf16,
@@ -923,6 +952,16 @@ inline void tree_attention_bf16_kept_qkv(Backend& dev, const AttentionShape& sh,
   EXPECT_EQ(out.download(), want.out) << "out with q|k|v kept" << at;
   EXPECT_EQ(lse.download(), want.lse) << "lse with q|k|v kept" << at;
   in.upload(dev, std::vector<float>(c.qkv.size(), std::nanf("")));
+  // The forward finding q|k|v in the kept copy already (qkv_bf16_given): q, k, v are not read.
+  TreeAttentionArgs given = a;
+  given.qkv_bf16_given = true;
+  DeviceArray<float> out2(dev, size_t(T) * HD), lse2(dev, size_t(H) * T);
+  given.out = out2.data();
+  given.lse = lse2.data();
+  dev.tree_attention_fwd(given);
+  EXPECT_EQ(out2.download(), want.out) << "out from the given bf16 q|k|v" << at;
+  EXPECT_EQ(lse2.download(), want.lse) << "lse from the given bf16 q|k|v" << at;
+  EXPECT_EQ(kept.download(), bits) << "given bf16 q|k|v left as they were" << at;
   dev.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data()));
   EXPECT_EQ(dqkv.download(), want.dqkv) << "dq|dk|dv from the kept bf16 q|k|v" << at;
   // The output kept as bf16 (out_bf16) in place of an FP32 out holding the same values.
@@ -1028,6 +1067,7 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, EmbeddingAndRows, get, bc::rows(*dev, *cpu))                       \
   FORGE_BACKEND_CASE(Suite, RmsNorm, get, bc::rmsnorm(*dev, *cpu))                             \
   FORGE_BACKEND_CASE(Suite, Rope, get, bc::rope(*dev, *cpu))                                   \
+  FORGE_BACKEND_CASE(Suite, RopeToBf16, get, bc::rope_to_bf16(*dev))                           \
   FORGE_BACKEND_CASE(Suite, SwiGlu, get, bc::swiglu(*dev, *cpu))                               \
   FORGE_BACKEND_CASE(Suite, SwiGluKeptBf16, get, bc::swiglu_kept_bf16(*dev))                    \
   FORGE_BACKEND_CASE(Suite, RmsNormKeptBf16, get, bc::rmsnorm_kept_bf16(*dev))                  \

@@ -71,6 +71,13 @@ class Bf16ReferenceBackend final : public Backend {
   // A caller's kept bf16 q|k|v (TreeAttentionArgs::qkv_bf16): the forward
   // writes them, the backward reads Q, K and V from them, as the CUDA bf16 mode.
   void tree_attention_fwd(const TreeAttentionArgs& a) override {
+    if (a.qkv_bf16 && a.qkv_bf16_given) {  // Q, K and V as the caller rounded them (Backend::rope_bf16)
+      const int cols = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
+      std::vector<float> qkv(size_t(a.T) * cols);
+      for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = bf16_to_float(a.qkv_bf16[i]);
+      return cpu_->tree_attention_fwd(fused_tree_attention_args(a.T, a.n_heads, a.n_kv_heads, a.head_dim, qkv.data(),
+                                                                cols, a.subtree_end, a.out, a.lse));
+    }
     if (a.qkv_bf16) {
       const int cols = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
       for (int t = 0; t < a.T; ++t)

@@ -216,6 +216,11 @@ class CudaBackend final : public Backend {
             bool inverse) override {
     launch_rope(x, pos, T, n_heads, head_dim, ld, inv_freq, inverse, stream_);
   }
+  void rope_bf16(const float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
+                 bool inverse, uint16_t* y16) override {
+    launch_rope(const_cast<float*>(x), pos, T, n_heads, head_dim, ld, inv_freq, inverse, stream_,
+                reinterpret_cast<__nv_bfloat16*>(y16));
+  }
   void swiglu_fwd(const float* gu, float* out, int T, int F) override {
     launch_swiglu_fwd(gu, out, nullptr, nullptr, T, F, stream_);
   }
@@ -336,9 +341,10 @@ class CudaBackend final : public Backend {
     FORGE_CHECK(bf16_ || (a.qkv_bf16 == nullptr && a.out_bf16 == nullptr),
                 "cuda tree attention: bf16 q|k|v and output (qkv_bf16, out_bf16) are for the bf16 precision");
     p.out_bf16 = reinterpret_cast<const __nv_bfloat16*>(a.out_bf16);
-    if (a.qkv_bf16) {  // the caller's: written by the forward, read by the backward
+    if (a.qkv_bf16) {  // the caller's: written by the forward (or given to it), read by the backward
       p.qkv_bf16 = reinterpret_cast<__nv_bfloat16*>(a.qkv_bf16);
       p.qkv_bf16_kept = true;
+      p.qkv_bf16_given = a.qkv_bf16_given;
     } else if (bf16_) {
       p.qkv_bf16 = qkv_bf16_.get<__nv_bfloat16>(size_t(a.T) * (a.n_heads + 2 * a.n_kv_heads) * a.head_dim);
     }

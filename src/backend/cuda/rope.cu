@@ -20,17 +20,34 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(const RopeParams p) {
   const float cs = static_cast<float>(c);
   const float sn = p.inverse ? -static_cast<float>(s) : static_cast<float>(s);
   float* row = p.x + size_t(t) * p.ld + 2 * i;
+  if (!p.y16) {
+    for (int h = 0; h < p.n_heads; ++h) {
+      float* v = row + h * p.head_dim;
+      const float a = v[0], b = v[1];
+      v[0] = a * cs - b * sn;
+      v[1] = a * sn + b * cs;
+    }
+    return;
+  }
+  // Into bf16: the rotated heads, then the row's other columns (pairs 2i,
+  // 2i+1 of each head_dim-wide group after them, and the odd ends).
+  __nv_bfloat16* out = p.y16 + size_t(t) * p.ld + 2 * i;
+  const int rotated = p.n_heads * p.head_dim;
   for (int h = 0; h < p.n_heads; ++h) {
-    float* v = row + h * p.head_dim;
+    const float* v = row + h * p.head_dim;
     const float a = v[0], b = v[1];
-    v[0] = a * cs - b * sn;
-    v[1] = a * sn + b * cs;
+    out[h * p.head_dim] = __float2bfloat16(a * cs - b * sn);
+    out[h * p.head_dim + 1] = __float2bfloat16(a * sn + b * cs);
+  }
+  for (int c = rotated; c + 2 * i < p.ld; c += p.head_dim) {
+    out[c] = __float2bfloat16(row[c]);
+    if (c + 2 * i + 1 < p.ld) out[c + 1] = __float2bfloat16(row[c + 1]);
   }
 }
 }  // namespace
 
 void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
-                 const double* inv_freq, bool inverse, cudaStream_t stream) {
+                 const double* inv_freq, bool inverse, cudaStream_t stream, __nv_bfloat16* y16) {
   FORGE_CHECK(head_dim % 2 == 0 && head_dim / 2 <= kRopeMaxPairs,
               "CUDA rope supports even head_dim up to " + std::to_string(2 * kRopeMaxPairs) +
                   ", got " + std::to_string(head_dim));
@@ -43,6 +60,7 @@ void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim,
   p.head_dim = head_dim;
   p.ld = ld;
   p.inverse = inverse;
+  p.y16 = y16;
   for (int i = 0; i < head_dim / 2; ++i) p.inv_freq[i] = inv_freq[i];
   const int n = T * (head_dim / 2);
   FORGE_LAUNCH(rope_kernel, unsigned((n + kThreads - 1) / kThreads), kThreads, 0, stream, p);

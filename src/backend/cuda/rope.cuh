@@ -6,6 +6,10 @@
 // launch parameters), then rounded to FP32: the CPU backend's values, at any
 // position.
 // One thread per (token, pair): one sincos serves all heads of the row.
+// In place, or (y16, for a GEMM or the bf16 attention, which round their
+// inputs anyway) into packed bf16 rows of ld: the rotated heads and the
+// row's other columns, x unchanged (one pass instead of rotating in place
+// and rounding after: 6 bytes a value instead of 8 + 6 for the rotated ones).
 #pragma once
 #include <cstdint>
 
@@ -20,11 +24,12 @@ struct RopeParams {
   const int32_t* pos = nullptr;
   int T = 0, n_heads = 0, head_dim = 0, ld = 0;
   bool inverse = false;
+  __nv_bfloat16* y16 = nullptr;  // null: in place
   double inv_freq[kRopeMaxPairs];
 };
 
 // Throws forge::Error for head_dim > 2 * kRopeMaxPairs or odd.
 void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
-                 const double* inv_freq, bool inverse, cudaStream_t stream);
+                 const double* inv_freq, bool inverse, cudaStream_t stream, __nv_bfloat16* y16 = nullptr);
 
 FORGE_CUDA_NAMESPACE_END

@@ -362,7 +362,7 @@ void launch_tree_attention_fwd(const TreeAttentionParams& p, cudaStream_t stream
   if (p.T <= 0) return;
   launch_tile_bounds(p, stream);
   if (p.qkv_bf16) {
-    launch_tree_attention_fwd_tc(p, bf16_inputs(p, stream), stream);
+    launch_tree_attention_fwd_tc(p, p.qkv_bf16_given ? bf16_view(p) : bf16_inputs(p, stream), stream);
   } else if (p.tf32x3) {
     launch_tree_attention_fwd_3xtf32(p, stream);
   } else {

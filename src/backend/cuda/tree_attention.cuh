@@ -82,6 +82,8 @@ struct TreeAttentionParams {
   // The caller keeps qkv_bf16 from its forward (TreeAttentionArgs::qkv_bf16):
   // the backward reads it as it is and not p.q, p.k, p.v
   bool qkv_bf16_kept = false;
+  // ... and the forward finds Q, K and V there already (TreeAttentionArgs::qkv_bf16_given)
+  bool qkv_bf16_given = false;
   // bf16 backward: T * n_heads * head_dim elements of scratch for dO rounded
   __nv_bfloat16* dout_bf16 = nullptr;
   // FP32 (qkv_bf16 null): the 3xTF32 tensor-core kernels; false: the exact SIMT ones
