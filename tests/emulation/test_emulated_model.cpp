@@ -148,23 +148,30 @@ TEST(EmulatedCudaModel, Bf16ActivationStorage) {
 // made as bf16, the attention output read from its kept copy): the same
 // train step bit for bit as FP32 working buffers whose values the GEMMs
 // round, and fewer bytes held.
+// With and without q|k|v biases (the Qwen2 family: their gradient reads
+// dq|dk|dv after RoPE's backward).
 TEST(EmulatedCudaModel, Bf16WorkingActivationsChangeNothing) {
   bc::Bf16ReferenceBackend narrow(true, true), wide(true, false);
   ASSERT_TRUE(narrow.bf16_operands());
   ASSERT_FALSE(wide.bf16_operands());
-  PolicyModel m_narrow(tiny_config(), narrow), m_wide(tiny_config(), wide);
-  m_narrow.init_random(7, 0.2f);
-  m_wide.set_params(m_narrow.get_params());
-  const TrainCase c = train_case();
-  BinForward f_narrow, f_wide;
-  m_narrow.forward(c.bin, 0.8f, &f_narrow);
-  m_wide.forward(c.bin, 0.8f, &f_wide);
-  EXPECT_EQ(f_narrow.logprob, f_wide.logprob);
-  EXPECT_EQ(f_narrow.entropy, f_wide.entropy);
-  m_narrow.backward(c.dl);
-  m_wide.backward(c.dl);
-  EXPECT_EQ(m_narrow.get_grads(), m_wide.get_grads());
-  EXPECT_LT(m_narrow.activation_bytes(), m_wide.activation_bytes());
+  for (const bool bias : {false, true}) {
+    SCOPED_TRACE(bias ? "qkv bias" : "no qkv bias");
+    ModelConfig config = tiny_config();
+    config.qkv_bias = bias;
+    PolicyModel m_narrow(config, narrow), m_wide(config, wide);
+    m_narrow.init_random(7, 0.2f);
+    m_wide.set_params(m_narrow.get_params());
+    const TrainCase c = train_case();
+    BinForward f_narrow, f_wide;
+    m_narrow.forward(c.bin, 0.8f, &f_narrow);
+    m_wide.forward(c.bin, 0.8f, &f_wide);
+    EXPECT_EQ(f_narrow.logprob, f_wide.logprob);
+    EXPECT_EQ(f_narrow.entropy, f_wide.entropy);
+    m_narrow.backward(c.dl);
+    m_wide.backward(c.dl);
+    EXPECT_EQ(m_narrow.get_grads(), m_wide.get_grads());
+    EXPECT_LT(m_narrow.activation_bytes(), m_wide.activation_bytes());
+  }
 }
 
 TEST(EmulatedCudaModel, Bf16TrainStepMatchesBf16Reference) {
