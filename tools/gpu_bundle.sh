@@ -4,22 +4,22 @@
 # HDF5, Boost, OpenBLAS, ...) and no network (docs/cuda.md, "On a lent GPU
 # machine"). Run on the build machine after ./forge.sh build; writes into
 # .gpu/ of the checkout (ignored by git):
-#   .gpu/forge-gpu.tar.gz  bin/ (forge, forge_unit_tests, forge_mpi_tests,
+#   .gpu/forge-gpu.tar.xz  bin/ (forge, forge_unit_tests, forge_mpi_tests,
 #                          bench_cuda_kernels, bench_train_step,
 #                          bench_tree_merge, bench_blas), lib/ (every library they load
 #                          except glibc's and CUDA's), configs/
-#   .gpu/openmpi.tar.gz    Debian's Open MPI runtime, relocatable with
+#   .gpu/openmpi.tar.xz    Debian's Open MPI runtime, relocatable with
 #                          OPAL_PREFIX: bin/ (orterun, mpirun, orted), lib/
 #                          (openmpi/ with its plugins, pmix2/, and the
 #                          libraries the plugins load), share/, etc/; not
 #                          with --no-mpi (only the rl and publish stages
-#                          need it; with a baseline the rest nears 64 MiB)
-#   .gpu/baseline.tar.gz   with --baseline REV only: bench_cuda_kernels and
+#                          need it)
+#   .gpu/baseline.tar.xz   with --baseline REV only: bench_cuda_kernels and
 #                          bench_train_step built at commit REV (a Release
 #                          build in a temporary git worktree, a few minutes),
 #                          and REVISION; gpu_checks.sh then runs them beside
 #                          the current build's, on the same GPU (A/B)
-#   .gpu/native.tar.gz     with --native-for ARCH only: bench_train_step and
+#   .gpu/native.tar.xz     with --native-for ARCH only: bench_train_step and
 #                          bench_tree_merge of this checkout built for one
 #                          CPU (FORGE_NATIVE=ON with FORGE_NATIVE_ARCH=ARCH,
 #                          e.g. sapphirerapids for the lent machines'
@@ -28,8 +28,11 @@
 #                          gpu_checks.sh's native stage runs them beside the
 #                          portable ones (the CPU issue's portable/native
 #                          ratio on the host's CPU)
-# The two are compressed (about 5 MB against 13) so that .gpu stays within
-# what a device call carries (64 MiB); the total is printed at the end.
+# Each is a tar compressed by xz -9, whose 64 MiB window finds the CUDA
+# kernels every binary links (about 12 MB each) once for all of them:
+# forge-gpu is about 21 MB (gzip, 32 KB window: 58 MB), so .gpu stays well
+# within what a device call carries (64 MiB); the total is printed at the
+# end. Bundles of earlier versions of this script (.tar.gz) are converted.
 # Progress on stdout; exits 1 when a binary is missing (build first), 2 on a
 # bad argument.
 set -euo pipefail
@@ -80,6 +83,16 @@ copy_deps() {
     done
 }
 
+# pack DIR FILE: DIR's contents as FILE (tar, xz -9).
+pack() {
+  tar cf - -C "$1" . | xz -9 -T1 >"$2"
+}
+mkdir -p "$out"
+for old in "$out"/*.tar.gz; do  # an earlier version's bundle: gzip, converted
+  [ -f "$old" ] || continue
+  gzip -dc "$old" | xz -9 -T1 >"${old%.gz}.xz" && rm -f "$old"
+done
+
 rm -rf "$out/pkg" "$out/ompi"
 mkdir -p "$out/pkg/bin" "$out/pkg/lib"
 cp "${bins[@]}" "$out/pkg/bin/"
@@ -93,12 +106,13 @@ if [ -f "$blis" ]; then
   cp -L "$blis" "$out/pkg/lib/libblis.so.4"
   copy_deps "$out/pkg/lib" "$blis"
 fi
-tar czf "$out/forge-gpu.tar.gz" -C "$out/pkg" .
-echo "gpu_bundle: $out/forge-gpu.tar.gz ($(du -h "$out/forge-gpu.tar.gz" | cut -f1), $(ls "$out/pkg/lib" | wc -l) libraries)"
+echo "gpu_bundle: packing (xz -9, about a minute)"
+pack "$out/pkg" "$out/forge-gpu.tar.xz"
+echo "gpu_bundle: $out/forge-gpu.tar.xz ($(du -h "$out/forge-gpu.tar.xz" | cut -f1), $(ls "$out/pkg/lib" | wc -l) libraries)"
 
 if [ "$mpi" = 0 ]; then
-  rm -f "$out/openmpi.tar.gz"
-  echo "gpu_bundle: --no-mpi: no openmpi.tar.gz (the rl and publish stages need it)"
+  rm -f "$out/openmpi.tar.xz"
+  echo "gpu_bundle: --no-mpi: no openmpi.tar.xz (the rl and publish stages need it)"
 else
 o=$out/ompi
 mkdir -p "$o/bin" "$o/lib" "$o/share" "$o/etc"
@@ -110,14 +124,14 @@ cp -r /usr/share/openmpi "$o/share/"
 cp -r /etc/openmpi "$o/etc/"
 mapfile -t plugins < <(find "$o/lib" -name '*.so*' -type f)
 copy_deps "$o/lib" /usr/bin/orterun /usr/bin/orted "${plugins[@]}"
-tar czf "$out/openmpi.tar.gz" -C "$o" .
-echo "gpu_bundle: $out/openmpi.tar.gz ($(du -h "$out/openmpi.tar.gz" | cut -f1))"
+pack "$o" "$out/openmpi.tar.xz"
+echo "gpu_bundle: $out/openmpi.tar.xz ($(du -h "$out/openmpi.tar.xz" | cut -f1))"
 fi
 rm -rf "$out/pkg" "$out/ompi"
 
 # bench_build SRC BUILD DEST WHAT CMAKE_ARGS... -- TARGETS...: a Release
 # build of the bench TARGETS from SRC in BUILD, packed with the file NOTE
-# (its first line: what was built) into .gpu/NAME.tar.gz; on failure the
+# (its first line: what was built) into .gpu/NAME.tar.xz; on failure the
 # log's tail and exit 1.
 bench_build() {
   local src=$1 build=$2 name=$3 note=$4 what=$5
@@ -137,8 +151,8 @@ bench_build() {
   for target in "$@"; do cp "$build/bench/$target" "$dest/"; done
   echo "$what" >"$dest/$note"
   rm -rf "${out:?}/$name"  # an unpacked folder of earlier versions of this script
-  tar czf "$out/$name.tar.gz" -C "$dest" .
-  echo "gpu_bundle: $out/$name.tar.gz ($(du -h "$out/$name.tar.gz" | cut -f1), $note $what)"
+  pack "$dest" "$out/$name.tar.xz"
+  echo "gpu_bundle: $out/$name.tar.xz ($(du -h "$out/$name.tar.xz" | cut -f1), $note $what)"
 }
 
 tmp=$(mktemp -d)  # the baseline's worktree and the builds
@@ -154,10 +168,10 @@ if [ -n "$native" ]; then
     -DFORGE_NATIVE=ON -DFORGE_NATIVE_ARCH="$native" -- bench_train_step bench_tree_merge
 fi
 kept="from an earlier run: gpu_checks.sh will use it; remove it to skip that"
-[ -n "$baseline" ] || [ ! -f "$out/baseline.tar.gz" ] || echo "gpu_bundle: keeping .gpu/baseline.tar.gz $kept"
-[ -n "$native" ] || [ ! -f "$out/native.tar.gz" ] || echo "gpu_bundle: keeping .gpu/native.tar.gz $kept"
+[ -n "$baseline" ] || [ ! -f "$out/baseline.tar.xz" ] || echo "gpu_bundle: keeping .gpu/baseline.tar.xz $kept"
+[ -n "$native" ] || [ ! -f "$out/native.tar.xz" ] || echo "gpu_bundle: keeping .gpu/native.tar.xz $kept"
 carry=$(du -sb "$out" | cut -f1)
 echo "gpu_bundle: .gpu holds $((carry / 1048576)) MiB (a device call carries at most 64 MiB)"
 [ "$carry" -le $((64 * 1048576)) ] ||
-  echo "gpu_bundle: too much to carry: leave out openmpi.tar.gz (--no-mpi; only the rl and publish stages need it), or baseline.tar.gz" >&2
+  echo "gpu_bundle: too much to carry: leave out openmpi.tar.xz (--no-mpi; only the rl and publish stages need it), or baseline.tar.xz" >&2
 echo "gpu_bundle: carry .gpu (and runs/demo/sft for the RL check) to the GPU machine; there run bash tools/gpu_checks.sh"

@@ -36,10 +36,10 @@
 #             and bench_blas on 2 cores (taskset -c 0,1, 2 threads: the CPU
 #             issue's size), then both on all cores
 #   native    the portable build against one for the host's CPU
-#             (.gpu/native.tar.gz, tools/gpu_bundle.sh --native-for ARCH) on 2
+#             (.gpu/native.tar.xz, tools/gpu_bundle.sh --native-for ARCH) on 2
 #             cores: bench_train_step --no-torch and bench_tree_merge
 #             --quick, alternating, three times each
-# A/B: where .gpu/baseline.tar.gz holds bench_cuda_kernels or bench_train_step of
+# A/B: where .gpu/baseline.tar.xz holds bench_cuda_kernels or bench_train_step of
 # an earlier build, the kernels and train stages run them too (--no-torch),
 # each right after the current build's run on the same shape.
 #   rl        the main job's RL phase (mpirun, 5 ranks sharing the GPU, 50
@@ -68,7 +68,7 @@ budget=${GPU_CHECKS_SECONDS:-0}
 [[ $budget =~ ^[0-9]+$ ]] || { echo "gpu_checks: GPU_CHECKS_SECONDS must be a number of seconds, got '$budget'"; exit 2; }
 budget=$((10#$budget))
 grace=10  # seconds a command gets after SIGTERM before SIGKILL
-[ -f "$root/.gpu/forge-gpu.tar.gz" ] || { echo "gpu_checks: no .gpu/forge-gpu.tar.gz (run tools/gpu_bundle.sh)"; exit 2; }
+[ -f "$root/.gpu/forge-gpu.tar.xz" ] || { echo "gpu_checks: no .gpu/forge-gpu.tar.xz (run tools/gpu_bundle.sh)"; exit 2; }
 mkdir -p "$out"
 
 pkg=$(mktemp -d)
@@ -77,8 +77,19 @@ runs=$(mktemp -d)  # the RL stages' run folders: only logs go to $out (a device 
 debian_blis=/usr/lib/x86_64-linux-gnu/blis-openmp
 placed_blis=""
 trap 'rm -rf "$pkg" "$ompi" "$runs"; [ -z "$placed_blis" ] || { rm -f "$placed_blis"; rmdir "$debian_blis" 2>/dev/null; }' EXIT
-tar xzf "$root/.gpu/forge-gpu.tar.gz" -C "$pkg" ||
-  { echo "gpu_checks: cannot unpack .gpu/forge-gpu.tar.gz (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
+# unpack FILE DIR: a bundle (tar, xz) into DIR, by tar where xz is
+# installed, else by Python's tarfile
+unpack() {
+  if command -v xz >/dev/null; then
+    tar xJf "$1" -C "$2"
+  else
+    "${FORGE_PYTHON:-python3}" -c 'import sys, tarfile
+extra = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+tarfile.open(sys.argv[1]).extractall(sys.argv[2], **extra)' "$1" "$2"
+  fi
+}
+unpack "$root/.gpu/forge-gpu.tar.xz" "$pkg" ||
+  { echo "gpu_checks: cannot unpack .gpu/forge-gpu.tar.xz (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
 if [ -f "$pkg/lib/libblis.so.4" ] && [ ! -e "$debian_blis/libblis.so.4" ] && mkdir -p "$debian_blis" 2>/dev/null &&
   cp "$pkg/lib/libblis.so.4" "$debian_blis/" 2>/dev/null; then
   placed_blis=$debian_blis/libblis.so.4
@@ -95,10 +106,10 @@ bin=$pkg/bin
 base=$pkg/baseline
 native=$pkg/native
 for extra in "$base" "$native"; do
-  packed=$root/.gpu/$(basename "$extra").tar.gz
+  packed=$root/.gpu/$(basename "$extra").tar.xz
   [ -f "$packed" ] || continue
   mkdir -p "$extra"
-  tar xzf "$packed" -C "$extra" || { echo "gpu_checks: cannot unpack $packed (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
+  unpack "$packed" "$extra" || { echo "gpu_checks: cannot unpack $packed (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
 done
 failed=0
 
@@ -128,7 +139,7 @@ run() {
 
 { nvidia-smi -L; lscpu | grep -E "^(Model name|CPU family|Model|CPU\(s\)):"
   grep -o -w -E "avx512f|avx512_bf16|avx512_fp16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-  [ -f "$base/REVISION" ] && echo "baseline (.gpu/baseline.tar.gz): commit $(cat "$base/REVISION")"
+  [ -f "$base/REVISION" ] && echo "baseline (.gpu/baseline.tar.xz): commit $(cat "$base/REVISION")"
   [ -n "$placed_blis" ] && echo "the bundle's BLIS placed at Debian's path for this run: $placed_blis"; } 2>&1 |
   tee "$out/device.log"
 for stage in "${stages[@]}"; do
@@ -167,7 +178,7 @@ for stage in "${stages[@]}"; do
       run cpu 300 "$bin/bench_train_step" --backend=cpu --rounds=2 ;;
     native)
       if [ ! -x "$native/bench_train_step" ]; then
-        echo "gpu_checks: native needs .gpu/native.tar.gz (tools/gpu_bundle.sh --native-for ARCH)" | tee -a "$out/native.log"
+        echo "gpu_checks: native needs .gpu/native.tar.xz (tools/gpu_bundle.sh --native-for ARCH)" | tee -a "$out/native.log"
         failed=1
         continue
       fi
@@ -192,14 +203,14 @@ for stage in "${stages[@]}"; do
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=fp32 --reps=3 --profile
       run merge 200 "$bin/bench_tree_merge" --backend=cuda --precision=bf16 --reps=3 --profile ;;
     rl | rl-cuda | rl-cpu | publish)
-      if [ ! -f "$root/.gpu/openmpi.tar.gz" ] || { [ "$stage" != publish ] && [ ! -d "$root/runs/demo/sft" ]; }; then
-        echo "gpu_checks: $stage needs .gpu/openmpi.tar.gz and (but for publish) runs/demo/sft" | tee -a "$out/$stage.log"
+      if [ ! -f "$root/.gpu/openmpi.tar.xz" ] || { [ "$stage" != publish ] && [ ! -d "$root/runs/demo/sft" ]; }; then
+        echo "gpu_checks: $stage needs .gpu/openmpi.tar.xz and (but for publish) runs/demo/sft" | tee -a "$out/$stage.log"
         failed=1
         continue
       fi
       o=$ompi
-      if [ ! -x "$o/bin/orterun" ] && ! tar xzf "$root/.gpu/openmpi.tar.gz" -C "$o"; then
-        echo "gpu_checks: cannot unpack .gpu/openmpi.tar.gz" | tee -a "$out/$stage.log"
+      if [ ! -x "$o/bin/orterun" ] && ! unpack "$root/.gpu/openmpi.tar.xz" "$o"; then
+        echo "gpu_checks: cannot unpack .gpu/openmpi.tar.xz" | tee -a "$out/$stage.log"
         failed=1
         continue
       fi
