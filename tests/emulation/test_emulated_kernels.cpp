@@ -20,13 +20,13 @@ namespace {
 
 Backend* emulated_backend(std::string*) {
   static const std::unique_ptr<Backend> backend =
-      cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::k3xTf32);
+      cuda::make_cuda_backend(Precision::kFp32, {.fp32_attention = cuda::Fp32Attention::k3xTf32});
   return backend.get();
 }
 
 Backend* emulated_exact_attention_backend(std::string*) {
   static const std::unique_ptr<Backend> backend =
-      cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::kExact);
+      cuda::make_cuda_backend(Precision::kFp32, {.fp32_attention = cuda::Fp32Attention::kExact});
   return backend.get();
 }
 
@@ -39,13 +39,13 @@ Backend* emulated_bf16_backend(std::string*) {
 // the head-dim class has them): FP32 (3xTF32) and bf16.
 Backend* emulated_one_tile_backend(std::string*) {
   static const std::unique_ptr<Backend> backend =
-      cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::k3xTf32, 1);
+      cuda::make_cuda_backend(Precision::kFp32, {.attention_step_tiles = 1});
   return backend.get();
 }
 
 Backend* emulated_bf16_one_tile_backend(std::string*) {
   static const std::unique_ptr<Backend> backend =
-      cuda::make_cuda_backend(Precision::kBf16, cuda::Fp32Attention::k3xTf32, 1);
+      cuda::make_cuda_backend(Precision::kBf16, {.attention_step_tiles = 1});
   return backend.get();
 }
 
@@ -105,6 +105,21 @@ TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
   expect_backend_refuses("FORGE_CUDA_ATTENTION_STEP_TILES", "4");
 }
 
+// FORGE_CUDA_BF16_WORKING: bf16 (or unset) or fp32; another value is an
+// InputError that names the variable.
+TEST(EmulatedCuda, Bf16WorkingActivationsFromTheEnvironment) {
+  const UnsetForScope scope("FORGE_CUDA_BF16_WORKING");
+  EXPECT_TRUE(cuda::bf16_working_activations_from_env());
+  EXPECT_TRUE(cuda::make_cuda_backend(Precision::kBf16)->bf16_operands());
+  EXPECT_FALSE(cuda::make_cuda_backend(Precision::kFp32)->bf16_operands());
+  setenv("FORGE_CUDA_BF16_WORKING", "fp32", 1);
+  EXPECT_FALSE(cuda::bf16_working_activations_from_env());
+  EXPECT_FALSE(cuda::make_cuda_backend(Precision::kBf16)->bf16_operands());
+  setenv("FORGE_CUDA_BF16_WORKING", "bf16", 1);
+  EXPECT_TRUE(cuda::bf16_working_activations_from_env());
+  expect_backend_refuses("FORGE_CUDA_BF16_WORKING", "yes");
+}
+
 // What runs: one where asked; two where the SM's shared memory holds the
 // two-tile kernels' resident blocks (the default) or one block of each
 // (asked for two: else a launch would fail); an H100's 228 KiB, an A100's 164.
@@ -125,7 +140,7 @@ TEST(EmulatedCuda, AttentionStepTilesFollowSharedMemory) {
 
 // peak_device_bytes: the most the backend held at once, buffers and scratch.
 TEST(EmulatedCuda, PeakDeviceBytesCountsBuffersAndScratch) {
-  const auto be = cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::k3xTf32);
+  const auto be = cuda::make_cuda_backend(Precision::kFp32, {.fp32_attention = cuda::Fp32Attention::k3xTf32});
   const size_t start = be->peak_device_bytes();
   void* a = be->alloc(1 << 20);
   void* b = be->alloc(2 << 20);

@@ -174,6 +174,39 @@ TEST(EmulatedCudaModel, Bf16WorkingActivationsChangeNothing) {
   }
 }
 
+// The same on the CUDA backend: its bf16 mode with the working activations
+// as bf16 (the default) against FP32 working buffers
+// (FORGE_CUDA_BF16_WORKING=fp32), through the real kernels. Bit for bit but
+// for the embedding's gradient, which its backward scatters with atomics
+// (their order varies between runs: agreement to rounding).
+TEST(EmulatedCudaModel, Bf16WorkingActivationsOnTheCudaBackend) {
+  auto narrow = cuda::make_cuda_backend(Precision::kBf16, {});
+  auto wide = cuda::make_cuda_backend(Precision::kBf16, {.bf16_working_activations = false});
+  ASSERT_TRUE(narrow->bf16_operands());
+  ASSERT_FALSE(wide->bf16_operands());
+  PolicyModel m_narrow(tiny_config(), *narrow), m_wide(tiny_config(), *wide);
+  m_narrow.init_random(7, 0.2f);
+  m_wide.set_params(m_narrow.get_params());
+  const TrainCase c = train_case();
+  BinForward f_narrow, f_wide;
+  m_narrow.forward(c.bin, 0.8f, &f_narrow);
+  m_wide.forward(c.bin, 0.8f, &f_wide);
+  EXPECT_EQ(f_narrow.logprob, f_wide.logprob);
+  EXPECT_EQ(f_narrow.entropy, f_wide.entropy);
+  m_narrow.backward(c.dl);
+  m_wide.backward(c.dl);
+  const std::vector<float> g_narrow = m_narrow.get_grads(), g_wide = m_wide.get_grads();
+  for (const auto& t : m_narrow.layout().tensors) {
+    const std::vector<float> a(g_narrow.begin() + t.offset, g_narrow.begin() + t.offset + t.numel);
+    const std::vector<float> b(g_wide.begin() + t.offset, g_wide.begin() + t.offset + t.numel);
+    if (t.name == "embed")
+      EXPECT_LT(bc::rel_err(a, b), 1e-6) << t.name;
+    else
+      EXPECT_EQ(a, b) << t.name;
+  }
+  EXPECT_LT(m_narrow.activation_bytes(), m_wide.activation_bytes());
+}
+
 TEST(EmulatedCudaModel, Bf16TrainStepMatchesBf16Reference) {
   auto cpu = make_backend("cpu");
   bc::Bf16ReferenceBackend ref16;

@@ -39,7 +39,7 @@ Backend* exact_attention_backend(std::string* why) {
   static const std::unique_ptr<Backend> backend = []() -> std::unique_ptr<Backend> {
 #ifdef FORGE_WITH_CUDA
     try {
-      return cuda::make_cuda_backend(Precision::kFp32, cuda::Fp32Attention::kExact);
+      return cuda::make_cuda_backend(Precision::kFp32, {.fp32_attention = cuda::Fp32Attention::kExact});
     } catch (const InputError& e) {
       reason = e.what();
     }

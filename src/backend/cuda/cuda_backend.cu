@@ -77,10 +77,11 @@ class Scratch {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(Precision precision, Fp32Attention attention, int attention_step_tiles)
+  CudaBackend(Precision precision, const CudaOptions& options)
       : bf16_(precision == Precision::kBf16),
-        tf32x3_attention_(precision != Precision::kBf16 && attention == Fp32Attention::k3xTf32),
-        step_tiles_asked_(attention_step_tiles) {
+        tf32x3_attention_(precision != Precision::kBf16 && options.fp32_attention == Fp32Attention::k3xTf32),
+        step_tiles_asked_(options.attention_step_tiles),
+        bf16_working_(bf16_ && options.bf16_working_activations) {
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -273,7 +274,7 @@ class CudaBackend final : public Backend {
   }
   size_t kv_cache_value_bytes() const override { return bf16_ ? 2 : 4; }
   size_t activation_value_bytes() const override { return bf16_ ? 2 : 4; }
-  bool bf16_operands() const override { return bf16_; }
+  bool bf16_operands() const override { return bf16_working_; }
   void pack_bf16(const float* src, uint16_t* dst, size_t n) override {
     launch_pack_bf16(src, reinterpret_cast<__nv_bfloat16*>(dst), n, stream_);
   }
@@ -376,6 +377,7 @@ class CudaBackend final : public Backend {
   const bool bf16_;
   const bool tf32x3_attention_;  // FP32 precision with the 3xTF32 attention
   const int step_tiles_asked_;    // the tensor-core attention's tiles a step (0: the default)
+  const bool bf16_working_;       // bf16 with its working activations as bf16 (bf16_operands)
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
   size_t shared_per_sm_ = 0;      // and a SM
   bool said_exact_fallback_ = false;
@@ -422,11 +424,23 @@ int attention_step_tiles_from_env() {
   throw InputError(std::string("FORGE_CUDA_ATTENTION_STEP_TILES must be 1 or 2, got '") + v + "'");
 }
 
-std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
-  return make_cuda_backend(precision, fp32_attention_from_env(), attention_step_tiles_from_env());
+bool bf16_working_activations_from_env() {
+  const char* v = std::getenv("FORGE_CUDA_BF16_WORKING");
+  if (!v || std::string(v) == "bf16") return true;
+  if (std::string(v) == "fp32") return false;
+  throw InputError(std::string("FORGE_CUDA_BF16_WORKING must be bf16 or fp32, got '") + v + "'");
 }
 
-std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention attention, int attention_step_tiles) {
+CudaOptions cuda_options_from_env() {
+  return {fp32_attention_from_env(), attention_step_tiles_from_env(), bf16_working_activations_from_env()};
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Precision precision) {
+  return make_cuda_backend(precision, cuda_options_from_env());
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, const CudaOptions& options) {
+  const int attention_step_tiles = options.attention_step_tiles;
   if (attention_step_tiles < 0 || attention_step_tiles > 2)
     throw InputError("backend 'cuda': attention tiles a step must be 1 or 2 (0: the default), got " +
                      std::to_string(attention_step_tiles));
@@ -453,14 +467,17 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention at
                   prop.totalGlobalMem / 1073741824.0);
     log_info("cuda: device " + std::to_string(device) + " of " + std::to_string(n) + ": " + prop.name + rest +
              (precision == Precision::kBf16                ? ""
-              : attention == Fp32Attention::k3xTf32 ? ", FP32 attention 3xTF32 on tensor cores"
+              : options.fp32_attention == Fp32Attention::k3xTf32 ? ", FP32 attention 3xTF32 on tensor cores"
                                                      : ", FP32 attention exact (SIMT)") +
              (attention_step_tiles ? ", attention in steps of " + std::to_string(attention_step_tiles) +
                                          " tiles (FORGE_CUDA_ATTENTION_STEP_TILES)"
-                                   : ""));
+                                   : "") +
+             (precision == Precision::kBf16 && !options.bf16_working_activations
+                  ? ", FP32 working activations (FORGE_CUDA_BF16_WORKING)"
+                  : ""));
   }
 #endif
-  return std::make_unique<CudaBackend>(precision, attention, attention_step_tiles);
+  return std::make_unique<CudaBackend>(precision, options);
 }
 
 namespace {

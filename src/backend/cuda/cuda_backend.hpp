@@ -28,12 +28,26 @@ Fp32Attention fp32_attention_from_env();
 // otherwise. For A/B timing.
 int attention_step_tiles_from_env();
 
+// FORGE_CUDA_BF16_WORKING: the bf16 precision's working activations
+// (docs/cuda.md, "Working activations"), unset or "bf16": made as bf16
+// where they are computed, or "fp32": in FP32 buffers that the GEMMs round,
+// as before 2026-11-27 (the same results bit for bit; for A/B timing);
+// InputError naming the variable otherwise.
+bool bf16_working_activations_from_env();
+
+// The backend's choices besides the precision.
+struct CudaOptions {
+  Fp32Attention fp32_attention = Fp32Attention::k3xTf32;
+  int attention_step_tiles = 0;          // 1 or 2; 0: the default
+  bool bf16_working_activations = true;  // Backend::bf16_operands() in bf16
+};
+// The three variables above.
+CudaOptions cuda_options_from_env();
+
 // On the current device (cudaGetDevice). InputError when no device is
-// present. The first form takes the FP32 attention and the attention's
-// tiles a step from the environment.
+// present. The first form takes its options from the environment.
 std::unique_ptr<Backend> make_cuda_backend(Precision precision = Precision::kFp32);
-std::unique_ptr<Backend> make_cuda_backend(Precision precision, Fp32Attention attention,
-                                           int attention_step_tiles = 0);
+std::unique_ptr<Backend> make_cuda_backend(Precision precision, const CudaOptions& options);
 
 // CUDA devices visible to this process (0 when none, or on error).
 int visible_cuda_devices();
