@@ -222,10 +222,11 @@ class Backend {
   virtual void unpack_bf16(const uint16_t* src, float* dst, size_t n) = 0;
   // True where every GEMM rounds both operands to bf16 (the CUDA backend's
   // bf16 mode). There a training pass stores its working activations whose
-  // only consumers are GEMMs (the normalised h, silu(g) u, the backward's
-  // dg|du) as bf16 where they are made, and the GEMMs read them as they are:
-  // the same values the GEMMs would have rounded, half the bytes, no
-  // rounding pass (model/transformer.hpp).
+  // only consumers are GEMMs or the bf16 attention (the normalised h,
+  // silu(g) u, q|k|v after RoPE; the backward's dg|du and dq|dk|dv) as bf16
+  // where they are made, and those read them as they are: the same values
+  // they would have rounded, half the bytes, no rounding pass
+  // (model/transformer.hpp).
   virtual bool bf16_operands() const { return false; }
 
   // C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) is K x N.
@@ -289,12 +290,9 @@ class Backend {
   // scratch copy; the CUDA backend does it in one pass, bit for bit the same.
   virtual void rope_bf16(const float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
                          const double* inv_freq, bool inverse, uint16_t* y16) {
-    const size_t n = size_t(T) * ld;
-    float* tmp = static_cast<float*>(alloc(n * sizeof(float)));
-    copy(tmp, x, n * sizeof(float));
-    rope(tmp, pos, T, n_heads, head_dim, ld, inv_freq, inverse);
-    pack_bf16(tmp, y16, n);
-    release(tmp);
+    const Result r(*this, nullptr, y16, size_t(T) * ld);
+    copy(r.data, x, size_t(T) * ld * sizeof(float));
+    rope(r.data, pos, T, n_heads, head_dim, ld, inv_freq, inverse);
   }
   // gu row = [gate (F) | up (F)]; out = silu(gate) * up
   virtual void swiglu_fwd(const float* gu, float* out, int T, int F) = 0;

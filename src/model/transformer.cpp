@@ -94,6 +94,7 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
   const PackedParts parts(c_, T);
   FORGE_CHECK(T > 0, "a forward pass over no rows");
   act.packed_ = pack;
+  act.bf16_working_ = narrow;
   if (act.layers_.empty()) act.layers_.resize(keep ? L : 1);
   act.T_ = T;
   act.R_ = R;
@@ -223,16 +224,18 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     B.scatter_add_rows(act.d_xf_rows_.data(), act.rows_, act.dx_.data(), R, d);
   }
 
+  // With bf16 operands (forward()): h and silu(g) u recomputed as bf16,
+  // dg|du and dq|dk|dv made as bf16, each read as it is by its layer's
+  // linear_backward; the attention output read from its kept bf16 copy.
+  const bool narrow = act.bf16_working_;
   act.d_act_.ensure(B, static_cast<size_t>(T) * F);
-  if (!(pack && B.bf16_operands())) act.d_gu_.ensure(B, static_cast<size_t>(T) * 2 * F);
+  if (narrow)
+    act.dy16_.ensure(B, static_cast<size_t>(T) * std::max(2 * F, QKV));
+  else
+    act.d_gu_.ensure(B, static_cast<size_t>(T) * 2 * F);
   act.d_h_.ensure(B, Td);
   act.d_att_.ensure(B, static_cast<size_t>(T) * HD);
   act.d_qkv_.ensure(B, static_cast<size_t>(T) * QKV);
-  // With bf16 operands (forward()): h and silu(g) u recomputed as bf16 and
-  // dg|du made as bf16, each read as it is by its layer's linear_backward;
-  // the attention output read from its kept bf16 copy, not unpacked.
-  const bool narrow = pack && B.bf16_operands();
-  if (narrow) act.dy16_.ensure(B, static_cast<size_t>(T) * std::max(2 * F, QKV));
   float* dx = act.dx_.data();
   for (int l = c_.n_layers - 1; l >= 0; --l) {
     TransformerActivations::Layer& kept = act.layer(l);

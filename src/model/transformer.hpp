@@ -95,6 +95,7 @@ class TransformerActivations {
 
   bool keep_layers_;
   bool packed_ = false;  // the last pass kept its layers as bf16 (layers_[0] computes)
+  bool bf16_working_ = false;  // ... and made its working activations as bf16 (Backend::bf16_operands)
   int T_ = 0, R_ = 0;
   const int32_t* position_ = nullptr;  // the pass's positions (caller's memory)
   std::vector<Layer> layers_;
