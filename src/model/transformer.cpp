@@ -142,18 +142,16 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
       else
         B.gemm(false, true, T, out, in, 1.0f, x, in, P + w, in, beta, y, ld_y);
     };
-    // Residual stream: training keeps x_in, x_mid and x_out of every layer
-    // (packed: x_in and x_mid as bf16, x_out overwrites x_in once packed);
-    // generation updates one buffer in place.
+    // Residual stream: training keeps x_in, x_mid and x_out of every layer;
+    // packed, it keeps x_in and x_mid as bf16 (RMSNorm packs each as it
+    // reads it) and, as generation, updates one FP32 buffer in place.
     float* x_in = a.x_in.data();
     float* x_mid = x_in;
     float* x_out = x_in;
-    if (keep) {
-      kept.lse.ensure(B, static_cast<size_t>(H) * T);
+    if (keep) kept.lse.ensure(B, static_cast<size_t>(H) * T);
+    if (keep && !pack) {
       a.x_mid.ensure(B, Td);
       x_mid = a.x_mid.data();
-    }
-    if (keep && !pack) {
       DeviceArray<float>& next = l + 1 < L ? act.layer(l + 1).x_in : act.x_final_;
       next.ensure(B, Td);
       x_out = next.data();
