@@ -45,11 +45,12 @@ struct TreeAttentionArgs {
   // reads Q, K and V from it and not from q, k, v. The transformer keeps it
   // as the layer's saved q|k|v, so neither pass rounds them again.
   uint16_t* qkv_bf16 = nullptr;
-  // Backward only, training on a backend with bf16 GEMM operands
-  // (Backend::bf16_operands()): the forward's output as bf16 (the layer's
-  // kept copy, [T, n_heads * head_dim]), read for D_i = dO . O instead of
-  // out, which may then be null. Null otherwise.
-  const uint16_t* out_bf16 = nullptr;
+  // Training on a backend with bf16 GEMM operands (Backend::bf16_operands()):
+  // the output as bf16 ([T, n_heads * head_dim], the layer's kept copy),
+  // which the forward writes (rounded to nearest even, as pack_bf16 of out)
+  // instead of out and the backward reads for D_i = dO . O instead of out;
+  // out may then be null. Null otherwise (other backends refuse it).
+  uint16_t* out_bf16 = nullptr;
   // Forward only, with qkv_bf16: it already holds Q, K and V rounded (the
   // caller's Backend::rope_bf16 wrote them), and the forward reads them
   // there, not from q, k, v (which may then be null).

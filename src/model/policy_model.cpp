@@ -18,24 +18,22 @@ class TreeAttention final : public BlockAttention {
   const int32_t* subtree_end = nullptr;
   int T = 0;
 
-  void forward(int, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16,
-               bool qkv_bf16_given) override {
-    TreeAttentionArgs a = args(qkv, qkv_bf16, ld, out, lse);
-    a.qkv_bf16_given = qkv_bf16_given;
-    B_.tree_attention_fwd(a);
+  void forward(int, const float* qkv, int ld, float* out, float* lse, const AttentionBf16& bf16) override {
+    B_.tree_attention_fwd(args(qkv, ld, out, lse, bf16));
   }
-  void backward(int, const float* qkv, uint16_t* qkv_bf16, int ld, const float* out, const uint16_t* out_bf16,
-                const float* lse, const float* dout, float* dqkv) override {
-    TreeAttentionArgs a = args(qkv, qkv_bf16, ld, const_cast<float*>(out), const_cast<float*>(lse));
-    a.out_bf16 = out_bf16;
-    B_.tree_attention_bwd(a, fused_tree_attention_grads(c_.n_heads, c_.n_kv_heads, c_.head_dim(), dout, dqkv));
+  void backward(int, const float* qkv, int ld, const float* out, const float* lse, const AttentionBf16& bf16,
+                const float* dout, float* dqkv) override {
+    B_.tree_attention_bwd(args(qkv, ld, const_cast<float*>(out), const_cast<float*>(lse), bf16),
+                          fused_tree_attention_grads(c_.n_heads, c_.n_kv_heads, c_.head_dim(), dout, dqkv));
   }
 
  private:
-  TreeAttentionArgs args(const float* qkv, uint16_t* qkv_bf16, int ld, float* out, float* lse) const {
+  TreeAttentionArgs args(const float* qkv, int ld, float* out, float* lse, const AttentionBf16& bf16) const {
     TreeAttentionArgs a =
         fused_tree_attention_args(T, c_.n_heads, c_.n_kv_heads, c_.head_dim(), qkv, ld, subtree_end, out, lse);
-    a.qkv_bf16 = qkv_bf16;
+    a.qkv_bf16 = bf16.qkv;
+    a.qkv_bf16_given = bf16.qkv_given;
+    a.out_bf16 = bf16.out;
     return a;
   }
   Backend& B_;

@@ -267,8 +267,8 @@ class CacheAttention final : public BlockAttention {
   int T = 0, block_size = 0, max_len = 0;
   const int32_t *slot = nullptr, *position = nullptr, *block_table = nullptr, *table_begin = nullptr;
 
-  void forward(int layer, const float* qkv, int ld, float* out, float*, uint16_t* qkv_bf16, bool) override {
-    FORGE_CHECK(qkv_bf16 == nullptr, "generation keeps no bf16 q|k|v");
+  void forward(int layer, const float* qkv, int ld, float* out, float*, const AttentionBf16& bf16) override {
+    FORGE_CHECK(bf16.qkv == nullptr && bf16.out == nullptr, "generation keeps no bf16 q|k|v or output");
     const int hd = c_.head_dim(), Hkv = c_.n_kv_heads;
     KvCacheWriteArgs w;
     w.T = T;

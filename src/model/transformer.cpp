@@ -7,8 +7,8 @@
 
 namespace forge {
 
-void BlockAttention::backward(int, const float*, uint16_t*, int, const float*, const uint16_t*, const float*,
-                              const float*, float*) {
+void BlockAttention::backward(int, const float*, int, const float*, const float*, const AttentionBf16&, const float*,
+                              float*) {
   throw Error("this attention has no backward (generation only)");
 }
 
@@ -126,7 +126,7 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
     }
     a.rstd1.ensure(B, T);
     a.qkv.ensure(B, static_cast<size_t>(T) * QKV);
-    a.att.ensure(B, static_cast<size_t>(T) * HD);
+    if (!narrow) a.att.ensure(B, static_cast<size_t>(T) * HD);
     a.rstd2.ensure(B, T);
     a.gu.ensure(B, static_cast<size_t>(T) * 2 * F);
     uint16_t* h16 = narrow ? a.h16.data() : nullptr;
@@ -174,11 +174,14 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
       B.rope_bf16(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false, kept16(kQkvPart));
     else
       B.rope(a.qkv.data(), position, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), false);
-    attention.forward(l, narrow ? nullptr : a.qkv.data(), QKV, a.att.data(), keep ? kept.lse.data() : nullptr,
-                      kept16(kQkvPart), narrow);
-    if (pack) B.pack_bf16(a.att.data(), kept16(kAttPart), parts.sizes[kAttPart]);
+    // With bf16 operands the attention writes its output as bf16 straight
+    // into the kept copy, which the o-projection reads.
+    const AttentionBf16 att16{kept16(kQkvPart), narrow, narrow ? kept16(kAttPart) : nullptr};
+    attention.forward(l, narrow ? nullptr : a.qkv.data(), QKV, narrow ? nullptr : a.att.data(),
+                      keep ? kept.lse.data() : nullptr, att16);
+    if (pack && !narrow) B.pack_bf16(a.att.data(), kept16(kAttPart), parts.sizes[kAttPart]);
     if (x_mid != x_in) B.copy(x_mid, x_in, Td * sizeof(float));
-    linear(HD, d, a.att.data(), narrow ? kept16(kAttPart) : nullptr, o.wo, 1.0f, x_mid, d);
+    linear(HD, d, a.att.data(), att16.out, o.wo, 1.0f, x_mid, d);
     if (pack)
       B.rmsnorm_fwd_keep(x_mid, P + o.mlp_norm, h2, h16, a.rstd2.data(), kept16(kXmidPart), T, d, c_.norm_eps);
     else
@@ -274,13 +277,13 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     else
       B.rmsnorm_bwd(a.x_mid.data(), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
     // Attention: x_mid = x_in + att Wo^T
-    const uint16_t* att16 = narrow ? kept16(kAttPart) : nullptr;
+    const AttentionBf16 att16{kept16(kQkvPart), false, narrow ? kept16(kAttPart) : nullptr};
     if (narrow)
-      B.linear_backward_bf16(T, HD, d, dx, d, nullptr, P + o.wo, att16, act.d_att_.data(), HD, G + o.wo);
+      B.linear_backward_bf16(T, HD, d, dx, d, nullptr, P + o.wo, att16.out, act.d_att_.data(), HD, G + o.wo);
     else
       B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, act.d_att_.data(), HD, G + o.wo);
-    attention.backward(l, a.qkv.data(), kept16(kQkvPart), QKV, narrow ? nullptr : a.att.data(), att16,
-                       kept.lse.data(), act.d_att_.data(), act.d_qkv_.data());
+    attention.backward(l, narrow ? nullptr : a.qkv.data(), QKV, narrow ? nullptr : a.att.data(), kept.lse.data(),
+                       att16, act.d_att_.data(), act.d_qkv_.data());
     if (narrow) {
       uint16_t* dqkv16 = act.dy16_.data();
       B.rope_bf16(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true, dqkv16);

@@ -49,6 +49,18 @@
 
 namespace forge {
 
+// A training layer's bf16 copies the attention writes or reads (activations
+// kept as bf16; all null otherwise): qkv, q|k|v (TreeAttentionArgs::qkv_bf16),
+// which the forward writes, or finds there already where qkv_given (bf16
+// operands: RoPE wrote them; the FP32 q|k|v are then not read); out, the
+// output (bf16 operands: TreeAttentionArgs::out_bf16), which the forward
+// writes instead of the FP32 out and the backward reads.
+struct AttentionBf16 {
+  uint16_t* qkv = nullptr;
+  bool qkv_given = false;
+  uint16_t* out = nullptr;
+};
+
 // The attention of one pass over T rows. forward() reads the layer's q, k, v
 // (rows of ld floats, RoPE applied: q heads, then k heads, then v heads) and
 // writes out [T, n_heads * head_dim]; lse [n_heads, T] is where a training
@@ -56,17 +68,10 @@ namespace forge {
 class BlockAttention {
  public:
   virtual ~BlockAttention() = default;
-  // qkv_bf16: null, or (training with bf16 activations) where the forward
-  // writes q|k|v as bf16 and the backward reads them (TreeAttentionArgs::qkv_bf16);
-  // qkv_bf16_given: they are there already (bf16 operands: RoPE wrote them)
-  // and qkv is not read.
-  virtual void forward(int layer, const float* qkv, int ld, float* out, float* lse, uint16_t* qkv_bf16,
-                       bool qkv_bf16_given) = 0;
+  virtual void forward(int layer, const float* qkv, int ld, float* out, float* lse, const AttentionBf16& bf16) = 0;
   // dq, dk, dv into dqkv (same layout, overwritten) from dout; training only.
-  // out_bf16: null, or (bf16 operands) the forward's output as bf16, read
-  // instead of out (TreeAttentionArgs::out_bf16).
-  virtual void backward(int layer, const float* qkv, uint16_t* qkv_bf16, int ld, const float* out,
-                        const uint16_t* out_bf16, const float* lse, const float* dout, float* dqkv);
+  virtual void backward(int layer, const float* qkv, int ld, const float* out, const float* lse,
+                        const AttentionBf16& bf16, const float* dout, float* dqkv);
 };
 
 // What a pass keeps. With keep_layers (training) every layer has its own

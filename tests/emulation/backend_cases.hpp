@@ -962,6 +962,15 @@ inline void tree_attention_bf16_kept_qkv(Backend& dev, const AttentionShape& sh,
   EXPECT_EQ(out2.download(), want.out) << "out from the given bf16 q|k|v" << at;
   EXPECT_EQ(lse2.download(), want.lse) << "lse from the given bf16 q|k|v" << at;
   EXPECT_EQ(kept.download(), bits) << "given bf16 q|k|v left as they were" << at;
+  // The output written as bf16 (out_bf16) instead of FP32: pack_bf16 of the FP32 output.
+  DeviceArray<uint16_t> out_written(dev, size_t(T) * HD);
+  given.out = nullptr;
+  given.out_bf16 = out_written.data();
+  dev.tree_attention_fwd(given);
+  std::vector<uint16_t> out_bits(want.out.size());
+  for (size_t i = 0; i < out_bits.size(); ++i) out_bits[i] = float_to_bf16(want.out[i]);
+  EXPECT_EQ(out_written.download(), out_bits) << "out written as bf16" << at;
+  EXPECT_EQ(lse2.download(), want.lse) << "lse with out written as bf16" << at;
   dev.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data()));
   EXPECT_EQ(dqkv.download(), want.dqkv) << "dq|dk|dv from the kept bf16 q|k|v" << at;
   // The output kept as bf16 (out_bf16) in place of an FP32 out holding the same values.

@@ -69,25 +69,18 @@ class Bf16ReferenceBackend final : public Backend {
   }
 
   // A caller's kept bf16 q|k|v (TreeAttentionArgs::qkv_bf16): the forward
-  // writes them, the backward reads Q, K and V from them, as the CUDA bf16 mode.
+  // writes them (or finds them there: qkv_bf16_given), the backward reads Q,
+  // K and V from them; the output as bf16 (out_bf16) written by the forward
+  // and read by the backward: as the CUDA bf16 mode.
   void tree_attention_fwd(const TreeAttentionArgs& a) override {
-    if (a.qkv_bf16 && a.qkv_bf16_given) {  // Q, K and V as the caller rounded them (Backend::rope_bf16)
-      const int cols = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
-      std::vector<float> qkv(size_t(a.T) * cols);
-      for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = bf16_to_float(a.qkv_bf16[i]);
-      return cpu_->tree_attention_fwd(fused_tree_attention_args(a.T, a.n_heads, a.n_kv_heads, a.head_dim, qkv.data(),
-                                                                cols, a.subtree_end, a.out, a.lse));
-    }
-    if (a.qkv_bf16) {
-      const int cols = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
-      for (int t = 0; t < a.T; ++t)
-        for (int c = 0; c < cols; ++c) a.qkv_bf16[size_t(t) * cols + c] = float_to_bf16(a.q[size_t(t) * a.ld_qkv + c]);
-    }
-    TreeAttentionArgs plain = a;
-    plain.qkv_bf16 = nullptr;
-    if (!round_) return cpu_->tree_attention_fwd(plain);
-    Qkv16 r(plain);
-    cpu_->tree_attention_fwd(r.args);
+    if (!a.out_bf16) return forward(a);
+    // The output as bf16 (bf16 operands): computed in FP32, then rounded.
+    std::vector<float> out(size_t(a.T) * a.n_heads * a.head_dim);
+    TreeAttentionArgs f = a;
+    f.out = out.data();
+    f.out_bf16 = nullptr;
+    forward(f);
+    for (size_t i = 0; i < out.size(); ++i) a.out_bf16[i] = float_to_bf16(out[i]);
   }
   void tree_attention_bwd(const TreeAttentionArgs& a_in, const TreeAttentionGrads& g) override {
     TreeAttentionArgs a = a_in;
@@ -140,6 +133,27 @@ class Bf16ReferenceBackend final : public Backend {
   PolicyLossSums policy_loss(const PolicyLossArgs& a) override { return cpu_->policy_loss(a); }
 
  private:
+  // The forward into the FP32 out.
+  void forward(const TreeAttentionArgs& a) {
+    if (a.qkv_bf16 && a.qkv_bf16_given) {  // Q, K and V as the caller rounded them (Backend::rope_bf16)
+      const int cols = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
+      std::vector<float> qkv(size_t(a.T) * cols);
+      for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = bf16_to_float(a.qkv_bf16[i]);
+      return cpu_->tree_attention_fwd(fused_tree_attention_args(a.T, a.n_heads, a.n_kv_heads, a.head_dim, qkv.data(),
+                                                                cols, a.subtree_end, a.out, a.lse));
+    }
+    if (a.qkv_bf16) {
+      const int cols = (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
+      for (int t = 0; t < a.T; ++t)
+        for (int c = 0; c < cols; ++c) a.qkv_bf16[size_t(t) * cols + c] = float_to_bf16(a.q[size_t(t) * a.ld_qkv + c]);
+    }
+    TreeAttentionArgs plain = a;
+    plain.qkv_bf16 = nullptr;
+    if (!round_) return cpu_->tree_attention_fwd(plain);
+    Qkv16 r(plain);
+    cpu_->tree_attention_fwd(r.args);
+  }
+
   // rows x cols of a row-major matrix with row stride ld, rounded, same stride.
   static std::vector<float> rounded(const float* x, size_t rows, int cols, int ld) {
     std::vector<float> out(rows * ld);

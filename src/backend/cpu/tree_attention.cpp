@@ -607,7 +607,8 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
 }  // namespace
 
 void CpuBackend::tree_attention_fwd(const TreeAttentionArgs& a) {
-  FORGE_CHECK(a.qkv_bf16 == nullptr, "cpu tree attention: bf16 q|k|v (qkv_bf16) is for backends with bf16 activations");
+  FORGE_CHECK(a.qkv_bf16 == nullptr && a.out_bf16 == nullptr,
+              "cpu tree attention: bf16 q|k|v and output (qkv_bf16, out_bf16) are for backends with bf16 activations");
   const KeyBlockBounds kbb = key_block_bounds(a.subtree_end, a.T);
   switch (a.head_dim) {
     case 16: return fwd_impl<16>(a, kbb);

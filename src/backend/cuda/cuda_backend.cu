@@ -341,7 +341,7 @@ class CudaBackend final : public Backend {
     p.tile_min_end = p.tile_max_end + tiles;
     FORGE_CHECK(bf16_ || (a.qkv_bf16 == nullptr && a.out_bf16 == nullptr),
                 "cuda tree attention: bf16 q|k|v and output (qkv_bf16, out_bf16) are for the bf16 precision");
-    p.out_bf16 = reinterpret_cast<const __nv_bfloat16*>(a.out_bf16);
+    p.out_bf16 = reinterpret_cast<__nv_bfloat16*>(a.out_bf16);
     if (a.qkv_bf16) {  // the caller's: written by the forward (or given to it), read by the backward
       p.qkv_bf16 = reinterpret_cast<__nv_bfloat16*>(a.qkv_bf16);
       p.qkv_bf16_kept = true;

@@ -67,9 +67,10 @@ struct TreeAttentionParams {
   int32_t* tile_min_end = nullptr;
   float* out = nullptr;  // [T, H * D]
   float* lse = nullptr;  // [H, T]
-  // backward, bf16 mode: the forward's output as bf16 ([T, H * D], the
-  // caller's kept copy), read by the delta pre-pass instead of out; or null
-  const __nv_bfloat16* out_bf16 = nullptr;
+  // bf16 mode: the output as bf16 ([T, H * D], the caller's kept copy), which
+  // the tensor-core forward writes instead of out and the backward's delta
+  // pre-pass reads instead of out; or null
+  __nv_bfloat16* out_bf16 = nullptr;
   // backward
   const float* dout = nullptr;
   float* delta = nullptr;  // [H, T] scratch

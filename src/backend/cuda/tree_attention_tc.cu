@@ -71,6 +71,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/attention_operands.cuh"
+#include "backend/cuda/bf16.cuh"
 #include "backend/cuda/tree_attention.cuh"
 
 FORGE_CUDA_NAMESPACE_BEGIN
@@ -258,17 +259,18 @@ __device__ __forceinline__ void zero(float (&acc)[N][4]) {
 }
 
 // Writes rows r0 + g and r0 + g + 8 (those below r1) of a 16 x Dk
-// accumulator times mul (mul0, mul1 for the two rows) to dst + row * ld,
-// columns below D: Add = false stores, Add = true adds to what is there
-// (read past the L1 cache: another block wrote it).
-template <bool Add = false, int G>
-__device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&acc)[G][4],
+// accumulator times mul (mul0, mul1 for the two rows) to dst + row * ld
+// (FP32, or bf16 rounded to nearest even), columns below D: Add = false
+// stores, Add = true adds to what is there (FP32; read past the L1 cache:
+// another block wrote it).
+template <bool Add = false, int G, class Out>
+__device__ __forceinline__ void store_rows(Out* dst, size_t ld, const float (&acc)[G][4],
                                            int r0, int r1, int D, float mul0, float mul1, int g, int t) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = r0 + g + 8 * r;
     if (i >= r1) continue;
-    float* row = dst + size_t(i) * ld;
+    Out* row = dst + size_t(i) * ld;
 #pragma unroll
     for (int n = 0; n < G; ++n)
 #pragma unroll
@@ -279,7 +281,7 @@ __device__ __forceinline__ void store_rows(float* dst, size_t ld, const float (&
         if constexpr (Add)
           row[d] = *static_cast<volatile const float*>(row + d) + v;
         else
-          row[d] = v;
+          store_value(row + d, v);
       }
   }
 }
@@ -583,7 +585,10 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
       const int row = r0[i] + g + 8 * r;
       if (t == 0 && row < r1[i]) p.lse[size_t(h) * p.T + row] = m[i][r] * kLn2 + logf(l[i][r]);
     }
-    store_rows(p.out + h * D, HD, o[i], r0[i], r1[i], D, 1.0f / l[i][0], 1.0f / l[i][1], g, t);
+    if (p.out_bf16)
+      store_rows(p.out_bf16 + h * D, HD, o[i], r0[i], r1[i], D, 1.0f / l[i][0], 1.0f / l[i][1], g, t);
+    else
+      store_rows(p.out + h * D, HD, o[i], r0[i], r1[i], D, 1.0f / l[i][0], 1.0f / l[i][1], g, t);
   }
 }
 
