@@ -81,7 +81,7 @@ Workload train_step_layer() {
 int main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int rounds = flags.get("rounds", 3), reps = flags.get("reps", 5), threads = flags.get("threads", 0);
-  const bool blis_child = flags.on("blis-child");
+  const bool blis_child = flags.on("blis-child", true);
   flags.finish();
   if (rounds < 1 || reps < 1) bench::Flags::usage("--rounds and --reps must be at least 1");
   if (threads > 0) {

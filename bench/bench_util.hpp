@@ -45,9 +45,10 @@ class Flags {
     return used(k) ? number<double>(k, [](const std::string& v, size_t* end) { return std::stod(v, end); }) : def;
   }
   // A switch: --k, --k=1 or --k=true is on; absent, --k=0 or --k=false is
-  // off; any other value is a usage error (exit 2).
-  bool on(const std::string& k) {
-    known(k, "");
+  // off; any other value is a usage error (exit 2). internal: one the
+  // program passes to itself, not listed by --help.
+  bool on(const std::string& k, bool internal = false) {
+    if (!internal) known(k, "");
     if (!used(k)) return false;
     const std::string& v = kv_[k];
     if (v == "1" || v == "true") return true;
