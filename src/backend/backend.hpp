@@ -246,23 +246,24 @@ class Backend {
     gemm(false, false, T, in, out, 1.0f, dy, ld_dy, W, in, 0.0f, dx, ld_dx);
     gemm(true, false, out, in, T, 1.0f, dy, ld_dy, x, ld_x, 1.0f, dW, in);
   }
-  // The linear layer with its activation as bf16 (bf16_operands()): x16
-  // [T, in] and, where not null, dy16 [T, out] (then dy is not read) packed
-  // bf16 rows.  linear_fwd_bf16: y = x W^T + beta y (row stride ld_y);
+  // The linear layer with operands already bf16 (bf16_operands()): x [T, in]
+  // as FP32 or (x16, where not null) packed bf16 rows; W [out, in] as FP32
+  // or (W16, where not null) bf16; in the backward dy [T, out] as FP32 (row
+  // stride ld_dy) or (dy16, where not null) packed bf16 rows.
+  // linear_fwd_bf16: y = x W^T + beta y (row stride ld_y);
   // linear_backward_bf16: linear_backward on the widened values. The
-  // defaults widen into scratch; the CUDA backend hands them to the GEMM as
-  // they are, bit for bit the same.
-  virtual void linear_fwd_bf16(int T, int in, int out, const uint16_t* x16, const float* W, float beta, float* y,
-                               int ld_y) {
-    const Widened x(*this, x16, size_t(T) * in);
-    gemm(false, true, T, out, in, 1.0f, x.data, in, W, in, beta, y, ld_y);
+  // defaults widen into scratch; the CUDA backend hands bf16 operands to the
+  // GEMM as they are and rounds only the FP32 ones, bit for bit the same.
+  virtual void linear_fwd_bf16(int T, int in, int out, const float* x, const uint16_t* x16, const float* W,
+                               const uint16_t* W16, float beta, float* y, int ld_y) {
+    const Widened xw(*this, x16, size_t(T) * in), ww(*this, W16, size_t(out) * in);
+    gemm(false, true, T, out, in, 1.0f, x16 ? xw.data : x, in, W16 ? ww.data : W, in, beta, y, ld_y);
   }
   virtual void linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16,
-                                    const float* W, const uint16_t* x16, float* dx, int ld_dx, float* dW) {
-    const Widened x(*this, x16, size_t(T) * in);
-    if (!dy16) return linear_backward(T, in, out, dy, ld_dy, W, x.data, in, dx, ld_dx, dW);
-    const Widened g(*this, dy16, size_t(T) * out);
-    linear_backward(T, in, out, g.data, out, W, x.data, in, dx, ld_dx, dW);
+                                    const float* W, const uint16_t* W16, const uint16_t* x16, float* dx, int ld_dx,
+                                    float* dW) {
+    const Widened x(*this, x16, size_t(T) * in), g(*this, dy16, size_t(T) * out), w(*this, W16, size_t(out) * in);
+    linear_backward(T, in, out, dy16 ? g.data : dy, dy16 ? out : ld_dy, W16 ? w.data : W, x.data, in, dx, ld_dx, dW);
   }
   virtual void add_inplace(float* y, const float* x, size_t n) = 0;  // y += x
   virtual void scale(float* x, float s, size_t n) = 0;
@@ -372,15 +373,18 @@ class Backend {
   virtual std::unique_ptr<DeviceCollectives> make_collectives(const CollectiveBootstrap& peers);
 
  private:
-  // n bf16 values unpacked into backend scratch for the lifetime of the object.
+  // n bf16 values unpacked into backend scratch for the lifetime of the
+  // object; nothing (data null) where src is null.
   struct Widened {
     Backend& b;
     float* data;
     Widened(Backend& backend, const uint16_t* src, size_t n)
-        : b(backend), data(static_cast<float*>(backend.alloc(n * sizeof(float)))) {
-      b.unpack_bf16(src, data, n);
+        : b(backend), data(src ? static_cast<float*>(backend.alloc(n * sizeof(float))) : nullptr) {
+      if (src) b.unpack_bf16(src, data, n);
     }
-    ~Widened() { b.release(data); }
+    ~Widened() {
+      if (data) b.release(data);
+    }
     Widened(const Widened&) = delete;
     Widened& operator=(const Widened&) = delete;
   };

@@ -79,14 +79,15 @@ void ProfiledBackend::linear_backward(int T, int in, int out, const float* dy, i
         [&] { inner_.linear_backward(T, in, out, dy, ld_dy, W, x, ld_x, dx, ld_dx, dW); });
 }
 // The bf16-activation forms time as the rows of the FP32 ones they stand for.
-void ProfiledBackend::linear_fwd_bf16(int T, int in, int out, const uint16_t* x16, const float* W, float beta,
-                                      float* y, int ld_y) {
-  timed("gemm NT", 2.0 * T * in * out, [&] { inner_.linear_fwd_bf16(T, in, out, x16, W, beta, y, ld_y); });
+void ProfiledBackend::linear_fwd_bf16(int T, int in, int out, const float* x, const uint16_t* x16, const float* W,
+                                      const uint16_t* W16, float beta, float* y, int ld_y) {
+  timed("gemm NT", 2.0 * T * in * out, [&] { inner_.linear_fwd_bf16(T, in, out, x, x16, W, W16, beta, y, ld_y); });
 }
 void ProfiledBackend::linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16,
-                                           const float* W, const uint16_t* x16, float* dx, int ld_dx, float* dW) {
+                                           const float* W, const uint16_t* W16, const uint16_t* x16, float* dx,
+                                           int ld_dx, float* dW) {
   timed("linear backward", 4.0 * T * in * out,
-        [&] { inner_.linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, x16, dx, ld_dx, dW); });
+        [&] { inner_.linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, W16, x16, dx, ld_dx, dW); });
 }
 void ProfiledBackend::add_inplace(float* y, const float* x, size_t n) {
   timed("add_inplace", 0, [&] { inner_.add_inplace(y, x, n); });

@@ -62,10 +62,10 @@ class ProfiledBackend final : public Backend {
             const float* B, int ldb, float beta, float* C, int ldc) override;
   void linear_backward(int T, int in, int out, const float* dy, int ld_dy, const float* W, const float* x, int ld_x,
                        float* dx, int ld_dx, float* dW) override;
-  void linear_fwd_bf16(int T, int in, int out, const uint16_t* x16, const float* W, float beta, float* y,
-                       int ld_y) override;
+  void linear_fwd_bf16(int T, int in, int out, const float* x, const uint16_t* x16, const float* W,
+                       const uint16_t* W16, float beta, float* y, int ld_y) override;
   void linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16, const float* W,
-                            const uint16_t* x16, float* dx, int ld_dx, float* dW) override;
+                            const uint16_t* W16, const uint16_t* x16, float* dx, int ld_dx, float* dW) override;
   void add_inplace(float* y, const float* x, size_t n) override;
   void scale(float* x, float s, size_t n) override;
   double sum_squares(const float* x, size_t n) override;

@@ -97,6 +97,17 @@ void PolicyModel::set_params(const std::vector<float>& host) {
     throw InputError("parameter vector has " + std::to_string(host.size()) +
                      " values, the model needs " + std::to_string(layout_.total));
   params_.upload(backend_, host);
+  ++params_version_;
+}
+
+const uint16_t* PolicyModel::params_bf16() {
+  if (!backend_.bf16_operands()) return nullptr;
+  if (params16_version_ != params_version_) {
+    params16_.ensure(backend_, layout_.total);
+    backend_.pack_bf16(params_.data(), params16_.data(), layout_.total);
+    params16_version_ = params_version_;
+  }
+  return params16_.data();
 }
 
 void PolicyModel::zero_grads() { backend_.fill(grads_.data(), 0.0f, layout_.total); }
@@ -132,8 +143,8 @@ void PolicyModel::forward(const PackedBin& bin, float inv_temperature, BinForwar
   p.target.upload(B, bin.target);
   p.attention.subtree_end = p.subtree_end.data();
   p.attention.T = T;
-  transformer_.forward(params_.data(), p.token.data(), p.position.data(), T, p.head_row.data(), R, p.attention,
-                       p.act);
+  transformer_.forward(params_.data(), params_bf16(), p.token.data(), p.position.data(), T, p.head_row.data(), R,
+                       p.attention, p.act);
 
   p.head_lse.ensure(B, R);
   DeviceArray<float> logprob(B, E), entropy(B, R), logits;
@@ -167,7 +178,8 @@ void PolicyModel::backward(const std::vector<float>& dlogprob) {
     hg.dweight = transformer_.head_weight_grad(grads_.data());
     B.head_bwd(head_args(), hg);
   }
-  transformer_.backward(params_.data(), grads_.data(), p.d_hf.data(), p.token.data(), p.attention, p.act);
+  transformer_.backward(params_.data(), params_bf16(), grads_.data(), p.d_hf.data(), p.token.data(), p.attention,
+                        p.act);
 }
 
 }  // namespace forge

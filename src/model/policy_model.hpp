@@ -37,9 +37,20 @@ class PolicyModel {
   const Transformer& transformer() const { return transformer_; }
   Backend& backend() { return backend_; }
 
-  // Flat parameter and gradient buffers (backend memory), layout().total floats.
-  float* params() { return params_.data(); }
+  // Flat parameter and gradient buffers (backend memory), layout().total
+  // floats. Taking the parameters for writing (the non-const form) marks
+  // them changed: the bf16 copy is made again before its next use.
+  float* params() {
+    ++params_version_;
+    return params_.data();
+  }
   const float* params() const { return params_.data(); }
+  // The parameters rounded to bf16 (same offsets) on a backend whose GEMMs
+  // round their operands (Backend::bf16_operands), which the linear layers
+  // read instead of rounding every weight at every call (a decode step read
+  // each weight three times over); made on first use after a change
+  // (set_params, params()). Null on other backends.
+  const uint16_t* params_bf16();
   float* grads() { return grads_.data(); }
 
   // Normal(0, std) for matrices (output projections scaled by 1/sqrt(2 L)), ones for norms.
@@ -69,6 +80,8 @@ class PolicyModel {
   Backend& backend_;
   Transformer transformer_;
   DeviceArray<float> params_;
+  DeviceArray<uint16_t> params16_;                // params_bf16()
+  uint64_t params_version_ = 1, params16_version_ = 0;  // params16_ is current when equal
   DeviceArray<float> grads_;
   std::unique_ptr<Pass> pass_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -344,8 +345,9 @@ void RolloutEngine::forward(const std::vector<Sequence*>& batch, const std::vect
   attention.position = position_.data();
   attention.block_table = table_.data();
   attention.table_begin = table_begin_.data();
-  const float* P = model_.params();
-  model_.transformer().forward(P, token_.data(), position_.data(), T, rows_.data(), R, attention, act_);
+  const float* P = std::as_const(model_).params();  // read only: the bf16 copy stays current
+  model_.transformer().forward(P, model_.params_bf16(), token_.data(), position_.data(), T, rows_.data(), R, attention,
+                               act_);
 
   // The FP32 head on the sampling rows, logits kept for the sampler; one call
   // per run of rows with the same temperature (usually one run).

@@ -81,7 +81,7 @@ size_t TransformerActivations::bytes() const {
   return b;
 }
 
-void Transformer::forward(const float* P, const int32_t* token, const int32_t* position, int T,
+void Transformer::forward(const float* P, const uint16_t* P16, const int32_t* token, const int32_t* position, int T,
                           const int32_t* rows, int R, BlockAttention& attention,
                           TransformerActivations& act) const {
   Backend& B = B_;
@@ -134,11 +134,11 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
     float* h1 = narrow ? nullptr : a.h1.data();
     float* h2 = narrow ? nullptr : a.h2.data();
     float* act32 = narrow ? nullptr : a.act.data();
-    // y = x W^T + beta y, x in FP32 or (x16) as bf16
+    // y = x W^T + beta y, x in FP32 or (x16) as bf16, W from the bf16 copy where there is one
     const auto linear = [&](int in, int out, const float* x, const uint16_t* x16, size_t w, float beta, float* y,
                             int ld_y) {
-      if (x16)
-        B.linear_fwd_bf16(T, in, out, x16, P + w, beta, y, ld_y);
+      if (x16 || P16)
+        B.linear_fwd_bf16(T, in, out, x, x16, P + w, P16 ? P16 + w : nullptr, beta, y, ld_y);
       else
         B.gemm(false, true, T, out, in, 1.0f, x, in, P + w, in, beta, y, ld_y);
     };
@@ -205,8 +205,8 @@ void Transformer::forward(const float* P, const int32_t* token, const int32_t* p
   B.rmsnorm_fwd(act.xf_rows_.data(), P + final_norm_, act.hf_.data(), act.rstd_f_.data(), R, d, c_.norm_eps);
 }
 
-void Transformer::backward(const float* P, float* G, const float* d_head_hidden, const int32_t* token,
-                           BlockAttention& attention, TransformerActivations& act) const {
+void Transformer::backward(const float* P, const uint16_t* P16, float* G, const float* d_head_hidden,
+                           const int32_t* token, BlockAttention& attention, TransformerActivations& act) const {
   Backend& B = B_;
   FORGE_CHECK(act.keep_layers_, "backward through a pass that did not keep its activations");
   const int T = act.T_, R = act.R_, d = c_.d_model, F = c_.ffn_dim, hd = c_.head_dim(), H = c_.n_heads;
@@ -244,6 +244,7 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     const LayerOffsets& o = layer_[l];
     const auto kept16 = [&](int part) { return pack ? kept.packed.data() + parts.offset(part) : nullptr; };
     uint16_t* h16 = narrow ? a.h16.data() : nullptr;
+    const auto w16 = [&](size_t w) { return P16 ? P16 + w : nullptr; };
     // Packed: the attention output unpacked into the FP32 set; h1, h2 and
     // silu(g) u recomputed from the bf16 x_in, x_mid and g|u, which the
     // backward operations read as they are (as the attention its q|k|v).
@@ -257,12 +258,12 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     // MLP: x_out = x_mid + act Wd^T
     if (narrow) {
       B.swiglu_fwd_bf16(kept16(kGuPart), nullptr, a.act16.data(), T, F);
-      B.linear_backward_bf16(T, F, d, dx, d, nullptr, P + o.w_down, a.act16.data(), act.d_act_.data(), F,
-                             G + o.w_down);
+      B.linear_backward_bf16(T, F, d, dx, d, nullptr, P + o.w_down, w16(o.w_down), a.act16.data(), act.d_act_.data(),
+                             F, G + o.w_down);
       B.swiglu_bwd_bf16(kept16(kGuPart), act.d_act_.data(), nullptr, act.dy16_.data(), T, F);
       B.rmsnorm_fwd_bf16(kept16(kXmidPart), P + o.mlp_norm, nullptr, h16, a.rstd2.data(), T, d, c_.norm_eps);
-      B.linear_backward_bf16(T, d, 2 * F, nullptr, 2 * F, act.dy16_.data(), P + o.w_gate_up, h16, act.d_h_.data(),
-                             d, G + o.w_gate_up);
+      B.linear_backward_bf16(T, d, 2 * F, nullptr, 2 * F, act.dy16_.data(), P + o.w_gate_up, w16(o.w_gate_up), h16,
+                             act.d_h_.data(), d, G + o.w_gate_up);
     } else {
       B.linear_backward(T, F, d, dx, d, P + o.w_down, a.act.data(), F, act.d_act_.data(), F, G + o.w_down);
       if (pack)
@@ -279,7 +280,8 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
     // Attention: x_mid = x_in + att Wo^T
     const AttentionBf16 att16{kept16(kQkvPart), false, narrow ? kept16(kAttPart) : nullptr};
     if (narrow)
-      B.linear_backward_bf16(T, HD, d, dx, d, nullptr, P + o.wo, att16.out, act.d_att_.data(), HD, G + o.wo);
+      B.linear_backward_bf16(T, HD, d, dx, d, nullptr, P + o.wo, w16(o.wo), att16.out, act.d_att_.data(), HD,
+                             G + o.wo);
     else
       B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, act.d_att_.data(), HD, G + o.wo);
     attention.backward(l, narrow ? nullptr : a.qkv.data(), QKV, narrow ? nullptr : a.att.data(), kept.lse.data(),
@@ -292,7 +294,8 @@ void Transformer::backward(const float* P, float* G, const float* d_head_hidden,
         B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
       }
       B.rmsnorm_fwd_bf16(kept16(kXinPart), P + o.attn_norm, nullptr, h16, a.rstd1.data(), T, d, c_.norm_eps);
-      B.linear_backward_bf16(T, d, QKV, nullptr, QKV, dqkv16, P + o.wqkv, h16, act.d_h_.data(), d, G + o.wqkv);
+      B.linear_backward_bf16(T, d, QKV, nullptr, QKV, dqkv16, P + o.wqkv, w16(o.wqkv), h16, act.d_h_.data(), d,
+                             G + o.wqkv);
     } else {
       B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
       if (c_.qkv_bias)  // dbqkv += 1^T dqkv

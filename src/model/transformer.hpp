@@ -121,8 +121,10 @@ class Transformer {
 
   // Embedding and every block over T rows (token and position: backend
   // memory), then the final norm of the head rows (rows: backend memory,
-  // R of them, distinct). params: the flat parameter buffer.
-  void forward(const float* params, const int32_t* token, const int32_t* position, int T,
+  // R of them, distinct). params: the flat parameter buffer; params16: null,
+  // or (a backend with bf16_operands()) the same rounded to bf16, which the
+  // linear layers then read instead of rounding their weights at each call.
+  void forward(const float* params, const uint16_t* params16, const int32_t* token, const int32_t* position, int T,
                const int32_t* rows, int R, BlockAttention& attention, TransformerActivations& act) const;
 
   // The weights of the FP32 head [V, d] in params.
@@ -131,8 +133,8 @@ class Transformer {
 
   // From dL/d(head hidden) [R, d] to parameter gradients (accumulated into
   // grads) through the last forward, which must have kept its layers.
-  void backward(const float* params, float* grads, const float* d_head_hidden, const int32_t* token,
-                BlockAttention& attention, TransformerActivations& act) const;
+  void backward(const float* params, const uint16_t* params16, float* grads, const float* d_head_hidden,
+                const int32_t* token, BlockAttention& attention, TransformerActivations& act) const;
 
  private:
   struct LayerOffsets {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -194,14 +195,14 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     const size_t bytes = model.layout().total * sizeof(float);
     if (!model.backend().host_memory()) {
       float drained;
-      model.backend().to_host(&drained, model.params(), sizeof drained);
+      model.backend().to_host(&drained, std::as_const(model).params(), sizeof drained);
     }
     Stopwatch sw;
     float* dst = weights.begin_publish(version);
     if (model.backend().host_memory()) {
-      std::memcpy(dst, model.params(), bytes);
+      std::memcpy(dst, std::as_const(model).params(), bytes);
     } else {
-      model.backend().to_host(dst, model.params(), bytes);
+      model.backend().to_host(dst, std::as_const(model).params(), bytes);
       download_ms.push_back(sw.seconds() * 1e3);
     }
     weights.commit_publish(version);

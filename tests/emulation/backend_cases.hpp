@@ -849,58 +849,73 @@ inline void linear_backward_bf16(Backend& dev, Backend& cpu) {
   expect_bf16_error(got.dW, ref16.dW, ref32.dW, "bf16 linear_backward dW (accumulated)");
 }
 
-// The linear layer on bf16 activations (Backend::linear_fwd_bf16,
-// linear_backward_bf16: x, and dy where given, as packed bf16 rows) against
-// the FP32 forms on the same values widened, on one backend: bit for bit
-// (in the bf16 precision the FP32 forms round the operands, which changes
-// nothing on bf16 values; elsewhere the bf16 forms widen).
+// The linear layer on bf16 operands (Backend::linear_fwd_bf16,
+// linear_backward_bf16: x, W and dy each as FP32 or bf16) against the FP32
+// forms on the same values widened, on one backend: bit for bit (in the
+// bf16 precision the FP32 forms round the operands, which changes nothing
+// on bf16 values; elsewhere the bf16 forms widen).
 inline void linear_on_bf16_activations(Backend& dev) {
   const LinearCase c;
-  std::vector<float> x_r(size_t(c.T) * c.in), dy_r(size_t(c.T) * c.out);
-  std::vector<uint16_t> x_bits(x_r.size()), dy_bits(dy_r.size());
+  // x and dy packed ([T, in], [T, out]) and W, as bf16 bits and widened
+  std::vector<float> x_r(size_t(c.T) * c.in), dy_r(size_t(c.T) * c.out), w_r(c.W.size());
+  std::vector<uint16_t> x_bits(x_r.size()), dy_bits(dy_r.size()), w_bits(w_r.size());
+  const auto round_into = [](float v, uint16_t& bits, float& wide) {
+    bits = float_to_bf16(v);
+    wide = bf16_to_float(bits);
+  };
   for (int t = 0; t < c.T; ++t) {
-    for (int i = 0; i < c.in; ++i) {
-      x_bits[size_t(t) * c.in + i] = float_to_bf16(c.x[size_t(t) * c.ld_x + i]);
-      x_r[size_t(t) * c.in + i] = bf16_to_float(x_bits[size_t(t) * c.in + i]);
-    }
-    for (int o = 0; o < c.out; ++o) {
-      dy_bits[size_t(t) * c.out + o] = float_to_bf16(c.dy[size_t(t) * c.ld_dy + o]);
-      dy_r[size_t(t) * c.out + o] = bf16_to_float(dy_bits[size_t(t) * c.out + o]);
-    }
+    for (int i = 0; i < c.in; ++i)
+      round_into(c.x[size_t(t) * c.ld_x + i], x_bits[size_t(t) * c.in + i], x_r[size_t(t) * c.in + i]);
+    for (int o = 0; o < c.out; ++o)
+      round_into(c.dy[size_t(t) * c.ld_dy + o], dy_bits[size_t(t) * c.out + o], dy_r[size_t(t) * c.out + o]);
   }
-  DeviceArray<float> W, xr, dyr, dy, y_want, y_got;
-  DeviceArray<uint16_t> x16, dy16;
+  for (size_t i = 0; i < c.W.size(); ++i) round_into(c.W[i], w_bits[i], w_r[i]);
+  DeviceArray<float> W, Wr, xr, dyr, dy;
+  DeviceArray<uint16_t> x16, dy16, W16;
   W.upload(dev, c.W);
+  Wr.upload(dev, w_r);
   xr.upload(dev, x_r);
   dyr.upload(dev, dy_r);
   dy.upload(dev, c.dy);
   x16.upload(dev, x_bits);
   dy16.upload(dev, dy_bits);
+  W16.upload(dev, w_bits);
   // forward, y = x W^T + beta y with beta 1 over a random y [T, out] (row stride ld_dy)
-  y_want.upload(dev, c.dy);
-  y_got.upload(dev, c.dy);
-  dev.gemm(false, true, c.T, c.out, c.in, 1.0f, xr.data(), c.in, W.data(), c.in, 1.0f, y_want.data(), c.ld_dy);
-  dev.linear_fwd_bf16(c.T, c.in, c.out, x16.data(), W.data(), 1.0f, y_got.data(), c.ld_dy);
-  EXPECT_EQ(y_got.download(), y_want.download()) << "linear_fwd_bf16 against gemm on the widened x";
-  // backward: FP32 dy with bf16 x, then bf16 dy too
-  const auto backward = [&](const float* dy_f32, int ld_dy, const uint16_t* dy_b, const uint16_t* x_b) {
+  for (const bool bf16_x : {true, false})
+    for (const bool bf16_w : {true, false}) {
+      if (!bf16_x && !bf16_w) continue;
+      DeviceArray<float> y_want, y_got;
+      y_want.upload(dev, c.dy);
+      y_got.upload(dev, c.dy);
+      dev.gemm(false, true, c.T, c.out, c.in, 1.0f, xr.data(), c.in, bf16_w ? Wr.data() : W.data(), c.in, 1.0f,
+               y_want.data(), c.ld_dy);
+      dev.linear_fwd_bf16(c.T, c.in, c.out, bf16_x ? nullptr : xr.data(), bf16_x ? x16.data() : nullptr, W.data(),
+                          bf16_w ? W16.data() : nullptr, 1.0f, y_got.data(), c.ld_dy);
+      EXPECT_EQ(y_got.download(), y_want.download())
+          << "linear_fwd_bf16 (x " << (bf16_x ? "bf16" : "FP32") << ", W " << (bf16_w ? "bf16" : "FP32")
+          << ") against gemm on the widened values";
+    }
+  // backward: bf16 x with FP32 dy and W, then with everything bf16
+  const auto backward = [&](const float* dy_f32, int ld_dy, const uint16_t* dy_b, const float* w,
+                            const uint16_t* w_b, bool bf16_form) {
     DeviceArray<float> dx, dW;
     dx.upload(dev, c.dx);
     dW.upload(dev, c.dW);
-    if (x_b)
-      dev.linear_backward_bf16(c.T, c.in, c.out, dy_f32, ld_dy, dy_b, W.data(), x_b, dx.data(), c.ld_dx, dW.data());
+    if (bf16_form)
+      dev.linear_backward_bf16(c.T, c.in, c.out, dy_f32, ld_dy, dy_b, W.data(), w_b, x16.data(), dx.data(), c.ld_dx,
+                               dW.data());
     else
-      dev.linear_backward(c.T, c.in, c.out, dy_f32, ld_dy, W.data(), xr.data(), c.in, dx.data(), c.ld_dx, dW.data());
+      dev.linear_backward(c.T, c.in, c.out, dy_f32, ld_dy, w, xr.data(), c.in, dx.data(), c.ld_dx, dW.data());
     return LinearResult{dx.download(), dW.download()};
   };
-  const LinearResult want = backward(dy.data(), c.ld_dy, nullptr, nullptr);
-  const LinearResult got = backward(dy.data(), c.ld_dy, nullptr, x16.data());
+  const LinearResult want = backward(dy.data(), c.ld_dy, nullptr, W.data(), nullptr, false);
+  const LinearResult got = backward(dy.data(), c.ld_dy, nullptr, nullptr, nullptr, true);
   EXPECT_EQ(got.dx, want.dx) << "linear_backward_bf16 dx (bf16 x) against linear_backward";
   EXPECT_EQ(got.dW, want.dW) << "linear_backward_bf16 dW (bf16 x) against linear_backward";
-  const LinearResult want16 = backward(dyr.data(), c.out, nullptr, nullptr);
-  const LinearResult got16 = backward(nullptr, 0, dy16.data(), x16.data());
-  EXPECT_EQ(got16.dx, want16.dx) << "linear_backward_bf16 dx (bf16 x and dy) against linear_backward";
-  EXPECT_EQ(got16.dW, want16.dW) << "linear_backward_bf16 dW (bf16 x and dy) against linear_backward";
+  const LinearResult want16 = backward(dyr.data(), c.out, nullptr, Wr.data(), nullptr, false);
+  const LinearResult got16 = backward(nullptr, 0, dy16.data(), nullptr, W16.data(), true);
+  EXPECT_EQ(got16.dx, want16.dx) << "linear_backward_bf16 dx (bf16 x, dy and W) against linear_backward";
+  EXPECT_EQ(got16.dW, want16.dW) << "linear_backward_bf16 dW (bf16 x, dy and W) against linear_backward";
 }
 
 // Q, K and V rounded; forward and backward.

@@ -154,24 +154,24 @@ class CudaBackend final : public Backend {
       Backend::linear_backward(T, in, out, dy, ld_dy, W, x, ld_x, dx, ld_dx, dW);
       return;
     }
-    __nv_bfloat16* x16 = gemm_a_.get<__nv_bfloat16>(size_t(T) * in);
-    launch_round_to_bf16(x, T, in, ld_x, x16, in, stream_);
-    linear_backward_bf16_operands(T, in, out, dy, ld_dy, nullptr, W, x16, dx, ld_dx, dW);
+    linear_backward_bf16_operands(T, in, out, rounded(gemm_a_, x, T, in, ld_x, nullptr),
+                                  rounded(linear_dy_, dy, T, out, ld_dy, nullptr),
+                                  rounded(gemm_b_, W, out, in, in, nullptr), dx, ld_dx, dW);
   }
-  // bf16: operands made bf16 by their producers, only W (and an FP32 dy) rounded here.
-  void linear_fwd_bf16(int T, int in, int out, const uint16_t* x16, const float* W, float beta, float* y,
-                       int ld_y) override {
-    if (!bf16_) return Backend::linear_fwd_bf16(T, in, out, x16, W, beta, y, ld_y);
-    __nv_bfloat16* w16 = gemm_b_.get<__nv_bfloat16>(size_t(out) * in);
-    launch_round_to_bf16(W, out, in, in, w16, in, stream_);
-    gemm_row_major_bf16_packed(blas_, false, true, T, out, in, 1.0f, reinterpret_cast<const __nv_bfloat16*>(x16),
-                               w16, beta, y, ld_y);
+  // bf16: operands that are bf16 already handed over as they are, the FP32 ones rounded here.
+  void linear_fwd_bf16(int T, int in, int out, const float* x, const uint16_t* x16, const float* W,
+                       const uint16_t* W16, float beta, float* y, int ld_y) override {
+    if (!bf16_) return Backend::linear_fwd_bf16(T, in, out, x, x16, W, W16, beta, y, ld_y);
+    gemm_row_major_bf16_packed(blas_, false, true, T, out, in, 1.0f, rounded(gemm_a_, x, T, in, in, x16),
+                               rounded(gemm_b_, W, out, in, in, W16), beta, y, ld_y);
   }
   void linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16,
-                            const float* W, const uint16_t* x16, float* dx, int ld_dx, float* dW) override {
-    if (!bf16_) return Backend::linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, x16, dx, ld_dx, dW);
-    linear_backward_bf16_operands(T, in, out, dy, ld_dy, reinterpret_cast<const __nv_bfloat16*>(dy16), W,
-                                  reinterpret_cast<const __nv_bfloat16*>(x16), dx, ld_dx, dW);
+                            const float* W, const uint16_t* W16, const uint16_t* x16, float* dx, int ld_dx,
+                            float* dW) override {
+    if (!bf16_) return Backend::linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, W16, x16, dx, ld_dx, dW);
+    linear_backward_bf16_operands(T, in, out, reinterpret_cast<const __nv_bfloat16*>(x16),
+                                  rounded(linear_dy_, dy, T, out, ld_dy, dy16), rounded(gemm_b_, W, out, in, in, W16),
+                                  dx, ld_dx, dW);
   }
   void add_inplace(float* y, const float* x, size_t n) override { launch_add_inplace(y, x, n, stream_); }
   void scale(float* x, float s, size_t n) override { launch_scale(x, s, n, stream_); }
@@ -298,16 +298,17 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // dx = dy W, dW += dy^T x on bf16 x (and dy16, or dy rounded here).
-  void linear_backward_bf16_operands(int T, int in, int out, const float* dy, int ld_dy, const __nv_bfloat16* dy16,
-                                     const float* W, const __nv_bfloat16* x16, float* dx, int ld_dx, float* dW) {
-    if (!dy16) {
-      __nv_bfloat16* rounded = linear_dy_.get<__nv_bfloat16>(size_t(T) * out);
-      launch_round_to_bf16(dy, T, out, ld_dy, rounded, out, stream_);
-      dy16 = rounded;
-    }
-    __nv_bfloat16* w16 = gemm_b_.get<__nv_bfloat16>(size_t(out) * in);
-    launch_round_to_bf16(W, out, in, in, w16, in, stream_);
+  // A rows x cols operand as bf16: as16 where given (packed bf16 rows), else
+  // src (row stride ld) rounded into the scratch buffer, packed.
+  const __nv_bfloat16* rounded(Scratch& scratch, const float* src, int rows, int cols, int ld, const uint16_t* as16) {
+    if (as16) return reinterpret_cast<const __nv_bfloat16*>(as16);
+    __nv_bfloat16* dst = scratch.get<__nv_bfloat16>(size_t(rows) * cols);
+    launch_round_to_bf16(src, rows, cols, ld, dst, cols, stream_);
+    return dst;
+  }
+  // dx = dy W, dW += dy^T x on bf16 x [T, in], dy [T, out] and W [out, in].
+  void linear_backward_bf16_operands(int T, int in, int out, const __nv_bfloat16* x16, const __nv_bfloat16* dy16,
+                                     const __nv_bfloat16* w16, float* dx, int ld_dx, float* dW) {
     gemm_row_major_bf16_packed(blas_, false, false, T, in, out, 1.0f, dy16, w16, 0.0f, dx, ld_dx);
     gemm_row_major_bf16_packed(blas_, true, false, out, in, T, 1.0f, dy16, x16, 1.0f, dW, in);
   }

@@ -28,11 +28,11 @@ Fp32Attention fp32_attention_from_env();
 // otherwise. For A/B timing.
 int attention_step_tiles_from_env();
 
-// FORGE_CUDA_BF16_WORKING: the bf16 precision's working activations
-// (docs/cuda.md, "Working activations"), unset or "bf16": made as bf16
-// where they are computed, or "fp32": in FP32 buffers that the GEMMs round,
-// as before 2026-11-27 (the same results bit for bit; for A/B timing);
-// InputError naming the variable otherwise.
+// FORGE_CUDA_BF16_WORKING: the bf16 precision's working activations and
+// weights (docs/cuda.md, "Working activations"), unset or "bf16": made as
+// bf16 ahead (Backend::bf16_operands), or "fp32": FP32 buffers and weights
+// that each GEMM rounds, as before 2026-11-27 (the same results bit for bit;
+// for A/B timing); InputError naming the variable otherwise.
 bool bf16_working_activations_from_env();
 
 // The backend's choices besides the precision.
