@@ -144,33 +144,44 @@ TEST(EmulatedCudaModel, Bf16ActivationStorage) {
   EXPECT_LT(mp.activation_bytes(), 0.6 * m32.activation_bytes());
 }
 
-// bf16 working activations (Backend::bf16_operands: h, silu(g) u and dg|du
-// made as bf16, the attention output read from its kept copy): the same
-// train step bit for bit as FP32 working buffers whose values the GEMMs
-// round, and fewer bytes held.
-// With and without q|k|v biases (the Qwen2 family: their gradient reads
-// dq|dk|dv after RoPE's backward).
+// One train step of the same model (parameters from seed 7) on a backend:
+// what the forward gave, the gradients, the bytes the pass kept.
+struct StepOutputs {
+  BinForward f;
+  std::vector<float> grads;
+  size_t bytes = 0;
+};
+StepOutputs train_step(Backend& backend, const ModelConfig& config, const TrainCase& c) {
+  PolicyModel m(config, backend);
+  m.init_random(7, 0.2f);
+  StepOutputs out;
+  m.forward(c.bin, 0.8f, &out.f);
+  m.backward(c.dl);
+  out.grads = m.get_grads();
+  out.bytes = m.activation_bytes();
+  return out;
+}
+
+// bf16 working activations (Backend::bf16_operands: h, silu(g) u, q|k|v and
+// the attention output, dg|du and dq|dk|dv made as bf16, the weights from a
+// bf16 copy): the same train step bit for bit as FP32 working buffers whose
+// values the GEMMs round, and fewer bytes held. With and without q|k|v
+// biases (the Qwen2 family: their gradient reads dq|dk|dv after RoPE's
+// backward).
 TEST(EmulatedCudaModel, Bf16WorkingActivationsChangeNothing) {
   bc::Bf16ReferenceBackend narrow(true, true), wide(true, false);
   ASSERT_TRUE(narrow.bf16_operands());
   ASSERT_FALSE(wide.bf16_operands());
+  const TrainCase c = train_case();
   for (const bool bias : {false, true}) {
     SCOPED_TRACE(bias ? "qkv bias" : "no qkv bias");
     ModelConfig config = tiny_config();
     config.qkv_bias = bias;
-    PolicyModel m_narrow(config, narrow), m_wide(config, wide);
-    m_narrow.init_random(7, 0.2f);
-    m_wide.set_params(m_narrow.get_params());
-    const TrainCase c = train_case();
-    BinForward f_narrow, f_wide;
-    m_narrow.forward(c.bin, 0.8f, &f_narrow);
-    m_wide.forward(c.bin, 0.8f, &f_wide);
-    EXPECT_EQ(f_narrow.logprob, f_wide.logprob);
-    EXPECT_EQ(f_narrow.entropy, f_wide.entropy);
-    m_narrow.backward(c.dl);
-    m_wide.backward(c.dl);
-    EXPECT_EQ(m_narrow.get_grads(), m_wide.get_grads());
-    EXPECT_LT(m_narrow.activation_bytes(), m_wide.activation_bytes());
+    const StepOutputs got = train_step(narrow, config, c), want = train_step(wide, config, c);
+    EXPECT_EQ(got.f.logprob, want.f.logprob);
+    EXPECT_EQ(got.f.entropy, want.f.entropy);
+    EXPECT_EQ(got.grads, want.grads);
+    EXPECT_LT(got.bytes, want.bytes);
   }
 }
 
@@ -184,27 +195,20 @@ TEST(EmulatedCudaModel, Bf16WorkingActivationsOnTheCudaBackend) {
   auto wide = cuda::make_cuda_backend(Precision::kBf16, {.bf16_working_activations = false});
   ASSERT_TRUE(narrow->bf16_operands());
   ASSERT_FALSE(wide->bf16_operands());
-  PolicyModel m_narrow(tiny_config(), *narrow), m_wide(tiny_config(), *wide);
-  m_narrow.init_random(7, 0.2f);
-  m_wide.set_params(m_narrow.get_params());
-  const TrainCase c = train_case();
-  BinForward f_narrow, f_wide;
-  m_narrow.forward(c.bin, 0.8f, &f_narrow);
-  m_wide.forward(c.bin, 0.8f, &f_wide);
-  EXPECT_EQ(f_narrow.logprob, f_wide.logprob);
-  EXPECT_EQ(f_narrow.entropy, f_wide.entropy);
-  m_narrow.backward(c.dl);
-  m_wide.backward(c.dl);
-  const std::vector<float> g_narrow = m_narrow.get_grads(), g_wide = m_wide.get_grads();
-  for (const auto& t : m_narrow.layout().tensors) {
-    const std::vector<float> a(g_narrow.begin() + t.offset, g_narrow.begin() + t.offset + t.numel);
-    const std::vector<float> b(g_wide.begin() + t.offset, g_wide.begin() + t.offset + t.numel);
+  const StepOutputs got = train_step(*narrow, tiny_config(), train_case());
+  const StepOutputs want = train_step(*wide, tiny_config(), train_case());
+  EXPECT_EQ(got.f.logprob, want.f.logprob);
+  EXPECT_EQ(got.f.entropy, want.f.entropy);
+  const ParamLayout layout(tiny_config());
+  for (const auto& t : layout.tensors) {
+    const std::vector<float> a(got.grads.begin() + t.offset, got.grads.begin() + t.offset + t.numel);
+    const std::vector<float> b(want.grads.begin() + t.offset, want.grads.begin() + t.offset + t.numel);
     if (t.name == "embed")
       EXPECT_LT(bc::rel_err(a, b), 1e-6) << t.name;
     else
       EXPECT_EQ(a, b) << t.name;
   }
-  EXPECT_LT(m_narrow.activation_bytes(), m_wide.activation_bytes());
+  EXPECT_LT(got.bytes, want.bytes);
 }
 
 TEST(EmulatedCudaModel, Bf16TrainStepMatchesBf16Reference) {
