@@ -32,7 +32,8 @@
 # kernels every binary links (about 12 MB each) once for all of them:
 # forge-gpu is about 21 MB (gzip, 32 KB window: 58 MB), so .gpu stays well
 # within what a device call carries (64 MiB); the total is printed at the
-# end. Bundles of earlier versions of this script (.tar.gz) are converted.
+# end. A baseline or native bundle of an earlier version of this script
+# (.tar.gz) is converted.
 # Progress on stdout; exits 1 when a binary is missing (build first), 2 on a
 # bad argument.
 set -euo pipefail
@@ -88,7 +89,10 @@ pack() {
   tar cf - -C "$1" . | xz -9 -T1 >"$2"
 }
 mkdir -p "$out"
-for old in "$out"/*.tar.gz; do  # an earlier version's bundle: gzip, converted
+# An earlier version's bundles (gzip): the baseline and native builds, which
+# a run may keep, converted; the others are made again below.
+rm -f "$out/forge-gpu.tar.gz" "$out/openmpi.tar.gz"
+for old in "$out/baseline.tar.gz" "$out/native.tar.gz"; do
   [ -f "$old" ] || continue
   gzip -dc "$old" | xz -9 -T1 >"${old%.gz}.xz" && rm -f "$old"
 done

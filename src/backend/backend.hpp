@@ -221,13 +221,16 @@ class Backend {
   virtual size_t activation_value_bytes() const { return sizeof(float); }
   virtual void pack_bf16(const float* src, uint16_t* dst, size_t n) = 0;
   virtual void unpack_bf16(const uint16_t* src, float* dst, size_t n) = 0;
-  // True where every GEMM rounds both operands to bf16 (the CUDA backend's
-  // bf16 mode). There a training pass stores its working activations whose
-  // only consumers are GEMMs or the bf16 attention (the normalised h,
-  // silu(g) u, q|k|v after RoPE; the backward's dg|du and dq|dk|dv) as bf16
-  // where they are made, and those read them as they are: the same values
-  // they would have rounded, half the bytes, no rounding pass
-  // (model/transformer.hpp).
+  // True where every GEMM rounds both operands to bf16 and the backend takes
+  // them made as bf16 ahead (the CUDA backend's bf16 mode, unless
+  // FORGE_CUDA_BF16_WORKING=fp32; false never changes a result). There a
+  // training pass stores its working activations whose only consumers are
+  // GEMMs or the bf16 attention (the normalised h, silu(g) u, q|k|v after
+  // RoPE, the attention output; the backward's dg|du and dq|dk|dv) as bf16
+  // where they are made, the model keeps a bf16 copy of its weights
+  // (PolicyModel::params_bf16), and the consumers read them as they are:
+  // the same values they would have rounded, half the bytes, no rounding
+  // pass (model/transformer.hpp).
   virtual bool bf16_operands() const { return false; }
 
   // C = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) is K x N.

@@ -45,8 +45,8 @@ class PolicyModel {
     return params_.data();
   }
   const float* params() const { return params_.data(); }
-  // The parameters rounded to bf16 (same offsets) on a backend whose GEMMs
-  // round their operands (Backend::bf16_operands), which the linear layers
+  // The parameters rounded to bf16 (same offsets) on a backend that takes
+  // its GEMM operands as bf16 (Backend::bf16_operands), which the linear layers
   // read instead of rounding every weight at every call (a decode step read
   // each weight three times over); made on first use after a change
   // (set_params, params()). Null on other backends.

@@ -378,7 +378,7 @@ class CudaBackend final : public Backend {
   const bool bf16_;
   const bool tf32x3_attention_;  // FP32 precision with the 3xTF32 attention
   const int step_tiles_asked_;    // the tensor-core attention's tiles a step (0: the default)
-  const bool bf16_working_;       // bf16 with its working activations as bf16 (bf16_operands)
+  const bool bf16_working_;       // bf16, activations and weights made as bf16 ahead (bf16_operands)
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
   size_t shared_per_sm_ = 0;      // and a SM
   bool said_exact_fallback_ = false;
