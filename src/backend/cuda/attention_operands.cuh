@@ -1,9 +1,9 @@
 // The operands of the tensor-core tree attention (tree_attention_tc.cu): how
 // a tile of rows sits in shared memory and how a warp multiplies with it.
 // Two kinds, the kernels' template parameter:
-//   Bf16Operands    bf16 tiles [rows][Dk + 8], Dk = D rounded up to 16;
+//   Bf16Operands    bf16 tiles [rows][Dk + 8], Dk the head-dim class;
 //                   fragments by ldmatrix; mma m16n8k16 bf16 (the bf16 mode).
-//   Tf32x3Operands  FP32 tiles [rows][Dk + 4], Dk = D rounded up to 8;
+//   Tf32x3Operands  FP32 tiles [rows][Dk + 4], Dk the head-dim class;
 //                   fragments by 32-bit shared loads, every operand split
 //                   into TF32 big + small; three mma m16n8k8 TF32 a product
 //                   (3xTF32, mma.cuh: about FP32's accuracy; the FP32 mode).
@@ -11,7 +11,7 @@
 // and a tile of 32 rows X or Y, each provides
 //   load_a(a, R, pitch, step, lane)                 A fragments of k step `step`
 //   mma_rows32(acc, a, X, pitch, step, lane)        acc[i] (16 x 32) += R_i X^T, one k step
-//   mma_times_rows(out, P, Y, pitch, groups, lane)  out[i] (16 x Dk) += P_i Y
+//   mma_times_rows(out, P, Y, pitch, lane)          out[i] (16 x 8 G) += P_i Y
 // each B fragment read once and used for all M (a warp of 32 rows reads a
 // key tile half as often per MMA as one of 16), with P_i (16 x 32) in
 // mma_rows32's accumulator layout: lane 4 g + t holds, of key group n,
@@ -75,7 +75,7 @@ struct Bf16Operands {
   // 2 dp's B, 2, 3 group 2 dp + 1's.
   template <int M, int G>
   static __device__ __forceinline__ void mma_times_rows(float (&out)[M][G][4], const float (&P)[M][4][4],
-                                                        const Elem* y, int pitch, int dim_groups, int lane) {
+                                                        const Elem* y, int pitch, int lane) {
     const int m = lane / 8;
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
@@ -89,17 +89,16 @@ struct Bf16Operands {
       }
       const Elem* r = y + (16 * kk + (m % 2) * 8 + lane % 8) * pitch + (m / 2) * 8;
 #pragma unroll
-      for (int dp = 0; dp < G / 2; ++dp)
-        if (2 * dp < dim_groups) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, r + 16 * dp);
-          const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      for (int dp = 0; dp < G / 2; ++dp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, r + 16 * dp);
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
 #pragma unroll
-          for (int i = 0; i < M; ++i) {
-            mma_bf16_m16n8k16(out[i][2 * dp], a[i], b0);
-            mma_bf16_m16n8k16(out[i][2 * dp + 1], a[i], b1);
-          }
+        for (int i = 0; i < M; ++i) {
+          mma_bf16_m16n8k16(out[i][2 * dp], a[i], b0);
+          mma_bf16_m16n8k16(out[i][2 * dp + 1], a[i], b1);
         }
+      }
     }
   }
 };
@@ -153,7 +152,7 @@ struct Tf32x3Operands {
   // dg: b[0] = Y[8 kk + 2t][8 dg + g], b[1] = Y[8 kk + 2t + 1][8 dg + g].
   template <int M, int G>
   static __device__ __forceinline__ void mma_times_rows(float (&out)[M][G][4], const float (&P)[M][4][4],
-                                                        const Elem* y, int pitch, int dim_groups, int lane) {
+                                                        const Elem* y, int pitch, int lane) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       AFrag a[M];
@@ -166,14 +165,13 @@ struct Tf32x3Operands {
       }
       const Elem* r = y + (8 * kk + 2 * (lane & 3)) * pitch + (lane >> 2);
 #pragma unroll
-      for (int dg = 0; dg < G; ++dg)
-        if (dg < dim_groups) {
-          uint32_t bb[2], bs[2];
-          split_tf32(r[8 * dg], bb[0], bs[0]);
-          split_tf32(r[pitch + 8 * dg], bb[1], bs[1]);
+      for (int dg = 0; dg < G; ++dg) {
+        uint32_t bb[2], bs[2];
+        split_tf32(r[8 * dg], bb[0], bs[0]);
+        split_tf32(r[pitch + 8 * dg], bb[1], bs[1]);
 #pragma unroll
-          for (int i = 0; i < M; ++i) mma3(out[i][dg], a[i], bb, bs);
-        }
+        for (int i = 0; i < M; ++i) mma3(out[i][dg], a[i], bb, bs);
+      }
     }
   }
 };

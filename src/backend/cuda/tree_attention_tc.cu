@@ -13,7 +13,7 @@
 // sees; a warp skips one none of its 16 rows sees (the other side of the
 // diagonal, or past every subtree end); the mask is not evaluated where the
 // tile is visible to all of a warp's rows. Shared memory holds tiles
-// row-major, [rows][Dk + pad] (Dk = D rounded up to the MMA's K, zero-
+// row-major, [rows][Dk + pad] (Dk = the head-dim class, HeadDims; zero-
 // padded; the pad keeps fragment loads free of bank conflicts), and every
 // fragment comes from them (bf16: by ldmatrix, .trans for a tile that is
 // the Y of P Y). Rows past T are zero and masked, so no NaN enters an MMA.
@@ -30,7 +30,11 @@
 //
 // Every kernel is a template on the head-dim class, D <= 32, <= 64 or <= 128
 // (HeadDims): fragments and accumulators in registers are sized for it, so
-// smaller heads run more resident blocks per SM (docs/cuda.md lists them).
+// smaller heads run more resident blocks per SM (docs/cuda.md lists them),
+// and every D of a class is computed at its width (zero columns past D), so
+// the MMA loops and tile addressing are compile-time: a step's MMAs run
+// without a branch between them where all its tiles are seen
+// (with_all_seen).
 //
 // Forward, block = (128 queries, head; 64 for TF32 at D 128), in steps of
 // two key tiles (HeadDims::fwd_key_tiles, or one: TreeAttentionParams::
@@ -65,7 +69,7 @@
 // Precision (bf16): against FP32 attention on the bf16-rounded Q, K, V, the
 // extra roundings are P's in the forward and dO's, P's and dS's in the
 // backward (as in FlashAttention-2 in bf16). 3xTF32: about FP32's accuracy
-// (mma.cuh).
+// (mma.cuh). Both: P below 2^-126 flushes to zero (exp2_ftz).
 #include <algorithm>
 #include <type_traits>
 
@@ -92,8 +96,17 @@ constexpr unsigned kThreads = 32 * kAttnWarps;
 template <class Ops, int MaxD>
 struct HeadDims {
   static_assert(MaxD % 16 == 0 && MaxD <= kMaxHeadDim);
-  static constexpr int steps = MaxD / Ops::kStep;  // MMA K steps of Q K^T
-  static constexpr int groups = MaxD / 8;           // MMA N groups of O
+  // Every head dim of the class is computed at the class's width: the
+  // columns from D on are zero in shared memory, so their products add
+  // nothing (exactly: the accumulators see + 0), and the loops over MMA k
+  // steps and column groups, the tile pitch and the staging loops' index
+  // arithmetic are compile-time (no per-step bound checks between MMAs, no
+  // integer division by a runtime width; FlashAttention pads its head dims
+  // to its compiled ones so too). D 32, 64 and 128 lose nothing.
+  static constexpr int dk = MaxD;                   // columns of a tile
+  static constexpr int pitch = dk + Ops::kPad;      // its row pitch in shared memory
+  static constexpr int steps = dk / Ops::kStep;     // MMA K steps of Q K^T
+  static constexpr int groups = dk / 8;             // MMA N groups of O
   static constexpr bool bf16 = Ops::kStep == 16;
   // row tiles of 16 a forward warp owns: 2 (FlashAttention-2's 32 rows a
   // warp, 128 a block: each K and V fragment feeds two MMAs, and a key
@@ -117,6 +130,15 @@ struct HeadDims {
   // the dQ kernel's the same way where its accumulators allow (D <= 64)
   static constexpr int dq_m = MaxD <= 64 ? 2 : 1;
   static constexpr int dq_rows = kWarpRows * dq_m * kAttnWarps;
+  // k steps of S the forward unrolls at KT key tiles a step: all but at
+  // D 128 in two-tile steps (bf16 only), there two at a time (fully
+  // unrolled, ptxas hoists later steps' K fragments and spills)
+  __host__ __device__ static constexpr int fwd_score_unroll(int KT) { return MaxD > 64 && KT == 2 ? 2 : steps; }
+  // and dK/dV's at QT query tiles: all, but two at a time for TF32 at
+  // D <= 32 in two-tile steps (its three resident blocks' 168 registers)
+  __host__ __device__ static constexpr int dkdv_score_unroll(int QT) {
+    return !bf16 && MaxD <= 32 && QT == 2 ? 2 : steps;
+  }
   // resident blocks per SM the register budget is set for (ptxas, no
   // spills); the forward's at KT key tiles a step
   static constexpr int fwd_blocks(int KT) {
@@ -130,14 +152,26 @@ struct HeadDims {
   }
   static constexpr int dq_blocks = MaxD <= 32 && bf16 ? 3 : MaxD <= 64 || bf16 ? 2 : 1;
 };
+
+// 2^x by the SFU's ex2.approx.ftz, as FlashAttention's exp2f under fast
+// math: one MUFU.EX2, where exp2f (ex2.approx without .ftz) wraps it in a
+// compare and two multiplies for results below 2^-126, four instructions a
+// score in the softmax. Results below 2^-126 flush to zero: a probability
+// under 1e-38 of the row's largest. 2^0 = 1 and 2^-inf = 0 exactly, as the
+// conditional rescale needs. Emulated: exp2f, flushed the same way.
+__device__ __forceinline__ float exp2_ftz(float x) {
+#ifdef FORGE_CUDA_EMULATION
+  const float r = exp2f(x);
+  return r < 1.17549435e-38f ? 0.0f : r;
+#else
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+#endif
+}
+
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-
-// D rounded up to the MMA's K step.
-template <class Ops>
-__host__ __device__ __forceinline__ int padded_dim(int D) {
-  return (D + Ops::kStep - 1) / Ops::kStep * Ops::kStep;
-}
 
 // 16 bytes: one vector load or store (8 bf16 or 4 floats).
 struct alignas(16) Chunk16 {
@@ -163,42 +197,57 @@ __device__ __forceinline__ int32_t subtree_end_or_zero(const TreeAttentionParams
   return j < p.T ? p.subtree_end[j] : 0;
 }
 
-// Rows [r0, r0 + rows) of one head (D columns from src, row stride ld) into
-// dst [rows][pitch]. Zero past T and in columns [D, Dk). 16-byte loads and
-// stores where vector_rows allows (then every row start is aligned).
-template <class Ops>
-__device__ __forceinline__ void load_rows(typename Ops::Elem* dst, int pitch, const typename Ops::Src* src, int ld,
-                                          int r0, int rows, int T, int D, int Dk) {
-  if (vector_rows<Ops>(src, D, ld)) {
-    const int chunks = Dk / Ops::kChunk;
-    for (int e = threadIdx.x; e < rows * chunks; e += blockDim.x) {
-      const int i = e / chunks, d = (e % chunks) * Ops::kChunk;
-      *reinterpret_cast<Chunk16*>(dst + i * pitch + d) = row_chunk(src, ld, r0 + i, d, T, D);
-    }
-    return;
-  }
-  for (int e = threadIdx.x; e < rows * Dk; e += blockDim.x) {
-    const int i = e / Dk, d = e % Dk;
-    dst[i * pitch + d] = r0 + i < T && d < D ? Ops::elem(src[size_t(r0 + i) * ld + d]) : typename Ops::Elem(0);
+// Calls f(e) for the elements e < N of a block's copy loop, thread
+// threadIdx.x taking e = threadIdx.x + kThreads u: N and the kernels'
+// widths compile-time, so e / width is a shift (it was an integer division
+// by a runtime width, some 25 instructions a 16-byte copy). Not unrolled:
+// unrolled, the copies' addresses (and loaded values) are live at once and
+// ptxas spills in the D 128 kernels.
+template <int N, class F>
+__device__ __forceinline__ void for_block_elements(F&& f) {
+#pragma unroll 1
+  for (int e0 = 0; e0 < N; e0 += int(kThreads)) {
+    const int e = e0 + int(threadIdx.x);
+    if (N % int(kThreads) == 0 || e < N) f(e);
   }
 }
 
-// Rows [r0, r0 + rows) as load_rows puts them, by cp.async (16-byte
-// copies, zero-filled past T and from D on) where vector_rows allows, else
-// loaded at once. Visible after the caller's wait and barrier.
-template <class Ops>
-__device__ __forceinline__ void copy_rows_async(typename Ops::Elem* dst, int pitch, const typename Ops::Src* src,
-                                                int ld, int r0, int rows, int T, int D, int Dk) {
-  if (!vector_rows<Ops>(src, D, ld)) {
-    load_rows<Ops>(dst, pitch, src, ld, r0, rows, T, D, Dk);
+// Rows [r0, r0 + Rows) of one head (D columns from src, row stride ld) into
+// dst [Rows][pitch]. Zero past T and in columns [D, Dk). 16-byte loads and
+// stores where vector_rows allows (then every row start is aligned).
+template <class Ops, int Rows, int Dk>
+__device__ __forceinline__ void load_rows(typename Ops::Elem* dst, int pitch, const typename Ops::Src* src, int ld,
+                                          int r0, int T, int D) {
+  if (vector_rows<Ops>(src, D, ld)) {
+    constexpr int chunks = Dk / Ops::kChunk;
+    for_block_elements<Rows * chunks>([&](int e) {
+      const int i = e / chunks, d = (e % chunks) * Ops::kChunk;
+      *reinterpret_cast<Chunk16*>(dst + i * pitch + d) = row_chunk(src, ld, r0 + i, d, T, D);
+    });
     return;
   }
-  const int chunks = Dk / Ops::kChunk;
-  for (int e = threadIdx.x; e < rows * chunks; e += blockDim.x) {
+  for_block_elements<Rows * Dk>([&](int e) {
+    const int i = e / Dk, d = e % Dk;
+    dst[i * pitch + d] = r0 + i < T && d < D ? Ops::elem(src[size_t(r0 + i) * ld + d]) : typename Ops::Elem(0);
+  });
+}
+
+// Rows [r0, r0 + Rows) as load_rows puts them, by cp.async (16-byte
+// copies, zero-filled past T and from D on) where vector_rows allows, else
+// loaded at once. Visible after the caller's wait and barrier.
+template <class Ops, int Rows, int Dk>
+__device__ __forceinline__ void copy_rows_async(typename Ops::Elem* dst, int pitch, const typename Ops::Src* src,
+                                                int ld, int r0, int T, int D) {
+  if (!vector_rows<Ops>(src, D, ld)) {
+    load_rows<Ops, Rows, Dk>(dst, pitch, src, ld, r0, T, D);
+    return;
+  }
+  constexpr int chunks = Dk / Ops::kChunk;
+  for_block_elements<Rows * chunks>([&](int e) {
     const int i = e / chunks, d = (e % chunks) * Ops::kChunk;
     const bool inside = r0 + i < T && d < D;
     cp_async_16(dst + i * pitch + d, inside ? src + size_t(r0 + i) * ld + d : src, inside ? 16 : 0);
-  }
+  });
 }
 
 // The A fragments of M row tiles of 16 (one k step).
@@ -214,12 +263,11 @@ struct RowFrags {
 template <class Ops, int Steps, int M, bool InRegisters = Ops::kRowsInRegisters && M == 1>
 struct WarpRows {
   RowFrags<Ops, M> f[Steps];
-  __device__ __forceinline__ void init(const typename Ops::Elem* rows, int pitch, int steps, int lane) {
+  __device__ __forceinline__ void init(const typename Ops::Elem* rows, int pitch, int lane) {
 #pragma unroll
     for (int st = 0; st < Steps; ++st)
 #pragma unroll
-      for (int i = 0; i < M; ++i)
-        if (st < steps) Ops::load_a(f[st].f[i], rows + i * kWarpRows * pitch, pitch, st, lane);
+      for (int i = 0; i < M; ++i) Ops::load_a(f[st].f[i], rows + i * kWarpRows * pitch, pitch, st, lane);
   }
   __device__ __forceinline__ const RowFrags<Ops, M>& at(int st, int) const { return f[st]; }
 };
@@ -227,7 +275,7 @@ template <class Ops, int Steps, int M>
 struct WarpRows<Ops, Steps, M, false> {
   const typename Ops::Elem* rows;
   int pitch;
-  __device__ __forceinline__ void init(const typename Ops::Elem* r, int p, int, int) {
+  __device__ __forceinline__ void init(const typename Ops::Elem* r, int p, int) {
     rows = r;
     pitch = p;
   }
@@ -318,10 +366,10 @@ __device__ __forceinline__ int frag_col(int n, int t, int c) { return n * 8 + 2 
 // the rows are loaded at once.
 
 // Rows [r0, r0 + 32) (zero past T and in columns [D, Dk)) into dst [32][pitch].
-template <class Ops>
+template <class Ops, int Dk>
 __device__ __forceinline__ void stage_rows(typename Ops::Elem* dst, int pitch, const typename Ops::Src* src, int ld,
-                                           int r0, int T, int D, int Dk) {
-  copy_rows_async<Ops>(dst, pitch, src, ld, r0, kAttnTile, T, D, Dk);
+                                           int r0, int T, int D) {
+  copy_rows_async<Ops, kAttnTile, Dk>(dst, pitch, src, ld, r0, T, D);
   cp_async_commit();
 }
 
@@ -351,12 +399,12 @@ struct KeyTiles {
 
 // Key tile [k0, k0 + 32) of kv head kvh into a slot: K, V and the
 // subtree ends (0 past T).
-template <class Ops>
+template <class Ops, int Dk>
 __device__ __forceinline__ void stage_keys(const KeyTiles<typename Ops::Elem>& tiles, int slot,
                                            const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in,
-                                           int kvh, int k0, int Dk) {
-  stage_rows<Ops>(tiles.K(slot), tiles.qp, in.k + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
-  stage_rows<Ops>(tiles.V(slot), tiles.qp, in.v + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim, Dk);
+                                           int kvh, int k0) {
+  stage_rows<Ops, Dk>(tiles.K(slot), tiles.qp, in.k + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim);
+  stage_rows<Ops, Dk>(tiles.V(slot), tiles.qp, in.v + kvh * p.head_dim, in.ld, k0, p.T, p.head_dim);
   const int j = k0 + int(threadIdx.x);
   if (threadIdx.x < kKeys) cp_async_4(tiles.se(slot) + threadIdx.x, p.subtree_end + min(j, p.T - 1), j < p.T ? 4 : 0);
   cp_async_commit();
@@ -380,6 +428,21 @@ __device__ __forceinline__ bool interior(bool full, int r0, int r1, int nk) {
 // when the tile starts past the last row or every key's subtree ends by w0).
 __device__ __forceinline__ bool rows_see_tile(const TreeAttentionParams& p, int kt, int w0, int w1) {
   return w0 < w1 && kt * kKeys <= w1 - 1 && p.tile_max_end[kt] > w0;
+}
+
+// Runs f(std::true_type) when every one of a step's N tiles is seen (the
+// common case: the step's MMAs one straight run, with no branch between
+// them for the scheduler to stop at), else f(std::false_type), which tests
+// seen[] per tile. Warp-uniform.
+template <int N, class F>
+__device__ __forceinline__ void with_all_seen(const bool (&seen)[N], F&& f) {
+  bool all = true;
+#pragma unroll
+  for (int j = 0; j < N; ++j) all = all && seen[j];
+  if (all)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
 }
 
 // Max or sum of the values a lane holds of row r (g + 8 r) of row tile i of
@@ -444,13 +507,13 @@ struct KeyStep {
 };
 
 // Stages the step's tiles into buffer b's slots.
-template <class Ops, int KT>
+template <class Ops, int Dk, int KT>
 __device__ __forceinline__ void stage_step(const KeyStep<KT>& step, int last, const KeyTiles<typename Ops::Elem>& tiles,
                                            int b, const TreeAttentionParams& p,
-                                           const TcInputs<typename Ops::Src>& in, int kvh, int Dk) {
+                                           const TcInputs<typename Ops::Src>& in, int kvh) {
 #pragma unroll
   for (int j = 0; j < KT; ++j)
-    if (step.kt[j] <= last) stage_keys<Ops>(tiles, b * KT + j, p, in, kvh, step.kt[j] * kKeys, Dk);
+    if (step.kt[j] <= last) stage_keys<Ops, Dk>(tiles, b * KT + j, p, in, kvh, step.kt[j] * kKeys);
 }
 
 template <class Ops, int MaxD, int KT>
@@ -463,8 +526,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
   using Dims = HeadDims<Ops, MaxD>;
   constexpr int M = Dims::fwd_m, kBlockRows = Dims::fwd_rows;
   FORGE_SHARED_MEMORY(Elem, smem);
-  const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
-  const int qp = Dk + Ops::kPad;
+  const int D = p.head_dim, HD = p.n_heads * D;
+  constexpr int Dk = Dims::dk, qp = Dims::pitch;
   Elem* Qs = smem;  // [kBlockRows][qp], then two buffers of KT key tile slots
   const KeyTiles<Elem> tiles{
       Qs + kBlockRows * qp, reinterpret_cast<int32_t*>(Qs + (kBlockRows + 4 * KT * kKeys) * qp), qp};
@@ -474,7 +537,6 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
   const WarpRowTiles<M> rows(q0, q1, warp);
   const int w0 = rows.w0, w1 = rows.w1;
   const int (&r0)[M] = rows.r0, (&r1)[M] = rows.r1;
-  const int steps = Dk / Ops::kStep, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
   const int last = (q1 - 1) / kKeys;
@@ -482,12 +544,12 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
   // cp.async: the next step's copies are in flight while the current one
   // is computed on.
   KeyStep<KT> step(p, 0, last, q0);
-  stage_step<Ops>(step, last, tiles, 0, p, in, kvh, Dk);
-  load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kBlockRows, p.T, D, Dk);
+  stage_step<Ops, Dk>(step, last, tiles, 0, p, in, kvh);
+  load_rows<Ops, kBlockRows, Dk>(Qs, qp, in.q + h * D, in.ld, q0, p.T, D);
   cp_async_wait_all();
   __syncthreads();
   WarpRows<Ops, Dims::steps, M> qf;
-  qf.init(Qs + (w0 - q0) * qp, qp, steps, lane);
+  qf.init(Qs + (w0 - q0) * qp, qp, lane);
 
   float o[M][Dims::groups][4];
   float m[M][2], l[M][2];  // rows g and g + 8 of each row tile, base 2
@@ -500,7 +562,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 
   for (int b = 0; step.kt[0] <= last; b ^= 1) {
     const KeyStep<KT> next(p, step.after(), last, q0);
-    stage_step<Ops>(next, last, tiles, b ^ 1, p, in, kvh, Dk);
+    stage_step<Ops, Dk>(next, last, tiles, b ^ 1, p, in, kvh);
     bool seen[KT];
     if (step.seen_by(p, last, w0, w1, seen)) {
       // S (16 x 32 KT a row tile): the step's tiles side by side, each
@@ -510,14 +572,15 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
       for (int j = 0; j < KT; ++j)
 #pragma unroll
         for (int i = 0; i < M; ++i) zero(s[j][i]);
-#pragma unroll
-      for (int st = 0; st < Dims::steps; ++st)
-        if (st < steps) {
+      with_all_seen(seen, [&](auto all) {
+#pragma unroll(Dims::fwd_score_unroll(KT))
+        for (int st = 0; st < Dims::steps; ++st) {
           const auto& a = qf.at(st, lane);
 #pragma unroll
           for (int j = 0; j < KT; ++j)
-            if (seen[j]) Ops::mma_rows32(s[j], a.f, tiles.K(b * KT + j), qp, st, lane);
+            if (decltype(all)::value || seen[j]) Ops::mma_rows32(s[j], a.f, tiles.K(b * KT + j), qp, st, lane);
         }
+      });
 #pragma unroll
       for (int i = 0; i < M; ++i) {
 #pragma unroll
@@ -542,7 +605,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
           const float mn = fmaxf(m[i][r], mx[r] * scale2);
           mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
-          corr[r] = exp2f(m[i][r] - mref[r]);
+          corr[r] = exp2_ftz(m[i][r] - mref[r]);
           m[i][r] = mn;
           l[i][r] *= corr[r];
         }
@@ -551,7 +614,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 #pragma unroll
           for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) s[j][i][n][c] = exp2f(fmaf(s[j][i][n][c], scale2, -mref[c >> 1]));
+            for (int c = 0; c < 4; ++c) s[j][i][n][c] = exp2_ftz(fmaf(s[j][i][n][c], scale2, -mref[c >> 1]));
 #pragma unroll
         for (int r = 0; r < 2; ++r) l[i][r] += lane_row_reduce<Sum>(s, i, r);
         // O rescaled only when some row of the warp's tile has a new max
@@ -569,7 +632,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
       }
 #pragma unroll
       for (int j = 0; j < KT; ++j)
-        if (seen[j]) Ops::mma_times_rows(o, s[j], tiles.V(b * KT + j), qp, dim_groups, lane);
+        if (seen[j]) Ops::mma_times_rows(o, s[j], tiles.V(b * KT + j), qp, lane);
     }
     cp_async_wait_all();
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
@@ -608,13 +671,13 @@ struct QueryStats {
 
 // Step (h, q0): query tile [q0, q0 + 32) of head h into Qs and dOs
 // ([32][qp] each), its lse (base 2) and delta into s.
-template <class Ops>
+template <class Ops, int Dk>
 __device__ __forceinline__ void stage_queries(QueryStats& s, typename Ops::Elem* Qs, typename Ops::Elem* dOs,
                                               int qp, const TreeAttentionParams& p,
-                                              const TcInputs<typename Ops::Src>& in, int h, int q0, int Dk) {
+                                              const TcInputs<typename Ops::Src>& in, int h, int q0) {
   const int D = p.head_dim;
-  stage_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, p.T, D, Dk);
-  stage_rows<Ops>(dOs, qp, in.dout + h * D, p.n_heads * D, q0, p.T, D, Dk);
+  stage_rows<Ops, Dk>(Qs, qp, in.q + h * D, in.ld, q0, p.T, D);
+  stage_rows<Ops, Dk>(dOs, qp, in.dout + h * D, p.n_heads * D, q0, p.T, D);
   const bool inside = threadIdx.x < kQueries && q0 + int(threadIdx.x) < p.T;
   s.lse2 = inside ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
   s.delta = inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
@@ -629,8 +692,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
   using Elem = typename Ops::Elem;
   using Dims = HeadDims<Ops, MaxD>;
   FORGE_SHARED_MEMORY(Elem, smem);
-  const int D = p.head_dim, Dk = padded_dim<Ops>(D);
-  const int qp = Dk + Ops::kPad;
+  const int D = p.head_dim;
+  constexpr int Dk = Dims::dk, qp = Dims::pitch;
   Elem* Ks = smem;                // [64][qp]
   Elem* Vs = Ks + kKeyTile * qp;  // [64][qp]
   // slot u (buffer b: slots b QT .. b QT + QT - 1): Q [32][qp], dO after it
@@ -643,7 +706,6 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
   const int k0 = blockIdx.y * kKeyTile;
   const int w0 = k0 + warp * kWarpRows, w1 = min(p.T, w0 + kWarpRows);  // this warp's keys
   const int kt_w = w0 / kAttnTile;  // the pre-pass's tile holding them
-  const int steps = Dk / Ops::kStep, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
   int se[2];  // subtree ends of keys w0 + g and w0 + g + 8
@@ -669,8 +731,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
   const auto stage = [&](QueryStats (&st)[QT], int b, int s) {
 #pragma unroll
     for (int u = 0; u < QT; ++u)
-      if (s + u < i_end) stage_queries<Ops>(st[u], Qs(b * QT + u), dOs(b * QT + u), qp, p, in, head(s + u),
-                                            first_query(s + u), Dk);
+      if (s + u < i_end)
+        stage_queries<Ops, Dk>(st[u], Qs(b * QT + u), dOs(b * QT + u), qp, p, in, head(s + u), first_query(s + u));
   };
   const auto commit = [&](const QueryStats (&st)[QT], int b) {  // after the step's copies
     cp_async_wait_all();
@@ -681,8 +743,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
         stats[(2 * (b * QT + u) + 1) * kQueries + threadIdx.x] = st[u].delta;
       }
   };
-  load_rows<Ops>(Ks, qp, in.k + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
-  load_rows<Ops>(Vs, qp, in.v + kvh * D, in.ld, k0, kKeyTile, p.T, D, Dk);
+  load_rows<Ops, kKeyTile, Dk>(Ks, qp, in.k + kvh * D, in.ld, k0, p.T, D);
+  load_rows<Ops, kKeyTile, Dk>(Vs, qp, in.v + kvh * D, in.ld, k0, p.T, D);
   {
     QueryStats first[QT]{};
     stage(first, 0, i);
@@ -713,19 +775,20 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
         zero(s[u][0]);
         zero(dp[u][0]);
       }
-#pragma unroll
-      for (int st = 0; st < Dims::steps; ++st)
-        if (st < steps) {
+      with_all_seen(seen, [&](auto all) {
+#pragma unroll(Dims::dkdv_score_unroll(QT))
+        for (int st = 0; st < Dims::steps; ++st) {
           typename Ops::AFrag a[1];
           Ops::load_a(a[0], Ks + warp * kWarpRows * qp, qp, st, lane);
 #pragma unroll
           for (int u = 0; u < QT; ++u)
-            if (seen[u]) Ops::mma_rows32(s[u], a, Qs(b * QT + u), qp, st, lane);
+            if (decltype(all)::value || seen[u]) Ops::mma_rows32(s[u], a, Qs(b * QT + u), qp, st, lane);
           Ops::load_a(a[0], Vs + warp * kWarpRows * qp, qp, st, lane);
 #pragma unroll
           for (int u = 0; u < QT; ++u)
-            if (seen[u]) Ops::mma_rows32(dp[u], a, dOs(b * QT + u), qp, st, lane);
+            if (decltype(all)::value || seen[u]) Ops::mma_rows32(dp[u], a, dOs(b * QT + u), qp, st, lane);
         }
+      });
 #pragma unroll
       for (int u = 0; u < QT; ++u) {
         if (!seen[u]) continue;
@@ -739,7 +802,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
               const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), qi = q0 + ii;
-              float pv = exp2f(fmaf(s[u][0][n][c], scale2, -lse2[ii]));
+              float pv = exp2_ftz(fmaf(s[u][0][n][c], scale2, -lse2[ii]));
               if constexpr (decltype(masked)::value)
                 pv = j < w1 && ii < nq && (full || (j <= qi && qi < se[c >> 1])) ? pv : 0.0f;
               s[u][0][n][c] = pv;
@@ -748,8 +811,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
         };
         if (interior(full, w0, w1, nq)) grads(std::false_type{});
         else grads(std::true_type{});
-        Ops::mma_times_rows(dv, s[u], dOs(b * QT + u), qp, dim_groups, lane);
-        Ops::mma_times_rows(dk, dp[u], Qs(b * QT + u), qp, dim_groups, lane);
+        Ops::mma_times_rows(dv, s[u], dOs(b * QT + u), qp, lane);
+        Ops::mma_times_rows(dk, dp[u], Qs(b * QT + u), qp, lane);
       }
     }
     if (i + QT < i_end) commit(next, b ^ 1);
@@ -784,8 +847,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   using Dims = HeadDims<Ops, MaxD>;
   constexpr int M = Dims::dq_m, kBlockRows = Dims::dq_rows;
   FORGE_SHARED_MEMORY(Elem, smem);
-  const int D = p.head_dim, Dk = padded_dim<Ops>(D), HD = p.n_heads * D;
-  const int qp = Dk + Ops::kPad;
+  const int D = p.head_dim, HD = p.n_heads * D;
+  constexpr int Dk = Dims::dk, qp = Dims::pitch;
   Elem* Qs = smem;                   // [kBlockRows][qp]
   Elem* dOs = Qs + kBlockRows * qp;  // [kBlockRows][qp], then two buffers of KT key tile slots
   const KeyTiles<Elem> tiles{dOs + kBlockRows * qp,
@@ -796,19 +859,18 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   const WarpRowTiles<M> rows(q0, q1, warp);
   const int w0 = rows.w0, w1 = rows.w1;
   const int (&r0)[M] = rows.r0, (&r1)[M] = rows.r1;
-  const int steps = Dk / Ops::kStep, dim_groups = Dk / 8;
   const float scale2 = p.scale * kLog2e;
 
   const int last = (q1 - 1) / kKeys;
   KeyStep<KT> step(p, 0, last, q0);
-  stage_step<Ops>(step, last, tiles, 0, p, in, kvh, Dk);
-  load_rows<Ops>(Qs, qp, in.q + h * D, in.ld, q0, kBlockRows, p.T, D, Dk);
-  load_rows<Ops>(dOs, qp, in.dout + h * D, HD, q0, kBlockRows, p.T, D, Dk);
+  stage_step<Ops, Dk>(step, last, tiles, 0, p, in, kvh);
+  load_rows<Ops, kBlockRows, Dk>(Qs, qp, in.q + h * D, in.ld, q0, p.T, D);
+  load_rows<Ops, kBlockRows, Dk>(dOs, qp, in.dout + h * D, HD, q0, p.T, D);
   cp_async_wait_all();
   __syncthreads();
   WarpRows<Ops, Dims::steps, M> qf, of;
-  qf.init(Qs + (w0 - q0) * qp, qp, steps, lane);
-  of.init(dOs + (w0 - q0) * qp, qp, steps, lane);
+  qf.init(Qs + (w0 - q0) * qp, qp, lane);
+  of.init(dOs + (w0 - q0) * qp, qp, lane);
   float lse2[M][2], delta[M][2];
 #pragma unroll
   for (int i = 0; i < M; ++i)
@@ -824,7 +886,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
 
   for (int b = 0; step.kt[0] <= last; b ^= 1) {
     const KeyStep<KT> next(p, step.after(), last, q0);
-    stage_step<Ops>(next, last, tiles, b ^ 1, p, in, kvh, Dk);
+    stage_step<Ops, Dk>(next, last, tiles, b ^ 1, p, in, kvh);
     bool seen[KT];
     if (step.seen_by(p, last, w0, w1, seen)) {
       float s[KT][M][kKeyGroups][4], dp[KT][M][kKeyGroups][4];
@@ -835,18 +897,19 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
           zero(s[j][i]);
           zero(dp[j][i]);
         }
+      with_all_seen(seen, [&](auto all) {
 #pragma unroll
-      for (int st = 0; st < Dims::steps; ++st)
-        if (st < steps) {
+        for (int st = 0; st < Dims::steps; ++st) {
           const auto& a = qf.at(st, lane);
           const auto& o = of.at(st, lane);
 #pragma unroll
           for (int j = 0; j < KT; ++j)
-            if (seen[j]) {
+            if (decltype(all)::value || seen[j]) {
               Ops::mma_rows32(s[j], a.f, tiles.K(b * KT + j), qp, st, lane);
               Ops::mma_rows32(dp[j], o.f, tiles.V(b * KT + j), qp, st, lane);
             }
         }
+      });
 #pragma unroll
       for (int j = 0; j < KT; ++j) {
         if (!seen[j]) continue;
@@ -860,7 +923,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
             for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
               for (int c = 0; c < 4; ++c) {
-                float pv = exp2f(fmaf(s[j][i][n][c], scale2, -lse2[i][c >> 1]));
+                float pv = exp2_ftz(fmaf(s[j][i][n][c], scale2, -lse2[i][c >> 1]));
                 if constexpr (decltype(masked)::value)
                   pv = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se) ? pv : 0.0f;
                 dp[j][i][n][c] = pv * (dp[j][i][n][c] - delta[i][c >> 1]);
@@ -869,7 +932,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
           if (interior(full, r0[i], r1[i], nk)) grads(std::false_type{});
           else grads(std::true_type{});
         }
-        Ops::mma_times_rows(dq, dp[j], tiles.K(b * KT + j), qp, dim_groups, lane);
+        Ops::mma_times_rows(dq, dp[j], tiles.K(b * KT + j), qp, lane);
       }
     }
     cp_async_wait_all();
@@ -892,21 +955,21 @@ void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, c
   FORGE_LAUNCH(kernel, grid, kThreads, smem, stream, p, in.q, in.k, in.v, in.ld, in.dout);
 }
 
-// Dynamic shared memory of each kernel at head dim D.
+// Dynamic shared memory of each kernel (the class's width, whatever D).
 template <class Ops, int MaxD>
-size_t fwd_shared_bytes(int D, int KT) {
-  return tile_bytes<Ops>(HeadDims<Ops, MaxD>::fwd_rows + 4 * KT * kKeys, padded_dim<Ops>(D) + Ops::kPad) +
-         2 * KT * kKeys * sizeof(int32_t);
+size_t fwd_shared_bytes(int KT) {
+  using Dims = HeadDims<Ops, MaxD>;
+  return tile_bytes<Ops>(Dims::fwd_rows + 4 * KT * kKeys, Dims::pitch) + 2 * KT * kKeys * sizeof(int32_t);
 }
-template <class Ops>
-size_t dkdv_shared_bytes(int D, int QT) {
-  return tile_bytes<Ops>(2 * kKeyTile + 4 * QT * kQueries, padded_dim<Ops>(D) + Ops::kPad) +
+template <class Ops, int MaxD>
+size_t dkdv_shared_bytes(int QT) {
+  return tile_bytes<Ops>(2 * kKeyTile + 4 * QT * kQueries, HeadDims<Ops, MaxD>::pitch) +
          4 * QT * kQueries * sizeof(float);
 }
 template <class Ops, int MaxD>
-size_t dq_shared_bytes(int D, int KT) {
-  return tile_bytes<Ops>(2 * HeadDims<Ops, MaxD>::dq_rows + 4 * KT * kKeys, padded_dim<Ops>(D) + Ops::kPad) +
-         2 * KT * kKeys * sizeof(int32_t);
+size_t dq_shared_bytes(int KT) {
+  using Dims = HeadDims<Ops, MaxD>;
+  return tile_bytes<Ops>(2 * Dims::dq_rows + 4 * KT * kKeys, Dims::pitch) + 2 * KT * kKeys * sizeof(int32_t);
 }
 
 // Each kernel in two-tile steps where its class has them and p allows.
@@ -917,8 +980,8 @@ void launch_fwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
   if constexpr (HeadDims<Ops, MaxD>::fwd_key_tiles == 2)
     if (p.step_tiles != 1)
       return launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD, 2>, grid,
-                                fwd_shared_bytes<Ops, MaxD>(p.head_dim, 2), stream, p, in);
-  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD, 1>, grid, fwd_shared_bytes<Ops, MaxD>(p.head_dim, 1),
+                                fwd_shared_bytes<Ops, MaxD>(2), stream, p, in);
+  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD, 1>, grid, fwd_shared_bytes<Ops, MaxD>(1),
                      stream, p, in);
 }
 
@@ -928,8 +991,8 @@ void launch_dkdv(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>
   if constexpr (HeadDims<Ops, MaxD>::dkdv_query_tiles == 2)
     if (p.step_tiles != 1)
       return launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 2>, grid,
-                                dkdv_shared_bytes<Ops>(p.head_dim, 2), stream, p, in);
-  launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 1>, grid, dkdv_shared_bytes<Ops>(p.head_dim, 1),
+                                dkdv_shared_bytes<Ops, MaxD>(2), stream, p, in);
+  launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 1>, grid, dkdv_shared_bytes<Ops, MaxD>(1),
                      stream, p, in);
 }
 template <class Ops, int MaxD>
@@ -939,8 +1002,8 @@ void launch_dq(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& 
   if constexpr (HeadDims<Ops, MaxD>::dq_key_tiles == 2)
     if (p.step_tiles != 1)
       return launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 2>, grid,
-                                dq_shared_bytes<Ops, MaxD>(p.head_dim, 2), stream, p, in);
-  launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 1>, grid, dq_shared_bytes<Ops, MaxD>(p.head_dim, 1),
+                                dq_shared_bytes<Ops, MaxD>(2), stream, p, in);
+  launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 1>, grid, dq_shared_bytes<Ops, MaxD>(1),
                      stream, p, in);
 }
 
@@ -970,22 +1033,22 @@ constexpr size_t kSharedReservedPerBlock = 1024;
 // that has them, the resident blocks its registers allow (by default) or at
 // least one block (asked for two); else one.
 template <class Ops, int MaxD>
-int step_tiles(int D, size_t shared_per_sm, int asked) {
+int step_tiles(size_t shared_per_sm, int asked) {
   using Dims = HeadDims<Ops, MaxD>;
   if (asked == 1) return 1;
   const auto fits = [&](size_t bytes, int blocks) {
     return (bytes + kSharedReservedPerBlock) * (asked == 2 ? 1 : blocks) <= shared_per_sm;
   };
-  const bool fwd = Dims::fwd_key_tiles == 1 || fits(fwd_shared_bytes<Ops, MaxD>(D, 2), Dims::fwd_blocks(2));
-  const bool dkdv = Dims::dkdv_query_tiles == 1 || fits(dkdv_shared_bytes<Ops>(D, 2), Dims::bwd_blocks(2));
-  const bool dq = Dims::dq_key_tiles == 1 || fits(dq_shared_bytes<Ops, MaxD>(D, 2), Dims::dq_blocks);
+  const bool fwd = Dims::fwd_key_tiles == 1 || fits(fwd_shared_bytes<Ops, MaxD>(2), Dims::fwd_blocks(2));
+  const bool dkdv = Dims::dkdv_query_tiles == 1 || fits(dkdv_shared_bytes<Ops, MaxD>(2), Dims::bwd_blocks(2));
+  const bool dq = Dims::dq_key_tiles == 1 || fits(dq_shared_bytes<Ops, MaxD>(2), Dims::dq_blocks);
   return fwd && dkdv && dq ? 2 : 1;
 }
 template <class Ops>
 int step_tiles_for(int D, size_t shared_per_sm, int asked) {
-  if (D <= 32) return step_tiles<Ops, 32>(D, shared_per_sm, asked);
-  if (D <= 64) return step_tiles<Ops, 64>(D, shared_per_sm, asked);
-  return step_tiles<Ops, kMaxHeadDim>(D, shared_per_sm, asked);
+  if (D <= 32) return step_tiles<Ops, 32>(shared_per_sm, asked);
+  if (D <= 64) return step_tiles<Ops, 64>(shared_per_sm, asked);
+  return step_tiles<Ops, kMaxHeadDim>(shared_per_sm, asked);
 }
 
 // The head-dim class of D.
@@ -1026,9 +1089,13 @@ int tree_attention_step_tiles(int D, bool bf16, size_t shared_per_sm, int asked)
 // What the 3xTF32 kernels need at the least (one tile a step).
 size_t tree_attention_3xtf32_shared_bytes(int D) {
   using Ops = Tf32x3Operands;
-  const size_t fwd = D <= 64 ? fwd_shared_bytes<Ops, 64>(D, 1) : fwd_shared_bytes<Ops, kMaxHeadDim>(D, 1);
-  const size_t dq = D <= 64 ? dq_shared_bytes<Ops, 64>(D, 1) : dq_shared_bytes<Ops, kMaxHeadDim>(D, 1);
-  return std::max({fwd, dkdv_shared_bytes<Ops>(D, 1), dq});
+  const auto most = [](auto cls) {
+    constexpr int MaxD = decltype(cls)::value;
+    return std::max({fwd_shared_bytes<Ops, MaxD>(1), dkdv_shared_bytes<Ops, MaxD>(1), dq_shared_bytes<Ops, MaxD>(1)});
+  };
+  if (D <= 32) return most(std::integral_constant<int, 32>{});
+  if (D <= 64) return most(std::integral_constant<int, 64>{});
+  return most(std::integral_constant<int, kMaxHeadDim>{});
 }
 
 void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream) {
