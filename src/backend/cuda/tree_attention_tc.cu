@@ -137,7 +137,7 @@ struct HeadDims {
   // and dK/dV's at QT query tiles: all, but two at a time for TF32 at
   // D <= 32 in two-tile steps (its three resident blocks' 168 registers)
   __host__ __device__ static constexpr int dkdv_score_unroll(int QT) {
-    return !bf16 && MaxD <= 32 && QT == 2 ? 2 : steps;
+    return !bf16 && MaxD <= 32 && QT == 2 ? 1 : steps;
   }
   // resident blocks per SM the register budget is set for (ptxas, no
   // spills); the forward's at KT key tiles a step
@@ -199,10 +199,10 @@ __device__ __forceinline__ int32_t subtree_end_or_zero(const TreeAttentionParams
 
 // Calls f(e) for the elements e < N of a block's copy loop, thread
 // threadIdx.x taking e = threadIdx.x + kThreads u: N and the kernels'
-// widths compile-time, so e / width is a shift (it was an integer division
-// by a runtime width, some 25 instructions a 16-byte copy). Not unrolled:
-// unrolled, the copies' addresses (and loaded values) are live at once and
-// ptxas spills in the D 128 kernels.
+// widths compile-time, so e / width is a shift. Not unrolled: the loaded
+// values would all be live in registers at once (ptxas spills in the D 128
+// kernels). Only load_rows uses it: once a block, or where cp.async can
+// not copy the rows.
 template <int N, class F>
 __device__ __forceinline__ void for_block_elements(F&& f) {
 #pragma unroll 1
@@ -232,6 +232,20 @@ __device__ __forceinline__ void load_rows(typename Ops::Elem* dst, int pitch, co
   });
 }
 
+// threadIdx.x read anew (volatile), so that what a copy derives from it is
+// computed where the copy is, not hoisted out of the kernels' main loops to
+// stay live in registers across a step (the dK/dV kernel at D 128 then
+// spills).
+__device__ __forceinline__ unsigned fresh_thread_index() {
+#ifdef FORGE_CUDA_EMULATION
+  return threadIdx.x;
+#else
+  unsigned t;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+  return t;
+#endif
+}
+
 // Rows [r0, r0 + Rows) as load_rows puts them, by cp.async (16-byte
 // copies, zero-filled past T and from D on) where vector_rows allows, else
 // loaded at once. Visible after the caller's wait and barrier.
@@ -242,12 +256,29 @@ __device__ __forceinline__ void copy_rows_async(typename Ops::Elem* dst, int pit
     load_rows<Ops, Rows, Dk>(dst, pitch, src, ld, r0, T, D);
     return;
   }
-  constexpr int chunks = Dk / Ops::kChunk;
-  for_block_elements<Rows * chunks>([&](int e) {
-    const int i = e / chunks, d = (e % chunks) * Ops::kChunk;
-    const bool inside = r0 + i < T && d < D;
-    cp_async_16(dst + i * pitch + d, inside ? src + size_t(r0 + i) * ld + d : src, inside ? 16 : 0);
-  });
+  // A thread's chunk column is fixed (kThreads is a multiple of the chunks
+  // a row), its rows kThreads / chunks apart: no division (the loop over
+  // e = threadIdx.x + kThreads u divided e by the chunks a row and branched
+  // on e's row: some 30 instructions a 16-byte copy, 4-5 now on the
+  // unrolled path).
+  constexpr int chunks = Dk / Ops::kChunk, stride = int(kThreads) / chunks;
+  static_assert(int(kThreads) % chunks == 0 && Rows % stride == 0);
+  const unsigned tid = fresh_thread_index();
+  const int d = int(tid % unsigned(chunks)) * Ops::kChunk, i0 = int(tid / unsigned(chunks));
+  const int col = d < D ? d : 0, bytes = d < D ? 16 : 0;
+  if (r0 + Rows <= T) {  // every row inside (all tiles but the last): one pointer stepped along
+    const typename Ops::Src* from = src + (size_t(unsigned(r0 + i0)) * unsigned(ld) + unsigned(col));
+#pragma unroll
+    for (int i = i0, u = 0; u < Rows / stride; ++u, i += stride, from += size_t(stride) * unsigned(ld))
+      cp_async_16(dst + i * pitch + d, from, bytes);
+    return;
+  }
+#pragma unroll 1
+  for (int i = i0; i < Rows; i += stride) {  // a row past T: row T - 1's address, zero bytes
+    const int r = r0 + i;
+    cp_async_16(dst + i * pitch + d, src + (size_t(unsigned(min(r, T - 1))) * unsigned(ld) + unsigned(col)),
+                r < T ? bytes : 0);
+  }
 }
 
 // The A fragments of M row tiles of 16 (one k step).
