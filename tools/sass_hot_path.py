@@ -137,7 +137,7 @@ def parse(sass):
 
 def short_name(name):
     """tree_attention_fwd_tc_kernel<Bf16Operands, 128, 2> from the mangled name."""
-    m = re.search(r"tree_attention_(\w+?)_tc_kernelI.*?(Tf32x3|Bf16)OperandsELi(\d+)ELi(\d+)", name)
+    m = re.search(r"tree_attention_([a-z]+)_tc_kernelI.*?(Tf32x3|Bf16)OperandsELi(\d+)ELi(\d+)", name)
     if m:
         return f"{m.group(1)} {m.group(2)} D<={m.group(3)} x{m.group(4)}"
     m = re.search(r"_Z\w*?\d+(\w+?_kernel)", name)
