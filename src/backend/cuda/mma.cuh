@@ -27,10 +27,11 @@
 // cvt.rna.tf32.f32, nearest, ties away from zero), one per register:
 //   A: a[0] = A[g][t]  a[1] = A[g+8][t]  a[2] = A[g][t+4]  a[3] = A[g+8][t+4]
 //   B: b[0] = B[t][g]  b[1] = B[t+4][g]        D: as for m16n8k16
-// 3xTF32 (split_tf32): x = big + small, big = tf32(x), small = tf32(x - big);
-// a b ~ a_big b_big + a_big b_small + a_small b_big, the dropped a_small
-// b_small and small's rounding below 2^-21 relative: about FP32's accuracy
-// at three TF32 MMAs a product (CUTLASS's OpMultiplyAddFastF32).
+// 3xTF32 (split_tf32): x = big + small, big = tf32(x), small = x - big
+// (truncated to TF32 by the MMA); a b ~ a_big b_big + a_big b_small +
+// a_small b_big, the dropped a_small b_small and small's truncation about
+// 2^-21 relative: about FP32's accuracy at three TF32 MMAs a product
+// (CUTLASS's OpMultiplyAddFastF32).
 // Under FORGE_CUDA_EMULATION the MMAs and ldmatrix are warp collectives of
 // the emulation (cuda_emulation.hpp) with the same layouts.
 #pragma once
@@ -98,10 +99,20 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
 #endif
 }
 
-// The 3xTF32 parts of x: big = tf32(x), small = tf32(x - big).
+// The 3xTF32 parts of x: big = x rounded to TF32, small = x - big (exact in
+// FP32). big by integer arithmetic: half a TF32 ulp added to the bits, the
+// low 13 dropped (nearest, ties away from zero: cvt.rna's result for every
+// finite x, in two instructions where cvt.rna takes four on sm_90). small
+// is passed unrounded: the MMA reads a TF32 operand's top 19 bits, so it is
+// truncated there (CUTLASS's fast 3xTF32 does the same; the emulated MMA
+// drops the low 13 bits as the tensor cores do): at most 2^-21 |x| off
+// where rounding it gave 2^-22, in the order of the dropped small x small
+// term. Three instructions a value where two cvt.rna took nine. A NaN x
+// still reaches the products through small; an infinite x gives NaN, as
+// before.
 __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  big = to_tf32(x);
-  small = to_tf32(x - __uint_as_float(big));
+  big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  small = __float_as_uint(x - __uint_as_float(big));
 }
 
 // Two values rounded to bf16 (nearest even), lo in the low half.

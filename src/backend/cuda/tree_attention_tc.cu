@@ -139,6 +139,9 @@ struct HeadDims {
   __host__ __device__ static constexpr int dkdv_score_unroll(int QT) {
     return !bf16 && MaxD <= 32 && QT == 2 ? 1 : steps;
   }
+  // and dQ's at KT key tiles: all, but 3xTF32 at D 128 in two-tile steps
+  // (one block, 255 registers) half of its 16 at a time
+  __host__ __device__ static constexpr int dq_score_unroll(int KT) { return !bf16 && MaxD > 64 && KT == 2 ? 8 : steps; }
   // resident blocks per SM the register budget is set for (ptxas, no
   // spills); the forward's at KT key tiles a step
   static constexpr int fwd_blocks(int KT) {
@@ -929,7 +932,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
           zero(dp[j][i]);
         }
       with_all_seen(seen, [&](auto all) {
-#pragma unroll
+#pragma unroll(Dims::dq_score_unroll(KT))
         for (int st = 0; st < Dims::steps; ++st) {
           const auto& a = qf.at(st, lane);
           const auto& o = of.at(st, lane);
