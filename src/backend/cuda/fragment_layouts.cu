@@ -38,13 +38,14 @@ __global__ void mma_probe(const __nv_bfloat16* A, const __nv_bfloat16* B, const 
   for (int i = 0; i < 4; ++i) D[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)] = d[i];
 }
 
-// One m16n8k8 TF32 MMA the same way (A 16 x 8, B 8 x 8, both row-major);
-// and to_tf32 of n values into rounded.
+// One m16n8k8 TF32 MMA the same way (A 16 x 8, B 8 x 8, both row-major),
+// A's operands with low_bits set in the 13 bits TF32 has not; and to_tf32
+// of n values into rounded.
 __global__ void mma_tf32_probe(const float* A, const float* B, const float* C, float* D, const float* values,
-                               uint32_t* rounded, int n) {
+                               uint32_t* rounded, int n, uint32_t low_bits) {
   const int lane = static_cast<int>(threadIdx.x), g = lane >> 2, t = lane & 3;
-  const uint32_t a[4] = {to_tf32(A[g * 8 + t]), to_tf32(A[(g + 8) * 8 + t]), to_tf32(A[g * 8 + t + 4]),
-                         to_tf32(A[(g + 8) * 8 + t + 4])};
+  const uint32_t a[4] = {to_tf32(A[g * 8 + t]) | low_bits, to_tf32(A[(g + 8) * 8 + t]) | low_bits,
+                         to_tf32(A[g * 8 + t + 4]) | low_bits, to_tf32(A[(g + 8) * 8 + t + 4]) | low_bits};
   const uint32_t b[2] = {to_tf32(B[t * 8 + g]), to_tf32(B[(t + 4) * 8 + g])};
   float d[4];
   for (int i = 0; i < 4; ++i) d[i] = C[(g + (i >= 2 ? 8 : 0)) * 8 + t * 2 + (i & 1)];
@@ -114,8 +115,12 @@ std::string check_mma() {
 }
 
 // Integer-valued A, B and C (exact in TF32 and in every FP32 sum); and
-// cvt.rna.tf32.f32 on ties (away from zero) and non-ties.
-std::string check_mma_tf32() {
+// cvt.rna.tf32.f32 on ties (away from zero) and non-ties. With low_bits
+// (0x1800: three quarters of a TF32 ulp, past the half), A's operands are
+// not TF32 values: the MMA must truncate them to A (the emulation's model,
+// which split_tf32's unrounded small part relies on for its error bound;
+// rounding would make them A + one ulp).
+std::string check_mma_tf32(uint32_t low_bits) {
   std::vector<float> A(16 * 8), B(8 * 8), C(16 * 8);
   for (int i = 0; i < 16 * 8; ++i) A[i] = float((i * 7) % 23 - 11);
   for (int i = 0; i < 8 * 8; ++i) B[i] = float((i * 5) % 19 - 9);
@@ -128,7 +133,8 @@ std::string check_mma_tf32() {
   float *dA = device_copy(A), *dB = device_copy(B), *dC = device_copy(C), *dvalues = device_copy(values);
   float* dD = device_copy(std::vector<float>(16 * 8, -1.0f));
   uint32_t* drounded = device_copy(std::vector<uint32_t>(values.size()));
-  FORGE_LAUNCH(mma_tf32_probe, 1u, 32u, 0, nullptr, dA, dB, dC, dD, dvalues, drounded, int(values.size()));
+  FORGE_LAUNCH(mma_tf32_probe, 1u, 32u, 0, nullptr, dA, dB, dC, dD, dvalues, drounded, int(values.size()),
+               low_bits);
   const std::vector<float> D = host_copy(dD, 16 * 8);
   const std::vector<uint32_t> rounded = host_copy(drounded, values.size());
   for (void* p : {static_cast<void*>(dA), static_cast<void*>(dB), static_cast<void*>(dC), static_cast<void*>(dD),
@@ -139,8 +145,9 @@ std::string check_mma_tf32() {
       double want = C[r * 8 + c];
       for (int k = 0; k < 8; ++k) want += double(A[r * 8 + k]) * B[k * 8 + c];
       if (D[r * 8 + c] != float(want))
-        return "mma.sync m16n8k8 tf32: D[" + std::to_string(r) + "][" + std::to_string(c) + "] = " +
-               std::to_string(D[r * 8 + c]) + ", want " + std::to_string(want);
+        return std::string("mma.sync m16n8k8 tf32") + (low_bits ? " (A's low 13 bits set: not truncated)" : "") +
+               ": D[" + std::to_string(r) + "][" + std::to_string(c) + "] = " + std::to_string(D[r * 8 + c]) +
+               ", want " + std::to_string(want);
     }
   for (size_t i = 0; i < values.size(); ++i) {
     float got;
@@ -181,7 +188,8 @@ std::string check_ldmatrix(bool trans) {
 }  // namespace
 
 std::string check_fragment_layouts() {
-  for (const std::string& failure : {check_mma(), check_mma_tf32(), check_ldmatrix(false), check_ldmatrix(true)})
+  for (const std::string& failure :
+       {check_mma(), check_mma_tf32(0), check_mma_tf32(0x1800u), check_ldmatrix(false), check_ldmatrix(true)})
     if (!failure.empty()) return failure;
   return "";
 }

@@ -1,7 +1,9 @@
 // A self-check of the tensor-core fragment layouts the attention kernels
 // rely on (mma.cuh): one mma.sync m16n8k16 on integer-valued bf16 tiles
-// and one m16n8k8 on TF32 ones (every product and sum exact in FP32), the
-// TF32 rounding (cvt.rna.tf32.f32) on ties, and ldmatrix.x4, plain and .trans,
+// and one m16n8k8 on TF32 ones (every product and sum exact in FP32), again
+// with the low 13 bits of A's operands set (the MMA truncates them: the 3xTF32
+// split leaves its small part unrounded), the TF32 rounding
+// (cvt.rna.tf32.f32) on ties, and ldmatrix.x4, plain and .trans,
 // on a tile of distinct values; every register is compared with the PTX
 // ISA's layout, computed on the host. Returns "" or the first mismatch.
 // Under FORGE_CUDA_EMULATION it checks the emulated instructions
