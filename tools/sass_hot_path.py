@@ -28,7 +28,7 @@ nvidia-cuda-nvdisasm): --fetch installs them into ~/.cache/forge/cuda-binutils.
   tools/sass_hot_path.py                      # tree_attention_tc.cu, sm_90
   tools/sass_hot_path.py --filter 'fwd.*Bf16'
   tools/sass_hot_path.py --keep /tmp/new.o    # keep the object
-  tools/sass_hot_path.py --baseline HEAD~1       # beside the same file at a revision
+  tools/sass_hot_path.py --baseline HEAD~1    # beside the same file at a revision
   tools/sass_hot_path.py --object /tmp/new.o --compare /tmp/old.o
 """
 import argparse
