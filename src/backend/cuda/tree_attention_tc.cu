@@ -134,8 +134,9 @@ struct HeadDims {
   // D 128 in two-tile steps (bf16 only), there two at a time (fully
   // unrolled, ptxas hoists later steps' K fragments and spills)
   __host__ __device__ static constexpr int fwd_score_unroll(int KT) { return MaxD > 64 && KT == 2 ? 2 : steps; }
-  // and dK/dV's at QT query tiles: all, but two at a time for TF32 at
-  // D <= 32 in two-tile steps (its three resident blocks' 168 registers)
+  // and dK/dV's at QT query tiles: all, but rolled (one at a time) for
+  // TF32 at D <= 32 in two-tile steps (its three resident blocks' 168
+  // registers)
   __host__ __device__ static constexpr int dkdv_score_unroll(int QT) {
     return !bf16 && MaxD <= 32 && QT == 2 ? 1 : steps;
   }
@@ -262,7 +263,7 @@ __device__ __forceinline__ void copy_rows_async(typename Ops::Elem* dst, int pit
   // A thread's chunk column is fixed (kThreads is a multiple of the chunks
   // a row), its rows kThreads / chunks apart: no division (the loop over
   // e = threadIdx.x + kThreads u divided e by the chunks a row and branched
-  // on e's row: some 30 instructions a 16-byte copy, 4-5 now on the
+  // on e's row: some 30 instructions a 16-byte copy, about 6 now on the
   // unrolled path).
   constexpr int chunks = Dk / Ops::kChunk, stride = int(kThreads) / chunks;
   static_assert(int(kThreads) % chunks == 0 && Rows % stride == 0);
