@@ -61,8 +61,11 @@ def binutils_dir(fetch):
         fail("cuobjdump and nvdisasm not found; --fetch installs them from PyPI "
              f"(nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) into {CACHE}")
     print(f"installing cuobjdump and nvdisasm into {CACHE} ...", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", CACHE,
-                    "nvidia-cuda-cuobjdump", "nvidia-cuda-nvdisasm"], check=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", CACHE,
+                        "nvidia-cuda-cuobjdump", "nvidia-cuda-nvdisasm"], capture_output=True, text=True)
+    if r.returncode != 0 or not all(os.path.exists(os.path.join(cached, t)) for t in TOOLS):
+        fail(f"pip could not install nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm into {CACHE}:\n"
+             + r.stderr[-2000:])
     for t in TOOLS:
         os.chmod(os.path.join(cached, t), 0o755)
     return cached
@@ -250,7 +253,7 @@ def analyse(kernels, pattern):
             continue
         ops = collections.Counter(ins[i]["op"].split(".")[0] for i in path)
         mix = {g: sum(ops[o] for o in members) for g, members in GROUPS}
-        rows[label] = {"path": len(path), "mix": mix, "inner": inner_loops(ins, path), "total": len(ins)}
+        rows[label] = {"path": len(path), "mix": mix, "inner": inner_loops(ins, path)}
     return rows
 
 
@@ -287,6 +290,16 @@ def main():
     a = ap.parse_args()
     if not re.fullmatch(r"\d{2,3}a?", a.arch):
         fail(f"--arch {a.arch!r}: expected an SM number such as 80 or 90")
+    if a.filter:
+        try:
+            re.compile(a.filter)
+        except re.error as e:
+            fail(f"--filter {a.filter!r}: not a regular expression ({e})")
+    if a.object is None and not os.path.isfile(a.source):
+        fail(f"--source {a.source}: no such file")
+    if a.baseline and subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "-q", a.baseline + "^{commit}"],
+                                     capture_output=True).returncode != 0:
+        fail(f"--baseline {a.baseline}: not a commit of this repository")
     tools = binutils_dir(a.fetch)
     with tempfile.TemporaryDirectory() as tmp:
         obj = a.object
