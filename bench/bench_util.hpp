@@ -41,7 +41,7 @@ class Flags {
     return used(k) ? kv_[k] : def;
   }
   double get(const std::string& k, double def) {
-    known(k, std::to_string(def));
+    known(k, shortest(def));
     return used(k) ? number<double>(k, [](const std::string& v, size_t* end) { return std::stod(v, end); }) : def;
   }
   // A switch: --k, --k=1 or --k=true is on; absent, --k=0 or --k=false is
@@ -76,6 +76,12 @@ class Flags {
   }
 
  private:
+  // A default as --help shows it: 0.001, not std::to_string's 0.001000.
+  static std::string shortest(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.15g", v);
+    return buf;
+  }
   // A flag's number; a value that is not one (or has text after it) is a
   // usage error (exit 2).
   template <class T, class Parse>
