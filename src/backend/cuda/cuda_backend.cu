@@ -219,8 +219,8 @@ class CudaBackend final : public Backend {
   }
   void rope_bf16(const float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
                  bool inverse, uint16_t* y16) override {
-    launch_rope(const_cast<float*>(x), pos, T, n_heads, head_dim, ld, inv_freq, inverse, stream_,
-                reinterpret_cast<__nv_bfloat16*>(y16));
+    launch_rope_bf16(x, pos, T, n_heads, head_dim, ld, inv_freq, inverse, reinterpret_cast<__nv_bfloat16*>(y16),
+                     stream_);
   }
   void swiglu_fwd(const float* gu, float* out, int T, int F) override {
     launch_swiglu_fwd(gu, out, nullptr, nullptr, T, F, stream_);

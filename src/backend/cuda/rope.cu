@@ -19,13 +19,15 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(const RopeParams p) {
   const double s = sinpi(x), c = cospi(x);
   const float cs = static_cast<float>(c);
   const float sn = p.inverse ? -static_cast<float>(s) : static_cast<float>(s);
-  float* row = p.x + size_t(t) * p.ld + 2 * i;
-  if (!p.y16) {
+  const float* row = p.x + size_t(t) * p.ld + 2 * i;
+  if (p.x_out) {
+    float* row_out = p.x_out + size_t(t) * p.ld + 2 * i;
     for (int h = 0; h < p.n_heads; ++h) {
-      float* v = row + h * p.head_dim;
+      const float* v = row + h * p.head_dim;
+      float* o = row_out + h * p.head_dim;
       const float a = v[0], b = v[1];
-      v[0] = a * cs - b * sn;
-      v[1] = a * sn + b * cs;
+      o[0] = a * cs - b * sn;
+      o[1] = a * sn + b * cs;
     }
     return;
   }
@@ -44,16 +46,16 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(const RopeParams p) {
     if (c + 2 * i + 1 < p.ld) out[c + 1] = __float2bfloat16(row[c + 1]);
   }
 }
-}  // namespace
 
-void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
-                 const double* inv_freq, bool inverse, cudaStream_t stream, __nv_bfloat16* y16) {
+void launch(const float* x, float* x_out, __nv_bfloat16* y16, const int32_t* pos, int T, int n_heads, int head_dim,
+            int ld, const double* inv_freq, bool inverse, cudaStream_t stream) {
   FORGE_CHECK(head_dim % 2 == 0 && head_dim / 2 <= kRopeMaxPairs,
               "CUDA rope supports even head_dim up to " + std::to_string(2 * kRopeMaxPairs) +
                   ", got " + std::to_string(head_dim));
   if (T <= 0) return;
   RopeParams p;
   p.x = x;
+  p.x_out = x_out;
   p.pos = pos;
   p.T = T;
   p.n_heads = n_heads;
@@ -64,6 +66,17 @@ void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim,
   for (int i = 0; i < head_dim / 2; ++i) p.inv_freq[i] = inv_freq[i];
   const int n = T * (head_dim / 2);
   FORGE_LAUNCH(rope_kernel, unsigned((n + kThreads - 1) / kThreads), kThreads, 0, stream, p);
+}
+}  // namespace
+
+void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
+                 bool inverse, cudaStream_t stream) {
+  launch(x, x, nullptr, pos, T, n_heads, head_dim, ld, inv_freq, inverse, stream);
+}
+
+void launch_rope_bf16(const float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
+                      const double* inv_freq, bool inverse, __nv_bfloat16* y16, cudaStream_t stream) {
+  launch(x, nullptr, y16, pos, T, n_heads, head_dim, ld, inv_freq, inverse, stream);
 }
 
 FORGE_CUDA_NAMESPACE_END

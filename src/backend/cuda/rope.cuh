@@ -20,16 +20,20 @@ FORGE_CUDA_NAMESPACE_BEGIN
 constexpr int kRopeMaxPairs = 128;  // head_dim <= 256
 
 struct RopeParams {
-  float* x = nullptr;
+  const float* x = nullptr;
+  float* x_out = nullptr;  // in place: x; null when writing y16
   const int32_t* pos = nullptr;
   int T = 0, n_heads = 0, head_dim = 0, ld = 0;
   bool inverse = false;
-  __nv_bfloat16* y16 = nullptr;  // null: in place
+  __nv_bfloat16* y16 = nullptr;  // rotated x and its other columns, in bf16
   double inv_freq[kRopeMaxPairs];
 };
 
-// Throws forge::Error for head_dim > 2 * kRopeMaxPairs or odd.
+// In place on x. Throws forge::Error for head_dim > 2 * kRopeMaxPairs or odd.
 void launch_rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
-                 const double* inv_freq, bool inverse, cudaStream_t stream, __nv_bfloat16* y16 = nullptr);
+                 const double* inv_freq, bool inverse, cudaStream_t stream);
+// x left as it is; y16 gets the rotated heads and the row's other columns.
+void launch_rope_bf16(const float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld,
+                      const double* inv_freq, bool inverse, __nv_bfloat16* y16, cudaStream_t stream);
 
 FORGE_CUDA_NAMESPACE_END
