@@ -447,6 +447,10 @@ T atomicExch(T* address, T v) {
 // writes before its atomics (and another's reads after them), as on the device.
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __nanosleep(unsigned) { std::this_thread::yield(); }
+[[noreturn]] inline void __trap() {
+  std::fprintf(stderr, "emulation: __trap\n");
+  std::abort();
+}
 
 // ---- bf16 (cuda_bf16.h) -------------------------------------------------------------
 // The FP32 bit pattern's upper half (core/bf16.hpp); __float2bfloat16 rounds

@@ -373,9 +373,15 @@ __device__ __forceinline__ void store_rows(Out* dst, size_t ld, const float (&ac
 // waits until the block's counter says s (splits 0 .. s - 1 have added
 // theirs), then passes the turn on. Split s - 1 has started when s runs
 // (blocks start in linear order, the split fastest), so the wait ends.
+// The wait is bounded: after kTurnPolls polls (seconds on a GPU) the kernel
+// traps, so that the host's next CUDA call fails with an error naming that
+// call (right after a tree attention backward: a stalled turn) rather than
+// hang. (A printf here would need a stack frame, which the build refuses.)
+constexpr unsigned kTurnPolls = 1u << 24;
 __device__ __forceinline__ void wait_for_turn(int32_t* turn, int split) {
   if (threadIdx.x == 0)
-    while (atomicAdd(turn, 0) != split) __nanosleep(64);
+    for (unsigned polls = 0; atomicAdd(turn, 0) != split; __nanosleep(64))
+      if (++polls == kTurnPolls) __trap();
   __threadfence();
   __syncthreads();
 }
@@ -704,6 +710,26 @@ struct QueryStats {
   float lse2, delta;
 };
 
+// Where item s = head * tiles + tile of a dK/dV block is: the offset of its
+// head in the kv head's group and its query tile's index from the block's
+// first. plus: item s + u for u <= MaxU (at most MaxU wraps, tiles >= 1), by
+// compares where s / tiles and s % tiles took some 25 integer instructions
+// of software division a call.
+struct ItemPlace {
+  int head, tile;
+  template <int MaxU>
+  __device__ __forceinline__ ItemPlace plus(int u, int tiles) const {
+    ItemPlace x{head, tile + u};
+#pragma unroll
+    for (int w = 0; w < MaxU; ++w)
+      if (x.tile >= tiles) {
+        x.tile -= tiles;
+        ++x.head;
+      }
+    return x;
+  }
+};
+
 // Step (h, q0): query tile [q0, q0 + 32) of head h into Qs and dOs
 // ([32][qp] each), its lse (base 2) and delta into s.
 template <class Ops, int Dk>
@@ -760,14 +786,18 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
   if (split > 0 && i >= n_steps) return;  // an empty split
   const bool in_turns = n_steps > p.dkdv_split_steps;  // the block has splits
   const int i_end = min(n_steps, i + p.dkdv_split_steps);
-  const auto head = [&](int s) { return kvh * group + s / tiles; };
-  const auto first_query = [&](int s) { return k0 + s % tiles * kQueries; };
-  // Items [s, s + QT) (those below i_end) into buffer b's slots.
-  const auto stage = [&](QueryStats (&st)[QT], int b, int s) {
+  // Item i's place, advanced with i (no division in the loop).
+  ItemPlace at{tiles > 0 ? i / tiles : 0, tiles > 0 ? i % tiles : 0};
+  const auto head = [&](ItemPlace x) { return kvh * group + x.head; };
+  const auto first_query = [&](ItemPlace x) { return k0 + x.tile * kQueries; };
+  // Items [s, s + QT) (those below i_end; x: item s's place) into buffer b's slots.
+  const auto stage = [&](QueryStats (&st)[QT], int b, int s, ItemPlace x) {
 #pragma unroll
     for (int u = 0; u < QT; ++u)
-      if (s + u < i_end)
-        stage_queries<Ops, Dk>(st[u], Qs(b * QT + u), dOs(b * QT + u), qp, p, in, head(s + u), first_query(s + u));
+      if (s + u < i_end) {
+        const ItemPlace y = x.plus<QT>(u, tiles);
+        stage_queries<Ops, Dk>(st[u], Qs(b * QT + u), dOs(b * QT + u), qp, p, in, head(y), first_query(y));
+      }
   };
   const auto commit = [&](const QueryStats (&st)[QT], int b) {  // after the step's copies
     cp_async_wait_all();
@@ -782,7 +812,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
   load_rows<Ops, kKeyTile, Dk>(Vs, qp, in.v + kvh * D, in.ld, k0, p.T, D);
   {
     QueryStats first[QT]{};
-    stage(first, 0, i);
+    stage(first, 0, i, at);
     commit(first, 0);
   }
   __syncthreads();
@@ -790,14 +820,14 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
   float dk[1][Dims::groups][4], dv[1][Dims::groups][4];  // one row tile of 16 keys
   zero(dk[0]);
   zero(dv[0]);
-  for (int b = 0; i < i_end; b ^= 1, i += QT) {
+  for (int b = 0; i < i_end; b ^= 1, i += QT, at = at.plus<QT>(QT, tiles)) {
     QueryStats next[QT]{};
-    stage(next, b ^ 1, i + QT);
+    stage(next, b ^ 1, i + QT, at.plus<QT>(QT, tiles));
     // warp-uniform: a query of item i + u's tile sees this warp's keys
     bool seen[QT], any = false;
 #pragma unroll
     for (int u = 0; u < QT; ++u) {
-      const int q0 = first_query(i + u), nq = min(p.T, q0 + kQueries) - q0;
+      const int q0 = first_query(at.plus<QT>(u, tiles)), nq = min(p.T, q0 + kQueries) - q0;
       seen[u] = i + u < i_end && w0 < w1 && q0 < w_end && q0 + nq - 1 >= w0;
       any = any || seen[u];
     }
@@ -827,7 +857,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
 #pragma unroll
       for (int u = 0; u < QT; ++u) {
         if (!seen[u]) continue;
-        const int q0 = first_query(i + u), nq = min(p.T, q0 + kQueries) - q0;
+        const int q0 = first_query(at.plus<QT>(u, tiles)), nq = min(p.T, q0 + kQueries) - q0;
         const bool full = tile_all_visible(p, kt_w, q0, q0 + nq);
         const float* lse2 = stats + 2 * (b * QT + u) * kQueries;
         const float* delta = lse2 + kQueries;
