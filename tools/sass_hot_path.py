@@ -17,6 +17,10 @@ MMAs, walks the loop's hot path and counts what it issues.
              are followed; an inner loop's body (a copy loop, a partly
              unrolled MMA loop) is counted once, and listed with its size.
 
+Columns: the path's length, then instructions by kind; "never" counts those
+predicated on !PT, which ptxas places before each cp.async on sm_90 (three
+`@!PT LDS RZ, [RZ]`): in the path (they take issue slots), not in LDS.
+
 The counts are static: latency, occupancy and memory are a GPU's to measure.
 They say how much non-MMA work stands between a warp's MMAs, which is what a
 latency-bound kernel with few resident warps pays for (docs/cuda.md).
@@ -126,8 +130,9 @@ def parse(sass):
                 continue
             body = m.group(2).strip()
             predicated = re.match(r"^@!?U?P\w+\s+", body) is not None
+            never = re.match(r"^@!U?PT\s+", body) is not None  # predicated on !true: issued, never executed
             body = re.sub(r"^@!?U?P\w+\s+", "", body)
-            op = body.split()[0] if body else ""
+            op = "(never)" if never else (body.split()[0] if body else "")
             target, cond = None, False
             if op.startswith("BRA"):
                 t = re.findall(r"0x([0-9a-f]+)", body)
@@ -236,7 +241,7 @@ GROUPS = [("HMMA", ("HMMA",)), ("LDSM", ("LDSM",)), ("LDS", ("LDS",)), ("MUFU", 
           ("FFMA", ("FFMA",)), ("FMUL", ("FMUL",)), ("FADD", ("FADD",)), ("FMNMX", ("FMNMX",)),
           ("FSETP", ("FSETP",)), ("F2FP", ("F2FP",)), ("cp.async", ("LDGSTS",)),
           ("int", ("IMAD", "IADD3", "VIADD", "LEA", "LOP3", "SHF", "ISETP", "MOV", "SEL", "PRMT", "IABS")),
-          ("branch", ("BRA", "BSSY", "BSYNC")), ("local", ("STL", "LDL"))]
+          ("branch", ("BRA", "BSSY", "BSYNC")), ("local", ("STL", "LDL")), ("never", ("(never)",))]
 
 
 def analyse(kernels, pattern):
