@@ -10,7 +10,10 @@
 // transposed, A B^T); and the 12 GEMMs of one layer of bench_train_step's
 // step (forward A W^T, input gradients dY W, weight gradients dY^T X added to
 // the gradient, beta 1), whose figure is their FLOPs over the sum of their
-// times. Measurements are interleaved over `rounds` rounds; each figure is the
+// times; and those 4 weight gradients alone ("step dW", the A^T B layout that
+// forge gives OpenBLAS beside BLIS on Intel AVX-512 CPUs: sgemm_library.hpp).
+// forge's row is the library it runs, or, where it splits the layouts, a row
+// of its own through the backend's dispatch (cpu_sgemm). Measurements are interleaved over `rounds` rounds; each figure is the
 // median over rounds of the median of `reps` calls (per GEMM).
 //
 //   bench_blas [--rounds=3] [--reps=5] [--threads=0 (all)]
@@ -76,6 +79,14 @@ Workload train_step_layer() {
   return w;
 }
 
+// The layer's weight gradients alone (dW += dY^T X).
+Workload weight_gradients(const Workload& layer) {
+  Workload w{"step dW", {}};
+  for (const Gemm& g : layer.gemms)
+    if (g.trans_a) w.gemms.push_back(g);
+  return w;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,8 +101,8 @@ int main(int argc, char** argv) {
   }
   const Workload loads[] = {{"2048^3 NN", {{2048, 2048, 2048, false, false, 0.0f}}},
                             {"ffn 4096x1376x256 NT", {{4096, 1376, 256, false, true, 0.0f}}},
-                            train_step_layer()};
-  constexpr int kLoads = 3;
+                            train_step_layer(), weight_gradients(train_step_layer())};
+  constexpr int kLoads = 4;
   const SgemmFn blis = blis_sgemm();  // loaded and given forge's threads by sgemm_library.cpp
   if (blis_child) {
     if (!blis) return 1;
@@ -113,22 +124,26 @@ int main(int argc, char** argv) {
   const int cpu_rank = blas_core_rank_for(detect_cpu_level());
   for (const char* c : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "Sandybridge", "Nehalem", "Prescott"})
     if (c != forge_core && blas_core_rank(c) <= cpu_rank) cores.push_back(c);
-  // forge's row: the library the CPU backend runs (sgemm_library.hpp).
+  // forge's row: the library the CPU backend runs (sgemm_library.hpp), or its
+  // own row where the weight gradients run in OpenBLAS beside BLIS.
   const bool forge_runs_blis = !sgemm_library().openblas;
+  const bool forge_splits = !sgemm_library().at_b.empty();
   std::vector<std::string> names;
   for (const auto& c : cores)
     names.push_back("OpenBLAS " + c + (c == forge_core && !forge_runs_blis ? " (forge)" : ""));
   // BLIS's rows follow the OpenBLAS ones: this process's configuration, then the others.
   std::vector<std::string> blis_rows;
   if (blis) {
-    names.push_back(blis_library_name() + " " + blis_kernels() + (forge_runs_blis ? " (forge)" : ""));
+    names.push_back(blis_library_name() + " " + blis_kernels() + (forge_runs_blis && !forge_splits ? " (forge)" : ""));
     blis_rows.push_back(blis_kernels());
   }
   for (const auto& c : other_configs) {
     names.push_back(blis_library_name() + " " + c);
     blis_rows.push_back(c);
   }
-  const size_t forge_row = forge_runs_blis ? cores.size() : 0;
+  const size_t split_row = names.size();
+  if (forge_splits) names.push_back("forge: " + blis_kernels() + ", A^T B " + forge_core);
+  const size_t forge_row = forge_splits ? split_row : forge_runs_blis ? cores.size() : 0;
   std::vector<std::vector<std::vector<double>>> r(names.size(), std::vector<std::vector<double>>(kLoads));
   for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < cores.size(); ++i) {
@@ -147,14 +162,16 @@ int main(int argc, char** argv) {
         std::string tag, kernels;
         double g[kLoads];
         // A row counts only when BLIS ran the configuration asked for.
-        if (in >> tag >> kernels >> g[0] >> g[1] >> g[2] && tag == "blis_row" && kernels == other_configs[c])
+        if (in >> tag >> kernels >> g[0] >> g[1] >> g[2] >> g[3] && tag == "blis_row" && kernels == other_configs[c])
           for (int s = 0; s < kLoads; ++s) r[cores.size() + 1 + c][s].push_back(g[s]);
       }
     }
+    if (forge_splits)
+      for (int s = 0; s < kLoads; ++s) r[split_row][s].push_back(gflops(cpu_sgemm, loads[s], reps));
   }
   std::printf("bench_blas: SGEMM GFLOP/s, %d threads, median of %d rounds\n", omp_get_max_threads(), rounds);
-  std::printf("%-30s %14s %22s %18s\n", "BLAS", loads[0].name, loads[1].name, loads[2].name);
-  double best[kLoads] = {0, 0, 0}, forge_g[kLoads] = {0, 0, 0};
+  std::printf("%-38s %10s %22s %18s %9s\n", "BLAS", loads[0].name, loads[1].name, loads[2].name, loads[3].name);
+  double best[kLoads] = {0, 0, 0, 0}, forge_g[kLoads] = {0, 0, 0, 0};
   std::string best_name[kLoads];
   for (size_t i = 0; i < names.size(); ++i) {
     if (r[i][0].empty()) continue;
@@ -164,7 +181,7 @@ int main(int argc, char** argv) {
       if (g[s] > best[s]) best[s] = g[s], best_name[s] = names[i];
       if (i == forge_row) forge_g[s] = g[s];
     }
-    std::printf("%-30s %14.1f %22.1f %18.1f\n", names[i].c_str(), g[0], g[1], g[2]);
+    std::printf("%-38s %10.1f %22.1f %18.1f %9.1f\n", names[i].c_str(), g[0], g[1], g[2], g[3]);
   }
   // BLIS's step-layer figure per configuration, forge's first.
   std::string blis_configs;
@@ -172,8 +189,8 @@ int main(int argc, char** argv) {
     if (!r[cores.size() + b][2].empty())
       blis_configs += std::string(blis_configs.empty() ? "" : ", ") + "\"" + blis_rows[b] +
                       "\": " + bench::num(bench::median(r[cores.size() + b][2]));
-  std::printf("%-30s %14.2f %22.2f %18.2f\n", "forge / best", forge_g[0] / best[0], forge_g[1] / best[1],
-              forge_g[2] / best[2]);
+  std::printf("%-38s %10.2f %22.2f %18.2f %9.2f\n", "forge / best", forge_g[0] / best[0], forge_g[1] / best[1],
+              forge_g[2] / best[2], forge_g[3] / best[3]);
   bench::print_json({{"forge_sgemm_gflops", bench::num(forge_g[0])},
                      {"best_sgemm_gflops", bench::num(best[0])},
                      {"best_sgemm", "\"" + best_name[0] + "\""},
@@ -185,6 +202,10 @@ int main(int argc, char** argv) {
                      {"best_step_layer_gflops", bench::num(best[2])},
                      {"best_step_layer", "\"" + best_name[2] + "\""},
                      {"step_layer_fraction_of_best", bench::num(forge_g[2] / best[2])},
+                     {"forge_step_dw_gflops", bench::num(forge_g[3])},
+                     {"best_step_dw_gflops", bench::num(best[3])},
+                     {"best_step_dw", "\"" + best_name[3] + "\""},
+                     {"step_dw_fraction_of_best", bench::num(forge_g[3] / best[3])},
                      {"blis_installed", blis ? "true" : "false"},
                      {"blis_step_layer_gflops", "{" + blis_configs + "}"},
                      {"threads", bench::num(omp_get_max_threads())}});

@@ -2,7 +2,8 @@
 // timing, running the PyTorch twins (python(), script(), command_lines())
 // and the closing JSON line, which always ends with what the host ran
 // on: "blas_core" (the SGEMM kernels in use: BLIS's configuration or
-// OpenBLAS's core), "blas" (the SGEMM library) and
+// OpenBLAS's core), "blas" (the SGEMM library), "blas_at_b" (the library and
+// core of the weight gradients' A^T B where another library runs them, else "") and
 // "cpu_kernels" (backend/host_runtime.hpp); the line before it says the same
 // in words.
 #pragma once
@@ -139,6 +140,7 @@ inline void print_json(std::vector<std::pair<std::string, std::string>> kv) {
   const HostRuntime& host = host_runtime();
   kv.push_back({"blas_core", "\"" + host.blas_core + "\""});
   kv.push_back({"blas", "\"" + host.blas + "\""});
+  kv.push_back({"blas_at_b", "\"" + host.blas_at_b + "\""});
   kv.push_back({"cpu_kernels", "\"" + host.cpu_kernels + "\""});
   std::printf("host: %s\n", host_runtime_line().c_str());
   std::string s = "{";

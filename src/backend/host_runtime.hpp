@@ -14,6 +14,10 @@
 //                 CPU models, a model newer than its table gets an SSE
 //                 fallback, and forge then re-selects the core that matches
 //                 the CPU's instruction set and checks it (backend/cpu/blas_core.hpp)
+//   blas_at_b     the library and kernels of the weight gradients' layout
+//                 (A^T B) where another library runs it ("OpenBLAS 0.3.21 core
+//                 SkylakeX" beside BLIS on Intel AVX-512 CPUs); "" otherwise
+//   blas_at_b_note  what forge did about that OpenBLAS's core
 //   cores         the CPUs this process may run on (its affinity mask)
 // Implemented by the CPU backend (backend/cpu/host_runtime.cpp).
 #pragma once
@@ -29,6 +33,8 @@ struct HostRuntime {
   std::string blas;
   std::string blas_core;
   std::string blas_note;
+  std::string blas_at_b;
+  std::string blas_at_b_note;
   int cores = 1;
 };
 
@@ -39,7 +45,8 @@ const HostRuntime& host_runtime();
 // selection: safe whatever FORGE_CPU_KERNELS says).
 std::string cpu_kernels_built();
 
-// "CPU x86-64-v3 (kernels x86-64-v3), BLAS OpenBLAS 0.3.21 core Zen, 2 cores"
+// "CPU x86-64-v3 (kernels x86-64-v3), BLAS OpenBLAS 0.3.21 core Zen, 2 cores";
+// "..., BLAS BLIS 0.9.0 core skx, A^T B OpenBLAS 0.3.21 core SkylakeX (...), 2 cores"
 std::string host_runtime_line();
 
 // One line per known slow path, each naming what to do: a BLAS core below the

@@ -167,6 +167,12 @@ TEST(Cli, StartupLineNamesTheBlasCoreAndReplacesTheFallback) {
     r = forge("config");
     EXPECT_EQ(r.rc, 0) << r.err;
     EXPECT_FALSE(contains(r.err, "core Prescott")) << r.err;
+    // Where OpenBLAS runs the weight gradients beside BLIS, it does on the
+    // CPU's own core, and the line says which and why.
+    if (!forge::host_runtime().blas_at_b.empty()) {
+      EXPECT_TRUE(contains(r.err, "A^T B OpenBLAS")) << r.err;
+      EXPECT_TRUE(contains(r.err, "switched from Prescott")) << r.err;
+    }
     setenv("FORGE_SGEMM", "openblas", 1);
     r = forge("config");
     unsetenv("FORGE_SGEMM");

@@ -48,6 +48,8 @@ const HostRuntime& host_runtime() {
     if (!lib.note.empty()) notes.push_back(lib.note);
     if (lib.openblas && !blas_core_choice().note.empty()) notes.push_back(blas_core_choice().note);
     h.blas_note = join(notes, "; ");
+    h.blas_at_b = lib.at_b;
+    if (!lib.at_b.empty()) h.blas_at_b_note = blas_core_choice().note;
     h.cores = cores_in_affinity();
     return h;
   }();
@@ -59,6 +61,10 @@ std::string host_runtime_line() {
   std::string s = "CPU " + h.cpu_level + " (kernels " + h.cpu_kernels + "), BLAS " + h.blas + " core " +
                   h.blas_core;
   if (!h.blas_note.empty()) s += " (" + h.blas_note + ")";
+  if (!h.blas_at_b.empty()) {
+    s += ", A^T B " + h.blas_at_b;
+    if (!h.blas_at_b_note.empty()) s += " (" + h.blas_at_b_note + ")";
+  }
   return s + ", " + std::to_string(h.cores) + (h.cores == 1 ? " core" : " cores");
 }
 

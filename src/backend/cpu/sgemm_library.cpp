@@ -112,7 +112,7 @@ const Blis& blis() {
 
 SgemmLibrary openblas(std::string note, bool warn) {
   const BlasCoreChoice& c = blas_core_choice();
-  return {c.library, c.core, std::move(note), warn, true, cblas_sgemm};
+  return {c.library, c.core, std::move(note), warn, true, cblas_sgemm, "", cblas_sgemm};
 }
 
 }  // namespace
@@ -120,6 +120,10 @@ SgemmLibrary openblas(std::string note, bool warn) {
 SgemmFn blis_sgemm() { return blis().sgemm; }
 std::string blis_library_name() { return blis().name; }
 std::string blis_kernels() { return blis().kernels; }
+
+bool weight_gradients_in_openblas(const CpuIdentity& cpu, CpuLevel level) {
+  return cpu.vendor == "GenuineIntel" && blis_config_for(cpu, level) == "skx";
+}
 
 SgemmLibrary choose_sgemm_library(const std::string& policy) {
   if (policy == "openblas") return openblas("FORGE_SGEMM=openblas", false);
@@ -137,7 +141,16 @@ SgemmLibrary choose_sgemm_library(const std::string& policy) {
     notes.push_back(blis().name + " (" + blis().kernels + ") failed the SGEMM self-check");
     return openblas(join(notes, "; "), true);
   }
-  return {blis().name, blis().kernels, join(notes, "; "), warn, false, blis().sgemm};
+  SgemmLibrary lib{blis().name, blis().kernels, join(notes, "; "), warn, false, blis().sgemm, "", blis().sgemm};
+  // The weight gradients in OpenBLAS (the rule in the header): only beside
+  // BLIS's skx kernels, on an OpenBLAS core that is no fallback, checked.
+  if (policy != "blis" && blis().kernels == "skx" &&
+      weight_gradients_in_openblas(detect_cpu_identity(), detect_cpu_level()) && !blas_core_choice().slow &&
+      sgemm_self_check(cblas_sgemm)) {
+    lib.at_b = blas_core_choice().library + " core " + blas_core_choice().core;
+    lib.sgemm_at_b = cblas_sgemm;
+  }
+  return lib;
 }
 
 const SgemmLibrary& sgemm_library() {

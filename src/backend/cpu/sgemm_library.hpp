@@ -17,9 +17,20 @@
 // stay out of the global scope. It runs only after sgemm_self_check (below)
 // passes with it.
 //
+// The weight gradients' layout, C += A^T B (dW += dY^T X: a small M x N over
+// the step's thousands of tokens), goes to OpenBLAS where
+// weight_gradients_in_openblas says so: on Intel AVX-512 CPUs, where BLIS runs
+// its skx kernels by forge's rule, OpenBLAS's SkylakeX core ran the four
+// weight-gradient GEMMs of bench_train_step's layer 12-30% faster than BLIS on
+// an Emerald Rapids (2 threads, interleaved; the other layouts level), and
+// the step's linear backward went from 0.84-0.90 to 0.86-1.01 of its forward
+// GEMMs' rate (docs/performance.md, "The weight gradients in OpenBLAS").
+// Only with OpenBLAS on a core that is not a fallback (blas_core.hpp) and
+// passing the self-check below.
+//
 // FORGE_SGEMM (environment):
-//   auto (default, or unset)  BLIS when it loads and passes the check, else OpenBLAS
-//   blis                      the same, with a warning when BLIS is not there
+//   auto (default, or unset)  BLIS when it loads and passes the check (A^T B by the rule above), else OpenBLAS
+//   blis                      BLIS for every layout, with a warning when BLIS is not there
 //   openblas                  OpenBLAS
 //   anything else             auto, with a warning naming the accepted values
 // Results are deterministic for a given library, kernels and thread count;
@@ -28,6 +39,8 @@
 #include <cblas.h>
 
 #include <string>
+
+#include "backend/cpu/cpu_isa.hpp"
 
 namespace forge {
 
@@ -41,7 +54,16 @@ struct SgemmLibrary {
   bool warn = false;    // note is a startup warning (FORGE_SGEMM asked for what could not be had)
   bool openblas = false;  // OpenBLAS runs the SGEMM (its core choice applies: blas_core.hpp)
   SgemmFn sgemm = nullptr;
+  // The weight gradients' layout (A^T B) where OpenBLAS runs it beside BLIS:
+  // "OpenBLAS 0.3.21 core SkylakeX"; "" when `sgemm` runs every layout.
+  std::string at_b;
+  SgemmFn sgemm_at_b = nullptr;  // == sgemm unless at_b is set
 };
+
+// The rule: Intel CPUs where forge runs BLIS's skx kernels (blis_config.hpp:
+// x86-64-v4 but Skylake-SP). Measured only there; elsewhere BLIS keeps every
+// layout.
+bool weight_gradients_in_openblas(const CpuIdentity& cpu, CpuLevel level);
 
 // BLIS's cblas_sgemm, or nullptr when its library does not load. Loaded once;
 // its thread count follows set_sgemm_threads.
@@ -56,10 +78,13 @@ SgemmLibrary choose_sgemm_library(const std::string& policy);
 // The choice made before main from FORGE_SGEMM.
 const SgemmLibrary& sgemm_library();
 
-// C = alpha op(A) op(B) + beta C through the chosen library (CBLAS arguments).
+// C = alpha op(A) op(B) + beta C through the chosen library (CBLAS arguments;
+// A^T B through sgemm_at_b).
 inline void cpu_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
                       const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  sgemm_library().sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const SgemmLibrary& lib = sgemm_library();
+  const SgemmFn f = ta == CblasTrans && tb == CblasNoTrans ? lib.sgemm_at_b : lib.sgemm;
+  f(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 // Whether f computes SGEMM right: odd shapes in the layouts the backend uses
