@@ -302,19 +302,6 @@ inline void pack_key_groups(const KeyGroups& g, int D, const float* tr, float* t
   }
 }
 
-// Loads rows [k0, k0+nk) of one head, transposed to [D][kBK] and/or as rows
-// [kBK][D]; rows past nk are zero.
-inline void load_block(const float* base, int ld, int k0, int nk, int D, float* tr, float* rows) {
-  for (int j = 0; j < kBK; ++j) {
-    const float* src = base + static_cast<size_t>(k0 + j) * ld;
-    for (int d = 0; d < D; ++d) {
-      const float x = j < nk ? src[d] : 0.0f;
-      if (tr) tr[d * kBK + j] = x;
-      if (rows) rows[j * D + d] = x;
-    }
-  }
-}
-
 // Keys and values of every kv head as contiguous rows, [Hkv][nkb * kBK][D]
 // each; rows past T are zero. Read in place, rows at the q|k|v row stride
 // conflict in the L1 cache (D 128, GQA 8/2: 13% slower forward).
@@ -402,6 +389,33 @@ inline void transpose_queries(const float* q, int ld, int nq, int D, float scale
   for (int d = 0; d < D; ++d) std::fill(Qt + d * kBQ + i0, Qt + (d + 1) * kBQ, 0.0f);
   for (int i = i0; i < nq; ++i)
     for (int d = 0; d < D; ++d) Qt[d * kBQ + i] = q[static_cast<size_t>(i) * ld + d] * scale;
+}
+
+// Loads rows [k0, k0+nk) of one head, transposed to [D][kBK] and/or as rows
+// [kBK][D]; rows past nk are zero. A full block at a compiled D (a multiple
+// of 8) goes by 8 x 8 register transposes and vector row copies.
+template <int DC>
+inline void load_block(const float* base, int ld, int k0, int nk, int D, float* tr, float* rows) {
+  if constexpr (DC > 0 && DC % 8 == 0) {
+    if (nk == kBK) {
+      for (int j0 = 0; j0 < kBK; j0 += 8) {
+        const float* src = base + static_cast<size_t>(k0 + j0) * ld;
+        if (tr)
+          for (int d0 = 0; d0 < DC; d0 += 8) transpose8x8(src + d0, ld, tr + d0 * kBK + j0, kBK, 1.0f);
+        if (rows)
+          for (int j = 0; j < 8; ++j) copy_row<DC>(src + static_cast<size_t>(j) * ld, rows + (j0 + j) * DC, DC);
+      }
+      return;
+    }
+  }
+  for (int j = 0; j < kBK; ++j) {
+    const float* src = base + static_cast<size_t>(k0 + j) * ld;
+    for (int d = 0; d < D; ++d) {
+      const float x = j < nk ? src[d] : 0.0f;
+      if (tr) tr[d * kBK + j] = x;
+      if (rows) rows[j * D + d] = x;
+    }
+  }
 }
 
 template <int DC>
@@ -542,9 +556,9 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
     for (int it = 0; it < Hkv * nkb; ++it) {
       const int kvh = it / nkb, kb = snake(it % nkb, nt, nkb);
       const int k0 = kb * kBK, k1 = std::min(T, k0 + kBK), nk = k1 - k0;
-      load_block(a.k + kvh * D, ld, k0, nk, D, Kt.data(), Kr.data());
+      load_block<DC>(a.k + kvh * D, ld, k0, nk, D, Kt.data(), Kr.data());
       for (float& x : Kr) x *= scale;  // dQ = scale * dS K
-      load_block(a.v + kvh * D, ld, k0, nk, D, Vt.data(), nullptr);
+      load_block<DC>(a.v + kvh * D, ld, k0, nk, D, Vt.data(), nullptr);
       std::fill(dK.begin(), dK.end(), 0.0f);
       std::fill(dV.begin(), dV.end(), 0.0f);
       const int q_end = kbb.max_end[kb];  // queries at or beyond never see this block
