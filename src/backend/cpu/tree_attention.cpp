@@ -358,7 +358,7 @@ const PackedKV& pack_kv(const TreeAttentionArgs& a) {
 // of pairs, of quads), 24 in all, where element-wise stores took one
 // extract and one store a float (7% of the forward's perf samples at D 32;
 // the forward ran 2% faster for it).
-inline void transpose8x8(const float* src, int lds, float* dst, int ldd, float scale) {
+[[gnu::always_inline]] inline void transpose8x8(const float* src, int lds, float* dst, int ldd, float scale) {
   v8 r[8], a[8], b[8];
   for (int k = 0; k < 8; ++k) r[k] = load8(src + k * lds);
   for (int k = 0; k < 8; k += 2) {
