@@ -128,6 +128,19 @@ inline void elementwise(Backend& dev, Backend& cpu) {
   DeviceArray<float> c(dev, n);
   dev.copy(c.data(), a.dev.data(), n * sizeof(float));
   expect_close(c.download(), a.cpu.download(), "copy", 0.0);
+  // Past 1 MiB (the CPU backend splits such a copy among its threads), a
+  // byte count that is no multiple of 64 or 4: every byte copied, none past.
+  const size_t big = (size_t{3} << 18) + 7;
+  const auto z = random_vec(rng, big);
+  DeviceArray<float> zs, zd;
+  zs.upload(dev, z);
+  zd.upload(dev, std::vector<float>(big, -1.0f));
+  const size_t bytes = big * sizeof(float) - 3;
+  dev.copy(zd.data(), zs.data(), bytes);
+  std::vector<float> want(big, -1.0f);
+  std::memcpy(want.data(), z.data(), bytes);
+  const std::vector<float> got = zd.download();
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), big * sizeof(float)), 0) << "copy of " << bytes << " bytes";
 }
 
 // Every transpose pair, leading dimensions padded past the matrix widths:
