@@ -13,7 +13,8 @@
 // times; and those 4 weight gradients alone ("step dW", the A^T B layout that
 // forge gives OpenBLAS beside BLIS on Intel AVX-512 CPUs: sgemm_library.hpp).
 // forge's row is the library it runs, or, where it splits the layouts, a row
-// of its own through the backend's dispatch (cpu_sgemm). Measurements are interleaved over `rounds` rounds; each figure is the
+// of its own through the backend's dispatch (cpu_sgemm: above kAtBMaxThreads
+// threads that row is BLIS's, marked "not here"). Measurements are interleaved over `rounds` rounds; each figure is the
 // median over rounds of the median of `reps` calls (per GEMM).
 //
 //   bench_blas [--rounds=3] [--reps=5] [--threads=0 (all)]
@@ -142,7 +143,9 @@ int main(int argc, char** argv) {
     blis_rows.push_back(c);
   }
   const size_t split_row = names.size();
-  if (forge_splits) names.push_back("forge: " + blis_kernels() + ", A^T B " + forge_core);
+  if (forge_splits)
+    names.push_back("forge: " + blis_kernels() + ", A^T B " + forge_core +
+                    (omp_get_max_threads() <= kAtBMaxThreads ? "" : " (not here)"));
   const size_t forge_row = forge_splits ? split_row : forge_runs_blis ? cores.size() : 0;
   std::vector<std::vector<std::vector<double>>> r(names.size(), std::vector<std::vector<double>>(kLoads));
   for (int round = 0; round < rounds; ++round) {

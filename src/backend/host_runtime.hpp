@@ -16,7 +16,8 @@
 //                 the CPU's instruction set and checks it (backend/cpu/blas_core.hpp)
 //   blas_at_b     the library and kernels of the weight gradients' layout
 //                 (A^T B) where another library runs it ("OpenBLAS 0.3.21 core
-//                 SkylakeX" beside BLIS on Intel AVX-512 CPUs); "" otherwise
+//                 SkylakeX" beside BLIS on Intel AVX-512 CPUs, at up to 2
+//                 compute threads); "" otherwise
 //   blas_at_b_note  what forge did about that OpenBLAS's core
 //   cores         the CPUs this process may run on (its affinity mask)
 // Implemented by the CPU backend (backend/cpu/host_runtime.cpp).
@@ -46,7 +47,7 @@ const HostRuntime& host_runtime();
 std::string cpu_kernels_built();
 
 // "CPU x86-64-v3 (kernels x86-64-v3), BLAS OpenBLAS 0.3.21 core Zen, 2 cores";
-// "..., BLAS BLIS 0.9.0 core skx, A^T B OpenBLAS 0.3.21 core SkylakeX (...), 2 cores"
+// "..., BLAS BLIS 0.9.0 core skx, A^T B OpenBLAS 0.3.21 core SkylakeX (at up to 2 threads; ...), 2 cores"
 std::string host_runtime_line();
 
 // One line per known slow path, each naming what to do: a BLAS core below the

@@ -172,6 +172,13 @@ TEST(Cli, StartupLineNamesTheBlasCoreAndReplacesTheFallback) {
     if (!forge::host_runtime().blas_at_b.empty()) {
       EXPECT_TRUE(contains(r.err, "A^T B OpenBLAS")) << r.err;
       EXPECT_TRUE(contains(r.err, "switched from Prescott")) << r.err;
+      // FORGE_SGEMM=blis: BLIS for every layout.
+      setenv("FORGE_SGEMM", "blis", 1);
+      const Result only_blis = forge("config");
+      unsetenv("FORGE_SGEMM");
+      EXPECT_EQ(only_blis.rc, 0) << only_blis.err;
+      EXPECT_TRUE(contains(only_blis.err, "BLAS BLIS")) << only_blis.err;
+      EXPECT_FALSE(contains(only_blis.err, "A^T B")) << only_blis.err;
     }
     setenv("FORGE_SGEMM", "openblas", 1);
     r = forge("config");

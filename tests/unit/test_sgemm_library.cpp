@@ -126,18 +126,25 @@ TEST(SgemmLibrary, BackendGemmRunsTheChosenLibrary) {
   for (float& v : A) v = static_cast<float>(rng.normal());
   for (float& v : B) v = static_cast<float>(rng.normal());
   for (float& v : At) v = static_cast<float>(rng.normal());
-  for (const bool trans_a : {false, true}) {
-    std::vector<float> via_backend(static_cast<size_t>(M) * N, 1.0f), direct(via_backend);
-    // trans_a: C = At^T B' with At read as K x M, B' = B read as K x N.
-    const float* a = trans_a ? At.data() : A.data();
-    const int lda = trans_a ? M : K, ldb = trans_a ? N : K;
-    cpu->gemm(trans_a, !trans_a, M, N, K, 0.5f, a, lda, B.data(), ldb, 1.0f, via_backend.data(), N);
-    const SgemmFn lib = trans_a ? sgemm_library().sgemm_at_b : sgemm_library().sgemm;
-    lib(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_a ? CblasNoTrans : CblasTrans,
-                          M, N, K, 0.5f, a, lda, B.data(), ldb, 1.0f, direct.data(), N);
-    EXPECT_EQ(std::memcmp(via_backend.data(), direct.data(), direct.size() * sizeof(float)), 0)
-        << (trans_a ? "A^T B" : "A B^T");
+  // A^T B: sgemm_at_b at up to kAtBMaxThreads compute threads, sgemm above.
+  const int threads_before = set_compute_threads(0);
+  for (const int threads : {kAtBMaxThreads, kAtBMaxThreads + 1}) {
+    set_compute_threads(threads);
+    for (const bool trans_a : {false, true}) {
+      std::vector<float> via_backend(static_cast<size_t>(M) * N, 1.0f), direct(via_backend);
+      // trans_a: C = At^T B' with At read as K x M, B' = B read as K x N.
+      const float* a = trans_a ? At.data() : A.data();
+      const int lda = trans_a ? M : K, ldb = trans_a ? N : K;
+      cpu->gemm(trans_a, !trans_a, M, N, K, 0.5f, a, lda, B.data(), ldb, 1.0f, via_backend.data(), N);
+      const SgemmFn lib =
+          trans_a && threads <= kAtBMaxThreads ? sgemm_library().sgemm_at_b : sgemm_library().sgemm;
+      lib(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_a ? CblasNoTrans : CblasTrans, M, N, K, 0.5f, a,
+          lda, B.data(), ldb, 1.0f, direct.data(), N);
+      EXPECT_EQ(std::memcmp(via_backend.data(), direct.data(), direct.size() * sizeof(float)), 0)
+          << (trans_a ? "A^T B" : "A B^T") << " at " << threads << " threads";
+    }
   }
+  set_compute_threads(threads_before);
 }
 
 }  // namespace

@@ -62,8 +62,8 @@ std::string host_runtime_line() {
                   h.blas_core;
   if (!h.blas_note.empty()) s += " (" + h.blas_note + ")";
   if (!h.blas_at_b.empty()) {
-    s += ", A^T B " + h.blas_at_b;
-    if (!h.blas_at_b_note.empty()) s += " (" + h.blas_at_b_note + ")";
+    s += ", A^T B " + h.blas_at_b + " (at up to " + std::to_string(kAtBMaxThreads) + " threads";
+    s += h.blas_at_b_note.empty() ? ")" : "; " + h.blas_at_b_note + ")";
   }
   return s + ", " + std::to_string(h.cores) + (h.cores == 1 ? " core" : " cores");
 }

@@ -24,12 +24,16 @@
 // weight-gradient GEMMs of bench_train_step's layer 12-30% faster than BLIS on
 // an Emerald Rapids (2 threads, interleaved; the other layouts level), and
 // the step's linear backward went from 0.84-0.90 to 0.86-1.01 of its forward
-// GEMMs' rate (docs/performance.md, "The weight gradients in OpenBLAS").
-// Only with OpenBLAS on a core that is not a fallback (blas_core.hpp) and
-// passing the self-check below.
+// GEMMs' rate (docs/performance.md, "The weight gradients in OpenBLAS"); at
+// one thread the two were level (OpenBLAS 1-12% ahead). Only with OpenBLAS on
+// a core that is not a fallback (blas_core.hpp) and passing the self-check
+// below, and only while the SGEMM runs on at most kAtBMaxThreads threads:
+// on 16 threads of that CPU OpenBLAS ran the whole layer at 0.77 of BLIS's
+// rate (2026-11-26), the weight gradients alone unmeasured, so there BLIS
+// keeps them until a measurement says otherwise (bench_blas, `step dW`).
 //
 // FORGE_SGEMM (environment):
-//   auto (default, or unset)  BLIS when it loads and passes the check (A^T B by the rule above), else OpenBLAS
+//   auto (default, or unset)  BLIS when it loads and passes the check (A^T B by the rules above), else OpenBLAS
 //   blis                      BLIS for every layout, with a warning when BLIS is not there
 //   openblas                  OpenBLAS
 //   anything else             auto, with a warning naming the accepted values
@@ -37,6 +41,7 @@
 // they differ in the last bits between the two libraries.
 #pragma once
 #include <cblas.h>
+#include <omp.h>
 
 #include <string>
 
@@ -65,6 +70,10 @@ struct SgemmLibrary {
 // layout.
 bool weight_gradients_in_openblas(const CpuIdentity& cpu, CpuLevel level);
 
+// The most compute threads (set_compute_threads, OpenMP's count) at which
+// sgemm_at_b runs the weight gradients: measured at 1 and 2.
+constexpr int kAtBMaxThreads = 2;
+
 // BLIS's cblas_sgemm, or nullptr when its library does not load. Loaded once;
 // its thread count follows set_sgemm_threads.
 SgemmFn blis_sgemm();
@@ -79,11 +88,12 @@ SgemmLibrary choose_sgemm_library(const std::string& policy);
 const SgemmLibrary& sgemm_library();
 
 // C = alpha op(A) op(B) + beta C through the chosen library (CBLAS arguments;
-// A^T B through sgemm_at_b).
+// A^T B through sgemm_at_b at up to kAtBMaxThreads threads).
 inline void cpu_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
                       const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   const SgemmLibrary& lib = sgemm_library();
-  const SgemmFn f = ta == CblasTrans && tb == CblasNoTrans ? lib.sgemm_at_b : lib.sgemm;
+  const bool at_b = ta == CblasTrans && tb == CblasNoTrans && omp_get_max_threads() <= kAtBMaxThreads;
+  const SgemmFn f = at_b ? lib.sgemm_at_b : lib.sgemm;
   f(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
