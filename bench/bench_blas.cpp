@@ -13,8 +13,9 @@
 // times; and those 4 weight gradients alone ("step dW", the A^T B layout that
 // forge gives OpenBLAS beside BLIS on Intel AVX-512 CPUs: sgemm_library.hpp).
 // forge's row is the library it runs, or, where it splits the layouts, a row
-// of its own through the backend's dispatch (cpu_sgemm: above kAtBMaxThreads
-// threads that row is BLIS's, marked "not here"). Measurements are interleaved over `rounds` rounds; each figure is the
+// of its own through the backend's dispatch (cpu_sgemm; above kAtBMaxThreads
+// threads that dispatch keeps A^T B in BLIS, and the row says so).
+// Measurements are interleaved over `rounds` rounds; each figure is the
 // median over rounds of the median of `reps` calls (per GEMM).
 //
 //   bench_blas [--rounds=3] [--reps=5] [--threads=0 (all)]
@@ -144,8 +145,10 @@ int main(int argc, char** argv) {
   }
   const size_t split_row = names.size();
   if (forge_splits)
-    names.push_back("forge: " + blis_kernels() + ", A^T B " + forge_core +
-                    (omp_get_max_threads() <= kAtBMaxThreads ? "" : " (not here)"));
+    names.push_back(omp_get_max_threads() <= kAtBMaxThreads
+                        ? "forge: " + blis_kernels() + ", A^T B " + forge_core
+                        : "forge: " + blis_kernels() + " for all at " + std::to_string(omp_get_max_threads()) +
+                              " threads");
   const size_t forge_row = forge_splits ? split_row : forge_runs_blis ? cores.size() : 0;
   std::vector<std::vector<std::vector<double>>> r(names.size(), std::vector<std::vector<double>>(kLoads));
   for (int round = 0; round < rounds; ++round) {

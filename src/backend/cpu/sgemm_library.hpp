@@ -21,10 +21,12 @@
 // the step's thousands of tokens), goes to OpenBLAS where
 // weight_gradients_in_openblas says so: on Intel AVX-512 CPUs, where BLIS runs
 // its skx kernels by forge's rule, OpenBLAS's SkylakeX core ran the four
-// weight-gradient GEMMs of bench_train_step's layer 12-30% faster than BLIS on
+// weight-gradient GEMMs of bench_train_step's layer 13-30% faster than BLIS on
 // an Emerald Rapids (2 threads, interleaved; the other layouts level), and
-// the step's linear backward went from 0.84-0.90 to 0.86-1.01 of its forward
-// GEMMs' rate (docs/performance.md, "The weight gradients in OpenBLAS"); at
+// in the step the linear backward went from 0.83-0.95 (median 0.85) to
+// 0.86-1.05 (median 1.00) of the forward GEMMs' rate, 9 profiled runs each
+// (docs/performance.md, "Emerald Rapids, 2 cores: the weight gradients in
+// OpenBLAS"); at
 // one thread the two were level (OpenBLAS 1-12% ahead). Only with OpenBLAS on
 // a core that is not a fallback (blas_core.hpp) and passing the self-check
 // below, and only while the SGEMM runs on at most kAtBMaxThreads threads:
