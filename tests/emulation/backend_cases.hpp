@@ -613,9 +613,12 @@ struct PagedCase {
   std::vector<float> k, v, q;
 };
 
-inline PagedCase paged_case(const std::vector<int>& lens) {
+inline PagedCase paged_case(const std::vector<int>& lens, int D = 24, int bs = 4) {
   Rng rng(10);
   PagedCase c;
+  c.D = D;
+  c.bs = bs;
+  c.row = c.Hkv * D;
   std::vector<int> seq_table_begin;
   for (int len : lens) {
     seq_table_begin.push_back(static_cast<int>(c.table.size()));

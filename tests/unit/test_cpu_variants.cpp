@@ -46,6 +46,26 @@ constexpr char kV4[] = "x86-64-v4";
 FORGE_BACKEND_CASES(CpuKernelsV3, variant_backend<kV3>)
 FORGE_BACKEND_CASES(CpuKernelsV4, variant_backend<kV4>)
 
+// The compiled head dimensions of paged attention (the shared case above
+// runs D 24, the path of any multiple of 8, in blocks of 4) on each variant
+// against the baseline: one and two register panels, two sets of
+// accumulators (D <= 32 with 8 or more lanes), blocks of whole and partial
+// eight-position groups.
+TEST(CpuVariants, PagedAttentionHeadDimsMatchTheBaseline) {
+  const auto reference = make_cpu_backend_variant(cpu_variants().front().name);
+  for (const std::string& name : runnable_cpu_variants()) {
+    const auto variant = make_cpu_backend_variant(name);
+    for (int D : {16, 32, 64, 128})
+      for (int bs : {8, 12, 16}) {
+        SCOPED_TRACE(name + " D " + std::to_string(D) + " block " + std::to_string(bs));
+        namespace bc = backend_cases;
+        const bc::PagedCase c = bc::paged_case({1, 9, 150, 300}, D, bs);
+        bc::expect_close(bc::run_paged(*variant, c, c.max_len).out, bc::run_paged(*reference, c, c.max_len).out,
+                         "paged attention");
+      }
+  }
+}
+
 struct EnvVar {
   explicit EnvVar(const char* value) { setenv("FORGE_CPU_KERNELS", value, 1); }
   ~EnvVar() { unsetenv("FORGE_CPU_KERNELS"); }

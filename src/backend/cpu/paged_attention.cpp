@@ -6,11 +6,13 @@
 //   s_j = (scale q) . k_j ;  online softmax: m' = max(m, max_j s_j),
 //   l' = l e^{m - m'} + sum_j e^{s_j - m'},  o' = o e^{m - m'} + sum_j e^{s_j - m'} v_j
 // and out = o / l. A thread takes a query row and all its heads, so each
-// cached k/v block is read once per query from memory (and the next block
-// prefetched while one is computed); rows of one step have different
-// lengths, so they are scheduled dynamically. Head dimensions that are a
-// multiple of 8 run on 8-lane vectors (eight positions' scores at a time,
-// exp8 over the block); others on a scalar loop of the same formulas.
+// cached k/v block is read once per query from memory; rows of one step
+// have different lengths, so they are scheduled dynamically. Decode reads
+// each cached value once for 2 flops a query head: past the L2 cache it is
+// bound by memory bandwidth (bench/bench_decode_attention.cpp). Head
+// dimensions that are a multiple of 8 run on 8-lane vectors (eight
+// positions' scores at a time, exp8 over the block); others on a scalar
+// loop of the same formulas.
 #include <omp.h>
 
 #include <algorithm>
@@ -84,8 +86,7 @@ void finish_row(const PagedAttentionArgs& a, int t, const RowScratch& sc) {
 
 // Row t over its cached positions: start_row, then block(kb, vb, nb) per
 // cache block of the row's table (its K and V rows, nb <= block_size
-// positions; the next block prefetched, a cache line at a time), then
-// finish_row.
+// positions; the next block's pages prefetched), then finish_row.
 template <class Block>
 void attend_row(const PagedAttentionArgs& a, int t, RowScratch& sc, Block block) {
   const int bs = a.block_size;
@@ -98,9 +99,13 @@ void attend_row(const PagedAttentionArgs& a, int t, RowScratch& sc, Block block)
   for (int p0 = 0; p0 < n; p0 += bs) {
     const size_t base = static_cast<size_t>(table[p0 / bs]) * bs * row;
     if (p0 + bs < n) {
+      // the next block's first line of every 4 KiB (1024 floats): the
+      // hardware prefetchers stream within a page once it is touched. A
+      // prefetch of every line (256 a block at the agent's shape) held 60%
+      // of the call's perf samples, waiting on the line fill buffers.
       const size_t next = static_cast<size_t>(table[p0 / bs + 1]) * bs * row;
       const size_t nn = static_cast<size_t>(std::min(bs, n - p0 - bs)) * row;
-      for (size_t i = 0; i < nn; i += 16) {
+      for (size_t i = 0; i < nn; i += 1024) {
         __builtin_prefetch(k_cache + next + i);
         __builtin_prefetch(v_cache + next + i);
       }
@@ -113,10 +118,10 @@ void attend_row(const PagedAttentionArgs& a, int t, RowScratch& sc, Block block)
 // One query row, head dimension D = 8 NC (NC = 0: any multiple of 8, not
 // unrolled). A block is read eight positions at a time across all heads, so
 // those rows (all kv heads, contiguous) are used up while in L1: scores of
-// the eight positions per head (one FMA chain each, then lane_sums8), the
-// block's softmax on 8-lane vectors, then, in a second pass over the block
-// eight positions at a time, o_h += p v (for NC > 0 with o_h in registers,
-// a panel at a time).
+// the eight positions per head (eight FMA chains, then lane_sums8), the
+// block's softmax on 8-lane vectors, then, in a second pass, o_h += p v
+// over the block a head at a time (for NC > 0 in registers, a panel of
+// o_h at a time).
 template <int NC>
 void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
   const int H = a.n_heads, D = a.head_dim, bs = a.block_size, group = a.n_heads / a.n_kv_heads;
@@ -132,10 +137,18 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
       for (int h = 0; h < H; ++h) {
         const float* qh = sc.q.data() + static_cast<size_t>(h) * D;
         const float* k = kb + j0 * row + static_cast<size_t>(h / group) * D;
-        v8 dots[8];
-        for (int jj = 0; jj < 8; ++jj) {
-          dots[jj] = v8{};
-          if (jj < nj)
+        v8 dots[8] = {};
+        if (nj == 8) {
+          // eight independent FMA chains, q loaded once a column (a
+          // position at a time, its FMAs waited on one another)
+#pragma GCC unroll 16
+          for (int c = 0; c < nc; ++c) {
+            const v8 qc = load8(qh + 8 * c);
+#pragma GCC unroll 8
+            for (int jj = 0; jj < 8; ++jj) dots[jj] += qc * load8(k + jj * row + 8 * c);
+          }
+        } else {
+          for (int jj = 0; jj < nj; ++jj)
 #pragma GCC unroll 16
             for (int c = 0; c < nc; ++c) dots[jj] += load8(qh + 8 * c) * load8(k + jj * row + 8 * c);
         }
@@ -159,34 +172,45 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
       float* oh = sc.o.data() + static_cast<size_t>(h) * D;
       for (int c = 0; c < nc; ++c) store8(oh + 8 * c, load8(oh + 8 * c) * corr);
     }
-    // o_h += sum_j p_hj v_j, eight positions at a time
-    for (int j0 = 0; j0 < nb; j0 += 8) {
-      const int nj = std::min(8, nb - j0);
-      for (int h = 0; h < H; ++h) {
-        const float* sh = sc.s.data() + static_cast<size_t>(h) * bs8 + j0;
-        const float* v = vb + j0 * row + static_cast<size_t>(h / group) * D;
-        float* oh = sc.o.data() + static_cast<size_t>(h) * D;
-        if constexpr (NC > 0) {
-          // in panels of kPanel vectors held in registers
-          constexpr int kPanel = std::min(NC, kLanes >= 8 ? 8 : 4);  // a v8 is two SSE2 registers
-          for (int c0 = 0; c0 < NC; c0 += kPanel) {
-            v8 acc[kPanel];
+    // o_h += sum_j p_hj v_j over the block's nb positions, a head at a time
+    // (the block's V rows, every kv head, stay in L1)
+    for (int h = 0; h < H; ++h) {
+      const float* sh = sc.s.data() + static_cast<size_t>(h) * bs8;
+      const float* v = vb + static_cast<size_t>(h / group) * D;
+      float* oh = sc.o.data() + static_cast<size_t>(h) * D;
+      if constexpr (NC > 0) {
+        // in panels of kPanel vectors held in registers; with kPanel <= 4,
+        // two sets of accumulators (even and odd positions), so that at
+        // least 8 FMA chains are in flight
+        constexpr int kPanel = std::min(NC, kLanes >= 8 ? 8 : 4);  // a v8 is two SSE2 registers
+        constexpr int kSets = kPanel <= 4 && kLanes >= 8 ? 2 : 1;
+        for (int c0 = 0; c0 < NC; c0 += kPanel) {
+          v8 acc[kSets][kPanel] = {};
+          int j = 0;
+          for (; j + kSets <= nb; j += kSets)
+#pragma GCC unroll 2
+            for (int set = 0; set < kSets; ++set) {
+              const v8 p = bcast(sh[j + set]);
 #pragma GCC unroll 16
-            for (int c = 0; c < kPanel; ++c) acc[c] = load8(oh + 8 * (c0 + c));
-            for (int jj = 0; jj < nj; ++jj) {
-              const v8 p = bcast(sh[jj]);
-#pragma GCC unroll 16
-              for (int c = 0; c < kPanel; ++c) acc[c] += p * load8(v + jj * row + 8 * (c0 + c));
+              for (int c = 0; c < kPanel; ++c) acc[set][c] += p * load8(v + (j + set) * row + 8 * (c0 + c));
             }
+          for (; j < nb; ++j) {
+            const v8 p = bcast(sh[j]);
 #pragma GCC unroll 16
-            for (int c = 0; c < kPanel; ++c) store8(oh + 8 * (c0 + c), acc[c]);
+            for (int c = 0; c < kPanel; ++c) acc[0][c] += p * load8(v + j * row + 8 * (c0 + c));
           }
-        } else {
-          for (int c = 0; c < nc; ++c) {
-            v8 acc = load8(oh + 8 * c);
-            for (int jj = 0; jj < nj; ++jj) acc += bcast(sh[jj]) * load8(v + jj * row + 8 * c);
-            store8(oh + 8 * c, acc);
+#pragma GCC unroll 16
+          for (int c = 0; c < kPanel; ++c) {
+            v8 sum = acc[0][c];
+            if constexpr (kSets == 2) sum += acc[1][c];
+            store8(oh + 8 * (c0 + c), load8(oh + 8 * (c0 + c)) + sum);
           }
+        }
+      } else {
+        for (int c = 0; c < nc; ++c) {
+          v8 acc = load8(oh + 8 * c);
+          for (int j = 0; j < nb; ++j) acc += bcast(sh[j]) * load8(v + j * row + 8 * c);
+          store8(oh + 8 * c, acc);
         }
       }
     }
