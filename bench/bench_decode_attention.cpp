@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   const int only_b = flags.get("batch", 0), only_n = flags.get("len", 0);
   flags.finish();
   if (threads < 1 || reps < 1) bench::Flags::usage("--threads and --reps must be at least 1");
+  if (only_b != 0 && only_b != 1 && only_b != 16 && only_b != 64) bench::Flags::usage("--batch must be 1, 16 or 64");
+  if (only_n != 0 && only_n != 128 && only_n != 512 && only_n != 2048)
+    bench::Flags::usage("--len must be 128, 512 or 2048");
   omp_set_num_threads(threads);
   const auto cpu = make_backend("cpu");
   const Shape shapes[] = {{"agent policy (4 heads of 32)", "agent", 4, 4, 32},
