@@ -6,11 +6,15 @@
 // FP32). Models: the agent policy of the main job (4 heads of 32), the
 // reference model (8 heads of 32) and SmolLM2-135M's layer (9 heads of 64
 // over 3 kv heads). Time per call = the best of `reps` rounds of several
-// calls each; the cache of all B rows is larger than the L2 cache at the
-// larger B and n, as in the rollout ranks of the main job.
+// calls on the same cache: what is read fits in L2 at the smallest B n and
+// streams from L3 or memory at the larger ones (the rollout ranks of the
+// main job read a few MB a layer), but a cache smaller than the L3 stays
+// warm between calls here, where a real decode step runs the other layers
+// in between.
 //
 //   bench_decode_attention [--threads=1] [--reps=5] [--quick] [--batch=B] [--len=n]
-//   (--quick: the agent model only; --batch, --len: that B or n only)
+//   (--quick: the agent model only; --batch (1, 16, 64), --len (128, 512,
+//   2048): that B or n only; 0, the default, runs all)
 #include <omp.h>
 
 #include <algorithm>

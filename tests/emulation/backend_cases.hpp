@@ -613,6 +613,7 @@ struct PagedCase {
   std::vector<float> k, v, q;
 };
 
+// A PagedCase of sequences of these lengths, head dim D, blocks of bs.
 inline PagedCase paged_case(const std::vector<int>& lens, int D = 24, int bs = 4) {
   Rng rng(10);
   PagedCase c;

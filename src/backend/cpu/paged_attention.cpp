@@ -9,10 +9,10 @@
 // cached k/v block is read once per query from memory; rows of one step
 // have different lengths, so they are scheduled dynamically. Decode reads
 // each cached value once for 2 flops a query head: past the L2 cache it is
-// bound by memory bandwidth (bench/bench_decode_attention.cpp). Head
-// dimensions that are a multiple of 8 run on 8-lane vectors (eight
-// positions' scores at a time, exp8 over the block); others on a scalar
-// loop of the same formulas.
+// bound by the L3's, then the memory's bandwidth
+// (bench/bench_decode_attention.cpp). Head dimensions that are a multiple
+// of 8 run on 8-lane vectors (eight positions' scores at a time, exp8 over
+// the block); others on a scalar loop of the same formulas.
 #include <omp.h>
 
 #include <algorithm>
@@ -99,10 +99,9 @@ void attend_row(const PagedAttentionArgs& a, int t, RowScratch& sc, Block block)
   for (int p0 = 0; p0 < n; p0 += bs) {
     const size_t base = static_cast<size_t>(table[p0 / bs]) * bs * row;
     if (p0 + bs < n) {
-      // the next block's first line of every 4 KiB (1024 floats): the
-      // hardware prefetchers stream within a page once it is touched. A
-      // prefetch of every line (256 a block at the agent's shape) held 60%
-      // of the call's perf samples, waiting on the line fill buffers.
+      // one touch per 4 KiB (1024 floats) of the next block's K and V,
+      // for the hardware prefetchers to stream from (a prefetch of every
+      // line stalled: docs/performance.md, "Paged attention")
       const size_t next = static_cast<size_t>(table[p0 / bs + 1]) * bs * row;
       const size_t nn = static_cast<size_t>(std::min(bs, n - p0 - bs)) * row;
       for (size_t i = 0; i < nn; i += 1024) {
@@ -118,10 +117,10 @@ void attend_row(const PagedAttentionArgs& a, int t, RowScratch& sc, Block block)
 // One query row, head dimension D = 8 NC (NC = 0: any multiple of 8, not
 // unrolled). A block is read eight positions at a time across all heads, so
 // those rows (all kv heads, contiguous) are used up while in L1: scores of
-// the eight positions per head (eight FMA chains, then lane_sums8), the
-// block's softmax on 8-lane vectors, then, in a second pass, o_h += p v
-// over the block a head at a time (for NC > 0 in registers, a panel of
-// o_h at a time).
+// the eight positions per head (eight FMA chains where a v8 is one
+// register, then lane_sums8), the block's softmax on 8-lane vectors, then,
+// in a second pass, o_h += p v over the block a head at a time (for NC > 0
+// in registers, a panel of o_h at a time).
 template <int NC>
 void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
   const int H = a.n_heads, D = a.head_dim, bs = a.block_size, group = a.n_heads / a.n_kv_heads;
@@ -138,9 +137,9 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
         const float* qh = sc.q.data() + static_cast<size_t>(h) * D;
         const float* k = kb + j0 * row + static_cast<size_t>(h / group) * D;
         v8 dots[8] = {};
-        if (nj == 8) {
-          // eight independent FMA chains, q loaded once a column (a
-          // position at a time, its FMAs waited on one another)
+        if (kLanes >= 8 && nj == 8) {
+          // eight independent FMA chains, q loaded once a column (on SSE2,
+          // where a v8 is two registers, the eight would spill)
 #pragma GCC unroll 16
           for (int c = 0; c < nc; ++c) {
             const v8 qc = load8(qh + 8 * c);
@@ -173,22 +172,24 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
       for (int c = 0; c < nc; ++c) store8(oh + 8 * c, load8(oh + 8 * c) * corr);
     }
     // o_h += sum_j p_hj v_j over the block's nb positions, a head at a time
-    // (the block's V rows, every kv head, stay in L1)
+    // (the query heads of a kv head read its slice of the block's V rows,
+    // nb D floats, while it is in L1)
     for (int h = 0; h < H; ++h) {
       const float* sh = sc.s.data() + static_cast<size_t>(h) * bs8;
       const float* v = vb + static_cast<size_t>(h / group) * D;
       float* oh = sc.o.data() + static_cast<size_t>(h) * D;
       if constexpr (NC > 0) {
-        // in panels of kPanel vectors held in registers; with kPanel <= 4,
-        // two sets of accumulators (even and odd positions), so that at
-        // least 8 FMA chains are in flight
+        // in panels of kPanel vectors held in registers; where a v8 is one
+        // register, 8 / kPanel sets of accumulators (positions j mod
+        // kSets), so that 8 FMA chains are in flight (D 16: 4 sets, D 32: 2)
         constexpr int kPanel = std::min(NC, kLanes >= 8 ? 8 : 4);  // a v8 is two SSE2 registers
-        constexpr int kSets = kPanel <= 4 && kLanes >= 8 ? 2 : 1;
+        constexpr int kSets = kLanes >= 8 ? 8 / kPanel : 1;
+        static_assert(NC % kPanel == 0 && kPanel * kSets <= 8, "whole panels, at most 8 accumulators");
         for (int c0 = 0; c0 < NC; c0 += kPanel) {
           v8 acc[kSets][kPanel] = {};
           int j = 0;
           for (; j + kSets <= nb; j += kSets)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int set = 0; set < kSets; ++set) {
               const v8 p = bcast(sh[j + set]);
 #pragma GCC unroll 16
@@ -202,7 +203,8 @@ void attend_row_vec(const PagedAttentionArgs& a, int t, RowScratch& sc) {
 #pragma GCC unroll 16
           for (int c = 0; c < kPanel; ++c) {
             v8 sum = acc[0][c];
-            if constexpr (kSets == 2) sum += acc[1][c];
+#pragma GCC unroll 4
+            for (int set = 1; set < kSets; ++set) sum += acc[set][c];
             store8(oh + 8 * (c0 + c), load8(oh + 8 * (c0 + c)) + sum);
           }
         }
