@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   }
   const size_t split_row = names.size();
   if (forge_splits)
-    names.push_back(omp_get_max_threads() <= kAtBMaxThreads
+    names.push_back(at_b_split_applies()
                         ? "forge: " + blis_kernels() + ", A^T B " + forge_core
                         : "forge: " + blis_kernels() + " for all at " + std::to_string(omp_get_max_threads()) +
                               " threads");

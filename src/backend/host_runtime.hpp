@@ -16,8 +16,8 @@
 //                 the CPU's instruction set and checks it (backend/cpu/blas_core.hpp)
 //   blas_at_b     the library and kernels of the weight gradients' layout
 //                 (A^T B) where another library runs it ("OpenBLAS 0.3.21 core
-//                 SkylakeX" beside BLIS on Intel AVX-512 CPUs, at up to 2
-//                 compute threads); "" otherwise
+//                 SkylakeX" beside BLIS on Intel AVX-512 CPUs, at up to
+//                 kAtBMaxThreads compute threads: sgemm_library.hpp); "" otherwise
 //   blas_at_b_note  what forge did about that OpenBLAS's core
 //   cores         the CPUs this process may run on (its affinity mask)
 // Implemented by the CPU backend (backend/cpu/host_runtime.cpp).

@@ -26,10 +26,10 @@
 // in the step the linear backward went from 0.83-0.95 (median 0.85) to
 // 0.86-1.05 (median 1.00) of the forward GEMMs' rate, 9 profiled runs each
 // (docs/performance.md, "Emerald Rapids, 2 cores: the weight gradients in
-// OpenBLAS"); at
-// one thread the two were level (OpenBLAS 1-12% ahead). Only with OpenBLAS on
-// a core that is not a fallback (blas_core.hpp) and passing the self-check
-// below, and only while the SGEMM runs on at most kAtBMaxThreads threads:
+// OpenBLAS"); at one thread the two were level (OpenBLAS 1-12% ahead). Only
+// with OpenBLAS on a core that is not a fallback (blas_core.hpp) and passing
+// the self-check below, and only while the SGEMM runs on at most
+// kAtBMaxThreads threads (at_b_split_applies):
 // on 16 threads of that CPU OpenBLAS ran the whole layer at 0.77 of BLIS's
 // rate (2026-11-26), the weight gradients alone unmeasured, so there BLIS
 // keeps them until a measurement says otherwise (bench_blas, `step dW`).
@@ -76,6 +76,9 @@ bool weight_gradients_in_openblas(const CpuIdentity& cpu, CpuLevel level);
 // sgemm_at_b runs the weight gradients: measured at 1 and 2.
 constexpr int kAtBMaxThreads = 2;
 
+// Whether A^T B goes to sgemm_at_b at the current compute thread count.
+inline bool at_b_split_applies() { return omp_get_max_threads() <= kAtBMaxThreads; }
+
 // BLIS's cblas_sgemm, or nullptr when its library does not load. Loaded once;
 // its thread count follows set_sgemm_threads.
 SgemmFn blis_sgemm();
@@ -94,7 +97,7 @@ const SgemmLibrary& sgemm_library();
 inline void cpu_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
                       const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   const SgemmLibrary& lib = sgemm_library();
-  const bool at_b = ta == CblasTrans && tb == CblasNoTrans && omp_get_max_threads() <= kAtBMaxThreads;
+  const bool at_b = ta == CblasTrans && tb == CblasNoTrans && at_b_split_applies();
   const SgemmFn f = at_b ? lib.sgemm_at_b : lib.sgemm;
   f(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
