@@ -322,6 +322,15 @@ struct WarpRows<Ops, Steps, M, false> {
   }
 };
 
+// The first query of this block of the forward or dQ grid (x: query blocks,
+// y: heads), the last query block first. A block's keys grow with its
+// queries (a causal row sees every key before it; a tree bin's late turns
+// see their whole prefix), and the GPU starts blocks in index order: so each
+// head's longest blocks start first and the last wave holds short ones
+// (longest first, as list scheduling wants), where in query order the
+// longest blocks of the last head started last and ran alone.
+__device__ __forceinline__ int query_block_start(int rows) { return (gridDim.x - 1 - blockIdx.x) * rows; }
+
 // A warp's rows of a query block [q0, q1) when it owns M row tiles of 16:
 // [w0, w1), row tile i [r0[i], r1[i]) (empty past q1).
 template <int M>
@@ -574,7 +583,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
       Qs + kBlockRows * qp, reinterpret_cast<int32_t*>(Qs + (kBlockRows + 4 * KT * kKeys) * qp), qp};
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
-  const int q0 = blockIdx.x * kBlockRows, q1 = min(p.T, q0 + kBlockRows);
+  const int q0 = query_block_start(kBlockRows), q1 = min(p.T, q0 + kBlockRows);
   const WarpRowTiles<M> rows(q0, q1, warp);
   const int w0 = rows.w0, w1 = rows.w1;
   const int (&r0)[M] = rows.r0, (&r1)[M] = rows.r1;
@@ -920,7 +929,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
                              reinterpret_cast<int32_t*>(dOs + (kBlockRows + 4 * KT * kKeys) * qp), qp};
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
-  const int q0 = blockIdx.x * kBlockRows, q1 = min(p.T, q0 + kBlockRows);
+  const int q0 = query_block_start(kBlockRows), q1 = min(p.T, q0 + kBlockRows);
   const WarpRowTiles<M> rows(q0, q1, warp);
   const int w0 = rows.w0, w1 = rows.w1;
   const int (&r0)[M] = rows.r0, (&r1)[M] = rows.r1;
