@@ -157,6 +157,20 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
     std::snprintf(pull, sizeof pull, ", %.2f ms each to read and load", st.pull_seconds * 1e3 / (st.weight_pulls - 1));
   log_info("rollout: " + std::to_string(st.requests) + " requests, " + std::to_string(st.weight_pulls) +
            " weight versions" + pull);
+  // Where the engine's rows went: prompt tokens computed (a new version drops
+  // the session caches, so an episode's next turn computes its history
+  // again), reused from the episode's cache, copied from a sequence with the
+  // same prefix (a group's prompt); the generated tokens.
+  const EngineStats& es = engine.stats();
+  char rows[240];
+  std::snprintf(rows, sizeof rows,
+                "rollout: %lld engine steps, %.1f rows a step; prompt tokens %lld computed, %lld reused, "
+                "%lld shared; %lld generated",
+                static_cast<long long>(es.steps),
+                es.steps > 0 ? static_cast<double>(es.forward_tokens) / static_cast<double>(es.steps) : 0.0,
+                static_cast<long long>(es.prefill_computed), static_cast<long long>(es.prefill_reused),
+                static_cast<long long>(es.prefill_shared), static_cast<long long>(es.generated));
+  log_info(rows);
   quiesce(MPI_COMM_WORLD, sends, all.mpi.deadline_s);
   return weights.stop_code() == kStopSignal ? 143 : 0;
 }

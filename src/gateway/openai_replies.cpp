@@ -22,7 +22,8 @@ json forge_part(const GenerationReply& r) {
           {"logprobs", r.result.logprobs},
           {"versions", r.result.versions},
           {"prompt_tokens", r.prompt.size()},
-          {"prefill_reused", r.result.prefill_reused}};
+          {"prefill_reused", r.result.prefill_reused},
+          {"prefill_shared", r.result.prefill_shared}};
 }
 
 json usage(const GenerationReply& r) {

@@ -9,7 +9,8 @@
 //               "logprobs": {"tokens", "token_logprobs"}}], ...}
 //
 // "forge": {"episode_id", "call_index", "token_ids", "logprobs", "versions",
-// "prompt_tokens", "prefill_reused"}: the exact tokens behind the text.
+// "prompt_tokens", "prefill_reused", "prefill_shared"}: the exact tokens behind
+// the text.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <vector>

@@ -1,12 +1,14 @@
 #include "model/kv_cache.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace forge {
 
 PagedKvCache::PagedKvCache(Backend& backend, const ModelConfig& config, int64_t capacity_tokens,
                            int block_size)
-    : block_size_(block_size) {
+    : backend_(backend), block_size_(block_size), layers_(config.n_layers) {
   if (block_size < 1) throw InputError("engine.block_size must be positive");
   const int64_t blocks = capacity_tokens / block_size;
   if (blocks < 1)
@@ -17,6 +19,7 @@ PagedKvCache::PagedKvCache(Backend& backend, const ModelConfig& config, int64_t 
     throw InputError("engine.kv_cache_tokens (" + std::to_string(capacity_tokens) +
                      ") exceeds the 2^31 slots a block table can address");
   num_blocks_ = static_cast<int>(blocks);
+  row_bytes_ = static_cast<size_t>(config.n_kv_heads) * config.head_dim() * backend.kv_cache_value_bytes();
   const size_t values = static_cast<size_t>(blocks) * block_size * config.n_kv_heads * config.head_dim();
   layer_words_ = (values * backend.kv_cache_value_bytes() + 15) / 16 * 4;
   pool_.resize(backend, 2 * static_cast<size_t>(config.n_layers) * layer_words_);
@@ -71,6 +74,26 @@ void PagedKvCache::clear_sessions() {
     const std::string key = lru_.back().first;
     release(take_session(key).blocks);
   }
+}
+
+void PagedKvCache::copy_positions(const std::vector<int32_t>& src_blocks, const std::vector<int32_t>& dst_blocks,
+                                  int from, int to) {
+  const int bs = block_size_;
+  FORGE_CHECK(from >= 0 && from <= to && (to == from || (static_cast<size_t>((to - 1) / bs) < src_blocks.size() &&
+                                                         static_cast<size_t>((to - 1) / bs) < dst_blocks.size())),
+              "copy of positions [" + std::to_string(from) + ", " + std::to_string(to) + ") past a block table");
+  for (int layer = 0; layer < layers_; ++layer)
+    for (void* pool : {k(layer), v(layer)}) {
+      char* base = static_cast<char*>(pool);
+      for (int p = from; p < to;) {  // a run of positions within one block
+        const int block = p / bs, end = std::min(to, (block + 1) * bs);
+        const size_t offset = static_cast<size_t>(p % bs) * row_bytes_;
+        backend_.copy(base + static_cast<size_t>(dst_blocks[block]) * bs * row_bytes_ + offset,
+                      base + static_cast<size_t>(src_blocks[block]) * bs * row_bytes_ + offset,
+                      static_cast<size_t>(end - p) * row_bytes_);
+        p = end;
+      }
+    }
 }
 
 void PagedKvCache::evict_oldest() {

@@ -20,6 +20,11 @@
 // are kept in LRU order; allocate() evicts whole entries, least recently
 // stored first, when the free list is short. take_session() hands an entry's
 // blocks to a new sequence, which owns them from then on.
+//
+// Copies. copy_positions() copies the k/v of positions [from, to) from one
+// block table to another in every layer (the rows of a position are at the
+// same offset in its block on both sides): how a sequence takes a prefix it
+// shares with another without sharing blocks.
 #pragma once
 #include <cstdint>
 #include <list>
@@ -66,11 +71,20 @@ class PagedKvCache {
   Prefix take_session(const std::string& key);                // empty if absent
   void store_session(const std::string& key, Prefix prefix);  // most recent
   void clear_sessions();
+  template <class F>
+  void for_each_session(F&& f) const {  // f(const Prefix&), most recent first
+    for (const Entry& e : lru_) f(e.second);
+  }
+
+  void copy_positions(const std::vector<int32_t>& src_blocks, const std::vector<int32_t>& dst_blocks, int from,
+                      int to);
 
  private:
   void evict_oldest();
 
-  int block_size_ = 0, num_blocks_ = 0;
+  Backend& backend_;
+  int block_size_ = 0, num_blocks_ = 0, layers_ = 0;
+  size_t row_bytes_ = 0;    // one position's k (or v) row
   size_t layer_words_ = 0;  // one K (or V) pool in 4-byte words (a multiple of 4: 16-byte starts)
   DeviceArray<float> pool_;  // storage; values of the backend's cache type
   std::vector<int32_t> free_;

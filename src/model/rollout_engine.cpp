@@ -11,6 +11,13 @@ namespace forge {
 
 namespace {
 int ceil_div(int64_t a, int b) { return static_cast<int>((a + b - 1) / b); }
+// The length of the common prefix of a and b, at most cap.
+int common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int cap) {
+  const int n = std::min({cap, static_cast<int>(a.size()), static_cast<int>(b.size())});
+  int i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
 const EngineConfig& validated(const EngineConfig& c) {
   c.validate();
   return c;
@@ -48,6 +55,7 @@ struct RolloutEngine::Sequence {
   int computed = 0;             // positions whose k/v are in the cache
   int first_version = -1;       // the engine's version when its k/v began to be computed
   std::vector<int32_t> blocks;  // block table (the whole reservation)
+  bool find_donor = false;      // look for a shared prefix to copy at the next step
   bool done = false;
 };
 
@@ -129,9 +137,54 @@ bool RolloutEngine::admit(GenerationRequest& r) {
   s.res.id = r.id;
   s.res.prefill_reused = reuse;
   s.req = std::move(r);
+  s.find_donor = config_.share_prefixes;
   stats_.prefill_reused += reuse;
   running_.push_back(std::move(s));
   return true;
+}
+
+// s (in prefill) copies the k/v of its longest common prefix with a running
+// sequence begun under the current weights (over the positions that one has
+// computed) or a session entry, where that goes past s.computed. The last
+// prompt token stays s's to compute, for its logits.
+void RolloutEngine::copy_shared_prefix(Sequence& s) {
+  const int cap = static_cast<int>(s.tokens.size()) - 1;
+  int best = s.computed;
+  const std::vector<int32_t>* donor = nullptr;
+  for (const Sequence& t : running_) {
+    if (&t == &s || (t.first_version >= 0 && t.first_version != version_)) continue;
+    const int l = common_prefix(s.tokens, t.tokens, std::min(cap, t.computed));
+    if (l > best) {
+      best = l;
+      donor = &t.blocks;
+    }
+  }
+  cache_.for_each_session([&](const PagedKvCache::Prefix& p) {
+    const int l = common_prefix(s.tokens, p.tokens, cap);
+    if (l > best) {
+      best = l;
+      donor = &p.blocks;
+    }
+  });
+  if (donor == nullptr) return;
+  cache_.copy_positions(*donor, s.blocks, s.computed, best);
+  s.res.prefill_shared += best - s.computed;
+  stats_.prefill_shared += best - s.computed;
+  s.computed = best;
+}
+
+// Whether an earlier prefill sequence of this step's batch computes, on the
+// same tokens, a position of s's next prompt chunk: then s waits a step and
+// copies it (copy_shared_prefix) instead of computing it too.
+bool RolloutEngine::computed_by_earlier(const Sequence& s, const std::vector<Sequence*>& batch,
+                                        const std::vector<int>& counts) const {
+  const int cap = static_cast<int>(s.tokens.size()) - 1;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Sequence& t = *batch[i];
+    if (!t.res.tokens.empty() || t.first_version != version_) continue;
+    if (common_prefix(s.tokens, t.tokens, std::min(cap, t.computed + counts[i])) > s.computed) return true;
+  }
+  return false;
 }
 
 void RolloutEngine::finish(Sequence& s, FinishReason reason) {
@@ -160,6 +213,11 @@ std::vector<GenerationResult> RolloutEngine::step() {
     waiting_.pop_front();
   FORGE_CHECK(!running_.empty() || waiting_.empty(),
               "a waiting request could not be admitted into an empty KV cache");
+  for (Sequence& s : running_)
+    if (s.find_donor) {
+      s.find_donor = false;
+      copy_shared_prefix(s);
+    }
 
   // The ragged batch, in admission order.
   std::vector<Sequence*> batch;
@@ -170,6 +228,10 @@ std::vector<GenerationResult> RolloutEngine::step() {
     const int remaining = static_cast<int>(s.tokens.size()) - s.computed;
     int n = remaining;  // a decode: the one sampled token
     if (s.res.tokens.empty()) {
+      if (config_.share_prefixes && computed_by_earlier(s, batch, counts)) {
+        s.find_donor = true;
+        continue;
+      }
       n = std::min(remaining, budget);
       budget -= n;
       s.res.prefill_computed += n;

@@ -47,6 +47,19 @@
 // began before the last set_policy_version() is not kept (its k/v mix
 // versions), so after a clear the cache holds the current version's only.
 //
+// Shared prefixes (EngineConfig::share_prefixes): the episodes of a group
+// start from one prompt, and the tasks of an environment from one system
+// prompt. A new sequence copies the k/v of its longest common prefix with
+// any other sequence (running, begun under the current weights, over the
+// positions it has computed) or session entry, beyond what its own session
+// gave it: k/v are a function of the tokens before them and the weights, so
+// the copy is what the sequence would compute (up to the rounding its batch
+// would give the products, as in any batch). A copy moves 2 x layers rows a
+// token, where computing it runs the whole model. Sequences admitted
+// together share nothing yet: a sequence whose next prompt chunk an earlier
+// sequence of the same step computes on the same tokens sits that step out
+// and copies the chunk at the next one.
+//
 // The engine reads model.params() at every step, so new weights apply from
 // the next step. Not thread-safe: one thread drives it.
 #pragma once
@@ -69,6 +82,7 @@ struct EngineConfig {
   int64_t kv_cache_tokens = 65536;  // pool size in tokens (rounded down to whole blocks)
   int block_size = 16;              // tokens per cache block
   int prefill_chunk = 2048;         // prompt tokens computed per step at most
+  bool share_prefixes = true;       // copy common prompt prefixes between sequences (above)
   void validate() const;            // InputError naming the field
 };
 
@@ -91,6 +105,7 @@ struct GenerationResult {
   std::string error;              // why, for kError
   int prefill_computed = 0;       // prompt tokens whose k/v this request computed
   int prefill_reused = 0;         // prompt tokens served from the session cache
+  int prefill_shared = 0;         // prompt tokens copied from another sequence or session
 };
 
 struct EngineStats {
@@ -98,6 +113,7 @@ struct EngineStats {
   int64_t forward_tokens = 0;    // rows of all batches
   int64_t prefill_computed = 0;  // prompt tokens computed
   int64_t prefill_reused = 0;    // prompt tokens reused from session caches
+  int64_t prefill_shared = 0;    // prompt tokens copied from other sequences' k/v
   int64_t generated = 0;         // sampled tokens
   int64_t finished = 0;          // results returned, errors included
   int64_t errors = 0;
@@ -128,6 +144,9 @@ class RolloutEngine {
  private:
   struct Sequence;
   bool admit(GenerationRequest& request);
+  void copy_shared_prefix(Sequence& s);
+  bool computed_by_earlier(const Sequence& s, const std::vector<Sequence*>& batch,
+                           const std::vector<int>& counts) const;
   void forward(const std::vector<Sequence*>& batch, const std::vector<int>& counts,
                const std::vector<uint8_t>& samples);
   void finish(Sequence& s, FinishReason reason);

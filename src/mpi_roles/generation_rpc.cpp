@@ -65,6 +65,7 @@ std::vector<uint8_t> encode_result(const GenerationResult& r) {
   w.put_str(r.error);
   w.put(r.prefill_computed);
   w.put(r.prefill_reused);
+  w.put(r.prefill_shared);
   return w.take();
 }
 
@@ -81,6 +82,7 @@ GenerationResult decode_result(const std::vector<uint8_t>& bytes, const std::str
   r.error = rd.get_str();
   r.prefill_computed = rd.get<int>();
   r.prefill_reused = rd.get<int>();
+  r.prefill_shared = rd.get<int>();
   rd.expect_end();
   if (r.logprobs.size() != r.tokens.size() || r.versions.size() != r.tokens.size())
     rd.fail("a result whose tokens, logprobs and versions differ in length");

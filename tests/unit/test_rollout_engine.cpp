@@ -448,6 +448,67 @@ TEST(RolloutEngine, SessionPrefixReuse) {
   EXPECT_EQ(engine.cache().free_blocks(), engine.cache().num_blocks());
 }
 
+// Shared prefixes: a group's episodes start from one prompt. Each sequence
+// copies the k/v of its longest common prefix with another sequence or a
+// session entry instead of computing it, and generates what it generates
+// alone (tokens exact, logprobs to the rounding a batch gives the products).
+TEST(RolloutEngine, SharedPrefixesAreCopied) {
+  Fixture f;
+  Rng rng(51);
+  EngineConfig cfg = engine_config(8, 4096, 4, 64);
+  EngineConfig no_sharing = cfg;
+  no_sharing.share_prefixes = false;
+  const Ints prompt = random_tokens(rng, 30);
+  RolloutEngine engine(f.model, cfg);
+  engine.set_policy_version(1);
+
+  // A group of four submitted together: the first computes the prompt, the
+  // others sit its step out, then copy all but their last prompt token.
+  std::vector<GenerationRequest> group;
+  for (uint64_t i = 0; i < 4; ++i) {
+    group.push_back(request(i, prompt, 8, 1.0f, 300 + i, "g" + std::to_string(i)));
+    engine.submit(group.back());
+  }
+  auto results = by_id(engine.run_until_done());
+  ASSERT_EQ(results.size(), 4u);
+  for (uint64_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE("group member " + std::to_string(i));
+    const GenerationResult alone = generate_alone(f.model, group[i], no_sharing);
+    EXPECT_EQ(alone.prefill_shared, 0);
+    expect_same_generation(results[i], alone, 1e-6);
+    EXPECT_EQ(results[i].prefill_computed, i == 0 ? 30 : 1);
+    EXPECT_EQ(results[i].prefill_shared, i == 0 ? 0 : 29);
+  }
+  EXPECT_EQ(engine.stats().prefill_shared, 3 * 29);
+
+  // A prompt that leaves the group's after 21 tokens (not a block multiple)
+  // copies those from a session entry of the group.
+  Ints branched(prompt.begin(), prompt.begin() + 21);
+  const Ints tail = random_tokens(rng, 9);
+  branched.insert(branched.end(), tail.begin(), tail.end());
+  branched[21] = (prompt[21] + 1) % 256;
+  const GenerationRequest b = request(10, branched, 8, 1.0f, 400, "b");
+  engine.submit(b);
+  const auto out_b = engine.run_until_done();
+  ASSERT_EQ(out_b.size(), 1u);
+  EXPECT_EQ(out_b[0].prefill_shared, 21);
+  EXPECT_EQ(out_b[0].prefill_computed, 9);
+  expect_same_generation(out_b[0], generate_alone(f.model, b, no_sharing), 1e-6);
+
+  // A sequence begun under older weights is no donor: its k/v mix versions.
+  RolloutEngine fresh(f.model, engine_config(8, 4096, 4, 8));
+  fresh.set_policy_version(1);
+  fresh.submit(request(20, prompt, 4, 1.0f, 500));
+  fresh.step();  // 8 of its 30 prompt tokens computed under version 1
+  fresh.set_policy_version(2);
+  fresh.submit(request(21, prompt, 4, 1.0f, 501));
+  auto late = by_id(fresh.run_until_done());
+  ASSERT_EQ(late.size(), 2u);
+  EXPECT_EQ(late[21].prefill_shared, 0);
+  EXPECT_EQ(late[21].prefill_computed, 30);
+  EXPECT_EQ(late[21].versions, Ints(late[21].tokens.size(), 2));
+}
+
 // New weights mid-sequence: the tokens keep the version the sequence began
 // under, and its k/v (computed partly by the old weights) are not kept for the
 // session, so the next call of the episode prefills everything anew.

@@ -155,6 +155,7 @@ TEST(GenerationMessages, RequestAndResultRoundTrip) {
   r.finish = FinishReason::kLength;
   r.prefill_computed = 10;
   r.prefill_reused = 20;
+  r.prefill_shared = 30;
   const GenerationResult r2 = decode_result(encode_result(r), "res");
   EXPECT_EQ(r2.id, r.id);
   EXPECT_EQ(r2.tokens, r.tokens);
@@ -163,6 +164,7 @@ TEST(GenerationMessages, RequestAndResultRoundTrip) {
   EXPECT_EQ(r2.finish, r.finish);
   EXPECT_EQ(r2.prefill_computed, 10);
   EXPECT_EQ(r2.prefill_reused, 20);
+  EXPECT_EQ(r2.prefill_shared, 30);
 
   std::vector<uint8_t> cut = encode_result(r);
   cut.pop_back();
