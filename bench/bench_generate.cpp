@@ -1,5 +1,6 @@
 // Generation throughput of the rollout engine on the reference model (random
-// weights), and the prefill saved by session prefix reuse.
+// weights), and the prefill saved by session prefix reuse and by prompts
+// shared within a group.
 //
 // Throughput: B requests of `prompt` random tokens and `new` generated tokens
 // each (temperature 1, no stop token) submitted at once. Prefill = the first
@@ -8,13 +9,16 @@
 // step. tok/s = tokens / wall time of that phase, best of --reps runs (the
 // machine may be shared: the fastest run is the least disturbed one).
 //
-// Reuse: `sessions` episodes of `turns` turns, run concurrently; turn t's
-// prompt = turn t-1's prompt + its output + `obs` new tokens. Once with
-// session keys (prefill only what the cache lacks), once without; prefill
-// tokens computed and wall time of each (the two alternate, --reps times;
-// the best of each is reported).
+// Reuse: `sessions` episodes of `turns` turns, run concurrently, in groups of
+// `group` that start from one first prompt (a GRPO group's episodes); turn
+// t's prompt = turn t-1's prompt + its output + `obs` new tokens. Three ways:
+// session keys and shared prefixes (EngineConfig::share_prefixes: a group's
+// first prompt computed once), session keys only (prefill only what the
+// episode's cache lacks), neither; prefill tokens computed and wall time of
+// each (they alternate, --reps times; the best of each is reported), and
+// whether each turn's output is the same as without reuse.
 //
-//   bench_generate [--quick] [--prompt=128] [--new=64] [--sessions=16] [--turns=8] [--reps=2]
+//   bench_generate [--quick] [--prompt=128] [--new=64] [--sessions=16] [--group=4] [--turns=8] [--reps=2]
 #include <omp.h>
 
 #include <algorithm>
@@ -84,14 +88,15 @@ Throughput measure(PolicyModel& model, int batch, int prompt, int max_new) {
 }
 
 struct ReuseRun {
-  int64_t prefill_computed = 0, prefill_reused = 0;
+  int64_t prefill_computed = 0, prefill_reused = 0, prefill_shared = 0;
   double seconds = 0;
   std::vector<std::vector<int32_t>> outputs;  // per (turn, session)
 };
 
-ReuseRun multi_turn(PolicyModel& model, int sessions, int turns, int first, int obs, int max_new,
-                    bool reuse) {
+ReuseRun multi_turn(PolicyModel& model, int sessions, int group, int turns, int first, int obs, int max_new,
+                    bool reuse, bool share) {
   EngineConfig cfg;
+  cfg.share_prefixes = share;
   cfg.max_batch = sessions;
   cfg.max_seq_len = first + turns * (max_new + obs) + 1;
   cfg.kv_cache_tokens = static_cast<int64_t>(sessions) * round_up(cfg.max_seq_len, cfg.block_size);
@@ -99,7 +104,8 @@ ReuseRun multi_turn(PolicyModel& model, int sessions, int turns, int first, int 
   RolloutEngine engine(model, cfg);
   Rng rng(99);  // the same workload both ways
   std::vector<std::vector<int32_t>> context(sessions);
-  for (auto& c : context) c = random_tokens(rng, first);
+  for (int s = 0; s < sessions; ++s)
+    context[s] = s % group == 0 ? random_tokens(rng, first) : context[s - s % group];
   ReuseRun run;
   Stopwatch sw;
   for (int t = 0; t < turns; ++t) {
@@ -119,6 +125,7 @@ ReuseRun multi_turn(PolicyModel& model, int sessions, int turns, int first, int 
   run.seconds = sw.seconds();
   run.prefill_computed = engine.stats().prefill_computed;
   run.prefill_reused = engine.stats().prefill_reused;
+  run.prefill_shared = engine.stats().prefill_shared;
   return run;
 }
 
@@ -130,10 +137,15 @@ int main(int argc, char** argv) {
   const int prompt = flags.get("prompt", quick ? 32 : 128);
   const int max_new = flags.get("new", quick ? 16 : 64);
   const int sessions = flags.get("sessions", quick ? 4 : 16);
+  const int group = flags.get("group", 4);
   const int turns = flags.get("turns", quick ? 4 : 8);
   const int reps = std::max(1, flags.get("reps", quick ? 1 : 2));
   const int first = 64, obs = 16, turn_new = 32;
   flags.finish();
+  if (group < 1 || sessions < 1 || turns < 1) {
+    std::fprintf(stderr, "bench_generate: --sessions, --group and --turns must be at least 1\n");
+    return 2;
+  }
 
   ModelConfig c;
   c.vocab = ByteTokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, 8 kv heads, ffn 688 by default
@@ -167,31 +179,39 @@ int main(int argc, char** argv) {
     prefill_best = std::max(prefill_best, prefill_tok_s);
   }
 
-  ReuseRun with, without;
-  std::vector<double> with_s, without_s;
+  ReuseRun shared, with, without;
+  std::vector<double> shared_s, with_s, without_s;
   for (int r = 0; r < reps; ++r) {
-    with = multi_turn(model, sessions, turns, first, obs, turn_new, true);
-    without = multi_turn(model, sessions, turns, first, obs, turn_new, false);
+    shared = multi_turn(model, sessions, group, turns, first, obs, turn_new, true, true);
+    with = multi_turn(model, sessions, group, turns, first, obs, turn_new, true, false);
+    without = multi_turn(model, sessions, group, turns, first, obs, turn_new, false, false);
+    shared_s.push_back(shared.seconds);
     with_s.push_back(with.seconds);
     without_s.push_back(without.seconds);
   }
+  shared.seconds = best(shared_s);
   with.seconds = best(with_s);
   without.seconds = best(without_s);
-  int same = 0;
-  for (size_t i = 0; i < with.outputs.size(); ++i) same += with.outputs[i] == without.outputs[i];
+  const auto identical = [&](const ReuseRun& run) {
+    int same = 0;
+    for (size_t i = 0; i < run.outputs.size(); ++i) same += run.outputs[i] == without.outputs[i];
+    return same;
+  };
   const double saved = 1.0 - static_cast<double>(with.prefill_computed) / without.prefill_computed;
-  const double speedup = without.seconds / with.seconds;
-  std::printf("\nprefix reuse: %d sessions x %d turns (first prompt %d, +%d generated +%d "
-              "observation tokens per turn)\n",
-              sessions, turns, first, turn_new, obs);
-  std::printf("%-10s %18s %16s %10s\n", "", "prefill computed", "prefill reused", "wall s");
-  std::printf("%-10s %18lld %16lld %10.3f\n", "reuse", static_cast<long long>(with.prefill_computed),
-              static_cast<long long>(with.prefill_reused), with.seconds);
-  std::printf("%-10s %18lld %16lld %10.3f\n", "no reuse",
-              static_cast<long long>(without.prefill_computed),
-              static_cast<long long>(without.prefill_reused), without.seconds);
-  std::printf("prefill saved %.1f%%, speedup %.2fx, identical turn outputs %d / %zu\n",
-              100 * saved, speedup, same, with.outputs.size());
+  const double shared_saved = 1.0 - static_cast<double>(shared.prefill_computed) / without.prefill_computed;
+  std::printf("\nprefix reuse: %d sessions in groups of %d x %d turns (first prompt %d, shared by a group; "
+              "+%d generated +%d observation tokens per turn)\n",
+              sessions, group, turns, first, turn_new, obs);
+  std::printf("%-16s %17s %15s %15s %9s %10s %17s\n", "", "prefill computed", "prefill reused",
+              "prefill shared", "wall s", "speedup", "identical turns");
+  for (const auto& [name, run] : {std::pair<const char*, const ReuseRun*>{"reuse + shared", &shared},
+                                  {"reuse", &with}, {"no reuse", &without}})
+    std::printf("%-16s %17lld %15lld %15lld %9.3f %9.2fx %11d / %zu\n", name,
+                static_cast<long long>(run->prefill_computed), static_cast<long long>(run->prefill_reused),
+                static_cast<long long>(run->prefill_shared), run->seconds, without.seconds / run->seconds,
+                identical(*run), run->outputs.size());
+  std::printf("prefill saved: %.1f%% by reuse, %.1f%% by reuse and shared prefixes\n", 100 * saved,
+              100 * shared_saved);
 
   json.emplace_back("prefill_tok_s", bench::num(prefill_best));
   json.emplace_back("reuse_prefill_computed", bench::num(static_cast<double>(with.prefill_computed)));
@@ -200,9 +220,16 @@ int main(int argc, char** argv) {
   json.emplace_back("reuse_prefill_saved_frac", bench::num(saved));
   json.emplace_back("reuse_wall_s", bench::num(with.seconds));
   json.emplace_back("noreuse_wall_s", bench::num(without.seconds));
-  json.emplace_back("reuse_speedup", bench::num(speedup));
+  json.emplace_back("reuse_speedup", bench::num(without.seconds / with.seconds));
   json.emplace_back("reuse_identical_frac",
-                    bench::num(static_cast<double>(same) / with.outputs.size()));
+                    bench::num(static_cast<double>(identical(with)) / with.outputs.size()));
+  json.emplace_back("shared_prefill_computed", bench::num(static_cast<double>(shared.prefill_computed)));
+  json.emplace_back("shared_prefill_saved_frac", bench::num(shared_saved));
+  json.emplace_back("shared_wall_s", bench::num(shared.seconds));
+  json.emplace_back("shared_speedup", bench::num(without.seconds / shared.seconds));
+  json.emplace_back("shared_identical_frac",
+                    bench::num(static_cast<double>(identical(shared)) / shared.outputs.size()));
+  json.emplace_back("group", bench::num(group));
   json.emplace_back("threads", bench::num(omp_get_max_threads()));
   json.emplace_back("quick", quick ? "true" : "false");
   bench::print_json(json);

@@ -174,15 +174,18 @@ void RolloutEngine::copy_shared_prefix(Sequence& s) {
 }
 
 // Whether an earlier prefill sequence of this step's batch computes, on the
-// same tokens, a position of s's next prompt chunk: then s waits a step and
-// copies it (copy_shared_prefix) instead of computing it too.
+// same tokens, at least a block of positions of s's next prompt chunk: then s
+// waits a step and copies them (copy_shared_prefix) instead of computing them
+// too. (Fewer are not worth a step's wait: random prompts share a first token
+// or two by chance.)
 bool RolloutEngine::computed_by_earlier(const Sequence& s, const std::vector<Sequence*>& batch,
                                         const std::vector<int>& counts) const {
   const int cap = static_cast<int>(s.tokens.size()) - 1;
   for (size_t i = 0; i < batch.size(); ++i) {
     const Sequence& t = *batch[i];
     if (!t.res.tokens.empty() || t.first_version != version_) continue;
-    if (common_prefix(s.tokens, t.tokens, std::min(cap, t.computed + counts[i])) > s.computed) return true;
+    if (common_prefix(s.tokens, t.tokens, std::min(cap, t.computed + counts[i])) >= s.computed + config_.block_size)
+      return true;
   }
   return false;
 }

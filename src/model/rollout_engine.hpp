@@ -57,8 +57,8 @@
 // would give the products, as in any batch). A copy moves 2 x layers rows a
 // token, where computing it runs the whole model. Sequences admitted
 // together share nothing yet: a sequence whose next prompt chunk an earlier
-// sequence of the same step computes on the same tokens sits that step out
-// and copies the chunk at the next one.
+// sequence of the same step computes on the same tokens (a block of them at
+// least) sits that step out and copies them at the next one.
 //
 // The engine reads model.params() at every step, so new weights apply from
 // the next step. Not thread-safe: one thread drives it.
