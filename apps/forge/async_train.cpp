@@ -159,8 +159,9 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
            " weight versions" + pull);
   // Where the engine's rows went: prompt tokens computed (a new version drops
   // the session caches, so an episode's next turn computes its history
-  // again), reused from the episode's cache, copied from a sequence with the
-  // same prefix (a group's prompt); the generated tokens.
+  // again), reused from the episode's cache, copied from another sequence or
+  // episode cache with the same prefix (a group's prompt); the generated
+  // tokens.
   const EngineStats& es = engine.stats();
   char rows[240];
   std::snprintf(rows, sizeof rows,

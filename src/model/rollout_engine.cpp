@@ -11,6 +11,9 @@ namespace forge {
 
 namespace {
 int ceil_div(int64_t a, int b) { return static_cast<int>((a + b - 1) / b); }
+// Fewest prompt tokens a sequence copies from another, or waits a step for:
+// random prompts share a first token or two by chance.
+constexpr int kMinShared = 8;
 // The length of the common prefix of a and b, at most cap.
 int common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int cap) {
   const int n = std::min({cap, static_cast<int>(a.size()), static_cast<int>(b.size())});
@@ -134,6 +137,7 @@ bool RolloutEngine::admit(GenerationRequest& r) {
   s.blocks.insert(s.blocks.end(), more.begin(), more.end());
   s.tokens = std::move(r.prompt);  // the sequence keeps the prompt, the request its parameters
   s.computed = reuse;
+  if (reuse > 0) s.first_version = version_;  // its k/v begin here
   s.res.id = r.id;
   s.res.prefill_reused = reuse;
   s.req = std::move(r);
@@ -145,14 +149,16 @@ bool RolloutEngine::admit(GenerationRequest& r) {
 
 // s (in prefill) copies the k/v of its longest common prefix with a running
 // sequence begun under the current weights (over the positions that one has
-// computed) or a session entry, where that goes past s.computed. The last
-// prompt token stays s's to compute, for its logits.
+// computed) or a session entry of the current version, where that goes
+// kMinShared or more past s.computed. The last prompt token stays s's to
+// compute, for its logits. s's k/v begin with the copy: its tokens are
+// stamped with this version even if newer weights arrive before it runs.
 void RolloutEngine::copy_shared_prefix(Sequence& s) {
   const int cap = static_cast<int>(s.tokens.size()) - 1;
-  int best = s.computed;
+  int best = s.computed + kMinShared - 1;
   const std::vector<int32_t>* donor = nullptr;
   for (const Sequence& t : running_) {
-    if (&t == &s || (t.first_version >= 0 && t.first_version != version_)) continue;
+    if (&t == &s || t.first_version != version_) continue;
     const int l = common_prefix(s.tokens, t.tokens, std::min(cap, t.computed));
     if (l > best) {
       best = l;
@@ -160,6 +166,7 @@ void RolloutEngine::copy_shared_prefix(Sequence& s) {
     }
   }
   cache_.for_each_session([&](const PagedKvCache::Prefix& p) {
+    if (p.version != version_) return;
     const int l = common_prefix(s.tokens, p.tokens, cap);
     if (l > best) {
       best = l;
@@ -167,24 +174,26 @@ void RolloutEngine::copy_shared_prefix(Sequence& s) {
     }
   });
   if (donor == nullptr) return;
+  if (s.first_version < 0) s.first_version = version_;
   cache_.copy_positions(*donor, s.blocks, s.computed, best);
   s.res.prefill_shared += best - s.computed;
   stats_.prefill_shared += best - s.computed;
   s.computed = best;
 }
 
-// Whether an earlier prefill sequence of this step's batch computes, on the
-// same tokens, at least a block of positions of s's next prompt chunk: then s
-// waits a step and copies them (copy_shared_prefix) instead of computing them
-// too. (Fewer are not worth a step's wait: random prompts share a first token
-// or two by chance.)
+// Whether an earlier prefill sequence of this step's batch, begun under the
+// current weights, will after this step hold the k/v of kMinShared or more
+// positions past s.computed on the same tokens (it computes them now, or has
+// them already and s found no donor only because it was admitted before
+// them): then s waits a step and copies them (copy_shared_prefix) instead of
+// computing them too.
 bool RolloutEngine::computed_by_earlier(const Sequence& s, const std::vector<Sequence*>& batch,
                                         const std::vector<int>& counts) const {
   const int cap = static_cast<int>(s.tokens.size()) - 1;
   for (size_t i = 0; i < batch.size(); ++i) {
     const Sequence& t = *batch[i];
     if (!t.res.tokens.empty() || t.first_version != version_) continue;
-    if (common_prefix(s.tokens, t.tokens, std::min(cap, t.computed + counts[i])) >= s.computed + config_.block_size)
+    if (common_prefix(s.tokens, t.tokens, std::min(cap, t.computed + counts[i])) >= s.computed + kMinShared)
       return true;
   }
   return false;
@@ -203,6 +212,7 @@ void RolloutEngine::finish(Sequence& s, FinishReason reason) {
     s.blocks.resize(keep);
     PagedKvCache::Prefix p;
     p.tokens.assign(s.tokens.begin(), s.tokens.begin() + s.computed);
+    p.version = version_;
     p.blocks = std::move(s.blocks);
     cache_.store_session(s.req.session, std::move(p));
   }

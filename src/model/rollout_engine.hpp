@@ -51,14 +51,16 @@
 // start from one prompt, and the tasks of an environment from one system
 // prompt. A new sequence copies the k/v of its longest common prefix with
 // any other sequence (running, begun under the current weights, over the
-// positions it has computed) or session entry, beyond what its own session
-// gave it: k/v are a function of the tokens before them and the weights, so
+// positions it has computed) or session entry stored under the current
+// version, beyond what its own session gave it (8 tokens or more): k/v are a function of the tokens before them and the weights, so
 // the copy is what the sequence would compute (up to the rounding its batch
 // would give the products, as in any batch). A copy moves 2 x layers rows a
 // token, where computing it runs the whole model. Sequences admitted
-// together share nothing yet: a sequence whose next prompt chunk an earlier
-// sequence of the same step computes on the same tokens (a block of them at
-// least) sits that step out and copies them at the next one.
+// together share nothing yet: a sequence in prefill whose prompt an earlier
+// sequence of the step's batch computes on the same tokens (8 positions past
+// its own or more) sits that step out and copies them at the next one. A
+// sequence's k/v, and the version its tokens are stamped with, begin with
+// its first reuse, copy or computed chunk.
 //
 // The engine reads model.params() at every step, so new weights apply from
 // the next step. Not thread-safe: one thread drives it.

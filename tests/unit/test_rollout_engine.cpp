@@ -437,9 +437,11 @@ TEST(RolloutEngine, SessionPrefixReuse) {
   const GenerationResult t5 = run(engine, request(5, p5, 4, 1.0f, 9, "ep"));
   EXPECT_EQ(t5.prefill_reused, 0);
 
-  // Another session does not see this one's cache.
+  // Another session reuses nothing of this one's entry as its own; it copies
+  // the prompt they share (RolloutEngine.SharedPrefixesAreCopied).
   const GenerationResult t6 = run(engine, request(6, p5, 4, 1.0f, 9, "other"));
   EXPECT_EQ(t6.prefill_reused, 0);
+  EXPECT_EQ(t6.prefill_shared, static_cast<int>(p5.size()) - 1);
   EXPECT_EQ(engine.stats().prefill_reused,
             t2.prefill_reused + t3.prefill_reused + t4.prefill_reused);
 
@@ -495,6 +497,38 @@ TEST(RolloutEngine, SharedPrefixesAreCopied) {
   EXPECT_EQ(out_b[0].prefill_computed, 9);
   expect_same_generation(out_b[0], generate_alone(f.model, b, no_sharing), 1e-6);
 
+  // A copy that starts mid-block, after the sequence's own session: 13
+  // tokens of "c" are its own, the group's entries hold 17 more.
+  const auto one = [&](const GenerationRequest& r) {
+    engine.submit(r);
+    auto out = engine.run_until_done();
+    EXPECT_EQ(out.size(), 1u);
+    return out.at(0);
+  };
+  Ints c1(prompt.begin(), prompt.begin() + 13);
+  for (int32_t x : random_tokens(rng, 5)) c1.push_back(x);
+  c1[13] = (prompt[13] + 1) % 256;
+  const GenerationResult first_c = one(request(11, c1, 4, 1.0f, 401, "c"));
+  EXPECT_EQ(first_c.prefill_shared, 13);
+  Ints c2 = prompt;
+  for (int32_t x : random_tokens(rng, 4)) c2.push_back(x);
+  // leave every group entry at position 30
+  while (std::any_of(results.begin(), results.end(), [&](auto& kv) { return kv.second.tokens[0] == c2[30]; }))
+    c2[30] = (c2[30] + 1) % 256;
+  const GenerationRequest r_c2 = request(12, c2, 6, 1.0f, 402, "c");
+  const GenerationResult second_c = one(r_c2);
+  EXPECT_EQ(second_c.prefill_reused, 13);
+  EXPECT_EQ(second_c.prefill_shared, 17);
+  EXPECT_EQ(second_c.prefill_computed, 4);
+  expect_same_generation(second_c, generate_alone(f.model, r_c2, no_sharing), 1e-6);
+
+  // New weights without clearing the cache: the entries of version 1 are
+  // their own sessions' to reuse, nobody else's to copy.
+  engine.set_policy_version(2);
+  const GenerationResult after = one(request(13, prompt, 4, 1.0f, 403, "z"));
+  EXPECT_EQ(after.prefill_shared, 0);
+  EXPECT_EQ(after.prefill_computed, 30);
+
   // A sequence begun under older weights is no donor: its k/v mix versions.
   RolloutEngine fresh(f.model, engine_config(8, 4096, 4, 8));
   fresh.set_policy_version(1);
@@ -507,6 +541,21 @@ TEST(RolloutEngine, SharedPrefixesAreCopied) {
   EXPECT_EQ(late[21].prefill_shared, 0);
   EXPECT_EQ(late[21].prefill_computed, 30);
   EXPECT_EQ(late[21].versions, Ints(late[21].tokens.size(), 2));
+
+  // A sequence that copied under version 1 and waited a step keeps version
+  // 1 when version 2 arrives before it computes: its k/v began with the copy.
+  RolloutEngine waiting(f.model, engine_config(8, 4096, 4, 8));
+  waiting.set_policy_version(1);
+  waiting.submit(request(30, prompt, 4, 1.0f, 600));
+  waiting.step();                                      // 30 computes [0, 8)
+  waiting.submit(request(31, prompt, 4, 1.0f, 601));
+  waiting.step();  // 31 copies [0, 8), then sits out while 30 computes [8, 16)
+  waiting.set_policy_version(2);
+  waiting.clear_prefix_cache();
+  auto waited = by_id(waiting.run_until_done());
+  ASSERT_EQ(waited.size(), 2u);
+  EXPECT_EQ(waited[31].prefill_shared, 8);
+  EXPECT_EQ(waited[31].versions, Ints(waited[31].tokens.size(), 1));
 }
 
 // New weights mid-sequence: the tokens keep the version the sequence began
