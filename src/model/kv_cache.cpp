@@ -79,8 +79,10 @@ void PagedKvCache::clear_sessions() {
 void PagedKvCache::copy_positions(const std::vector<int32_t>& src_blocks, const std::vector<int32_t>& dst_blocks,
                                   int from, int to) {
   const int bs = block_size_;
-  FORGE_CHECK(from >= 0 && from <= to && (to == from || (static_cast<size_t>((to - 1) / bs) < src_blocks.size() &&
-                                                         static_cast<size_t>((to - 1) / bs) < dst_blocks.size())),
+  const auto covers = [&](const std::vector<int32_t>& table) {
+    return to == from || static_cast<size_t>((to - 1) / bs) < table.size();
+  };
+  FORGE_CHECK(from >= 0 && from <= to && covers(src_blocks) && covers(dst_blocks),
               "copy of positions [" + std::to_string(from) + ", " + std::to_string(to) + ") past a block table");
   for (int layer = 0; layer < layers_; ++layer)
     for (void* pool : {k(layer), v(layer)}) {

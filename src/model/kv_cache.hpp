@@ -44,7 +44,7 @@ class PagedKvCache {
   struct Prefix {
     std::vector<int32_t> tokens;  // tokens whose k/v are in the blocks, positions 0..
     std::vector<int32_t> blocks;  // ceil(tokens / block_size) or more
-    int version = 0;              // the policy version whose weights computed them (the owner's label)
+    int version = 0;              // the engine's policy version when they were stored
   };
 
   // Pool of floor(capacity_tokens / block_size) blocks; InputError if that is 0.

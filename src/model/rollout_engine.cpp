@@ -155,25 +155,21 @@ bool RolloutEngine::admit(GenerationRequest& r) {
 // stamped with this version even if newer weights arrive before it runs.
 void RolloutEngine::copy_shared_prefix(Sequence& s) {
   const int cap = static_cast<int>(s.tokens.size()) - 1;
-  int best = s.computed + kMinShared - 1;
+  int best = s.computed;
   const std::vector<int32_t>* donor = nullptr;
-  for (const Sequence& t : running_) {
-    if (&t == &s || t.first_version != version_) continue;
-    const int l = common_prefix(s.tokens, t.tokens, std::min(cap, t.computed));
-    if (l > best) {
-      best = l;
-      donor = &t.blocks;
+  const auto consider = [&](int shared, const std::vector<int32_t>& blocks) {
+    if (shared > best) {
+      best = shared;
+      donor = &blocks;
     }
-  }
+  };
+  for (const Sequence& t : running_)
+    if (&t != &s && t.first_version == version_)
+      consider(common_prefix(s.tokens, t.tokens, std::min(cap, t.computed)), t.blocks);
   cache_.for_each_session([&](const PagedKvCache::Prefix& p) {
-    if (p.version != version_) return;
-    const int l = common_prefix(s.tokens, p.tokens, cap);
-    if (l > best) {
-      best = l;
-      donor = &p.blocks;
-    }
+    if (p.version == version_) consider(common_prefix(s.tokens, p.tokens, cap), p.blocks);
   });
-  if (donor == nullptr) return;
+  if (donor == nullptr || best < s.computed + kMinShared) return;
   if (s.first_version < 0) s.first_version = version_;
   cache_.copy_positions(*donor, s.blocks, s.computed, best);
   s.res.prefill_shared += best - s.computed;
@@ -182,11 +178,10 @@ void RolloutEngine::copy_shared_prefix(Sequence& s) {
 }
 
 // Whether an earlier prefill sequence of this step's batch, begun under the
-// current weights, will after this step hold the k/v of kMinShared or more
-// positions past s.computed on the same tokens (it computes them now, or has
-// them already and s found no donor only because it was admitted before
-// them): then s waits a step and copies them (copy_shared_prefix) instead of
-// computing them too.
+// current weights, holds after this step the k/v of kMinShared or more
+// positions past s.computed on the same tokens (mostly those it computes in
+// this step): then s waits the step and copies them (copy_shared_prefix)
+// instead of computing them too.
 bool RolloutEngine::computed_by_earlier(const Sequence& s, const std::vector<Sequence*>& batch,
                                         const std::vector<int>& counts) const {
   const int cap = static_cast<int>(s.tokens.size()) - 1;

@@ -52,9 +52,10 @@
 // prompt. A new sequence copies the k/v of its longest common prefix with
 // any other sequence (running, begun under the current weights, over the
 // positions it has computed) or session entry stored under the current
-// version, beyond what its own session gave it (8 tokens or more): k/v are a function of the tokens before them and the weights, so
-// the copy is what the sequence would compute (up to the rounding its batch
-// would give the products, as in any batch). A copy moves 2 x layers rows a
+// version, beyond what its own session gave it (8 tokens or more): k/v are
+// a function of the tokens before them and the weights, so the copy is what
+// the sequence would compute (up to the rounding its batch would give the
+// products, as in any batch). A copy moves 2 x layers rows a
 // token, where computing it runs the whole model. Sequences admitted
 // together share nothing yet: a sequence in prefill whose prompt an earlier
 // sequence of the step's batch computes on the same tokens (8 positions past

@@ -81,13 +81,18 @@ std::map<uint64_t, GenerationResult> by_id(std::vector<GenerationResult> results
   return m;
 }
 
-GenerationResult generate_alone(PolicyModel& model, const GenerationRequest& r,
-                                EngineConfig cfg = engine_config()) {
-  RolloutEngine engine(model, cfg);
+// r run to completion on engine, alone in it.
+GenerationResult run_one(RolloutEngine& engine, const GenerationRequest& r) {
   engine.submit(r);
   auto out = engine.run_until_done();
   EXPECT_EQ(out.size(), 1u);
   return out.at(0);
+}
+
+GenerationResult generate_alone(PolicyModel& model, const GenerationRequest& r,
+                                EngineConfig cfg = engine_config()) {
+  RolloutEngine engine(model, cfg);
+  return run_one(engine, r);
 }
 
 // The trainer's view: per sample and position, the logprob of the token (NaN
@@ -385,12 +390,7 @@ TEST(RolloutEngine, SessionPrefixReuse) {
   Rng rng(31);
   const EngineConfig cfg = engine_config(4, 4096, 4, 16);
   RolloutEngine engine(f.model, cfg);
-  auto run = [&](RolloutEngine& e, const GenerationRequest& r) {
-    e.submit(r);
-    auto out = e.run_until_done();
-    EXPECT_EQ(out.size(), 1u);
-    return out.at(0);
-  };
+  const auto run = run_one;
   auto fresh = [&](GenerationRequest r) {
     r.session.clear();
     return generate_alone(f.model, r, cfg);
@@ -499,12 +499,7 @@ TEST(RolloutEngine, SharedPrefixesAreCopied) {
 
   // A copy that starts mid-block, after the sequence's own session: 13
   // tokens of "c" are its own, the group's entries hold 17 more.
-  const auto one = [&](const GenerationRequest& r) {
-    engine.submit(r);
-    auto out = engine.run_until_done();
-    EXPECT_EQ(out.size(), 1u);
-    return out.at(0);
-  };
+  const auto one = [&](const GenerationRequest& r) { return run_one(engine, r); };
   Ints c1(prompt.begin(), prompt.begin() + 13);
   for (int32_t x : random_tokens(rng, 5)) c1.push_back(x);
   c1[13] = (prompt[13] + 1) % 256;
