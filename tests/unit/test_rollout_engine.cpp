@@ -517,6 +517,18 @@ TEST(RolloutEngine, SharedPrefixesAreCopied) {
   EXPECT_EQ(second_c.prefill_computed, 4);
   expect_same_generation(second_c, generate_alone(f.model, r_c2, no_sharing), 1e-6);
 
+  // A prefix shorter than 8 tokens is computed, not copied: the copy costs
+  // about what a forward pass of so few rows does.
+  for (int common : {7, 8}) {
+    SCOPED_TRACE(std::to_string(common) + " common tokens");
+    Ints p(prompt.begin(), prompt.begin() + common);
+    for (int32_t x : random_tokens(rng, 6)) p.push_back(x);
+    p[common] = (prompt[common] + 1) % 256;  // every entry so far holds prompt[common] there
+    const GenerationResult r = one(request(14 + common, p, 2, 1.0f, 410 + common, "m" + std::to_string(common)));
+    EXPECT_EQ(r.prefill_shared, common == 8 ? 8 : 0);
+    EXPECT_EQ(r.prefill_computed, static_cast<int>(p.size()) - r.prefill_shared);
+  }
+
   // New weights without clearing the cache: the entries of version 1 are
   // their own sessions' to reuse, nobody else's to copy.
   engine.set_policy_version(2);
