@@ -60,6 +60,12 @@ struct RolloutEngine::Sequence {
   std::vector<int32_t> blocks;  // block table (the whole reservation)
   bool find_donor = false;      // look for a shared prefix to copy at the next step
   bool done = false;
+
+  // Its k/v begin now (a reuse, a copy or a computed chunk), under version v:
+  // its tokens are stamped with the version of the first.
+  void begin_kv(int v) {
+    if (first_version < 0) first_version = v;
+  }
 };
 
 RolloutEngine::RolloutEngine(PolicyModel& model, const EngineConfig& config)
@@ -137,7 +143,7 @@ bool RolloutEngine::admit(GenerationRequest& r) {
   s.blocks.insert(s.blocks.end(), more.begin(), more.end());
   s.tokens = std::move(r.prompt);  // the sequence keeps the prompt, the request its parameters
   s.computed = reuse;
-  if (reuse > 0) s.first_version = version_;  // its k/v begin here
+  if (reuse > 0) s.begin_kv(version_);
   s.res.id = r.id;
   s.res.prefill_reused = reuse;
   s.req = std::move(r);
@@ -151,8 +157,9 @@ bool RolloutEngine::admit(GenerationRequest& r) {
 // sequence begun under the current weights (over the positions that one has
 // computed) or a session entry of the current version, where that goes
 // kMinShared or more past s.computed. The last prompt token stays s's to
-// compute, for its logits. s's k/v begin with the copy: its tokens are
-// stamped with this version even if newer weights arrive before it runs.
+// compute, for its logits. s's k/v begin with the copy (begin_kv): its
+// tokens are stamped with this version even if newer weights arrive before
+// it runs.
 void RolloutEngine::copy_shared_prefix(Sequence& s) {
   const int cap = static_cast<int>(s.tokens.size()) - 1;
   int best = s.computed;
@@ -170,7 +177,7 @@ void RolloutEngine::copy_shared_prefix(Sequence& s) {
     if (p.version == version_) consider(common_prefix(s.tokens, p.tokens, cap), p.blocks);
   });
   if (donor == nullptr || best < s.computed + kMinShared) return;
-  if (s.first_version < 0) s.first_version = version_;
+  s.begin_kv(version_);
   cache_.copy_positions(*donor, s.blocks, s.computed, best);
   s.res.prefill_shared += best - s.computed;
   stats_.prefill_shared += best - s.computed;
@@ -246,7 +253,7 @@ std::vector<GenerationResult> RolloutEngine::step() {
       stats_.prefill_computed += n;
     }
     if (n == 0) continue;
-    if (s.first_version < 0) s.first_version = version_;
+    s.begin_kv(version_);
     batch.push_back(&s);
     counts.push_back(n);
     samples.push_back(n == remaining);

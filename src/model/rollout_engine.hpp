@@ -55,13 +55,13 @@
 // version, beyond what its own session gave it (8 tokens or more): k/v are
 // a function of the tokens before them and the weights, so the copy is what
 // the sequence would compute (up to the rounding its batch would give the
-// products, as in any batch). A copy moves 2 x layers rows a
-// token, where computing it runs the whole model. Sequences admitted
-// together share nothing yet: a sequence in prefill whose prompt an earlier
-// sequence of the step's batch computes on the same tokens (8 positions past
-// its own or more) sits that step out and copies them at the next one. A
-// sequence's k/v, and the version its tokens are stamped with, begin with
-// its first reuse, copy or computed chunk.
+// products, as in any batch). A copy moves 2 x layers rows a token, where
+// computing it runs the whole model. Sequences admitted together share
+// nothing yet: a sequence in prefill whose prompt an earlier sequence of the
+// step's batch computes on the same tokens (8 positions past its own or
+// more) sits that step out and copies them at the next one. A sequence's
+// k/v, and the version its tokens are stamped with, begin with its first
+// reuse, copy or computed chunk.
 //
 // The engine reads model.params() at every step, so new weights apply from
 // the next step. Not thread-safe: one thread drives it.

@@ -523,7 +523,7 @@ TEST(RolloutEngine, SharedPrefixesAreCopied) {
     SCOPED_TRACE(std::to_string(common) + " common tokens");
     Ints p(prompt.begin(), prompt.begin() + common);
     for (int32_t x : random_tokens(rng, 6)) p.push_back(x);
-    p[common] = (prompt[common] + 1) % 256;  // every entry so far holds prompt[common] there
+    p[common] = (prompt[common] + 1) % 256;  // leaves the prompt: no entry shares more
     const GenerationResult r = one(request(14 + common, p, 2, 1.0f, 410 + common, "m" + std::to_string(common)));
     EXPECT_EQ(r.prefill_shared, common == 8 ? 8 : 0);
     EXPECT_EQ(r.prefill_computed, static_cast<int>(p.size()) - r.prefill_shared);
