@@ -87,6 +87,115 @@ TEST(EmulatedCudaModel, TrainStepMatchesCpu) {
   expect_tensors_close(m_cpu, m_emu.get_params(), m_cpu.get_params(), "parameter after AdamW:");
 }
 
+// The shapes of the pretrained families (src/pretrained) on the emulated
+// CUDA backend against the CPU backend, FP32 (1e-5), and in bf16 against
+// the bf16 reference: tied embeddings (the head's gradient lands in the
+// embedding's), a q|k|v bias (given non-zero values), a head dim that is not
+// d / H and sits inside a tensor-core head-dim class (24 in 32, 40 in 64),
+// three query heads a KV head, and Llama 3's RoPE scaling. The tiny model
+// above has none of them.
+struct ArchitectureCase {
+  const char* name;
+  ModelConfig config;
+};
+
+std::vector<ArchitectureCase> architecture_cases() {
+  ArchitectureCase smol{"tied, 3 heads a KV head (SmolLM2)", tiny_config()};
+  smol.config.n_heads = 3;
+  smol.config.n_kv_heads = 1;
+  smol.config.tied_embeddings = true;
+  smol.config.rope_base = 1e5f;
+  ArchitectureCase qwen{"tied, q|k|v bias, head dim 24 (Qwen2)", tiny_config()};
+  qwen.config.head_dim_override = 24;
+  qwen.config.qkv_bias = true;
+  qwen.config.tied_embeddings = true;
+  qwen.config.norm_eps = 1e-6f;
+  qwen.config.rope_base = 1e6f;
+  ArchitectureCase llama{"RoPE scaling, head dim 40 (Llama 3)", tiny_config()};
+  llama.config.d_model = 64;
+  llama.config.n_heads = 2;
+  llama.config.n_kv_heads = 1;
+  llama.config.head_dim_override = 40;
+  llama.config.rope_base = 5e5f;
+  llama.config.rope_scaling.factor = 8;
+  llama.config.rope_scaling.original_max_positions = 64;
+  return {smol, qwen, llama};
+}
+
+// Random weights, the biases among them (init_random zeroes them).
+std::vector<float> architecture_params(const ModelConfig& c, Backend& backend) {
+  PolicyModel m(c, backend);
+  m.init_random(7, 0.2f);
+  std::vector<float> p = m.get_params();
+  Rng rng(17);
+  for (const auto& t : m.layout().tensors)
+    if (t.name.ends_with(".bqkv"))
+      for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = 0.3f * static_cast<float>(rng.normal());
+  return p;
+}
+
+TEST(EmulatedCudaModel, PretrainedArchitecturesTrainAsOnTheCpu) {
+  for (const auto& a : architecture_cases()) {
+    SCOPED_TRACE(a.name);
+    auto cpu = make_backend("cpu");
+    bc::Bf16ReferenceBackend ref16;
+    auto emu = cuda::make_cuda_backend(), emu16 = cuda::make_cuda_backend(Precision::kBf16);
+    PolicyModel m_cpu(a.config, *cpu), m16(a.config, ref16), m_emu(a.config, *emu), m_emu16(a.config, *emu16);
+    const std::vector<float> params = architecture_params(a.config, *cpu);
+    for (PolicyModel* m : {&m_cpu, &m16, &m_emu, &m_emu16}) m->set_params(params);
+
+    const TrainCase c = train_case();
+    BinForward f_cpu, f16, f_emu, f_emu16;
+    m_cpu.forward(c.bin, 0.8f, &f_cpu);
+    m16.forward(c.bin, 0.8f, &f16);
+    m_emu.forward(c.bin, 0.8f, &f_emu);
+    m_emu16.forward(c.bin, 0.8f, &f_emu16);
+    bc::expect_close(f_emu.logprob, f_cpu.logprob, "logprob");
+    bc::expect_close(f_emu.entropy, f_cpu.entropy, "entropy");
+    bc::expect_bf16_error(f_emu16.logprob, f16.logprob, f_cpu.logprob, "bf16 logprob");
+    for (PolicyModel* m : {&m_cpu, &m16, &m_emu, &m_emu16}) m->backward(c.dl);
+    expect_tensors_close(m_cpu, m_emu.get_grads(), m_cpu.get_grads(), "gradient of");
+    bc::expect_bf16_error(m_emu16.get_grads(), m16.get_grads(), m_cpu.get_grads(), "bf16 gradients");
+  }
+}
+
+TEST(EmulatedCudaModel, PretrainedArchitecturesGenerateAsOnTheCpu) {
+  for (const auto& a : architecture_cases()) {
+    SCOPED_TRACE(a.name);
+    auto cpu = make_backend("cpu");
+    auto emu = cuda::make_cuda_backend();
+    PolicyModel m_cpu(a.config, *cpu), m_emu(a.config, *emu);
+    const std::vector<float> params = architecture_params(a.config, *cpu);
+    m_cpu.set_params(params);
+    m_emu.set_params(params);
+    EngineConfig ec;
+    ec.max_batch = 2;
+    ec.block_size = 4;
+    ec.kv_cache_tokens = 256;
+    ec.prefill_chunk = 8;
+    RolloutEngine e_cpu(m_cpu, ec), e_emu(m_emu, ec);
+    for (int r = 0; r < 3; ++r) {
+      GenerationRequest q;
+      q.id = r;
+      for (int i = 0; i < 6 + 9 * r; ++i) q.prompt.push_back(static_cast<int32_t>((i * 37 + r) % 250));
+      q.sampling.max_new_tokens = 10;
+      q.sampling.seed = 40 + r;
+      e_cpu.submit(q);
+      e_emu.submit(q);
+    }
+    auto by_id = [](std::vector<GenerationResult> v) {
+      std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
+      return v;
+    };
+    const auto r_cpu = by_id(e_cpu.run_until_done()), r_emu = by_id(e_emu.run_until_done());
+    ASSERT_EQ(r_cpu.size(), r_emu.size());
+    for (size_t i = 0; i < r_cpu.size(); ++i) {
+      EXPECT_EQ(r_emu[i].tokens, r_cpu[i].tokens) << "request " << i;
+      if (r_emu[i].tokens == r_cpu[i].tokens) bc::expect_close(r_emu[i].logprobs, r_cpu[i].logprobs, "logprobs");
+    }
+  }
+}
+
 // The profiler over the CUDA backend (bench_train_step --profile on a GPU):
 // the same train step (the forward bit for bit), with every operation
 // bracketed by the backend's synchronize(), and the attention and GEMM rows
