@@ -2,7 +2,7 @@
 // and reads, shuffles exchange across lanes (xor, down, broadcast, partial
 // last warp), atomics from many blocks, 2-D blocks and grids; bf16 rounds to
 // nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values;
-// the tensor-core MMAs and ldmatrix follow the PTX ISA's fragment layouts;
+// the tensor-core MMAs (mma.sync, wgmma) and ldmatrix follow the PTX ISA's fragment layouts;
 // cp.async lands at the thread's wait, zero-filled past its source bytes.
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cuda_compat.cuh"
 #include "backend/cuda/fragment_layouts.hpp"
+#include "backend/cuda/wgmma.cuh"
 
 namespace {
 
@@ -164,5 +165,38 @@ TEST(EmulationHarness, GemmExOnBf16Inputs) {
 // ISA's layouts (backend/cuda/fragment_layouts.hpp; the same check runs on a
 // GPU in tests/unit/test_cuda_device.cpp).
 TEST(EmulationHarness, FragmentLayoutsFollowThePtxIsa) { EXPECT_EQ(forge::cuda::check_fragment_layouts(), ""); }
+
+// The warpgroup MMA's emulation reads its operands by the PTX ISA's
+// no-swizzle descriptors and fragment layouts (the probe on a GPU:
+// CudaDevice.WgmmaLayoutsFollowThePtxIsa).
+TEST(EmulationHarness, WgmmaLayoutsFollowThePtxIsa) { EXPECT_EQ(forge::cuda::check_wgmma_layouts(), ""); }
+
+// A wgmma's product lands in the accumulators at the wait, not before: a
+// kernel that reads them early reads the old values (and fails its tests).
+__global__ void wgmma_lands_at_the_wait(float* before, float* after) {
+  FORGE_SHARED_MEMORY(uint16_t, s);
+  const int r = static_cast<int>(threadIdx.x);
+  for (int e = r; e < 64 * 16 + 16 * 16; e += 128) s[e] = 0x3f80;  // bf16 1.0: A and B all ones
+  __syncthreads();
+  float d[8];
+  for (float& x : d) x = 7.0f;
+  forge::cuda::wgmma_fence();
+  // A 64 x 16 and B 16 x 16 K-major, dense: LBO 128 bytes, SBO 256
+  forge::cuda::wgmma_m64n16k16_ss<0, 0>(d, forge::cuda::wgmma_desc(s, 128, 256),
+                                        forge::cuda::wgmma_desc(s + 64 * 16, 128, 256), true);
+  forge::cuda::wgmma_commit();
+  before[r] = d[0];
+  forge::cuda::wgmma_wait<0>(d);
+  after[r] = d[0];
+}
+
+TEST(EmulationHarness, WgmmaLandsAtTheWait) {
+  std::vector<float> before(128), after(128);
+  FORGE_LAUNCH(wgmma_lands_at_the_wait, 1, 128, (64 * 16 + 16 * 16) * 2, nullptr, before.data(), after.data());
+  for (int r = 0; r < 128; ++r) {
+    EXPECT_EQ(before[r], 7.0f) << "thread " << r << " saw the product before waiting";
+    EXPECT_EQ(after[r], 7.0f + 16.0f) << "thread " << r;
+  }
+}
 
 }  // namespace

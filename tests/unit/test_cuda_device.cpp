@@ -60,6 +60,17 @@ TEST(CudaDevice, FragmentLayoutsFollowThePtxIsa) {
 #endif
 }
 
+// The hardware's wgmma (sm_90a) against the layouts the emulation
+// assumes; on other devices skipped.
+TEST(CudaDevice, WgmmaLayoutsFollowThePtxIsa) {
+  std::string why;
+  if (!device_backend<Precision::kFp32>(&why)) GTEST_SKIP() << why;
+#ifdef FORGE_WITH_CUDA
+  if (!cuda::wgmma_supported()) GTEST_SKIP() << "wgmma needs compute capability 9.0";
+  EXPECT_EQ(cuda::check_wgmma_layouts(), "");
+#endif
+}
+
 FORGE_BACKEND_CASES(CudaDevice, device_backend<Precision::kFp32>)
 FORGE_BF16_BACKEND_CASES(CudaDevice, device_backend<Precision::kBf16>)
 FORGE_TREE_ATTENTION_CASES(CudaDeviceExactAttention, exact_attention_backend)

@@ -20,6 +20,13 @@
 //                              fragment load; lanes post their fragments (or
 //                              row addresses), meet, compute their part,
 //                              meet again
+//   wgmma (wgmma.cuh)          all 128 threads of the warpgroup (4 warps
+//                              from a multiple of 128): each posts its A
+//                              registers and where its accumulators are, the
+//                              group meets; the product lands in a thread's
+//                              accumulators only at its wgmma.wait_group,
+//                              read from shared memory then (as the device
+//                              reads it asynchronously, any time before)
 // Threads that have exited count as arrived. A scheduler round in which no
 // fiber arrives, leaves a barrier or exits is a deadlock (divergent barrier)
 // and aborts with a message.
@@ -133,12 +140,34 @@ struct PendingCopy {
   unsigned char data[16];
 };
 
+// One wgmma.mma_async of a warpgroup (wgmma.cuh): its operands as issued,
+// computed into each thread's accumulators at that thread's wait.
+struct WgmmaOp {
+  int n = 0;                      // N of m64nNk16
+  bool a_in_registers = false;    // A from the threads' registers, else desc_a
+  uint64_t desc_a = 0, desc_b = 0;
+  bool trans_a = false, trans_b = false, accumulate = false;
+  uint32_t a[128][4] = {};        // per thread, where A is in registers
+  float* d[128] = {};             // per thread, its N / 2 accumulators
+};
+
+// A warpgroup's wgmma state: the ops issued (in order; every thread issues
+// the same sequence), and per thread how many it has issued and computed
+// and the op counts at its commits not yet waited for.
+struct Warpgroup {
+  Barrier bar;
+  std::vector<WgmmaOp> ops;
+  size_t issued[128] = {}, computed[128] = {};
+  std::vector<size_t> groups[128];
+};
+
 struct Block {
   ucontext_t sched;
   std::vector<std::vector<PendingCopy>> pending;  // per thread
   std::vector<ucontext_t> ctx;
   std::vector<uint8_t> done;
   std::vector<Warp> warps;
+  std::vector<Warpgroup> warpgroups;
   Barrier bar;
   std::vector<unsigned char> smem;
   unsigned current = 0;
@@ -185,10 +214,13 @@ inline void fiber_main() {
   Block& b2 = *tls_block;  // same block: fibers never migrate
   const unsigned me = b2.current;
   if (!b2.pending[me].empty()) fail("a thread exited with cp.async copies it never waited for");
+  Warpgroup& wg = b2.warpgroups[me / 128];
+  if (wg.computed[me % 128] != wg.issued[me % 128]) fail("a thread exited with wgmma results it never waited for");
   b2.done[me] = 1;
   ++b2.progress;
   leave(b2.bar);
   leave(b2.warps[me / 32].bar);
+  leave(wg.bar);
 }  // returns to b.sched through uc_link
 
 inline void run_block(Block& b, unsigned nthreads) {
@@ -200,6 +232,9 @@ inline void run_block(Block& b, unsigned nthreads) {
   b.warps.assign((nthreads + 31) / 32, Warp{});
   for (unsigned w = 0; w < b.warps.size(); ++w)
     b.warps[w].bar.alive = std::min(32u, nthreads - 32 * w);
+  b.warpgroups = std::vector<Warpgroup>((nthreads + 127) / 128);
+  for (unsigned w = 0; w < b.warpgroups.size(); ++w)
+    b.warpgroups[w].bar.alive = std::min(128u, nthreads - 128 * w);
   for (unsigned t = 0; t < nthreads; ++t) {
     getcontext(&b.ctx[t]);
     b.ctx[t].uc_stack.ss_sp = tls_stacks.get(t);
@@ -337,6 +372,119 @@ inline void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32
   warp_mma<8>(d, a, b, A, B);
 }
 
+// ---- wgmma (wgmma.cuh) ----------------------------------------------------------
+// A shared-memory address as the device's shared window has it: the byte
+// offset into the block's shared memory.
+inline uint32_t shared_offset(const void* p) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  const Block& blk = *tls_block;
+  if (c < blk.smem.data() || c >= blk.smem.data() + blk.smem.size()) fail("address outside the block's shared memory");
+  return static_cast<uint32_t>(c - blk.smem.data());
+}
+
+inline Warpgroup& calling_warpgroup(const char* what) {
+  Warpgroup& wg = tls_block->warpgroups[linear_thread() / 128];
+  if (wg.bar.alive != 128) {
+    char message[96];
+    std::snprintf(message, sizeof message, "%s needs all 128 threads of the warpgroup", what);
+    fail(message);
+  }
+  return wg;
+}
+
+// Element (mn, k) of a 16-bit operand in shared memory by a no-swizzle
+// matrix descriptor (wgmma.cuh): start, leading (LBO) and stride (SBO) byte
+// offsets in 16-byte units, bits 0-13, 16-29 and 32-45. K-major: core
+// matrices of 8 rows (mn) of 16 bytes (8 k), LBO apart along k, SBO along
+// mn; MN-major (trans): 8 rows (k) of 16 bytes (8 mn), LBO along k, SBO
+// along mn.
+inline float wgmma_operand(uint64_t desc, bool trans, int mn, int k) {
+  if (desc >> 62) fail("wgmma: swizzled shared-memory layouts are not emulated");
+  const uint32_t start = uint32_t(desc & 0x3fff) << 4, lbo = uint32_t(desc >> 16 & 0x3fff) << 4,
+                 sbo = uint32_t(desc >> 32 & 0x3fff) << 4;
+  const uint32_t at = trans ? start + (mn % 8) * 2 + (mn / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo
+                            : start + (mn % 8) * 16 + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
+  const Block& blk = *tls_block;
+  if (at + 2 > blk.smem.size()) fail("wgmma: an operand element outside the block's shared memory");
+  uint16_t bits;
+  std::memcpy(&bits, blk.smem.data() + at, 2);
+  return forge::bf16_to_float(bits);
+}
+
+// wgmma.mma_async m64nNk16 bf16 -> FP32 (wgmma.cuh): the calling thread
+// posts its A registers (a, or null: A by desc_a) and its accumulators d,
+// the warpgroup meets; the op is computed at the thread's wait.
+inline void wgmma_issue(int n, float* d, const uint32_t* a, uint64_t desc_a, uint64_t desc_b, bool trans_a,
+                        bool trans_b, bool accumulate) {
+  Warpgroup& wg = calling_warpgroup("wgmma.mma_async");
+  const unsigned r = linear_thread() % 128;
+  const size_t i = wg.issued[r]++;
+  if (i == wg.ops.size()) {
+    WgmmaOp op;
+    op.n = n;
+    op.a_in_registers = a != nullptr;
+    op.desc_a = desc_a;
+    op.desc_b = desc_b;
+    op.trans_a = trans_a;
+    op.trans_b = trans_b;
+    op.accumulate = accumulate;
+    wg.ops.push_back(op);
+  }
+  WgmmaOp& op = wg.ops[i];
+  if (op.n != n || op.a_in_registers != (a != nullptr) || op.desc_b != desc_b || op.trans_b != trans_b ||
+      op.accumulate != accumulate || (!a && (op.desc_a != desc_a || op.trans_a != trans_a)))
+    fail("wgmma.mma_async: the threads of the warpgroup issued different operations");
+  if (a)
+    for (int j = 0; j < 4; ++j) op.a[r][j] = a[j];
+  op.d[r] = d;
+  arrive(wg.bar);
+}
+
+inline void wgmma_commit() {
+  Warpgroup& wg = calling_warpgroup("wgmma.commit_group");
+  const unsigned r = linear_thread() % 128;
+  wg.groups[r].push_back(wg.issued[r]);
+  arrive(wg.bar);
+}
+
+// Thread r's accumulators of op: d[4 j + 2 v + u] = D[16 w + g + 8 v][8 j + 2 t + u]
+// (w = r / 32, g = lane / 4, t = lane % 4); A in registers as mma.sync's
+// m16n8k16 A per warp (its 16 rows); products exact, summed in k order.
+inline void wgmma_compute(const WgmmaOp& op, unsigned r) {
+  auto a_reg = [&](int row, int k) {
+    const int w = row / 16, rr = row % 16, lane = 4 * (rr % 8) + (k % 8) / 2, reg = (rr >= 8) + 2 * (k >= 8);
+    const uint32_t v = op.a[32 * w + lane][reg];
+    return forge::bf16_to_float(static_cast<uint16_t>(k & 1 ? v >> 16 : v));
+  };
+  const int w = static_cast<int>(r / 32), lane = static_cast<int>(r % 32), g = lane / 4, t = lane % 4;
+  float* d = op.d[r];
+  for (int j = 0; j < op.n / 8; ++j)
+    for (int v = 0; v < 2; ++v)
+      for (int u = 0; u < 2; ++u) {
+        const int row = 16 * w + g + 8 * v, col = 8 * j + 2 * t + u;
+        float acc = 0.0f;
+        for (int k = 0; k < 16; ++k)
+          acc += (op.a_in_registers ? a_reg(row, k) : wgmma_operand(op.desc_a, op.trans_a, row, k)) *
+                 wgmma_operand(op.desc_b, op.trans_b, col, k);
+        float& out = d[4 * j + 2 * v + u];
+        out = op.accumulate ? out + acc : acc;
+      }
+}
+
+// wgmma.wait_group N: the calling thread's ops of all but its newest N
+// committed groups land in its accumulators.
+inline void wgmma_wait(int pending) {
+  Warpgroup& wg = calling_warpgroup("wgmma.wait_group");
+  const unsigned r = linear_thread() % 128;
+  auto& groups = wg.groups[r];
+  while (groups.size() > static_cast<size_t>(pending)) {
+    const size_t end = groups.front();
+    groups.erase(groups.begin());
+    for (; wg.computed[r] < end; ++wg.computed[r]) wgmma_compute(wg.ops[wg.computed[r]], r);
+  }
+  arrive(wg.bar);
+}
+
 // cvt.rna.tf32.f32: nearest, ties away from zero, to 10 mantissa bits (a
 // NaN stays a NaN).
 inline uint32_t cvt_rna_tf32(float x) {
@@ -461,6 +609,7 @@ struct __nv_bfloat16 {
 };
 inline __nv_bfloat16 __float2bfloat16(float x) { return {forge::float_to_bf16(x)}; }
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 x) { return x.bits; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short x) { return {x}; }
 inline float __bfloat162float(__nv_bfloat16 x) { return forge::bf16_to_float(x.bits); }
 inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
 inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/wgmma.cuh"
 
 FORGE_CUDA_NAMESPACE_BEGIN
 namespace {
@@ -185,7 +186,132 @@ std::string check_ldmatrix(bool trans) {
   return "";
 }
 
+// ---- wgmma ----------------------------------------------------------------
+// How the probe's operands lie in shared memory: A (64 x 16) at byte 0, B
+// (16 x 16) at b_offset; each by its descriptor's major-ness and offsets.
+struct WgmmaProbe {
+  uint32_t a_lbo, a_sbo, b_lbo, b_sbo, b_offset;
+  int accumulate;
+};
+
+// Byte offset of element (mn, k) of a no-swizzle operand (wgmma.cuh).
+uint32_t operand_offset(bool trans, uint32_t lbo, uint32_t sbo, int mn, int k) {
+  return trans ? (mn % 8) * 2 + (mn / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo
+               : (mn % 8) * 16 + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
+}
+
+// One m64n16k16 by the 128 threads of a warpgroup: the shared-memory image
+// (halves) copied in, A from it (Mode 0: A K-major and B K-major; 1: A
+// M-major and B N-major) or gathered into registers from the row-major A
+// (Mode 2: B K-major; 3: B N-major); D starts at C (row-major 64 x 16) and
+// is written back by its layout. *built = 0 where the code has no wgmma.
+template <int Mode>
+__global__ void wgmma_probe(const uint16_t* image, int halves, const uint16_t* A, const WgmmaProbe p,
+                            const float* C, float* D, int* built) {
+#ifdef FORGE_WGMMA
+  FORGE_SHARED_MEMORY(uint16_t, s);
+  const int r = static_cast<int>(threadIdx.x), w = r / 32, g = (r % 32) / 4, t = r % 4;
+  for (int e = r; e < halves; e += 128) s[e] = image[e];
+  fence_proxy_async();
+  __syncthreads();
+  float d[8];
+  for (int i = 0; i < 8; ++i) d[i] = C[(16 * w + g + 8 * ((i / 2) % 2)) * 16 + 8 * (i / 4) + 2 * t + i % 2];
+  wgmma_fence();
+  const uint64_t desc_b = wgmma_desc(s + p.b_offset / 2, p.b_lbo, p.b_sbo);
+  if constexpr (Mode < 2) {
+    wgmma_m64n16k16_ss<Mode, Mode>(d, wgmma_desc(s, p.a_lbo, p.a_sbo), desc_b, p.accumulate != 0);
+  } else {
+    uint32_t a[4];
+    for (int i = 0; i < 4; ++i) {
+      const int row = 16 * w + g + 8 * (i % 2), col = 2 * t + 8 * (i / 2);
+      a[i] = uint32_t(A[row * 16 + col]) | uint32_t(A[row * 16 + col + 1]) << 16;
+    }
+    wgmma_m64n16k16_rs<Mode - 2>(d, a, desc_b, p.accumulate != 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>(d);
+  for (int i = 0; i < 8; ++i) D[(16 * w + g + 8 * ((i / 2) % 2)) * 16 + 8 * (i / 4) + 2 * t + i % 2] = d[i];
+  if (r == 0) *built = 1;
+#else
+  (void)image, (void)halves, (void)A, (void)p, (void)C, (void)D;
+  if (threadIdx.x == 0) *built = 0;
+#endif
+}
+
+std::string check_wgmma(int mode, bool accumulate) {
+  static const char* const kModes[] = {"A and B by descriptor, both K-major", "A M-major and B N-major by descriptor",
+                                       "A in registers, B K-major", "A in registers, B N-major"};
+  const bool trans = mode == 1 || mode == 3;  // B's (and in mode 1 A's) major-ness
+  // Offsets unlike each other and the dense ones (a swapped LBO and SBO, or
+  // a misread major-ness, reads a sentinel or another element).
+  WgmmaProbe p{};
+  p.a_lbo = mode == 1 ? 1280 : 128;
+  p.a_sbo = mode == 1 ? 144 : 288;
+  p.b_lbo = trans ? 352 : 128;
+  p.b_sbo = trans ? 160 : 272;
+  p.b_offset = 2560;
+  p.accumulate = accumulate;
+  const uint16_t sentinel = __bfloat16_as_ushort(__float2bfloat16(4096.0f));
+  std::vector<uint16_t> image((p.b_offset + 1024) / 2, sentinel), A(64 * 16), B(16 * 16);
+  std::vector<float> C(64 * 16);
+  for (int i = 0; i < 64 * 16; ++i) A[i] = __bfloat16_as_ushort(__float2bfloat16(float((i * 7) % 23 - 11)));
+  for (int i = 0; i < 16 * 16; ++i) B[i] = __bfloat16_as_ushort(__float2bfloat16(float((i * 5) % 19 - 9)));
+  for (int i = 0; i < 64 * 16; ++i) C[i] = float(i % 13);
+  for (int m = 0; m < 64; ++m)
+    for (int k = 0; k < 16; ++k)
+      if (mode < 2) image[operand_offset(mode == 1, p.a_lbo, p.a_sbo, m, k) / 2] = A[m * 16 + k];
+  for (int k = 0; k < 16; ++k)
+    for (int n = 0; n < 16; ++n) image[(p.b_offset + operand_offset(trans, p.b_lbo, p.b_sbo, n, k)) / 2] = B[k * 16 + n];
+  uint16_t *dimage = device_copy(image), *dA = device_copy(A);
+  float *dC = device_copy(C), *dD = device_copy(std::vector<float>(64 * 16, -1.0f));
+  int* dbuilt = device_copy(std::vector<int>(1, -1));
+  const size_t bytes = image.size() * 2;
+  const int halves = static_cast<int>(image.size());
+  switch (mode) {
+    case 0: FORGE_LAUNCH(wgmma_probe<0>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD, dbuilt); break;
+    case 1: FORGE_LAUNCH(wgmma_probe<1>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD, dbuilt); break;
+    case 2: FORGE_LAUNCH(wgmma_probe<2>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD, dbuilt); break;
+    default: FORGE_LAUNCH(wgmma_probe<3>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD, dbuilt); break;
+  }
+  const std::vector<float> D = host_copy(dD, 64 * 16);
+  const int built = host_copy(dbuilt, 1)[0];
+  for (void* q : {static_cast<void*>(dimage), static_cast<void*>(dA), static_cast<void*>(dC), static_cast<void*>(dD),
+                  static_cast<void*>(dbuilt)})
+    FORGE_CUDA_CHECK(cudaFree(q));
+  if (built != 1) return "wgmma: this build has no sm_90a code for the device (CMAKE_CUDA_ARCHITECTURES needs 90a)";
+  auto value = [](uint16_t bits) { return double(__bfloat162float(__ushort_as_bfloat16(bits))); };
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < 16; ++n) {
+      double want = accumulate ? C[m * 16 + n] : 0.0;
+      for (int k = 0; k < 16; ++k) want += value(A[m * 16 + k]) * value(B[k * 16 + n]);
+      if (D[m * 16 + n] != float(want))
+        return std::string("wgmma m64n16k16 (") + kModes[mode] + (accumulate ? ", D += A B" : ", D = A B") +
+               "): D[" + std::to_string(m) + "][" + std::to_string(n) + "] = " + std::to_string(D[m * 16 + n]) +
+               ", want " + std::to_string(want);
+    }
+  return "";
+}
+
 }  // namespace
+
+std::string check_wgmma_layouts() {
+  for (int mode = 0; mode < 4; ++mode)
+    for (const bool accumulate : {true, false})
+      if (std::string failure = check_wgmma(mode, accumulate); !failure.empty()) return failure;
+  return "";
+}
+
+bool wgmma_supported() {
+#ifdef FORGE_CUDA_EMULATION
+  return true;
+#else
+  int device = 0, major = 0, minor = 0;
+  FORGE_CUDA_CHECK(cudaGetDevice(&device));
+  FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+#endif
+}
 
 std::string check_fragment_layouts() {
   for (const std::string& failure :

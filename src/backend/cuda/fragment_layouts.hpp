@@ -19,4 +19,18 @@ FORGE_CUDA_NAMESPACE_BEGIN
 
 std::string check_fragment_layouts();
 
+// The same for the warpgroup MMA of sm_90a (wgmma.cuh): one
+// wgmma.mma_async m64n16k16 on integer-valued bf16 operands for each way
+// its operands come (A and B from shared memory, both K-major or A M-major
+// and B N-major; A from registers with B K-major or N-major; with and
+// without accumulating into C), the shared-memory operands placed by the
+// no-swizzle canonical layouts with leading and stride byte offsets that
+// differ from each other and from the dense ones, the bytes between them a
+// sentinel that no correct read returns. Returns "" or the first mismatch.
+std::string check_wgmma_layouts();
+
+// Whether this device runs wgmma (compute capability 9.0: H100, H200;
+// the build's sm_90a code), or the emulation.
+bool wgmma_supported();
+
 FORGE_CUDA_NAMESPACE_END

@@ -1,0 +1,143 @@
+// Warpgroup-level tensor-core MMA (sm_90a: H100, H200), bf16 in, FP32 out:
+//   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16
+//   D (64 x N, FP32) (+)= A (64 x 16, bf16) B (16 x N, bf16)
+// issued by the 128 threads of a warpgroup (warps 4 q .. 4 q + 3) together,
+// asynchronously: wgmma_fence() before the first one (after the
+// accumulators or A's registers were written), wgmma_commit() closes a
+// group of them, wgmma_wait<P>() returns when all but the newest P groups
+// have landed in the accumulators (read them only after it). Shared memory
+// written by ordinary stores must be made visible to the MMA's (async)
+// proxy first: fence_proxy_async() in each writing thread, then a barrier.
+//
+// Fragments, per the PTX ISA ("Register Fragments ... wgmma.mma_async
+// .m64nNk16"); thread r of the warpgroup: w = r / 32 (its 16 rows), lane =
+// r % 32 = 4 g + t:
+//   D: d[4 j + 2 v + u] = D[16 w + g + 8 v][8 j + 2 t + u], j < N / 8
+//   A in registers: mma.sync m16n8k16's A (mma.cuh) for rows 16 w .. + 15
+// A (or B) in shared memory: a 64-bit matrix descriptor (wgmma_desc): start
+// address, leading byte offset LBO and stride byte offset SBO (bits 0-13,
+// 16-29, 32-45, each >> 4), no swizzle (bits 62-63 zero). Its canonical
+// layouts ("Canonical Layouts", 16-bit elements, T = 8) are made of core
+// matrices of 8 rows of 16 bytes (128 contiguous bytes):
+//   K-major  (trans 0): a core matrix is 8 rows (m or n) x 8 k;
+//            element (mn, k) at (mn % 8) 16 + (mn / 8) SBO + (k % 8) 2 + (k / 8) LBO
+//   MN-major (trans 1): a core matrix is 8 rows (k) x 8 mn;
+//            element (mn, k) at (mn % 8) 2 + (mn / 8) SBO + (k % 8) 16 + (k / 8) LBO
+// (CuTe: ((8,m),(T,2k)):((1T,SBO),(1,LBO)) and ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))).
+// So a row-major K tile [keys][D] is B = K^T K-major for S = Q K^T, and a
+// row-major V tile [keys][D] is B = V MN-major for O = P V.
+//
+// Status: checked under the emulation and by the layout probe
+// (fragment_layouts.hpp: check_wgmma_layouts) on the emulation; the same
+// probe on an H100 or H200 (CudaDevice.WgmmaLayoutsFollowThePtxIsa) decides
+// whether the emulation's reading of the ISA is the hardware's. No kernel
+// uses it yet.
+//
+// Compiled for sm_90a only (__CUDA_ARCH_FEAT_SM90_ALL; the build's
+// architectures are 80 and 90a): on other targets the calls trap, and the
+// host launches nothing that issues them but on compute capability 9.0
+// (wgmma_supported(), fragment_layouts.hpp). Under
+// FORGE_CUDA_EMULATION they are warpgroup collectives of the emulation
+// (cuda_emulation.hpp) with the same layouts, the product computed at the
+// wait (so reading accumulators early reads the old values).
+#pragma once
+#include <cstdint>
+
+#include "backend/cuda/cuda_compat.cuh"
+
+#if defined(FORGE_CUDA_EMULATION) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FORGE_WGMMA 1
+#endif
+
+FORGE_CUDA_NAMESPACE_BEGIN
+
+// A no-swizzle matrix descriptor of the operand at smem (16-byte aligned).
+__device__ __forceinline__ uint64_t wgmma_desc(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+#ifdef FORGE_CUDA_EMULATION
+  const uint32_t addr = forge_emu::shared_offset(smem);
+#else
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+#endif
+  return uint64_t((addr & 0x3ffff) >> 4) | uint64_t((lbo_bytes & 0x3ffff) >> 4) << 16 |
+         uint64_t((sbo_bytes & 0x3ffff) >> 4) << 32;
+}
+
+__device__ __forceinline__ void fence_proxy_async() {
+#if !defined(FORGE_CUDA_EMULATION) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if !defined(FORGE_CUDA_EMULATION) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+#ifdef FORGE_CUDA_EMULATION
+  forge_emu::wgmma_commit();
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// Waits for all but the newest Pending groups; the accumulators d are
+// then the compiler's to read (an empty asm on each keeps their reads
+// after the wait).
+template <int Pending, int N>
+__device__ __forceinline__ void wgmma_wait(float (&d)[N]) {
+#ifdef FORGE_CUDA_EMULATION
+  forge_emu::wgmma_wait(Pending);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+#else
+  (void)d;
+  __trap();
+#endif
+}
+
+// D (64 x 16) (+)= A B, A and B by descriptors: TransA (B) 0 K-major, 1
+// M-major (N-major).
+template <int TransA, int TransB>
+__device__ __forceinline__ void wgmma_m64n16k16_ss(float (&d)[8], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+#ifdef FORGE_CUDA_EMULATION
+  forge_emu::wgmma_issue(16, d, nullptr, desc_a, desc_b, TransA, TransB, accumulate);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, %12;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(TransA), "n"(TransB));
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  __trap();
+#endif
+}
+
+// D (64 x 16) (+)= A B, A in registers (a: the thread's fragment), B by
+// descriptor (TransB as above).
+template <int TransB>
+__device__ __forceinline__ void wgmma_m64n16k16_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b,
+                                                   bool accumulate) {
+#ifdef FORGE_CUDA_EMULATION
+  forge_emu::wgmma_issue(16, d, a, 0, desc_b, false, TransB, accumulate);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, %14;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)), "n"(TransB));
+#else
+  (void)d, (void)a, (void)desc_b, (void)accumulate;
+  __trap();
+#endif
+}
+
+FORGE_CUDA_NAMESPACE_END
