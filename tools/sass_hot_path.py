@@ -7,7 +7,7 @@ architecture, disassembles it and, for every kernel whose main loop holds
 MMAs, walks the loop's hot path and counts what it issues.
 
   main loop  the smallest range closed by a backward branch that holds an MMA
-             (HMMA) and a block barrier (BAR.SYNC): one step of the kernels'
+             (HMMA, or HGMMA: wgmma) and a block barrier (BAR.SYNC): one step of the kernels'
              pipelined loops
   hot path   the path from the loop's head to its back edge with the most
              MMAs, then the most cp.async copies, then the fewest
@@ -148,6 +148,9 @@ def short_name(name):
     m = re.search(r"tree_attention_([a-z]+)_tc_kernelI.*?(Tf32x3|Bf16)OperandsELi(\d+)ELi(\d+)", name)
     if m:
         return f"{m.group(1)} {m.group(2)} D<={m.group(3)} x{m.group(4)}"
+    m = re.search(r"tree_attention_fwd_wgmma_kernelILi(\d+)", name)
+    if m:
+        return f"fwd wgmma D<={m.group(1)}"
     m = re.search(r"_Z\w*?\d+(\w+?_kernel)", name)
     return m.group(1) if m else name[-50:]
 
@@ -161,7 +164,7 @@ def main_loop(ins):
             continue
         lo = at[t]
         body = ins[lo:i + 1]
-        if any(y["op"].startswith("HMMA") for y in body) and any(y["body"].startswith("BAR.SYNC") for y in body):
+        if any(y["op"].startswith(MMA) for y in body) and any(y["body"].startswith("BAR.SYNC") for y in body):
             if best is None or i - lo < best[1] - best[0]:
                 best = (lo, i)
     return best
@@ -198,7 +201,7 @@ def hot_path(ins, lo, hi):
         if i in visiting:
             return None
         visiting.add(i)
-        h = 1 if ins[i]["op"].startswith("HMMA") else 0
+        h = 1 if ins[i]["op"].startswith(MMA) else 0
         c = 1 if ins[i]["op"].startswith("LDGSTS") else 0
         choice = None
         for t in successors(i):
@@ -232,12 +235,13 @@ def inner_loops(ins, path):
             body = ins[t:i + 1]
             if any(y["body"].startswith("BAR.SYNC") for y in body):
                 continue
-            out.append((len(body), sum(y["op"].startswith("HMMA") for y in body),
+            out.append((len(body), sum(y["op"].startswith(MMA) for y in body),
                         sum(y["op"].startswith("LDGSTS") for y in body)))
     return out
 
 
-GROUPS = [("HMMA", ("HMMA",)), ("LDSM", ("LDSM",)), ("LDS", ("LDS",)), ("MUFU", ("MUFU",)),
+MMA = ("HMMA", "HGMMA")  # mma.sync, wgmma (sm_90a)
+GROUPS = [("HMMA", ("HMMA",)), ("HGMMA", ("HGMMA",)), ("LDSM", ("LDSM",)), ("LDS", ("LDS",)), ("MUFU", ("MUFU",)),
           ("FFMA", ("FFMA",)), ("FMUL", ("FMUL",)), ("FADD", ("FADD",)), ("FMNMX", ("FMNMX",)),
           ("FSETP", ("FSETP",)), ("F2FP", ("F2FP",)), ("cp.async", ("LDGSTS",)),
           ("int", ("IMAD", "IADD3", "VIADD", "LEA", "LOP3", "SHF", "ISETP", "MOV", "SEL", "PRMT", "IABS")),
