@@ -49,6 +49,13 @@ Backend* emulated_bf16_one_tile_backend(std::string*) {
   return backend.get();
 }
 
+// The bf16 backend with the attention forward on wgmma (wgmma.cuh).
+Backend* emulated_bf16_wgmma_backend(std::string*) {
+  static const std::unique_ptr<Backend> backend =
+      cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = true});
+  return backend.get();
+}
+
 // FORGE_CUDA_FP32_ATTENTION picks the FP32 attention; another value is an
 // InputError that names the variable.
 // An environment variable unset for the scope, as it was after.
@@ -120,6 +127,18 @@ TEST(EmulatedCuda, Bf16WorkingActivationsFromTheEnvironment) {
   expect_backend_refuses("FORGE_CUDA_BF16_WORKING", "yes");
 }
 
+// FORGE_CUDA_ATTENTION_WGMMA: 1, or 0 (unset: 0); another value is an
+// InputError that names the variable.
+TEST(EmulatedCuda, WgmmaAttentionFromTheEnvironment) {
+  const UnsetForScope scope("FORGE_CUDA_ATTENTION_WGMMA");
+  EXPECT_FALSE(cuda::wgmma_attention_from_env());
+  setenv("FORGE_CUDA_ATTENTION_WGMMA", "1", 1);
+  EXPECT_TRUE(cuda::wgmma_attention_from_env());
+  setenv("FORGE_CUDA_ATTENTION_WGMMA", "0", 1);
+  EXPECT_FALSE(cuda::wgmma_attention_from_env());
+  expect_backend_refuses("FORGE_CUDA_ATTENTION_WGMMA", "yes");
+}
+
 // What runs: one where asked; two where the SM's shared memory holds the
 // two-tile kernels' resident blocks (the default) or one block of each
 // (asked for two: else a launch would fail); an H100's 228 KiB, an A100's 164.
@@ -166,6 +185,7 @@ FORGE_TREE_ATTENTION_CASES(EmulatedCudaExactAttention, emulated_exact_attention_
 FORGE_BF16_BACKEND_CASES(EmulatedCuda, emulated_bf16_backend)
 FORGE_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_one_tile_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_bf16_one_tile_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmmaForward, emulated_bf16_wgmma_backend)
 
 }  // namespace
 }  // namespace forge

@@ -182,7 +182,7 @@ __global__ void wgmma_lands_at_the_wait(float* before, float* after) {
   for (float& x : d) x = 7.0f;
   forge::cuda::wgmma_fence();
   // A 64 x 16 and B 16 x 16 K-major, dense: LBO 128 bytes, SBO 256
-  forge::cuda::wgmma_m64n16k16_ss<0, 0>(d, forge::cuda::wgmma_desc(s, 128, 256),
+  forge::cuda::wgmma_ss<16, 0, 0>(d, forge::cuda::wgmma_desc(s, 128, 256),
                                         forge::cuda::wgmma_desc(s + 64 * 16, 128, 256), true);
   forge::cuda::wgmma_commit();
   before[r] = d[0];

@@ -1,7 +1,7 @@
 // The cases of tests/emulation/backend_cases.hpp on a real GPU: the CUDA
 // backend (make_backend("cuda"), FP32 and bf16, and FP32 with the exact
-// attention kernels) against the CPU backend; and
-// the tensor-core fragment layouts (backend/cuda/fragment_layouts.hpp). Each test skips
+// attention kernels, and bf16 with the forward on wgmma) against the CPU
+// backend; and the tensor-core fragment layouts (backend/cuda/fragment_layouts.hpp). Each test skips
 // with the reason where the build has no CUDA or no device is present.
 #include <gtest/gtest.h>
 
@@ -50,6 +50,26 @@ Backend* exact_attention_backend(std::string* why) {
   return backend.get();
 }
 
+// The bf16 backend with the attention forward on wgmma (H100, H200), or
+// nullptr with the reason.
+Backend* wgmma_backend(std::string* why) {
+  static std::string reason = "built without CUDA";
+  static const std::unique_ptr<Backend> backend = []() -> std::unique_ptr<Backend> {
+#ifdef FORGE_WITH_CUDA
+    try {
+      auto be = cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = true});
+      if (cuda::wgmma_supported()) return be;
+      reason = "wgmma needs compute capability 9.0";
+    } catch (const InputError& e) {
+      reason = e.what();
+    }
+#endif
+    return nullptr;
+  }();
+  *why = reason;
+  return backend.get();
+}
+
 // The hardware's mma.sync and ldmatrix against the PTX ISA's layouts that
 // the tensor-core attention (and the emulation) assume.
 TEST(CudaDevice, FragmentLayoutsFollowThePtxIsa) {
@@ -74,6 +94,7 @@ TEST(CudaDevice, WgmmaLayoutsFollowThePtxIsa) {
 FORGE_BACKEND_CASES(CudaDevice, device_backend<Precision::kFp32>)
 FORGE_BF16_BACKEND_CASES(CudaDevice, device_backend<Precision::kBf16>)
 FORGE_TREE_ATTENTION_CASES(CudaDeviceExactAttention, exact_attention_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmmaForward, wgmma_backend)
 
 }  // namespace
 }  // namespace forge

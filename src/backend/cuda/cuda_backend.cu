@@ -19,6 +19,7 @@
 #include "backend/cuda/bf16.cuh"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/embedding.cuh"
+#include "backend/cuda/fragment_layouts.hpp"
 #include "backend/cuda/fp32_head.cuh"
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/paged_attention.cuh"
@@ -81,7 +82,8 @@ class CudaBackend final : public Backend {
       : bf16_(precision == Precision::kBf16),
         tf32x3_attention_(precision != Precision::kBf16 && options.fp32_attention == Fp32Attention::k3xTf32),
         step_tiles_asked_(options.attention_step_tiles),
-        bf16_working_(bf16_ && options.bf16_working_activations) {
+        bf16_working_(bf16_ && options.bf16_working_activations),
+        wgmma_attention_(bf16_ && options.wgmma_attention) {
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -92,6 +94,11 @@ class CudaBackend final : public Backend {
     FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
     shared_optin_ = static_cast<size_t>(optin);
     shared_per_sm_ = static_cast<size_t>(per_sm);
+    if (wgmma_attention_ && !wgmma_supported()) {
+      log_warn("cuda: FORGE_CUDA_ATTENTION_WGMMA=1, but wgmma needs compute capability 9.0: the mma.sync "
+               "attention runs instead");
+      wgmma_attention_ = false;
+    }
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
@@ -328,6 +335,7 @@ class CudaBackend final : public Backend {
     p.out = a.out;
     p.lse = a.lse;
     p.tf32x3 = tf32x3_attention_ && fits_3xtf32_attention(a.head_dim);
+    p.wgmma_forward = wgmma_attention_;
     if (bf16_ || p.tf32x3) {
       p.step_tiles = tree_attention_step_tiles(a.head_dim, bf16_, shared_per_sm_, step_tiles_asked_);
       if (p.step_tiles < step_tiles_asked_ && !said_one_tile_) {
@@ -379,6 +387,7 @@ class CudaBackend final : public Backend {
   const bool tf32x3_attention_;  // FP32 precision with the 3xTF32 attention
   const int step_tiles_asked_;    // the tensor-core attention's tiles a step (0: the default)
   const bool bf16_working_;       // bf16, activations and weights made as bf16 ahead (bf16_operands)
+  bool wgmma_attention_;          // bf16, the attention forward on wgmma (FORGE_CUDA_ATTENTION_WGMMA)
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
   size_t shared_per_sm_ = 0;      // and a SM
   bool said_exact_fallback_ = false;
@@ -432,8 +441,16 @@ bool bf16_working_activations_from_env() {
   throw InputError(std::string("FORGE_CUDA_BF16_WORKING must be bf16 or fp32, got '") + v + "'");
 }
 
+bool wgmma_attention_from_env() {
+  const char* v = std::getenv("FORGE_CUDA_ATTENTION_WGMMA");
+  if (!v || std::string(v) == "0") return false;
+  if (std::string(v) == "1") return true;
+  throw InputError(std::string("FORGE_CUDA_ATTENTION_WGMMA must be 0 or 1, got '") + v + "'");
+}
+
 CudaOptions cuda_options_from_env() {
-  return {fp32_attention_from_env(), attention_step_tiles_from_env(), bf16_working_activations_from_env()};
+  return {fp32_attention_from_env(), attention_step_tiles_from_env(), bf16_working_activations_from_env(),
+          wgmma_attention_from_env()};
 }
 
 std::unique_ptr<Backend> make_cuda_backend(Precision precision) {

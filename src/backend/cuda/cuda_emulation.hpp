@@ -451,24 +451,33 @@ inline void wgmma_commit() {
 // (w = r / 32, g = lane / 4, t = lane % 4); A in registers as mma.sync's
 // m16n8k16 A per warp (its 16 rows); products exact, summed in k order.
 inline void wgmma_compute(const WgmmaOp& op, unsigned r) {
-  auto a_reg = [&](int row, int k) {
-    const int w = row / 16, rr = row % 16, lane = 4 * (rr % 8) + (k % 8) / 2, reg = (rr >= 8) + 2 * (k >= 8);
-    const uint32_t v = op.a[32 * w + lane][reg];
-    return forge::bf16_to_float(static_cast<uint16_t>(k & 1 ? v >> 16 : v));
-  };
   const int w = static_cast<int>(r / 32), lane = static_cast<int>(r % 32), g = lane / 4, t = lane % 4;
+  float a[2][16];  // the thread's two rows of A
+  for (int v = 0; v < 2; ++v) {
+    const int row = 16 * w + g + 8 * v;
+    for (int k = 0; k < 16; ++k) {
+      if (op.a_in_registers) {
+        const int rr = row % 16, reg = (rr >= 8) + 2 * (k >= 8);
+        const uint32_t x = op.a[32 * w + 4 * (rr % 8) + (k % 8) / 2][reg];
+        a[v][k] = forge::bf16_to_float(static_cast<uint16_t>(k & 1 ? x >> 16 : x));
+      } else {
+        a[v][k] = wgmma_operand(op.desc_a, op.trans_a, row, k);
+      }
+    }
+  }
   float* d = op.d[r];
   for (int j = 0; j < op.n / 8; ++j)
-    for (int v = 0; v < 2; ++v)
-      for (int u = 0; u < 2; ++u) {
-        const int row = 16 * w + g + 8 * v, col = 8 * j + 2 * t + u;
+    for (int u = 0; u < 2; ++u) {
+      const int col = 8 * j + 2 * t + u;
+      float b[16];
+      for (int k = 0; k < 16; ++k) b[k] = wgmma_operand(op.desc_b, op.trans_b, col, k);
+      for (int v = 0; v < 2; ++v) {
         float acc = 0.0f;
-        for (int k = 0; k < 16; ++k)
-          acc += (op.a_in_registers ? a_reg(row, k) : wgmma_operand(op.desc_a, op.trans_a, row, k)) *
-                 wgmma_operand(op.desc_b, op.trans_b, col, k);
+        for (int k = 0; k < 16; ++k) acc += a[v][k] * b[k];
         float& out = d[4 * j + 2 * v + u];
         out = op.accumulate ? out + acc : acc;
       }
+    }
 }
 
 // wgmma.wait_group N: the calling thread's ops of all but its newest N

@@ -219,14 +219,14 @@ __global__ void wgmma_probe(const uint16_t* image, int halves, const uint16_t* A
   wgmma_fence();
   const uint64_t desc_b = wgmma_desc(s + p.b_offset / 2, p.b_lbo, p.b_sbo);
   if constexpr (Mode < 2) {
-    wgmma_m64n16k16_ss<Mode, Mode>(d, wgmma_desc(s, p.a_lbo, p.a_sbo), desc_b, p.accumulate != 0);
+    wgmma_ss<16, Mode, Mode>(d, wgmma_desc(s, p.a_lbo, p.a_sbo), desc_b, p.accumulate != 0);
   } else {
     uint32_t a[4];
     for (int i = 0; i < 4; ++i) {
       const int row = 16 * w + g + 8 * (i % 2), col = 2 * t + 8 * (i / 2);
       a[i] = uint32_t(A[row * 16 + col]) | uint32_t(A[row * 16 + col + 1]) << 16;
     }
-    wgmma_m64n16k16_rs<Mode - 2>(d, a, desc_b, p.accumulate != 0);
+    wgmma_rs<16, Mode - 2>(d, a, desc_b, p.accumulate != 0);
   }
   wgmma_commit();
   wgmma_wait<0>(d);

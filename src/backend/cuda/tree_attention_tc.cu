@@ -66,6 +66,9 @@
 //     the forward's loop over key tiles (two a step at D 128, one at
 //     D <= 64: HeadDims::dq_key_tiles), S = Q_w K^T, dP = dO_w V^T (Q_w,
 //     dO_w fragments as in the forward), dS = P (dP - delta), dQ += scale dS K.
+// Forward on wgmma (sm_90a, bf16, opt-in: TreeAttentionParams::
+//   wgmma_forward): block = (64 queries, head), one warpgroup; S and P V as
+//   warpgroup MMAs on the same softmax code (below, before the backward).
 // Precision (bf16): against FP32 attention on the bf16-rounded Q, K, V, the
 // extra roundings are P's in the forward and dO's, P's and dS's in the
 // backward (as in FlashAttention-2 in bf16). 3xTF32: about FP32's accuracy
@@ -77,6 +80,7 @@
 #include "backend/cuda/attention_operands.cuh"
 #include "backend/cuda/bf16.cuh"
 #include "backend/cuda/tree_attention.cuh"
+#include "backend/cuda/wgmma.cuh"
 
 FORGE_CUDA_NAMESPACE_BEGIN
 namespace {
@@ -705,6 +709,212 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
   }
 }
 
+// ---- The forward on wgmma (sm_90a; bf16; TreeAttentionParams::wgmma_forward) ----
+// Block = (64 queries, head), one warpgroup: warp w owns rows q0 + 16 w ..
+// + 15, as the one-row-tile forward above, and the step's two key tiles
+// (64 keys) are one wgmma operand. Per step:
+//   S (64 x 64) = Q K^T: Dk / 16 wgmma m64n64k16, Q and K from shared
+//   memory (K-major); its accumulators are the S registers of the kernel
+//   above (s[j][0][n][c] = S[16 w + g + 8 (c / 2)][32 j + 8 n + 2 t + c % 2]),
+//   so the mask, the online softmax and the conditional rescale are its
+//   code;
+//   O (64 x Dk) += P V: per 16 keys one wgmma m64nDk16, P from the S
+//   registers (mma.sync's A fragment, as mma_times_rows packs it) and V from
+//   shared memory (N-major).
+// All four warps issue every MMA (a warpgroup instruction), so a warp no
+// longer skips a tile its rows do not see: the mask zeroes its P. Tiles are
+// staged by cp.async into wgmma's no-swizzle canonical layout (wgmma.cuh):
+// row r's 16-byte chunk c of a 64-row tile at (r % 8) 16 + (r / 8) 16 Dk +
+// 128 c bytes (K-major with LBO 128, SBO 16 Dk; read as V, N-major: LBO 16
+// Dk, SBO 128), double-buffered as above, each thread's copies made visible
+// to the MMAs' async proxy (fence_proxy_async) before the step's barrier.
+// Each step waits for its MMAs before the softmax and before the next step
+// (no overlap of MMAs and softmax yet: FlashAttention-3's ping-pong of two
+// warpgroups is the next step). Needs D % 8 == 0 and ld % 8 == 0 (16-byte
+// chunks; the launcher falls back to the kernel above otherwise).
+constexpr int kWgmmaRows = 64;  // queries a block, keys a step
+
+// 16-byte chunk c of row r of a canonical tile (elements, from its start).
+template <int Dk>
+__device__ __forceinline__ int canonical_chunk(int r, int c) {
+  return (r % 8) * 8 + (r / 8) * 8 * Dk + c * 64;
+}
+
+// Rows [r0, r0 + Rows) (zero past T and from D on) into rows [at, at + Rows)
+// of a canonical tile (at a multiple of 8), by cp.async (not committed). A
+// thread's chunk column is fixed and its rows kThreads / chunks apart (a
+// multiple of 8): source and destination step by constants, as in
+// copy_rows_async.
+template <int Dk, int Rows>
+__device__ __forceinline__ void stage_canonical(uint16_t* tile, int at, const __nv_bfloat16* src, int ld, int r0,
+                                                int T, int D) {
+  constexpr int chunks = Dk / 8, stride = int(kThreads) / chunks, dst_step = stride * Dk;
+  static_assert(stride % 8 == 0 && Rows % stride == 0);
+  const unsigned tid = fresh_thread_index();
+  const int c = int(tid % unsigned(chunks)), i0 = int(tid / unsigned(chunks));
+  const int col = 8 * c < D ? 8 * c : 0, bytes = 8 * c < D ? 16 : 0;
+  uint16_t* dst = tile + canonical_chunk<Dk>(i0, c) + at * Dk;
+  if (r0 + Rows <= T) {  // every row inside (all tiles but the last)
+    const __nv_bfloat16* from = src + (size_t(unsigned(r0 + i0)) * unsigned(ld) + unsigned(col));
+#pragma unroll
+    for (int u = 0; u < Rows / stride; ++u, from += size_t(stride) * unsigned(ld), dst += dst_step)
+      cp_async_16(dst, from, bytes);
+    return;
+  }
+#pragma unroll 1
+  for (int u = 0; u < Rows / stride; ++u) {  // a row past T: row T - 1's address, zero bytes
+    const int r = r0 + i0 + u * stride;
+    cp_async_16(dst + u * dst_step, src + (size_t(unsigned(min(r, T - 1))) * unsigned(ld) + unsigned(col)),
+                r < T ? bytes : 0);
+  }
+}
+
+template <int MaxD>
+__global__ void __launch_bounds__(kThreads)
+    tree_attention_fwd_wgmma_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
+                                    const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v, int ld,
+                                    const __nv_bfloat16* /*dout: the launcher's signature*/) {
+#ifdef FORGE_WGMMA
+  constexpr int Dk = MaxD, KT = 2, kGroups = Dk / 8;
+  constexpr uint32_t kRowGroup = 16 * Dk;  // bytes from 8 rows of a tile to the next 8
+  FORGE_SHARED_MEMORY(uint16_t, smem);
+  uint16_t* Qs = smem;                                   // [64 x Dk]
+  uint16_t* Ks = Qs + kWgmmaRows * Dk;                   // two buffers [64 x Dk]
+  uint16_t* Vs = Ks + 2 * kWgmmaRows * Dk;               // two buffers [64 x Dk]
+  int32_t* ends = reinterpret_cast<int32_t*>(Vs + 2 * kWgmmaRows * Dk);  // two buffers [64]
+  const int D = p.head_dim, HD = p.n_heads * D;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
+  const int q0 = query_block_start(kWgmmaRows), q1 = min(p.T, q0 + kWgmmaRows);
+  const WarpRowTiles<1> rows(q0, q1, warp);
+  const int w0 = rows.w0, w1 = rows.w1, r0 = rows.r0[0], r1 = rows.r1[0];
+  const float scale2 = p.scale * kLog2e;
+  const int last = (q1 - 1) / kKeys;
+
+  // The step's key tiles into buffer b: tile j at rows 32 j.
+  const auto stage = [&](const KeyStep<KT>& st, int b) {
+#pragma unroll
+    for (int j = 0; j < KT; ++j)
+      if (st.kt[j] <= last) {
+        const int k0 = st.kt[j] * kKeys;
+        stage_canonical<Dk, kKeys>(Ks + b * kWgmmaRows * Dk, kKeys * j, k + kvh * D, ld, k0, p.T, D);
+        stage_canonical<Dk, kKeys>(Vs + b * kWgmmaRows * Dk, kKeys * j, v + kvh * D, ld, k0, p.T, D);
+        const int jj = k0 + int(threadIdx.x);
+        if (threadIdx.x < kKeys)
+          cp_async_4(ends + b * kWgmmaRows + kKeys * j + threadIdx.x, p.subtree_end + min(jj, p.T - 1),
+                     jj < p.T ? 4 : 0);
+      }
+    cp_async_commit();
+  };
+  KeyStep<KT> step(p, 0, last, q0);
+  stage_canonical<Dk, kWgmmaRows>(Qs, 0, q + h * D, ld, q0, p.T, D);
+  stage(step, 0);
+  cp_async_wait_all();
+  fence_proxy_async();
+  __syncthreads();
+
+  // Descriptors: Q and K K-major (LBO 128, SBO kRowGroup), V N-major (LBO
+  // kRowGroup, SBO 128), per buffer
+  const uint64_t desc_q = wgmma_desc(Qs, 128, kRowGroup);
+  const uint64_t desc_k0 = wgmma_desc(Ks, 128, kRowGroup), desc_k1 = wgmma_desc(Ks + kWgmmaRows * Dk, 128, kRowGroup);
+  const uint64_t desc_v0 = wgmma_desc(Vs, kRowGroup, 128), desc_v1 = wgmma_desc(Vs + kWgmmaRows * Dk, kRowGroup, 128);
+  float o[1][kGroups][4];
+  zero(o[0]);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
+  float(&o_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(o);
+
+  for (int b = 0; step.kt[0] <= last; b ^= 1) {
+    const KeyStep<KT> next(p, step.after(), last, q0);
+    stage(next, b ^ 1);
+    bool seen[KT];
+    step.seen_by(p, last, w0, w1, seen);
+    float s[KT][1][kKeyGroups][4];
+    float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
+    wgmma_fence();
+    // k step st: 256 bytes on (16 in the descriptor's start field)
+#pragma unroll
+    for (int st = 0; st < Dk / 16; ++st)
+      wgmma_ss<kWgmmaRows, 0, 0>(s_flat, desc_q + 16 * st, (b ? desc_k1 : desc_k0) + 16 * st, st > 0);
+    wgmma_commit();
+    wgmma_wait<0>(s_flat);
+#pragma unroll
+    for (int j = 0; j < KT; ++j) {
+      const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
+      const bool full = seen[j] && tile_all_visible(p, step.kt[j], r0, r1);
+      const int32_t* se = ends + b * kWgmmaRows + kKeys * j;
+      if (!interior(full, r0, r1, nk))
+#pragma unroll
+        for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            if (!sees(r0 + frag_row(g, c), r1, k0, frag_col(n, t, c), nk, full, se)) s[j][0][n][c] = -INFINITY;
+    }
+    float corr[2], mref[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = lane_row_reduce<Max>(s, 0, r);
+      mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 2));
+      const float mn = fmaxf(m[r], mx * scale2);
+      mref[r] = mn == -INFINITY ? 0.0f : mn;
+      corr[r] = exp2_ftz(m[r] - mref[r]);
+      m[r] = mn;
+      l[r] *= corr[r];
+    }
+#pragma unroll
+    for (int j = 0; j < KT; ++j)
+#pragma unroll
+      for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[j][0][n][c] = exp2_ftz(fmaf(s[j][0][n][c], scale2, -mref[c >> 1]));
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l[r] += lane_row_reduce<Sum>(s, 0, r);
+    if (kGroups < 8 || __any_sync(kFullWarp, corr[0] != 1.0f || corr[1] != 1.0f))
+#pragma unroll
+      for (int n = 0; n < kGroups; ++n) {
+        o[0][n][0] *= corr[0];
+        o[0][n][1] *= corr[0];
+        o[0][n][2] *= corr[1];
+        o[0][n][3] *= corr[1];
+      }
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < KT; ++j)
+      if (step.kt[j] <= last)  // block-uniform: a tile not staged holds stale values
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          const uint32_t a[4] = {pack_bf16x2(s[j][0][2 * kk][0], s[j][0][2 * kk][1]),
+                                 pack_bf16x2(s[j][0][2 * kk][2], s[j][0][2 * kk][3]),
+                                 pack_bf16x2(s[j][0][2 * kk + 1][0], s[j][0][2 * kk + 1][1]),
+                                 pack_bf16x2(s[j][0][2 * kk + 1][2], s[j][0][2 * kk + 1][3])};
+          // keys 32 j + 16 kk on: 2 (2 j + kk) row groups of kRowGroup bytes
+          wgmma_rs<Dk, 1>(o_flat, a, (b ? desc_v1 : desc_v0) + (2 * (2 * j + kk)) * (kRowGroup >> 4), true);
+        }
+    wgmma_commit();
+    wgmma_wait<0>(o_flat);
+    cp_async_wait_all();
+    fence_proxy_async();
+    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
+    step = next;
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(kFullWarp, l[r], 1);
+    l[r] += __shfl_xor_sync(kFullWarp, l[r], 2);
+    const int row = r0 + g + 8 * r;
+    if (t == 0 && row < r1) p.lse[size_t(h) * p.T + row] = m[r] * kLn2 + logf(l[r]);
+  }
+  if (p.out_bf16)
+    store_rows(p.out_bf16 + h * D, HD, o[0], r0, r1, D, 1.0f / l[0], 1.0f / l[1], g, t);
+  else
+    store_rows(p.out + h * D, HD, o[0], r0, r1, D, 1.0f / l[0], 1.0f / l[1], g, t);
+#else
+  (void)p, (void)q, (void)k, (void)v, (void)ld;
+  __trap();
+#endif
+}
+
 // dK and dV of a 64-key tile of one kv head; warp w owns keys k0 + 16 w ..
 // k0 + 16 w + 15 (the MMA's M). For every head of the group and every
 // 32-query tile in [k0, tile_max_end) -- the steps, pipelined as above --
@@ -1143,7 +1353,19 @@ TcInputs<float> fp32_inputs(const TreeAttentionParams& p) { return {p.q, p.k, p.
 }  // namespace
 
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
-  launch_fwd_for<Bf16Operands>(p, {in.q, in.k, in.v, in.ld, nullptr}, stream);
+  const TcInputs<__nv_bfloat16> tc{in.q, in.k, in.v, in.ld, nullptr};
+  if (p.wgmma_forward && p.head_dim % 8 == 0 && in.ld % 8 == 0) {
+    const dim3 grid((p.T + kWgmmaRows - 1) / kWgmmaRows, p.n_heads);
+    const auto bytes = [](int Dk) { return size_t(5 * kWgmmaRows * Dk) * 2 + 2 * kWgmmaRows * sizeof(int32_t); };
+    if (p.head_dim <= 32)
+      launch_with_shared(tree_attention_fwd_wgmma_kernel<32>, grid, bytes(32), stream, p, tc);
+    else if (p.head_dim <= 64)
+      launch_with_shared(tree_attention_fwd_wgmma_kernel<64>, grid, bytes(64), stream, p, tc);
+    else
+      launch_with_shared(tree_attention_fwd_wgmma_kernel<kMaxHeadDim>, grid, bytes(kMaxHeadDim), stream, p, tc);
+    return;
+  }
+  launch_fwd_for<Bf16Operands>(p, tc, stream);
 }
 
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {

@@ -1,5 +1,5 @@
 // Warpgroup-level tensor-core MMA (sm_90a: H100, H200), bf16 in, FP32 out:
-//   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16
+//   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16, N = 16, 32, 64, 128
 //   D (64 x N, FP32) (+)= A (64 x 16, bf16) B (16 x N, bf16)
 // issued by the 128 threads of a warpgroup (warps 4 q .. 4 q + 3) together,
 // asynchronously: wgmma_fence() before the first one (after the
@@ -30,8 +30,9 @@
 // Status: checked under the emulation and by the layout probe
 // (fragment_layouts.hpp: check_wgmma_layouts) on the emulation; the same
 // probe on an H100 or H200 (CudaDevice.WgmmaLayoutsFollowThePtxIsa) decides
-// whether the emulation's reading of the ISA is the hardware's. No kernel
-// uses it yet.
+// whether the emulation's reading of the ISA is the hardware's. Used by the
+// opt-in bf16 attention forward (tree_attention_tc.cu,
+// FORGE_CUDA_ATTENTION_WGMMA=1), not yet run on a GPU.
 //
 // Compiled for sm_90a only (__CUDA_ARCH_FEAT_SM90_ALL; the build's
 // architectures are 80 and 90a): on other targets the calls trap, and the
@@ -101,43 +102,101 @@ __device__ __forceinline__ void wgmma_wait(float (&d)[N]) {
 #endif
 }
 
-// D (64 x 16) (+)= A B, A and B by descriptors: TransA (B) 0 K-major, 1
-// M-major (N-major).
-template <int TransA, int TransB>
-__device__ __forceinline__ void wgmma_m64n16k16_ss(float (&d)[8], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+// D (64 x N, N = 16, 32, 64 or 128) (+)= A B: A in registers (kARegs: a,
+// the thread's fragment) or by desc_a, B by desc_b; TransA (TransB) 0:
+// K-major, 1: M-major (N-major); accumulate false: D = A B.
+template <int N, int TransA, int TransB, bool kARegs>
+__device__ __forceinline__ void wgmma_bf16(float (&d)[N / 2], const uint32_t* a, uint64_t desc_a, uint64_t desc_b,
+                                           bool accumulate) {
+  static_assert(N == 16 || N == 32 || N == 64 || N == 128, "wgmma_bf16: N of 16, 32, 64 or 128");
 #ifdef FORGE_CUDA_EMULATION
-  forge_emu::wgmma_issue(16, d, nullptr, desc_a, desc_b, TransA, TransB, accumulate);
+  forge_emu::wgmma_issue(N, d, kARegs ? a : nullptr, desc_a, desc_b, TransA, TransB, accumulate);
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, %12;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(TransA), "n"(TransB));
+  if constexpr (N == 16) {
+    if constexpr (kARegs) {
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+                   "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+                   "{%8, %9, %10, %11}, %12, p, 1, 1, %14;\n}\n"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)), "n"(TransB));
+    } else {
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+                   "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+                   "%8, %9, p, 1, 1, %11, %12;\n}\n"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                   : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(TransA), "n"(TransB));
+    }
+  }
+  if constexpr (N == 32) {
+    if constexpr (kARegs) {
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+                   "{%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)), "n"(TransB));
+    } else {
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+                   "%16, %17, p, 1, 1, %19, %20;\n}\n"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                   : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(TransA), "n"(TransB));
+    }
+  }
+  if constexpr (N == 64) {
+    if constexpr (kARegs) {
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                   "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)), "n"(TransB));
+    } else {
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                   "%32, %33, p, 1, 1, %35, %36;\n}\n"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                   : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(TransA), "n"(TransB));
+    }
+  }
+  if constexpr (N == 128) {
+    if constexpr (kARegs) {
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                   "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)), "n"(TransB));
+    } else {
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                   "%64, %65, p, 1, 1, %67, %68;\n}\n"
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                   : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)), "n"(TransA), "n"(TransB));
+    }
+  }
 #else
-  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  (void)d, (void)a, (void)desc_a, (void)desc_b, (void)accumulate;
   __trap();
 #endif
 }
 
-// D (64 x 16) (+)= A B, A in registers (a: the thread's fragment), B by
-// descriptor (TransB as above).
-template <int TransB>
-__device__ __forceinline__ void wgmma_m64n16k16_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b,
-                                                   bool accumulate) {
-#ifdef FORGE_CUDA_EMULATION
-  forge_emu::wgmma_issue(16, d, a, 0, desc_b, false, TransB, accumulate);
-#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, %14;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(int(accumulate)), "n"(TransB));
-#else
-  (void)d, (void)a, (void)desc_b, (void)accumulate;
-  __trap();
-#endif
+// A and B by descriptors.
+template <int N, int TransA, int TransB>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  wgmma_bf16<N, TransA, TransB, false>(d, nullptr, desc_a, desc_b, accumulate);
+}
+
+// A in registers (mma.sync's m16n8k16 A fragment of the warp's 16 rows), B
+// by descriptor.
+template <int N, int TransB>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, bool accumulate) {
+  wgmma_bf16<N, 0, TransB, true>(d, a, 0, desc_b, accumulate);
 }
 
 FORGE_CUDA_NAMESPACE_END
