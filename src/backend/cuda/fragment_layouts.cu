@@ -216,16 +216,20 @@ __global__ void wgmma_probe(const uint16_t* image, int halves, const uint16_t* A
   __syncthreads();
   float d[8];
   for (int i = 0; i < 8; ++i) d[i] = C[(16 * w + g + 8 * ((i / 2) % 2)) * 16 + 8 * (i / 4) + 2 * t + i % 2];
-  wgmma_fence();
   const uint64_t desc_b = wgmma_desc(s + p.b_offset / 2, p.b_lbo, p.b_sbo);
   if constexpr (Mode < 2) {
+    wgmma_fence_operands(d);
+    wgmma_fence();
     wgmma_ss<16, Mode, Mode>(d, wgmma_desc(s, p.a_lbo, p.a_sbo), desc_b, p.accumulate != 0);
   } else {
-    uint32_t a[4];
+    uint32_t a[4];  // A's fragment, made before the fence
     for (int i = 0; i < 4; ++i) {
       const int row = 16 * w + g + 8 * (i % 2), col = 2 * t + 8 * (i / 2);
       a[i] = uint32_t(A[row * 16 + col]) | uint32_t(A[row * 16 + col + 1]) << 16;
     }
+    wgmma_fence_operands(a);
+    wgmma_fence_operands(d);
+    wgmma_fence();
     wgmma_rs<16, Mode - 2>(d, a, desc_b, p.accumulate != 0);
   }
   wgmma_commit();
@@ -237,6 +241,17 @@ __global__ void wgmma_probe(const uint16_t* image, int halves, const uint16_t* A
   if (threadIdx.x == 0) *built = 0;
 #endif
 }
+
+#ifndef FORGE_CUDA_EMULATION
+// *built = whether the device code has wgmma (FORGE_WGMMA).
+__global__ void wgmma_built(int* built) {
+#ifdef FORGE_WGMMA
+  *built = 1;
+#else
+  *built = 0;
+#endif
+}
+#endif
 
 std::string check_wgmma(int mode, bool accumulate) {
   static const char* const kModes[] = {"A and B by descriptor, both K-major", "A M-major and B N-major by descriptor",
@@ -309,7 +324,13 @@ bool wgmma_supported() {
   FORGE_CUDA_CHECK(cudaGetDevice(&device));
   FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0;
+  if (major != 9 || minor != 0) return false;
+  // and the code the device runs has wgmma (a build for sm_90, not sm_90a, has not)
+  int* dbuilt = device_copy(std::vector<int>(1, -1));
+  FORGE_LAUNCH(wgmma_built, 1u, 1u, 0, nullptr, dbuilt);
+  const int built = host_copy(dbuilt, 1)[0];
+  FORGE_CUDA_CHECK(cudaFree(dbuilt));
+  return built == 1;
 #endif
 }
 

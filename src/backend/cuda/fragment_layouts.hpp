@@ -29,8 +29,8 @@ std::string check_fragment_layouts();
 // sentinel that no correct read returns. Returns "" or the first mismatch.
 std::string check_wgmma_layouts();
 
-// Whether this device runs wgmma (compute capability 9.0: H100, H200;
-// the build's sm_90a code), or the emulation.
+// Whether this device runs wgmma: compute capability 9.0 (H100, H200) and
+// device code built for sm_90a (a one-thread kernel says); or the emulation.
 bool wgmma_supported();
 
 FORGE_CUDA_NAMESPACE_END

@@ -730,8 +730,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 // to the MMAs' async proxy (fence_proxy_async) before the step's barrier.
 // Each step waits for its MMAs before the softmax and before the next step
 // (no overlap of MMAs and softmax yet: FlashAttention-3's ping-pong of two
-// warpgroups is the next step). Needs D % 8 == 0 and ld % 8 == 0 (16-byte
-// chunks; the launcher falls back to the kernel above otherwise).
+// warpgroups is the next step). Needs D % 8 == 0, ld % 8 == 0 and 16-byte
+// aligned q, k, v (16-byte chunks; the launcher falls back to the kernel
+// above otherwise).
 constexpr int kWgmmaRows = 64;  // queries a block, keys a step
 
 // 16-byte chunk c of row r of a canonical tile (elements, from its start).
@@ -769,6 +770,13 @@ __device__ __forceinline__ void stage_canonical(uint16_t* tile, int at, const __
   }
 }
 
+// Rows [at, at + Rows) of a canonical tile zeroed (ordinary stores).
+template <int Dk, int Rows>
+__device__ __forceinline__ void zero_canonical(uint16_t* tile, int at) {
+  for (int e = int(threadIdx.x); e < Rows * Dk / 8; e += int(kThreads))
+    *reinterpret_cast<Chunk16*>(tile + at * Dk + 8 * e) = Chunk16{};
+}
+
 template <int MaxD>
 __global__ void __launch_bounds__(kThreads)
     tree_attention_fwd_wgmma_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
@@ -791,11 +799,17 @@ __global__ void __launch_bounds__(kThreads)
   const float scale2 = p.scale * kLog2e;
   const int last = (q1 - 1) / kKeys;
 
-  // The step's key tiles into buffer b: tile j at rows 32 j.
+  // The step's key tiles into buffer b: tile j at rows 32 j; a tile past
+  // the last zeroed (the MMAs take both tiles, without a branch between
+  // them: ptxas fences around a branch among wgmma; its P is 0, and 0 times
+  // a stale NaN would not be)
   const auto stage = [&](const KeyStep<KT>& st, int b) {
 #pragma unroll
     for (int j = 0; j < KT; ++j)
-      if (st.kt[j] <= last) {
+      if (st.kt[j] > last) {
+        zero_canonical<Dk, kKeys>(Ks + b * kWgmmaRows * Dk, kKeys * j);
+        zero_canonical<Dk, kKeys>(Vs + b * kWgmmaRows * Dk, kKeys * j);
+      } else {
         const int k0 = st.kt[j] * kKeys;
         stage_canonical<Dk, kKeys>(Ks + b * kWgmmaRows * Dk, kKeys * j, k + kvh * D, ld, k0, p.T, D);
         stage_canonical<Dk, kKeys>(Vs + b * kWgmmaRows * Dk, kKeys * j, v + kvh * D, ld, k0, p.T, D);
@@ -830,11 +844,11 @@ __global__ void __launch_bounds__(kThreads)
     step.seen_by(p, last, w0, w1, seen);
     float s[KT][1][kKeyGroups][4];
     float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
+    const uint64_t desc_k = b ? desc_k1 : desc_k0, desc_v = b ? desc_v1 : desc_v0;
     wgmma_fence();
     // k step st: 256 bytes on (16 in the descriptor's start field)
 #pragma unroll
-    for (int st = 0; st < Dk / 16; ++st)
-      wgmma_ss<kWgmmaRows, 0, 0>(s_flat, desc_q + 16 * st, (b ? desc_k1 : desc_k0) + 16 * st, st > 0);
+    for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(s_flat, desc_q + 16 * st, desc_k + 16 * st, st > 0);
     wgmma_commit();
     wgmma_wait<0>(s_flat);
 #pragma unroll
@@ -877,19 +891,25 @@ __global__ void __launch_bounds__(kThreads)
         o[0][n][2] *= corr[1];
         o[0][n][3] *= corr[1];
       }
-    wgmma_fence();
+    // P's A fragments, all made before the fence (a register the MMAs
+    // read may not be written between it and them)
+    uint32_t a[KT * 2][4];
 #pragma unroll
     for (int j = 0; j < KT; ++j)
-      if (step.kt[j] <= last)  // block-uniform: a tile not staged holds stale values
 #pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-          const uint32_t a[4] = {pack_bf16x2(s[j][0][2 * kk][0], s[j][0][2 * kk][1]),
-                                 pack_bf16x2(s[j][0][2 * kk][2], s[j][0][2 * kk][3]),
-                                 pack_bf16x2(s[j][0][2 * kk + 1][0], s[j][0][2 * kk + 1][1]),
-                                 pack_bf16x2(s[j][0][2 * kk + 1][2], s[j][0][2 * kk + 1][3])};
-          // keys 32 j + 16 kk on: 2 (2 j + kk) row groups of kRowGroup bytes
-          wgmma_rs<Dk, 1>(o_flat, a, (b ? desc_v1 : desc_v0) + (2 * (2 * j + kk)) * (kRowGroup >> 4), true);
-        }
+      for (int kk = 0; kk < 2; ++kk) {
+        uint32_t(&f)[4] = a[2 * j + kk];
+        f[0] = pack_bf16x2(s[j][0][2 * kk][0], s[j][0][2 * kk][1]);
+        f[1] = pack_bf16x2(s[j][0][2 * kk][2], s[j][0][2 * kk][3]);
+        f[2] = pack_bf16x2(s[j][0][2 * kk + 1][0], s[j][0][2 * kk + 1][1]);
+        f[3] = pack_bf16x2(s[j][0][2 * kk + 1][2], s[j][0][2 * kk + 1][3]);
+        wgmma_fence_operands(f);
+      }
+    wgmma_fence_operands(o_flat);
+    wgmma_fence();
+#pragma unroll
+    for (int u = 0; u < 2 * KT; ++u)  // keys 16 u on: 2 u row groups of kRowGroup bytes
+      wgmma_rs<Dk, 1>(o_flat, a[u], desc_v + 2 * u * (kRowGroup >> 4), true);
     wgmma_commit();
     wgmma_wait<0>(o_flat);
     cp_async_wait_all();
@@ -1354,7 +1374,8 @@ TcInputs<float> fp32_inputs(const TreeAttentionParams& p) { return {p.q, p.k, p.
 
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const TcInputs<__nv_bfloat16> tc{in.q, in.k, in.v, in.ld, nullptr};
-  if (p.wgmma_forward && p.head_dim % 8 == 0 && in.ld % 8 == 0) {
+  const auto aligned = [](const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; };
+  if (p.wgmma_forward && p.head_dim % 8 == 0 && in.ld % 8 == 0 && aligned(in.q) && aligned(in.k) && aligned(in.v)) {
     const dim3 grid((p.T + kWgmmaRows - 1) / kWgmmaRows, p.n_heads);
     const auto bytes = [](int Dk) { return size_t(5 * kWgmmaRows * Dk) * 2 + 2 * kWgmmaRows * sizeof(int32_t); };
     if (p.head_dim <= 32)

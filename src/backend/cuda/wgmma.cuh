@@ -2,8 +2,9 @@
 //   wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16, N = 16, 32, 64, 128
 //   D (64 x N, FP32) (+)= A (64 x 16, bf16) B (16 x N, bf16)
 // issued by the 128 threads of a warpgroup (warps 4 q .. 4 q + 3) together,
-// asynchronously: wgmma_fence() before the first one (after the
-// accumulators or A's registers were written), wgmma_commit() closes a
+// asynchronously: wgmma_fence() before the first one, after the
+// accumulators and A's registers are written (none of them may be written
+// between the fence and the MMAs), wgmma_commit() closes a
 // group of them, wgmma_wait<P>() returns when all but the newest P groups
 // have landed in the accumulators (read them only after it). Shared memory
 // written by ordinary stores must be made visible to the MMA's (async)
@@ -69,6 +70,32 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
+// Pins registers (accumulators, A fragments) in place for the compiler: an
+// empty asm that reads and writes each, so that writes before it are not
+// sunk past a following wgmma_fence() (CUTLASS's warpgroup_fence_operand).
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(float (&r)[N]) {
+#if !defined(FORGE_CUDA_EMULATION)
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+#else
+  (void)r;
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_fence_operands(uint32_t (&r)[N]) {
+#if !defined(FORGE_CUDA_EMULATION)
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+#else
+  (void)r;
+#endif
+}
+
+// Orders the warpgroup's register writes before the wgmma that follow: after
+// the accumulators and A fragments they read are final (writing them
+// between the fence and the wgmma is undefined), with those registers
+// pinned by wgmma_fence_operands.
 __device__ __forceinline__ void wgmma_fence() {
 #if !defined(FORGE_CUDA_EMULATION) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
