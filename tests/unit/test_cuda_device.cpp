@@ -59,7 +59,7 @@ Backend* wgmma_backend(std::string* why) {
     try {
       auto be = cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = true});
       if (cuda::wgmma_supported()) return be;
-      reason = "wgmma needs compute capability 9.0";
+      reason = "wgmma needs compute capability 9.0 and sm_90a device code";
     } catch (const InputError& e) {
       reason = e.what();
     }
@@ -86,7 +86,7 @@ TEST(CudaDevice, WgmmaLayoutsFollowThePtxIsa) {
   std::string why;
   if (!device_backend<Precision::kFp32>(&why)) GTEST_SKIP() << why;
 #ifdef FORGE_WITH_CUDA
-  if (!cuda::wgmma_supported()) GTEST_SKIP() << "wgmma needs compute capability 9.0";
+  if (!cuda::wgmma_supported()) GTEST_SKIP() << "wgmma needs compute capability 9.0 and sm_90a device code";
   EXPECT_EQ(cuda::check_wgmma_layouts(), "");
 #endif
 }

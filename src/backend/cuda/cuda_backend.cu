@@ -95,8 +95,8 @@ class CudaBackend final : public Backend {
     shared_optin_ = static_cast<size_t>(optin);
     shared_per_sm_ = static_cast<size_t>(per_sm);
     if (wgmma_attention_ && !wgmma_supported()) {
-      log_warn("cuda: FORGE_CUDA_ATTENTION_WGMMA=1, but wgmma needs compute capability 9.0: the mma.sync "
-               "attention runs instead");
+      log_warn("cuda: FORGE_CUDA_ATTENTION_WGMMA=1, but wgmma needs compute capability 9.0 and device code "
+               "built for sm_90a: the mma.sync attention runs instead");
       wgmma_attention_ = false;
     }
   }
