@@ -19,7 +19,6 @@
 #include "backend/cuda/bf16.cuh"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/embedding.cuh"
-#include "backend/cuda/fragment_layouts.hpp"
 #include "backend/cuda/fp32_head.cuh"
 #include "backend/cuda/gemm.cuh"
 #include "backend/cuda/paged_attention.cuh"
@@ -28,6 +27,7 @@
 #include "backend/cuda/rope.cuh"
 #include "backend/cuda/swiglu.cuh"
 #include "backend/cuda/tree_attention.cuh"
+#include "backend/cuda/wgmma.cuh"
 #ifndef FORGE_CUDA_EMULATION
 #include "backend/cuda/nccl_comm.hpp"
 #endif
@@ -417,6 +417,38 @@ static int local_rank() {
 int visible_cuda_devices() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+#ifndef FORGE_CUDA_EMULATION
+namespace {
+// *built = whether the device code has wgmma.
+__global__ void wgmma_built(int* built) {
+#ifdef FORGE_WGMMA
+  *built = 1;
+#else
+  *built = 0;
+#endif
+}
+}  // namespace
+#endif
+
+bool wgmma_supported() {
+#ifdef FORGE_CUDA_EMULATION
+  return true;
+#else
+  int device = 0, major = 0, minor = 0;
+  FORGE_CUDA_CHECK(cudaGetDevice(&device));
+  FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) return false;
+  int* built = nullptr;
+  int host = 0;
+  FORGE_CUDA_CHECK(cudaMalloc(&built, sizeof(int)));
+  FORGE_LAUNCH(wgmma_built, 1u, 1u, 0, nullptr, built);
+  FORGE_CUDA_CHECK(cudaMemcpy(&host, built, sizeof(int), cudaMemcpyDeviceToHost));
+  FORGE_CUDA_CHECK(cudaFree(built));
+  return host == 1;
+#endif
 }
 
 Fp32Attention fp32_attention_from_env() {

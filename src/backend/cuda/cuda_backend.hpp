@@ -60,4 +60,9 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision, const CudaOption
 // CUDA devices visible to this process (0 when none, or on error).
 int visible_cuda_devices();
 
+// Whether the current device runs wgmma (wgmma.cuh): compute capability 9.0
+// (H100, H200) and device code built for sm_90a (a one-thread kernel
+// says: a build for sm_90 has none); always under the emulation.
+bool wgmma_supported();
+
 FORGE_CUDA_NAMESPACE_END

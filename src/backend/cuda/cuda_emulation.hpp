@@ -152,8 +152,8 @@ struct WgmmaOp {
 };
 
 // A warpgroup's wgmma state: the ops issued (in order; every thread issues
-// the same sequence), and per thread how many it has issued and computed
-// and the op counts at its commits not yet waited for.
+// the same sequence) since all landed last, and per thread how many it has
+// issued and computed and the op counts at its commits not yet waited for.
 struct Warpgroup {
   Barrier bar;
   std::vector<WgmmaOp> ops;
@@ -418,6 +418,14 @@ inline void wgmma_issue(int n, float* d, const uint32_t* a, uint64_t desc_a, uin
                         bool trans_b, bool accumulate) {
   Warpgroup& wg = calling_warpgroup("wgmma.mma_async");
   const unsigned r = linear_thread() % 128;
+  const auto landed = [&](unsigned x) { return wg.computed[x] == wg.ops.size() && wg.groups[x].empty(); };
+  bool all_landed = wg.issued[r] == wg.ops.size();
+  for (unsigned x = 0; all_landed && x < 128; ++x) all_landed = landed(x);
+  if (all_landed) {  // the first thread of a new op, every op before it landed everywhere: forget them
+    wg.ops.clear();
+    std::fill(wg.issued, wg.issued + 128, 0);
+    std::fill(wg.computed, wg.computed + 128, 0);
+  }
   const size_t i = wg.issued[r]++;
   if (i == wg.ops.size()) {
     WgmmaOp op;

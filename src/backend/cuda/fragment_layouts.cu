@@ -204,10 +204,11 @@ uint32_t operand_offset(bool trans, uint32_t lbo, uint32_t sbo, int mn, int k) {
 // (halves) copied in, A from it (Mode 0: A K-major and B K-major; 1: A
 // M-major and B N-major) or gathered into registers from the row-major A
 // (Mode 2: B K-major; 3: B N-major); D starts at C (row-major 64 x 16) and
-// is written back by its layout. *built = 0 where the code has no wgmma.
+// is written back by its layout. Launched where wgmma_supported()
+// (cuda_backend.hpp).
 template <int Mode>
 __global__ void wgmma_probe(const uint16_t* image, int halves, const uint16_t* A, const WgmmaProbe p,
-                            const float* C, float* D, int* built) {
+                            const float* C, float* D) {
 #ifdef FORGE_WGMMA
   FORGE_SHARED_MEMORY(uint16_t, s);
   const int r = static_cast<int>(threadIdx.x), w = r / 32, g = (r % 32) / 4, t = r % 4;
@@ -235,23 +236,11 @@ __global__ void wgmma_probe(const uint16_t* image, int halves, const uint16_t* A
   wgmma_commit();
   wgmma_wait<0>(d);
   for (int i = 0; i < 8; ++i) D[(16 * w + g + 8 * ((i / 2) % 2)) * 16 + 8 * (i / 4) + 2 * t + i % 2] = d[i];
-  if (r == 0) *built = 1;
 #else
   (void)image, (void)halves, (void)A, (void)p, (void)C, (void)D;
-  if (threadIdx.x == 0) *built = 0;
+  __trap();
 #endif
 }
-
-#ifndef FORGE_CUDA_EMULATION
-// *built = whether the device code has wgmma (FORGE_WGMMA).
-__global__ void wgmma_built(int* built) {
-#ifdef FORGE_WGMMA
-  *built = 1;
-#else
-  *built = 0;
-#endif
-}
-#endif
 
 std::string check_wgmma(int mode, bool accumulate) {
   static const char* const kModes[] = {"A and B by descriptor, both K-major", "A M-major and B N-major by descriptor",
@@ -279,21 +268,17 @@ std::string check_wgmma(int mode, bool accumulate) {
     for (int n = 0; n < 16; ++n) image[(p.b_offset + operand_offset(trans, p.b_lbo, p.b_sbo, n, k)) / 2] = B[k * 16 + n];
   uint16_t *dimage = device_copy(image), *dA = device_copy(A);
   float *dC = device_copy(C), *dD = device_copy(std::vector<float>(64 * 16, -1.0f));
-  int* dbuilt = device_copy(std::vector<int>(1, -1));
   const size_t bytes = image.size() * 2;
   const int halves = static_cast<int>(image.size());
   switch (mode) {
-    case 0: FORGE_LAUNCH(wgmma_probe<0>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD, dbuilt); break;
-    case 1: FORGE_LAUNCH(wgmma_probe<1>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD, dbuilt); break;
-    case 2: FORGE_LAUNCH(wgmma_probe<2>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD, dbuilt); break;
-    default: FORGE_LAUNCH(wgmma_probe<3>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD, dbuilt); break;
+    case 0: FORGE_LAUNCH(wgmma_probe<0>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD); break;
+    case 1: FORGE_LAUNCH(wgmma_probe<1>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD); break;
+    case 2: FORGE_LAUNCH(wgmma_probe<2>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD); break;
+    default: FORGE_LAUNCH(wgmma_probe<3>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD); break;
   }
   const std::vector<float> D = host_copy(dD, 64 * 16);
-  const int built = host_copy(dbuilt, 1)[0];
-  for (void* q : {static_cast<void*>(dimage), static_cast<void*>(dA), static_cast<void*>(dC), static_cast<void*>(dD),
-                  static_cast<void*>(dbuilt)})
+  for (void* q : {static_cast<void*>(dimage), static_cast<void*>(dA), static_cast<void*>(dC), static_cast<void*>(dD)})
     FORGE_CUDA_CHECK(cudaFree(q));
-  if (built != 1) return "wgmma: this build has no sm_90a code for the device (CMAKE_CUDA_ARCHITECTURES needs 90a)";
   auto value = [](uint16_t bits) { return double(__bfloat162float(__ushort_as_bfloat16(bits))); };
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < 16; ++n) {
@@ -314,24 +299,6 @@ std::string check_wgmma_layouts() {
     for (const bool accumulate : {true, false})
       if (std::string failure = check_wgmma(mode, accumulate); !failure.empty()) return failure;
   return "";
-}
-
-bool wgmma_supported() {
-#ifdef FORGE_CUDA_EMULATION
-  return true;
-#else
-  int device = 0, major = 0, minor = 0;
-  FORGE_CUDA_CHECK(cudaGetDevice(&device));
-  FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major != 9 || minor != 0) return false;
-  // and the code the device runs has wgmma (a build for sm_90, not sm_90a, has not)
-  int* dbuilt = device_copy(std::vector<int>(1, -1));
-  FORGE_LAUNCH(wgmma_built, 1u, 1u, 0, nullptr, dbuilt);
-  const int built = host_copy(dbuilt, 1)[0];
-  FORGE_CUDA_CHECK(cudaFree(dbuilt));
-  return built == 1;
-#endif
 }
 
 std::string check_fragment_layouts() {

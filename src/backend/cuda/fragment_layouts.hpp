@@ -27,10 +27,7 @@ std::string check_fragment_layouts();
 // no-swizzle canonical layouts with leading and stride byte offsets that
 // differ from each other and from the dense ones, the bytes between them a
 // sentinel that no correct read returns. Returns "" or the first mismatch.
+// Only where wgmma_supported() (cuda_backend.hpp).
 std::string check_wgmma_layouts();
-
-// Whether this device runs wgmma: compute capability 9.0 (H100, H200) and
-// device code built for sm_90a (a one-thread kernel says); or the emulation.
-bool wgmma_supported();
 
 FORGE_CUDA_NAMESPACE_END

@@ -560,6 +560,64 @@ struct KeyStep {
   }
 };
 
+// One forward step's online softmax over row tile i of S (a step's KT key
+// tiles side by side; rows [r0, r1)): the mask where it cuts a 16 x 32
+// block (interior), the new row max m (base 2; a row that saw nothing yet
+// keeps a reference of 0), l and O rescaled by 2^(m_old - m_new) (O only
+// where some row of the warp's tile has a new max, FlashAttention-3's
+// conditional rescale: past the first tiles of a causal row the max rarely
+// moves, and a factor of exactly 1 changes nothing; one vote against D / 2
+// multiplies a lane, where D >= 64), P = 2^(S scale2 - m) in place (one FMA
+// a score) and l += its row sums. ends(j): the subtree ends of the step's
+// tile j.
+template <int KT, int M, int G, class Ends>
+__device__ __forceinline__ void softmax_step(float (&s)[KT][M][kKeyGroups][4], float (&o)[G][4], float (&m)[2],
+                                             float (&l)[2], int i, const TreeAttentionParams& p,
+                                             const KeyStep<KT>& step, const bool (&seen)[KT], int r0, int r1,
+                                             float scale2, int g, int t, Ends ends) {
+#pragma unroll
+  for (int j = 0; j < KT; ++j) {
+    const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
+    const bool full = seen[j] && tile_all_visible(p, step.kt[j], r0, r1);
+    const int32_t* se = ends(j);
+    if (!interior(full, r0, r1, nk))
+#pragma unroll
+      for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          if (!sees(r0 + frag_row(g, c), r1, k0, frag_col(n, t, c), nk, full, se)) s[j][i][n][c] = -INFINITY;
+  }
+  // the row max of the unscaled scores, then scaled (scale2 > 0)
+  float corr[2], mref[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = lane_row_reduce<Max>(s, i, r);
+    mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 1));  // the quad shares the row
+    mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 2));
+    const float mn = fmaxf(m[r], mx * scale2);
+    mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
+    corr[r] = exp2_ftz(m[r] - mref[r]);
+    m[r] = mn;
+    l[r] *= corr[r];
+  }
+#pragma unroll
+  for (int j = 0; j < KT; ++j)
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[j][i][n][c] = exp2_ftz(fmaf(s[j][i][n][c], scale2, -mref[c >> 1]));
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] += lane_row_reduce<Sum>(s, i, r);
+  if (G < 8 || __any_sync(kFullWarp, corr[0] != 1.0f || corr[1] != 1.0f))
+#pragma unroll
+    for (int n = 0; n < G; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+}
+
 // Stages the step's tiles into buffer b's slots.
 template <class Ops, int Dk, int KT>
 __device__ __forceinline__ void stage_step(const KeyStep<KT>& step, int last, const KeyTiles<typename Ops::Elem>& tiles,
@@ -636,54 +694,9 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
         }
       });
 #pragma unroll
-      for (int i = 0; i < M; ++i) {
-#pragma unroll
-        for (int j = 0; j < KT; ++j) {
-          const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
-          const bool full = seen[j] && tile_all_visible(p, step.kt[j], r0[i], r1[i]);
-          const int32_t* se = tiles.se(b * KT + j);
-          if (!interior(full, r0[i], r1[i], nk))
-#pragma unroll
-            for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-              for (int c = 0; c < 4; ++c)
-                if (!sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se))
-                  s[j][i][n][c] = -INFINITY;
-        }
-        // the row max of the unscaled scores, then scaled (scale2 > 0)
-        float mx[2], corr[2], mref[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          mx[r] = lane_row_reduce<Max>(s, i, r);
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 1));  // the quad shares the row
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullWarp, mx[r], 2));
-          const float mn = fmaxf(m[i][r], mx[r] * scale2);
-          mref[r] = mn == -INFINITY ? 0.0f : mn;  // a row that saw nothing yet
-          corr[r] = exp2_ftz(m[i][r] - mref[r]);
-          m[i][r] = mn;
-          l[i][r] *= corr[r];
-        }
-#pragma unroll
-        for (int j = 0; j < KT; ++j)
-#pragma unroll
-          for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) s[j][i][n][c] = exp2_ftz(fmaf(s[j][i][n][c], scale2, -mref[c >> 1]));
-#pragma unroll
-        for (int r = 0; r < 2; ++r) l[i][r] += lane_row_reduce<Sum>(s, i, r);
-        // O rescaled only when some row of the warp's tile has a new max
-        // (FlashAttention-3's conditional rescale: past the first tiles of a
-        // causal row the max rarely moves, and a factor of exactly 1 changes
-        // nothing); one vote against D / 2 multiplies a lane, where D >= 64
-        if (Dims::groups < 8 || __any_sync(kFullWarp, corr[0] != 1.0f || corr[1] != 1.0f))
-#pragma unroll
-          for (int n = 0; n < Dims::groups; ++n) {
-            o[i][n][0] *= corr[0];
-            o[i][n][1] *= corr[0];
-            o[i][n][2] *= corr[1];
-            o[i][n][3] *= corr[1];
-          }
-      }
+      for (int i = 0; i < M; ++i)
+        softmax_step(s, o[i], m[i], l[i], i, p, step, seen, r0[i], r1[i], scale2, g, t,
+                     [&](int j) { return tiles.se(b * KT + j); });
 #pragma unroll
       for (int j = 0; j < KT; ++j)
         if (seen[j]) Ops::mma_times_rows(o, s[j], tiles.V(b * KT + j), qp, lane);
@@ -717,7 +730,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 //   memory (K-major); its accumulators are the S registers of the kernel
 //   above (s[j][0][n][c] = S[16 w + g + 8 (c / 2)][32 j + 8 n + 2 t + c % 2]),
 //   so the mask, the online softmax and the conditional rescale are its
-//   code;
+//   softmax_step;
 //   O (64 x Dk) += P V: per 16 keys one wgmma m64nDk16, P from the S
 //   registers (mma.sync's A fragment, as mma_times_rows packs it) and V from
 //   shared memory (N-major).
@@ -851,46 +864,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(s_flat, desc_q + 16 * st, desc_k + 16 * st, st > 0);
     wgmma_commit();
     wgmma_wait<0>(s_flat);
-#pragma unroll
-    for (int j = 0; j < KT; ++j) {
-      const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
-      const bool full = seen[j] && tile_all_visible(p, step.kt[j], r0, r1);
-      const int32_t* se = ends + b * kWgmmaRows + kKeys * j;
-      if (!interior(full, r0, r1, nk))
-#pragma unroll
-        for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-          for (int c = 0; c < 4; ++c)
-            if (!sees(r0 + frag_row(g, c), r1, k0, frag_col(n, t, c), nk, full, se)) s[j][0][n][c] = -INFINITY;
-    }
-    float corr[2], mref[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = lane_row_reduce<Max>(s, 0, r);
-      mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 2));
-      const float mn = fmaxf(m[r], mx * scale2);
-      mref[r] = mn == -INFINITY ? 0.0f : mn;
-      corr[r] = exp2_ftz(m[r] - mref[r]);
-      m[r] = mn;
-      l[r] *= corr[r];
-    }
-#pragma unroll
-    for (int j = 0; j < KT; ++j)
-#pragma unroll
-      for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) s[j][0][n][c] = exp2_ftz(fmaf(s[j][0][n][c], scale2, -mref[c >> 1]));
-#pragma unroll
-    for (int r = 0; r < 2; ++r) l[r] += lane_row_reduce<Sum>(s, 0, r);
-    if (kGroups < 8 || __any_sync(kFullWarp, corr[0] != 1.0f || corr[1] != 1.0f))
-#pragma unroll
-      for (int n = 0; n < kGroups; ++n) {
-        o[0][n][0] *= corr[0];
-        o[0][n][1] *= corr[0];
-        o[0][n][2] *= corr[1];
-        o[0][n][3] *= corr[1];
-      }
+    softmax_step(s, o[0], m, l, 0, p, step, seen, r0, r1, scale2, g, t,
+                 [&](int j) { return ends + b * kWgmmaRows + kKeys * j; });
     // P's A fragments, all made before the fence (a register the MMAs
     // read may not be written between it and them)
     uint32_t a[KT * 2][4];

@@ -38,12 +38,13 @@
 // Compiled for sm_90a only (__CUDA_ARCH_FEAT_SM90_ALL; the build's
 // architectures are 80 and 90a): on other targets the calls trap, and the
 // host launches nothing that issues them but on compute capability 9.0
-// (wgmma_supported(), fragment_layouts.hpp). Under
+// (wgmma_supported(), cuda_backend.hpp). Under
 // FORGE_CUDA_EMULATION they are warpgroup collectives of the emulation
 // (cuda_emulation.hpp) with the same layouts, the product computed at the
 // wait (so reading accumulators early reads the old values).
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/cuda_compat.cuh"
 
@@ -73,20 +74,17 @@ __device__ __forceinline__ void fence_proxy_async() {
 // Pins registers (accumulators, A fragments) in place for the compiler: an
 // empty asm that reads and writes each, so that writes before it are not
 // sunk past a following wgmma_fence() (CUTLASS's warpgroup_fence_operand).
-template <int N>
-__device__ __forceinline__ void wgmma_fence_operands(float (&r)[N]) {
+template <class T, int N>
+__device__ __forceinline__ void wgmma_fence_operands(T (&r)[N]) {
+  static_assert(sizeof(T) == 4, "accumulators (float) or A fragments (uint32_t)");
 #if !defined(FORGE_CUDA_EMULATION)
 #pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-#else
-  (void)r;
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wgmma_fence_operands(uint32_t (&r)[N]) {
-#if !defined(FORGE_CUDA_EMULATION)
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+  for (int i = 0; i < N; ++i) {
+    if constexpr (std::is_same_v<T, float>)
+      asm volatile("" : "+f"(r[i])::"memory");
+    else
+      asm volatile("" : "+r"(r[i])::"memory");
+  }
 #else
   (void)r;
 #endif
