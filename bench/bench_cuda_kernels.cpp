@@ -12,10 +12,11 @@
 // with FORGE_CUDA_ATTENTION_STEP_TILES=1 (the default takes two 32-row tiles
 // a step in the forward, dK/dV and dQ where the head-dim class has them);
 // the JSON gives the time ratios [forward, backward] on the causal mask.
-// "bf16 wgmma" rows: the bf16 forward on wgmma (FORGE_CUDA_ATTENTION_WGMMA=1,
-// compute capability 9.0; elsewhere the backend says so and they time the
-// default kernel); the JSON gives its time over the default's and its
-// throughput as a fraction of FlashAttention's, causal.
+// "bf16 wgmma" rows: the bf16 forward and backward on wgmma
+// (FORGE_CUDA_ATTENTION_WGMMA=1, compute capability 9.0; elsewhere the
+// backend says so and they time the default kernels); the JSON gives their
+// time over the default's and their throughput as a fraction of
+// FlashAttention's, [forward, backward], causal.
 // Train step: the reference model on agent-like samples (shared prompt, turns),
 // tree-merged versus linear, tokens/s and the speedup.
 // Attention (H heads, Hkv kv heads, head dim D, T = --tokens) on a causal
@@ -199,7 +200,8 @@ int main(int argc, char** argv) {
   double fp32_fraction[2] = {-1, -1};   // forge FP32 (default) / torch FP32 memory-efficient, causal
   // one-tile steps' time / the default's, causal: FP32 fwd, bwd, bf16 fwd, bwd
   double one_tile_ratio[4] = {-1, -1, -1, -1};
-  double wgmma_ratio = -1, wgmma_flash = -1, wgmma_fwd = -1;  // causal: wgmma / default time; of flash
+  // wgmma, causal (fwd, bwd): time; over the default's time; of flash's throughput
+  double wgmma_time[2] = {-1, -1}, wgmma_ratio[2] = {-1, -1}, wgmma_flash[2] = {-1, -1};
   const PackedBin bin = bench::agent_tree_bin(rng, T, "--tokens");
   for (int kind = 0; kind < 2; ++kind) {
     std::vector<int32_t> se(kind ? bin.subtree_end : std::vector<int32_t>(T, T));
@@ -237,8 +239,13 @@ int main(int argc, char** argv) {
       if (!kind) one_tile_ratio[m] = one[m] / dflt[m];
     }
     const double fwd_wgmma = time_on(*gpu16_wgmma, one16_wgmma, [&] { gpu16_wgmma->tree_attention_fwd(a); });
+    const double bwd_wgmma = time_on(*gpu16_wgmma, one16_wgmma, [&] { gpu16_wgmma->tree_attention_bwd(a, ag); });
     row(("attn fwd bf16 wgmma " + what).c_str(), fwd_wgmma, 4.0 * D * H * pairs, 0);
-    if (!kind) wgmma_fwd = fwd_wgmma, wgmma_ratio = fwd_wgmma / fwd16;
+    row(("attn bwd bf16 wgmma " + what).c_str(), bwd_wgmma, 10.0 * D * H * pairs, 0);
+    if (!kind) {
+      wgmma_time[0] = fwd_wgmma, wgmma_time[1] = bwd_wgmma;
+      wgmma_ratio[0] = fwd_wgmma / fwd16, wgmma_ratio[1] = bwd_wgmma / bwd16;
+    }
     if (!with_torch) continue;
     std::string cmd = bench::python() + " " + bench::script("torch_sdpa.py") + " --T " + std::to_string(n_tok) +
                       " --heads " + std::to_string(H) + " --kv-heads " + std::to_string(Hkv) + " --dim " +
@@ -264,7 +271,8 @@ int main(int argc, char** argv) {
         if (!kind && std::string(name) == "bf16_flash") {
           flash_fraction[0] = fms / 1e3 / fwd16;
           flash_fraction[1] = bms / 1e3 / bwd16;
-          wgmma_flash = fms / 1e3 / wgmma_fwd;
+          wgmma_flash[0] = fms / 1e3 / wgmma_time[0];
+          wgmma_flash[1] = bms / 1e3 / wgmma_time[1];
         }
         if (!kind && std::string(name) == "fp32_efficient") {
           fp32_fraction[0] = fms / 1e3 / fwd32;
@@ -344,7 +352,9 @@ int main(int argc, char** argv) {
                       "[" + bench::num(one_tile_ratio[0]) + ", " + bench::num(one_tile_ratio[1]) + "]"},
                      {"attn_bf16_one_tile_steps_over_default",
                       "[" + bench::num(one_tile_ratio[2]) + ", " + bench::num(one_tile_ratio[3]) + "]"},
-                     {"attn_fwd_bf16_wgmma_over_default", bench::num(wgmma_ratio)},
-                     {"attn_fwd_bf16_wgmma_of_flash", bench::num(wgmma_flash)}});
+                     {"attn_bf16_wgmma_over_default",
+                      "[" + bench::num(wgmma_ratio[0]) + ", " + bench::num(wgmma_ratio[1]) + "]"},
+                     {"attn_bf16_wgmma_of_flash",
+                      "[" + bench::num(wgmma_flash[0]) + ", " + bench::num(wgmma_flash[1]) + "]"}});
   return 0;
 }

@@ -29,7 +29,7 @@
 #   profile   Nsight Compute (ncu) on the tensor-core attention kernels,
 #             3xTF32 and bf16, forward, dK/dV and dQ, causal T 4096 at D 64
 #             and D 128 (bench_cuda_kernels' first calls; then the opt-in
-#             wgmma forward's): throughput of
+#             wgmma forward's, dK/dV's and dQ's): throughput of
 #             each unit against its peak, occupancy, warp stall reasons,
 #             shared-memory bank conflicts; the why behind the kernels stage
 #   cpu       the host CPU's figures: bench_train_step --backend=cpu (with
@@ -199,9 +199,9 @@ for stage in "${stages[@]}"; do
       for dim in 64 128; do
         run profile 200 ncu --target-processes all -k 'regex:tree_attention_(fwd|dkdv|dq)_tc_kernel' -c 18 \
           "${sections[@]}" "$bin/bench_cuda_kernels" --tokens=4096 --dim=$dim --reps=1 --no-torch
-        # the opt-in wgmma forward (the bench's "bf16 wgmma" rows): its two
-        # warm-ups and the timed call
-        run profile 200 ncu --target-processes all -k 'regex:tree_attention_fwd_wgmma_kernel' -c 3 \
+        # the opt-in wgmma kernels (the bench's "bf16 wgmma" rows): two
+        # warm-ups and the timed call of the forward, then of dK/dV and dQ
+        run profile 200 ncu --target-processes all -k 'regex:tree_attention_(fwd|dkdv|dq)_wgmma_kernel' -c 9 \
           "${sections[@]}" "$bin/bench_cuda_kernels" --tokens=4096 --dim=$dim --reps=1 --no-torch
       done ;;
     merge)

@@ -148,9 +148,9 @@ def short_name(name):
     m = re.search(r"tree_attention_([a-z]+)_tc_kernelI.*?(Tf32x3|Bf16)OperandsELi(\d+)ELi(\d+)", name)
     if m:
         return f"{m.group(1)} {m.group(2)} D<={m.group(3)} x{m.group(4)}"
-    m = re.search(r"tree_attention_fwd_wgmma_kernelILi(\d+)", name)
+    m = re.search(r"tree_attention_([a-z]+)_wgmma_kernelILi(\d+)", name)
     if m:
-        return f"fwd wgmma D<={m.group(1)}"
+        return f"{m.group(1)} wgmma D<={m.group(2)}"
     m = re.search(r"_Z\w*?\d+(\w+?_kernel)", name)
     return m.group(1) if m else name[-50:]
 

@@ -49,7 +49,7 @@ Backend* emulated_bf16_one_tile_backend(std::string*) {
   return backend.get();
 }
 
-// The bf16 backend with the attention forward on wgmma (wgmma.cuh).
+// The bf16 backend with the attention (forward and backward) on wgmma (wgmma.cuh).
 Backend* emulated_bf16_wgmma_backend(std::string*) {
   static const std::unique_ptr<Backend> backend =
       cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = true});
@@ -185,7 +185,7 @@ FORGE_TREE_ATTENTION_CASES(EmulatedCudaExactAttention, emulated_exact_attention_
 FORGE_BF16_BACKEND_CASES(EmulatedCuda, emulated_bf16_backend)
 FORGE_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_one_tile_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_bf16_one_tile_backend)
-FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmmaForward, emulated_bf16_wgmma_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma, emulated_bf16_wgmma_backend)
 
 }  // namespace
 }  // namespace forge

@@ -50,7 +50,7 @@ Backend* exact_attention_backend(std::string* why) {
   return backend.get();
 }
 
-// The bf16 backend with the attention forward on wgmma (H100, H200), or
+// The bf16 backend with the attention (forward and backward) on wgmma (H100, H200), or
 // nullptr with the reason.
 Backend* wgmma_backend(std::string* why) {
   static std::string reason = "built without CUDA";
@@ -94,7 +94,7 @@ TEST(CudaDevice, WgmmaLayoutsFollowThePtxIsa) {
 FORGE_BACKEND_CASES(CudaDevice, device_backend<Precision::kFp32>)
 FORGE_BF16_BACKEND_CASES(CudaDevice, device_backend<Precision::kBf16>)
 FORGE_TREE_ATTENTION_CASES(CudaDeviceExactAttention, exact_attention_backend)
-FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmmaForward, wgmma_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmma, wgmma_backend)
 
 }  // namespace
 }  // namespace forge

@@ -335,7 +335,7 @@ class CudaBackend final : public Backend {
     p.out = a.out;
     p.lse = a.lse;
     p.tf32x3 = tf32x3_attention_ && fits_3xtf32_attention(a.head_dim);
-    p.wgmma_forward = wgmma_attention_;
+    p.wgmma = wgmma_attention_;
     if (bf16_ || p.tf32x3) {
       p.step_tiles = tree_attention_step_tiles(a.head_dim, bf16_, shared_per_sm_, step_tiles_asked_);
       if (p.step_tiles < step_tiles_asked_ && !said_one_tile_) {
@@ -387,7 +387,7 @@ class CudaBackend final : public Backend {
   const bool tf32x3_attention_;  // FP32 precision with the 3xTF32 attention
   const int step_tiles_asked_;    // the tensor-core attention's tiles a step (0: the default)
   const bool bf16_working_;       // bf16, activations and weights made as bf16 ahead (bf16_operands)
-  bool wgmma_attention_;          // bf16, the attention forward on wgmma (FORGE_CUDA_ATTENTION_WGMMA)
+  bool wgmma_attention_;          // bf16, the attention on wgmma (FORGE_CUDA_ATTENTION_WGMMA)
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
   size_t shared_per_sm_ = 0;      // and a SM
   bool said_exact_fallback_ = false;

@@ -97,9 +97,10 @@ struct TreeAttentionParams {
   // tiles) and of dK/dV (query tiles), 1 or 2 (0: 2); a kernel compiled
   // for one only at the head-dim class runs one (tree_attention_step_tiles)
   int step_tiles = 0;
-  // bf16: the forward on wgmma (sm_90a; tree_attention_tc.cu), where the
-  // head dim and row stride allow 16-byte chunks (else the mma.sync kernel)
-  bool wgmma_forward = false;
+  // bf16: the forward and backward on wgmma (sm_90a; tree_attention_tc.cu),
+  // where the head dim, row strides and alignment allow 16-byte chunks
+  // (else the mma.sync kernels)
+  bool wgmma = false;
 };
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }

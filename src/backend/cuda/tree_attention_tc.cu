@@ -66,9 +66,11 @@
 //     the forward's loop over key tiles (two a step at D 128, one at
 //     D <= 64: HeadDims::dq_key_tiles), S = Q_w K^T, dP = dO_w V^T (Q_w,
 //     dO_w fragments as in the forward), dS = P (dP - delta), dQ += scale dS K.
-// Forward on wgmma (sm_90a, bf16, opt-in: TreeAttentionParams::
-//   wgmma_forward): block = (64 queries, head), one warpgroup; S and P V as
-//   warpgroup MMAs on the same softmax code (below, before the backward).
+// On wgmma (sm_90a, bf16, opt-in: TreeAttentionParams::wgmma), one
+//   warpgroup a block: the forward, block = (64 queries, head), S and P V
+//   as warpgroup MMAs on the same softmax code (below, before the
+//   backward); dK/dV and dQ the same way on the same items, splits and
+//   gradient code (after the mma.sync backward).
 // Precision (bf16): against FP32 attention on the bf16-rounded Q, K, V, the
 // extra roundings are P's in the forward and dO's, P's and dS's in the
 // backward (as in FlashAttention-2 in bf16). 3xTF32: about FP32's accuracy
@@ -722,7 +724,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
   }
 }
 
-// ---- The forward on wgmma (sm_90a; bf16; TreeAttentionParams::wgmma_forward) ----
+// ---- The forward on wgmma (sm_90a; bf16; TreeAttentionParams::wgmma) ----
 // Block = (64 queries, head), one warpgroup: warp w owns rows q0 + 16 w ..
 // + 15, as the one-row-tile forward above, and the step's two key tiles
 // (64 keys) are one wgmma operand. Per step:
@@ -790,6 +792,52 @@ __device__ __forceinline__ void zero_canonical(uint16_t* tile, int at) {
     *reinterpret_cast<Chunk16*>(tile + at * Dk + 8 * e) = Chunk16{};
 }
 
+// A step's KT key tiles (KeyStep) into one buffer of canonical K and V
+// tiles (tile j at rows 32 j) and their subtree ends, committed. A tile
+// past last is zeroed: the MMAs take every tile, without a branch between
+// them (ptxas fences around a branch among wgmma), so its P (or dS) is 0,
+// and 0 times a stale NaN would not be.
+template <int Dk, int KT>
+__device__ __forceinline__ void stage_key_step_canonical(const KeyStep<KT>& st, int last, uint16_t* Ks, uint16_t* Vs,
+                                                         int32_t* ends, const TreeAttentionParams& p,
+                                                         const __nv_bfloat16* k, const __nv_bfloat16* v, int ld,
+                                                         int kvh) {
+  const int D = p.head_dim;
+#pragma unroll
+  for (int j = 0; j < KT; ++j)
+    if (st.kt[j] > last) {
+      zero_canonical<Dk, kKeys>(Ks, kKeys * j);
+      zero_canonical<Dk, kKeys>(Vs, kKeys * j);
+    } else {
+      const int k0 = st.kt[j] * kKeys;
+      stage_canonical<Dk, kKeys>(Ks, kKeys * j, k + kvh * D, ld, k0, p.T, D);
+      stage_canonical<Dk, kKeys>(Vs, kKeys * j, v + kvh * D, ld, k0, p.T, D);
+      const int jj = k0 + int(threadIdx.x);
+      if (threadIdx.x < kKeys)
+        cp_async_4(ends + kKeys * j + threadIdx.x, p.subtree_end + min(jj, p.T - 1), jj < p.T ? 4 : 0);
+    }
+  cp_async_commit();
+}
+
+// The A fragments (mma.sync m16n8k16's, wgmma's A in registers) of a warp's
+// 16 x 32 KT block of P (or dS) held as S accumulators: fragment 2 j + kk
+// is keys 32 j + 16 kk .. + 15. Made before the wgmma_fence of the MMAs that
+// read them (none may be written between the fence and the MMAs), pinned.
+template <int KT>
+__device__ __forceinline__ void pack_a_fragments(const float (&s)[KT][1][kKeyGroups][4], uint32_t (&a)[2 * KT][4]) {
+#pragma unroll
+  for (int j = 0; j < KT; ++j)
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      uint32_t(&f)[4] = a[2 * j + kk];
+      f[0] = pack_bf16x2(s[j][0][2 * kk][0], s[j][0][2 * kk][1]);
+      f[1] = pack_bf16x2(s[j][0][2 * kk][2], s[j][0][2 * kk][3]);
+      f[2] = pack_bf16x2(s[j][0][2 * kk + 1][0], s[j][0][2 * kk + 1][1]);
+      f[3] = pack_bf16x2(s[j][0][2 * kk + 1][2], s[j][0][2 * kk + 1][3]);
+      wgmma_fence_operands(f);
+    }
+}
+
 template <int MaxD>
 __global__ void __launch_bounds__(kThreads)
     tree_attention_fwd_wgmma_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
@@ -812,26 +860,9 @@ __global__ void __launch_bounds__(kThreads)
   const float scale2 = p.scale * kLog2e;
   const int last = (q1 - 1) / kKeys;
 
-  // The step's key tiles into buffer b: tile j at rows 32 j; a tile past
-  // the last zeroed (the MMAs take both tiles, without a branch between
-  // them: ptxas fences around a branch among wgmma; its P is 0, and 0 times
-  // a stale NaN would not be)
   const auto stage = [&](const KeyStep<KT>& st, int b) {
-#pragma unroll
-    for (int j = 0; j < KT; ++j)
-      if (st.kt[j] > last) {
-        zero_canonical<Dk, kKeys>(Ks + b * kWgmmaRows * Dk, kKeys * j);
-        zero_canonical<Dk, kKeys>(Vs + b * kWgmmaRows * Dk, kKeys * j);
-      } else {
-        const int k0 = st.kt[j] * kKeys;
-        stage_canonical<Dk, kKeys>(Ks + b * kWgmmaRows * Dk, kKeys * j, k + kvh * D, ld, k0, p.T, D);
-        stage_canonical<Dk, kKeys>(Vs + b * kWgmmaRows * Dk, kKeys * j, v + kvh * D, ld, k0, p.T, D);
-        const int jj = k0 + int(threadIdx.x);
-        if (threadIdx.x < kKeys)
-          cp_async_4(ends + b * kWgmmaRows + kKeys * j + threadIdx.x, p.subtree_end + min(jj, p.T - 1),
-                     jj < p.T ? 4 : 0);
-      }
-    cp_async_commit();
+    stage_key_step_canonical<Dk>(st, last, Ks + b * kWgmmaRows * Dk, Vs + b * kWgmmaRows * Dk,
+                                 ends + b * kWgmmaRows, p, k, v, ld, kvh);
   };
   KeyStep<KT> step(p, 0, last, q0);
   stage_canonical<Dk, kWgmmaRows>(Qs, 0, q + h * D, ld, q0, p.T, D);
@@ -866,20 +897,8 @@ __global__ void __launch_bounds__(kThreads)
     wgmma_wait<0>(s_flat);
     softmax_step(s, o[0], m, l, 0, p, step, seen, r0, r1, scale2, g, t,
                  [&](int j) { return ends + b * kWgmmaRows + kKeys * j; });
-    // P's A fragments, all made before the fence (a register the MMAs
-    // read may not be written between it and them)
-    uint32_t a[KT * 2][4];
-#pragma unroll
-    for (int j = 0; j < KT; ++j)
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        uint32_t(&f)[4] = a[2 * j + kk];
-        f[0] = pack_bf16x2(s[j][0][2 * kk][0], s[j][0][2 * kk][1]);
-        f[1] = pack_bf16x2(s[j][0][2 * kk][2], s[j][0][2 * kk][3]);
-        f[2] = pack_bf16x2(s[j][0][2 * kk + 1][0], s[j][0][2 * kk + 1][1]);
-        f[3] = pack_bf16x2(s[j][0][2 * kk + 1][2], s[j][0][2 * kk + 1][3]);
-        wgmma_fence_operands(f);
-      }
+    uint32_t a[2 * KT][4];  // P's A fragments
+    pack_a_fragments(s, a);
     wgmma_fence_operands(o_flat);
     wgmma_fence();
 #pragma unroll
@@ -958,6 +977,96 @@ __device__ __forceinline__ void stage_queries(QueryStats& s, typename Ops::Elem*
   s.delta = inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
 }
 
+// A dK/dV block's items i = (h - kvh group) tiles + (q0 - k0) / 32 over the
+// heads h of the group and the 32-query tiles q0 in [k0, q_end) (queries at
+// or past q_end see none of the block's keys); a split's: [i, i_end).
+struct KeyBlockItems {
+  int tiles, i, i_end;
+  bool in_turns;  // the block has splits (they add theirs in turn)
+  ItemPlace at;   // item i's place, advanced with i (no division in the loop)
+  __device__ __forceinline__ KeyBlockItems(const TreeAttentionParams& p, int k0, int group, int split) {
+    int q_end = 0;
+    for (int kt = k0 / kAttnTile; kt * kAttnTile < min(p.T, k0 + kKeyTile); ++kt)
+      q_end = max(q_end, p.tile_max_end[kt]);
+    tiles = k0 < q_end ? (q_end - k0 + kQueries - 1) / kQueries : 0;
+    const int n = group * tiles;
+    i = split * p.dkdv_split_steps;
+    in_turns = n > p.dkdv_split_steps;
+    i_end = min(n, i + p.dkdv_split_steps);
+    at = {tiles > 0 ? i / tiles : 0, tiles > 0 ? i % tiles : 0};
+  }
+  // a split with no items (split 0 never: it stores the block's zeros)
+  __device__ __forceinline__ bool empty(int split) const { return split > 0 && i >= i_end; }
+};
+
+// In place over one item of a dK/dV step, keys [w0, w1) of 16 (rows) x
+// the 32 queries from q0 (nq of them below T; 0: none seen): s from S^T to
+// P^T = 2^(S^T scale2 - lse2), dp from dP^T to dS^T = P^T (dP^T - delta);
+// lse2 and delta the queries' (shared memory), se the subtree ends of keys
+// w0 + g and w0 + g + 8, full: every query sees every key. P^T is 0 where
+// the mask hides a pair (the mask evaluated only off the interior).
+__device__ __forceinline__ void key_rows_grads(float (&s)[kKeyGroups][4], float (&dp)[kKeyGroups][4],
+                                               const float* lse2, const float* delta, float scale2, int w0, int w1,
+                                               int q0, int nq, bool full, const int (&se)[2], int g, int t) {
+  const auto grads = [&](auto masked) {
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), qi = q0 + ii;
+        float pv = exp2_ftz(fmaf(s[n][c], scale2, -lse2[ii]));
+        if constexpr (decltype(masked)::value)
+          pv = j < w1 && ii < nq && (full || (j <= qi && qi < se[c >> 1])) ? pv : 0.0f;
+        s[n][c] = pv;
+        dp[n][c] = pv * (dp[n][c] - delta[ii]);
+      }
+  };
+  if (interior(full, w0, w1, nq)) grads(std::false_type{});
+  else grads(std::true_type{});
+}
+
+// A dK/dV block's accumulators of its warp's keys [w0, w1) out (dK times
+// scale): the block's first split stores, the others add, in split order
+// where the block has splits.
+template <int G>
+__device__ __forceinline__ void store_dkdv(const TreeAttentionParams& p, const float (&dk)[G][4],
+                                           const float (&dv)[G][4], int D, int kvh, int w0, int w1, bool in_turns,
+                                           int g, int t) {
+  int32_t* turn = p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y;
+  if (in_turns) wait_for_turn(turn, blockIdx.x);
+  if (blockIdx.x == 0) {
+    store_rows(p.dk + kvh * D, p.ld_qkv, dk, w0, w1, D, p.scale, p.scale, g, t);
+    store_rows(p.dv + kvh * D, p.ld_qkv, dv, w0, w1, D, 1.0f, 1.0f, g, t);
+  } else {
+    store_rows<true>(p.dk + kvh * D, p.ld_qkv, dk, w0, w1, D, p.scale, p.scale, g, t);
+    store_rows<true>(p.dv + kvh * D, p.ld_qkv, dv, w0, w1, D, 1.0f, 1.0f, g, t);
+  }
+  if (in_turns) pass_turn(turn, blockIdx.x);
+}
+
+// In place over key tile k0 (nk keys below T; 0: not seen) of a dQ step,
+// rows [r0, r1) of a 16-row tile: s from S to P = 2^(S scale2 - lse2), dp
+// from dP to dS = P (dP - delta) (lse2, delta: rows g and g + 8); se the
+// keys' subtree ends, full: every row sees every key.
+__device__ __forceinline__ void query_rows_grads(const float (&s)[kKeyGroups][4], float (&dp)[kKeyGroups][4],
+                                                 const float (&lse2)[2], const float (&delta)[2], float scale2,
+                                                 int r0, int r1, int k0, int nk, bool full, const int32_t* se, int g,
+                                                 int t) {
+  const auto grads = [&](auto masked) {
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        float pv = exp2_ftz(fmaf(s[n][c], scale2, -lse2[c >> 1]));
+        if constexpr (decltype(masked)::value)
+          pv = sees(r0 + frag_row(g, c), r1, k0, frag_col(n, t, c), nk, full, se) ? pv : 0.0f;
+        dp[n][c] = pv * (dp[n][c] - delta[c >> 1]);
+      }
+  };
+  if (interior(full, r0, r1, nk)) grads(std::false_type{});
+  else grads(std::true_type{});
+}
+
 template <class Ops, int MaxD, int QT>
 __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
     tree_attention_dkdv_tc_kernel(const TreeAttentionParams p, const typename Ops::Src* __restrict__ q,
@@ -986,22 +1095,12 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
   int se[2];  // subtree ends of keys w0 + g and w0 + g + 8
 #pragma unroll
   for (int r = 0; r < 2; ++r) se[r] = subtree_end_or_zero(p, w0 + g + 8 * r);
-  int q_end = 0;  // queries at or past it see none of the block's keys
-  for (int kt = k0 / kAttnTile; kt * kAttnTile < min(p.T, k0 + kKeyTile); ++kt)
-    q_end = max(q_end, p.tile_max_end[kt]);
+  KeyBlockItems items(p, k0, group, split);
   const int w_end = w0 < w1 ? p.tile_max_end[kt_w] : 0;
-
-  // Items i = (h - kvh group) tiles + (q0 - k0) / 32 over the heads h of the
-  // group and the query tiles q0 in [k0, q_end); this split's: [i, i_end),
-  // QT a step.
-  const int tiles = k0 < q_end ? (q_end - k0 + kQueries - 1) / kQueries : 0;
-  const int n_steps = group * tiles;
-  int i = split * p.dkdv_split_steps;
-  if (split > 0 && i >= n_steps) return;  // an empty split
-  const bool in_turns = n_steps > p.dkdv_split_steps;  // the block has splits
-  const int i_end = min(n_steps, i + p.dkdv_split_steps);
-  // Item i's place, advanced with i (no division in the loop).
-  ItemPlace at{tiles > 0 ? i / tiles : 0, tiles > 0 ? i % tiles : 0};
+  if (items.empty(split)) return;
+  const int tiles = items.tiles, i_end = items.i_end;
+  int i = items.i;  // QT items a step
+  ItemPlace at = items.at;
   const auto head = [&](ItemPlace x) { return kvh * group + x.head; };
   const auto first_query = [&](ItemPlace x) { return k0 + x.tile * kQueries; };
   // Items [s, s + QT) (those below i_end; x: item s's place) into buffer b's slots.
@@ -1075,21 +1174,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
         const bool full = tile_all_visible(p, kt_w, q0, q0 + nq);
         const float* lse2 = stats + 2 * (b * QT + u) * kQueries;
         const float* delta = lse2 + kQueries;
-        const auto grads = [&](auto masked) {
-#pragma unroll
-          for (int n = 0; n < 4; ++n)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), qi = q0 + ii;
-              float pv = exp2_ftz(fmaf(s[u][0][n][c], scale2, -lse2[ii]));
-              if constexpr (decltype(masked)::value)
-                pv = j < w1 && ii < nq && (full || (j <= qi && qi < se[c >> 1])) ? pv : 0.0f;
-              s[u][0][n][c] = pv;
-              dp[u][0][n][c] = pv * (dp[u][0][n][c] - delta[ii]);
-            }
-        };
-        if (interior(full, w0, w1, nq)) grads(std::false_type{});
-        else grads(std::true_type{});
+        key_rows_grads(s[u][0], dp[u][0], lse2, delta, scale2, w0, w1, q0, nq, full, se, g, t);
         Ops::mma_times_rows(dv, s[u], dOs(b * QT + u), qp, lane);
         Ops::mma_times_rows(dk, dp[u], Qs(b * QT + u), qp, lane);
       }
@@ -1097,16 +1182,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
     if (i + QT < i_end) commit(next, b ^ 1);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
-  int32_t* turn = p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y;
-  if (in_turns) wait_for_turn(turn, blockIdx.x);
-  if (blockIdx.x == 0) {
-    store_rows(p.dk + kvh * D, p.ld_qkv, dk[0], w0, w1, D, p.scale, p.scale, g, t);
-    store_rows(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, 1.0f, g, t);
-  } else {
-    store_rows<true>(p.dk + kvh * D, p.ld_qkv, dk[0], w0, w1, D, p.scale, p.scale, g, t);
-    store_rows<true>(p.dv + kvh * D, p.ld_qkv, dv[0], w0, w1, D, 1.0f, 1.0f, g, t);
-  }
-  if (in_turns) pass_turn(turn, blockIdx.x);
+  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, g, t);
 }
 
 // dQ of a block of queries of one head: 64, warp w owning rows q0 + 16 w ..
@@ -1197,19 +1273,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
 #pragma unroll
         for (int i = 0; i < M; ++i) {
           const bool full = tile_all_visible(p, step.kt[j], r0[i], r1[i]);
-          const auto grads = [&](auto masked) {
-#pragma unroll
-            for (int n = 0; n < kKeyGroups; ++n)
-#pragma unroll
-              for (int c = 0; c < 4; ++c) {
-                float pv = exp2_ftz(fmaf(s[j][i][n][c], scale2, -lse2[i][c >> 1]));
-                if constexpr (decltype(masked)::value)
-                  pv = sees(r0[i] + frag_row(g, c), r1[i], k0, frag_col(n, t, c), nk, full, se) ? pv : 0.0f;
-                dp[j][i][n][c] = pv * (dp[j][i][n][c] - delta[i][c >> 1]);
-              }
-          };
-          if (interior(full, r0[i], r1[i], nk)) grads(std::false_type{});
-          else grads(std::true_type{});
+          query_rows_grads(s[j][i], dp[j][i], lse2[i], delta[i], scale2, r0[i], r1[i], k0, nk, full, se, g, t);
         }
         Ops::mma_times_rows(dq, dp[j], tiles.K(b * KT + j), qp, lane);
       }
@@ -1220,6 +1284,249 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
   }
 #pragma unroll
   for (int i = 0; i < M; ++i) store_rows(p.dq + h * D, p.ld_qkv, dq[i], r0[i], r1[i], D, p.scale, p.scale, g, t);
+}
+
+// ---- The backward on wgmma (sm_90a; bf16; TreeAttentionParams::wgmma) ----
+// The two kernels above with warpgroup MMAs, one warpgroup a block, tiles
+// staged into the canonical layout as in the wgmma forward (stage_canonical;
+// K-major read as the X of a product, N-major as its Y), the step's MMAs
+// issued by all four warps whatever each warp's rows see (a warp's P, dS
+// are 0 where its rows see nothing), the same masks and gradients
+// (key_rows_grads, query_rows_grads) on accumulators laid out as the
+// mma.sync kernels' S registers.
+//   dK/dV, block = (split, 64 keys, kv head), as tree_attention_dkdv_tc_kernel
+//     (its items, splits and turns), two 32-query items a step (64
+//     queries): S^T = K Q^T and dP^T = V dO^T, Dk / 16 m64n64k16 each (K,
+//     V, Q, dO from shared memory), then per 16 queries dV += P^T dO and dK
+//     += dS^T Q, m64nDk16 with P^T, dS^T in registers.
+//   dQ, block = (64 queries, head), as the wgmma forward's key steps (two
+//     32-key tiles): S = Q K^T and dP = dO V^T, then per 16 keys dQ += dS K.
+// Each step waits for its MMAs before the gradients and before its
+// barrier (no overlap yet). Needs what the wgmma forward needs, and dO
+// 16-byte aligned.
+
+// A backward step's two 64 x 64 products, S = X Y^T and dP = X' Y'^T
+// (Dk / 16 m64n64k16 each; X, Y, X', Y' 64 x Dk K-major tiles by
+// descriptor), landed in s and dp (laid out as the forward's S).
+template <int Dk>
+__device__ __forceinline__ void score_products(float (&s)[2][1][kKeyGroups][4], float (&dp)[2][1][kKeyGroups][4],
+                                               uint64_t x, uint64_t y, uint64_t x2, uint64_t y2) {
+  float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
+  float(&dp_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(dp);
+  wgmma_fence();
+#pragma unroll
+  for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(s_flat, x + 16 * st, y + 16 * st, st > 0);
+#pragma unroll
+  for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(dp_flat, x2 + 16 * st, y2 + 16 * st, st > 0);
+  wgmma_commit();
+  wgmma_wait<0>(s_flat, dp_flat);
+}
+
+// dK and dV of 64 keys of one kv head on wgmma (above).
+template <int MaxD>
+__global__ void __launch_bounds__(kThreads)
+    tree_attention_dkdv_wgmma_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
+                                     const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
+                                     int ld, const __nv_bfloat16* __restrict__ dout) {
+#ifdef FORGE_WGMMA
+  constexpr int Dk = MaxD, QT = 2, kGroups = Dk / 8;
+  constexpr uint32_t kRowGroup = 16 * Dk;  // bytes from 8 rows of a tile to the next 8
+  constexpr int kTile = kWgmmaRows * Dk;   // elements of a 64-row tile
+  FORGE_SHARED_MEMORY(uint16_t, smem);
+  uint16_t* Ks = smem;               // [64 x Dk]
+  uint16_t* Vs = Ks + kTile;         // [64 x Dk]
+  uint16_t* Qs = Vs + kTile;         // two buffers [64 x Dk]: item u of a step at rows 32 u
+  uint16_t* dOs = Qs + 2 * kTile;    // two buffers [64 x Dk]
+  float* stats = reinterpret_cast<float*>(dOs + 2 * kTile);  // slot b QT + u: lse2 [32], delta [32]
+  const int D = p.head_dim, HD = p.n_heads * D;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int split = blockIdx.x, kvh = blockIdx.z, group = p.n_heads / p.n_kv_heads;
+  const int k0 = blockIdx.y * kKeyTile;
+  const int w0 = k0 + warp * kWarpRows, w1 = min(p.T, w0 + kWarpRows);  // this warp's keys
+  const int kt_w = w0 / kAttnTile;
+  const float scale2 = p.scale * kLog2e;
+  int se[2];  // subtree ends of keys w0 + g and w0 + g + 8
+#pragma unroll
+  for (int r = 0; r < 2; ++r) se[r] = subtree_end_or_zero(p, w0 + g + 8 * r);
+  const int w_end = w0 < w1 ? p.tile_max_end[kt_w] : 0;
+  KeyBlockItems items(p, k0, group, split);
+  if (items.empty(split)) return;
+  const int tiles = items.tiles, i_end = items.i_end;
+  int i = items.i;
+  ItemPlace at = items.at;
+  const auto head = [&](ItemPlace x) { return kvh * group + x.head; };
+  const auto first_query = [&](ItemPlace x) { return k0 + x.tile * kQueries; };
+  // Items [s, s + QT) into buffer b (one past i_end zeroed, its stats 0:
+  // the MMAs take both), committed; the stats are stored after the wait
+  const auto stage = [&](QueryStats (&st)[QT], int b, int s, ItemPlace x) {
+#pragma unroll
+    for (int u = 0; u < QT; ++u)
+      if (s + u < i_end) {
+        const ItemPlace y = x.plus<QT>(u, tiles);
+        const int h = head(y), q0 = first_query(y);
+        stage_canonical<Dk, kQueries>(Qs + b * kTile, kQueries * u, q + h * D, ld, q0, p.T, D);
+        stage_canonical<Dk, kQueries>(dOs + b * kTile, kQueries * u, dout + h * D, HD, q0, p.T, D);
+        const bool inside = threadIdx.x < kQueries && q0 + int(threadIdx.x) < p.T;
+        st[u].lse2 = inside ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
+        st[u].delta = inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
+      } else {
+        zero_canonical<Dk, kQueries>(Qs + b * kTile, kQueries * u);
+        zero_canonical<Dk, kQueries>(dOs + b * kTile, kQueries * u);
+      }
+    cp_async_commit();
+  };
+  const auto commit = [&](const QueryStats (&st)[QT], int b) {  // the copies landed, visible to the MMAs
+    cp_async_wait_all();
+    if (threadIdx.x < kQueries)
+#pragma unroll
+      for (int u = 0; u < QT; ++u) {
+        stats[2 * (b * QT + u) * kQueries + threadIdx.x] = st[u].lse2;
+        stats[(2 * (b * QT + u) + 1) * kQueries + threadIdx.x] = st[u].delta;
+      }
+    fence_proxy_async();
+  };
+  stage_canonical<Dk, kWgmmaRows>(Ks, 0, k + kvh * D, ld, k0, p.T, D);
+  stage_canonical<Dk, kWgmmaRows>(Vs, 0, v + kvh * D, ld, k0, p.T, D);
+  {
+    QueryStats first[QT]{};
+    stage(first, 0, i, at);
+    commit(first, 0);
+  }
+  __syncthreads();
+
+  // K, V, and Q, dO as the X of S^T, dP^T: K-major (LBO 128, SBO
+  // kRowGroup); Q, dO as the Y of dK, dV: N-major (LBO kRowGroup, SBO 128)
+  const uint64_t desc_k = wgmma_desc(Ks, 128, kRowGroup), desc_v = wgmma_desc(Vs, 128, kRowGroup);
+  float dk[1][kGroups][4], dv[1][kGroups][4];
+  zero(dk[0]);
+  zero(dv[0]);
+  float(&dk_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(dk);
+  float(&dv_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(dv);
+  for (int b = 0; i < i_end; b ^= 1, i += QT, at = at.plus<QT>(QT, tiles)) {
+    QueryStats next[QT]{};
+    stage(next, b ^ 1, i + QT, at.plus<QT>(QT, tiles));
+    const uint64_t desc_q = wgmma_desc(Qs + b * kTile, 128, kRowGroup);
+    const uint64_t desc_o = wgmma_desc(dOs + b * kTile, 128, kRowGroup);
+    float s[QT][1][kKeyGroups][4], dp[QT][1][kKeyGroups][4];
+    score_products<Dk>(s, dp, desc_k, desc_q, desc_v, desc_o);
+#pragma unroll
+    for (int u = 0; u < QT; ++u) {
+      // warp-uniform: a query of item i + u's tile sees this warp's keys
+      const int q0 = first_query(at.plus<QT>(u, tiles)), nq = min(p.T, q0 + kQueries) - q0;
+      const bool seen = i + u < i_end && w0 < w1 && q0 < w_end && q0 + nq - 1 >= w0;
+      const bool full = seen && tile_all_visible(p, kt_w, q0, q0 + nq);
+      const float* lse2 = stats + 2 * (b * QT + u) * kQueries;
+      key_rows_grads(s[u][0], dp[u][0], lse2, lse2 + kQueries, scale2, w0, w1, q0, seen ? nq : 0, full, se, g, t);
+    }
+    uint32_t ap[2 * QT][4], as[2 * QT][4];  // P^T's and dS^T's A fragments
+    pack_a_fragments(s, ap);
+    pack_a_fragments(dp, as);
+    wgmma_fence_operands(dk_flat);
+    wgmma_fence_operands(dv_flat);
+    wgmma_fence();
+    const uint64_t desc_qn = wgmma_desc(Qs + b * kTile, kRowGroup, 128);
+    const uint64_t desc_on = wgmma_desc(dOs + b * kTile, kRowGroup, 128);
+#pragma unroll
+    for (int u = 0; u < 2 * QT; ++u)  // queries 16 u on: 2 u row groups of kRowGroup bytes
+      wgmma_rs<Dk, 1>(dv_flat, ap[u], desc_on + 2 * u * (kRowGroup >> 4), true);
+#pragma unroll
+    for (int u = 0; u < 2 * QT; ++u) wgmma_rs<Dk, 1>(dk_flat, as[u], desc_qn + 2 * u * (kRowGroup >> 4), true);
+    wgmma_commit();
+    wgmma_wait<0>(dk_flat, dv_flat);
+    commit(next, b ^ 1);
+    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
+  }
+  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, g, t);
+#else
+  (void)p, (void)q, (void)k, (void)v, (void)ld, (void)dout;
+  __trap();
+#endif
+}
+
+// dQ of 64 queries of one head on wgmma (above).
+template <int MaxD>
+__global__ void __launch_bounds__(kThreads)
+    tree_attention_dq_wgmma_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
+                                   const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v, int ld,
+                                   const __nv_bfloat16* __restrict__ dout) {
+#ifdef FORGE_WGMMA
+  constexpr int Dk = MaxD, KT = 2, kGroups = Dk / 8;
+  constexpr uint32_t kRowGroup = 16 * Dk;
+  constexpr int kTile = kWgmmaRows * Dk;
+  FORGE_SHARED_MEMORY(uint16_t, smem);
+  uint16_t* Qs = smem;             // [64 x Dk]
+  uint16_t* dOs = Qs + kTile;      // [64 x Dk]
+  uint16_t* Ks = dOs + kTile;      // two buffers [64 x Dk]
+  uint16_t* Vs = Ks + 2 * kTile;   // two buffers [64 x Dk]
+  int32_t* ends = reinterpret_cast<int32_t*>(Vs + 2 * kTile);  // two buffers [64]
+  const int D = p.head_dim, HD = p.n_heads * D;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
+  const int q0 = query_block_start(kWgmmaRows), q1 = min(p.T, q0 + kWgmmaRows);
+  const WarpRowTiles<1> rows(q0, q1, warp);
+  const int w0 = rows.w0, w1 = rows.w1, r0 = rows.r0[0], r1 = rows.r1[0];
+  const float scale2 = p.scale * kLog2e;
+  const int last = (q1 - 1) / kKeys;
+  float lse2[2], delta[2];  // rows g and g + 8
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = r0 + g + 8 * r;
+    lse2[r] = row < r1 ? p.lse[size_t(h) * p.T + row] * kLog2e : 0.0f;
+    delta[r] = row < r1 ? p.delta[size_t(h) * p.T + row] : 0.0f;
+  }
+
+  const auto stage = [&](const KeyStep<KT>& st, int b) {
+    stage_key_step_canonical<Dk>(st, last, Ks + b * kTile, Vs + b * kTile, ends + b * kWgmmaRows, p, k, v, ld, kvh);
+  };
+  KeyStep<KT> step(p, 0, last, q0);
+  stage_canonical<Dk, kWgmmaRows>(Qs, 0, q + h * D, ld, q0, p.T, D);
+  stage_canonical<Dk, kWgmmaRows>(dOs, 0, dout + h * D, HD, q0, p.T, D);
+  stage(step, 0);
+  cp_async_wait_all();
+  fence_proxy_async();
+  __syncthreads();
+
+  // Q, dO, and K, V as the Y of S, dP: K-major; K as the Y of dQ: N-major
+  const uint64_t desc_q = wgmma_desc(Qs, 128, kRowGroup), desc_o = wgmma_desc(dOs, 128, kRowGroup);
+  float dq[1][kGroups][4];
+  zero(dq[0]);
+  float(&dq_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(dq);
+  for (int b = 0; step.kt[0] <= last; b ^= 1) {
+    const KeyStep<KT> next(p, step.after(), last, q0);
+    stage(next, b ^ 1);
+    bool seen[KT];
+    step.seen_by(p, last, w0, w1, seen);
+    const uint64_t desc_k = wgmma_desc(Ks + b * kTile, 128, kRowGroup);
+    const uint64_t desc_v = wgmma_desc(Vs + b * kTile, 128, kRowGroup);
+    float s[KT][1][kKeyGroups][4], dp[KT][1][kKeyGroups][4];
+    score_products<Dk>(s, dp, desc_q, desc_k, desc_o, desc_v);
+#pragma unroll
+    for (int j = 0; j < KT; ++j) {
+      const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
+      const bool full = seen[j] && tile_all_visible(p, step.kt[j], r0, r1);
+      query_rows_grads(s[j][0], dp[j][0], lse2, delta, scale2, r0, r1, k0, nk, full, ends + b * kWgmmaRows + kKeys * j,
+                       g, t);
+    }
+    uint32_t a[2 * KT][4];  // dS's A fragments
+    pack_a_fragments(dp, a);
+    wgmma_fence_operands(dq_flat);
+    wgmma_fence();
+    const uint64_t desc_kn = wgmma_desc(Ks + b * kTile, kRowGroup, 128);
+#pragma unroll
+    for (int u = 0; u < 2 * KT; ++u)  // keys 16 u on
+      wgmma_rs<Dk, 1>(dq_flat, a[u], desc_kn + 2 * u * (kRowGroup >> 4), true);
+    wgmma_commit();
+    wgmma_wait<0>(dq_flat);
+    cp_async_wait_all();
+    fence_proxy_async();
+    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
+    step = next;
+  }
+  store_rows(p.dq + h * D, p.ld_qkv, dq[0], r0, r1, D, p.scale, p.scale, g, t);
+#else
+  (void)p, (void)q, (void)k, (void)v, (void)ld, (void)dout;
+  __trap();
+#endif
 }
 
 template <class Ops>
@@ -1286,22 +1593,58 @@ void launch_dq(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& 
                      stream, p, in);
 }
 
-template <class Ops, int MaxD>
-void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
-  // dK/dV: a block's steps split so that none takes more than an eighth of
-  // the most a block can have (its keys seen by every later query of the
-  // group); the splits of a block fastest in the grid, so that they start
-  // together and in order (wait_for_turn)
+// The dK/dV grid (splits, 64-key blocks, kv heads) and q = p with its
+// steps a split: a block's steps split so that none takes more than an
+// eighth of the most a block can have (its keys seen by every later query
+// of the group); the splits of a block fastest in the grid, so that they
+// start together and in order (wait_for_turn). Zeroes the turn counters.
+dim3 dkdv_grid(const TreeAttentionParams& p, TreeAttentionParams& q, cudaStream_t stream) {
   const int key_blocks = (p.T + kKeyTile - 1) / kKeyTile;
   const int most_steps = p.n_heads / p.n_kv_heads * ((p.T + kQueries - 1) / kQueries);
-  TreeAttentionParams q = p;
+  q = p;
   q.dkdv_split_steps = std::max(kMinSplitSteps, (most_steps + kMaxSplits - 1) / kMaxSplits);
   FORGE_CHECK(p.dkdv_turn != nullptr, "tensor-core tree attention backward needs its dK/dV turn counters");
   FORGE_CUDA_CHECK(cudaMemsetAsync(p.dkdv_turn, 0, tree_attention_dkdv_turns(p.T, p.n_kv_heads) * sizeof(int32_t),
                                    stream));
   const int splits = std::max(1, (most_steps + q.dkdv_split_steps - 1) / q.dkdv_split_steps);
-  launch_dkdv<Ops, MaxD>(q, in, dim3(splits, key_blocks, p.n_kv_heads), stream);
+  return dim3(splits, key_blocks, p.n_kv_heads);
+}
+
+template <class Ops, int MaxD>
+void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
+  TreeAttentionParams q;
+  const dim3 grid = dkdv_grid(p, q, stream);
+  launch_dkdv<Ops, MaxD>(q, in, grid, stream);
   launch_dq<Ops, MaxD>(p, in, stream);
+}
+
+// The wgmma kernels at head-dim class Dk: shared memory (bytes) of 5 tiles
+// of 64 x Dk bf16 and two buffers of 64 subtree ends (the forward), 6 tiles
+// and two of 64 ends (dQ) or two buffers of two items' lse2 and delta (dK/dV).
+size_t wgmma_tiles_bytes(int tiles, int Dk) { return size_t(tiles) * kWgmmaRows * Dk * sizeof(uint16_t); }
+template <int Dk>
+void launch_fwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
+  const dim3 grid((p.T + kWgmmaRows - 1) / kWgmmaRows, p.n_heads);
+  launch_with_shared(tree_attention_fwd_wgmma_kernel<Dk>, grid,
+                     wgmma_tiles_bytes(5, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in);
+}
+template <int Dk>
+void launch_bwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
+  TreeAttentionParams q;
+  const dim3 grid = dkdv_grid(p, q, stream);
+  launch_with_shared(tree_attention_dkdv_wgmma_kernel<Dk>, grid,
+                     wgmma_tiles_bytes(6, Dk) + 2 * 2 * 2 * kQueries * sizeof(float), stream, q, in);
+  launch_with_shared(tree_attention_dq_wgmma_kernel<Dk>, dim3((p.T + kWgmmaRows - 1) / kWgmmaRows, p.n_heads),
+                     wgmma_tiles_bytes(6, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in);
+}
+
+// Whether the wgmma kernels take these inputs: asked for (p.wgmma), and
+// 16-byte chunks of every row (D and the row strides multiples of 8, the
+// operands 16-byte aligned).
+bool wgmma_takes(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in) {
+  const auto aligned = [](const void* x) { return x == nullptr || reinterpret_cast<uintptr_t>(x) % 16 == 0; };
+  return p.wgmma && p.head_dim % 8 == 0 && in.ld % 8 == 0 && aligned(in.q) && aligned(in.k) && aligned(in.v) &&
+         aligned(in.dout);
 }
 
 // Blocks on the SM take this much shared memory each besides their own
@@ -1349,23 +1692,18 @@ TcInputs<float> fp32_inputs(const TreeAttentionParams& p) { return {p.q, p.k, p.
 
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const TcInputs<__nv_bfloat16> tc{in.q, in.k, in.v, in.ld, nullptr};
-  const auto aligned = [](const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 == 0; };
-  if (p.wgmma_forward && p.head_dim % 8 == 0 && in.ld % 8 == 0 && aligned(in.q) && aligned(in.k) && aligned(in.v)) {
-    const dim3 grid((p.T + kWgmmaRows - 1) / kWgmmaRows, p.n_heads);
-    const auto bytes = [](int Dk) { return size_t(5 * kWgmmaRows * Dk) * 2 + 2 * kWgmmaRows * sizeof(int32_t); };
-    if (p.head_dim <= 32)
-      launch_with_shared(tree_attention_fwd_wgmma_kernel<32>, grid, bytes(32), stream, p, tc);
-    else if (p.head_dim <= 64)
-      launch_with_shared(tree_attention_fwd_wgmma_kernel<64>, grid, bytes(64), stream, p, tc);
-    else
-      launch_with_shared(tree_attention_fwd_wgmma_kernel<kMaxHeadDim>, grid, bytes(kMaxHeadDim), stream, p, tc);
-    return;
-  }
-  launch_fwd_for<Bf16Operands>(p, tc, stream);
+  if (!wgmma_takes(p, tc)) return launch_fwd_for<Bf16Operands>(p, tc, stream);
+  if (p.head_dim <= 32) launch_fwd_wgmma<32>(p, tc, stream);
+  else if (p.head_dim <= 64) launch_fwd_wgmma<64>(p, tc, stream);
+  else launch_fwd_wgmma<kMaxHeadDim>(p, tc, stream);
 }
 
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
-  launch_bwd_for<Bf16Operands>(p, {in.q, in.k, in.v, in.ld, p.dout_bf16}, stream);
+  const TcInputs<__nv_bfloat16> tc{in.q, in.k, in.v, in.ld, p.dout_bf16};
+  if (!wgmma_takes(p, tc)) return launch_bwd_for<Bf16Operands>(p, tc, stream);
+  if (p.head_dim <= 32) launch_bwd_wgmma<32>(p, tc, stream);
+  else if (p.head_dim <= 64) launch_bwd_wgmma<64>(p, tc, stream);
+  else launch_bwd_wgmma<kMaxHeadDim>(p, tc, stream);
 }
 
 size_t tree_attention_dkdv_turns(int T, int n_kv_heads) {

@@ -32,7 +32,7 @@
 // (fragment_layouts.hpp: check_wgmma_layouts) on the emulation; the same
 // probe on an H100 or H200 (CudaDevice.WgmmaLayoutsFollowThePtxIsa) decides
 // whether the emulation's reading of the ISA is the hardware's. Used by the
-// opt-in bf16 attention forward (tree_attention_tc.cu,
+// opt-in bf16 attention forward and backward (tree_attention_tc.cu,
 // FORGE_CUDA_ATTENTION_WGMMA=1), not yet run on a GPU.
 //
 // Compiled for sm_90a only (__CUDA_ARCH_FEAT_SM90_ALL; the build's
@@ -124,6 +124,18 @@ __device__ __forceinline__ void wgmma_wait(float (&d)[N]) {
 #else
   (void)d;
   __trap();
+#endif
+}
+
+// The same for two groups' accumulators.
+template <int Pending, int N, int M>
+__device__ __forceinline__ void wgmma_wait(float (&d)[N], float (&e)[M]) {
+  wgmma_wait<Pending>(d);
+#if !defined(FORGE_CUDA_EMULATION) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+  for (int i = 0; i < M; ++i) asm volatile("" : "+f"(e[i])::"memory");
+#else
+  (void)e;
 #endif
 }
 
