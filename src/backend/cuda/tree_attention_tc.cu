@@ -386,8 +386,11 @@ __device__ __forceinline__ void store_rows(Out* dst, size_t ld, const float (&ac
 
 // The splits of a dK/dV block write in split order (deterministic): split s
 // waits until the block's counter says s (splits 0 .. s - 1 have added
-// theirs), then passes the turn on. Split s - 1 has started when s runs
-// (blocks start in linear order, the split fastest), so the wait ends.
+// theirs), then passes the turn on. Split s - 1 has started when s runs, so
+// the wait ends: the wgmma kernel takes its place in the grid by a ticket
+// drawn as it starts (split fastest); the mma.sync kernel takes blockIdx
+// and relies on the GPU starting blocks in linear order (a ticket spills
+// its D 128 class), which CUDA does not promise.
 // The wait is bounded: after kTurnPolls polls (seconds on a GPU) the kernel
 // traps, so that the host's next CUDA call fails with an error naming that
 // call (right after a tree attention backward: a stalled turn) rather than
@@ -889,6 +892,7 @@ __global__ void __launch_bounds__(kThreads)
     float s[KT][1][kKeyGroups][4];
     float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
     const uint64_t desc_k = b ? desc_k1 : desc_k0, desc_v = b ? desc_v1 : desc_v0;
+    wgmma_fence_operands(s_flat);  // undefined until the MMAs write them: no move may land after the fence
     wgmma_fence();
     // k step st: 256 bytes on (16 in the descriptor's start field)
 #pragma unroll
@@ -1027,21 +1031,20 @@ __device__ __forceinline__ void key_rows_grads(float (&s)[kKeyGroups][4], float 
 
 // A dK/dV block's accumulators of its warp's keys [w0, w1) out (dK times
 // scale): the block's first split stores, the others add, in split order
-// where the block has splits.
+// where the block has splits (turn: the block's counter).
 template <int G>
 __device__ __forceinline__ void store_dkdv(const TreeAttentionParams& p, const float (&dk)[G][4],
                                            const float (&dv)[G][4], int D, int kvh, int w0, int w1, bool in_turns,
-                                           int g, int t) {
-  int32_t* turn = p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y;
-  if (in_turns) wait_for_turn(turn, blockIdx.x);
-  if (blockIdx.x == 0) {
+                                           int split, int32_t* turn, int g, int t) {
+  if (in_turns) wait_for_turn(turn, split);
+  if (split == 0) {
     store_rows(p.dk + kvh * D, p.ld_qkv, dk, w0, w1, D, p.scale, p.scale, g, t);
     store_rows(p.dv + kvh * D, p.ld_qkv, dv, w0, w1, D, 1.0f, 1.0f, g, t);
   } else {
     store_rows<true>(p.dk + kvh * D, p.ld_qkv, dk, w0, w1, D, p.scale, p.scale, g, t);
     store_rows<true>(p.dv + kvh * D, p.ld_qkv, dv, w0, w1, D, 1.0f, 1.0f, g, t);
   }
-  if (in_turns) pass_turn(turn, blockIdx.x);
+  if (in_turns) pass_turn(turn, split);
 }
 
 // In place over key tile k0 (nk keys below T; 0: not seen) of a dQ step,
@@ -1182,7 +1185,8 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
     if (i + QT < i_end) commit(next, b ^ 1);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
-  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, g, t);
+  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, int(blockIdx.x),
+             p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y, g, t);
 }
 
 // dQ of a block of queries of one head: 64, warp w owning rows q0 + 16 w ..
@@ -1313,6 +1317,8 @@ __device__ __forceinline__ void score_products(float (&s)[2][1][kKeyGroups][4], 
                                                uint64_t x, uint64_t y, uint64_t x2, uint64_t y2) {
   float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
   float(&dp_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(dp);
+  wgmma_fence_operands(s_flat);  // undefined until the MMAs write them: no move may land after the fence
+  wgmma_fence_operands(dp_flat);
   wgmma_fence();
 #pragma unroll
   for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(s_flat, x + 16 * st, y + 16 * st, st > 0);
@@ -1338,10 +1344,19 @@ __global__ void __launch_bounds__(kThreads)
   uint16_t* Qs = Vs + kTile;         // two buffers [64 x Dk]: item u of a step at rows 32 u
   uint16_t* dOs = Qs + 2 * kTile;    // two buffers [64 x Dk]
   float* stats = reinterpret_cast<float*>(dOs + 2 * kTile);  // slot b QT + u: lse2 [32], delta [32]
+  int32_t* ticket = reinterpret_cast<int32_t*>(stats + 4 * QT * kQueries);  // [1]
+  // The block's place in the grid (split fastest) by a ticket drawn as it
+  // starts (the counter after the turns), so that split s - 1 has started
+  // when split s waits for its turn (wait_for_turn)
+  if (threadIdx.x == 0) *ticket = atomicAdd(p.dkdv_turn + size_t(gridDim.y) * gridDim.z, 1);
+  __syncthreads();
+  const unsigned place = unsigned(*ticket);
+  const int split = int(place % gridDim.x), key_block = int(place / gridDim.x % gridDim.y);
+  const int kvh = int(place / (gridDim.x * gridDim.y));
   const int D = p.head_dim, HD = p.n_heads * D;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int split = blockIdx.x, kvh = blockIdx.z, group = p.n_heads / p.n_kv_heads;
-  const int k0 = blockIdx.y * kKeyTile;
+  const int group = p.n_heads / p.n_kv_heads;
+  const int k0 = key_block * kKeyTile;
   const int w0 = k0 + warp * kWarpRows, w1 = min(p.T, w0 + kWarpRows);  // this warp's keys
   const int kt_w = w0 / kAttnTile;
   const float scale2 = p.scale * kLog2e;
@@ -1436,7 +1451,8 @@ __global__ void __launch_bounds__(kThreads)
     commit(next, b ^ 1);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
-  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, g, t);
+  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, split, p.dkdv_turn + size_t(kvh) * gridDim.y + key_block,
+             g, t);
 #else
   (void)p, (void)q, (void)k, (void)v, (void)ld, (void)dout;
   __trap();
@@ -1620,7 +1636,8 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
 
 // The wgmma kernels at head-dim class Dk: shared memory (bytes) of 5 tiles
 // of 64 x Dk bf16 and two buffers of 64 subtree ends (the forward), 6 tiles
-// and two of 64 ends (dQ) or two buffers of two items' lse2 and delta (dK/dV).
+// and two of 64 ends (dQ) or two buffers of two items' lse2 and delta and
+// the ticket (dK/dV).
 size_t wgmma_tiles_bytes(int tiles, int Dk) { return size_t(tiles) * kWgmmaRows * Dk * sizeof(uint16_t); }
 template <int Dk>
 void launch_fwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
@@ -1633,7 +1650,7 @@ void launch_bwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16
   TreeAttentionParams q;
   const dim3 grid = dkdv_grid(p, q, stream);
   launch_with_shared(tree_attention_dkdv_wgmma_kernel<Dk>, grid,
-                     wgmma_tiles_bytes(6, Dk) + 2 * 2 * 2 * kQueries * sizeof(float), stream, q, in);
+                     wgmma_tiles_bytes(6, Dk) + 2 * 2 * 2 * kQueries * sizeof(float) + 16, stream, q, in);
   launch_with_shared(tree_attention_dq_wgmma_kernel<Dk>, dim3((p.T + kWgmmaRows - 1) / kWgmmaRows, p.n_heads),
                      wgmma_tiles_bytes(6, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in);
 }
@@ -1707,7 +1724,7 @@ void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 }
 
 size_t tree_attention_dkdv_turns(int T, int n_kv_heads) {
-  return size_t((T + kKeyTile - 1) / kKeyTile) * n_kv_heads;
+  return size_t((T + kKeyTile - 1) / kKeyTile) * n_kv_heads + 1;  // and the wgmma kernel's ticket counter
 }
 
 int tree_attention_step_tiles(int D, bool bf16, size_t shared_per_sm, int asked) {
