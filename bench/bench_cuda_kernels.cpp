@@ -14,7 +14,8 @@
 // the JSON gives the time ratios [forward, backward] on the causal mask.
 // "bf16 wgmma" rows: the bf16 forward and backward on wgmma
 // (FORGE_CUDA_ATTENTION_WGMMA=1, compute capability 9.0; elsewhere the
-// backend says so and they time the default kernels); the JSON gives their
+// backend says so and they time the default kernels), "bf16 wgmma x2" rows
+// with two warpgroups a forward and dQ block (=2); the JSON gives their
 // time over the default's and their throughput as a fraction of
 // FlashAttention's, [forward, backward], causal.
 // Train step: the reference model on agent-like samples (shared prompt, turns),
@@ -116,9 +117,11 @@ int main(int argc, char** argv) {
   // dK/dV's and dQ's steps, in the same run
   const std::unique_ptr<Backend> gpu_one = backend_with("FORGE_CUDA_ATTENTION_STEP_TILES", "1", Precision::kFp32);
   const std::unique_ptr<Backend> gpu16_one = backend_with("FORGE_CUDA_ATTENTION_STEP_TILES", "1", Precision::kBf16);
-  const std::unique_ptr<Backend> gpu16_wgmma = backend_with("FORGE_CUDA_ATTENTION_WGMMA", "1", Precision::kBf16);
+  // the wgmma kernels with one and with two warpgroups a forward and dQ block
+  const std::unique_ptr<Backend> gpu16_wgmma[2] = {backend_with("FORGE_CUDA_ATTENTION_WGMMA", "1", Precision::kBf16),
+                                                   backend_with("FORGE_CUDA_ATTENTION_WGMMA", "2", Precision::kBf16)};
   DeviceArray<float> one(B, 1), one16(B16, 1), one_exact(Bx, 1), one_1(*gpu_one, 1), one16_1(*gpu16_one, 1);
-  DeviceArray<float> one16_wgmma(*gpu16_wgmma, 1);
+  DeviceArray<float> one16_wgmma[2] = {DeviceArray<float>(*gpu16_wgmma[0], 1), DeviceArray<float>(*gpu16_wgmma[1], 1)};
   // Median seconds of fn, each run drained by a copy to the host from be.
   auto time_on = [&](Backend& be, DeviceArray<float>& x, const std::function<void()>& fn) {
     return bench::median_seconds(2, reps, [&] {
@@ -200,8 +203,9 @@ int main(int argc, char** argv) {
   double fp32_fraction[2] = {-1, -1};   // forge FP32 (default) / torch FP32 memory-efficient, causal
   // one-tile steps' time / the default's, causal: FP32 fwd, bwd, bf16 fwd, bwd
   double one_tile_ratio[4] = {-1, -1, -1, -1};
-  // wgmma, causal (fwd, bwd): time; over the default's time; of flash's throughput
-  double wgmma_time[2] = {-1, -1}, wgmma_ratio[2] = {-1, -1}, wgmma_flash[2] = {-1, -1};
+  // wgmma with 1 and 2 warpgroups, causal (fwd, bwd): time; over the default's time; of flash's throughput
+  double wgmma_time[2][2] = {{-1, -1}, {-1, -1}}, wgmma_ratio[2][2] = {{-1, -1}, {-1, -1}};
+  double wgmma_flash[2][2] = {{-1, -1}, {-1, -1}};
   const PackedBin bin = bench::agent_tree_bin(rng, T, "--tokens");
   for (int kind = 0; kind < 2; ++kind) {
     std::vector<int32_t> se(kind ? bin.subtree_end : std::vector<int32_t>(T, T));
@@ -238,13 +242,17 @@ int main(int argc, char** argv) {
           (m % 2 ? 10.0 : 4.0) * D * H * pairs, 0);
       if (!kind) one_tile_ratio[m] = one[m] / dflt[m];
     }
-    const double fwd_wgmma = time_on(*gpu16_wgmma, one16_wgmma, [&] { gpu16_wgmma->tree_attention_fwd(a); });
-    const double bwd_wgmma = time_on(*gpu16_wgmma, one16_wgmma, [&] { gpu16_wgmma->tree_attention_bwd(a, ag); });
-    row(("attn fwd bf16 wgmma " + what).c_str(), fwd_wgmma, 4.0 * D * H * pairs, 0);
-    row(("attn bwd bf16 wgmma " + what).c_str(), bwd_wgmma, 10.0 * D * H * pairs, 0);
-    if (!kind) {
-      wgmma_time[0] = fwd_wgmma, wgmma_time[1] = bwd_wgmma;
-      wgmma_ratio[0] = fwd_wgmma / fwd16, wgmma_ratio[1] = bwd_wgmma / bwd16;
+    for (int w = 0; w < 2; ++w) {
+      Backend& W = *gpu16_wgmma[w];
+      const double fwd_wgmma = time_on(W, one16_wgmma[w], [&] { W.tree_attention_fwd(a); });
+      const double bwd_wgmma = time_on(W, one16_wgmma[w], [&] { W.tree_attention_bwd(a, ag); });
+      const std::string mode = w ? "bf16 wgmma x2 " : "bf16 wgmma ";
+      row(("attn fwd " + mode + what).c_str(), fwd_wgmma, 4.0 * D * H * pairs, 0);
+      row(("attn bwd " + mode + what).c_str(), bwd_wgmma, 10.0 * D * H * pairs, 0);
+      if (!kind) {
+        wgmma_time[w][0] = fwd_wgmma, wgmma_time[w][1] = bwd_wgmma;
+        wgmma_ratio[w][0] = fwd_wgmma / fwd16, wgmma_ratio[w][1] = bwd_wgmma / bwd16;
+      }
     }
     if (!with_torch) continue;
     std::string cmd = bench::python() + " " + bench::script("torch_sdpa.py") + " --T " + std::to_string(n_tok) +
@@ -271,8 +279,10 @@ int main(int argc, char** argv) {
         if (!kind && std::string(name) == "bf16_flash") {
           flash_fraction[0] = fms / 1e3 / fwd16;
           flash_fraction[1] = bms / 1e3 / bwd16;
-          wgmma_flash[0] = fms / 1e3 / wgmma_time[0];
-          wgmma_flash[1] = bms / 1e3 / wgmma_time[1];
+          for (int w = 0; w < 2; ++w) {
+            wgmma_flash[w][0] = fms / 1e3 / wgmma_time[w][0];
+            wgmma_flash[w][1] = bms / 1e3 / wgmma_time[w][1];
+          }
         }
         if (!kind && std::string(name) == "fp32_efficient") {
           fp32_fraction[0] = fms / 1e3 / fwd32;
@@ -339,6 +349,7 @@ int main(int argc, char** argv) {
   }
   std::printf("train step: %lld linear tokens; tree/linear speedup %.2f\n",
               static_cast<long long>(linear_tokens), tok_s[1] / tok_s[0]);
+  const auto pair = [](const double (&x)[2]) { return "[" + bench::num(x[0]) + ", " + bench::num(x[1]) + "]"; };
   bench::print_json({{"device", "\"cuda\""},
                      {"linear_tok_s", bench::num(tok_s[0])},
                      {"tree_tok_s", bench::num(tok_s[1])},
@@ -352,9 +363,9 @@ int main(int argc, char** argv) {
                       "[" + bench::num(one_tile_ratio[0]) + ", " + bench::num(one_tile_ratio[1]) + "]"},
                      {"attn_bf16_one_tile_steps_over_default",
                       "[" + bench::num(one_tile_ratio[2]) + ", " + bench::num(one_tile_ratio[3]) + "]"},
-                     {"attn_bf16_wgmma_over_default",
-                      "[" + bench::num(wgmma_ratio[0]) + ", " + bench::num(wgmma_ratio[1]) + "]"},
-                     {"attn_bf16_wgmma_of_flash",
-                      "[" + bench::num(wgmma_flash[0]) + ", " + bench::num(wgmma_flash[1]) + "]"}});
+                     {"attn_bf16_wgmma_over_default", pair(wgmma_ratio[0])},
+                     {"attn_bf16_wgmma_of_flash", pair(wgmma_flash[0])},
+                     {"attn_bf16_wgmma2_over_default", pair(wgmma_ratio[1])},
+                     {"attn_bf16_wgmma2_of_flash", pair(wgmma_flash[1])}});
   return 0;
 }

@@ -29,7 +29,8 @@
 #   profile   Nsight Compute (ncu) on the tensor-core attention kernels,
 #             3xTF32 and bf16, forward, dK/dV and dQ, causal T 4096 at D 64
 #             and D 128 (bench_cuda_kernels' first calls; then the opt-in
-#             wgmma forward's, dK/dV's and dQ's): throughput of
+#             wgmma forward's, dK/dV's and dQ's, 1 and 2 warpgroups):
+#             throughput of
 #             each unit against its peak, occupancy, warp stall reasons,
 #             shared-memory bank conflicts; the why behind the kernels stage
 #   cpu       the host CPU's figures: bench_train_step --backend=cpu (with
@@ -199,9 +200,10 @@ for stage in "${stages[@]}"; do
       for dim in 64 128; do
         run profile 200 ncu --target-processes all -k 'regex:tree_attention_(fwd|dkdv|dq)_tc_kernel' -c 18 \
           "${sections[@]}" "$bin/bench_cuda_kernels" --tokens=4096 --dim=$dim --reps=1 --no-torch
-        # the opt-in wgmma kernels (the bench's "bf16 wgmma" rows): two
-        # warm-ups and the timed call of the forward, then of dK/dV and dQ
-        run profile 200 ncu --target-processes all -k 'regex:tree_attention_(fwd|dkdv|dq)_wgmma_kernel' -c 9 \
+        # the opt-in wgmma kernels (the bench's "bf16 wgmma" and "bf16 wgmma
+        # x2" rows): two warm-ups and the timed call of the forward, then of
+        # dK/dV and dQ, with one warpgroup a block, then with two
+        run profile 200 ncu --target-processes all -k 'regex:tree_attention_(fwd|dkdv|dq)_wgmma_kernel' -c 18 \
           "${sections[@]}" "$bin/bench_cuda_kernels" --tokens=4096 --dim=$dim --reps=1 --no-torch
       done ;;
     merge)

@@ -49,10 +49,16 @@ Backend* emulated_bf16_one_tile_backend(std::string*) {
   return backend.get();
 }
 
-// The bf16 backend with the attention (forward and backward) on wgmma (wgmma.cuh).
+// The bf16 backend with the attention (forward and backward) on wgmma
+// (wgmma.cuh), one warpgroup a block, or two in the forward and dQ.
 Backend* emulated_bf16_wgmma_backend(std::string*) {
   static const std::unique_ptr<Backend> backend =
-      cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = true});
+      cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 1});
+  return backend.get();
+}
+Backend* emulated_bf16_wgmma2_backend(std::string*) {
+  static const std::unique_ptr<Backend> backend =
+      cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 2});
   return backend.get();
 }
 
@@ -127,16 +133,19 @@ TEST(EmulatedCuda, Bf16WorkingActivationsFromTheEnvironment) {
   expect_backend_refuses("FORGE_CUDA_BF16_WORKING", "yes");
 }
 
-// FORGE_CUDA_ATTENTION_WGMMA: 1, or 0 (unset: 0); another value is an
-// InputError that names the variable.
+// FORGE_CUDA_ATTENTION_WGMMA: 1 or 2 (warpgroups a block), or 0 (unset:
+// 0); another value is an InputError that names the variable.
 TEST(EmulatedCuda, WgmmaAttentionFromTheEnvironment) {
   const UnsetForScope scope("FORGE_CUDA_ATTENTION_WGMMA");
-  EXPECT_FALSE(cuda::wgmma_attention_from_env());
+  EXPECT_EQ(cuda::wgmma_attention_from_env(), 0);
   setenv("FORGE_CUDA_ATTENTION_WGMMA", "1", 1);
-  EXPECT_TRUE(cuda::wgmma_attention_from_env());
+  EXPECT_EQ(cuda::wgmma_attention_from_env(), 1);
+  setenv("FORGE_CUDA_ATTENTION_WGMMA", "2", 1);
+  EXPECT_EQ(cuda::wgmma_attention_from_env(), 2);
   setenv("FORGE_CUDA_ATTENTION_WGMMA", "0", 1);
-  EXPECT_FALSE(cuda::wgmma_attention_from_env());
+  EXPECT_EQ(cuda::wgmma_attention_from_env(), 0);
   expect_backend_refuses("FORGE_CUDA_ATTENTION_WGMMA", "yes");
+  expect_backend_refuses("FORGE_CUDA_ATTENTION_WGMMA", "3");
 }
 
 // What runs: one where asked; two where the SM's shared memory holds the
@@ -186,6 +195,7 @@ FORGE_BF16_BACKEND_CASES(EmulatedCuda, emulated_bf16_backend)
 FORGE_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_one_tile_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_bf16_one_tile_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma, emulated_bf16_wgmma_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma2, emulated_bf16_wgmma2_backend)
 
 }  // namespace
 }  // namespace forge

@@ -50,14 +50,16 @@ Backend* exact_attention_backend(std::string* why) {
   return backend.get();
 }
 
-// The bf16 backend with the attention (forward and backward) on wgmma (H100, H200), or
-// nullptr with the reason.
+// The bf16 backend with the attention (forward and backward) on wgmma (H100,
+// H200) with Warpgroups warpgroups a block of the forward and dQ, or nullptr
+// with the reason.
+template <int Warpgroups>
 Backend* wgmma_backend(std::string* why) {
   static std::string reason = "built without CUDA";
   static const std::unique_ptr<Backend> backend = []() -> std::unique_ptr<Backend> {
 #ifdef FORGE_WITH_CUDA
     try {
-      auto be = cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = true});
+      auto be = cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = Warpgroups});
       if (cuda::wgmma_supported()) return be;
       reason = "wgmma needs compute capability 9.0 and sm_90a device code";
     } catch (const InputError& e) {
@@ -94,7 +96,8 @@ TEST(CudaDevice, WgmmaLayoutsFollowThePtxIsa) {
 FORGE_BACKEND_CASES(CudaDevice, device_backend<Precision::kFp32>)
 FORGE_BF16_BACKEND_CASES(CudaDevice, device_backend<Precision::kBf16>)
 FORGE_TREE_ATTENTION_CASES(CudaDeviceExactAttention, exact_attention_backend)
-FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmma, wgmma_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmma, wgmma_backend<1>)
+FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmma2, wgmma_backend<2>)
 
 }  // namespace
 }  // namespace forge

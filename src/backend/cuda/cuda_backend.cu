@@ -83,7 +83,7 @@ class CudaBackend final : public Backend {
         tf32x3_attention_(precision != Precision::kBf16 && options.fp32_attention == Fp32Attention::k3xTf32),
         step_tiles_asked_(options.attention_step_tiles),
         bf16_working_(bf16_ && options.bf16_working_activations),
-        wgmma_attention_(bf16_ && options.wgmma_attention) {
+        wgmma_attention_(bf16_ ? options.wgmma_attention : 0) {
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -95,9 +95,10 @@ class CudaBackend final : public Backend {
     shared_optin_ = static_cast<size_t>(optin);
     shared_per_sm_ = static_cast<size_t>(per_sm);
     if (wgmma_attention_ && !wgmma_supported()) {
-      log_warn("cuda: FORGE_CUDA_ATTENTION_WGMMA=1, but wgmma needs compute capability 9.0 and device code "
+      log_warn("cuda: FORGE_CUDA_ATTENTION_WGMMA=" + std::to_string(wgmma_attention_) +
+               ", but wgmma needs compute capability 9.0 and device code "
                "built for sm_90a: the mma.sync attention runs instead");
-      wgmma_attention_ = false;
+      wgmma_attention_ = 0;
     }
   }
   ~CudaBackend() override {
@@ -387,7 +388,7 @@ class CudaBackend final : public Backend {
   const bool tf32x3_attention_;  // FP32 precision with the 3xTF32 attention
   const int step_tiles_asked_;    // the tensor-core attention's tiles a step (0: the default)
   const bool bf16_working_;       // bf16, activations and weights made as bf16 ahead (bf16_operands)
-  bool wgmma_attention_;          // bf16, the attention on wgmma (FORGE_CUDA_ATTENTION_WGMMA)
+  int wgmma_attention_;           // bf16: the attention on wgmma, warpgroups a block (FORGE_CUDA_ATTENTION_WGMMA)
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
   size_t shared_per_sm_ = 0;      // and a SM
   bool said_exact_fallback_ = false;
@@ -473,11 +474,12 @@ bool bf16_working_activations_from_env() {
   throw InputError(std::string("FORGE_CUDA_BF16_WORKING must be bf16 or fp32, got '") + v + "'");
 }
 
-bool wgmma_attention_from_env() {
+int wgmma_attention_from_env() {
   const char* v = std::getenv("FORGE_CUDA_ATTENTION_WGMMA");
-  if (!v || std::string(v) == "0") return false;
-  if (std::string(v) == "1") return true;
-  throw InputError(std::string("FORGE_CUDA_ATTENTION_WGMMA must be 0 or 1, got '") + v + "'");
+  if (!v || std::string(v) == "0") return 0;
+  if (std::string(v) == "1") return 1;
+  if (std::string(v) == "2") return 2;
+  throw InputError(std::string("FORGE_CUDA_ATTENTION_WGMMA must be 0, 1 or 2, got '") + v + "'");
 }
 
 CudaOptions cuda_options_from_env() {

@@ -35,19 +35,21 @@ int attention_step_tiles_from_env();
 // for A/B timing); InputError naming the variable otherwise.
 bool bf16_working_activations_from_env();
 
-// FORGE_CUDA_ATTENTION_WGMMA: "1" runs the bf16 tree attention, forward and
-// backward, on wgmma (sm_90a, tree_attention_tc.cu; a device of another
-// compute capability says so once and runs the mma.sync kernels), unset or "0" the
-// mma.sync kernels; InputError naming the variable otherwise. Not yet timed
-// on a GPU: off by default.
-bool wgmma_attention_from_env();
+// FORGE_CUDA_ATTENTION_WGMMA: "1" or "2" runs the bf16 tree attention,
+// forward and backward, on wgmma (sm_90a, tree_attention_tc.cu; a device
+// of another compute capability says so once and runs the mma.sync
+// kernels), with that many warpgroups a block of the forward and dQ (64
+// queries each: "2" shares each key tile between 128 queries); unset or
+// "0" the mma.sync kernels; InputError naming the variable otherwise. Not
+// yet timed on a GPU: off by default.
+int wgmma_attention_from_env();
 
 // The backend's choices besides the precision.
 struct CudaOptions {
   Fp32Attention fp32_attention = Fp32Attention::k3xTf32;
   int attention_step_tiles = 0;          // 1 or 2; 0: the default
   bool bf16_working_activations = true;  // Backend::bf16_operands() in bf16
-  bool wgmma_attention = false;          // bf16: the attention on wgmma (compute capability 9.0)
+  int wgmma_attention = 0;               // bf16: the attention on wgmma, 1 or 2 warpgroups a block (CC 9.0)
 };
 // The four variables above (FORGE_CUDA_ATTENTION_WGMMA=1 for the last).
 CudaOptions cuda_options_from_env();

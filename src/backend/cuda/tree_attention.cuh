@@ -100,8 +100,9 @@ struct TreeAttentionParams {
   int step_tiles = 0;
   // bf16: the forward and backward on wgmma (sm_90a; tree_attention_tc.cu),
   // where the head dim, row strides and alignment allow 16-byte chunks
-  // (else the mma.sync kernels)
-  bool wgmma = false;
+  // (else the mma.sync kernels), with this many warpgroups (1 or 2) a block
+  // of the forward and dQ (64 queries each); 0: the mma.sync kernels
+  int wgmma = 0;
 };
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }

@@ -67,7 +67,8 @@
 //     D <= 64: HeadDims::dq_key_tiles), S = Q_w K^T, dP = dO_w V^T (Q_w,
 //     dO_w fragments as in the forward), dS = P (dP - delta), dQ += scale dS K.
 // On wgmma (sm_90a, bf16, opt-in: TreeAttentionParams::wgmma), one
-//   warpgroup a block: the forward, block = (64 queries, head), S and P V
+//   warpgroup (or two: forward and dQ) a block: the forward, block = (64
+//   queries a warpgroup, head), S and P V
 //   as warpgroup MMAs on the same softmax code (below, before the
 //   backward); dK/dV and dQ the same way on the same items, splits and
 //   gradient code (after the mma.sync backward).
@@ -728,9 +729,10 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 }
 
 // ---- The forward on wgmma (sm_90a; bf16; TreeAttentionParams::wgmma) ----
-// Block = (64 queries, head), one warpgroup: warp w owns rows q0 + 16 w ..
-// + 15, as the one-row-tile forward above, and the step's two key tiles
-// (64 keys) are one wgmma operand. Per step:
+// Block = (64 WG queries, head), WG warpgroups (1 or 2: p.wgmma): warp w
+// owns rows q0 + 16 w .. + 15, as the one-row-tile forward above, each
+// warpgroup 64 of them, and the step's two key tiles (64 keys), staged once
+// for the block, are one wgmma operand. Per step and warpgroup:
 //   S (64 x 64) = Q K^T: Dk / 16 wgmma m64n64k16, Q and K from shared
 //   memory (K-major); its accumulators are the S registers of the kernel
 //   above (s[j][0][n][c] = S[16 w + g + 8 (c / 2)][32 j + 8 n + 2 t + c % 2]),
@@ -760,38 +762,41 @@ __device__ __forceinline__ int canonical_chunk(int r, int c) {
 }
 
 // Rows [r0, r0 + Rows) (zero past T and from D on) into rows [at, at + Rows)
-// of a canonical tile (at a multiple of 8), by cp.async (not committed). A
-// thread's chunk column is fixed and its rows kThreads / chunks apart (a
-// multiple of 8): source and destination step by constants, as in
-// copy_rows_async.
-template <int Dk, int Rows>
+// of a canonical tile (at a multiple of 8), by cp.async (not committed), by
+// a block of Threads threads. A thread's chunk column is fixed and its rows
+// Threads / chunks apart (a multiple of 8): source and destination step by
+// constants, as in copy_rows_async (where that is more than Rows, the
+// threads past the tile's chunks copy nothing).
+template <int Dk, int Rows, int Threads = int(kThreads)>
 __device__ __forceinline__ void stage_canonical(uint16_t* tile, int at, const __nv_bfloat16* src, int ld, int r0,
                                                 int T, int D) {
-  constexpr int chunks = Dk / 8, stride = int(kThreads) / chunks, dst_step = stride * Dk;
-  static_assert(stride % 8 == 0 && Rows % stride == 0);
+  constexpr int chunks = Dk / 8, stride = Threads / chunks, dst_step = stride * Dk;
+  static_assert(stride % 8 == 0 && (Rows % stride == 0 || stride % Rows == 0));
   const unsigned tid = fresh_thread_index();
   const int c = int(tid % unsigned(chunks)), i0 = int(tid / unsigned(chunks));
+  if (Rows < stride && i0 >= Rows) return;
   const int col = 8 * c < D ? 8 * c : 0, bytes = 8 * c < D ? 16 : 0;
   uint16_t* dst = tile + canonical_chunk<Dk>(i0, c) + at * Dk;
   if (r0 + Rows <= T) {  // every row inside (all tiles but the last)
     const __nv_bfloat16* from = src + (size_t(unsigned(r0 + i0)) * unsigned(ld) + unsigned(col));
 #pragma unroll
-    for (int u = 0; u < Rows / stride; ++u, from += size_t(stride) * unsigned(ld), dst += dst_step)
+    for (int u = 0; u < (Rows + stride - 1) / stride; ++u, from += size_t(stride) * unsigned(ld), dst += dst_step)
       cp_async_16(dst, from, bytes);
     return;
   }
 #pragma unroll 1
-  for (int u = 0; u < Rows / stride; ++u) {  // a row past T: row T - 1's address, zero bytes
+  for (int u = 0; u < (Rows + stride - 1) / stride; ++u) {  // a row past T: row T - 1's address, zero bytes
     const int r = r0 + i0 + u * stride;
     cp_async_16(dst + u * dst_step, src + (size_t(unsigned(min(r, T - 1))) * unsigned(ld) + unsigned(col)),
                 r < T ? bytes : 0);
   }
 }
 
-// Rows [at, at + Rows) of a canonical tile zeroed (ordinary stores).
-template <int Dk, int Rows>
+// Rows [at, at + Rows) of a canonical tile zeroed (ordinary stores) by a
+// block of Threads threads.
+template <int Dk, int Rows, int Threads = int(kThreads)>
 __device__ __forceinline__ void zero_canonical(uint16_t* tile, int at) {
-  for (int e = int(threadIdx.x); e < Rows * Dk / 8; e += int(kThreads))
+  for (int e = int(threadIdx.x); e < Rows * Dk / 8; e += Threads)
     *reinterpret_cast<Chunk16*>(tile + at * Dk + 8 * e) = Chunk16{};
 }
 
@@ -800,7 +805,7 @@ __device__ __forceinline__ void zero_canonical(uint16_t* tile, int at) {
 // past last is zeroed: the MMAs take every tile, without a branch between
 // them (ptxas fences around a branch among wgmma), so its P (or dS) is 0,
 // and 0 times a stale NaN would not be.
-template <int Dk, int KT>
+template <int Dk, int Threads, int KT>
 __device__ __forceinline__ void stage_key_step_canonical(const KeyStep<KT>& st, int last, uint16_t* Ks, uint16_t* Vs,
                                                          int32_t* ends, const TreeAttentionParams& p,
                                                          const __nv_bfloat16* k, const __nv_bfloat16* v, int ld,
@@ -809,12 +814,12 @@ __device__ __forceinline__ void stage_key_step_canonical(const KeyStep<KT>& st, 
 #pragma unroll
   for (int j = 0; j < KT; ++j)
     if (st.kt[j] > last) {
-      zero_canonical<Dk, kKeys>(Ks, kKeys * j);
-      zero_canonical<Dk, kKeys>(Vs, kKeys * j);
+      zero_canonical<Dk, kKeys, Threads>(Ks, kKeys * j);
+      zero_canonical<Dk, kKeys, Threads>(Vs, kKeys * j);
     } else {
       const int k0 = st.kt[j] * kKeys;
-      stage_canonical<Dk, kKeys>(Ks, kKeys * j, k + kvh * D, ld, k0, p.T, D);
-      stage_canonical<Dk, kKeys>(Vs, kKeys * j, v + kvh * D, ld, k0, p.T, D);
+      stage_canonical<Dk, kKeys, Threads>(Ks, kKeys * j, k + kvh * D, ld, k0, p.T, D);
+      stage_canonical<Dk, kKeys, Threads>(Vs, kKeys * j, v + kvh * D, ld, k0, p.T, D);
       const int jj = k0 + int(threadIdx.x);
       if (threadIdx.x < kKeys)
         cp_async_4(ends + kKeys * j + threadIdx.x, p.subtree_end + min(jj, p.T - 1), jj < p.T ? 4 : 0);
@@ -841,42 +846,42 @@ __device__ __forceinline__ void pack_a_fragments(const float (&s)[KT][1][kKeyGro
     }
 }
 
-template <int MaxD>
-__global__ void __launch_bounds__(kThreads)
+template <int MaxD, int WG>
+__global__ void __launch_bounds__(WG * kThreads)
     tree_attention_fwd_wgmma_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
                                     const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v, int ld,
                                     const __nv_bfloat16* /*dout: the launcher's signature*/) {
 #ifdef FORGE_WGMMA
-  constexpr int Dk = MaxD, KT = 2, kGroups = Dk / 8;
+  constexpr int Dk = MaxD, KT = 2, kGroups = Dk / 8, kRows = WG * kWgmmaRows, kBlock = WG * int(kThreads);
   constexpr uint32_t kRowGroup = 16 * Dk;  // bytes from 8 rows of a tile to the next 8
   FORGE_SHARED_MEMORY(uint16_t, smem);
-  uint16_t* Qs = smem;                                   // [64 x Dk]
-  uint16_t* Ks = Qs + kWgmmaRows * Dk;                   // two buffers [64 x Dk]
+  uint16_t* Qs = smem;                                   // [64 WG x Dk]
+  uint16_t* Ks = Qs + kRows * Dk;                        // two buffers [64 x Dk]
   uint16_t* Vs = Ks + 2 * kWgmmaRows * Dk;               // two buffers [64 x Dk]
   int32_t* ends = reinterpret_cast<int32_t*>(Vs + 2 * kWgmmaRows * Dk);  // two buffers [64]
   const int D = p.head_dim, HD = p.n_heads * D;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
-  const int q0 = query_block_start(kWgmmaRows), q1 = min(p.T, q0 + kWgmmaRows);
+  const int q0 = query_block_start(kRows), q1 = min(p.T, q0 + kRows);
   const WarpRowTiles<1> rows(q0, q1, warp);
   const int w0 = rows.w0, w1 = rows.w1, r0 = rows.r0[0], r1 = rows.r1[0];
   const float scale2 = p.scale * kLog2e;
   const int last = (q1 - 1) / kKeys;
 
   const auto stage = [&](const KeyStep<KT>& st, int b) {
-    stage_key_step_canonical<Dk>(st, last, Ks + b * kWgmmaRows * Dk, Vs + b * kWgmmaRows * Dk,
-                                 ends + b * kWgmmaRows, p, k, v, ld, kvh);
+    stage_key_step_canonical<Dk, kBlock>(st, last, Ks + b * kWgmmaRows * Dk, Vs + b * kWgmmaRows * Dk,
+                                         ends + b * kWgmmaRows, p, k, v, ld, kvh);
   };
   KeyStep<KT> step(p, 0, last, q0);
-  stage_canonical<Dk, kWgmmaRows>(Qs, 0, q + h * D, ld, q0, p.T, D);
+  stage_canonical<Dk, kRows, kBlock>(Qs, 0, q + h * D, ld, q0, p.T, D);
   stage(step, 0);
   cp_async_wait_all();
   fence_proxy_async();
   __syncthreads();
 
-  // Descriptors: Q and K K-major (LBO 128, SBO kRowGroup), V N-major (LBO
-  // kRowGroup, SBO 128), per buffer
-  const uint64_t desc_q = wgmma_desc(Qs, 128, kRowGroup);
+  // Descriptors: Q (the warpgroup's 64 rows) and K K-major (LBO 128, SBO
+  // kRowGroup), V N-major (LBO kRowGroup, SBO 128), per buffer
+  const uint64_t desc_q = wgmma_desc(Qs + (WG > 1 ? threadIdx.x / kThreads : 0) * kWgmmaRows * Dk, 128, kRowGroup);
   const uint64_t desc_k0 = wgmma_desc(Ks, 128, kRowGroup), desc_k1 = wgmma_desc(Ks + kWgmmaRows * Dk, 128, kRowGroup);
   const uint64_t desc_v0 = wgmma_desc(Vs, kRowGroup, 128), desc_v1 = wgmma_desc(Vs + kWgmmaRows * Dk, kRowGroup, 128);
   float o[1][kGroups][4];
@@ -1303,7 +1308,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
 //     queries): S^T = K Q^T and dP^T = V dO^T, Dk / 16 m64n64k16 each (K,
 //     V, Q, dO from shared memory), then per 16 queries dV += P^T dO and dK
 //     += dS^T Q, m64nDk16 with P^T, dS^T in registers.
-//   dQ, block = (64 queries, head), as the wgmma forward's key steps (two
+//   dQ, block = (64 WG queries, head), as the wgmma forward's key steps (two
 //     32-key tiles): S = Q K^T and dP = dO V^T, then per 16 keys dQ += dS K.
 // Each step waits for its MMAs before the gradients and before its
 // barrier (no overlap yet). Needs what the wgmma forward needs, and dO
@@ -1459,26 +1464,26 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
-// dQ of 64 queries of one head on wgmma (above).
-template <int MaxD>
-__global__ void __launch_bounds__(kThreads)
+// dQ of 64 WG queries of one head on wgmma (above).
+template <int MaxD, int WG>
+__global__ void __launch_bounds__(WG * kThreads)
     tree_attention_dq_wgmma_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
                                    const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v, int ld,
                                    const __nv_bfloat16* __restrict__ dout) {
 #ifdef FORGE_WGMMA
-  constexpr int Dk = MaxD, KT = 2, kGroups = Dk / 8;
+  constexpr int Dk = MaxD, KT = 2, kGroups = Dk / 8, kRows = WG * kWgmmaRows, kBlock = WG * int(kThreads);
   constexpr uint32_t kRowGroup = 16 * Dk;
   constexpr int kTile = kWgmmaRows * Dk;
   FORGE_SHARED_MEMORY(uint16_t, smem);
-  uint16_t* Qs = smem;             // [64 x Dk]
-  uint16_t* dOs = Qs + kTile;      // [64 x Dk]
-  uint16_t* Ks = dOs + kTile;      // two buffers [64 x Dk]
+  uint16_t* Qs = smem;              // [64 WG x Dk]
+  uint16_t* dOs = Qs + WG * kTile;  // [64 WG x Dk]
+  uint16_t* Ks = dOs + WG * kTile;  // two buffers [64 x Dk]
   uint16_t* Vs = Ks + 2 * kTile;   // two buffers [64 x Dk]
   int32_t* ends = reinterpret_cast<int32_t*>(Vs + 2 * kTile);  // two buffers [64]
   const int D = p.head_dim, HD = p.n_heads * D;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
-  const int q0 = query_block_start(kWgmmaRows), q1 = min(p.T, q0 + kWgmmaRows);
+  const int q0 = query_block_start(kRows), q1 = min(p.T, q0 + kRows);
   const WarpRowTiles<1> rows(q0, q1, warp);
   const int w0 = rows.w0, w1 = rows.w1, r0 = rows.r0[0], r1 = rows.r1[0];
   const float scale2 = p.scale * kLog2e;
@@ -1492,18 +1497,21 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const auto stage = [&](const KeyStep<KT>& st, int b) {
-    stage_key_step_canonical<Dk>(st, last, Ks + b * kTile, Vs + b * kTile, ends + b * kWgmmaRows, p, k, v, ld, kvh);
+    stage_key_step_canonical<Dk, kBlock>(st, last, Ks + b * kTile, Vs + b * kTile, ends + b * kWgmmaRows, p, k, v, ld,
+                                         kvh);
   };
   KeyStep<KT> step(p, 0, last, q0);
-  stage_canonical<Dk, kWgmmaRows>(Qs, 0, q + h * D, ld, q0, p.T, D);
-  stage_canonical<Dk, kWgmmaRows>(dOs, 0, dout + h * D, HD, q0, p.T, D);
+  stage_canonical<Dk, kRows, kBlock>(Qs, 0, q + h * D, ld, q0, p.T, D);
+  stage_canonical<Dk, kRows, kBlock>(dOs, 0, dout + h * D, HD, q0, p.T, D);
   stage(step, 0);
   cp_async_wait_all();
   fence_proxy_async();
   __syncthreads();
 
-  // Q, dO, and K, V as the Y of S, dP: K-major; K as the Y of dQ: N-major
-  const uint64_t desc_q = wgmma_desc(Qs, 128, kRowGroup), desc_o = wgmma_desc(dOs, 128, kRowGroup);
+  // Q, dO (the warpgroup's 64 rows), and K, V as the Y of S, dP: K-major;
+  // K as the Y of dQ: N-major
+  const int wg_rows = WG > 1 ? int(threadIdx.x / kThreads) * kTile : 0;
+  const uint64_t desc_q = wgmma_desc(Qs + wg_rows, 128, kRowGroup), desc_o = wgmma_desc(dOs + wg_rows, 128, kRowGroup);
   float dq[1][kGroups][4];
   zero(dq[0]);
   float(&dq_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(dq);
@@ -1552,9 +1560,9 @@ size_t tile_bytes(int rows, int pitch) {
 
 template <class K, class Src>
 void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, const TreeAttentionParams& p,
-                        const TcInputs<Src>& in) {
+                        const TcInputs<Src>& in, unsigned threads = kThreads) {
   FORGE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  FORGE_LAUNCH(kernel, grid, kThreads, smem, stream, p, in.q, in.k, in.v, in.ld, in.dout);
+  FORGE_LAUNCH(kernel, grid, threads, smem, stream, p, in.q, in.k, in.v, in.ld, in.dout);
 }
 
 // Dynamic shared memory of each kernel (the class's width, whatever D).
@@ -1634,25 +1642,39 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
   launch_dq<Ops, MaxD>(p, in, stream);
 }
 
-// The wgmma kernels at head-dim class Dk: shared memory (bytes) of 5 tiles
-// of 64 x Dk bf16 and two buffers of 64 subtree ends (the forward), 6 tiles
-// and two of 64 ends (dQ) or two buffers of two items' lse2 and delta and
-// the ticket (dK/dV).
+// The wgmma kernels at head-dim class Dk, WG warpgroups a block of the
+// forward and dQ (p.wgmma): shared memory (bytes) of WG + 4 tiles of 64 x Dk
+// bf16 and two buffers of 64 subtree ends (the forward), 2 WG + 4 tiles and
+// two of 64 ends (dQ), or 6 tiles, two buffers of two items' lse2 and delta
+// and the ticket (dK/dV, one warpgroup).
 size_t wgmma_tiles_bytes(int tiles, int Dk) { return size_t(tiles) * kWgmmaRows * Dk * sizeof(uint16_t); }
-template <int Dk>
+template <int Dk, int WG>
 void launch_fwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
-  const dim3 grid((p.T + kWgmmaRows - 1) / kWgmmaRows, p.n_heads);
-  launch_with_shared(tree_attention_fwd_wgmma_kernel<Dk>, grid,
-                     wgmma_tiles_bytes(5, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in);
+  const dim3 grid((p.T + WG * kWgmmaRows - 1) / (WG * kWgmmaRows), p.n_heads);
+  launch_with_shared(tree_attention_fwd_wgmma_kernel<Dk, WG>, grid,
+                     wgmma_tiles_bytes(WG + 4, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in, WG * kThreads);
 }
-template <int Dk>
+template <int Dk, int WG>
 void launch_bwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
   TreeAttentionParams q;
   const dim3 grid = dkdv_grid(p, q, stream);
   launch_with_shared(tree_attention_dkdv_wgmma_kernel<Dk>, grid,
                      wgmma_tiles_bytes(6, Dk) + 2 * 2 * 2 * kQueries * sizeof(float) + 16, stream, q, in);
-  launch_with_shared(tree_attention_dq_wgmma_kernel<Dk>, dim3((p.T + kWgmmaRows - 1) / kWgmmaRows, p.n_heads),
-                     wgmma_tiles_bytes(6, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in);
+  launch_with_shared(tree_attention_dq_wgmma_kernel<Dk, WG>,
+                     dim3((p.T + WG * kWgmmaRows - 1) / (WG * kWgmmaRows), p.n_heads),
+                     wgmma_tiles_bytes(2 * WG + 4, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in,
+                     WG * kThreads);
+}
+// f(Dk, WG) (integral constants) at p's head-dim class and warpgroups.
+template <class F>
+void for_wgmma_class(const TreeAttentionParams& p, F&& f) {
+  const auto with = [&](auto dk) {
+    if (p.wgmma == 2) f(dk, std::integral_constant<int, 2>{});
+    else f(dk, std::integral_constant<int, 1>{});
+  };
+  if (p.head_dim <= 32) with(std::integral_constant<int, 32>{});
+  else if (p.head_dim <= 64) with(std::integral_constant<int, 64>{});
+  else with(std::integral_constant<int, kMaxHeadDim>{});
 }
 
 // Whether the wgmma kernels take these inputs: asked for (p.wgmma), and
@@ -1660,7 +1682,7 @@ void launch_bwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16
 // operands 16-byte aligned).
 bool wgmma_takes(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in) {
   const auto aligned = [](const void* x) { return x == nullptr || reinterpret_cast<uintptr_t>(x) % 16 == 0; };
-  return p.wgmma && p.head_dim % 8 == 0 && in.ld % 8 == 0 && aligned(in.q) && aligned(in.k) && aligned(in.v) &&
+  return p.wgmma > 0 && p.head_dim % 8 == 0 && in.ld % 8 == 0 && aligned(in.q) && aligned(in.k) && aligned(in.v) &&
          aligned(in.dout);
 }
 
@@ -1710,17 +1732,13 @@ TcInputs<float> fp32_inputs(const TreeAttentionParams& p) { return {p.q, p.k, p.
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const TcInputs<__nv_bfloat16> tc{in.q, in.k, in.v, in.ld, nullptr};
   if (!wgmma_takes(p, tc)) return launch_fwd_for<Bf16Operands>(p, tc, stream);
-  if (p.head_dim <= 32) launch_fwd_wgmma<32>(p, tc, stream);
-  else if (p.head_dim <= 64) launch_fwd_wgmma<64>(p, tc, stream);
-  else launch_fwd_wgmma<kMaxHeadDim>(p, tc, stream);
+  for_wgmma_class(p, [&](auto dk, auto wg) { launch_fwd_wgmma<decltype(dk)::value, decltype(wg)::value>(p, tc, stream); });
 }
 
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream) {
   const TcInputs<__nv_bfloat16> tc{in.q, in.k, in.v, in.ld, p.dout_bf16};
   if (!wgmma_takes(p, tc)) return launch_bwd_for<Bf16Operands>(p, tc, stream);
-  if (p.head_dim <= 32) launch_bwd_wgmma<32>(p, tc, stream);
-  else if (p.head_dim <= 64) launch_bwd_wgmma<64>(p, tc, stream);
-  else launch_bwd_wgmma<kMaxHeadDim>(p, tc, stream);
+  for_wgmma_class(p, [&](auto dk, auto wg) { launch_bwd_wgmma<decltype(dk)::value, decltype(wg)::value>(p, tc, stream); });
 }
 
 size_t tree_attention_dkdv_turns(int T, int n_kv_heads) {
