@@ -146,6 +146,7 @@ TEST(EmulatedCuda, WgmmaAttentionFromTheEnvironment) {
   EXPECT_EQ(cuda::wgmma_attention_from_env(), 0);
   expect_backend_refuses("FORGE_CUDA_ATTENTION_WGMMA", "yes");
   expect_backend_refuses("FORGE_CUDA_ATTENTION_WGMMA", "3");
+  EXPECT_THROW(cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 3}), InputError);
 }
 
 // What runs: one where asked; two where the SM's shared memory holds the

@@ -84,6 +84,9 @@ class CudaBackend final : public Backend {
         step_tiles_asked_(options.attention_step_tiles),
         bf16_working_(bf16_ && options.bf16_working_activations),
         wgmma_attention_(bf16_ ? options.wgmma_attention : 0) {
+    if (options.wgmma_attention < 0 || options.wgmma_attention > 2)
+      throw InputError("cuda: wgmma attention takes 0, 1 or 2 warpgroups a block, got " +
+                       std::to_string(options.wgmma_attention));
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
