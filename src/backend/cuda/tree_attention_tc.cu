@@ -575,12 +575,25 @@ struct KeyStep {
 // moves, and a factor of exactly 1 changes nothing; one vote against D / 2
 // multiplies a lane, where D >= 64), P = 2^(S scale2 - m) in place (one FMA
 // a score) and l += its row sums. ends(j): the subtree ends of the step's
-// tile j.
-template <int KT, int M, int G, class Ends>
-__device__ __forceinline__ void softmax_step(float (&s)[KT][M][kKeyGroups][4], float (&o)[G][4], float (&m)[2],
-                                             float (&l)[2], int i, const TreeAttentionParams& p,
-                                             const KeyStep<KT>& step, const bool (&seen)[KT], int r0, int r1,
-                                             float scale2, int g, int t, Ends ends) {
+// tile j. softmax_scores does all but O's rescale, which it leaves to
+// rescale_rows with the factors it returns in corr (the wgmma forward
+// rescales O only after the MMAs in flight on it have landed).
+template <int G>
+__device__ __forceinline__ void rescale_rows(float (&o)[G][4], const float (&corr)[2]) {
+  if (G < 8 || __any_sync(kFullWarp, corr[0] != 1.0f || corr[1] != 1.0f))
+#pragma unroll
+    for (int n = 0; n < G; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+}
+template <int KT, int M, class Ends>
+__device__ __forceinline__ void softmax_scores(float (&s)[KT][M][kKeyGroups][4], float (&m)[2], float (&l)[2],
+                                               float (&corr)[2], int i, const TreeAttentionParams& p,
+                                               const KeyStep<KT>& step, const bool (&seen)[KT], int r0, int r1,
+                                               float scale2, int g, int t, Ends ends) {
 #pragma unroll
   for (int j = 0; j < KT; ++j) {
     const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
@@ -594,7 +607,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[KT][M][kKeyGroups][4], f
           if (!sees(r0 + frag_row(g, c), r1, k0, frag_col(n, t, c), nk, full, se)) s[j][i][n][c] = -INFINITY;
   }
   // the row max of the unscaled scores, then scaled (scale2 > 0)
-  float corr[2], mref[2];
+  float mref[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = lane_row_reduce<Max>(s, i, r);
@@ -614,14 +627,15 @@ __device__ __forceinline__ void softmax_step(float (&s)[KT][M][kKeyGroups][4], f
       for (int c = 0; c < 4; ++c) s[j][i][n][c] = exp2_ftz(fmaf(s[j][i][n][c], scale2, -mref[c >> 1]));
 #pragma unroll
   for (int r = 0; r < 2; ++r) l[r] += lane_row_reduce<Sum>(s, i, r);
-  if (G < 8 || __any_sync(kFullWarp, corr[0] != 1.0f || corr[1] != 1.0f))
-#pragma unroll
-    for (int n = 0; n < G; ++n) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
-    }
+}
+template <int KT, int M, int G, class Ends>
+__device__ __forceinline__ void softmax_step(float (&s)[KT][M][kKeyGroups][4], float (&o)[G][4], float (&m)[2],
+                                             float (&l)[2], int i, const TreeAttentionParams& p,
+                                             const KeyStep<KT>& step, const bool (&seen)[KT], int r0, int r1,
+                                             float scale2, int g, int t, Ends ends) {
+  float corr[2];
+  softmax_scores(s, m, l, corr, i, p, step, seen, r0, r1, scale2, g, t, ends);
+  rescale_rows(o, corr);
 }
 
 // Stages the step's tiles into buffer b's slots.
@@ -737,7 +751,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 //   memory (K-major); its accumulators are the S registers of the kernel
 //   above (s[j][0][n][c] = S[16 w + g + 8 (c / 2)][32 j + 8 n + 2 t + c % 2]),
 //   so the mask, the online softmax and the conditional rescale are its
-//   softmax_step;
+//   (softmax_scores, rescale_rows);
 //   O (64 x Dk) += P V: per 16 keys one wgmma m64nDk16, P from the S
 //   registers (mma.sync's A fragment, as mma_times_rows packs it) and V from
 //   shared memory (N-major).
@@ -746,11 +760,15 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 // staged by cp.async into wgmma's no-swizzle canonical layout (wgmma.cuh):
 // row r's 16-byte chunk c of a 64-row tile at (r % 8) 16 + (r / 8) 16 Dk +
 // 128 c bytes (K-major with LBO 128, SBO 16 Dk; read as V, N-major: LBO 16
-// Dk, SBO 128), double-buffered as above, each thread's copies made visible
-// to the MMAs' async proxy (fence_proxy_async) before the step's barrier.
-// Each step waits for its MMAs before the softmax and before the next step
-// (no overlap of MMAs and softmax yet: FlashAttention-3's ping-pong of two
-// warpgroups is the next step). Needs D % 8 == 0, ld % 8 == 0 and 16-byte
+// Dk, SBO 128), double-buffered, each thread's copies made visible to the
+// MMAs' async proxy (fence_proxy_async) before the step's barrier.
+// Overlap (FlashAttention-3's intra-warpgroup pipelining): step j issues
+// S_j = Q K_j^T and O += P_(j-1) V_(j-1) together and runs S_j's softmax
+// while the latter is in flight; O is rescaled, and P_j packed, once it
+// has landed (wait_group 0), and the last step's P V follows the loop. So
+// step j reads K_j and V_(j-1): K is staged a step ahead of V (K_(j+1) and
+// V_j during step j, each in the buffer its step two back has released).
+// Needs D % 8 == 0, ld % 8 == 0 and 16-byte
 // aligned q, k, v (16-byte chunks; the launcher falls back to the kernel
 // above otherwise).
 constexpr int kWgmmaRows = 64;  // queries a block, keys a step
@@ -805,7 +823,9 @@ __device__ __forceinline__ void zero_canonical(uint16_t* tile, int at) {
 // past last is zeroed: the MMAs take every tile, without a branch between
 // them (ptxas fences around a branch among wgmma), so its P (or dS) is 0,
 // and 0 times a stale NaN would not be.
-template <int Dk, int Threads, int KT>
+// Keys: K and the subtree ends; Values: V (the overlapped forward stages
+// them a step apart).
+template <int Dk, int Threads, bool Keys = true, bool Values = true, int KT>
 __device__ __forceinline__ void stage_key_step_canonical(const KeyStep<KT>& st, int last, uint16_t* Ks, uint16_t* Vs,
                                                          int32_t* ends, const TreeAttentionParams& p,
                                                          const __nv_bfloat16* k, const __nv_bfloat16* v, int ld,
@@ -814,14 +834,14 @@ __device__ __forceinline__ void stage_key_step_canonical(const KeyStep<KT>& st, 
 #pragma unroll
   for (int j = 0; j < KT; ++j)
     if (st.kt[j] > last) {
-      zero_canonical<Dk, kKeys, Threads>(Ks, kKeys * j);
-      zero_canonical<Dk, kKeys, Threads>(Vs, kKeys * j);
+      if (Keys) zero_canonical<Dk, kKeys, Threads>(Ks, kKeys * j);
+      if (Values) zero_canonical<Dk, kKeys, Threads>(Vs, kKeys * j);
     } else {
       const int k0 = st.kt[j] * kKeys;
-      stage_canonical<Dk, kKeys, Threads>(Ks, kKeys * j, k + kvh * D, ld, k0, p.T, D);
-      stage_canonical<Dk, kKeys, Threads>(Vs, kKeys * j, v + kvh * D, ld, k0, p.T, D);
+      if (Keys) stage_canonical<Dk, kKeys, Threads>(Ks, kKeys * j, k + kvh * D, ld, k0, p.T, D);
+      if (Values) stage_canonical<Dk, kKeys, Threads>(Vs, kKeys * j, v + kvh * D, ld, k0, p.T, D);
       const int jj = k0 + int(threadIdx.x);
-      if (threadIdx.x < kKeys)
+      if (Keys && threadIdx.x < kKeys)
         cp_async_4(ends + kKeys * j + threadIdx.x, p.subtree_end + min(jj, p.T - 1), jj < p.T ? 4 : 0);
     }
   cp_async_commit();
@@ -868,13 +888,23 @@ __global__ void __launch_bounds__(WG * kThreads)
   const float scale2 = p.scale * kLog2e;
   const int last = (q1 - 1) / kKeys;
 
-  const auto stage = [&](const KeyStep<KT>& st, int b) {
-    stage_key_step_canonical<Dk, kBlock>(st, last, Ks + b * kWgmmaRows * Dk, Vs + b * kWgmmaRows * Dk,
-                                         ends + b * kWgmmaRows, p, k, v, ld, kvh);
+  // Step j's K tiles and subtree ends in key buffer j % 2, its V tiles in
+  // value buffer j % 2, staged a step apart: K for step j + 1 and V for
+  // step j while step j is computed
+  const auto stage_keys = [&](const KeyStep<KT>& st, int b) {
+    stage_key_step_canonical<Dk, kBlock, true, false>(st, last, Ks + b * kWgmmaRows * Dk, nullptr,
+                                                      ends + b * kWgmmaRows, p, k, v, ld, kvh);
+  };
+  const auto stage_values = [&](const KeyStep<KT>& st, int b) {
+    stage_key_step_canonical<Dk, kBlock, false, true>(st, last, nullptr, Vs + b * kWgmmaRows * Dk, nullptr, p, k, v,
+                                                      ld, kvh);
   };
   KeyStep<KT> step(p, 0, last, q0);
   stage_canonical<Dk, kRows, kBlock>(Qs, 0, q + h * D, ld, q0, p.T, D);
-  stage(step, 0);
+  stage_keys(step, 0);
+  // value buffer 1 zeroed: the first step's P V of "step -1" adds 0 x 0
+  // (a stale NaN there would not give 0)
+  zero_canonical<Dk, kWgmmaRows, kBlock>(Vs + kWgmmaRows * Dk, 0);
   cp_async_wait_all();
   fence_proxy_async();
   __syncthreads();
@@ -888,38 +918,53 @@ __global__ void __launch_bounds__(WG * kThreads)
   zero(o[0]);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
   float(&o_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(o);
+  uint32_t a[2 * KT][4] = {};  // the last step's P (A fragments; "step -1": 0)
+  // O += P V of the last step (its V in value buffer b)
+  const auto pv = [&](int b) {
+#pragma unroll
+    for (int u = 0; u < 2 * KT; ++u)  // keys 16 u on: 2 u row groups of kRowGroup bytes
+      wgmma_rs<Dk, 1>(o_flat, a[u], (b ? desc_v1 : desc_v0) + 2 * u * (kRowGroup >> 4), true);
+    wgmma_commit();
+  };
 
-  for (int b = 0; step.kt[0] <= last; b ^= 1) {
+  // Step j (buffers b = j % 2): S_j = Q K_j^T and O += P_(j-1) V_(j-1)
+  // issued together; the softmax of S_j runs while the latter is in flight
+  // (FlashAttention-3's intra-warpgroup overlap), O's rescale after it lands
+  int b = 0;
+  for (; step.kt[0] <= last; b ^= 1) {
     const KeyStep<KT> next(p, step.after(), last, q0);
-    stage(next, b ^ 1);
+    stage_keys(next, b ^ 1);  // key buffer b ^ 1: step j - 1's, read by its S
+    stage_values(step, b);    // value buffer b: step j - 2's, read by its P V
     bool seen[KT];
     step.seen_by(p, last, w0, w1, seen);
     float s[KT][1][kKeyGroups][4];
     float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
-    const uint64_t desc_k = b ? desc_k1 : desc_k0, desc_v = b ? desc_v1 : desc_v0;
+    const uint64_t desc_k = b ? desc_k1 : desc_k0;
     wgmma_fence_operands(s_flat);  // undefined until the MMAs write them: no move may land after the fence
+    wgmma_fence_operands(o_flat);
     wgmma_fence();
     // k step st: 256 bytes on (16 in the descriptor's start field)
 #pragma unroll
     for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(s_flat, desc_q + 16 * st, desc_k + 16 * st, st > 0);
     wgmma_commit();
-    wgmma_wait<0>(s_flat);
-    softmax_step(s, o[0], m, l, 0, p, step, seen, r0, r1, scale2, g, t,
-                 [&](int j) { return ends + b * kWgmmaRows + kKeys * j; });
-    uint32_t a[2 * KT][4];  // P's A fragments
+    pv(b ^ 1);
+    wgmma_wait<1>(s_flat);  // S landed; the P V may be in flight
+    float corr[2];
+    softmax_scores(s, m, l, corr, 0, p, step, seen, r0, r1, scale2, g, t,
+                   [&](int j) { return ends + b * kWgmmaRows + kKeys * j; });
+    wgmma_wait<0>(o_flat);  // then O and the A fragments are the thread's again
+    rescale_rows(o[0], corr);
     pack_a_fragments(s, a);
-    wgmma_fence_operands(o_flat);
-    wgmma_fence();
-#pragma unroll
-    for (int u = 0; u < 2 * KT; ++u)  // keys 16 u on: 2 u row groups of kRowGroup bytes
-      wgmma_rs<Dk, 1>(o_flat, a[u], desc_v + 2 * u * (kRowGroup >> 4), true);
-    wgmma_commit();
-    wgmma_wait<0>(o_flat);
     cp_async_wait_all();
     fence_proxy_async();
-    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
+    __syncthreads();  // buffers b ^ 1 (keys) and b (values) complete; none read
     step = next;
   }
+  // the last step's P V (its values in buffer b ^ 1, landed)
+  wgmma_fence_operands(o_flat);
+  wgmma_fence();
+  pv(b ^ 1);
+  wgmma_wait<0>(o_flat);
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
