@@ -942,6 +942,8 @@ __global__ void __launch_bounds__(WG * kThreads)
     const uint64_t desc_k = b ? desc_k1 : desc_k0;
     wgmma_fence_operands(s_flat);  // undefined until the MMAs write them: no move may land after the fence
     wgmma_fence_operands(o_flat);
+#pragma unroll
+    for (int u = 0; u < 2 * KT; ++u) wgmma_fence_operands(a[u]);
     wgmma_fence();
     // k step st: 256 bytes on (16 in the descriptor's start field)
 #pragma unroll
@@ -952,7 +954,10 @@ __global__ void __launch_bounds__(WG * kThreads)
     float corr[2];
     softmax_scores(s, m, l, corr, 0, p, step, seen, r0, r1, scale2, g, t,
                    [&](int j) { return ends + b * kWgmmaRows + kKeys * j; });
-    wgmma_wait<0>(o_flat);  // then O and the A fragments are the thread's again
+    // then O and the A fragments are the thread's again (s pinned after the
+    // wait too: P's packing, which writes the A fragments, may not be
+    // hoisted above it)
+    wgmma_wait<0>(o_flat, s_flat);
     rescale_rows(o[0], corr);
     pack_a_fragments(s, a);
     cp_async_wait_all();
