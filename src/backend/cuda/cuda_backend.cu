@@ -85,7 +85,7 @@ class CudaBackend final : public Backend {
         bf16_working_(bf16_ && options.bf16_working_activations),
         wgmma_attention_(bf16_ ? options.wgmma_attention : 0) {
     if (options.wgmma_attention < 0 || options.wgmma_attention > 2)
-      throw InputError("cuda: wgmma attention takes 0, 1 or 2 warpgroups a block, got " +
+      throw InputError("cuda: CudaOptions::wgmma_attention (warpgroups a block) must be 0, 1 or 2, got " +
                        std::to_string(options.wgmma_attention));
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));

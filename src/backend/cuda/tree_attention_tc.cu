@@ -772,6 +772,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 // aligned q, k, v (16-byte chunks; the launcher falls back to the kernel
 // above otherwise).
 constexpr int kWgmmaRows = 64;  // queries a block, keys a step
+constexpr int kWgmmaItems = 2;  // 32-query items a step of the wgmma dK/dV kernel
 
 // 16-byte chunk c of row r of a canonical tile (elements, from its start).
 template <int Dk>
@@ -1001,6 +1002,13 @@ __global__ void __launch_bounds__(WG * kThreads)
 struct QueryStats {
   float lse2, delta;
 };
+// Thread < 32's query of tile [q0, q0 + 32) of head h (0 past T and for
+// the other threads).
+__device__ __forceinline__ QueryStats query_stats(const TreeAttentionParams& p, int h, int q0) {
+  const bool inside = threadIdx.x < kQueries && q0 + int(threadIdx.x) < p.T;
+  return {inside ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f,
+          inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f};
+}
 
 // Where item s = head * tiles + tile of a dK/dV block is: the offset of its
 // head in the kv head's group and its query tile's index from the block's
@@ -1031,9 +1039,7 @@ __device__ __forceinline__ void stage_queries(QueryStats& s, typename Ops::Elem*
   const int D = p.head_dim;
   stage_rows<Ops, Dk>(Qs, qp, in.q + h * D, in.ld, q0, p.T, D);
   stage_rows<Ops, Dk>(dOs, qp, in.dout + h * D, p.n_heads * D, q0, p.T, D);
-  const bool inside = threadIdx.x < kQueries && q0 + int(threadIdx.x) < p.T;
-  s.lse2 = inside ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
-  s.delta = inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
+  s = query_stats(p, h, q0);
 }
 
 // A dK/dV block's items i = (h - kvh group) tiles + (q0 - k0) / 32 over the
@@ -1390,7 +1396,7 @@ __global__ void __launch_bounds__(kThreads)
                                      const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
                                      int ld, const __nv_bfloat16* __restrict__ dout) {
 #ifdef FORGE_WGMMA
-  constexpr int Dk = MaxD, QT = 2, kGroups = Dk / 8;
+  constexpr int Dk = MaxD, QT = kWgmmaItems, kGroups = Dk / 8;
   constexpr uint32_t kRowGroup = 16 * Dk;  // bytes from 8 rows of a tile to the next 8
   constexpr int kTile = kWgmmaRows * Dk;   // elements of a 64-row tile
   FORGE_SHARED_MEMORY(uint16_t, smem);
@@ -1436,9 +1442,7 @@ __global__ void __launch_bounds__(kThreads)
         const int h = head(y), q0 = first_query(y);
         stage_canonical<Dk, kQueries>(Qs + b * kTile, kQueries * u, q + h * D, ld, q0, p.T, D);
         stage_canonical<Dk, kQueries>(dOs + b * kTile, kQueries * u, dout + h * D, HD, q0, p.T, D);
-        const bool inside = threadIdx.x < kQueries && q0 + int(threadIdx.x) < p.T;
-        st[u].lse2 = inside ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f;
-        st[u].delta = inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f;
+        st[u] = query_stats(p, h, q0);
       } else {
         zero_canonical<Dk, kQueries>(Qs + b * kTile, kQueries * u);
         zero_canonical<Dk, kQueries>(dOs + b * kTile, kQueries * u);
@@ -1695,8 +1699,9 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
 // The wgmma kernels at head-dim class Dk, WG warpgroups a block of the
 // forward and dQ (p.wgmma): shared memory (bytes) of WG + 4 tiles of 64 x Dk
 // bf16 and two buffers of 64 subtree ends (the forward), 2 WG + 4 tiles and
-// two of 64 ends (dQ), or 6 tiles, two buffers of two items' lse2 and delta
-// and the ticket (dK/dV, one warpgroup).
+// two of 64 ends (dQ), or 6 tiles, two buffers of kWgmmaItems items' lse2
+// and delta and the ticket (16 bytes, keeping alignment) (dK/dV, one
+// warpgroup).
 size_t wgmma_tiles_bytes(int tiles, int Dk) { return size_t(tiles) * kWgmmaRows * Dk * sizeof(uint16_t); }
 template <int Dk, int WG>
 void launch_fwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
@@ -1709,7 +1714,7 @@ void launch_bwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16
   TreeAttentionParams q;
   const dim3 grid = dkdv_grid(p, q, stream);
   launch_with_shared(tree_attention_dkdv_wgmma_kernel<Dk>, grid,
-                     wgmma_tiles_bytes(6, Dk) + 2 * 2 * 2 * kQueries * sizeof(float) + 16, stream, q, in);
+                     wgmma_tiles_bytes(6, Dk) + 2 * kWgmmaItems * 2 * kQueries * sizeof(float) + 16, stream, q, in);
   launch_with_shared(tree_attention_dq_wgmma_kernel<Dk, WG>,
                      dim3((p.T + WG * kWgmmaRows - 1) / (WG * kWgmmaRows), p.n_heads),
                      wgmma_tiles_bytes(2 * WG + 4, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in,

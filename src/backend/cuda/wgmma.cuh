@@ -131,12 +131,7 @@ __device__ __forceinline__ void wgmma_wait(float (&d)[N]) {
 template <int Pending, int N, int M>
 __device__ __forceinline__ void wgmma_wait(float (&d)[N], float (&e)[M]) {
   wgmma_wait<Pending>(d);
-#if !defined(FORGE_CUDA_EMULATION) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#pragma unroll
-  for (int i = 0; i < M; ++i) asm volatile("" : "+f"(e[i])::"memory");
-#else
-  (void)e;
-#endif
+  wgmma_fence_operands(e);
 }
 
 // D (64 x N, N = 16, 32, 64 or 128) (+)= A B: A in registers (kARegs: a,
