@@ -15,7 +15,7 @@
 // "bf16 wgmma" rows: the bf16 forward and backward on wgmma
 // (FORGE_CUDA_ATTENTION_WGMMA=1, compute capability 9.0; elsewhere the
 // backend says so and they time the default kernels), "bf16 wgmma x2" rows
-// with two warpgroups a forward and dQ block (=2); the JSON gives their
+// with two warpgroups a block (=2); the JSON gives their
 // time over the default's and their throughput as a fraction of
 // FlashAttention's, [forward, backward], causal.
 // Train step: the reference model on agent-like samples (shared prompt, turns),
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   // dK/dV's and dQ's steps, in the same run
   const std::unique_ptr<Backend> gpu_one = backend_with("FORGE_CUDA_ATTENTION_STEP_TILES", "1", Precision::kFp32);
   const std::unique_ptr<Backend> gpu16_one = backend_with("FORGE_CUDA_ATTENTION_STEP_TILES", "1", Precision::kBf16);
-  // the wgmma kernels with one and with two warpgroups a forward and dQ block
+  // the wgmma kernels with one and with two warpgroups a block
   const std::unique_ptr<Backend> gpu16_wgmma[2] = {backend_with("FORGE_CUDA_ATTENTION_WGMMA", "1", Precision::kBf16),
                                                    backend_with("FORGE_CUDA_ATTENTION_WGMMA", "2", Precision::kBf16)};
   DeviceArray<float> one(B, 1), one16(B16, 1), one_exact(Bx, 1), one_1(*gpu_one, 1), one16_1(*gpu16_one, 1);

@@ -50,7 +50,7 @@ Backend* emulated_bf16_one_tile_backend(std::string*) {
 }
 
 // The bf16 backend with the attention (forward and backward) on wgmma
-// (wgmma.cuh), one warpgroup a block, or two in the forward and dQ.
+// (wgmma.cuh), one warpgroup a block, or two.
 Backend* emulated_bf16_wgmma_backend(std::string*) {
   static const std::unique_ptr<Backend> backend =
       cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 1});

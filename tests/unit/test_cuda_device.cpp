@@ -51,7 +51,7 @@ Backend* exact_attention_backend(std::string* why) {
 }
 
 // The bf16 backend with the attention (forward and backward) on wgmma (H100,
-// H200) with Warpgroups warpgroups a block of the forward and dQ, or nullptr
+// H200) with Warpgroups warpgroups a block, or nullptr
 // with the reason.
 template <int Warpgroups>
 Backend* wgmma_backend(std::string* why) {

@@ -38,8 +38,8 @@ bool bf16_working_activations_from_env();
 // FORGE_CUDA_ATTENTION_WGMMA: "1" or "2" runs the bf16 tree attention,
 // forward and backward, on wgmma (sm_90a, tree_attention_tc.cu; a device
 // of another compute capability says so once and runs the mma.sync
-// kernels), with that many warpgroups a block of the forward and dQ (64
-// queries each: "2" shares each key tile between 128 queries); unset or
+// kernels), with that many warpgroups a block (64 queries, or keys, each:
+// "2" shares each staged tile between 128 rows); unset or
 // "0" the mma.sync kernels; InputError naming the variable otherwise. Not
 // yet timed on a GPU: off by default.
 int wgmma_attention_from_env();

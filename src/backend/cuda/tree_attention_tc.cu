@@ -912,7 +912,7 @@ __global__ void __launch_bounds__(WG * kThreads)
 
   // Descriptors: Q (the warpgroup's 64 rows) and K K-major (LBO 128, SBO
   // kRowGroup), V N-major (LBO kRowGroup, SBO 128), per buffer
-  const uint64_t desc_q = wgmma_desc(Qs + (WG > 1 ? threadIdx.x / kThreads : 0) * kWgmmaRows * Dk, 128, kRowGroup);
+  const uint64_t desc_q = wgmma_desc(Qs + (WG > 1 ? warpgroup_index() : 0) * kWgmmaRows * Dk, 128, kRowGroup);
   const uint64_t desc_k0 = wgmma_desc(Ks, 128, kRowGroup), desc_k1 = wgmma_desc(Ks + kWgmmaRows * Dk, 128, kRowGroup);
   const uint64_t desc_v0 = wgmma_desc(Vs, kRowGroup, 128), desc_v1 = wgmma_desc(Vs + kWgmmaRows * Dk, kRowGroup, 128);
   float o[1][kGroups][4];
@@ -1044,14 +1044,15 @@ __device__ __forceinline__ void stage_queries(QueryStats& s, typename Ops::Elem*
 
 // A dK/dV block's items i = (h - kvh group) tiles + (q0 - k0) / 32 over the
 // heads h of the group and the 32-query tiles q0 in [k0, q_end) (queries at
-// or past q_end see none of the block's keys); a split's: [i, i_end).
+// or past q_end see none of the block's Rows keys); a split's: [i, i_end).
+template <int Rows = kKeyTile>
 struct KeyBlockItems {
   int tiles, i, i_end;
   bool in_turns;  // the block has splits (they add theirs in turn)
   ItemPlace at;   // item i's place, advanced with i (no division in the loop)
   __device__ __forceinline__ KeyBlockItems(const TreeAttentionParams& p, int k0, int group, int split) {
     int q_end = 0;
-    for (int kt = k0 / kAttnTile; kt * kAttnTile < min(p.T, k0 + kKeyTile); ++kt)
+    for (int kt = k0 / kAttnTile; kt * kAttnTile < min(p.T, k0 + Rows); ++kt)
       q_end = max(q_end, p.tile_max_end[kt]);
     tiles = k0 < q_end ? (q_end - k0 + kQueries - 1) / kQueries : 0;
     const int n = group * tiles;
@@ -1352,20 +1353,23 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
 }
 
 // ---- The backward on wgmma (sm_90a; bf16; TreeAttentionParams::wgmma) ----
-// The two kernels above with warpgroup MMAs, one warpgroup a block, tiles
+// The two kernels above with warpgroup MMAs, WG warpgroups a block, tiles
 // staged into the canonical layout as in the wgmma forward (stage_canonical;
 // K-major read as the X of a product, N-major as its Y), the step's MMAs
 // issued by all four warps whatever each warp's rows see (a warp's P, dS
 // are 0 where its rows see nothing), the same masks and gradients
 // (key_rows_grads, query_rows_grads) on accumulators laid out as the
 // mma.sync kernels' S registers.
-//   dK/dV, block = (split, 64 keys, kv head), as tree_attention_dkdv_tc_kernel
-//     (its items, splits and turns), two 32-query items a step (64
-//     queries): S^T = K Q^T and dP^T = V dO^T, Dk / 16 m64n64k16 each (K,
-//     V, Q, dO from shared memory), then per 16 queries dV += P^T dO and dK
-//     += dS^T Q, m64nDk16 with P^T, dS^T in registers.
-//   dQ, block = (64 WG queries, head), as the wgmma forward's key steps (two
-//     32-key tiles): S = Q K^T and dP = dO V^T, then per 16 keys dQ += dS K.
+//   dK/dV, block = (split, 64 WG keys, kv head), as
+//     tree_attention_dkdv_tc_kernel (its items, splits and turns; warpgroup
+//     w the keys 64 w on, each query step staged once for all), two
+//     32-query items a step (64 queries): S^T = K Q^T and dP^T = V dO^T,
+//     Dk / 16 m64n64k16 each (K, V, Q, dO from shared memory), then per 16
+//     queries dV += P^T dO and dK += dS^T Q, m64nDk16 with P^T, dS^T in
+//     registers.
+//   dQ, block = (64 WG queries, head; warpgroup w the queries 64 w on), as
+//     the wgmma forward's key steps (two 32-key tiles): S = Q K^T and
+//     dP = dO V^T, then per 16 keys dQ += dS K.
 // Each step waits for its MMAs before the gradients and before its
 // barrier (no overlap yet). Needs what the wgmma forward needs, and dO
 // 16-byte aligned.
@@ -1389,20 +1393,21 @@ __device__ __forceinline__ void score_products(float (&s)[2][1][kKeyGroups][4], 
   wgmma_wait<0>(s_flat, dp_flat);
 }
 
-// dK and dV of 64 keys of one kv head on wgmma (above).
-template <int MaxD>
-__global__ void __launch_bounds__(kThreads)
+// dK and dV of 64 WG keys of one kv head on wgmma (above); warpgroup w owns
+// keys 64 w on, the block stages each query step once for all.
+template <int MaxD, int WG>
+__global__ void __launch_bounds__(WG * kThreads)
     tree_attention_dkdv_wgmma_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
                                      const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
                                      int ld, const __nv_bfloat16* __restrict__ dout) {
 #ifdef FORGE_WGMMA
-  constexpr int Dk = MaxD, QT = kWgmmaItems, kGroups = Dk / 8;
+  constexpr int Dk = MaxD, QT = kWgmmaItems, kGroups = Dk / 8, kRows = WG * kWgmmaRows, kBlock = WG * int(kThreads);
   constexpr uint32_t kRowGroup = 16 * Dk;  // bytes from 8 rows of a tile to the next 8
   constexpr int kTile = kWgmmaRows * Dk;   // elements of a 64-row tile
   FORGE_SHARED_MEMORY(uint16_t, smem);
-  uint16_t* Ks = smem;               // [64 x Dk]
-  uint16_t* Vs = Ks + kTile;         // [64 x Dk]
-  uint16_t* Qs = Vs + kTile;         // two buffers [64 x Dk]: item u of a step at rows 32 u
+  uint16_t* Ks = smem;               // [64 WG x Dk]: warpgroup w's keys at rows 64 w
+  uint16_t* Vs = Ks + WG * kTile;    // [64 WG x Dk]
+  uint16_t* Qs = Vs + WG * kTile;    // two buffers [64 x Dk]: item u of a step at rows 32 u
   uint16_t* dOs = Qs + 2 * kTile;    // two buffers [64 x Dk]
   float* stats = reinterpret_cast<float*>(dOs + 2 * kTile);  // slot b QT + u: lse2 [32], delta [32]
   int32_t* ticket = reinterpret_cast<int32_t*>(stats + 4 * QT * kQueries);  // [1]
@@ -1417,7 +1422,7 @@ __global__ void __launch_bounds__(kThreads)
   const int D = p.head_dim, HD = p.n_heads * D;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int group = p.n_heads / p.n_kv_heads;
-  const int k0 = key_block * kKeyTile;
+  const int k0 = key_block * kRows;
   const int w0 = k0 + warp * kWarpRows, w1 = min(p.T, w0 + kWarpRows);  // this warp's keys
   const int kt_w = w0 / kAttnTile;
   const float scale2 = p.scale * kLog2e;
@@ -1425,7 +1430,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int r = 0; r < 2; ++r) se[r] = subtree_end_or_zero(p, w0 + g + 8 * r);
   const int w_end = w0 < w1 ? p.tile_max_end[kt_w] : 0;
-  KeyBlockItems items(p, k0, group, split);
+  KeyBlockItems<kRows> items(p, k0, group, split);
   if (items.empty(split)) return;
   const int tiles = items.tiles, i_end = items.i_end;
   int i = items.i;
@@ -1440,12 +1445,12 @@ __global__ void __launch_bounds__(kThreads)
       if (s + u < i_end) {
         const ItemPlace y = x.plus<QT>(u, tiles);
         const int h = head(y), q0 = first_query(y);
-        stage_canonical<Dk, kQueries>(Qs + b * kTile, kQueries * u, q + h * D, ld, q0, p.T, D);
-        stage_canonical<Dk, kQueries>(dOs + b * kTile, kQueries * u, dout + h * D, HD, q0, p.T, D);
+        stage_canonical<Dk, kQueries, kBlock>(Qs + b * kTile, kQueries * u, q + h * D, ld, q0, p.T, D);
+        stage_canonical<Dk, kQueries, kBlock>(dOs + b * kTile, kQueries * u, dout + h * D, HD, q0, p.T, D);
         st[u] = query_stats(p, h, q0);
       } else {
-        zero_canonical<Dk, kQueries>(Qs + b * kTile, kQueries * u);
-        zero_canonical<Dk, kQueries>(dOs + b * kTile, kQueries * u);
+        zero_canonical<Dk, kQueries, kBlock>(Qs + b * kTile, kQueries * u);
+        zero_canonical<Dk, kQueries, kBlock>(dOs + b * kTile, kQueries * u);
       }
     cp_async_commit();
   };
@@ -1459,8 +1464,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     fence_proxy_async();
   };
-  stage_canonical<Dk, kWgmmaRows>(Ks, 0, k + kvh * D, ld, k0, p.T, D);
-  stage_canonical<Dk, kWgmmaRows>(Vs, 0, v + kvh * D, ld, k0, p.T, D);
+  stage_canonical<Dk, kRows, kBlock>(Ks, 0, k + kvh * D, ld, k0, p.T, D);
+  stage_canonical<Dk, kRows, kBlock>(Vs, 0, v + kvh * D, ld, k0, p.T, D);
   {
     QueryStats first[QT]{};
     stage(first, 0, i, at);
@@ -1468,9 +1473,11 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  // K, V, and Q, dO as the X of S^T, dP^T: K-major (LBO 128, SBO
-  // kRowGroup); Q, dO as the Y of dK, dV: N-major (LBO kRowGroup, SBO 128)
-  const uint64_t desc_k = wgmma_desc(Ks, 128, kRowGroup), desc_v = wgmma_desc(Vs, 128, kRowGroup);
+  // K, V (the warpgroup's 64 rows), and Q, dO as the X of S^T, dP^T:
+  // K-major (LBO 128, SBO kRowGroup); Q, dO as the Y of dK, dV: N-major
+  // (LBO kRowGroup, SBO 128)
+  const int wg_rows = (WG > 1 ? warpgroup_index() : 0) * kTile;
+  const uint64_t desc_k = wgmma_desc(Ks + wg_rows, 128, kRowGroup), desc_v = wgmma_desc(Vs + wg_rows, 128, kRowGroup);
   float dk[1][kGroups][4], dv[1][kGroups][4];
   zero(dk[0]);
   zero(dv[0]);
@@ -1564,7 +1571,7 @@ __global__ void __launch_bounds__(WG * kThreads)
 
   // Q, dO (the warpgroup's 64 rows), and K, V as the Y of S, dP: K-major;
   // K as the Y of dQ: N-major
-  const int wg_rows = WG > 1 ? int(threadIdx.x / kThreads) * kTile : 0;
+  const int wg_rows = (WG > 1 ? warpgroup_index() : 0) * kTile;
   const uint64_t desc_q = wgmma_desc(Qs + wg_rows, 128, kRowGroup), desc_o = wgmma_desc(dOs + wg_rows, 128, kRowGroup);
   float dq[1][kGroups][4];
   zero(dq[0]);
@@ -1671,13 +1678,14 @@ void launch_dq(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& 
                      stream, p, in);
 }
 
-// The dK/dV grid (splits, 64-key blocks, kv heads) and q = p with its
-// steps a split: a block's steps split so that none takes more than an
-// eighth of the most a block can have (its keys seen by every later query
-// of the group); the splits of a block fastest in the grid, so that they
-// start together and in order (wait_for_turn). Zeroes the turn counters.
-dim3 dkdv_grid(const TreeAttentionParams& p, TreeAttentionParams& q, cudaStream_t stream) {
-  const int key_blocks = (p.T + kKeyTile - 1) / kKeyTile;
+// The dK/dV grid (splits, blocks of key_rows keys, kv heads) and q = p
+// with its steps a split: a block's steps split so that none takes more
+// than an eighth of the most a block can have (its keys seen by every later
+// query of the group); the splits of a block fastest in the grid, so that
+// they start together and in order (wait_for_turn). Zeroes the turn
+// counters (as many as 64-key blocks need: enough for larger blocks).
+dim3 dkdv_grid(const TreeAttentionParams& p, TreeAttentionParams& q, cudaStream_t stream, int key_rows = kKeyTile) {
+  const int key_blocks = (p.T + key_rows - 1) / key_rows;
   const int most_steps = p.n_heads / p.n_kv_heads * ((p.T + kQueries - 1) / kQueries);
   q = p;
   q.dkdv_split_steps = std::max(kMinSplitSteps, (most_steps + kMaxSplits - 1) / kMaxSplits);
@@ -1696,12 +1704,11 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
   launch_dq<Ops, MaxD>(p, in, stream);
 }
 
-// The wgmma kernels at head-dim class Dk, WG warpgroups a block of the
-// forward and dQ (p.wgmma): shared memory (bytes) of WG + 4 tiles of 64 x Dk
-// bf16 and two buffers of 64 subtree ends (the forward), 2 WG + 4 tiles and
-// two of 64 ends (dQ), or 6 tiles, two buffers of kWgmmaItems items' lse2
-// and delta and the ticket (16 bytes, keeping alignment) (dK/dV, one
-// warpgroup).
+// The wgmma kernels at head-dim class Dk, WG warpgroups a block
+// (p.wgmma): shared memory (bytes) of WG + 4 tiles of 64 x Dk bf16 and two
+// buffers of 64 subtree ends (the forward), 2 WG + 4 tiles and two of 64
+// ends (dQ), or 2 WG + 4 tiles, two buffers of kWgmmaItems items' lse2 and
+// delta and the ticket (16 bytes, keeping alignment) (dK/dV).
 size_t wgmma_tiles_bytes(int tiles, int Dk) { return size_t(tiles) * kWgmmaRows * Dk * sizeof(uint16_t); }
 template <int Dk, int WG>
 void launch_fwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
@@ -1712,9 +1719,10 @@ void launch_fwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16
 template <int Dk, int WG>
 void launch_bwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
   TreeAttentionParams q;
-  const dim3 grid = dkdv_grid(p, q, stream);
-  launch_with_shared(tree_attention_dkdv_wgmma_kernel<Dk>, grid,
-                     wgmma_tiles_bytes(6, Dk) + 2 * kWgmmaItems * 2 * kQueries * sizeof(float) + 16, stream, q, in);
+  const dim3 grid = dkdv_grid(p, q, stream, WG * kWgmmaRows);
+  launch_with_shared(tree_attention_dkdv_wgmma_kernel<Dk, WG>, grid,
+                     wgmma_tiles_bytes(2 * WG + 4, Dk) + 2 * kWgmmaItems * 2 * kQueries * sizeof(float) + 16, stream,
+                     q, in, WG * kThreads);
   launch_with_shared(tree_attention_dq_wgmma_kernel<Dk, WG>,
                      dim3((p.T + WG * kWgmmaRows - 1) / (WG * kWgmmaRows), p.n_heads),
                      wgmma_tiles_bytes(2 * WG + 4, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in,

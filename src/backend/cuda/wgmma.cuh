@@ -65,6 +65,12 @@ __device__ __forceinline__ uint64_t wgmma_desc(const void* smem, uint32_t lbo_by
          uint64_t((sbo_bytes & 0x3ffff) >> 4) << 32;
 }
 
+// The thread's warpgroup in its block (threads 128 w .. 128 w + 127),
+// broadcast from lane 0 so that the compiler knows it is the same across
+// the warp: descriptors built from it stay in uniform registers, as the
+// wgmma instruction takes them (else a move into one before every MMA).
+__device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0); }
+
 __device__ __forceinline__ void fence_proxy_async() {
 #if !defined(FORGE_CUDA_EMULATION) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
