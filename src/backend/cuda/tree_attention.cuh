@@ -89,9 +89,10 @@ struct TreeAttentionParams {
   __nv_bfloat16* dout_bf16 = nullptr;
   // FP32 (qkv_bf16 null): the 3xTF32 tensor-core kernels; false: the exact SIMT ones
   bool tf32x3 = false;
-  // Tensor-core backward: one counter per (64-key block, kv head), zeroed by
-  // the launcher, ordering the splits of a block's dK/dV, and a ticket
-  // counter (tree_attention_dkdv_turns; tree_attention_tc.cu)
+  // Tensor-core backward: two counters per (64-key block, kv head), zeroed
+  // by the launcher: one ordering the dK/dV adds of a block's splits, one
+  // the wgmma kernel's splits draw their index from (tree_attention_dkdv_turns;
+  // tree_attention_tc.cu)
   int32_t* dkdv_turn = nullptr;
   int dkdv_split_steps = 0;  // set by the launcher: dK/dV steps per split
   // Tensor-core kernels: 32-row tiles a step of the forward and dQ (key
@@ -159,8 +160,8 @@ void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t
 // of 64 keys (bf16; 3xTF32 at 32 < D <= 64), dK/dV in steps of 64 queries
 // (bf16; 3xTF32 at D <= 64) and dQ in steps of 64 keys (D > 64).
 int tree_attention_step_tiles(int head_dim, bool bf16, size_t shared_per_sm, int asked);
-// The tensor-core backward's p.dkdv_turn: this many int32 counters (one a
-// 64-key block and kv head, then the wgmma dK/dV kernel's ticket counter).
+// The tensor-core backward's p.dkdv_turn: this many int32 counters (two a
+// 64-key block and kv head: the turns, then the wgmma dK/dV kernel's draws).
 size_t tree_attention_dkdv_turns(int T, int n_kv_heads);
 // Also p.delta: H * T floats of scratch, and p.dkdv_turn. Overwrites the dq,
 // dk, dv columns. bf16 mode and p.tf32x3 run the tensor-core backward

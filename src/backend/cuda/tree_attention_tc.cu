@@ -67,7 +67,7 @@
 //     D <= 64: HeadDims::dq_key_tiles), S = Q_w K^T, dP = dO_w V^T (Q_w,
 //     dO_w fragments as in the forward), dS = P (dP - delta), dQ += scale dS K.
 // On wgmma (sm_90a, bf16, opt-in: TreeAttentionParams::wgmma), one
-//   warpgroup (or two: forward and dQ) a block: the forward, block = (64
+//   warpgroup (or two) a block: the forward, block = (64
 //   queries a warpgroup, head), S and P V
 //   as warpgroup MMAs on the same softmax code (below, before the
 //   backward); dK/dV and dQ the same way on the same items, splits and
@@ -388,10 +388,11 @@ __device__ __forceinline__ void store_rows(Out* dst, size_t ld, const float (&ac
 // The splits of a dK/dV block write in split order (deterministic): split s
 // waits until the block's counter says s (splits 0 .. s - 1 have added
 // theirs), then passes the turn on. Split s - 1 has started when s runs, so
-// the wait ends: the wgmma kernel takes its place in the grid by a ticket
-// drawn as it starts (split fastest); the mma.sync kernel takes blockIdx
-// and relies on the GPU starting blocks in linear order (a ticket spills
-// its D 128 class), which CUDA does not promise.
+// the wait ends: the wgmma kernel's blocks draw their split as they start
+// (DkdvSplit); the mma.sync kernel takes blockIdx.x and relies on the GPU
+// starting blocks in index order, which CUDA does not promise (the draw
+// spills its bf16 D 128 two-tile class on sm_80 by 4 bytes: tried
+// 2026-11-27 and 2026-11-29).
 // The wait is bounded: after kTurnPolls polls (seconds on a GPU) the kernel
 // traps, so that the host's next CUDA call fails with an error naming that
 // call (right after a tree attention backward: a stalled turn) rather than
@@ -408,6 +409,29 @@ __device__ __forceinline__ void pass_turn(int32_t* turn, int split) {
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) atomicExch(turn, split + 1);
+}
+
+// A dK/dV block's split (its index among its key block's splits), drawn
+// from the key block's draw counter (after the turn counters) as the block
+// starts, not taken from blockIdx.x: so split s - 1 has started when split
+// s waits for its turn, whatever order the GPU starts blocks in (CUDA
+// promises none). Thread 0 draws it into slot (a shared int); each read
+// loads it again (volatile: not one more live register) and broadcasts it
+// from lane 0, so that ptxas knows it is warp-uniform and keeps what
+// derives from it in uniform registers, as blockIdx.x's.
+class DkdvSplit {
+  volatile int32_t* slot_;
+
+ public:
+  __device__ __forceinline__ DkdvSplit(const TreeAttentionParams& p, int32_t* slot) : slot_(slot) {
+    if (threadIdx.x == 0) *slot = atomicAdd(p.dkdv_turn + (size_t(gridDim.z) + blockIdx.z) * gridDim.y + blockIdx.y, 1);
+    __syncthreads();
+  }
+  __device__ __forceinline__ int operator()() const { return __shfl_sync(kFullWarp, *slot_, 0); }
+};
+// The turn counter of a dK/dV block's key block.
+__device__ __forceinline__ int32_t* dkdv_turn(const TreeAttentionParams& p) {
+  return p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y;
 }
 
 // Lane's element c of key group n of a 16 x 32 tile of (query, key) pairs:
@@ -1247,8 +1271,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
     if (i + QT < i_end) commit(next, b ^ 1);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
-  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, int(blockIdx.x),
-             p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y, g, t);
+  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, split, dkdv_turn(p), g, t);
 }
 
 // dQ of a block of queries of one head: 64, warp w owning rows q0 + 16 w ..
@@ -1410,19 +1433,12 @@ __global__ void __launch_bounds__(WG * kThreads)
   uint16_t* Qs = Vs + WG * kTile;    // two buffers [64 x Dk]: item u of a step at rows 32 u
   uint16_t* dOs = Qs + 2 * kTile;    // two buffers [64 x Dk]
   float* stats = reinterpret_cast<float*>(dOs + 2 * kTile);  // slot b QT + u: lse2 [32], delta [32]
-  int32_t* ticket = reinterpret_cast<int32_t*>(stats + 4 * QT * kQueries);  // [1]
-  // The block's place in the grid (split fastest) by a ticket drawn as it
-  // starts (the counter after the turns), so that split s - 1 has started
-  // when split s waits for its turn (wait_for_turn)
-  if (threadIdx.x == 0) *ticket = atomicAdd(p.dkdv_turn + size_t(gridDim.y) * gridDim.z, 1);
-  __syncthreads();
-  const unsigned place = unsigned(*ticket);
-  const int split = int(place % gridDim.x), key_block = int(place / gridDim.x % gridDim.y);
-  const int kvh = int(place / (gridDim.x * gridDim.y));
+  const DkdvSplit drawn(p, reinterpret_cast<int32_t*>(stats + 4 * QT * kQueries));
+  const int split = drawn(), kvh = blockIdx.z;
   const int D = p.head_dim, HD = p.n_heads * D;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int group = p.n_heads / p.n_kv_heads;
-  const int k0 = key_block * kRows;
+  const int k0 = blockIdx.y * kRows;
   const int w0 = k0 + warp * kWarpRows, w1 = min(p.T, w0 + kWarpRows);  // this warp's keys
   const int kt_w = w0 / kAttnTile;
   const float scale2 = p.scale * kLog2e;
@@ -1517,8 +1533,7 @@ __global__ void __launch_bounds__(WG * kThreads)
     commit(next, b ^ 1);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
-  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, split, p.dkdv_turn + size_t(kvh) * gridDim.y + key_block,
-             g, t);
+  store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, drawn(), dkdv_turn(p), g, t);
 #else
   (void)p, (void)q, (void)k, (void)v, (void)ld, (void)dout;
   __trap();
@@ -1708,7 +1723,7 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
 // (p.wgmma): shared memory (bytes) of WG + 4 tiles of 64 x Dk bf16 and two
 // buffers of 64 subtree ends (the forward), 2 WG + 4 tiles and two of 64
 // ends (dQ), or 2 WG + 4 tiles, two buffers of kWgmmaItems items' lse2 and
-// delta and the ticket (16 bytes, keeping alignment) (dK/dV).
+// delta and the drawn split (16 bytes, keeping alignment) (dK/dV).
 size_t wgmma_tiles_bytes(int tiles, int Dk) { return size_t(tiles) * kWgmmaRows * Dk * sizeof(uint16_t); }
 template <int Dk, int WG>
 void launch_fwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
@@ -1805,7 +1820,7 @@ void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& i
 }
 
 size_t tree_attention_dkdv_turns(int T, int n_kv_heads) {
-  return size_t((T + kKeyTile - 1) / kKeyTile) * n_kv_heads + 1;  // and the wgmma kernel's ticket counter
+  return 2 * size_t((T + kKeyTile - 1) / kKeyTile) * n_kv_heads;  // and as many draw counters (DkdvSplit)
 }
 
 int tree_attention_step_tiles(int D, bool bf16, size_t shared_per_sm, int asked) {
