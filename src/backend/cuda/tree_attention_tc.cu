@@ -419,6 +419,7 @@ __device__ __forceinline__ void pass_turn(int32_t* turn, int split) {
 // loads it again (volatile: not one more live register) and broadcasts it
 // from lane 0, so that ptxas knows it is warp-uniform and keeps what
 // derives from it in uniform registers, as blockIdx.x's.
+#ifdef FORGE_WGMMA  // (its only user)
 class DkdvSplit {
   volatile int32_t* slot_;
 
@@ -429,6 +430,7 @@ class DkdvSplit {
   }
   __device__ __forceinline__ int operator()() const { return __shfl_sync(kFullWarp, *slot_, 0); }
 };
+#endif
 // The turn counter of a dK/dV block's key block.
 __device__ __forceinline__ int32_t* dkdv_turn(const TreeAttentionParams& p) {
   return p.dkdv_turn + size_t(blockIdx.z) * gridDim.y + blockIdx.y;
