@@ -89,9 +89,10 @@ struct TreeAttentionParams {
   __nv_bfloat16* dout_bf16 = nullptr;
   // FP32 (qkv_bf16 null): the 3xTF32 tensor-core kernels; false: the exact SIMT ones
   bool tf32x3 = false;
-  // Tensor-core backward: two counters per (64-key block, kv head), zeroed
-  // by the launcher: one ordering the dK/dV adds of a block's splits, one
-  // the wgmma kernel's splits draw their index from (tree_attention_dkdv_turns;
+  // Tensor-core backward: counters zeroed by the launcher, for the launched
+  // dK/dV grid's Y key blocks and Z kv heads: [0, Z Y) ordering the dK/dV
+  // adds of a block's splits, [Z Y, 2 Z Y) the wgmma kernel's splits draw
+  // their index from (tree_attention_dkdv_turns, sized for 64-key blocks;
   // tree_attention_tc.cu)
   int32_t* dkdv_turn = nullptr;
   int dkdv_split_steps = 0;  // set by the launcher: dK/dV steps per split
@@ -102,7 +103,7 @@ struct TreeAttentionParams {
   // bf16: the forward and backward on wgmma (sm_90a; tree_attention_tc.cu),
   // where the head dim, row strides and alignment allow 16-byte chunks
   // (else the mma.sync kernels), with this many warpgroups (1 or 2) a block
-  // of the forward and dQ (64 queries each); 0: the mma.sync kernels
+  // (64 queries, or dK/dV keys, each); 0: the mma.sync kernels
   int wgmma = 0;
 };
 
@@ -161,7 +162,8 @@ void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t
 // (bf16; 3xTF32 at D <= 64) and dQ in steps of 64 keys (D > 64).
 int tree_attention_step_tiles(int head_dim, bool bf16, size_t shared_per_sm, int asked);
 // The tensor-core backward's p.dkdv_turn: this many int32 counters (two a
-// 64-key block and kv head: the turns, then the wgmma dK/dV kernel's draws).
+// 64-key block and kv head: the turns, then the wgmma dK/dV kernel's draws,
+// as many as a grid of 64-key blocks needs).
 size_t tree_attention_dkdv_turns(int T, int n_kv_heads);
 // Also p.delta: H * T floats of scratch, and p.dkdv_turn. Overwrites the dq,
 // dk, dv columns. bf16 mode and p.tf32x3 run the tensor-core backward

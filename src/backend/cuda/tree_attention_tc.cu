@@ -1093,28 +1093,42 @@ struct KeyBlockItems {
 
 // In place over one item of a dK/dV step, keys [w0, w1) of 16 (rows) x
 // the 32 queries from q0 (nq of them below T; 0: none seen): s from S^T to
-// P^T = 2^(S^T scale2 - lse2), dp from dP^T to dS^T = P^T (dP^T - delta);
-// lse2 and delta the queries' (shared memory), se the subtree ends of keys
-// w0 + g and w0 + g + 8, full: every query sees every key. P^T is 0 where
-// the mask hides a pair (the mask evaluated only off the interior).
-__device__ __forceinline__ void key_rows_grads(float (&s)[kKeyGroups][4], float (&dp)[kKeyGroups][4],
-                                               const float* lse2, const float* delta, float scale2, int w0, int w1,
-                                               int q0, int nq, bool full, const int (&se)[2], int g, int t) {
-  const auto grads = [&](auto masked) {
+// P^T = 2^(S^T scale2 - lse2) (lse2: the queries', shared memory), 0 where
+// the mask hides a pair (the mask evaluated only off the interior); se the
+// subtree ends of keys w0 + g and w0 + g + 8, full: every query sees every
+// key.
+__device__ __forceinline__ void key_rows_probs(float (&s)[kKeyGroups][4], const float* lse2, float scale2, int w0,
+                                               int w1, int q0, int nq, bool full, const int (&se)[2], int g, int t) {
+  const auto probs = [&](auto masked) {
 #pragma unroll
     for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int j = w0 + frag_row(g, c), ii = frag_col(n, t, c), qi = q0 + ii;
-        float pv = exp2_ftz(fmaf(s[n][c], scale2, -lse2[ii]));
+        const float pv = exp2_ftz(fmaf(s[n][c], scale2, -lse2[ii]));
         if constexpr (decltype(masked)::value)
-          pv = j < w1 && ii < nq && (full || (j <= qi && qi < se[c >> 1])) ? pv : 0.0f;
-        s[n][c] = pv;
-        dp[n][c] = pv * (dp[n][c] - delta[ii]);
+          s[n][c] = j < w1 && ii < nq && (full || (j <= qi && qi < se[c >> 1])) ? pv : 0.0f;
+        else
+          s[n][c] = pv;
       }
   };
-  if (interior(full, w0, w1, nq)) grads(std::false_type{});
-  else grads(std::true_type{});
+  if (interior(full, w0, w1, nq)) probs(std::false_type{});
+  else probs(std::true_type{});
+}
+// Then dp from dP^T to dS^T = P^T (dP^T - delta) (delta: the queries').
+__device__ __forceinline__ void key_rows_dscores(const float (&s)[kKeyGroups][4], float (&dp)[kKeyGroups][4],
+                                                 const float* delta, int t) {
+#pragma unroll
+  for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dp[n][c] = s[n][c] * (dp[n][c] - delta[frag_col(n, t, c)]);
+}
+// Both, s to P^T and dp to dS^T.
+__device__ __forceinline__ void key_rows_grads(float (&s)[kKeyGroups][4], float (&dp)[kKeyGroups][4],
+                                               const float* lse2, const float* delta, float scale2, int w0, int w1,
+                                               int q0, int nq, bool full, const int (&se)[2], int g, int t) {
+  key_rows_probs(s, lse2, scale2, w0, w1, q0, nq, full, se, g, t);
+  key_rows_dscores(s, dp, delta, t);
 }
 
 // A dK/dV block's accumulators of its warp's keys [w0, w1) out (dK times
@@ -1136,26 +1150,42 @@ __device__ __forceinline__ void store_dkdv(const TreeAttentionParams& p, const f
 }
 
 // In place over key tile k0 (nk keys below T; 0: not seen) of a dQ step,
-// rows [r0, r1) of a 16-row tile: s from S to P = 2^(S scale2 - lse2), dp
-// from dP to dS = P (dP - delta) (lse2, delta: rows g and g + 8); se the
-// keys' subtree ends, full: every row sees every key.
-__device__ __forceinline__ void query_rows_grads(const float (&s)[kKeyGroups][4], float (&dp)[kKeyGroups][4],
-                                                 const float (&lse2)[2], const float (&delta)[2], float scale2,
+// rows [r0, r1) of a 16-row tile: s from S to P = 2^(S scale2 - lse2)
+// (lse2: rows g and g + 8), 0 where the mask hides a pair; se the keys'
+// subtree ends, full: every row sees every key.
+__device__ __forceinline__ void query_rows_probs(float (&s)[kKeyGroups][4], const float (&lse2)[2], float scale2,
                                                  int r0, int r1, int k0, int nk, bool full, const int32_t* se, int g,
                                                  int t) {
-  const auto grads = [&](auto masked) {
+  const auto probs = [&](auto masked) {
 #pragma unroll
     for (int n = 0; n < kKeyGroups; ++n)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        float pv = exp2_ftz(fmaf(s[n][c], scale2, -lse2[c >> 1]));
+        const float pv = exp2_ftz(fmaf(s[n][c], scale2, -lse2[c >> 1]));
         if constexpr (decltype(masked)::value)
-          pv = sees(r0 + frag_row(g, c), r1, k0, frag_col(n, t, c), nk, full, se) ? pv : 0.0f;
-        dp[n][c] = pv * (dp[n][c] - delta[c >> 1]);
+          s[n][c] = sees(r0 + frag_row(g, c), r1, k0, frag_col(n, t, c), nk, full, se) ? pv : 0.0f;
+        else
+          s[n][c] = pv;
       }
   };
-  if (interior(full, r0, r1, nk)) grads(std::false_type{});
-  else grads(std::true_type{});
+  if (interior(full, r0, r1, nk)) probs(std::false_type{});
+  else probs(std::true_type{});
+}
+// Then dp from dP to dS = P (dP - delta) (delta: rows g and g + 8).
+__device__ __forceinline__ void query_rows_dscores(const float (&s)[kKeyGroups][4], float (&dp)[kKeyGroups][4],
+                                                   const float (&delta)[2]) {
+#pragma unroll
+  for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dp[n][c] = s[n][c] * (dp[n][c] - delta[c >> 1]);
+}
+// Both, s to P and dp to dS.
+__device__ __forceinline__ void query_rows_grads(float (&s)[kKeyGroups][4], float (&dp)[kKeyGroups][4],
+                                                 const float (&lse2)[2], const float (&delta)[2], float scale2,
+                                                 int r0, int r1, int k0, int nk, bool full, const int32_t* se, int g,
+                                                 int t) {
+  query_rows_probs(s, lse2, scale2, r0, r1, k0, nk, full, se, g, t);
+  query_rows_dscores(s, dp, delta);
 }
 
 template <class Ops, int MaxD, int QT>
@@ -1395,27 +1425,31 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
 //   dQ, block = (64 WG queries, head; warpgroup w the queries 64 w on), as
 //     the wgmma forward's key steps (two 32-key tiles): S = Q K^T and
 //     dP = dO V^T, then per 16 keys dQ += dS K.
-// Each step waits for its MMAs before the gradients and before its
-// barrier (no overlap yet). Needs what the wgmma forward needs, and dO
-// 16-byte aligned.
+// Within a step the SIMT work runs under the tensor cores' (FlashAttention-3
+// backward's order): S (S^T) and dP (dP^T) are issued as two groups and P's
+// exponentials and mask run while dP is in flight; in dK/dV, dV += P^T dO
+// is in flight while dS^T is made and packed; the next step's copies are
+// waited for while the last products run. Each step waits for its
+// products before its barrier (the next one overwrites the tiles they
+// read). Needs what the wgmma forward needs, and dO 16-byte aligned.
 
 // A backward step's two 64 x 64 products, S = X Y^T and dP = X' Y'^T
 // (Dk / 16 m64n64k16 each; X, Y, X', Y' 64 x Dk K-major tiles by
-// descriptor), landed in s and dp (laid out as the forward's S).
+// descriptor; s and dp laid out as the forward's S), issued as two groups:
+// wgmma_wait<1>(s) lands S (dP may still be in flight: P's exponentials
+// run under it), then wgmma_wait<0>(dp) lands dP.
 template <int Dk>
-__device__ __forceinline__ void score_products(float (&s)[2][1][kKeyGroups][4], float (&dp)[2][1][kKeyGroups][4],
-                                               uint64_t x, uint64_t y, uint64_t x2, uint64_t y2) {
-  float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
-  float(&dp_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(dp);
-  wgmma_fence_operands(s_flat);  // undefined until the MMAs write them: no move may land after the fence
-  wgmma_fence_operands(dp_flat);
+__device__ __forceinline__ void score_products(float (&s)[kWgmmaRows / 2], float (&dp)[kWgmmaRows / 2], uint64_t x,
+                                               uint64_t y, uint64_t x2, uint64_t y2) {
+  wgmma_fence_operands(s);  // undefined until the MMAs write them: no move may land after the fence
+  wgmma_fence_operands(dp);
   wgmma_fence();
 #pragma unroll
-  for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(s_flat, x + 16 * st, y + 16 * st, st > 0);
-#pragma unroll
-  for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(dp_flat, x2 + 16 * st, y2 + 16 * st, st > 0);
+  for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(s, x + 16 * st, y + 16 * st, st > 0);
   wgmma_commit();
-  wgmma_wait<0>(s_flat, dp_flat);
+#pragma unroll
+  for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(dp, x2 + 16 * st, y2 + 16 * st, st > 0);
+  wgmma_commit();
 }
 
 // dK and dV of 64 WG keys of one kv head on wgmma (above); warpgroup w owns
@@ -1507,32 +1541,44 @@ __global__ void __launch_bounds__(WG * kThreads)
     const uint64_t desc_q = wgmma_desc(Qs + b * kTile, 128, kRowGroup);
     const uint64_t desc_o = wgmma_desc(dOs + b * kTile, 128, kRowGroup);
     float s[QT][1][kKeyGroups][4], dp[QT][1][kKeyGroups][4];
-    score_products<Dk>(s, dp, desc_k, desc_q, desc_v, desc_o);
+    float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
+    float(&dp_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(dp);
+    score_products<Dk>(s_flat, dp_flat, desc_k, desc_q, desc_v, desc_o);
+    wgmma_wait<1>(s_flat);  // S^T landed; dP^T may be in flight
 #pragma unroll
     for (int u = 0; u < QT; ++u) {
       // warp-uniform: a query of item i + u's tile sees this warp's keys
       const int q0 = first_query(at.plus<QT>(u, tiles)), nq = min(p.T, q0 + kQueries) - q0;
       const bool seen = i + u < i_end && w0 < w1 && q0 < w_end && q0 + nq - 1 >= w0;
       const bool full = seen && tile_all_visible(p, kt_w, q0, q0 + nq);
-      const float* lse2 = stats + 2 * (b * QT + u) * kQueries;
-      key_rows_grads(s[u][0], dp[u][0], lse2, lse2 + kQueries, scale2, w0, w1, q0, seen ? nq : 0, full, se, g, t);
+      key_rows_probs(s[u][0], stats + 2 * (b * QT + u) * kQueries, scale2, w0, w1, q0, seen ? nq : 0, full, se, g, t);
     }
     uint32_t ap[2 * QT][4], as[2 * QT][4];  // P^T's and dS^T's A fragments
     pack_a_fragments(s, ap);
-    pack_a_fragments(dp, as);
-    wgmma_fence_operands(dk_flat);
-    wgmma_fence_operands(dv_flat);
-    wgmma_fence();
     const uint64_t desc_qn = wgmma_desc(Qs + b * kTile, kRowGroup, 128);
     const uint64_t desc_on = wgmma_desc(dOs + b * kTile, kRowGroup, 128);
+    // dV += P^T dO, in flight while dS^T is made
+    wgmma_wait<0>(dp_flat);
+    wgmma_fence_operands(dv_flat);
+#pragma unroll
+    for (int u = 0; u < 2 * QT; ++u) wgmma_fence_operands(ap[u]);
+    wgmma_fence();
 #pragma unroll
     for (int u = 0; u < 2 * QT; ++u)  // queries 16 u on: 2 u row groups of kRowGroup bytes
       wgmma_rs<Dk, 1>(dv_flat, ap[u], desc_on + 2 * u * (kRowGroup >> 4), true);
+    wgmma_commit();
+#pragma unroll
+    for (int u = 0; u < QT; ++u) key_rows_dscores(s[u][0], dp[u][0], stats + (2 * (b * QT + u) + 1) * kQueries, t);
+    pack_a_fragments(dp, as);
+    wgmma_fence_operands(dk_flat);
+#pragma unroll
+    for (int u = 0; u < 2 * QT; ++u) wgmma_fence_operands(as[u]);
+    wgmma_fence();
 #pragma unroll
     for (int u = 0; u < 2 * QT; ++u) wgmma_rs<Dk, 1>(dk_flat, as[u], desc_qn + 2 * u * (kRowGroup >> 4), true);
     wgmma_commit();
+    commit(next, b ^ 1);  // the next step's copies, while the products run
     wgmma_wait<0>(dk_flat, dv_flat);
-    commit(next, b ^ 1);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
   store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, drawn(), dkdv_turn(p), g, t);
@@ -1601,26 +1647,33 @@ __global__ void __launch_bounds__(WG * kThreads)
     const uint64_t desc_k = wgmma_desc(Ks + b * kTile, 128, kRowGroup);
     const uint64_t desc_v = wgmma_desc(Vs + b * kTile, 128, kRowGroup);
     float s[KT][1][kKeyGroups][4], dp[KT][1][kKeyGroups][4];
-    score_products<Dk>(s, dp, desc_q, desc_k, desc_o, desc_v);
+    float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
+    float(&dp_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(dp);
+    score_products<Dk>(s_flat, dp_flat, desc_q, desc_k, desc_o, desc_v);
+    wgmma_wait<1>(s_flat);  // S landed; dP may be in flight
 #pragma unroll
     for (int j = 0; j < KT; ++j) {
       const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
       const bool full = seen[j] && tile_all_visible(p, step.kt[j], r0, r1);
-      query_rows_grads(s[j][0], dp[j][0], lse2, delta, scale2, r0, r1, k0, nk, full, ends + b * kWgmmaRows + kKeys * j,
-                       g, t);
+      query_rows_probs(s[j][0], lse2, scale2, r0, r1, k0, nk, full, ends + b * kWgmmaRows + kKeys * j, g, t);
     }
+    wgmma_wait<0>(dp_flat);
+#pragma unroll
+    for (int j = 0; j < KT; ++j) query_rows_dscores(s[j][0], dp[j][0], delta);
     uint32_t a[2 * KT][4];  // dS's A fragments
     pack_a_fragments(dp, a);
     wgmma_fence_operands(dq_flat);
+#pragma unroll
+    for (int u = 0; u < 2 * KT; ++u) wgmma_fence_operands(a[u]);
     wgmma_fence();
     const uint64_t desc_kn = wgmma_desc(Ks + b * kTile, kRowGroup, 128);
 #pragma unroll
     for (int u = 0; u < 2 * KT; ++u)  // keys 16 u on
       wgmma_rs<Dk, 1>(dq_flat, a[u], desc_kn + 2 * u * (kRowGroup >> 4), true);
     wgmma_commit();
-    wgmma_wait<0>(dq_flat);
-    cp_async_wait_all();
+    cp_async_wait_all();  // the next step's copies, while dQ's products run
     fence_proxy_async();
+    wgmma_wait<0>(dq_flat);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
     step = next;
   }
@@ -1699,8 +1752,9 @@ void launch_dq(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& 
 // with its steps a split: a block's steps split so that none takes more
 // than an eighth of the most a block can have (its keys seen by every later
 // query of the group); the splits of a block fastest in the grid, so that
-// they start together and in order (wait_for_turn). Zeroes the turn
-// counters (as many as 64-key blocks need: enough for larger blocks).
+// they start together (and in order, which only the mma.sync kernel relies
+// on: wait_for_turn). Zeroes the turn and draw counters (sized for 64-key
+// blocks: enough for larger ones).
 dim3 dkdv_grid(const TreeAttentionParams& p, TreeAttentionParams& q, cudaStream_t stream, int key_rows = kKeyTile) {
   const int key_blocks = (p.T + key_rows - 1) / key_rows;
   const int most_steps = p.n_heads / p.n_kv_heads * ((p.T + kQueries - 1) / kQueries);
