@@ -147,7 +147,8 @@ struct WgmmaOp {
   bool a_in_registers = false;    // A from the threads' registers, else desc_a
   uint64_t desc_a = 0, desc_b = 0;
   bool trans_a = false, trans_b = false, accumulate = false;
-  uint32_t a[128][4] = {};        // per thread, where A is in registers
+  uint32_t a[128][4] = {};        // per thread, where A is in registers (as issued)
+  const uint32_t* a_at[128] = {}; // and the registers themselves (unchanged until the op lands)
   float* d[128] = {};             // per thread, its N / 2 accumulators
 };
 
@@ -413,7 +414,9 @@ inline float wgmma_operand(uint64_t desc, bool trans, int mn, int k) {
 
 // wgmma.mma_async m64nNk16 bf16 -> FP32 (wgmma.cuh): the calling thread
 // posts its A registers (a, or null: A by desc_a) and its accumulators d,
-// the warpgroup meets; the op is computed at the thread's wait.
+// the warpgroup meets; the op is computed at the thread's wait, which fails
+// if the thread wrote its A registers in between (the ISA leaves that
+// undefined: the hardware may read them until the op lands).
 inline void wgmma_issue(int n, float* d, const uint32_t* a, uint64_t desc_a, uint64_t desc_b, bool trans_a,
                         bool trans_b, bool accumulate) {
   Warpgroup& wg = calling_warpgroup("wgmma.mma_async");
@@ -444,6 +447,7 @@ inline void wgmma_issue(int n, float* d, const uint32_t* a, uint64_t desc_a, uin
     fail("wgmma.mma_async: the threads of the warpgroup issued different operations");
   if (a)
     for (int j = 0; j < 4; ++j) op.a[r][j] = a[j];
+  op.a_at[r] = a;
   op.d[r] = d;
   arrive(wg.bar);
 }
@@ -460,6 +464,9 @@ inline void wgmma_commit() {
 // m16n8k16 A per warp (its 16 rows); products exact, summed in k order.
 inline void wgmma_compute(const WgmmaOp& op, unsigned r) {
   const int w = static_cast<int>(r / 32), lane = static_cast<int>(r % 32), g = lane / 4, t = lane % 4;
+  if (op.a_in_registers)
+    for (int j = 0; j < 4; ++j)
+      if (op.a_at[r][j] != op.a[r][j]) fail("wgmma: an A fragment register written while its MMA was in flight");
   float a[2][16];  // the thread's two rows of A
   for (int v = 0; v < 2; ++v) {
     const int row = 16 * w + g + 8 * v;

@@ -985,6 +985,8 @@ __global__ void __launch_bounds__(WG * kThreads)
     // wait too: P's packing, which writes the A fragments, may not be
     // hoisted above it)
     wgmma_wait<0>(o_flat, s_flat);
+#pragma unroll
+    for (int u = 0; u < 2 * KT; ++u) wgmma_fence_operands(a[u]);  // kept until the P V landed
     rescale_rows(o[0], corr);
     pack_a_fragments(s, a);
     cp_async_wait_all();
@@ -1429,9 +1431,11 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::dq_blocks)
 // backward's order): S (S^T) and dP (dP^T) are issued as two groups and P's
 // exponentials and mask run while dP is in flight; in dK/dV, dV += P^T dO
 // is in flight while dS^T is made and packed; the next step's copies are
-// waited for while the last products run. Each step waits for its
-// products before its barrier (the next one overwrites the tiles they
-// read). Needs what the wgmma forward needs, and dO 16-byte aligned.
+// waited for while the last products run. dK/dV waits for its products
+// before its barrier (the next step overwrites the Q, dO tiles they read);
+// dQ += dS K stays in flight into the next step (three key buffers). A
+// fragments stay pinned until their MMAs land. Needs what the wgmma
+// forward needs, and dO 16-byte aligned.
 
 // A backward step's two 64 x 64 products, S = X Y^T and dP = X' Y'^T
 // (Dk / 16 m64n64k16 each; X, Y, X', Y' 64 x Dk K-major tiles by
@@ -1579,6 +1583,11 @@ __global__ void __launch_bounds__(WG * kThreads)
     wgmma_commit();
     commit(next, b ^ 1);  // the next step's copies, while the products run
     wgmma_wait<0>(dk_flat, dv_flat);
+#pragma unroll
+    for (int u = 0; u < 2 * QT; ++u) {  // the A fragments kept until their MMAs land
+      wgmma_fence_operands(ap[u]);
+      wgmma_fence_operands(as[u]);
+    }
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
   store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, drawn(), dkdv_turn(p), g, t);
@@ -1601,9 +1610,9 @@ __global__ void __launch_bounds__(WG * kThreads)
   FORGE_SHARED_MEMORY(uint16_t, smem);
   uint16_t* Qs = smem;              // [64 WG x Dk]
   uint16_t* dOs = Qs + WG * kTile;  // [64 WG x Dk]
-  uint16_t* Ks = dOs + WG * kTile;  // two buffers [64 x Dk]
-  uint16_t* Vs = Ks + 2 * kTile;   // two buffers [64 x Dk]
-  int32_t* ends = reinterpret_cast<int32_t*>(Vs + 2 * kTile);  // two buffers [64]
+  uint16_t* Ks = dOs + WG * kTile;  // three buffers [64 x Dk] (step j's in j % 3)
+  uint16_t* Vs = Ks + 3 * kTile;   // two buffers [64 x Dk] (step j's in j % 2)
+  int32_t* ends = reinterpret_cast<int32_t*>(Vs + 2 * kTile);  // two buffers [64] (as V)
   const int D = p.head_dim, HD = p.n_heads * D;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
@@ -1620,14 +1629,16 @@ __global__ void __launch_bounds__(WG * kThreads)
     delta[r] = row < r1 ? p.delta[size_t(h) * p.T + row] : 0.0f;
   }
 
-  const auto stage = [&](const KeyStep<KT>& st, int b) {
-    stage_key_step_canonical<Dk, kBlock>(st, last, Ks + b * kTile, Vs + b * kTile, ends + b * kWgmmaRows, p, k, v, ld,
-                                         kvh);
+  // A step's K tiles into key buffer kb, its V tiles and subtree ends into
+  // buffer b
+  const auto stage = [&](const KeyStep<KT>& st, int kb, int b) {
+    stage_key_step_canonical<Dk, kBlock>(st, last, Ks + kb * kTile, Vs + b * kTile, ends + b * kWgmmaRows, p, k, v,
+                                         ld, kvh);
   };
   KeyStep<KT> step(p, 0, last, q0);
   stage_canonical<Dk, kRows, kBlock>(Qs, 0, q + h * D, ld, q0, p.T, D);
   stage_canonical<Dk, kRows, kBlock>(dOs, 0, dout + h * D, HD, q0, p.T, D);
-  stage(step, 0);
+  stage(step, 0, 0);
   cp_async_wait_all();
   fence_proxy_async();
   __syncthreads();
@@ -1639,18 +1650,31 @@ __global__ void __launch_bounds__(WG * kThreads)
   float dq[1][kGroups][4];
   zero(dq[0]);
   float(&dq_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(dq);
-  for (int b = 0; step.kt[0] <= last; b ^= 1) {
+  uint32_t a[2 * KT][4] = {};  // dS's A fragments, read by dQ_j's products until step j + 1's first wait
+  // zeroed before the first fence; pinned here, not before each step's
+  // fence: there ptxas takes the pin for a definition of dQ_j's
+  // accumulators inside dQ_(j-1)'s pipeline stage (it does not see that
+  // the step's first wait retired it) and serializes every wgmma (C7515)
+  wgmma_fence_operands(dq_flat);
+  // Step j (key buffer kb = j % 3, buffer b = j % 2): dQ_j's products stay
+  // in flight across the step's barrier, into step j + 1 (retired by its
+  // S's wait), so that step j + 1 stages K_(j+2) into a third buffer, not
+  // over K_j, which they read
+  for (int b = 0, kb = 0; step.kt[0] <= last; b ^= 1, kb = kb == 2 ? 0 : kb + 1) {
     const KeyStep<KT> next(p, step.after(), last, q0);
-    stage(next, b ^ 1);
+    const int kb_next = kb == 2 ? 0 : kb + 1;  // step j - 2's: retired in step j - 1
+    stage(next, kb_next, b ^ 1);
     bool seen[KT];
     step.seen_by(p, last, w0, w1, seen);
-    const uint64_t desc_k = wgmma_desc(Ks + b * kTile, 128, kRowGroup);
+    const uint64_t desc_k = wgmma_desc(Ks + kb * kTile, 128, kRowGroup);
     const uint64_t desc_v = wgmma_desc(Vs + b * kTile, 128, kRowGroup);
     float s[KT][1][kKeyGroups][4], dp[KT][1][kKeyGroups][4];
     float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
     float(&dp_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(dp);
     score_products<Dk>(s_flat, dp_flat, desc_q, desc_k, desc_o, desc_v);
-    wgmma_wait<1>(s_flat);  // S landed; dP may be in flight
+    wgmma_wait<1>(s_flat);  // S landed (and dQ_(j-1) before it); dP may be in flight
+#pragma unroll
+    for (int u = 0; u < 2 * KT; ++u) wgmma_fence_operands(a[u]);  // kept until dQ_(j-1) landed
 #pragma unroll
     for (int j = 0; j < KT; ++j) {
       const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
@@ -1660,23 +1684,21 @@ __global__ void __launch_bounds__(WG * kThreads)
     wgmma_wait<0>(dp_flat);
 #pragma unroll
     for (int j = 0; j < KT; ++j) query_rows_dscores(s[j][0], dp[j][0], delta);
-    uint32_t a[2 * KT][4];  // dS's A fragments
     pack_a_fragments(dp, a);
-    wgmma_fence_operands(dq_flat);
 #pragma unroll
     for (int u = 0; u < 2 * KT; ++u) wgmma_fence_operands(a[u]);
     wgmma_fence();
-    const uint64_t desc_kn = wgmma_desc(Ks + b * kTile, kRowGroup, 128);
+    const uint64_t desc_kn = wgmma_desc(Ks + kb * kTile, kRowGroup, 128);
 #pragma unroll
     for (int u = 0; u < 2 * KT; ++u)  // keys 16 u on
       wgmma_rs<Dk, 1>(dq_flat, a[u], desc_kn + 2 * u * (kRowGroup >> 4), true);
     wgmma_commit();
-    cp_async_wait_all();  // the next step's copies, while dQ's products run
+    cp_async_wait_all();
     fence_proxy_async();
-    wgmma_wait<0>(dq_flat);
-    __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
+    __syncthreads();  // buffers kb_next and b ^ 1 complete; b no longer read (key buffer kb still, by dQ_j)
     step = next;
   }
+  wgmma_wait<0>(dq_flat);
   store_rows(p.dq + h * D, p.ld_qkv, dq[0], r0, r1, D, p.scale, p.scale, g, t);
 #else
   (void)p, (void)q, (void)k, (void)v, (void)ld, (void)dout;
@@ -1777,7 +1799,7 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
 
 // The wgmma kernels at head-dim class Dk, WG warpgroups a block
 // (p.wgmma): shared memory (bytes) of WG + 4 tiles of 64 x Dk bf16 and two
-// buffers of 64 subtree ends (the forward), 2 WG + 4 tiles and two of 64
+// buffers of 64 subtree ends (the forward), 2 WG + 5 tiles and two of 64
 // ends (dQ), or 2 WG + 4 tiles, two buffers of kWgmmaItems items' lse2 and
 // delta and the drawn split (16 bytes, keeping alignment) (dK/dV).
 size_t wgmma_tiles_bytes(int tiles, int Dk) { return size_t(tiles) * kWgmmaRows * Dk * sizeof(uint16_t); }
@@ -1796,7 +1818,7 @@ void launch_bwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16
                      q, in, WG * kThreads);
   launch_with_shared(tree_attention_dq_wgmma_kernel<Dk, WG>,
                      dim3((p.T + WG * kWgmmaRows - 1) / (WG * kWgmmaRows), p.n_heads),
-                     wgmma_tiles_bytes(2 * WG + 4, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in,
+                     wgmma_tiles_bytes(2 * WG + 5, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in,
                      WG * kThreads);
 }
 // f(Dk, WG) (integral constants) at p's head-dim class and warpgroups.
