@@ -1651,10 +1651,10 @@ __global__ void __launch_bounds__(WG * kThreads)
   zero(dq[0]);
   float(&dq_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(dq);
   uint32_t a[2 * KT][4] = {};  // dS's A fragments, read by dQ_j's products until step j + 1's first wait
-  // zeroed before the first fence; pinned here, not before each step's
-  // fence: there ptxas takes the pin for a definition of dQ_j's
-  // accumulators inside dQ_(j-1)'s pipeline stage (it does not see that
-  // the step's first wait retired it) and serializes every wgmma (C7515)
+  // zeroed before the first fence, pinned once here: pinned before each
+  // step's fence instead (as the other kernels do, their products landed
+  // by then), ptxas serialized every wgmma of the kernel (C7515, found by
+  // trial; the build fails on such notes: tools/wgmma_serialization_guard.sh)
   wgmma_fence_operands(dq_flat);
   // Step j (key buffer kb = j % 3, buffer b = j % 2): dQ_j's products stay
   // in flight across the step's barrier, into step j + 1 (retired by its
