@@ -969,8 +969,7 @@ __global__ void __launch_bounds__(WG * kThreads)
     const uint64_t desc_k = b ? desc_k1 : desc_k0;
     wgmma_fence_operands(s_flat);  // undefined until the MMAs write them: no move may land after the fence
     wgmma_fence_operands(o_flat);
-#pragma unroll
-    for (int u = 0; u < 2 * KT; ++u) wgmma_fence_operands(a[u]);
+    wgmma_fence_operands(a);
     wgmma_fence();
     // k step st: 256 bytes on (16 in the descriptor's start field)
 #pragma unroll
@@ -985,8 +984,7 @@ __global__ void __launch_bounds__(WG * kThreads)
     // wait too: P's packing, which writes the A fragments, may not be
     // hoisted above it)
     wgmma_wait<0>(o_flat, s_flat);
-#pragma unroll
-    for (int u = 0; u < 2 * KT; ++u) wgmma_fence_operands(a[u]);  // kept until the P V landed
+    wgmma_fence_operands(a);  // kept until the P V landed
     rescale_rows(o[0], corr);
     pack_a_fragments(s, a);
     cp_async_wait_all();
@@ -1563,9 +1561,7 @@ __global__ void __launch_bounds__(WG * kThreads)
     const uint64_t desc_on = wgmma_desc(dOs + b * kTile, kRowGroup, 128);
     // dV += P^T dO, in flight while dS^T is made
     wgmma_wait<0>(dp_flat);
-    wgmma_fence_operands(dv_flat);
-#pragma unroll
-    for (int u = 0; u < 2 * QT; ++u) wgmma_fence_operands(ap[u]);
+    wgmma_fence_operands(dv_flat);  // (ap pinned by its packing)
     wgmma_fence();
 #pragma unroll
     for (int u = 0; u < 2 * QT; ++u)  // queries 16 u on: 2 u row groups of kRowGroup bytes
@@ -1574,20 +1570,15 @@ __global__ void __launch_bounds__(WG * kThreads)
 #pragma unroll
     for (int u = 0; u < QT; ++u) key_rows_dscores(s[u][0], dp[u][0], stats + (2 * (b * QT + u) + 1) * kQueries, t);
     pack_a_fragments(dp, as);
-    wgmma_fence_operands(dk_flat);
-#pragma unroll
-    for (int u = 0; u < 2 * QT; ++u) wgmma_fence_operands(as[u]);
+    wgmma_fence_operands(dk_flat);  // (as pinned by its packing)
     wgmma_fence();
 #pragma unroll
     for (int u = 0; u < 2 * QT; ++u) wgmma_rs<Dk, 1>(dk_flat, as[u], desc_qn + 2 * u * (kRowGroup >> 4), true);
     wgmma_commit();
     commit(next, b ^ 1);  // the next step's copies, while the products run
     wgmma_wait<0>(dk_flat, dv_flat);
-#pragma unroll
-    for (int u = 0; u < 2 * QT; ++u) {  // the A fragments kept until their MMAs land
-      wgmma_fence_operands(ap[u]);
-      wgmma_fence_operands(as[u]);
-    }
+    wgmma_fence_operands(ap);  // the A fragments kept until their MMAs land
+    wgmma_fence_operands(as);
     __syncthreads();  // buffer b ^ 1 complete; buffer b no longer read
   }
   store_dkdv(p, dk[0], dv[0], D, kvh, w0, w1, items.in_turns, drawn(), dkdv_turn(p), g, t);
@@ -1673,8 +1664,7 @@ __global__ void __launch_bounds__(WG * kThreads)
     float(&dp_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(dp);
     score_products<Dk>(s_flat, dp_flat, desc_q, desc_k, desc_o, desc_v);
     wgmma_wait<1>(s_flat);  // S landed (and dQ_(j-1) before it); dP may be in flight
-#pragma unroll
-    for (int u = 0; u < 2 * KT; ++u) wgmma_fence_operands(a[u]);  // kept until dQ_(j-1) landed
+    wgmma_fence_operands(a);  // kept until dQ_(j-1) landed
 #pragma unroll
     for (int j = 0; j < KT; ++j) {
       const int k0 = step.kt[j] * kKeys, nk = seen[j] ? min(p.T, k0 + kKeys) - k0 : 0;
@@ -1684,9 +1674,7 @@ __global__ void __launch_bounds__(WG * kThreads)
     wgmma_wait<0>(dp_flat);
 #pragma unroll
     for (int j = 0; j < KT; ++j) query_rows_dscores(s[j][0], dp[j][0], delta);
-    pack_a_fragments(dp, a);
-#pragma unroll
-    for (int u = 0; u < 2 * KT; ++u) wgmma_fence_operands(a[u]);
+    pack_a_fragments(dp, a);  // (pinned by it)
     wgmma_fence();
     const uint64_t desc_kn = wgmma_desc(Ks + kb * kTile, kRowGroup, 128);
 #pragma unroll

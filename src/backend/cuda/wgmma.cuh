@@ -96,6 +96,13 @@ __device__ __forceinline__ void wgmma_fence_operands(T (&r)[N]) {
 #endif
 }
 
+// The same over an array of fragments (the A fragments of a step's MMAs).
+template <class T, int M, int N>
+__device__ __forceinline__ void wgmma_fence_operands(T (&r)[M][N]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i) wgmma_fence_operands(r[i]);
+}
+
 // Orders the warpgroup's register writes before the wgmma that follow: after
 // the accumulators and A fragments they read are final (writing them
 // between the fence and the wgmma is undefined), with those registers
