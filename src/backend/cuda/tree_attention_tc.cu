@@ -1035,6 +1035,22 @@ __device__ __forceinline__ QueryStats query_stats(const TreeAttentionParams& p, 
   return {inside ? p.lse[size_t(h) * p.T + q0 + threadIdx.x] * kLog2e : 0.0f,
           inside ? p.delta[size_t(h) * p.T + q0 + threadIdx.x] : 0.0f};
 }
+// Slot u of buffer b of the stats in shared memory: lse2 [kQueries], then
+// delta [kQueries].
+template <int QT>
+__device__ __forceinline__ float* item_stats(float* stats, int b, int u) {
+  return stats + 2 * (b * QT + u) * kQueries;
+}
+// Stored by thread < kQueries, after the step's copies landed.
+template <int QT>
+__device__ __forceinline__ void store_item_stats(float* stats, int b, const QueryStats (&st)[QT]) {
+  if (threadIdx.x < kQueries)
+#pragma unroll
+    for (int u = 0; u < QT; ++u) {
+      item_stats<QT>(stats, b, u)[threadIdx.x] = st[u].lse2;
+      item_stats<QT>(stats, b, u)[kQueries + threadIdx.x] = st[u].delta;
+    }
+}
 
 // Where item s = head * tiles + tile of a dK/dV block is: the offset of its
 // head in the kv head's group and its query tile's index from the block's
@@ -1235,12 +1251,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
   };
   const auto commit = [&](const QueryStats (&st)[QT], int b) {  // after the step's copies
     cp_async_wait_all();
-    if (threadIdx.x < kQueries)
-#pragma unroll
-      for (int u = 0; u < QT; ++u) {
-        stats[2 * (b * QT + u) * kQueries + threadIdx.x] = st[u].lse2;
-        stats[(2 * (b * QT + u) + 1) * kQueries + threadIdx.x] = st[u].delta;
-      }
+    store_item_stats<QT>(stats, b, st);
   };
   load_rows<Ops, kKeyTile, Dk>(Ks, qp, in.k + kvh * D, in.ld, k0, p.T, D);
   load_rows<Ops, kKeyTile, Dk>(Vs, qp, in.v + kvh * D, in.ld, k0, p.T, D);
@@ -1293,7 +1304,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::bwd_blocks(QT))
         if (!seen[u]) continue;
         const int q0 = first_query(at.plus<QT>(u, tiles)), nq = min(p.T, q0 + kQueries) - q0;
         const bool full = tile_all_visible(p, kt_w, q0, q0 + nq);
-        const float* lse2 = stats + 2 * (b * QT + u) * kQueries;
+        const float* lse2 = item_stats<QT>(stats, b, u);
         const float* delta = lse2 + kQueries;
         key_rows_grads(s[u][0], dp[u][0], lse2, delta, scale2, w0, w1, q0, nq, full, se, g, t);
         Ops::mma_times_rows(dv, s[u], dOs(b * QT + u), qp, lane);
@@ -1510,12 +1521,7 @@ __global__ void __launch_bounds__(WG * kThreads)
   };
   const auto commit = [&](const QueryStats (&st)[QT], int b) {  // the copies landed, visible to the MMAs
     cp_async_wait_all();
-    if (threadIdx.x < kQueries)
-#pragma unroll
-      for (int u = 0; u < QT; ++u) {
-        stats[2 * (b * QT + u) * kQueries + threadIdx.x] = st[u].lse2;
-        stats[(2 * (b * QT + u) + 1) * kQueries + threadIdx.x] = st[u].delta;
-      }
+    store_item_stats<QT>(stats, b, st);
     fence_proxy_async();
   };
   stage_canonical<Dk, kRows, kBlock>(Ks, 0, k + kvh * D, ld, k0, p.T, D);
@@ -1553,7 +1559,7 @@ __global__ void __launch_bounds__(WG * kThreads)
       const int q0 = first_query(at.plus<QT>(u, tiles)), nq = min(p.T, q0 + kQueries) - q0;
       const bool seen = i + u < i_end && w0 < w1 && q0 < w_end && q0 + nq - 1 >= w0;
       const bool full = seen && tile_all_visible(p, kt_w, q0, q0 + nq);
-      key_rows_probs(s[u][0], stats + 2 * (b * QT + u) * kQueries, scale2, w0, w1, q0, seen ? nq : 0, full, se, g, t);
+      key_rows_probs(s[u][0], item_stats<QT>(stats, b, u), scale2, w0, w1, q0, seen ? nq : 0, full, se, g, t);
     }
     uint32_t ap[2 * QT][4], as[2 * QT][4];  // P^T's and dS^T's A fragments
     pack_a_fragments(s, ap);
@@ -1568,7 +1574,7 @@ __global__ void __launch_bounds__(WG * kThreads)
       wgmma_rs<Dk, 1>(dv_flat, ap[u], desc_on + 2 * u * (kRowGroup >> 4), true);
     wgmma_commit();
 #pragma unroll
-    for (int u = 0; u < QT; ++u) key_rows_dscores(s[u][0], dp[u][0], stats + (2 * (b * QT + u) + 1) * kQueries, t);
+    for (int u = 0; u < QT; ++u) key_rows_dscores(s[u][0], dp[u][0], item_stats<QT>(stats, b, u) + kQueries, t);
     pack_a_fragments(dp, as);
     wgmma_fence_operands(dk_flat);  // (as pinned by its packing)
     wgmma_fence();
@@ -1651,7 +1657,7 @@ __global__ void __launch_bounds__(WG * kThreads)
   // in flight across the step's barrier, into step j + 1 (retired by its
   // S's wait), so that step j + 1 stages K_(j+2) into a third buffer, not
   // over K_j, which they read
-  for (int b = 0, kb = 0; step.kt[0] <= last; b ^= 1, kb = kb == 2 ? 0 : kb + 1) {
+  for (int b = 0, kb = 0; step.kt[0] <= last; b ^= 1) {
     const KeyStep<KT> next(p, step.after(), last, q0);
     const int kb_next = kb == 2 ? 0 : kb + 1;  // step j - 2's: retired in step j - 1
     stage(next, kb_next, b ^ 1);
@@ -1685,6 +1691,7 @@ __global__ void __launch_bounds__(WG * kThreads)
     fence_proxy_async();
     __syncthreads();  // buffers kb_next and b ^ 1 complete; b no longer read (key buffer kb still, by dQ_j)
     step = next;
+    kb = kb_next;
   }
   wgmma_wait<0>(dq_flat);
   store_rows(p.dq + h * D, p.ld_qkv, dq[0], r0, r1, D, p.scale, p.scale, g, t);
