@@ -18,7 +18,7 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
   int64_t version = -1;
   Stopwatch first;
   while (version < 0) {
-    version = weights.try_pull(-1, host.data());
+    version = weights.try_pull(-1, host);
     if (version >= 0) break;
     if (weights.stop_code() != 0) return stats;
     if (first.seconds() > deadline_s)
@@ -57,7 +57,7 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       progressed = true;
     }
     Stopwatch pull;
-    const int64_t v = weights.try_pull(version, host.data());
+    const int64_t v = weights.try_pull(version, host);
     if (v > version) {
       model.set_params(host);
       stats.pull_seconds += pull.seconds();

@@ -102,7 +102,7 @@ void WeightChannel::request_stop(int64_t code) {
 int64_t WeightChannel::latest_version() { return read_word(kVersion); }
 int64_t WeightChannel::stop_code() { return read_word(kStop); }
 
-int64_t WeightChannel::try_pull(int64_t have, float* out) {
+int64_t WeightChannel::try_pull(int64_t have, std::vector<float>& out) {
   const int64_t v = read_word(kVersion);
   if (v < 0 || v <= have) return -1;
   const int b = static_cast<int>(v % 2);
@@ -110,7 +110,7 @@ int64_t WeightChannel::try_pull(int64_t have, float* out) {
   staging_.resize(n_);
   transfer(b, staging_.data(), /*put=*/false);
   if (read_word(kSeq0 + b) != v) return -1;
-  std::memcpy(out, staging_.data(), n_ * sizeof(float));
+  out.swap(staging_);
   return v;
 }
 

@@ -50,9 +50,11 @@ class WeightChannel {
   // Any rank.
   int64_t latest_version();
   int64_t stop_code();
-  // When a version newer than `have` is published and read whole, copies it
-  // into out[0, n) and returns it; otherwise returns -1 and leaves out alone.
-  int64_t try_pull(int64_t have, float* out);
+  // When a version newer than `have` is published and read whole, swaps it
+  // into `out` (n floats; out's previous buffer becomes the next read's
+  // target, so the read lands once, not read then copied) and returns it;
+  // otherwise returns -1 and leaves out alone.
+  int64_t try_pull(int64_t have, std::vector<float>& out);
   size_t size() const { return n_; }
 
  private:
@@ -67,7 +69,7 @@ class WeightChannel {
   float* buffers_ = nullptr;  // host: the window's two buffers
   bool unified_ = false;      // host: stores into the window are its public copy
   int64_t pending_ = -1;      // host: the version between begin and commit
-  std::vector<float> staging_;
+  std::vector<float> staging_;  // host: the copy a non-unified window Puts; others: the read in progress
 };
 
 }  // namespace forge

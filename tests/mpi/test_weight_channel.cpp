@@ -38,7 +38,7 @@ TEST(WeightChannel, PulledCopiesAreWholeAndVersionsIncrease) {
     Stopwatch sw;
     while (have < kVersions - 1) {
       ASSERT_LT(sw.seconds(), 60.0) << "rank " << rank << " stuck at version " << have;
-      const int64_t v = ch.try_pull(have, w.data());
+      const int64_t v = ch.try_pull(have, w);
       if (v < 0) continue;
       ASSERT_GT(v, have);
       for (size_t i = 0; i < kFloats; ++i)
@@ -59,7 +59,9 @@ TEST(WeightChannel, PulledCopiesAreWholeAndVersionsIncrease) {
 
 // In place: rank 0 fills the buffer begin_publish returns (as a device
 // backend's download does) and commits; the others pull exactly those
-// floats. A commit without its begin, or a second begin, is refused.
+// floats (a pull fills an empty vector, and one that finds nothing new
+// leaves the caller's floats alone). A commit without its begin, or a
+// second begin, is refused.
 TEST(WeightChannel, InPlacePublishIsPulledWhole) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -75,16 +77,22 @@ TEST(WeightChannel, InPlacePublishIsPulledWhole) {
       ch.commit_publish(v);
     }
   } else {
-    std::vector<float> w(kFloats, -1.0f);
+    std::vector<float> w;  // empty: a pull gives it the channel's n floats
     int64_t have = -1;
     Stopwatch sw;
     while (have < 2) {
       ASSERT_LT(sw.seconds(), 60.0) << "rank " << rank << " stuck at version " << have;
-      const int64_t v = ch.try_pull(have, w.data());
+      const int64_t v = ch.try_pull(have, w);
       if (v < 0) continue;
+      ASSERT_EQ(w.size(), kFloats);
       for (size_t i = 0; i < kFloats; ++i) ASSERT_EQ(w[i], static_cast<float>(1000 * v + i)) << "version " << v;
       have = v;
     }
+    // nothing newer: -1, and the caller's floats are its own, untouched
+    const float* before = w.data();
+    EXPECT_EQ(ch.try_pull(have, w), -1);
+    EXPECT_EQ(w.data(), before);
+    EXPECT_EQ(w[kFloats - 1], static_cast<float>(2000 + kFloats - 1));
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
