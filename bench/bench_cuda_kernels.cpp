@@ -17,7 +17,9 @@
 // backend says so and they time the default kernels), "bf16 wgmma x2" rows
 // with two warpgroups a block (=2); the JSON gives their
 // time over the default's and their throughput as a fraction of
-// FlashAttention's, [forward, backward], causal.
+// FlashAttention's, [forward, backward], causal. "k128" rows: their
+// forwards in steps of 128 keys (FORGE_CUDA_ATTENTION_WGMMA_KEYS=128); the
+// JSON gives [x1, x2] of their time over the 64-key steps' and of flash's.
 // Train step: the reference model on agent-like samples (shared prompt, turns),
 // tree-merged versus linear, tokens/s and the speedup.
 // Attention (H heads, Hkv kv heads, head dim D, T = --tokens) on a causal
@@ -99,29 +101,41 @@ int main(int argc, char** argv) {
   const std::unique_ptr<Backend> gpu16 = make_backend("cuda", Precision::kBf16);
   Backend& B16 = *gpu16;  // works on B's buffers (same device), on its own stream
   // A cuda backend made with an environment variable set, left as it was.
-  const auto backend_with = [](const char* name, const char* value, Precision precision) {
-    const char* was = std::getenv(name);
-    const std::string kept = was ? was : "";
-    setenv(name, value, 1);
+  // A backend made with these environment variables set (restored after).
+  const auto backend_with = [](std::vector<std::pair<const char*, const char*>> vars, Precision precision) {
+    std::vector<std::pair<bool, std::string>> kept;
+    for (const auto& [name, value] : vars) {
+      const char* was = std::getenv(name);
+      kept.push_back({was != nullptr, was ? was : ""});
+      setenv(name, value, 1);
+    }
     std::unique_ptr<Backend> be = make_backend("cuda", precision);
-    if (was) setenv(name, kept.c_str(), 1);
-    else unsetenv(name);
+    for (size_t i = 0; i < vars.size(); ++i)
+      if (kept[i].first) setenv(vars[i].first, kept[i].second.c_str(), 1);
+      else unsetenv(vars[i].first);
     return be;
   };
   const char* fp32_attention = std::getenv("FORGE_CUDA_FP32_ATTENTION");
   const std::string fp32_mode = fp32_attention ? fp32_attention : "3xtf32";
-  const std::unique_ptr<Backend> gpu_exact = backend_with("FORGE_CUDA_FP32_ATTENTION", "exact", Precision::kFp32);
+  const std::unique_ptr<Backend> gpu_exact = backend_with({{"FORGE_CUDA_FP32_ATTENTION", "exact"}}, Precision::kFp32);
   Backend& Bx = *gpu_exact;  // exact FP32 attention, B's buffers
   // The tensor-core attention in steps of one 32-row tile (the default is
   // two where the head-dim class has them): the A/B of the forward's,
   // dK/dV's and dQ's steps, in the same run
-  const std::unique_ptr<Backend> gpu_one = backend_with("FORGE_CUDA_ATTENTION_STEP_TILES", "1", Precision::kFp32);
-  const std::unique_ptr<Backend> gpu16_one = backend_with("FORGE_CUDA_ATTENTION_STEP_TILES", "1", Precision::kBf16);
-  // the wgmma kernels with one and with two warpgroups a block
-  const std::unique_ptr<Backend> gpu16_wgmma[2] = {backend_with("FORGE_CUDA_ATTENTION_WGMMA", "1", Precision::kBf16),
-                                                   backend_with("FORGE_CUDA_ATTENTION_WGMMA", "2", Precision::kBf16)};
+  const std::unique_ptr<Backend> gpu_one = backend_with({{"FORGE_CUDA_ATTENTION_STEP_TILES", "1"}}, Precision::kFp32);
+  const std::unique_ptr<Backend> gpu16_one = backend_with({{"FORGE_CUDA_ATTENTION_STEP_TILES", "1"}}, Precision::kBf16);
+  // the wgmma kernels with one and with two warpgroups a block, and their
+  // forwards in steps of 128 keys
+  const std::unique_ptr<Backend> gpu16_wgmma[2] = {
+      backend_with({{"FORGE_CUDA_ATTENTION_WGMMA", "1"}}, Precision::kBf16),
+      backend_with({{"FORGE_CUDA_ATTENTION_WGMMA", "2"}}, Precision::kBf16)};
+  const std::unique_ptr<Backend> gpu16_wgmma128[2] = {
+      backend_with({{"FORGE_CUDA_ATTENTION_WGMMA", "1"}, {"FORGE_CUDA_ATTENTION_WGMMA_KEYS", "128"}}, Precision::kBf16),
+      backend_with({{"FORGE_CUDA_ATTENTION_WGMMA", "2"}, {"FORGE_CUDA_ATTENTION_WGMMA_KEYS", "128"}}, Precision::kBf16)};
   DeviceArray<float> one(B, 1), one16(B16, 1), one_exact(Bx, 1), one_1(*gpu_one, 1), one16_1(*gpu16_one, 1);
   DeviceArray<float> one16_wgmma[2] = {DeviceArray<float>(*gpu16_wgmma[0], 1), DeviceArray<float>(*gpu16_wgmma[1], 1)};
+  DeviceArray<float> one16_wgmma128[2] = {DeviceArray<float>(*gpu16_wgmma128[0], 1),
+                                          DeviceArray<float>(*gpu16_wgmma128[1], 1)};
   // Median seconds of fn, each run drained by a copy to the host from be.
   auto time_on = [&](Backend& be, DeviceArray<float>& x, const std::function<void()>& fn) {
     return bench::median_seconds(2, reps, [&] {
@@ -206,6 +220,8 @@ int main(int argc, char** argv) {
   // wgmma with 1 and 2 warpgroups, causal (fwd, bwd): time; over the default's time; of flash's throughput
   double wgmma_time[2][2] = {{-1, -1}, {-1, -1}}, wgmma_ratio[2][2] = {{-1, -1}, {-1, -1}};
   double wgmma_flash[2][2] = {{-1, -1}, {-1, -1}};
+  // their forwards in 128-key steps, causal (x1, x2): time; over the 64-key step's; of flash's throughput
+  double wgmma128_time[2] = {-1, -1}, wgmma128_ratio[2] = {-1, -1}, wgmma128_flash[2] = {-1, -1};
   const PackedBin bin = bench::agent_tree_bin(rng, T, "--tokens");
   for (int kind = 0; kind < 2; ++kind) {
     std::vector<int32_t> se(kind ? bin.subtree_end : std::vector<int32_t>(T, T));
@@ -249,9 +265,13 @@ int main(int argc, char** argv) {
       const std::string mode = w ? "bf16 wgmma x2 " : "bf16 wgmma ";
       row(("attn fwd " + mode + what).c_str(), fwd_wgmma, 4.0 * D * H * pairs, 0);
       row(("attn bwd " + mode + what).c_str(), bwd_wgmma, 10.0 * D * H * pairs, 0);
+      Backend& W128 = *gpu16_wgmma128[w];
+      const double fwd_wgmma128 = time_on(W128, one16_wgmma128[w], [&] { W128.tree_attention_fwd(a); });
+      row(("attn fwd " + mode + "k128 " + what).c_str(), fwd_wgmma128, 4.0 * D * H * pairs, 0);
       if (!kind) {
         wgmma_time[w][0] = fwd_wgmma, wgmma_time[w][1] = bwd_wgmma;
         wgmma_ratio[w][0] = fwd_wgmma / fwd16, wgmma_ratio[w][1] = bwd_wgmma / bwd16;
+        wgmma128_time[w] = fwd_wgmma128, wgmma128_ratio[w] = fwd_wgmma128 / fwd_wgmma;
       }
     }
     if (!with_torch) continue;
@@ -282,6 +302,7 @@ int main(int argc, char** argv) {
           for (int w = 0; w < 2; ++w) {
             wgmma_flash[w][0] = fms / 1e3 / wgmma_time[w][0];
             wgmma_flash[w][1] = bms / 1e3 / wgmma_time[w][1];
+            wgmma128_flash[w] = fms / 1e3 / wgmma128_time[w];
           }
         }
         if (!kind && std::string(name) == "fp32_efficient") {
@@ -366,6 +387,8 @@ int main(int argc, char** argv) {
                      {"attn_bf16_wgmma_over_default", pair(wgmma_ratio[0])},
                      {"attn_bf16_wgmma_of_flash", pair(wgmma_flash[0])},
                      {"attn_bf16_wgmma2_over_default", pair(wgmma_ratio[1])},
-                     {"attn_bf16_wgmma2_of_flash", pair(wgmma_flash[1])}});
+                     {"attn_bf16_wgmma2_of_flash", pair(wgmma_flash[1])},
+                     {"attn_fwd_bf16_wgmma_k128_over_k64", pair(wgmma128_ratio)},
+                     {"attn_fwd_bf16_wgmma_k128_of_flash", pair(wgmma128_flash)}});
   return 0;
 }

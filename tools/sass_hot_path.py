@@ -148,9 +148,11 @@ def short_name(name):
     m = re.search(r"tree_attention_([a-z]+)_tc_kernelI.*?(Tf32x3|Bf16)OperandsELi(\d+)ELi(\d+)", name)
     if m:
         return f"{m.group(1)} {m.group(2)} D<={m.group(3)} x{m.group(4)}"
-    m = re.search(r"tree_attention_([a-z]+)_wgmma_kernelILi(\d+)E(?:Li(\d+)E)?", name)
-    if m:  # and its warpgroups a block where it has more than one
-        return f"{m.group(1)} wgmma D<={m.group(2)}" + (f" x{m.group(3)}" if m.group(3) else "")
+    m = re.search(r"tree_attention_([a-z]+)_wgmma_kernelILi(\d+)E(?:Li(\d+)E)?(?:Li(\d+)E)?", name)
+    if m:  # and its warpgroups a block, and the forward's keys a step where not 64
+        keys = 32 * int(m.group(4)) if m.group(4) else 64
+        return (f"{m.group(1)} wgmma D<={m.group(2)}" + (f" x{m.group(3)}" if m.group(3) else "") +
+                (f" k{keys}" if keys != 64 else ""))
     m = re.search(r"_Z\w*?\d+(\w+?_kernel)", name)
     return m.group(1) if m else name[-50:]
 

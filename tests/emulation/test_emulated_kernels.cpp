@@ -61,6 +61,17 @@ Backend* emulated_bf16_wgmma2_backend(std::string*) {
       cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 2});
   return backend.get();
 }
+// And the wgmma forward in steps of 128 keys (the backward's are the same).
+Backend* emulated_bf16_wgmma_keys128_backend(std::string*) {
+  static const std::unique_ptr<Backend> backend =
+      cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 1, .wgmma_step_keys = 128});
+  return backend.get();
+}
+Backend* emulated_bf16_wgmma2_keys128_backend(std::string*) {
+  static const std::unique_ptr<Backend> backend =
+      cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 2, .wgmma_step_keys = 128});
+  return backend.get();
+}
 
 // FORGE_CUDA_FP32_ATTENTION picks the FP32 attention; another value is an
 // InputError that names the variable.
@@ -149,6 +160,21 @@ TEST(EmulatedCuda, WgmmaAttentionFromTheEnvironment) {
   EXPECT_THROW(cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 3}), InputError);
 }
 
+// FORGE_CUDA_ATTENTION_WGMMA_KEYS: 64 or 128 (unset: 0, the default 64);
+// another value is an InputError that names the variable.
+TEST(EmulatedCuda, WgmmaStepKeysFromTheEnvironment) {
+  const UnsetForScope scope("FORGE_CUDA_ATTENTION_WGMMA_KEYS");
+  EXPECT_EQ(cuda::wgmma_step_keys_from_env(), 0);
+  setenv("FORGE_CUDA_ATTENTION_WGMMA_KEYS", "128", 1);
+  EXPECT_EQ(cuda::wgmma_step_keys_from_env(), 128);
+  EXPECT_EQ(cuda::cuda_options_from_env().wgmma_step_keys, 128);
+  setenv("FORGE_CUDA_ATTENTION_WGMMA_KEYS", "64", 1);
+  EXPECT_EQ(cuda::wgmma_step_keys_from_env(), 64);
+  expect_backend_refuses("FORGE_CUDA_ATTENTION_WGMMA_KEYS", "96");
+  expect_backend_refuses("FORGE_CUDA_ATTENTION_WGMMA_KEYS", "");
+  EXPECT_THROW(cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 1, .wgmma_step_keys = 32}), InputError);
+}
+
 // What runs: one where asked; two where the SM's shared memory holds the
 // two-tile kernels' resident blocks (the default) or one block of each
 // (asked for two: else a launch would fail); an H100's 228 KiB, an A100's 164.
@@ -197,6 +223,8 @@ FORGE_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_one_tile_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaOneTileSteps, emulated_bf16_one_tile_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma, emulated_bf16_wgmma_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma2, emulated_bf16_wgmma2_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmmaKeys128, emulated_bf16_wgmma_keys128_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma2Keys128, emulated_bf16_wgmma2_keys128_backend)
 
 }  // namespace
 }  // namespace forge

@@ -51,15 +51,15 @@ Backend* exact_attention_backend(std::string* why) {
 }
 
 // The bf16 backend with the attention (forward and backward) on wgmma (H100,
-// H200) with Warpgroups warpgroups a block, or nullptr
-// with the reason.
-template <int Warpgroups>
+// H200) with Warpgroups warpgroups a block and the forward's StepKeys keys
+// a step (0: the default), or nullptr with the reason.
+template <int Warpgroups, int StepKeys = 0>
 Backend* wgmma_backend(std::string* why) {
   static std::string reason = "built without CUDA";
   static const std::unique_ptr<Backend> backend = []() -> std::unique_ptr<Backend> {
 #ifdef FORGE_WITH_CUDA
     try {
-      auto be = cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = Warpgroups});
+      auto be = cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = Warpgroups, .wgmma_step_keys = StepKeys});
       if (cuda::wgmma_supported()) return be;
       reason = "wgmma needs compute capability 9.0 and sm_90a device code";
     } catch (const InputError& e) {
@@ -98,6 +98,8 @@ FORGE_BF16_BACKEND_CASES(CudaDevice, device_backend<Precision::kBf16>)
 FORGE_TREE_ATTENTION_CASES(CudaDeviceExactAttention, exact_attention_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmma, wgmma_backend<1>)
 FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmma2, wgmma_backend<2>)
+FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmmaKeys128, (wgmma_backend<1, 128>))
+FORGE_BF16_TREE_ATTENTION_CASES(CudaDeviceWgmma2Keys128, (wgmma_backend<2, 128>))
 
 }  // namespace
 }  // namespace forge

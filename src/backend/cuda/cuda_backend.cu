@@ -83,10 +83,14 @@ class CudaBackend final : public Backend {
         tf32x3_attention_(precision != Precision::kBf16 && options.fp32_attention == Fp32Attention::k3xTf32),
         step_tiles_asked_(options.attention_step_tiles),
         bf16_working_(bf16_ && options.bf16_working_activations),
-        wgmma_attention_(bf16_ ? options.wgmma_attention : 0) {
+        wgmma_attention_(bf16_ ? options.wgmma_attention : 0),
+        wgmma_step_keys_(options.wgmma_step_keys) {
     if (options.wgmma_attention < 0 || options.wgmma_attention > 2)
       throw InputError("cuda: CudaOptions::wgmma_attention (warpgroups a block) must be 0, 1 or 2, got " +
                        std::to_string(options.wgmma_attention));
+    if (options.wgmma_step_keys != 0 && options.wgmma_step_keys != 64 && options.wgmma_step_keys != 128)
+      throw InputError("cuda: CudaOptions::wgmma_step_keys (the wgmma forward's keys a step) must be 64 or 128 "
+                       "(0: 64), got " + std::to_string(options.wgmma_step_keys));
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -340,6 +344,7 @@ class CudaBackend final : public Backend {
     p.lse = a.lse;
     p.tf32x3 = tf32x3_attention_ && fits_3xtf32_attention(a.head_dim);
     p.wgmma = wgmma_attention_;
+    p.wgmma_step_keys = wgmma_step_keys_;
     if (bf16_ || p.tf32x3) {
       p.step_tiles = tree_attention_step_tiles(a.head_dim, bf16_, shared_per_sm_, step_tiles_asked_);
       if (p.step_tiles < step_tiles_asked_ && !said_one_tile_) {
@@ -392,6 +397,7 @@ class CudaBackend final : public Backend {
   const int step_tiles_asked_;    // the tensor-core attention's tiles a step (0: the default)
   const bool bf16_working_;       // bf16, activations and weights made as bf16 ahead (bf16_operands)
   int wgmma_attention_;           // bf16: the attention on wgmma, warpgroups a block (FORGE_CUDA_ATTENTION_WGMMA)
+  const int wgmma_step_keys_;     // its forward's keys a step (FORGE_CUDA_ATTENTION_WGMMA_KEYS; 0: 64)
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most
   size_t shared_per_sm_ = 0;      // and a SM
   bool said_exact_fallback_ = false;
@@ -485,9 +491,17 @@ int wgmma_attention_from_env() {
   throw InputError(std::string("FORGE_CUDA_ATTENTION_WGMMA must be 0, 1 or 2, got '") + v + "'");
 }
 
+int wgmma_step_keys_from_env() {
+  const char* v = std::getenv("FORGE_CUDA_ATTENTION_WGMMA_KEYS");
+  if (!v) return 0;
+  if (std::string(v) == "64") return 64;
+  if (std::string(v) == "128") return 128;
+  throw InputError(std::string("FORGE_CUDA_ATTENTION_WGMMA_KEYS must be 64 or 128, got '") + v + "'");
+}
+
 CudaOptions cuda_options_from_env() {
   return {fp32_attention_from_env(), attention_step_tiles_from_env(), bf16_working_activations_from_env(),
-          wgmma_attention_from_env()};
+          wgmma_attention_from_env(), wgmma_step_keys_from_env()};
 }
 
 std::unique_ptr<Backend> make_cuda_backend(Precision precision) {

@@ -44,14 +44,22 @@ bool bf16_working_activations_from_env();
 // yet timed on a GPU: off by default.
 int wgmma_attention_from_env();
 
+// FORGE_CUDA_ATTENTION_WGMMA_KEYS: the wgmma forward's keys a step, "64"
+// (0 when unset: the default) or "128" (S 64 x 128 a warpgroup, as
+// FlashAttention-3's forward at D 128: half the steps, each with twice the
+// MMA work, the same per-step overhead); InputError naming the variable
+// otherwise. For A/B timing; only with FORGE_CUDA_ATTENTION_WGMMA.
+int wgmma_step_keys_from_env();
+
 // The backend's choices besides the precision.
 struct CudaOptions {
   Fp32Attention fp32_attention = Fp32Attention::k3xTf32;
   int attention_step_tiles = 0;          // 1 or 2; 0: the default
   bool bf16_working_activations = true;  // Backend::bf16_operands() in bf16
   int wgmma_attention = 0;               // bf16: the attention on wgmma, 1 or 2 warpgroups a block (CC 9.0)
+  int wgmma_step_keys = 0;               // the wgmma forward's keys a step: 64 or 128; 0: 64
 };
-// The four variables above (FORGE_CUDA_ATTENTION_WGMMA=1 for the last).
+// The five variables above, in order.
 CudaOptions cuda_options_from_env();
 
 // On the current device (cudaGetDevice). InputError when no device is

@@ -105,6 +105,9 @@ struct TreeAttentionParams {
   // (else the mma.sync kernels), with this many warpgroups (1 or 2) a block
   // (64 queries, or dK/dV keys, each); 0: the mma.sync kernels
   int wgmma = 0;
+  // The wgmma forward's keys a step: 64 (0 too) or 128 (S is 64 x 128 a
+  // warpgroup, as FlashAttention-3's forward at D 128)
+  int wgmma_step_keys = 0;
 };
 
 inline int attention_tiles(int T) { return (T + kAttnTile - 1) / kAttnTile; }

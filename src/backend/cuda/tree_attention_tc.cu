@@ -771,9 +771,10 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 // ---- The forward on wgmma (sm_90a; bf16; TreeAttentionParams::wgmma) ----
 // Block = (64 WG queries, head), WG warpgroups (1 or 2: p.wgmma): warp w
 // owns rows q0 + 16 w .. + 15, as the one-row-tile forward above, each
-// warpgroup 64 of them, and the step's two key tiles (64 keys), staged once
-// for the block, are one wgmma operand. Per step and warpgroup:
-//   S (64 x 64) = Q K^T: Dk / 16 wgmma m64n64k16, Q and K from shared
+// warpgroup 64 of them, and the step's KT key tiles (32 KT keys: 64, or
+// 128 with p.wgmma_step_keys, FlashAttention-3's step at D 128), staged
+// once for the block, are one wgmma operand. Per step and warpgroup:
+//   S (64 x 32 KT) = Q K^T: Dk / 16 wgmma m64n(32 KT)k16, Q and K from shared
 //   memory (K-major); its accumulators are the S registers of the kernel
 //   above (s[j][0][n][c] = S[16 w + g + 8 (c / 2)][32 j + 8 n + 2 t + c % 2]),
 //   so the mask, the online softmax and the conditional rescale are its
@@ -893,19 +894,20 @@ __device__ __forceinline__ void pack_a_fragments(const float (&s)[KT][1][kKeyGro
     }
 }
 
-template <int MaxD, int WG>
+template <int MaxD, int WG, int KT>
 __global__ void __launch_bounds__(WG * kThreads)
     tree_attention_fwd_wgmma_kernel(const TreeAttentionParams p, const __nv_bfloat16* __restrict__ q,
                                     const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v, int ld,
                                     const __nv_bfloat16* /*dout: the launcher's signature*/) {
 #ifdef FORGE_WGMMA
-  constexpr int Dk = MaxD, KT = 2, kGroups = Dk / 8, kRows = WG * kWgmmaRows, kBlock = WG * int(kThreads);
+  constexpr int Dk = MaxD, kGroups = Dk / 8, kRows = WG * kWgmmaRows, kBlock = WG * int(kThreads);
+  constexpr int kStepKeys = KT * kKeys;    // keys a step: S is 64 x kStepKeys
   constexpr uint32_t kRowGroup = 16 * Dk;  // bytes from 8 rows of a tile to the next 8
   FORGE_SHARED_MEMORY(uint16_t, smem);
   uint16_t* Qs = smem;                                   // [64 WG x Dk]
-  uint16_t* Ks = Qs + kRows * Dk;                        // two buffers [64 x Dk]
-  uint16_t* Vs = Ks + 2 * kWgmmaRows * Dk;               // two buffers [64 x Dk]
-  int32_t* ends = reinterpret_cast<int32_t*>(Vs + 2 * kWgmmaRows * Dk);  // two buffers [64]
+  uint16_t* Ks = Qs + kRows * Dk;                       // two buffers [kStepKeys x Dk]
+  uint16_t* Vs = Ks + 2 * kStepKeys * Dk;               // two buffers [kStepKeys x Dk]
+  int32_t* ends = reinterpret_cast<int32_t*>(Vs + 2 * kStepKeys * Dk);  // two buffers [kStepKeys]
   const int D = p.head_dim, HD = p.n_heads * D;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, kvh = h / (p.n_heads / p.n_kv_heads);
@@ -919,11 +921,11 @@ __global__ void __launch_bounds__(WG * kThreads)
   // value buffer j % 2, staged a step apart: K for step j + 1 and V for
   // step j while step j is computed
   const auto stage_keys = [&](const KeyStep<KT>& st, int b) {
-    stage_key_step_canonical<Dk, kBlock, true, false>(st, last, Ks + b * kWgmmaRows * Dk, nullptr,
-                                                      ends + b * kWgmmaRows, p, k, v, ld, kvh);
+    stage_key_step_canonical<Dk, kBlock, true, false>(st, last, Ks + b * kStepKeys * Dk, nullptr,
+                                                      ends + b * kStepKeys, p, k, v, ld, kvh);
   };
   const auto stage_values = [&](const KeyStep<KT>& st, int b) {
-    stage_key_step_canonical<Dk, kBlock, false, true>(st, last, nullptr, Vs + b * kWgmmaRows * Dk, nullptr, p, k, v,
+    stage_key_step_canonical<Dk, kBlock, false, true>(st, last, nullptr, Vs + b * kStepKeys * Dk, nullptr, p, k, v,
                                                       ld, kvh);
   };
   KeyStep<KT> step(p, 0, last, q0);
@@ -931,7 +933,7 @@ __global__ void __launch_bounds__(WG * kThreads)
   stage_keys(step, 0);
   // value buffer 1 zeroed: the first step's P V of "step -1" adds 0 x 0
   // (a stale NaN there would not give 0)
-  zero_canonical<Dk, kWgmmaRows, kBlock>(Vs + kWgmmaRows * Dk, 0);
+  zero_canonical<Dk, kStepKeys, kBlock>(Vs + kStepKeys * Dk, 0);
   cp_async_wait_all();
   fence_proxy_async();
   __syncthreads();
@@ -939,8 +941,8 @@ __global__ void __launch_bounds__(WG * kThreads)
   // Descriptors: Q (the warpgroup's 64 rows) and K K-major (LBO 128, SBO
   // kRowGroup), V N-major (LBO kRowGroup, SBO 128), per buffer
   const uint64_t desc_q = wgmma_desc(Qs + (WG > 1 ? warpgroup_index() : 0) * kWgmmaRows * Dk, 128, kRowGroup);
-  const uint64_t desc_k0 = wgmma_desc(Ks, 128, kRowGroup), desc_k1 = wgmma_desc(Ks + kWgmmaRows * Dk, 128, kRowGroup);
-  const uint64_t desc_v0 = wgmma_desc(Vs, kRowGroup, 128), desc_v1 = wgmma_desc(Vs + kWgmmaRows * Dk, kRowGroup, 128);
+  const uint64_t desc_k0 = wgmma_desc(Ks, 128, kRowGroup), desc_k1 = wgmma_desc(Ks + kStepKeys * Dk, 128, kRowGroup);
+  const uint64_t desc_v0 = wgmma_desc(Vs, kRowGroup, 128), desc_v1 = wgmma_desc(Vs + kStepKeys * Dk, kRowGroup, 128);
   float o[1][kGroups][4];
   zero(o[0]);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8, base 2
@@ -965,7 +967,7 @@ __global__ void __launch_bounds__(WG * kThreads)
     bool seen[KT];
     step.seen_by(p, last, w0, w1, seen);
     float s[KT][1][kKeyGroups][4];
-    float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
+    float(&s_flat)[kStepKeys / 2] = reinterpret_cast<float(&)[kStepKeys / 2]>(s);
     const uint64_t desc_k = b ? desc_k1 : desc_k0;
     wgmma_fence_operands(s_flat);  // undefined until the MMAs write them: no move may land after the fence
     wgmma_fence_operands(o_flat);
@@ -973,13 +975,13 @@ __global__ void __launch_bounds__(WG * kThreads)
     wgmma_fence();
     // k step st: 256 bytes on (16 in the descriptor's start field)
 #pragma unroll
-    for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kWgmmaRows, 0, 0>(s_flat, desc_q + 16 * st, desc_k + 16 * st, st > 0);
+    for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kStepKeys, 0, 0>(s_flat, desc_q + 16 * st, desc_k + 16 * st, st > 0);
     wgmma_commit();
     pv(b ^ 1);
     wgmma_wait<1>(s_flat);  // S landed; the P V may be in flight
     float corr[2];
     softmax_scores(s, m, l, corr, 0, p, step, seen, r0, r1, scale2, g, t,
-                   [&](int j) { return ends + b * kWgmmaRows + kKeys * j; });
+                   [&](int j) { return ends + b * kStepKeys + kKeys * j; });
     // then O and the A fragments are the thread's again (s pinned after the
     // wait too: P's packing, which writes the A fragments, may not be
     // hoisted above it)
@@ -1793,16 +1795,23 @@ void launch_bwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
 }
 
 // The wgmma kernels at head-dim class Dk, WG warpgroups a block
-// (p.wgmma): shared memory (bytes) of WG + 4 tiles of 64 x Dk bf16 and two
-// buffers of 64 subtree ends (the forward), 2 WG + 5 tiles and two of 64
+// (p.wgmma): shared memory (bytes) of WG + 2 KT tiles of 64 x Dk bf16 and
+// two buffers of 32 KT subtree ends (the forward, KT key tiles a step:
+// p.wgmma_step_keys / 32), 2 WG + 5 tiles and two of 64
 // ends (dQ), or 2 WG + 4 tiles, two buffers of kWgmmaItems items' lse2 and
 // delta and the drawn split (16 bytes, keeping alignment) (dK/dV).
 size_t wgmma_tiles_bytes(int tiles, int Dk) { return size_t(tiles) * kWgmmaRows * Dk * sizeof(uint16_t); }
 template <int Dk, int WG>
 void launch_fwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
   const dim3 grid((p.T + WG * kWgmmaRows - 1) / (WG * kWgmmaRows), p.n_heads);
-  launch_with_shared(tree_attention_fwd_wgmma_kernel<Dk, WG>, grid,
-                     wgmma_tiles_bytes(WG + 4, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in, WG * kThreads);
+  const auto launch = [&](auto kt) {
+    constexpr int KT = decltype(kt)::value;
+    launch_with_shared(tree_attention_fwd_wgmma_kernel<Dk, WG, KT>, grid,
+                       wgmma_tiles_bytes(WG + 2 * KT, Dk) + 2 * KT * kKeys * sizeof(int32_t), stream, p, in,
+                       WG * kThreads);
+  };
+  if (p.wgmma_step_keys == 128) launch(std::integral_constant<int, 4>{});
+  else launch(std::integral_constant<int, 2>{});
 }
 template <int Dk, int WG>
 void launch_bwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
