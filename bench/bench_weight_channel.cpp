@@ -9,7 +9,9 @@
 //   load     copying the pulled floats into a model's parameters (what
 //            PolicyModel::set_params does on the cpu backend)
 // with barriers between the phases, so each is timed alone. Medians over
-// the versions; for pull and load, the slowest rollout rank's median.
+// the versions (after one untimed version: the first pull allocates the
+// channel's read buffer); for pull and load, the slowest rollout rank's
+// median. The JSON line gives the last size.
 //
 //   mpirun -np P bench_weight_channel [--floats=663000,206100000] [--versions=8]
 // (663,000 floats: the main job's model; 206,100,000: the 206M model of
@@ -66,20 +68,20 @@ Row measure(size_t floats, int versions, int rank, int size) {
     WeightChannel ch(MPI_COMM_WORLD, 0, floats);
     std::vector<float> model(floats, 0.0f), pulled(floats, -1.0f);
     int64_t have = -1;
-    for (int64_t v = 0; v < versions; ++v) {
+    for (int64_t v = 0; v <= versions; ++v) {  // version 0 untimed
       if (rank == 0) {
         model.front() = model.back() = static_cast<float>(v);
         Stopwatch sw;
         float* dst = ch.begin_publish(v);
         std::memcpy(dst, model.data(), floats * sizeof(float));
         ch.commit_publish(v);
-        publish.push_back(sw.seconds() * 1e3);
+        if (v > 0) publish.push_back(sw.seconds() * 1e3);
       }
       MPI_Barrier(MPI_COMM_WORLD);
       if (rank != 0) {
         Stopwatch sw;
         const int64_t got = ch.try_pull(have, pulled);
-        pull.push_back(sw.seconds() * 1e3);
+        if (v > 0) pull.push_back(sw.seconds() * 1e3);
         // nothing publishes during the pull: it must read the version whole
         FORGE_CHECK(got == v && pulled.front() == v && pulled.back() == v,
                     "rank " + std::to_string(rank) + " pulled version " + std::to_string(got) + " for " +
@@ -87,7 +89,7 @@ Row measure(size_t floats, int versions, int rank, int size) {
         have = got;
         sw.reset();
         std::memcpy(model.data(), pulled.data(), floats * sizeof(float));
-        load.push_back(sw.seconds() * 1e3);
+        if (v > 0) load.push_back(sw.seconds() * 1e3);
       }
       MPI_Barrier(MPI_COMM_WORLD);
     }
@@ -108,16 +110,18 @@ Row measure(size_t floats, int versions, int rank, int size) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // the flags before MPI: --help and an unknown flag exit there
+  bench::Flags flags(argc, argv);
+  const std::string floats = flags.get("floats", std::string("663000,206100000"));
+  const int versions = flags.get("versions", 8);
+  flags.finish();
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int code = 0;
   try {
-    bench::Flags flags(argc, argv);
-    const std::vector<size_t> sizes = parse_sizes(flags.get("floats", std::string("663000,206100000")));
-    const int versions = flags.get("versions", 8);
-    flags.finish();
+    const std::vector<size_t> sizes = parse_sizes(floats);
     if (versions < 1) throw InputError("--versions must be >= 1");
     if (size < 2) throw InputError("bench_weight_channel needs a rollout rank: mpirun -np 2 (or more)");
     std::vector<Row> rows;
@@ -145,6 +149,9 @@ int main(int argc, char** argv) {
   } catch (const InputError& e) {
     if (rank == 0) std::fprintf(stderr, "bench_weight_channel: %s\n", e.what());
     code = 2;
+  } catch (const std::exception& e) {  // the other ranks may wait in a barrier: end them all
+    std::fprintf(stderr, "bench_weight_channel: rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();
   return code;

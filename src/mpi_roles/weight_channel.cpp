@@ -103,6 +103,8 @@ int64_t WeightChannel::latest_version() { return read_word(kVersion); }
 int64_t WeightChannel::stop_code() { return read_word(kStop); }
 
 int64_t WeightChannel::try_pull(int64_t have, std::vector<float>& out) {
+  // (on the host, staging_ may hold a publication between begin and commit)
+  FORGE_CHECK(pending_ < 0, "weight channel: pull while version " + std::to_string(pending_) + " is being published");
   const int64_t v = read_word(kVersion);
   if (v < 0 || v <= have) return -1;
   const int b = static_cast<int>(v % 2);

@@ -60,8 +60,8 @@ TEST(WeightChannel, PulledCopiesAreWholeAndVersionsIncrease) {
 // In place: rank 0 fills the buffer begin_publish returns (as a device
 // backend's download does) and commits; the others pull exactly those
 // floats (a pull fills an empty vector, and one that finds nothing new
-// leaves the caller's floats alone). A commit without its begin, or a
-// second begin, is refused.
+// leaves the caller's floats alone). A commit without its begin, a second
+// begin, or the host's pull between begin and commit, is refused.
 TEST(WeightChannel, InPlacePublishIsPulledWhole) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -73,6 +73,8 @@ TEST(WeightChannel, InPlacePublishIsPulledWhole) {
     for (int64_t v = 0; v < 3; ++v) {
       float* dst = ch.begin_publish(v);
       EXPECT_THROW(ch.begin_publish(v + 1), Error);
+      std::vector<float> mine;
+      EXPECT_THROW(ch.try_pull(-1, mine), Error);  // would take the buffer being filled
       for (size_t i = 0; i < kFloats; ++i) dst[i] = static_cast<float>(1000 * v + i);
       ch.commit_publish(v);
     }
