@@ -100,7 +100,6 @@ int main(int argc, char** argv) {
   Backend& B = *gpu;
   const std::unique_ptr<Backend> gpu16 = make_backend("cuda", Precision::kBf16);
   Backend& B16 = *gpu16;  // works on B's buffers (same device), on its own stream
-  // A cuda backend made with an environment variable set, left as it was.
   // A backend made with these environment variables set (restored after).
   const auto backend_with = [](std::vector<std::pair<const char*, const char*>> vars, Precision precision) {
     std::vector<std::pair<bool, std::string>> kept;

@@ -200,10 +200,11 @@ for stage in "${stages[@]}"; do
       for dim in 64 128; do
         run profile 200 ncu --target-processes all -k 'regex:tree_attention_(fwd|dkdv|dq)_tc_kernel' -c 18 \
           "${sections[@]}" "$bin/bench_cuda_kernels" --tokens=4096 --dim=$dim --reps=1 --no-torch
-        # the opt-in wgmma kernels (the bench's "bf16 wgmma" and "bf16 wgmma
-        # x2" rows): two warm-ups and the timed call of the forward, then of
-        # dK/dV and dQ, with one warpgroup a block, then with two
-        run profile 200 ncu --target-processes all -k 'regex:tree_attention_(fwd|dkdv|dq)_wgmma_kernel' -c 18 \
+        # the opt-in wgmma kernels (the bench's "bf16 wgmma", "k128" and
+        # "bf16 wgmma x2" rows): two warm-ups and the timed call of the
+        # forward, of dK/dV and dQ, and of the 128-key forward, with one
+        # warpgroup a block, then with two (3 + 6 + 3 launches each)
+        run profile 200 ncu --target-processes all -k 'regex:tree_attention_(fwd|dkdv|dq)_wgmma_kernel' -c 24 \
           "${sections[@]}" "$bin/bench_cuda_kernels" --tokens=4096 --dim=$dim --reps=1 --no-torch
       done ;;
     merge)

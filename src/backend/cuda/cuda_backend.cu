@@ -107,6 +107,9 @@ class CudaBackend final : public Backend {
                "built for sm_90a: the mma.sync attention runs instead");
       wgmma_attention_ = 0;
     }
+    if (wgmma_step_keys_ == 128 && !wgmma_attention_)
+      log_warn("cuda: FORGE_CUDA_ATTENTION_WGMMA_KEYS=128 applies to the wgmma attention only "
+               "(FORGE_CUDA_ATTENTION_WGMMA, bf16, compute capability 9.0): ignored");
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);

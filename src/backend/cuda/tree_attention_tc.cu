@@ -798,7 +798,7 @@ __global__ void __launch_bounds__(kThreads, HeadDims<Ops, MaxD>::fwd_blocks(KT))
 // Needs D % 8 == 0, ld % 8 == 0 and 16-byte
 // aligned q, k, v (16-byte chunks; the launcher falls back to the kernel
 // above otherwise).
-constexpr int kWgmmaRows = 64;  // queries a block, keys a step
+constexpr int kWgmmaRows = 64;  // rows a warpgroup: its queries (keys in dK/dV); dQ's keys a step
 constexpr int kWgmmaItems = 2;  // 32-query items a step of the wgmma dK/dV kernel
 
 // 16-byte chunk c of row r of a canonical tile (elements, from its start).
@@ -958,14 +958,11 @@ __global__ void __launch_bounds__(WG * kThreads)
 
   // Step j (buffers b = j % 2): S_j = Q K_j^T and O += P_(j-1) V_(j-1)
   // issued together; the softmax of S_j runs while the latter is in flight
-  // (FlashAttention-3's intra-warpgroup overlap), O's rescale after it lands
+  // (FlashAttention-3's intra-warpgroup overlap), O's rescale after it lands.
+  // The next step's tiles are looked up (global loads) and their copies
+  // issued after the MMAs, so that neither delays them
   int b = 0;
   for (; step.kt[0] <= last; b ^= 1) {
-    const KeyStep<KT> next(p, step.after(), last, q0);
-    stage_keys(next, b ^ 1);  // key buffer b ^ 1: step j - 1's, read by its S
-    stage_values(step, b);    // value buffer b: step j - 2's, read by its P V
-    bool seen[KT];
-    step.seen_by(p, last, w0, w1, seen);
     float s[KT][1][kKeyGroups][4];
     float(&s_flat)[kStepKeys / 2] = reinterpret_cast<float(&)[kStepKeys / 2]>(s);
     const uint64_t desc_k = b ? desc_k1 : desc_k0;
@@ -978,6 +975,11 @@ __global__ void __launch_bounds__(WG * kThreads)
     for (int st = 0; st < Dk / 16; ++st) wgmma_ss<kStepKeys, 0, 0>(s_flat, desc_q + 16 * st, desc_k + 16 * st, st > 0);
     wgmma_commit();
     pv(b ^ 1);
+    const KeyStep<KT> next(p, step.after(), last, q0);
+    stage_keys(next, b ^ 1);  // key buffer b ^ 1: step j - 1's, read by its S (landed)
+    stage_values(step, b);    // value buffer b: step j - 2's, read by its P V (landed)
+    bool seen[KT];
+    step.seen_by(p, last, w0, w1, seen);
     wgmma_wait<1>(s_flat);  // S landed; the P V may be in flight
     float corr[2];
     softmax_scores(s, m, l, corr, 0, p, step, seen, r0, r1, scale2, g, t,
@@ -1546,14 +1548,14 @@ __global__ void __launch_bounds__(WG * kThreads)
   float(&dk_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(dk);
   float(&dv_flat)[Dk / 2] = reinterpret_cast<float(&)[Dk / 2]>(dv);
   for (int b = 0; i < i_end; b ^= 1, i += QT, at = at.plus<QT>(QT, tiles)) {
-    QueryStats next[QT]{};
-    stage(next, b ^ 1, i + QT, at.plus<QT>(QT, tiles));
     const uint64_t desc_q = wgmma_desc(Qs + b * kTile, 128, kRowGroup);
     const uint64_t desc_o = wgmma_desc(dOs + b * kTile, 128, kRowGroup);
     float s[QT][1][kKeyGroups][4], dp[QT][1][kKeyGroups][4];
     float(&s_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(s);
     float(&dp_flat)[kWgmmaRows / 2] = reinterpret_cast<float(&)[kWgmmaRows / 2]>(dp);
     score_products<Dk>(s_flat, dp_flat, desc_k, desc_q, desc_v, desc_o);
+    QueryStats next[QT]{};  // the next step's copies issued under the MMAs
+    stage(next, b ^ 1, i + QT, at.plus<QT>(QT, tiles));
     wgmma_wait<1>(s_flat);  // S^T landed; dP^T may be in flight
 #pragma unroll
     for (int u = 0; u < QT; ++u) {
@@ -1658,7 +1660,9 @@ __global__ void __launch_bounds__(WG * kThreads)
   // Step j (key buffer kb = j % 3, buffer b = j % 2): dQ_j's products stay
   // in flight across the step's barrier, into step j + 1 (retired by its
   // S's wait), so that step j + 1 stages K_(j+2) into a third buffer, not
-  // over K_j, which they read
+  // over K_j, which they read. (The next step's lookups and copies stay
+  // before the MMAs here: after them, as in the forward and dK/dV, they
+  // took 14-17 more registers, one resident block fewer at D <= 32.)
   for (int b = 0, kb = 0; step.kt[0] <= last; b ^= 1) {
     const KeyStep<KT> next(p, step.after(), last, q0);
     const int kb_next = kb == 2 ? 0 : kb + 1;  // step j - 2's: retired in step j - 1
