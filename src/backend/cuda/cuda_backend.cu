@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <unordered_map>
 
 #include "backend/backend_registry.hpp"
@@ -464,42 +465,40 @@ bool wgmma_supported() {
 #endif
 }
 
+namespace {
+
+// Which of `allowed` environment variable `name` holds (its index), or -1
+// where it is unset; an InputError naming the variable and the values
+// otherwise.
+int env_choice(const char* name, std::initializer_list<const char*> allowed) {
+  const char* v = std::getenv(name);
+  if (!v) return -1;
+  std::string values;
+  int i = 0;
+  for (const char* a : allowed) {
+    if (std::string(v) == a) return i;
+    values += (i == 0 ? "" : i + 1 == int(allowed.size()) ? " or " : ", ") + std::string(a);
+    ++i;
+  }
+  throw InputError(std::string(name) + " must be " + values + ", got '" + v + "'");
+}
+
+}  // namespace
+
 Fp32Attention fp32_attention_from_env() {
-  const char* v = std::getenv("FORGE_CUDA_FP32_ATTENTION");
-  if (!v || std::string(v) == "3xtf32") return Fp32Attention::k3xTf32;
-  if (std::string(v) == "exact") return Fp32Attention::kExact;
-  throw InputError(std::string("FORGE_CUDA_FP32_ATTENTION must be 3xtf32 or exact, got '") + v + "'");
+  return env_choice("FORGE_CUDA_FP32_ATTENTION", {"3xtf32", "exact"}) == 1 ? Fp32Attention::kExact
+                                                                           : Fp32Attention::k3xTf32;
 }
 
-int attention_step_tiles_from_env() {
-  const char* v = std::getenv("FORGE_CUDA_ATTENTION_STEP_TILES");
-  if (!v) return 0;
-  if (std::string(v) == "1") return 1;
-  if (std::string(v) == "2") return 2;
-  throw InputError(std::string("FORGE_CUDA_ATTENTION_STEP_TILES must be 1 or 2, got '") + v + "'");
-}
+int attention_step_tiles_from_env() { return env_choice("FORGE_CUDA_ATTENTION_STEP_TILES", {"1", "2"}) + 1; }
 
-bool bf16_working_activations_from_env() {
-  const char* v = std::getenv("FORGE_CUDA_BF16_WORKING");
-  if (!v || std::string(v) == "bf16") return true;
-  if (std::string(v) == "fp32") return false;
-  throw InputError(std::string("FORGE_CUDA_BF16_WORKING must be bf16 or fp32, got '") + v + "'");
-}
+bool bf16_working_activations_from_env() { return env_choice("FORGE_CUDA_BF16_WORKING", {"bf16", "fp32"}) != 1; }
 
-int wgmma_attention_from_env() {
-  const char* v = std::getenv("FORGE_CUDA_ATTENTION_WGMMA");
-  if (!v || std::string(v) == "0") return 0;
-  if (std::string(v) == "1") return 1;
-  if (std::string(v) == "2") return 2;
-  throw InputError(std::string("FORGE_CUDA_ATTENTION_WGMMA must be 0, 1 or 2, got '") + v + "'");
-}
+int wgmma_attention_from_env() { return std::max(0, env_choice("FORGE_CUDA_ATTENTION_WGMMA", {"0", "1", "2"})); }
 
 int wgmma_step_keys_from_env() {
-  const char* v = std::getenv("FORGE_CUDA_ATTENTION_WGMMA_KEYS");
-  if (!v) return 0;
-  if (std::string(v) == "64") return 64;
-  if (std::string(v) == "128") return 128;
-  throw InputError(std::string("FORGE_CUDA_ATTENTION_WGMMA_KEYS must be 64 or 128, got '") + v + "'");
+  const int i = env_choice("FORGE_CUDA_ATTENTION_WGMMA_KEYS", {"64", "128"});
+  return i < 0 ? 0 : 64 << i;
 }
 
 CudaOptions cuda_options_from_env() {
