@@ -1662,7 +1662,8 @@ __global__ void __launch_bounds__(WG * kThreads)
   // S's wait), so that step j + 1 stages K_(j+2) into a third buffer, not
   // over K_j, which they read. (The next step's lookups and copies stay
   // before the MMAs here: after them, as in the forward and dK/dV, they
-  // took 14-17 more registers, one resident block fewer at D <= 32.)
+  // took 14-17 more registers, one resident block fewer at D <= 32; the
+  // copies alone after them, the lookups before, as many.)
   for (int b = 0, kb = 0; step.kt[0] <= last; b ^= 1) {
     const KeyStep<KT> next(p, step.after(), last, q0);
     const int kb_next = kb == 2 ? 0 : kb + 1;  // step j - 2's: retired in step j - 1
