@@ -819,7 +819,13 @@ __device__ __forceinline__ void stage_canonical(uint16_t* tile, int at, const __
   constexpr int chunks = Dk / 8, stride = Threads / chunks, dst_step = stride * Dk;
   static_assert(stride % 8 == 0 && (Rows % stride == 0 || stride % Rows == 0));
   const unsigned tid = fresh_thread_index();
-  const int c = int(tid % unsigned(chunks)), i0 = int(tid / unsigned(chunks));
+  // Eight consecutive threads take one chunk column of eight consecutive
+  // rows: a core matrix, 128 contiguous bytes, every bank once, so a warp's
+  // writes land in 4 wavefronts. (Thread t on chunk t % chunks of row t /
+  // chunks put a row's chunks 128 bytes apart, on the same 4 banks: 16-way
+  // conflicts at D 128, 8-way at D 64.) A warp still reads whole 32-byte
+  // sectors: 4 chunks, 64 bytes, of each of 8 rows.
+  const int c = int(tid / 8u % unsigned(chunks)), i0 = int(tid % 8u + 8u * (tid / (8u * unsigned(chunks))));
   if (Rows < stride && i0 >= Rows) return;
   const int col = 8 * c < D ? 8 * c : 0, bytes = 8 * c < D ? 16 : 0;
   uint16_t* dst = tile + canonical_chunk<Dk>(i0, c) + at * Dk;
