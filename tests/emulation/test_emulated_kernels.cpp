@@ -175,6 +175,12 @@ TEST(EmulatedCuda, WgmmaStepKeysFromTheEnvironment) {
   EXPECT_THROW(cuda::make_cuda_backend(Precision::kBf16, {.wgmma_attention = 1, .wgmma_step_keys = 32}), InputError);
 }
 
+// The wgmma kernels' staging map: every chunk copied once, and each
+// 8-thread phase of a warp's 16-byte cp.async stores one aligned 128-byte
+// run of the canonical tile (no shared-memory bank conflict; a thread a
+// chunk along its row, the first map, fails it).
+TEST(EmulatedCuda, CanonicalStagingIsConflictFree) { EXPECT_EQ(cuda::check_canonical_staging(), ""); }
+
 // What runs: one where asked; two where the SM's shared memory holds the
 // two-tile kernels' resident blocks (the default) or one block of each
 // (asked for two: else a launch would fail); an H100's 228 KiB, an A100's 164.

@@ -47,6 +47,7 @@
 // D = 128 (the launchers raise the dynamic shared memory limit).
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda/cuda_compat.cuh"
 
@@ -172,5 +173,12 @@ size_t tree_attention_dkdv_turns(int T, int n_kv_heads);
 // dk, dv columns. bf16 mode and p.tf32x3 run the tensor-core backward
 // (tree_attention_tc.cu).
 void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream);
+
+// The wgmma kernels' staging map (tree_attention_tc.cu, stage_canonical) at
+// D 32, 64 and 128 and 128 or 256 threads: every chunk of the rows a pass
+// covers copied once, and each 8-thread phase of a warp's 16-byte stores
+// one aligned 128-byte run (no shared-memory bank conflict). "" or what
+// breaks it. Host code: no device needed.
+std::string check_canonical_staging();
 
 FORGE_CUDA_NAMESPACE_END

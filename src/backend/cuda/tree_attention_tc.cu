@@ -77,7 +77,9 @@
 // backward (as in FlashAttention-2 in bf16). 3xTF32: about FP32's accuracy
 // (mma.cuh). Both: P below 2^-126 flushes to zero (exp2_ftz).
 #include <algorithm>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/attention_operands.cuh"
@@ -803,8 +805,25 @@ constexpr int kWgmmaItems = 2;  // 32-query items a step of the wgmma dK/dV kern
 
 // 16-byte chunk c of row r of a canonical tile (elements, from its start).
 template <int Dk>
-__device__ __forceinline__ int canonical_chunk(int r, int c) {
+__host__ __device__ __forceinline__ int canonical_chunk(int r, int c) {
   return (r % 8) * 8 + (r / 8) * 8 * Dk + c * 64;
+}
+
+// The row (of the first Threads / (Dk / 8)) and chunk column thread tid
+// copies in stage_canonical: eight consecutive threads take one chunk
+// column of eight consecutive rows, a core matrix, 128 contiguous bytes,
+// every bank once, so a warp's writes land in 4 wavefronts. (Thread t on
+// chunk t % chunks of row t / chunks put a row's chunks 128 bytes apart, on
+// the same 4 banks: 32 wavefronts at D 64 and 128.) A warp still reads
+// whole 32-byte sectors: 4 chunks, 64 bytes, of each of 8 rows.
+// check_canonical_staging (tree_attention.cuh) holds it to that.
+struct StageSlot {
+  int row, chunk;
+};
+template <int Dk>
+__host__ __device__ __forceinline__ StageSlot canonical_stage_slot(unsigned tid) {
+  constexpr unsigned chunks = Dk / 8;
+  return {int(tid % 8u + 8u * (tid / (8u * chunks))), int(tid / 8u % chunks)};
 }
 
 // Rows [r0, r0 + Rows) (zero past T and from D on) into rows [at, at + Rows)
@@ -818,14 +837,8 @@ __device__ __forceinline__ void stage_canonical(uint16_t* tile, int at, const __
                                                 int T, int D) {
   constexpr int chunks = Dk / 8, stride = Threads / chunks, dst_step = stride * Dk;
   static_assert(stride % 8 == 0 && (Rows % stride == 0 || stride % Rows == 0));
-  const unsigned tid = fresh_thread_index();
-  // Eight consecutive threads take one chunk column of eight consecutive
-  // rows: a core matrix, 128 contiguous bytes, every bank once, so a warp's
-  // writes land in 4 wavefronts. (Thread t on chunk t % chunks of row t /
-  // chunks put a row's chunks 128 bytes apart, on the same 4 banks: 16-way
-  // conflicts at D 128, 8-way at D 64.) A warp still reads whole 32-byte
-  // sectors: 4 chunks, 64 bytes, of each of 8 rows.
-  const int c = int(tid / 8u % unsigned(chunks)), i0 = int(tid % 8u + 8u * (tid / (8u * unsigned(chunks))));
+  const StageSlot slot = canonical_stage_slot<Dk>(fresh_thread_index());
+  const int c = slot.chunk, i0 = slot.row;
   if (Rows < stride && i0 >= Rows) return;
   const int col = 8 * c < D ? 8 * c : 0, bytes = 8 * c < D ? 16 : 0;
   uint16_t* dst = tile + canonical_chunk<Dk>(i0, c) + at * Dk;
@@ -1940,6 +1953,44 @@ void launch_tree_attention_fwd_3xtf32(const TreeAttentionParams& p, cudaStream_t
 
 void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t stream) {
   launch_bwd_for<Tf32x3Operands>(p, fp32_inputs(p), stream);
+}
+
+std::string check_canonical_staging() {
+  std::string err;
+  const auto check = [&](auto dk, int threads) {
+    if (!err.empty()) return;  // the first failure only
+    constexpr int Dk = decltype(dk)::value, chunks = Dk / 8;
+    const int rows = threads / chunks;
+    std::vector<int> hits(size_t(rows) * chunks, 0);
+    for (int t = 0; t < threads && err.empty(); ++t) {
+      const StageSlot s = canonical_stage_slot<Dk>(unsigned(t));
+      if (s.row < 0 || s.row >= rows || s.chunk < 0 || s.chunk >= chunks) {
+        err = "thread " + std::to_string(t) + " off the tile";
+        break;
+      }
+      ++hits[size_t(s.row) * chunks + s.chunk];
+      if (t % 8 == 7) {  // an 8-thread phase of 16-byte stores: one aligned 128-byte run
+        std::vector<int> bytes;
+        for (int u = t - 7; u <= t; ++u) {
+          const StageSlot x = canonical_stage_slot<Dk>(unsigned(u));
+          bytes.push_back(2 * canonical_chunk<Dk>(x.row, x.chunk));
+        }
+        std::sort(bytes.begin(), bytes.end());
+        for (int i = 0; i < 8; ++i)
+          if (bytes[i] != bytes[0] + 16 * i || bytes[0] % 128 != 0) err = "threads " + std::to_string(t - 7) + ".." +
+                                                                          std::to_string(t) + " share banks";
+      }
+    }
+    for (size_t i = 0; i < hits.size() && err.empty(); ++i)
+      if (hits[i] != 1) err = "chunk " + std::to_string(i) + " copied " + std::to_string(hits[i]) + " times";
+    if (!err.empty()) err = "D " + std::to_string(Dk) + ", " + std::to_string(threads) + " threads: " + err;
+  };
+  for (int threads : {128, 256}) {
+    check(std::integral_constant<int, 32>{}, threads);
+    check(std::integral_constant<int, 64>{}, threads);
+    check(std::integral_constant<int, kMaxHeadDim>{}, threads);
+  }
+  return err;
 }
 
 FORGE_CUDA_NAMESPACE_END
