@@ -1955,42 +1955,41 @@ void launch_tree_attention_bwd_3xtf32(const TreeAttentionParams& p, cudaStream_t
   launch_bwd_for<Tf32x3Operands>(p, fp32_inputs(p), stream);
 }
 
-std::string check_canonical_staging() {
-  std::string err;
-  const auto check = [&](auto dk, int threads) {
-    if (!err.empty()) return;  // the first failure only
-    constexpr int Dk = decltype(dk)::value, chunks = Dk / 8;
-    const int rows = threads / chunks;
-    std::vector<int> hits(size_t(rows) * chunks, 0);
-    for (int t = 0; t < threads && err.empty(); ++t) {
-      const StageSlot s = canonical_stage_slot<Dk>(unsigned(t));
-      if (s.row < 0 || s.row >= rows || s.chunk < 0 || s.chunk >= chunks) {
-        err = "thread " + std::to_string(t) + " off the tile";
-        break;
-      }
-      ++hits[size_t(s.row) * chunks + s.chunk];
-      if (t % 8 == 7) {  // an 8-thread phase of 16-byte stores: one aligned 128-byte run
-        std::vector<int> bytes;
-        for (int u = t - 7; u <= t; ++u) {
-          const StageSlot x = canonical_stage_slot<Dk>(unsigned(u));
-          bytes.push_back(2 * canonical_chunk<Dk>(x.row, x.chunk));
-        }
-        std::sort(bytes.begin(), bytes.end());
-        for (int i = 0; i < 8; ++i)
-          if (bytes[i] != bytes[0] + 16 * i || bytes[0] % 128 != 0) err = "threads " + std::to_string(t - 7) + ".." +
-                                                                          std::to_string(t) + " share banks";
-      }
-    }
-    for (size_t i = 0; i < hits.size() && err.empty(); ++i)
-      if (hits[i] != 1) err = "chunk " + std::to_string(i) + " copied " + std::to_string(hits[i]) + " times";
-    if (!err.empty()) err = "D " + std::to_string(Dk) + ", " + std::to_string(threads) + " threads: " + err;
-  };
-  for (int threads : {128, 256}) {
-    check(std::integral_constant<int, 32>{}, threads);
-    check(std::integral_constant<int, 64>{}, threads);
-    check(std::integral_constant<int, kMaxHeadDim>{}, threads);
+namespace {
+
+// What breaks canonical_stage_slot<Dk>'s promise for a block of `threads`
+// threads, or "".
+template <int Dk>
+std::string staging_fault(int threads) {
+  constexpr int chunks = Dk / 8;
+  const int rows = threads / chunks;
+  std::vector<int> hits(size_t(rows) * chunks, 0), bytes(threads);
+  for (int t = 0; t < threads; ++t) {
+    const StageSlot s = canonical_stage_slot<Dk>(unsigned(t));
+    if (s.row < 0 || s.row >= rows || s.chunk < 0 || s.chunk >= chunks) return "thread " + std::to_string(t) + " off the tile";
+    ++hits[size_t(s.row) * chunks + s.chunk];
+    bytes[t] = 2 * canonical_chunk<Dk>(s.row, s.chunk);
   }
-  return err;
+  for (size_t i = 0; i < hits.size(); ++i)
+    if (hits[i] != 1) return "chunk " + std::to_string(i) + " copied " + std::to_string(hits[i]) + " times";
+  for (int t0 = 0; t0 < threads; t0 += 8) {  // an 8-thread phase of 16-byte stores: one aligned 128-byte run
+    std::sort(bytes.begin() + t0, bytes.begin() + t0 + 8);
+    for (int i = 0; i < 8; ++i)
+      if (bytes[t0] % 128 != 0 || bytes[t0 + i] != bytes[t0] + 16 * i)
+        return "threads " + std::to_string(t0) + ".." + std::to_string(t0 + 7) + " share banks";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string check_canonical_staging() {
+  for (int threads : {128, 256}) {
+    for (const auto& [dk, fault] : {std::pair{32, staging_fault<32>(threads)}, std::pair{64, staging_fault<64>(threads)},
+                                    std::pair{kMaxHeadDim, staging_fault<kMaxHeadDim>(threads)}})
+      if (!fault.empty()) return "D " + std::to_string(dk) + ", " + std::to_string(threads) + " threads: " + fault;
+  }
+  return "";
 }
 
 FORGE_CUDA_NAMESPACE_END
