@@ -59,6 +59,11 @@ struct TreeAttentionArgs {
 
 struct TreeAttentionGrads {
   const float* dout = nullptr;  // [T, n_heads * head_dim]
+  // Where dout is null: dO as bf16 ([T, n_heads * head_dim], packed), which
+  // the backward reads as it is (a backend that keeps activations as bf16,
+  // with qkv_bf16; other backends refuse it). The bf16 mode's dO, as the
+  // o-projection's backward writes it (Backend::linear_backward_bf16, dx16).
+  const uint16_t* dout_bf16 = nullptr;
   float* dq = nullptr;          // same layout as q (ld_qkv); overwritten
   float* dk = nullptr;          // overwritten
   float* dv = nullptr;          // overwritten
@@ -86,8 +91,12 @@ inline TreeAttentionArgs fused_tree_attention_args(int T, int n_heads, int n_kv_
   return a;
 }
 inline TreeAttentionGrads fused_tree_attention_grads(int n_heads, int n_kv_heads, int head_dim, const float* dout,
-                                                     float* dqkv) {
-  return {dout, dqkv, dqkv + n_heads * head_dim, dqkv + (n_heads + n_kv_heads) * head_dim};
+                                                     float* dqkv, const uint16_t* dout_bf16 = nullptr) {
+  return {.dout = dout,
+          .dout_bf16 = dout_bf16,
+          .dq = dqkv,
+          .dk = dqkv + n_heads * head_dim,
+          .dv = dqkv + (n_heads + n_kv_heads) * head_dim};
 }
 
 struct HeadArgs {
@@ -184,7 +193,9 @@ struct PolicyLossSums {
 
 // Compute precision of a backend. fp32: FP32 throughout. bf16 (cuda only):
 // GEMM inputs, the tree-attention Q/K/V and the head's hidden states are
-// rounded to bf16 (round to nearest even); accumulation, the head weights,
+// rounded to bf16 (round to nearest even), and in training the activation
+// gradients a GEMM hands to RMSNorm, SwiGLU and the attention
+// (model/transformer.hpp); accumulation, the head weights,
 // softmax statistics, master weights and optimizer state stay FP32
 // (docs/cuda.md, "Precision").
 enum class Precision { kFp32, kBf16 };
@@ -254,19 +265,25 @@ class Backend {
   // or (W16, where not null) bf16; in the backward dy [T, out] as FP32 (row
   // stride ld_dy) or (dy16, where not null) packed bf16 rows.
   // linear_fwd_bf16: y = x W^T + beta y (row stride ld_y);
-  // linear_backward_bf16: linear_backward on the widened values. The
-  // defaults widen into scratch; the CUDA backend hands bf16 operands to the
-  // GEMM as they are and rounds only the FP32 ones, bit for bit the same.
+  // linear_backward_bf16: linear_backward on the widened values, dx written
+  // in FP32 (row stride ld_dx) or, where dx is null, as bf16 (dx16, packed
+  // [T, in]: pack_bf16 of the FP32 dx; for a consumer that reads it as
+  // bf16, the activation gradients of the bf16 mode). The defaults widen
+  // into scratch; the CUDA backend hands bf16 operands to the GEMM as they
+  // are, rounds only the FP32 ones and has the GEMM write dx16, bit for bit
+  // the same.
   virtual void linear_fwd_bf16(int T, int in, int out, const float* x, const uint16_t* x16, const float* W,
                                const uint16_t* W16, float beta, float* y, int ld_y) {
     const Widened xw(*this, x16, size_t(T) * in), ww(*this, W16, size_t(out) * in);
     gemm(false, true, T, out, in, 1.0f, x16 ? xw.data : x, in, W16 ? ww.data : W, in, beta, y, ld_y);
   }
   virtual void linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16,
-                                    const float* W, const uint16_t* W16, const uint16_t* x16, float* dx, int ld_dx,
-                                    float* dW) {
+                                    const float* W, const uint16_t* W16, const uint16_t* x16, float* dx,
+                                    uint16_t* dx16, int ld_dx, float* dW) {
     const Widened x(*this, x16, size_t(T) * in), g(*this, dy16, size_t(T) * out), w(*this, W16, size_t(out) * in);
-    linear_backward(T, in, out, dy16 ? g.data : dy, dy16 ? out : ld_dy, W16 ? w.data : W, x.data, in, dx, ld_dx, dW);
+    const Result r(*this, dx, dx16, size_t(T) * in);
+    linear_backward(T, in, out, dy16 ? g.data : dy, dy16 ? out : ld_dy, W16 ? w.data : W, x.data, in, r.data,
+                    dx ? ld_dx : in, dW);
   }
   virtual void add_inplace(float* y, const float* x, size_t n) = 0;  // y += x
   virtual void scale(float* x, float s, size_t n) = 0;
@@ -308,6 +325,9 @@ class Backend {
   // *_bwd on x16 widened. Each writes its result either in FP32 (y, out,
   // dgu) or, where that pointer is null, as bf16 (y16, out16, dgu16:
   // pack_bf16 of the FP32 result; with bf16_operands(), for a GEMM). The
+  // backward forms read their incoming gradient in FP32 (dy, dout) or,
+  // where that pointer is null, as bf16 (dy16, dout16: packed [T, d] and
+  // [T, F], widened; as linear_backward_bf16's dx16 writes it). The
   // defaults do exactly that in steps (through scratch copies); the CUDA
   // backend fuses each into one pass, bit for bit the same.
   virtual void rmsnorm_fwd_keep(const float* x, const float* w, float* y, uint16_t* y16, float* rstd, uint16_t* x16,
@@ -322,10 +342,10 @@ class Backend {
     const Result r(*this, y, y16, size_t(T) * d);
     rmsnorm_fwd(x.data, w, r.data, rstd, T, d, eps);
   }
-  virtual void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, float* dx,
-                                float* dw, int T, int d) {
-    const Widened x(*this, x16, size_t(T) * d);
-    rmsnorm_bwd(x.data, w, rstd, dy, dx, dw, T, d);
+  virtual void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy,
+                                const uint16_t* dy16, float* dx, float* dw, int T, int d) {
+    const Widened x(*this, x16, size_t(T) * d), g(*this, dy ? nullptr : dy16, size_t(T) * d);
+    rmsnorm_bwd(x.data, w, rstd, dy ? dy : g.data, dx, dw, T, d);
   }
   virtual void swiglu_fwd_keep(const float* gu, float* out, uint16_t* out16, uint16_t* gu16, int T, int F) {
     const Result r(*this, out, out16, size_t(T) * F);
@@ -337,10 +357,11 @@ class Backend {
     const Result r(*this, out, out16, size_t(T) * F);
     swiglu_fwd(gu.data, r.data, T, F);
   }
-  virtual void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, uint16_t* dgu16, int T, int F) {
-    const Widened gu(*this, gu16, size_t(T) * 2 * F);
+  virtual void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, const uint16_t* dout16, float* dgu,
+                               uint16_t* dgu16, int T, int F) {
+    const Widened gu(*this, gu16, size_t(T) * 2 * F), g(*this, dout ? nullptr : dout16, size_t(T) * F);
     const Result r(*this, dgu, dgu16, size_t(T) * 2 * F);
-    swiglu_bwd(gu.data, dout, r.data, T, F);
+    swiglu_bwd(gu.data, dout ? dout : g.data, r.data, T, F);
   }
 
   virtual void tree_attention_fwd(const TreeAttentionArgs& a) = 0;

@@ -85,9 +85,9 @@ void ProfiledBackend::linear_fwd_bf16(int T, int in, int out, const float* x, co
 }
 void ProfiledBackend::linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16,
                                            const float* W, const uint16_t* W16, const uint16_t* x16, float* dx,
-                                           int ld_dx, float* dW) {
+                                           uint16_t* dx16, int ld_dx, float* dW) {
   timed("linear backward", 4.0 * T * in * out,
-        [&] { inner_.linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, W16, x16, dx, ld_dx, dW); });
+        [&] { inner_.linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, W16, x16, dx, dx16, ld_dx, dW); });
 }
 void ProfiledBackend::add_inplace(float* y, const float* x, size_t n) {
   timed("add_inplace", 0, [&] { inner_.add_inplace(y, x, n); });
@@ -135,8 +135,8 @@ void ProfiledBackend::rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, floa
   timed("rmsnorm_fwd (bf16 x)", 0, [&] { inner_.rmsnorm_fwd_bf16(x16, w, y, y16, rstd, T, d, eps); });
 }
 void ProfiledBackend::rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy,
-                                       float* dx, float* dw, int T, int d) {
-  timed("rmsnorm_bwd (bf16 x)", 0, [&] { inner_.rmsnorm_bwd_bf16(x16, w, rstd, dy, dx, dw, T, d); });
+                                       const uint16_t* dy16, float* dx, float* dw, int T, int d) {
+  timed("rmsnorm_bwd (bf16 x)", 0, [&] { inner_.rmsnorm_bwd_bf16(x16, w, rstd, dy, dy16, dx, dw, T, d); });
 }
 void ProfiledBackend::swiglu_fwd_keep(const float* gu, float* out, uint16_t* out16, uint16_t* gu16, int T, int F) {
   timed("swiglu_fwd (keeps bf16 g|u)", 0, [&] { inner_.swiglu_fwd_keep(gu, out, out16, gu16, T, F); });
@@ -144,9 +144,9 @@ void ProfiledBackend::swiglu_fwd_keep(const float* gu, float* out, uint16_t* out
 void ProfiledBackend::swiglu_fwd_bf16(const uint16_t* gu16, float* out, uint16_t* out16, int T, int F) {
   timed("swiglu_fwd (bf16 g|u)", 0, [&] { inner_.swiglu_fwd_bf16(gu16, out, out16, T, F); });
 }
-void ProfiledBackend::swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, uint16_t* dgu16, int T,
-                                      int F) {
-  timed("swiglu_bwd (bf16 g|u)", 0, [&] { inner_.swiglu_bwd_bf16(gu16, dout, dgu, dgu16, T, F); });
+void ProfiledBackend::swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, const uint16_t* dout16, float* dgu,
+                                      uint16_t* dgu16, int T, int F) {
+  timed("swiglu_bwd (bf16 g|u)", 0, [&] { inner_.swiglu_bwd_bf16(gu16, dout, dout16, dgu, dgu16, T, F); });
 }
 
 void ProfiledBackend::tree_attention_fwd(const TreeAttentionArgs& a) {

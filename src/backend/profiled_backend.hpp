@@ -65,7 +65,8 @@ class ProfiledBackend final : public Backend {
   void linear_fwd_bf16(int T, int in, int out, const float* x, const uint16_t* x16, const float* W,
                        const uint16_t* W16, float beta, float* y, int ld_y) override;
   void linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16, const float* W,
-                            const uint16_t* W16, const uint16_t* x16, float* dx, int ld_dx, float* dW) override;
+                            const uint16_t* W16, const uint16_t* x16, float* dx, uint16_t* dx16, int ld_dx,
+                            float* dW) override;
   void add_inplace(float* y, const float* x, size_t n) override;
   void scale(float* x, float s, size_t n) override;
   double sum_squares(const float* x, size_t n) override;
@@ -85,11 +86,12 @@ class ProfiledBackend final : public Backend {
                         int d, float eps) override;
   void rmsnorm_fwd_bf16(const uint16_t* x16, const float* w, float* y, uint16_t* y16, float* rstd, int T, int d,
                         float eps) override;
-  void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
-                        int T, int d) override;
+  void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, const uint16_t* dy16,
+                        float* dx, float* dw, int T, int d) override;
   void swiglu_fwd_keep(const float* gu, float* out, uint16_t* out16, uint16_t* gu16, int T, int F) override;
   void swiglu_fwd_bf16(const uint16_t* gu16, float* out, uint16_t* out16, int T, int F) override;
-  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, uint16_t* dgu16, int T, int F) override;
+  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, const uint16_t* dout16, float* dgu, uint16_t* dgu16,
+                       int T, int F) override;
 
   void tree_attention_fwd(const TreeAttentionArgs& a) override;
   void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override;

@@ -24,7 +24,7 @@ class TreeAttention final : public BlockAttention {
   void backward(int, const float* qkv, int ld, const float* out, const float* lse, const AttentionBf16& bf16,
                 const float* dout, float* dqkv) override {
     B_.tree_attention_bwd(args(qkv, ld, const_cast<float*>(out), const_cast<float*>(lse), bf16),
-                          fused_tree_attention_grads(c_.n_heads, c_.n_kv_heads, c_.head_dim(), dout, dqkv));
+                          fused_tree_attention_grads(c_.n_heads, c_.n_kv_heads, c_.head_dim(), dout, dqkv, bf16.dout));
   }
 
  private:

@@ -78,6 +78,7 @@ size_t TransformerActivations::bytes() const {
                         &d_xf_rows_})
     add(*a);
   add(dy16_);
+  add(dgrad16_);
   return b;
 }
 
@@ -227,17 +228,32 @@ void Transformer::backward(const float* P, const uint16_t* P16, float* G, const 
 
   // With bf16 operands (forward()): h and silu(g) u recomputed as bf16,
   // dg|du and dq|dk|dv made as bf16, each read as it is by its layer's
-  // linear_backward; the attention output read from its kept bf16 copy.
+  // linear_backward; the attention output read from its kept bf16 copy;
+  // d(silu(g) u), dh and dO made as bf16 by their GEMMs (dgrad16) and read
+  // so. With bf16 activations and FP32 working buffers, those three rounded
+  // in place: the same values.
   const bool narrow = act.bf16_working_;
-  act.d_act_.ensure(B, static_cast<size_t>(T) * F);
-  if (narrow)
+  const size_t grad16 = static_cast<size_t>(T) * std::max({F, d, HD});
+  if (pack) act.dgrad16_.ensure(B, grad16);
+  if (narrow) {
     act.dy16_.ensure(B, static_cast<size_t>(T) * std::max(2 * F, QKV));
-  else
+  } else {
     act.d_gu_.ensure(B, static_cast<size_t>(T) * 2 * F);
-  act.d_h_.ensure(B, Td);
-  act.d_att_.ensure(B, static_cast<size_t>(T) * HD);
+    act.d_act_.ensure(B, static_cast<size_t>(T) * F);
+    act.d_h_.ensure(B, Td);
+    act.d_att_.ensure(B, static_cast<size_t>(T) * HD);
+  }
   act.d_qkv_.ensure(B, static_cast<size_t>(T) * QKV);
   float* dx = act.dx_.data();
+  uint16_t* dgrad16 = narrow ? act.dgrad16_.data() : nullptr;
+  float* d_act = narrow ? nullptr : act.d_act_.data();
+  float* d_h = narrow ? nullptr : act.d_h_.data();
+  float* d_att = narrow ? nullptr : act.d_att_.data();
+  const auto to_bf16_values = [&](float* g, size_t n) {  // FP32 working buffers, bf16 activations
+    if (!pack || narrow) return;
+    B.pack_bf16(g, act.dgrad16_.data(), n);
+    B.unpack_bf16(act.dgrad16_.data(), g, n);
+  };
   for (int l = c_.n_layers - 1; l >= 0; --l) {
     TransformerActivations::Layer& kept = act.layer(l);
     TransformerActivations::Layer& a = pack ? act.layers_[0] : kept;
@@ -258,34 +274,38 @@ void Transformer::backward(const float* P, const uint16_t* P16, float* G, const 
     // MLP: x_out = x_mid + act Wd^T
     if (narrow) {
       B.swiglu_fwd_bf16(kept16(kGuPart), nullptr, a.act16.data(), T, F);
-      B.linear_backward_bf16(T, F, d, dx, d, nullptr, P + o.w_down, w16(o.w_down), a.act16.data(), act.d_act_.data(),
+      B.linear_backward_bf16(T, F, d, dx, d, nullptr, P + o.w_down, w16(o.w_down), a.act16.data(), nullptr, dgrad16,
                              F, G + o.w_down);
-      B.swiglu_bwd_bf16(kept16(kGuPart), act.d_act_.data(), nullptr, act.dy16_.data(), T, F);
+      B.swiglu_bwd_bf16(kept16(kGuPart), nullptr, dgrad16, nullptr, act.dy16_.data(), T, F);
       B.rmsnorm_fwd_bf16(kept16(kXmidPart), P + o.mlp_norm, nullptr, h16, a.rstd2.data(), T, d, c_.norm_eps);
       B.linear_backward_bf16(T, d, 2 * F, nullptr, 2 * F, act.dy16_.data(), P + o.w_gate_up, w16(o.w_gate_up), h16,
-                             act.d_h_.data(), d, G + o.w_gate_up);
+                             nullptr, dgrad16, d, G + o.w_gate_up);
     } else {
-      B.linear_backward(T, F, d, dx, d, P + o.w_down, a.act.data(), F, act.d_act_.data(), F, G + o.w_down);
+      B.linear_backward(T, F, d, dx, d, P + o.w_down, a.act.data(), F, d_act, F, G + o.w_down);
+      to_bf16_values(d_act, static_cast<size_t>(T) * F);
       if (pack)
-        B.swiglu_bwd_bf16(kept16(kGuPart), act.d_act_.data(), act.d_gu_.data(), nullptr, T, F);
+        B.swiglu_bwd_bf16(kept16(kGuPart), d_act, nullptr, act.d_gu_.data(), nullptr, T, F);
       else
-        B.swiglu_bwd(a.gu.data(), act.d_act_.data(), act.d_gu_.data(), T, F);
-      B.linear_backward(T, d, 2 * F, act.d_gu_.data(), 2 * F, P + o.w_gate_up, a.h2.data(), d, act.d_h_.data(), d,
+        B.swiglu_bwd(a.gu.data(), d_act, act.d_gu_.data(), T, F);
+      B.linear_backward(T, d, 2 * F, act.d_gu_.data(), 2 * F, P + o.w_gate_up, a.h2.data(), d, d_h, d,
                         G + o.w_gate_up);
+      to_bf16_values(d_h, Td);
     }
     if (pack)
-      B.rmsnorm_bwd_bf16(kept16(kXmidPart), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
+      B.rmsnorm_bwd_bf16(kept16(kXmidPart), P + o.mlp_norm, a.rstd2.data(), d_h, dgrad16, dx, G + o.mlp_norm, T, d);
     else
-      B.rmsnorm_bwd(a.x_mid.data(), P + o.mlp_norm, a.rstd2.data(), act.d_h_.data(), dx, G + o.mlp_norm, T, d);
+      B.rmsnorm_bwd(a.x_mid.data(), P + o.mlp_norm, a.rstd2.data(), d_h, dx, G + o.mlp_norm, T, d);
     // Attention: x_mid = x_in + att Wo^T
-    const AttentionBf16 att16{kept16(kQkvPart), false, narrow ? kept16(kAttPart) : nullptr};
-    if (narrow)
-      B.linear_backward_bf16(T, HD, d, dx, d, nullptr, P + o.wo, w16(o.wo), att16.out, act.d_att_.data(), HD,
+    const AttentionBf16 att16{kept16(kQkvPart), false, narrow ? kept16(kAttPart) : nullptr, dgrad16};
+    if (narrow) {
+      B.linear_backward_bf16(T, HD, d, dx, d, nullptr, P + o.wo, w16(o.wo), att16.out, nullptr, dgrad16, HD,
                              G + o.wo);
-    else
-      B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, act.d_att_.data(), HD, G + o.wo);
+    } else {
+      B.linear_backward(T, HD, d, dx, d, P + o.wo, a.att.data(), HD, d_att, HD, G + o.wo);
+      to_bf16_values(d_att, static_cast<size_t>(T) * HD);
+    }
     attention.backward(l, narrow ? nullptr : a.qkv.data(), QKV, narrow ? nullptr : a.att.data(), kept.lse.data(),
-                       att16, act.d_att_.data(), act.d_qkv_.data());
+                       att16, d_att, act.d_qkv_.data());
     if (narrow) {
       uint16_t* dqkv16 = act.dy16_.data();
       B.rope_bf16(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true, dqkv16);
@@ -294,19 +314,19 @@ void Transformer::backward(const float* P, const uint16_t* P16, float* G, const 
         B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
       }
       B.rmsnorm_fwd_bf16(kept16(kXinPart), P + o.attn_norm, nullptr, h16, a.rstd1.data(), T, d, c_.norm_eps);
-      B.linear_backward_bf16(T, d, QKV, nullptr, QKV, dqkv16, P + o.wqkv, w16(o.wqkv), h16, act.d_h_.data(), d,
+      B.linear_backward_bf16(T, d, QKV, nullptr, QKV, dqkv16, P + o.wqkv, w16(o.wqkv), h16, nullptr, dgrad16, d,
                              G + o.wqkv);
     } else {
       B.rope(act.d_qkv_.data(), act.position_, T, H + c_.n_kv_heads, hd, QKV, inv_freq_.data(), true);
       if (c_.qkv_bias)  // dbqkv += 1^T dqkv
         B.gemm(true, false, 1, QKV, T, 1.0f, act.ones_.data(), 1, act.d_qkv_.data(), QKV, 1.0f, G + o.bqkv, QKV);
-      B.linear_backward(T, d, QKV, act.d_qkv_.data(), QKV, P + o.wqkv, a.h1.data(), d, act.d_h_.data(), d,
-                        G + o.wqkv);
+      B.linear_backward(T, d, QKV, act.d_qkv_.data(), QKV, P + o.wqkv, a.h1.data(), d, d_h, d, G + o.wqkv);
+      to_bf16_values(d_h, Td);
     }
     if (pack)
-      B.rmsnorm_bwd_bf16(kept16(kXinPart), P + o.attn_norm, a.rstd1.data(), act.d_h_.data(), dx, G + o.attn_norm, T, d);
+      B.rmsnorm_bwd_bf16(kept16(kXinPart), P + o.attn_norm, a.rstd1.data(), d_h, dgrad16, dx, G + o.attn_norm, T, d);
     else
-      B.rmsnorm_bwd(a.x_in.data(), P + o.attn_norm, a.rstd1.data(), act.d_h_.data(), dx, G + o.attn_norm, T, d);
+      B.rmsnorm_bwd(a.x_in.data(), P + o.attn_norm, a.rstd1.data(), d_h, dx, G + o.attn_norm, T, d);
   }
   B.embedding_bwd(token, dx, G + embed_, T, d);
 }

@@ -39,6 +39,17 @@
 // the attention would have rounded exactly those values, so
 // results are bit for bit those of FP32 working buffers, with half their
 // bytes and no rounding passes (Backend::linear_fwd_bf16, linear_backward_bf16).
+//
+// Activation gradients, with activations kept as bf16: those that a GEMM's
+// backward makes (dx = dy W) and an elementwise backward or the attention
+// reads are bf16 values, as under torch's autocast (a bf16 GEMM's output):
+// RMSNorm's incoming dh (both norms), SwiGLU's incoming d(silu(g) u) and the
+// attention's dO. With bf16 operands the GEMM writes them as bf16
+// (linear_backward_bf16's dx16) and their readers take them so
+// (rmsnorm_bwd_bf16's dy16, swiglu_bwd_bf16's dout16,
+// TreeAttentionGrads::dout_bf16); with FP32 working buffers they are
+// rounded in place, the same values. The residual stream's dx stays FP32,
+// as do dq|dk|dv (the attention's output, accumulated in FP32).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -59,6 +70,7 @@ struct AttentionBf16 {
   uint16_t* qkv = nullptr;
   bool qkv_given = false;
   uint16_t* out = nullptr;
+  const uint16_t* dout = nullptr;  // backward: dO as bf16 (TreeAttentionGrads::dout_bf16), in place of the FP32 dO
 };
 
 // The attention of one pass over T rows. forward() reads the layer's q, k, v
@@ -111,8 +123,11 @@ class TransformerActivations {
   // backward scratch
   DeviceArray<float> dx_, d_act_, d_gu_, d_h_, d_att_, d_qkv_, d_xf_rows_;
   // With bf16 operands: the gradient a linear_backward reads as bf16, dg|du
-  // (in place of d_gu_) and then dq|dk|dv after RoPE's backward.
-  DeviceArray<uint16_t> dy16_;
+  // (in place of d_gu_) and then dq|dk|dv after RoPE's backward; and the
+  // gradient one writes as bf16, d(silu(g) u), dh and dO (in place of
+  // d_act_, d_h_ and d_att_). With FP32 working buffers, dgrad16_ is the
+  // scratch of their rounding in place.
+  DeviceArray<uint16_t> dy16_, dgrad16_;
 };
 
 class Transformer {

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
@@ -386,10 +387,22 @@ inline void rmsnorm_kept_bf16(Backend& dev) {
   dx_ref.upload(dev, dx0);
   dw16.upload(dev, dw0);
   dw_ref.upload(dev, dw0);
-  dev.rmsnorm_bwd_bf16(kept.data(), w.data(), rstd16.data(), dy.data(), dx16.data(), dw16.data(), T, d);
+  dev.rmsnorm_bwd_bf16(kept.data(), w.data(), rstd16.data(), dy.data(), nullptr, dx16.data(), dw16.data(), T, d);
   dev.rmsnorm_bwd(wide.data(), w.data(), rstd_ref.data(), dy.data(), dx_ref.data(), dw_ref.data(), T, d);
   EXPECT_EQ(dx16.download(), dx_ref.download()) << "rmsnorm_bwd_bf16 dx (accumulated)";
   EXPECT_EQ(dw16.download(), dw_ref.download()) << "rmsnorm_bwd_bf16 dw (accumulated)";
+  // dy as bf16 (dy16, dy null) in place of an FP32 dy holding the same values.
+  DeviceArray<uint16_t> dy16(dev, n);
+  DeviceArray<float> dy_r(dev, n), dx_a, dx_b, dw_a, dw_b;
+  dev.pack_bf16(dy.data(), dy16.data(), n);
+  dev.unpack_bf16(dy16.data(), dy_r.data(), n);
+  for (auto* a : {&dx_a, &dx_b}) a->upload(dev, dx0);
+  for (auto* a : {&dw_a, &dw_b}) a->upload(dev, dw0);
+  dev.rmsnorm_bwd_bf16(kept.data(), w.data(), rstd16.data(), nullptr, dy16.data(), dx_a.data(), dw_a.data(), T, d);
+  dev.rmsnorm_bwd_bf16(kept.data(), w.data(), rstd16.data(), dy_r.data(), nullptr, dx_b.data(), dw_b.data(), T, d);
+  EXPECT_EQ(dx_a.download(), dx_b.download()) << "rmsnorm_bwd_bf16 dx from dy as bf16";
+  EXPECT_EQ(dw_a.download(), dw_b.download()) << "rmsnorm_bwd_bf16 dw from dy as bf16";
+  EXPECT_NE(dx_a.download(), dx16.download()) << "the case cannot tell a bf16 dy from FP32";
 }
 
 // g|u kept as bf16 (Backend::swiglu_fwd_keep, swiglu_fwd_bf16,
@@ -415,7 +428,7 @@ inline void swiglu_kept_bf16(Backend& dev) {
   EXPECT_EQ(out_keep_b.download(), packed_bits(dev, out)) << "swiglu_fwd_keep's out as bf16";
   EXPECT_EQ(kept_b.download(), packed.download()) << "swiglu_fwd_keep's bf16 g|u (out as bf16)";
   dev.swiglu_fwd_bf16(kept.data(), out16.data(), nullptr, T, F);
-  dev.swiglu_bwd_bf16(kept.data(), dout.data(), dgu16.data(), nullptr, T, F);
+  dev.swiglu_bwd_bf16(kept.data(), dout.data(), nullptr, dgu16.data(), nullptr, T, F);
   dev.unpack_bf16(packed.data(), wide.data(), 2 * n);
   dev.swiglu_fwd(wide.data(), out_ref.data(), T, F);
   dev.swiglu_bwd(wide.data(), dout.data(), dgu_ref.data(), T, F);
@@ -424,9 +437,18 @@ inline void swiglu_kept_bf16(Backend& dev) {
   EXPECT_NE(got, out.download()) << "the case cannot tell bf16 g|u from FP32";
   EXPECT_EQ(dgu16.download(), dgu_ref.download()) << "swiglu_bwd_bf16";
   dev.swiglu_fwd_bf16(kept.data(), nullptr, out16_b.data(), T, F);
-  dev.swiglu_bwd_bf16(kept.data(), dout.data(), nullptr, dgu16_b.data(), T, F);
+  dev.swiglu_bwd_bf16(kept.data(), dout.data(), nullptr, nullptr, dgu16_b.data(), T, F);
   EXPECT_EQ(out16_b.download(), packed_bits(dev, out_ref)) << "swiglu_fwd_bf16's out as bf16";
   EXPECT_EQ(dgu16_b.download(), packed_bits(dev, dgu_ref)) << "swiglu_bwd_bf16's dg|du as bf16";
+  // dout as bf16 (dout16, dout null) in place of an FP32 dout holding the same values.
+  DeviceArray<uint16_t> dout16(dev, n);
+  DeviceArray<float> dout_r(dev, n), dgu_a(dev, 2 * n), dgu_b(dev, 2 * n);
+  dev.pack_bf16(dout.data(), dout16.data(), n);
+  dev.unpack_bf16(dout16.data(), dout_r.data(), n);
+  dev.swiglu_bwd_bf16(kept.data(), nullptr, dout16.data(), dgu_a.data(), nullptr, T, F);
+  dev.swiglu_bwd_bf16(kept.data(), dout_r.data(), nullptr, dgu_b.data(), nullptr, T, F);
+  EXPECT_EQ(dgu_a.download(), dgu_b.download()) << "swiglu_bwd_bf16 from dout as bf16";
+  EXPECT_NE(dgu_a.download(), dgu16.download()) << "the case cannot tell a bf16 dout from FP32";
 }
 
 inline void adamw(Backend& dev, Backend& cpu) {
@@ -919,8 +941,8 @@ inline void linear_on_bf16_activations(Backend& dev) {
     dx.upload(dev, c.dx);
     dW.upload(dev, c.dW);
     if (bf16_form)
-      dev.linear_backward_bf16(c.T, c.in, c.out, dy_f32, ld_dy, dy_b, W.data(), w_b, x16.data(), dx.data(), c.ld_dx,
-                               dW.data());
+      dev.linear_backward_bf16(c.T, c.in, c.out, dy_f32, ld_dy, dy_b, W.data(), w_b, x16.data(), dx.data(), nullptr,
+                               c.ld_dx, dW.data());
     else
       dev.linear_backward(c.T, c.in, c.out, dy_f32, ld_dy, w, xr.data(), c.in, dx.data(), c.ld_dx, dW.data());
     return LinearResult{dx.download(), dW.download()};
@@ -933,6 +955,28 @@ inline void linear_on_bf16_activations(Backend& dev) {
   const LinearResult got16 = backward(nullptr, 0, dy16.data(), nullptr, W16.data(), true);
   EXPECT_EQ(got16.dx, want16.dx) << "linear_backward_bf16 dx (bf16 x, dy and W) against linear_backward";
   EXPECT_EQ(got16.dW, want16.dW) << "linear_backward_bf16 dW (bf16 x, dy and W) against linear_backward";
+  // dx written as bf16 (dx16, packed [T, in]): pack_bf16 of the FP32 dx, the same dW.
+  DeviceArray<uint16_t> dx16(dev, size_t(c.T) * c.in);
+  DeviceArray<float> dW;
+  dW.upload(dev, c.dW);
+  dev.linear_backward_bf16(c.T, c.in, c.out, nullptr, 0, dy16.data(), nullptr, W16.data(), x16.data(), nullptr,
+                           dx16.data(), c.ld_dx, dW.data());
+  std::vector<uint16_t> dx_bits(dx16.size());
+  for (int t = 0; t < c.T; ++t)
+    for (int i = 0; i < c.in; ++i)
+      dx_bits[size_t(t) * c.in + i] = float_to_bf16(want16.dx[size_t(t) * c.ld_dx + i]);
+  // On a GPU, cuBLAS may pick another kernel (another summation order) for
+  // a bf16 C than for an FP32 one: a few values may round to the
+  // neighbouring bf16. Truncating instead of rounding moves about half.
+  const std::vector<uint16_t> got_bits = dx16.download();
+  size_t off_by_one = 0;
+  for (size_t i = 0; i < dx_bits.size(); ++i) {
+    if (got_bits[i] == dx_bits[i]) continue;
+    EXPECT_EQ(std::abs(int(got_bits[i]) - int(dx_bits[i])), 1) << "linear_backward_bf16 dx written as bf16, at " << i;
+    ++off_by_one;
+  }
+  EXPECT_LE(off_by_one, dx_bits.size() / 100) << "linear_backward_bf16 dx written as bf16: values one bf16 off";
+  EXPECT_EQ(dW.download(), want16.dW) << "linear_backward_bf16 dW (dx written as bf16)";
 }
 
 // Q, K and V rounded; forward and backward.
@@ -1016,6 +1060,17 @@ inline void tree_attention_bf16_kept_qkv(Backend& dev, const AttentionShape& sh,
   a.out_bf16 = out16.data();
   dev.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data()));
   EXPECT_EQ(dqkv.download(), from_rounded) << "dq|dk|dv with the output kept as bf16" << at;
+  // dO as bf16 (TreeAttentionGrads::dout_bf16, dout null: the o-projection's
+  // bf16 dx) in place of an FP32 dO holding the same values.
+  DeviceArray<uint16_t> dout16(dev, size_t(T) * HD);
+  dev.pack_bf16(dout.data(), dout16.data(), dout16.size());
+  dev.unpack_bf16(dout16.data(), dout.data(), dout16.size());
+  dev.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, dout.data(), dqkv.data()));
+  const std::vector<float> from_rounded_dout = dqkv.download();
+  EXPECT_NE(from_rounded_dout, from_rounded) << "the case cannot tell a rounded dO from FP32" << at;
+  dout.upload(dev, std::vector<float>(dout16.size(), std::nanf("")));
+  dev.tree_attention_bwd(a, fused_tree_attention_grads(H, Hkv, D, nullptr, dqkv.data(), dout16.data()));
+  EXPECT_EQ(dqkv.download(), from_rounded_dout) << "dq|dk|dv from dO given as bf16" << at;
 }
 
 // Hidden states rounded; head weights FP32.

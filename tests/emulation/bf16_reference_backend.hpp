@@ -71,7 +71,8 @@ class Bf16ReferenceBackend final : public Backend {
   // A caller's kept bf16 q|k|v (TreeAttentionArgs::qkv_bf16): the forward
   // writes them (or finds them there: qkv_bf16_given), the backward reads Q,
   // K and V from them; the output as bf16 (out_bf16) written by the forward
-  // and read by the backward: as the CUDA bf16 mode.
+  // and read by the backward, which may take dO as bf16 too
+  // (TreeAttentionGrads::dout_bf16): as the CUDA bf16 mode.
   void tree_attention_fwd(const TreeAttentionArgs& a) override {
     if (!a.out_bf16) return forward(a);
     // The output as bf16 (bf16 operands): computed in FP32, then rounded.
@@ -82,9 +83,16 @@ class Bf16ReferenceBackend final : public Backend {
     forward(f);
     for (size_t i = 0; i < out.size(); ++i) a.out_bf16[i] = float_to_bf16(out[i]);
   }
-  void tree_attention_bwd(const TreeAttentionArgs& a_in, const TreeAttentionGrads& g) override {
+  void tree_attention_bwd(const TreeAttentionArgs& a_in, const TreeAttentionGrads& g_in) override {
     TreeAttentionArgs a = a_in;
-    std::vector<float> out;
+    TreeAttentionGrads g = g_in;
+    std::vector<float> out, dout;
+    if (!g.dout && g.dout_bf16) {  // dO as bf16 (the o-projection's dx16), widened
+      dout.resize(size_t(a.T) * a.n_heads * a.head_dim);
+      for (size_t i = 0; i < dout.size(); ++i) dout[i] = bf16_to_float(g.dout_bf16[i]);
+      g.dout = dout.data();
+      g.dout_bf16 = nullptr;
+    }
     if (a.out_bf16) {  // the kept bf16 output, widened
       out.resize(size_t(a.T) * a.n_heads * a.head_dim);
       for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(a.out_bf16[i]);

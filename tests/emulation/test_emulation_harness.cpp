@@ -1,7 +1,7 @@
 // The emulation harness itself: block barriers order shared-memory writes
 // and reads, shuffles exchange across lanes (xor, down, broadcast, partial
 // last warp), atomics from many blocks, 2-D blocks and grids; bf16 rounds to
-// nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values;
+// nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values (a bf16 C rounded);
 // the tensor-core MMAs (mma.sync, wgmma) and ldmatrix follow the PTX ISA's fragment layouts;
 // cp.async lands at the thread's wait, zero-filled past its source bytes.
 #include <gtest/gtest.h>
@@ -142,19 +142,32 @@ TEST(EmulationHarness, GemmExOnBf16Inputs) {
   std::vector<__nv_bfloat16> a16, b16;
   for (float x : a) a16.push_back(__float2bfloat16(x));
   for (float x : b) b16.push_back(__float2bfloat16(x));
-  std::vector<float> c(4, 1.0f);
   const float alpha = 2, beta = 1;
-  ASSERT_EQ(cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &alpha, a16.data(), CUDA_R_16BF, 3,
-                         b16.data(), CUDA_R_16BF, 3, &beta, c.data(), CUDA_R_32F, 2, CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT),
-            CUBLAS_STATUS_SUCCESS);
+  // C (column-major 2x2, ld 2) of c_type = alpha A B + beta C, from the bf16 inputs.
+  const auto gemm_ex = [&](void* c, cudaDataType_t c_type) {
+    return cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &alpha, a16.data(), CUDA_R_16BF, 3, b16.data(),
+                        CUDA_R_16BF, 3, &beta, c, c_type, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  const auto product = [&](int i, int j) {  // (A B)[i][j] on the rounded A
+    float sum = 0;
+    for (int k = 0; k < 3; ++k) sum += __bfloat162float(a16[k * 3 + i]) * b[j * 3 + k];
+    return sum;
+  };
+  std::vector<float> c(4, 1.0f);
+  ASSERT_EQ(gemm_ex(c.data(), CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
   for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j) {
-      float want = 0;
-      for (int k = 0; k < 3; ++k) want += __bfloat162float(a16[k * 3 + i]) * b[j * 3 + k];
-      EXPECT_EQ(c[j * 2 + i], 1.0f + alpha * want) << i << "," << j;
-    }
+    for (int j = 0; j < 2; ++j) EXPECT_EQ(c[j * 2 + i], 1.0f + alpha * product(i, j)) << i << "," << j;
   EXPECT_EQ(__bfloat162float(a16[0]), 1.0f);
+  // bf16 C: beta C read as its bf16 values, the FP32 result rounded to nearest even.
+  std::vector<__nv_bfloat16> c16;
+  for (float x : {1.0f, 1.0f / 3, -2.5f, 1e-3f}) c16.push_back(__float2bfloat16(x));
+  const std::vector<__nv_bfloat16> c16_in = c16;
+  ASSERT_EQ(gemm_ex(c16.data(), CUDA_R_16BF), CUBLAS_STATUS_SUCCESS);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      EXPECT_EQ(c16[j * 2 + i].bits,
+                __float2bfloat16(__bfloat162float(c16_in[j * 2 + i]) + alpha * product(i, j)).bits)
+          << "bf16 C " << i << "," << j;
   EXPECT_NE(cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &alpha, a.data(), CUDA_R_32F, 3,
                          b16.data(), CUDA_R_16BF, 3, &beta, c.data(), CUDA_R_32F, 2, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT),

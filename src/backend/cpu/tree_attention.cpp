@@ -634,8 +634,9 @@ void CpuBackend::tree_attention_fwd(const TreeAttentionArgs& a) {
 }
 
 void CpuBackend::tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) {
-  FORGE_CHECK(a.qkv_bf16 == nullptr && a.out_bf16 == nullptr,
-              "cpu tree attention: bf16 q|k|v and output (qkv_bf16, out_bf16) are for backends with bf16 activations");
+  FORGE_CHECK(a.qkv_bf16 == nullptr && a.out_bf16 == nullptr && g.dout_bf16 == nullptr,
+              "cpu tree attention: bf16 q|k|v, output and dO (qkv_bf16, out_bf16, dout_bf16) are for backends with "
+              "bf16 activations");
   const KeyBlockBounds kbb = key_block_bounds(a.subtree_end, a.T);
   switch (a.head_dim) {
     case 16: return bwd_impl<16>(a, g, kbb);

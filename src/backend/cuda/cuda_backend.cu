@@ -175,7 +175,7 @@ class CudaBackend final : public Backend {
     }
     linear_backward_bf16_operands(T, in, out, rounded(gemm_a_, x, T, in, ld_x, nullptr),
                                   rounded(linear_dy_, dy, T, out, ld_dy, nullptr),
-                                  rounded(gemm_b_, W, out, in, in, nullptr), dx, ld_dx, dW);
+                                  rounded(gemm_b_, W, out, in, in, nullptr), dx, nullptr, ld_dx, dW);
   }
   // bf16: operands that are bf16 already handed over as they are, the FP32 ones rounded here.
   void linear_fwd_bf16(int T, int in, int out, const float* x, const uint16_t* x16, const float* W,
@@ -184,13 +184,14 @@ class CudaBackend final : public Backend {
     gemm_row_major_bf16_packed(blas_, false, true, T, out, in, 1.0f, rounded(gemm_a_, x, T, in, in, x16),
                                rounded(gemm_b_, W, out, in, in, W16), beta, y, ld_y);
   }
+  // dx16: the GEMM writes dx as bf16.
   void linear_backward_bf16(int T, int in, int out, const float* dy, int ld_dy, const uint16_t* dy16,
-                            const float* W, const uint16_t* W16, const uint16_t* x16, float* dx, int ld_dx,
-                            float* dW) override {
-    if (!bf16_) return Backend::linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, W16, x16, dx, ld_dx, dW);
+                            const float* W, const uint16_t* W16, const uint16_t* x16, float* dx, uint16_t* dx16,
+                            int ld_dx, float* dW) override {
+    if (!bf16_) return Backend::linear_backward_bf16(T, in, out, dy, ld_dy, dy16, W, W16, x16, dx, dx16, ld_dx, dW);
     linear_backward_bf16_operands(T, in, out, reinterpret_cast<const __nv_bfloat16*>(x16),
                                   rounded(linear_dy_, dy, T, out, ld_dy, dy16), rounded(gemm_b_, W, out, in, in, W16),
-                                  dx, ld_dx, dW);
+                                  dx, dx ? nullptr : reinterpret_cast<__nv_bfloat16*>(dx16), dx ? ld_dx : in, dW);
   }
   void add_inplace(float* y, const float* x, size_t n) override { launch_add_inplace(y, x, n, stream_); }
   void scale(float* x, float s, size_t n) override { launch_scale(x, s, n, stream_); }
@@ -227,9 +228,10 @@ class CudaBackend final : public Backend {
     launch_rmsnorm_fwd(reinterpret_cast<const __nv_bfloat16*>(x16), w, y, reinterpret_cast<__nv_bfloat16*>(y16), rstd,
                        T, d, eps, stream_);
   }
-  void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
-                        int T, int d) override {
-    launch_rmsnorm_bwd(reinterpret_cast<const __nv_bfloat16*>(x16), w, rstd, dy, dx, dw,
+  void rmsnorm_bwd_bf16(const uint16_t* x16, const float* w, const float* rstd, const float* dy, const uint16_t* dy16,
+                        float* dx, float* dw, int T, int d) override {
+    launch_rmsnorm_bwd(reinterpret_cast<const __nv_bfloat16*>(x16), w, rstd, dy,
+                       reinterpret_cast<const __nv_bfloat16*>(dy16), dx, dw,
                        rmsnorm_partials_.get<float>(rmsnorm_dw_partials(T, d)), T, d, stream_);
   }
   void rope(float* x, const int32_t* pos, int T, int n_heads, int head_dim, int ld, const double* inv_freq,
@@ -255,9 +257,11 @@ class CudaBackend final : public Backend {
     launch_swiglu_fwd(reinterpret_cast<const __nv_bfloat16*>(gu16), out, reinterpret_cast<__nv_bfloat16*>(out16), T,
                       F, stream_);
   }
-  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, float* dgu, uint16_t* dgu16, int T, int F) override {
-    launch_swiglu_bwd(reinterpret_cast<const __nv_bfloat16*>(gu16), dout, dgu, reinterpret_cast<__nv_bfloat16*>(dgu16),
-                      T, F, stream_);
+  void swiglu_bwd_bf16(const uint16_t* gu16, const float* dout, const uint16_t* dout16, float* dgu, uint16_t* dgu16,
+                       int T, int F) override {
+    launch_swiglu_bwd(reinterpret_cast<const __nv_bfloat16*>(gu16), dout,
+                      reinterpret_cast<const __nv_bfloat16*>(dout16), dgu, reinterpret_cast<__nv_bfloat16*>(dgu16), T,
+                      F, stream_);
   }
 
   void tree_attention_fwd(const TreeAttentionArgs& a) override {
@@ -272,7 +276,15 @@ class CudaBackend final : public Backend {
     p.dv = g.dv;
     p.delta = delta_.get<float>(size_t(a.n_heads) * a.T);
     p.dkdv_turn = dkdv_turn_.get<int32_t>(tree_attention_dkdv_turns(a.T, a.n_kv_heads));
-    if (bf16_) p.dout_bf16 = dout_bf16_.get<__nv_bfloat16>(size_t(a.T) * a.n_heads * a.head_dim);
+    FORGE_CHECK(g.dout || (bf16_ && g.dout_bf16),
+                "cuda tree attention backward: dO as bf16 (dout_bf16) is for the bf16 precision");
+    // dO as bf16: the caller's where given (read as it is), else rounded by the delta pass into scratch.
+    if (!g.dout) {
+      p.dout_bf16 = reinterpret_cast<const __nv_bfloat16*>(g.dout_bf16);
+    } else if (bf16_) {
+      p.dout_bf16_out = dout_bf16_.get<__nv_bfloat16>(size_t(a.T) * a.n_heads * a.head_dim);
+      p.dout_bf16 = p.dout_bf16_out;
+    }
     launch_tree_attention_bwd(p, stream_);
   }
 
@@ -325,10 +337,14 @@ class CudaBackend final : public Backend {
     launch_round_to_bf16(src, rows, cols, ld, dst, cols, stream_);
     return dst;
   }
-  // dx = dy W, dW += dy^T x on bf16 x [T, in], dy [T, out] and W [out, in].
+  // dx = dy W (FP32 dx, or as bf16 dx16 where dx is null), dW += dy^T x on
+  // bf16 x [T, in], dy [T, out] and W [out, in].
   void linear_backward_bf16_operands(int T, int in, int out, const __nv_bfloat16* x16, const __nv_bfloat16* dy16,
-                                     const __nv_bfloat16* w16, float* dx, int ld_dx, float* dW) {
-    gemm_row_major_bf16_packed(blas_, false, false, T, in, out, 1.0f, dy16, w16, 0.0f, dx, ld_dx);
+                                     const __nv_bfloat16* w16, float* dx, __nv_bfloat16* dx16, int ld_dx, float* dW) {
+    if (dx)
+      gemm_row_major_bf16_packed(blas_, false, false, T, in, out, 1.0f, dy16, w16, 0.0f, dx, ld_dx);
+    else
+      gemm_row_major_bf16_packed(blas_, false, false, T, in, out, 1.0f, dy16, w16, 0.0f, dx16, ld_dx);
     gemm_row_major_bf16_packed(blas_, true, false, out, in, T, 1.0f, dy16, x16, 1.0f, dW, in);
   }
 

@@ -728,8 +728,10 @@ inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOp
   return CUBLAS_STATUS_SUCCESS;
 }
 
-// cublasGemmEx for what the backend issues: bf16 A and B, FP32 C, FP32
-// compute. The inputs are widened to FP32 (exactly) and go through SGEMM.
+// cublasGemmEx for what the backend issues: bf16 A and B, FP32 or bf16 C,
+// FP32 compute. The inputs are widened to FP32 (exactly) and go through
+// SGEMM; a bf16 C is widened for beta C and the FP32 result rounded to
+// nearest even.
 enum cudaDataType_t { CUDA_R_32F, CUDA_R_16BF };
 enum cublasComputeType_t { CUBLAS_COMPUTE_32F };
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT };
@@ -748,12 +750,23 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasO
                                    cudaDataType_t b_type, int ldb, const void* beta, void* C,
                                    cudaDataType_t c_type, int ldc, cublasComputeType_t,
                                    cublasGemmAlgo_t) {
-  if (a_type != CUDA_R_16BF || b_type != CUDA_R_16BF || c_type != CUDA_R_32F)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (a_type != CUDA_R_16BF || b_type != CUDA_R_16BF) return CUBLAS_STATUS_NOT_SUPPORTED;
   const std::vector<float> a = forge_emu_widen_bf16(A, ta, m, k, lda);
   const std::vector<float> b = forge_emu_widen_bf16(B, tb, k, n, ldb);
-  return cublasSgemm(nullptr, ta, tb, m, n, k, static_cast<const float*>(alpha), a.data(), lda,
-                     b.data(), ldb, static_cast<const float*>(beta), static_cast<float*>(C), ldc);
+  if (c_type == CUDA_R_32F)
+    return cublasSgemm(nullptr, ta, tb, m, n, k, static_cast<const float*>(alpha), a.data(), lda,
+                       b.data(), ldb, static_cast<const float*>(beta), static_cast<float*>(C), ldc);
+  // bf16 C [n columns of ldc], column-major: beta C widened, SGEMM, rounded.
+  __nv_bfloat16* c16 = static_cast<__nv_bfloat16*>(C);
+  std::vector<float> c(n == 0 ? 0 : size_t(ldc) * (n - 1) + m, 0.0f);
+  if (*static_cast<const float*>(beta) != 0.0f)
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) c[size_t(j) * ldc + i] = __bfloat162float(c16[size_t(j) * ldc + i]);
+  const cublasStatus_t st = cublasSgemm(nullptr, ta, tb, m, n, k, static_cast<const float*>(alpha), a.data(), lda,
+                                        b.data(), ldb, static_cast<const float*>(beta), c.data(), ldc);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) c16[size_t(j) * ldc + i] = __float2bfloat16(c[size_t(j) * ldc + i]);
+  return st;
 }
 
 // Device-side integer min/max.

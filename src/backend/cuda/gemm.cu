@@ -29,16 +29,29 @@ void gemm_row_major_bf16(cublasHandle_t handle, cudaStream_t stream, bool trans_
   gemm_row_major_bf16_packed(handle, trans_a, trans_b, M, N, K, alpha, a_bf16, b_bf16, beta, C, ldc);
 }
 
-void gemm_row_major_bf16_packed(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                                const __nv_bfloat16* a_bf16, const __nv_bfloat16* b_bf16, float beta, float* C,
-                                int ldc) {
+namespace {
+void gemm_bf16_packed(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                      const __nv_bfloat16* a_bf16, const __nv_bfloat16* b_bf16, float beta, void* C,
+                      cudaDataType_t c_type, int ldc) {
   if (M == 0 || N == 0) return;
   const int a_cols = trans_a ? M : K, b_cols = trans_b ? K : N;
   FORGE_CUBLAS_CHECK(cublasGemmEx(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, b_bf16,
                                   CUDA_R_16BF, std::max(1, b_cols), a_bf16, CUDA_R_16BF,
-                                  std::max(1, a_cols), &beta, C, CUDA_R_32F, ldc,
+                                  std::max(1, a_cols), &beta, C, c_type, ldc,
                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+}  // namespace
+
+void gemm_row_major_bf16_packed(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                                const __nv_bfloat16* a_bf16, const __nv_bfloat16* b_bf16, float beta, float* C,
+                                int ldc) {
+  gemm_bf16_packed(handle, trans_a, trans_b, M, N, K, alpha, a_bf16, b_bf16, beta, C, CUDA_R_32F, ldc);
+}
+void gemm_row_major_bf16_packed(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                                const __nv_bfloat16* a_bf16, const __nv_bfloat16* b_bf16, float beta,
+                                __nv_bfloat16* C, int ldc) {
+  gemm_bf16_packed(handle, trans_a, trans_b, M, N, K, alpha, a_bf16, b_bf16, beta, C, CUDA_R_16BF, ldc);
 }
 
 FORGE_CUDA_NAMESPACE_END

@@ -8,7 +8,9 @@
 //     inputs, FP32 C and CUBLAS_COMPUTE_32F (tensor cores, FP32 accumulation).
 //     C and beta C stay FP32. gemm_row_major_bf16_packed takes operands
 //     already rounded and packed (A: M*K, B: K*N elements, rows as stored),
-//     so that one rounding can serve two products.
+//     so that one rounding can serve two products; its second form writes
+//     C as bf16 (CUDA_R_16BF: the FP32 accumulators rounded to nearest
+//     even), for a result whose readers take it as bf16.
 #pragma once
 #include "backend/cuda/cuda_compat.cuh"
 
@@ -26,5 +28,8 @@ void gemm_row_major_bf16(cublasHandle_t handle, cudaStream_t stream, bool trans_
 void gemm_row_major_bf16_packed(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                                 const __nv_bfloat16* a_bf16, const __nv_bfloat16* b_bf16, float beta, float* C,
                                 int ldc);
+void gemm_row_major_bf16_packed(cublasHandle_t handle, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                                const __nv_bfloat16* a_bf16, const __nv_bfloat16* b_bf16, float beta,
+                                __nv_bfloat16* C, int ldc);
 
 FORGE_CUDA_NAMESPACE_END

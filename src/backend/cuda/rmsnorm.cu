@@ -32,36 +32,37 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-template <class In>
+// x as In and dy as G: each FP32 or bf16.
+template <class In, class G>
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_dx_kernel(const In* __restrict__ x, const float* __restrict__ w, const float* __restrict__ rstd,
-                      const float* __restrict__ dy, float* __restrict__ dx, int d) {
+                      const G* __restrict__ dy, float* __restrict__ dx, int d) {
   FORGE_SHARED_MEMORY(float, scratch);
   const size_t row = size_t(blockIdx.x) * d;
   float dot = 0;
-  for (int i = threadIdx.x; i < d; i += blockDim.x) dot += w[i] * dy[row + i] * widen(x[row + i]);
+  for (int i = threadIdx.x; i < d; i += blockDim.x) dot += w[i] * widen(dy[row + i]) * widen(x[row + i]);
   dot = block_sum(dot, scratch);
   const float r = rstd[blockIdx.x];
   const float c = r * r * r * dot / d;
   for (int i = threadIdx.x; i < d; i += blockDim.x)
-    dx[row + i] += r * w[i] * dy[row + i] - c * widen(x[row + i]);
+    dx[row + i] += r * w[i] * widen(dy[row + i]) - c * widen(x[row + i]);
 }
 
 // blockDim (kColTile, kRowLanes), grid (column tiles, row chunks): column
 // blockIdx.x * kColTile + threadIdx.x over the rows of chunk blockIdx.y, the
 // kRowLanes lanes folded in shared memory in lane order, into
 // partials[chunk][col].
-template <class In>
+template <class In, class G>
 __global__ void __launch_bounds__(kColTile* kRowLanes)
-    rmsnorm_dw_partial_kernel(const In* __restrict__ x, const float* __restrict__ rstd,
-                              const float* __restrict__ dy, float* __restrict__ partials, int T, int d) {
+    rmsnorm_dw_partial_kernel(const In* __restrict__ x, const float* __restrict__ rstd, const G* __restrict__ dy,
+                              float* __restrict__ partials, int T, int d) {
   FORGE_SHARED_MEMORY(float, part);  // [kRowLanes][kColTile]
   const int col = blockIdx.x * kColTile + threadIdx.x;
   const int t0 = blockIdx.y * kDwChunkRows, t1 = min(T, t0 + kDwChunkRows);
   float acc = 0;
   if (col < d)
     for (int t = t0 + threadIdx.y; t < t1; t += kRowLanes)
-      acc += dy[size_t(t) * d + col] * widen(x[size_t(t) * d + col]) * rstd[t];
+      acc += widen(dy[size_t(t) * d + col]) * widen(x[size_t(t) * d + col]) * rstd[t];
   part[threadIdx.y * kColTile + threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && col < d) {
@@ -99,13 +100,15 @@ void fwd(const In* x, const float* w, float* y, __nv_bfloat16* y16, float* rstd,
     fwd(x, w, y16, rstd, x16, T, d, eps, stream);
 }
 
-template <class In>
-void bwd(const In* x, const float* w, const float* rstd, const float* dy, float* dx, float* dw, float* partials,
-         int T, int d, cudaStream_t stream) {
+template <class In, class G>
+void bwd(const In* x, const float* w, const float* rstd, const G* dy, float* dx, float* dw, float* partials, int T,
+         int d, cudaStream_t stream) {
   if (T <= 0) return;
-  FORGE_LAUNCH(rmsnorm_dx_kernel<In>, unsigned(T), kRowThreads, 32 * sizeof(float), stream, x, w, rstd, dy, dx, d);
+  FORGE_LAUNCH((rmsnorm_dx_kernel<In, G>), unsigned(T), kRowThreads, 32 * sizeof(float), stream, x, w, rstd, dy, dx,
+               d);
   const int chunks = dw_chunks(T);
-  FORGE_LAUNCH(rmsnorm_dw_partial_kernel<In>, dim3((d + kColTile - 1) / kColTile, chunks), dim3(kColTile, kRowLanes),
+  FORGE_LAUNCH((rmsnorm_dw_partial_kernel<In, G>), dim3((d + kColTile - 1) / kColTile, chunks),
+               dim3(kColTile, kRowLanes),
                kColTile * kRowLanes * sizeof(float), stream, x, rstd, dy, partials, T, d);
   FORGE_LAUNCH(rmsnorm_dw_sum_kernel, unsigned((d + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream,
                partials, dw, chunks, d);
@@ -127,9 +130,13 @@ void launch_rmsnorm_bwd(const float* x, const float* w, const float* rstd, const
                         float* partials, int T, int d, cudaStream_t stream) {
   bwd(x, w, rstd, dy, dx, dw, partials, T, d, stream);
 }
-void launch_rmsnorm_bwd(const __nv_bfloat16* x, const float* w, const float* rstd, const float* dy, float* dx,
-                        float* dw, float* partials, int T, int d, cudaStream_t stream) {
-  bwd(x, w, rstd, dy, dx, dw, partials, T, d, stream);
+void launch_rmsnorm_bwd(const __nv_bfloat16* x, const float* w, const float* rstd, const float* dy,
+                        const __nv_bfloat16* dy16, float* dx, float* dw, float* partials, int T, int d,
+                        cudaStream_t stream) {
+  if (dy)
+    bwd(x, w, rstd, dy, dx, dw, partials, T, d, stream);
+  else
+    bwd(x, w, rstd, dy16, dx, dw, partials, T, d, stream);
 }
 
 FORGE_CUDA_NAMESPACE_END

@@ -14,7 +14,9 @@
 // recomputation and kernels read the bf16 x (no 6-byte unpack; 2 bytes
 // less per read). Where y feeds only a GEMM that rounds it (bf16 operands),
 // the forward writes it as bf16 (y16) instead: 2 bytes instead of 4 and no
-// 6-byte rounding pass before the GEMM.
+// 6-byte rounding pass before the GEMM. The backward reads dy as bf16
+// (dy16) where a GEMM wrote it so (the bf16 mode's activation gradients):
+// 2 bytes less per element, in both of its reads.
 #pragma once
 #include "backend/cuda/cuda_compat.cuh"
 
@@ -30,7 +32,9 @@ void launch_rmsnorm_fwd(const __nv_bfloat16* x, const float* w, float* y, __nv_b
 size_t rmsnorm_dw_partials(int T, int d);
 void launch_rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, float* dx, float* dw,
                         float* partials, int T, int d, cudaStream_t stream);
-void launch_rmsnorm_bwd(const __nv_bfloat16* x, const float* w, const float* rstd, const float* dy, float* dx,
-                        float* dw, float* partials, int T, int d, cudaStream_t stream);
+// dy or, where dy is null, dy16: the incoming gradient in FP32 or as bf16.
+void launch_rmsnorm_bwd(const __nv_bfloat16* x, const float* w, const float* rstd, const float* dy,
+                        const __nv_bfloat16* dy16, float* dx, float* dw, float* partials, int T, int d,
+                        cudaStream_t stream);
 
 FORGE_CUDA_NAMESPACE_END

@@ -24,13 +24,14 @@ __global__ void swiglu_fwd_kernel(const In* __restrict__ gu, Out* __restrict__ o
   }
 }
 
-template <class In, class Out>
-__global__ void swiglu_bwd_kernel(const In* __restrict__ gu, const float* __restrict__ dout,
-                                  Out* __restrict__ dgu, int T, int F) {
+// dout as G: FP32, or bf16 (a GEMM's bf16 output).
+template <class In, class G, class Out>
+__global__ void swiglu_bwd_kernel(const In* __restrict__ gu, const G* __restrict__ dout, Out* __restrict__ dgu, int T,
+                                  int F) {
   const size_t n = size_t(T) * F;
   for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < n; e += size_t(gridDim.x) * blockDim.x) {
     const size_t t = e / F, i = e - t * F, gi = 2 * t * F + i;
-    const float g = widen(gu[gi]), u = widen(gu[gi + F]), d = dout[e];
+    const float g = widen(gu[gi]), u = widen(gu[gi + F]), d = widen(dout[e]);
     const float sig = 1.0f / (1.0f + expf(-g));
     store_value(dgu + gi + F, d * g * sig);
     store_value(dgu + gi, d * u * sig * (1.0f + g * (1.0f - sig)));
@@ -42,10 +43,19 @@ void fwd(const In* gu, Out* out, __nv_bfloat16* gu16, int T, int F, cudaStream_t
   const size_t n = size_t(T) * F;
   if (n) FORGE_LAUNCH((swiglu_fwd_kernel<In, Out>), grid_for(n, kThreads), kThreads, 0, stream, gu, out, gu16, T, F);
 }
-template <class In, class Out>
-void bwd(const In* gu, const float* dout, Out* dgu, int T, int F, cudaStream_t stream) {
+template <class In, class G, class Out>
+void bwd(const In* gu, const G* dout, Out* dgu, int T, int F, cudaStream_t stream) {
   const size_t n = size_t(T) * F;
-  if (n) FORGE_LAUNCH((swiglu_bwd_kernel<In, Out>), grid_for(n, kThreads), kThreads, 0, stream, gu, dout, dgu, T, F);
+  if (n)
+    FORGE_LAUNCH((swiglu_bwd_kernel<In, G, Out>), grid_for(n, kThreads), kThreads, 0, stream, gu, dout, dgu, T, F);
+}
+template <class G>
+void bwd(const __nv_bfloat16* gu, const G* dout, float* dgu, __nv_bfloat16* dgu16, int T, int F,
+         cudaStream_t stream) {
+  if (dgu)
+    bwd(gu, dout, dgu, T, F, stream);
+  else
+    bwd(gu, dout, dgu16, T, F, stream);
 }
 }  // namespace
 
@@ -65,12 +75,12 @@ void launch_swiglu_fwd(const __nv_bfloat16* gu, float* out, __nv_bfloat16* out16
 void launch_swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F, cudaStream_t stream) {
   bwd(gu, dout, dgu, T, F, stream);
 }
-void launch_swiglu_bwd(const __nv_bfloat16* gu, const float* dout, float* dgu, __nv_bfloat16* dgu16, int T, int F,
-                       cudaStream_t stream) {
-  if (dgu)
-    bwd(gu, dout, dgu, T, F, stream);
+void launch_swiglu_bwd(const __nv_bfloat16* gu, const float* dout, const __nv_bfloat16* dout16, float* dgu,
+                       __nv_bfloat16* dgu16, int T, int F, cudaStream_t stream) {
+  if (dout)
+    bwd(gu, dout, dgu, dgu16, T, F, stream);
   else
-    bwd(gu, dout, dgu16, T, F, stream);
+    bwd(gu, dout16, dgu, dgu16, T, F, stream);
 }
 
 FORGE_CUDA_NAMESPACE_END

@@ -111,8 +111,9 @@ __global__ void __launch_bounds__(kThreads) tree_attention_fwd_kernel(const Tree
 }
 
 // D_i = dO_i . O_i, one warp per (token, head); O from p.out_bf16 where
-// given, else p.out. bf16 mode: dO rounded into p.dout_bf16 in the same pass
-// (one read of dO for both).
+// given, else p.out; dO from p.dout, else (the caller's bf16 dO) from
+// p.dout_bf16. bf16 mode with FP32 dO: dO rounded into p.dout_bf16_out in
+// the same pass (one read of dO for both).
 __global__ void __launch_bounds__(kThreads) attention_delta_kernel(const TreeAttentionParams p) {
   const int w = blockIdx.x * kAttnWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (w >= p.T * p.n_heads) return;
@@ -120,9 +121,9 @@ __global__ void __launch_bounds__(kThreads) attention_delta_kernel(const TreeAtt
   const size_t base = size_t(t) * p.n_heads * D + h * D;
   float s = 0.0f;
   for (int d = lane; d < D; d += 32) {
-    const float g = p.dout[base + d];
+    const float g = p.dout ? p.dout[base + d] : widen(p.dout_bf16[base + d]);
     s += g * (p.out_bf16 ? widen(p.out_bf16[base + d]) : p.out[base + d]);
-    if (p.dout_bf16) p.dout_bf16[base + d] = __float2bfloat16(g);
+    if (p.dout_bf16_out) p.dout_bf16_out[base + d] = __float2bfloat16(g);
   }
   s = warp_sum(s);
   if (lane == 0) p.delta[size_t(h) * p.T + t] = s;
@@ -374,9 +375,11 @@ void launch_tree_attention_bwd(const TreeAttentionParams& p, cudaStream_t stream
   check_shape(p);
   if (p.T <= 0) return;
   launch_tile_bounds(p, stream);
-  FORGE_CHECK(!p.qkv_bf16 || p.dout_bf16, "bf16 tree attention backward needs the dO scratch (dout_bf16)");
+  FORGE_CHECK(!p.qkv_bf16 || p.dout_bf16, "bf16 tree attention backward needs dO as bf16 (dout_bf16)");
+  FORGE_CHECK(p.dout || (p.qkv_bf16 && p.dout_bf16 && !p.dout_bf16_out),
+              "tree attention backward needs dO (dout, or dout_bf16 given with bf16 q|k|v)");
   FORGE_CHECK(p.out_bf16 || p.out, "tree attention backward needs the forward's output (out or out_bf16)");
-  launch_delta(p, stream);  // and dO rounded into p.dout_bf16 in bf16 mode
+  launch_delta(p, stream);  // and dO rounded into p.dout_bf16_out in bf16 mode with FP32 dO
   if (p.qkv_bf16) {
     launch_tree_attention_bwd_tc(p, p.qkv_bf16_kept ? bf16_view(p) : bf16_inputs(p, stream), stream);
   } else if (p.tf32x3) {

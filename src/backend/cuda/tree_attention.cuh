@@ -86,8 +86,12 @@ struct TreeAttentionParams {
   bool qkv_bf16_kept = false;
   // ... and the forward finds Q, K and V there already (TreeAttentionArgs::qkv_bf16_given)
   bool qkv_bf16_given = false;
-  // bf16 backward: T * n_heads * head_dim elements of scratch for dO rounded
-  __nv_bfloat16* dout_bf16 = nullptr;
+  // bf16 backward: dO as bf16 ([T][H * D]), which the tensor-core kernels
+  // read: the caller's (TreeAttentionGrads::dout_bf16; dout null), or
+  // scratch that the delta pre-pass rounds dout into (dout_bf16_out, the
+  // same buffer)
+  const __nv_bfloat16* dout_bf16 = nullptr;
+  __nv_bfloat16* dout_bf16_out = nullptr;
   // FP32 (qkv_bf16 null): the 3xTF32 tensor-core kernels; false: the exact SIMT ones
   bool tf32x3 = false;
   // Tensor-core backward: counters zeroed by the launcher, for the launched
@@ -146,7 +150,8 @@ struct Bf16Qkv {
 // launch_tree_attention_fwd in bf16 mode.
 void launch_tree_attention_fwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
 // The backward on tensor cores, after the delta pre-pass (p.delta filled,
-// and dO rounded into p.dout_bf16 ([T][H * D]) in the same pass).
+// and dO in p.dout_bf16 ([T][H * D]): the caller's, or rounded into it in
+// the same pass).
 void launch_tree_attention_bwd_tc(const TreeAttentionParams& p, const Bf16Qkv& in, cudaStream_t stream);
 // FP32 Q, K, V and dO on tensor cores in 3xTF32 (p.q, p.k, p.v, p.dout);
 // called by the launchers when p.tf32x3 is set. Their largest dynamic shared
