@@ -223,6 +223,14 @@ class Backend {
   virtual void to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Page-locks host memory [p, p + bytes), which to_host and to_device then
+  // move by DMA rather than through the driver's pageable staging (a device
+  // backend; the memory must stay allocated until unpin_host_memory(p)).
+  // False where it was not pinned (it stays pageable; transfers work as
+  // before): host backends, or a refusal, which the backend reports.
+  // Callers use HostPins (backend/host_pins.hpp).
+  virtual bool pin_host_memory(void* /*p*/, size_t /*bytes*/) { return false; }
+  virtual void unpin_host_memory(void* /*p*/) {}
   virtual void fill(float* x, float value, size_t n) = 0;
 
   // How a training pass keeps its activations for the backward

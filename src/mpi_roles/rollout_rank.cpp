@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/host_pins.hpp"
 #include "core/error.hpp"
 #include "core/timer.hpp"
 
@@ -14,7 +15,15 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
                                   RolloutEngine& engine, WeightChannel& weights, SendQueue& sends,
                                   double deadline_s) {
   RolloutRankStats stats;
+  // A version is read into one of two host buffers (try_pull swaps them)
+  // and loaded from it: on a device backend both are page-locked on first
+  // use (HostPins), so the upload goes by DMA.
   std::vector<float> host(weights.size());
+  HostPins pins(model.backend());
+  const auto load = [&] {
+    pins.pin(host.data(), host.size() * sizeof(float));
+    model.set_params(host);
+  };
   int64_t version = -1;
   Stopwatch first;
   while (version < 0) {
@@ -25,7 +34,7 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       throw Error("no weights published by learner rank 0 within " + std::to_string(deadline_s) + " s");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  model.set_params(host);
+  load();
   engine.set_policy_version(static_cast<int>(version));
   ++stats.weight_pulls;
 
@@ -59,7 +68,7 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
     Stopwatch pull;
     const int64_t v = weights.try_pull(version, host);
     if (v > version) {
-      model.set_params(host);
+      load();
       stats.pull_seconds += pull.seconds();
       version = v;
       engine.set_policy_version(static_cast<int>(v));

@@ -94,6 +94,13 @@ void WeightChannel::commit_publish(int64_t version) {
   write_word(kVersion, version);
 }
 
+std::pair<void*, size_t> WeightChannel::publish_memory() {
+  FORGE_CHECK(rank_ == host_, "only the host rank publishes weights");
+  if (unified_) return {buffers_, 2 * n_ * sizeof(float)};
+  staging_.resize(n_);
+  return {staging_.data(), n_ * sizeof(float)};
+}
+
 void WeightChannel::request_stop(int64_t code) {
   FORGE_CHECK(rank_ == host_, "only the host rank stops the job");
   write_word(kStop, code);

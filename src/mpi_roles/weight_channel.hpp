@@ -24,6 +24,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace forge {
@@ -46,6 +47,10 @@ class WeightChannel {
   float* begin_publish(int64_t version);
   void commit_publish(int64_t version);
   void request_stop(int64_t code);
+  // Host only: all the memory begin_publish hands out (the window's two
+  // buffers, or the staging copy where the window is not unified), for a
+  // device learner to page-lock once (HostPins); valid while the channel is.
+  std::pair<void*, size_t> publish_memory();
 
   // Any rank.
   int64_t latest_version();

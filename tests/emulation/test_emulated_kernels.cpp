@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_compat.cuh"
 #include "backend/cuda/tree_attention.cuh"
+#include "backend/host_pins.hpp"
 #include "core/error.hpp"
 #include "emulation/backend_cases.hpp"
 
@@ -105,6 +107,35 @@ void expect_backend_refuses(const char* name, const char* value) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
   }
+}
+
+// HostPins over the CUDA backend (cudaHostRegister, emulated as a registry
+// with the runtime's refusals): a buffer is page-locked the first time it
+// is named, not again; a range overlapping a pinned one is refused (and
+// reported); what was pinned is unlocked when HostPins goes away; on the
+// cpu backend nothing is pinned.
+TEST(EmulatedCuda, HostPinsPageLockOnceAndRelease) {
+  const std::unique_ptr<Backend> gpu = cuda::make_cuda_backend(Precision::kFp32);
+  std::vector<float> a(1000), b(500);
+  {
+    HostPins pins(*gpu);
+    EXPECT_TRUE(pins.pin(a.data(), a.size() * sizeof(float)));
+    EXPECT_TRUE(pins.pin(a.data(), a.size() * sizeof(float))) << "a second pin of the same buffer";
+    EXPECT_TRUE(pins.pin(b.data(), b.size() * sizeof(float)));
+    EXPECT_EQ(pins.pinned(), 2u);
+    EXPECT_EQ(cudaHostRegister(a.data(), 4, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
+    EXPECT_FALSE(pins.pin(a.data() + 10, 16)) << "a range inside a pinned one";
+    EXPECT_FALSE(pins.pin(nullptr, 16));
+    EXPECT_EQ(pins.pinned(), 2u);
+  }
+  ASSERT_EQ(cudaHostRegister(a.data(), a.size() * sizeof(float), cudaHostRegisterDefault), cudaSuccess)
+      << "a still page-locked after HostPins went away";
+  EXPECT_EQ(cudaHostUnregister(a.data()), cudaSuccess);
+  EXPECT_EQ(cudaHostUnregister(b.data()), cudaErrorHostMemoryNotRegistered) << "b still page-locked";
+  const std::unique_ptr<Backend> cpu = make_backend("cpu");
+  HostPins cpu_pins(*cpu);
+  EXPECT_FALSE(cpu_pins.pin(a.data(), a.size() * sizeof(float)));
+  EXPECT_EQ(cpu_pins.pinned(), 0u);
 }
 
 TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {

@@ -61,7 +61,8 @@ TEST(WeightChannel, PulledCopiesAreWholeAndVersionsIncrease) {
 // backend's download does) and commits; the others pull exactly those
 // floats (a pull fills an empty vector, and one that finds nothing new
 // leaves the caller's floats alone). A commit without its begin, a second
-// begin, or the host's pull between begin and commit, is refused.
+// begin, or the host's pull between begin and commit, is refused; the
+// buffers lie in publish_memory(), the host's only.
 TEST(WeightChannel, InPlacePublishIsPulledWhole) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -70,8 +71,13 @@ TEST(WeightChannel, InPlacePublishIsPulledWhole) {
   if (rank == 0) {
     EXPECT_THROW(ch.commit_publish(0), Error);
     EXPECT_THROW(ch.commit_publish(-1), Error);  // nothing pending is not version -1 pending
+    // what a device learner page-locks: every buffer begin_publish hands out lies in it
+    const auto [memory, memory_bytes] = ch.publish_memory();
+    const char* lo = static_cast<const char*>(memory);
     for (int64_t v = 0; v < 3; ++v) {
       float* dst = ch.begin_publish(v);
+      const char* at = reinterpret_cast<const char*>(dst);
+      EXPECT_TRUE(at >= lo && at + kFloats * sizeof(float) <= lo + memory_bytes) << "version " << v;
       EXPECT_THROW(ch.begin_publish(v + 1), Error);
       std::vector<float> mine;
       EXPECT_THROW(ch.try_pull(-1, mine), Error);  // would take the buffer being filled
@@ -79,6 +85,7 @@ TEST(WeightChannel, InPlacePublishIsPulledWhole) {
       ch.commit_publish(v);
     }
   } else {
+    EXPECT_THROW(ch.publish_memory(), Error);  // only the host publishes
     std::vector<float> w;  // empty: a pull gives it the channel's n floats
     int64_t have = -1;
     Stopwatch sw;

@@ -152,6 +152,24 @@ class CudaBackend final : public Backend {
     FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
+  // cudaHostRegister; a refusal (e.g. memory another driver registered) is
+  // reported once and leaves the memory pageable.
+  bool pin_host_memory(void* p, size_t bytes) override {
+    const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e == cudaSuccess) return true;
+    cudaGetLastError();  // not sticky: clear it
+    if (!pin_refused_) {
+      char size[32];
+      std::snprintf(size, sizeof size, "%.1f MiB", bytes / 1048576.0);
+      log_warn(std::string("cuda: could not page-lock ") + size + " of host memory (cudaHostRegister: " +
+               cudaGetErrorString(e) + "): its transfers stay pageable");
+    }
+    pin_refused_ = true;
+    return false;
+  }
+  void unpin_host_memory(void* p) override {
+    if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
+  }
   void copy(void* dst, const void* src, size_t bytes) override {
     FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
@@ -416,6 +434,7 @@ class CudaBackend final : public Backend {
   const bool tf32x3_attention_;  // FP32 precision with the 3xTF32 attention
   const int step_tiles_asked_;    // the tensor-core attention's tiles a step (0: the default)
   const bool bf16_working_;       // bf16, activations and weights made as bf16 ahead (bf16_operands)
+  bool pin_refused_ = false;      // pin_host_memory has warned
   int wgmma_attention_;           // bf16: the attention on wgmma, warpgroups a block (FORGE_CUDA_ATTENTION_WGMMA)
   const int wgmma_step_keys_;     // its forward's keys a step (FORGE_CUDA_ATTENTION_WGMMA_KEYS; 0: 64)
   size_t shared_optin_ = 0;       // the device's dynamic shared memory a block, at most

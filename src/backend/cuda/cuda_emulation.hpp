@@ -54,6 +54,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -687,6 +688,36 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cud
                                    cudaStream_t = nullptr) {
   if (bytes) std::memmove(dst, src, bytes);
   return cudaSuccess;
+}
+// Page-locking: a registry of the ranges, with the runtime's refusals (a
+// range overlapping a registered one; unregistering what is not registered).
+constexpr cudaError_t cudaErrorHostMemoryAlreadyRegistered = 712;
+constexpr cudaError_t cudaErrorHostMemoryNotRegistered = 713;
+constexpr unsigned cudaHostRegisterDefault = 0;
+struct forge_emu_host_range {
+  const char* begin;
+  size_t bytes;
+};
+inline std::vector<forge_emu_host_range>& forge_emu_host_registered() {
+  static std::vector<forge_emu_host_range> ranges;
+  return ranges;
+}
+inline cudaError_t cudaHostRegister(void* p, size_t bytes, unsigned) {
+  const char* b = static_cast<const char*>(p);
+  if (!p || bytes == 0) return cudaErrorInvalidValue;
+  for (const forge_emu_host_range& r : forge_emu_host_registered())
+    if (b < r.begin + r.bytes && r.begin < b + bytes) return cudaErrorHostMemoryAlreadyRegistered;
+  forge_emu_host_registered().push_back({b, bytes});
+  return cudaSuccess;
+}
+inline cudaError_t cudaHostUnregister(void* p) {
+  auto& ranges = forge_emu_host_registered();
+  for (size_t i = 0; i < ranges.size(); ++i)
+    if (ranges[i].begin == p) {
+      ranges.erase(ranges.begin() + static_cast<std::ptrdiff_t>(i));
+      return cudaSuccess;
+    }
+  return cudaErrorHostMemoryNotRegistered;
 }
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
   std::memset(p, value, bytes);
