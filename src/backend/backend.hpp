@@ -278,8 +278,10 @@ class Backend {
   // [T, in]: pack_bf16 of the FP32 dx; for a consumer that reads it as
   // bf16, the activation gradients of the bf16 mode). The defaults widen
   // into scratch; the CUDA backend hands bf16 operands to the GEMM as they
-  // are, rounds only the FP32 ones and has the GEMM write dx16, bit for bit
-  // the same.
+  // are, rounds only the FP32 ones and has the GEMM write dx16: bit for bit
+  // the same, but that on a GPU cuBLAS may sum a bf16 dx16 in another order
+  // (another kernel) than an FP32 dx, and a value may round to its
+  // neighbouring bf16.
   virtual void linear_fwd_bf16(int T, int in, int out, const float* x, const uint16_t* x16, const float* W,
                                const uint16_t* W16, float beta, float* y, int ld_y) {
     const Widened xw(*this, x16, size_t(T) * in), ww(*this, W16, size_t(out) * in);

@@ -152,19 +152,23 @@ class CudaBackend final : public Backend {
     FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
     FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
-  // cudaHostRegister; a refusal (e.g. memory another driver registered) is
-  // reported once and leaves the memory pageable.
+  // cudaHostRegister. Memory registered already (by another library, e.g.
+  // an MPI transport that registers the buffers handed to it) is used as
+  // it is and not ours to unpin; another refusal is reported once and
+  // leaves the memory pageable.
   bool pin_host_memory(void* p, size_t bytes) override {
     const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
     if (e == cudaSuccess) return true;
     cudaGetLastError();  // not sticky: clear it
-    if (!pin_refused_) {
-      char size[32];
-      std::snprintf(size, sizeof size, "%.1f MiB", bytes / 1048576.0);
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1f MiB", bytes / 1048576.0);
+    if (e == cudaErrorHostMemoryAlreadyRegistered) {
+      log_info(std::string("cuda: ") + size + " of host memory page-locked already (registered elsewhere): used so");
+    } else if (!pin_refused_) {
       log_warn(std::string("cuda: could not page-lock ") + size + " of host memory (cudaHostRegister: " +
                cudaGetErrorString(e) + "): its transfers stay pageable");
+      pin_refused_ = true;
     }
-    pin_refused_ = true;
     return false;
   }
   void unpin_host_memory(void* p) override {
