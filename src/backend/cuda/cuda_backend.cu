@@ -103,14 +103,15 @@ class CudaBackend final : public Backend {
     shared_optin_ = static_cast<size_t>(optin);
     shared_per_sm_ = static_cast<size_t>(per_sm);
     if (wgmma_attention_ && !wgmma_supported()) {
-      log_warn("cuda: FORGE_CUDA_ATTENTION_WGMMA=" + std::to_string(wgmma_attention_) +
-               ", but wgmma needs compute capability 9.0 and device code "
+      log_warn("cuda: the wgmma attention was asked for (FORGE_CUDA_ATTENTION_WGMMA or CudaOptions::wgmma_attention: " +
+               std::to_string(wgmma_attention_) +
+               "), but wgmma needs compute capability 9.0 and device code "
                "built for sm_90a: the mma.sync attention runs instead");
       wgmma_attention_ = 0;
     }
     if (wgmma_step_keys_ == 128 && !wgmma_attention_)
-      log_warn("cuda: FORGE_CUDA_ATTENTION_WGMMA_KEYS=128 applies to the wgmma attention only "
-               "(FORGE_CUDA_ATTENTION_WGMMA, bf16, compute capability 9.0): ignored");
+      log_warn("cuda: 128-key wgmma steps (FORGE_CUDA_ATTENTION_WGMMA_KEYS or CudaOptions::wgmma_step_keys) apply "
+               "to the wgmma attention only (FORGE_CUDA_ATTENTION_WGMMA, bf16, compute capability 9.0): ignored");
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
@@ -158,10 +159,13 @@ class CudaBackend final : public Backend {
   // leaves the memory pageable.
   bool pin_host_memory(void* p, size_t bytes) override {
     const cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
-    if (e == cudaSuccess) return true;
-    cudaGetLastError();  // not sticky: clear it
     char size[32];
     std::snprintf(size, sizeof size, "%.1f MiB", bytes / 1048576.0);
+    if (e == cudaSuccess) {
+      log_info(std::string("cuda: ") + size + " of host memory page-locked (cudaHostRegister)");
+      return true;
+    }
+    cudaGetLastError();  // not sticky: clear it
     if (e == cudaErrorHostMemoryAlreadyRegistered) {
       log_info(std::string("cuda: ") + size + " of host memory page-locked already (registered elsewhere): used so");
     } else if (!pin_refused_) {
