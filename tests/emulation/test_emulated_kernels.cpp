@@ -75,6 +75,36 @@ Backend* emulated_bf16_wgmma2_keys128_backend(std::string*) {
   return backend.get();
 }
 
+// The same kernels with every cp.async landing as it is issued
+// (forge_emu::early_copies; by default a copy lands at the thread's wait):
+// the device may land one any time in between, so a copy into a tile that
+// an MMA in flight, or another thread, still reads shows up here (a wgmma
+// operand changed in flight fails; a read tile wrong fails the case). Only
+// the tests whose backend comes from these getters run so: the listener
+// turns it off around every test.
+class EarlyCopiesOff : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo&) override { forge_emu::early_copies() = false; }
+  void OnTestEnd(const ::testing::TestInfo&) override { forge_emu::early_copies() = false; }
+};
+[[maybe_unused]] const bool early_copies_off = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new EarlyCopiesOff);
+  return true;
+}();
+Backend* with_early_copies(Backend* backend) {
+  forge_emu::early_copies() = true;
+  return backend;
+}
+Backend* emulated_early_copies_backend(std::string* why) { return with_early_copies(emulated_backend(why)); }
+Backend* emulated_bf16_early_copies_backend(std::string* why) {
+  return with_early_copies(emulated_bf16_backend(why));
+}
+Backend* emulated_bf16_wgmma_early_copies_backend(std::string* why) {
+  return with_early_copies(emulated_bf16_wgmma_backend(why));
+}
+Backend* emulated_bf16_wgmma2_keys128_early_copies_backend(std::string* why) {
+  return with_early_copies(emulated_bf16_wgmma2_keys128_backend(why));
+}
+
 // FORGE_CUDA_FP32_ATTENTION picks the FP32 attention; another value is an
 // InputError that names the variable.
 // An environment variable unset for the scope, as it was after.
@@ -262,6 +292,10 @@ FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma, emulated_bf16_wgmma_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma2, emulated_bf16_wgmma2_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmmaKeys128, emulated_bf16_wgmma_keys128_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma2Keys128, emulated_bf16_wgmma2_keys128_backend)
+FORGE_TREE_ATTENTION_CASES(EmulatedCudaEarlyCopies, emulated_early_copies_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaEarlyCopies, emulated_bf16_early_copies_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmmaEarlyCopies, emulated_bf16_wgmma_early_copies_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma2Keys128EarlyCopies, emulated_bf16_wgmma2_keys128_early_copies_backend)
 
 }  // namespace
 }  // namespace forge

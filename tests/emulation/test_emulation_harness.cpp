@@ -212,4 +212,51 @@ TEST(EmulationHarness, WgmmaLandsAtTheWait) {
   }
 }
 
+// A wgmma's shared-memory operands may not change between its issue and its
+// wait (the device reads them any time in between): thread 0 writes one
+// element of A (how = 1: a store) or copies 16 bytes over B by cp.async
+// (how = 2), then waits for the MMA, then (2) for the copy. The store
+// fails the MMA; the copy lands only at its wait by default, after the MMA,
+// so it fails only with early_copies (copies land as issued), the device's
+// other extreme.
+__global__ void wgmma_operand_written_in_flight(const uint16_t* twos, int how, float* out) {
+  FORGE_SHARED_MEMORY(uint16_t, s);
+  const int r = static_cast<int>(threadIdx.x);
+  for (int e = r; e < 64 * 16 + 16 * 16; e += 128) s[e] = 0x3f80;  // bf16 1.0: A and B all ones
+  __syncthreads();
+  float d[8] = {};
+  forge::cuda::wgmma_fence();
+  forge::cuda::wgmma_ss<16, 0, 0>(d, forge::cuda::wgmma_desc(s, 128, 256),
+                                        forge::cuda::wgmma_desc(s + 64 * 16, 128, 256), false);
+  forge::cuda::wgmma_commit();
+  if (r == 0 && how == 1) s[0] = 0x4000;  // bf16 2.0
+  if (r == 0 && how == 2) forge::cuda::cp_async_16(s + 64 * 16, twos, 16);
+  forge::cuda::cp_async_commit();
+  forge::cuda::wgmma_wait<0>(d);
+  forge::cuda::cp_async_wait_all();
+  out[r] = d[0];
+}
+
+TEST(EmulationHarness, WgmmaOperandWrittenInFlightFails) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::vector<uint16_t> twos(8, 0x4000);
+  std::vector<float> out(128);
+  const auto run = [&](int how) {
+    FORGE_LAUNCH(wgmma_operand_written_in_flight, 1, 128, (64 * 16 + 16 * 16) * 2, nullptr, twos.data(), how,
+                 out.data());
+  };
+  run(0);
+  for (int r = 0; r < 128; ++r) ASSERT_EQ(out[r], 16.0f) << "thread " << r;
+  EXPECT_DEATH(run(1), "shared-memory A operand written while its MMA was in flight");
+  run(2);  // the copy lands at its wait, after the MMA's
+  for (int r = 0; r < 128; ++r) ASSERT_EQ(out[r], 16.0f) << "thread " << r;
+  EXPECT_DEATH(
+      {
+        forge_emu::early_copies() = true;
+        run(2);
+      },
+      "shared-memory B operand written while its MMA was in flight");
+  EXPECT_FALSE(forge_emu::early_copies()) << "the death test's setting leaked";
+}
+
 }  // namespace

@@ -26,7 +26,9 @@
 //                              group meets; the product lands in a thread's
 //                              accumulators only at its wgmma.wait_group,
 //                              read from shared memory then (as the device
-//                              reads it asynchronously, any time before)
+//                              reads it asynchronously, any time before),
+//                              and an operand that changed since the last
+//                              thread issued the op fails (written in flight)
 // Threads that have exited count as arrived. A scheduler round in which no
 // fiber arrives, leaves a barrier or exits is a deadlock (divergent barrier)
 // and aborts with a message.
@@ -151,6 +153,11 @@ struct WgmmaOp {
   uint32_t a[128][4] = {};        // per thread, where A is in registers (as issued)
   const uint32_t* a_at[128] = {}; // and the registers themselves (unchanged until the op lands)
   float* d[128] = {};             // per thread, its N / 2 accumulators
+  int issuers = 0;                // threads that have issued it
+  // The shared-memory operands as the last thread issued it (when the
+  // device may start reading them): A [64][16] (A by desc_a) and B [N][16];
+  // each thread's wait checks that what it reads is still this.
+  std::vector<float> shared_a, shared_b;
 };
 
 // A warpgroup's wgmma state: the ops issued (in order; every thread issues
@@ -450,6 +457,16 @@ inline void wgmma_issue(int n, float* d, const uint32_t* a, uint64_t desc_a, uin
     for (int j = 0; j < 4; ++j) op.a[r][j] = a[j];
   op.a_at[r] = a;
   op.d[r] = d;
+  if (++op.issuers == 128) {  // the operands the device may read from now on
+    if (!a) {
+      op.shared_a.resize(64 * 16);
+      for (int row = 0; row < 64; ++row)
+        for (int k = 0; k < 16; ++k) op.shared_a[row * 16 + k] = wgmma_operand(desc_a, trans_a, row, k);
+    }
+    op.shared_b.resize(size_t(n) * 16);
+    for (int col = 0; col < n; ++col)
+      for (int k = 0; k < 16; ++k) op.shared_b[col * 16 + k] = wgmma_operand(desc_b, trans_b, col, k);
+  }
   arrive(wg.bar);
 }
 
@@ -463,7 +480,11 @@ inline void wgmma_commit() {
 // Thread r's accumulators of op: d[4 j + 2 v + u] = D[16 w + g + 8 v][8 j + 2 t + u]
 // (w = r / 32, g = lane / 4, t = lane % 4); A in registers as mma.sync's
 // m16n8k16 A per warp (its 16 rows); products exact, summed in k order.
+// A shared-memory operand that is not what it was when the op was issued
+// fails: something wrote it while the MMA was in flight (a store, or a
+// cp.async that landed; with early_copies, copies land as they are issued).
 inline void wgmma_compute(const WgmmaOp& op, unsigned r) {
+  const auto same = [](float x, float y) { return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y); };
   const int w = static_cast<int>(r / 32), lane = static_cast<int>(r % 32), g = lane / 4, t = lane % 4;
   if (op.a_in_registers)
     for (int j = 0; j < 4; ++j)
@@ -478,6 +499,8 @@ inline void wgmma_compute(const WgmmaOp& op, unsigned r) {
         a[v][k] = forge::bf16_to_float(static_cast<uint16_t>(k & 1 ? x >> 16 : x));
       } else {
         a[v][k] = wgmma_operand(op.desc_a, op.trans_a, row, k);
+        if (!same(a[v][k], op.shared_a[row * 16 + k]))
+          fail("wgmma: a shared-memory A operand written while its MMA was in flight");
       }
     }
   }
@@ -486,7 +509,11 @@ inline void wgmma_compute(const WgmmaOp& op, unsigned r) {
     for (int u = 0; u < 2; ++u) {
       const int col = 8 * j + 2 * t + u;
       float b[16];
-      for (int k = 0; k < 16; ++k) b[k] = wgmma_operand(op.desc_b, op.trans_b, col, k);
+      for (int k = 0; k < 16; ++k) {
+        b[k] = wgmma_operand(op.desc_b, op.trans_b, col, k);
+        if (!same(b[k], op.shared_b[col * 16 + k]))
+          fail("wgmma: a shared-memory B operand written while its MMA was in flight");
+      }
       for (int v = 0; v < 2; ++v) {
         float acc = 0.0f;
         for (int k = 0; k < 16; ++k) acc += a[v][k] * b[k];
@@ -522,9 +549,21 @@ inline uint32_t cvt_rna_tf32(float x) {
 // `bytes` now and writes them (the rest zero-filled) into shared memory
 // only at the thread's cp_async_wait_all, so a kernel that reads a tile
 // before waiting for it (or, for another thread's copies, before the barrier
-// after the wait) sees the old contents. The destination must lie in the
-// block's shared memory and both addresses be aligned to `bytes`, as on the
-// device; a thread may not exit with copies it never waited for.
+// after the wait) sees the old contents. The device may land a copy any
+// time between the two: with early_copies() set, copies land as they are
+// issued instead, so that one into a tile an MMA still reads (a wgmma in
+// flight, or another thread's reads before a barrier) shows up. The
+// destination must lie in the block's shared memory and both addresses be
+// aligned to `bytes`, as on the device; a thread may not exit with copies
+// it never waited for.
+inline std::atomic<bool>& early_copies() {
+  static std::atomic<bool> early{false};
+  return early;
+}
+inline void land(const PendingCopy& c) {
+  std::memcpy(c.dst, c.data, static_cast<size_t>(c.src_bytes));
+  std::memset(c.dst + c.src_bytes, 0, static_cast<size_t>(c.bytes - c.src_bytes));
+}
 inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
   Block& blk = *tls_block;
   auto* d = static_cast<unsigned char*>(dst);
@@ -535,16 +574,15 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
   if (src_bytes < 0 || src_bytes > bytes || bytes > 16) fail("cp.async size out of range");
   PendingCopy c{d, bytes, src_bytes, {}};
   std::memcpy(c.data, src, static_cast<size_t>(src_bytes));
+  if (early_copies()) land(c);
   blk.pending[linear_thread()].push_back(c);
 }
 
-// cp.async.wait_all: the thread's pending copies land.
+// cp.async.wait_all: the thread's pending copies land (again, where they
+// landed early: the same bytes).
 inline void cp_async_wait_all() {
   auto& mine = tls_block->pending[linear_thread()];
-  for (const PendingCopy& c : mine) {
-    std::memcpy(c.dst, c.data, static_cast<size_t>(c.src_bytes));
-    std::memset(c.dst + c.src_bytes, 0, static_cast<size_t>(c.bytes - c.src_bytes));
-  }
+  for (const PendingCopy& c : mine) land(c);
   mine.clear();
 }
 
