@@ -53,6 +53,7 @@
 #include "bench_workloads.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "core/scoped_env.hpp"
 #include "model/optimizer.hpp"
 #include "model/policy_model.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
@@ -102,17 +103,9 @@ int main(int argc, char** argv) {
   Backend& B16 = *gpu16;  // works on B's buffers (same device), on its own stream
   // A backend made with these environment variables set (restored after).
   const auto backend_with = [](std::vector<std::pair<const char*, const char*>> vars, Precision precision) {
-    std::vector<std::pair<bool, std::string>> kept;
-    for (const auto& [name, value] : vars) {
-      const char* was = std::getenv(name);
-      kept.push_back({was != nullptr, was ? was : ""});
-      setenv(name, value, 1);
-    }
-    std::unique_ptr<Backend> be = make_backend("cuda", precision);
-    for (size_t i = 0; i < vars.size(); ++i)
-      if (kept[i].first) setenv(vars[i].first, kept[i].second.c_str(), 1);
-      else unsetenv(vars[i].first);
-    return be;
+    std::vector<std::unique_ptr<ScopedEnv>> set;
+    for (const auto& [name, value] : vars) set.push_back(std::make_unique<ScopedEnv>(name, value));
+    return make_backend("cuda", precision);
   };
   const char* fp32_attention = std::getenv("FORGE_CUDA_FP32_ATTENTION");
   const std::string fp32_mode = fp32_attention ? fp32_attention : "3xtf32";

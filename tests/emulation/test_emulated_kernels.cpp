@@ -15,6 +15,7 @@
 #include "backend/cuda/tree_attention.cuh"
 #include "backend/host_pins.hpp"
 #include "core/error.hpp"
+#include "core/scoped_env.hpp"
 #include "emulation/backend_cases.hpp"
 
 namespace forge {
@@ -107,25 +108,6 @@ Backend* emulated_bf16_wgmma2_keys128_early_copies_backend(std::string* why) {
 
 // FORGE_CUDA_FP32_ATTENTION picks the FP32 attention; another value is an
 // InputError that names the variable.
-// An environment variable unset for the scope, as it was after.
-class UnsetForScope {
- public:
-  explicit UnsetForScope(const char* name) : name_(name) {
-    const char* v = std::getenv(name);
-    had_ = v != nullptr;
-    if (had_) saved_ = v;
-    unsetenv(name);
-  }
-  ~UnsetForScope() {
-    if (had_) setenv(name_, saved_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string saved_;
-};
 
 // With `name` set to `value`, making the backend is an InputError that
 // names the variable.
@@ -169,7 +151,7 @@ TEST(EmulatedCuda, HostPinsPageLockOnceAndRelease) {
 }
 
 TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
-  const UnsetForScope scope("FORGE_CUDA_FP32_ATTENTION");
+  const ScopedEnv scope("FORGE_CUDA_FP32_ATTENTION", nullptr);
   EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::k3xTf32);
   setenv("FORGE_CUDA_FP32_ATTENTION", "exact", 1);
   EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::kExact);
@@ -181,7 +163,7 @@ TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
 // FORGE_CUDA_ATTENTION_STEP_TILES: 1 or 2, unset 0 (the default); another
 // value is an InputError that names the variable.
 TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
-  const UnsetForScope scope("FORGE_CUDA_ATTENTION_STEP_TILES");
+  const ScopedEnv scope("FORGE_CUDA_ATTENTION_STEP_TILES", nullptr);
   EXPECT_EQ(cuda::attention_step_tiles_from_env(), 0);
   setenv("FORGE_CUDA_ATTENTION_STEP_TILES", "1", 1);
   EXPECT_EQ(cuda::attention_step_tiles_from_env(), 1);
@@ -193,7 +175,7 @@ TEST(EmulatedCuda, AttentionStepTilesFromTheEnvironment) {
 // FORGE_CUDA_BF16_WORKING: bf16 (or unset) or fp32; another value is an
 // InputError that names the variable.
 TEST(EmulatedCuda, Bf16WorkingActivationsFromTheEnvironment) {
-  const UnsetForScope scope("FORGE_CUDA_BF16_WORKING");
+  const ScopedEnv scope("FORGE_CUDA_BF16_WORKING", nullptr);
   EXPECT_TRUE(cuda::bf16_working_activations_from_env());
   EXPECT_TRUE(cuda::make_cuda_backend(Precision::kBf16)->bf16_operands());
   EXPECT_FALSE(cuda::make_cuda_backend(Precision::kFp32)->bf16_operands());
@@ -208,7 +190,7 @@ TEST(EmulatedCuda, Bf16WorkingActivationsFromTheEnvironment) {
 // FORGE_CUDA_ATTENTION_WGMMA: 1 or 2 (warpgroups a block), or 0 (unset:
 // 0); another value is an InputError that names the variable.
 TEST(EmulatedCuda, WgmmaAttentionFromTheEnvironment) {
-  const UnsetForScope scope("FORGE_CUDA_ATTENTION_WGMMA");
+  const ScopedEnv scope("FORGE_CUDA_ATTENTION_WGMMA", nullptr);
   EXPECT_EQ(cuda::wgmma_attention_from_env(), 0);
   setenv("FORGE_CUDA_ATTENTION_WGMMA", "1", 1);
   EXPECT_EQ(cuda::wgmma_attention_from_env(), 1);
@@ -224,7 +206,7 @@ TEST(EmulatedCuda, WgmmaAttentionFromTheEnvironment) {
 // FORGE_CUDA_ATTENTION_WGMMA_KEYS: 64 or 128 (unset: 0, the default 64);
 // another value is an InputError that names the variable.
 TEST(EmulatedCuda, WgmmaStepKeysFromTheEnvironment) {
-  const UnsetForScope scope("FORGE_CUDA_ATTENTION_WGMMA_KEYS");
+  const ScopedEnv scope("FORGE_CUDA_ATTENTION_WGMMA_KEYS", nullptr);
   EXPECT_EQ(cuda::wgmma_step_keys_from_env(), 0);
   setenv("FORGE_CUDA_ATTENTION_WGMMA_KEYS", "128", 1);
   EXPECT_EQ(cuda::wgmma_step_keys_from_env(), 128);

@@ -14,6 +14,7 @@
 #include "backend/cpu/sgemm_library.hpp"
 #include "backend/cpu/cpu_isa.hpp"
 #include "backend/host_runtime.hpp"
+#include "core/scoped_env.hpp"
 
 namespace forge {
 namespace {
@@ -134,22 +135,18 @@ TEST(HostRuntime, StartupChoiceIsWhatRuns) {
 TEST(HostRuntime, SharedCoresWithSpinningThreadsNameTheWaitPolicy) {
   const int cores = host_runtime().cores;
   if (cores < 2) GTEST_SKIP() << "needs 2 cores for 2 threads per rank";
-  const char* saved = std::getenv("OMP_WAIT_POLICY");
-  const std::string kept = saved ? saved : "";
   auto names_policy = [&](int threads) {
     for (const auto& w : host_runtime_warnings(threads, 2 * cores + 1))
       if (w.find("OMP_WAIT_POLICY=PASSIVE") != std::string::npos) return true;
     return false;
   };
-  unsetenv("OMP_WAIT_POLICY");
-  EXPECT_TRUE(names_policy(2));
-  EXPECT_FALSE(names_policy(1));  // one thread per rank does not spin
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  {
+    const ScopedEnv unset("OMP_WAIT_POLICY", nullptr);
+    EXPECT_TRUE(names_policy(2));
+    EXPECT_FALSE(names_policy(1));  // one thread per rank does not spin
+  }
+  const ScopedEnv passive("OMP_WAIT_POLICY", "PASSIVE");
   EXPECT_FALSE(names_policy(2));
-  if (saved)
-    setenv("OMP_WAIT_POLICY", kept.c_str(), 1);
-  else
-    unsetenv("OMP_WAIT_POLICY");
 }
 
 }  // namespace

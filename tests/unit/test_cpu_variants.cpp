@@ -14,6 +14,7 @@
 #include "backend/cpu/cpu_isa.hpp"
 #include "backend/cpu/cpu_variants.hpp"
 #include "core/error.hpp"
+#include "core/scoped_env.hpp"
 
 #define FORGE_BACKEND_CASES_REFERENCE() ::forge::make_cpu_backend_variant(::forge::cpu_variants().front().name)
 #include "emulation/backend_cases.hpp"
@@ -74,11 +75,6 @@ TEST(CpuVariants, PagedAttentionHeadDimsMatchTheBaseline) {
   if (compared == 0) GTEST_SKIP() << "no variant above the baseline " << base << " runs on this CPU";
 }
 
-struct EnvVar {
-  explicit EnvVar(const char* value) { setenv("FORGE_CPU_KERNELS", value, 1); }
-  ~EnvVar() { unsetenv("FORGE_CPU_KERNELS"); }
-};
-
 TEST(CpuVariants, TheHighestLevelThisCpuRunsIsChosen) {
   const auto runnable = runnable_cpu_variants();
   ASSERT_FALSE(runnable.empty());
@@ -94,13 +90,13 @@ TEST(CpuVariants, TheHighestLevelThisCpuRunsIsChosen) {
 
 TEST(CpuVariants, EnvironmentPicksAnotherVariant) {
   const std::string base = cpu_variants().front().name;
-  EnvVar env(base.c_str());
+  const ScopedEnv env("FORGE_CPU_KERNELS", base.c_str());
   EXPECT_EQ(selected_cpu_variant().name, base);
 }
 
 TEST(CpuVariants, UnknownOrUnrunnableVariantIsAnInputError) {
   {
-    EnvVar env("pentium");
+    const ScopedEnv env("FORGE_CPU_KERNELS", "pentium");
     try {
       selected_cpu_variant();
       FAIL() << "no error for FORGE_CPU_KERNELS=pentium";

@@ -2,6 +2,7 @@
 #include "backend/cpu/blas_core.hpp"
 
 #include "backend/cpu/sgemm_library.hpp"
+#include "core/scoped_env.hpp"
 
 #include <cblas.h>
 
@@ -79,13 +80,11 @@ std::string blas_core_name() {
 
 bool switch_blas_core(const std::string& core) {
   if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) return false;
-  const char* before = std::getenv("OPENBLAS_CORETYPE");
-  const std::string saved = before ? before : "";
-  setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-  gotoblas_dynamic_quit();
-  gotoblas_dynamic_init();
-  if (before) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
-  else unsetenv("OPENBLAS_CORETYPE");
+  {
+    const ScopedEnv coretype("OPENBLAS_CORETYPE", core.c_str());
+    gotoblas_dynamic_quit();
+    gotoblas_dynamic_init();
+  }
   return same_core(blas_core_name(), core);
 }
 

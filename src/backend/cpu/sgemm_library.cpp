@@ -12,6 +12,7 @@
 #include "backend/cpu/blas_core.hpp"
 #include "backend/cpu/blis_config.hpp"
 #include "backend/cpu/cpu_isa.hpp"
+#include "core/scoped_env.hpp"
 #include "core/strings.hpp"
 
 namespace forge {
@@ -43,13 +44,9 @@ std::vector<std::string> arch_names(const char* (*arch_name)(int)) {
 // bli_init with BLIS_ARCH_TYPE as forge's request says (BLIS reads it there,
 // once), the environment restored afterwards.
 void init_blis(void (*init)(), const BlisConfigRequest& request) {
-  const char* before = std::getenv("BLIS_ARCH_TYPE");
-  const std::string saved = before ? before : "";
-  if (request.id >= 0) setenv("BLIS_ARCH_TYPE", std::to_string(request.id).c_str(), 1);
-  else unsetenv("BLIS_ARCH_TYPE");
+  const std::string id = std::to_string(request.id);
+  const ScopedEnv arch("BLIS_ARCH_TYPE", request.id >= 0 ? id.c_str() : nullptr);
   init();
-  if (before) setenv("BLIS_ARCH_TYPE", saved.c_str(), 1);
-  else unsetenv("BLIS_ARCH_TYPE");
 }
 
 const Blis& blis() {
