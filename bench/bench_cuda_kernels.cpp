@@ -105,7 +105,9 @@ int main(int argc, char** argv) {
   const auto backend_with = [](std::vector<std::pair<const char*, const char*>> vars, Precision precision) {
     std::vector<std::unique_ptr<ScopedEnv>> set;
     for (const auto& [name, value] : vars) set.push_back(std::make_unique<ScopedEnv>(name, value));
-    return make_backend("cuda", precision);
+    std::unique_ptr<Backend> be = make_backend("cuda", precision);
+    while (!set.empty()) set.pop_back();  // restored last set first
+    return be;
   };
   const char* fp32_attention = std::getenv("FORGE_CUDA_FP32_ATTENTION");
   const std::string fp32_mode = fp32_attention ? fp32_attention : "3xtf32";

@@ -81,7 +81,8 @@ class BlockAttention {
  public:
   virtual ~BlockAttention() = default;
   virtual void forward(int layer, const float* qkv, int ld, float* out, float* lse, const AttentionBf16& bf16) = 0;
-  // dq, dk, dv into dqkv (same layout, overwritten) from dout; training only.
+  // dq, dk, dv into dqkv (same layout, overwritten) from dout, or, where
+  // dout is null, from bf16.dout (dO as bf16); training only.
   virtual void backward(int layer, const float* qkv, int ld, const float* out, const float* lse,
                         const AttentionBf16& bf16, const float* dout, float* dqkv);
 };

@@ -49,7 +49,8 @@ class WeightChannel {
   void request_stop(int64_t code);
   // Host only: all the memory begin_publish hands out (the window's two
   // buffers, or the staging copy where the window is not unified), for a
-  // device learner to page-lock once (HostPins); valid while the channel is.
+  // device learner to page-lock once (HostPins); valid while the channel is
+  // and the host does not pull (try_pull would swap the staging copy out).
   std::pair<void*, size_t> publish_memory();
 
   // Any rank.

@@ -3,7 +3,10 @@
 // thread), against the CPU backend: the cases of backend_cases.hpp, FP32
 // (tree attention in 3xTF32 on tensor cores, and in the exact SIMT kernels
 // by a second backend) and (a third backend in bf16 precision) bf16; the
-// tree attention cases again with the forward in steps of one key tile.
+// tree attention cases again with the forward in steps of one key tile, on
+// wgmma (one and two warpgroups, 64- and 128-key steps), and with every
+// cp.async landing as it is issued (the *EarlyCopies suites); the backend's
+// options from the environment, and HostPins over its page-locking.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -106,8 +109,6 @@ Backend* emulated_bf16_wgmma2_keys128_early_copies_backend(std::string* why) {
   return with_early_copies(emulated_bf16_wgmma2_keys128_backend(why));
 }
 
-// FORGE_CUDA_FP32_ATTENTION picks the FP32 attention; another value is an
-// InputError that names the variable.
 
 // With `name` set to `value`, making the backend is an InputError that
 // names the variable.
@@ -150,6 +151,8 @@ TEST(EmulatedCuda, HostPinsPageLockOnceAndRelease) {
   EXPECT_EQ(cpu_pins.pinned(), 0u);
 }
 
+// FORGE_CUDA_FP32_ATTENTION picks the FP32 attention; another value is an
+// InputError that names the variable.
 TEST(EmulatedCuda, Fp32AttentionFromTheEnvironment) {
   const ScopedEnv scope("FORGE_CUDA_FP32_ATTENTION", nullptr);
   EXPECT_EQ(cuda::fp32_attention_from_env(), cuda::Fp32Attention::k3xTf32);

@@ -41,8 +41,9 @@
 // them in practice: a block may wait on an earlier block's atomic (it has
 // started), never on a later one's. The runtime API subset the backend uses runs
 // synchronously on the host; cuBLAS SGEMM maps to CBLAS (column-major), and
-// cublasGemmEx (bf16 inputs, FP32 output and compute) widens its inputs to
-// FP32 and does the same. __nv_bfloat16 rounds to nearest even.
+// cublasGemmEx (bf16 inputs, FP32 or bf16 output, FP32 compute) widens its
+// inputs to FP32 and does the same (a bf16 output rounded to nearest even).
+// __nv_bfloat16 rounds to nearest even.
 //
 // Not emulated: memory coalescing, bank conflicts, occupancy, warp-divergent
 // timing, races between threads that are not separated by a barrier (fibers

@@ -6,7 +6,8 @@
 //   bf16: A and B rounded to bf16 (round to nearest even) into packed scratch
 //     (a_bf16: M*K, b_bf16: K*N elements), then cublasGemmEx with CUDA_R_16BF
 //     inputs, FP32 C and CUBLAS_COMPUTE_32F (tensor cores, FP32 accumulation).
-//     C and beta C stay FP32. gemm_row_major_bf16_packed takes operands
+//     C and beta C stay FP32 (but in the bf16-C form below).
+//     gemm_row_major_bf16_packed takes operands
 //     already rounded and packed (A: M*K, B: K*N elements, rows as stored),
 //     so that one rounding can serve two products; its second form writes
 //     C as bf16 (CUDA_R_16BF: the FP32 accumulators rounded to nearest
