@@ -249,8 +249,8 @@ void Transformer::backward(const float* P, const uint16_t* P16, float* G, const 
   float* d_act = narrow ? nullptr : act.d_act_.data();
   float* d_h = narrow ? nullptr : act.d_h_.data();
   float* d_att = narrow ? nullptr : act.d_att_.data();
-  const auto to_bf16_values = [&](float* g, size_t n) {  // FP32 working buffers, bf16 activations
-    if (!pack || narrow) return;
+  const auto to_bf16_values = [&](float* g, size_t n) {  // FP32 working buffers (callers: not narrow)
+    if (!pack) return;
     B.pack_bf16(g, act.dgrad16_.data(), n);
     B.unpack_bf16(act.dgrad16_.data(), g, n);
   };

@@ -191,15 +191,17 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   // device backend downloads them there. Each publication is timed: the
   // download, then the whole of it (a device backend's stream drained
   // first, so that the optimizer's last kernels do not count as download).
-  // A device backend downloads into page-locked memory (HostPins; pinned
-  // once, before the first publication's clock starts).
+  // A device backend downloads into page-locked memory (HostPins), pinned
+  // here, once, before the first publication's clock starts.
   std::vector<double> publish_ms, download_ms;
   HostPins pins(model.backend());
+  if (lead && !model.backend().host_memory()) {
+    const auto [memory, memory_bytes] = weights.publish_memory();
+    pins.pin(memory, memory_bytes);
+  }
   const auto publish = [&](int64_t version) {
     const size_t bytes = model.layout().total * sizeof(float);
     if (!model.backend().host_memory()) {
-      const auto [memory, memory_bytes] = weights.publish_memory();
-      pins.pin(memory, memory_bytes);
       float drained;
       model.backend().to_host(&drained, std::as_const(model).params(), sizeof drained);
     }

@@ -302,9 +302,8 @@ class CudaBackend final : public Backend {
     p.dv = g.dv;
     p.delta = delta_.get<float>(size_t(a.n_heads) * a.T);
     p.dkdv_turn = dkdv_turn_.get<int32_t>(tree_attention_dkdv_turns(a.T, a.n_kv_heads));
-    FORGE_CHECK(g.dout || (bf16_ && g.dout_bf16),
-                "cuda tree attention backward: dO as bf16 (dout_bf16) is for the bf16 precision");
-    // dO as bf16: the caller's where given (read as it is), else rounded by the delta pass into scratch.
+    // dO as bf16: the caller's where given (read as it is), else rounded by
+    // the delta pass into scratch (launch_tree_attention_bwd checks the pair).
     if (!g.dout) {
       p.dout_bf16 = reinterpret_cast<const __nv_bfloat16*>(g.dout_bf16);
     } else if (bf16_) {
