@@ -227,7 +227,8 @@ TEST(Cli, BlisArchTypeReplacedWhenAFallbackAndNeverFatal) {
 
   // FORGE_BLAS_CORETYPE=keep: BLIS's own choice runs, and a warning says so
   // exactly when it is not the configuration forge would have chosen (a
-  // Zen 5 gets generic, an Emerald Rapids haswell; a Zen 4 zen3, no warning).
+  // Zen 5 gets generic, an Emerald Rapids haswell, a Zen 1 zen; a Zen 4
+  // zen3, no warning).
   setenv("FORGE_BLAS_CORETYPE", "keep", 1);
   const Result kept = forge("config");
   unsetenv("FORGE_BLAS_CORETYPE");

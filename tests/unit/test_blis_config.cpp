@@ -1,7 +1,7 @@
 // BLIS's configuration (backend/cpu/blis_config.hpp): forge asks for skx on
 // AVX-512 CPUs BLIS 0.9 gives AVX2 or plain C (Intel beyond Skylake-SP, AMD
-// Zen 5), haswell on AVX2 CPUs it does not name, leaves Zen 3/4 and
-// Skylake-SP to BLIS, and uses, replaces or ignores a BLIS_ARCH_TYPE
+// Zen 5), haswell on AVX2 CPUs it does not name, zen3 on Zen and Zen+
+// (where BLIS takes zen), leaves Zen 2, Zen 3/4 and Skylake-SP to BLIS, and uses, replaces or ignores a BLIS_ARCH_TYPE
 // by the rule; the CPU identity read here is cpuid's.
 #include <gtest/gtest.h>
 
@@ -32,6 +32,7 @@ const CpuIdentity kZen4{"AuthenticAMD", 0x19, 0x11};
 const CpuIdentity kAlderLake{"GenuineIntel", 6, 0x97};
 const CpuIdentity kZen5{"AuthenticAMD", 0x1A, 0x02};  // BLIS 0.9's generic
 const CpuIdentity kHygon{"HygonGenuine", 0x18, 0x01};  // BLIS 0.9's generic
+const CpuIdentity kZen1{"AuthenticAMD", 0x17, 0x01};  // BLIS 0.9's zen
 
 TEST(BlisConfig, SkxOnAvx512BeyondSkylakeSpAndZen4HaswellWhereBlisKnowsNoFamilyElseBlisOwn) {
   for (const CpuIdentity& cpu : {kEmeraldRapids, kGraniteRapids, kZen5, kHygon}) {
@@ -47,11 +48,18 @@ TEST(BlisConfig, SkxOnAvx512BeyondSkylakeSpAndZen4HaswellWhereBlisKnowsNoFamilyE
     EXPECT_EQ(r.config, "haswell") << cpu.vendor;
     EXPECT_EQ(r.id, 3);
   }
+  // Zen and Zen+ (BLIS's 'zen', slower than its zen3 there); not Zen 2.
+  for (const CpuIdentity& cpu :
+       {kZen1, CpuIdentity{"AuthenticAMD", 0x17, 0x08}, CpuIdentity{"AuthenticAMD", 0x17, 0x2F}}) {
+    const BlisConfigRequest r = request_blis_config(cpu, CpuLevel::kV3, nullptr, kNames, kForgeChooses);
+    EXPECT_EQ(r.config, "zen3") << cpu.model;
+    EXPECT_EQ(r.id, 6);
+  }
   EXPECT_EQ(request_blis_config(kZen5, CpuLevel::kV2, nullptr, kNames, kForgeChooses).config, "")
       << "nothing faster than generic without AVX2";
   // BLIS's own choice: its SKU table on Skylake-SP, zen3 on AMD family 0x19
   // (faster than skx on a Zen 4), haswell on Intel without AVX-512, zen2 on
-  // family 0x17.
+  // family 0x17 from model 0x30 (Zen 2).
   for (const auto& [cpu, level] :
        {std::pair{kSkylakeSp, CpuLevel::kV4}, std::pair{kZen4, CpuLevel::kV4}, std::pair{kZen4, CpuLevel::kV3},
         std::pair{CpuIdentity{"AuthenticAMD", 0x17, 0x31}, CpuLevel::kV3}, std::pair{kAlderLake, CpuLevel::kV3},
@@ -148,6 +156,9 @@ TEST(BlisConfig, SlowConfigurationOfAnotherBuildIsWarned) {
   EXPECT_EQ(blis_slow_config_warning(kEmeraldRapids, CpuLevel::kV4, "skx"), "");
   EXPECT_EQ(blis_slow_config_warning(kSkylakeSp, CpuLevel::kV4, "haswell"), "") << "BLIS's SKU table decides there";
   EXPECT_EQ(blis_slow_config_warning(kZen4, CpuLevel::kV4, "zen3"), "");
+  // Same rank, measured slower: BLIS's own zen on a Zen 1.
+  EXPECT_NE(blis_slow_config_warning(kZen1, CpuLevel::kV3, "zen").find("set BLIS_ARCH_TYPE=zen3"), std::string::npos);
+  EXPECT_EQ(blis_slow_config_warning(kZen1, CpuLevel::kV3, "zen3"), "");
   EXPECT_EQ(blis_slow_config_warning(kZen4, CpuLevel::kV2, "penryn"), "");
 }
 

@@ -20,11 +20,15 @@
 //   skx          on an x86-64-v4 CPU other than Skylake-SP (Intel family 6,
 //                model 0x55, where BLIS's SKU table tells the one-FMA parts
 //                from the two-FMA ones) and AMD family 0x19
+//   zen3         on Zen and Zen+ (AMD family 0x17 below model 0x30), where
+//                BLIS takes 'zen' (the same AVX2 micro-kernel; its
+//                configuration ran a Zen 1's step GEMMs 9-13% slower)
 //   haswell      on an x86-64-v3 CPU BLIS 0.9 does not name (AMD beyond
 //                family 0x19, other vendors)
 //   BLIS's own   otherwise: on Skylake-SP, on Intel without AVX-512
-//                (haswell), and on AMD family 0x19 (zen3: on a Zen 4, whose
-//                AVX-512 runs on 256-bit units, it measured faster than skx)
+//                (haswell), on Zen 2 (zen2), and on AMD family 0x19 (zen3:
+//                on a Zen 4, whose AVX-512 runs on 256-bit units, it
+//                measured faster than skx)
 // BLIS_ARCH_TYPE set by the user -- a number, or a configuration name (BLIS
 // 0.9 reads only numbers: "zen3" would read as 0, which is skx) -- is
 //   used         when it names an x86-64 configuration this CPU runs that is
@@ -67,11 +71,12 @@ int blis_config_rank(const std::string& config);
 bool blis_config_runs_on(const std::string& config, CpuLevel level);
 
 // The configuration forge asks for on this CPU without BLIS_ARCH_TYPE: "skx",
-// "haswell" or "" (BLIS's own).
+// "zen3", "haswell" or "" (BLIS's own).
 std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level);
 
 // A startup warning when the configuration BLIS runs is slower than this
-// CPU's (rank below forge's request, or below 3 on an x86-64-v3/v4 CPU) and
+// CPU's (not forge's request and of no higher rank, or below 3 on an
+// x86-64-v3/v4 CPU) and
 // nobody asked for it (BLIS_ARCH_TYPE unset): a BLIS build forge does not
 // request configurations from, FORGE_BLAS_CORETYPE=keep, or a request BLIS
 // did not follow. "" otherwise.
