@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     }
     std::printf("\n%s, weights %.1f MB\n%4s %14s %14s %10s %10s %8s\n", m.name, bytes / 1e6, "M", "forge us/step",
                 "BLAS us", "forge GF/s", "BLAS GF/s", "speedup");
-    for (int M : {1, 2, 3, 4, 6, 8, 12, 16, 32}) {
+    for (int M : {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128}) {
       std::vector<float> A(static_cast<size_t>(M) * 4096), C(static_cast<size_t>(M) * 4096);
       for (float& v : A) v = static_cast<float>(rng.normal());
       const double flops = M * flops_per_row;

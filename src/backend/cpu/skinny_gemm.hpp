@@ -14,11 +14,15 @@
 //             A^T[k][m0:m0+32] * broadcast(W[n][k]) into 16 AVX-512 registers
 // (bench_decode_gemm: per decode step of the agent policy, M 2..8, 1.2-1.3x
 // OpenBLAS, where the earlier 16-row padding of every M > 1 ran 0.5-0.9x.)
+// Those are the AVX-512 tiles (x86-64-v4 variant, or native on an AVX-512
+// machine). With AVX2 (x86-64-v3, or native on an AVX2 machine: 8 lanes, 16
+// registers) only M >= 16 is taken, in tiles of 6 weight rows x 16
+// activation rows (M padded to 8): with fewer rows BLIS's AVX2
+// configuration measured as fast or faster (docs/performance.md, "A Zen 1").
 // Every output element is summed by one thread in a fixed order, so the result does
-// not depend on the thread count. AVX-512 only, in the kernel variants built
-// for it (x86-64-v4, or native on an AVX-512 machine); skinny_gemm_nt returns
-// false (and computes nothing) in the other variants or where the shape is
-// not skinny, and the caller uses BLAS.
+// not depend on the thread count. skinny_gemm_nt returns false (and computes
+// nothing) in the x86-64 variant, under 16 rows with AVX2, or where the shape
+// is not skinny, and the caller uses BLAS.
 #pragma once
 #include "backend/cpu/cpu_backend.hpp"  // FORGE_CPU_NS
 
