@@ -159,6 +159,7 @@ TEST(BlisConfig, SlowConfigurationOfAnotherBuildIsWarned) {
   // Same rank, measured slower: BLIS's own zen on a Zen 1.
   EXPECT_NE(blis_slow_config_warning(kZen1, CpuLevel::kV3, "zen").find("set BLIS_ARCH_TYPE=zen3"), std::string::npos);
   EXPECT_EQ(blis_slow_config_warning(kZen1, CpuLevel::kV3, "zen3"), "");
+  EXPECT_EQ(blis_slow_config_warning(kHygon, CpuLevel::kV3, "zen3"), "") << "same rank, never measured slower";
   EXPECT_EQ(blis_slow_config_warning(kZen4, CpuLevel::kV2, "penryn"), "");
 }
 

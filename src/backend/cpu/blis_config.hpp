@@ -22,7 +22,7 @@
 //                from the two-FMA ones) and AMD family 0x19
 //   zen3         on Zen and Zen+ (AMD family 0x17 below model 0x30), where
 //                BLIS takes 'zen' (the same AVX2 micro-kernel; its
-//                configuration ran a Zen 1's step GEMMs 9-13% slower)
+//                configuration ran a Zen 1's step GEMMs 7-12% slower)
 //   haswell      on an x86-64-v3 CPU BLIS 0.9 does not name (AMD beyond
 //                family 0x19, other vendors)
 //   BLIS's own   otherwise: on Skylake-SP, on Intel without AVX-512
@@ -75,8 +75,8 @@ bool blis_config_runs_on(const std::string& config, CpuLevel level);
 std::string blis_config_for(const CpuIdentity& cpu, CpuLevel level);
 
 // A startup warning when the configuration BLIS runs is slower than this
-// CPU's (not forge's request and of no higher rank, or below 3 on an
-// x86-64-v3/v4 CPU) and
+// CPU's (rank below forge's request; zen where it asks for zen3; or below 3
+// on an x86-64-v3/v4 CPU) and
 // nobody asked for it (BLIS_ARCH_TYPE unset): a BLIS build forge does not
 // request configurations from, FORGE_BLAS_CORETYPE=keep, or a request BLIS
 // did not follow. "" otherwise.

@@ -199,8 +199,9 @@ void gemm_nt_few_rows(int M, int N, int K, float alpha, const float* A, int lda,
 
 #endif
 
-// M > 8: out[j][m] = sum_k At[k][m] W[j][k] for NR weight rows and L MV
-// activation rows (At padded, so full vectors are always in bounds).
+// M > 8 (AVX-512), M >= 16 (AVX2): out[j][m] = sum_k At[k][m] W[j][k] for NR
+// weight rows and L MV activation rows (At padded, so full vectors are always
+// in bounds).
 template <int NR, int MV>
 inline void broadcast_tile(int K, const float* At, int ldt, const float* w, int ldw, float* out) {
   V acc[NR][MV];
