@@ -10,6 +10,7 @@
 // error over these depths and far below any indexing error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -62,6 +63,26 @@ TEST(CpuGemm, SkinnyAccumulatesWithAlphaBeta) {
   for (const std::string& variant : runnable_cpu_variants()) {
     for (int M : {1, 3, 4, 5, 48})
       for (float beta : {1.0f, 0.5f}) check_nt(variant, M, 27, 40, 0.25f, beta);
+  }
+}
+
+// Which rows each variant's tiles take (skinny_gemm.hpp): 1..128 with
+// AVX-512, 16..128 with AVX2, none in the x86-64 variant; the rest is BLAS's.
+// A variant that silently fell back to BLAS would pass the cases above.
+TEST(CpuGemm, EachVariantTakesTheRowsOfItsTiles) {
+  const std::vector<float> A(129 * 8, 1.0f), W(5 * 8, 1.0f);
+  std::vector<float> C(129 * 5);
+  for (const CpuVariant& v : cpu_variants()) {
+    if (v.level > detect_cpu_level()) continue;
+    for (int M : {1, 8, 15, 16, 17, 128, 129}) {
+      const bool want = M <= kSkinnyMaxRows && (v.level >= CpuLevel::kV4 || (v.level == CpuLevel::kV3 && M >= 16));
+      std::fill(C.begin(), C.end(), 0.0f);
+      EXPECT_EQ(v.skinny_gemm_nt(M, 5, 8, 1.0f, A.data(), 8, W.data(), 8, 0.0f, C.data(), 5), want)
+          << v.name << " M " << M;
+      if (want) {
+        EXPECT_EQ(C[static_cast<size_t>(M - 1) * 5 + 4], 8.0f) << v.name << " M " << M;
+      }
+    }
   }
 }
 

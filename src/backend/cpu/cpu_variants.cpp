@@ -12,10 +12,13 @@
 
 namespace forge {
 
-// Each variant's factory (cpu_backend.cpp, compiled per variant).
-#define FORGE_DECLARE_CPU_VARIANT(ns) \
-  namespace ns {                      \
-  std::unique_ptr<Backend> make_cpu_backend(); \
+// Each variant's factory (cpu_backend.cpp) and decode GEMM (skinny_gemm.cpp),
+// compiled per variant.
+#define FORGE_DECLARE_CPU_VARIANT(ns)                                                                     \
+  namespace ns {                                                                                          \
+  std::unique_ptr<Backend> make_cpu_backend();                                                            \
+  bool skinny_gemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw, \
+                      float beta, float* C, int ldc);                                                     \
   }
 #ifdef FORGE_HAS_CPU_x86_64
 FORGE_DECLARE_CPU_VARIANT(cpu_x86_64)
@@ -35,18 +38,18 @@ const std::vector<CpuVariant>& cpu_variants() {
   static const std::vector<CpuVariant> variants = [] {
     std::vector<CpuVariant> v;
 #ifdef FORGE_HAS_CPU_x86_64
-    v.push_back({"x86-64", CpuLevel::kX86_64, cpu_x86_64::make_cpu_backend});
+    v.push_back({"x86-64", CpuLevel::kX86_64, cpu_x86_64::make_cpu_backend, cpu_x86_64::skinny_gemm_nt});
 #endif
 #ifdef FORGE_HAS_CPU_x86_64_v3
-    v.push_back({"x86-64-v3", CpuLevel::kV3, cpu_x86_64_v3::make_cpu_backend});
+    v.push_back({"x86-64-v3", CpuLevel::kV3, cpu_x86_64_v3::make_cpu_backend, cpu_x86_64_v3::skinny_gemm_nt});
 #endif
 #ifdef FORGE_HAS_CPU_x86_64_v4
-    v.push_back({"x86-64-v4", CpuLevel::kV4, cpu_x86_64_v4::make_cpu_backend});
+    v.push_back({"x86-64-v4", CpuLevel::kV4, cpu_x86_64_v4::make_cpu_backend, cpu_x86_64_v4::skinny_gemm_nt});
 #endif
 #ifdef FORGE_HAS_CPU_native
     // Built for the build machine: whether this CPU runs it cannot be told
     // from the level alone; it is taken to be the machine it was built on.
-    v.push_back({"native", detect_cpu_level(), cpu_native::make_cpu_backend});
+    v.push_back({"native", detect_cpu_level(), cpu_native::make_cpu_backend, cpu_native::skinny_gemm_nt});
 #endif
     return v;
   }();

@@ -21,6 +21,10 @@ struct CpuVariant {
   std::string name;  // "x86-64", "x86-64-v3", "x86-64-v4", "native"
   CpuLevel level;    // the level its code needs
   std::unique_ptr<Backend> (*make)();
+  // Its decode GEMM (skinny_gemm.hpp): false where it leaves the shape to
+  // BLAS. Here so that tests can tell which rows each variant's tiles take.
+  bool (*skinny_gemm_nt)(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw,
+                         float beta, float* C, int ldc);
 };
 
 // The variants built into this binary, lowest level first.
