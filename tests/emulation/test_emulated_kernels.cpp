@@ -109,7 +109,6 @@ Backend* emulated_bf16_wgmma2_keys128_early_copies_backend(std::string* why) {
   return with_early_copies(emulated_bf16_wgmma2_keys128_backend(why));
 }
 
-
 // With `name` set to `value`, making the backend is an InputError that
 // names the variable.
 void expect_backend_refuses(const char* name, const char* value) {

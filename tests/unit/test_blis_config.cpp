@@ -1,8 +1,9 @@
 // BLIS's configuration (backend/cpu/blis_config.hpp): forge asks for skx on
 // AVX-512 CPUs BLIS 0.9 gives AVX2 or plain C (Intel beyond Skylake-SP, AMD
 // Zen 5), haswell on AVX2 CPUs it does not name, zen3 on Zen and Zen+
-// (where BLIS takes zen), leaves Zen 2, Zen 3/4 and Skylake-SP to BLIS, and uses, replaces or ignores a BLIS_ARCH_TYPE
-// by the rule; the CPU identity read here is cpuid's.
+// (where BLIS takes zen), leaves Zen 2, Zen 3/4 and Skylake-SP to BLIS, and
+// uses, replaces or ignores a BLIS_ARCH_TYPE by the rule; the CPU identity
+// read here is cpuid's.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

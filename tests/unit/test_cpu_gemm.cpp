@@ -3,9 +3,9 @@
 // (BLAS): rows, weight rows and depths that are and are not multiples of the
 // tiles (AVX-512: 1-4 rows against 16, 12, 8 or 6 weight rows; 5-8 rows
 // against 16; beyond, 8 weight rows x 16 or 32 rows; 16 lanes of k. AVX2,
-// from 16 rows: 6 weight rows x 8 or 16 rows), in every kernel
-// variant this CPU runs (the x86-64 one is BLAS throughout), leading
-// dimensions wider than the matrices, and alpha/beta accumulation. Tolerance:
+// from 16 rows: 6 weight rows x 8 or 16 rows), in every kernel variant this
+// CPU runs (the x86-64 one is BLAS throughout), leading dimensions wider than
+// the matrices, and alpha/beta accumulation. Tolerance:
 // |C - C_ref| <= 1e-6 sum_k |alpha A B| + |beta C|, well above FP32 summation
 // error over these depths and far below any indexing error.
 #include <gtest/gtest.h>

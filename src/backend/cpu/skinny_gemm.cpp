@@ -65,6 +65,7 @@ struct Vec {
 };
 // Tiles: weight rows per dot tile of MR <= 4 rows; weight rows per tile of
 // 5..8 rows; weight rows x activation rows per tile beyond 8 rows.
+constexpr int kMinRows = 1;
 constexpr int few_rows_nr(int MR) { return MR == 1 ? 16 : 24 / MR; }
 constexpr int kRows8Nr = 16;
 constexpr int kTileNr = 8, kTileMr = 32;
@@ -83,7 +84,7 @@ struct Vec {
   static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
 };
-constexpr int kMinRows = 16;
+constexpr int kMinRows = 16;  // fewer rows: BLAS
 constexpr int kTileNr = 6, kTileMr = 16;  // 12 accumulators, 2 rows of A^T, 1 broadcast
 #endif
 
@@ -196,7 +197,6 @@ void gemm_nt_few_rows(int M, int N, int K, float alpha, const float* A, int lda,
     default: return gemm_nt8(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
   }
 }
-
 #endif
 
 // M > 8 (AVX-512), M >= 16 (AVX2): out[j][m] = sum_k At[k][m] W[j][k] for NR
@@ -265,14 +265,14 @@ void gemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const fl
 bool skinny_gemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* W, int ldw,
                     float beta, float* C, int ldc) {
 #if FORGE_SKINNY_LANES > 0
-  if (M < 1 || M > kSkinnyMaxRows || K < 1) return false;
+  if (M < kMinRows || M > kSkinnyMaxRows || K < 1) return false;
 #if FORGE_SKINNY_LANES == 16
-  if (M <= kFewRows) gemm_nt_few_rows(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
-  else gemm_nt(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
-#else
-  if (M < kMinRows) return false;
-  gemm_nt(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
+  if (M <= kFewRows) {
+    gemm_nt_few_rows(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
+    return true;
+  }
 #endif
+  gemm_nt(M, N, K, alpha, A, lda, W, ldw, beta, C, ldc);
   return true;
 #else
   (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)W, (void)ldw, (void)beta, (void)C, (void)ldc;
