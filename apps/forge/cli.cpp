@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <memory>
 #include <sstream>
 
@@ -157,6 +158,12 @@ int run_main(int argc, char** argv) {
     std::cout.flush();
     std::cerr << "forge: error: " << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cout.flush();
+    std::cerr << "forge: error: out of memory: a size the configuration asks for does not fit this machine "
+                 "(the rollout engine's KV cache grows with agent.max_context_tokens + agent.max_new_tokens and "
+                 "the episodes in flight; a training batch with train.max_tokens)\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cout.flush();
     std::cerr << "forge: error: " << e.what() << "\n";

@@ -17,6 +17,7 @@
 #include "io_hdf5/checkpoint.hpp"
 #include "pretrained/model_source.hpp"
 #include "learner/run_checkpoints.hpp"
+#include "text_formats.hpp"
 
 namespace forge {
 namespace {
@@ -59,7 +60,7 @@ int run_eval(int argc, char** argv) {
   ForgeConfig all;
   int tasks = 500;
   bool json = false;
-  OptionSet opts("forge eval MODEL",
+  OptionSet opts("forge eval",
                  "Greedy agent evaluation of a checkpoint (an .h5 file, or a run folder: its\n"
                  "newest checkpoint) or of a pretrained model (GGUF file or Hugging Face folder,\n"
                  "zero-shot) on held-out tasks, in seen and held-out scaffold styles. The task\n"
@@ -94,8 +95,8 @@ int run_eval(int argc, char** argv) {
   agent.vocabulary = ScaffoldVocabulary::of(source.chat);
   const StyleEvals ev = evaluate_styles(*model, env, agent, tasks, all.base.run.seed);
   if (json) {
-    std::printf("{\"checkpoint\": \"%s\", \"step\": %lld, \"seen\": %s, \"heldout_family\": %s}\n",
-                path.c_str(), static_cast<long long>(step), json_of(ev.seen).c_str(),
+    std::printf("{\"checkpoint\": %s, \"step\": %lld, \"seen\": %s, \"heldout_family\": %s}\n",
+                json_string(path).c_str(), static_cast<long long>(step), json_of(ev.seen).c_str(),
                 ev.has_heldout ? json_of(ev.heldout).c_str() : "null");
   } else {
     std::printf("%s (step %lld), %d tasks per style set; held-out families: %s\n%s", path.c_str(),

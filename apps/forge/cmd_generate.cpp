@@ -29,7 +29,7 @@ int run_generate(int argc, char** argv) {
   bool show_logprobs = false;
   SamplingParams sampling;
   RunConfig run;
-  OptionSet opts("forge generate MODEL",
+  OptionSet opts("forge generate",
                  "Complete one chat request with the policy of a checkpoint (an .h5 file from\n"
                  "RUN_DIR/checkpoints, or a run folder: its newest checkpoint), or of a\n"
                  "pretrained model (a GGUF file or a Hugging Face folder).");

@@ -308,7 +308,7 @@ int run_inspect(int argc, char** argv) {
   std::string file;
   bool json = false;
   int buckets = 10;
-  OptionSet opts("forge inspect FILE",
+  OptionSet opts("forge inspect",
                  "Summarize a rollouts.h5 (RUN_DIR/rollouts.h5), also while it is being written:\n"
                  "contents, rewards and success over training by domain, training metrics,\n"
                  "lengths, staleness.");

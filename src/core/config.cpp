@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -182,10 +183,11 @@ std::string strip_semicolon_comments(const std::string& text) {
   return out;
 }
 
-// The 1-based line of `text` that sets `key` (dotted, section-aware), or 0.
-int line_of_key(const std::string& text, const std::string& key) {
+// The 1-based lines of `text` that set `key` (dotted, section-aware), in order.
+std::vector<int> lines_of_key(const std::string& text, const std::string& key) {
   std::istringstream in(text);
   std::string line, section;
+  std::vector<int> lines;
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
@@ -197,9 +199,9 @@ int line_of_key(const std::string& text, const std::string& key) {
     const size_t eq = t.find('=');
     if (eq == std::string::npos) continue;
     const std::string name = trim(t.substr(0, eq));
-    if ((section.empty() ? name : section + "." + name) == key) return n;
+    if ((section.empty() ? name : section + "." + name) == key) lines.push_back(n);
   }
-  return 0;
+  return lines;
 }
 
 po::options_description boost_description(const std::vector<std::string>& keys,
@@ -341,6 +343,49 @@ OptionSet& OptionSet::allow_config_file(bool allow) {
   return *this;
 }
 
+OptionSet& OptionSet::command_line_only(const std::string& key) {
+  Option* o = find(key);
+  FORGE_CHECK(o != nullptr, "command_line_only: option '" + key + "' is not registered");
+  o->stored = false;
+  return *this;
+}
+
+// `--key value` as `--key=value`, by forge's rules rather than Boost's (which
+// takes whatever follows, a flag included, and lets a bare bool flag swallow
+// a positional): a bool key takes the next argument only when it is a
+// boolean; another key never takes a flag as its value.
+std::vector<std::string> OptionSet::attach_values(const std::vector<std::string>& args) const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    const std::string key = a.size() > 2 && a.compare(0, 2, "--") == 0 ? a.substr(2) : "";
+    const bool value_key = key == "config" ? allow_config_ : has(key);
+    if (key.empty() || key.find('=') != std::string::npos || !value_key) {
+      out.push_back(a);
+      continue;
+    }
+    const bool is_bool = key != "config" && std::holds_alternative<bool*>(get(key).target);
+    const bool has_next = i + 1 < args.size();
+    bool b;
+    if (is_bool) {
+      const bool take = has_next && parse_bool(args[i + 1], &b);
+      out.push_back(a + "=" + (take ? args[++i] : std::string("true")));
+      continue;
+    }
+    if (!has_next || (args[i + 1].size() > 1 && args[i + 1].compare(0, 2, "--") == 0))
+      throw InputError(a + " needs a value" +
+                       (has_next ? ", but the next argument is the flag '" + args[i + 1] +
+                                       "' (write " + a + "=VALUE for a value that starts with --)"
+                                 : std::string(" (" + a + "=VALUE or " + a + " VALUE)")));
+    out.push_back(a + "=" + args[++i]);
+  }
+  return out;
+}
+
 OptionSet::Option* OptionSet::find(const std::string& key) {
   for (auto& o : options_)
     if (o.key == key) return &o;
@@ -465,6 +510,9 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
 }
 
 void OptionSet::load_ini_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError("config file '" + path + "' is a directory, not an INI file");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw InputError("cannot open config file '" + path + "': " + std::strerror(errno));
@@ -491,12 +539,20 @@ void OptionSet::load_ini_text(const std::string& text, const std::string& source
     throw InputError(source + ": " + e.what());
   }
   auto at = [&](const std::string& key) {
-    const int line = line_of_key(stripped, key);
-    return line > 0 ? source + ":" + std::to_string(line) : source;
+    const std::vector<int> lines = lines_of_key(stripped, key);
+    return lines.empty() ? source : source + ":" + std::to_string(lines.front());
   };
   for (const auto& opt : parsed.options) {
     if (opt.unregistered || !has(opt.string_key) || opt.string_key == "help")
       throw InputError(unknown_message(opt.string_key, opt.string_key, " in " + at(opt.string_key)));
+  }
+  // A key set twice (in one section, or in a repeated [section]) is a
+  // mistake that the last value would hide.
+  for (const auto& opt : parsed.options) {
+    const std::vector<int> lines = lines_of_key(stripped, opt.string_key);
+    if (lines.size() > 1)
+      throw InputError(opt.string_key + " is set twice in " + source + " (lines " + std::to_string(lines[0]) +
+                       " and " + std::to_string(lines[1]) + ")");
   }
   for (const auto& opt : parsed.options) {
     set(opt.string_key, opt.value.empty() ? "" : opt.value.front(), at(opt.string_key));
@@ -523,8 +579,9 @@ ParseResult OptionSet::parse(const std::vector<std::string>& args) {
   const po::options_description desc = boost_description(ks, is_bool, allow_config_);
   namespace style = po::command_line_style;
   po::parsed_options parsed(&desc);
+  const std::vector<std::string> attached = attach_values(args);
   try {
-    parsed = po::command_line_parser(args)
+    parsed = po::command_line_parser(attached)
                  .options(desc)
                  .style(style::unix_style & ~style::allow_guessing)
                  .allow_unregistered()
@@ -633,7 +690,7 @@ std::string OptionSet::help() const {
   for (const auto& [section, section_help] : sections_) {
     std::vector<Row> rows;
     for (const auto& o : options_) {
-      if (o.section != section) continue;
+      if (o.section != section || !o.stored) continue;
       std::string right = o.help;
       std::string def = o.default_text;
       if (std::holds_alternative<std::string*>(o.target) && def.empty()) def = "\"\"";
@@ -675,7 +732,7 @@ std::string OptionSet::dump_ini(bool with_comments) const {
   for (const auto& [section, section_help] : order) {
     bool any = false;
     for (const auto& o : options_) {
-      if (o.section != section) continue;
+      if (o.section != section || !o.stored) continue;
       if (!any) {
         if (!section.empty()) {
           if (!first) out << "\n";

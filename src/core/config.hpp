@@ -6,10 +6,15 @@
 //   2. each `--config FILE` in the order given (INI; `[model]` then
 //      `d_model = 256` sets model.d_model; `;` and `#` start comments),
 //   3. `--key=value` / `--key value` on the command line, left to right.
+//      `--key value` never takes a flag ("--...") as the value: the value is
+//      then missing, an error. A bare bool `--flag` means true; it takes the
+//      next argument as its value only when that is a boolean (`--flag false`),
+//      so `--json FILE` leaves FILE to the positional.
 //
 // Every value is checked when it is set: an unknown key (with a did-you-mean
 // suggestion), a value of the wrong type, a value outside the validator's set,
-// a missing file or a missing positional argument throws forge::InputError
+// a key set twice in one INI file, a missing file or a missing positional
+// argument throws forge::InputError
 // whose message names the key, the bad value and what is allowed. The CLI maps
 // that to "forge: error: <message>" and exit code 2.
 //
@@ -111,6 +116,10 @@ class OptionSet {
 
   // Whether `--config FILE` is accepted (default: yes).
   OptionSet& allow_config_file(bool allow);
+  // Marks `key` (registered) as a flag of one invocation (`--resume`), not a
+  // part of the run's configuration: dump_ini() leaves it out, so that the
+  // stored config.ini is read by every command.
+  OptionSet& command_line_only(const std::string& key);
 
   // Parses argv[1..argc) (argv[0] is the program or command name) or a list
   // of arguments without it: reads the --config files, then applies the flags,
@@ -155,6 +164,7 @@ class OptionSet {
     std::string default_text;
     Validator validator;
     std::string source = "default";
+    bool stored = true;  // written by dump_ini()
   };
   struct Positional {
     std::string name, help;
@@ -164,6 +174,7 @@ class OptionSet {
 
   OptionSet& add_option(const std::string& key, OptionTarget target, const std::string& help,
                         Validator validator);
+  std::vector<std::string> attach_values(const std::vector<std::string>& args) const;
   Option* find(const std::string& key);
   const Option& get(const std::string& key) const;  // throws Error if absent
   std::string unknown_message(const std::string& shown, const std::string& key,

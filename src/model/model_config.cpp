@@ -126,7 +126,43 @@ void add_model_options(OptionSet& opts, ModelConfig& m) {
                        " must divide model.n_heads = " + std::to_string(m.n_heads));
     if (m.head_dim() % 2 != 0)
       throw InputError("the head dimension " + std::to_string(m.head_dim()) + " must be even for RoPE");
+    const RopeScaling& r = m.rope_scaling;
+    if (r.enabled() && r.factor < 1)
+      throw InputError("model.rope_scaling = " + format_float(r.factor) + " must be 0 (none) or >= 1");
+    if (r.enabled() && r.high_freq_factor <= r.low_freq_factor)
+      throw InputError("model.rope_high_freq_factor = " + format_float(r.high_freq_factor) +
+                       " must exceed model.rope_low_freq_factor = " + format_float(r.low_freq_factor) +
+                       " when model.rope_scaling is set");
   });
+}
+
+std::string model_differences(const ModelConfig& here, const ModelConfig& there) {
+  std::string out;
+  const auto differ = [&](const char* key, const std::string& a, const std::string& b) {
+    if (a != b) out += std::string(out.empty() ? "" : ", ") + key + " " + a + " against " + b;
+  };
+  const auto i = [](int x) { return std::to_string(x); };
+  const auto f = [](float x) { return format_float(x); };
+  differ("vocab", i(here.vocab), i(there.vocab));
+  differ("model.d_model", i(here.d_model), i(there.d_model));
+  differ("model.n_layers", i(here.n_layers), i(there.n_layers));
+  differ("model.n_heads", i(here.n_heads), i(there.n_heads));
+  differ("model.n_kv_heads", i(here.n_kv_heads), i(there.n_kv_heads));
+  differ("head dimension", i(here.head_dim()), i(there.head_dim()));
+  differ("model.ffn_dim", i(here.ffn_dim), i(there.ffn_dim));
+  differ("model.rope_base", f(here.rope_base), f(there.rope_base));
+  differ("model.rope_scaling", f(here.rope_scaling.factor), f(there.rope_scaling.factor));
+  if (here.rope_scaling.enabled() && there.rope_scaling.enabled()) {
+    differ("model.rope_low_freq_factor", f(here.rope_scaling.low_freq_factor), f(there.rope_scaling.low_freq_factor));
+    differ("model.rope_high_freq_factor", f(here.rope_scaling.high_freq_factor),
+           f(there.rope_scaling.high_freq_factor));
+    differ("model.rope_original_max_positions", i(here.rope_scaling.original_max_positions),
+           i(there.rope_scaling.original_max_positions));
+  }
+  differ("model.norm_eps", f(here.norm_eps), f(there.norm_eps));
+  differ("model.tied_embeddings", here.tied_embeddings ? "true" : "false", there.tied_embeddings ? "true" : "false");
+  differ("model.qkv_bias", here.qkv_bias ? "true" : "false", there.qkv_bias ? "true" : "false");
+  return out;
 }
 
 }  // namespace forge

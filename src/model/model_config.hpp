@@ -61,6 +61,12 @@ struct ModelConfig {
   void validate() const;
 };
 
+// The fields that make two models compute differently (sizes, heads, RoPE,
+// norm epsilon, tying, biases) where `here` and `there` differ, as
+// "model.n_heads 8 against 4, ..."; "" when they compute alike. Shapes alone
+// miss some (8 heads of 16 and 4 heads of 32 have the same weights' shapes).
+std::string model_differences(const ModelConfig& here, const ModelConfig& there);
+
 // The inverse frequencies of RoPE, head_dim / 2 of them (FP64).
 std::vector<double> rope_inv_freq(const ModelConfig& c);
 

@@ -137,6 +137,51 @@ TEST(Config, BoolFlagForms) {
             std::string::npos);
 }
 
+// `--key value` by forge's rules: a key never takes a flag as its value (a
+// forgotten value is an error naming both), a bare bool flag leaves a
+// positional after it alone, and a value may start with one '-'.
+TEST(Config, FlagValuesNeverSwallowFlagsOrPositionals) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  std::string msg = input_error([&] { o.parse(std::vector<std::string>{"--run.dir", "--optim.lr=3"}); });
+  EXPECT_NE(msg.find("--run.dir needs a value"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'--optim.lr=3'"), std::string::npos) << msg;
+  EXPECT_EQ(c.dir, "runs/latest");
+  msg = input_error([&] { o.parse(std::vector<std::string>{"--optim.lr"}); });
+  EXPECT_NE(msg.find("--optim.lr needs a value"), std::string::npos) << msg;
+  o.parse(std::vector<std::string>{"--top", "-3", "--run.dir", "-dash"});
+  EXPECT_EQ(c.top, -3);
+  EXPECT_EQ(c.dir, "-dash");
+
+  std::string file;
+  bool json = false;
+  OptionSet p("forge inspect");
+  p.add("json", &json, false, "JSON output");
+  p.add_positional("FILE", &file, "HDF5 file");
+  p.parse(std::vector<std::string>{"--json", "a.h5"});
+  EXPECT_TRUE(json);
+  EXPECT_EQ(file, "a.h5");
+  p.parse(std::vector<std::string>{"--json", "no", "b.h5"});
+  EXPECT_FALSE(json);
+  EXPECT_EQ(file, "b.h5");
+}
+
+// A key set twice in a file (one section, or a repeated one) is an error
+// naming both lines, not a silent last-wins; a directory is not a config file.
+TEST(Config, KeySetTwiceInAFileAndADirectoryAreErrors) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  std::string msg = input_error([&] { o.load_ini_text("[model]\nd_model = 64\nd_model = 128\n", "dup.ini"); });
+  EXPECT_NE(msg.find("model.d_model is set twice in dup.ini (lines 2 and 3)"), std::string::npos) << msg;
+  msg = input_error(
+      [&] { o.load_ini_text("[model]\nd_model = 64\n[optim]\nlr = 1\n[model]\nd_model = 32\n", "again.ini"); });
+  EXPECT_NE(msg.find("lines 2 and 6"), std::string::npos) << msg;
+  msg = input_error([&] { o.parse(std::vector<std::string>{"--config", ::testing::TempDir()}); });
+  EXPECT_NE(msg.find("is a directory"), std::string::npos) << msg;
+}
+
 TEST(Config, ArgcArgvForm) {
   Cfg c;
   OptionSet o("forge test");
@@ -331,6 +376,27 @@ TEST(Config, DumpRoundTrips) {
   EXPECT_EQ(ob.dump_ini(), oa.dump_ini());
   // A key without a section comes before the first [section].
   EXPECT_LT(ini.find("top = "), ini.find('['));
+}
+
+// A flag of one invocation (forge train's --resume) is not part of the
+// stored configuration, which every command must read back.
+TEST(Config, CommandLineOnlyKeysAreLeftOutOfTheDump) {
+  Cfg c;
+  bool resume = false;
+  OptionSet o;
+  add_all(o, c);
+  o.add("resume", &resume, false, "continue");
+  EXPECT_NE(o.dump_ini().find("resume = false"), std::string::npos);
+  o.command_line_only("resume");
+  o.parse(std::vector<std::string>{"--resume"});
+  EXPECT_TRUE(resume);
+  const std::string ini = o.dump_ini();
+  EXPECT_EQ(ini.find("resume"), std::string::npos) << ini;
+  Cfg d;
+  OptionSet without;
+  add_all(without, d);
+  without.load_ini_text(ini, "dump");  // throws on an unknown key
+  EXPECT_THROW(o.command_line_only("no.such.key"), Error);
 }
 
 TEST(Config, DumpIsReadByConfigFlag) {
