@@ -14,8 +14,11 @@
 //                     model.pretrained's, or bytes with special tokens as
 //                     <|name|>), generated_tokens, logprob_sum
 // Works on a file that is being written (what the writer has flushed).
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "cli.hpp"
@@ -114,7 +117,7 @@ int run_export(int argc, char** argv) {
   std::string file, format, out_path;
   int64_t episode = -1;
   bool decode = false;
-  OptionSet opts("forge export FILE",
+  OptionSet opts("forge export",
                  "Write tables from a rollouts.h5 as CSV or JSON lines: one row per episode, or\n"
                  "with --episode N the tokens of one episode (--decode: its calls as text).");
   opts.add_positional("FILE", &file, "the rollouts.h5 file");
@@ -127,20 +130,36 @@ int run_export(int argc, char** argv) {
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (decode && episode < 0) throw InputError("--decode needs --episode N (the episode to decode)");
 
+  std::error_code ec;
+  if (!out_path.empty() && std::filesystem::equivalent(file, out_path, ec))
+    throw InputError("--out '" + out_path + "' is the rollouts file itself; write the export elsewhere");
   const RolloutReader reader(file);
+  // The export goes to OUT.tmp, renamed to OUT once complete: an error (a bad
+  // --episode, a full disk) leaves an existing OUT as it was.
+  const std::string tmp_path = out_path + ".tmp";
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> owned(nullptr, std::fclose);
   std::FILE* out = stdout;
   if (!out_path.empty()) {
-    owned.reset(std::fopen(out_path.c_str(), "w"));
-    if (!owned) throw InputError("--out: cannot write '" + out_path + "'");
+    owned.reset(std::fopen(tmp_path.c_str(), "w"));
+    if (!owned) throw InputError("--out: cannot write '" + tmp_path + "': " + std::strerror(errno));
     out = owned.get();
   }
-  const bool jsonl = format == "jsonl";
-  if (episode < 0) export_episodes(reader, out, jsonl);
-  else if (decode) export_decoded(reader.episode(episode), *model_source_of_config(reader.config_ini(), file).tokenizer, out, jsonl);
-  else export_tokens(reader.episode(episode), out, jsonl);
-  if (std::fflush(out) != 0 || std::ferror(out))
-    throw Error("cannot write the export" + (out_path.empty() ? std::string() : " to '" + out_path + "'"));
+  try {
+    const bool jsonl = format == "jsonl";
+    if (episode < 0) export_episodes(reader, out, jsonl);
+    else if (decode) export_decoded(reader.episode(episode), *model_source_of_config(reader.config_ini(), file).tokenizer, out, jsonl);
+    else export_tokens(reader.episode(episode), out, jsonl);
+    if (std::fflush(out) != 0 || std::ferror(out))
+      throw Error("cannot write the export" + (out_path.empty() ? std::string() : " to '" + tmp_path + "'"));
+  } catch (...) {
+    if (owned) std::filesystem::remove(tmp_path, ec);
+    throw;
+  }
+  if (owned) {
+    if (std::fclose(owned.release()) != 0) throw Error("cannot write the export to '" + tmp_path + "'");
+    std::filesystem::rename(tmp_path, out_path, ec);
+    if (ec) throw Error("cannot rename '" + tmp_path + "' to '" + out_path + "': " + ec.message());
+  }
   return 0;
 }
 

@@ -9,6 +9,7 @@
 // a pretrained model itself (a GGUF file or a Hugging Face folder), which
 // converts it. The built-in policy (byte tokenizer) has no Hugging Face form.
 #include <cstdio>
+#include <filesystem>
 
 #include "backend/backend_registry.hpp"
 #include "cli.hpp"
@@ -25,7 +26,7 @@ namespace {
 int run_export_model(int argc, char** argv) {
   std::string source, out;
   bool bf16 = false;
-  OptionSet opts("forge export-model SOURCE",
+  OptionSet opts("forge export-model",
                  "Write a model as a Hugging Face folder: a checkpoint of a run that started from a\n"
                  "pretrained model (model.pretrained), or a pretrained model (GGUF file or HF folder).");
   opts.add_positional("SOURCE", &source, "checkpoint (.h5 or run folder), GGUF file or Hugging Face folder");
@@ -34,6 +35,16 @@ int run_export_model(int argc, char** argv) {
   opts.allow_config_file(false);
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (out.empty()) throw InputError("--out is required (the folder to write)");
+  // A new or empty folder only: an export never replaces files (an earlier
+  // export, or the very model it reads).
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec)) {
+    if (!std::filesystem::is_directory(out, ec))
+      throw InputError("--out '" + out + "' is a file; export-model writes a folder");
+    if (!std::filesystem::is_empty(out, ec))
+      throw InputError("--out '" + out + "' is a folder that is not empty; export-model writes into a new or "
+                       "empty folder and never replaces files");
+  }
 
   HfExport e;
   std::vector<float> weights;

@@ -33,6 +33,7 @@
 #include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "learner/run_checkpoints.hpp"
+#include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
@@ -211,13 +212,22 @@ int run_sft(int argc, char** argv) {
 
   const int threads = set_compute_threads(cfg.run.threads);
   cli::log_host_warnings(threads);
-  std::filesystem::create_directories(cfg.run.dir);
-  std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();
+  if (!all.train.init.empty())
+    throw InputError("train.init = '" + all.train.init + "' is read by forge train; forge sft starts from "
+                     "model.pretrained or from random weights");
+  refuse_existing_run(cfg.run.dir, "forge sft", "");
 
+  // Everything is checked (the model built, the task known to fit it) before
+  // the run folder and its config.ini are written.
   cfg.optim.total_steps = sft.steps;
   TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
+  if (sft.task != "agent" && policy.source.is_pretrained())
+    throw InputError("sft.task = " + sft.task + " is the built-in policy's synthetic chat task (byte tokenizer); a "
+                     "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
+  create_run_folder(cfg.run.dir);
+  std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();
   log_info("sft: task " + sft.task + ", " + std::to_string(model.layout().total) +
            " parameters, " + std::to_string(threads) + " threads, run folder " + cfg.run.dir);
 
@@ -226,9 +236,6 @@ int run_sft(int argc, char** argv) {
     with_vocab.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
     return run_agent_sft(cfg, sft, env, with_vocab, opts, model, opt);
   }
-  if (policy.source.is_pretrained())
-    throw InputError("sft.task = " + sft.task + " is the built-in policy's synthetic chat task (byte tokenizer); a "
-                     "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
 
   SamplingParams greedy = cfg.sample;
   greedy.temperature = 0;

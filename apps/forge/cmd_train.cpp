@@ -26,6 +26,7 @@
 #include "core/timer.hpp"
 #include "forge_config.hpp"
 #include "learner/learner.hpp"
+#include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
@@ -44,6 +45,7 @@ int run_train(int argc, char** argv) {
                  "advantages, train CISPO on prefix-tree-merged batches, publish, repeat.");
   add_forge_options(opts, all);
   opts.add("resume", &resume, "continue the run in run.dir from its newest checkpoint");
+  opts.command_line_only("resume");
   if (!cli::parse_options(opts, argc, argv)) return 0;
   std::optional<MpiRuntime> mpi;
   if (launched_by_mpi()) {
@@ -57,6 +59,7 @@ int run_train(int argc, char** argv) {
   StandardConfig& cfg = all.base;
   AgentConfig& agent = all.agent;
   const TrainConfig& tc = all.train;
+  if (!resume) refuse_existing_run(cfg.run.dir, "forge train", "continue it with --resume, ");
   all.update.loss.validate();
   all.update.reward.validate();
   agent.sampling = cfg.sample;

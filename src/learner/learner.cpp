@@ -1,7 +1,6 @@
 #include "learner/learner.hpp"
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 
 #include "agent/agent_eval.hpp"
@@ -11,6 +10,7 @@
 #include "env/env_mix.hpp"
 #include "env/perturbation.hpp"
 #include "learner/run_checkpoints.hpp"
+#include "learner/run_folder.hpp"
 #include "learner/train_progress.hpp"
 
 namespace forge {
@@ -25,7 +25,12 @@ LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig&
     start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
     start.step = static_cast<int>(start.checkpoint.step);
   } else if (!train.init.empty()) {
-    load_checkpoint(resolve_checkpoint(train.init), model, nullptr);
+    const std::string path = resolve_checkpoint(train.init);
+    const std::string differences = model_differences(model.config(), model_source_of(path).config);
+    if (!differences.empty())
+      throw InputError("--train.init: checkpoint '" + path + "' was trained with another model (this run against the "
+                       "checkpoint's: " + differences + "); set the [model] keys it was trained with");
+    load_checkpoint(path, model, nullptr);
   }
   return start;
 }
@@ -39,7 +44,7 @@ Learner::Learner(const LearnerSetup& setup, PolicyModel& model, AdamW& opt, cons
   update_.shards = setup.shards;
   update_.sum_across_shards = setup.sum_across_shards;
   if (!setup.lead) return;
-  std::filesystem::create_directories(setup.run.dir);
+  create_run_folder(setup.run.dir);
   std::ofstream(setup.run.dir + "/config.ini") << setup.config_ini;
   RolloutStoreOptions ro;
   ro.config_ini = setup.config_ini;

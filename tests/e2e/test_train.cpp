@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "e2e/forge_runner.hpp"
 
@@ -36,6 +38,47 @@ TEST(Train, TinyRunThenResume) {
   EXPECT_TRUE(contains(resumed.err, "step    3")) << resumed.err;
   EXPECT_FALSE(contains(resumed.err, "step    1 ")) << resumed.err;
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoints/ckpt_step_00000003.h5"));
+
+  // The stored config.ini is read by every command (no train-only --resume).
+  const Result config = forge("config --config " + dir + "/config.ini");
+  EXPECT_EQ(config.rc, 0) << config.err;
+
+  // A new run never writes over this one: exit 2, the files as they were.
+  const std::string rollouts = dir + "/rollouts.h5";
+  const auto size = std::filesystem::file_size(rollouts);
+  const Result again = forge(std::string("train ") + kTiny + "--train.steps=1 --run.dir=" + dir);
+  EXPECT_EQ(again.rc, 2);
+  EXPECT_TRUE(contains(again.err, "holds an earlier run")) << again.err;
+  EXPECT_EQ(std::filesystem::file_size(rollouts), size);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoints/ckpt_step_00000003.h5"));
+
+  // An export that fails (no such episode) leaves an existing --out as it
+  // was; --out may not be the rollouts file itself.
+  const std::string csv = dir + "/kept.csv";
+  std::ofstream(csv) << "kept\n";
+  const Result bad_export = forge("export " + rollouts + " --episode 999999 --out " + csv);
+  EXPECT_EQ(bad_export.rc, 2);
+  std::ifstream kept(csv);
+  std::string line;
+  std::getline(kept, line);
+  EXPECT_EQ(line, "kept");
+  const Result onto_itself = forge("export " + rollouts + " --out " + rollouts);
+  EXPECT_EQ(onto_itself.rc, 2);
+  EXPECT_EQ(std::filesystem::file_size(rollouts), size);
+  ASSERT_EQ(forge("export " + rollouts + " --out " + csv).rc, 0);
+  std::ifstream table(csv);
+  std::getline(table, line);
+  EXPECT_TRUE(contains(line, "episode_id")) << line;
+
+  // --train.init from a model of other heads with the same weight shapes
+  // (4 heads of 8 against 2 of 16) is refused, naming the key.
+  const std::string other = dir + "_heads";
+  std::filesystem::remove_all(other);
+  const Result heads = forge(std::string("train ") + kTiny + "--model.n_heads=4 --model.n_kv_heads=4 --train.steps=1 " +
+                             "--train.init=" + dir + " --run.dir=" + other);
+  EXPECT_EQ(heads.rc, 2);
+  EXPECT_TRUE(contains(heads.err, "model.n_heads 4 against 2")) << heads.err;
+  std::filesystem::remove_all(other);
 }
 
 TEST(Train, BadLossIsExitCode2) {

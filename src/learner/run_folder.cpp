@@ -1,0 +1,28 @@
+#include "learner/run_folder.hpp"
+
+#include <filesystem>
+#include <system_error>
+
+#include "core/error.hpp"
+#include "io_hdf5/checkpoint.hpp"
+
+namespace forge {
+
+void create_run_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw InputError("run.dir = '" + dir + "': cannot create the run folder" +
+                     (ec ? ": " + ec.message() : std::string(" (a file is in the way)")));
+}
+
+void refuse_existing_run(const std::string& dir, const std::string& command, const std::string& how_to_continue) {
+  std::string found = latest_checkpoint(dir + "/checkpoints");
+  std::error_code ec;
+  if (found.empty() && std::filesystem::exists(dir + "/rollouts.h5", ec)) found = dir + "/rollouts.h5";
+  if (found.empty()) return;
+  throw InputError("run.dir = '" + dir + "' holds an earlier run (" + found + "); " + command +
+                   " does not overwrite it: " + how_to_continue + "choose another run.dir, or delete that one");
+}
+
+}  // namespace forge

@@ -1,0 +1,21 @@
+// A run folder (run.dir) as `forge sft` and `forge train` start one: a new
+// run never writes into a folder that holds an earlier run's data (its
+// checkpoints or rollouts.h5), which it would otherwise truncate or mix with
+// its own; `forge train --resume` continues the run that is there. A folder
+// with nothing of a run in it (absent, empty, or only a config.ini of a run
+// that stopped before training) is taken.
+#pragma once
+#include <string>
+
+namespace forge {
+
+// Creates the folder (and its parents). InputError naming run.dir when it
+// cannot be made (a file in the way, no permission).
+void create_run_folder(const std::string& dir);
+
+// InputError when `dir` holds a run (RUN_DIR/checkpoints/ckpt_step_*.h5 or
+// RUN_DIR/rollouts.h5); `command` ("forge sft") and `how_to_continue` (e.g.
+// "continue it with --resume, ") complete the message.
+void refuse_existing_run(const std::string& dir, const std::string& command, const std::string& how_to_continue);
+
+}  // namespace forge

@@ -1,0 +1,69 @@
+// The run folder rules (learner/run_folder.hpp): a new run refuses a folder
+// that holds an earlier run's checkpoints or rollouts.h5, naming what it
+// found, and takes one that holds nothing of a run; a folder that cannot be
+// made is an InputError naming run.dir.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "learner/run_folder.hpp"
+
+namespace forge {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "forge_run_folder_" + name + "_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::string refusal(const std::string& dir) {
+  try {
+    refuse_existing_run(dir, "forge train", "continue it with --resume, ");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunFolder, AnEarlierRunIsRefusedAndNothingElseIs) {
+  const std::string dir = fresh_dir("refuse");
+  EXPECT_EQ(refusal(dir), "");  // absent
+  create_run_folder(dir);
+  EXPECT_TRUE(fs::is_directory(dir));
+  std::ofstream(dir + "/config.ini") << "[run]\n";  // a run that stopped before training
+  fs::create_directories(dir + "/checkpoints");
+  std::ofstream(dir + "/checkpoints/ckpt_step_00000003.h5.tmp") << "torn";  // not a checkpoint
+  EXPECT_EQ(refusal(dir), "");
+
+  std::ofstream(dir + "/rollouts.h5") << "x";
+  std::string msg = refusal(dir);
+  EXPECT_NE(msg.find(dir + "/rollouts.h5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--resume"), std::string::npos) << msg;
+  fs::remove(dir + "/rollouts.h5");
+  std::ofstream(dir + "/checkpoints/ckpt_step_00000002.h5") << "x";
+  msg = refusal(dir);
+  EXPECT_NE(msg.find("ckpt_step_00000002.h5"), std::string::npos) << msg;
+  fs::remove_all(dir);
+}
+
+TEST(RunFolder, AFileInTheWayIsAnInputError) {
+  const std::string dir = fresh_dir("file");
+  std::ofstream(dir) << "a file";
+  try {
+    create_run_folder(dir + "/run");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("run.dir = '" + dir + "/run'"), std::string::npos) << e.what();
+  }
+  fs::remove(dir);
+}
+
+}  // namespace
+}  // namespace forge
