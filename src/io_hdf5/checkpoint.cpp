@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <vector>
 
 #include "core/error.hpp"
@@ -69,6 +70,7 @@ int64_t step_of(const std::string& filename) {
   const std::string digits =
       filename.substr(prefix.size(), filename.size() - prefix.size() - suffix.size());
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  if (digits.size() > 18) return -1;  // beyond any step a run reaches (and int64_t)
   return std::stoll(digits);
 }
 
@@ -190,8 +192,17 @@ std::optional<CheckpointSection> load_checkpoint_section(const std::string& path
 CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, AdamW* optimizer) {
   const h5::File f = open_checkpoint(path);
   CheckpointState st;
-  st.step = f.attr_int("step");
-  st.policy_version = f.attr_int("policy_version");
+  // Counts a run carries on from (as int): a value outside [0, INT_MAX] is a
+  // damaged file, not a step to resume at.
+  const auto count = [&](const char* name) {
+    const int64_t x = f.attr_int(name);
+    if (x < 0 || x > std::numeric_limits<int>::max())
+      throw InputError("checkpoint '" + path + "': attribute '" + name + "' = " + std::to_string(x) +
+                       " is not a step count (0 to " + std::to_string(std::numeric_limits<int>::max()) + ")");
+    return x;
+  };
+  st.step = count("step");
+  st.policy_version = count("policy_version");
   st.config_ini = f.attr_string("config");
   model.set_params(read_tensors(f, "/model", model.layout()));
   if (optimizer) {
@@ -201,7 +212,7 @@ CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, Ada
     const auto v = read_tensors(f, "/optim/v", model.layout());
     optimizer->m().upload(model.backend(), m);
     optimizer->v().upload(model.backend(), v);
-    optimizer->set_steps_taken(static_cast<int>(f.attr_int("optim_steps")));
+    optimizer->set_steps_taken(static_cast<int>(count("optim_steps")));
   }
   if (f.exists("/rng")) {
     for (const std::string& name : f.members("/rng")) {

@@ -126,7 +126,7 @@ void RolloutReader::corrupted(const std::string& what) const {
 }
 
 void RolloutReader::read_raw(const Dataset& d, int64_t start, int64_t count, void* out) const {
-  if (start < 0 || count < 0 || start + count > d.rows)
+  if (start < 0 || count < 0 || start > d.rows - count)
     corrupted("rows [" + std::to_string(start) + ", " + std::to_string(start + count) + ") of '" +
               d.column.path + "' lie outside its " + std::to_string(d.rows) + " rows");
   if (count == 0) return;
@@ -185,12 +185,12 @@ void RolloutReader::refresh() {
     const int64_t off = read<int64_t>("calls/token_offset", i, 1)[0];
     const int64_t len = int64_t{read<int32_t>("calls/context_len", i, 1)[0]} +
                         read<int32_t>("calls/generated_len", i, 1)[0];
-    return off >= 0 && len >= 0 && off + len <= n_tokens_;
+    return off >= 0 && len >= 0 && off <= n_tokens_ - len;
   });
   n_episodes_ = present_prefix(table_rows("episodes/"), [&](int64_t i) {
     const int64_t off = read<int64_t>("episodes/call_offset", i, 1)[0];
     const int64_t n = read<int32_t>("episodes/n_calls", i, 1)[0];
-    return off >= 0 && n >= 0 && off + n <= n_calls_;
+    return off >= 0 && n >= 0 && off <= n_calls_ - n;
   });
   n_steps_ = table_rows("steps/");
 }
@@ -224,16 +224,32 @@ EpisodeTable RolloutReader::episodes() const {
                                                       : std::vector<int32_t>(n, 0);
   const auto ctx = read<int32_t>("calls/context_len", 0, n_calls_);
   const auto gen = read<int32_t>("calls/generated_len", 0, n_calls_);
+  const auto token_offset = read<int64_t>("calls/token_offset", 0, n_calls_);
+  // The tables as the writer lays them out: calls back to back in the token
+  // arrays, episodes back to back in the calls table (docs/hdf5-schema.md).
+  int64_t next_token = 0;
+  for (int64_t c = 0; c < n_calls_; ++c) {
+    if (ctx[c] < 0 || gen[c] < 0 || token_offset[c] != next_token || ctx[c] + int64_t{gen[c]} > n_tokens_ - next_token)
+      corrupted("call " + std::to_string(c) + " (token_offset " + std::to_string(token_offset[c]) + ", lengths " +
+                std::to_string(ctx[c]) + " + " + std::to_string(gen[c]) + ") does not follow the call before it "
+                "within the " + std::to_string(n_tokens_) + " tokens");
+    next_token += ctx[c] + int64_t{gen[c]};
+  }
   t.generated_tokens.assign(n, 0);
   t.final_length.assign(n, 0);
+  int64_t next_call = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t first = t.call_offset[i], last = first + t.n_calls[i];
-    if (first < 0 || t.n_calls[i] < 0 || last > n_calls_)
-      corrupted("episode " + std::to_string(i) + " lists calls outside the calls table");
+    const int64_t first = t.call_offset[i];
+    if (first != next_call || t.n_calls[i] < 0 || t.n_calls[i] > n_calls_ - first)
+      corrupted("episode " + std::to_string(i) + " (call_offset " + std::to_string(first) + ", n_calls " +
+                std::to_string(t.n_calls[i]) + ") does not follow the episode before it within the " +
+                std::to_string(n_calls_) + " calls");
+    const int64_t last = first + t.n_calls[i];
+    next_call = last;
     for (int64_t c = first; c < last; ++c) t.generated_tokens[i] += gen[c];
     if (last > first) t.final_length[i] = int64_t{ctx[last - 1]} + gen[last - 1];
-    if (t.env[i] < 0 || t.env[i] >= static_cast<int16_t>(domains_.size()) || t.template_family[i] < 0 ||
-        t.template_family[i] >= static_cast<int16_t>(families_.size()))
+    if (t.env[i] < 0 || t.env[i] >= static_cast<int64_t>(domains_.size()) || t.template_family[i] < 0 ||
+        t.template_family[i] >= static_cast<int64_t>(families_.size()))
       corrupted("episode " + std::to_string(i) + " has an env or template_family code outside its names");
   }
   return t;
@@ -271,6 +287,8 @@ std::vector<StepMetrics> RolloutReader::steps() const {
   std::vector<int32_t> hist(static_cast<size_t>(n) * rs::kStalenessBins);
   read_raw(dataset("steps/staleness_hist"), 0, n, hist.data());
   for (int64_t i = 0; i < n; ++i) {
+    if (step[i] < 0 || step[i] > std::numeric_limits<int32_t>::max())
+      corrupted("steps/step[" + std::to_string(i) + "] = " + std::to_string(step[i]) + " is not a step index");
     out[i].step = step[i];
     std::copy_n(hist.begin() + i * rs::kStalenessBins, rs::kStalenessBins, out[i].staleness_hist.begin());
   }
@@ -303,15 +321,15 @@ Trajectory RolloutReader::episode(int64_t i) const {
   });
   const int16_t env = read<int16_t>("episodes/env", i, 1)[0];
   const int16_t family = read<int16_t>("episodes/template_family", i, 1)[0];
-  if (env < 0 || env >= static_cast<int16_t>(domains_.size()) || family < 0 ||
-      family >= static_cast<int16_t>(families_.size()))
+  if (env < 0 || env >= static_cast<int64_t>(domains_.size()) || family < 0 ||
+      family >= static_cast<int64_t>(families_.size()))
     corrupted("episode " + std::to_string(i) + " has an env or template_family code outside its names");
   t.env = domains_[env];
   t.template_family = families_[family];
 
   const int64_t first = read<int64_t>("episodes/call_offset", i, 1)[0];
   const int32_t n = read<int32_t>("episodes/n_calls", i, 1)[0];
-  if (first < 0 || n < 0 || first + n > n_calls_)
+  if (first < 0 || n < 0 || first > n_calls_ - n)
     corrupted("episode " + std::to_string(i) + " lists calls outside the calls table");
   const auto offset = read<int64_t>("calls/token_offset", first, n);
   const auto ctx = read<int32_t>("calls/context_len", first, n);
@@ -320,6 +338,9 @@ Trajectory RolloutReader::episode(int64_t i) const {
     if (ctx[c] < 0 || gen[c] < 0)
       corrupted("episode " + std::to_string(i) + ", call " + std::to_string(c) +
                 " has a negative context or generated length");
+    if (c > 0 && offset[c] != offset[c - 1] + ctx[c - 1] + gen[c - 1])
+      corrupted("episode " + std::to_string(i) + ", call " + std::to_string(c) + " (token_offset " +
+                std::to_string(offset[c]) + ") does not follow the call before it");
     const int64_t len = int64_t{ctx[c]} + gen[c];
     const auto tokens = read<int32_t>("tokens", offset[c], len);
     const auto lp = read<float>("logprobs", offset[c] + ctx[c], gen[c]);

@@ -169,7 +169,14 @@ void RolloutStore::reopen() {
       throw InputError("cannot resume '" + path_ + "': it was written with another schema version, " +
                        "domain list or template family list than this run uses");
     grown_domains = old.size() < options_.domains.size();
-    const EpisodeTable e = r.episodes();
+    const EpisodeTable e = r.episodes();  // checks that calls and episodes lie back to back
+    // The rows past the checkpoint are cut below: that needs them in step
+    // order, as a run writes them.
+    for (size_t i = 1; i < e.size(); ++i)
+      if (e.consumed_step[i] < e.consumed_step[i - 1])
+        throw InputError("cannot resume '" + path_ + "': episode " + std::to_string(i) + " has consumed_step " +
+                         std::to_string(e.consumed_step[i]) + " after " + std::to_string(e.consumed_step[i - 1]) +
+                         " (rows out of step order: corrupted?); nothing was cut");
     while (n_episodes_ < static_cast<int64_t>(e.size()) && e.consumed_step[n_episodes_] < options_.resume_step)
       ++n_episodes_;
     n_calls_ = n_episodes_ ? e.call_offset[n_episodes_ - 1] + e.n_calls[n_episodes_ - 1] : 0;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 
 #include "core/error.hpp"
@@ -418,18 +419,21 @@ void expect_input_error(const std::string& path, const std::vector<std::string>&
   }
 }
 
+// A file of 4 steps of `per_step` episodes each (consumed at steps 0..3).
+void write_four_steps(const std::string& path, int per_step) {
+  RolloutStore store(path, options());
+  for (int s = 0; s < 4; ++s) {
+    store.append_episodes(batch(static_cast<uint64_t>(s) * per_step, per_step), s, s);
+    StepMetrics m;
+    m.step = s;
+    store.append_step(m);
+  }
+}
+
 TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
   const std::string dir = temp_dir("bad");
   const std::string good = dir + "/good.h5";
-  {
-    RolloutStore store(good, options());
-    for (int s = 0; s < 4; ++s) {
-      store.append_episodes(batch(s * 50, 50), s, s);
-      StepMetrics m;
-      m.step = s;
-      store.append_step(m);
-    }
-  }
+  write_four_steps(good, 50);
   std::string bytes;
   {
     std::ifstream in(good, std::ios::binary);
@@ -535,6 +539,65 @@ TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
     ASSERT_GE(H5Ldelete(f.id(), "steps/stale_drift", H5P_DEFAULT), 0);
   }
   expect_input_error(missing, {"steps/stale_drift"});
+}
+
+// Sets element `row` of a one-column dataset of `path` (int32 or int64 as T).
+template <typename T>
+void poke(const std::string& path, const char* dataset, hsize_t row, T value) {
+  h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  ASSERT_TRUE(f.valid());
+  h5::Handle d(H5Dopen2(f.id(), dataset, H5P_DEFAULT), H5Dclose);
+  ASSERT_TRUE(d.valid()) << dataset;
+  h5::Handle space(H5Dget_space(d.id()), H5Sclose);
+  const hsize_t one = 1;
+  h5::Handle mem(H5Screate_simple(1, &one, nullptr), H5Sclose);
+  ASSERT_GE(H5Sselect_hyperslab(space.id(), H5S_SELECT_SET, &row, nullptr, &one, nullptr), 0);
+  const hid_t type = sizeof(T) == 8 ? H5T_NATIVE_INT64 : H5T_NATIVE_INT32;
+  ASSERT_GE(H5Dwrite(d.id(), type, mem.id(), space.id(), H5P_DEFAULT, &value), 0);
+}
+
+// Offsets and counts that break the layout (overlapping calls, an episode
+// that does not follow the one before it, a length past the tokens, a step
+// index no run reaches) are InputErrors naming the row, not garbage rows, a
+// crash or a silently shorter file; a resume never cuts a file whose rows
+// are out of step order.
+TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
+  const std::string dir = temp_dir("damaged");
+  const std::string good = dir + "/good.h5";
+  write_four_steps(good, 10);
+  const auto damaged = [&](const std::string& name, auto&& edit) {
+    const std::string path = dir + "/" + name + ".h5";
+    fs::copy_file(good, path, fs::copy_options::overwrite_existing);
+    edit(path);
+    return path;
+  };
+  expect_input_error(damaged("overlap", [](const std::string& p) { poke<int64_t>(p, "calls/token_offset", 1, 0); }),
+                     {"call 1", "does not follow"});
+  expect_input_error(damaged("long", [](const std::string& p) {
+                       poke<int32_t>(p, "calls/generated_len", 0, std::numeric_limits<int32_t>::max());
+                     }),
+                     {"call 0"});
+  expect_input_error(damaged("episode", [](const std::string& p) { poke<int64_t>(p, "episodes/call_offset", 5, 0); }),
+                     {"episode 5", "does not follow"});
+  expect_input_error(damaged("step", [](const std::string& p) {
+                       poke<int64_t>(p, "steps/step", 2, std::numeric_limits<int64_t>::max());
+                     }),
+                     {"steps/step[2]"});
+
+  const std::string order = damaged("order", [](const std::string& p) {
+    poke<int32_t>(p, "episodes/consumed_step", 3, 7);
+  });
+  const auto size_before = fs::file_size(order);
+  RolloutStoreOptions o = options();
+  o.resume_step = 2;
+  try {
+    RolloutStore store(order, o);
+    FAIL() << "expected an InputError for a resume of " << order;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of step order"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(fs::file_size(order), size_before);
+  EXPECT_EQ(RolloutReader(order).n_episodes(), 40);
 }
 
 }  // namespace
