@@ -44,6 +44,7 @@
 #include "env/env_mix.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "learner/learner.hpp"
+#include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
 #include "pretrained/model_source.hpp"
@@ -131,12 +132,17 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
   // The wait for a group spans an environment rank's wait for generation
   // (and the watchdog's), so it lasts twice mpi.deadline_s: a stalled
   // rollout rank is named by those inner deadlines, not blamed on the
-  // environment rank that waits for it. Black-box agents close groups at
-  // their own pace.
+  // environment rank that waits for it. A healthy but long episode is
+  // abandoned by its rank after pool.episode_deadline_s, which frees its
+  // group: the wait outlasts that by mpi.deadline_s. Black-box agents close
+  // groups at their own pace.
   const bool gateway = all.gateway.enabled;
-  const double group_wait_s = 2 * all.mpi.deadline_s;
+  const double inner_s = 2 * all.mpi.deadline_s, episode_s = all.mpi.episode_deadline_s + all.mpi.deadline_s;
+  const double group_wait_s = std::max(inner_s, episode_s);
   lc.group_wait_s = gateway ? std::max(group_wait_s, all.gateway.agent_wait_s) : group_wait_s;
-  lc.group_wait_key = gateway && all.gateway.agent_wait_s > group_wait_s ? "gateway.agent_wait_s" : "2 x mpi.deadline_s";
+  lc.group_wait_key = gateway && all.gateway.agent_wait_s > group_wait_s ? "gateway.agent_wait_s"
+                      : episode_s > inner_s ? "pool.episode_deadline_s + mpi.deadline_s"
+                                            : "2 x mpi.deadline_s";
   lc.terminate = &g_terminate;
   return run_learner_rank(sh.learners, *sh.layout, pool, weights, sends, model, opt, std::move(lc), start,
                           sh.resumed_pool);
@@ -239,6 +245,8 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     all.agent.vocabulary = ScaffoldVocabulary::of(source.chat);
   } catch (const InputError& e) {
     abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
+  } catch (const std::exception& e) {
+    abort_job(layout.name(rank), std::string("error: ") + e.what(), 1);
   }
   DataPoolConfig pc;
   pc.window = window_config(all.mpi);
@@ -256,6 +264,15 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   // learner 0 also restarts the data pool from it. An unusable checkpoint
   // ends the job (exit 2) before any window exists.
   std::optional<DataPoolState> resumed_pool;
+  if (!resume && rank == 0) {  // learner 0 writes the run folder; it alone looks
+    try {
+      refuse_existing_run(all.base.run.dir, "forge train", "continue it with --resume, ");
+    } catch (const InputError& e) {
+      abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
+    } catch (const std::exception& e) {
+      abort_job(layout.name(rank), std::string("error: ") + e.what(), 1);
+    }
+  }
   if (resume && role == Role::kLearner) {
     try {
       const std::string dir = all.base.run.dir + "/checkpoints";
@@ -271,6 +288,8 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
       }
     } catch (const InputError& e) {
       abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
+    } catch (const std::exception& e) {
+      abort_job(layout.name(rank), std::string("error: ") + e.what(), 1);
     }
   }
 

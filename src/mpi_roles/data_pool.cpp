@@ -278,15 +278,17 @@ void DataPool::write_completion(uint64_t slot, const void* data, size_t bytes, i
                        meta_win_),
         "MPI_Accumulate (cell state)");
   check(MPI_Fetch_and_op(&plus, &d, MPI_INT64_T, cfg_.host_rank, kNotice, MPI_SUM, meta_win_), "FAA (notice)");
+  // F counts the group before its notice can be read, so that the
+  // consumer's F -= 1 never lands first (F would read -1).
+  if (version != kTombstoneVersion)
+    check(MPI_Accumulate(&plus, 1, MPI_INT64_T, cfg_.host_rank, kFinished, 1, MPI_INT64_T, MPI_SUM, meta_win_),
+          "MPI_Accumulate (finished)");
   check(MPI_Win_flush(cfg_.host_rank, payload_win_), "MPI_Win_flush");
   flush_meta();
   const int64_t notice = encode_notice(slot, cell);
   check(MPI_Accumulate(&notice, 1, MPI_INT64_T, cfg_.host_rank, NOTICE_AT(static_cast<uint64_t>(d)), 1, MPI_INT64_T,
                        MPI_REPLACE, meta_win_),
         "MPI_Accumulate (notice)");
-  if (version != kTombstoneVersion)
-    check(MPI_Accumulate(&plus, 1, MPI_INT64_T, cfg_.host_rank, kFinished, 1, MPI_INT64_T, MPI_SUM, meta_win_),
-          "MPI_Accumulate (finished)");
   check(MPI_Accumulate(&minus, 1, MPI_INT64_T, cfg_.host_rank, kRunning, 1, MPI_INT64_T, MPI_SUM, meta_win_),
         "MPI_Accumulate (running)");
   flush_meta();
@@ -341,6 +343,9 @@ void DataPool::read_notices() {
   ring_access(NOTICE_AT(0), next_notice_, empties.data(), got, MPI_REPLACE, "notices");
   for (uint64_t k = 0; k < got; ++k) {
     const uint32_t cell = notice_cell(scratch_[k]);
+    if (cell >= cells_)
+      throw Error("data pool: a notice names cell " + std::to_string(cell) + " of " + std::to_string(cells_) +
+                  " (a protocol error)");
     check(MPI_Get(&cell_meta[2 * k], 2, MPI_INT64_T, cfg_.host_rank, CELL_AT(cell), 2, MPI_INT64_T, meta_win_),
           "MPI_Get (cell)");
     check(MPI_Get_accumulate(nullptr, 0, MPI_INT64_T, &states[k], 1, MPI_INT64_T, cfg_.host_rank, STATE_AT(cell), 1,
@@ -359,7 +364,12 @@ void DataPool::read_notices() {
       returns_.push_back(cell);
       continue;
     }
-    done_[slot] = {cell, state_rank(states[k]), cell_meta[2 * k], cell_meta[2 * k + 1]};
+    const int64_t length = cell_meta[2 * k + 1];
+    if (length < 0 || static_cast<uint64_t>(length) > cfg_.slot_bytes)
+      throw Error("data pool: slot " + std::to_string(slot) + " (cell " + std::to_string(cell) + ") claims " +
+                  std::to_string(length) + " bytes of a " + std::to_string(cfg_.slot_bytes) +
+                  "-byte slot (a protocol error)");
+    done_[slot] = {cell, state_rank(states[k]), cell_meta[2 * k], length};
   }
   next_notice_ += got;
 }

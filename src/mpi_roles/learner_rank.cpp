@@ -270,6 +270,12 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
       log_info("checkpoint " + learner.checkpoint(step, taker.checkpoint_state()) + "; continue with --resume");
     }
     weights.request_stop(stop);
+  } else {
+    // The lead's last publish and record (a checkpoint, an evaluation) or
+    // its SIGTERM checkpoint may outlast mpi.deadline_s: the other learners
+    // wait for its stop word, as the other roles do (the watchdog reports a
+    // dead or stopped lead), and only then meet everyone in quiesce.
+    while (weights.stop_code() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   quiesce(MPI_COMM_WORLD, sends, cfg.deadline_s);
   if (stop == kStopFinished) learner.finish(step);
