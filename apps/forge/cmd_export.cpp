@@ -14,6 +14,8 @@
 //                     model.pretrained's, or bytes with special tokens as
 //                     <|name|>), generated_tokens, logprob_sum
 // Works on a file that is being written (what the writer has flushed).
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -134,31 +136,46 @@ int run_export(int argc, char** argv) {
   if (!out_path.empty() && std::filesystem::equivalent(file, out_path, ec))
     throw InputError("--out '" + out_path + "' is the rollouts file itself; write the export elsewhere");
   const RolloutReader reader(file);
-  // The export goes to OUT.tmp, renamed to OUT once complete: an error (a bad
-  // --episode, a full disk) leaves an existing OUT as it was.
-  const std::string tmp_path = out_path + ".tmp";
+  // A regular file (or a new one) OUT is written as OUT.tmp-<pid>, renamed to
+  // OUT once complete: an error (a bad --episode, a full disk) leaves an
+  // existing OUT as it was. Anything else (/dev/stdout, a pipe, a link) is
+  // written in place.
+  const auto status = std::filesystem::symlink_status(out_path, ec);
+  const bool via_tmp = !out_path.empty() && (status.type() == std::filesystem::file_type::not_found ||
+                                             status.type() == std::filesystem::file_type::regular);
+  const std::string write_path = via_tmp ? out_path + ".tmp-" + std::to_string(::getpid()) : out_path;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> owned(nullptr, std::fclose);
   std::FILE* out = stdout;
   if (!out_path.empty()) {
-    owned.reset(std::fopen(tmp_path.c_str(), "w"));
-    if (!owned) throw InputError("--out: cannot write '" + tmp_path + "': " + std::strerror(errno));
+    owned.reset(std::fopen(write_path.c_str(), "w"));
+    if (!owned) throw InputError("--out: cannot write '" + out_path + "': " + std::strerror(errno));
     out = owned.get();
   }
+  const auto discard = [&] {
+    owned.reset();
+    if (via_tmp) std::filesystem::remove(write_path, ec);
+  };
+  const auto fail = [&](const std::string& why) {
+    discard();
+    throw Error("cannot write the export to '" + out_path + "'" + why);
+  };
   try {
     const bool jsonl = format == "jsonl";
     if (episode < 0) export_episodes(reader, out, jsonl);
     else if (decode) export_decoded(reader.episode(episode), *model_source_of_config(reader.config_ini(), file).tokenizer, out, jsonl);
     else export_tokens(reader.episode(episode), out, jsonl);
-    if (std::fflush(out) != 0 || std::ferror(out))
-      throw Error("cannot write the export" + (out_path.empty() ? std::string() : " to '" + tmp_path + "'"));
   } catch (...) {
-    if (owned) std::filesystem::remove(tmp_path, ec);
+    discard();
     throw;
   }
-  if (owned) {
-    if (std::fclose(owned.release()) != 0) throw Error("cannot write the export to '" + tmp_path + "'");
-    std::filesystem::rename(tmp_path, out_path, ec);
-    if (ec) throw Error("cannot rename '" + tmp_path + "' to '" + out_path + "': " + ec.message());
+  if (std::fflush(out) != 0 || std::ferror(out)) {
+    if (!owned) throw Error("cannot write the export to stdout");
+    fail("");
+  }
+  if (owned && std::fclose(owned.release()) != 0) fail("");
+  if (via_tmp) {
+    std::filesystem::rename(write_path, out_path, ec);
+    if (ec) fail(": " + ec.message());
   }
   return 0;
 }

@@ -38,10 +38,15 @@ int run_export_model(int argc, char** argv) {
   // A new or empty folder only: an export never replaces files (an earlier
   // export, or the very model it reads).
   std::error_code ec;
-  if (std::filesystem::exists(out, ec)) {
-    if (!std::filesystem::is_directory(out, ec))
+  const auto status = std::filesystem::status(out, ec);
+  if (ec && status.type() != std::filesystem::file_type::not_found)
+    throw InputError("--out '" + out + "': " + ec.message());
+  if (std::filesystem::exists(status)) {
+    if (!std::filesystem::is_directory(status))
       throw InputError("--out '" + out + "' is a file; export-model writes a folder");
-    if (!std::filesystem::is_empty(out, ec))
+    const bool empty = std::filesystem::is_empty(out, ec);
+    if (ec) throw InputError("--out '" + out + "': cannot read the folder: " + ec.message());
+    if (!empty)
       throw InputError("--out '" + out + "' is a folder that is not empty; export-model writes into a new or "
                        "empty folder and never replaces files");
   }

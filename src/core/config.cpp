@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -191,7 +192,8 @@ std::vector<int> lines_of_key(const std::string& text, const std::string& key) {
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
-    const std::string t = trim(line);
+    const size_t hash = line.find('#');  // a comment, as Boost's reader takes it
+    const std::string t = trim(hash == std::string::npos ? line : line.substr(0, hash));
     if (t.size() >= 2 && t.front() == '[' && t.back() == ']') {
       section = trim(t.substr(1, t.size() - 2));
       continue;
@@ -363,6 +365,12 @@ std::vector<std::string> OptionSet::attach_values(const std::vector<std::string>
       break;
     }
     const std::string key = a.size() > 2 && a.compare(0, 2, "--") == 0 ? a.substr(2) : "";
+    if (key.size() > 1 && key.back() == '=' && key.find('=') == key.size() - 1 &&
+        (key == "config=" ? allow_config_ : has(key.substr(0, key.size() - 1)))) {
+      out.push_back(a.substr(0, a.size() - 1));  // `--key=`: the empty value, which Boost refuses in that form
+      out.emplace_back();
+      continue;
+    }
     const bool value_key = key == "config" ? allow_config_ : has(key);
     if (key.empty() || key.find('=') != std::string::npos || !value_key) {
       out.push_back(a);
@@ -378,9 +386,14 @@ std::vector<std::string> OptionSet::attach_values(const std::vector<std::string>
     }
     if (!has_next || (args[i + 1].size() > 1 && args[i + 1].compare(0, 2, "--") == 0))
       throw InputError(a + " needs a value" +
-                       (has_next ? ", but the next argument is the flag '" + args[i + 1] +
-                                       "' (write " + a + "=VALUE for a value that starts with --)"
+                       (has_next ? ", but the next argument is '" + args[i + 1] + "' (write " + a +
+                                       "=VALUE for a value that starts with --)"
                                  : std::string(" (" + a + "=VALUE or " + a + " VALUE)")));
+    if (args[i + 1].empty()) {  // an empty value: Boost takes it only as its own argument
+      out.push_back(a);
+      out.push_back(args[++i]);
+      continue;
+    }
     out.push_back(a + "=" + args[++i]);
   }
   return out;
@@ -545,14 +558,20 @@ void OptionSet::load_ini_text(const std::string& text, const std::string& source
   for (const auto& opt : parsed.options) {
     if (opt.unregistered || !has(opt.string_key) || opt.string_key == "help")
       throw InputError(unknown_message(opt.string_key, opt.string_key, " in " + at(opt.string_key)));
+    if (!get(opt.string_key).stored)
+      throw InputError(opt.string_key + " in " + at(opt.string_key) + " is a command-line flag (--" +
+                       opt.string_key + "), not a configuration key; delete the line (config.ini files "
+                       "that forge train wrote before 2026-11-29 carry it)");
   }
   // A key set twice (in one section, or in a repeated [section]) is a
   // mistake that the last value would hide.
+  std::map<std::string, int> times;
   for (const auto& opt : parsed.options) {
+    if (++times[opt.string_key] < 2) continue;
     const std::vector<int> lines = lines_of_key(stripped, opt.string_key);
-    if (lines.size() > 1)
-      throw InputError(opt.string_key + " is set twice in " + source + " (lines " + std::to_string(lines[0]) +
-                       " and " + std::to_string(lines[1]) + ")");
+    throw InputError(opt.string_key + " is set twice in " + source +
+                     (lines.size() > 1 ? " (lines " + std::to_string(lines[0]) + " and " + std::to_string(lines[1]) + ")"
+                                       : std::string()));
   }
   for (const auto& opt : parsed.options) {
     set(opt.string_key, opt.value.empty() ? "" : opt.value.front(), at(opt.string_key));
@@ -690,7 +709,7 @@ std::string OptionSet::help() const {
   for (const auto& [section, section_help] : sections_) {
     std::vector<Row> rows;
     for (const auto& o : options_) {
-      if (o.section != section || !o.stored) continue;
+      if (o.section != section) continue;
       std::string right = o.help;
       std::string def = o.default_text;
       if (std::holds_alternative<std::string*>(o.target) && def.empty()) def = "\"\"";

@@ -118,7 +118,8 @@ class OptionSet {
   OptionSet& allow_config_file(bool allow);
   // Marks `key` (registered) as a flag of one invocation (`--resume`), not a
   // part of the run's configuration: dump_ini() leaves it out, so that the
-  // stored config.ini is read by every command.
+  // stored config.ini is read by every command, and an INI file that sets it
+  // is refused (a stored `resume = true` would resume a new run).
   OptionSet& command_line_only(const std::string& key);
 
   // Parses argv[1..argc) (argv[0] is the program or command name) or a list

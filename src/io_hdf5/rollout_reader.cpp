@@ -127,8 +127,8 @@ void RolloutReader::corrupted(const std::string& what) const {
 
 void RolloutReader::read_raw(const Dataset& d, int64_t start, int64_t count, void* out) const {
   if (start < 0 || count < 0 || start > d.rows - count)
-    corrupted("rows [" + std::to_string(start) + ", " + std::to_string(start + count) + ") of '" +
-              d.column.path + "' lie outside its " + std::to_string(d.rows) + " rows");
+    corrupted(std::to_string(count) + " rows from row " + std::to_string(start) + " of '" + d.column.path +
+              "' lie outside its " + std::to_string(d.rows) + " rows");
   if (count == 0) return;
   const int rank = d.column.width == 1 ? 1 : 2;
   const hsize_t width = static_cast<hsize_t>(d.column.width);
@@ -225,10 +225,21 @@ EpisodeTable RolloutReader::episodes() const {
   const auto ctx = read<int32_t>("calls/context_len", 0, n_calls_);
   const auto gen = read<int32_t>("calls/generated_len", 0, n_calls_);
   const auto token_offset = read<int64_t>("calls/token_offset", 0, n_calls_);
-  // The tables as the writer lays them out: calls back to back in the token
-  // arrays, episodes back to back in the calls table (docs/hdf5-schema.md).
+  // The tables as the writer lays them out: episodes back to back in the
+  // calls table, their calls back to back in the token arrays
+  // (docs/hdf5-schema.md). Calls past the last episode (a writer stopped
+  // between the two tables) are not the episodes' and not checked.
+  int64_t next_call = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t first = t.call_offset[i];
+    if (first != next_call || t.n_calls[i] < 0 || t.n_calls[i] > n_calls_ - first)
+      corrupted("episode " + std::to_string(i) + " (call_offset " + std::to_string(first) + ", n_calls " +
+                std::to_string(t.n_calls[i]) + ") does not follow the episode before it within the " +
+                std::to_string(n_calls_) + " calls");
+    next_call = first + t.n_calls[i];
+  }
   int64_t next_token = 0;
-  for (int64_t c = 0; c < n_calls_; ++c) {
+  for (int64_t c = 0; c < next_call; ++c) {
     if (ctx[c] < 0 || gen[c] < 0 || token_offset[c] != next_token || ctx[c] + int64_t{gen[c]} > n_tokens_ - next_token)
       corrupted("call " + std::to_string(c) + " (token_offset " + std::to_string(token_offset[c]) + ", lengths " +
                 std::to_string(ctx[c]) + " + " + std::to_string(gen[c]) + ") does not follow the call before it "
@@ -237,15 +248,8 @@ EpisodeTable RolloutReader::episodes() const {
   }
   t.generated_tokens.assign(n, 0);
   t.final_length.assign(n, 0);
-  int64_t next_call = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t first = t.call_offset[i];
-    if (first != next_call || t.n_calls[i] < 0 || t.n_calls[i] > n_calls_ - first)
-      corrupted("episode " + std::to_string(i) + " (call_offset " + std::to_string(first) + ", n_calls " +
-                std::to_string(t.n_calls[i]) + ") does not follow the episode before it within the " +
-                std::to_string(n_calls_) + " calls");
-    const int64_t last = first + t.n_calls[i];
-    next_call = last;
+    const int64_t first = t.call_offset[i], last = first + t.n_calls[i];
     for (int64_t c = first; c < last; ++c) t.generated_tokens[i] += gen[c];
     if (last > first) t.final_length[i] = int64_t{ctx[last - 1]} + gen[last - 1];
     if (t.env[i] < 0 || t.env[i] >= static_cast<int64_t>(domains_.size()) || t.template_family[i] < 0 ||

@@ -17,12 +17,16 @@ void create_run_folder(const std::string& dir) {
 }
 
 void refuse_existing_run(const std::string& dir, const std::string& command, const std::string& how_to_continue) {
-  std::string found = latest_checkpoint(dir + "/checkpoints");
+  const std::string checkpoint = latest_checkpoint(dir + "/checkpoints");
+  if (!checkpoint.empty())
+    throw InputError("run.dir = '" + dir + "' holds an earlier run (" + checkpoint + "); " + command +
+                     " does not overwrite it: " + how_to_continue + "choose another run.dir, or delete that one");
   std::error_code ec;
-  if (found.empty() && std::filesystem::exists(dir + "/rollouts.h5", ec)) found = dir + "/rollouts.h5";
-  if (found.empty()) return;
-  throw InputError("run.dir = '" + dir + "' holds an earlier run (" + found + "); " + command +
-                   " does not overwrite it: " + how_to_continue + "choose another run.dir, or delete that one");
+  const std::string rollouts = dir + "/rollouts.h5";
+  if (std::filesystem::exists(rollouts, ec))
+    throw InputError("run.dir = '" + dir + "' holds the rollouts of an earlier run that stopped before its first "
+                     "checkpoint (" + rollouts + "); " + command + " does not overwrite them: move that file "
+                     "aside, choose another run.dir, or delete that one");
 }
 
 }  // namespace forge

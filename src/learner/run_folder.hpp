@@ -13,9 +13,10 @@ namespace forge {
 // cannot be made (a file in the way, no permission).
 void create_run_folder(const std::string& dir);
 
-// InputError when `dir` holds a run (RUN_DIR/checkpoints/ckpt_step_*.h5 or
-// RUN_DIR/rollouts.h5); `command` ("forge sft") and `how_to_continue` (e.g.
-// "continue it with --resume, ") complete the message.
+// InputError when `dir` holds a run: RUN_DIR/checkpoints/ckpt_step_*.h5
+// (`command`, "forge sft", and `how_to_continue`, e.g. "continue it with
+// --resume, ", complete the message) or, with no checkpoint to continue
+// from, RUN_DIR/rollouts.h5.
 void refuse_existing_run(const std::string& dir, const std::string& command, const std::string& how_to_continue);
 
 }  // namespace forge

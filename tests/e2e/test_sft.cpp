@@ -3,6 +3,8 @@
 // name; `forge generate` samples from the checkpoint.
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "e2e/forge_runner.hpp"
 
 namespace {
@@ -20,6 +22,7 @@ double json_number(const std::string& json, const std::string& key) {
 
 TEST(Sft, TinyRunLossFallsAndWritesSummary) {
   const std::string dir = ::testing::TempDir() + "forge_sft_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);  // a run folder of an earlier process with this pid is refused
   const Result r = forge(
       "sft --model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
       "--model.ffn_dim=64 --optim.lr=0.003 --sft.steps=40 --sft.batch=8 --sft.eval_requests=8 "
@@ -44,6 +47,7 @@ TEST(Sft, TinyRunLossFallsAndWritesSummary) {
 
 TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
   const std::string dir = ::testing::TempDir() + "forge_sft_agent_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);  // a run folder of an earlier process with this pid is refused
   const Result r = forge(
       "sft --sft.task=agent --model.d_model=32 --model.n_layers=1 --model.n_heads=2 "
       "--model.n_kv_heads=2 --model.ffn_dim=64 --optim.lr=0.003 --sft.steps=20 --sft.plain_steps=10 --sft.batch=4 "

@@ -78,6 +78,9 @@ TEST(Train, TinyRunThenResume) {
                              "--train.init=" + dir + " --run.dir=" + other);
   EXPECT_EQ(heads.rc, 2);
   EXPECT_TRUE(contains(heads.err, "model.n_heads 4 against 2")) << heads.err;
+  // The same model starts from it.
+  const Result same = forge(std::string("train ") + kTiny + "--train.steps=1 --train.init=" + dir + " --run.dir=" + other);
+  EXPECT_EQ(same.rc, 0) << same.err;
   std::filesystem::remove_all(other);
 }
 

@@ -153,6 +153,14 @@ TEST(Config, FlagValuesNeverSwallowFlagsOrPositionals) {
   o.parse(std::vector<std::string>{"--top", "-3", "--run.dir", "-dash"});
   EXPECT_EQ(c.top, -3);
   EXPECT_EQ(c.dir, "-dash");
+  std::string empty = "x";
+  OptionSet e;
+  e.add("env.list", &empty, "a list; empty = none");
+  e.parse(std::vector<std::string>{"--env.list", ""});
+  EXPECT_EQ(empty, "");
+  empty = "x";
+  e.parse(std::vector<std::string>{"--env.list="});
+  EXPECT_EQ(empty, "");
 
   std::string file;
   bool json = false;
@@ -178,6 +186,17 @@ TEST(Config, KeySetTwiceInAFileAndADirectoryAreErrors) {
   msg = input_error(
       [&] { o.load_ini_text("[model]\nd_model = 64\n[optim]\nlr = 1\n[model]\nd_model = 32\n", "again.ini"); });
   EXPECT_NE(msg.find("lines 2 and 6"), std::string::npos) << msg;
+  // A '#' comment on a header does not hide it: steps under two sections
+  // are two keys.
+  int sft_steps = 0, train_steps = 0;
+  OptionSet two;
+  two.add("sft.steps", &sft_steps, 1, "sft");
+  two.add("train.steps", &train_steps, 1, "train");
+  two.load_ini_text("[sft]\nsteps = 100\n[train]  # RL\nsteps = 50\n", "commented.ini");
+  EXPECT_EQ(sft_steps, 100);
+  EXPECT_EQ(train_steps, 50);
+  msg = input_error([&] { two.load_ini_text("[sft]  # SFT\nsteps = 1\nsteps = 2\n", "hash.ini"); });
+  EXPECT_NE(msg.find("sft.steps is set twice in hash.ini (lines 2 and 3)"), std::string::npos) << msg;
   msg = input_error([&] { o.parse(std::vector<std::string>{"--config", ::testing::TempDir()}); });
   EXPECT_NE(msg.find("is a directory"), std::string::npos) << msg;
 }
@@ -396,6 +415,9 @@ TEST(Config, CommandLineOnlyKeysAreLeftOutOfTheDump) {
   OptionSet without;
   add_all(without, d);
   without.load_ini_text(ini, "dump");  // throws on an unknown key
+  EXPECT_NE(o.help().find("--resume"), std::string::npos);  // still a flag of the command
+  const std::string msg = input_error([&] { o.load_ini_text("resume = true\n", "old.ini"); });
+  EXPECT_NE(msg.find("command-line flag (--resume)"), std::string::npos) << msg;
   EXPECT_THROW(o.command_line_only("no.such.key"), Error);
 }
 

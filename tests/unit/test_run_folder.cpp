@@ -45,7 +45,12 @@ TEST(RunFolder, AnEarlierRunIsRefusedAndNothingElseIs) {
   std::ofstream(dir + "/rollouts.h5") << "x";
   std::string msg = refusal(dir);
   EXPECT_NE(msg.find(dir + "/rollouts.h5"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("--resume"), std::string::npos) << msg;  // no checkpoint to resume from
+  std::ofstream(dir + "/checkpoints/ckpt_step_00000001.h5") << "x";
+  msg = refusal(dir);
+  EXPECT_NE(msg.find("ckpt_step_00000001.h5"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--resume"), std::string::npos) << msg;
+  fs::remove(dir + "/checkpoints/ckpt_step_00000001.h5");
   fs::remove(dir + "/rollouts.h5");
   std::ofstream(dir + "/checkpoints/ckpt_step_00000002.h5") << "x";
   msg = refusal(dir);
