@@ -2,7 +2,9 @@
 # Role counts that do not fit the world (label mpi): at 2 ranks the default
 # 1 learner + 1 rollout leave no environment rank, so forge train must exit
 # with code 2 and a message naming mpi.learners and the -np it needs, without
-# starting anything; `--mpi.learners=0` likewise.
+# starting anything; `--mpi.learners=0` likewise. A run folder that holds an
+# earlier run's rollouts.h5 is refused the same way (learner 0 checks it and
+# aborts the job), and the file is left as it was.
 source "$(dirname "$0")/roles_common.sh"
 
 expect_input_error() {
@@ -17,4 +19,13 @@ expect_input_error() {
 
 expect_input_error 2 "cannot hold mpi.learners = 1 + mpi.rollouts = 1.*-np 3"
 expect_input_error 4 "mpi.learners" --mpi.learners=0
+
+mkdir -p "$WORK/held"
+echo "an earlier run's rollouts" >"$WORK/held/rollouts.h5"
+rc=0
+timeout 120 "${MPIRUN[@]}" -np 3 "$FORGE_BIN" train "${TINY[@]}" --run.dir="$WORK/held" >"$WORK/log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { cat "$WORK/log"; fail "a run folder holding rollouts.h5: exit code $rc, expected 2"; }
+grep -q "learner rank 0.*holds the rollouts of an earlier run" "$WORK/log" ||
+  { cat "$WORK/log"; fail "no message naming learner rank 0 and the earlier run"; }
+[ "$(cat "$WORK/held/rollouts.h5")" = "an earlier run's rollouts" ] || fail "the earlier rollouts.h5 was changed"
 echo PASS
