@@ -224,6 +224,20 @@ int run_gateway(const Shared& sh, DataPool& pool, WeightChannel& control) {
   return control.stop_code() == kStopSignal ? 143 : 0;
 }
 
+// Runs f; any error ends the whole job (MPI_Abort) with this rank's message:
+// exit code 2 for bad input, 1 otherwise. A rank must not unwind into
+// MPI_Finalize while its peers wait for it in a collective.
+template <class F>
+auto or_abort_job(const std::string& who, F&& f) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    abort_job(who, std::string("error: ") + e.what(), 2);
+  } catch (const std::exception& e) {
+    abort_job(who, std::string("error: ") + e.what(), 1);
+  }
+}
+
 }  // namespace
 
 int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
@@ -235,19 +249,16 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   all.update.reward.validate();
   if (all.gateway.enabled) all.gateway.resolve_and_validate();
   const Role role = layout.role_of(rank);
-  set_log_prefix(layout.name(rank));
+  const std::string me = layout.name(rank);
+  set_log_prefix(me);
   // Every rank resolves the model (a pretrained one's configuration and
   // vocabulary; its weights only on the learners): the weight channel's size,
   // the rollout engine, the environments' scaffold.
-  try {
+  or_abort_job(me, [&] {
     const ModelSource source = resolve_model(all.base.model, false);
     all.base.model = source.config;
     all.agent.vocabulary = ScaffoldVocabulary::of(source.chat);
-  } catch (const InputError& e) {
-    abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
-  } catch (const std::exception& e) {
-    abort_job(layout.name(rank), std::string("error: ") + e.what(), 1);
-  }
+  });
   DataPoolConfig pc;
   pc.window = window_config(all.mpi);
   pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
@@ -264,17 +275,10 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   // learner 0 also restarts the data pool from it. An unusable checkpoint
   // ends the job (exit 2) before any window exists.
   std::optional<DataPoolState> resumed_pool;
-  if (!resume && rank == 0) {  // learner 0 writes the run folder; it alone looks
-    try {
-      refuse_existing_run(all.base.run.dir, "forge train", "continue it with --resume, ");
-    } catch (const InputError& e) {
-      abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
-    } catch (const std::exception& e) {
-      abort_job(layout.name(rank), std::string("error: ") + e.what(), 1);
-    }
-  }
+  if (!resume && rank == 0)  // learner 0 writes the run folder; it alone looks
+    or_abort_job(me, [&] { refuse_existing_run(all.base.run.dir, "forge train", true); });
   if (resume && role == Role::kLearner) {
-    try {
+    or_abort_job(me, [&] {
       const std::string dir = all.base.run.dir + "/checkpoints";
       const std::string resume_from = latest_checkpoint(dir);
       if (resume_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
@@ -286,11 +290,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
                            "without mpirun, or start from it with --train.init");
         check_resume_state(*resumed_pool);
       }
-    } catch (const InputError& e) {
-      abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
-    } catch (const std::exception& e) {
-      abort_job(layout.name(rank), std::string("error: ") + e.what(), 1);
-    }
+    });
   }
 
   // Collective set-up, in the same order on every rank.
@@ -302,21 +302,12 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   WeightChannel weights(MPI_COMM_WORLD, 0, n_weights);
   const Shared sh{&all, &opts, &layout, learners, resume && role == Role::kLearner,
                   resumed_pool ? &*resumed_pool : nullptr};
-  int code = 0;
-  try {
+  const int code = or_abort_job(me, [&] {
     SendQueue sends;
-    switch (role) {
-      case Role::kLearner: code = run_learner(sh, pool, weights, sends); break;
-      case Role::kRollout: code = run_rollout(sh, weights, sends); break;
-      case Role::kEnvironment:
-        code = all.gateway.enabled ? run_gateway(sh, pool, weights) : run_environment(sh, pool, weights);
-        break;
-    }
-  } catch (const InputError& e) {
-    abort_job(layout.name(rank), std::string("error: ") + e.what(), 2);
-  } catch (const std::exception& e) {
-    abort_job(layout.name(rank), std::string("error: ") + e.what(), 1);
-  }
+    if (role == Role::kLearner) return run_learner(sh, pool, weights, sends);
+    if (role == Role::kRollout) return run_rollout(sh, weights, sends);
+    return all.gateway.enabled ? run_gateway(sh, pool, weights) : run_environment(sh, pool, weights);
+  });
   if (learners != MPI_COMM_NULL) MPI_Comm_free(&learners);
   return code;
 }

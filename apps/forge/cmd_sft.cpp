@@ -215,7 +215,7 @@ int run_sft(int argc, char** argv) {
   if (!all.train.init.empty())
     throw InputError("train.init = '" + all.train.init + "' is read by forge train; forge sft starts from "
                      "model.pretrained or from random weights");
-  refuse_existing_run(cfg.run.dir, "forge sft", "");
+  refuse_existing_run(cfg.run.dir, "forge sft", false);
 
   // Everything is checked (the model built, the task known to fit it) before
   // the run folder and its config.ini are written.

@@ -59,7 +59,7 @@ int run_train(int argc, char** argv) {
   StandardConfig& cfg = all.base;
   AgentConfig& agent = all.agent;
   const TrainConfig& tc = all.train;
-  if (!resume) refuse_existing_run(cfg.run.dir, "forge train", "continue it with --resume, ");
+  if (!resume) refuse_existing_run(cfg.run.dir, "forge train", true);
   all.update.loss.validate();
   all.update.reward.validate();
   agent.sampling = cfg.sample;

@@ -357,6 +357,7 @@ OptionSet& OptionSet::command_line_only(const std::string& key) {
 // a positional): a bool key takes the next argument only when it is a
 // boolean; another key never takes a flag as its value.
 std::vector<std::string> OptionSet::attach_values(const std::vector<std::string>& args) const {
+  const auto takes_value = [&](const std::string& key) { return key == "config" ? allow_config_ : has(key); };
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -364,27 +365,26 @@ std::vector<std::string> OptionSet::attach_values(const std::vector<std::string>
       out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
       break;
     }
-    const std::string key = a.size() > 2 && a.compare(0, 2, "--") == 0 ? a.substr(2) : "";
-    if (key.size() > 1 && key.back() == '=' && key.find('=') == key.size() - 1 &&
-        (key == "config=" ? allow_config_ : has(key.substr(0, key.size() - 1)))) {
-      out.push_back(a.substr(0, a.size() - 1));  // `--key=`: the empty value, which Boost refuses in that form
+    const bool flag = a.size() > 2 && a.compare(0, 2, "--") == 0;
+    const size_t eq = a.find('=');
+    if (flag && eq == a.size() - 1 && takes_value(a.substr(2, eq - 2))) {
+      out.push_back(a.substr(0, eq));  // `--key=`: the empty value, which Boost refuses in that form
       out.emplace_back();
       continue;
     }
-    const bool value_key = key == "config" ? allow_config_ : has(key);
-    if (key.empty() || key.find('=') != std::string::npos || !value_key) {
+    if (!flag || eq != std::string::npos || !takes_value(a.substr(2))) {
       out.push_back(a);
       continue;
     }
-    const bool is_bool = key != "config" && std::holds_alternative<bool*>(get(key).target);
+    const std::string key = a.substr(2);
     const bool has_next = i + 1 < args.size();
     bool b;
-    if (is_bool) {
+    if (key != "config" && std::holds_alternative<bool*>(get(key).target)) {
       const bool take = has_next && parse_bool(args[i + 1], &b);
       out.push_back(a + "=" + (take ? args[++i] : std::string("true")));
       continue;
     }
-    if (!has_next || (args[i + 1].size() > 1 && args[i + 1].compare(0, 2, "--") == 0))
+    if (!has_next || args[i + 1].compare(0, 2, "--") == 0)
       throw InputError(a + " needs a value" +
                        (has_next ? ", but the next argument is '" + args[i + 1] + "' (write " + a +
                                        "=VALUE for a value that starts with --)"

@@ -16,11 +16,12 @@ void create_run_folder(const std::string& dir) {
                      (ec ? ": " + ec.message() : std::string(" (a file is in the way)")));
 }
 
-void refuse_existing_run(const std::string& dir, const std::string& command, const std::string& how_to_continue) {
+void refuse_existing_run(const std::string& dir, const std::string& command, bool resumable) {
   const std::string checkpoint = latest_checkpoint(dir + "/checkpoints");
   if (!checkpoint.empty())
     throw InputError("run.dir = '" + dir + "' holds an earlier run (" + checkpoint + "); " + command +
-                     " does not overwrite it: " + how_to_continue + "choose another run.dir, or delete that one");
+                     " does not overwrite it: " + (resumable ? "continue it with --resume, " : "") +
+                     "choose another run.dir, or delete that one");
   std::error_code ec;
   const std::string rollouts = dir + "/rollouts.h5";
   if (std::filesystem::exists(rollouts, ec))

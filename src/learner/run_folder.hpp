@@ -14,9 +14,9 @@ namespace forge {
 void create_run_folder(const std::string& dir);
 
 // InputError when `dir` holds a run: RUN_DIR/checkpoints/ckpt_step_*.h5
-// (`command`, "forge sft", and `how_to_continue`, e.g. "continue it with
-// --resume, ", complete the message) or, with no checkpoint to continue
-// from, RUN_DIR/rollouts.h5.
-void refuse_existing_run(const std::string& dir, const std::string& command, const std::string& how_to_continue);
+// (the message suggests --resume where `command`, "forge sft" or "forge
+// train", is `resumable`) or, with no checkpoint to continue from,
+// RUN_DIR/rollouts.h5.
+void refuse_existing_run(const std::string& dir, const std::string& command, bool resumable);
 
 }  // namespace forge

@@ -6,6 +6,31 @@
 
 namespace forge {
 
+namespace {
+
+// The rules across fields, for a configuration whose sizes are each positive.
+void check_across_fields(const ModelConfig& m) {
+  if (m.head_dim_override == 0 && m.d_model % m.n_heads != 0)
+    throw InputError("model.n_heads = " + std::to_string(m.n_heads) + " must divide model.d_model = " +
+                     std::to_string(m.d_model) + " (or set model.head_dim)");
+  if (m.n_heads % m.n_kv_heads != 0)
+    throw InputError("model.n_kv_heads = " + std::to_string(m.n_kv_heads) + " must divide model.n_heads = " +
+                     std::to_string(m.n_heads));
+  if (m.head_dim() % 2 != 0)
+    throw InputError("the head dimension " + std::to_string(m.head_dim()) + " must be even for RoPE");
+  const RopeScaling& r = m.rope_scaling;
+  if (r.enabled() && r.factor < 1)
+    throw InputError("model.rope_scaling = " + format_float(r.factor) + " must be 0 (none) or >= 1");
+  if (r.enabled() && r.high_freq_factor <= r.low_freq_factor)
+    throw InputError("model.rope_high_freq_factor = " + format_float(r.high_freq_factor) +
+                     " must exceed model.rope_low_freq_factor = " + format_float(r.low_freq_factor) +
+                     " when model.rope_scaling is set");
+  if (r.enabled() && r.original_max_positions <= 0)
+    throw InputError("model.rope_original_max_positions must be positive when model.rope_scaling is set");
+}
+
+}  // namespace
+
 void ModelConfig::validate() const {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw InputError("model: " + what);
@@ -13,17 +38,13 @@ void ModelConfig::validate() const {
   need(vocab > 0, "vocab must be positive");
   need(d_model > 0, "model.d_model must be positive");
   need(n_layers > 0, "model.n_layers must be positive");
-  need(n_heads > 0 && (head_dim_override > 0 || d_model % n_heads == 0),
-       "model.n_heads must divide model.d_model (" + std::to_string(d_model) + ")");
-  need(n_kv_heads > 0 && n_heads % n_kv_heads == 0,
-       "model.n_kv_heads must divide model.n_heads (" + std::to_string(n_heads) + ")");
-  need(head_dim() > 0 && head_dim() % 2 == 0, "the head dimension must be even for RoPE");
+  need(n_heads > 0, "model.n_heads must be positive");
+  need(n_kv_heads > 0, "model.n_kv_heads must be positive");
   need(ffn_dim > 0, "model.ffn_dim must be positive");
   need(rope_base > 1.0f, "model.rope_base must exceed 1");
   need(norm_eps > 0.0f, "model.norm_eps must be positive");
-  need(!rope_scaling.enabled() || (rope_scaling.factor >= 1 && rope_scaling.high_freq_factor > rope_scaling.low_freq_factor &&
-                                   rope_scaling.original_max_positions > 0),
-       "rope_scaling needs factor >= 1, high_freq_factor > low_freq_factor and original_max_positions > 0");
+  check_across_fields(*this);
+  need(head_dim() > 0, "the head dimension must be positive");
 }
 
 std::vector<double> rope_inv_freq(const ModelConfig& c) {
@@ -115,25 +136,9 @@ void add_model_options(OptionSet& opts, ModelConfig& m) {
   opts.add("model.norm_eps", &m.norm_eps, "epsilon of RMSNorm", in_range(0, 1, Interval::kOpen));
   opts.add("model.tied_embeddings", &m.tied_embeddings, "the LM head uses the embedding's weights");
   opts.add("model.qkv_bias", &m.qkv_bias, "a bias on the q, k and v projections (Qwen2)");
-  // The same cross-field rules as ModelConfig::validate(), checked at parse
+  // The rules across fields of ModelConfig::validate(), checked at parse
   // time (validate() also needs the vocabulary, which config does not set).
-  opts.add_check([&m] {
-    if (m.head_dim_override == 0 && m.d_model % m.n_heads != 0)
-      throw InputError("model.n_heads = " + std::to_string(m.n_heads) +
-                       " must divide model.d_model = " + std::to_string(m.d_model) + " (or set model.head_dim)");
-    if (m.n_heads % m.n_kv_heads != 0)
-      throw InputError("model.n_kv_heads = " + std::to_string(m.n_kv_heads) +
-                       " must divide model.n_heads = " + std::to_string(m.n_heads));
-    if (m.head_dim() % 2 != 0)
-      throw InputError("the head dimension " + std::to_string(m.head_dim()) + " must be even for RoPE");
-    const RopeScaling& r = m.rope_scaling;
-    if (r.enabled() && r.factor < 1)
-      throw InputError("model.rope_scaling = " + format_float(r.factor) + " must be 0 (none) or >= 1");
-    if (r.enabled() && r.high_freq_factor <= r.low_freq_factor)
-      throw InputError("model.rope_high_freq_factor = " + format_float(r.high_freq_factor) +
-                       " must exceed model.rope_low_freq_factor = " + format_float(r.low_freq_factor) +
-                       " when model.rope_scaling is set");
-  });
+  opts.add_check([&m] { check_across_fields(m); });
 }
 
 std::string model_differences(const ModelConfig& here, const ModelConfig& there) {

@@ -91,6 +91,15 @@ std::vector<Trajectory> batch(uint64_t first, int n) {
   return out;
 }
 
+// Step k of a run with n episodes a step: episodes k n .. (k + 1) n - 1,
+// consumed at step k (policy version k), then the step's metrics.
+void append_training_step(RolloutStore& store, int k, int n) {
+  store.append_episodes(batch(static_cast<uint64_t>(k) * n, n), k, k);
+  StepMetrics m;
+  m.step = k;
+  store.append_step(m);
+}
+
 void expect_same(const Trajectory& a, const Trajectory& b) {
   EXPECT_EQ(a.episode_id, b.episode_id);
   EXPECT_EQ(a.env, b.env);
@@ -311,10 +320,7 @@ TEST(RolloutStore, SigkilledWriterLeavesEverythingUpToTheLastFlush) {
     RolloutStore store(path, options());
     // Flush after every batch and report it; keep going until killed.
     for (int k = 0; k < 100000; ++k) {
-      store.append_episodes(batch(static_cast<uint64_t>(k) * kPerBatch, kPerBatch), k, k);
-      StepMetrics m;
-      m.step = k;
-      store.append_step(m);
+      append_training_step(store, k, kPerBatch);
       store.flush();
       flushed.send((k + 1) * kPerBatch);
     }
@@ -339,17 +345,11 @@ TEST(RolloutStore, SigkilledWriterLeavesEverythingUpToTheLastFlush) {
 TEST(RolloutStore, ResumeAfterSigkillKeepsEarlierStepsAndDropsTheRest) {
   const std::string path = temp_dir("resume") + "/rollouts.h5";
   constexpr int kPerStep = 4;
-  auto write_step = [&](RolloutStore& store, int k) {
-    store.append_episodes(batch(static_cast<uint64_t>(k) * kPerStep, kPerStep), k, k);
-    StepMetrics m;
-    m.step = k;
-    store.append_step(m);
-  };
   Pipe flushed;
   const pid_t pid = fork_child([&] {
     RolloutStore store(path, options());
     for (int k = 0; k < 100000; ++k) {
-      write_step(store, k);
+      append_training_step(store, k, kPerStep);
       store.flush();
       flushed.send(k + 1);
     }
@@ -365,7 +365,7 @@ TEST(RolloutStore, ResumeAfterSigkillKeepsEarlierStepsAndDropsTheRest) {
     RolloutStoreOptions o = options();
     o.resume_step = 3;
     RolloutStore store(path, o);
-    for (int k = 3; k < 8; ++k) write_step(store, k);
+    for (int k = 3; k < 8; ++k) append_training_step(store, k, kPerStep);
   }
   RolloutReader r(path);
   ASSERT_EQ(r.n_episodes(), 8 * kPerStep);
@@ -422,12 +422,7 @@ void expect_input_error(const std::string& path, const std::vector<std::string>&
 // A file of 4 steps of `per_step` episodes each (consumed at steps 0..3).
 void write_four_steps(const std::string& path, int per_step) {
   RolloutStore store(path, options());
-  for (int s = 0; s < 4; ++s) {
-    store.append_episodes(batch(static_cast<uint64_t>(s) * per_step, per_step), s, s);
-    StepMetrics m;
-    m.step = s;
-    store.append_step(m);
-  }
+  for (int s = 0; s < 4; ++s) append_training_step(store, s, per_step);
 }
 
 TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {

@@ -25,7 +25,7 @@ std::string fresh_dir(const std::string& name) {
 
 std::string refusal(const std::string& dir) {
   try {
-    refuse_existing_run(dir, "forge train", "continue it with --resume, ");
+    refuse_existing_run(dir, "forge train", true);
   } catch (const InputError& e) {
     return e.what();
   }
