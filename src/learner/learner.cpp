@@ -24,6 +24,11 @@ LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig&
     if (start.resumed_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
     start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
     start.step = static_cast<int>(start.checkpoint.step);
+    // A requeued job repeats its command line: its train.init was the first
+    // start's, and the run's own checkpoint supersedes it.
+    if (!train.init.empty())
+      log_info("train: --resume continues from " + start.resumed_from + "; train.init = '" + train.init +
+               "' applied to the run's first start only and is not read");
   } else if (!train.init.empty()) {
     const std::string path = resolve_checkpoint(train.init);
     const std::string differences = model_differences(model.config(), model_source_of(path).config);

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
@@ -243,17 +244,23 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
   expect_input_error([&] { load_checkpoint(newer, model, nullptr); }, {"newer.h5", "newer"});
 
   // Counts a run carries on from: a negative or too large one is damage,
-  // not a step to resume at (a negative step once truncated rollouts.h5).
-  for (const auto& [attr, value] : {std::pair{"step", int64_t{-1}}, std::pair{"policy_version", int64_t{1} << 31}}) {
+  // not a step to resume at (a negative step once truncated rollouts.h5;
+  // an optim_steps of 2^31 wrapped into NaN weights).
+  OptimConfig oc;
+  AdamW opt(oc, model);
+  const std::string with_optimizer = save_checkpoint(temp_dir("bad_optim"), model, &opt, st, 0);
+  const std::tuple<const char*, int64_t, std::string> damaged[] = {
+      {"step", -1, good}, {"policy_version", int64_t{1} << 31, good}, {"optim_steps", int64_t{1} << 31, with_optimizer}};
+  for (const auto& [attr, value, source] : damaged) {
     const std::string path = dir + "/bad_" + attr + ".h5";
-    std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(source, path, std::filesystem::copy_options::overwrite_existing);
     {
       h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
       ASSERT_TRUE(f.valid());
       h5::Handle a(H5Aopen(f.id(), attr, H5P_DEFAULT), H5Aclose);
       ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &value), 0);
     }
-    expect_input_error([&] { load_checkpoint(path, model, nullptr); }, {path, attr, std::to_string(value)});
+    expect_input_error([&] { load_checkpoint(path, model, &opt); }, {path, attr, std::to_string(value)});
   }
   // A file name with more digits than any step: not a checkpoint of the run.
   std::ofstream(dir + "/ckpt_step_99999999999999999999.h5") << "x";
@@ -262,8 +269,6 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
   PolicyModel wider(tiny(48), *backend);
   expect_input_error([&] { load_checkpoint(good, wider, nullptr); }, {"embed", "[272, 32]", "[272, 48]"});
 
-  OptimConfig oc;
-  AdamW opt(oc, model);
   expect_input_error([&] { load_checkpoint(good, model, &opt); }, {"no optimizer state"});
 }
 
