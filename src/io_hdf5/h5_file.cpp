@@ -248,7 +248,11 @@ void File::set_attr(const std::string& key, int64_t value) {
 }
 
 bool File::has_attr(const std::string& key) const {
-  return H5Aexists(file_.id(), key.c_str()) > 0;
+  const htri_t exists = H5Aexists(file_.id(), key.c_str());
+  // An error is damage to the root group's header, not a missing attribute
+  // (which would call the file "not a forge file").
+  if (exists < 0) throw InputError("'" + path_ + "': cannot read the root group's attributes (damaged file)");
+  return exists > 0;
 }
 
 std::string File::attr_string(const std::string& key) const {

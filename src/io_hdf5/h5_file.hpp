@@ -80,7 +80,7 @@ class File {
   void set_attr(const std::string& key, int64_t value);
   std::string attr_string(const std::string& key) const;  // InputError if absent
   int64_t attr_int(const std::string& key) const;
-  bool has_attr(const std::string& key) const;
+  bool has_attr(const std::string& key) const;  // InputError if the header cannot be read
 
  private:
   std::string path_;

@@ -455,6 +455,18 @@ TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
   }
   expect_input_error(corrupted, {});
 
+  // One flipped byte in the root group's header (its checksum fails): damage,
+  // not a file of another kind.
+  const std::string damaged_root = dir + "/damaged_root.h5";
+  {
+    std::string b = bytes;
+    const size_t name = b.find("format");
+    ASSERT_NE(name, std::string::npos);
+    b[name + 2] = static_cast<char>(~b[name + 2]);
+    std::ofstream(damaged_root, std::ios::binary) << b;
+  }
+  expect_input_error(damaged_root, {"damaged_root.h5", "damaged file"});
+
   const std::string foreign = dir + "/foreign.h5";
   {
     h5::File f = h5::File::create(foreign);
