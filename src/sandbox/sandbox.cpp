@@ -1,5 +1,6 @@
 #include "sandbox/sandbox.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -14,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <set>
 
@@ -38,6 +40,15 @@ constexpr const char* kSystemPaths[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32
 // there.
 constexpr const char* kEtcFiles[] = {"/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime",
                                      "/etc/nsswitch.conf", "/etc/passwd", "/etc/group"};
+
+// The kernel's getdents64 record (glibc declares no type for it).
+struct linux_dirent64_view {
+  uint64_t ino;
+  int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[1];
+};
 
 // A file descriptor that closes itself.
 class Fd {
@@ -115,8 +126,11 @@ std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const st
   std::vector<std::string> a = {limits.bwrap, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent",
                                 "--new-session", "--clearenv", "--hostname", "sandbox"};
   a.insert(a.end(), system_mounts().begin(), system_mounts().end());
-  a.insert(a.end(), {"--dev", "/dev", "--proc", "/proc", "--size", size, "--tmpfs", "/tmp", "--size", size,
-                     "--tmpfs", "/workspace"});
+  // /dev is bwrap's own tmpfs, unbounded (half the host's memory) and not
+  // counted by RLIMIT_AS: its shm gets the workspace's bound, the rest turns
+  // read-only (the device nodes in it are binds and still work).
+  a.insert(a.end(), {"--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--proc",
+                     "/proc", "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/workspace"});
   std::set<std::string> dirs;
   for (size_t i = 0; i < request.files.size(); ++i) {
     const std::string& path = request.files[i].path;
@@ -145,9 +159,32 @@ void set_limit(int resource, rlim_t soft, rlim_t hard) {
   setrlimit(resource, &l);
 }
 
-// After fork: only async-signal-safe calls until exec.
+// The tasks (threads) the user `uid` runs now, from /proc: RLIMIT_NPROC
+// counts all of them, forge's own threads and its other ranks included.
+rlim_t tasks_of_user(uid_t uid) {
+  rlim_t n = 0;
+  DIR* proc = opendir("/proc");
+  if (!proc) return 0;
+  while (const dirent* e = readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const std::string dir = std::string("/proc/") + e->d_name;
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0 || st.st_uid != uid) continue;
+    std::ifstream status(dir + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("Threads:", 0) == 0) {
+        n += static_cast<rlim_t>(std::strtoul(line.c_str() + 8, nullptr, 10));
+        break;
+      }
+  }
+  closedir(proc);
+  return n;
+}
+
+// After fork: only async-signal-safe calls until exec. `nproc` is the
+// RLIMIT_NPROC to set.
 [[noreturn]] void exec_child(const std::vector<char*>& argv, int out_w, int info_w, const std::vector<int>& file_fds,
-                             const SandboxLimits& limits, int uid) {
+                             const SandboxLimits& limits, int uid, rlim_t nproc) {
   setpgid(0, 0);
   const int devnull = open("/dev/null", O_RDONLY);
   if (devnull >= 0) dup2(devnull, 0);
@@ -155,8 +192,13 @@ void set_limit(int resource, rlim_t soft, rlim_t hard) {
   dup2(out_w, 2);
   dup2(info_w, 3);
   // Nothing of forge's (MPI sockets, HDF5 files) reaches the sandbox: every
-  // descriptor from 4 up closes on exec but the workspace files.
-  close_range(4, ~0U, CLOSE_RANGE_CLOEXEC);
+  // descriptor from 4 up closes on exec but the workspace files. bwrap does
+  // not close what it inherits, so a failure here must not start it.
+  if (close_range(4, ~0U, CLOSE_RANGE_CLOEXEC) != 0 && !mark_close_on_exec_from(4)) {
+    static const char msg[] = "sandbox: could not mark forge's descriptors close-on-exec\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(126);
+  }
   for (int fd : file_fds) fcntl(fd, F_SETFD, 0);
   if (geteuid() == 0) {
     const gid_t g = static_cast<gid_t>(uid);
@@ -170,7 +212,7 @@ void set_limit(int resource, rlim_t soft, rlim_t hard) {
   set_limit(RLIMIT_CPU, static_cast<rlim_t>(limits.cpu_s), static_cast<rlim_t>(limits.cpu_s + 1));
   const rlim_t bytes = static_cast<rlim_t>(limits.memory_mb) * 1024 * 1024;
   set_limit(RLIMIT_AS, bytes, bytes);
-  set_limit(RLIMIT_NPROC, static_cast<rlim_t>(limits.max_procs), static_cast<rlim_t>(limits.max_procs));
+  set_limit(RLIMIT_NPROC, nproc, nproc);
   set_limit(RLIMIT_CORE, 0, 0);
   execvp(argv[0], argv.data());
   static const char msg[] = "sandbox: could not execute bwrap (is bubblewrap installed? tools/setup.sh installs it)\n";
@@ -201,6 +243,35 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
+
+// Listed from /proc/self/fd with raw getdents64: no allocation, so it is
+// safe between fork and exec.
+bool mark_close_on_exec_from(int low) {
+  const int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return false;
+  alignas(8) char buf[4096];
+  for (;;) {
+    const long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n < 0) {
+      close(dir);
+      return false;
+    }
+    if (n == 0) break;
+    for (long off = 0; off < n;) {
+      const auto* d = reinterpret_cast<const struct linux_dirent64_view*>(buf + off);
+      int fd = 0;
+      bool number = d->name[0] != '\0';
+      for (const char* c = d->name; *c; ++c) {
+        number = number && *c >= '0' && *c <= '9';
+        fd = fd * 10 + (*c - '0');
+      }
+      if (number && fd >= low && fd != dir) fcntl(fd, F_SETFD, FD_CLOEXEC);
+      off += d->reclen;
+    }
+  }
+  close(dir);
+  return true;
+}
 
 SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& limits, int uid) {
   if (request.argv.empty()) return start_failed("empty command");
@@ -235,10 +306,15 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
 
+  // RLIMIT_NPROC counts every task of the real user. As root the sandbox
+  // runs as its own user, which runs nothing else; as another user the
+  // limit must leave room for what that user already runs (forge's threads,
+  // its other ranks), or no sandbox could start on a busy node.
+  const rlim_t nproc = static_cast<rlim_t>(limits.max_procs) + (geteuid() == 0 ? 0 : tasks_of_user(getuid()));
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid < 0) return start_failed(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) exec_child(argv, out_w.get(), info_w.get(), file_fds, limits, uid);
+  if (pid == 0) exec_child(argv, out_w.get(), info_w.get(), file_fds, limits, uid, nproc);
   out_w.reset();
   info_w.reset();
   files.clear();
@@ -318,6 +394,15 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
     r.status = SandboxStatus::kStartFailed;
     r.error = r.output.empty() ? "bwrap exited before the sandbox started" : r.output;
     while (!r.error.empty() && (r.error.back() == '\n' || r.error.back() == ' ')) r.error.pop_back();
+    r.output.clear();
+    return r;
+  }
+  // bwrap reports its own failures after the info (a mount it could not
+  // make, a program it could not execute: "bwrap: execvp python3: No such
+  // file or directory") as "bwrap: ..." with status 1: nothing ran.
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && r.output.rfind("bwrap: ", 0) == 0) {
+    r.status = SandboxStatus::kStartFailed;
+    r.error = r.output.substr(0, r.output.find('\n'));
     r.output.clear();
     return r;
   }

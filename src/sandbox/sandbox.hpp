@@ -9,19 +9,27 @@
 //     folder, no /root, no /proc of the host;
 //   - its own user, PID, network (loopback only), IPC, UTS and cgroup
 //     namespaces; a new session; the environment cleared;
+//   - /dev: bwrap's minimal devices, read-only, with /dev/shm a tmpfs of
+//     `workspace_mb` (tmpfs pages escape RLIMIT_AS);
 //   - limits per process: CPU seconds (RLIMIT_CPU), address space
 //     (RLIMIT_AS), processes of its user (RLIMIT_NPROC: a fork bomb stops
 //     there); output: the first `output_kb` of stdout+stderr are kept, the
 //     rest is read and dropped (`truncated`);
+//   - no descriptor of forge's: everything from 4 up but the workspace
+//     files closes on exec (close_range, or /proc/self/fd on old kernels;
+//     if neither works the sandbox does not start);
 //   - a wall-clock deadline: at `wall_s` the whole process group is killed
 //     (SIGKILL to bwrap; its PID namespace takes every process with it) and
 //     the result is kTimedOut.
 //
 // When forge runs as root the sandbox drops to user `uid` first (root is
 // exempt from RLIMIT_NPROC); otherwise it runs as the calling user in a new
-// user namespace. A sandbox that cannot start (no bwrap, no user namespaces)
-// is a result with status kStartFailed and bwrap's message, never an
-// exception: for an agent it is a tool error of one episode.
+// user namespace, and since RLIMIT_NPROC counts all of that user's tasks the
+// limit is `max_procs` above what the user runs when the sandbox starts. A
+// sandbox that cannot start (no bwrap, no user namespaces, a mount bwrap
+// could not make, a program it could not execute) is a result with status
+// kStartFailed and bwrap's message, never an exception: for an agent it is a
+// tool error of one episode.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,7 +41,7 @@ struct SandboxLimits {
   double wall_s = 10;          // deadline of the whole run
   int cpu_s = 10;              // CPU seconds per process
   int64_t memory_mb = 1024;    // address space per process
-  int max_procs = 64;          // processes of the sandbox's user
+  int max_procs = 64;          // processes of the sandbox's user (beyond the user's own when not root)
   int64_t output_kb = 64;      // stdout+stderr kept
   int64_t workspace_mb = 64;   // size of /workspace and of /tmp
   int uid = 200000;            // the sandbox's user when forge runs as root
@@ -73,6 +81,11 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
 inline SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& limits) {
   return run_sandboxed(request, limits, limits.uid);
 }
+
+// close_range(low, ~0, CLOSE_RANGE_CLOEXEC) for kernels before 5.11: marks
+// every open descriptor >= `low` close-on-exec. Async-signal-safe (the child
+// calls it between fork and exec); false when /proc/self/fd cannot be read.
+bool mark_close_on_exec_from(int low);
 
 // Empty when a trivial sandbox (default limits) starts on this machine, else
 // why not (bwrap missing, user namespaces refused, ...). Probed once per

@@ -1,12 +1,33 @@
 #include "sandbox/sandbox_pool.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.hpp"
 
 namespace forge {
+namespace {
 
-SandboxPool::SandboxPool(int concurrency, SandboxLimits limits) : limits_(std::move(limits)) {
+// This process's index among the launcher's processes on its node (Open MPI,
+// MPICH/Hydra, Slurm's srun), 0 outside a launcher.
+int node_local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(name)) return std::max(0, std::atoi(v));
+  return 0;
+}
+
+// One user per worker on the whole node: the ranks of a node take their
+// turns from sandbox.uid, so RLIMIT_NPROC (per user) never couples two
+// sandboxes, not even of two ranks.
+SandboxLimits with_node_users(SandboxLimits limits, int concurrency) {
+  limits.uid += node_local_rank() * concurrency;
+  return limits;
+}
+
+}  // namespace
+
+SandboxPool::SandboxPool(int concurrency, SandboxLimits limits)
+    : limits_(with_node_users(std::move(limits), concurrency)) {
   if (concurrency < 1) throw InputError("sandbox.concurrency must be at least 1 (got " + std::to_string(concurrency) + ")");
   for (int i = 0; i < concurrency; ++i) workers_.emplace_back([this, i] { work(i); });
 }

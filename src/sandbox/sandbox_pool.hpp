@@ -1,7 +1,8 @@
 // A pool of sandboxes for one process (an environment rank): up to
 // `concurrency` run at once, each on its own worker thread and its own
-// sandbox user (limits.uid + worker index, when forge runs as root, so that
-// one sandbox's fork bomb meets its own process limit, not the others'); the
+// sandbox user (limits.uid + node-local rank x concurrency + worker index,
+// when forge runs as root, so that one sandbox's fork bomb meets its own
+// process limit, not the others' on the node); the
 // rest wait in a FIFO queue. submit() never blocks: the caller gets a future
 // and goes on with other episodes. Every run ends by its deadline, so a
 // future resolves within (queue wait + limits.wall_s); the destructor waits
