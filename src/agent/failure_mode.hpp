@@ -22,7 +22,7 @@
 //                      the episode before an answer, with none of the above
 //   stopped_short      answered after fewer useful calls than the task needs
 //   wrong_answer       made every call the task needs, answered wrongly (in
-//                      code: the hidden tests fail)
+//                      code: a hidden case fails)
 //
 // In calc and search the first three are the policy's writing of a call
 // (what it copies from the task or a tool message), the next three its

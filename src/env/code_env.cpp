@@ -1,5 +1,6 @@
 #include "env/code_env.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -7,6 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/error.hpp"
 #include "core/utf8.hpp"
 #include "env/safety_policy.hpp"
 #include "sandbox/sandbox_pool.hpp"
@@ -14,7 +16,23 @@
 namespace forge {
 namespace {
 
-constexpr size_t kShellChars = 400;  // shell output shown to the agent
+constexpr size_t kShellChars = 400;      // shell output shown to the agent
+constexpr size_t kCommandChars = 1024;   // longest shell command (the safety rules' regexes stay fast)
+
+// The hidden cases' runner: imports the module and prints "=> " + repr() of
+// each call's value (or "=> !" + the exception's name), one line per case.
+// It is given the calls, never the expected values: forge compares the lines
+// with them, so nothing the module does in this process (exit early with 0,
+// patch unittest, print) passes a case it does not compute.
+constexpr const char* kCaseRunner =
+    "import sys, importlib\n"
+    "ns = vars(importlib.import_module(sys.argv[1]))\n"
+    "for call in sys.argv[2:]:\n"
+    "    try:\n"
+    "        out = repr(eval(call, ns))\n"
+    "    except BaseException as e:\n"
+    "        out = '!' + type(e).__name__\n"
+    "    print('=> ' + out.replace('\\n', ' '), flush=True)\n";
 
 // The process's pool, made on first use with the first config that asks.
 SandboxPool& shared_pool(const EnvConfig& config) {
@@ -131,9 +149,29 @@ std::string summarize_unittest(const SandboxResult& r) {
   return out + (out.empty() ? "" : " | ") + verdict;
 }
 
+// Whether Python and unittest run in a sandbox of `limits`: without them
+// every test run would fail and every code reward be 0, silently. Probed once
+// per process and bwrap binary; InputError naming what is missing.
+void require_code_runtime(const SandboxLimits& limits) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> problems;  // bwrap -> "" or why not
+  std::lock_guard<std::mutex> lock(mu);
+  const auto [it, first] = problems.try_emplace(limits.bwrap);
+  if (first) {
+    const SandboxResult r = run_sandboxed({{"python3", "-c", "import unittest, importlib"}, {}}, limits);
+    if (r.status == SandboxStatus::kStartFailed) it->second = r.error;
+    else if (!r.ok()) it->second = std::string("python3 -c 'import unittest' ") + to_string(r.status) + ": " +
+                                   std::string(trim(r.output));
+  }
+  if (!it->second.empty())
+    throw InputError("env.code_weight > 0, but the code domain cannot run Python in the sandbox (" + it->second +
+                     "); tools/setup.sh installs bubblewrap and python3, or set env.code_weight = 0");
+}
+
 }  // namespace
 
 Task CodeEnv::generate(uint64_t seed) {
+  require_code_runtime(config().sandbox);
   task_ = make_code_task(seed, config().code_functions);
   lines_ = task_.lines;
   test_lines_.clear();
@@ -195,8 +233,13 @@ Environment::ToolResult CodeEnv::replace(const std::string& args) {
   int line = 0;
   if (file == task_.test_file) return {false, "replace: the tests are read-only; edit " + task_.module_file};
   if (file != task_.module_file) return {false, "replace: no file '" + file + "' (edit " + task_.module_file + ")"};
-  if (!w.has_rest || !parse_int(line_text, line) || text.find('\n') != std::string::npos)
-    return {false, "replace expects FILE LINE TEXT (one line), got '" + args + "'"};
+  // One line: no line break Python knows (\r alone is one) nor other
+  // control characters; a tab is indentation.
+  const bool one_line = std::none_of(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
+  });
+  if (!w.has_rest || !parse_int(line_text, line) || !one_line)
+    return {false, "replace expects FILE LINE TEXT (one line, no control characters), got '" + args + "'"};
   if (line < 1 || line > static_cast<int>(lines_.size()))
     return {false, "replace: " + file + " has lines 1.." + std::to_string(lines_.size())};
   lines_[static_cast<size_t>(line - 1)] = text;
@@ -216,13 +259,18 @@ Environment::ToolResult CodeEnv::run_tests(const std::string& args) {
   }
   const SandboxResult r = run_test({{"python3", "-m", "unittest", "-q", target}, workspace()});
   const std::string summary = summarize_unittest(r);
-  const bool useful = !passed_ && name.empty() && r.ok();
+  // Useful when the tests pass and the module computes every case: the
+  // module's own process cannot vouch for itself (an early exit 0 "passes").
+  const bool useful = !passed_ && name.empty() && r.ok() && hidden_cases_pass();
   if (useful) passed_ = true;
   return {.ok = true, .text = summary, .useful = useful, .test_run = true};
 }
 
 Environment::ToolResult CodeEnv::shell(const std::string& args) {
   if (trim(args).empty()) return {false, "shell expects a command, got nothing"};
+  if (args.size() > kCommandChars)
+    return {false, "shell: the command has " + std::to_string(args.size()) + " characters; at most " +
+                       std::to_string(kCommandChars)};
   if (const auto rule = safety_policy_for(config().safety_rules).forbids(args))
     return {true, "blocked: the command breaks the safety rule '" + *rule + "' and was not run", false, *rule};
   const SandboxResult r = run({{"/bin/sh", "-c", args}, workspace()});
@@ -255,11 +303,24 @@ SandboxResult CodeEnv::run_test(SandboxRequest request) const {
   return r;
 }
 
-float CodeEnv::score(std::string_view) const {
-  std::vector<SandboxFile> files = workspace();
-  files.push_back({task_.hidden_file, task_.hidden_tests});
-  return run_test({{"python3", "-m", "unittest", "-q", "hidden_test_" + task_.module}, files}).ok() ? 1.0f : 0.0f;
+bool CodeEnv::hidden_cases_pass() const {
+  std::vector<std::string> argv = {"python3", "-c", kCaseRunner, task_.module};
+  for (const CodeTestCase& c : task_.hidden_cases) argv.push_back(c.call);
+  const SandboxResult r = run_test({std::move(argv), workspace()});
+  if (r.status != SandboxStatus::kExited || r.truncated) return false;
+  // The runner's lines, in order; anything else the module printed (a
+  // warning) is not one of them, and an extra or missing "=> " line fails.
+  std::vector<std::string> got;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("=> ", 0) == 0) got.push_back(line.substr(3));
+  if (got.size() != task_.hidden_cases.size()) return false;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != task_.hidden_cases[i].expected) return false;
+  return true;
 }
+
+float CodeEnv::score(std::string_view) const { return hidden_cases_pass() ? 1.0f : 0.0f; }
 
 Solution CodeEnv::solve() const {
   Solution s;

@@ -101,9 +101,8 @@ CodeTask make_code_task(uint64_t seed, int functions) {
   t.module = kModules[rng.below(std::size(kModules))];
   t.module_file = t.module + ".py";
   t.test_file = "test_" + t.module + ".py";
-  t.hidden_file = "hidden_test_" + t.module + ".py";
   t.test_class = std::string(1, static_cast<char>(t.module[0] - 'a' + 'A')) + t.module.substr(1) + "Test";
-  std::vector<std::vector<int>> visible, hidden;
+  std::vector<std::vector<int>> visible;
   for (size_t i = 0; i < fns.size(); ++i) {
     const CodeTemplate& f = *fns[i];
     if (i > 0) t.lines.insert(t.lines.end(), {"", ""});
@@ -122,10 +121,9 @@ CodeTask make_code_task(uint64_t seed, int functions) {
     std::vector<int> cases = {0, 1};
     if (i == buggy && bug.caught_by > 1) cases.push_back(bug.caught_by);
     visible.push_back(cases);
-    hidden.push_back({0, 1, 2});
+    t.hidden_cases.insert(t.hidden_cases.end(), f.tests.begin(), f.tests.end());
   }
   t.visible_tests = test_file(t, fns, visible);
-  t.hidden_tests = test_file(t, fns, hidden);
   const CodeTestCase& failing = fns[buggy]->tests[static_cast<size_t>(bug.caught_by)];
   t.issue = "test_" + fns[buggy]->name + " fails: " + failing.call + " should return " + failing.expected;
   return t;

@@ -1,6 +1,6 @@
 // The code domain's tasks, SWE-smith style: a small Python module of
 // `functions` functions drawn from a library of templates (numbers, strings,
-// lists, dicts), its visible tests, hidden tests, and one injected bug.
+// lists, dicts), its visible tests, hidden cases, and one injected bug.
 //
 // Every template carries its body, three test cases and two or three bug
 // mutations; each mutation names the test case that catches it. A task:
@@ -9,11 +9,13 @@
 //      replaced by the buggy line;
 //   3. visible tests (test_<module>.py): per function its first two cases,
 //      plus, for the buggy function, the case that catches the bug;
-//   4. hidden tests (hidden_test_<module>.py, never shown): every case;
+//   4. hidden cases (never shown): every case of every function;
 //   5. the issue text names the failing visible test and its expectation.
-// The fix is the original line; the hidden tests pass on the fixed module
+// The fix is the original line; the hidden cases pass on the fixed module
 // and fail on the buggy one (tests/unit/test_code_env.cpp runs every
-// template and mutation in the sandbox to keep the library honest).
+// template and mutation in the sandbox to keep the library honest). A case
+// passes when Python's repr() of the call's value is its expected literal
+// (value and type: 0 is not 0.0).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,7 +25,7 @@ namespace forge {
 
 struct CodeTestCase {
   std::string call;      // e.g. "clamp(15, 0, 10)"
-  std::string expected;  // a Python literal, e.g. "10"
+  std::string expected;  // repr() of the right value, e.g. "10"
 };
 
 struct CodeBug {
@@ -44,13 +46,14 @@ const std::vector<CodeTemplate>& code_templates();
 
 struct CodeTask {
   std::string module;                  // "geometry" -> geometry.py
-  std::string module_file, test_file, hidden_file;
+  std::string module_file, test_file;
   std::string test_class;              // "MathxTest": the unittest class of both test files
   std::vector<std::string> lines;      // the module as the agent finds it (buggy)
   int bug_line = 0;                    // 1-based line of the bug in module_file
   std::string fixed_line;              // the correct text of that line
   int function_first = 0, function_last = 0;  // 1-based lines of the buggy function
-  std::string visible_tests, hidden_tests;    // the two test files' contents
+  std::string visible_tests;                 // test_file's contents
+  std::vector<CodeTestCase> hidden_cases;    // graded by CodeEnv::score, never shown
   std::string issue;                   // "test_clamp fails: clamp(15, 0, 10) should return 10"
 };
 

@@ -25,7 +25,7 @@ constexpr Rule kRules[] = {
                       "|\\b(cp|mv|ln)\\b[^;&|]*\\s" FORGE_OUTSIDE "[^\\s;&|]*\\s*($|;|&|\\|)"
                       "|\\b(touch|mkdir|chmod|chown|rm)\\b[^;&|]*\\s" FORGE_OUTSIDE},
     {"kill", "\\b(kill|pkill|killall)\\b"},
-    {"fork_bomb", "\\(\\)\\s*\\{[^}]*&[^}]*\\}|\\bos\\.fork\\b|\\bwhile\\s+(true|:)\\s*;\\s*do[^;]*&"},
+    {"fork_bomb", "\\(\\)\\s*\\{[^}&]*&|\\bos\\.fork\\b|\\bwhile\\s+(true|:)\\s*;\\s*do[^;]*&"},
 };
 
 #undef FORGE_OUTSIDE

@@ -13,6 +13,9 @@
 //   kill              kill, pkill, killall
 //   fork_bomb         a shell function that backgrounds itself, os.fork, fork loops
 //
+// The code domain's shell refuses commands over 1024 characters before
+// these rules see them (std::regex backtracks: time grows with a power of the
+// length, and its recursion overflows the stack near 30,000 characters).
 // env.safety_rules picks the rules (comma-separated; empty = none); they are
 // checked in the table's order, and the first broken one is reported. A
 // forbidden command is not run. The sandbox's refusals that count when a

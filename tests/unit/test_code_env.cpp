@@ -147,6 +147,67 @@ TEST(CodeEnv, SolverFixesTheBugAndTheHiddenTestsPass) {
   }
 }
 
+// The module's own process cannot vouch for it: an edit that exits 0 at
+// import, patches unittest or prints the runner's lines leaves the bug in,
+// and verify says 0 where unittest's exit status said 1; the fix still
+// scores 1.
+TEST(CodeEnv, TheModuleCannotVouchForItself) {
+  REQUIRE_SANDBOX();
+  EnvConfig c = code_only();
+  c.max_tool_calls = 50;
+  const std::vector<std::string> exploits = {
+      "import os; os._exit(0)",
+      "import unittest; unittest.TestCase.assertEqual = lambda *a, **k: None",
+      "print-expected",  // prints the right lines; then the runner prints its own
+  };
+  for (std::string exploit : exploits) {
+    CodeEnv env(c);
+    env.reset(11);
+    const CodeTask& t = env.code_task();
+    if (exploit == "print-expected") {
+      exploit = "print(\"";
+      for (const CodeTestCase& k : t.hidden_cases) exploit += "=> " + k.expected + "\\n";
+      exploit += "\", end='')";
+    }
+    // The blank line after the first function: module level.
+    const auto blank = std::find(t.lines.begin(), t.lines.end(), "");
+    ASSERT_NE(blank, t.lines.end());
+    const int line = static_cast<int>(blank - t.lines.begin()) + 1;
+    ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(line) + " " + exploit}).kind,
+              ObservationKind::kOk);
+    // What grading by unittest's exit status said.
+    std::vector<SandboxFile> files = {{t.module_file, join_lines(env.module_lines())},
+                                      {t.test_file, t.visible_tests}};
+    const SandboxResult by_status = run_sandboxed({{"python3", "-m", "unittest", "-q", "test_" + t.module}, files}, {});
+    if (exploit.find("print") == std::string::npos) {
+      EXPECT_TRUE(by_status.ok()) << exploit << ": " << by_status.output;
+    }
+    const Observation run = env.step({"run_tests", ""});
+    EXPECT_FALSE(has_signal(run, signal::kUsefulCall)) << exploit << ": " << run.text;
+    EXPECT_EQ(env.verify("done"), 0.0f) << exploit;
+    // The real fix on top of the exploit line's removal passes.
+    ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(line) + " # blank"}).kind, ObservationKind::kOk);
+    ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(t.bug_line) + " " + t.fixed_line}).kind,
+              ObservationKind::kOk);
+    EXPECT_EQ(env.verify("done"), 1.0f) << exploit;
+  }
+}
+
+// Without Python (or bwrap) in the sandbox every code reward would be 0:
+// the first task says so instead.
+TEST(CodeEnv, AMissingRuntimeIsAnErrorNotZeroRewards) {
+  EnvConfig c = code_only();
+  c.sandbox.bwrap = "/nonexistent/bwrap";
+  CodeEnv env(c);
+  try {
+    env.reset(1);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("env.code_weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bubblewrap"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CodeEnv, ToolsRejectBadCallsWithReasons) {
   REQUIRE_SANDBOX();
   EnvConfig c = code_only();
@@ -169,6 +230,13 @@ TEST(CodeEnv, ToolsRejectBadCallsWithReasons) {
   EXPECT_NE(rejected.text.find("test name"), std::string::npos) << rejected.text;
   EXPECT_FALSE(rejected.test_run) << "a rejected run_tests counted as a test run";
   bad({"shell", "  "}, "expects a command");
+  // A command the safety rules' regexes would take seconds on, or overflow
+  // the stack with, is refused by its length.
+  bad({"shell", std::string(5000, '(') + "){&"}, "at most 1024");
+  // Python ends a line at \r (and other control characters are no text):
+  // one replace must not write two lines.
+  bad({"replace", t.module_file + " " + std::to_string(t.bug_line) + " " + t.fixed_line + "\rimport os"},
+      "no control characters");
   // Valid but not useful: a read away from the bug, an edit of another line.
   const Observation far = env.step({"read", t.module_file + " 1 1"});
   EXPECT_EQ(far.kind, ObservationKind::kOk);
