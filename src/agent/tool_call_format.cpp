@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "core/utf8.hpp"
 #include "env/environment.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 
@@ -116,20 +117,61 @@ class JsonObject {
       if (c == '\\') {
         if (i_ >= s_.size()) return false;
         const char e = s_[i_++];
-        c = e == 'n' ? '\n' : e == 't' ? '\t' : e;
-        if (e != '"' && e != '\\' && e != '/' && e != 'n' && e != 't') return false;
+        if (e == 'u') {
+          char32_t cp = 0;
+          if (!hex4(cp)) return false;
+          // A surrogate pair is one code point; a lone surrogate is not text.
+          if (cp >= 0xDC00 && cp <= 0xDFFF) return false;
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            char32_t low = 0;
+            if (!eat('\\') || !eat('u') || !hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          }
+          append_utf8(cp, &out);
+          continue;
+        }
+        constexpr std::string_view kFrom = "\"\\/bfnrt", kTo = "\"\\/\b\f\n\r\t";
+        const size_t k = kFrom.find(e);
+        if (k == std::string_view::npos) return false;
+        c = kTo[k];
       }
       out += c;
     }
     return false;
   }
+  bool hex4(char32_t& cp) {
+    if (s_.size() - i_ < 4) return false;
+    for (int k = 0; k < 4; ++k) {
+      const char h = s_[i_++];
+      const int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      if (v < 0) return false;
+      cp = cp * 16 + static_cast<char32_t>(v);
+    }
+    return true;
+  }
+  // A JSON number, -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, as its text.
   bool number(std::string& out) {
     const size_t begin = i_;
-    while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' ||
-                              s_[i_] == '.' || s_[i_] == '+' || s_[i_] == 'e' || s_[i_] == 'E'))
-      ++i_;
+    const auto digits = [&] {
+      const size_t from = i_;
+      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
+      return i_ > from;
+    };
+    eat('-');
+    const bool leading_zero = i_ < s_.size() && s_[i_] == '0';
+    const size_t int_begin = i_;
+    bool ok = digits() && !(leading_zero && i_ - int_begin > 1);
+    if (ok && eat('.')) ok = digits();
+    if (ok && (eat('e') || eat('E'))) {
+      if (!eat('+')) eat('-');
+      ok = digits();
+    }
+    if (!ok) {
+      i_ = begin;
+      return false;
+    }
     out = std::string(s_.substr(begin, i_ - begin));
-    return !out.empty();
+    return true;
   }
   bool finish(std::string& error) {
     skip();

@@ -12,5 +12,7 @@ namespace forge {
 
 std::string valid_utf8(std::string_view bytes);
 std::string printable_text(std::string_view bytes);
+// Appends code point `cp` (<= U+10FFFF) as UTF-8.
+void append_utf8(char32_t cp, std::string* out);
 
 }  // namespace forge

@@ -59,6 +59,26 @@ TEST(AgentFormat, ExpectedSurfaceForms) {
   EXPECT_EQ(parse_action(CallFormat::kParen, text("\n calc( 3+4 ) \n")).call, (ToolCall{"calc", "3+4"}));
 }
 
+// Every escape JSON has is read as JSON means it (a model that writes valid
+// JSON is not told its call is malformed); numbers follow JSON's grammar.
+TEST(AgentFormat, JsonEscapesAndNumbersAreJsons) {
+  const auto args = [](const std::string& json) {
+    const ParsedAction a = parse_action(CallFormat::kJson, text("{\"tool\":\"calc\",\"args\":" + json + "}"));
+    EXPECT_EQ(a.kind, ParsedAction::Kind::kCall) << json << ": " << a.error;
+    return a.call.args;
+  };
+  EXPECT_EQ(args(R"("a\nb\tc\rd\be\ff\/g\"h\\i")"), "a\nb\tc\rd\be\ff/g\"h\\i");
+  EXPECT_EQ(args(R"("\u0041\u00e9\u20AC")"), "A\xC3\xA9\xE2\x82\xAC");  // A, e-acute, euro sign
+  EXPECT_EQ(args(R"("\ud83d\ude00")"), "\xF0\x9F\x98\x80");             // one code point from a surrogate pair
+  EXPECT_EQ(args("-12.5e+3"), "-12.5e+3");
+  EXPECT_EQ(args("0"), "0");
+  for (const std::string bad : {R"("\ud83d")", R"("\ude00x")", R"("\u12")", R"("\u12G4")", R"("\q")", "-", "1e",
+                                "+1", ".5", "01", "1.", "--1", "1e+"}) {
+    const ParsedAction a = parse_action(CallFormat::kJson, text("{\"tool\":\"calc\",\"args\":" + bad + "}"));
+    EXPECT_EQ(a.kind, ParsedAction::Kind::kInvalid) << bad;
+  }
+}
+
 TEST(AgentFormat, GarbageGivesAnErrorDescription) {
   const std::vector<std::pair<CallFormat, std::string>> cases = {
       {CallFormat::kParen, ""},           {CallFormat::kParen, "calc(3+4"},
