@@ -8,7 +8,11 @@
 // in its stored configuration gives the architecture and the tokenizer), or
 // a pretrained model itself (a GGUF file or a Hugging Face folder), which
 // converts it. The built-in policy (byte tokenizer) has no Hugging Face form.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "backend/backend_registry.hpp"
@@ -22,6 +26,22 @@
 
 namespace forge {
 namespace {
+
+// A new --out folder can be created: the nearest existing path above it is
+// a folder forge may write into. Checked before the model is loaded, so that
+// "afile/sub" is refused at once, not after the weights are read.
+void check_creatable(const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(out, ec).parent_path();
+  fs::file_status st = fs::status(p, ec);
+  while (st.type() == fs::file_type::not_found && p.has_relative_path()) st = fs::status(p = p.parent_path(), ec);
+  if (!fs::is_directory(st))
+    throw InputError("--out '" + out + "': '" + p.string() + "' is not a folder" +
+                     (ec ? " (" + ec.message() + ")" : "") + ", so the folder cannot be created");
+  if (::access(p.c_str(), W_OK | X_OK) != 0)
+    throw InputError("--out '" + out + "': cannot create a folder in '" + p.string() + "': " + std::strerror(errno));
+}
 
 int run_export_model(int argc, char** argv) {
   std::string source, out;
@@ -49,6 +69,8 @@ int run_export_model(int argc, char** argv) {
     if (!empty)
       throw InputError("--out '" + out + "' is a folder that is not empty; export-model writes into a new or "
                        "empty folder and never replaces files");
+  } else {
+    check_creatable(out);
   }
 
   HfExport e;

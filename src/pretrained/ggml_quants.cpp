@@ -21,22 +21,42 @@ std::string type_name(uint32_t type) {
   return "type " + std::to_string(type);
 }
 
-bool supported(uint32_t type) {
-  return type == kF32 || type == kF16 || type == kBF16 || type == kQ8_0 || type == kQ4_0 || type == kQ4_1;
+bool supported(uint32_t type) { return block_values(type) > 0; }
+
+int64_t block_values(uint32_t type) {
+  switch (type) {
+    case kF32:
+    case kF16:
+    case kBF16: return 1;
+    case kQ8_0:
+    case kQ4_0:
+    case kQ4_1: return kBlock;
+  }
+  return 0;
 }
 
 size_t bytes_of(uint32_t type, int64_t n) {
-  if (n < 0) return 0;
-  const size_t un = static_cast<size_t>(n);
+  size_t block_bytes = 0;
   switch (type) {
-    case kF32: return 4 * un;
+    case kF32: block_bytes = 4; break;
     case kF16:
-    case kBF16: return 2 * un;
-    case kQ8_0: return n % kBlock ? 0 : un / kBlock * (2 + kBlock);
-    case kQ4_0: return n % kBlock ? 0 : un / kBlock * (2 + kBlock / 2);
-    case kQ4_1: return n % kBlock ? 0 : un / kBlock * (4 + kBlock / 2);
+    case kBF16: block_bytes = 2; break;
+    case kQ8_0: block_bytes = 2 + kBlock; break;
+    case kQ4_0: block_bytes = 2 + kBlock / 2; break;
+    case kQ4_1: block_bytes = 4 + kBlock / 2; break;
+    default: return 0;
   }
-  return 0;
+  const int64_t block = block_values(type);
+  size_t bytes = 0;
+  if (n < 0 || n % block || __builtin_mul_overflow(static_cast<size_t>(n / block), block_bytes, &bytes)) return 0;
+  return bytes;
+}
+
+int64_t element_count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
+  return n;
 }
 
 float half_to_float(uint16_t h) {

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/bf16.hpp"
 
@@ -23,9 +24,14 @@ enum Type : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kBF1
 // The type's name as ggml spells it ("Q4_1", "Q6_K", ...; "type N" when unknown).
 std::string type_name(uint32_t type);
 bool supported(uint32_t type);
-// Bytes of n values of the type (n a multiple of the block size where the
-// type has blocks); 0 when unsupported or n does not fill whole blocks.
+// Values per block: 32 for the Q types, 1 for F32, F16 and BF16; 0 when unsupported.
+int64_t block_values(uint32_t type);
+// Bytes of n values of the type; 0 when unsupported, n does not fill whole
+// blocks, or the size does not fit in size_t.
 size_t bytes_of(uint32_t type, int64_t n);
+// The number of values of a tensor of these dimensions (of either file
+// format); -1 when a dimension is negative or the product overflows int64.
+int64_t element_count(const std::vector<int64_t>& dims);
 // Dequantizes n values into out.
 void dequantize(uint32_t type, const uint8_t* data, int64_t n, float* out);
 

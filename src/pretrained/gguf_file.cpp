@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -68,6 +69,7 @@ class Reader {
     return s;
   }
   size_t pos() const { return pos_; }
+  uint64_t left() const { return n_ - pos_; }
   [[noreturn]] void fail(const std::string& what) const {
     throw InputError("GGUF file '" + path_ + "' is truncated or corrupted: " + what + " at byte " + std::to_string(pos_));
   }
@@ -80,6 +82,18 @@ class Reader {
   size_t n_, pos_ = 0;
   std::string path_;
 };
+
+// The fewest bytes a value of the type takes in the file (a string: its
+// length); 0 for an array or an unknown type.
+uint64_t min_bytes(uint32_t type) {
+  switch (type) {
+    case kU8: case kI8: case kBool: return 1;
+    case kU16: case kI16: return 2;
+    case kU32: case kI32: case kF32: return 4;
+    case kU64: case kI64: case kF64: case kString: return 8;
+  }
+  return 0;
+}
 
 GgufFile::Value read_value(Reader& r, uint32_t type, const std::string& key) {
   switch (type) {
@@ -98,7 +112,10 @@ GgufFile::Value read_value(Reader& r, uint32_t type, const std::string& key) {
     case kArray: {
       const uint32_t elem = r.get<uint32_t>("an array type");
       const uint64_t count = r.get<uint64_t>("an array length");
-      if (count > kMaxCount) r.fail("array '" + key + "' of " + std::to_string(count) + " elements");
+      if (elem == kArray) r.fail("nested array '" + key + "'");
+      if (min_bytes(elem) == 0) r.fail("array '" + key + "' of unknown element type " + std::to_string(elem));
+      // Before anything is reserved: the elements must fit in the rest of the file.
+      if (count > r.left() / min_bytes(elem)) r.fail("array '" + key + "' of " + std::to_string(count) + " elements");
       if (elem == kString) {
         std::vector<std::string> v;
         v.reserve(count);
@@ -111,15 +128,13 @@ GgufFile::Value read_value(Reader& r, uint32_t type, const std::string& key) {
         for (uint64_t i = 0; i < count; ++i) v.push_back(std::get<double>(read_value(r, elem, key)));
         return v;
       }
-      if (elem == kArray) r.fail("nested array '" + key + "'");
       std::vector<int64_t> v;
       v.reserve(count);
       for (uint64_t i = 0; i < count; ++i) {
         const GgufFile::Value x = read_value(r, elem, key);
         if (const auto* u = std::get_if<uint64_t>(&x)) v.push_back(static_cast<int64_t>(*u));
         else if (const auto* s = std::get_if<int64_t>(&x)) v.push_back(*s);
-        else if (const auto* b = std::get_if<bool>(&x)) v.push_back(*b);
-        else r.fail("array '" + key + "' of an unknown element type");
+        else v.push_back(std::get<bool>(x));
       }
       return v;
     }
@@ -129,11 +144,7 @@ GgufFile::Value read_value(Reader& r, uint32_t type, const std::string& key) {
 
 }  // namespace
 
-int64_t GgufFile::TensorInfo::elements() const {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
+int64_t GgufFile::TensorInfo::elements() const { return ggml::element_count(dims); }
 
 GgufFile::GgufFile(const std::string& path) : path_(path) {
   if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
@@ -148,10 +159,12 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
   const uint64_t n_tensors = r.get<uint64_t>("the tensor count");
   const uint64_t n_kv = r.get<uint64_t>("the metadata count");
   if (n_tensors > kMaxCount || n_kv > kMaxCount) r.fail("implausible counts");
+  const auto corrupt = [&](const std::string& what) { return InputError("GGUF file '" + path + "': " + what); };
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = r.str("a metadata key");
     const uint32_t type = r.get<uint32_t>("a metadata type");
-    meta_[key] = read_value(r, type, key);
+    Value v = read_value(r, type, key);
+    if (!meta_.emplace(key, std::move(v)).second) throw corrupt("metadata key '" + key + "' appears twice");
   }
   for (uint64_t i = 0; i < n_tensors; ++i) {
     TensorInfo t;
@@ -163,28 +176,47 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
       if (d == 0 || d > (uint64_t{1} << 40)) r.fail("tensor '" + t.name + "' with dimension " + std::to_string(d));
       t.dims.push_back(static_cast<int64_t>(d));
     }
+    if (t.elements() < 0) r.fail("tensor '" + t.name + "' of more values than an int64 counts");
     t.type = r.get<uint32_t>("a tensor type");
     t.offset = r.get<uint64_t>("a tensor offset");
-    t.bytes = ggml::bytes_of(t.type, t.elements());
+    if (ggml::supported(t.type) && t.elements() % ggml::block_values(t.type) != 0)
+      throw corrupt("tensor '" + t.name + "' has " + std::to_string(t.elements()) + " values, not a multiple of " +
+                    ggml::type_name(t.type) + "'s block of " + std::to_string(ggml::block_values(t.type)));
+    t.bytes = ggml::bytes_of(t.type, t.elements());  // 0 also when the size overflows: refused below
+    if (!index_.emplace(t.name, tensors_.size()).second) throw corrupt("two tensors are named '" + t.name + "'");
     tensors_.push_back(std::move(t));
   }
-  const uint64_t alignment = static_cast<uint64_t>(get_int("general.alignment", 32));
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-    throw InputError("GGUF file '" + path + "': general.alignment " + std::to_string(alignment) + " is not a power of two");
+  const int64_t alignment = get_int("general.alignment", 1, std::numeric_limits<int32_t>::max(), 32);
+  if ((alignment & (alignment - 1)) != 0)
+    throw corrupt("general.alignment " + std::to_string(alignment) + " is not a power of two");
   data_offset_ = (r.pos() + alignment - 1) / alignment * alignment;
+  // Every tensor within the data section, compared without a sum that could
+  // wrap around 2^64 (an offset near 2^64 would otherwise point before it).
+  const uint64_t data_size = file_size_ > data_offset_ ? file_size_ - data_offset_ : 0;
+  std::vector<const TensorInfo*> placed;
   for (const TensorInfo& t : tensors_) {
+    if (t.offset % alignment != 0)
+      throw corrupt("tensor '" + t.name + "' has offset " + std::to_string(t.offset) +
+                    ", not a multiple of general.alignment " + std::to_string(alignment));
     if (!ggml::supported(t.type)) continue;  // reported when read
-    if (t.bytes == 0 || data_offset_ + t.offset + t.bytes > file_size_)
-      throw InputError("GGUF file '" + path + "' is truncated: tensor '" + t.name + "' (" + ggml::type_name(t.type) +
-                       ", " + std::to_string(t.elements()) + " values) lies outside the file's " +
-                       std::to_string(file_size_) + " bytes");
+    if (t.bytes == 0 || t.bytes > data_size || t.offset > data_size - t.bytes)
+      throw InputError("GGUF file '" + path + "' is truncated or corrupted: tensor '" + t.name + "' (" +
+                       ggml::type_name(t.type) + ", " + std::to_string(t.elements()) + " values at offset " +
+                       std::to_string(t.offset) + ") lies outside the file's " + std::to_string(data_size) +
+                       " bytes of data");
+    placed.push_back(&t);
   }
+  // No two tensors share bytes: in offset order, each ends where the next may begin.
+  std::sort(placed.begin(), placed.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < placed.size(); ++i)
+    if (placed[i - 1]->offset + placed[i - 1]->bytes > placed[i]->offset)
+      throw corrupt("tensors '" + placed[i - 1]->name + "' and '" + placed[i]->name + "' overlap in the file");
 }
 
 const GgufFile::TensorInfo* GgufFile::find(const std::string& name) const {
-  for (const auto& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
 std::vector<float> GgufFile::tensor(const TensorInfo& t) const {
@@ -212,19 +244,31 @@ const T* typed(const std::map<std::string, GgufFile::Value>& meta, const std::st
 
 std::string GgufFile::get_string(const std::string& key) const { return *typed<std::string>(meta_, key, path_, "a string"); }
 
-int64_t GgufFile::get_int(const std::string& key) const {
+int64_t GgufFile::get_int(const std::string& key, int64_t lo, int64_t hi) const {
   const auto it = meta_.find(key);
   if (it == meta_.end()) throw InputError("GGUF file '" + path_ + "' has no metadata '" + key + "'");
-  if (const auto* u = std::get_if<uint64_t>(&it->second)) return static_cast<int64_t>(*u);
-  if (const auto* s = std::get_if<int64_t>(&it->second)) return *s;
+  const auto outside = [&](const std::string& value) {
+    return InputError("GGUF file '" + path_ + "': metadata '" + key + "' is " + value + ", outside [" +
+                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  };
+  if (const auto* u = std::get_if<uint64_t>(&it->second)) {
+    if (hi < 0 || *u > static_cast<uint64_t>(hi) || static_cast<int64_t>(*u) < lo) throw outside(std::to_string(*u));
+    return static_cast<int64_t>(*u);
+  }
+  if (const auto* s = std::get_if<int64_t>(&it->second)) {
+    if (*s < lo || *s > hi) throw outside(std::to_string(*s));
+    return *s;
+  }
   throw InputError("GGUF file '" + path_ + "': metadata '" + key + "' is not an integer");
 }
 
 double GgufFile::get_float(const std::string& key) const {
   const auto it = meta_.find(key);
-  if (it != meta_.end())
-    if (const auto* d = std::get_if<double>(&it->second)) return *d;
-  return static_cast<double>(get_int(key));
+  if (it == meta_.end()) throw InputError("GGUF file '" + path_ + "' has no metadata '" + key + "'");
+  if (const auto* d = std::get_if<double>(&it->second)) return *d;
+  if (const auto* u = std::get_if<uint64_t>(&it->second)) return static_cast<double>(*u);
+  if (const auto* s = std::get_if<int64_t>(&it->second)) return static_cast<double>(*s);
+  throw InputError("GGUF file '" + path_ + "': metadata '" + key + "' is not a number");
 }
 
 bool GgufFile::get_bool(const std::string& key) const { return *typed<bool>(meta_, key, path_, "a bool"); }
@@ -237,7 +281,9 @@ std::vector<int64_t> GgufFile::get_ints(const std::string& key) const {
   return *typed<std::vector<int64_t>>(meta_, key, path_, "an array of integers");
 }
 
-int64_t GgufFile::get_int(const std::string& key, int64_t fallback) const { return has(key) ? get_int(key) : fallback; }
+int64_t GgufFile::get_int(const std::string& key, int64_t lo, int64_t hi, int64_t fallback) const {
+  return has(key) ? get_int(key, lo, hi) : fallback;
+}
 double GgufFile::get_float(const std::string& key, double fallback) const {
   return has(key) ? get_float(key) : fallback;
 }

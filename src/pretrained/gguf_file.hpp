@@ -11,8 +11,11 @@
 // A tensor with dims [ne0, ne1] is row-major [ne1][ne0]: a torch Linear
 // weight [out, in] is stored as dims [in, out]. tensor() dequantizes
 // F32, F16, BF16, Q8_0, Q4_0 and Q4_1 into FP32 (ggml_quants.hpp). Every
-// length, offset and count is checked against the file: a truncated or
-// corrupted file is an InputError naming the file and what was wrong.
+// length, offset and count is checked against the file (without overflow:
+// an array count, a tensor's size or offset that the file cannot hold, an
+// offset not a multiple of general.alignment, overlapping tensors), as are
+// metadata keys and tensor names given twice: a truncated or corrupted file
+// is an InputError naming the file and what was wrong.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -32,7 +35,7 @@ class GgufFile {
     std::vector<int64_t> dims;  // fastest first, as in the file
     uint32_t type = 0;          // ggml type
     uint64_t offset = 0;        // into the data section
-    uint64_t bytes = 0;
+    uint64_t bytes = 0;          // 0 for a type forge does not read
     int64_t elements() const;
   };
 
@@ -44,13 +47,15 @@ class GgufFile {
   bool has(const std::string& key) const { return meta_.count(key) > 0; }
   // Typed metadata; InputError naming the key when it is absent or of another type.
   std::string get_string(const std::string& key) const;
-  int64_t get_int(const std::string& key) const;  // any integer type
+  // Any integer type, within [lo, hi]: an InputError naming the key and the
+  // value otherwise (never truncated: 2^32 + 576 is not 576).
+  int64_t get_int(const std::string& key, int64_t lo, int64_t hi) const;
   double get_float(const std::string& key) const;  // float or integer types
   bool get_bool(const std::string& key) const;
   std::vector<std::string> get_strings(const std::string& key) const;
   std::vector<int64_t> get_ints(const std::string& key) const;
-  // With a default when absent (still an InputError for the wrong type).
-  int64_t get_int(const std::string& key, int64_t fallback) const;
+  // With a default when absent (still an InputError for the wrong type or range).
+  int64_t get_int(const std::string& key, int64_t lo, int64_t hi, int64_t fallback) const;
   double get_float(const std::string& key, double fallback) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
 
@@ -66,6 +71,7 @@ class GgufFile {
   uint64_t data_offset_ = 0, file_size_ = 0;
   std::map<std::string, Value> meta_;
   std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t> index_;  // name -> tensors_ position
 };
 
 }  // namespace forge

@@ -39,6 +39,7 @@ ordered_json pre_tokenizer_json(PreTokenizer p) {
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
+  out.close();  // its final flush can fail too
   if (!out) throw Error("cannot write '" + path + "'");
 }
 
@@ -94,10 +95,11 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   const ModelConfig& c = m.config;
   const ParamLayout layout(c);
   FORGE_CHECK(m.weights->size() == layout.total, "export: the weights do not fit the configuration");
-  std::filesystem::create_directories(folder);
   const BpeVocabulary& v = m.tokenizer.tokenizer->vocabulary();
 
-  // config.json
+  // The JSON files' text (config.json, generation_config.json, the two
+  // tokenizer files), all made before any file is written: a text that
+  // cannot be made leaves no folder half written.
   const int hd = c.head_dim();
   ordered_json cfg = {{"architectures", {m.architecture == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
                       {"model_type", m.architecture},
@@ -125,11 +127,21 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
                            {"original_max_position_embeddings", c.rope_scaling.original_max_positions}};
   if (m.tokenizer.bos_id >= 0) cfg["bos_token_id"] = m.tokenizer.bos_id;
   if (m.tokenizer.eos_id >= 0) cfg["eos_token_id"] = m.tokenizer.eos_id;
-  write_text(folder + "/config.json", cfg.dump(2) + "\n");
   ordered_json gen = {{"_from_model_config", true}};
   if (m.tokenizer.bos_id >= 0) gen["bos_token_id"] = m.tokenizer.bos_id;
   if (m.tokenizer.eos_id >= 0) gen["eos_token_id"] = m.tokenizer.eos_id;
-  write_text(folder + "/generation_config.json", gen.dump(2) + "\n");
+  ordered_json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                     {"clean_up_tokenization_spaces", false},
+                     {"model_max_length", m.max_positions}};
+  if (!m.tokenizer.chat_template.empty()) tc["chat_template"] = m.tokenizer.chat_template;
+  const std::string bos = token_or_null(v, m.tokenizer.bos_id), eos = token_or_null(v, m.tokenizer.eos_id);
+  tc["bos_token"] = bos.empty() ? ordered_json(nullptr) : ordered_json(bos);
+  tc["eos_token"] = eos.empty() ? ordered_json(nullptr) : ordered_json(eos);
+  const std::vector<std::pair<std::string, std::string>> texts = {
+      {"config.json", cfg.dump(2) + "\n"},
+      {"generation_config.json", gen.dump(2) + "\n"},
+      {"tokenizer.json", tokenizer_json(v) + "\n"},
+      {"tokenizer_config.json", tc.dump(2) + "\n"}};
 
   // model.safetensors: split fused tensors, un-permute q and k.
   std::vector<std::vector<float>> keep;  // owners of the split tensors
@@ -168,18 +180,12 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   }
   add("model.norm.weight", {d}, slice(layout.find("final_norm").offset, d));
   if (!c.tied_embeddings) add("lm_head.weight", {V, d}, slice(layout.find("lm_head").offset, V * d));
-  write_safetensors(folder + "/model.safetensors", tensors, m.bf16);
 
-  // Tokenizer files.
-  write_text(folder + "/tokenizer.json", tokenizer_json(v) + "\n");
-  ordered_json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
-                     {"clean_up_tokenization_spaces", false},
-                     {"model_max_length", m.max_positions}};
-  if (!m.tokenizer.chat_template.empty()) tc["chat_template"] = m.tokenizer.chat_template;
-  const std::string bos = token_or_null(v, m.tokenizer.bos_id), eos = token_or_null(v, m.tokenizer.eos_id);
-  tc["bos_token"] = bos.empty() ? ordered_json(nullptr) : ordered_json(bos);
-  tc["eos_token"] = eos.empty() ? ordered_json(nullptr) : ordered_json(eos);
-  write_text(folder + "/tokenizer_config.json", tc.dump(2) + "\n");
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) throw InputError("export: cannot create the folder '" + folder + "': " + ec.message());
+  for (const auto& [name, text] : texts) write_text(folder + "/" + name, text);
+  write_safetensors(folder + "/model.safetensors", tensors, m.bf16);
 }
 
 }  // namespace forge

@@ -33,7 +33,8 @@ struct HfExport {
   bool bf16 = false;             // store the weights as BF16
 };
 
-// Creates (or fills) folder; Error when it cannot be written.
+// Creates (or fills) folder: InputError when it cannot be created, Error
+// when a file cannot be written (a failed final flush included).
 void export_hf_folder(const HfExport& model, const std::string& folder);
 
 // tokenizer.json of a byte-level BPE vocabulary (the format

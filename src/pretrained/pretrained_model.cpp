@@ -1,11 +1,13 @@
 #include "pretrained/pretrained_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/cache_dir.hpp"
 #include "core/error.hpp"
@@ -18,88 +20,106 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
   return t + "]";
 }
 
-// Fills the forge layout tensor by tensor from a source that returns a named
-// source tensor with its shape (checked here).
-class LayoutFiller {
- public:
-  LayoutFiller(const ModelConfig& c, std::string source) : layout_(c), source_(std::move(source)) {
-    weights_.assign(layout_.total, 0.0f);
+// v as the float a ModelConfig holds: finite (1e39 is a finite double but no
+// float) and above `above`; `what` names the file and the key.
+float float_above(double v, double above, const std::string& what) {
+  const float f = static_cast<float>(v);
+  if (!std::isfinite(f) || !(f > above)) {
+    std::ostringstream m;
+    m << what << " is " << v << "; it must be a finite number above " << above;
+    throw InputError(m.str());
   }
-  float* at(const std::string& name) { return weights_.data() + layout_.find(name).offset; }
-  // Copies src (already checked to have `want` elements) to `dst`.
-  void put(float* dst, const std::vector<float>& src) { std::copy(src.begin(), src.end(), dst); }
-  void check(const std::string& tensor, const std::vector<int64_t>& got, const std::vector<int64_t>& want) const {
-    if (got != want)
-      throw InputError("'" + source_ + "': tensor '" + tensor + "' has shape " + shape_text(got) +
-                       " but the model's configuration needs " + shape_text(want));
-  }
-  std::vector<float> take() { return std::move(weights_); }
+  return f;
+}
 
- private:
-  ParamLayout layout_;
-  std::string source_;
-  std::vector<float> weights_;
+// validate() names forge's keys (model.n_heads); the InputError names the file too.
+void validate_config(const ModelConfig& c, const std::string& file) {
+  try {
+    c.validate();
+  } catch (const InputError& e) {
+    throw InputError("'" + file + "': " + e.what());
+  }
+}
+
+// One tensor of the source and its place in forge's layout: from value `at`
+// of forge's tensor `dst`; q and k (and their biases) with rope_heads > 0
+// are permuted from the half-split RoPE layout.
+struct Piece {
+  std::string name;            // the source's
+  std::vector<int64_t> shape;  // slowest first, as the configuration needs it
+  std::string dst;             // forge's (ParamLayout)
+  int64_t at = 0;
+  int rope_heads = 0;
 };
 
-// Reads a tensor's rows into the forge buffer; get(name) gives (shape, data).
-using Source = std::function<std::pair<std::vector<int64_t>, std::vector<float>>(const std::string&)>;
+using LayerName = std::function<std::string(int, const char*)>;
 
-void fill_weights(PretrainedModel& m, const Source& get, const std::function<std::string(int, const char*)>& layer_name,
-                  const std::string& embed, const std::string& norm, const std::string& head, bool permute_qk) {
-  const ModelConfig& c = m.config;
-  LayoutFiller f(c, m.path);
+// Every piece of the model, in layout order, to f.
+void each_piece(const ModelConfig& c, const LayerName& layer_name, const std::string& embed, const std::string& norm,
+                const std::string& head, bool permute_qk, const std::function<void(const Piece&)>& f) {
   const int64_t d = c.d_model, V = c.vocab, F = c.ffn_dim, hd = c.head_dim(), H = c.n_heads, Hkv = c.n_kv_heads;
-  const auto take = [&](const std::string& name, const std::vector<int64_t>& want) {
-    auto [shape, data] = get(name);
-    f.check(name, shape, want);
-    return data;
-  };
-  f.put(f.at("embed"), take(embed, {V, d}));
+  const int qh = permute_qk ? c.n_heads : 0, kh = permute_qk ? c.n_kv_heads : 0;
+  f({embed, {V, d}, "embed"});
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    f.put(f.at(p + "attn_norm"), take(layer_name(l, "attn_norm"), {d}));
-    std::vector<float> q = take(layer_name(l, "q"), {H * hd, d});
-    std::vector<float> k = take(layer_name(l, "k"), {Hkv * hd, d});
-    const std::vector<float> v = take(layer_name(l, "v"), {Hkv * hd, d});
-    if (permute_qk) {
-      q = permute_rope_rows(q, static_cast<int>(H), static_cast<int>(hd), d, true);
-      k = permute_rope_rows(k, static_cast<int>(Hkv), static_cast<int>(hd), d, true);
-    }
-    float* wqkv = f.at(p + "wqkv");
-    std::copy(q.begin(), q.end(), wqkv);
-    std::copy(k.begin(), k.end(), wqkv + q.size());
-    std::copy(v.begin(), v.end(), wqkv + q.size() + k.size());
+    const auto src = [&](const char* what) { return layer_name(l, what); };
+    f({src("attn_norm"), {d}, p + "attn_norm"});
+    f({src("q"), {H * hd, d}, p + "wqkv", 0, qh});
+    f({src("k"), {Hkv * hd, d}, p + "wqkv", H * hd * d, kh});
+    f({src("v"), {Hkv * hd, d}, p + "wqkv", (H + Hkv) * hd * d});
     if (c.qkv_bias) {
-      std::vector<float> bq = take(layer_name(l, "q_bias"), {H * hd});
-      std::vector<float> bk = take(layer_name(l, "k_bias"), {Hkv * hd});
-      const std::vector<float> bv = take(layer_name(l, "v_bias"), {Hkv * hd});
-      if (permute_qk) {
-        bq = permute_rope_rows(bq, static_cast<int>(H), static_cast<int>(hd), 1, true);
-        bk = permute_rope_rows(bk, static_cast<int>(Hkv), static_cast<int>(hd), 1, true);
-      }
-      float* b = f.at(p + "bqkv");
-      std::copy(bq.begin(), bq.end(), b);
-      std::copy(bk.begin(), bk.end(), b + bq.size());
-      std::copy(bv.begin(), bv.end(), b + bq.size() + bk.size());
+      f({src("q_bias"), {H * hd}, p + "bqkv", 0, qh});
+      f({src("k_bias"), {Hkv * hd}, p + "bqkv", H * hd, kh});
+      f({src("v_bias"), {Hkv * hd}, p + "bqkv", (H + Hkv) * hd});
     }
-    f.put(f.at(p + "wo"), take(layer_name(l, "o"), {d, H * hd}));
-    f.put(f.at(p + "mlp_norm"), take(layer_name(l, "mlp_norm"), {d}));
-    const std::vector<float> gate = take(layer_name(l, "gate"), {F, d});
-    const std::vector<float> up = take(layer_name(l, "up"), {F, d});
-    float* gu = f.at(p + "w_gate_up");
-    std::copy(gate.begin(), gate.end(), gu);
-    std::copy(up.begin(), up.end(), gu + gate.size());
-    f.put(f.at(p + "w_down"), take(layer_name(l, "down"), {d, F}));
+    f({src("o"), {d, H * hd}, p + "wo"});
+    f({src("mlp_norm"), {d}, p + "mlp_norm"});
+    f({src("gate"), {F, d}, p + "w_gate_up"});
+    f({src("up"), {F, d}, p + "w_gate_up", F * d});
+    f({src("down"), {d, F}, p + "w_down"});
   }
-  f.put(f.at("final_norm"), take(norm, {d}));
-  if (!c.tied_embeddings) f.put(f.at("lm_head"), take(head, {V, d}));
-  m.weights = f.take();
+  f({norm, {d}, "final_norm"});
+  if (!c.tied_embeddings) f({head, {V, d}, "lm_head"});
+}
+
+// A model's tensors by name (InputError when absent): shape() from the
+// file's header, slowest first; read() the values in FP32.
+struct Source {
+  std::function<std::vector<int64_t>(const std::string&)> shape;
+  std::function<std::vector<float>(const std::string&)> read;
+};
+
+void fill_weights(PretrainedModel& m, const Source& src, const LayerName& layer_name, const std::string& embed,
+                  const std::string& norm, const std::string& head, bool permute_qk) {
+  const ModelConfig& c = m.config;
+  const auto pieces = [&](const std::function<void(const Piece&)>& f) {
+    each_piece(c, layer_name, embed, norm, head, permute_qk, f);
+  };
+  // Every tensor's presence and shape first, from the headers alone: sizes
+  // the file does not hold (an intermediate_size of 2e9, 2^31 - 1 blocks)
+  // are refused before the weights' buffer is allocated.
+  pieces([&](const Piece& p) {
+    const std::vector<int64_t> got = src.shape(p.name);
+    if (got != p.shape)
+      throw InputError("'" + m.path + "': tensor '" + p.name + "' has shape " + shape_text(got) +
+                       " but the model's configuration needs " + shape_text(p.shape));
+  });
+  const ParamLayout layout(c);
+  std::vector<float> w(layout.total);
+  pieces([&](const Piece& p) {
+    std::vector<float> v = src.read(p.name);
+    if (p.rope_heads) v = permute_rope_rows(v, p.rope_heads, c.head_dim(), p.shape.size() == 2 ? p.shape[1] : 1, true);
+    std::copy(v.begin(), v.end(), w.begin() + static_cast<std::ptrdiff_t>(layout.find(p.dst).offset + p.at));
+  });
+  m.weights = std::move(w);
 }
 
 void check_vocabulary(const PretrainedModel& m) {
@@ -119,58 +139,60 @@ PretrainedModel load_hf(const std::string& folder, bool weights) {
   m.format = "hf";
   const std::string cpath = folder + "/config.json";
   if (!std::filesystem::exists(cpath)) throw InputError("'" + folder + "' has no config.json (not a Hugging Face model folder)");
-  const json cfg = read_json_file(cpath);
+  const json file = read_json_file(cpath);
+  const JsonObject cfg(file, cpath);
   const auto refuse = [&](const std::string& what) { return InputError("'" + cpath + "': " + what); };
-  const std::string type = cfg.value("model_type", "");
+  const std::string type = cfg.string("model_type", "");
   if (type == "llama") m.architecture = "llama";
   else if (type == "qwen2") m.architecture = "qwen2";
   else
     throw refuse("architecture '" + (type.empty() ? std::string("(no model_type)") : type) +
                  "' is not supported; forge loads llama (Llama 2/3, SmolLM2) and qwen2" +
                  (type == "qwen3" ? " (Qwen3's QK-norm is not implemented)" : ""));
-  try {
-    ModelConfig& c = m.config;
-    if (cfg.value("hidden_act", "silu") != "silu") throw refuse("hidden_act '" + cfg.value("hidden_act", "") + "' (forge: silu)");
-    if (cfg.value("mlp_bias", false)) throw refuse("mlp_bias = true is not supported");
-    if (m.architecture == "llama" && cfg.value("attention_bias", false))
-      throw refuse("attention_bias = true (a bias on q, k, v and o) is not supported");
-    if (cfg.value("use_sliding_window", false)) throw refuse("use_sliding_window = true is not supported");
-    c.d_model = cfg.at("hidden_size").get<int>();
-    c.n_layers = cfg.at("num_hidden_layers").get<int>();
-    c.n_heads = cfg.at("num_attention_heads").get<int>();
-    c.n_kv_heads = cfg.value("num_key_value_heads", c.n_heads);
-    c.ffn_dim = cfg.at("intermediate_size").get<int>();
-    c.vocab = cfg.at("vocab_size").get<int>();
-    c.norm_eps = cfg.value("rms_norm_eps", 1e-6f);
-    c.rope_base = cfg.value("rope_theta", 10000.0f);
-    const json& hdj = cfg.value("head_dim", json());
-    c.head_dim_override = hdj.is_number() && hdj.get<int>() != c.d_model / c.n_heads ? hdj.get<int>() : 0;
-    c.tied_embeddings = cfg.value("tie_word_embeddings", false);
-    c.qkv_bias = m.architecture == "qwen2";
-    const json& rs = cfg.value("rope_scaling", json());
-    if (rs.is_object()) {
-      const std::string rt = rs.value("rope_type", rs.value("type", ""));
-      if (rt == "llama3") {
-        c.rope_scaling.factor = rs.at("factor").get<float>();
-        c.rope_scaling.low_freq_factor = rs.value("low_freq_factor", 1.0f);
-        c.rope_scaling.high_freq_factor = rs.value("high_freq_factor", 4.0f);
-        c.rope_scaling.original_max_positions = rs.value("original_max_position_embeddings", 8192);
-      } else if (rt != "default") {
-        throw refuse("rope_scaling type '" + rt + "' is not supported (forge: none or llama3)");
-      }
+  ModelConfig& c = m.config;
+  const std::string act = cfg.string("hidden_act", "silu");
+  if (act != "silu") throw refuse("hidden_act '" + act + "' (forge: silu)");
+  if (cfg.boolean("mlp_bias", false)) throw refuse("mlp_bias = true is not supported");
+  if (m.architecture == "llama" && cfg.boolean("attention_bias", false))
+    throw refuse("attention_bias = true (a bias on q, k, v and o) is not supported");
+  if (cfg.boolean("use_sliding_window", false)) throw refuse("use_sliding_window = true is not supported");
+  // Sizes are positive ints, checked before hidden_size / num_attention_heads.
+  const auto size = [&](const char* key) { return static_cast<int>(cfg.integer(key, 1, kMaxInt)); };
+  c.d_model = size("hidden_size");
+  c.n_layers = size("num_hidden_layers");
+  c.n_heads = size("num_attention_heads");
+  c.n_kv_heads = static_cast<int>(cfg.integer("num_key_value_heads", 1, kMaxInt, c.n_heads));
+  c.ffn_dim = size("intermediate_size");
+  c.vocab = size("vocab_size");
+  c.norm_eps = float_above(cfg.number("rms_norm_eps", 1e-6), 0, cfg.name("rms_norm_eps"));
+  c.rope_base = float_above(cfg.number("rope_theta", 10000), 1, cfg.name("rope_theta"));
+  const int hd = static_cast<int>(cfg.integer("head_dim", 1, kMaxInt, c.d_model / c.n_heads));
+  c.head_dim_override = hd != c.d_model / c.n_heads ? hd : 0;
+  c.tied_embeddings = cfg.boolean("tie_word_embeddings", false);
+  c.qkv_bias = m.architecture == "qwen2";
+  if (cfg.has("rope_scaling")) {
+    const JsonObject rs = cfg.object("rope_scaling");
+    const std::string rt = rs.string("rope_type", rs.string("type", ""));
+    if (rt == "llama3") {
+      if (!rs.has("factor")) throw refuse("rope_scaling of type llama3 without a factor");
+      RopeScaling& r = c.rope_scaling;
+      r.factor = float_above(rs.number("factor", 0), 0, rs.name("factor"));
+      r.low_freq_factor = float_above(rs.number("low_freq_factor", 1), 0, rs.name("low_freq_factor"));
+      r.high_freq_factor = float_above(rs.number("high_freq_factor", 4), 0, rs.name("high_freq_factor"));
+      r.original_max_positions = static_cast<int>(rs.integer("original_max_position_embeddings", 1, kMaxInt, 8192));
+    } else if (rt != "default") {
+      throw refuse("rope_scaling type '" + rt + "' is not supported (forge: none or llama3)");
     }
-    m.max_positions = cfg.value("max_position_embeddings", 2048);
-    const json& names = cfg.value("_name_or_path", json());
-    m.name = names.is_string() ? names.get<std::string>() : type;
-  } catch (const json::exception& e) {
-    throw refuse(std::string("a key is missing or of the wrong type: ") + e.what());
   }
-  m.config.validate();
+  m.max_positions = static_cast<int>(cfg.integer("max_position_embeddings", 1, kMaxInt, 2048));
+  m.name = cfg.string("_name_or_path", type);
+  validate_config(c, cpath);
   m.tokenizer = tokenizer_from_hf_folder(folder);
   check_vocabulary(m);
   if (!weights) return m;
   const SafetensorsModel st(folder);
-  const Source get = [&](const std::string& name) { return std::make_pair(st.shape(name), st.read(name)); };
+  const Source src{[&](const std::string& name) { return st.shape(name); },
+                   [&](const std::string& name) { return st.read(name); }};
   const auto layer = [](int l, const char* what) -> std::string {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string w = what;
@@ -180,7 +202,7 @@ PretrainedModel load_hf(const std::string& folder, bool weights) {
     if (w == "q_bias" || w == "k_bias" || w == "v_bias") return p + "self_attn." + w.substr(0, 1) + "_proj.bias";
     return p + "mlp." + w + "_proj.weight";
   };
-  fill_weights(m, get, layer, "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", true);
+  fill_weights(m, src, layer, "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", true);
   return m;
 }
 
@@ -193,18 +215,22 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
   if (arch != "llama")
     throw InputError("GGUF file '" + path + "': architecture '" + arch + "' is not supported; forge loads llama GGUF files");
   const std::string a = "llama.";
+  const auto size = [&](const char* key) { return static_cast<int>(g.get_int(a + key, 1, kMaxInt)); };
+  const auto number = [&](const char* key, double fallback, double above) {
+    return float_above(g.get_float(a + key, fallback), above, "GGUF file '" + path + "': metadata '" + a + key + "'");
+  };
   ModelConfig& c = m.config;
-  c.d_model = static_cast<int>(g.get_int(a + "embedding_length"));
-  c.n_layers = static_cast<int>(g.get_int(a + "block_count"));
-  c.n_heads = static_cast<int>(g.get_int(a + "attention.head_count"));
-  c.n_kv_heads = static_cast<int>(g.get_int(a + "attention.head_count_kv", c.n_heads));
-  c.ffn_dim = static_cast<int>(g.get_int(a + "feed_forward_length"));
-  c.norm_eps = static_cast<float>(g.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  c.rope_base = static_cast<float>(g.get_float(a + "rope.freq_base", 10000.0));
-  const int hd = static_cast<int>(g.get_int(a + "attention.key_length", c.d_model / std::max(1, c.n_heads)));
-  if (g.get_int(a + "attention.value_length", hd) != hd)
+  c.d_model = size("embedding_length");
+  c.n_layers = size("block_count");
+  c.n_heads = size("attention.head_count");
+  c.n_kv_heads = static_cast<int>(g.get_int(a + "attention.head_count_kv", 1, kMaxInt, c.n_heads));
+  c.ffn_dim = size("feed_forward_length");
+  c.norm_eps = number("attention.layer_norm_rms_epsilon", 1e-5, 0);
+  c.rope_base = number("rope.freq_base", 10000, 1);
+  const int hd = static_cast<int>(g.get_int(a + "attention.key_length", 1, kMaxInt, c.d_model / c.n_heads));
+  if (g.get_int(a + "attention.value_length", 1, kMaxInt, hd) != hd)
     throw InputError("GGUF file '" + path + "': key and value head sizes differ; forge needs them equal");
-  c.head_dim_override = hd != c.d_model / std::max(1, c.n_heads) ? hd : 0;
+  c.head_dim_override = hd != c.d_model / c.n_heads ? hd : 0;
   if (g.has(a + "rope.scaling.type") && g.get_string(a + "rope.scaling.type") != "none")
     throw InputError("GGUF file '" + path + "': rope scaling '" + g.get_string(a + "rope.scaling.type") +
                      "' is not supported");
@@ -213,22 +239,29 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
                      "': per-frequency RoPE factors (rope_freqs, Llama 3.1 scaling) are not supported from GGUF; load "
                      "the Hugging Face folder instead");
   c.tied_embeddings = g.find("output.weight") == nullptr;
-  m.max_positions = static_cast<int>(g.get_int(a + "context_length", 2048));
+  m.max_positions = static_cast<int>(g.get_int(a + "context_length", 1, kMaxInt, 2048));
   m.architecture = "llama";
   m.name = g.get_string("general.name", "llama");
   m.tokenizer = tokenizer_from_gguf(g);
   const GgufFile::TensorInfo* embed = g.find("token_embd.weight");
   if (!embed || embed->dims.size() != 2) throw InputError("GGUF file '" + path + "' has no 2-D token_embd.weight");
+  if (embed->dims[1] > kMaxInt)
+    throw InputError("GGUF file '" + path + "': token_embd.weight has " + std::to_string(embed->dims[1]) +
+                     " rows, more than a vocabulary forge holds");
   c.vocab = static_cast<int>(embed->dims[1]);
-  c.validate();
+  validate_config(c, path);
   check_vocabulary(m);
   if (!weights) return m;
-  const Source get = [&](const std::string& name) {
+  const auto info = [&](const std::string& name) {
     const GgufFile::TensorInfo* t = g.find(name);
     if (!t) throw InputError("GGUF file '" + path + "' has no tensor '" + name + "'");
-    std::vector<int64_t> shape(t->dims.rbegin(), t->dims.rend());  // slowest first
-    return std::make_pair(shape, g.tensor(*t));
+    return t;
   };
+  const Source src{[&](const std::string& name) {
+                     const GgufFile::TensorInfo* t = info(name);
+                     return std::vector<int64_t>(t->dims.rbegin(), t->dims.rend());  // slowest first
+                   },
+                   [&](const std::string& name) { return g.tensor(*info(name)); }};
   const auto layer = [](int l, const char* what) -> std::string {
     const std::string p = "blk." + std::to_string(l) + ".";
     const std::string w = what;
@@ -238,7 +271,7 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
     if (w == "q" || w == "k" || w == "v") return p + "attn_" + w + ".weight";
     return p + "ffn_" + w + ".weight";
   };
-  fill_weights(m, get, layer, "token_embd.weight", "output_norm.weight", "output.weight", false);
+  fill_weights(m, src, layer, "token_embd.weight", "output_norm.weight", "output.weight", false);
   return m;
 }
 

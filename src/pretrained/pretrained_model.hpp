@@ -22,7 +22,10 @@
 //         ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm, output (absent
 //         when tied). llama.cpp's converter already stores q and k in the
 //         interleaved layout, so they are taken as they are.
-// Each tensor's shape is checked against the configuration (InputError
+// The configuration's keys are checked by type and range (an InputError
+// naming the file and the key: num_attention_heads 0, hidden_size 2^32 + 576,
+// rope_theta 1e39), then every tensor's shape against the configuration,
+// from the file's header before the weights' buffer is allocated (InputError
 // naming the file, the tensor, its shape and the expected one), as is the
 // tokenizer's vocabulary against the model's.
 #pragma once

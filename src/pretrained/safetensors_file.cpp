@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "pretrained/ggml_quants.hpp"
+#include "pretrained/json_file.hpp"
 
 namespace forge {
 namespace {
@@ -61,13 +62,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                          " bytes of data (truncated?)");
       e.begin = offs[0];
       e.end = offs[1];
-      uint64_t count = 1;
-      for (int64_t d : e.shape) {
-        if (d < 0) throw InputError(where + ": a negative dimension");
-        count *= static_cast<uint64_t>(d);
-      }
+      const int64_t count = ggml::element_count(e.shape);
+      if (count < 0)
+        throw InputError(where + ": shape " + it.value().at("shape").dump() +
+                         " (a negative dimension, or more values than an int64 counts)");
       const size_t b = dtype_bytes(e.dtype);
-      if (b && count * b != e.end - e.begin)
+      size_t bytes = 0;
+      if (b && (__builtin_mul_overflow(static_cast<size_t>(count), b, &bytes) || bytes != e.end - e.begin))
         throw InputError(where + ": " + std::to_string(e.end - e.begin) + " bytes for " + std::to_string(count) +
                          " values of " + e.dtype);
       entries_[it.key()] = std::move(e);
@@ -107,18 +108,17 @@ SafetensorsModel::SafetensorsModel(const std::string& folder) {
   }
   if (!std::filesystem::exists(index))
     throw InputError("'" + folder + "' has neither model.safetensors nor model.safetensors.index.json");
-  json idx;
-  try {
-    std::ifstream in(index);
-    idx = json::parse(in);
-  } catch (const json::exception& e) {
-    throw InputError("'" + index + "' is not valid JSON: " + e.what());
-  }
+  const json idx = read_json_file(index);
   if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
     throw InputError("'" + index + "' has no weight_map object");
   std::map<std::string, size_t> shard;
   for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+    const std::string where = "'" + index + "': weight_map['" + it.key() + "']";
+    if (!it.value().is_string()) throw InputError(where + " is " + json_shown(it.value()) + ", not a file name");
     const std::string f = it.value().get<std::string>();
+    // A shard is a file of this folder: never "../x", "/etc/x" or "sub/x".
+    if (f.empty() || f == "." || f == ".." || f.find_first_of(std::string("/\0", 2)) != std::string::npos)
+      throw InputError(where + " is '" + f + "', not the name of a file in the model's folder");
     if (!shard.count(f)) {
       shard[f] = files_.size();
       files_.push_back(std::make_unique<SafetensorsFile>(folder + "/" + f));
@@ -176,6 +176,7 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
     for (uint64_t i = 0; i < count; ++i) h16[i] = ggml::float_to_bf16(t.data[i]);
     out.write(reinterpret_cast<const char*>(h16.data()), static_cast<std::streamsize>(count * 2));
   }
+  out.close();  // its final flush can fail too
   if (!out) throw Error("cannot write '" + path + "' (disk full?)");
 }
 

@@ -10,7 +10,8 @@
 // SafetensorsModel reads either. F32, F16 and BF16 tensors become FP32; any
 // other dtype, a header that does not parse, an offset outside the file or a
 // size that does not match its shape is an InputError naming the file and
-// the tensor.
+// the tensor, as is a weight_map entry that is not the name of a file in the
+// folder ("../x", "/x", "sub/x").
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,11 +1,14 @@
 #include "pretrained/tokenizer_files.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 #include "pretrained/json_file.hpp"
 
 namespace forge {
@@ -52,6 +55,26 @@ std::string token_content(const json& t) {
   return "";
 }
 
+// tokenizer_config.json: the chat template and the bos and eos tokens' text
+// ("" where it names none), its own file named in any InputError.
+void read_tokenizer_config(const std::string& path, std::string* chat_template, std::string* bos, std::string* eos) {
+  const json tc = read_json_file(path);
+  try {
+    if (!tc.is_object()) throw InputError("'" + path + "' is not a JSON object");
+    const json& ct = tc.value("chat_template", json());
+    if (ct.is_string()) {
+      *chat_template = ct.get<std::string>();
+    } else if (ct.is_array()) {
+      for (const json& t : ct)
+        if (t.value("name", "") == "default") *chat_template = t.value("template", "");
+    }
+    *bos = token_content(tc.value("bos_token", json()));
+    *eos = token_content(tc.value("eos_token", json()));
+  } catch (const json::exception& e) {
+    throw InputError("'" + path + "': unexpected structure: " + e.what());
+  }
+}
+
 }  // namespace
 
 PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
@@ -62,6 +85,12 @@ PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
                      "'; forge reads byte-level BPE tokenizers ('gpt2')");
   BpeVocabulary v;
   v.tokens = g.get_strings("tokenizer.ggml.tokens");
+  // JSON (the Hugging Face files export writes) holds UTF-8 text only.
+  const auto utf8 = [&](const std::string& text, const std::string& what) {
+    if (valid_utf8(text) != text) throw InputError("GGUF file '" + src + "': " + what + " is not valid UTF-8");
+  };
+  for (size_t i = 0; i < v.tokens.size(); ++i)
+    utf8(v.tokens[i], "token " + std::to_string(i) + " of tokenizer.ggml.tokens");
   const std::vector<int64_t> types =
       g.has("tokenizer.ggml.token_type") ? g.get_ints("tokenizer.ggml.token_type") : std::vector<int64_t>();
   if (!types.empty() && types.size() != v.tokens.size())
@@ -86,8 +115,10 @@ PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
   PretrainedTokenizer out;
   out.tokenizer = std::make_shared<BpeTokenizer>(std::move(v), src);
   out.chat_template = g.get_string("tokenizer.chat_template", "");
-  out.bos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id", -1));
-  out.eos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.eos_token_id", -1));
+  utf8(out.chat_template, "tokenizer.chat_template");
+  const int64_t last = out.tokenizer->vocab_size() - 1;
+  out.bos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id", 0, last, -1));
+  out.eos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.eos_token_id", 0, last, -1));
   out.source = src;
   return out;
 }
@@ -96,7 +127,8 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   const std::string path = folder + "/tokenizer.json";
   if (!std::filesystem::exists(path)) throw InputError("'" + folder + "' has no tokenizer.json");
   const json tj = read_json_file(path);
-  const auto bad = [&](const std::string& why) { return InputError("tokenizer '" + path + "': " + why); };
+  const std::string where = "tokenizer '" + path + "': ";
+  const auto bad = [&](const std::string& why) { return InputError(where + why); };
   try {
     const json& model = tj.at("model");
     if (model.value("type", "") != "BPE") throw bad("model type '" + model.value("type", "") + "'; forge reads BPE");
@@ -107,21 +139,33 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
       throw bad("normalizer " + norm.dump().substr(0, 200) + " (forge applies none)");
     BpeVocabulary v;
     const json& vocab = model.at("vocab");
+    if (!vocab.is_object()) throw bad("model.vocab is not an object");
+    const json added = tj.value("added_tokens", json::array());
+    if (!added.is_array()) throw bad("added_tokens is not an array");
+    // Added tokens may take ids of the vocabulary or follow it: every id is
+    // below the two counts together (and every id in 0..n-1 is a token).
+    const int64_t last_id = std::min<int64_t>(static_cast<int64_t>(vocab.size() + added.size()) - 1,
+                                              std::numeric_limits<int32_t>::max() - 1);
+    std::vector<int32_t> added_ids;
     size_t n = vocab.size();
-    for (const json& a : tj.value("added_tokens", json::array())) n = std::max<size_t>(n, a.at("id").get<size_t>() + 1);
+    for (size_t i = 0; i < added.size(); ++i) {
+      added_ids.push_back(static_cast<int32_t>(
+          json_int(added[i].at("id"), 0, last_id, where + "added_tokens[" + std::to_string(i) + "].id")));
+      n = std::max<size_t>(n, static_cast<size_t>(added_ids.back()) + 1);
+    }
     v.tokens.resize(n);
     std::vector<uint8_t> seen(n, 0);
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      const size_t id = it.value().get<size_t>();
-      if (id >= n) throw bad("token id " + std::to_string(id) + " beyond the vocabulary");
+      const auto id = static_cast<size_t>(
+          json_int(it.value(), 0, static_cast<int64_t>(n) - 1, where + "model.vocab['" + it.key() + "']"));
       v.tokens[id] = it.key();
       seen[id] = 1;
     }
-    for (const json& a : tj.value("added_tokens", json::array())) {
-      const int32_t id = a.at("id").get<int32_t>();
-      v.tokens[id] = a.at("content").get<std::string>();
+    for (size_t i = 0; i < added.size(); ++i) {
+      const int32_t id = added_ids[i];
+      v.tokens[id] = added[i].at("content").get<std::string>();
       seen[id] = 1;
-      v.added.push_back({id, a.value("special", false)});
+      v.added.push_back({id, added[i].value("special", false)});
     }
     check_dense(v.tokens, seen, path);
     for (const json& m : model.at("merges")) {
@@ -140,18 +184,7 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
     out.source = path;
     std::string bos, eos;
     const std::string config_path = folder + "/tokenizer_config.json";
-    if (std::filesystem::exists(config_path)) {
-      const json tc = read_json_file(config_path);
-      const json& ct = tc.value("chat_template", json());
-      if (ct.is_string()) {
-        out.chat_template = ct.get<std::string>();
-      } else if (ct.is_array()) {
-        for (const json& t : ct)
-          if (t.value("name", "") == "default") out.chat_template = t.value("template", "");
-      }
-      bos = token_content(tc.value("bos_token", json()));
-      eos = token_content(tc.value("eos_token", json()));
-    }
+    if (std::filesystem::exists(config_path)) read_tokenizer_config(config_path, &out.chat_template, &bos, &eos);
     out.tokenizer = std::make_shared<BpeTokenizer>(std::move(v), path);
     out.bos_id = bos.empty() ? -1 : out.tokenizer->token_id(bos);
     out.eos_id = eos.empty() ? -1 : out.tokenizer->token_id(eos);

@@ -15,6 +15,8 @@
 // Anything else (a SentencePiece model, an unknown pre-tokenizer pattern,
 // byte fallback, a normalizer other than NFC) is refused by name: an
 // InputError naming the file, never a tokenizer that encodes differently.
+// So are damaged files: a token id outside the vocabulary (added_tokens,
+// bos/eos), a GGUF token or chat template that is not UTF-8 text.
 // (An NFC normalizer, Qwen2's, is accepted and not applied: text that is not
 // in NFC may tokenize differently from the reference.)
 #pragma once

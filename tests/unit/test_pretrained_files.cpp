@@ -5,7 +5,9 @@
 // never a crash: a missing or truncated file (every prefix of a GGUF and of a
 // safetensors file), a foreign file, an unsupported architecture or tensor
 // type, a tensor of the wrong shape or dtype, a tokenizer that does not fit
-// the model.
+// the model, and hostile values: offsets and sizes that wrap around 2^64,
+// counts and ids far beyond the file, integers that an int would truncate,
+// keys of the wrong JSON type, names given twice, text that is not UTF-8.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -58,6 +62,7 @@ class GgufWriter {
  public:
   void kv_string(const std::string& k, const std::string& v) { kv(k, 8), str(v, meta_); }
   void kv_u32(const std::string& k, uint32_t v) { kv(k, 4), put(v, meta_); }
+  void kv_u64(const std::string& k, uint64_t v) { kv(k, 10), put(v, meta_); }
   void kv_f32(const std::string& k, float v) { kv(k, 6), put(v, meta_); }
   void kv_strings(const std::string& k, const std::vector<std::string>& v) {
     kv(k, 9), put(uint32_t{8}, meta_), put(uint64_t(v.size()), meta_);
@@ -67,6 +72,10 @@ class GgufWriter {
     kv(k, 9), put(uint32_t{5}, meta_), put(uint64_t(v.size()), meta_);
     for (int32_t x : v) put(x, meta_);
   }
+  // An array's header alone: its element type and a count its elements need not fill.
+  void kv_array_header(const std::string& k, uint32_t elem, uint64_t count) {
+    kv(k, 9), put(elem, meta_), put(count, meta_);
+  }
   // dims fastest first; data already in the type's encoding.
   void tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, const std::vector<uint8_t>& data) {
     ++n_tensors_;
@@ -75,6 +84,7 @@ class GgufWriter {
     for (uint64_t d : dims) put(d, infos_);
     put(type, infos_);
     while (data_.size() % 32) data_.push_back(0);
+    offset_at_.push_back(infos_.size());
     put(uint64_t(data_.size()), infos_);
     data_.insert(data_.end(), data.begin(), data.end());
   }
@@ -83,6 +93,9 @@ class GgufWriter {
     std::memcpy(b.data(), v.data(), b.size());
     tensor(name, std::move(dims), ggml::kF32, b);
   }
+  // The i-th tensor's offset as written, into the data section.
+  void set_offset(size_t i, uint64_t offset) { std::memcpy(infos_.data() + offset_at_[i], &offset, 8); }
+  uint64_t data_offset() const { return (24 + meta_.size() + infos_.size() + 31) / 32 * 32; }
   std::vector<uint8_t> bytes() const {
     std::vector<uint8_t> out;
     put(uint32_t{0x46554747}, out);
@@ -116,6 +129,7 @@ class GgufWriter {
     put(type, meta_);
   }
   std::vector<uint8_t> meta_, infos_, data_;
+  std::vector<size_t> offset_at_;
   size_t n_tensors_ = 0, n_kv_ = 0;
 };
 
@@ -156,12 +170,11 @@ ModelConfig tiny_llama() {
   return c;
 }
 
-// A tiny Hugging Face llama folder written by forge's exporter.
-std::string tiny_hf_folder(const std::string& name, bool qwen2 = false) {
-  const std::string dir = temp_dir(name);
+// tiny_llama for the exporter, its weights (sin(0.37 i)) in w.
+HfExport tiny_export(std::vector<float>& w, bool qwen2) {
   ModelConfig c = tiny_llama();
   c.qkv_bias = qwen2;
-  std::vector<float> w(ParamLayout(c).total);
+  w.resize(ParamLayout(c).total);
   for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37f * float(i));
   HfExport e;
   e.architecture = qwen2 ? "qwen2" : "llama";
@@ -170,9 +183,67 @@ std::string tiny_hf_folder(const std::string& name, bool qwen2 = false) {
   e.tokenizer.tokenizer = std::make_shared<BpeTokenizer>(tiny_vocab(), "test");
   e.tokenizer.chat_template = kChatMl;
   e.tokenizer.eos_id = 260;
-  export_hf_folder(e, dir);
+  return e;
+}
+
+// A tiny Hugging Face llama folder written by forge's exporter.
+std::string tiny_hf_folder(const std::string& name, bool qwen2 = false) {
+  const std::string dir = temp_dir(name);
+  std::vector<float> w;
+  export_hf_folder(tiny_export(w, qwen2), dir);
   return dir;
 }
+
+// A tiny llama GGUF file that load_pretrained reads (tiny_llama's sizes,
+// tiny_vocab's tokenizer, every weight 0.5); a test changes a value, a token
+// or a tensor's name before it is written.
+struct TinyGguf {
+  std::map<std::string, uint64_t> ints = {{"llama.embedding_length", 16},
+                                          {"llama.block_count", 1},
+                                          {"llama.attention.head_count", 2},
+                                          {"llama.attention.head_count_kv", 1},
+                                          {"llama.feed_forward_length", 24}};
+  std::map<std::string, float> floats = {{"llama.rope.freq_base", 10000.0f},
+                                         {"llama.attention.layer_norm_rms_epsilon", 1e-5f}};
+  std::vector<std::string> tokens = tiny_vocab().tokens;
+  std::map<std::string, std::string> renamed;  // a tensor's name -> the name written
+
+  std::string write(const std::string& name) const {
+    const BpeVocabulary v = tiny_vocab();
+    GgufWriter g;
+    g.kv_string("general.architecture", "llama");
+    for (const auto& [k, x] : ints) g.kv_u64(k, x);
+    for (const auto& [k, x] : floats) g.kv_f32(k, x);
+    g.kv_string("tokenizer.ggml.model", "gpt2");
+    g.kv_string("tokenizer.ggml.pre", "smollm");
+    g.kv_strings("tokenizer.ggml.tokens", tokens);
+    std::vector<int32_t> types(tokens.size(), 1);
+    for (const auto& a : v.added) types[a.id] = 3;
+    g.kv_i32s("tokenizer.ggml.token_type", types);
+    std::vector<std::string> merges;
+    for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
+    g.kv_strings("tokenizer.ggml.merges", merges);
+    const auto tensor = [&](const std::string& t, std::vector<uint64_t> dims) {  // dims fastest first: {in, out}
+      const auto it = renamed.find(t);
+      const size_t n = dims[0] * (dims.size() > 1 ? dims[1] : 1);
+      g.tensor_f32(it == renamed.end() ? t : it->second, dims, std::vector<float>(n, 0.5f));
+    };
+    tensor("token_embd.weight", {16, 261});
+    tensor("blk.0.attn_norm.weight", {16});
+    tensor("blk.0.attn_q.weight", {16, 16});
+    tensor("blk.0.attn_k.weight", {16, 8});
+    tensor("blk.0.attn_v.weight", {16, 8});
+    tensor("blk.0.attn_output.weight", {16, 16});
+    tensor("blk.0.ffn_norm.weight", {16});
+    tensor("blk.0.ffn_gate.weight", {16, 24});
+    tensor("blk.0.ffn_up.weight", {16, 24});
+    tensor("blk.0.ffn_down.weight", {24, 16});
+    tensor("output_norm.weight", {16});
+    const std::string path = temp_dir(name) + "/tiny.gguf";
+    g.write(path);
+    return path;
+  }
+};
 
 void rewrite_json(const std::string& path, const std::function<void(json&)>& edit) {
   json j;
@@ -199,14 +270,16 @@ TEST(Gguf, ReadsMetadataAndTensors) {
   const GgufFile f(dir + "/m.gguf");
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.get_string("general.architecture"), "llama");
-  EXPECT_EQ(f.get_int("llama.block_count"), 3);
+  EXPECT_EQ(f.get_int("llama.block_count", 1, 1000), 3);
   EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("llama.rope.freq_base")), 500000.0f);
   EXPECT_EQ(f.get_strings("tokenizer.ggml.tokens"), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(f.get_ints("tokenizer.ggml.token_type"), (std::vector<int64_t>{1, 1, 3}));
   ASSERT_NE(f.find("w"), nullptr);
   EXPECT_EQ(f.find("w")->dims, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(f.tensor(*f.find("w")), (std::vector<float>{1, 2, 3, 4, 5, 6}));
-  expect_input_error([&] { f.get_int("general.architecture"); }, "is not an integer");
+  expect_input_error([&] { f.get_int("general.architecture", 0, 1); }, "is not an integer");
+  expect_input_error([&] { f.get_int("llama.block_count", 4, 10); },
+                     "metadata 'llama.block_count' is 3, outside [4, 10]");
   expect_input_error([&] { f.get_string("no.such.key"); }, "no metadata 'no.such.key'");
 }
 
@@ -296,6 +369,74 @@ TEST(Gguf, ForeignMissingAndUnsupportedFilesAreInputErrors) {
   expect_input_error([&] { load_pretrained(dir + "/falcon.gguf"); }, "architecture 'falcon' is not supported");
 }
 
+// An offset near 2^64 once wrapped the bounds check (data + offset + bytes)
+// and read the file's own header as weights.
+TEST(Gguf, OffsetsThatWrapMisalignOrOverlapAreInputErrors) {
+  const std::string path = temp_dir("offsets") + "/o.gguf";
+  const auto write = [&](const std::function<void(GgufWriter&)>& edit) {
+    GgufWriter g;
+    g.tensor_f32("a", {4}, {1, 2, 3, 4});
+    g.tensor_f32("b", {4}, {5, 6, 7, 8});
+    edit(g);
+    g.write(path);
+  };
+  write([](GgufWriter& g) { g.set_offset(0, 0 - g.data_offset()); });  // data + offset = 0 (mod 2^64)
+  expect_input_error([&] { GgufFile f(path); },
+                     "GGUF file '" + path + "' is truncated or corrupted: tensor 'a' (F32, 4 values at offset 18446744");
+  write([](GgufWriter& g) { g.set_offset(1, 16); });
+  expect_input_error([&] { GgufFile f(path); },
+                     "GGUF file '" + path + "': tensor 'b' has offset 16, not a multiple of general.alignment 32");
+  write([](GgufWriter& g) { g.set_offset(1, 0); });
+  expect_input_error([&] { GgufFile f(path); }, "GGUF file '" + path + "': tensors 'a' and 'b' overlap");
+}
+
+// A count is checked against the bytes left before anything is reserved
+// (2^32 strings once reserved 128 GiB: bad_alloc).
+TEST(Gguf, ArrayCountsBeyondTheFileAreInputErrors) {
+  const std::string path = temp_dir("arrays") + "/a.gguf";
+  GgufWriter g;
+  g.kv_array_header("tokenizer.ggml.tokens", 8, uint64_t{1} << 32);
+  g.write(path);
+  expect_input_error([&] { GgufFile f(path); }, "GGUF file '" + path +
+                                                    "' is truncated or corrupted: array 'tokenizer.ggml.tokens' of "
+                                                    "4294967296 elements");
+}
+
+// Dimensions whose product (or its bytes) overflows: 2^62 + 1 F32 values
+// once made 4 bytes, passed the bounds check, and asked for 2^62 floats.
+TEST(Gguf, ElementCountsThatOverflowOrSplitABlockAreInputErrors) {
+  const std::string path = temp_dir("elements") + "/e.gguf";
+  const auto write = [&](std::vector<uint64_t> dims, uint32_t type) {
+    GgufWriter g;
+    g.tensor("w", std::move(dims), type, std::vector<uint8_t>(64, 0));
+    g.write(path);
+  };
+  write({5 * 5581, 8681 * 49477, 384773}, ggml::kF32);  // 2^62 + 1 = 5 * 5581 * 8681 * 49477 * 384773
+  expect_input_error([&] { GgufFile f(path); f.tensor(*f.find("w")); },
+                     "GGUF file '" + path + "' is truncated or corrupted: tensor 'w' (F32, 4611686018427387905 values");
+  write({uint64_t{1} << 40, uint64_t{1} << 40}, ggml::kF32);
+  expect_input_error([&] { GgufFile f(path); }, "tensor 'w' of more values than an int64 counts");
+  write({48}, ggml::kQ8_0);
+  expect_input_error([&] { GgufFile f(path); },
+                     "GGUF file '" + path + "': tensor 'w' has 48 values, not a multiple of Q8_0's block of 32");
+}
+
+// The first of two once won silently.
+TEST(Gguf, KeysAndTensorNamesGivenTwiceAreInputErrors) {
+  const std::string path = temp_dir("twice") + "/t.gguf";
+  GgufWriter keys;
+  keys.kv_u32("llama.block_count", 1);
+  keys.kv_u32("llama.block_count", 30);
+  keys.write(path);
+  expect_input_error([&] { GgufFile f(path); },
+                     "GGUF file '" + path + "': metadata key 'llama.block_count' appears twice");
+  GgufWriter tensors;
+  tensors.tensor_f32("w", {4}, {1, 2, 3, 4});
+  tensors.tensor_f32("w", {4}, {5, 6, 7, 8});
+  tensors.write(path);
+  expect_input_error([&] { GgufFile f(path); }, "GGUF file '" + path + "': two tensors are named 'w'");
+}
+
 // ---- safetensors ------------------------------------------------------------
 
 TEST(Safetensors, RoundTripsFp32AndBf16AndShards) {
@@ -355,6 +496,30 @@ TEST(Safetensors, EveryTruncationAndBadHeaderIsAnInputError) {
   i64 << header << std::string(8, '\0');
   i64.close();
   expect_input_error([&] { SafetensorsFile(dir + "/i64.safetensors").read("x"); }, "has dtype I64");
+}
+
+// weight_map names files of the folder: a value of another type once threw
+// nlohmann's type_error, and "../x" read a file outside the folder.
+TEST(Safetensors, ShardIndexEntriesMustNameFilesOfTheFolder) {
+  const std::string dir = temp_dir("index");
+  const std::vector<float> a = {1, 2};
+  write_safetensors(dir + "/model-00001-of-00001.safetensors", {{"a", {2}, a.data()}});
+  write_safetensors(temp_dir("outside") + "/model.safetensors", {{"a", {2}, a.data()}});
+  const std::string index = dir + "/model.safetensors.index.json";
+  const auto with = [&](const json& file) {
+    std::ofstream(index) << json{{"weight_map", {{"a", file}}}}.dump();
+  };
+  with("model-00001-of-00001.safetensors");
+  EXPECT_EQ(SafetensorsModel(dir).read("a"), a);
+  with(5);
+  expect_input_error([&] { SafetensorsModel m(dir); }, "'" + index + "': weight_map['a'] is 5, not a file name");
+  for (const std::string& f : std::vector<std::string>{
+           "../forge_pretrained_outside_" + std::to_string(getpid()) + "/model.safetensors", "/etc/passwd",
+           "sub/model.safetensors", ".."}) {
+    with(f);
+    expect_input_error([&] { SafetensorsModel m(dir); },
+                       "'" + index + "': weight_map['a'] is '" + f + "', not the name of a file in the model's folder");
+  }
 }
 
 // ---- Hugging Face folders -----------------------------------------------------
@@ -445,6 +610,119 @@ TEST(PretrainedModel, RefusesATokenizerThatDoesNotFitTheModel) {
     j["pre_tokenizer"] = {{"type", "Metaspace"}};
   });
   expect_input_error([&] { load_pretrained(dir, false); }, "pre_tokenizer");
+}
+
+// config.json's keys by type and range, each named with the file: a division
+// by num_attention_heads 0 once crashed (SIGFPE), [] and model_type 5 threw
+// nlohmann's type_error, 2^32 + 16 was read as 16 and 1e39 as inf.
+TEST(PretrainedModel, ConfigKeysOfTheWrongTypeOrRangeAreInputErrors) {
+  const std::string dir = tiny_hf_folder("config_keys");
+  const std::string config = dir + "/config.json";
+  const json good = [&] {
+    std::ifstream in(config);
+    return json::parse(in);
+  }();
+  const auto expect = [&](const std::function<void(json&)>& edit, const std::string& part) {
+    json j = good;
+    edit(j);
+    std::ofstream(config) << j.dump();
+    expect_input_error([&] { load_pretrained(dir); }, "'" + config + "': " + part);
+  };
+  expect([](json& j) { j = json::array(); }, "the file is [], not a JSON object");
+  expect([](json& j) { j["model_type"] = 5; }, "model_type is 5, not a string");
+  expect([](json& j) { j["num_attention_heads"] = 0; }, "num_attention_heads is 0, outside [1, 2147483647]");
+  expect([](json& j) { j["hidden_size"] = (uint64_t{1} << 32) + 16; },
+         "hidden_size is 4294967312, outside [1, 2147483647]");
+  expect([](json& j) { j["num_hidden_layers"] = 1.5; }, "num_hidden_layers is 1.5, not an integer");
+  expect([](json& j) { j["rope_theta"] = 1e39; }, "rope_theta is 1e+39; it must be a finite number above 1");
+  expect([](json& j) { j["rms_norm_eps"] = 0; }, "rms_norm_eps is 0; it must be a finite number above 0");
+  expect([](json& j) { j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", "8"}}; },
+         "rope_scaling.factor is \"8\", not a number");
+  expect([](json& j) { j["tie_word_embeddings"] = "yes"; }, "tie_word_embeddings is \"yes\", not true or false");
+  expect([](json& j) { j["num_key_value_heads"] = 3; }, "model.n_kv_heads = 3 must divide model.n_heads = 2");
+}
+
+// tokenizer.json's added token ids: -1 once wrote tokens[-1] (SIGSEGV) and
+// 3e9 resized the vocabulary to 3e9 strings (bad_alloc).
+TEST(PretrainedModel, AddedTokenIdsOutsideTheVocabularyAreInputErrors) {
+  const std::string dir = tiny_hf_folder("added_ids");
+  const std::string tokenizer = dir + "/tokenizer.json";
+  for (const int64_t id : {int64_t{-1}, int64_t{3000000000}}) {
+    rewrite_json(tokenizer, [&](json& j) {
+      j["added_tokens"] = json::array({j["added_tokens"][0], {{"id", id}, {"content", "<x>"}, {"special", true}}});
+    });
+    expect_input_error([&] { load_pretrained(dir, false); },
+                       "tokenizer '" + tokenizer + "': added_tokens[1].id is " + std::to_string(id) + ", outside [0, ");
+  }
+  // tokenizer_config.json's errors name that file.
+  rewrite_json(tokenizer, [&](json& j) { j["added_tokens"] = json::array({j["added_tokens"][0]}); });
+  rewrite_json(dir + "/tokenizer_config.json", [](json& j) { j["chat_template"] = json::array({"x"}); });
+  expect_input_error([&] { load_pretrained(dir, false); }, "'" + dir + "/tokenizer_config.json': unexpected structure");
+}
+
+// Shapes are checked from the headers before the weights' buffer is
+// allocated: an intermediate_size of 2e9 once asked for 384 GB (bad_alloc).
+TEST(PretrainedModel, SizesTheFileDoesNotHoldAreRefusedBeforeAllocating) {
+  const std::string dir = tiny_hf_folder("huge");
+  rewrite_json(dir + "/config.json", [](json& j) { j["intermediate_size"] = 2000000000; });
+  expect_input_error([&] { load_pretrained(dir); },
+                     "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [24, 16] but the model's configuration needs "
+                     "[2000000000, 16]");
+  const std::string gguf = [] {
+    TinyGguf t;
+    t.ints["llama.feed_forward_length"] = 2000000000;
+    return t.write("gguf_huge");
+  }();
+  expect_input_error([&] { load_pretrained(gguf); },
+                     "'" + gguf + "': tensor 'blk.0.ffn_gate.weight' has shape [24, 16] but the model's configuration "
+                     "needs [2000000000, 16]");
+}
+
+TEST(PretrainedModel, LoadsATinyGgufFile) {
+  const std::string path = TinyGguf().write("gguf_tiny");
+  const PretrainedModel m = load_pretrained(path);
+  EXPECT_EQ(m.architecture, "llama");
+  EXPECT_EQ(m.config.d_model, 16);
+  EXPECT_EQ(m.config.n_kv_heads, 1);
+  EXPECT_EQ(m.config.vocab, 261);
+  EXPECT_TRUE(m.config.tied_embeddings);
+  ASSERT_EQ(m.weights.size(), ParamLayout(m.config).total);
+  for (float w : m.weights) ASSERT_EQ(w, 0.5f);
+  EXPECT_EQ(m.tokenizer.tokenizer->encode("abc ab<|im_end|>"), (std::vector<int32_t>{257, 32, 256, 260}));
+}
+
+// GGUF metadata by range and the tokenizer's text, each named: 2^32 + 16 was
+// read as 16, head_count 0 named forge's model.n_heads, an out-of-range bos
+// id no file, inf passed as a RoPE base, a token 0xFF made export-model fail
+// half way (nlohmann's type_error 316), and a tensor named twice was "missing".
+TEST(PretrainedModel, GgufValuesOutOfRangeAndTextThatIsNotUtf8AreInputErrors) {
+  const auto expect = [](const std::function<void(TinyGguf&)>& edit, const std::string& part) {
+    TinyGguf t;
+    edit(t);
+    const std::string path = t.write("gguf_bad");
+    expect_input_error([&] { load_pretrained(path); }, "GGUF file '" + path + "'" + part);
+  };
+  expect([](TinyGguf& t) { t.ints["llama.embedding_length"] = (uint64_t{1} << 32) + 16; },
+         ": metadata 'llama.embedding_length' is 4294967312, outside [1, 2147483647]");
+  expect([](TinyGguf& t) { t.ints["llama.attention.head_count"] = 0; },
+         ": metadata 'llama.attention.head_count' is 0, outside [1, 2147483647]");
+  expect([](TinyGguf& t) { t.ints["tokenizer.ggml.bos_token_id"] = 999999; },
+         ": metadata 'tokenizer.ggml.bos_token_id' is 999999, outside [0, 260]");
+  expect([](TinyGguf& t) { t.floats["llama.rope.freq_base"] = std::numeric_limits<float>::infinity(); },
+         ": metadata 'llama.rope.freq_base' is inf; it must be a finite number above 1");
+  expect([](TinyGguf& t) { t.tokens[0] = "\xff"; }, ": token 0 of tokenizer.ggml.tokens is not valid UTF-8");
+  expect([](TinyGguf& t) { t.renamed["blk.0.ffn_up.weight"] = "blk.0.ffn_gate.weight"; },
+         ": two tensors are named 'blk.0.ffn_gate.weight'");
+}
+
+// A folder that cannot be created (a regular file on its path) once threw
+// std::filesystem_error (exit 1).
+TEST(HfExport, AFolderThatCannotBeCreatedIsAnInputError) {
+  const std::string dir = temp_dir("export_blocked");
+  std::ofstream(dir + "/afile") << "x";
+  std::vector<float> w;
+  expect_input_error([&] { export_hf_folder(tiny_export(w, false), dir + "/afile/sub"); },
+                     "export: cannot create the folder '" + dir + "/afile/sub'");
 }
 
 }  // namespace
