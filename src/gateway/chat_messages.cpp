@@ -16,6 +16,12 @@ void append(Tokens& out, const Tokens& more) { out.insert(out.end(), more.begin(
 
 std::string where(size_t i) { return "messages[" + std::to_string(i) + "]"; }
 
+// A string member, or nothing (absent or another type).
+std::optional<std::string> string_at(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return std::nullopt;
+  return j[key].get<std::string>();
+}
+
 // A message's text: a string, or an array of {"type": "text", "text": ...}.
 std::string content_text(const json& m, size_t i) {
   const auto it = m.find("content");
@@ -24,10 +30,10 @@ std::string content_text(const json& m, size_t i) {
   if (it->is_array()) {
     std::string out;
     for (const json& part : *it) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-          !part["text"].is_string())
+      const auto text = string_at(part, "text");
+      if (string_at(part, "type") != "text" || !text)
         throw bad_request(where(i) + ".content: only text parts are supported");
-      out += part["text"].get<std::string>();
+      out += *text;
     }
     return out;
   }
@@ -49,18 +55,13 @@ ToolCall call_of(const json& calls, size_t i) {
   if (f.contains("arguments")) {
     if (!f["arguments"].is_string())
       throw bad_request(where(i) + ".tool_calls[0].function.arguments must be a JSON string");
-    const json args = json::parse(f["arguments"].get<std::string>(), nullptr, false);
+    const json args =
+        parse_client_json(f["arguments"].get<std::string>(), where(i) + ".tool_calls[0].function.arguments");
     if (!args.is_object() || !args.contains("input"))
       throw bad_request(where(i) + ".tool_calls[0].function.arguments must be a JSON object with \"input\"");
     call.args = args["input"].is_string() ? args["input"].get<std::string>() : args["input"].dump();
   }
   return call;
-}
-
-// A string member, or nothing (absent or another type).
-std::optional<std::string> string_at(const json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return std::nullopt;
-  return j[key].get<std::string>();
 }
 
 // An echoed tool call is the returned one: same id, name and "input".
@@ -80,14 +81,16 @@ bool same_calls(const json& echoed, const json& returned, size_t i) {
 // else the message rendered as an action.
 Tokens assistant_tokens(const json& m, size_t i, CallFormat format, const EpisodeTexts& texts,
                         const Tokens& so_far, std::vector<bool>& used, const ScaffoldVocabulary& vocab) {
-  const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+  // tool_calls null or [] (as some clients send with plain content): no call.
+  const auto calls = m.find("tool_calls");
+  const bool has_calls = calls != m.end() && !calls->is_null() && !(calls->is_array() && calls->empty());
   std::optional<size_t> pick;
   for (size_t r = 0; r < texts.replies.size(); ++r) {
     if (used[r]) continue;
     const json& reply = texts.replies[r].message;
     const bool reply_calls = reply.contains("tool_calls");
     if (has_calls != reply_calls) continue;
-    const bool match = has_calls ? same_calls(m["tool_calls"], reply["tool_calls"], i)
+    const bool match = has_calls ? same_calls(*calls, reply["tool_calls"], i)
                                  : content_text(m, i) == reply["content"].get<std::string>();
     if (!match) continue;
     if (!pick) pick = r;
@@ -100,7 +103,7 @@ Tokens assistant_tokens(const json& m, size_t i, CallFormat format, const Episod
     used[*pick] = true;
     return texts.replies[*pick].generated;
   }
-  if (has_calls) return render_action(format, call_of(m["tool_calls"], i), vocab);
+  if (has_calls) return render_action(format, call_of(*calls, i), vocab);
   return render_action(format, {kAnswerTool, content_text(m, i)}, vocab);
 }
 

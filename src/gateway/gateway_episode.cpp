@@ -11,6 +11,10 @@ namespace forge {
 
 using nlohmann::json;
 
+namespace {
+constexpr size_t kRewriteBytes = 64;  // a history_rewritten signal
+}  // namespace
+
 GatewayEpisode::GatewayEpisode(std::unique_ptr<Environment> env, uint64_t task_seed, const ScaffoldStyle& style,
                                const AgentConfig& config, uint64_t episode_id, uint64_t slot)
     : env_(std::move(env)), style_(style), config_(config), slot_(slot) {
@@ -48,6 +52,10 @@ Tokens GatewayEpisode::render_chat(const json& messages) const {
   return forge::render_chat(messages, style_.chat_template, style_.call, texts_, config_.vocab());
 }
 
+size_t GatewayEpisode::call_bytes(size_t prompt_tokens, size_t generated) {
+  return 16 + 4 * prompt_tokens + 12 * generated + kRewriteBytes;
+}
+
 void GatewayEpisode::check_budget(size_t more, size_t budget) const {
   if (bytes_ + more > budget)
     throw RequestError(409, "invalid_request_error",
@@ -68,13 +76,10 @@ void GatewayEpisode::record(const Tokens& prompt, const GenerationResult& r) {
   for (const LlmCall& c : trajectory_.calls)
     extends = extends || (starts_with(prompt, c.context, 0) &&
                           (prompt.size() == c.context.size() || starts_with(prompt, c.generated, c.context.size())));
-  if (!extends) {
-    trajectory_.signals.push_back({calls(), "history_rewritten", 0.0f});
-    bytes_ += 64;
-  }
+  if (!extends) trajectory_.signals.push_back({calls(), "history_rewritten", 0.0f});
   trajectory_.calls.push_back({prompt, r.tokens, r.logprobs, r.versions});
   generated_ += static_cast<int>(r.tokens.size());
-  bytes_ += 16 + 4 * prompt.size() + 12 * r.tokens.size();
+  bytes_ += call_bytes(prompt.size(), r.tokens.size()) - (extends ? kRewriteBytes : 0);
 }
 
 json GatewayEpisode::record_chat(const Tokens& prompt, const GenerationResult& r, std::string* finish_reason) {
@@ -88,25 +93,30 @@ json GatewayEpisode::record_chat(const Tokens& prompt, const GenerationResult& r
 
 void GatewayEpisode::record_completion(const Tokens& prompt, const GenerationResult& r) { record(prompt, r); }
 
-json GatewayEpisode::run_tool(const std::string& name, const std::string& args) {
+json GatewayEpisode::run_tool(const std::string& name, const std::string& args, size_t budget) {
   Observation obs = bad_call_observation(signal::kUnknownTool, "unknown tool '" + name + "'");
   for (const ToolSpec& t : task_.tools)
     if (displayed_tool_name(style_.tools, t.name) == name) obs = env_->step({t.name, args});
+  std::string content = valid_utf8(render_observation(style_, obs, {name, args}, config_.vocab()));
+  size_t more = content.size();
+  for (const ProcessSignal& s : obs.signals) more += 16 + s.kind.size();
+  check_budget(more, budget);
+  bytes_ += more;
   const int32_t turn = std::max(0, calls() - 1);
   for (ProcessSignal s : obs.signals) {
     s.turn = turn;
-    bytes_ += 16 + s.kind.size();
     trajectory_.signals.push_back(std::move(s));
   }
   if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout) ++trajectory_.tool_errors;
   if (obs.recovered) ++trajectory_.recoveries;
-  texts_.tool_contents.push_back(valid_utf8(render_observation(style_, obs, {name, args}, config_.vocab())));
+  texts_.tool_contents.push_back(std::move(content));
   return {{"content", texts_.tool_contents.back()}, {"kind", to_string(obs.kind)}};
 }
 
-json GatewayEpisode::answer(const std::string& text) {
+json GatewayEpisode::answer(const std::string& text, size_t budget) {
   if (answered_) throw RequestError(409, "invalid_request_error", "episode " + std::to_string(id()) + " already answered");
   if (text.size() > 4096) throw bad_request("the answer has " + std::to_string(text.size()) + " bytes; at most 4096");
+  check_budget(text.size(), budget);
   answered_ = true;
   trajectory_.final_answer = text;
   bytes_ += text.size();

@@ -19,8 +19,10 @@
 //
 // Size: the record travels in one data-pool slot with its group, so an
 // episode may use slot_bytes / G of it; bytes() is its encoded size
-// (trajectory_codec) and calls or tools that would pass the budget are
-// refused (409: the agent should close the episode), answers over 4 KiB too.
+// (trajectory_codec) plus the tool results it keeps (to recognise them when
+// echoed), and calls, tool runs and answers that would pass the budget are
+// refused (409: the agent should close the episode); answers over 4 KiB are
+// refused (400) too.
 //
 // Not thread-safe: the gateway service locks around every call.
 #pragma once
@@ -56,16 +58,22 @@ class GatewayEpisode {
   nlohmann::json record_chat(const Tokens& prompt, const GenerationResult& r, std::string* finish_reason);
   void record_completion(const Tokens& prompt, const GenerationResult& r);
   int calls() const { return static_cast<int>(trajectory_.calls.size()); }
-  // Encoded size of the record so far, bytes (an upper bound).
+  // Encoded size of the record so far (an upper bound) and the tool results
+  // kept, bytes.
   size_t bytes() const { return bytes_; }
+  // The most a call of `prompt_tokens` adds to bytes(), with `generated`
+  // tokens and a history_rewritten signal if it branches.
+  static size_t call_bytes(size_t prompt_tokens, size_t generated);
   // RequestError 409 when `more` bytes would pass `budget`.
   void check_budget(size_t more, size_t budget) const;
   const Trajectory& record_so_far() const { return trajectory_; }
 
+  // budget below: the bytes() the episode may reach; past it, RequestError
+  // 409 and nothing is recorded (the environment has run the tool, though).
   // Runs a task tool (displayed name, argument string): {"content", "kind"}.
-  nlohmann::json run_tool(const std::string& name, const std::string& args);
+  nlohmann::json run_tool(const std::string& name, const std::string& args, size_t budget);
   // Verifies the final answer (once): {"outcome", "success"}.
-  nlohmann::json answer(const std::string& text);
+  nlohmann::json answer(const std::string& text, size_t budget);
   // Agent-posted reward components (any of outcome, process, efficiency).
   void post_reward(const nlohmann::json& components);
 

@@ -1,10 +1,14 @@
 #include "gateway/gateway_service.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 
+#include "core/log.hpp"
 #include "core/rng.hpp"
+#include "episode/trajectory_codec.hpp"
 #include "gateway/request_error.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 
@@ -27,16 +31,22 @@ std::string seconds(double s) {
   return buf;
 }
 
-// max_tokens / max_completion_tokens of a request, if given.
+// A count field: a positive integer (also written as 4.0; huge ones
+// saturate), or nothing when absent or null.
+std::optional<int64_t> count_field(const json& body, const char* key) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  const double v = it->is_number() ? it->get<double>() : 0;
+  if (!(v >= 1 && std::floor(v) == v)) throw bad_request(std::string(key) + " must be a positive integer");
+  return v < 9e18 ? static_cast<int64_t>(v) : std::numeric_limits<int64_t>::max();
+}
+
+// max_tokens / max_completion_tokens of a request, capped at `cap`.
 int requested_max_tokens(const json& body, int cap) {
   int n = cap;
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (!body.contains(key) || body[key].is_null()) continue;
-    if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1)
-      throw bad_request(std::string(key) + " must be a positive integer");
-    n = static_cast<int>(std::min<int64_t>(n, body[key].get<int64_t>()));
-  }
-  if (body.contains("n") && !(body["n"].is_number_integer() && body["n"].get<int64_t>() == 1))
+  for (const char* key : {"max_tokens", "max_completion_tokens"})
+    if (const auto m = count_field(body, key)) n = static_cast<int>(std::min<int64_t>(n, *m));
+  if (const auto choices = count_field(body, "n"); choices && *choices != 1)
     throw bad_request("n: this gateway returns one choice per request (n = 1)");
   return n;
 }
@@ -45,6 +55,8 @@ const json& object_body(const json& body) {
   if (!body.is_object()) throw bad_request("the request body must be a JSON object");
   return body;
 }
+
+constexpr size_t kMaxToolName = 256;  // bytes; a tool name is echoed in its result
 
 std::string string_field(const json& body, const char* key) {
   if (!body.contains(key) || !body[key].is_string())
@@ -91,13 +103,14 @@ std::vector<FinishedGroup> GatewayService::take_finished_groups() {
   return std::exchange(finished_, {});
 }
 
-void GatewayService::expire(double episode_deadline_s) {
+void GatewayService::expire(double episode_deadline_s, double unseen_s) {
   std::lock_guard lock(mu_);
   const auto now = Clock::now();
+  const auto seen = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unseen_s));
   std::vector<std::pair<uint64_t, std::string>> expired;
   for (const auto& [id, o] : open_) {
     if (o.in_flight != 0) continue;
-    if (std::chrono::duration<double>(now - o.last_active).count() > config_.idle_deadline_s)
+    if (std::chrono::duration<double>(seen - o.last_active).count() > config_.idle_deadline_s)
       expired.emplace_back(id, "abandoned: idle for more than " + seconds(config_.idle_deadline_s) +
                                    " (gateway.idle_deadline_s)");
     else if (std::chrono::duration<double>(now - o.opened).count() > episode_deadline_s)
@@ -222,7 +235,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
       throw bad_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the policy's context is " +
                         std::to_string(max_seq_len_) + " (agent.max_context_tokens + agent.max_new_tokens)");
     // Concurrent calls reserve their share, so together they cannot pass it.
-    reserve = 16 + 4 * prompt.size() + 12 * static_cast<size_t>(std::min(max_tokens, room));
+    reserve = GatewayEpisode::call_bytes(prompt.size(), static_cast<size_t>(std::min(max_tokens, room)));
     o.episode->check_budget(o.reserved + reserve, episode_bytes_);
     o.reserved += reserve;
     GenerationRequest r;
@@ -316,20 +329,25 @@ GenerationReply GatewayService::completion(uint64_t episode_id, const json& body
 json GatewayService::tool(uint64_t episode_id, const json& body) {
   object_body(body);
   const std::string name = string_field(body, "name");
+  if (name.size() > kMaxToolName)
+    throw bad_request("\"name\" has " + std::to_string(name.size()) + " bytes; at most " +
+                      std::to_string(kMaxToolName));
   std::string args;
   if (body.contains("arguments")) {
-    const json& a = body["arguments"];
     // An OpenAI tool call's arguments: a JSON string or object with "input".
-    const json parsed = a.is_string() ? json::parse(a.get<std::string>(), nullptr, false) : a;
-    if (!parsed.is_object() || !parsed.contains("input"))
+    const json& a = body["arguments"];
+    json parsed;
+    if (a.is_string()) parsed = parse_client_json(a.get<std::string>(), "\"arguments\"");
+    const json& obj = a.is_string() ? parsed : a;
+    if (!obj.is_object() || !obj.contains("input"))
       throw bad_request("\"arguments\" must be {\"input\": ...} (an object or its JSON text)");
-    args = parsed["input"].is_string() ? parsed["input"].get<std::string>() : parsed["input"].dump();
+    const json& input = obj["input"];
+    args = input.is_string() ? input.get<std::string>() : input.dump();
   }
   std::lock_guard lock(mu_);
   Open& o = find_open(episode_id);
   o.last_active = Clock::now();
-  o.episode->check_budget(64 + name.size(), episode_bytes_);
-  return o.episode->run_tool(name, args);
+  return o.episode->run_tool(name, args, episode_bytes_ - o.reserved);
 }
 
 json GatewayService::answer(uint64_t episode_id, const json& body) {
@@ -338,7 +356,7 @@ json GatewayService::answer(uint64_t episode_id, const json& body) {
   std::lock_guard lock(mu_);
   Open& o = find_open(episode_id);
   o.last_active = Clock::now();
-  return o.episode->answer(text);
+  return o.episode->answer(text, episode_bytes_ - o.reserved);
 }
 
 json GatewayService::reward(uint64_t episode_id, const json& body) {
@@ -373,6 +391,24 @@ json GatewayService::describe(uint64_t episode_id) const {
                      {"logprobs", c.logprobs},
                      {"versions", c.versions}});
   return {{"id", episode_id}, {"status", "open"}, {"slot", o.episode->slot()}, {"calls", calls}};
+}
+
+std::vector<uint8_t> finished_group_payload(FinishedGroup& group, size_t slot_bytes, const std::string& who) {
+  std::vector<uint8_t> payload = encode_trajectories(group.episodes);
+  if (payload.size() <= slot_bytes) return payload;
+  const std::string why = "its group's record took " + std::to_string(payload.size()) +
+                          " bytes, more than its data-pool slot (" + std::to_string(slot_bytes) +
+                          " bytes, pool.slot_mib)";
+  log_warn(who + ": slot " + std::to_string(group.slot) + " (" + std::to_string(group.episodes.size()) +
+           " episodes): " + why + "; its episodes are recorded as abandoned, without their calls");
+  for (Trajectory& t : group.episodes) {
+    t.calls.clear();
+    t.signals.clear();
+    t.final_answer.clear();
+    t.abandoned = true;
+    t.end_reason = "abandoned: " + why;
+  }
+  return encode_trajectories(group.episodes);
 }
 
 }  // namespace forge

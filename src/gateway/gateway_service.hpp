@@ -48,6 +48,12 @@ struct FinishedGroup {
   std::vector<Trajectory> episodes;
 };
 
+// The data-pool payload of a finished group (trajectory_codec). One over
+// slot_bytes (the episodes' budgets keep it within) does not stop the run:
+// its episodes are recorded as abandoned without their calls (not trained
+// on), with a warning from `who` naming the slot.
+std::vector<uint8_t> finished_group_payload(FinishedGroup& group, size_t slot_bytes, const std::string& who);
+
 struct GatewayCounters {
   int64_t opened = 0, closed = 0, abandoned = 0, requests = 0, errors = 0, timeouts = 0;
 };
@@ -80,8 +86,10 @@ class GatewayService {
   std::vector<FinishedGroup> take_finished_groups();
   // Abandons open episodes with no call in flight that were idle longer than
   // gateway.idle_deadline_s or open longer than episode_deadline_s (the
-  // pool's straggler deadline).
-  void expire(double episode_deadline_s);
+  // pool's straggler deadline). unseen_s: how long the oldest request not yet
+  // seen (waiting for a handler thread) has waited; it may be any episode's,
+  // so idleness is judged as of its arrival.
+  void expire(double episode_deadline_s, double unseen_s = 0);
   void stop(const std::string& reason);
   GatewayCounters counters() const;
 

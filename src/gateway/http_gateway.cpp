@@ -2,13 +2,20 @@
 
 #include <httplib.h>
 
+#include <poll.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "core/log.hpp"
 #include "gateway/openai_replies.hpp"
@@ -17,26 +24,153 @@
 namespace forge {
 
 using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Connections accepted and not yet picked up by a handler thread, by arrival.
+struct QueuedConnections {
+  std::mutex mu;
+  uint64_t next = 0;
+  std::map<uint64_t, Clock::time_point> waiting;
+};
 
 namespace {
+
+// A connection's socket for httplib, with one time budget for all its waits
+// on the client: a client that trickles its request (or reads its reply
+// slowly) runs out of it, however it paces its bytes. MSG_NOSIGNAL: a
+// client gone mid-reply is an error, not SIGPIPE.
+class ClientStream : public httplib::Stream {
+ public:
+  ClientStream(int sock, Clock::duration budget) : sock_(sock), left_(budget) {}
+
+  bool is_readable() const override { return wait(POLLIN); }
+  bool is_writable() const override { return wait(POLLOUT); }
+  ssize_t read(char* ptr, size_t size) override {
+    while (begin_ == end_) {  // httplib reads requests byte by byte: buffer them
+      if (!wait(POLLIN)) return -1;
+      const ssize_t n = ::recv(sock_, buf_, sizeof buf_, MSG_DONTWAIT);
+      if (n == 0) return 0;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+      begin_ = 0;
+      end_ = static_cast<size_t>(std::max<ssize_t>(n, 0));
+    }
+    const size_t n = std::min(size, end_ - begin_);
+    std::memcpy(ptr, buf_ + begin_, n);
+    begin_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    for (;;) {
+      if (!wait(POLLOUT)) return -1;
+      const ssize_t n = ::send(sock_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return n;
+    }
+  }
+  // Ends the reply (FIN) and reads what the client still sends, up to
+  // `limit` bytes: closing with unread bytes would reset the connection,
+  // and a client still sending its body would lose the reply.
+  void drain(size_t limit) {
+    ::shutdown(sock_, SHUT_WR);
+    char buf[4096];
+    for (size_t n = 0; n < limit;) {
+      const ssize_t r = read(buf, sizeof buf);
+      if (r <= 0) return;
+      n += static_cast<size_t>(r);
+    }
+  }
+  // Not needed by the gateway's handlers.
+  void get_remote_ip_and_port(std::string&, int&) const override {}
+  void get_local_ip_and_port(std::string&, int&) const override {}
+  int socket() const override { return sock_; }
+
+ private:
+  // Waits for `events` out of what is left of the budget.
+  bool wait(short events) const {
+    while (left_ > Clock::duration::zero()) {
+      pollfd p{sock_, events, 0};
+      const auto start = Clock::now();
+      const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left_).count();
+      const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
+      left_ -= Clock::now() - start;
+      if (r > 0) return true;  // ready, or hung up / failed: the recv or send says which
+      if (r < 0 && errno != EINTR) return false;
+    }
+    return false;
+  }
+
+  int sock_;
+  mutable Clock::duration left_;
+  char buf_[4096];
+  size_t begin_ = 0, end_ = 0;
+};
+
+// Set on a handler thread when its request was answered without reading the
+// body (refuse_unbounded_body): the connection then drains it before closing.
+thread_local bool body_unread = false;
 
 // Debian's libcpp-httplib is built with a listen backlog of 5: a burst of
 // connections overflows it and the kernel drops handshakes. Listening again
 // on the bound socket raises the backlog (Linux updates it in place).
+// Connections are served here rather than by httplib's own loop: one request
+// each (a kept-alive idle connection would hold its handler thread while
+// other requests queue), through a ClientStream, and tracked so that stop()
+// can cut them.
 class GatewayHttpServer : public httplib::Server {
  public:
   bool raise_listen_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+  // Shuts down the connections being served (their waits end at once) and
+  // refuses the ones not yet started.
+  void cut_connections() {
+    std::lock_guard lock(mu_);
+    cutting_ = true;
+    for (const int sock : serving_) ::shutdown(sock, SHUT_RDWR);
+  }
+
+ private:
+  bool process_and_close_socket(int sock) override {
+    bool ok = false;
+    if (begin_serving(sock)) {
+      ClientStream strm(sock, std::chrono::seconds(HttpGateway::kClientIoSeconds));
+      bool closed = false;
+      ok = process_request(strm, /*close_connection=*/true, closed, nullptr);
+      if (std::exchange(body_unread, false)) strm.drain(payload_max_length_);
+      std::lock_guard lock(mu_);
+      serving_.erase(sock);  // before close: the number may be reused
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+  bool begin_serving(int sock) {
+    std::lock_guard lock(mu_);
+    if (cutting_ || svr_sock_ == INVALID_SOCKET) return false;
+    serving_.insert(sock);
+    return true;
+  }
+
+  std::mutex mu_;
+  std::set<int> serving_;
+  bool cutting_ = false;
 };
 
-// httplib's thread pool, counting the connections that wait for a thread.
-class CountingThreadPool : public httplib::TaskQueue {
+// httplib's thread pool, recording when each connection began to wait for a
+// thread.
+class QueueingThreadPool : public httplib::TaskQueue {
  public:
-  CountingThreadPool(size_t threads, std::shared_ptr<std::atomic<int64_t>> queued)
+  QueueingThreadPool(size_t threads, std::shared_ptr<QueuedConnections> queued)
       : pool_(threads), queued_(std::move(queued)) {}
   void enqueue(std::function<void()> fn) override {
-    ++*queued_;
-    pool_.enqueue([queued = queued_, fn = std::move(fn)] {
-      --*queued;
+    uint64_t id = 0;
+    {
+      std::lock_guard lock(queued_->mu);
+      id = queued_->next++;
+      queued_->waiting.emplace(id, Clock::now());
+    }
+    pool_.enqueue([queued = queued_, id, fn = std::move(fn)] {
+      {
+        std::lock_guard lock(queued->mu);
+        queued->waiting.erase(id);
+      }
       fn();
     });
   }
@@ -44,7 +178,7 @@ class CountingThreadPool : public httplib::TaskQueue {
 
  private:
   httplib::ThreadPool pool_;
-  std::shared_ptr<std::atomic<int64_t>> queued_;
+  std::shared_ptr<QueuedConnections> queued_;
 };
 
 json error_body(const std::string& message, const std::string& type, int status) {
@@ -56,10 +190,12 @@ void send_json(httplib::Response& res, int status, const json& body) {
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
+// The token of "Authorization: Bearer <token>" (the scheme in any case).
 std::string bearer(const httplib::Request& req) {
   const std::string h = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  return h.rfind(prefix, 0) == 0 ? h.substr(prefix.size()) : "";
+  if (h.size() < 7 || strncasecmp(h.c_str(), "bearer ", 7) != 0) return "";
+  const size_t start = h.find_first_not_of(' ', 7);
+  return start == std::string::npos ? "" : h.substr(start);
 }
 
 // Constant-time comparison of secrets.
@@ -71,11 +207,7 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 json parse_body(const httplib::Request& req) {
   if (req.body.empty()) return json::object();
-  try {
-    return json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    throw bad_request(std::string("malformed JSON body: ") + e.what());
-  }
+  return parse_client_json(req.body, "the body");
 }
 
 uint64_t episode_in_path(const httplib::Request& req) {
@@ -106,21 +238,52 @@ void send_events(httplib::Response& res, std::vector<json> chunks) {
   });
 }
 
+// A body must come with Content-Length and uncompressed: only then does
+// gateway.max_request_kib bound it before it is read (httplib reads chunked
+// and length-less bodies, and inflates compressed ones, without a limit).
+httplib::Server::HandlerResponse refuse_unbounded_body(const httplib::Request& req, httplib::Response& res) {
+  const bool has_body = req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS";
+  const std::string encoding = req.get_header_value("Content-Encoding");
+  if (req.has_header("Transfer-Encoding") || (has_body && !req.has_header("Content-Length")))
+    send_json(res, 411,
+              error_body("send the body with a Content-Length header (Transfer-Encoding is not supported)",
+                         "invalid_request_error", 411));
+  else if (!encoding.empty() && strcasecmp(encoding.c_str(), "identity") != 0)
+    send_json(res, 415,
+              error_body("Content-Encoding '" + encoding + "' is not supported: send the body uncompressed",
+                         "invalid_request_error", 415));
+  else
+    return httplib::Server::HandlerResponse::Unhandled;
+  body_unread = true;
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+// The message of an error httplib answered before any route ran.
+std::string http_error_message(int status, const httplib::Request& req) {
+  switch (status) {
+    case 404: return "no route " + req.method + " " + req.path;
+    case 413: return "request body too large (gateway.max_request_kib)";
+    case 400: return "malformed HTTP request (bad request line or header, incomplete body or bad Content-Length)";
+    case 414:
+    case 431: return "request line or header too long";
+    default: return "HTTP error " + std::to_string(status);
+  }
+}
+
 }  // namespace
 
-HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, int port)
-    : service_(service), config_(config), server_(std::make_unique<GatewayHttpServer>()) {
+HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, int port, std::string name)
+    : service_(service),
+      config_(config),
+      name_(std::move(name)),
+      server_(std::make_unique<GatewayHttpServer>()),
+      queued_(std::make_shared<QueuedConnections>()) {
   const int threads = config.http_threads;
   server_->new_task_queue = [threads, queued = queued_] {
-    return new CountingThreadPool(static_cast<size_t>(threads), queued);
+    return new QueueingThreadPool(static_cast<size_t>(threads), queued);
   };
   server_->set_payload_max_length(static_cast<size_t>(config.max_request_kib) * 1024);
-  // A handler thread serves one connection at a time: a kept-alive idle
-  // connection would hold its thread (up to the keep-alive timeout) while
-  // other requests queue, so each connection carries one request.
-  server_->set_keep_alive_max_count(1);
-  server_->set_read_timeout(30, 0);
-  server_->set_write_timeout(30, 0);
+  server_->set_pre_routing_handler(refuse_unbounded_body);
   add_routes();
   int bound = port;
   if (port == 0) {
@@ -141,19 +304,37 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
   url_ = "http://" + host + ":" + std::to_string(bound);
   // stop() is a no-op until the server runs: wait for it (or for a listen
   // that failed at once) so that an early stop cannot miss it.
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  thread_ = std::thread([this, done] {
-    server_->listen_after_bind();
-    *done = true;
+  std::promise<void> served;
+  served_ = served.get_future();
+  thread_ = std::thread([this, served = std::move(served)]() mutable {
+    server_->listen_after_bind();  // returns once its handler threads are joined
+    served.set_value();
   });
-  while (!server_->is_running() && !*done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!server_->is_running() && served_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 HttpGateway::~HttpGateway() { stop(); }
 
-void HttpGateway::stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+double HttpGateway::oldest_queued_s() const {
+  std::lock_guard lock(queued_->mu);
+  if (queued_->waiting.empty()) return 0;
+  return std::chrono::duration<double>(Clock::now() - queued_->waiting.begin()->second).count();
+}
+
+bool HttpGateway::stop() {
+  if (!thread_.joinable()) return true;
+  server_->stop();
+  static_cast<GatewayHttpServer&>(*server_).cut_connections();
+  if (served_.wait_for(std::chrono::seconds(kStopSeconds)) != std::future_status::ready) {
+    log_warn(name_ + ": HTTP workers did not stop within " + std::to_string(kStopSeconds) +
+             " s; going on without them");
+    thread_.detach();
+    static_cast<void>(server_.release());  // they still use it
+    return false;
+  }
+  thread_.join();
+  return true;
 }
 
 void HttpGateway::add_routes() {
@@ -260,12 +441,10 @@ void HttpGateway::add_routes() {
 
   server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 413)
-      send_json(res, 413, error_body("request body too large (gateway.max_request_kib)", "invalid_request_error", 413));
-    else
-      send_json(res, res.status,
-                error_body("no route " + req.method + " " + req.path,
-                           res.status == 404 ? "not_found_error" : "invalid_request_error", res.status));
+    const char* type = res.status == 404   ? "not_found_error"
+                       : res.status >= 500 ? "server_error"
+                                           : "invalid_request_error";
+    send_json(res, res.status, error_body(http_error_message(res.status, req), type, res.status));
   });
 }
 

@@ -14,16 +14,21 @@
 // episode's key (an episode's routes accept its own key only). Errors are
 // OpenAI-shaped: {"error": {"message", "type", "code"}} with 400 malformed
 // JSON or fields, 401 no or wrong token, 404 unknown episode or route,
-// 409 closed episode, 410 the run has finished, 413 body over
-// gateway.max_request_kib, 503 no episode admitted yet (retry; the reply
-// has Retry-After) or a failed generation, 504 generation past
+// 409 closed or full episode, 410 the run has finished, 411 a body without
+// Content-Length (chunked), 413 body over gateway.max_request_kib, 415 a
+// compressed body, 503 no episode admitted yet (retry; the reply has
+// Retry-After) or a failed generation, 504 generation past
 // gateway.request_deadline_s. "stream": true answers as server-sent events
 // (chat.completion.chunk / text_completion chunks, then [DONE]) once the
 // generation is complete. Every reply carries "forge": the episode, the call
 // index, the sampled token ids, their behaviour logprobs and versions.
+//
+// Connections carry one request each, and a client has kClientIoSeconds in
+// all to send its request and take the reply (however it trickles bytes),
+// so a slow client holds a handler thread that long at most.
 #pragma once
-#include <atomic>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -37,31 +42,42 @@ class Server;
 
 namespace forge {
 
+struct QueuedConnections;
+
 class HttpGateway {
  public:
+  static constexpr int kClientIoSeconds = 30;  // a connection's waits on its client, in all
+  static constexpr int kStopSeconds = 10;      // stop() waits this long for the handler threads
+
   // Binds bind:port (0: a free port) and starts serving; InputError when it
-  // cannot bind.
-  HttpGateway(GatewayService& service, const GatewayConfig& config, int port);
+  // cannot bind. name: this gateway in log lines ("gateway rank 3").
+  HttpGateway(GatewayService& service, const GatewayConfig& config, int port, std::string name = "gateway");
   ~HttpGateway();
   HttpGateway(const HttpGateway&) = delete;
   HttpGateway& operator=(const HttpGateway&) = delete;
 
   const std::string& url() const { return url_; }  // http://host:port
-  // Connections accepted and waiting for a handler thread: while there are
-  // any, some agent's request has not been seen yet, so no episode should
-  // be judged idle.
-  int64_t queued_connections() const { return *queued_; }
-  void stop();                                      // idempotent
+  // How long the oldest connection waiting for a handler thread has waited,
+  // seconds (0: none waits): its request, not yet seen, may be any episode's.
+  double oldest_queued_s() const;
+  // Idempotent. Stops accepting, cuts the connections being served and waits
+  // up to kStopSeconds for the handler threads (call GatewayService::stop
+  // first: it releases the handlers waiting on it). False, with a warning,
+  // when they did not stop in time: they are left running (the process is
+  // ending).
+  bool stop();
 
  private:
   void add_routes();
 
   GatewayService& service_;
   GatewayConfig config_;
+  std::string name_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::future<void> served_;  // ready once the server has stopped and its threads are joined
   std::string url_;
-  std::shared_ptr<std::atomic<int64_t>> queued_ = std::make_shared<std::atomic<int64_t>>(0);
+  std::shared_ptr<QueuedConnections> queued_;
 };
 
 }  // namespace forge

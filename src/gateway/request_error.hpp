@@ -1,8 +1,9 @@
 // A request the gateway refuses: the HTTP status, the OpenAI error type and
 // a message that names what was wrong. Thrown by the gateway's request
 // handling, turned into {"error": {...}} by the HTTP layer; it never affects
-// any other request or episode.
+// any other request or episode. parse_client_json parses what a client sent.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.hpp"
@@ -23,6 +24,29 @@ class RequestError : public InputError {
 
 inline RequestError bad_request(const std::string& message) {
   return RequestError(400, "invalid_request_error", message);
+}
+
+// JSON from a client nests at most this deep: copying, comparing or dumping a
+// value recurses once per level, so a deeper one could overflow the stack.
+inline constexpr int kMaxJsonDepth = 64;
+
+// `text` as JSON; RequestError 400 naming `what` (e.g. "the body") when it is
+// malformed or nests deeper than kMaxJsonDepth. Every JSON text a client
+// sends goes through here.
+inline nlohmann::json parse_client_json(const std::string& text, const std::string& what) {
+  using nlohmann::json;
+  // depth: the containers around the one that starts (0 at the top).
+  const json::parser_callback_t limit = [&what](int depth, json::parse_event_t event, json&) {
+    if (depth >= kMaxJsonDepth &&
+        (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start))
+      throw bad_request("JSON in " + what + " nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return true;
+  };
+  try {
+    return json::parse(text, limit);
+  } catch (const json::exception& e) {
+    throw bad_request("malformed JSON in " + what + ": " + e.what());
+  }
 }
 
 }  // namespace forge

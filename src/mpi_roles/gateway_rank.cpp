@@ -6,11 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "env/env_mix.hpp"
-#include "episode/trajectory_codec.hpp"
 #include "gateway/gateway_service.hpp"
 #include "gateway/http_gateway.hpp"
 #include "mpi_roles/environment_rank.hpp"
@@ -43,7 +41,8 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
   GatewayService service(cfg.gateway, agent.sampling, agent.max_new_tokens, cfg.max_seq_len, episode_bytes,
                          agent.vocabulary ? agent.vocabulary : ScaffoldVocabulary::builtin_ptr());
   const int port = cfg.gateway.port == 0 ? 0 : cfg.gateway.port + cfg.index;
-  HttpGateway http(service, cfg.gateway, port);
+  const std::string name = "gateway rank " + std::to_string(rank);
+  HttpGateway http(service, cfg.gateway, port, name);
   // However this function ends (an error included), waiting requests are
   // released before the server's threads are joined.
   struct StopOnExit {
@@ -83,24 +82,19 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
       progressed = true;
     }
     for (FinishedGroup& g : service.take_finished_groups()) {
+      const std::vector<uint8_t> payload = finished_group_payload(g, pool.config().slot_bytes, name);
       int64_t oldest = -1;
       for (const Trajectory& t : g.episodes) {
         const int32_t v = t.oldest_version();
         if (v >= 0 && (oldest < 0 || v < oldest)) oldest = v;
       }
-      const std::vector<uint8_t> payload = encode_trajectories(g.episodes);
-      if (payload.size() > pool.config().slot_bytes)
-        throw InputError("a gateway group of " + std::to_string(g.episodes.size()) + " episodes takes " +
-                         std::to_string(payload.size()) + " bytes, more than pool.slot_bytes = " +
-                         std::to_string(pool.config().slot_bytes) + "; raise pool.slot_mib");
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
       slots.done(g.slot);
       ++groups;
       progressed = true;
     }
-    // No episode is idle while requests wait for a handler thread.
-    if (since_expiry.seconds() > 0.25 && http.queued_connections() == 0) {
-      service.expire(cfg.producer.episode_deadline_s);
+    if (since_expiry.seconds() > 0.25) {
+      service.expire(cfg.producer.episode_deadline_s, http.oldest_queued_s());
       since_expiry.reset();
     }
     if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(500));

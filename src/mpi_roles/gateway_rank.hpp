@@ -9,8 +9,10 @@
 // back the results, closes idle episodes as abandoned, and completes slot s
 // in the data pool once all G episodes are closed (abandoned ones included,
 // flagged; the learner leaves them out). Each episode may fill
-// pool.slot_bytes / G of its slot. At the learner's stop word (or an error
-// on this rank) the service refuses new work (410) and the HTTP server stops.
+// pool.slot_bytes / G of its slot (a group past its slot all the same is
+// recorded as abandoned, never an error). At the learner's stop word (or an
+// error on this rank) the service refuses new work (410) and the HTTP server
+// stops, cutting its connections (HttpGateway::stop).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <thread>
 
 #include "agent/agent_episode.hpp"
 #include "agent/tool_call_format.hpp"
 #include "env/env_mix.hpp"
+#include "episode/trajectory_codec.hpp"
 #include "gateway/chat_messages.hpp"
 #include "gateway/gateway_service.hpp"
 #include "gateway/request_error.hpp"
@@ -32,6 +34,19 @@ int request_error_status(const std::function<void()>& f) {
   }
   return 0;
 }
+
+std::string request_error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const RequestError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// {"input": [[[...]]]} nested 100,000 deep: copying or dumping it would
+// overflow the stack.
+std::string deep_arguments() { return "{\"input\":" + std::string(100000, '[') + std::string(100000, ']') + "}"; }
 
 TEST(GatewayMessages, RendersLikeTheWhiteBoxScaffoldAndReusesReturnedTokens) {
   const ByteTokenizer tok;
@@ -127,6 +142,26 @@ TEST(GatewayMessages, MalformedMessagesAre400) {
   EXPECT_EQ(status(json::array({{{"role", "user"}, {"content", "x"}}})), 0);
 }
 
+// Too deeply nested arguments and content parts with a non-string type are
+// 400 (not a crash, not a 500); "tool_calls": [] is no tool call.
+TEST(GatewayMessages, DeepArgumentsUntypedPartsAndEmptyToolCalls) {
+  EpisodeTexts texts;
+  const auto render = [&](const json& m) { return render_chat(m, TemplateStyle::kSpecial, CallFormat::kParen, texts); };
+  const json user = {{"role", "user"}, {"content", "x"}};
+  const json function = {{"name", "calc"}, {"arguments", deep_arguments()}};
+  const json deep_call = {{"role", "assistant"},
+                          {"tool_calls", json::array({{{"id", "c"}, {"type", "function"}, {"function", function}}})}};
+  const std::string why = request_error_message([&] { render(json::array({user, deep_call, user})); });
+  EXPECT_NE(why.find("messages[1].tool_calls[0].function.arguments"), std::string::npos) << why;
+  EXPECT_NE(why.find("64"), std::string::npos) << why;
+  const json numeric_type = {{"role", "user"}, {"content", json::array({{{"type", 5}, {"text", "x"}}})}};
+  EXPECT_EQ(request_error_status([&] { render(json::array({numeric_type})); }), 400);
+  const json answer = {{"role", "assistant"}, {"content", "42"}};
+  json no_calls = answer;
+  no_calls["tool_calls"] = json::array();
+  EXPECT_EQ(render(json::array({user, no_calls, user})), render(json::array({user, answer, user})));
+}
+
 TEST(GatewayMessages, ValidUtf8ReplacesBadBytesOnly) {
   EXPECT_EQ(valid_utf8("abc \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), "abc \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
   EXPECT_EQ(valid_utf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
@@ -182,9 +217,9 @@ TEST_F(GatewayEpisodes, EpisodeRecordsCallsBranchesAndRewards) {
   json edited = task["messages"];
   edited.push_back({{"role", "user"}, {"content", "try again"}});
   e->record_chat(e->render_chat(edited), result_for(job, gen), &finish);
-  const json out = e->answer("nonsense");
+  const json out = e->answer("nonsense", 1 << 20);
   EXPECT_EQ(out["outcome"], 0.0);
-  EXPECT_EQ(request_error_status([&] { e->answer("again"); }), 409);
+  EXPECT_EQ(request_error_status([&] { e->answer("again", 1 << 20); }), 409);
   e->post_reward({{"outcome", 1.0}, {"process", 0.25}});
   EXPECT_EQ(request_error_status([&] { e->post_reward({{"bonus", 1}}); }), 400);
   EXPECT_EQ(request_error_status([&] { e->post_reward({{"outcome", "x"}}); }), 400);
@@ -202,6 +237,113 @@ TEST_F(GatewayEpisodes, EpisodeRecordsCallsBranchesAndRewards) {
   EXPECT_FALSE(t.abandoned);
   EXPECT_EQ(t.turns, 4);
   EXPECT_EQ(t.episode_id, 4u);
+}
+
+// A tool result or an answer that would pass the episode's budget is 409 and
+// records nothing; the tool results kept count against the budget.
+TEST_F(GatewayEpisodes, ToolResultsAndAnswersCountAgainstTheBudget) {
+  auto e = episode(0, 0);
+  const size_t before = e->bytes();
+  EXPECT_EQ(request_error_status([&] { e->run_tool("nope", "x", before + 8); }), 409);
+  EXPECT_EQ(e->bytes(), before);
+  EXPECT_TRUE(e->record_so_far().signals.empty());
+  const json r = e->run_tool("nope", "x", 1 << 20);
+  EXPECT_EQ(r["kind"], "bad_call");
+  EXPECT_GE(e->bytes(), before + r["content"].get<std::string>().size());
+  const std::string text(100, 'a');
+  EXPECT_EQ(request_error_status([&] { e->answer(text, e->bytes() + 99); }), 409);
+  EXPECT_EQ(request_error_status([&] { e->answer(text, e->bytes() + 100); }), 0);
+}
+
+// The service's checks of /tool and /answer bodies.
+TEST_F(GatewayEpisodes, ServiceRefusesOversizedToolAndAnswerRequests) {
+  std::vector<std::unique_ptr<GatewayEpisode>> group;
+  group.push_back(episode(0, 0));
+  GatewayService s(gw, sampling, 8, 256, 256 + 64);  // 64 bytes beyond the record's fixed fields
+  s.add_group(0, std::move(group));
+  const json a = s.open();
+  const uint64_t id = a["id"];
+  EXPECT_EQ(request_error_status([&] { s.tool(id, {{"name", std::string(257, 'x')}}); }), 400);
+  const std::string why =
+      request_error_message([&] { s.tool(id, {{"name", "calc"}, {"arguments", deep_arguments()}}); });
+  EXPECT_NE(why.find("nests deeper than 64"), std::string::npos) << why;
+  EXPECT_EQ(request_error_status([&] { s.answer(id, {{"answer", std::string(100, 'a')}}); }), 409);
+  EXPECT_TRUE(s.answer(id, {{"answer", "ok"}})["success"].is_boolean());
+}
+
+// n and max_tokens as OpenAI clients send them: null is absent, 1.0 is 1,
+// a huge max_tokens is capped at max_new_tokens. No generation comes here,
+// so 504 means the request was accepted.
+TEST_F(GatewayEpisodes, CountFieldsAsClientsSendThem) {
+  gw.request_deadline_s = 0.01;
+  std::vector<std::unique_ptr<GatewayEpisode>> group;
+  group.push_back(episode(0, 0));
+  GatewayService s(gw, sampling, 8, 4096, 1 << 20);
+  s.add_group(0, std::move(group));
+  const json a = s.open();
+  const auto status = [&](const json& fields) {
+    json body = {{"messages", a["task"]["messages"]}};
+    body.update(fields);
+    return request_error_status([&] { s.chat(a["id"], body); });
+  };
+  EXPECT_EQ(status({{"n", nullptr}}), 504);
+  EXPECT_EQ(status({{"n", 1.0}}), 504);
+  EXPECT_EQ(status({{"max_tokens", std::numeric_limits<uint64_t>::max()}}), 504);
+  EXPECT_EQ(status({{"max_completion_tokens", 4.0}}), 504);
+  EXPECT_EQ(status({{"n", 2}}), 400);
+  EXPECT_EQ(status({{"n", 1.5}}), 400);
+  EXPECT_EQ(status({{"max_tokens", 0}}), 400);
+  EXPECT_EQ(status({{"max_tokens", -1}}), 400);
+  EXPECT_EQ(status({{"max_tokens", "4"}}), 400);
+  std::vector<int> max_new;
+  for (const GenerationJob& j : s.take_jobs()) max_new.push_back(j.request.sampling.max_new_tokens);
+  EXPECT_EQ(max_new, (std::vector<int>{8, 8, 8, 4}));
+}
+
+// A request waiting for a handler thread may be any episode's: idleness is
+// judged as of its arrival.
+TEST_F(GatewayEpisodes, IdlenessIsJudgedAsOfTheOldestUnseenRequest) {
+  gw.idle_deadline_s = 0;
+  std::vector<std::unique_ptr<GatewayEpisode>> group;
+  group.push_back(episode(0, 0));
+  GatewayService s(gw, sampling, 8, 256, 1 << 20);
+  s.add_group(0, std::move(group));
+  s.open();
+  s.expire(1e9, 3600);  // a request has waited since before the episode opened
+  EXPECT_TRUE(s.take_finished_groups().empty());
+  s.expire(1e9, 0);
+  const auto groups = s.take_finished_groups();
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_TRUE(groups[0].episodes[0].abandoned);
+  EXPECT_NE(groups[0].episodes[0].end_reason.find("idle"), std::string::npos);
+}
+
+// A group whose record passes its slot (the budgets should prevent it) is
+// recorded as abandoned, without its calls; the run goes on.
+TEST_F(GatewayEpisodes, AGroupPastItsSlotIsRecordedAsAbandoned) {
+  FinishedGroup g;
+  g.slot = 7;
+  for (uint64_t i = 0; i < 2; ++i) {
+    Trajectory t;
+    t.episode_id = i;
+    t.calls.push_back({Tokens(1000, 'a'), {'b'}, {-0.5f}, {3}});
+    t.final_answer = "b";
+    g.episodes.push_back(t);
+  }
+  FinishedGroup fits = g;
+  const std::vector<uint8_t> whole = finished_group_payload(fits, 1 << 20, "test");
+  EXPECT_EQ(decode_trajectories(whole.data(), whole.size(), ByteTokenizer::kVocabSize, "whole")[1].calls.size(), 1u);
+  std::vector<uint8_t> payload;
+  EXPECT_NO_THROW(payload = finished_group_payload(g, 1024, "test"));
+  EXPECT_LE(payload.size(), 1024u);
+  const std::vector<Trajectory> back =
+      decode_trajectories(payload.data(), payload.size(), ByteTokenizer::kVocabSize, "dropped");
+  ASSERT_EQ(back.size(), 2u);
+  for (const Trajectory& t : back) {
+    EXPECT_TRUE(t.abandoned);
+    EXPECT_TRUE(t.calls.empty());
+    EXPECT_NE(t.end_reason.find("pool.slot_mib"), std::string::npos) << t.end_reason;
+  }
 }
 
 // An episode open past the pool's straggler deadline is abandoned even when
@@ -299,7 +441,7 @@ TEST_F(GatewayEpisodes, InFlightRequestsBudgetsAndRewards) {
   for (uint64_t i = 0; i < 3; ++i) group.push_back(episode(i, 0));
   // Room for exactly one call of the task prompt (P tokens, up to 8 generated).
   const size_t P = episode(9, 0)->render_chat(episode(9, 0)->task_json()["messages"]).size();
-  const size_t budget = 256 + 16 + 4 * P + 12 * 8;
+  const size_t budget = 256 + GatewayEpisode::call_bytes(P, 8);
   GatewayService s(gw, sampling, 8, 256, budget);
   s.add_group(0, std::move(group));
   const json a = s.open(), b = s.open(), c = s.open();
@@ -369,8 +511,8 @@ TEST_F(GatewayEpisodes, RendersTheWhiteBoxContext) {
     const json reply = black.record_chat(p1, r, &finish);
     ASSERT_EQ(finish, "tool_calls") << style.name();
     messages.push_back(reply);
-    const json obs = black.run_tool(reply["tool_calls"][0]["function"]["name"],
-                                    json::parse(reply["tool_calls"][0]["function"]["arguments"].get<std::string>())["input"]);
+    const json args = json::parse(reply["tool_calls"][0]["function"]["arguments"].get<std::string>());
+    const json obs = black.run_tool(reply["tool_calls"][0]["function"]["name"], args["input"], 1 << 20);
     messages.push_back({{"role", "tool"}, {"tool_call_id", reply["tool_calls"][0]["id"]}, {"content", obs["content"]}});
     if (white.done()) continue;
     request = white.next_request();

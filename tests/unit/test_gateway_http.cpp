@@ -1,0 +1,167 @@
+// The gateway's HTTP front in process, on loopback, with raw requests: an
+// episode served end to end, what httplib would read without a bound refused
+// before the body, its own errors named, and stalled clients cut by stop().
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "agent/agent_episode.hpp"
+#include "env/env_mix.hpp"
+#include "gateway/http_gateway.hpp"
+
+namespace forge {
+namespace {
+
+using nlohmann::json;
+
+const std::string kToken = "test-token-1234";
+
+// A client connection to the gateway at `url`; reads give up after 60 s so
+// that a broken server fails the test instead of hanging it.
+class Client {
+ public:
+  explicit Client(const std::string& url) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+    const timeval tv{60, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~Client() { ::close(fd_); }
+  void send(const std::string& data) {
+    for (size_t off = 0; off < data.size();) {
+      const ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+      ASSERT_GT(n, 0);
+      off += static_cast<size_t>(n);
+    }
+  }
+  void end_sending() { ::shutdown(fd_, SHUT_WR); }
+  // Everything until the server closes (a reset after the reply included).
+  std::string receive() {
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd_, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+
+ private:
+  int fd_;
+};
+
+struct Reply {
+  int status = 0;
+  json body;
+};
+
+Reply round_trip(const std::string& url, const std::string& request, bool end_sending = false) {
+  Client c(url);
+  c.send(request);
+  if (end_sending) c.end_sending();
+  const std::string r = c.receive();
+  Reply out;
+  if (r.size() > 12) out.status = std::stoi(r.substr(9, 3));  // "HTTP/1.1 NNN"
+  const size_t body = r.find("\r\n\r\n");
+  if (body != std::string::npos) out.body = json::parse(r.substr(body + 4), nullptr, false);
+  return out;
+}
+
+std::string message(const Reply& r) {
+  return r.body.is_object() && r.body.contains("error") ? r.body["error"].value("message", "") : "";
+}
+
+struct GatewayHttp : ::testing::Test {
+  GatewayConfig gw;
+  SamplingParams sampling;
+
+  GatewayHttp() {
+    gw.bind = "127.0.0.1";
+    gw.token = kToken;
+    gw.http_threads = 4;
+    gw.max_request_kib = 256;
+  }
+};
+
+TEST_F(GatewayHttp, RefusesUnboundedBodiesAndNamesHttpErrors) {
+  GatewayService service(gw, sampling, 8, 256, 1 << 20);
+  EnvConfig env;
+  env.perturb = false;
+  const EnvMix mix(env);
+  std::vector<std::unique_ptr<GatewayEpisode>> group;
+  group.push_back(std::make_unique<GatewayEpisode>(
+      mix.make_for(11), 11, episode_style(PerturbationSampler(false, {}), 11, 0, StyleMode::kTrain), AgentConfig(), 0,
+      0));
+  service.add_group(0, std::move(group));
+  HttpGateway http(service, gw, 0, "test gateway");
+  const std::string url = http.url(), auth = "Authorization: Bearer " + kToken + "\r\n";
+  const std::string open = "POST /v1/episodes HTTP/1.1\r\nHost: x\r\n" + auth;
+
+  // An episode opened and a tool run, each body with its Content-Length.
+  Reply r = round_trip(url, open + "Content-Length: 2\r\n\r\n{}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string tool = R"({"name": "nope", "arguments": "{\"input\": \"1\"}"})";
+  r = round_trip(url, "POST /v1/episodes/" + std::to_string(r.body["id"].get<uint64_t>()) +
+                          "/tool HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + r.body["api_key"].get<std::string>() +
+                          "\r\nContent-Length: " + std::to_string(tool.size()) + "\r\n\r\n" + tool);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["kind"], "bad_call") << r.body;
+
+  r = round_trip(url, open + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n");
+  EXPECT_EQ(r.status, 411) << r.body;
+  EXPECT_NE(message(r).find("Content-Length"), std::string::npos) << r.body;
+  r = round_trip(url, open + "\r\n");  // no Content-Length
+  EXPECT_EQ(r.status, 411) << r.body;
+  r = round_trip(url, open + "Content-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}");
+  EXPECT_EQ(r.status, 415) << r.body;
+  EXPECT_NE(message(r).find("gzip"), std::string::npos) << r.body;
+
+  r = round_trip(url, open + "Content-Length: 300000\r\n\r\n" + std::string(300000, ' '));
+  EXPECT_EQ(r.status, 413) << r.body;
+  EXPECT_NE(message(r).find("too large"), std::string::npos) << r.body;
+  r = round_trip(url, open + "Content-Length: 100\r\n\r\n{}", /*end_sending=*/true);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(message(r).find("malformed HTTP request"), std::string::npos) << r.body;
+  r = round_trip(url, "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_NE(message(r).find("no route GET /nowhere"), std::string::npos) << r.body;
+
+  // JSON nested 100,000 deep: 400 naming the limit, and the gateway goes on.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  r = round_trip(url, open + "Content-Length: " + std::to_string(deep.size()) + "\r\n\r\n" + deep);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(message(r).find("nests deeper than 64"), std::string::npos) << r.body;
+
+  // The bearer scheme in any case.
+  r = round_trip(url, "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: bearer " + kToken + "\r\n\r\n");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body["data"][0]["id"], "forge-policy");
+}
+
+// A client stalled mid-request holds the only handler thread, so another
+// request queues (its age is reported); stop() cuts both at once.
+TEST_F(GatewayHttp, StopCutsStalledAndQueuedConnections) {
+  gw.http_threads = 1;
+  GatewayService service(gw, sampling, 8, 256, 1 << 20);
+  HttpGateway http(service, gw, 0, "test gateway");
+  Client stalled(http.url()), queued(http.url());
+  stalled.send("GET /v1/mo");
+  queued.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kToken + "\r\n\r\n");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (http.oldest_queued_s() == 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GT(http.oldest_queued_s(), 0);
+  service.stop("the run has finished");
+  EXPECT_TRUE(http.stop());
+  EXPECT_EQ(stalled.receive(), "");
+  EXPECT_EQ(queued.receive(), "");
+}
+
+}  // namespace
+}  // namespace forge
