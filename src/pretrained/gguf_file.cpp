@@ -85,6 +85,8 @@ class Reader {
 
 // The fewest bytes a value of the type takes in the file (a string: its
 // length); 0 for an array or an unknown type.
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 24;
+
 uint64_t min_bytes(uint32_t type) {
   switch (type) {
     case kU8: case kI8: case kBool: return 1;
@@ -114,22 +116,25 @@ GgufFile::Value read_value(Reader& r, uint32_t type, const std::string& key) {
       const uint64_t count = r.get<uint64_t>("an array length");
       if (elem == kArray) r.fail("nested array '" + key + "'");
       if (min_bytes(elem) == 0) r.fail("array '" + key + "' of unknown element type " + std::to_string(elem));
-      // Before anything is reserved: the elements must fit in the rest of the file.
-      if (count > r.left() / min_bytes(elem)) r.fail("array '" + key + "' of " + std::to_string(count) + " elements");
+      // Before anything is read: the elements must fit in the rest of the file,
+      // and in memory (an element takes up to 32 bytes there for 1 in the
+      // file): metadata arrays are a tokenizer's, a few million at most.
+      if (count > r.left() / min_bytes(elem) || count > kMaxArrayElements)
+        r.fail("array '" + key + "' of " + std::to_string(count) + " elements");
       if (elem == kString) {
         std::vector<std::string> v;
-        v.reserve(count);
+        v.reserve(std::min<uint64_t>(count, 1 << 16));
         for (uint64_t i = 0; i < count; ++i) v.push_back(r.str("an array string"));
         return v;
       }
       if (elem == kF32 || elem == kF64) {
         std::vector<double> v;
-        v.reserve(count);
+        v.reserve(std::min<uint64_t>(count, 1 << 16));
         for (uint64_t i = 0; i < count; ++i) v.push_back(std::get<double>(read_value(r, elem, key)));
         return v;
       }
       std::vector<int64_t> v;
-      v.reserve(count);
+      v.reserve(std::min<uint64_t>(count, 1 << 16));
       for (uint64_t i = 0; i < count; ++i) {
         const GgufFile::Value x = read_value(r, elem, key);
         if (const auto* u = std::get_if<uint64_t>(&x)) v.push_back(static_cast<int64_t>(*u));
