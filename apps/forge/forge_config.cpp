@@ -89,6 +89,10 @@ void add_gateway_options(OptionSet& o, GatewayConfig& g) {
   o.add("gateway.http_threads", &g.http_threads, "requests served at once per gateway rank", in_range(1, 4096));
   o.add("gateway.max_request_kib", &g.max_request_kib, "largest request body (KiB); larger gets 413",
         in_range(1, 1 << 20));
+  o.add("gateway.client_io_s", &g.client_io_s,
+        "seconds a connection has, in all, to send its request and take its reply (a client trickling bytes is "
+        "cut then; time spent generating does not count)",
+        in_range(0.1, 3600));
   o.add("gateway.request_deadline_s", &g.request_deadline_s,
         "a request waiting on generation longer gets 504", in_range(0.1, 1e6));
   o.add("gateway.idle_deadline_s", &g.idle_deadline_s,

@@ -17,6 +17,7 @@ struct GatewayConfig {
   std::string token;               // bearer token; empty: FORGE_GATEWAY_TOKEN
   int http_threads = 128;          // requests served at once (others queue)
   int max_request_kib = 1024;      // larger bodies get 413
+  double client_io_s = 30;         // a connection's time to send its request and take its reply, in all
   double request_deadline_s = 120; // a request waiting on generation longer gets 504
   double idle_deadline_s = 120;    // an open episode idle longer is closed, abandoned
   double open_deadline_s = 30;     // opening waits this long for admission, then 503

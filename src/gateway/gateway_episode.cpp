@@ -1,6 +1,8 @@
 #include "gateway/gateway_episode.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "agent/prompt_text.hpp"
 #include "agent/tool_response_format.hpp"
@@ -12,8 +14,17 @@ namespace forge {
 using nlohmann::json;
 
 namespace {
-constexpr size_t kRewriteBytes = 64;  // a history_rewritten signal
+constexpr size_t kRewriteBytes = 64;   // a history_rewritten signal
+constexpr size_t kToolRunBytes = 256;  // a tool run's least record: signals, the result's frame
 }  // namespace
+
+std::string fit_tool_result(const std::string& text, size_t bytes) {
+  static constexpr std::string_view kCut = " [cut: the episode is full]";
+  if (text.size() <= bytes) return text;
+  size_t n = bytes > kCut.size() ? bytes - kCut.size() : 0;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;  // not inside a character
+  return text.substr(0, n) + std::string(kCut);
+}
 
 GatewayEpisode::GatewayEpisode(std::unique_ptr<Environment> env, uint64_t task_seed, const ScaffoldStyle& style,
                                const AgentConfig& config, uint64_t episode_id, uint64_t slot)
@@ -94,14 +105,19 @@ json GatewayEpisode::record_chat(const Tokens& prompt, const GenerationResult& r
 void GatewayEpisode::record_completion(const Tokens& prompt, const GenerationResult& r) { record(prompt, r); }
 
 json GatewayEpisode::run_tool(const std::string& name, const std::string& args, size_t budget) {
+  // Refused before the environment runs it when the share cannot hold a
+  // least record: a refused run must not change the environment.
+  check_budget(kToolRunBytes + name.size(), budget);
   Observation obs = bad_call_observation(signal::kUnknownTool, "unknown tool '" + name + "'");
   for (const ToolSpec& t : task_.tools)
     if (displayed_tool_name(style_.tools, t.name) == name) obs = env_->step({t.name, args});
   std::string content = valid_utf8(render_observation(style_, obs, {name, args}, config_.vocab()));
-  size_t more = content.size();
-  for (const ProcessSignal& s : obs.signals) more += 16 + s.kind.size();
-  check_budget(more, budget);
-  bytes_ += more;
+  size_t signal_bytes = 0;
+  for (const ProcessSignal& s : obs.signals) signal_bytes += 16 + s.kind.size();
+  // A result larger than what is left is cut to fit: the agent is shown, and
+  // the record keeps, the same text.
+  content = fit_tool_result(content, budget - std::min(budget, bytes_ + signal_bytes));
+  bytes_ += content.size() + signal_bytes;
   const int32_t turn = std::max(0, calls() - 1);
   for (ProcessSignal s : obs.signals) {
     s.turn = turn;

@@ -69,8 +69,10 @@ class GatewayEpisode {
   const Trajectory& record_so_far() const { return trajectory_; }
 
   // budget below: the bytes() the episode may reach; past it, RequestError
-  // 409 and nothing is recorded (the environment has run the tool, though).
-  // Runs a task tool (displayed name, argument string): {"content", "kind"}.
+  // 409 and nothing is recorded.
+  // Runs a task tool (displayed name, argument string): {"content", "kind"};
+  // 409 before the environment runs it when fewer than 256 bytes plus the
+  // name are left, and a result past what is left is cut (fit_tool_result).
   nlohmann::json run_tool(const std::string& name, const std::string& args, size_t budget);
   // Verifies the final answer (once): {"outcome", "success"}.
   nlohmann::json answer(const std::string& text, size_t budget);
@@ -96,5 +98,10 @@ class GatewayEpisode {
   bool answered_ = false;
   std::optional<float> posted_outcome_, posted_process_, posted_efficiency_;
 };
+
+// A tool result cut to at most `bytes` (never inside a UTF-8 character)
+// and marked " [cut: the episode is full]"; unchanged when it fits. With
+// fewer bytes than the mark, the mark alone.
+std::string fit_tool_result(const std::string& text, size_t bytes);
 
 }  // namespace forge

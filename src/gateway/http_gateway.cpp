@@ -26,7 +26,8 @@ namespace forge {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Connections accepted and not yet picked up by a handler thread, by arrival.
+// Connections accepted whose request has not been routed yet (waiting for a
+// handler thread, or sending their headers), by arrival.
 struct QueuedConnections {
   std::mutex mu;
   uint64_t next = 0;
@@ -107,6 +108,14 @@ class ClientStream : public httplib::Stream {
 // Set on a handler thread when its request was answered without reading the
 // body (refuse_unbounded_body): the connection then drains it before closing.
 thread_local bool body_unread = false;
+// The connection a handler thread serves, as QueuedConnections knows it.
+thread_local uint64_t serving_id = 0;
+
+// The connection's request has reached routing: it is no longer unseen.
+void mark_routed(QueuedConnections& queued) {
+  std::lock_guard lock(queued.mu);
+  queued.waiting.erase(serving_id);
+}
 
 // Debian's libcpp-httplib is built with a listen backlog of 5: a burst of
 // connections overflows it and the kernel drops handshakes. Listening again
@@ -117,9 +126,14 @@ thread_local bool body_unread = false;
 // can cut them.
 class GatewayHttpServer : public httplib::Server {
  public:
+  explicit GatewayHttpServer(Clock::duration client_io) : client_io_(client_io) {}
   bool raise_listen_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
   // Shuts down the connections being served (their waits end at once) and
   // refuses the ones not yet started.
+  size_t serving() {
+    std::lock_guard lock(mu_);
+    return serving_.size();
+  }
   void cut_connections() {
     std::lock_guard lock(mu_);
     cutting_ = true;
@@ -130,7 +144,7 @@ class GatewayHttpServer : public httplib::Server {
   bool process_and_close_socket(int sock) override {
     bool ok = false;
     if (begin_serving(sock)) {
-      ClientStream strm(sock, std::chrono::seconds(HttpGateway::kClientIoSeconds));
+      ClientStream strm(sock, client_io_);
       bool closed = false;
       ok = process_request(strm, /*close_connection=*/true, closed, nullptr);
       if (std::exchange(body_unread, false)) strm.drain(payload_max_length_);
@@ -148,6 +162,7 @@ class GatewayHttpServer : public httplib::Server {
     return true;
   }
 
+  const Clock::duration client_io_;
   std::mutex mu_;
   std::set<int> serving_;
   bool cutting_ = false;
@@ -166,12 +181,12 @@ class QueueingThreadPool : public httplib::TaskQueue {
       id = queued_->next++;
       queued_->waiting.emplace(id, Clock::now());
     }
+    // The entry stays until routing (mark_routed) or the end of the
+    // connection, whichever comes first.
     pool_.enqueue([queued = queued_, id, fn = std::move(fn)] {
-      {
-        std::lock_guard lock(queued->mu);
-        queued->waiting.erase(id);
-      }
+      serving_id = id;
       fn();
+      mark_routed(*queued);
     });
   }
   void shutdown() override { pool_.shutdown(); }
@@ -241,10 +256,20 @@ void send_events(httplib::Response& res, std::vector<json> chunks) {
 // A body must come with Content-Length and uncompressed: only then does
 // gateway.max_request_kib bound it before it is read (httplib reads chunked
 // and length-less bodies, and inflates compressed ones, without a limit).
-httplib::Server::HandlerResponse refuse_unbounded_body(const httplib::Request& req, httplib::Response& res) {
+// A declared length over the limit is refused here too: httplib would read
+// and discard the whole of it first.
+httplib::Server::HandlerResponse refuse_unbounded_body(const httplib::Request& req, httplib::Response& res,
+                                                       size_t max_bytes) {
   const bool has_body = req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS";
   const std::string encoding = req.get_header_value("Content-Encoding");
-  if (req.has_header("Transfer-Encoding") || (has_body && !req.has_header("Content-Length")))
+  const std::string length = req.get_header_value("Content-Length");
+  size_t declared = 0;
+  const std::errc parsed = std::from_chars(length.data(), length.data() + length.size(), declared).ec;
+  const bool too_long = parsed == std::errc::result_out_of_range || (parsed == std::errc() && declared > max_bytes);
+  if (too_long)
+    send_json(res, 413,
+              error_body("request body too large (gateway.max_request_kib)", "invalid_request_error", 413));
+  else if (req.has_header("Transfer-Encoding") || (has_body && !req.has_header("Content-Length")))
     send_json(res, 411,
               error_body("send the body with a Content-Length header (Transfer-Encoding is not supported)",
                          "invalid_request_error", 411));
@@ -276,14 +301,19 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
     : service_(service),
       config_(config),
       name_(std::move(name)),
-      server_(std::make_unique<GatewayHttpServer>()),
+      server_(std::make_unique<GatewayHttpServer>(
+          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.client_io_s)))),
       queued_(std::make_shared<QueuedConnections>()) {
   const int threads = config.http_threads;
   server_->new_task_queue = [threads, queued = queued_] {
     return new QueueingThreadPool(static_cast<size_t>(threads), queued);
   };
   server_->set_payload_max_length(static_cast<size_t>(config.max_request_kib) * 1024);
-  server_->set_pre_routing_handler(refuse_unbounded_body);
+  const size_t max_bytes = static_cast<size_t>(config.max_request_kib) * 1024;
+  server_->set_pre_routing_handler([queued = queued_, max_bytes](const httplib::Request& req, httplib::Response& res) {
+    mark_routed(*queued);
+    return refuse_unbounded_body(req, res, max_bytes);
+  });
   add_routes();
   int bound = port;
   if (port == 0) {
@@ -315,6 +345,10 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
 }
 
 HttpGateway::~HttpGateway() { stop(); }
+
+size_t HttpGateway::connections_served() const {
+  return static_cast<GatewayHttpServer&>(*server_).serving();
+}
 
 double HttpGateway::oldest_queued_s() const {
   std::lock_guard lock(queued_->mu);

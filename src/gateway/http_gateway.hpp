@@ -23,9 +23,10 @@
 // generation is complete. Every reply carries "forge": the episode, the call
 // index, the sampled token ids, their behaviour logprobs and versions.
 //
-// Connections carry one request each, and a client has kClientIoSeconds in
-// all to send its request and take the reply (however it trickles bytes),
-// so a slow client holds a handler thread that long at most.
+// Connections carry one request each, and a client has gateway.client_io_s
+// in all to send its request and take the reply (however it trickles bytes;
+// time spent generating does not count), so a slow client holds a handler
+// thread that long at most.
 #pragma once
 #include <cstdint>
 #include <future>
@@ -46,7 +47,6 @@ struct QueuedConnections;
 
 class HttpGateway {
  public:
-  static constexpr int kClientIoSeconds = 30;  // a connection's waits on its client, in all
   static constexpr int kStopSeconds = 10;      // stop() waits this long for the handler threads
 
   // Binds bind:port (0: a free port) and starts serving; InputError when it
@@ -57,9 +57,12 @@ class HttpGateway {
   HttpGateway& operator=(const HttpGateway&) = delete;
 
   const std::string& url() const { return url_; }  // http://host:port
-  // How long the oldest connection waiting for a handler thread has waited,
-  // seconds (0: none waits): its request, not yet seen, may be any episode's.
+  // How long the oldest connection whose request has not reached routing
+  // (waiting for a handler thread, or still sending its headers) has
+  // existed, seconds (0: none): its request may be any episode's.
   double oldest_queued_s() const;
+  // Connections a handler thread is serving now.
+  size_t connections_served() const;
   // Idempotent. Stops accepting, cuts the connections being served and waits
   // up to kStopSeconds for the handler threads (call GatewayService::stop
   // first: it releases the handlers waiting on it). False, with a warning,

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <thread>
 
 #include "core/log.hpp"
@@ -38,21 +39,31 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
 
   const size_t episode_bytes = pool.config().slot_bytes / static_cast<size_t>(cfg.producer.group) - 64;
   const AgentConfig& agent = cfg.producer.agent;
-  GatewayService service(cfg.gateway, agent.sampling, agent.max_new_tokens, cfg.max_seq_len, episode_bytes,
-                         agent.vocabulary ? agent.vocabulary : ScaffoldVocabulary::builtin_ptr());
+  auto service_owner = std::make_unique<GatewayService>(
+      cfg.gateway, agent.sampling, agent.max_new_tokens, cfg.max_seq_len, episode_bytes,
+      agent.vocabulary ? agent.vocabulary : ScaffoldVocabulary::builtin_ptr());
+  GatewayService& service = *service_owner;
   const int port = cfg.gateway.port == 0 ? 0 : cfg.gateway.port + cfg.index;
   const std::string name = "gateway rank " + std::to_string(rank);
-  HttpGateway http(service, cfg.gateway, port, name);
+  auto http_owner = std::make_unique<HttpGateway>(service, cfg.gateway, port, name);
+  HttpGateway& http = *http_owner;
   // However this function ends (an error included), waiting requests are
-  // released before the server's threads are joined.
+  // released before the server's threads are joined. Handler threads that
+  // did not stop in time still use the service and the server: both are
+  // then left alive for the rest of the process, not freed under them.
   struct StopOnExit {
-    GatewayService& service;
-    HttpGateway& http;
-    ~StopOnExit() {
-      service.stop("the gateway rank stopped");
-      http.stop();
+    std::unique_ptr<GatewayService>& service;
+    std::unique_ptr<HttpGateway>& http;
+    void operator()(const std::string& why) const {
+      if (!http) return;
+      service->stop(why);
+      if (!http->stop()) {
+        static_cast<void>(http.release());
+        static_cast<void>(service.release());
+      }
     }
-  } stop_on_exit{service, http};
+    ~StopOnExit() { (*this)("the gateway rank stopped"); }
+  } stop_on_exit{service_owner, http_owner};
   if (!cfg.url_file.empty()) write_url_file(cfg.url_file, http.url(), rank);
   log_info("gateway listening on " + http.url() + " (episodes: POST " + http.url() + "/v1/episodes)");
 
@@ -82,12 +93,12 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
       progressed = true;
     }
     for (FinishedGroup& g : service.take_finished_groups()) {
-      const std::vector<uint8_t> payload = finished_group_payload(g, pool.config().slot_bytes, name);
-      int64_t oldest = -1;
+      int64_t oldest = -1;  // before the payload, which may drop the calls
       for (const Trajectory& t : g.episodes) {
         const int32_t v = t.oldest_version();
         if (v >= 0 && (oldest < 0 || v < oldest)) oldest = v;
       }
+      const std::vector<uint8_t> payload = finished_group_payload(g, pool.config().slot_bytes, name);
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
       slots.done(g.slot);
       ++groups;
@@ -99,8 +110,7 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
     }
     if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
-  service.stop(control.stop_code() == kStopSignal ? "the run was stopped (SIGTERM)" : "the run has finished");
-  http.stop();
+  stop_on_exit(control.stop_code() == kStopSignal ? "the run was stopped (SIGTERM)" : "the run has finished");
   const GatewayCounters c = service.counters();
   log_info("gateway: " + std::to_string(groups) + " groups to the pool; " + std::to_string(c.opened) +
            " episodes opened, " + std::to_string(c.closed) + " closed, " +

@@ -255,6 +255,18 @@ TEST_F(GatewayEpisodes, ToolResultsAndAnswersCountAgainstTheBudget) {
   EXPECT_EQ(request_error_status([&] { e->answer(text, e->bytes() + 100); }), 0);
 }
 
+// A tool result past what is left of the share is cut to fit, never inside
+// a UTF-8 character, and marked; one that fits is unchanged.
+TEST(GatewayToolResults, CutToFitAtACharacterBoundary) {
+  const std::string mark = " [cut: the episode is full]";
+  const std::string text = std::string(40, 'a') + "\xC3\xA9" + std::string(40, 'b');  // an e-acute at 40..41
+  EXPECT_EQ(fit_tool_result(text, text.size()), text);
+  EXPECT_EQ(fit_tool_result(text, 40 + mark.size()), std::string(40, 'a') + mark);
+  EXPECT_EQ(fit_tool_result(text, 41 + mark.size()), std::string(40, 'a') + mark);  // not half of the e-acute
+  EXPECT_EQ(fit_tool_result(text, 42 + mark.size()), std::string(40, 'a') + "\xC3\xA9" + mark);
+  EXPECT_EQ(fit_tool_result(text, 3), mark);
+}
+
 // The service's checks of /tool and /answer bodies.
 TEST_F(GatewayEpisodes, ServiceRefusesOversizedToolAndAnswerRequests) {
   std::vector<std::unique_ptr<GatewayEpisode>> group;

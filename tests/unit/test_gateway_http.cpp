@@ -43,6 +43,13 @@ class Client {
       off += static_cast<size_t>(n);
     }
   }
+  // False once the server has closed the connection (a reset: the send
+  // fails, or a recv sees the end).
+  bool try_send(const std::string& data) {
+    char c;
+    if (::recv(fd_, &c, 1, MSG_DONTWAIT | MSG_PEEK) == 0) return false;
+    return ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+  }
   void end_sending() { ::shutdown(fd_, SHUT_WR); }
   // Everything until the server closes (a reset after the reply included).
   std::string receive() {
@@ -144,18 +151,42 @@ TEST_F(GatewayHttp, RefusesUnboundedBodiesAndNamesHttpErrors) {
   EXPECT_EQ(r.body["data"][0]["id"], "forge-policy");
 }
 
+// A client that trickles its request, a byte every 100 ms, is cut once it
+// has had gateway.client_io_s in all (a per-read timeout never fires on it).
+TEST_F(GatewayHttp, ATricklingClientIsCutAtItsTimeBudget) {
+  gw.client_io_s = 1;
+  GatewayService service(gw, sampling, 8, 256, 1 << 20);
+  HttpGateway http(service, gw, 0, "test gateway");
+  Client trickle(http.url());
+  trickle.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Pad: ");
+  bool cut = false;
+  for (int i = 0; i < 100 && !cut; ++i) {  // 10 s of trickling at most
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cut = !trickle.try_send("a");
+  }
+  EXPECT_TRUE(cut) << "a client trickling for 10 s was still served";
+  EXPECT_EQ(trickle.receive().find(" 200 "), std::string::npos);
+  service.stop("the run has finished");
+  EXPECT_TRUE(http.stop());
+}
+
 // A client stalled mid-request holds the only handler thread, so another
-// request queues (its age is reported); stop() cuts both at once.
+// request queues (its age is reported); stop() cuts both at once (the
+// stalled one has a minute of its time budget left).
 TEST_F(GatewayHttp, StopCutsStalledAndQueuedConnections) {
   gw.http_threads = 1;
+  gw.client_io_s = 60;
   GatewayService service(gw, sampling, 8, 256, 1 << 20);
   HttpGateway http(service, gw, 0, "test gateway");
   Client stalled(http.url()), queued(http.url());
   stalled.send("GET /v1/mo");
   queued.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kToken + "\r\n\r\n");
+  // The stalled one holds the thread: one connection served, one unseen
+  // beside it (the stalled request has not reached routing either).
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (http.oldest_queued_s() == 0 && std::chrono::steady_clock::now() < give_up)
+  while (http.connections_served() == 0 && std::chrono::steady_clock::now() < give_up)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(http.connections_served(), 1u);
   EXPECT_GT(http.oldest_queued_s(), 0);
   service.stop("the run has finished");
   EXPECT_TRUE(http.stop());
