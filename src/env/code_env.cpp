@@ -150,18 +150,27 @@ std::string summarize_unittest(const SandboxResult& r) {
 }
 
 // Whether Python and unittest run in a sandbox of `limits`: without them
-// every test run would fail and every code reward be 0, silently. Probed once
-// per process and bwrap binary; InputError naming what is missing.
+// every test run would fail and every code reward be 0, silently. InputError
+// naming what is missing. A verdict is kept per process and bwrap binary;
+// a probe that says nothing about the machine (past its deadline, killed,
+// the user's process limit reached for now) is not kept, and the next task
+// probes again.
 void require_code_runtime(const SandboxLimits& limits) {
   static std::mutex mu;
   static std::map<std::string, std::string> problems;  // bwrap -> "" or why not
   std::lock_guard<std::mutex> lock(mu);
-  const auto [it, first] = problems.try_emplace(limits.bwrap);
-  if (first) {
+  auto it = problems.find(limits.bwrap);
+  if (it == problems.end()) {
     const SandboxResult r = run_sandboxed({{"python3", "-c", "import unittest, importlib"}, {}}, limits);
-    if (r.status == SandboxStatus::kStartFailed) it->second = r.error;
-    else if (!r.ok()) it->second = std::string("python3 -c 'import unittest' ") + to_string(r.status) + ": " +
-                                   std::string(trim(r.output));
+    const bool transient = r.status == SandboxStatus::kTimedOut || r.status == SandboxStatus::kSignaled ||
+                           (r.status == SandboxStatus::kStartFailed &&
+                            r.error.find("Resource temporarily unavailable") != std::string::npos);
+    if (transient) return;
+    std::string why;
+    if (r.status == SandboxStatus::kStartFailed) why = r.error;
+    else if (!r.ok()) why = "python3 -c 'import unittest' exited " + std::to_string(r.exit_code) + ": " +
+                            std::string(trim(r.output));
+    it = problems.emplace(limits.bwrap, why).first;
   }
   if (!it->second.empty())
     throw InputError("env.code_weight > 0, but the code domain cannot run Python in the sandbox (" + it->second +
@@ -259,9 +268,9 @@ Environment::ToolResult CodeEnv::run_tests(const std::string& args) {
   }
   const SandboxResult r = run_test({{"python3", "-m", "unittest", "-q", target}, workspace()});
   const std::string summary = summarize_unittest(r);
-  // Useful when the tests pass and the module computes every case: the
+  // Useful when the tests pass and the module computes their cases: the
   // module's own process cannot vouch for itself (an early exit 0 "passes").
-  const bool useful = !passed_ && name.empty() && r.ok() && hidden_cases_pass();
+  const bool useful = !passed_ && name.empty() && r.ok() && cases_pass(task_.visible_cases);
   if (useful) passed_ = true;
   return {.ok = true, .text = summary, .useful = useful, .test_run = true};
 }
@@ -269,13 +278,20 @@ Environment::ToolResult CodeEnv::run_tests(const std::string& args) {
 Environment::ToolResult CodeEnv::shell(const std::string& args) {
   if (trim(args).empty()) return {false, "shell expects a command, got nothing"};
   if (args.size() > kCommandChars)
-    return {false, "shell: the command has " + std::to_string(args.size()) + " characters; at most " +
+    return {false, "shell: the command has " + std::to_string(args.size()) + " bytes; at most " +
                        std::to_string(kCommandChars)};
+  // What the rules read is what runs: a NUL would end the command early for
+  // exec ("rm -rf *\0..." passes a rule anchored at the end).
+  if (std::any_of(args.begin(), args.end(), [](char c) {
+        return (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') || c == 0x7f;
+      }))
+    return {false, "shell: the command holds a control character (only tab and newline may appear)"};
   if (const auto rule = safety_policy_for(config().safety_rules).forbids(args))
     return {true, "blocked: the command breaks the safety rule '" + *rule + "' and was not run", false, *rule};
   const SandboxResult r = run({{"/bin/sh", "-c", args}, workspace()});
   const std::string refusal = SafetyPolicy::sandbox_refusal(r.output).value_or("");
-  if (r.status == SandboxStatus::kStartFailed) return {true, "error: the sandbox could not start: " + r.error};
+  if (r.status == SandboxStatus::kStartFailed)
+    return {true, "error: the sandbox could not start: " + r.error, false, refusal};
   std::string out = r.output.size() > kShellChars ? r.output.substr(0, kShellChars) + "..." : r.output;
   if (r.status == SandboxStatus::kTimedOut) out += "\n[killed at the deadline]";
   else if (r.status == SandboxStatus::kSignaled) out += "\n[killed by signal " + std::to_string(r.signal) + "]";
@@ -303,10 +319,11 @@ SandboxResult CodeEnv::run_test(SandboxRequest request) const {
   return r;
 }
 
-bool CodeEnv::hidden_cases_pass() const {
+bool CodeEnv::cases_pass(const std::vector<CodeTestCase>& cases) const {
   std::vector<std::string> argv = {"python3", "-c", kCaseRunner, task_.module};
-  for (const CodeTestCase& c : task_.hidden_cases) argv.push_back(c.call);
-  const SandboxResult r = run_test({std::move(argv), workspace()});
+  for (const CodeTestCase& c : cases) argv.push_back(c.call);
+  // The module alone: the test file's expectations are not the module's to read.
+  const SandboxResult r = run_test({std::move(argv), {{task_.module_file, join_lines(lines_)}}});
   if (r.status != SandboxStatus::kExited || r.truncated) return false;
   // The runner's lines, in order; anything else the module printed (a
   // warning) is not one of them, and an extra or missing "=> " line fails.
@@ -314,13 +331,13 @@ bool CodeEnv::hidden_cases_pass() const {
   std::istringstream in(r.output);
   for (std::string line; std::getline(in, line);)
     if (line.rfind("=> ", 0) == 0) got.push_back(line.substr(3));
-  if (got.size() != task_.hidden_cases.size()) return false;
+  if (got.size() != cases.size()) return false;
   for (size_t i = 0; i < got.size(); ++i)
-    if (got[i] != task_.hidden_cases[i].expected) return false;
+    if (got[i] != cases[i].expected) return false;
   return true;
 }
 
-float CodeEnv::score(std::string_view) const { return hidden_cases_pass() ? 1.0f : 0.0f; }
+float CodeEnv::score(std::string_view) const { return cases_pass(task_.hidden_cases) ? 1.0f : 0.0f; }
 
 Solution CodeEnv::solve() const {
   Solution s;

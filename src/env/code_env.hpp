@@ -21,14 +21,15 @@
 //                                         characters
 // Useful (first time only): a read whose range covers the buggy line, the
 // replace that restores it, a run_tests that passes on a module that computes
-// every hidden case. The solver reads the buggy function, replaces the line,
+// the visible cases (the case runner's verdict, not unittest's exit status). The solver reads the buggy function, replaces the line,
 // runs the tests and answers "done".
 // verify(): 1 when the final module computes every hidden case, else 0 (one
-// sandbox run; the answer text is not read). The module runs in a process
-// that is given the cases' calls and prints repr() of each value; forge
-// compares them with the expected values, which never enter the sandbox, so
-// the module's exit status and anything it patches in its own process count
-// for nothing. Test runs (run_tests, verify)
+// sandbox run; the answer text is not read). The module runs alone, in a
+// process that is given the cases' calls and prints repr() of each value;
+// forge compares them with the expected values, which never enter the
+// sandbox, so the module's exit status and anything it patches in its own
+// process count for nothing, and the unseen cases defeat a module that
+// answers from what the test file shows. Test runs (run_tests, verify)
 // are pure functions of the files: their results are kept per process by the
 // exact command and files (env.code_test_cache), so a workspace seen before
 // does not run Python again. Every program runs through the
@@ -76,9 +77,9 @@ class CodeEnv : public Environment {
   // The workspace as it is now (module as edited, visible tests).
   std::vector<SandboxFile> workspace() const;
   SandboxResult run(SandboxRequest request) const;
-  // Whether the module as it is now computes every hidden case (one cached
-  // test run).
-  bool hidden_cases_pass() const;
+  // Whether the module as it is now computes every one of `cases` (one
+  // cached run of the case runner on the module alone).
+  bool cases_pass(const std::vector<CodeTestCase>& cases) const;
   // A test run, answered from the process's cache when the same command ran
   // on the same files before (env.code_test_cache).
   SandboxResult run_test(SandboxRequest request) const;

@@ -12,43 +12,53 @@ const std::vector<CodeTemplate>& code_templates() {
       {"clamp", "x, lo, hi",
        {"    if x < lo:", "        return lo", "    if x > hi:", "        return hi", "    return x"},
        {{"clamp(5, 0, 10)", "5"}, {"clamp(-3, 0, 10)", "0"}, {"clamp(15, 0, 10)", "10"}},
-       {{2, "    if x < hi:", 0}, {1, "        return hi", 1}, {3, "        return lo", 2}}},
+       {{2, "    if x < hi:", 0}, {1, "        return hi", 1}, {3, "        return lo", 2}},
+       {{"clamp(7, 2, 9)", "7"}, {"clamp(-8, -5, 5)", "-5"}, {"clamp(12, 1, 4)", "4"}}},
       {"count_vowels", "s",
        {"    n = 0", "    for c in s.lower():", "        if c in 'aeiou':", "            n += 1", "    return n"},
        {{"count_vowels('banana')", "3"}, {"count_vowels('Sky')", "0"}, {"count_vowels('AEIOU')", "5"}},
-       {{3, "            n += 2", 0}, {0, "    n = 1", 1}, {2, "        if c in 'aeio':", 2}}},
+       {{3, "            n += 2", 0}, {0, "    n = 1", 1}, {2, "        if c in 'aeio':", 2}},
+       {{"count_vowels('Queue')", "4"}, {"count_vowels('rhythm')", "0"}}},
       {"sum_even", "xs",
        {"    total = 0", "    for x in xs:", "        if x % 2 == 0:", "            total += x", "    return total"},
        {{"sum_even([1, 2, 3, 4])", "6"}, {"sum_even([5, 7])", "0"}, {"sum_even([])", "0"}},
-       {{2, "        if x % 2 == 1:", 0}, {3, "            total += 1", 0}, {0, "    total = 1", 2}}},
+       {{2, "        if x % 2 == 1:", 0}, {3, "            total += 1", 0}, {0, "    total = 1", 2}},
+       {{"sum_even([10, 3, -4])", "6"}, {"sum_even([7])", "0"}}},
       {"last_index", "xs, v",
        {"    for i in range(len(xs) - 1, -1, -1):", "        if xs[i] == v:", "            return i", "    return -1"},
        {{"last_index([1, 2, 1], 1)", "2"}, {"last_index([], 3)", "-1"}, {"last_index([4, 5], 4)", "0"}},
-       {{0, "    for i in range(len(xs) - 1, 0, -1):", 2}, {3, "    return 0", 1}, {1, "        if xs[i] != v:", 0}}},
+       {{0, "    for i in range(len(xs) - 1, 0, -1):", 2}, {3, "    return 0", 1}, {1, "        if xs[i] != v:", 0}},
+       {{"last_index([3, 1, 3, 2], 3)", "2"}, {"last_index([9, 8], 9)", "0"}, {"last_index([5, 6], 7)", "-1"}}},
       {"word_lengths", "text",
        {"    out = {}", "    for w in text.split():", "        out[w] = len(w)", "    return out"},
        {{"word_lengths('a bb')", "{'a': 1, 'bb': 2}"}, {"word_lengths('')", "{}"}, {"word_lengths('ccc')", "{'ccc': 3}"}},
-       {{2, "        out[w] = len(w) - 1", 0}, {1, "    for w in text.split(','):", 0}}},
+       {{2, "        out[w] = len(w) - 1", 0}, {1, "    for w in text.split(','):", 0}},
+       {{"word_lengths('to be')", "{'to': 2, 'be': 2}"}}},
       {"average", "xs",
        {"    if not xs:", "        return 0.0", "    return sum(xs) / len(xs)"},
        {{"average([1, 2])", "1.5"}, {"average([])", "0.0"}, {"average([4])", "4.0"}},
-       {{2, "    return sum(xs) / (len(xs) + 1)", 0}, {1, "        return 1.0", 1}, {2, "    return sum(xs) // len(xs)", 0}}},
+       {{2, "    return sum(xs) / (len(xs) + 1)", 0}, {1, "        return 1.0", 1}, {2, "    return sum(xs) // len(xs)", 0}},
+       {{"average([3, 4])", "3.5"}, {"average(())", "0.0"}}},
       {"max_gap", "xs",
        {"    best = 0", "    for a, b in zip(xs, xs[1:]):", "        best = max(best, abs(b - a))", "    return best"},
        {{"max_gap([1, 5, 2])", "4"}, {"max_gap([9, 1])", "8"}, {"max_gap([3])", "0"}},
-       {{2, "        best = max(best, b - a)", 1}, {1, "    for a, b in zip(xs, xs[2:]):", 0}, {0, "    best = 1", 2}}},
+       {{2, "        best = max(best, b - a)", 1}, {1, "    for a, b in zip(xs, xs[2:]):", 0}, {0, "    best = 1", 2}},
+       {{"max_gap([10, 2, 5])", "8"}, {"max_gap([4, 4])", "0"}}},
       {"power", "base, exp",
        {"    result = 1", "    for _ in range(exp):", "        result *= base", "    return result"},
        {{"power(2, 3)", "8"}, {"power(5, 0)", "1"}, {"power(3, 2)", "9"}},
-       {{0, "    result = 0", 0}, {1, "    for _ in range(exp - 1):", 0}, {2, "        result *= exp", 0}}},
+       {{0, "    result = 0", 0}, {1, "    for _ in range(exp - 1):", 0}, {2, "        result *= exp", 0}},
+       {{"power(4, 3)", "64"}}},
       {"is_sorted", "xs",
        {"    for i in range(len(xs) - 1):", "        if xs[i] > xs[i + 1]:", "            return False", "    return True"},
        {{"is_sorted([1, 2, 2, 3])", "True"}, {"is_sorted([3, 1])", "False"}, {"is_sorted([])", "True"}},
-       {{1, "        if xs[i] >= xs[i + 1]:", 0}, {1, "        if xs[i] < xs[i + 1]:", 0}, {2, "            return True", 1}}},
+       {{1, "        if xs[i] >= xs[i + 1]:", 0}, {1, "        if xs[i] < xs[i + 1]:", 0}, {2, "            return True", 1}},
+       {{"is_sorted([5, 5])", "True"}, {"is_sorted([1, 3])", "True"}, {"is_sorted([2, 1, 3])", "False"}}},
       {"safe_div", "a, b",
        {"    if b == 0:", "        return None", "    return a / b"},
        {{"safe_div(6, 3)", "2.0"}, {"safe_div(1, 0)", "None"}, {"safe_div(0, 5)", "0.0"}},
-       {{0, "    if a == 0:", 1}, {2, "    return b / a", 0}}},
+       {{0, "    if a == 0:", 1}, {2, "    return b / a", 0}},
+       {{"safe_div(9, 0)", "None"}, {"safe_div(8, 2)", "4.0"}}},
   };
   return kTemplates;
 }
@@ -121,7 +131,9 @@ CodeTask make_code_task(uint64_t seed, int functions) {
     std::vector<int> cases = {0, 1};
     if (i == buggy && bug.caught_by > 1) cases.push_back(bug.caught_by);
     visible.push_back(cases);
+    for (int c : cases) t.visible_cases.push_back(f.tests[static_cast<size_t>(c)]);
     t.hidden_cases.insert(t.hidden_cases.end(), f.tests.begin(), f.tests.end());
+    t.hidden_cases.insert(t.hidden_cases.end(), f.unseen.begin(), f.unseen.end());
   }
   t.visible_tests = test_file(t, fns, visible);
   const CodeTestCase& failing = fns[buggy]->tests[static_cast<size_t>(bug.caught_by)];

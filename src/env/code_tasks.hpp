@@ -9,7 +9,8 @@
 //      replaced by the buggy line;
 //   3. visible tests (test_<module>.py): per function its first two cases,
 //      plus, for the buggy function, the case that catches the bug;
-//   4. hidden cases (never shown): every case of every function;
+//   4. hidden cases (never shown): every case of every function and its
+//      unseen cases, which no test file holds;
 //   5. the issue text names the failing visible test and its expectation.
 // The fix is the original line; the hidden cases pass on the fixed module
 // and fail on the buggy one (tests/unit/test_code_env.cpp runs every
@@ -40,6 +41,9 @@ struct CodeTemplate {
   std::vector<std::string> body;    // lines, indented by four spaces
   std::vector<CodeTestCase> tests;  // three cases
   std::vector<CodeBug> bugs;
+  // Cases no test file shows: each bug fails at least one of them, so a
+  // module that only knows the visible expectations cannot pass.
+  std::vector<CodeTestCase> unseen;
 };
 
 const std::vector<CodeTemplate>& code_templates();
@@ -53,6 +57,7 @@ struct CodeTask {
   std::string fixed_line;              // the correct text of that line
   int function_first = 0, function_last = 0;  // 1-based lines of the buggy function
   std::string visible_tests;                 // test_file's contents
+  std::vector<CodeTestCase> visible_cases;   // the cases test_file checks
   std::vector<CodeTestCase> hidden_cases;    // graded by CodeEnv::score, never shown
   std::string issue;                   // "test_clamp fails: clamp(15, 0, 10) should return 10"
 };

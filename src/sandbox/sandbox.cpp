@@ -212,6 +212,10 @@ rlim_t tasks_of_user(uid_t uid) {
   set_limit(RLIMIT_CPU, static_cast<rlim_t>(limits.cpu_s), static_cast<rlim_t>(limits.cpu_s + 1));
   const rlim_t bytes = static_cast<rlim_t>(limits.memory_mb) * 1024 * 1024;
   set_limit(RLIMIT_AS, bytes, bytes);
+  // A file (memfd included) no larger than the workspace: memfd pages, like
+  // tmpfs ones, escape RLIMIT_AS.
+  const rlim_t file_bytes = static_cast<rlim_t>(limits.workspace_mb) * 1024 * 1024;
+  set_limit(RLIMIT_FSIZE, file_bytes, file_bytes);
   set_limit(RLIMIT_NPROC, nproc, nproc);
   set_limit(RLIMIT_CORE, 0, 0);
   execvp(argv[0], argv.data());
@@ -397,13 +401,15 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
     r.output.clear();
     return r;
   }
-  // bwrap reports its own failures after the info (a mount it could not
-  // make, a program it could not execute: "bwrap: execvp python3: No such
-  // file or directory") as "bwrap: ..." with status 1: nothing ran.
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && r.output.rfind("bwrap: ", 0) == 0) {
+  // bwrap reports a program it could not execute ("bwrap: execvp python3:
+  // No such file or directory") with status 1 after the info: nothing ran.
+  // Only that exact one line counts; it stays in `output`, so a program
+  // that prints it still shows whatever else it said there.
+  const std::string not_executed = "bwrap: execvp " + request.argv[0] + ": ";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && r.output.rfind(not_executed, 0) == 0 &&
+      r.output.find('\n') == r.output.size() - 1) {
     r.status = SandboxStatus::kStartFailed;
-    r.error = r.output.substr(0, r.output.find('\n'));
-    r.output.clear();
+    r.error = r.output.substr(0, r.output.size() - 1);
     return r;
   }
   if (WIFSIGNALED(status)) {

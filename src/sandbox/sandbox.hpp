@@ -12,8 +12,9 @@
 //   - /dev: bwrap's minimal devices, read-only, with /dev/shm a tmpfs of
 //     `workspace_mb` (tmpfs pages escape RLIMIT_AS);
 //   - limits per process: CPU seconds (RLIMIT_CPU), address space
-//     (RLIMIT_AS), processes of its user (RLIMIT_NPROC: a fork bomb stops
-//     there); output: the first `output_kb` of stdout+stderr are kept, the
+//     (RLIMIT_AS), file size (RLIMIT_FSIZE: workspace_mb; memfd pages are
+//     not address space), processes of its user (RLIMIT_NPROC: a fork bomb
+//     stops there); output: the first `output_kb` of stdout+stderr are kept, the
 //     rest is read and dropped (`truncated`);
 //   - no descriptor of forge's: everything from 4 up but the workspace
 //     files closes on exec (close_range, or /proc/self/fd on old kernels;

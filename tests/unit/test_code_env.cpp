@@ -72,9 +72,11 @@ bool has_signal(const Observation& o, const char* kind) {
   return false;
 }
 
-// One Python run checks the whole library: each clean function passes its
-// three cases; each bug makes its named case fail (a wrong value or an
-// exception).
+// One Python run checks the whole library: each clean function computes its
+// three cases and its unseen ones (repr() equal to the expected text, as the
+// verifier compares); each bug makes its named case fail (a wrong value or an
+// exception), and at least one unseen case: a module that knows only what
+// the test file shows cannot pass the verifier.
 TEST(CodeTasks, EveryBugIsCaughtByItsCaseAndEveryCleanFunctionPasses) {
   REQUIRE_SANDBOX();
   std::string script = "bad = []\n";
@@ -87,10 +89,13 @@ TEST(CodeTasks, EveryBugIsCaughtByItsCaseAndEveryCleanFunctionPasses) {
       for (char ch : src) quoted += ch == '\n' ? std::string("\\n") : ch == '"' ? std::string("\\\"") : std::string(1, ch);
       return "exec(\"" + quoted + "\")\n";
     };
+    ASSERT_FALSE(t.unseen.empty()) << t.name;
     script += define(t.body);
-    for (size_t k = 0; k < t.tests.size(); ++k)
-      script += "if " + t.tests[k].call + " != " + t.tests[k].expected + ": bad.append('clean " + t.name + " case " +
-                std::to_string(k) + "')\n";
+    std::vector<CodeTestCase> all = t.tests;
+    all.insert(all.end(), t.unseen.begin(), t.unseen.end());
+    for (size_t k = 0; k < all.size(); ++k)
+      script += "if repr(" + all[k].call + ") != \"" + all[k].expected + "\": bad.append('clean " + t.name +
+                " case " + std::to_string(k) + "')\n";
     for (size_t b = 0; b < t.bugs.size(); ++b) {
       std::vector<std::string> body = t.body;
       ASSERT_LT(t.bugs[b].line, static_cast<int>(body.size())) << t.name;
@@ -100,6 +105,12 @@ TEST(CodeTasks, EveryBugIsCaughtByItsCaseAndEveryCleanFunctionPasses) {
       const CodeTestCase& c = t.tests[static_cast<size_t>(t.bugs[b].caught_by)];
       script += "try:\n  caught = " + c.call + " != " + c.expected + "\nexcept Exception:\n  caught = True\n";
       script += "if not caught: bad.append('bug " + std::to_string(b) + " of " + t.name + " not caught')\n";
+      script += "unseen_fail = False\n";
+      for (const CodeTestCase& u : t.unseen)
+        script += "try:\n  unseen_fail = unseen_fail or repr(" + u.call + ") != \"" + u.expected +
+                  "\"\nexcept Exception:\n  unseen_fail = True\n";
+      script += "if not unseen_fail: bad.append('bug " + std::to_string(b) + " of " + t.name +
+                " passes every unseen case')\n";
     }
   }
   script += "print('bad:', bad)\n";
@@ -148,9 +159,10 @@ TEST(CodeEnv, SolverFixesTheBugAndTheHiddenTestsPass) {
 }
 
 // The module's own process cannot vouch for it: an edit that exits 0 at
-// import, patches unittest or prints the runner's lines leaves the bug in,
-// and verify says 0 where unittest's exit status said 1; the fix still
-// scores 1.
+// import, patches unittest, prints the runner's lines, or answers the calls
+// the test file shows from a table (patching eval) leaves the bug in, and
+// verify says 0 where unittest's exit status said 1 (the last one is caught
+// by the unseen cases); the fix still scores 1.
 TEST(CodeEnv, TheModuleCannotVouchForItself) {
   REQUIRE_SANDBOX();
   EnvConfig c = code_only();
@@ -159,38 +171,55 @@ TEST(CodeEnv, TheModuleCannotVouchForItself) {
       "import os; os._exit(0)",
       "import unittest; unittest.TestCase.assertEqual = lambda *a, **k: None",
       "print-expected",  // prints the right lines; then the runner prints its own
+      "visible-table",   // eval answers the visible calls from their expectations
+      "print-visible-then-exit",
   };
-  for (std::string exploit : exploits) {
-    CodeEnv env(c);
-    env.reset(11);
-    const CodeTask& t = env.code_task();
-    if (exploit == "print-expected") {
-      exploit = "print(\"";
-      for (const CodeTestCase& k : t.hidden_cases) exploit += "=> " + k.expected + "\\n";
-      exploit += "\", end='')";
+  for (const std::string& name : exploits)
+    // The table on ten tasks: on some of them the bug passes every case of
+    // the template that the test file does not show.
+    for (uint64_t seed = 11; seed < (name == "visible-table" ? 21u : 12u); ++seed) {
+      std::string exploit = name;
+      CodeEnv env(c);
+      env.reset(seed);
+      const CodeTask& t = env.code_task();
+      if (exploit == "print-expected") {
+        exploit = "print(\"";
+        for (const CodeTestCase& k : t.hidden_cases) exploit += "=> " + k.expected + "\\n";
+        exploit += "\", end='')";
+      }
+      std::string table;  // {"clamp(5, 0, 10)": "5", ...}: what the test file shows
+      for (const CodeTestCase& k : t.visible_cases) table += (table.empty() ? "{\"" : ", \"") + k.call + "\": \"" + k.expected + "\"";
+      table += "}";
+      if (exploit == "visible-table")
+        exploit = "import builtins; _e = builtins.eval; _t = " + table +
+                  "; builtins.eval = lambda c, *a: _e(_t[c]) if c in _t else _e(c, *a)";
+      if (exploit == "print-visible-then-exit") {
+        exploit = "import os; _t = " + table + "; print(''.join('=> ' + _t.get(c, '0') + chr(10) for c in [";
+        for (const CodeTestCase& k : t.hidden_cases) exploit += "\"" + k.call + "\", ";
+        exploit += "]), end='', flush=True); os._exit(0)";
+      }
+      // The blank line after the first function: module level.
+      const auto blank = std::find(t.lines.begin(), t.lines.end(), "");
+      ASSERT_NE(blank, t.lines.end());
+      const int line = static_cast<int>(blank - t.lines.begin()) + 1;
+      ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(line) + " " + exploit}).kind,
+                ObservationKind::kOk);
+      // What grading by unittest's exit status said.
+      std::vector<SandboxFile> files = {{t.module_file, join_lines(env.module_lines())},
+                                        {t.test_file, t.visible_tests}};
+      const SandboxResult by_status = run_sandboxed({{"python3", "-m", "unittest", "-q", "test_" + t.module}, files}, {});
+      if (exploit.find("print") == std::string::npos && exploit.find("builtins") == std::string::npos) {
+        EXPECT_TRUE(by_status.ok()) << exploit << ": " << by_status.output;
+      }
+      const Observation run = env.step({"run_tests", ""});
+      EXPECT_FALSE(has_signal(run, signal::kUsefulCall)) << exploit << ": " << run.text;
+      EXPECT_EQ(env.verify("done"), 0.0f) << "seed " << seed << ": " << exploit;
+      // The real fix on top of the exploit line's removal passes.
+      ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(line) + " # blank"}).kind, ObservationKind::kOk);
+      ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(t.bug_line) + " " + t.fixed_line}).kind,
+                ObservationKind::kOk);
+      EXPECT_EQ(env.verify("done"), 1.0f) << exploit;
     }
-    // The blank line after the first function: module level.
-    const auto blank = std::find(t.lines.begin(), t.lines.end(), "");
-    ASSERT_NE(blank, t.lines.end());
-    const int line = static_cast<int>(blank - t.lines.begin()) + 1;
-    ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(line) + " " + exploit}).kind,
-              ObservationKind::kOk);
-    // What grading by unittest's exit status said.
-    std::vector<SandboxFile> files = {{t.module_file, join_lines(env.module_lines())},
-                                      {t.test_file, t.visible_tests}};
-    const SandboxResult by_status = run_sandboxed({{"python3", "-m", "unittest", "-q", "test_" + t.module}, files}, {});
-    if (exploit.find("print") == std::string::npos) {
-      EXPECT_TRUE(by_status.ok()) << exploit << ": " << by_status.output;
-    }
-    const Observation run = env.step({"run_tests", ""});
-    EXPECT_FALSE(has_signal(run, signal::kUsefulCall)) << exploit << ": " << run.text;
-    EXPECT_EQ(env.verify("done"), 0.0f) << exploit;
-    // The real fix on top of the exploit line's removal passes.
-    ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(line) + " # blank"}).kind, ObservationKind::kOk);
-    ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(t.bug_line) + " " + t.fixed_line}).kind,
-              ObservationKind::kOk);
-    EXPECT_EQ(env.verify("done"), 1.0f) << exploit;
-  }
 }
 
 // Without Python (or bwrap) in the sandbox every code reward would be 0:
@@ -233,6 +262,8 @@ TEST(CodeEnv, ToolsRejectBadCallsWithReasons) {
   // A command the safety rules' regexes would take seconds on, or overflow
   // the stack with, is refused by its length.
   bad({"shell", std::string(5000, '(') + "){&"}, "at most 1024");
+  // A NUL ends the command for exec where the rules read on: refused.
+  bad({"shell", std::string("rm -rf *") + '\0' + " # x"}, "control character");
   // Python ends a line at \r (and other control characters are no text):
   // one replace must not write two lines.
   bad({"replace", t.module_file + " " + std::to_string(t.bug_line) + " " + t.fixed_line + "\rimport os"},

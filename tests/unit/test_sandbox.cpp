@@ -265,10 +265,13 @@ TEST(Sandbox, AProgramBwrapCannotExecuteIsAStartFailure) {
   const SandboxResult r = run_sandboxed(cmd({"forge_no_such_program"}), own_users(8));
   EXPECT_EQ(r.status, SandboxStatus::kStartFailed) << to_string(r.status) << " " << r.output;
   EXPECT_NE(r.error.find("forge_no_such_program"), std::string::npos) << r.error;
-  // A program that exits 1 with the same words in its output is a program.
-  const SandboxResult own = run_sandboxed(sh("echo 'not bwrap: execvp x'; exit 1"), own_users(8));
+  // A program that exits 1 with such words in more than that one line is a
+  // program; one that prints exactly the line keeps its output.
+  const SandboxResult own = run_sandboxed(sh("echo 'bwrap: execvp /bin/sh: x'; echo more; exit 1"), own_users(8));
   EXPECT_EQ(own.status, SandboxStatus::kExited);
   EXPECT_EQ(own.exit_code, 1);
+  const SandboxResult mimic = run_sandboxed(sh("echo 'bwrap: execvp /bin/sh: Read-only file system'; exit 1"), own_users(8));
+  EXPECT_EQ(mimic.output, "bwrap: execvp /bin/sh: Read-only file system\n");
 }
 
 // The fallback for kernels without close_range(CLOSE_RANGE_CLOEXEC): every
