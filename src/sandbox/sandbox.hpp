@@ -27,10 +27,13 @@
 // exempt from RLIMIT_NPROC); otherwise it runs as the calling user in a new
 // user namespace, and since RLIMIT_NPROC counts all of that user's tasks the
 // limit is `max_procs` above what the user runs when the sandbox starts. A
-// sandbox that cannot start (no bwrap, no user namespaces, a mount bwrap
-// could not make, a program it could not execute) is a result with status
-// kStartFailed and bwrap's message, never an exception: for an agent it is a
-// tool error of one episode.
+// sandbox that cannot start (no bwrap, no user namespaces, a program bwrap
+// could not execute: exactly one line "bwrap: execvp ARGV0: ..." and status
+// 1) is a result with status kStartFailed and bwrap's message, never an
+// exception: for an agent it is a tool error of one episode. (bwrap's other
+// failures after it started, such as a mount it could not make, read as the
+// program's exit 1; the code domain's first-task probe turns them into an
+// error naming them.)
 #pragma once
 #include <cstdint>
 #include <string>
