@@ -176,6 +176,13 @@ struct GatewayEpisodes : ::testing::Test {
   GatewayConfig gw;
   SamplingParams sampling;
 
+  // Slot 0's group of one episode (id 0), admitted to `s`.
+  void add_one_episode(GatewayService& s) {
+    std::vector<std::unique_ptr<GatewayEpisode>> group;
+    group.push_back(episode(0, 0));
+    s.add_group(0, std::move(group));
+  }
+
   std::unique_ptr<GatewayEpisode> episode(uint64_t id, uint64_t slot) {
     env.perturb = false;
     const EnvMix mix(env);
@@ -269,10 +276,8 @@ TEST(GatewayToolResults, CutToFitAtACharacterBoundary) {
 
 // The service's checks of /tool and /answer bodies.
 TEST_F(GatewayEpisodes, ServiceRefusesOversizedToolAndAnswerRequests) {
-  std::vector<std::unique_ptr<GatewayEpisode>> group;
-  group.push_back(episode(0, 0));
   GatewayService s(gw, sampling, 8, 256, 256 + 64);  // 64 bytes beyond the record's fixed fields
-  s.add_group(0, std::move(group));
+  add_one_episode(s);
   const json a = s.open();
   const uint64_t id = a["id"];
   EXPECT_EQ(request_error_status([&] { s.tool(id, {{"name", std::string(257, 'x')}}); }), 400);
@@ -288,10 +293,8 @@ TEST_F(GatewayEpisodes, ServiceRefusesOversizedToolAndAnswerRequests) {
 // so 504 means the request was accepted.
 TEST_F(GatewayEpisodes, CountFieldsAsClientsSendThem) {
   gw.request_deadline_s = 0.01;
-  std::vector<std::unique_ptr<GatewayEpisode>> group;
-  group.push_back(episode(0, 0));
   GatewayService s(gw, sampling, 8, 4096, 1 << 20);
-  s.add_group(0, std::move(group));
+  add_one_episode(s);
   const json a = s.open();
   const auto status = [&](const json& fields) {
     json body = {{"messages", a["task"]["messages"]}};
@@ -316,10 +319,8 @@ TEST_F(GatewayEpisodes, CountFieldsAsClientsSendThem) {
 // judged as of its arrival.
 TEST_F(GatewayEpisodes, IdlenessIsJudgedAsOfTheOldestUnseenRequest) {
   gw.idle_deadline_s = 0;
-  std::vector<std::unique_ptr<GatewayEpisode>> group;
-  group.push_back(episode(0, 0));
   GatewayService s(gw, sampling, 8, 256, 1 << 20);
-  s.add_group(0, std::move(group));
+  add_one_episode(s);
   s.open();
   s.expire(1e9, 3600);  // a request has waited since before the episode opened
   EXPECT_TRUE(s.take_finished_groups().empty());
@@ -362,9 +363,7 @@ TEST_F(GatewayEpisodes, AGroupPastItsSlotIsRecordedAsAbandoned) {
 // its agent keeps it busy (not idle); the group then completes.
 TEST_F(GatewayEpisodes, EpisodeDeadlineAbandonsOverdueEpisodes) {
   GatewayService s(gw, sampling, 8, 256, 1 << 20);
-  std::vector<std::unique_ptr<GatewayEpisode>> group;
-  group.push_back(episode(0, 0));
-  s.add_group(0, std::move(group));
+  add_one_episode(s);
   const json a = s.open();
   s.expire(1e9);  // neither idle nor overdue
   EXPECT_TRUE(s.take_finished_groups().empty());
