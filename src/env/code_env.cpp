@@ -94,6 +94,13 @@ const SafetyPolicy& safety_policy_for(const std::string& rules) {
   return *p;
 }
 
+// A control character (ASCII 0-31 or DEL) other than those `allowed`.
+bool has_control_char(std::string_view s, std::string_view allowed) {
+  return std::any_of(s.begin(), s.end(), [&](char c) {
+    return ((static_cast<unsigned char>(c) < 0x20 || c == 0x7f) && allowed.find(c) == std::string_view::npos);
+  });
+}
+
 bool parse_int(const std::string& s, int& out) {
   if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return false;
   out = std::stoi(s);
@@ -244,9 +251,7 @@ Environment::ToolResult CodeEnv::replace(const std::string& args) {
   if (file != task_.module_file) return {false, "replace: no file '" + file + "' (edit " + task_.module_file + ")"};
   // One line: no line break Python knows (\r alone is one) nor other
   // control characters; a tab is indentation.
-  const bool one_line = std::none_of(text.begin(), text.end(), [](char c) {
-    return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
-  });
+  const bool one_line = !has_control_char(text, "\t");
   if (!w.has_rest || !parse_int(line_text, line) || !one_line)
     return {false, "replace expects FILE LINE TEXT (one line, no control characters), got '" + args + "'"};
   if (line < 1 || line > static_cast<int>(lines_.size()))
@@ -282,9 +287,7 @@ Environment::ToolResult CodeEnv::shell(const std::string& args) {
                        std::to_string(kCommandChars)};
   // What the rules read is what runs: a NUL would end the command early for
   // exec ("rm -rf *\0..." passes a rule anchored at the end).
-  if (std::any_of(args.begin(), args.end(), [](char c) {
-        return (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') || c == 0x7f;
-      }))
+  if (has_control_char(args, "\t\n"))
     return {false, "shell: the command holds a control character (only tab and newline may appear)"};
   if (const auto rule = safety_policy_for(config().safety_rules).forbids(args))
     return {true, "blocked: the command breaks the safety rule '" + *rule + "' and was not run", false, *rule};
