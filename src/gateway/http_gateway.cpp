@@ -8,13 +8,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <set>
 #include <utility>
 
 #include "core/log.hpp"
@@ -108,8 +109,10 @@ class ClientStream : public httplib::Stream {
 // Set on a handler thread when its request was answered without reading the
 // body (refuse_unbounded_body): the connection then drains it before closing.
 thread_local bool body_unread = false;
-// The connection a handler thread serves, as QueuedConnections knows it.
+// The connection a handler thread serves, as QueuedConnections knows it,
+// and its socket.
 thread_local uint64_t serving_id = 0;
+thread_local int serving_sock = -1;
 
 // The connection's request has reached routing: it is no longer unseen.
 void mark_routed(QueuedConnections& queued) {
@@ -123,21 +126,34 @@ void mark_routed(QueuedConnections& queued) {
 // Connections are served here rather than by httplib's own loop: one request
 // each (a kept-alive idle connection would hold its handler thread while
 // other requests queue), through a ClientStream, and tracked so that stop()
-// can cut them.
+// can cut them. A connection whose request was read and handed to a handler
+// is replying: stop() lets it finish (a reply cut mid-body leaves the client
+// not knowing whether its request was done), within a grace.
 class GatewayHttpServer : public httplib::Server {
  public:
   explicit GatewayHttpServer(Clock::duration client_io) : client_io_(client_io) {}
   bool raise_listen_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
-  // Shuts down the connections being served (their waits end at once) and
-  // refuses the ones not yet started.
   size_t serving() {
     std::lock_guard lock(mu_);
     return serving_.size();
   }
-  void cut_connections() {
+  // The calling handler thread's connection has its request and is replying.
+  void mark_replying() {
     std::lock_guard lock(mu_);
+    if (const auto it = serving_.find(serving_sock); it != serving_.end()) it->second = true;
+  }
+  // Refuses the connections not yet started and shuts down those still
+  // waiting on their client (their waits end at once); the replying ones
+  // have up to `grace` to finish before they are shut down too.
+  void cut_connections(Clock::duration grace) {
+    std::unique_lock lock(mu_);
     cutting_ = true;
-    for (const int sock : serving_) ::shutdown(sock, SHUT_RDWR);
+    for (const auto& [sock, replying] : serving_)
+      if (!replying) ::shutdown(sock, SHUT_RDWR);
+    ended_.wait_for(lock, grace, [&] {
+      return std::none_of(serving_.begin(), serving_.end(), [](const auto& s) { return s.second; });
+    });
+    for (const auto& [sock, replying] : serving_) ::shutdown(sock, SHUT_RDWR);
   }
 
  private:
@@ -146,10 +162,13 @@ class GatewayHttpServer : public httplib::Server {
     if (begin_serving(sock)) {
       ClientStream strm(sock, client_io_);
       bool closed = false;
+      serving_sock = sock;
       ok = process_request(strm, /*close_connection=*/true, closed, nullptr);
       if (std::exchange(body_unread, false)) strm.drain(payload_max_length_);
+      serving_sock = -1;
       std::lock_guard lock(mu_);
       serving_.erase(sock);  // before close: the number may be reused
+      ended_.notify_all();
     }
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
@@ -158,13 +177,14 @@ class GatewayHttpServer : public httplib::Server {
   bool begin_serving(int sock) {
     std::lock_guard lock(mu_);
     if (cutting_ || svr_sock_ == INVALID_SOCKET) return false;
-    serving_.insert(sock);
+    serving_.emplace(sock, false);
     return true;
   }
 
   const Clock::duration client_io_;
   std::mutex mu_;
-  std::set<int> serving_;
+  std::condition_variable ended_;
+  std::map<int, bool> serving_;  // socket -> replying
   bool cutting_ = false;
 };
 
@@ -310,10 +330,14 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
   };
   server_->set_payload_max_length(static_cast<size_t>(config.max_request_kib) * 1024);
   const size_t max_bytes = static_cast<size_t>(config.max_request_kib) * 1024;
-  server_->set_pre_routing_handler([queued = queued_, max_bytes](const httplib::Request& req, httplib::Response& res) {
-    mark_routed(*queued);
-    return refuse_unbounded_body(req, res, max_bytes);
-  });
+  auto& server = static_cast<GatewayHttpServer&>(*server_);
+  server_->set_pre_routing_handler(
+      [queued = queued_, max_bytes, &server](const httplib::Request& req, httplib::Response& res) {
+        mark_routed(*queued);
+        const auto handled = refuse_unbounded_body(req, res, max_bytes);
+        if (handled == httplib::Server::HandlerResponse::Handled) server.mark_replying();
+        return handled;
+      });
   add_routes();
   int bound = port;
   if (port == 0) {
@@ -359,7 +383,7 @@ double HttpGateway::oldest_queued_s() const {
 bool HttpGateway::stop() {
   if (!thread_.joinable()) return true;
   server_->stop();
-  static_cast<GatewayHttpServer&>(*server_).cut_connections();
+  static_cast<GatewayHttpServer&>(*server_).cut_connections(std::chrono::seconds(kReplyGraceSeconds));
   if (served_.wait_for(std::chrono::seconds(kStopSeconds)) != std::future_status::ready) {
     log_warn(name_ + ": HTTP workers did not stop within " + std::to_string(kStopSeconds) +
              " s; going on without them");
@@ -374,8 +398,10 @@ bool HttpGateway::stop() {
 void HttpGateway::add_routes() {
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
   // Errors become OpenAI-shaped bodies; nothing escapes to the server.
-  const auto guarded = [](Handler h) {
-    return [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+  // The handler has the whole request: its connection is replying.
+  const auto guarded = [&server = static_cast<GatewayHttpServer&>(*server_)](Handler h) {
+    return [h = std::move(h), &server](const httplib::Request& req, httplib::Response& res) {
+      server.mark_replying();
       try {
         h(req, res);
       } catch (const RequestError& e) {

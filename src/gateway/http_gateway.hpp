@@ -48,6 +48,7 @@ struct QueuedConnections;
 class HttpGateway {
  public:
   static constexpr int kStopSeconds = 10;      // stop() waits this long for the handler threads
+  static constexpr int kReplyGraceSeconds = 2;  // ... and first this long for replies being written
 
   // Binds bind:port (0: a free port) and starts serving; InputError when it
   // cannot bind. name: this gateway in log lines ("gateway rank 3").
@@ -63,9 +64,11 @@ class HttpGateway {
   double oldest_queued_s() const;
   // Connections a handler thread is serving now.
   size_t connections_served() const;
-  // Idempotent. Stops accepting, cuts the connections being served and waits
-  // up to kStopSeconds for the handler threads (call GatewayService::stop
-  // first: it releases the handlers waiting on it). False, with a warning,
+  // Idempotent. Stops accepting, cuts the connections still sending their
+  // request, lets those being replied to finish (up to kReplyGraceSeconds,
+  // then cuts them) and waits up to kStopSeconds for the handler threads
+  // (call GatewayService::stop first: it releases the handlers waiting on
+  // it, which then reply 410). False, with a warning,
   // when they did not stop in time: they are left running (the process is
   // ending).
   bool stop();

@@ -1,6 +1,7 @@
 // The gateway's HTTP front in process, on loopback, with raw requests: an
 // episode served end to end, what httplib would read without a bound refused
-// before the body, its own errors named, and stalled clients cut by stop().
+// before the body, its own errors named, stalled clients cut by stop() and
+// a reply being made when stop() begins delivered whole.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -94,18 +95,22 @@ struct GatewayHttp : ::testing::Test {
     gw.http_threads = 4;
     gw.max_request_kib = 256;
   }
+  // One admitted single-episode group (slot 0).
+  static void add_one_episode(GatewayService& service) {
+    EnvConfig env;
+    env.perturb = false;
+    const EnvMix mix(env);
+    std::vector<std::unique_ptr<GatewayEpisode>> group;
+    group.push_back(std::make_unique<GatewayEpisode>(
+        mix.make_for(11), 11, episode_style(PerturbationSampler(false, {}), 11, 0, StyleMode::kTrain),
+        AgentConfig(), 0, 0));
+    service.add_group(0, std::move(group));
+  }
 };
 
 TEST_F(GatewayHttp, RefusesUnboundedBodiesAndNamesHttpErrors) {
   GatewayService service(gw, sampling, 8, 256, 1 << 20);
-  EnvConfig env;
-  env.perturb = false;
-  const EnvMix mix(env);
-  std::vector<std::unique_ptr<GatewayEpisode>> group;
-  group.push_back(std::make_unique<GatewayEpisode>(
-      mix.make_for(11), 11, episode_style(PerturbationSampler(false, {}), 11, 0, StyleMode::kTrain), AgentConfig(), 0,
-      0));
-  service.add_group(0, std::move(group));
+  add_one_episode(service);
   HttpGateway http(service, gw, 0, "test gateway");
   const std::string url = http.url(), auth = "Authorization: Bearer " + kToken + "\r\n";
   const std::string open = "POST /v1/episodes HTTP/1.1\r\nHost: x\r\n" + auth;
@@ -192,6 +197,56 @@ TEST_F(GatewayHttp, StopCutsStalledAndQueuedConnections) {
   EXPECT_TRUE(http.stop());
   EXPECT_EQ(stalled.receive(), "");
   EXPECT_EQ(queued.receive(), "");
+}
+
+// A chat completion is in its handler, waiting for its generation, when
+// stop() begins. The generation then arrives: the client gets the whole
+// reply, not a connection cut after part of it (its request was done, and
+// it must be able to know that).
+TEST_F(GatewayHttp, AReplyBeingMadeWhenStopBeginsIsDeliveredWhole) {
+  gw.request_deadline_s = 60;
+  GatewayService service(gw, sampling, 8, 256, 1 << 20);
+  add_one_episode(service);
+  HttpGateway http(service, gw, 0, "test gateway");
+  const std::string url = http.url();
+  const Reply opened = round_trip(url, "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kToken +
+                                           "\r\nContent-Length: 2\r\n\r\n{}");
+  ASSERT_EQ(opened.status, 200) << opened.body;
+  const std::string chat = R"({"model": "forge-policy", "messages": [{"role": "user", "content": "hi"}]})";
+  Client c(url);
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+         opened.body["api_key"].get<std::string>() + "\r\nContent-Length: " + std::to_string(chat.size()) +
+         "\r\n\r\n" + chat);
+  std::vector<GenerationJob> jobs;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (jobs.empty() && std::chrono::steady_clock::now() < give_up) jobs = service.take_jobs();
+  ASSERT_EQ(jobs.size(), 1u) << "the chat completion never asked for a generation";
+
+  std::thread stopping([&] { EXPECT_TRUE(http.stop()); });
+  // stop() has begun once the listener is closed: a new connection is refused.
+  while (std::chrono::steady_clock::now() < give_up) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    const bool refused = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0;
+    ::close(fd);
+    if (refused) break;
+  }
+  GenerationResult result;
+  result.id = jobs[0].request.id;
+  result.tokens = {ScaffoldVocabulary::builtin().stop_token()};
+  result.logprobs = {-0.5f};
+  result.versions = {1};
+  service.fulfil(result);
+  const std::string reply = c.receive();
+  service.stop("the run has finished");
+  stopping.join();
+  ASSERT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
+  const json body = json::parse(reply.substr(reply.find("\r\n\r\n") + 4), nullptr, false);
+  ASSERT_TRUE(body.is_object()) << reply;
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop") << body;
 }
 
 }  // namespace
