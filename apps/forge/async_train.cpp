@@ -63,9 +63,6 @@
 namespace forge {
 namespace {
 
-volatile std::sig_atomic_t g_terminate = 0;
-extern "C" void on_terminate(int) { g_terminate = 1; }
-
 // OpenMP threads of this rank: run.threads when set; otherwise the node's
 // cores shared among its learner and rollout ranks (environment ranks: 1).
 // `on_node` receives the compute threads of the learner and rollout ranks on
@@ -109,12 +106,13 @@ struct Shared {
   MPI_Comm learners;
   bool resume;                        // --resume (learners)
   const DataPoolState* resumed_pool;  // its data pool (learner 0)
+  volatile std::sig_atomic_t* terminate;  // set by SIGTERM
 };
 
 int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQueue& sends) {
   ForgeConfig& all = *sh.all;
   StandardConfig& cfg = all.base;
-  cfg.optim.total_steps = all.train.steps;
+  if (cfg.optim.total_steps == 0) cfg.optim.total_steps = all.train.steps;
   TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
@@ -143,7 +141,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
   lc.group_wait_key = gateway && all.gateway.agent_wait_s > group_wait_s ? "gateway.agent_wait_s"
                       : episode_s > inner_s ? "pool.episode_deadline_s + mpi.deadline_s"
                                             : "2 x mpi.deadline_s";
-  lc.terminate = &g_terminate;
+  lc.terminate = sh.terminate;
   return run_learner_rank(sh.learners, *sh.layout, pool, weights, sends, model, opt, std::move(lc), start,
                           sh.resumed_pool);
 }
@@ -247,6 +245,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   const RoleLayout layout(world, {all.mpi.learners, all.mpi.rollouts});
   all.update.loss.validate();
   all.update.reward.validate();
+  check_bins_hold_calls(all.train, all.agent.max_context_tokens + all.agent.max_new_tokens);
   if (all.gateway.enabled) all.gateway.resolve_and_validate();
   const Role role = layout.role_of(rank);
   const std::string me = layout.name(rank);
@@ -266,7 +265,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   if (static_cast<uint64_t>(all.train.tasks) * pc.slot_bytes >= (uint64_t{1} << 31))
     throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
                      " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");
-  std::signal(SIGTERM, on_terminate);
+  volatile std::sig_atomic_t* const terminate = cli::catch_sigterm();
   int threads_on_node = 0;
   const int threads = set_compute_threads(threads_for(layout, rank, all.base.run.threads, &threads_on_node));
   cli::log_host_warnings(threads, threads_on_node);
@@ -301,7 +300,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   DataPool pool(MPI_COMM_WORLD, pc, resumed_pool ? &*resumed_pool : nullptr);
   WeightChannel weights(MPI_COMM_WORLD, 0, n_weights);
   const Shared sh{&all, &opts, &layout, learners, resume && role == Role::kLearner,
-                  resumed_pool ? &*resumed_pool : nullptr};
+                  resumed_pool ? &*resumed_pool : nullptr, terminate};
   const int code = or_abort_job(me, [&] {
     SendQueue sends;
     if (role == Role::kLearner) return run_learner(sh, pool, weights, sends);

@@ -219,7 +219,7 @@ int run_sft(int argc, char** argv) {
 
   // Everything is checked (the model built, the task known to fit it) before
   // the run folder and its config.ini are written.
-  cfg.optim.total_steps = sft.steps;
+  if (cfg.optim.total_steps == 0) cfg.optim.total_steps = sft.steps;
   TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;

@@ -12,6 +12,7 @@
 // continue a run with --resume (its newest checkpoint; the data stream and
 // step continue). Episodes and per-step metrics go to RUN_DIR/rollouts.h5
 // (docs/hdf5-schema.md), readable while the run writes it (`forge inspect`).
+#include <algorithm>
 #include <optional>
 
 #include "agent/agent_episode.hpp"
@@ -62,12 +63,13 @@ int run_train(int argc, char** argv) {
   if (!resume) refuse_existing_run(cfg.run.dir, "forge train", true);
   all.update.loss.validate();
   all.update.reward.validate();
+  check_bins_hold_calls(tc, agent.max_context_tokens + agent.max_new_tokens);
   agent.sampling = cfg.sample;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
 
   const int threads = set_compute_threads(cfg.run.threads);
   cli::log_host_warnings(threads);
-  cfg.optim.total_steps = tc.steps;
+  if (cfg.optim.total_steps == 0) cfg.optim.total_steps = tc.steps;
   TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
@@ -114,7 +116,15 @@ int run_train(int argc, char** argv) {
     s.rngs["tasks"] = task_rng.state();
     return s;
   };
+  // SIGTERM (a Slurm time limit): the step under way finishes, then a
+  // checkpoint, and exit 143; `--resume` continues.
+  volatile std::sig_atomic_t* const terminate = cli::catch_sigterm();
   for (int step = start.step; step < tc.steps; ++step) {
+    if (*terminate) {
+      log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
+      log_info("checkpoint " + learner.checkpoint(step, stream_state()) + "; continue with --resume");
+      return 143;
+    }
     Stopwatch sw;
     engine.set_policy_version(step);
     std::vector<AgentEpisode> episodes;
@@ -134,7 +144,7 @@ int run_train(int argc, char** argv) {
     engine.clear_prefix_cache();  // cached k/v belong to the old weights
     learner.record(step, trajs, st, grad_norm, {gen_s, sw.seconds()}, "", stream_state);
   }
-  learner.finish(tc.steps);
+  learner.finish(std::max(start.step, tc.steps));  // a resume past train.steps trains nothing more
   return 0;
 }
 

@@ -22,6 +22,11 @@ LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig&
     const std::string dir = run.dir + "/checkpoints";
     start.resumed_from = latest_checkpoint(dir);
     if (start.resumed_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
+    // Shapes alone would let a changed rope_base or norm_eps through.
+    const std::string differences = model_differences(model.config(), model_source_of(start.resumed_from).config);
+    if (!differences.empty())
+      throw InputError("--resume: checkpoint '" + start.resumed_from + "' was trained with another model (this run "
+                       "against the checkpoint's: " + differences + "); resume with the run's [model] keys");
     start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
     start.step = static_cast<int>(start.checkpoint.step);
     // A requeued job repeats its command line: its train.init was the first
@@ -67,7 +72,10 @@ PolicyUpdateStats Learner::update(const std::vector<Trajectory>& episodes, int64
   update_.policy_version = version;
   const PolicyUpdateStats st = policy_forward_backward(model_, episodes, update_);
   if (setup_.gradient_sum) setup_.gradient_sum(model_.grads(), model_.layout().total);
-  *grad_norm = st.samples ? opt_.step() : 0.0;
+  // No step when nothing trains (every group zero-variance or abandoned, or
+  // every token masked): AdamW's momentum and weight decay would still move
+  // the weights. kept_tokens is the whole batch's, so all learners agree.
+  *grad_norm = st.samples && st.loss.kept_tokens > 0 ? opt_.step() : 0.0;
   return st;
 }
 

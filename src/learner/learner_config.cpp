@@ -1,5 +1,7 @@
 #include "learner/learner_config.hpp"
 
+#include "core/error.hpp"
+
 namespace forge {
 
 void add_run_options(OptionSet& opts, RunConfig& r) {
@@ -22,6 +24,14 @@ void add_run_options(OptionSet& opts, RunConfig& r) {
   opts.add("run.flush_seconds", &r.flush_seconds,
            "seconds between flushes of RUN_DIR/rollouts.h5 (a reader sees data up to the last flush)",
            greater_than(0));
+}
+
+void check_bins_hold_calls(const TrainConfig& train, int max_call_tokens) {
+  if (train.max_tokens < max_call_tokens)
+    throw InputError("train.max_tokens = " + std::to_string(train.max_tokens) +
+                     " cannot hold the longest LLM call an episode may make (agent.max_context_tokens + "
+                     "agent.max_new_tokens = " + std::to_string(max_call_tokens) +
+                     "): raise train.max_tokens or lower those");
 }
 
 void add_train_options(OptionSet& o, TrainConfig& t) {

@@ -61,7 +61,7 @@ void add_optim_options(OptionSet& opts, OptimConfig& o) {
   opts.add("optim.beta2", &o.beta2, "AdamW second-moment decay",
            in_range(0, 1, Interval::kOpenHigh));
   opts.add("optim.eps", &o.eps, "AdamW epsilon", in_range(0, 1, Interval::kOpenLow));
-  opts.add("optim.weight_decay", &o.weight_decay, "decoupled weight decay (matrices only)",
+  opts.add("optim.weight_decay", &o.weight_decay, "decoupled weight decay (weight matrices and the LM head; a tied embedding is the head)",
            in_range(0, 10));
   opts.add("optim.grad_clip", &o.grad_clip, "clip the global gradient L2 norm to this; 0 disables",
            at_least(0));
@@ -69,8 +69,9 @@ void add_optim_options(OptionSet& opts, OptimConfig& o) {
            at_least(0));
   opts.add("optim.schedule", &o.schedule, "learning rate after warm-up",
            one_of({"constant", "cosine"}));
-  opts.add("optim.total_steps", &o.total_steps, "horizon of the cosine schedule, in steps",
-           at_least(1));
+  opts.add("optim.total_steps", &o.total_steps,
+           "horizon of the cosine schedule, in optimizer steps; 0: the run's steps (train.steps or sft.steps)",
+           at_least(0));
   opts.add("optim.min_lr_ratio", &o.min_lr_ratio,
            "final learning rate of the cosine schedule, as a fraction of optim.lr", in_range(0, 1));
 }

@@ -24,7 +24,7 @@ struct OptimConfig {
   float grad_clip = 1.0f;      // global L2 norm; <= 0 disables
   int warmup_steps = 20;
   std::string schedule = "constant";  // constant | cosine
-  int total_steps = 1000;      // horizon of the cosine schedule
+  int total_steps = 0;         // horizon of the cosine schedule (0: the trainer sets its step count)
   float min_lr_ratio = 0.1f;
 };
 

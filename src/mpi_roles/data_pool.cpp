@@ -464,6 +464,13 @@ std::optional<TakenTrajectory> DataPool::take_visible() {
   return out;
 }
 
+Verdict DataPool::judge_held(int64_t staleness) {
+  require_consumer("judge_held");
+  const Verdict v = cfg_.window.verdict(staleness);
+  stats_.add(staleness, v);
+  return v;
+}
+
 DataPoolState DataPool::snapshot() {
   require_consumer("snapshot");
   read_notices();

@@ -140,6 +140,10 @@ class DataPool {
   // (for deadline messages).
   std::string describe_head();
   const StalenessStats& stats() const { return stats_; }
+  // A group the consumer holds outside the pool (restored from a
+  // checkpoint), judged by the staleness cap and counted in stats() as a
+  // take at `staleness` is.
+  Verdict judge_held(int64_t staleness);
   // The state to checkpoint (reads the payloads of finished slots).
   DataPoolState snapshot();
 

@@ -63,9 +63,22 @@ class BatchTaker {
         return std::nullopt;
       }
       if (!held_.empty()) {
-        taken.push_back(std::move(held_.front()));
+        HeldGroup g = std::move(held_.front());
         held_.pop_front();
-        batch.staleness.push_back(version - taken.back().version);
+        const int64_t staleness = version - g.version;
+        // One restored from a checkpoint meets the staleness cap as a take
+        // from the pool does (one held after SIGTERM met it at this version).
+        const Verdict v = g.producer < 0 ? pool_.judge_held(staleness) : Verdict::kTrain;
+        if (v == Verdict::kDrop) {
+          ++batch.dropped;
+          continue;
+        }
+        if (v == Verdict::kMask) {
+          ++batch.masked;
+          continue;
+        }
+        batch.staleness.push_back(staleness);
+        taken.push_back(std::move(g));
         continue;
       }
       std::optional<TakenTrajectory> t = pool_.try_take();

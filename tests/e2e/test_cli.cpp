@@ -3,6 +3,7 @@
 // run.backend = cuda where no GPU can run it, run.precision = bf16 on the cpu
 // backend, and every key listed in configs/default.ini and docs/configuration.md.
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -141,6 +142,17 @@ TEST(Cli, CudaBackendWithoutDeviceIsInputError) {
     EXPECT_EQ(r.rc, 2) << cmd << "\n" << r.err;
     EXPECT_TRUE(contains(r.err, "forge: error: backend 'cuda'")) << cmd << "\n" << r.err;
   }
+}
+
+// A training bin must hold the longest call: refused at start (it was an
+// error after the first step's rollouts), and no run folder is made.
+TEST(Cli, TrainBinsSmallerThanACallAreRefusedAtStart) {
+  const std::string dir = ::testing::TempDir() + "forge_cli_bins_" + std::to_string(getpid());
+  const Result r = forge("train --train.steps=1 --train.max_tokens=128 --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "forge: error: train.max_tokens = 128 cannot hold the longest LLM call")) << r.err;
+  EXPECT_TRUE(contains(r.err, "agent.max_context_tokens + agent.max_new_tokens = 488")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
 }
 
 TEST(Cli, Bf16OnCpuBackendIsInputError) {

@@ -1,7 +1,8 @@
 // `forge train` end to end on a tiny model: two synchronous RL steps run,
 // log rewards, the engine/learner logprob mismatch and the drift of stale
 // tokens, evaluate on seen and
-// held-out styles and checkpoint; --resume continues from the checkpoint.
+// held-out styles and checkpoint; --resume continues from the checkpoint
+// (and refuses another model).
 #include <unistd.h>
 
 #include <filesystem>
@@ -38,6 +39,18 @@ TEST(Train, TinyRunThenResume) {
   EXPECT_TRUE(contains(resumed.err, "step    3")) << resumed.err;
   EXPECT_FALSE(contains(resumed.err, "step    1 ")) << resumed.err;
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoints/ckpt_step_00000003.h5"));
+
+  // A resume with another model of the same shapes (rope_base) is refused,
+  // naming the key; one past train.steps trains nothing and evaluates the
+  // checkpoint's step.
+  const Result rope = forge(std::string("train ") + kTiny +
+                            "--train.steps=4 --model.rope_base=500000 --resume --run.dir=" + dir);
+  EXPECT_EQ(rope.rc, 2);
+  EXPECT_TRUE(contains(rope.err, "model.rope_base 5e+05 against 10000")) << rope.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoints/ckpt_step_00000004.h5"));
+  const Result past = forge(std::string("train ") + kTiny + "--train.steps=2 --resume --run.dir=" + dir);
+  ASSERT_EQ(past.rc, 0) << past.err;
+  EXPECT_TRUE(contains(past.out, "eval at step 3 ")) << past.out;
 
   // The stored config.ini is read by every command (no train-only --resume).
   const Result config = forge("config --config " + dir + "/config.ini");

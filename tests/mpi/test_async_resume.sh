@@ -5,6 +5,9 @@
 #         every 2 steps): whatever the data pool held is lost with the job;
 #   term  SIGTERM of every rank (Slurm's time limit): the learner checkpoints
 #         at the step boundary, with the groups it had already taken;
+#   term_sync  the same run in one process (no mpirun: the synchronous
+#         loop), SIGTERMed: it checkpoints at the step boundary and exits 143
+#         (it once died at once, losing every step since the last checkpoint);
 # each time `forge train --resume` finishes the run. rollouts.h5 must then
 # hold exactly STEPS x 2 groups of 2 episodes, each slot complete and none
 # twice: no group lost or trained twice across the restarts. The interrupted
@@ -20,11 +23,13 @@ ARGS=(--train.steps=$STEPS --train.tasks=2 --train.group=2 --run.checkpoint_ever
 
 interrupt_then_resume() {
   local mode=$1 dir="$WORK/$1" log="$WORK/$1.log"
-  timeout 300 "${MPIRUN[@]}" -np 4 "$FORGE_BIN" train "${TINY[@]}" "${ARGS[@]}" --run.dir="$dir" \
+  local launch=("${MPIRUN[@]}" -np 4)
+  [ "$mode" = term_sync ] && launch=()
+  timeout 300 "${launch[@]}" "$FORGE_BIN" train "${TINY[@]}" "${ARGS[@]}" --run.dir="$dir" \
     --train.steps=1000000 >"$log" 2>&1 &
   local job=$!
   local want="step    5 "
-  [ "$mode" = term ] && want="step    3 "
+  [ "$mode" != kill ] && want="step    3 "
   for _ in $(seq 1200); do
     grep -q "$want" "$log" 2>/dev/null && break
     kill -0 "$job" 2>/dev/null || { cat "$log"; fail "$mode: the job ended early"; }
@@ -33,11 +38,16 @@ interrupt_then_resume() {
   grep -q "$want" "$log" || { cat "$log"; fail "$mode: no '$want' within 120 s"; }
   mapfile -t pids < <(rank_pids "$dir")
   if [ "$mode" = kill ]; then kill -KILL "${pids[@]}"; else kill -TERM "${pids[@]}"; fi
-  wait "$job" || true
+  local rc=0
+  wait "$job" || rc=$?
   [ -z "$(rank_pids "$dir")" ] || fail "$mode: ranks left running"
+  if [ "$mode" = term_sync ]; then
+    [ "$rc" = 143 ] || { cat "$log"; fail "$mode: exit code $rc after SIGTERM, expected 143"; }
+    grep -q "continue with --resume" "$log" || { cat "$log"; fail "$mode: no checkpoint at SIGTERM"; }
+  fi
   ls "$dir"/checkpoints/ckpt_step_*.h5 >/dev/null 2>&1 || { cat "$log"; fail "$mode: no checkpoint"; }
   # Resume with the run's real length.
-  if ! timeout 300 "${MPIRUN[@]}" -np 4 "$FORGE_BIN" train "${TINY[@]}" "${ARGS[@]}" --run.dir="$dir" \
+  if ! timeout 300 "${launch[@]}" "$FORGE_BIN" train "${TINY[@]}" "${ARGS[@]}" --run.dir="$dir" \
       --resume >"$log.resume" 2>&1; then
     cat "$log" "$log.resume"
     fail "$mode: the resumed run failed"
@@ -67,4 +77,5 @@ PY
 
 interrupt_then_resume kill
 interrupt_then_resume term
+interrupt_then_resume term_sync
 echo PASS

@@ -96,6 +96,32 @@ TEST(DataPoolResume, SnapshotKeepsFinishedSkipsTrainedRegeneratesInFlight) {
   }
 }
 
+// Groups a checkpoint kept meet the staleness cap when the resumed learner
+// takes them (they were once trained at any staleness), and are counted.
+TEST(DataPoolResume, HeldGroupsMeetTheStalenessCap) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  DataPoolConfig cfg;
+  cfg.window.n_running = 4;
+  cfg.window.memory = 4;
+  cfg.window.staleness_cap = 1;
+  cfg.window.cap_action = CapAction::kDrop;
+  cfg.slot_bytes = 256;
+  cfg.deadline_s = 30;
+  DataPool pool(MPI_COMM_WORLD, cfg);
+  if (rank == 0) {
+    EXPECT_EQ(pool.judge_held(0), Verdict::kTrain);
+    EXPECT_EQ(pool.judge_held(1), Verdict::kTrain);
+    EXPECT_EQ(pool.judge_held(2), Verdict::kDrop);
+    EXPECT_EQ(pool.stats().count(), 3u);
+    EXPECT_EQ(pool.stats().dropped(), 1u);
+    EXPECT_EQ(pool.stats().max(), 2);
+  } else {
+    EXPECT_THROW(pool.judge_held(0), Error);  // the consumer's alone
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(DataPoolResume, DamagedStateIsAnInputError) {
   DataPoolState st;
   st.head = 10;
