@@ -93,8 +93,8 @@ void RolloutEngine::submit(GenerationRequest r) {
                        std::to_string(r.prompt[i]) + ", outside the vocabulary [0, " +
                        std::to_string(V) + ")");
   if (sp.max_new_tokens < 1) throw InputError(who + "max_new_tokens must be at least 1");
-  if (!(sp.temperature >= 0.0f) || !std::isfinite(sp.temperature))
-    throw InputError(who + "temperature must be finite and >= 0 (0 = greedy)");
+  if (!(sp.temperature == 0.0f || (sp.temperature >= 0.01f && sp.temperature <= 100.0f)))
+    throw InputError(who + "temperature must be 0 (greedy) or in [0.01, 100]");
   if (!(sp.top_p > 0.0f && sp.top_p <= 1.0f)) throw InputError(who + "top_p must lie in (0, 1]");
   if (sp.top_k < 0) throw InputError(who + "top_k must be >= 0 (0 = all)");
 
@@ -123,6 +123,13 @@ bool RolloutEngine::admit(GenerationRequest& r) {
 
   int reuse = 0;
   const PagedKvCache::Prefix* cached = r.session.empty() ? nullptr : cache_.find_session(r.session);
+  if (cached && cached->version != version_) {
+    // Keys and values of older weights (a caller that did not clear the
+    // cache on a new version): reusing them under this version's stamp
+    // would launder their version. Dropped.
+    cache_.release(cache_.take_session(r.session).blocks);
+    cached = nullptr;
+  }
   if (cached) {
     const size_t n = std::min(cached->tokens.size(), r.prompt.size());
     while (reuse < static_cast<int>(n) && cached->tokens[reuse] == r.prompt[reuse]) ++reuse;
@@ -297,6 +304,10 @@ std::vector<GenerationResult> RolloutEngine::step() {
       const float* z = logits + static_cast<size_t>(r) * V;
       const int gen = static_cast<int>(s.res.tokens.size());
       const int32_t tok = drawn[r];
+      if (!std::isfinite(z[tok] - lse[r]))
+        throw Error("rollout engine: the logits of request " + std::to_string(s.req.id) + " at generated token " +
+                    std::to_string(gen) + " are not finite (NaN or inf): the weights of version " +
+                    std::to_string(version_) + " hold non-finite values");
       s.tokens.push_back(tok);
       s.res.tokens.push_back(tok);
       s.res.logprobs.push_back(z[tok] - lse[r]);

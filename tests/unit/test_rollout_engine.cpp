@@ -60,6 +60,12 @@ Ints random_tokens(Rng& rng, int n) {
   return t;
 }
 
+// The next call's prompt: this one's with the reply appended.
+Ints followed_by(Ints prompt, const GenerationResult& reply) {
+  prompt.insert(prompt.end(), reply.tokens.begin(), reply.tokens.end());
+  return prompt;
+}
+
 GenerationRequest request(uint64_t id, Ints prompt, int max_new, float temperature,
                           uint64_t seed, std::string session = {}) {
   GenerationRequest r;
@@ -376,6 +382,7 @@ TEST(RolloutEngine, ContextLimitAndInputErrors) {
   EXPECT_THROW(engine.submit(request(5, {1, ByteTokenizer::kVocabSize}, 4, 1.0f, 0)), InputError);
   EXPECT_THROW(engine.submit(request(6, {1, 2}, 0, 1.0f, 0)), InputError);
   EXPECT_THROW(engine.submit(request(7, {1, 2}, 4, -1.0f, 0)), InputError);
+  EXPECT_THROW(engine.submit(request(8, {1, 2}, 4, 1e-30f, 0)), InputError);  // 1/T overflows
   EXPECT_TRUE(engine.idle());
   EngineConfig bad = engine_config();
   bad.prefill_chunk = 0;
@@ -383,6 +390,26 @@ TEST(RolloutEngine, ContextLimitAndInputErrors) {
   bad = engine_config();
   bad.kv_cache_tokens = 3;  // less than one block
   EXPECT_THROW(RolloutEngine(f.model, bad), InputError);
+}
+
+// Weights holding NaN give non-finite logits: an Error naming the request
+// and the version, not NaN behaviour logprobs in the training data.
+TEST(RolloutEngine, NonFiniteLogitsAreAnError) {
+  Fixture f;
+  std::vector<float> w = f.model.get_params();
+  for (float& x : w) x = std::numeric_limits<float>::quiet_NaN();
+  f.model.set_params(w);
+  RolloutEngine engine(f.model, engine_config());
+  engine.set_policy_version(3);
+  engine.submit(request(9, {1, 2, 3}, 4, 1.0f, 0));
+  try {
+    engine.run_until_done();
+    FAIL() << "NaN weights generated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("request 9 at generated token 0 are not finite"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("version 3"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RolloutEngine, SessionPrefixReuse) {
@@ -588,13 +615,37 @@ TEST(RolloutEngine, SequenceSpanningNewWeightsIsNotCachedForReuse) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].versions, std::vector<int32_t>(out[0].tokens.size(), 1));
   EXPECT_EQ(engine.cache().cached_blocks(), 0);
-  Ints p2 = p1;
-  p2.insert(p2.end(), out[0].tokens.begin(), out[0].tokens.end());
-  engine.submit(request(2, p2, 4, 1.0f, 6, "ep"));
+  engine.submit(request(2, followed_by(p1, out[0]), 4, 1.0f, 6, "ep"));
   const auto second = engine.run_until_done();
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].prefill_reused, 0);
   EXPECT_EQ(second[0].versions, std::vector<int32_t>(second[0].tokens.size(), 2));
+}
+
+// A session entry of older weights is not reused, even when the caller did
+// not clear the cache on the new version: its k/v would be stamped with the
+// new version.
+TEST(RolloutEngine, ASessionOfOlderWeightsIsNotReused) {
+  Fixture f;
+  Rng rng(43);
+  RolloutEngine engine(f.model, engine_config(4, 4096, 4, 16));
+  engine.set_policy_version(1);
+  const Ints p1 = random_tokens(rng, 30);
+  engine.submit(request(1, p1, 6, 1.0f, 5, "ep"));
+  const auto first = engine.run_until_done();
+  ASSERT_EQ(first.size(), 1u);
+  const Ints p2 = followed_by(p1, first[0]);
+  // Same version: the session's prefix is reused (the control).
+  engine.submit(request(2, p2, 4, 1.0f, 6, "ep"));
+  const auto same = engine.run_until_done();
+  ASSERT_EQ(same.size(), 1u);
+  EXPECT_GT(same[0].prefill_reused, 0);
+  engine.set_policy_version(2);  // no clear_prefix_cache()
+  engine.submit(request(3, followed_by(p2, same[0]), 4, 1.0f, 7, "ep"));
+  const auto later = engine.run_until_done();
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].prefill_reused, 0);
+  EXPECT_EQ(later[0].versions, std::vector<int32_t>(later[0].tokens.size(), 2));
 }
 
 TEST(RolloutEngine, SmallPoolQueuesEvictsAndRejects) {
