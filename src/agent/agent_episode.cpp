@@ -130,7 +130,7 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
   TurnRecord record;
   record.tokens = result.tokens;
   append(record.tokens, template_.assistant_end(result.tokens));
-  append(record.tokens, template_.tool_message(render_observation(style_, obs, action.call, config_.vocab())));
+  append(record.tokens, template_.tool_message(observation_parts(style_, obs, action.call, config_.vocab())));
   append(record.tokens, template_.assistant_start());
   if (obs.kind == ObservationKind::kOk) record.note = paren_form(action.call) + "=" + obs.text;
   append(context_, record.tokens);

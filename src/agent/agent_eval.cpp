@@ -5,6 +5,8 @@
 
 #include "agent/agent_episode.hpp"
 #include "agent/run_episodes.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
 #include "env/process_signals.hpp"
 #include "model/rollout_engine.hpp"
 
@@ -87,9 +89,20 @@ StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const Agent
                            int tasks, uint64_t run_seed) {
   StyleEvals out;
   const uint64_t seed = eval_task_seed(run_seed);
-  out.seen = evaluate_agent(model, env, agent, tasks, seed, StyleMode::kTrain);
   out.has_heldout = env.perturbation_sampler().has_heldout();
-  if (out.has_heldout) out.heldout = evaluate_agent(model, env, agent, tasks, seed, StyleMode::kHeldOut);
+  // A progress line per style set: an evaluation of a real model takes minutes.
+  const auto timed = [&](const char* what, StyleMode mode) {
+    log_info("eval: " + std::to_string(tasks) + " tasks in " + what + "...");
+    const Stopwatch sw;
+    AgentEval e = evaluate_agent(model, env, agent, tasks, seed, mode);
+    char line[96];
+    std::snprintf(line, sizeof line, "eval: %s done in %.1f s, success %.1f%%", what, sw.seconds(),
+                  100 * e.all.success);
+    log_info(line);
+    return e;
+  };
+  out.seen = timed("seen styles", StyleMode::kTrain);
+  if (out.has_heldout) out.heldout = timed("held-out template families", StyleMode::kHeldOut);
   return out;
 }
 

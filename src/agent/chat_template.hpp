@@ -25,7 +25,10 @@
 //
 // Contents are markup (the scaffold's own texts: special-token names are
 // special tokens) unless `markup` is false (an agent's text through the
-// gateway: they stay text). An empty system text leaves the system message out.
+// gateway: they stay text), or parts of each kind (a tool's result:
+// agent/tool_response_format.hpp). A native chat format's contents are never
+// markup: its tool-call delimiters are text. An empty system text leaves the
+// system message out.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -45,6 +48,7 @@ class ChatTemplate {
                  bool user_markup = true) const;
   Tokens user_message(const std::string& text, bool markup = true) const;
   Tokens tool_message(const std::string& text, bool markup = true) const;
+  Tokens tool_message(const std::vector<ScaffoldVocabulary::Part>& parts) const;
   Tokens assistant_start() const;
   // Closes an assistant turn: the stop token unless the generation ended
   // with it, then the template's separator.
@@ -52,7 +56,7 @@ class ChatTemplate {
 
  private:
   // prefix + content + suffix, the text between special tokens encoded whole.
-  Tokens message(const std::string& role, const std::string& content, bool markup) const;
+  Tokens message(const std::string& role, const std::vector<ScaffoldVocabulary::Part>& content) const;
   TemplateStyle style_;
   const ScaffoldVocabulary& vocab_;
 };

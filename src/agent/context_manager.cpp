@@ -8,7 +8,7 @@ Tokens ContextManager::assemble(const Conversation& c) const {
   if (!c.notes.empty()) {
     std::string text = "notes: ";
     for (size_t i = 0; i < c.notes.size(); ++i) text += (i ? "; " : "") + c.notes[i];
-    const Tokens m = template_.user_message(text);
+    const Tokens m = template_.user_message(text, /*markup=*/false);  // the calls' own text
     out.insert(out.end(), m.begin(), m.end());
   }
   const Tokens start = template_.assistant_start();

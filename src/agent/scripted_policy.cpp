@@ -1,5 +1,6 @@
 #include "agent/scripted_policy.hpp"
 
+#include "core/error.hpp"
 #include "core/rng.hpp"
 
 
@@ -51,7 +52,17 @@ Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& ag
     episode.fail_call(index, error ? ObservationKind::kToolError : ObservationKind::kTimeout);
   }
   run_scripted(episode);
-  return episode.take_trajectory();
+  Trajectory t = episode.take_trajectory();
+  // A demonstration teaches what it shows: one cut short by the agent's
+  // budgets would teach stopping short. Only a config makes that happen.
+  if (!t.success)
+    throw InputError("the solver's demonstration of task " + std::to_string(task_seed) + " (" +
+                     std::to_string(calls) + " tool calls" + (retry ? " and a retry" : "") + ") ended with '" +
+                     t.end_reason + "', not a right answer: agent.max_turns = " +
+                     std::to_string(agent_config.max_turns) +
+                     " or the context budget cannot hold it; raise them, or lower the tasks' sizes "
+                     "(env.calc_max_ops, env.search_max_hops)");
+  return t;
 }
 
 }  // namespace forge

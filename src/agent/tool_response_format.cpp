@@ -3,27 +3,58 @@
 #include "agent/tool_call_format.hpp"
 
 namespace forge {
+namespace {
+
+using Part = ScaffoldVocabulary::Part;
+
+// The call as the agent wrote it: plain, but for call.special's delimiters.
+std::vector<Part> call_parts(CallFormat format, const ToolCall& call, const ScaffoldVocabulary& vocab) {
+  if (format != CallFormat::kSpecial) return {{action_markup(format, call, vocab), false}};
+  return {{vocab.tool_call_open(), true}, {call.tool + " " + call.args, false}, {vocab.tool_call_close(), true}};
+}
+
+}  // namespace
+
+std::vector<Part> observation_parts(const ScaffoldStyle& style, const Observation& o, const ToolCall& written,
+                                    const ScaffoldVocabulary& vocab) {
+  std::vector<Part> body = {{o.text, false}};
+  if (o.names_call) {
+    body.push_back({": ", false});
+    for (Part& p : call_parts(style.call, written, vocab)) body.push_back(std::move(p));
+  }
+  switch (style.response) {
+    case ResponseFormat::kPlain:
+      return body;
+    case ResponseFormat::kTagged:
+      if (!o.is_error()) body.insert(body.begin(), {"result: ", false});
+      return body;
+    case ResponseFormat::kJson: {
+      if (o.is_error() && body[0].text.starts_with("error: ")) body[0].text = body[0].text.substr(7);
+      std::vector<Part> out = {{std::string("{\"") + (o.is_error() ? "error" : "result") + "\":\"", false}};
+      for (const Part& p : body) {
+        std::string escaped;
+        for (char c : p.text) {
+          if (c == '"' || c == '\\') escaped += '\\';
+          escaped += c;
+        }
+        out.push_back({escaped, p.markup});
+      }
+      out.push_back({"\"}", false});
+      return out;
+    }
+  }
+  return body;
+}
+
+std::string text_of(const std::vector<Part>& parts) {
+  std::string s;
+  for (const Part& p : parts) s += p.text;
+  return s;
+}
 
 std::string render_observation(const ScaffoldStyle& style, const Observation& o, const ToolCall& written,
                                const ScaffoldVocabulary& vocab) {
-  const std::string text = o.names_call ? o.text + ": " + action_markup(style.call, written, vocab) : o.text;
-  switch (style.response) {
-    case ResponseFormat::kPlain:
-      return text;
-    case ResponseFormat::kTagged:
-      return o.is_error() ? text : "result: " + text;
-    case ResponseFormat::kJson: {
-      std::string body = text;
-      if (o.is_error() && body.starts_with("error: ")) body = body.substr(7);
-      std::string escaped;
-      for (char c : body) {
-        if (c == '"' || c == '\\') escaped += '\\';
-        escaped += c;
-      }
-      return std::string("{\"") + (o.is_error() ? "error" : "result") + "\":\"" + escaped + "\"}";
-    }
-  }
-  return text;
+  return text_of(observation_parts(style, o, written, vocab));
 }
 
 }  // namespace forge

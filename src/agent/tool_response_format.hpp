@@ -10,8 +10,15 @@
 // displayed tool name, in the style's call format, action_markup), so that a
 // retry copies it from the latest tool message: "timeout: lookup(Kavo,works_at)",
 // {"error":"rate limited: {\"tool\":\"math\",\"args\":\"3+4\"}"}.
+//
+// The text is plain, never markup: a tool's output and an error repeating
+// the agent's arguments may hold a special token's name ("<|eot|>"), which
+// must stay text, or the model could close the tool message and forge a turn
+// by writing it. Only call.special's delimiters around a named call are the
+// scaffold's markup (observation_parts).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "agent/scaffold_vocabulary.hpp"
 #include "env/environment.hpp"
@@ -21,8 +28,13 @@
 namespace forge {
 
 // The tool message's text for `observation`, the answer to the call `written`
-// in `style` (its response and call formats).
+// in `style` (its response and call formats), as parts to encode.
+std::vector<ScaffoldVocabulary::Part> observation_parts(
+    const ScaffoldStyle& style, const Observation& observation, const ToolCall& written,
+    const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
+// The same as one text (what the gateway returns).
 std::string render_observation(const ScaffoldStyle& style, const Observation& observation, const ToolCall& written,
                                const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
+std::string text_of(const std::vector<ScaffoldVocabulary::Part>& parts);
 
 }  // namespace forge

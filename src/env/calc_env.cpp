@@ -59,7 +59,12 @@ bool CalcEnv::parse_op(std::string_view text, Op& out) {
   out.op = s[0];
   s.remove_prefix(1);
   if (!parse_int(s, out.b)) return false;
-  return trim(s).empty();
+  if (!trim(s).empty()) return false;
+  // 12-digit operands: a product can leave int64 (a wrong result, UB).
+  int64_t r = 0;
+  return !(out.op == '+'   ? __builtin_add_overflow(out.a, out.b, &r)
+           : out.op == '-' ? __builtin_sub_overflow(out.a, out.b, &r)
+                           : __builtin_mul_overflow(out.a, out.b, &r));
 }
 
 Task CalcEnv::generate(uint64_t seed) {

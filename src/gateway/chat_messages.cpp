@@ -140,9 +140,10 @@ Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat
       append(out, tmpl.assistant_end(gen));
     } else if (role == "tool") {
       const std::string content = content_text(messages[i], i);
-      const bool handed_out = std::find(texts.tool_contents.begin(), texts.tool_contents.end(), content) !=
-                              texts.tool_contents.end();
-      append(out, tmpl.tool_message(content, handed_out));
+      const auto handed_out = std::find_if(texts.tool_contents.begin(), texts.tool_contents.end(),
+                                           [&](const EpisodeTexts::ToolContent& t) { return t.text == content; });
+      append(out, handed_out != texts.tool_contents.end() ? tmpl.tool_message(handed_out->parts)
+                                                          : tmpl.tool_message(content, false));
     } else if (role == "user") {
       append(out, tmpl.user_message(content_text(messages[i], i), false));
     } else {

@@ -8,10 +8,11 @@
 //   and assistant_start after the last one (the model writes the reply).
 //
 // Texts render through the policy's vocabulary (agent/scaffold_vocabulary.hpp):
-// the task's system and user messages and the tool results the gateway
-// handed out are the scaffold's markup, so echoed unchanged they encode to
-// the tokens the white-box scaffold uses (a named failed call in
-// call.special keeps its tool-call tokens); every assistant message it
+// the task's system and user messages are the scaffold's markup, and the
+// tool results the gateway handed out keep their parts (plain text but for
+// a named failed call's call.special delimiters, tool_response_format.hpp),
+// so echoed unchanged they encode to the tokens the white-box scaffold uses;
+// every assistant message it
 // returned renders to the tokens it was generated as, never re-encoded
 // (matched by tool-call id, or by content for a reply without tool calls,
 // each reply used once per request). Anything else is the agent's own text
@@ -48,7 +49,13 @@ struct ReturnedReply {
 struct EpisodeTexts {
   std::string system, user;  // the task's messages as returned by open ("" system: none)
   std::vector<ReturnedReply> replies;
-  std::vector<std::string> tool_contents;  // tool results as returned by the tool endpoint
+  // Tool results as the tool endpoint returned them, with their parts (what
+  // is the scaffold's markup: tool_response_format.hpp).
+  struct ToolContent {
+    std::string text;
+    std::vector<ScaffoldVocabulary::Part> parts;
+  };
+  std::vector<ToolContent> tool_contents;
 };
 
 // The prompt tokens of `messages` (a JSON array). RequestError (400) naming

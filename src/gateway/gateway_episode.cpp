@@ -111,7 +111,8 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args, 
   Observation obs = bad_call_observation(signal::kUnknownTool, "unknown tool '" + name + "'");
   for (const ToolSpec& t : task_.tools)
     if (displayed_tool_name(style_.tools, t.name) == name) obs = env_->step({t.name, args});
-  std::string content = valid_utf8(render_observation(style_, obs, {name, args}, config_.vocab()));
+  std::vector<ScaffoldVocabulary::Part> parts = observation_parts(style_, obs, {name, args}, config_.vocab());
+  std::string content = valid_utf8(text_of(parts));
   size_t signal_bytes = 0;
   for (const ProcessSignal& s : obs.signals) signal_bytes += 16 + s.kind.size();
   // A result larger than what is left is cut to fit: the agent is shown, and
@@ -125,8 +126,10 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args, 
   }
   if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout) ++trajectory_.tool_errors;
   if (obs.recovered) ++trajectory_.recoveries;
-  texts_.tool_contents.push_back(std::move(content));
-  return {{"content", texts_.tool_contents.back()}, {"kind", to_string(obs.kind)}};
+  // Made valid UTF-8 or cut to fit, it is plain text as a whole.
+  if (content != text_of(parts)) parts = {{content, false}};
+  texts_.tool_contents.push_back({content, std::move(parts)});
+  return {{"content", content}, {"kind", to_string(obs.kind)}};
 }
 
 json GatewayEpisode::answer(const std::string& text, size_t budget) {

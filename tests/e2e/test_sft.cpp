@@ -43,6 +43,13 @@ TEST(Sft, TinyRunLossFallsAndWritesSummary) {
   EXPECT_TRUE(contains(g.err, "ckpt_step_00000040.h5")) << g.err;
   EXPECT_TRUE(contains(g.out, "logprob")) << g.out;
   EXPECT_EQ(forge("generate " + dir + "/missing.h5 --prompt=x").rc, 2);
+  // The run's own config.ini is a config it reads (every key of the suite;
+  // it was refused for its [model] and [sft] keys), and a model.pretrained
+  // that is not MODEL is said to be unread.
+  const Result c = forge("generate " + dir + " --config " + dir +
+                         "/config.ini --prompt='sort: cab' --model.pretrained=other.gguf");
+  ASSERT_EQ(c.rc, 0) << c.err;
+  EXPECT_TRUE(contains(c.err, "model.pretrained = 'other.gguf' is not read")) << c.err;
 }
 
 TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
@@ -51,8 +58,14 @@ TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
   const Result r = forge(
       "sft --sft.task=agent --model.d_model=32 --model.n_layers=1 --model.n_heads=2 "
       "--model.n_kv_heads=2 --model.ffn_dim=64 --optim.lr=0.003 --sft.steps=20 --sft.plain_steps=10 --sft.batch=4 "
-      "--sft.eval_requests=4 --agent.max_turns=3 --run.log_every=10 --run.dir=" + dir);
+      "--sft.eval_requests=4 --agent.max_turns=4 --env.calc_max_ops=2 --env.search_max_hops=2 "
+      "--run.log_every=10 --run.dir=" + dir);  // 4 turns hold 3 tool calls and the answer
   ASSERT_EQ(r.rc, 0) << r.err;
+  // Tasks of 4 calls do not fit 3 turns: refused, not demonstrations cut short.
+  const Result cut = forge("sft --sft.task=agent --sft.steps=1 --agent.max_turns=3 --run.dir=" + dir + "_cut");
+  EXPECT_EQ(cut.rc, 2) << cut.err;
+  EXPECT_TRUE(contains(cut.err, "agent.max_turns = 3")) << cut.err;
+  std::filesystem::remove_all(dir + "_cut");
   EXPECT_TRUE(contains(r.out, "held-out families")) << r.out;
   const std::string summary = slurp(dir + "/summary.json");
   EXPECT_LT(json_number(summary, "loss_last"), json_number(summary, "loss_first")) << summary;

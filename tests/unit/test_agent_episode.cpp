@@ -457,5 +457,24 @@ TEST(AgentEpisodeTest, RetryDemonstrationsShowOneFailedCallAndItsRepeat) {
   EXPECT_GE(failed_positions.size(), 2u);  // not always the first call
 }
 
+// A budget that cannot hold the solver's calls, a retry and the answer
+// (7-operation tasks, 8 turns) is an InputError naming agent.max_turns, not
+// demonstrations that stop short and teach it.
+TEST(AgentEpisodeTest, DemonstrationsTheBudgetCutShortAreAnInputError) {
+  EnvConfig c;
+  c.search_weight = 0;
+  c.calc_min_ops = c.calc_max_ops = 7;
+  AgentConfig agent = roomy();
+  agent.max_turns = 8;
+  const ScaffoldStyle style = PerturbationSampler(false, {}).draw(3, StyleMode::kTrain);
+  EXPECT_TRUE(make_demonstration(c, agent, 3, style, 3, /*retry=*/false).success);
+  try {
+    make_demonstration(c, agent, 3, style, 3, /*retry=*/true);
+    FAIL() << "a demonstration cut short was made";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("agent.max_turns = 8"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace forge

@@ -63,6 +63,7 @@ TEST(EnvCalc, ToolComputesAndRepeatsAreNotUseful) {
   EXPECT_EQ(o2.signals[0].kind, signal::kValidCall);
   EXPECT_EQ(env.step({"calc", "2 * 3"}).text, "6");
   EXPECT_EQ(env.step({"calc", "-4-5"}).text, "-9");
+  EXPECT_EQ(env.step({"calc", "999999999999*9"}).text, "8999999999991");
 }
 
 TEST(EnvCalc, VerifierRejectsWrongAnswers) {
@@ -81,8 +82,10 @@ TEST(EnvCalc, VerifierRejectsWrongAnswers) {
 
 TEST(EnvCalc, BadArgumentsAreErrorObservations) {
   CalcEnv env(quiet());
-  env.reset(1);
-  for (const char* args : {"", "3+", "3+4+5", "abc", "3/4", "1234567890123*2", "(3+4)"}) {
+  // 999999999999*999999999999 leaves int64 (it once came back as 2003762205206896641).
+  for (const char* args : {"", "3+", "3+4+5", "abc", "3/4", "1234567890123*2", "(3+4)", "999999999999*999999999999",
+                           "-999999999999*999999999999"}) {
+    env.reset(1);  // each call within the episode's tool budget
     Observation o;
     ASSERT_NO_THROW(o = env.step({"calc", args})) << args;
     EXPECT_EQ(o.kind, ObservationKind::kBadCall) << args;

@@ -103,9 +103,11 @@ TEST(GatewayMessages, AgentTextIsEncodedAndRendersAsActions) {
 TEST(GatewayMessages, HandedOutToolResultsKeepTheirSpecialTokens) {
   const ByteTokenizer tok;
   const std::string named = "timeout: <|tool_call|>calc 2*3<|/tool_call|>";
+  const std::vector<ScaffoldVocabulary::Part> parts = {
+      {"timeout: ", false}, {"<|tool_call|>", true}, {"calc 2*3", false}, {"<|/tool_call|>", true}};
   EpisodeTexts texts;
   texts.user = "Compute 2*3.";
-  texts.tool_contents = {named};
+  texts.tool_contents = {{named, parts}};
   const Tokens call = render_action(CallFormat::kSpecial, {"calc", "2*3"});
   const ChatTemplate tmpl(TemplateStyle::kSpecial);
   for (const std::string& content : {named, std::string("timeout: <|tool_call|>calc 2*4<|/tool_call|>")}) {
@@ -117,7 +119,8 @@ TEST(GatewayMessages, HandedOutToolResultsKeepTheirSpecialTokens) {
                                 {{"role", "tool"}, {"tool_call_id", "c"}, {"content", content}}});
     const bool handed_out = content == named;
     const Tokens want = cat({tmpl.opening("", texts.user), tmpl.assistant_start(), call, tmpl.assistant_end(call),
-                             tmpl.tool_message(content, handed_out), tmpl.assistant_start()});
+                             handed_out ? tmpl.tool_message(parts) : tmpl.tool_message(content, false),
+                             tmpl.assistant_start()});
     const Tokens got = render_chat(m, TemplateStyle::kSpecial, CallFormat::kSpecial, texts);
     EXPECT_EQ(got, want);
     EXPECT_EQ(std::count(got.begin(), got.end(), kToolCallOpen), handed_out ? 2 : 1) << content;
