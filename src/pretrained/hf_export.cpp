@@ -181,11 +181,25 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   add("model.norm.weight", {d}, slice(layout.find("final_norm").offset, d));
   if (!c.tied_embeddings) add("lm_head.weight", {V, d}, slice(layout.find("lm_head").offset, V * d));
 
+  // Written beside the folder and moved into place whole: a failed export (a
+  // full disk) leaves no half-written model where a reader would take it.
+  const std::string partial = folder + ".partial";
   std::error_code ec;
-  std::filesystem::create_directories(folder, ec);
+  std::filesystem::remove_all(partial, ec);  // a failed export's leftover
+  std::filesystem::create_directories(partial, ec);
   if (ec) throw InputError("export: cannot create the folder '" + folder + "': " + ec.message());
-  for (const auto& [name, text] : texts) write_text(folder + "/" + name, text);
-  write_safetensors(folder + "/model.safetensors", tensors, m.bf16);
+  try {
+    for (const auto& [name, text] : texts) write_text(partial + "/" + name, text);
+    write_safetensors(partial + "/model.safetensors", tensors, m.bf16);
+  } catch (...) {
+    std::filesystem::remove_all(partial, ec);
+    throw;
+  }
+  std::filesystem::rename(partial, folder, ec);  // replaces an empty folder, never a full one
+  if (ec) {
+    std::filesystem::remove_all(partial, ec);
+    throw InputError("export: cannot move the model into '" + folder + "' (it must be empty or absent)");
+  }
 }
 
 }  // namespace forge

@@ -60,6 +60,12 @@ class JsonObject {
     if (!j_.is_object()) throw InputError("'" + file_ + "': " + what + " is " + json_shown(j_) + ", not a JSON object");
   }
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
+  bool has_string(const std::string& key) const { return has(key) && j_[key].is_string(); }
+  // A key's value as it is (null when absent), for structures read by hand.
+  const nlohmann::json& raw(const std::string& key) const {
+    static const nlohmann::json null;
+    return j_.contains(key) ? j_[key] : null;
+  }
   // "'config.json': rope_scaling.factor", for messages.
   std::string name(const std::string& key) const { return "'" + file_ + "': " + prefix_ + key; }
 

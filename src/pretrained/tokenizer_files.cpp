@@ -23,12 +23,10 @@ void check_dense(const std::vector<std::string>& tokens, const std::vector<uint8
     if (!seen[i]) throw InputError("tokenizer '" + src + "': no token has id " + std::to_string(i));
 }
 
-PreTokenizer pre_from_json(const json& pre, const std::string& src) {
-  const auto bad = [&](const std::string& why) {
-    return InputError("tokenizer '" + src + "': pre_tokenizer " + pre.dump().substr(0, 300) + " is not one forge reads (" + why +
-                      "; forge reads GPT-2's ByteLevel, SmolLM2's Digits + ByteLevel, and Llama 3's and Qwen2's Split patterns)");
-  };
-  if (!pre.is_object()) throw bad("missing");
+// The pre-tokenizer of tokenizer.json's object `pre`; bad(why) for one
+// forge does not read.
+template <class Bad>
+PreTokenizer pre_tokenizer_of(const json& pre, const Bad& bad) {
   const std::string type = pre.value("type", "");
   const auto byte_level = [](const json& p, bool regex) {
     return p.value("type", "") == "ByteLevel" && p.value("use_regex", true) == regex && !p.value("add_prefix_space", false);
@@ -49,30 +47,44 @@ PreTokenizer pre_from_json(const json& pre, const std::string& src) {
   throw bad("an unknown sequence");
 }
 
-std::string token_content(const json& t) {
-  if (t.is_string()) return t.get<std::string>();
-  if (t.is_object() && t.contains("content")) return t["content"].get<std::string>();
-  return "";
+PreTokenizer pre_from_json(const json& pre, const std::string& src) {
+  const auto bad = [&](const std::string& why) {
+    return InputError("tokenizer '" + src + "': pre_tokenizer " + pre.dump().substr(0, 300) + " is not one forge reads (" + why +
+                      "; forge reads GPT-2's ByteLevel, SmolLM2's Digits + ByteLevel, and Llama 3's and Qwen2's Split patterns)");
+  };
+  if (!pre.is_object()) throw bad("missing");
+  try {
+    return pre_tokenizer_of(pre, bad);
+  } catch (const json::exception& e) {  // a value of an unexpected type inside
+    throw bad(std::string("unexpected structure: ") + e.what());
+  }
+}
+
+// A special token as tokenizer_config.json gives it: its text, or an object
+// with its "content" ("" where it names none).
+std::string token_content(const JsonObject& tc, const std::string& key) {
+  if (!tc.has(key)) return "";
+  if (tc.has_string(key)) return tc.string(key, "");
+  return tc.object(key).string("content", "");
 }
 
 // tokenizer_config.json: the chat template and the bos and eos tokens' text
-// ("" where it names none), its own file named in any InputError.
+// ("" where it names none); an InputError names the file and the key.
 void read_tokenizer_config(const std::string& path, std::string* chat_template, std::string* bos, std::string* eos) {
-  const json tc = read_json_file(path);
-  try {
-    if (!tc.is_object()) throw InputError("'" + path + "' is not a JSON object");
-    const json& ct = tc.value("chat_template", json());
-    if (ct.is_string()) {
-      *chat_template = ct.get<std::string>();
-    } else if (ct.is_array()) {
-      for (const json& t : ct)
-        if (t.value("name", "") == "default") *chat_template = t.value("template", "");
+  const json tc_json = read_json_file(path);
+  const JsonObject tc(tc_json, path);
+  if (tc.has("chat_template") && tc_json["chat_template"].is_array()) {
+    // Named templates: [{"name": "default", "template": "..."}, ...].
+    const json& templates = tc_json["chat_template"];
+    for (size_t i = 0; i < templates.size(); ++i) {
+      const JsonObject t(templates[i], path, "chat_template[" + std::to_string(i) + "].");
+      if (t.string("name", "") == "default") *chat_template = t.string("template", "");
     }
-    *bos = token_content(tc.value("bos_token", json()));
-    *eos = token_content(tc.value("eos_token", json()));
-  } catch (const json::exception& e) {
-    throw InputError("'" + path + "': unexpected structure: " + e.what());
+  } else {
+    *chat_template = tc.string("chat_template", "");
   }
+  *bos = token_content(tc, "bos_token");
+  *eos = token_content(tc, "eos_token");
 }
 
 }  // namespace
@@ -129,69 +141,81 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   const json tj = read_json_file(path);
   const std::string where = "tokenizer '" + path + "': ";
   const auto bad = [&](const std::string& why) { return InputError(where + why); };
-  try {
-    const json& model = tj.at("model");
-    if (model.value("type", "") != "BPE") throw bad("model type '" + model.value("type", "") + "'; forge reads BPE");
-    if (model.value("byte_fallback", false)) throw bad("byte_fallback BPE (SentencePiece-style) is not byte-level BPE");
-    if (!model.value("dropout", json()).is_null() && model["dropout"].get<double>() > 0) throw bad("BPE dropout");
-    const json& norm = tj.value("normalizer", json());
-    if (!norm.is_null() && norm.value("type", "") != "NFC")
-      throw bad("normalizer " + norm.dump().substr(0, 200) + " (forge applies none)");
-    BpeVocabulary v;
-    const json& vocab = model.at("vocab");
-    if (!vocab.is_object()) throw bad("model.vocab is not an object");
-    const json added = tj.value("added_tokens", json::array());
-    if (!added.is_array()) throw bad("added_tokens is not an array");
-    // Added tokens may take ids of the vocabulary or follow it: every id is
-    // below the two counts together (and every id in 0..n-1 is a token).
-    const int64_t last_id = std::min<int64_t>(static_cast<int64_t>(vocab.size() + added.size()) - 1,
-                                              std::numeric_limits<int32_t>::max() - 1);
-    std::vector<int32_t> added_ids;
-    size_t n = vocab.size();
-    for (size_t i = 0; i < added.size(); ++i) {
-      added_ids.push_back(static_cast<int32_t>(
-          json_int(added[i].at("id"), 0, last_id, where + "added_tokens[" + std::to_string(i) + "].id")));
-      n = std::max<size_t>(n, static_cast<size_t>(added_ids.back()) + 1);
-    }
-    v.tokens.resize(n);
-    std::vector<uint8_t> seen(n, 0);
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      const auto id = static_cast<size_t>(
-          json_int(it.value(), 0, static_cast<int64_t>(n) - 1, where + "model.vocab['" + it.key() + "']"));
-      v.tokens[id] = it.key();
-      seen[id] = 1;
-    }
-    for (size_t i = 0; i < added.size(); ++i) {
-      const int32_t id = added_ids[i];
-      v.tokens[id] = added[i].at("content").get<std::string>();
-      seen[id] = 1;
-      v.added.push_back({id, added[i].value("special", false)});
-    }
-    check_dense(v.tokens, seen, path);
-    for (const json& m : model.at("merges")) {
-      if (m.is_string()) {
-        const std::string s = m.get<std::string>();
-        const size_t sp = s.find(' ', 1);
-        if (sp == std::string::npos) throw bad("merge '" + s + "' is not two tokens");
-        v.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
-      } else {
-        v.merges.emplace_back(m.at(0).get<std::string>(), m.at(1).get<std::string>());
-      }
-    }
-    v.ignore_merges = model.value("ignore_merges", false);
-    v.pre = pre_from_json(tj.value("pre_tokenizer", json()), path);
-    PretrainedTokenizer out;
-    out.source = path;
-    std::string bos, eos;
-    const std::string config_path = folder + "/tokenizer_config.json";
-    if (std::filesystem::exists(config_path)) read_tokenizer_config(config_path, &out.chat_template, &bos, &eos);
-    out.tokenizer = std::make_shared<BpeTokenizer>(std::move(v), path);
-    out.bos_id = bos.empty() ? -1 : out.tokenizer->token_id(bos);
-    out.eos_id = eos.empty() ? -1 : out.tokenizer->token_id(eos);
-    return out;
-  } catch (const json::exception& e) {
-    throw bad(std::string("unexpected structure: ") + e.what());
+  const JsonObject file(tj, path);
+  const JsonObject model = file.object("model");
+  const std::string type = model.string("type", "");
+  if (type != "BPE") throw bad("model type '" + type + "'; forge reads BPE");
+  if (model.boolean("byte_fallback", false)) throw bad("byte_fallback BPE (SentencePiece-style) is not byte-level BPE");
+  if (model.number("dropout", 0) > 0) throw bad("BPE dropout");
+  if (file.has("normalizer") && file.object("normalizer").string("type", "") != "NFC")
+    throw bad("normalizer " + json_shown(tj["normalizer"]) + " (forge applies none)");
+  BpeVocabulary v;
+  const JsonObject vocab_object = model.object("vocab");  // an InputError unless an object
+  const json& vocab = tj["model"]["vocab"];
+  const json& added = file.raw("added_tokens");
+  if (!added.is_null() && !added.is_array()) throw bad("added_tokens is " + json_shown(added) + ", not an array");
+  const size_t n_added = added.is_array() ? added.size() : 0;
+  // Added tokens may take ids of the vocabulary or follow it: every id is
+  // below the two counts together (and every id in 0..n-1 is a token).
+  const int64_t last_id = std::min<int64_t>(static_cast<int64_t>(vocab.size() + n_added) - 1,
+                                            std::numeric_limits<int32_t>::max() - 1);
+  std::vector<JsonObject> added_tokens;
+  std::vector<int32_t> added_ids;
+  size_t n = vocab.size();
+  for (size_t i = 0; i < n_added; ++i) {
+    added_tokens.emplace_back(added[i], path, "added_tokens[" + std::to_string(i) + "].");
+    added_ids.push_back(static_cast<int32_t>(added_tokens.back().integer("id", 0, last_id)));
+    n = std::max<size_t>(n, static_cast<size_t>(added_ids.back()) + 1);
   }
+  v.tokens.resize(n);
+  std::vector<uint8_t> seen(n, 0);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const auto id = static_cast<size_t>(
+        json_int(it.value(), 0, static_cast<int64_t>(n) - 1, where + "model.vocab['" + it.key() + "']"));
+    v.tokens[id] = it.key();
+    seen[id] = 1;
+  }
+  for (size_t i = 0; i < n_added; ++i) {
+    const int32_t id = added_ids[i];
+    if (!added_tokens[i].has_string("content"))
+      throw InputError(added_tokens[i].name("content") + " is " + json_shown(added[i].value("content", json())) +
+                       ", not a string");
+    v.tokens[id] = added_tokens[i].string("content", "");
+    seen[id] = 1;
+    v.added.push_back({id, added_tokens[i].boolean("special", false)});
+  }
+  check_dense(v.tokens, seen, path);
+  // Merges: "a b" strings, or ["a", "b"] pairs.
+  const json& merges = model.raw("merges");
+  if (!merges.is_array()) throw bad("model.merges is " + json_shown(merges) + ", not an array");
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const json& m = merges[i];
+    const auto not_a_merge = [&] {
+      return bad("model.merges[" + std::to_string(i) + "] is " + json_shown(m) +
+                 ", not a merge (\"a b\" or [\"a\", \"b\"])");
+    };
+    if (m.is_string()) {
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) throw not_a_merge();
+      v.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      v.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      throw not_a_merge();
+    }
+  }
+  v.ignore_merges = model.boolean("ignore_merges", false);
+  v.pre = pre_from_json(file.raw("pre_tokenizer"), path);
+  PretrainedTokenizer out;
+  out.source = path;
+  std::string bos, eos;
+  const std::string config_path = folder + "/tokenizer_config.json";
+  if (std::filesystem::exists(config_path)) read_tokenizer_config(config_path, &out.chat_template, &bos, &eos);
+  out.tokenizer = std::make_shared<BpeTokenizer>(std::move(v), path);
+  out.bos_id = bos.empty() ? -1 : out.tokenizer->token_id(bos);
+  out.eos_id = eos.empty() ? -1 : out.tokenizer->token_id(eos);
+  return out;
 }
 
 }  // namespace forge

@@ -9,8 +9,11 @@
 // counts and ids far beyond the file, integers that an int would truncate,
 // keys of the wrong JSON type, names given twice, text that is not UTF-8.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -652,12 +655,54 @@ TEST(PretrainedModel, AddedTokenIdsOutsideTheVocabularyAreInputErrors) {
       j["added_tokens"] = json::array({j["added_tokens"][0], {{"id", id}, {"content", "<x>"}, {"special", true}}});
     });
     expect_input_error([&] { load_pretrained(dir, false); },
-                       "tokenizer '" + tokenizer + "': added_tokens[1].id is " + std::to_string(id) + ", outside [0, ");
+                       "'" + tokenizer + "': added_tokens[1].id is " + std::to_string(id) + ", outside [0, ");
   }
   // tokenizer_config.json's errors name that file.
   rewrite_json(tokenizer, [&](json& j) { j["added_tokens"] = json::array({j["added_tokens"][0]}); });
   rewrite_json(dir + "/tokenizer_config.json", [](json& j) { j["chat_template"] = json::array({"x"}); });
-  expect_input_error([&] { load_pretrained(dir, false); }, "'" + dir + "/tokenizer_config.json': unexpected structure");
+  expect_input_error([&] { load_pretrained(dir, false); },
+                     "'" + dir + "/tokenizer_config.json': chat_template[0] is \"x\", not a JSON object");
+}
+
+// A value of the wrong type in tokenizer.json or tokenizer_config.json names
+// the file and its key (it was nlohmann's "type must be string, but is
+// number", naming neither).
+TEST(PretrainedModel, TokenizerValuesOfTheWrongTypeNameTheirKey) {
+  const std::string dir = tiny_hf_folder("tokenizer_keys");
+  const auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return json::parse(in);
+  };
+  const std::string tokenizer = dir + "/tokenizer.json", config = dir + "/tokenizer_config.json";
+  const json good_tokenizer = read(tokenizer), good_config = read(config);
+  const auto expect = [&](const std::string& file, const std::function<void(json&)>& edit, const std::string& part) {
+    std::ofstream(tokenizer) << good_tokenizer.dump();
+    std::ofstream(config) << good_config.dump();
+    json j = read(file);
+    edit(j);
+    std::ofstream(file) << j.dump();
+    expect_input_error([&] { load_pretrained(dir, false); }, part);
+  };
+  expect(tokenizer, [](json& j) { j["model"] = json::array(); }, "'" + tokenizer + "': model is [], not a JSON object");
+  expect(tokenizer, [](json& j) { j["model"]["merges"][1] = 5; },
+         "tokenizer '" + tokenizer + "': model.merges[1] is 5, not a merge");
+  expect(tokenizer, [](json& j) { j["model"]["merges"][0] = json::array({"a", 1}); },
+         "tokenizer '" + tokenizer + "': model.merges[0] is [\"a\",1], not a merge");
+  expect(tokenizer, [](json& j) { j["model"]["dropout"] = "x"; },
+         "'" + tokenizer + "': model.dropout is \"x\", not a number");
+  expect(tokenizer, [](json& j) { j["added_tokens"][0]["content"] = 7; },
+         "'" + tokenizer + "': added_tokens[0].content is 7, not a string");
+  expect(tokenizer, [](json& j) { j["added_tokens"][0]["special"] = "yes"; },
+         "'" + tokenizer + "': added_tokens[0].special is \"yes\", not true or false");
+  expect(tokenizer, [](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {5, 6}}}; },
+         "is not one forge reads (unexpected structure");
+  expect(config, [](json& j) { j["bos_token"] = {{"content", 3}}; },
+         "'" + config + "': bos_token.content is 3, not a string");
+  expect(config, [](json& j) { j["chat_template"] = 12; }, "'" + config + "': chat_template is 12, not a string");
+  // And the untouched files load.
+  std::ofstream(tokenizer) << good_tokenizer.dump();
+  std::ofstream(config) << good_config.dump();
+  EXPECT_NO_THROW(load_pretrained(dir, false));
 }
 
 // Shapes are checked from the headers before the weights' buffer is
@@ -723,6 +768,50 @@ TEST(HfExport, AFolderThatCannotBeCreatedIsAnInputError) {
   std::vector<float> w;
   expect_input_error([&] { export_hf_folder(tiny_export(w, false), dir + "/afile/sub"); },
                      "export: cannot create the folder '" + dir + "/afile/sub'");
+}
+
+// An export is written beside its folder and moved into place whole: a
+// write that fails (a full disk) once left config and tokenizer files beside
+// a truncated model.safetensors, which a rerun then refused as not empty.
+TEST(HfExport, AFailedExportLeavesNoFolder) {
+  const std::string dir = temp_dir("export_fails");
+  std::vector<float> w;
+  const HfExport e = tiny_export(w, false);
+  // Into a folder that is not empty: refused, its file kept, nothing beside it.
+  const std::string full = dir + "/full";
+  fs::create_directories(full);
+  std::ofstream(full + "/keep") << "x";
+  expect_input_error([&] { export_hf_folder(e, full); }, "(it must be empty or absent)");
+  EXPECT_TRUE(fs::exists(full + "/keep"));
+  EXPECT_FALSE(fs::exists(full + ".partial"));
+  // Files limited to 1 KiB (in a child process): the write fails, and no
+  // folder is left at all.
+  const std::string out = dir + "/out";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit small{1024, 1024};
+    setrlimit(RLIMIT_FSIZE, &small);
+    int code = 3;
+    try {
+      export_hf_folder(e, out);
+      code = 0;
+    } catch (const std::exception&) {
+      code = 1;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << "0: the export did not fail under a 1 KiB file limit";
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  // Without the limit it is written whole.
+  export_hf_folder(e, out);
+  EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
 }
 
 }  // namespace
