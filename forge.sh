@@ -66,6 +66,14 @@ build() {
   cmake --build build -j"$(nproc)"
 }
 
+# The config and the overrides, read as forge reads them (exit 2 on a bad
+# key or value), before a job removes its old run folder.
+check_overrides() {
+  local cfg=$1
+  shift
+  ./build/forge config --config "$cfg" "$@" >/dev/null
+}
+
 # The main job; see the top of this file.
 demo() {
   agent_job configs/agent_demo.ini "${FORGE_DEMO_DIR:-runs/demo}" 1e-4 500 "$@"
@@ -85,6 +93,7 @@ agent_job() {
   # --run.threads above 1 does not spin (12x slower RL on 2 cores).
   local mpirun=(mpirun --oversubscribe -np 5 -x OMP_WAIT_POLICY=PASSIVE)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
+  check_overrides "$cfg" "$@"
   rm -rf "$dir"
   mkdir -p "$dir"
   local t0=$SECONDS
@@ -132,6 +141,7 @@ smollm2() {
     echo "forge.sh: SmolLM2-135M-Instruct is not in the cache; tools/setup.sh fetches it (it needs network)" >&2
     exit 2
   fi
+  check_overrides "$cfg" "$@"
   rm -rf "$dir"
   mkdir -p "$dir"
   local t0=$SECONDS

@@ -58,10 +58,11 @@ def rollout_stats(path):
     span = max(1, (last - first + 1) // 5)
     mismatch = mismatch[np.isfinite(mismatch)]
     drift = drift[np.isfinite(drift)]
+    stale = stale[stale >= 0]  # -1: an episode with no generated token
     return {
         "episodes": int(len(step)),
-        "staleness_mean": float(stale.mean()),
-        "staleness_max": int(stale.max()),
+        "staleness_mean": float(stale.mean()) if len(stale) else None,
+        "staleness_max": int(stale.max()) if len(stale) else None,
         "train_success_first_fifth": float(success[step < first + span].mean()),
         "train_success_last_fifth": float(success[step > last - span].mean()),
         "engine_mismatch_max": float(mismatch.max()) if len(mismatch) else None,
@@ -131,7 +132,8 @@ def main():
                       if rec_sft["recovered_given_error"] > 0 else None),
         },
     }
-    if "heldout_family" in rl:
+    # forge eval --json writes null when env.heldout_families is empty.
+    if rl.get("heldout_family") and sft.get("heldout_family"):
         seen_rl, held_rl = rl["seen"]["all"]["success"], rl["heldout_family"]["all"]["success"]
         headline["heldout_family"] = {
             "success_sft": sft["heldout_family"]["all"]["success"],
@@ -172,8 +174,9 @@ def main():
             print(f"   {cause:17s}" + "".join(f" {100 * e['seen']['all']['failures'][cause]:8.1f}%" for _, e in columns))
     ro = summary["rollouts"]
     if ro:
-        print(f"  RL rollouts: {ro['episodes']} episodes, staleness mean {ro['staleness_mean']:.2f} "
-              f"max {ro['staleness_max']}; training success {100 * ro['train_success_first_fifth']:.1f}% "
+        staleness = (f"staleness mean {ro['staleness_mean']:.2f} max {ro['staleness_max']}"
+                     if ro["staleness_mean"] is not None else "no generated token")
+        print(f"  RL rollouts: {ro['episodes']} episodes, {staleness}; training success {100 * ro['train_success_first_fifth']:.1f}% "
               f"-> {100 * ro['train_success_last_fifth']:.1f}%")
     rc = summary["recovery"]
     print(f"  recovery after a tool error: SFT {100 * rc['sft']['recovered_given_error']:.1f}% -> "
@@ -185,8 +188,9 @@ def main():
         print(f"  held-out template families: SFT {100 * hf['success_sft']:.1f}% -> SFT+RL "
               f"{100 * hf['success_rl']:.1f}% ({ratio} of the seen styles' success after RL)")
     if summary["engine_mismatch_max"] is not None:
+        drift = summary["stale_drift_mean"]  # None: no stale token (a synchronous run, a cap of 0)
         print(f"  engine/learner mismatch (staleness 0) max {summary['engine_mismatch_max']:.2e} per step; "
-              f"drift of stale tokens {summary['stale_drift_mean']:.2e} mean")
+              f"drift of stale tokens " + (f"{drift:.2e} mean" if drift is not None else "n/a (none was stale)"))
     start = f"zero-shot {100 * zero['seen']['all']['success']:.1f}% -> " if zero else ""
     print(f"{start}SFT {100 * s['success']:.1f}% -> SFT+RL {100 * r['success']:.1f}% ({delta:+.1f} points)")
     if a.seconds:

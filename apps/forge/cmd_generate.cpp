@@ -4,7 +4,10 @@
 // with the rollout engine, printing the completion and, with
 // --show_logprobs, every generated token with its logprob. The request is
 // rendered in the model's chat format: a pretrained model's native template,
-// the built-in policy's byte format otherwise.
+// the built-in policy's byte format otherwise. It takes every key of the
+// suite (a run's config.ini or configs/*.ini as --config) and reads
+// sample.* and run.threads/backend/precision; the model is MODEL's own, so
+// [model] keys are not read (forge_config.hpp: log_model_keys_unread).
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -12,6 +15,7 @@
 #include "backend/backend_registry.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
+#include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "learner/learner_config.hpp"
 #include "learner/run_checkpoints.hpp"
@@ -27,8 +31,7 @@ namespace {
 int run_generate(int argc, char** argv) {
   std::string checkpoint, prompt;
   bool show_logprobs = false;
-  SamplingParams sampling;
-  RunConfig run;
+  ForgeConfig all;
   OptionSet opts("forge generate",
                  "Complete one chat request with the policy of a checkpoint (an .h5 file from\n"
                  "RUN_DIR/checkpoints, or a run folder: its newest checkpoint), or of a\n"
@@ -36,13 +39,12 @@ int run_generate(int argc, char** argv) {
   opts.add_positional("MODEL", &checkpoint, "checkpoint file, run folder, GGUF file or Hugging Face folder");
   opts.add("prompt", &prompt, "", "the user's request, e.g. 'reverse: lemon' (required)");
   opts.add("show_logprobs", &show_logprobs, false, "print each generated token with its logprob");
-  add_sampling_options(opts, sampling);
-  opts.add("run.threads", &run.threads, "OpenMP threads; 0 = all cores", in_range(0, 4096));
-  opts.add("run.backend", &run.backend, "compute backend: cpu | cuda", one_of({"cpu", "cuda"}));
-  opts.add("run.precision", &run.precision, "compute precision: fp32 | bf16 (cuda only)",
-           one_of({"fp32", "bf16"}));
+  add_forge_options(opts, all);
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (prompt.empty()) throw InputError("--prompt is required (the user's request)");
+  const SamplingParams& sampling = all.base.sample;
+  const RunConfig& run = all.base.run;
+  log_model_keys_unread(all.base.model, checkpoint);
   cli::log_host_warnings(set_compute_threads(run.threads));
 
   auto backend = make_backend(run.backend, parse_precision(run.precision));

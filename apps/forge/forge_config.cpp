@@ -1,5 +1,7 @@
 #include "forge_config.hpp"
 
+#include "core/log.hpp"
+
 namespace forge {
 namespace {
 
@@ -121,6 +123,12 @@ void add_forge_options(OptionSet& opts, ForgeConfig& c) {
   add_train_options(opts, c.train);
   add_mpi_options(opts, c.mpi);
   add_gateway_options(opts, c.gateway);
+}
+
+void log_model_keys_unread(const ModelConfig& given, const std::string& model_path) {
+  if (!given.pretrained.empty() && given.pretrained != model_path)
+    log_info("model.pretrained = '" + given.pretrained + "' is not read: the model is " + model_path +
+             " (its own [model] keys)");
 }
 
 }  // namespace forge

@@ -72,4 +72,9 @@ struct ForgeConfig {
 
 void add_forge_options(OptionSet& opts, ForgeConfig& config);
 
+// For the commands whose model is the MODEL they are given (eval, generate):
+// says so when a [model] key names another (model.pretrained from a config
+// file or a flag), instead of ignoring it silently.
+void log_model_keys_unread(const ModelConfig& given, const std::string& model_path);
+
 }  // namespace forge

@@ -45,9 +45,11 @@ SandboxPool& shared_pool(const EnvConfig& config) {
 
 // Results of test runs by their exact command and files (env.code_test_cache):
 // the tests are pure functions of the workspace. Only runs that exited are
-// kept (a deadline or a start failure says nothing about the files).
+// kept (a deadline or a start failure says nothing about the files). It is
+// emptied when it holds `capacity` runs or kMaxBytes of keys and outputs.
 class TestRunCache {
  public:
+  static constexpr size_t kMaxBytes = size_t{64} << 20;
   static std::string key(const SandboxRequest& r) {
     std::string k;
     for (const std::string& a : r.argv) k.append(a).push_back('\0');
@@ -64,9 +66,13 @@ class TestRunCache {
   }
   void keep(std::string key, const SandboxResult& r, size_t capacity) {
     if (r.status != SandboxStatus::kExited || capacity == 0) return;
+    const size_t bytes = key.size() + r.output.size();
     std::lock_guard<std::mutex> lock(mu_);
-    if (kept_.size() >= capacity) kept_.clear();
-    kept_.emplace(std::move(key), r);
+    if (kept_.size() >= capacity || bytes_ + bytes > kMaxBytes) {
+      kept_.clear();
+      bytes_ = 0;
+    }
+    if (kept_.emplace(std::move(key), r).second) bytes_ += bytes;
   }
   CodeTestCacheStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -76,6 +82,7 @@ class TestRunCache {
  private:
   std::mutex mu_;
   std::unordered_map<std::string, SandboxResult> kept_;
+  size_t bytes_ = 0;
   CodeTestCacheStats stats_;
 };
 
