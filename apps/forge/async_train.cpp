@@ -112,8 +112,7 @@ struct Shared {
 int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQueue& sends) {
   ForgeConfig& all = *sh.all;
   StandardConfig& cfg = all.base;
-  if (cfg.optim.total_steps == 0) cfg.optim.total_steps = all.train.steps;
-  TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
+  TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, all.train.steps), cfg.run);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   const LearnerStart start = load_learner_start(model, opt, cfg.run, all.train, sh.resume);
@@ -245,7 +244,8 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   const RoleLayout layout(world, {all.mpi.learners, all.mpi.rollouts});
   all.update.loss.validate();
   all.update.reward.validate();
-  check_bins_hold_calls(all.train, all.agent.max_context_tokens + all.agent.max_new_tokens);
+  check_bins_hold_calls("train.max_tokens", all.train.max_tokens,
+                        all.agent.max_context_tokens + all.agent.max_new_tokens);
   if (all.gateway.enabled) all.gateway.resolve_and_validate();
   const Role role = layout.role_of(rank);
   const std::string me = layout.name(rank);

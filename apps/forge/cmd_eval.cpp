@@ -71,7 +71,6 @@ int run_eval(int argc, char** argv) {
   add_forge_options(opts, all);
   if (!cli::parse_options(opts, argc, argv)) return 0;
   cli::log_host_warnings(set_compute_threads(all.base.run.threads));
-  log_model_keys_unread(all.base.model, checkpoint);
   const EnvConfig& env = all.env;
   AgentConfig agent = all.agent;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
@@ -93,6 +92,7 @@ int run_eval(int argc, char** argv) {
     model = std::make_unique<PolicyModel>(source.config, *backend);
     step = load_checkpoint(path, *model, nullptr).step;
   }
+  log_model_keys_unread(all.base.model, checkpoint, source.config.pretrained);
   agent.vocabulary = ScaffoldVocabulary::of(source.chat);
   const StyleEvals ev = evaluate_styles(*model, env, agent, tasks, all.base.run.seed);
   if (json) {

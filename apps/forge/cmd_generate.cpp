@@ -44,7 +44,6 @@ int run_generate(int argc, char** argv) {
   if (prompt.empty()) throw InputError("--prompt is required (the user's request)");
   const SamplingParams& sampling = all.base.sample;
   const RunConfig& run = all.base.run;
-  log_model_keys_unread(all.base.model, checkpoint);
   cli::log_host_warnings(set_compute_threads(run.threads));
 
   auto backend = make_backend(run.backend, parse_precision(run.precision));
@@ -67,6 +66,7 @@ int run_generate(int argc, char** argv) {
     version = st.policy_version;
   }
 
+  log_model_keys_unread(all.base.model, checkpoint, source.config.pretrained);
   EngineConfig ec;
   RolloutEngine engine(*model, ec);
   engine.set_policy_version(static_cast<int>(version));

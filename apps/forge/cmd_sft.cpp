@@ -216,11 +216,12 @@ int run_sft(int argc, char** argv) {
     throw InputError("train.init = '" + all.train.init + "' is read by forge train; forge sft starts from "
                      "model.pretrained or from random weights");
   refuse_existing_run(cfg.run.dir, "forge sft", false);
+  if (sft.task == "agent")
+    check_bins_hold_calls("sft.max_tokens", sft.max_tokens, agent.max_context_tokens + agent.max_new_tokens);
 
   // Everything is checked (the model built, the task known to fit it) before
   // the run folder and its config.ini are written.
-  if (cfg.optim.total_steps == 0) cfg.optim.total_steps = sft.steps;
-  TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
+  TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, sft.steps), cfg.run);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   if (sft.task != "agent" && policy.source.is_pretrained())

@@ -63,14 +63,13 @@ int run_train(int argc, char** argv) {
   if (!resume) refuse_existing_run(cfg.run.dir, "forge train", true);
   all.update.loss.validate();
   all.update.reward.validate();
-  check_bins_hold_calls(tc, agent.max_context_tokens + agent.max_new_tokens);
+  check_bins_hold_calls("train.max_tokens", tc.max_tokens, agent.max_context_tokens + agent.max_new_tokens);
   agent.sampling = cfg.sample;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
 
   const int threads = set_compute_threads(cfg.run.threads);
   cli::log_host_warnings(threads);
-  if (cfg.optim.total_steps == 0) cfg.optim.total_steps = tc.steps;
-  TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run);
+  TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, tc.steps), cfg.run);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   agent.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
@@ -144,6 +143,13 @@ int run_train(int argc, char** argv) {
     engine.clear_prefix_cache();  // cached k/v belong to the old weights
     learner.record(step, trajs, st, grad_norm, {gen_s, sw.seconds()}, "", stream_state);
   }
+  // The run's last checkpoint is written: a SIGTERM now skips the final
+  // evaluation (`forge eval RUN_DIR` gives it), and one during it ends it.
+  if (*terminate) {
+    log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval " + cfg.run.dir + ")");
+    return 143;
+  }
+  std::signal(SIGTERM, SIG_DFL);
   learner.finish(std::max(start.step, tc.steps));  // a resume past train.steps trains nothing more
   return 0;
 }

@@ -125,8 +125,8 @@ void add_forge_options(OptionSet& opts, ForgeConfig& c) {
   add_gateway_options(opts, c.gateway);
 }
 
-void log_model_keys_unread(const ModelConfig& given, const std::string& model_path) {
-  if (!given.pretrained.empty() && given.pretrained != model_path)
+void log_model_keys_unread(const ModelConfig& given, const std::string& model_path, const std::string& loaded) {
+  if (!given.pretrained.empty() && given.pretrained != model_path && given.pretrained != loaded)
     log_info("model.pretrained = '" + given.pretrained + "' is not read: the model is " + model_path +
              " (its own [model] keys)");
 }

@@ -74,7 +74,8 @@ void add_forge_options(OptionSet& opts, ForgeConfig& config);
 
 // For the commands whose model is the MODEL they are given (eval, generate):
 // says so when a [model] key names another (model.pretrained from a config
-// file or a flag), instead of ignoring it silently.
-void log_model_keys_unread(const ModelConfig& given, const std::string& model_path);
+// file or a flag, other than MODEL and than the pretrained model `loaded`
+// starts from), instead of ignoring it silently.
+void log_model_keys_unread(const ModelConfig& given, const std::string& model_path, const std::string& loaded);
 
 }  // namespace forge

@@ -1,5 +1,7 @@
 #include "agent/chat_template.hpp"
 
+#include <algorithm>
+
 #include "tokenizer/byte_tokenizer.hpp"
 
 namespace forge {
@@ -16,25 +18,43 @@ const char* text_marker(const std::string& role) {
   return "Tool: ";
 }
 
+// A native format's content rule (Llama 3 trims it) applied to the whole
+// text, each part keeping its kind.
+std::vector<Part> native_content(const ChatFormat& native, const std::vector<Part>& content) {
+  std::string text;
+  for (const Part& p : content) text += p.text;
+  const std::string shown = native.message_content(text);
+  if (shown == text) return content;
+  const size_t begin = shown.empty() ? text.size() : text.find(shown);  // trimming cuts the ends only
+  const size_t end = begin + shown.size();
+  std::vector<Part> out;
+  size_t at = 0;
+  for (const Part& p : content) {
+    const size_t b = std::max(at, begin), e = std::min(at + p.text.size(), end);
+    if (b < e) out.push_back({p.text.substr(b - at, e - b), p.markup});
+    at += p.text.size();
+  }
+  return out;
+}
+
 }  // namespace
 
 Tokens ChatTemplate::message(const std::string& role, const std::vector<Part>& content) const {
-  if (const ChatFormat* native = vocab_.native()) {
-    // Llama 3 trims the whole content. Markup only when all of it is: the
-    // native format's tool-call delimiters are text, so a tool message's
-    // markup parts lose nothing, and its plain parts stay plain.
-    std::string text;
-    bool markup = true;
-    for (const Part& p : content) text += p.text, markup = markup && p.markup;
-    const Part body{native->message_content(text), markup};
-    if (style_ == TemplateStyle::kText)
-      return vocab_.encode(std::vector<Part>{{text_marker(role), true}, body, {"\n", true}});
-    return vocab_.encode(std::vector<Part>{{native->message_prefix(role), true}, body, {native->message_suffix(), true}});
-  }
+  const ChatFormat* native = vocab_.native();
   std::vector<Part> parts;
-  parts.push_back(style_ == TemplateStyle::kText ? Part{text_marker(role), true} : Part{"<|" + role + "|>", true});
-  parts.insert(parts.end(), content.begin(), content.end());
-  parts.push_back(style_ == TemplateStyle::kText ? Part{"\n", true} : Part{"<|eot|>", true});
+  if (style_ == TemplateStyle::kText) {
+    parts.push_back({text_marker(role), true});
+    parts.insert(parts.end(), content.begin(), content.end());
+    parts.push_back({"\n", true});
+  } else if (native) {
+    parts.push_back({native->message_prefix(role), true});
+    for (Part& p : native_content(*native, content)) parts.push_back(std::move(p));
+    parts.push_back({native->message_suffix(), true});
+  } else {
+    parts.push_back({"<|" + role + "|>", true});
+    parts.insert(parts.end(), content.begin(), content.end());
+    parts.push_back({"<|eot|>", true});
+  }
   return vocab_.encode(parts);
 }
 

@@ -26,9 +26,8 @@
 // Contents are markup (the scaffold's own texts: special-token names are
 // special tokens) unless `markup` is false (an agent's text through the
 // gateway: they stay text), or parts of each kind (a tool's result:
-// agent/tool_response_format.hpp). A native chat format's contents are never
-// markup: its tool-call delimiters are text. An empty system text leaves the
-// system message out.
+// agent/tool_response_format.hpp). An empty system text leaves the system
+// message out.
 #pragma once
 #include <cstdint>
 #include <string>

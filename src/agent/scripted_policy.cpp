@@ -54,14 +54,20 @@ Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& ag
   run_scripted(episode);
   Trajectory t = episode.take_trajectory();
   // A demonstration teaches what it shows: one cut short by the agent's
-  // budgets would teach stopping short. Only a config makes that happen.
-  if (!t.success)
+  // budgets would teach stopping short. Only a config makes that happen. (A
+  // verdict the verifier could not give, a sandbox run past its deadline,
+  // leaves the demonstration as it is: the solver's calls are right.)
+  const std::string budget = t.end_reason == "turn_budget"      ? "agent.max_turns = " + std::to_string(agent_config.max_turns)
+                             : t.end_reason == "token_budget"   ? "agent.max_episode_tokens = " +
+                                                                    std::to_string(agent_config.max_episode_tokens)
+                             : t.end_reason == "context_budget" ? "agent.max_context_tokens = " +
+                                                                    std::to_string(agent_config.max_context_tokens)
+                                                                : "";
+  if (!budget.empty())
     throw InputError("the solver's demonstration of task " + std::to_string(task_seed) + " (" +
-                     std::to_string(calls) + " tool calls" + (retry ? " and a retry" : "") + ") ended with '" +
-                     t.end_reason + "', not a right answer: agent.max_turns = " +
-                     std::to_string(agent_config.max_turns) +
-                     " or the context budget cannot hold it; raise them, or lower the tasks' sizes "
-                     "(env.calc_max_ops, env.search_max_hops)");
+                     std::to_string(calls) + " tool calls" + (retry ? " and a retry" : "") + ") was cut short by " +
+                     budget + " (" + t.end_reason + "): raise it, or lower the tasks' sizes (env.calc_max_ops, "
+                     "env.search_max_hops)");
   return t;
 }
 

@@ -59,12 +59,14 @@ bool CalcEnv::parse_op(std::string_view text, Op& out) {
   out.op = s[0];
   s.remove_prefix(1);
   if (!parse_int(s, out.b)) return false;
-  if (!trim(s).empty()) return false;
-  // 12-digit operands: a product can leave int64 (a wrong result, UB).
+  return trim(s).empty();
+}
+
+bool CalcEnv::Op::fits() const {
   int64_t r = 0;
-  return !(out.op == '+'   ? __builtin_add_overflow(out.a, out.b, &r)
-           : out.op == '-' ? __builtin_sub_overflow(out.a, out.b, &r)
-                           : __builtin_mul_overflow(out.a, out.b, &r));
+  return !(op == '+'   ? __builtin_add_overflow(a, b, &r)
+           : op == '-' ? __builtin_sub_overflow(a, b, &r)
+                       : __builtin_mul_overflow(a, b, &r));
 }
 
 Task CalcEnv::generate(uint64_t seed) {
@@ -87,6 +89,8 @@ Environment::ToolResult CalcEnv::call_tool(const ToolCall& call) {
   if (!parse_op(call.args, o))
     return {false, "calc expects 'a op b' with integers a, b and op one of + - *, got '" +
                        call.args + "'"};
+  // 12-digit operands: a product can leave int64 (it came back wrong).
+  if (!o.fits()) return {false, "calc: the result of '" + call.args + "' is beyond 64-bit integers"};
   bool useful = false;
   for (size_t i = 0; i < ops_.size() && !useful; ++i) {
     const Op& n = ops_[i];

@@ -26,7 +26,8 @@ class CalcEnv : public Environment {
   struct Op {
     int64_t a = 0, b = 0;
     char op = '+';
-    int64_t result() const;
+    int64_t result() const;  // needs fits()
+    bool fits() const;       // the result is an int64
   };
   // Parses "<int> <op> <int>" (spaces allowed); false on anything else.
   static bool parse_op(std::string_view text, Op& out);

@@ -104,6 +104,26 @@ json GatewayEpisode::record_chat(const Tokens& prompt, const GenerationResult& r
 
 void GatewayEpisode::record_completion(const Tokens& prompt, const GenerationResult& r) { record(prompt, r); }
 
+namespace {
+
+// The parts of `shown`, the text handed out for `parts` (made valid UTF-8 or
+// cut to fit, it may differ): the whole parts it begins with keep their kind,
+// the rest is plain.
+std::vector<ScaffoldVocabulary::Part> parts_of_shown(const std::string& shown,
+                                                     const std::vector<ScaffoldVocabulary::Part>& parts) {
+  std::vector<ScaffoldVocabulary::Part> out;
+  size_t at = 0;
+  for (const auto& p : parts) {
+    if (shown.compare(at, p.text.size(), p.text) != 0) break;
+    out.push_back(p);
+    at += p.text.size();
+  }
+  if (at < shown.size()) out.push_back({shown.substr(at), false});
+  return out;
+}
+
+}  // namespace
+
 json GatewayEpisode::run_tool(const std::string& name, const std::string& args, size_t budget) {
   // Refused before the environment runs it when the share cannot hold a
   // least record: a refused run must not change the environment.
@@ -126,9 +146,7 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args, 
   }
   if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout) ++trajectory_.tool_errors;
   if (obs.recovered) ++trajectory_.recoveries;
-  // Made valid UTF-8 or cut to fit, it is plain text as a whole.
-  if (content != text_of(parts)) parts = {{content, false}};
-  texts_.tool_contents.push_back({content, std::move(parts)});
+  texts_.tool_contents.push_back({content, parts_of_shown(content, parts)});
   return {{"content", content}, {"kind", to_string(obs.kind)}};
 }
 

@@ -137,10 +137,13 @@ class GatewayHttpServer : public httplib::Server {
     std::lock_guard lock(mu_);
     return serving_.size();
   }
-  // The calling handler thread's connection has its request and is replying.
-  void mark_replying() {
+  // The calling handler thread's connection has its request and is
+  // replying. False once stop() has begun: the request is not to be acted on
+  // (its connection may be cut already).
+  bool mark_replying() {
     std::lock_guard lock(mu_);
     if (const auto it = serving_.find(serving_sock); it != serving_.end()) it->second = true;
+    return !cutting_;
   }
   // Refuses the connections not yet started and shuts down those still
   // waiting on their client (their waits end at once); the replying ones
@@ -335,7 +338,7 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
       [queued = queued_, max_bytes, &server](const httplib::Request& req, httplib::Response& res) {
         mark_routed(*queued);
         const auto handled = refuse_unbounded_body(req, res, max_bytes);
-        if (handled == httplib::Server::HandlerResponse::Handled) server.mark_replying();
+        if (handled == httplib::Server::HandlerResponse::Handled) static_cast<void>(server.mark_replying());
         return handled;
       });
   add_routes();
@@ -401,7 +404,10 @@ void HttpGateway::add_routes() {
   // The handler has the whole request: its connection is replying.
   const auto guarded = [&server = static_cast<GatewayHttpServer&>(*server_)](Handler h) {
     return [h = std::move(h), &server](const httplib::Request& req, httplib::Response& res) {
-      server.mark_replying();
+      if (!server.mark_replying()) {
+        send_json(res, 410, error_body("the run has finished (the gateway is stopping)", "run_finished", 410));
+        return;
+      }
       try {
         h(req, res);
       } catch (const RequestError& e) {
@@ -499,7 +505,9 @@ void HttpGateway::add_routes() {
   server_->Post(R"(/episodes/([^/]+)/v1/completions)", guarded(completion(true)));
   server_->Post("/v1/completions", guarded(completion(false)));
 
-  server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  server_->set_error_handler([&server = static_cast<GatewayHttpServer&>(*server_)](const httplib::Request& req,
+                                                                                    httplib::Response& res) {
+    static_cast<void>(server.mark_replying());  // httplib's own error replies are replies too
     if (!res.body.empty()) return;
     const char* type = res.status == 404   ? "not_found_error"
                        : res.status >= 500 ? "server_error"

@@ -26,12 +26,12 @@ void add_run_options(OptionSet& opts, RunConfig& r) {
            greater_than(0));
 }
 
-void check_bins_hold_calls(const TrainConfig& train, int max_call_tokens) {
-  if (train.max_tokens < max_call_tokens)
-    throw InputError("train.max_tokens = " + std::to_string(train.max_tokens) +
+void check_bins_hold_calls(const std::string& key, int max_tokens, int max_call_tokens) {
+  if (max_tokens < max_call_tokens)
+    throw InputError(key + " = " + std::to_string(max_tokens) +
                      " cannot hold the longest LLM call an episode may make (agent.max_context_tokens + "
                      "agent.max_new_tokens = " + std::to_string(max_call_tokens) +
-                     "): raise train.max_tokens or lower those");
+                     "): raise " + key + " or lower those");
 }
 
 void add_train_options(OptionSet& o, TrainConfig& t) {

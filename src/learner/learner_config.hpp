@@ -40,10 +40,11 @@ struct TrainConfig {
 
 void add_run_options(OptionSet& opts, RunConfig& run);
 void add_train_options(OptionSet& opts, TrainConfig& train);
-// InputError unless a training bin (train.max_tokens) holds the longest LLM
-// call an episode can make (max_call_tokens: agent.max_context_tokens +
-// agent.max_new_tokens): the batch would otherwise be refused only when such
-// a call first comes, after its rollouts were spent.
-void check_bins_hold_calls(const TrainConfig& train, int max_call_tokens);
+// InputError unless a training bin (`key` = max_tokens: train.max_tokens,
+// sft.max_tokens) holds the longest LLM call an episode can make
+// (max_call_tokens: agent.max_context_tokens + agent.max_new_tokens): the
+// batch would otherwise be refused only when such a call first comes, after
+// its rollouts were spent.
+void check_bins_hold_calls(const std::string& key, int max_tokens, int max_call_tokens);
 
 }  // namespace forge

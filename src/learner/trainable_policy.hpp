@@ -2,8 +2,8 @@
 // (run.backend, run.precision), the model the [model] section names
 // (pretrained/model_source.hpp: a pretrained model's weights, or the
 // built-in policy initialised from run.seed), and AdamW over it
-// (optim.total_steps is the cosine schedule's horizon: a caller sets 0, the
-// default, to its step count).
+// (optim.total_steps is the cosine schedule's horizon: a caller resolves 0,
+// the default, to its step count with with_horizon).
 #pragma once
 #include <memory>
 

@@ -24,9 +24,16 @@ struct OptimConfig {
   float grad_clip = 1.0f;      // global L2 norm; <= 0 disables
   int warmup_steps = 20;
   std::string schedule = "constant";  // constant | cosine
-  int total_steps = 0;         // horizon of the cosine schedule (0: the trainer sets its step count)
+  int total_steps = 0;         // horizon of the cosine schedule (0: the run's steps, with_horizon)
   float min_lr_ratio = 0.1f;
 };
+
+// c with a total_steps of 0 resolved to the run's `steps` (the config as
+// given, 0 included, is what a run's config.ini keeps).
+inline OptimConfig with_horizon(OptimConfig c, int steps) {
+  if (c.total_steps == 0) c.total_steps = steps;
+  return c;
+}
 
 float learning_rate_at(const OptimConfig& c, int step);  // step is 0-based
 

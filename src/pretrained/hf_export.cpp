@@ -183,7 +183,11 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
 
   // Written beside the folder and moved into place whole: a failed export (a
   // full disk) leaves no half-written model where a reader would take it.
-  const std::string partial = folder + ".partial";
+  // The folder by its last name ("out/" and "." too), so that the partial
+  // one lies beside it, not inside.
+  std::filesystem::path target = std::filesystem::absolute(folder).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();
+  const std::string partial = target.string() + ".partial";
   std::error_code ec;
   std::filesystem::remove_all(partial, ec);  // a failed export's leftover
   std::filesystem::create_directories(partial, ec);
@@ -195,7 +199,7 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
     std::filesystem::remove_all(partial, ec);
     throw;
   }
-  std::filesystem::rename(partial, folder, ec);  // replaces an empty folder, never a full one
+  std::filesystem::rename(partial, target, ec);  // replaces an empty folder, never a full one
   if (ec) {
     std::filesystem::remove_all(partial, ec);
     throw InputError("export: cannot move the model into '" + folder + "' (it must be empty or absent)");

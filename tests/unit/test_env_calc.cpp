@@ -93,6 +93,9 @@ TEST(EnvCalc, BadArgumentsAreErrorObservations) {
     ASSERT_EQ(o.signals.size(), 1u);
     EXPECT_EQ(o.signals[0].kind, signal::kBadArgs);
     EXPECT_LT(o.signals[0].value, 0);
+    EXPECT_EQ(o.text.find("beyond 64-bit integers") != std::string::npos,
+              std::string(args).find("999999999999*") != std::string::npos)
+        << o.text;
   }
 }
 

@@ -808,10 +808,12 @@ TEST(HfExport, AFailedExportLeavesNoFolder) {
   EXPECT_EQ(WEXITSTATUS(status), 1) << "0: the export did not fail under a 1 KiB file limit";
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".partial"));
-  // Without the limit it is written whole.
-  export_hf_folder(e, out);
+  // Without the limit it is written whole, also when named with a trailing
+  // slash (the partial folder once lay inside it, and the move failed).
+  export_hf_folder(e, out + "/");
   EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
   EXPECT_FALSE(fs::exists(out + ".partial"));
+  EXPECT_FALSE(fs::exists(out + "/.partial"));
 }
 
 }  // namespace
