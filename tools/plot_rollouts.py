@@ -27,10 +27,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
+def fail(message):
+    """Bad input: the message and exit code 2, as forge's commands."""
+    print(f"plot_rollouts: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def load(path):
-    with h5py.File(path, "r", swmr=True) as f:
+    try:
+        f = h5py.File(path, "r", swmr=True)
+    except OSError as err:
+        fail(f"'{path}' is not an HDF5 file ({err})")
+    with f:
         if f.attrs.get("format") != b"forge-rollouts":
-            sys.exit(f"plot_rollouts: error: '{path}' is not a forge rollout file")
+            fail(f"'{path}' is not a forge rollout file")
         e = {k: f["episodes/" + k][:] for k in f["episodes"].keys()}
         s = {k: f["steps/" + k][:] for k in f["steps"].keys()}
         gen = f["calls/generated_len"][:]
@@ -71,10 +81,10 @@ def main():
     ap.add_argument("--smooth", type=int, default=1, help="moving-average window in steps")
     args = ap.parse_args()
     if not os.path.exists(args.file):
-        sys.exit(f"plot_rollouts: error: '{args.file}' does not exist")
+        fail(f"'{args.file}' does not exist")
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.file)), "plots")
+    e, s, domains = load(args.file)  # before the output folder is made
     os.makedirs(out, exist_ok=True)
-    e, s, domains = load(args.file)
     step = e["consumed_step"]
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))

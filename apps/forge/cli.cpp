@@ -161,7 +161,15 @@ int run_main(int argc, char** argv) {
       return 2;
     }
     if (!asks_for_help(argc, argv) && first_process()) log_info("forge " + first + ": " + host_runtime_line());
-    return c->run(argc - 1, argv + 1);
+    const int code = c->run(argc - 1, argv + 1);
+    // A command's output that could not be written (a full disk, a closed
+    // pipe) is a failure, not exit 0 with a truncated table or JSON.
+    std::cout.flush();
+    if (code == 0 && (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))) {
+      std::cerr << "forge: error: cannot write the output of 'forge " << first << "' (disk full or closed pipe?)\n";
+      return 1;
+    }
+    return code;
   } catch (const InputError& e) {
     std::cout.flush();
     std::cerr << "forge: error: " << e.what() << "\n";

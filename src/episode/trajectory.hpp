@@ -74,4 +74,12 @@ struct Trajectory {
   }
 };
 
+// Oldest policy version among a group's generated tokens (-1 if none).
+inline int32_t oldest_version(const std::vector<Trajectory>& group) {
+  int32_t v = -1;
+  for (const Trajectory& t : group)
+    if (const int32_t x = t.oldest_version(); x >= 0 && (v < 0 || x < v)) v = x;
+  return v;
+}
+
 }  // namespace forge

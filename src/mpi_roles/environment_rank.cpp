@@ -111,18 +111,16 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
         continue;
       }
       std::vector<Trajectory> trajs;
-      int64_t oldest = -1;
-      for (auto& e : g.episodes) {
-        trajs.push_back(e.take_trajectory());
-        const int32_t v = trajs.back().oldest_version();
-        if (v >= 0 && (oldest < 0 || v < oldest)) oldest = v;
-      }
+      for (auto& e : g.episodes) trajs.push_back(e.take_trajectory());
+      // A group without a generated token is as fresh as the weights now
+      // (as version 0 its staleness was the step: a false maximum).
+      const int32_t oldest = oldest_version(trajs);
       const std::vector<uint8_t> payload = encode_trajectories(trajs);
       if (payload.size() > pool.config().slot_bytes)
         throw InputError("a group of " + std::to_string(trajs.size()) + " episodes takes " +
                          std::to_string(payload.size()) + " bytes, more than pool.slot_bytes = " +
                          std::to_string(pool.config().slot_bytes) + "; raise pool.slot_bytes");
-      pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
+      pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? pool.published_version() : oldest);
       slots.done(g.slot);
       ++stats.groups;
       stats.episodes += static_cast<int64_t>(trajs.size());

@@ -93,13 +93,11 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
       progressed = true;
     }
     for (FinishedGroup& g : service.take_finished_groups()) {
-      int64_t oldest = -1;  // before the payload, which may drop the calls
-      for (const Trajectory& t : g.episodes) {
-        const int32_t v = t.oldest_version();
-        if (v >= 0 && (oldest < 0 || v < oldest)) oldest = v;
-      }
+      // Before the payload, which may drop the calls; without a generated
+      // token, as fresh as the weights now.
+      const int32_t oldest = oldest_version(g.episodes);
       const std::vector<uint8_t> payload = finished_group_payload(g, pool.config().slot_bytes, name);
-      pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? 0 : oldest);
+      pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? pool.published_version() : oldest);
       slots.done(g.slot);
       ++groups;
       progressed = true;

@@ -291,7 +291,15 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     while (weights.stop_code() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   quiesce(MPI_COMM_WORLD, sends, cfg.deadline_s);
-  if (stop == kStopFinished) learner.finish(step);
+  if (stop == kStopFinished) {
+    // The run's last checkpoint is written: a SIGTERM by now skips the final
+    // evaluation (`forge eval RUN_DIR` gives it).
+    if (*cfg.terminate) {
+      if (lead) log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval RUN_DIR)");
+      return 143;
+    }
+    learner.finish(step);
+  }
   return stop == kStopSignal ? 143 : 0;
 }
 

@@ -72,6 +72,18 @@ TEST(Cli, UnknownFlag) {
   EXPECT_TRUE(contains(r.err, "nonsense")) << r.err;
 }
 
+// Output that cannot be written (a full disk) is a failure, named, not
+// exit 0 with the output lost.
+TEST(Cli, OutputThatCannotBeWrittenIsAFailure) {
+  const std::string err = ::testing::TempDir() + "forge_cli_full_" + std::to_string(getpid()) + ".err";
+  const int status = std::system(("'" FORGE_BINARY_DIR "/forge' config > /dev/full 2>'" + err + "'").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string message = forge_e2e::slurp(err);
+  EXPECT_TRUE(contains(message, "forge: error: cannot write the output of 'forge config'")) << message;
+  std::remove(err.c_str());
+}
+
 TEST(Cli, OutOfRangeAndMissingFile) {
   Result r = forge("config --optim.lr=-1");
   EXPECT_EQ(r.rc, 2);

@@ -167,6 +167,14 @@ def check_tools(build_dir, path, tmp):
     pngs = sorted(p for p in os.listdir(plots) if p.endswith(".png")) if os.path.isdir(plots) else []
     if out.returncode != 0 or len(pngs) < 4:
         failures.append(f"plot_rollouts.py: rc {out.returncode}, {pngs}: {out.stderr}")
+    # A file that is not HDF5 is bad input: exit 2, named, no output folder.
+    bad = os.path.join(tmp, "not.h5")
+    with open(bad, "w") as f:
+        f.write("not hdf5")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_rollouts.py"), bad, "--out",
+                          os.path.join(tmp, "bad_plots")], capture_output=True, text=True, timeout=120)
+    if out.returncode != 2 or "not an HDF5 file" not in out.stderr or os.path.exists(os.path.join(tmp, "bad_plots")):
+        failures.append(f"plot_rollouts.py on a non-HDF5 file: rc {out.returncode}: {out.stderr}")
     return failures
 
 
