@@ -1,5 +1,8 @@
 #include "agent/scripted_policy.hpp"
 
+#include <map>
+#include <utility>
+
 #include "core/error.hpp"
 #include "core/rng.hpp"
 
@@ -57,17 +60,17 @@ Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& ag
   // budgets would teach stopping short. Only a config makes that happen. (A
   // verdict the verifier could not give, a sandbox run past its deadline,
   // leaves the demonstration as it is: the solver's calls are right.)
-  const std::string budget = t.end_reason == "turn_budget"      ? "agent.max_turns = " + std::to_string(agent_config.max_turns)
-                             : t.end_reason == "token_budget"   ? "agent.max_episode_tokens = " +
-                                                                    std::to_string(agent_config.max_episode_tokens)
-                             : t.end_reason == "context_budget" ? "agent.max_context_tokens = " +
-                                                                    std::to_string(agent_config.max_context_tokens)
-                                                                : "";
-  if (!budget.empty())
+  const std::map<std::string, std::pair<const char*, int>> budgets = {
+      {"turn_budget", {"agent.max_turns", agent_config.max_turns}},
+      {"token_budget", {"agent.max_episode_tokens", agent_config.max_episode_tokens}},
+      {"context_budget", {"agent.max_context_tokens", agent_config.max_context_tokens}}};
+  if (const auto it = budgets.find(t.end_reason); it != budgets.end()) {
+    const std::string budget = std::string(it->second.first) + " = " + std::to_string(it->second.second);
     throw InputError("the solver's demonstration of task " + std::to_string(task_seed) + " (" +
                      std::to_string(calls) + " tool calls" + (retry ? " and a retry" : "") + ") was cut short by " +
                      budget + " (" + t.end_reason + "): raise it, or lower the tasks' sizes (env.calc_max_ops, "
                      "env.search_max_hops)");
+  }
   return t;
 }
 

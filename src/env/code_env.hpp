@@ -21,8 +21,9 @@
 //                                         characters
 // Useful (first time only): a read whose range covers the buggy line, the
 // replace that restores it, a run_tests that passes on a module that computes
-// the visible cases (the case runner's verdict, not unittest's exit status). The solver reads the buggy function, replaces the line,
-// runs the tests and answers "done".
+// the visible cases (the case runner's verdict, not unittest's exit status).
+// The solver reads the buggy function, replaces the line, runs the tests and
+// answers "done".
 // verify(): 1 when the final module computes every hidden case, else 0 (one
 // sandbox run; the answer text is not read). The module runs alone, in a
 // process that is given the cases' calls and prints repr() of each value;

@@ -12,8 +12,8 @@
 // tool results the gateway handed out keep their parts (plain text but for
 // a named failed call's call.special delimiters, tool_response_format.hpp),
 // so echoed unchanged they encode to the tokens the white-box scaffold uses;
-// every assistant message it
-// returned renders to the tokens it was generated as, never re-encoded
+// every assistant message it returned renders to the tokens it was
+// generated as, never re-encoded
 // (matched by tool-call id, or by content for a reply without tool calls,
 // each reply used once per request). Anything else is the agent's own text
 // and is encoded as text (special-token spellings stay text). An assistant

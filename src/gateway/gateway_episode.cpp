@@ -16,6 +16,23 @@ using nlohmann::json;
 namespace {
 constexpr size_t kRewriteBytes = 64;   // a history_rewritten signal
 constexpr size_t kToolRunBytes = 256;  // a tool run's least record: signals, the result's frame
+
+// The parts of `shown`, the text handed out for `parts` (made valid UTF-8 or
+// cut to fit, it may differ): the whole parts it begins with keep their kind,
+// the rest is plain.
+std::vector<ScaffoldVocabulary::Part> parts_of_shown(const std::string& shown,
+                                                     const std::vector<ScaffoldVocabulary::Part>& parts) {
+  std::vector<ScaffoldVocabulary::Part> out;
+  size_t at = 0;
+  for (const auto& p : parts) {
+    if (shown.compare(at, p.text.size(), p.text) != 0) break;
+    out.push_back(p);
+    at += p.text.size();
+  }
+  if (at < shown.size()) out.push_back({shown.substr(at), false});
+  return out;
+}
+
 }  // namespace
 
 std::string fit_tool_result(const std::string& text, size_t bytes) {
@@ -103,26 +120,6 @@ json GatewayEpisode::record_chat(const Tokens& prompt, const GenerationResult& r
 }
 
 void GatewayEpisode::record_completion(const Tokens& prompt, const GenerationResult& r) { record(prompt, r); }
-
-namespace {
-
-// The parts of `shown`, the text handed out for `parts` (made valid UTF-8 or
-// cut to fit, it may differ): the whole parts it begins with keep their kind,
-// the rest is plain.
-std::vector<ScaffoldVocabulary::Part> parts_of_shown(const std::string& shown,
-                                                     const std::vector<ScaffoldVocabulary::Part>& parts) {
-  std::vector<ScaffoldVocabulary::Part> out;
-  size_t at = 0;
-  for (const auto& p : parts) {
-    if (shown.compare(at, p.text.size(), p.text) != 0) break;
-    out.push_back(p);
-    at += p.text.size();
-  }
-  if (at < shown.size()) out.push_back({shown.substr(at), false});
-  return out;
-}
-
-}  // namespace
 
 json GatewayEpisode::run_tool(const std::string& name, const std::string& args, size_t budget) {
   // Refused before the environment runs it when the share cannot hold a

@@ -7,8 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
@@ -191,6 +191,9 @@ class GatewayHttpServer : public httplib::Server {
   bool cutting_ = false;
 };
 
+// The server HttpGateway made (server_ is declared as httplib's base).
+GatewayHttpServer& gateway_server(httplib::Server& server) { return static_cast<GatewayHttpServer&>(server); }
+
 // httplib's thread pool, recording when each connection began to wait for a
 // thread.
 class QueueingThreadPool : public httplib::TaskQueue {
@@ -333,12 +336,12 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
   };
   server_->set_payload_max_length(static_cast<size_t>(config.max_request_kib) * 1024);
   const size_t max_bytes = static_cast<size_t>(config.max_request_kib) * 1024;
-  auto& server = static_cast<GatewayHttpServer&>(*server_);
+  auto& server = gateway_server(*server_);
   server_->set_pre_routing_handler(
       [queued = queued_, max_bytes, &server](const httplib::Request& req, httplib::Response& res) {
         mark_routed(*queued);
         const auto handled = refuse_unbounded_body(req, res, max_bytes);
-        if (handled == httplib::Server::HandlerResponse::Handled) static_cast<void>(server.mark_replying());
+        if (handled == httplib::Server::HandlerResponse::Handled) server.mark_replying();
         return handled;
       });
   add_routes();
@@ -350,7 +353,7 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
     throw InputError("gateway: cannot bind " + config.bind + ":" + std::to_string(port) +
                      " (in use? set gateway.port, or 0 for any free port)");
   }
-  if (!static_cast<GatewayHttpServer&>(*server_).raise_listen_backlog(4096))
+  if (!gateway_server(*server_).raise_listen_backlog(4096))
     throw Error("gateway: cannot raise the listen backlog of " + config.bind + ":" + std::to_string(bound));
   // Listening on every interface: name the host, so the URL can be used.
   std::string host = config.bind;
@@ -374,7 +377,7 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
 HttpGateway::~HttpGateway() { stop(); }
 
 size_t HttpGateway::connections_served() const {
-  return static_cast<GatewayHttpServer&>(*server_).serving();
+  return gateway_server(*server_).serving();
 }
 
 double HttpGateway::oldest_queued_s() const {
@@ -386,7 +389,7 @@ double HttpGateway::oldest_queued_s() const {
 bool HttpGateway::stop() {
   if (!thread_.joinable()) return true;
   server_->stop();
-  static_cast<GatewayHttpServer&>(*server_).cut_connections(std::chrono::seconds(kReplyGraceSeconds));
+  gateway_server(*server_).cut_connections(std::chrono::seconds(kReplyGraceSeconds));
   if (served_.wait_for(std::chrono::seconds(kStopSeconds)) != std::future_status::ready) {
     log_warn(name_ + ": HTTP workers did not stop within " + std::to_string(kStopSeconds) +
              " s; going on without them");
@@ -402,7 +405,7 @@ void HttpGateway::add_routes() {
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
   // Errors become OpenAI-shaped bodies; nothing escapes to the server.
   // The handler has the whole request: its connection is replying.
-  const auto guarded = [&server = static_cast<GatewayHttpServer&>(*server_)](Handler h) {
+  const auto guarded = [&server = gateway_server(*server_)](Handler h) {
     return [h = std::move(h), &server](const httplib::Request& req, httplib::Response& res) {
       if (!server.mark_replying()) {
         send_json(res, 410, error_body("the run has finished (the gateway is stopping)", "run_finished", 410));
@@ -505,9 +508,9 @@ void HttpGateway::add_routes() {
   server_->Post(R"(/episodes/([^/]+)/v1/completions)", guarded(completion(true)));
   server_->Post("/v1/completions", guarded(completion(false)));
 
-  server_->set_error_handler([&server = static_cast<GatewayHttpServer&>(*server_)](const httplib::Request& req,
+  server_->set_error_handler([&server = gateway_server(*server_)](const httplib::Request& req,
                                                                                     httplib::Response& res) {
-    static_cast<void>(server.mark_replying());  // httplib's own error replies are replies too
+    server.mark_replying();  // httplib's own error replies are replies too
     if (!res.body.empty()) return;
     const char* type = res.status == 404   ? "not_found_error"
                        : res.status >= 500 ? "server_error"

@@ -14,6 +14,20 @@
 #include "learner/train_progress.hpp"
 
 namespace forge {
+namespace {
+
+// InputError unless the checkpoint at `path` was trained with this model:
+// every [model] key, not the shapes alone (a changed rope_base or norm_eps
+// loads without complaint). `flag` names the option, `fix` the remedy.
+void require_same_model(const PolicyModel& model, const std::string& path, const std::string& flag,
+                        const std::string& fix) {
+  const std::string differences = model_differences(model.config(), model_source_of(path).config);
+  if (!differences.empty())
+    throw InputError(flag + ": checkpoint '" + path + "' was trained with another model (this run against the "
+                     "checkpoint's: " + differences + "); " + fix);
+}
+
+}  // namespace
 
 LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig& run, const TrainConfig& train,
                                 bool resume) {
@@ -22,11 +36,7 @@ LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig&
     const std::string dir = run.dir + "/checkpoints";
     start.resumed_from = latest_checkpoint(dir);
     if (start.resumed_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
-    // Shapes alone would let a changed rope_base or norm_eps through.
-    const std::string differences = model_differences(model.config(), model_source_of(start.resumed_from).config);
-    if (!differences.empty())
-      throw InputError("--resume: checkpoint '" + start.resumed_from + "' was trained with another model (this run "
-                       "against the checkpoint's: " + differences + "); resume with the run's [model] keys");
+    require_same_model(model, start.resumed_from, "--resume", "resume with the run's [model] keys");
     start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
     start.step = static_cast<int>(start.checkpoint.step);
     // A requeued job repeats its command line: its train.init was the first
@@ -36,10 +46,7 @@ LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig&
                "' applied to the run's first start only and is not read");
   } else if (!train.init.empty()) {
     const std::string path = resolve_checkpoint(train.init);
-    const std::string differences = model_differences(model.config(), model_source_of(path).config);
-    if (!differences.empty())
-      throw InputError("--train.init: checkpoint '" + path + "' was trained with another model (this run against the "
-                       "checkpoint's: " + differences + "); set the [model] keys it was trained with");
+    require_same_model(model, path, "--train.init", "set the [model] keys it was trained with");
     load_checkpoint(path, model, nullptr);
   }
   return start;

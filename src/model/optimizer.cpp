@@ -61,8 +61,8 @@ void add_optim_options(OptionSet& opts, OptimConfig& o) {
   opts.add("optim.beta2", &o.beta2, "AdamW second-moment decay",
            in_range(0, 1, Interval::kOpenHigh));
   opts.add("optim.eps", &o.eps, "AdamW epsilon", in_range(0, 1, Interval::kOpenLow));
-  opts.add("optim.weight_decay", &o.weight_decay, "decoupled weight decay (weight matrices and the LM head; a tied embedding is the head)",
-           in_range(0, 10));
+  opts.add("optim.weight_decay", &o.weight_decay,
+           "decoupled weight decay (weight matrices and the LM head; a tied embedding is the head)", in_range(0, 10));
   opts.add("optim.grad_clip", &o.grad_clip, "clip the global gradient L2 norm to this; 0 disables",
            at_least(0));
   opts.add("optim.warmup_steps", &o.warmup_steps, "steps of linear learning-rate warm-up",

@@ -93,8 +93,8 @@ void RolloutEngine::submit(GenerationRequest r) {
                        std::to_string(r.prompt[i]) + ", outside the vocabulary [0, " +
                        std::to_string(V) + ")");
   if (sp.max_new_tokens < 1) throw InputError(who + "max_new_tokens must be at least 1");
-  if (!(sp.temperature == 0.0f || (sp.temperature >= 0.01f && sp.temperature <= 100.0f)))
-    throw InputError(who + "temperature must be 0 (greedy) or in [0.01, 100]");
+  if (!temperature_allowed(sp.temperature))
+    throw InputError(who + "temperature must be " + kTemperaturesAllowed);
   if (!(sp.top_p > 0.0f && sp.top_p <= 1.0f)) throw InputError(who + "top_p must lie in (0, 1]");
   if (sp.top_k < 0) throw InputError(who + "top_k must be >= 0 (0 = all)");
 

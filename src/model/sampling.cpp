@@ -67,10 +67,8 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
 
 void add_sampling_options(OptionSet& opts, SamplingParams& s) {
   opts.describe_section("sample", "token sampling of the rollout engine");
-  // Below 0.01, 1/T overflows the scaled logits of a large model to inf
-  // (NaN logprobs): 0 is the greedy limit.
   opts.add("sample.temperature", &s.temperature, "softmax temperature; 0 = greedy",
-           satisfies("0 (greedy) or in [0.01, 100]", [](double t) { return t == 0 || (t >= 0.01 && t <= 100); }));
+           satisfies(kTemperaturesAllowed, [](double t) { return temperature_allowed(static_cast<float>(t)); }));
   opts.add("sample.top_p", &s.top_p, "nucleus sampling: smallest token set reaching this mass",
            in_range(0, 1, Interval::kOpenLow));
   opts.add("sample.top_k", &s.top_k, "sample among the k most likely tokens; 0 = all",

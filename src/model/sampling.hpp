@@ -28,6 +28,12 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
 
 // The [sample] section's keys on an OptionSet (stop_tokens come from the
 // tokenizer or the task, not from config).
+// The temperatures sampling takes: 0 (greedy) or [0.01, 100]. Below 0.01,
+// 1/T overflows the scaled logits of a large model to inf (NaN logprobs).
+inline constexpr const char* kTemperaturesAllowed = "0 (greedy) or in [0.01, 100]";
+// In float, as SamplingParams holds it (0.01 read from a config is 0.01f).
+inline bool temperature_allowed(float t) { return t == 0.0f || (t >= 0.01f && t <= 100.0f); }
+
 void add_sampling_options(OptionSet& opts, SamplingParams& sample);
 
 }  // namespace forge

@@ -36,6 +36,13 @@ struct TakenBatch {
   int dropped = 0, masked = 0;
   double waited_s = 0;
   double straggler_wait_s = 0;  // waiting on groups that came back with abandoned episodes
+
+  // Counts a group the staleness cap keeps out; true when it is out.
+  bool keeps_out(Verdict v) {
+    if (v == Verdict::kDrop) ++dropped;
+    if (v == Verdict::kMask) ++masked;
+    return v != Verdict::kTrain;
+  }
 };
 
 class BatchTaker {
@@ -68,15 +75,7 @@ class BatchTaker {
         const int64_t staleness = version - g.version;
         // One restored from a checkpoint meets the staleness cap as a take
         // from the pool does (one held after SIGTERM met it at this version).
-        const Verdict v = g.producer < 0 ? pool_.judge_held(staleness) : Verdict::kTrain;
-        if (v == Verdict::kDrop) {
-          ++batch.dropped;
-          continue;
-        }
-        if (v == Verdict::kMask) {
-          ++batch.masked;
-          continue;
-        }
+        if (g.producer < 0 && batch.keeps_out(pool_.judge_held(staleness))) continue;
         batch.staleness.push_back(staleness);
         taken.push_back(std::move(g));
         continue;
@@ -90,14 +89,7 @@ class BatchTaker {
         continue;
       }
       since_group.reset();
-      if (t->verdict == Verdict::kDrop) {
-        ++batch.dropped;
-        continue;
-      }
-      if (t->verdict == Verdict::kMask) {
-        ++batch.masked;
-        continue;
-      }
+      if (batch.keeps_out(t->verdict)) continue;
       batch.staleness.push_back(t->staleness);
       taken.push_back({t->slot, t->version, t->producer, std::move(t->payload), t->head_wait_s});
     }

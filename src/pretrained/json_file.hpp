@@ -61,7 +61,9 @@ class JsonObject {
   }
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
   bool has_string(const std::string& key) const { return has(key) && j_[key].is_string(); }
-  // A key's value as it is (null when absent), for structures read by hand.
+  // The object itself, and a key's value as it is (null when absent), for
+  // structures read by hand.
+  const nlohmann::json& value() const { return j_; }
   const nlohmann::json& raw(const std::string& key) const {
     static const nlohmann::json null;
     return j_.contains(key) ? j_[key] : null;
@@ -80,6 +82,10 @@ class JsonObject {
     if (!has(key)) return fallback;
     if (!j_[key].is_number()) throw InputError(name(key) + " is " + json_shown(j_[key]) + ", not a number");
     return j_[key].get<double>();
+  }
+  std::string string(const std::string& key) const {
+    if (!has(key)) throw InputError("'" + file_ + "' has no " + prefix_ + key);
+    return string(key, "");
   }
   std::string string(const std::string& key, const std::string& fallback) const {
     if (!has(key)) return fallback;

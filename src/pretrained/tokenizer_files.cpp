@@ -73,9 +73,8 @@ std::string token_content(const JsonObject& tc, const std::string& key) {
 void read_tokenizer_config(const std::string& path, std::string* chat_template, std::string* bos, std::string* eos) {
   const json tc_json = read_json_file(path);
   const JsonObject tc(tc_json, path);
-  if (tc.has("chat_template") && tc_json["chat_template"].is_array()) {
+  if (const json& templates = tc.raw("chat_template"); templates.is_array()) {
     // Named templates: [{"name": "default", "template": "..."}, ...].
-    const json& templates = tc_json["chat_template"];
     for (size_t i = 0; i < templates.size(); ++i) {
       const JsonObject t(templates[i], path, "chat_template[" + std::to_string(i) + "].");
       if (t.string("name", "") == "default") *chat_template = t.string("template", "");
@@ -150,8 +149,7 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   if (file.has("normalizer") && file.object("normalizer").string("type", "") != "NFC")
     throw bad("normalizer " + json_shown(tj["normalizer"]) + " (forge applies none)");
   BpeVocabulary v;
-  const JsonObject vocab_object = model.object("vocab");  // an InputError unless an object
-  const json& vocab = tj["model"]["vocab"];
+  const json& vocab = model.object("vocab").value();
   const json& added = file.raw("added_tokens");
   if (!added.is_null() && !added.is_array()) throw bad("added_tokens is " + json_shown(added) + ", not an array");
   const size_t n_added = added.is_array() ? added.size() : 0;
@@ -177,10 +175,7 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   }
   for (size_t i = 0; i < n_added; ++i) {
     const int32_t id = added_ids[i];
-    if (!added_tokens[i].has_string("content"))
-      throw InputError(added_tokens[i].name("content") + " is " + json_shown(added[i].value("content", json())) +
-                       ", not a string");
-    v.tokens[id] = added_tokens[i].string("content", "");
+    v.tokens[id] = added_tokens[i].string("content");
     seen[id] = 1;
     v.added.push_back({id, added_tokens[i].boolean("special", false)});
   }

@@ -23,15 +23,21 @@ using nlohmann::json;
 
 const std::string kToken = "test-token-1234";
 
+// The loopback address of the gateway at `url` (http://127.0.0.1:PORT).
+sockaddr_in loopback(const std::string& url) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  return a;
+}
+
 // A client connection to the gateway at `url`; reads give up after 60 s so
 // that a broken server fails the test instead of hanging it.
 class Client {
  public:
   explicit Client(const std::string& url) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))));
-    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    const sockaddr_in a = loopback(url);
     EXPECT_EQ(::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
     const timeval tv{60, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -224,12 +230,9 @@ TEST_F(GatewayHttp, AReplyBeingMadeWhenStopBeginsIsDeliveredWhole) {
 
   std::thread stopping([&] { EXPECT_TRUE(http.stop()); });
   // stop() has begun once the listener is closed: a new connection is refused.
+  const sockaddr_in a = loopback(url);
   while (std::chrono::steady_clock::now() < give_up) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1))));
-    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     const bool refused = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0;
     ::close(fd);
     if (refused) break;

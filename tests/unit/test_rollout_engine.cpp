@@ -592,16 +592,26 @@ TEST(RolloutEngine, SharedPrefixesAreCopied) {
   EXPECT_EQ(waited[31].versions, Ints(waited[31].tokens.size(), 1));
 }
 
+// An engine at version 1 with one request submitted: id 1, 30 random tokens
+// (from `seed`) in session "ep", up to `max_new` generated.
+struct OneSession {
+  Fixture f;
+  RolloutEngine engine{f.model, engine_config(4, 4096, 4, 16)};
+  Ints p1;
+  OneSession(uint64_t seed, int max_new) {
+    Rng rng(seed);
+    engine.set_policy_version(1);
+    p1 = random_tokens(rng, 30);
+    engine.submit(request(1, p1, max_new, 1.0f, 5, "ep"));
+  }
+};
+
 // New weights mid-sequence: the tokens keep the version the sequence began
 // under, and its k/v (computed partly by the old weights) are not kept for the
 // session, so the next call of the episode prefills everything anew.
 TEST(RolloutEngine, SequenceSpanningNewWeightsIsNotCachedForReuse) {
-  Fixture f;
-  Rng rng(41);
-  RolloutEngine engine(f.model, engine_config(4, 4096, 4, 16));
-  engine.set_policy_version(1);
-  const Ints p1 = random_tokens(rng, 30);
-  engine.submit(request(1, p1, 12, 1.0f, 5, "ep"));
+  OneSession s(41, 12);
+  RolloutEngine& engine = s.engine;
   std::vector<GenerationResult> out;
   for (int step = 0; out.empty(); ++step) {
     if (step == 3) {
@@ -615,7 +625,7 @@ TEST(RolloutEngine, SequenceSpanningNewWeightsIsNotCachedForReuse) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].versions, std::vector<int32_t>(out[0].tokens.size(), 1));
   EXPECT_EQ(engine.cache().cached_blocks(), 0);
-  engine.submit(request(2, followed_by(p1, out[0]), 4, 1.0f, 6, "ep"));
+  engine.submit(request(2, followed_by(s.p1, out[0]), 4, 1.0f, 6, "ep"));
   const auto second = engine.run_until_done();
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].prefill_reused, 0);
@@ -626,15 +636,11 @@ TEST(RolloutEngine, SequenceSpanningNewWeightsIsNotCachedForReuse) {
 // not clear the cache on the new version: its k/v would be stamped with the
 // new version.
 TEST(RolloutEngine, ASessionOfOlderWeightsIsNotReused) {
-  Fixture f;
-  Rng rng(43);
-  RolloutEngine engine(f.model, engine_config(4, 4096, 4, 16));
-  engine.set_policy_version(1);
-  const Ints p1 = random_tokens(rng, 30);
-  engine.submit(request(1, p1, 6, 1.0f, 5, "ep"));
+  OneSession s(43, 6);
+  RolloutEngine& engine = s.engine;
   const auto first = engine.run_until_done();
   ASSERT_EQ(first.size(), 1u);
-  const Ints p2 = followed_by(p1, first[0]);
+  const Ints p2 = followed_by(s.p1, first[0]);
   // Same version: the session's prefix is reused (the control).
   engine.submit(request(2, p2, 4, 1.0f, 6, "ep"));
   const auto same = engine.run_until_done();
