@@ -16,7 +16,8 @@
 //                      steps (exploring, a shell command, a different fix)
 //   unrecovered_error  a tool error or timeout that the identical call did
 //                      not retry successfully right after (the evaluation's
-//                      "recovered"), the task's calls left unfinished, with
+//                      "recovered"; a run of failed calls counts as retries
+//                      of the first), the task's calls left unfinished, with
 //                      none of the above
 //   no_answer          a budget (turns, tokens, context) or the engine ended
 //                      the episode before an answer, with none of the above

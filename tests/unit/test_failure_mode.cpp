@@ -137,6 +137,11 @@ TEST(FailureModeTest, TheFirstCauseThatAppliesWins) {
   EXPECT_EQ(cause(record({kToolError, kUsefulCall, kRecovered, kToolError}, 2)),
             FailureMode::kUnrecoveredError);
   EXPECT_EQ(cause(record({kToolError}, 1, "turn_budget")), FailureMode::kUnrecoveredError);
+  // A later error's recovery does not close an earlier one the agent left.
+  EXPECT_EQ(cause(record({kToolError, kUsefulCall, kToolError, kUsefulCall, kRecovered}, 3)),
+            FailureMode::kUnrecoveredError);
+  // A retry that failed again, then succeeded, recovered.
+  EXPECT_EQ(cause(record({kToolError, kToolError, kUsefulCall, kRecovered}, 2)), FailureMode::kStoppedShort);
   // Every needed call made: an error left behind did not cost the task.
   EXPECT_EQ(cause(record({kUsefulCall, kToolError}, 1)), FailureMode::kWrongAnswer);
   EXPECT_EQ(cause(record({kUsefulCall}, 2, "token_budget")), FailureMode::kNoAnswer);
