@@ -1,0 +1,54 @@
+// ContextManager::compact: what each policy keeps when the opening and the
+// newest turn alone pass the budget.
+#include <gtest/gtest.h>
+
+#include "agent/context_manager.hpp"
+
+namespace forge {
+namespace {
+
+// An opening of 10 tokens and three turns of 20; the newest produced "c=3".
+Conversation three_turns() {
+  Conversation c;
+  c.opening = Tokens(10, 'o');
+  for (const char* note : {"a=1", "b=2", "c=3"}) c.turns.push_back({Tokens(20, 'x'), note});
+  return c;
+}
+
+TEST(ContextManager, DropKeepsTheNewestTurnAndFailsWhenItAloneDoesNotFit) {
+  const ContextManager m(ContextPolicy::kDrop, /*budget=*/25, /*keep_turns=*/2, TemplateStyle::kSpecial);
+  Conversation c = three_turns();
+  EXPECT_FALSE(m.compact(c));
+  ASSERT_EQ(c.turns.size(), 1u) << "the newest result must not be forgotten unread";
+  EXPECT_EQ(c.turns.back().note, "c=3");
+}
+
+TEST(ContextManager, DropWithRoomKeepsTheNewestTurnsThatFit) {
+  const ContextManager m(ContextPolicy::kDrop, /*budget=*/60, /*keep_turns=*/2, TemplateStyle::kSpecial);
+  Conversation c = three_turns();
+  EXPECT_TRUE(m.compact(c));
+  ASSERT_EQ(c.turns.size(), 2u);
+  EXPECT_EQ(c.turns.front().note, "b=2");
+  EXPECT_LE(m.assemble(c).size(), 60u);
+}
+
+TEST(ContextManager, SummarizeLeavesTheNewestResultAsANote) {
+  // The opening, the notes message and assistant_start fit; no turn does.
+  const ContextManager m(ContextPolicy::kSummarize, /*budget=*/40, /*keep_turns=*/2, TemplateStyle::kSpecial);
+  Conversation c = three_turns();
+  EXPECT_TRUE(m.compact(c));
+  EXPECT_TRUE(c.turns.empty());
+  ASSERT_FALSE(c.notes.empty());
+  EXPECT_EQ(c.notes.back(), "c=3") << "notes are forgotten oldest first";
+  EXPECT_LE(m.assemble(c).size(), 40u);
+}
+
+TEST(ContextManager, DropWithKeepTurnsZeroMayForgetEveryTurn) {
+  const ContextManager m(ContextPolicy::kDrop, /*budget=*/25, /*keep_turns=*/0, TemplateStyle::kSpecial);
+  Conversation c = three_turns();
+  EXPECT_TRUE(m.compact(c));
+  EXPECT_TRUE(c.turns.empty());
+}
+
+}  // namespace
+}  // namespace forge
