@@ -140,8 +140,13 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
         const SampleRef ref = bin.refs[r];
         tokens.logprob[tokens.sample_begin[ref.sample] + ref.position - context_len[ref.sample]] = fwd.logprob[e];
       }
-    for (float h : fwd.entropy) entropy_sum += h;
-    entropy_rows += static_cast<int64_t>(fwd.entropy.size());
+    // A merged row stands for every (sample, token) that references its
+    // entries: weighted so, the mean is the linear batch's.
+    for (int32_t r = 0; r < bin.rows(); ++r) {
+      const int64_t refs = bin.ref_begin[bin.row_begin[r + 1]] - bin.ref_begin[bin.row_begin[r]];
+      entropy_sum += double(fwd.entropy[r]) * refs;
+      entropy_rows += refs;
+    }
   }
   if (config.sum_across_shards) {
     double v[4] = {entropy_sum, double(entropy_rows), double(st.linear_tokens), double(st.tree_tokens)};

@@ -74,7 +74,7 @@ struct PolicyUpdateStats {
   double reward_mean = 0;
   RewardComponents component_mean;  // raw components, mean over episodes
   double success_rate = 0;
-  double entropy_mean = 0;      // mean entropy of the trained rows
+  double entropy_mean = 0;      // mean entropy over the trained tokens, as linear
   int64_t linear_tokens = 0;    // tokens if every call ran alone
   int64_t tree_tokens = 0;      // tokens actually run per pass
   // Mean |log pi_learner - log pi_behaviour| (see above); NaN without tokens.

@@ -3,7 +3,8 @@
 // (sum_across_shards), give gradients whose sum equals one learner's gradient
 // on the whole batch, for every loss and masking mode. The learners run as
 // threads here, with a barrier-based sum in place of MPI_Allreduce. Also:
-// abandoned episodes leave the loss, and several bins give one bin's gradient.
+// abandoned episodes leave the loss, several bins give one bin's gradient,
+// and a merged batch reports the statistics of a linear one.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -190,6 +191,33 @@ TEST(PolicyUpdate, SeveralBinsGiveTheGradientOfOne) {
   }
   ASSERT_GT(ref, 0);
   EXPECT_LE(err / ref, 1e-5);
+}
+
+// Prefix-tree merging changes how many rows run, not what the step reports:
+// loss, entropy and token counts equal those of every call run alone.
+TEST(PolicyUpdate, MergedStatsEqualLinearStats) {
+  set_compute_threads(1);
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny_agent_model_config(), *backend);
+  model.init_random(24);
+  // Unperturbed: a group's episodes share their opening, so one row (the
+  // opening's last token) predicts both first tokens.
+  std::vector<Trajectory> trajs = tiny_agent_episodes(model, 16, 500, /*perturb=*/false, /*sampling_seed=*/3);
+  for (size_t i = 0; i < trajs.size(); ++i) trajs[i].reward.outcome = static_cast<float>(i % 3);
+  PolicyUpdateConfig cfg;
+  cfg.max_tokens = 1 << 20;
+  cfg.inv_temperature = 40;  // peaked: entropies that differ from row to row
+  model.zero_grads();
+  const PolicyUpdateStats merged = policy_forward_backward(model, trajs, cfg);
+  cfg.merge = false;
+  model.zero_grads();
+  const PolicyUpdateStats linear = policy_forward_backward(model, trajs, cfg);
+  ASSERT_LT(merged.tree_tokens, linear.tree_tokens) << "the episodes should share prefixes";
+  EXPECT_EQ(merged.linear_tokens, linear.linear_tokens);
+  EXPECT_EQ(merged.loss.kept_tokens, linear.loss.kept_tokens);
+  EXPECT_NEAR(merged.loss.objective, linear.loss.objective, 1e-5 * (1 + std::abs(linear.loss.objective)));
+  ASSERT_GT(linear.entropy_mean, 0);
+  EXPECT_NEAR(merged.entropy_mean, linear.entropy_mean, 1e-5 * linear.entropy_mean);
 }
 
 INSTANTIATE_TEST_SUITE_P(Losses, DataParallelUpdate,
