@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -285,11 +286,12 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   quiesce(MPI_COMM_WORLD, sends, cfg.deadline_s);
   if (stop == kStopFinished) {
     // The run's last checkpoint is written: a SIGTERM by now skips the final
-    // evaluation (`forge eval RUN_DIR` gives it).
+    // evaluation (`forge eval RUN_DIR` gives it), and one during it ends it.
     if (*cfg.terminate) {
       if (lead) log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval RUN_DIR)");
       return 143;
     }
+    std::signal(SIGTERM, SIG_DFL);
     learner.finish(step);
   }
   return stop == kStopSignal ? 143 : 0;
