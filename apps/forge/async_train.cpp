@@ -241,30 +241,35 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const RoleLayout layout(world, {all.mpi.learners, all.mpi.rollouts});
-  all.update.loss.validate();
-  all.update.reward.validate();
-  check_bins_hold_calls("train.max_tokens", all.train.max_tokens,
-                        all.agent.max_context_tokens + all.agent.max_new_tokens);
-  if (all.gateway.enabled) all.gateway.resolve_and_validate();
+  // Every check ends the whole job through or_abort_job: a check that fails
+  // on some ranks only (FORGE_GATEWAY_TOKEN is not forwarded to other nodes
+  // by default) must not leave them waiting in the collectives below.
+  const RoleLayout layout = or_abort_job("rank " + std::to_string(rank), [&] {
+    return RoleLayout(world, {all.mpi.learners, all.mpi.rollouts});
+  });
   const Role role = layout.role_of(rank);
   const std::string me = layout.name(rank);
   set_log_prefix(me);
-  // Every rank resolves the model (a pretrained one's configuration and
-  // vocabulary; its weights only on the learners): the weight channel's size,
-  // the rollout engine, the environments' scaffold.
+  DataPoolConfig pc;
   or_abort_job(me, [&] {
+    all.update.loss.validate();
+    all.update.reward.validate();
+    check_bins_hold_calls("train.max_tokens", all.train.max_tokens,
+                          all.agent.max_context_tokens + all.agent.max_new_tokens);
+    if (all.gateway.enabled) all.gateway.resolve_and_validate();
+    // Every rank resolves the model (a pretrained one's configuration and
+    // vocabulary; its weights only on the learners): the weight channel's
+    // size, the rollout engine, the environments' scaffold.
     const ModelSource source = resolve_model(all.base.model, false);
     all.base.model = source.config;
     all.agent.vocabulary = ScaffoldVocabulary::of(source.chat);
+    pc.window = window_config(all.mpi);
+    pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
+    pc.deadline_s = all.mpi.deadline_s;
+    if (static_cast<uint64_t>(all.train.tasks) * pc.slot_bytes >= (uint64_t{1} << 31))
+      throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
+                       " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");
   });
-  DataPoolConfig pc;
-  pc.window = window_config(all.mpi);
-  pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
-  pc.deadline_s = all.mpi.deadline_s;
-  if (static_cast<uint64_t>(all.train.tasks) * pc.slot_bytes >= (uint64_t{1} << 31))
-    throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
-                     " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");
   volatile std::sig_atomic_t* const terminate = cli::catch_sigterm();
   int threads_on_node = 0;
   const int threads = set_compute_threads(threads_for(layout, rank, all.base.run.threads, &threads_on_node));

@@ -261,7 +261,7 @@ void DataPool::write_completion(uint64_t slot, const void* data, size_t bytes, i
                 ", which it has not started");
   if (bytes > cfg_.slot_bytes)
     throw Error("data pool: payload of " + std::to_string(bytes) + " bytes for slot " + std::to_string(slot) +
-                " exceeds the slot capacity of " + std::to_string(cfg_.slot_bytes) + " bytes (raise slot_bytes)");
+                " exceeds the slot capacity of " + std::to_string(cfg_.slot_bytes) + " bytes (raise pool.slot_mib)");
   const uint32_t cell = it->second;
   started_.erase(it);
   // Payload, cell meta, DONE and a notice index, completed together; then the

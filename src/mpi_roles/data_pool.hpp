@@ -14,8 +14,9 @@
 //                 cell[2C]  per cell: version, payload length
 //                 free[C]   the free ring: cell indices, EMPTY (-1) once claimed
 //                 notice[C] the done ring: slot << 24 | cell, EMPTY once read
-//                 skip[]    bitmap of a resumed pool's slots not to generate
 //   payload       bytes[C * slot_bytes]; cell c owns [c slot_bytes, +slot_bytes)
+// and on every rank a local skip bitmap (a resumed pool's slots not to
+// generate, broadcast at construction).
 //
 // Producer (any rank), per trajectory:
 //   1. start     r = FAA(R, +1), f = read F, a = FAA(A, -1), one flush;
@@ -24,8 +25,10 @@
 //                s = FAA(T, +1): a slot in start order; cell = free[i mod C],
 //                free[i mod C] := EMPTY; state[cell] := STARTED.
 //   2. complete  Put payload and cell meta, state[cell] := DONE,
-//                d = FAA(D, +1), one flush; then notice[d mod C] := (s, cell),
-//                F += 1, R -= 1, one flush.
+//                d = FAA(D, +1), F += 1, one flush; then
+//                notice[d mod C] := (s, cell), R -= 1, one flush (F counts
+//                the group before its notice exists, so the consumer's
+//                F -= 1 never comes first).
 // Consumer (one rank), per take:
 //   3. notices   read notice[] from its own next index up to the first EMPTY,
 //                reset what it read to EMPTY and Get those cells' meta, flush;

@@ -118,8 +118,9 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
       const std::vector<uint8_t> payload = encode_trajectories(trajs);
       if (payload.size() > pool.config().slot_bytes)
         throw InputError("a group of " + std::to_string(trajs.size()) + " episodes takes " +
-                         std::to_string(payload.size()) + " bytes, more than pool.slot_bytes = " +
-                         std::to_string(pool.config().slot_bytes) + "; raise pool.slot_bytes");
+                         std::to_string(payload.size()) + " bytes, more than its data-pool slot (" +
+                         std::to_string(pool.config().slot_bytes) + " bytes, pool.slot_mib = " +
+                         std::to_string(pool.config().slot_bytes >> 20) + "); raise pool.slot_mib");
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? pool.published_version() : oldest);
       slots.done(g.slot);
       ++stats.groups;

@@ -10,7 +10,8 @@
 #         (it once died at once, losing every step since the last checkpoint);
 # each time `forge train --resume` finishes the run. rollouts.h5 must then
 # hold exactly STEPS x 2 groups of 2 episodes, each slot complete and none
-# twice: no group lost or trained twice across the restarts. The interrupted
+# twice, and no slot left untrained more than W - 1 below the highest
+# trained one: no group lost or trained twice across the restarts. The interrupted
 # job runs on past STEPS until the signal lands (a step of this tiny model
 # takes tens of ms, and the ranks have been seen to reach step 9 after the
 # log showed step 3), so STEPS leaves room: a checkpoint beyond the run's
@@ -67,6 +68,13 @@ if len(set(ids)) != len(ids):
 slots = collections.Counter(i // 2 for i in ids)
 if any(c != 2 for c in slots.values()):
     sys.exit("an incomplete group")
+# No slot lost: a slot never trained lies at most W - 1 (pool.window 3) below
+# the highest trained one (the pool's window; in-flight slots are generated
+# again on resume under their own numbers).
+top = max(slots)
+lost = [s for s in range(top) if s not in slots and s <= top - 3]
+if lost:
+    sys.exit(f"slots {lost[:5]} were never trained, more than W-1 below slot {top}")
 per_step = collections.Counter(steps)
 if sorted(per_step) != list(range(n)) or any(c != 4 for c in per_step.values()):
     sys.exit(f"episodes per step: {dict(per_step)}")

@@ -2,7 +2,9 @@
 # No silent hangs (label mpi): a running `forge train` at 4 ranks
 # (learner 0, rollout 1, environment 2 and 3) meets three faults:
 #   kill  SIGKILL of environment rank 3: every rank has exited within 60 s
-#         and the output names rank 3;
+#         and the output names rank 3 (mpirun's own report: it sends SIGTERM
+#         to the other ranks before forge's watchdog would notice; the stop
+#         case checks forge's own message);
 #   stop  SIGSTOP of rollout rank 1 (alive but stalled) with a 5 s deadline:
 #         the job ends within 60 s with a message naming "rollout rank 1"
 #         (the watchdog's, or an environment rank's unanswered request);
