@@ -178,6 +178,9 @@ h5::File open_checkpoint(const std::string& path) {
     throw InputError("checkpoint '" + path + "' has schema version " + std::to_string(schema) +
                      "; this forge reads up to " + std::to_string(kCheckpointSchemaVersion) +
                      " (written by a newer forge)");
+  if (schema < 1)
+    throw InputError("checkpoint '" + path + "' has schema version " + std::to_string(schema) +
+                     "; versions start at 1 (damaged file)");
   return f;
 }
 

@@ -255,9 +255,20 @@ bool File::has_attr(const std::string& key) const {
   return exists > 0;
 }
 
-std::string File::attr_string(const std::string& key) const {
+// Opens attribute `key`, refusing one that is not a single value (an array
+// would overflow the one value read into).
+Handle File::open_scalar_attr(const std::string& key) const {
   if (!has_attr(key)) throw InputError("'" + path_ + "' has no attribute '" + key + "'");
   Handle a(H5Aopen(file_.id(), key.c_str(), H5P_DEFAULT), H5Aclose);
+  Handle space(a.valid() ? H5Aget_space(a.id()) : -1, H5Sclose);
+  if (!space.valid()) throw InputError("'" + path_ + "': cannot open attribute '" + key + "' (damaged file)");
+  if (H5Sget_simple_extent_npoints(space.id()) != 1)
+    throw InputError("'" + path_ + "': attribute '" + key + "' is not a single value");
+  return a;
+}
+
+std::string File::attr_string(const std::string& key) const {
+  const Handle a = open_scalar_attr(key);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   if (H5Tget_class(type.id()) != H5T_STRING || H5Tis_variable_str(type.id()) > 0)
     throw InputError("'" + path_ + "': attribute '" + key + "' is not a fixed-length string");
@@ -269,8 +280,7 @@ std::string File::attr_string(const std::string& key) const {
 }
 
 int64_t File::attr_int(const std::string& key) const {
-  if (!has_attr(key)) throw InputError("'" + path_ + "' has no attribute '" + key + "'");
-  Handle a(H5Aopen(file_.id(), key.c_str(), H5P_DEFAULT), H5Aclose);
+  const Handle a = open_scalar_attr(key);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   if (H5Tget_class(type.id()) != H5T_INTEGER)
     throw InputError("'" + path_ + "': attribute '" + key + "' is not an integer");

@@ -83,6 +83,8 @@ class File {
   bool has_attr(const std::string& key) const;  // InputError if the header cannot be read
 
  private:
+  Handle open_scalar_attr(const std::string& key) const;
+
   std::string path_;
   Handle file_;
 };

@@ -36,15 +36,27 @@ bool type_matches(hid_t file_type, rs::Type t) {
   return (H5Tget_sign(file_type) == H5T_SGN_2) == is_signed;
 }
 
-// The number of leading rows for which present(i) holds (present is monotone:
-// true up to some row, false after).
+// The number of leading rows of a table that are whole. present(start,
+// count) says which rows of [start, start + count) are. A writer appends in
+// order, so whole rows come first and rows a killed flush left partial after;
+// a whole row after a partial one is damage (an offset overwritten), which
+// must not silently shorten the file (a resume would then cut every row
+// after it).
 template <typename F>
-int64_t present_prefix(int64_t n, F present) {
-  int64_t lo = 0, hi = n;  // rows [0, lo) present, [hi, n) not
+int64_t whole_prefix(const std::string& path, const char* table, int64_t n, F present) {
+  int64_t lo = 0, hi = n;  // rows [0, lo) whole, [hi, n) not
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
-    if (present(mid)) lo = mid + 1;
+    if (present(mid, 1)[0]) lo = mid + 1;
     else hi = mid;
+  }
+  if (lo < n) {
+    const std::vector<uint8_t> tail = present(lo, n - lo);
+    const auto whole = std::find(tail.begin(), tail.end(), uint8_t{1});
+    if (whole != tail.end())
+      throw InputError("'" + path + "': " + table + " row " + std::to_string(lo) +
+                       " points outside its table while row " + std::to_string(lo + (whole - tail.begin())) +
+                       " after it is whole (corrupted?)");
   }
   return lo;
 }
@@ -63,6 +75,9 @@ RolloutReader::RolloutReader(const std::string& path) : file_(h5::File::open_fol
     throw InputError("'" + path + "' has rollout schema version " + std::to_string(schema_version_) +
                      ", newer than this forge reads (" + std::to_string(rs::kSchemaVersion) +
                      "); use a newer forge");
+  if (schema_version_ < 1)
+    throw InputError("'" + path + "' has rollout schema version " + std::to_string(schema_version_) +
+                     "; versions start at 1 (damaged file)");
   config_ = file_.attr_string("config");
   std::vector<rs::Column> to_open = rs::columns();
   for (const auto& [c, last] : rs::legacy_columns())
@@ -181,16 +196,23 @@ void RolloutReader::refresh() {
     return std::max<int64_t>(n, 0);
   };
   n_tokens_ = table_rows("");
-  n_calls_ = present_prefix(table_rows("calls/"), [&](int64_t i) {
-    const int64_t off = read<int64_t>("calls/token_offset", i, 1)[0];
-    const int64_t len = int64_t{read<int32_t>("calls/context_len", i, 1)[0]} +
-                        read<int32_t>("calls/generated_len", i, 1)[0];
-    return off >= 0 && len >= 0 && off <= n_tokens_ - len;
+  n_calls_ = whole_prefix(path(), "calls", table_rows("calls/"), [&](int64_t start, int64_t count) {
+    const std::vector<int64_t> off = read<int64_t>("calls/token_offset", start, count);
+    const std::vector<int32_t> ctx = read<int32_t>("calls/context_len", start, count);
+    const std::vector<int32_t> gen = read<int32_t>("calls/generated_len", start, count);
+    std::vector<uint8_t> whole(static_cast<size_t>(count));
+    for (size_t i = 0; i < whole.size(); ++i) {
+      const int64_t len = int64_t{ctx[i]} + gen[i];
+      whole[i] = off[i] >= 0 && len >= 0 && off[i] <= n_tokens_ - len;
+    }
+    return whole;
   });
-  n_episodes_ = present_prefix(table_rows("episodes/"), [&](int64_t i) {
-    const int64_t off = read<int64_t>("episodes/call_offset", i, 1)[0];
-    const int64_t n = read<int32_t>("episodes/n_calls", i, 1)[0];
-    return off >= 0 && n >= 0 && off <= n_calls_ - n;
+  n_episodes_ = whole_prefix(path(), "episodes", table_rows("episodes/"), [&](int64_t start, int64_t count) {
+    const std::vector<int64_t> off = read<int64_t>("episodes/call_offset", start, count);
+    const std::vector<int32_t> n = read<int32_t>("episodes/n_calls", start, count);
+    std::vector<uint8_t> whole(static_cast<size_t>(count));
+    for (size_t i = 0; i < whole.size(); ++i) whole[i] = off[i] >= 0 && n[i] >= 0 && off[i] <= n_calls_ - n[i];
+    return whole;
   });
   n_steps_ = table_rows("steps/");
 }

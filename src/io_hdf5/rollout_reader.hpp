@@ -11,7 +11,9 @@
 //
 // Each table is clamped to a consistent prefix: the calls whose tokens are
 // all present, the episodes whose calls are all present (a writer killed
-// mid-flush may have extended some datasets and not others).
+// mid-flush may have extended some datasets and not others). A whole row
+// after one that is not is damage, an InputError naming the row: a table cut
+// there would hide (and a resume would delete) every row after it.
 #pragma once
 #include <cstdint>
 #include <map>

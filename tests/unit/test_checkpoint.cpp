@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
+#include <vector>
 
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
@@ -261,6 +263,37 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
       ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &value), 0);
     }
     expect_input_error([&] { load_checkpoint(path, model, &opt); }, {path, attr, std::to_string(value)});
+  }
+  // A version before the first, and attributes that are arrays (read into
+  // room for one value, they once overflowed it).
+  {
+    const std::string path = dir + "/schema_0.h5";
+    std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
+    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::Handle a(H5Aopen(f.id(), "schema_version", H5P_DEFAULT), H5Aclose);
+    const int64_t zero = 0;
+    ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &zero), 0);
+    a.reset(), f.reset();
+    expect_input_error([&] { load_checkpoint(path, model, nullptr); }, {path, "schema version 0"});
+  }
+  for (const char* attr : {"format", "step"}) {
+    const std::string path = dir + "/array_" + attr + ".h5";
+    std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
+    {
+      h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+      ASSERT_GE(H5Adelete(f.id(), attr), 0);
+      const hsize_t n = 4000;
+      h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+      h5::Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+      H5Tset_size(type.id(), 16);
+      const bool text = std::string(attr) == "format";
+      const hid_t t = text ? type.id() : H5T_NATIVE_INT64;
+      h5::Handle a(H5Acreate2(f.id(), attr, t, space.id(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+      std::vector<char> values(n * 16, 'x');
+      if (!text) std::fill(values.begin(), values.end(), 0);
+      ASSERT_GE(H5Awrite(a.id(), t, values.data()), 0);
+    }
+    expect_input_error([&] { load_checkpoint(path, model, nullptr); }, {path, attr, "not a single value"});
   }
   // A file name with more digits than any step: not a checkpoint of the run.
   std::ofstream(dir + "/ckpt_step_99999999999999999999.h5") << "x";

@@ -591,6 +591,26 @@ TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
                      }),
                      {"steps/step[2]"});
 
+  // A damaged row in the middle of a table, where the search for the whole
+  // rows looks first: an error, not a table cut there (which a resume would
+  // then have cut from the file).
+  const int64_t calls = RolloutReader(good).n_calls(), episodes = RolloutReader(good).n_episodes();
+  for (const int64_t row : {calls / 2, calls / 2 + 1}) {
+    const std::string path = damaged("middle_call_" + std::to_string(row), [&](const std::string& p) {
+      poke<int64_t>(p, "calls/token_offset", row, int64_t{1} << 50);
+    });
+    expect_input_error(path, {std::to_string(row), "corrupted"});
+    const auto size = fs::file_size(path);
+    RolloutStoreOptions o = options();
+    o.resume_step = 3;
+    EXPECT_THROW(RolloutStore(path, o), InputError);
+    EXPECT_EQ(fs::file_size(path), size);
+  }
+  expect_input_error(damaged("middle_episode", [&](const std::string& p) {
+                       poke<int32_t>(p, "episodes/n_calls", episodes / 2, -1);
+                     }),
+                     {"episodes row " + std::to_string(episodes / 2)});
+
   const std::string order = damaged("order", [](const std::string& p) {
     poke<int32_t>(p, "episodes/consumed_step", 3, 7);
   });
