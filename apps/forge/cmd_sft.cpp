@@ -228,7 +228,7 @@ int run_sft(int argc, char** argv) {
     throw InputError("sft.task = " + sft.task + " is the built-in policy's synthetic chat task (byte tokenizer); a "
                      "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
   create_run_folder(cfg.run.dir);
-  std::ofstream(cfg.run.dir + "/config.ini") << opts.dump_ini();
+  write_run_config(cfg.run.dir, opts.dump_ini());
   log_info("sft: task " + sft.task + ", " + std::to_string(model.layout().total) +
            " parameters, " + std::to_string(threads) + " threads, run folder " + cfg.run.dir);
 

@@ -1,7 +1,6 @@
 #include "learner/learner.hpp"
 
 #include <cstdio>
-#include <fstream>
 
 #include "agent/agent_eval.hpp"
 #include "core/error.hpp"
@@ -62,7 +61,6 @@ Learner::Learner(const LearnerSetup& setup, PolicyModel& model, AdamW& opt, cons
   update_.sum_across_shards = setup.sum_across_shards;
   if (!setup.lead) return;
   create_run_folder(setup.run.dir);
-  std::ofstream(setup.run.dir + "/config.ini") << setup.config_ini;
   RolloutStoreOptions ro;
   ro.config_ini = setup.config_ini;
   ro.domains = EnvMix(setup.env).domains();
@@ -70,6 +68,8 @@ Learner::Learner(const LearnerSetup& setup, PolicyModel& model, AdamW& opt, cons
   ro.flush_seconds = setup.run.flush_seconds;
   ro.resume_step = start.resumed_from.empty() ? -1 : start.step;  // rows past the checkpoint are cut
   rollouts_ = std::make_unique<RolloutStore>(setup.run.dir + "/rollouts.h5", ro);
+  // After the store: a resume it refuses leaves the run's config.ini as it was.
+  write_run_config(setup.run.dir, setup.config_ini);
 }
 
 Learner::~Learner() = default;

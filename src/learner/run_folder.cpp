@@ -1,6 +1,7 @@
 #include "learner/run_folder.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "core/error.hpp"
@@ -14,6 +15,23 @@ void create_run_folder(const std::string& dir) {
   if (ec || !std::filesystem::is_directory(dir))
     throw InputError("run.dir = '" + dir + "': cannot create the run folder" +
                      (ec ? ": " + ec.message() : std::string(" (a file is in the way)")));
+}
+
+void write_run_config(const std::string& dir, const std::string& ini) {
+  const std::string path = dir + "/config.ini", tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << ini;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw Error("cannot write '" + path + "' (disk full or not writable)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error("cannot write '" + path + "': " + ec.message());
 }
 
 void refuse_existing_run(const std::string& dir, const std::string& command, bool resumable) {

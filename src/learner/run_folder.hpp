@@ -13,6 +13,10 @@ namespace forge {
 // cannot be made (a file in the way, no permission).
 void create_run_folder(const std::string& dir);
 
+// Writes RUN_DIR/config.ini whole (a temporary file renamed over it): Error
+// naming the file when it cannot be written (a full disk).
+void write_run_config(const std::string& dir, const std::string& ini);
+
 // InputError when `dir` holds a run: RUN_DIR/checkpoints/ckpt_step_*.h5
 // (the message suggests --resume where `command`, "forge sft" or "forge
 // train", is `resumable`) or, with no checkpoint to continue from,

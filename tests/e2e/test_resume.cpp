@@ -1,8 +1,9 @@
 // Synchronous `forge train` interrupted and resumed gives bitwise the same
 // training as an uninterrupted run with the same seed: the same per-step
 // objectives and rewards in rollouts.h5, the same final weights and AdamW
-// moments. Also: `forge inspect` on a file that is not a rollout file is
-// exit code 2 naming the file.
+// moments. Also: a resume refused for its rollouts.h5 leaves config.ini as
+// it was, and `forge inspect` on a file that is not a rollout file is exit
+// code 2 naming the file.
 #include <unistd.h>
 
 #include <filesystem>
@@ -73,6 +74,27 @@ TEST(Resume, SynchronousTrainingResumesBitwise) {
   EXPECT_EQ(ma, mb);
   // Steps 3 and 4 did train: the weights moved after the step-2 checkpoint.
   EXPECT_NE(pa, params_of(whole + "/checkpoints/ckpt_step_00000002.h5", &m2));
+}
+
+// A resume refused for its rollouts.h5 leaves the run as it was: its
+// config.ini still describes the run that happened, not the refused command.
+TEST(Resume, ARefusedResumeLeavesTheRunsConfigAsItWas) {
+  const std::string dir = ::testing::TempDir() + "forge_refused_resume_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(forge(std::string(kRun) + "--train.steps=2 --run.dir=" + dir).rc, 0);
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string config = slurp(dir + "/config.ini");
+  ASSERT_TRUE(contains(config, "steps = 2")) << config;
+  std::ofstream(dir + "/rollouts.h5", std::ios::trunc) << "not an HDF5 file";
+  const Result r = forge(std::string(kRun) + "--train.steps=7 --optim.lr=0.5 --resume --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "rollouts.h5")) << r.err;
+  EXPECT_EQ(slurp(dir + "/config.ini"), config);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/config.ini.tmp"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Resume, InspectRejectsForeignFilesWithExitCode2) {
