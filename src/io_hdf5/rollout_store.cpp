@@ -38,12 +38,23 @@ class RolloutStore::Series {
       throw Error("cannot create dataset '" + std::string(c.path) + "' in '" + file.path() + "'");
   }
 
-  // An existing dataset, cut to its first `rows` rows.
+  // An existing dataset to append to (cut() then sets its rows); InputError
+  // when it cannot grow, before anything of the file was cut.
   Series(const h5::File& file, const rs::Column& c, hsize_t rows) : column_(c), rows_(rows) {
     ds_ = h5::Handle(H5Dopen2(file.id(), c.path, H5P_DEFAULT), H5Dclose);
-    const hsize_t dims[2] = {rows, static_cast<hsize_t>(c.width)};
-    if (!ds_.valid() || H5Dset_extent(ds_.id(), dims) < 0)
-      throw Error("cannot reopen dataset '" + std::string(c.path) + "' of '" + file.path() + "'");
+    h5::Handle space(ds_.valid() ? H5Dget_space(ds_.id()) : -1, H5Sclose);
+    hsize_t dims[2] = {0, 0}, maxdims[2] = {0, 0};
+    if (!space.valid() || H5Sget_simple_extent_dims(space.id(), dims, maxdims) < 1 || maxdims[0] != H5S_UNLIMITED)
+      throw InputError("cannot resume '" + file.path() + "': its dataset '" + std::string(c.path) +
+                       "' cannot be appended to (not as forge writes it: corrupted or rewritten?); nothing was cut");
+  }
+
+  // Cuts the dataset opened above to its first `rows` rows.
+  void cut(const std::string& file) {
+    const hsize_t dims[2] = {rows_, static_cast<hsize_t>(column_.width)};
+    if (H5Dset_extent(ds_.id(), dims) < 0)
+      throw Error("cannot cut dataset '" + std::string(column_.path) + "' of '" + file + "' to " +
+                  std::to_string(rows_) + " rows: " + h5::last_error());
   }
 
   template <typename T>
@@ -200,6 +211,7 @@ void RolloutStore::reopen() {
     series_.push_back(std::make_unique<Series>(file_, c, static_cast<hsize_t>(rows)));
     by_name_[c.path] = series_.back().get();
   }
+  for (auto& s : series_) s->cut(path_);  // every dataset checked first
   if (grown_domains) {
     const hid_t env = col("episodes/env").id();
     if (H5Adelete(env, rs::kNamesAttr) < 0) throw Error("cannot rewrite the domain names of '" + path_ + "'");

@@ -606,6 +606,39 @@ TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
     EXPECT_THROW(RolloutStore(path, o), InputError);
     EXPECT_EQ(fs::file_size(path), size);
   }
+  // A dataset that cannot grow (contiguous, as another writer may leave it):
+  // the resume refuses before cutting any dataset.
+  const std::string fixed = damaged("contiguous", [](const std::string& p) {
+    h5::Handle f(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    std::vector<int32_t> turns;
+    {
+      h5::Handle d(H5Dopen2(f.id(), "episodes/turns", H5P_DEFAULT), H5Dclose);
+      h5::Handle space(H5Dget_space(d.id()), H5Sclose);
+      turns.resize(static_cast<size_t>(H5Sget_simple_extent_npoints(space.id())));
+      ASSERT_GE(H5Dread(d.id(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, turns.data()), 0);
+    }
+    ASSERT_GE(H5Ldelete(f.id(), "episodes/turns", H5P_DEFAULT), 0);
+    const hsize_t n = turns.size();
+    h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    h5::Handle d(H5Dcreate2(f.id(), "episodes/turns", H5T_NATIVE_INT32, space.id(), H5P_DEFAULT, H5P_DEFAULT,
+                            H5P_DEFAULT),
+                 H5Dclose);
+    ASSERT_GE(H5Dwrite(d.id(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, turns.data()), 0);
+  });
+  const int64_t tokens_before = RolloutReader(fixed).n_tokens(), calls_before = RolloutReader(fixed).n_calls();
+  {
+    RolloutStoreOptions o = options();
+    o.resume_step = 2;
+    try {
+      RolloutStore store(fixed, o);
+      FAIL() << "expected an InputError for a resume of " << fixed;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("episodes/turns"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(RolloutReader(fixed).n_tokens(), tokens_before);
+  EXPECT_EQ(RolloutReader(fixed).n_calls(), calls_before);
+
   expect_input_error(damaged("middle_episode", [&](const std::string& p) {
                        poke<int32_t>(p, "episodes/n_calls", episodes / 2, -1);
                      }),
