@@ -186,6 +186,8 @@ h5::File open_checkpoint(const std::string& path) {
 
 }  // namespace
 
+std::string checkpoint_config(const std::string& path) { return open_checkpoint(path).attr_string("config"); }
+
 std::optional<CheckpointSection> load_checkpoint_section(const std::string& path, const std::string& name) {
   const h5::File f = open_checkpoint(path);
   if (!f.exists("/" + name)) return std::nullopt;

@@ -52,6 +52,11 @@ std::string latest_checkpoint(const std::string& dir);
 // from the configured model.
 CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, AdamW* optimizer);
 
+// The configuration (INI) a checkpoint was written with, after the format
+// and schema checks of load_checkpoint (InputError for a foreign or newer
+// file).
+std::string checkpoint_config(const std::string& path);
+
 // One section only (none when the checkpoint lacks it), without reading the
 // model; same InputErrors for a bad file.
 std::optional<CheckpointSection> load_checkpoint_section(const std::string& path, const std::string& name);

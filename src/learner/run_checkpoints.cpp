@@ -4,7 +4,7 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
-#include "io_hdf5/h5_file.hpp"
+#include "io_hdf5/checkpoint.hpp"
 #include "pretrained/model_source.hpp"
 
 namespace forge {
@@ -34,7 +34,7 @@ std::string resolve_checkpoint(const std::string& given) {
 }
 
 ModelSource model_source_of(const std::string& checkpoint) {
-  return model_source_of_config(h5::File::open_read(checkpoint).attr_string("config"), checkpoint);
+  return model_source_of_config(checkpoint_config(checkpoint), checkpoint);
 }
 
 ModelSource model_source_of_config(const std::string& ini, const std::string& where) {

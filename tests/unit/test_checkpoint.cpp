@@ -244,6 +244,9 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
     f.set_attr("schema_version", kCheckpointSchemaVersion + 1);
   }
   expect_input_error([&] { load_checkpoint(newer, model, nullptr); }, {"newer.h5", "newer"});
+  // Its configuration is not read either (a newer [model] key would be
+  // called unknown rather than the file newer).
+  expect_input_error([&] { checkpoint_config(newer); }, {"newer.h5", "newer"});
 
   // Counts a run carries on from: a negative or too large one is damage,
   // not a step to resume at (a negative step once truncated rollouts.h5;
