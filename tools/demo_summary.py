@@ -45,13 +45,22 @@ def rollout_stats(path):
     import h5py
     import numpy as np
 
-    with h5py.File(path, "r", swmr=True) as f:
-        stale = f["episodes/staleness"][:]
-        step = f["episodes/consumed_step"][:]
-        success = f["episodes/success"][:]
-        steps = f["steps"]
-        mismatch = steps["engine_mismatch"][:] if "engine_mismatch" in steps else np.array([])
-        drift = steps["stale_drift"][:] if "stale_drift" in steps else np.array([])
+    try:
+        with h5py.File(path, "r", swmr=True) as f:
+            if f.attrs.get("format") != b"forge-rollouts":
+                raise ValueError("no format = forge-rollouts attribute")
+            stale = f["episodes/staleness"][:]
+            step = f["episodes/consumed_step"][:]
+            success = f["episodes/success"][:]
+            steps = f["steps"]
+            mismatch = steps["engine_mismatch"][:] if "engine_mismatch" in steps else np.array([])
+            drift = steps["stale_drift"][:] if "stale_drift" in steps else np.array([])
+    except (OSError, KeyError, ValueError, TypeError) as err:
+        print(f"demo_summary: {path}: not a forge rollout file ({err})", file=sys.stderr)
+        sys.exit(2)
+    # A writer killed mid-flush may have extended some columns and not others.
+    n = min(len(stale), len(step), len(success))
+    stale, step, success = stale[:n], step[:n], success[:n]
     if len(step) == 0:
         return None
     first, last = step.min(), step.max()

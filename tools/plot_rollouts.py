@@ -27,6 +27,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
+SCHEMA_VERSION = 4  # the newest rollouts.h5 layout (docs/hdf5-schema.md)
+
+
 def fail(message):
     """Bad input: the message and exit code 2, as forge's commands."""
     print(f"plot_rollouts: error: {message}", file=sys.stderr)
@@ -41,10 +44,16 @@ def load(path):
     with f:
         if f.attrs.get("format") != b"forge-rollouts":
             fail(f"'{path}' is not a forge rollout file")
-        e = {k: f["episodes/" + k][:] for k in f["episodes"].keys()}
-        s = {k: f["steps/" + k][:] for k in f["steps"].keys()}
-        gen = f["calls/generated_len"][:]
-        domains = [n.decode() for n in f["episodes/env"].attrs["names"]]
+        version = f.attrs.get("schema_version")
+        if not isinstance(version, (int, np.integer)) or not 1 <= version <= SCHEMA_VERSION:
+            fail(f"'{path}' has rollout schema version {version}; this tool reads 1 to {SCHEMA_VERSION}")
+        try:
+            e = {k: f["episodes/" + k][:] for k in f["episodes"].keys()}
+            s = {k: f["steps/" + k][:] for k in f["steps"].keys()}
+            gen = f["calls/generated_len"][:]
+            domains = [n.decode() for n in f["episodes/env"].attrs["names"]]
+        except (KeyError, OSError, ValueError, TypeError, AttributeError) as err:
+            fail(f"'{path}' is damaged or incomplete: {err!r}")
     # A live file may have extended some datasets and not yet others: keep
     # the rows present in every column whose calls are present.
     n = min(len(v) for v in e.values())

@@ -175,6 +175,24 @@ def check_tools(build_dir, path, tmp):
                           os.path.join(tmp, "bad_plots")], capture_output=True, text=True, timeout=120)
     if out.returncode != 2 or "not an HDF5 file" not in out.stderr or os.path.exists(os.path.join(tmp, "bad_plots")):
         failures.append(f"plot_rollouts.py on a non-HDF5 file: rc {out.returncode}: {out.stderr}")
+    # A file that says it is a rollout file but lacks its tables, and one of
+    # a newer schema: exit 2, named, in both tools (not a traceback).
+    empty, newer = os.path.join(tmp, "empty.h5"), os.path.join(tmp, "newer.h5")
+    for name, version in ((empty, 4), (newer, 99)):
+        with h5py.File(name, "w") as f:
+            f.attrs["format"] = np.bytes_("forge-rollouts")
+            f.attrs["schema_version"] = np.int64(version)
+    for name, expect in ((empty, "damaged"), (newer, "schema version 99")):
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_rollouts.py"), name, "--out",
+                              os.path.join(tmp, "bad_plots")], capture_output=True, text=True, timeout=120)
+        if out.returncode != 2 or expect not in out.stderr:
+            failures.append(f"plot_rollouts.py on {os.path.basename(name)}: rc {out.returncode}: {out.stderr}")
+    for name in (empty, bad):
+        out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import demo_summary; "
+                              "demo_summary.rollout_stats(sys.argv[2])", os.path.join(ROOT, "tools"), name],
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 2 or "not a forge rollout file" not in out.stderr:
+            failures.append(f"demo_summary.py on {os.path.basename(name)}: rc {out.returncode}: {out.stderr}")
     return failures
 
 
