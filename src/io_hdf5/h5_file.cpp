@@ -113,7 +113,10 @@ void File::flush() {
   if (H5Fflush(file_.id(), H5F_SCOPE_GLOBAL) < 0) throw Error("cannot flush '" + path_ + "'");
 }
 
-void File::close() { file_.reset(); }
+void File::close() {
+  if (!file_.valid()) return;
+  if (H5Fclose(file_.release()) < 0) throw Error("cannot finish writing '" + path_ + "': " + last_error());
+}
 
 void File::create_group(const std::string& name) {
   Handle g(H5Gcreate2(file_.id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);

@@ -32,6 +32,12 @@ class Handle {
   hid_t id() const { return id_; }
   bool valid() const { return id_ >= 0; }
   void reset();
+  // Gives up ownership: the id, which the caller closes.
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
 
  private:
   hid_t id_ = -1;
@@ -56,7 +62,7 @@ class File {
   const std::string& path() const { return path_; }
   hid_t id() const { return file_.id(); }
   void flush();
-  void close();
+  void close();  // Error naming the file when HDF5 cannot finish writing it
 
   void create_group(const std::string& name);
   bool exists(const std::string& name) const;  // a link at this path

@@ -4,9 +4,12 @@
 // foreign, newer schema, truncated, garbage, and a model-shape mismatch that
 // names the tensor.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -196,6 +199,41 @@ TEST(Checkpoint, RetentionKeepsNewestAndIgnoresTemporaries) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"ckpt_step_00000003.h5", "ckpt_step_00000004.h5"}));
   EXPECT_EQ(fs::path(latest_checkpoint(dir)).filename(), "ckpt_step_00000004.h5");
+}
+
+// A checkpoint the disk cannot hold whole (a full disk, here a file-size
+// limit at several points of the write) is an error, and no file of that
+// step is left in place to pass for a checkpoint.
+TEST(Checkpoint, AWriteThatFailsLeavesNoCheckpoint) {
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny(), *backend);
+  model.init_random(1);
+  CheckpointState st;
+  st.step = 7;
+  const auto whole = static_cast<rlim_t>(fs::file_size(save_checkpoint(temp_dir("whole"), model, nullptr, st, 0)));
+  for (const rlim_t limit : {rlim_t{1024}, whole / 4, whole / 2, whole - 512}) {
+    const std::string dir = temp_dir("limited_" + std::to_string(limit));
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::signal(SIGXFSZ, SIG_IGN);
+      const rlimit small{limit, limit};
+      setrlimit(RLIMIT_FSIZE, &small);
+      int code = 3;
+      try {
+        save_checkpoint(dir, model, nullptr, st, 0);
+        code = 0;
+      } catch (const std::exception&) {
+        code = 1;
+      }
+      _exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << "the write did not fail under a " << limit << "-byte file limit";
+    EXPECT_EQ(latest_checkpoint(dir), "") << "limit " << limit;
+  }
 }
 
 void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
