@@ -9,19 +9,40 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "core/error.hpp"
 
 namespace forge {
 
+// A model's JSON nests a few levels; dumping a value for a message (or
+// copying, comparing it) recurses once per level, so a crafted file nested
+// deeper could overflow the stack.
+inline constexpr int kMaxModelJsonDepth = 64;
+
+// `text` (read from `where`) as JSON: InputError naming `where` when it is
+// not JSON or nests deeper than kMaxModelJsonDepth.
+template <typename Text>
+nlohmann::json parse_model_json(Text&& text, const std::string& where) {
+  using nlohmann::json;
+  // depth: the containers around the one that starts (0 at the top).
+  const json::parser_callback_t limit = [&where](int depth, json::parse_event_t event, json&) {
+    if (depth >= kMaxModelJsonDepth &&
+        (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start))
+      throw InputError(where + " nests deeper than " + std::to_string(kMaxModelJsonDepth) + " levels");
+    return true;
+  };
+  try {
+    return json::parse(std::forward<Text>(text), limit);
+  } catch (const json::exception& e) {
+    throw InputError(where + " is not valid JSON: " + e.what());
+  }
+}
+
 inline nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError("cannot read '" + path + "'");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError("'" + path + "' is not valid JSON: " + e.what());
-  }
+  return parse_model_json(in, "'" + path + "'");
 }
 
 // A value as the file has it, cut short for a message.

@@ -41,12 +41,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   std::string header(n, '\0');
   in.read(header.data(), static_cast<std::streamsize>(n));
   data_offset_ = 8 + n;
-  json h;
-  try {
-    h = json::parse(header);
-  } catch (const json::exception& e) {
-    throw InputError("safetensors file '" + path + "': the header is not JSON (" + e.what() + ")");
-  }
+  const json h = parse_model_json(header, "the header of safetensors file '" + path + "'");
   if (!h.is_object()) throw InputError("safetensors file '" + path + "': the header is not a JSON object");
   const uint64_t data_size = size - data_offset_;
   for (auto it = h.begin(); it != h.end(); ++it) {

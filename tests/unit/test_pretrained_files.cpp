@@ -491,7 +491,7 @@ TEST(Safetensors, EveryTruncationAndBadHeaderIsAnInputError) {
   bad.write(reinterpret_cast<const char*>(&n), 8);
   bad << header;
   bad.close();
-  expect_input_error([&] { SafetensorsFile(dir + "/bad.safetensors"); }, "header is not JSON");
+  expect_input_error([&] { SafetensorsFile(dir + "/bad.safetensors"); }, "is not valid JSON");
   header = R"({"x": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})";
   n = header.size();
   std::ofstream i64(dir + "/i64.safetensors", std::ios::binary);
@@ -643,6 +643,10 @@ TEST(PretrainedModel, ConfigKeysOfTheWrongTypeOrRangeAreInputErrors) {
          "rope_scaling.factor is \"8\", not a number");
   expect([](json& j) { j["tie_word_embeddings"] = "yes"; }, "tie_word_embeddings is \"yes\", not true or false");
   expect([](json& j) { j["num_key_value_heads"] = 3; }, "model.n_kv_heads = 3 must divide model.n_heads = 2");
+  // Nested 200,000 deep under a key: once a stack overflow (SIGSEGV) when
+  // the message printed the value.
+  std::ofstream(config) << "{\"model_type\": " << std::string(200000, '[') << std::string(200000, ']') << "}";
+  expect_input_error([&] { load_pretrained(dir); }, "'" + config + "' nests deeper than 64 levels");
 }
 
 // tokenizer.json's added token ids: -1 once wrote tokens[-1] (SIGSEGV) and
