@@ -224,10 +224,14 @@ const GgufFile::TensorInfo* GgufFile::find(const std::string& name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-std::vector<float> GgufFile::tensor(const TensorInfo& t) const {
+void GgufFile::require_supported(const TensorInfo& t) const {
   if (!ggml::supported(t.type))
     throw InputError("GGUF file '" + path_ + "': tensor '" + t.name + "' has type " + ggml::type_name(t.type) +
                      "; forge reads F32, F16, BF16, Q8_0, Q4_0 and Q4_1 (requantize the model, e.g. to Q8_0)");
+}
+
+std::vector<float> GgufFile::tensor(const TensorInfo& t) const {
+  require_supported(t);
   const Mapping map(path_);
   if (map.size() != file_size_) throw InputError("GGUF file '" + path_ + "' changed while it was read");
   std::vector<float> out(static_cast<size_t>(t.elements()));

@@ -64,6 +64,8 @@ class GgufFile {
   // The tensor in FP32, row-major [dims[n-1]]...[dims[0]]. InputError for an
   // unsupported type (naming it), and where the data lies outside the file.
   std::vector<float> tensor(const TensorInfo& t) const;
+  // InputError naming the tensor and its type when tensor() cannot read it.
+  void require_supported(const TensorInfo& t) const;
 
  private:
   std::string path_;

@@ -91,7 +91,8 @@ void each_piece(const ModelConfig& c, const LayerName& layer_name, const std::st
 }
 
 // A model's tensors by name (InputError when absent): shape() from the
-// file's header, slowest first; read() the values in FP32.
+// file's header, slowest first (InputError for a type read() cannot
+// convert); read() the values in FP32.
 struct Source {
   std::function<std::vector<int64_t>(const std::string&)> shape;
   std::function<std::vector<float>(const std::string&)> read;
@@ -259,6 +260,7 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
   };
   const Source src{[&](const std::string& name) {
                      const GgufFile::TensorInfo* t = info(name);
+                     g.require_supported(*t);  // before the weights' buffer is allocated
                      return std::vector<int64_t>(t->dims.rbegin(), t->dims.rend());  // slowest first
                    },
                    [&](const std::string& name) { return g.tensor(*info(name)); }};

@@ -1,5 +1,6 @@
 #include "pretrained/safetensors_file.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,11 +15,17 @@ namespace {
 
 using nlohmann::json;
 
+// Bytes per value of every dtype the format defines (0: not one of them).
 size_t dtype_bytes(const std::string& dtype) {
-  if (dtype == "F32") return 4;
-  if (dtype == "F16" || dtype == "BF16") return 2;
-  return 0;
+  static const std::map<std::string, size_t> kBytes = {
+      {"F64", 8}, {"I64", 8},  {"U64", 8},  {"F32", 4},     {"I32", 4},     {"U32", 4},   {"F16", 2},
+      {"BF16", 2}, {"I16", 2}, {"U16", 2},  {"I8", 1},      {"U8", 1},      {"BOOL", 1},  {"F8_E4M3", 1},
+      {"F8_E5M2", 1}};
+  const auto it = kBytes.find(dtype);
+  return it == kBytes.end() ? 0 : it->second;
 }
+
+bool readable(const std::string& dtype) { return dtype == "F32" || dtype == "F16" || dtype == "BF16"; }
 
 uint64_t file_size(const std::string& path) {
   std::error_code ec;
@@ -50,6 +57,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     try {
       Entry e;
       e.dtype = it.value().at("dtype").get<std::string>();
+      for (const json& v : {it.value().at("shape"), it.value().at("data_offsets")})
+        if (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number_integer(); }))
+          throw InputError(where + ": shape and data_offsets must be arrays of integers, not " + json_shown(v));
       e.shape = it.value().at("shape").get<std::vector<int64_t>>();
       const auto offs = it.value().at("data_offsets").get<std::vector<uint64_t>>();
       if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > data_size)
@@ -62,8 +72,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
         throw InputError(where + ": shape " + it.value().at("shape").dump() +
                          " (a negative dimension, or more values than an int64 counts)");
       const size_t b = dtype_bytes(e.dtype);
+      if (!b) throw InputError(where + ": dtype '" + e.dtype + "' is not a safetensors dtype");
       size_t bytes = 0;
-      if (b && (__builtin_mul_overflow(static_cast<size_t>(count), b, &bytes) || bytes != e.end - e.begin))
+      if (__builtin_mul_overflow(static_cast<size_t>(count), b, &bytes) || bytes != e.end - e.begin)
         throw InputError(where + ": " + std::to_string(e.end - e.begin) + " bytes for " + std::to_string(count) +
                          " values of " + e.dtype);
       entries_[it.key()] = std::move(e);
@@ -71,16 +82,29 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       throw InputError(where + ": malformed entry (" + ex.what() + ")");
     }
   }
+  // No two tensors share bytes (each would be read, and sized, on its own).
+  std::vector<std::pair<const std::string*, const Entry*>> placed;
+  for (const auto& [name, e] : entries_)
+    if (e.end > e.begin) placed.push_back({&name, &e});
+  std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < placed.size(); ++i)
+    if (placed[i - 1].second->end > placed[i].second->begin)
+      throw InputError("safetensors file '" + path + "': tensors '" + *placed[i - 1].first + "' and '" +
+                       *placed[i].first + "' overlap in the file");
+}
+
+void SafetensorsFile::require_readable(const std::string& name) const {
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) throw InputError("safetensors file '" + path_ + "' has no tensor '" + name + "'");
+  if (!readable(it->second.dtype))
+    throw InputError("safetensors file '" + path_ + "': tensor '" + name + "' has dtype " + it->second.dtype +
+                     "; forge reads F32, F16 and BF16");
 }
 
 std::vector<float> SafetensorsFile::read(const std::string& name) const {
-  const auto it = entries_.find(name);
-  if (it == entries_.end()) throw InputError("safetensors file '" + path_ + "' has no tensor '" + name + "'");
-  const Entry& e = it->second;
+  require_readable(name);
+  const Entry& e = entries_.at(name);
   const size_t b = dtype_bytes(e.dtype);
-  if (!b)
-    throw InputError("safetensors file '" + path_ + "': tensor '" + name + "' has dtype " + e.dtype +
-                     "; forge reads F32, F16 and BF16");
   const size_t n = (e.end - e.begin) / b;
   std::vector<uint8_t> raw(e.end - e.begin);
   std::ifstream in(path_, std::ios::binary);
@@ -132,7 +156,11 @@ const SafetensorsFile& SafetensorsModel::file(const std::string& name) const {
   return *files_[it->second];
 }
 
-std::vector<int64_t> SafetensorsModel::shape(const std::string& name) const { return file(name).entries().at(name).shape; }
+std::vector<int64_t> SafetensorsModel::shape(const std::string& name) const {
+  const SafetensorsFile& f = file(name);
+  f.require_readable(name);  // before the caller allocates for it
+  return f.entries().at(name).shape;
+}
 std::vector<float> SafetensorsModel::read(const std::string& name) const { return file(name).read(name); }
 
 std::vector<std::string> SafetensorsModel::names() const {

@@ -10,7 +10,7 @@
 // SafetensorsModel reads either. F32, F16 and BF16 tensors become FP32; any
 // other dtype, a header that does not parse, an offset outside the file or a
 // size that does not match its shape is an InputError naming the file and
-// the tensor, as is a weight_map entry that is not the name of a file in the
+// the tensor, as are two tensors that share bytes, and a weight_map entry that is not the name of a file in the
 // folder ("../x", "/x", "sub/x").
 #pragma once
 #include <cstdint>
@@ -33,6 +33,9 @@ class SafetensorsFile {
   const std::map<std::string, Entry>& entries() const { return entries_; }
   bool has(const std::string& name) const { return entries_.count(name) > 0; }
   std::vector<float> read(const std::string& name) const;  // as FP32
+  // InputError naming the tensor when it is absent or of a dtype read()
+  // does not convert.
+  void require_readable(const std::string& name) const;
 
  private:
   std::string path_;
@@ -46,7 +49,7 @@ class SafetensorsModel {
   // folder holding model.safetensors or model.safetensors.index.json.
   explicit SafetensorsModel(const std::string& folder);
   bool has(const std::string& name) const { return file_of_.count(name) > 0; }
-  std::vector<int64_t> shape(const std::string& name) const;  // InputError if absent
+  std::vector<int64_t> shape(const std::string& name) const;  // InputError if absent or unreadable
   std::vector<float> read(const std::string& name) const;     // InputError if absent
   std::vector<std::string> names() const;
   const std::string& description() const { return description_; }

@@ -210,6 +210,8 @@ struct TinyGguf {
                                          {"llama.attention.layer_norm_rms_epsilon", 1e-5f}};
   std::vector<std::string> tokens = tiny_vocab().tokens;
   std::map<std::string, std::string> renamed;  // a tensor's name -> the name written
+  std::map<std::string, uint32_t> no_data;      // a tensor's name -> a type it is declared as, without data
+  uint64_t ffn_rows = 24;                       // the FFN tensors' rows as written
 
   std::string write(const std::string& name) const {
     const BpeVocabulary v = tiny_vocab();
@@ -228,9 +230,11 @@ struct TinyGguf {
     g.kv_strings("tokenizer.ggml.merges", merges);
     const auto tensor = [&](const std::string& t, std::vector<uint64_t> dims) {  // dims fastest first: {in, out}
       const auto it = renamed.find(t);
+      if (no_data.count(t)) return g.tensor(t, dims, no_data.at(t), {});
       const size_t n = dims[0] * (dims.size() > 1 ? dims[1] : 1);
       g.tensor_f32(it == renamed.end() ? t : it->second, dims, std::vector<float>(n, 0.5f));
     };
+    const uint64_t ffn = ffn_rows;
     tensor("token_embd.weight", {16, 261});
     tensor("blk.0.attn_norm.weight", {16});
     tensor("blk.0.attn_q.weight", {16, 16});
@@ -238,9 +242,9 @@ struct TinyGguf {
     tensor("blk.0.attn_v.weight", {16, 8});
     tensor("blk.0.attn_output.weight", {16, 16});
     tensor("blk.0.ffn_norm.weight", {16});
-    tensor("blk.0.ffn_gate.weight", {16, 24});
-    tensor("blk.0.ffn_up.weight", {16, 24});
-    tensor("blk.0.ffn_down.weight", {24, 16});
+    tensor("blk.0.ffn_gate.weight", {16, ffn});
+    tensor("blk.0.ffn_up.weight", {16, ffn});
+    tensor("blk.0.ffn_down.weight", {ffn, 16});
     tensor("output_norm.weight", {16});
     const std::string path = temp_dir(name) + "/tiny.gguf";
     g.write(path);
@@ -499,6 +503,26 @@ TEST(Safetensors, EveryTruncationAndBadHeaderIsAnInputError) {
   i64 << header << std::string(8, '\0');
   i64.close();
   expect_input_error([&] { SafetensorsFile(dir + "/i64.safetensors").read("x"); }, "has dtype I64");
+  // Tensors sharing bytes (each sized on its own, 3000 of them once asked
+  // for 84 GB from a 7 MB file), a dtype the format lacks, and a shape or
+  // offset that is not an integer (16.7 was read as 16).
+  const auto header_only = [&](const std::string& name, const std::string& h, size_t data) {
+    const uint64_t len = h.size();
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(&len), 8);
+    f << h << std::string(data, '\0');
+    return dir + "/" + name;
+  };
+  const std::string overlap = header_only(
+      "overlap.safetensors",
+      R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+      12);
+  expect_input_error([&] { SafetensorsFile f(overlap); }, "tensors 'a' and 'b' overlap");
+  const std::string f9 = header_only("f9.safetensors", R"({"x": {"dtype": "F9", "shape": [1], "data_offsets": [0, 4]}})", 4);
+  expect_input_error([&] { SafetensorsFile f(f9); }, "dtype 'F9' is not a safetensors dtype");
+  const std::string frac =
+      header_only("frac.safetensors", R"({"x": {"dtype": "F32", "shape": [1.7], "data_offsets": [0, 4]}})", 4);
+  expect_input_error([&] { SafetensorsFile f(frac); }, "arrays of integers, not [1.7]");
 }
 
 // weight_map names files of the folder: a value of another type once threw
@@ -725,6 +749,18 @@ TEST(PretrainedModel, SizesTheFileDoesNotHoldAreRefusedBeforeAllocating) {
   expect_input_error([&] { load_pretrained(gguf); },
                      "'" + gguf + "': tensor 'blk.0.ffn_gate.weight' has shape [24, 16] but the model's configuration "
                      "needs [2000000000, 16]");
+}
+
+// A type forge does not read is named from the header, before the weights'
+// buffer is allocated: an 8B-shaped Q6_K file once asked for all of its
+// weights in FP32 and ended in "out of memory".
+TEST(PretrainedModel, TensorTypesForgeDoesNotReadAreRefusedBeforeAllocating) {
+  TinyGguf t;
+  t.ints["llama.feed_forward_length"] = t.ffn_rows = uint64_t{1} << 30;
+  for (const char* name : {"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"})
+    t.no_data[name] = 14;  // Q6_K
+  const std::string gguf = t.write("gguf_q6k_huge");
+  expect_input_error([&] { load_pretrained(gguf); }, "tensor 'blk.0.ffn_gate.weight' has type Q6_K");
 }
 
 TEST(PretrainedModel, LoadsATinyGgufFile) {
