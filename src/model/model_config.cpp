@@ -35,12 +35,20 @@ void ModelConfig::validate() const {
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw InputError("model: " + what);
   };
-  need(vocab > 0, "vocab must be positive");
-  need(d_model > 0, "model.d_model must be positive");
-  need(n_layers > 0, "model.n_layers must be positive");
-  need(n_heads > 0, "model.n_heads must be positive");
-  need(n_kv_heads > 0, "model.n_kv_heads must be positive");
-  need(ffn_dim > 0, "model.ffn_dim must be positive");
+  // The ranges of the [model] keys, also for a pretrained model's
+  // config.json: within them every size product below fits its type.
+  const auto within = [&](int64_t v, int64_t hi, const std::string& key) {
+    if (v < 1 || v > hi)
+      throw InputError(key + " = " + std::to_string(v) + " is outside [1, " + std::to_string(hi) + "]");
+  };
+  within(vocab, kMaxVocab, "the vocabulary size");
+  within(d_model, 65536, "model.d_model");
+  within(n_layers, 1024, "model.n_layers");
+  within(n_heads, 1024, "model.n_heads");
+  within(n_kv_heads, 1024, "model.n_kv_heads");
+  within(ffn_dim, 1 << 20, "model.ffn_dim");
+  if (head_dim_override < 0 || head_dim_override > 4096)
+    throw InputError("model.head_dim = " + std::to_string(head_dim_override) + " is outside [0, 4096]");
   need(rope_base > 1.0f, "model.rope_base must exceed 1");
   need(norm_eps > 0.0f, "model.norm_eps must be positive");
   check_across_fields(*this);

@@ -55,6 +55,7 @@ struct ModelConfig {
   bool tied_embeddings = false;  // the head's weights are the embedding's
   bool qkv_bias = false;         // a bias on the q, k and v projections
 
+  static constexpr int kMaxVocab = 1 << 22;  // validate()'s bound
   int head_dim() const { return head_dim_override > 0 ? head_dim_override : d_model / n_heads; }
   int qkv_dim() const { return (n_heads + 2 * n_kv_heads) * head_dim(); }
   // Throws InputError naming the offending field.

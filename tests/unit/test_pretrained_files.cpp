@@ -667,6 +667,11 @@ TEST(PretrainedModel, ConfigKeysOfTheWrongTypeOrRangeAreInputErrors) {
          "rope_scaling.factor is \"8\", not a number");
   expect([](json& j) { j["tie_word_embeddings"] = "yes"; }, "tie_word_embeddings is \"yes\", not true or false");
   expect([](json& j) { j["num_key_value_heads"] = 3; }, "model.n_kv_heads = 3 must divide model.n_heads = 2");
+  // Sizes beyond the [model] keys' ranges: 2^30 wide asked for the memory
+  // of a model that size, and 1e9 heads overflowed int (n_heads + 2 n_kv).
+  expect([](json& j) { j["hidden_size"] = 1 << 30; }, "model.d_model = 1073741824 is outside [1, 65536]");
+  expect([](json& j) { j["num_attention_heads"] = j["num_key_value_heads"] = 1000000000; },
+         "model.n_heads = 1000000000 is outside [1, 1024]");
   // Nested 200,000 deep under a key: once a stack overflow (SIGSEGV) when
   // the message printed the value.
   std::ofstream(config) << "{\"model_type\": " << std::string(200000, '[') << std::string(200000, ']') << "}";
@@ -734,21 +739,22 @@ TEST(PretrainedModel, TokenizerValuesOfTheWrongTypeNameTheirKey) {
 }
 
 // Shapes are checked from the headers before the weights' buffer is
-// allocated: an intermediate_size of 2e9 once asked for 384 GB (bad_alloc).
+// allocated: an intermediate_size of 2e9 once asked for 384 GB (bad_alloc;
+// now beyond model.ffn_dim's range, so the largest in range here).
 TEST(PretrainedModel, SizesTheFileDoesNotHoldAreRefusedBeforeAllocating) {
   const std::string dir = tiny_hf_folder("huge");
-  rewrite_json(dir + "/config.json", [](json& j) { j["intermediate_size"] = 2000000000; });
+  rewrite_json(dir + "/config.json", [](json& j) { j["intermediate_size"] = 1048576; });
   expect_input_error([&] { load_pretrained(dir); },
                      "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [24, 16] but the model's configuration needs "
-                     "[2000000000, 16]");
+                     "[1048576, 16]");
   const std::string gguf = [] {
     TinyGguf t;
-    t.ints["llama.feed_forward_length"] = 2000000000;
+    t.ints["llama.feed_forward_length"] = 1048576;
     return t.write("gguf_huge");
   }();
   expect_input_error([&] { load_pretrained(gguf); },
                      "'" + gguf + "': tensor 'blk.0.ffn_gate.weight' has shape [24, 16] but the model's configuration "
-                     "needs [2000000000, 16]");
+                     "needs [1048576, 16]");
 }
 
 // A type forge does not read is named from the header, before the weights'
@@ -756,7 +762,10 @@ TEST(PretrainedModel, SizesTheFileDoesNotHoldAreRefusedBeforeAllocating) {
 // weights in FP32 and ended in "out of memory".
 TEST(PretrainedModel, TensorTypesForgeDoesNotReadAreRefusedBeforeAllocating) {
   TinyGguf t;
-  t.ints["llama.feed_forward_length"] = t.ffn_rows = uint64_t{1} << 30;
+  // 1024 layers of FFN width 2^20: 206 GB in FP32. Layer 0's FFN tensors
+  // come first in the header pass (the other layers' are missing).
+  t.ints["llama.block_count"] = 1024;
+  t.ints["llama.feed_forward_length"] = t.ffn_rows = uint64_t{1} << 20;
   for (const char* name : {"blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"})
     t.no_data[name] = 14;  // Q6_K
   const std::string gguf = t.write("gguf_q6k_huge");
