@@ -114,11 +114,17 @@ PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
     if (sp == std::string::npos) throw InputError("GGUF file '" + src + "': merge '" + m + "' is not two tokens");
     v.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
   }
-  const std::string pre = g.get_string("tokenizer.ggml.pre", "default");
+  // No key, or "default" (llama.cpp's own split, not GPT-2's), leaves the
+  // split unknown: early Llama 3 conversions lack the key, and reading them
+  // with GPT-2's would tokenize differently from the model's training.
+  if (!g.has("tokenizer.ggml.pre"))
+    throw InputError("GGUF file '" + src + "' has no tokenizer.ggml.pre: forge cannot tell how the model splits "
+                     "text (convert it again with a newer llama.cpp, or load the Hugging Face folder)");
+  const std::string pre = g.get_string("tokenizer.ggml.pre", "");
   if (pre == "smollm") v.pre = PreTokenizer::kSmolLm;
   else if (pre == "llama-bpe" || pre == "llama3") v.pre = PreTokenizer::kLlama3;
   else if (pre == "qwen2") v.pre = PreTokenizer::kQwen2;
-  else if (pre == "gpt-2" || pre == "gpt2" || pre == "default") v.pre = PreTokenizer::kGpt2;
+  else if (pre == "gpt-2" || pre == "gpt2") v.pre = PreTokenizer::kGpt2;
   else
     throw InputError("GGUF file '" + src + "': tokenizer.ggml.pre '" + pre +
                      "' is not a pre-tokenizer forge knows (smollm, llama-bpe, qwen2, gpt-2)");

@@ -212,6 +212,7 @@ struct TinyGguf {
   std::map<std::string, std::string> renamed;  // a tensor's name -> the name written
   std::map<std::string, uint32_t> no_data;      // a tensor's name -> a type it is declared as, without data
   uint64_t ffn_rows = 24;                       // the FFN tensors' rows as written
+  std::string pre = "smollm";                   // tokenizer.ggml.pre; "" leaves the key out
 
   std::string write(const std::string& name) const {
     const BpeVocabulary v = tiny_vocab();
@@ -220,7 +221,7 @@ struct TinyGguf {
     for (const auto& [k, x] : ints) g.kv_u64(k, x);
     for (const auto& [k, x] : floats) g.kv_f32(k, x);
     g.kv_string("tokenizer.ggml.model", "gpt2");
-    g.kv_string("tokenizer.ggml.pre", "smollm");
+    if (!pre.empty()) g.kv_string("tokenizer.ggml.pre", pre);
     g.kv_strings("tokenizer.ggml.tokens", tokens);
     std::vector<int32_t> types(tokens.size(), 1);
     for (const auto& a : v.added) types[a.id] = 3;
@@ -770,6 +771,18 @@ TEST(PretrainedModel, TensorTypesForgeDoesNotReadAreRefusedBeforeAllocating) {
     t.no_data[name] = 14;  // Q6_K
   const std::string gguf = t.write("gguf_q6k_huge");
   expect_input_error([&] { load_pretrained(gguf); }, "tensor 'blk.0.ffn_gate.weight' has type Q6_K");
+}
+
+// A GGUF without tokenizer.ggml.pre, or with llama.cpp's "default", does
+// not say how text is split; both were read with GPT-2's split.
+TEST(PretrainedModel, AGgufThatDoesNotNameItsPreTokenizerIsRefused) {
+  TinyGguf t;
+  t.pre = "";
+  const std::string none = t.write("gguf_no_pre");
+  expect_input_error([&] { load_pretrained(none); }, "'" + none + "' has no tokenizer.ggml.pre");
+  t.pre = "default";
+  const std::string def = t.write("gguf_default_pre");
+  expect_input_error([&] { load_pretrained(def); }, "tokenizer.ggml.pre 'default' is not a pre-tokenizer forge knows");
 }
 
 TEST(PretrainedModel, LoadsATinyGgufFile) {
