@@ -184,8 +184,9 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
     if (t.elements() < 0) r.fail("tensor '" + t.name + "' of more values than an int64 counts");
     t.type = r.get<uint32_t>("a tensor type");
     t.offset = r.get<uint64_t>("a tensor offset");
-    if (ggml::supported(t.type) && t.elements() % ggml::block_values(t.type) != 0)
-      throw corrupt("tensor '" + t.name + "' has " + std::to_string(t.elements()) + " values, not a multiple of " +
+    // A block never spans two rows (ggml quantizes row by row).
+    if (ggml::supported(t.type) && t.dims[0] % ggml::block_values(t.type) != 0)
+      throw corrupt("tensor '" + t.name + "' has rows of " + std::to_string(t.dims[0]) + " values, not a multiple of " +
                     ggml::type_name(t.type) + "'s block of " + std::to_string(ggml::block_values(t.type)));
     t.bytes = ggml::bytes_of(t.type, t.elements());  // 0 also when the size overflows: refused below
     if (!index_.emplace(t.name, tensors_.size()).second) throw corrupt("two tensors are named '" + t.name + "'");

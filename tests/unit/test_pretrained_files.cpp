@@ -426,7 +426,10 @@ TEST(Gguf, ElementCountsThatOverflowOrSplitABlockAreInputErrors) {
   expect_input_error([&] { GgufFile f(path); }, "tensor 'w' of more values than an int64 counts");
   write({48}, ggml::kQ8_0);
   expect_input_error([&] { GgufFile f(path); },
-                     "GGUF file '" + path + "': tensor 'w' has 48 values, not a multiple of Q8_0's block of 32");
+                     "GGUF file '" + path + "': tensor 'w' has rows of 48 values, not a multiple of Q8_0's block of 32");
+  // 16 x 8 = 128 values, four blocks, but every block would span two rows.
+  write({16, 8}, ggml::kQ8_0);
+  expect_input_error([&] { GgufFile f(path); }, "tensor 'w' has rows of 16 values, not a multiple of Q8_0's block of 32");
 }
 
 // The first of two once won silently.
