@@ -502,9 +502,8 @@ struct AttentionCase {
   std::vector<float> qkv, dout;
 };
 
-inline AttentionCase attention_case(const AttentionShape& sh, uint64_t seed) {
-  Rng rng(seed);
-  auto bins = pack_forest(build_prefix_forest(branching_samples(rng, sh.samples, sh.max_len), true), 1 << 20);
+inline AttentionCase attention_case_of(const std::vector<Sample>& samples, const AttentionShape& sh, Rng& rng) {
+  auto bins = pack_forest(build_prefix_forest(samples, true), 1 << 20);
   EXPECT_EQ(bins.size(), 1u);
   AttentionCase c;
   c.bin = std::move(bins.at(0));
@@ -513,6 +512,36 @@ inline AttentionCase attention_case(const AttentionShape& sh, uint64_t seed) {
   c.dout = random_vec(rng, size_t(T) * sh.n_heads * D);
   return c;
 }
+
+inline AttentionCase attention_case(const AttentionShape& sh, uint64_t seed) {
+  Rng rng(seed);
+  return attention_case_of(branching_samples(rng, sh.samples, sh.max_len), sh, rng);
+}
+
+// A bin whose first branch ends on a tile edge: a prompt [0, p), branch A
+// [p, e) and branch B [e, e + tile + 5), e = tile + delta. The kernels' query
+// and key tiles are 16 to 128 rows, so with delta -1, 0, +1 some tile's last
+// query is the first that must not see A (e = q1 - 1), or its first. A tile
+// taken as fully visible one row too early passes random bins (found by
+// mutation) and fails here.
+inline AttentionCase edge_case(const AttentionShape& sh, int tile, int delta, uint64_t seed) {
+  const int e = tile + delta, p = std::max(1, e - tile / 2);
+  Sample a, b;
+  for (int i = 0; i < p; ++i) a.tokens.push_back(3 + i % 40);
+  b.tokens = a.tokens;
+  for (int i = p; i < e; ++i) a.tokens.push_back(i == p ? 1 : 5 + i % 40);
+  for (int i = 0; i < tile + 5; ++i) b.tokens.push_back(i == 0 ? 2 : 7 + i % 40);
+  for (Sample* x : {&a, &b}) {
+    x->trainable.assign(x->tokens.size(), 1);
+    x->trainable[0] = 0;
+  }
+  Rng rng(seed);
+  AttentionCase c = attention_case_of({a, b}, sh, rng);
+  EXPECT_EQ(c.bin.subtree_end.at(size_t(p)), e) << "branch A must end at " << e << " (tile " << tile << ")";
+  return c;
+}
+
+inline constexpr int kEdgeTiles[] = {16, 32, 64, 128};
 
 struct AttentionResult {
   std::vector<float> out, lse, dqkv;
@@ -547,6 +576,19 @@ inline void tree_attention(Backend& dev, Backend& cpu, const AttentionShape& sh,
   expect_close(got.out, want.out, "tree attention out" + at);
   expect_close(got.lse, want.lse, "tree attention lse" + at);
   expect_close(got.dqkv, want.dqkv, "tree attention dq|dk|dv" + at);
+}
+
+// Every tile edge of edge_case, FP32: within kFp32Tol of the CPU backend.
+inline void tree_attention_edges(Backend& dev, Backend& cpu, const AttentionShape& sh) {
+  for (const int tile : kEdgeTiles)
+    for (const int delta : {-1, 0, 1}) {
+      const AttentionCase c = edge_case(sh, tile, delta, 40 + tile + delta);
+      const AttentionResult got = run_tree_attention(dev, sh, c), want = run_tree_attention(cpu, sh, c);
+      const std::string at = attention_label(sh, c) + " branch end " + std::to_string(tile + delta);
+      expect_close(got.out, want.out, "tree attention out" + at);
+      expect_close(got.lse, want.lse, "tree attention lse" + at);
+      expect_close(got.dqkv, want.dqkv, "tree attention dq|dk|dv" + at);
+    }
 }
 
 // Rows with zero, one and several targets (a repeated one among them), and
@@ -991,6 +1033,47 @@ inline void tree_attention_bf16(Backend& dev, Backend& cpu, const AttentionShape
   expect_bf16_error(got.dqkv, ref16.dqkv, ref32.dqkv, "bf16 tree attention dq|dk|dv" + at);
 }
 
+// The largest error of a row of `width` values against ref32, relative to
+// that row's norm or, for rows near 0 (the first token's dQ is 0), to the
+// mean row's.
+inline double worst_row_error(const std::vector<float>& got, const std::vector<float>& ref32, size_t width) {
+  double total = 0;
+  for (float x : ref32) total += double(x) * x;
+  const double mean_row = total * double(width) / double(std::max<size_t>(ref32.size(), 1));
+  double worst = 0;
+  for (size_t r = 0; r + width <= ref32.size(); r += width) {
+    double d = 0, n = 0;
+    for (size_t i = r; i < r + width; ++i) {
+      d += (double(got[i]) - ref32[i]) * (double(got[i]) - ref32[i]);
+      n += double(ref32[i]) * ref32[i];
+    }
+    worst = std::max(worst, std::sqrt(d / std::max({n, mean_row, 1e-30})));
+  }
+  return worst;
+}
+
+// Every tile edge of edge_case, bf16. The whole-output rule of
+// expect_bf16_error cannot see one query row that sees 30 keys too many (a
+// mutant passed it), so each row of out and of dq|dk|dv is also held to
+// kBf16RowTol: bf16's rounding of Q, K, V and P stays well inside it.
+inline constexpr double kBf16RowTol = 0.05;
+inline void tree_attention_bf16_edges(Backend& dev, Backend& cpu, const AttentionShape& sh) {
+  for (const int tile : kEdgeTiles)
+    for (const int delta : {-1, 0, 1}) {
+      const AttentionCase c = edge_case(sh, tile, delta, 40 + tile + delta);
+      const std::vector<float> qkv16 = round_bf16(c.qkv);
+      const AttentionResult ref32 = run_tree_attention(cpu, sh, c), ref16 = run_tree_attention(cpu, sh, c, &qkv16);
+      const AttentionResult got = run_tree_attention(dev, sh, c);
+      const std::string at = attention_label(sh, c) + " branch end " + std::to_string(tile + delta);
+      expect_bf16_error(got.out, ref16.out, ref32.out, "bf16 tree attention out" + at);
+      expect_bf16_error(got.dqkv, ref16.dqkv, ref32.dqkv, "bf16 tree attention dq|dk|dv" + at);
+      const size_t D = size_t(sh.head_dim);
+      EXPECT_LE(worst_row_error(got.out, ref32.out, D), kBf16RowTol) << "bf16 tree attention out, worst row" << at;
+      EXPECT_LE(worst_row_error(got.dqkv, ref32.dqkv, D), kBf16RowTol)
+          << "bf16 tree attention dq|dk|dv, worst row" << at;
+    }
+}
+
 // The same call twice gives the same bits (the backward's dK/dV splits add
 // in a fixed order; no atomics on values). A bin whose shared prefix is seen
 // by more query tiles than one dK/dV split takes (the CUDA kernels split it).
@@ -1153,7 +1236,9 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, TreeAttentionLongPrefixes, get,                                    \
                      bc::tree_attention(*dev, *cpu, {4, 1, 64, 3, 400}, 16))                   \
   FORGE_BACKEND_CASE(Suite, TreeAttentionDeterministic, get,                                   \
-                     bc::tree_attention_deterministic(*dev, {3, 1, 12, 30, 40}, 15))
+                     bc::tree_attention_deterministic(*dev, {3, 1, 12, 30, 40}, 15))              \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionTileEdges, get,                                       \
+                     bc::tree_attention_edges(*dev, *cpu, {2, 1, 32, 0, 0}))
 
 #define FORGE_BACKEND_CASES(Suite, get)                                                        \
   FORGE_BACKEND_CASE(Suite, Elementwise, get, bc::elementwise(*dev, *cpu))                     \
@@ -1198,6 +1283,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::tree_attention_bf16(*dev, *cpu, {3, 1, 12, 30, 40}, 15))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionHeadDim32, get,                                   \
                      bc::tree_attention_bf16(*dev, *cpu, {4, 2, 32, 16, 40}, 17))              \
+  FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionTileEdges, get,                                   \
+                     bc::tree_attention_bf16_edges(*dev, *cpu, {2, 1, 64, 0, 0}))              \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionDeterministic, get,                               \
                      bc::tree_attention_deterministic(*dev, {3, 1, 12, 30, 40}, 15))          \
   FORGE_BACKEND_CASE(Suite, Bf16TreeAttentionKeptQkv, get,                                     \
