@@ -154,7 +154,7 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
   const int episodes = std::max(1, envs * all.mpi.env_groups * all.train.group / rollouts);
   RolloutEngine engine(model, engine_for_agent(agent, episodes));
   const RolloutRankStats st = run_rollout_rank(MPI_COMM_WORLD, *sh.layout, model, engine, weights, sends,
-                                               all.mpi.deadline_s);
+                                               all.mpi.startup_s);
   char pull[64] = "";
   if (st.weight_pulls > 1)  // the first pull waits for the learner
     std::snprintf(pull, sizeof pull, ", %.2f ms each to read and load", st.pull_seconds * 1e3 / (st.weight_pulls - 1));
@@ -191,6 +191,7 @@ EnvironmentRankConfig producer_config(const ForgeConfig& all) {
   ec.group = all.train.group;
   ec.groups_in_flight = all.mpi.env_groups;
   ec.episode_deadline_s = all.mpi.episode_deadline_s;
+  ec.startup_s = all.mpi.startup_s;
   return ec;
 }
 

@@ -63,6 +63,10 @@ void add_mpi_options(OptionSet& o, MpiConfig& m) {
         "seconds any blocking wait may last, and the watchdog's heartbeat deadline (the learner waits twice this for a "
         "group)",
         in_range(1, 1e6));
+  o.add("mpi.startup_s", &m.startup_s,
+        "seconds rollout and environment ranks wait for learner 0's first weights (it loads the model and any "
+        "checkpoint first)",
+        in_range(1, 1e6));
   o.describe_section("pool", "the data pool between environment ranks and the learner (Windowed FIFO)");
   o.add("pool.policy", &m.pool_policy, "fifo (W = 1) | windowed (W = pool.window) | greedy (any finished group)",
         one_of({"fifo", "windowed", "greedy"}));

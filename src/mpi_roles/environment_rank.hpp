@@ -41,6 +41,7 @@ struct EnvironmentRankConfig {
   int group = 4;          // episodes per slot (the advantage group)
   int groups_in_flight = 2;  // slots played at once
   double episode_deadline_s = 300;  // then a running episode is abandoned
+  double startup_s = 1800;          // the wait for learner 0's first weights
 };
 
 struct EnvironmentRankStats {

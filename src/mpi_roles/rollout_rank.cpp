@@ -13,7 +13,7 @@ namespace forge {
 
 RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, PolicyModel& model,
                                   RolloutEngine& engine, WeightChannel& weights, SendQueue& sends,
-                                  double deadline_s) {
+                                  double startup_s) {
   RolloutRankStats stats;
   // A version is read into one of two host buffers (try_pull swaps them)
   // and loaded from it: on a device backend both are page-locked on first
@@ -31,8 +31,8 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
     version = weights.try_pull(-1, host);
     if (version >= 0) break;
     if (weights.stop_code() != 0) return stats;
-    if (first.seconds() > deadline_s)
-      throw Error("no weights published by learner rank 0 within " + std::to_string(deadline_s) + " s");
+    if (first.seconds() > startup_s)
+      throw Error(first_weights_late(startup_s));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   load();

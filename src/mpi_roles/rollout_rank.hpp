@@ -11,7 +11,8 @@
 //   3. one engine step (continuous batching over all clients); every
 //      finished result goes back to its environment rank.
 // The rank serves nothing before the learner's first publication (version 0),
-// and waits for it at most deadline_s.
+// and waits for it at most startup_s (mpi.startup_s: learner 0 loads the
+// model first).
 #pragma once
 #include <mpi.h>
 
@@ -32,6 +33,6 @@ struct RolloutRankStats {
 
 RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, PolicyModel& model,
                                   RolloutEngine& engine, WeightChannel& weights, SendQueue& sends,
-                                  double deadline_s);
+                                  double startup_s);
 
 }  // namespace forge

@@ -1,11 +1,19 @@
 #include "mpi_roles/weight_channel.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.hpp"
 
 namespace forge {
+
+std::string first_weights_late(double startup_s) {
+  char s[64];
+  std::snprintf(s, sizeof s, "%g", startup_s);
+  return std::string("no weights published by learner rank 0 within mpi.startup_s = ") + s +
+         " s (it loads the model and any checkpoint first: raise mpi.startup_s for a larger model or a slower disk)";
+}
 namespace {
 
 constexpr int kVersion = 0, kStop = 1, kSeq0 = 2;

@@ -29,6 +29,9 @@
 
 namespace forge {
 
+// The error of a rank that got no first weights within mpi.startup_s.
+std::string first_weights_late(double startup_s);
+
 // Stop codes of the stop word.
 inline constexpr int64_t kStopFinished = 1, kStopSignal = 2;
 
