@@ -36,6 +36,7 @@ FORGE_CUDA_NAMESPACE_BEGIN
 struct Bf16Operands {
   using Elem = uint16_t;      // shared memory: bf16 bit patterns
   using Src = __nv_bfloat16;  // global memory
+  static constexpr const char* kName = "mma.sync bf16";  // in launch errors
   static constexpr int kStep = 16;  // MMA K
   static constexpr int kPad = 8;    // elements of padding per row (16 bytes)
   static constexpr int kChunk = 8;  // elements per 16-byte load
@@ -106,6 +107,7 @@ struct Bf16Operands {
 struct Tf32x3Operands {
   using Elem = float;
   using Src = float;
+  static constexpr const char* kName = "mma.sync 3xTF32";  // in launch errors
   static constexpr int kStep = 8;
   static constexpr int kPad = 4;
   static constexpr int kChunk = 4;

@@ -167,7 +167,8 @@ size_t paged_attention_scratch_floats(const PagedAttentionArgs& a) {
 void launch_paged_attention_fwd(const PagedAttentionArgs& a, size_t value_bytes, float* scratch,
                                 cudaStream_t stream) {
   FORGE_CHECK(a.head_dim >= 1 && a.head_dim <= kPagedMaxHeadDim,
-              "CUDA paged attention supports head_dim up to " + std::to_string(kPagedMaxHeadDim));
+              "CUDA paged attention supports head_dim up to " + std::to_string(kPagedMaxHeadDim) + ", got " +
+                  std::to_string(a.head_dim));
   if (a.T <= 0) return;
   if (value_bytes == 2)
     launch_paged<__nv_bfloat16>(a, scratch, stream);

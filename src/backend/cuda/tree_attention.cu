@@ -303,7 +303,8 @@ void check_shape(const TreeAttentionParams& p) {
               "CUDA tree attention supports head_dim up to " + std::to_string(kMaxHeadDim) +
                   ", got " + std::to_string(p.head_dim));
   FORGE_CHECK(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0,
-              "n_heads must be a multiple of n_kv_heads");
+              "CUDA tree attention: n_heads = " + std::to_string(p.n_heads) + " must be a multiple of n_kv_heads = " +
+                  std::to_string(p.n_kv_heads));
 }
 
 void launch_tile_bounds(const TreeAttentionParams& p, cudaStream_t stream) {

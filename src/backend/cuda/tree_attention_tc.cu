@@ -1732,11 +1732,28 @@ size_t tile_bytes(int rows, int pitch) {
   return size_t(rows) * pitch * sizeof(typename Ops::Elem);
 }
 
+// "dK/dV on mma.sync, head dims up to 128, 2 tiles a step": which of the
+// instantiations a launch error is about.
+std::string kernel_name(const char* pass, const char* mma, int max_d, int step) {
+  return std::string(pass) + " on " + mma + ", head dims up to " + std::to_string(max_d) + ", " +
+         std::to_string(step) + (step == 1 ? " tile" : " tiles") + " a step";
+}
+
 template <class K, class Src>
-void launch_with_shared(K kernel, dim3 grid, size_t smem, cudaStream_t stream, const TreeAttentionParams& p,
-                        const TcInputs<Src>& in, unsigned threads = kThreads) {
-  FORGE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  FORGE_LAUNCH(kernel, grid, threads, smem, stream, p, in.q, in.k, in.v, in.ld, in.dout);
+void launch_with_shared(const std::string& name, K kernel, dim3 grid, size_t smem, cudaStream_t stream,
+                        const TreeAttentionParams& p, const TcInputs<Src>& in, unsigned threads = kThreads) {
+  try {
+    FORGE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    FORGE_LAUNCH(kernel, grid, threads, smem, stream, p, in.q, in.k, in.v, in.ld, in.dout);
+  } catch (const Error& e) {
+    int device = 0, optin = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    throw Error("tree attention kernel (" + name + ", T " + std::to_string(p.T) + "): grid " +
+                std::to_string(grid.x) + " x " + std::to_string(grid.y) + " x " + std::to_string(grid.z) + " of " +
+                std::to_string(threads) + " threads with " + std::to_string(smem) +
+                " bytes of shared memory a block (the device allows " + std::to_string(optin) + "): " + e.what());
+  }
 }
 
 // Dynamic shared memory of each kernel (the class's width, whatever D).
@@ -1763,10 +1780,10 @@ void launch_fwd(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>&
   const dim3 grid((p.T + rows - 1) / rows, p.n_heads);
   if constexpr (HeadDims<Ops, MaxD>::fwd_key_tiles == 2)
     if (p.step_tiles != 1)
-      return launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD, 2>, grid,
-                                fwd_shared_bytes<Ops, MaxD>(2), stream, p, in);
-  launch_with_shared(tree_attention_fwd_tc_kernel<Ops, MaxD, 1>, grid, fwd_shared_bytes<Ops, MaxD>(1),
-                     stream, p, in);
+      return launch_with_shared(kernel_name("forward", Ops::kName, MaxD, 2), tree_attention_fwd_tc_kernel<Ops, MaxD, 2>,
+                                grid, fwd_shared_bytes<Ops, MaxD>(2), stream, p, in);
+  launch_with_shared(kernel_name("forward", Ops::kName, MaxD, 1), tree_attention_fwd_tc_kernel<Ops, MaxD, 1>, grid,
+                     fwd_shared_bytes<Ops, MaxD>(1), stream, p, in);
 }
 
 template <class Ops, int MaxD>
@@ -1774,10 +1791,10 @@ void launch_dkdv(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>
                  cudaStream_t stream) {
   if constexpr (HeadDims<Ops, MaxD>::dkdv_query_tiles == 2)
     if (p.step_tiles != 1)
-      return launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 2>, grid,
-                                dkdv_shared_bytes<Ops, MaxD>(2), stream, p, in);
-  launch_with_shared(tree_attention_dkdv_tc_kernel<Ops, MaxD, 1>, grid, dkdv_shared_bytes<Ops, MaxD>(1),
-                     stream, p, in);
+      return launch_with_shared(kernel_name("dK/dV", Ops::kName, MaxD, 2), tree_attention_dkdv_tc_kernel<Ops, MaxD, 2>,
+                                grid, dkdv_shared_bytes<Ops, MaxD>(2), stream, p, in);
+  launch_with_shared(kernel_name("dK/dV", Ops::kName, MaxD, 1), tree_attention_dkdv_tc_kernel<Ops, MaxD, 1>, grid,
+                     dkdv_shared_bytes<Ops, MaxD>(1), stream, p, in);
 }
 template <class Ops, int MaxD>
 void launch_dq(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& in, cudaStream_t stream) {
@@ -1785,10 +1802,10 @@ void launch_dq(const TreeAttentionParams& p, const TcInputs<typename Ops::Src>& 
   const dim3 grid((p.T + rows - 1) / rows, p.n_heads);
   if constexpr (HeadDims<Ops, MaxD>::dq_key_tiles == 2)
     if (p.step_tiles != 1)
-      return launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 2>, grid,
-                                dq_shared_bytes<Ops, MaxD>(2), stream, p, in);
-  launch_with_shared(tree_attention_dq_tc_kernel<Ops, MaxD, 1>, grid, dq_shared_bytes<Ops, MaxD>(1),
-                     stream, p, in);
+      return launch_with_shared(kernel_name("dQ", Ops::kName, MaxD, 2), tree_attention_dq_tc_kernel<Ops, MaxD, 2>,
+                                grid, dq_shared_bytes<Ops, MaxD>(2), stream, p, in);
+  launch_with_shared(kernel_name("dQ", Ops::kName, MaxD, 1), tree_attention_dq_tc_kernel<Ops, MaxD, 1>, grid,
+                     dq_shared_bytes<Ops, MaxD>(1), stream, p, in);
 }
 
 // The dK/dV grid (splits, blocks of key_rows keys, kv heads) and q = p
@@ -1830,7 +1847,8 @@ void launch_fwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16
   const dim3 grid((p.T + WG * kWgmmaRows - 1) / (WG * kWgmmaRows), p.n_heads);
   const auto launch = [&](auto kt) {
     constexpr int KT = decltype(kt)::value;
-    launch_with_shared(tree_attention_fwd_wgmma_kernel<Dk, WG, KT>, grid,
+    launch_with_shared(kernel_name("forward", WG == 1 ? "wgmma, 1 warpgroup" : "wgmma, 2 warpgroups", Dk, KT),
+                       tree_attention_fwd_wgmma_kernel<Dk, WG, KT>, grid,
                        wgmma_tiles_bytes(WG + 2 * KT, Dk) + 2 * KT * kKeys * sizeof(int32_t), stream, p, in,
                        WG * kThreads);
   };
@@ -1841,10 +1859,11 @@ template <int Dk, int WG>
 void launch_bwd_wgmma(const TreeAttentionParams& p, const TcInputs<__nv_bfloat16>& in, cudaStream_t stream) {
   TreeAttentionParams q;
   const dim3 grid = dkdv_grid(p, q, stream, WG * kWgmmaRows);
-  launch_with_shared(tree_attention_dkdv_wgmma_kernel<Dk, WG>, grid,
+  const char* mma = WG == 1 ? "wgmma, 1 warpgroup" : "wgmma, 2 warpgroups";
+  launch_with_shared(kernel_name("dK/dV", mma, Dk, 1), tree_attention_dkdv_wgmma_kernel<Dk, WG>, grid,
                      wgmma_tiles_bytes(2 * WG + 4, Dk) + 2 * kWgmmaItems * 2 * kQueries * sizeof(float) + 16, stream,
                      q, in, WG * kThreads);
-  launch_with_shared(tree_attention_dq_wgmma_kernel<Dk, WG>,
+  launch_with_shared(kernel_name("dQ", mma, Dk, 1), tree_attention_dq_wgmma_kernel<Dk, WG>,
                      dim3((p.T + WG * kWgmmaRows - 1) / (WG * kWgmmaRows), p.n_heads),
                      wgmma_tiles_bytes(2 * WG + 5, Dk) + 2 * kWgmmaRows * sizeof(int32_t), stream, p, in,
                      WG * kThreads);
