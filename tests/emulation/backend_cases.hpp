@@ -126,6 +126,18 @@ inline void elementwise(Backend& dev, Backend& cpu) {
   b.expect_equal("fill");
   const double sd = dev.sum_squares(a.dev.data(), n), sc = cpu.sum_squares(a.cpu.data(), n);
   EXPECT_LE(std::abs(sd - sc), 1e-9 * sc) << "sum_squares";
+  // The same bits every call (the clipping norm of a reproducible step),
+  // also over more blocks than one pass takes. Emulated blocks happen to add
+  // in order; on a GPU (CudaDevice.Elementwise) an atomic per block did not.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(dev.sum_squares(a.dev.data(), n), sd) << "sum_squares, call " << i;
+  const auto many = random_vec(rng, 270001);  // above 1024 blocks of 256
+  DeviceArray<float> m;
+  m.upload(dev, many);
+  const double first = dev.sum_squares(m.data(), many.size());
+  double exact = 0;
+  for (float v : many) exact += double(v) * v;
+  EXPECT_LE(std::abs(first - exact), 1e-9 * exact) << "sum_squares of 270001 values";
+  EXPECT_EQ(dev.sum_squares(m.data(), many.size()), first) << "sum_squares, called again";
   DeviceArray<float> c(dev, n);
   dev.copy(c.data(), a.dev.data(), n * sizeof(float));
   expect_close(c.download(), a.cpu.download(), "copy", 0.0);

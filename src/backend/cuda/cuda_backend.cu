@@ -222,7 +222,7 @@ class CudaBackend final : public Backend {
   void add_inplace(float* y, const float* x, size_t n) override { launch_add_inplace(y, x, n, stream_); }
   void scale(float* x, float s, size_t n) override { launch_scale(x, s, n, stream_); }
   double sum_squares(const float* x, size_t n) override {
-    double* d = reduce_.get<double>(1);
+    double* d = reduce_.get<double>(1 + kSumSquaresBlocks);
     launch_sum_squares(x, n, d, stream_);
     double h = 0;
     to_host(&h, d, sizeof(double));
