@@ -91,10 +91,7 @@ inline thread_local uint3 threadIdx, blockIdx;
 inline thread_local dim3 blockDim, gridDim;
 inline constexpr int warpSize = 32;
 
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline float __expf(float x) { return std::exp(x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __fdividef(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline double sinpi(double x) { return std::sin(x * 3.14159265358979323846); }
 inline double cospi(double x) { return std::cos(x * 3.14159265358979323846); }
 
@@ -639,12 +636,6 @@ T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   const int lane = static_cast<int>(forge_emu::linear_thread() % 32);
   const int src = lane + static_cast<int>(delta);
   return forge_emu::exchange(mask, v, src / width == lane / width ? src : lane);
-}
-template <class T>
-T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-  const int lane = static_cast<int>(forge_emu::linear_thread() % 32);
-  const int src = lane - static_cast<int>(delta);
-  return forge_emu::exchange(mask, v, src >= 0 && src / width == lane / width ? src : lane);
 }
 
 template <class T>

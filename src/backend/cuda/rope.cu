@@ -8,6 +8,14 @@ namespace {
 constexpr unsigned kThreads = 128;
 constexpr double kPi = 3.14159265358979323846;
 
+// The pair (a, b) rotated by the angle of (cs, sn), with explicit fused
+// multiply-adds: both outputs below (FP32 and bf16) must round the same
+// products alike, whatever nvcc would contract.
+__device__ __forceinline__ void rotate(float a, float b, float cs, float sn, float& x, float& y) {
+  x = __fmaf_rn(a, cs, -(b * sn));
+  y = __fmaf_rn(a, sn, b * cs);
+}
+
 __global__ void __launch_bounds__(kThreads) rope_kernel(const RopeParams p) {
   const int half = p.head_dim / 2;
   const int idx = blockIdx.x * blockDim.x + threadIdx.x;
@@ -25,9 +33,7 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(const RopeParams p) {
     for (int h = 0; h < p.n_heads; ++h) {
       const float* v = row + h * p.head_dim;
       float* o = row_out + h * p.head_dim;
-      const float a = v[0], b = v[1];
-      o[0] = a * cs - b * sn;
-      o[1] = a * sn + b * cs;
+      rotate(v[0], v[1], cs, sn, o[0], o[1]);
     }
     return;
   }
@@ -37,9 +43,10 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(const RopeParams p) {
   const int rotated = p.n_heads * p.head_dim;
   for (int h = 0; h < p.n_heads; ++h) {
     const float* v = row + h * p.head_dim;
-    const float a = v[0], b = v[1];
-    out[h * p.head_dim] = __float2bfloat16(a * cs - b * sn);
-    out[h * p.head_dim + 1] = __float2bfloat16(a * sn + b * cs);
+    float x, y;
+    rotate(v[0], v[1], cs, sn, x, y);
+    out[h * p.head_dim] = __float2bfloat16(x);
+    out[h * p.head_dim + 1] = __float2bfloat16(y);
   }
   for (int c = rotated; c + 2 * i < p.ld; c += p.head_dim) {
     out[c] = __float2bfloat16(row[c]);
