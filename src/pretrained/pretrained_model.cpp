@@ -117,6 +117,12 @@ void fill_weights(PretrainedModel& m, const Source& src, const LayerName& layer_
   std::vector<float> w(layout.total);
   pieces([&](const Piece& p) {
     std::vector<float> v = src.read(p.name);
+    // A NaN or infinity (a damaged file, an F16 overflow, a bad quant scale)
+    // would only show as non-finite logits, naming neither file nor tensor.
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != v.end())
+      throw InputError("'" + m.path + "': tensor '" + p.name + "' holds " + std::to_string(*bad) + " at value " +
+                       std::to_string(bad - v.begin()) + " (a damaged or wrongly converted file)");
     if (p.rope_heads) v = permute_rope_rows(v, p.rope_heads, c.head_dim(), p.shape.size() == 2 ? p.shape[1] : 1, true);
     std::copy(v.begin(), v.end(), w.begin() + static_cast<std::ptrdiff_t>(layout.find(p.dst).offset + p.at));
   });

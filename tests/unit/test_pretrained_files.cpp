@@ -213,6 +213,7 @@ struct TinyGguf {
   std::map<std::string, uint32_t> no_data;      // a tensor's name -> a type it is declared as, without data
   uint64_t ffn_rows = 24;                       // the FFN tensors' rows as written
   std::string pre = "smollm";                   // tokenizer.ggml.pre; "" leaves the key out
+  float ffn_value = 0.5f;                       // the FFN tensors' values
 
   std::string write(const std::string& name) const {
     const BpeVocabulary v = tiny_vocab();
@@ -233,7 +234,8 @@ struct TinyGguf {
       const auto it = renamed.find(t);
       if (no_data.count(t)) return g.tensor(t, dims, no_data.at(t), {});
       const size_t n = dims[0] * (dims.size() > 1 ? dims[1] : 1);
-      g.tensor_f32(it == renamed.end() ? t : it->second, dims, std::vector<float>(n, 0.5f));
+      const float value = t.find("ffn_") != std::string::npos && t.find("norm") == std::string::npos ? ffn_value : 0.5f;
+      g.tensor_f32(it == renamed.end() ? t : it->second, dims, std::vector<float>(n, value));
     };
     const uint64_t ffn = ffn_rows;
     tensor("token_embd.weight", {16, 261});
@@ -774,6 +776,15 @@ TEST(PretrainedModel, TensorTypesForgeDoesNotReadAreRefusedBeforeAllocating) {
     t.no_data[name] = 14;  // Q6_K
   const std::string gguf = t.write("gguf_q6k_huge");
   expect_input_error([&] { load_pretrained(gguf); }, "tensor 'blk.0.ffn_gate.weight' has type Q6_K");
+}
+
+// A weight that is NaN or infinite is named with its tensor when loaded;
+// it once surfaced as non-finite logits naming neither file nor tensor.
+TEST(PretrainedModel, NonFiniteWeightsNameTheirTensor) {
+  TinyGguf t;
+  t.ffn_value = std::numeric_limits<float>::infinity();
+  const std::string gguf = t.write("gguf_inf");
+  expect_input_error([&] { load_pretrained(gguf); }, "'" + gguf + "': tensor 'blk.0.ffn_gate.weight' holds inf at value 0");
 }
 
 // A GGUF without tokenizer.ggml.pre, or with llama.cpp's "default", does
