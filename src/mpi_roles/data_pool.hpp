@@ -138,6 +138,13 @@ class DataPool {
   std::optional<TakenTrajectory> try_take();
   // Waits for a visible DONE slot; Error naming the head's producer.
   TakenTrajectory take();
+  // Puts the cells of taken slots back on the free ring now (try_take does
+  // so in batches): called before a training step, so that producers are
+  // not refused for cells the consumer holds while it trains.
+  void return_taken_cells() {
+    require_consumer("return cells");
+    return_cells();
+  }
   void publish_version(int64_t version);
   // Why nothing is visible: the head slot and what its producer is doing
   // (for deadline messages).

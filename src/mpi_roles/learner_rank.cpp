@@ -95,6 +95,7 @@ class BatchTaker {
       taken.push_back({t->slot, t->version, t->producer, std::move(t->payload), t->head_wait_s});
     }
     batch.waited_s = waited.seconds();
+    pool_.return_taken_cells();  // the batch's cells are free while the step trains
     for (const HeldGroup& g : taken) {
       const std::string source = "slot " + std::to_string(g.slot) +
                                  (g.producer >= 0 ? " from " + layout_.name(g.producer) : " (from the checkpoint)");
