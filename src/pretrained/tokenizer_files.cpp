@@ -154,6 +154,13 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   if (model.number("dropout", 0) > 0) throw bad("BPE dropout");
   if (file.has("normalizer") && file.object("normalizer").string("type", "") != "NFC")
     throw bad("normalizer " + json_shown(tj["normalizer"]) + " (forge applies none)");
+  // Options that change how Hugging Face encodes or decodes, which forge's
+  // byte-level BPE does not apply: refused rather than tokenized otherwise.
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (!model.string(key, "").empty())
+      throw bad("model." + std::string(key) + " = '" + model.string(key, "") + "' (WordPiece-style; forge's BPE uses none)");
+  if (file.has("decoder") && file.object("decoder").string("type", "") != "ByteLevel")
+    throw bad("decoder " + json_shown(tj["decoder"]) + " (forge decodes byte-level BPE: ByteLevel)");
   BpeVocabulary v;
   const json& vocab = model.object("vocab").value();
   const json& added = file.raw("added_tokens");
@@ -182,6 +189,9 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   for (size_t i = 0; i < n_added; ++i) {
     const int32_t id = added_ids[i];
     v.tokens[id] = added_tokens[i].string("content");
+    for (const char* key : {"lstrip", "rstrip", "single_word"})
+      if (added_tokens[i].boolean(key, false))
+        throw bad("added token '" + v.tokens[id] + "' has " + key + " = true (forge matches added tokens exactly)");
     seen[id] = 1;
     v.added.push_back({id, added_tokens[i].boolean("special", false)});
   }

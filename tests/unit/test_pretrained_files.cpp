@@ -735,6 +735,12 @@ TEST(PretrainedModel, TokenizerValuesOfTheWrongTypeNameTheirKey) {
          "'" + tokenizer + "': added_tokens[0].special is \"yes\", not true or false");
   expect(tokenizer, [](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {5, 6}}}; },
          "is not one forge reads (unexpected structure");
+  // Options forge's tokenizer would not apply: refused, not ignored.
+  expect(tokenizer, [](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
+         "model.continuing_subword_prefix = '##'");
+  expect(tokenizer, [](json& j) { j["model"]["end_of_word_suffix"] = "</w>"; }, "model.end_of_word_suffix = '</w>'");
+  expect(tokenizer, [](json& j) { j["decoder"] = {{"type", "Metaspace"}}; }, "decoder {\"type\":\"Metaspace\"}");
+  expect(tokenizer, [](json& j) { j["added_tokens"][0]["rstrip"] = true; }, "has rstrip = true");
   expect(config, [](json& j) { j["bos_token"] = {{"content", 3}}; },
          "'" + config + "': bos_token.content is 3, not a string");
   expect(config, [](json& j) { j["chat_template"] = 12; }, "'" + config + "': chat_template is 12, not a string");
