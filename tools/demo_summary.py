@@ -49,6 +49,9 @@ def rollout_stats(path):
         with h5py.File(path, "r", swmr=True) as f:
             if f.attrs.get("format") != b"forge-rollouts":
                 raise ValueError("no format = forge-rollouts attribute")
+            version = f.attrs.get("schema_version")
+            if not isinstance(version, (int, np.integer)) or not 1 <= version <= 4:
+                raise ValueError(f"schema version {version}; this tool reads 1 to 4")
             stale = f["episodes/staleness"][:]
             step = f["episodes/consumed_step"][:]
             success = f["episodes/success"][:]
@@ -56,7 +59,7 @@ def rollout_stats(path):
             mismatch = steps["engine_mismatch"][:] if "engine_mismatch" in steps else np.array([])
             drift = steps["stale_drift"][:] if "stale_drift" in steps else np.array([])
     except (OSError, KeyError, ValueError, TypeError) as err:
-        print(f"demo_summary: {path}: not a forge rollout file ({err})", file=sys.stderr)
+        print(f"demo_summary: {path}: not a forge rollout file it reads ({err})", file=sys.stderr)
         sys.exit(2)
     # A writer killed mid-flush may have extended some columns and not others.
     n = min(len(stale), len(step), len(success))

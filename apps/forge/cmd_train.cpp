@@ -145,11 +145,12 @@ int run_train(int argc, char** argv) {
   }
   // The run's last checkpoint is written: a SIGTERM now skips the final
   // evaluation (`forge eval RUN_DIR` gives it), and one during it ends it.
+  // Default action first, then the check: a SIGTERM between them is not lost.
+  std::signal(SIGTERM, SIG_DFL);
   if (*terminate) {
     log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval " + cfg.run.dir + ")");
     return 143;
   }
-  std::signal(SIGTERM, SIG_DFL);
   learner.finish(std::max(start.step, tc.steps));  // a resume past train.steps trains nothing more
   return 0;
 }

@@ -24,10 +24,12 @@ void ContextManager::forget_oldest_turn(Conversation& c) const {
 
 bool ContextManager::compact(Conversation& c) const {
   while (c.turns.size() > static_cast<size_t>(keep_turns_)) forget_oldest_turn(c);
-  // The newest turn holds the tool result the agent has not read yet: drop
-  // would lose it unseen (summarize keeps its note), so drop keeps it and
-  // fails when the opening and that turn alone pass the budget.
-  const size_t kept = policy_ == ContextPolicy::kDrop && keep_turns_ > 0 ? 1 : 0;
+  // The newest turn holds the tool result the agent has not read yet:
+  // forgetting it would lose it unseen unless summarize keeps its note (a
+  // failed call leaves none), so it is kept, and compaction fails when the
+  // opening and that turn alone pass the budget.
+  const bool noted = policy_ == ContextPolicy::kSummarize && !c.turns.empty() && !c.turns.back().note.empty();
+  const size_t kept = keep_turns_ > 0 && !noted ? 1 : 0;
   while (c.turns.size() > kept && over_budget(size(c))) forget_oldest_turn(c);
   while (!c.notes.empty() && over_budget(size(c))) c.notes.erase(c.notes.begin());
   return !over_budget(size(c));

@@ -9,9 +9,9 @@
 //   - summarize: the same, but each forgotten turn that produced a result
 //                leaves a note "calc(17*23)=391" in one user message
 //                "notes: <note>; <note>" placed after the opening;
-// then, while still over budget, it forgets more turns (oldest first; drop
-// never the newest, whose result the agent has not read, unless keep_turns
-// is 0), then the oldest notes. The new context no longer extends the previous one: the
+// then, while still over budget, it forgets more turns (oldest first; never
+// the newest, whose result the agent has not read, unless summarize keeps
+// its note or keep_turns is 0), then the oldest notes. The new context no longer extends the previous one: the
 // trajectory branches there (prefix-tree merging handles it).
 #pragma once
 #include <deque>

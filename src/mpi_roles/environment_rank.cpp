@@ -52,12 +52,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
   // other episodes go on generating meanwhile; a busy episode is left alone.
   EpisodeActions actions;
 
-  // No group starts before learner 0's first weights: its requests and its
-  // episodes' deadlines would run out while the learner loads the model.
-  for (Stopwatch first; control.latest_version() < 0 && control.stop_code() == 0;) {
-    if (first.seconds() > cfg.startup_s) throw Error(first_weights_late(cfg.startup_s));
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  await_first_weights(control, cfg.startup_s);
   while (control.stop_code() == 0) {
     bool progressed = false;
     for (const uint64_t slot : slots.admit()) {

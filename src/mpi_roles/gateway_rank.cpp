@@ -64,6 +64,8 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
     }
     ~StopOnExit() { (*this)("the gateway rank stopped"); }
   } stop_on_exit{service_owner, http_owner};
+  // Agents learn the URL once the learner's first weights are out.
+  await_first_weights(control, cfg.producer.startup_s);
   if (!cfg.url_file.empty()) write_url_file(cfg.url_file, http.url(), rank);
   log_info("gateway listening on " + http.url() + " (episodes: POST " + http.url() + "/v1/episodes)");
 

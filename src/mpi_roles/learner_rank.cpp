@@ -288,11 +288,12 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   if (stop == kStopFinished) {
     // The run's last checkpoint is written: a SIGTERM by now skips the final
     // evaluation (`forge eval RUN_DIR` gives it), and one during it ends it.
+    // Default action first, then the check: a SIGTERM between them is not lost.
+    std::signal(SIGTERM, SIG_DFL);
     if (*cfg.terminate) {
       if (lead) log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval RUN_DIR)");
       return 143;
     }
-    std::signal(SIGTERM, SIG_DFL);
     learner.finish(step);
   }
   return stop == kStopSignal ? 143 : 0;

@@ -1,12 +1,25 @@
 #include "mpi_roles/weight_channel.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <thread>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
 
 namespace forge {
+
+bool await_first_weights(WeightChannel& control, double startup_s) {
+  for (Stopwatch first; control.latest_version() < 0;) {
+    if (control.stop_code() != 0) return false;
+    if (first.seconds() > startup_s) throw Error(first_weights_late(startup_s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
 
 std::string first_weights_late(double startup_s) {
   char s[64];

@@ -24,13 +24,11 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace forge {
-
-// The error of a rank that got no first weights within mpi.startup_s.
-std::string first_weights_late(double startup_s);
 
 // Stop codes of the stop word.
 inline constexpr int64_t kStopFinished = 1, kStopSignal = 2;
@@ -80,5 +78,14 @@ class WeightChannel {
   int64_t pending_ = -1;      // host: the version between begin and commit
   std::vector<float> staging_;  // host: the copy a non-unified window Puts; others: the read in progress
 };
+
+// The error of a rank that got no first weights within mpi.startup_s.
+std::string first_weights_late(double startup_s);
+
+// Waits until learner 0 has published its first weights (true) or the run
+// stopped (false); Error (first_weights_late) past startup_s. Producers start
+// no group before: its requests' and episodes' deadlines would run out
+// while the learner loads the model.
+bool await_first_weights(WeightChannel& control, double startup_s);
 
 }  // namespace forge

@@ -4,7 +4,8 @@
 //   GGUF    tokenizer.ggml.model = "gpt2" (byte-level BPE), tokens, merges,
 //           token_type (3 = control: a special added token, 4 = user
 //           defined: an added token), tokenizer.ggml.pre names the
-//           pre-tokenizer (smollm, llama-bpe, qwen2, gpt-2/default),
+//           pre-tokenizer (smollm, llama-bpe, qwen2, gpt-2; a missing key
+//           or llama.cpp's "default" is refused),
 //           bos/eos ids, tokenizer.chat_template
 //   HF      model.type = "BPE" with vocab, merges (strings "a b" or pairs),
 //           ignore_merges; added_tokens with their special flag; the

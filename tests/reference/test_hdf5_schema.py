@@ -187,7 +187,7 @@ def check_tools(build_dir, path, tmp):
                               os.path.join(tmp, "bad_plots")], capture_output=True, text=True, timeout=120)
         if out.returncode != 2 or expect not in out.stderr:
             failures.append(f"plot_rollouts.py on {os.path.basename(name)}: rc {out.returncode}: {out.stderr}")
-    for name in (empty, bad):
+    for name in (empty, bad, newer):
         out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import demo_summary; "
                               "demo_summary.rollout_stats(sys.argv[2])", os.path.join(ROOT, "tools"), name],
                              capture_output=True, text=True, timeout=120)

@@ -43,6 +43,17 @@ TEST(ContextManager, SummarizeLeavesTheNewestResultAsANote) {
   EXPECT_LE(m.assemble(c).size(), 40u);
 }
 
+TEST(ContextManager, SummarizeKeepsANewestTurnWithoutANote) {
+  // The newest call failed (no note): forgetting it would hide the failure.
+  const ContextManager m(ContextPolicy::kSummarize, /*budget=*/40, /*keep_turns=*/2, TemplateStyle::kSpecial);
+  Conversation c = three_turns();
+  c.turns.back().note.clear();
+  c.turns.back().tokens = Tokens(40, 'x');  // alone with the opening, over the budget
+  EXPECT_FALSE(m.compact(c));
+  ASSERT_EQ(c.turns.size(), 1u);
+  EXPECT_TRUE(c.turns.back().note.empty());
+}
+
 TEST(ContextManager, DropWithKeepTurnsZeroMayForgetEveryTurn) {
   const ContextManager m(ContextPolicy::kDrop, /*budget=*/25, /*keep_turns=*/0, TemplateStyle::kSpecial);
   Conversation c = three_turns();

@@ -1746,13 +1746,15 @@ void launch_with_shared(const std::string& name, K kernel, dim3 grid, size_t sme
     FORGE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     FORGE_LAUNCH(kernel, grid, threads, smem, stream, p, in.q, in.k, in.v, in.ld, in.dout);
   } catch (const Error& e) {
+    // The launch's shape, and the device's shared-memory limit where it can
+    // still be read (an earlier kernel's fault may surface here instead).
     int device = 0, optin = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    const bool limit = cudaGetDevice(&device) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess;
     throw Error("tree attention kernel (" + name + ", T " + std::to_string(p.T) + "): grid " +
                 std::to_string(grid.x) + " x " + std::to_string(grid.y) + " x " + std::to_string(grid.z) + " of " +
-                std::to_string(threads) + " threads with " + std::to_string(smem) +
-                " bytes of shared memory a block (the device allows " + std::to_string(optin) + "): " + e.what());
+                std::to_string(threads) + " threads with " + std::to_string(smem) + " bytes of shared memory a block" +
+                (limit ? " (the device allows " + std::to_string(optin) + ")" : std::string()) + ": " + e.what());
   }
 }
 
