@@ -4,12 +4,9 @@
 // foreign, newer schema, truncated, garbage, and a model-shape mismatch that
 // names the tensor.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -22,6 +19,7 @@
 #include "io_hdf5/checkpoint.hpp"
 #include "io_hdf5/h5_file.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
+#include "unit/file_size_limit.hpp"
 #include "mpi_roles/data_pool_state.hpp"
 
 namespace fs = std::filesystem;
@@ -213,25 +211,8 @@ TEST(Checkpoint, AWriteThatFailsLeavesNoCheckpoint) {
   const auto whole = static_cast<rlim_t>(fs::file_size(save_checkpoint(temp_dir("whole"), model, nullptr, st, 0)));
   for (const rlim_t limit : {rlim_t{1024}, whole / 4, whole / 2, whole - 512}) {
     const std::string dir = temp_dir("limited_" + std::to_string(limit));
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      std::signal(SIGXFSZ, SIG_IGN);
-      const rlimit small{limit, limit};
-      setrlimit(RLIMIT_FSIZE, &small);
-      int code = 3;
-      try {
-        save_checkpoint(dir, model, nullptr, st, 0);
-        code = 0;
-      } catch (const std::exception&) {
-        code = 1;
-      }
-      _exit(code);
-    }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status)) << status;
-    EXPECT_EQ(WEXITSTATUS(status), 1) << "the write did not fail under a " << limit << "-byte file limit";
+    EXPECT_EQ(exit_code_under_file_limit(limit, [&] { save_checkpoint(dir, model, nullptr, st, 0); }), 1)
+        << "the write did not fail under a " << limit << "-byte file limit";
     EXPECT_EQ(latest_checkpoint(dir), "") << "limit " << limit;
   }
 }

@@ -9,11 +9,8 @@
 // counts and ids far beyond the file, integers that an int would truncate,
 // keys of the wrong JSON type, names given twice, text that is not UTF-8.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -31,6 +28,7 @@
 #include "pretrained/pretrained_model.hpp"
 #include "pretrained/safetensors_file.hpp"
 #include "tokenizer/bpe_tokenizer.hpp"
+#include "unit/file_size_limit.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -869,25 +867,8 @@ TEST(HfExport, AFailedExportLeavesNoFolder) {
   // Files limited to 1 KiB (in a child process): the write fails, and no
   // folder is left at all.
   const std::string out = dir + "/out";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::signal(SIGXFSZ, SIG_IGN);
-    const rlimit small{1024, 1024};
-    setrlimit(RLIMIT_FSIZE, &small);
-    int code = 3;
-    try {
-      export_hf_folder(e, out);
-      code = 0;
-    } catch (const std::exception&) {
-      code = 1;
-    }
-    _exit(code);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 1) << "0: the export did not fail under a 1 KiB file limit";
+  EXPECT_EQ(exit_code_under_file_limit(1024, [&] { export_hf_folder(e, out); }), 1)
+      << "the export did not fail under a 1 KiB file limit";
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".partial"));
   // Without the limit it is written whole, also when named with a trailing

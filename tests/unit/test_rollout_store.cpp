@@ -563,6 +563,18 @@ void poke(const std::string& path, const char* dataset, hsize_t row, T value) {
   ASSERT_GE(H5Dwrite(d.id(), type, mem.id(), space.id(), H5P_DEFAULT, &value), 0);
 }
 
+// A resume of `path` at `step` is an InputError whose message holds `part`.
+void expect_resume_refused(const std::string& path, int step, const std::string& part) {
+  RolloutStoreOptions o = options();
+  o.resume_step = step;
+  try {
+    RolloutStore store(path, o);
+    ADD_FAILURE() << "expected an InputError for a resume of " << path;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
 // Offsets and counts that break the layout (overlapping calls, an episode
 // that does not follow the one before it, a length past the tokens, a step
 // index no run reaches) are InputErrors naming the row, not garbage rows, a
@@ -601,9 +613,7 @@ TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
     });
     expect_input_error(path, {std::to_string(row), "corrupted"});
     const auto size = fs::file_size(path);
-    RolloutStoreOptions o = options();
-    o.resume_step = 3;
-    EXPECT_THROW(RolloutStore(path, o), InputError);
+    expect_resume_refused(path, 3, std::to_string(row));
     EXPECT_EQ(fs::file_size(path), size);
   }
   // A dataset that cannot grow (contiguous, as another writer may leave it):
@@ -626,16 +636,7 @@ TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
     ASSERT_GE(H5Dwrite(d.id(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, turns.data()), 0);
   });
   const int64_t tokens_before = RolloutReader(fixed).n_tokens(), calls_before = RolloutReader(fixed).n_calls();
-  {
-    RolloutStoreOptions o = options();
-    o.resume_step = 2;
-    try {
-      RolloutStore store(fixed, o);
-      FAIL() << "expected an InputError for a resume of " << fixed;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("episodes/turns"), std::string::npos) << e.what();
-    }
-  }
+  expect_resume_refused(fixed, 2, "episodes/turns");
   EXPECT_EQ(RolloutReader(fixed).n_tokens(), tokens_before);
   EXPECT_EQ(RolloutReader(fixed).n_calls(), calls_before);
 
@@ -648,14 +649,7 @@ TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
     poke<int32_t>(p, "episodes/consumed_step", 3, 7);
   });
   const auto size_before = fs::file_size(order);
-  RolloutStoreOptions o = options();
-  o.resume_step = 2;
-  try {
-    RolloutStore store(order, o);
-    FAIL() << "expected an InputError for a resume of " << order;
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("out of step order"), std::string::npos) << e.what();
-  }
+  expect_resume_refused(order, 2, "out of step order");
   EXPECT_EQ(fs::file_size(order), size_before);
   EXPECT_EQ(RolloutReader(order).n_episodes(), 40);
 }
