@@ -317,6 +317,39 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
     }
     expect_input_error([&] { load_checkpoint(path, model, nullptr); }, {path, attr, "not a single value"});
   }
+  // A flipped bit in a tensor's raw data (bit rot, a torn write below the
+  // file system) fails the tensor's checksum: it once loaded as a changed
+  // weight.
+  {
+    const std::string path = dir + "/flipped.h5";
+    std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
+    const haddr_t address = [&] {
+      const h5::File f = h5::File::open_read(path);
+      h5::Handle ds(H5Dopen2(f.id(), "/model/embed", H5P_DEFAULT), H5Dclose);
+      return H5Dget_offset(ds.id());
+    }();
+    ASSERT_NE(address, HADDR_UNDEF);
+    {
+      std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
+      io.seekg(static_cast<std::streamoff>(address + 100));
+      char byte = 0;
+      io.read(&byte, 1);
+      byte = static_cast<char>(byte ^ 0x10);
+      io.seekp(static_cast<std::streamoff>(address + 100));
+      io.write(&byte, 1);
+      ASSERT_TRUE(io.good());
+    }
+    expect_input_error([&] { load_checkpoint(path, model, nullptr); }, {path, "model/embed", "checksum"});
+    // A dataset without the attribute (a checkpoint of an older forge, or
+    // data another program changed on purpose) is taken as it reads.
+    {
+      h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+      ASSERT_GE(H5Adelete_by_name(f.id(), "/model/embed", "fletcher64", H5P_DEFAULT), 0);
+    }
+    PolicyModel changed(tiny(), *backend);
+    EXPECT_NO_THROW(load_checkpoint(path, changed, nullptr));
+    EXPECT_NE(changed.get_params(), model.get_params());
+  }
   // A file name with more digits than any step: not a checkpoint of the run.
   std::ofstream(dir + "/ckpt_step_99999999999999999999.h5") << "x";
   EXPECT_EQ(latest_checkpoint(dir), good);
