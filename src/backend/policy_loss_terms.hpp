@@ -7,6 +7,7 @@
 //   clipped:  term = min(r A, r^ A),  coef = r A where r A is the minimum, else 0
 //   masks:    a token (mask token) or a sample (mask sequence, with
 //             r = exp(mean log r)) is kept iff is_low <= r <= is_high
+//   NaN r:    never kept, coef = term = 0, counted as clipped
 #pragma once
 #include <math.h>
 
@@ -29,8 +30,10 @@ FORGE_HOST_DEVICE inline double policy_log_ratio(float logprob, float behaviour_
   return static_cast<double>(logprob) - behaviour_logprob;
 }
 
+// Written as a conjunction so that a NaN ratio (a NaN behaviour or current
+// logprob) is never kept.
 FORGE_HOST_DEVICE inline bool importance_kept(const PolicyLossArgs& a, double ratio) {
-  return !(ratio < a.is_low || ratio > a.is_high);
+  return ratio >= a.is_low && ratio <= a.is_high;
 }
 
 FORGE_HOST_DEVICE inline PolicyTokenTerms policy_token_terms(const PolicyLossArgs& a, float logprob,
@@ -38,7 +41,10 @@ FORGE_HOST_DEVICE inline PolicyTokenTerms policy_token_terms(const PolicyLossArg
   PolicyTokenTerms t;
   t.log_ratio = policy_log_ratio(logprob, behaviour_logprob);
   t.ratio = exp(t.log_ratio);
-  t.clipped = t.ratio < a.clip_low || t.ratio > a.clip_high;
+  t.clipped = !(t.ratio >= a.clip_low && t.ratio <= a.clip_high);
+  // A NaN ratio carries no gradient and adds nothing to the objective (clip
+  // would turn it into clip_low; the statistics still show the NaN).
+  if (isnan(t.ratio)) return t;
   const double clipped_ratio = fmin(fmax(t.ratio, a.clip_low), a.clip_high);
   const double A = advantage;
   if (a.objective == PolicyObjective::cispo) {

@@ -188,6 +188,31 @@ TEST(PolicyLoss, MaskedTokensLeaveNumeratorAndDenominator) {
   EXPECT_NE(unmasked[0][0], policy_coefficients(cpu(), algo("cispo"), batch, nullptr)[0][0]);
 }
 
+// A NaN logprob (a damaged record, a rollout bug) gives its token no
+// gradient under every objective and is never kept by a mask: clip() once
+// turned its NaN ratio into clip_low, and the token mask kept it.
+TEST(PolicyLoss, ANaNRatioCarriesNoGradient) {
+  Rng rng(5);
+  auto batch = random_batch(rng, 3, false);
+  batch[1].behaviour_logprob.push_back(std::nanf(""));
+  batch[1].logprob.push_back(-1.0f);
+  for (const char* name : {"cispo", "ppo", "grpo", "dapo"})
+    for (const char* mask : {"none", "token", "sequence"}) {
+      SCOPED_TRACE(std::string(name) + " mask " + mask);
+      PolicyLossConfig c = algo(name);
+      c.is_mask = mask;
+      PolicyLossStats st;
+      const auto w = policy_coefficients(cpu(), c, batch, &st);
+      EXPECT_EQ(w[1].back(), 0.0f);
+      EXPECT_TRUE(std::isfinite(st.objective));
+      for (const auto& row : w)
+        for (const float x : row) EXPECT_TRUE(std::isfinite(x));
+      if (std::string(mask) == "token") {
+        EXPECT_GE(st.masked_tokens, 1);
+      }
+    }
+}
+
 TEST(PolicyLoss, SequenceMaskDropsWholeSamples) {
   SampleTokens a, b;
   a.advantage = b.advantage = 1.0f;

@@ -11,7 +11,7 @@
 // Backward of L = sum_e g_e logprob_e, with G_r = sum of g_e over row r:
 //   dz_rv = inv_temperature * (sum_{e in r, target_e = v} g_e - G_r p_rv)
 //   dH += dz W_chunk ;  dW_chunk += dz^T H
-// The exponentials are vec_math.hpp's exp8 (relative error below 2e-7), 8
+// The exponentials are vec_math.hpp's exp8 (relative error below 3e-7), 8
 // logits at a time, with 8 partial sums per row.
 #include <algorithm>
 #include <cmath>
