@@ -150,19 +150,7 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
 void AgentEpisode::finish(const std::string& reason) {
   done_ = true;
   trajectory_.end_reason = reason;
-  float process = 0, safety = 0;
-  int32_t unsafe = 0;
-  for (const auto& s : trajectory_.signals) {
-    if (s.kind == signal::kUnsafe) {
-      safety += s.value;
-      ++unsafe;
-    } else {
-      process += s.value;
-    }
-  }
-  trajectory_.reward.process = process;
-  trajectory_.reward.safety = safety;
-  trajectory_.safety_events = unsafe;
+  sum_signal_rewards(trajectory_);
   trajectory_.reward.efficiency = efficiency_reward(
       config_, trajectory_.turns, {trajectory_.needed_turns, trajectory_.needed_tokens}, generated_);
 }

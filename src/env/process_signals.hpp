@@ -17,6 +17,7 @@
 //                           forbids (env.safety_rules); summed into the safety
 //                           component, not into process
 #pragma once
+#include "episode/trajectory.hpp"
 
 namespace forge::signal {
 
@@ -37,3 +38,26 @@ inline constexpr float kBadCallValue = -0.2f;
 inline constexpr float kUnsafeValue = -1.0f;
 
 }  // namespace forge::signal
+
+namespace forge {
+
+// The episode's process and safety components from its signals: "unsafe"
+// ones sum into reward.safety (and count as safety_events), every other one
+// into reward.process. White-box and gateway episodes both end through it.
+inline void sum_signal_rewards(Trajectory& t) {
+  float process = 0, safety = 0;
+  int32_t unsafe = 0;
+  for (const ProcessSignal& s : t.signals) {
+    if (s.kind == signal::kUnsafe) {
+      safety += s.value;
+      ++unsafe;
+    } else {
+      process += s.value;
+    }
+  }
+  t.reward.process = process;
+  t.reward.safety = safety;
+  t.safety_events = unsafe;
+}
+
+}  // namespace forge

@@ -54,6 +54,7 @@ GatewayEpisode::GatewayEpisode(std::unique_ptr<Environment> env, uint64_t task_s
   trajectory_.episode_id = episode_id;
   trajectory_.env = task_.domain;
   trajectory_.task_id = task_seed;
+  trajectory_.group = static_cast<int32_t>(slot);  // the slot's G episodes share the task: one advantage group
   trajectory_.template_family = style_.name();
   trajectory_.needed_turns = ideal_.turns;
   trajectory_.needed_tokens = ideal_.tokens;
@@ -143,6 +144,7 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args, 
   }
   if (obs.kind == ObservationKind::kToolError || obs.kind == ObservationKind::kTimeout) ++trajectory_.tool_errors;
   if (obs.recovered) ++trajectory_.recoveries;
+  if (obs.test_run) ++trajectory_.test_runs;
   texts_.tool_contents.push_back({content, parts_of_shown(content, parts)});
   return {{"content", content}, {"kind", to_string(obs.kind)}};
 }
@@ -178,10 +180,9 @@ Trajectory GatewayEpisode::finish(bool abandoned, const std::string& reason) {
   trajectory_.turns = calls();
   trajectory_.abandoned = abandoned;
   trajectory_.end_reason = reason;
-  float process = 0;
-  for (const ProcessSignal& s : trajectory_.signals) process += s.value;
+  sum_signal_rewards(trajectory_);  // process, safety and safety_events as for white-box episodes
   RewardComponents& r = trajectory_.reward;
-  r.process = posted_process_.value_or(process);
+  if (posted_process_) r.process = *posted_process_;
   r.efficiency = posted_efficiency_.value_or(efficiency_reward(config_, trajectory_.turns, ideal_, generated_));
   if (posted_outcome_) {
     r.outcome = *posted_outcome_;

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks that the episodes in a rollouts.h5 hold exactly the tokens an agent
 saw: each call's generated tokens and behaviour logprobs equal those the
-gateway returned (the agent's --log), and each call's context extends the
-previous call's context + generated tokens.
+gateway returned (the agent's --log), each call's context extends the
+previous call's context + generated tokens, and episodes share an advantage
+group exactly when they share a task (a gateway once put every episode in
+group 0).
 
   check_agent_tokens.py ROLLOUTS.h5 CALLS.jsonl [--episodes N] [--abandoned K]
 """
@@ -32,10 +34,16 @@ def main():
         offset, ctx, gen = f["calls/token_offset"][:], f["calls/context_len"][:], f["calls/generated_len"][:]
         ids, first, n_calls = f["episodes/episode_id"][:], f["episodes/call_offset"][:], f["episodes/n_calls"][:]
         abandoned = f["episodes/abandoned"][:]
+        task, group = f["episodes/task_id"][:], f["episodes/group"][:]
     if a.episodes is not None and len(ids) != a.episodes:
         errors.append(f"{len(ids)} episodes in the file, expected {a.episodes}")
     if int(abandoned.sum()) != a.abandoned:
         errors.append(f"{int(abandoned.sum())} abandoned episodes, expected {a.abandoned}")
+    group_of_task, task_of_group = {}, {}
+    for t, g in zip(map(int, task), map(int, group)):
+        if group_of_task.setdefault(t, g) != g or task_of_group.setdefault(g, t) != t:
+            errors.append(f"task {t} and group {g}: a task's episodes must form one group of their own")
+            break
     logged_calls = {}
     for (episode, _call) in seen:
         logged_calls[episode] = logged_calls.get(episode, 0) + 1

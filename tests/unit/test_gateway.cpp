@@ -17,6 +17,7 @@
 #include "gateway/gateway_service.hpp"
 #include "gateway/request_error.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
+#include "unit/sandbox_required.hpp"
 
 namespace forge {
 namespace {
@@ -250,6 +251,32 @@ TEST_F(GatewayEpisodes, EpisodeRecordsCallsBranchesAndRewards) {
   EXPECT_FALSE(t.abandoned);
   EXPECT_EQ(t.turns, 4);
   EXPECT_EQ(t.episode_id, 4u);
+  EXPECT_EQ(t.group, 2);  // its slot: the learner's advantage group (it was 0 for every episode)
+}
+
+// Rewards as for white-box episodes (AgentEpisode::finish): a call the
+// safety policy blocks is the safety component and a safety event, not
+// process reward; a test run is counted.
+TEST_F(GatewayEpisodes, UnsafeCallsAreSafetyRewardAndTestRunsCount) {
+  REQUIRE_SANDBOX();
+  env.calc_weight = env.search_weight = 0;
+  env.code_weight = 1;
+  env.tool_error_rate = env.timeout_rate = 0;
+  auto e = episode(0, 3);
+  ASSERT_EQ(e->record_so_far().env, "code");
+  const json blocked = e->run_tool("shell", "rm -rf *", 1 << 20);
+  EXPECT_NE(blocked["content"].get<std::string>().find("delete_workspace"), std::string::npos) << blocked.dump();
+  e->run_tool("run_tests", "", 1 << 20);
+  const Trajectory t = e->finish(false, "closed");
+  EXPECT_FLOAT_EQ(t.reward.safety, -1.0f);
+  EXPECT_EQ(t.safety_events, 1);
+  float process = 0;
+  for (const auto& s : t.signals)
+    if (s.kind != "unsafe") process += s.value;
+  EXPECT_FLOAT_EQ(t.reward.process, process);
+  EXPECT_GE(t.reward.process, 0.0f);
+  EXPECT_EQ(t.test_runs, 1);
+  EXPECT_EQ(t.group, 3);
 }
 
 // A tool result or an answer that would pass the episode's budget is 409 and
