@@ -91,7 +91,9 @@ void add_gateway_options(OptionSet& o, GatewayConfig& g) {
   o.add("gateway.bind", &g.bind, "address to listen on (loopback by default)");
   o.add("gateway.port", &g.port, "port of the first gateway rank (rank k: port + k); 0: any free port",
         in_range(0, 65535));
-  o.add("gateway.token", &g.token, "bearer token for the gateway endpoints; empty: FORGE_GATEWAY_TOKEN");
+  o.add("gateway.token", &g.token,
+        "bearer token for the gateway endpoints; empty: FORGE_GATEWAY_TOKEN (never stored with the run)");
+  o.secret("gateway.token");
   o.add("gateway.http_threads", &g.http_threads, "requests served at once per gateway rank", in_range(1, 4096));
   o.add("gateway.max_request_kib", &g.max_request_kib, "largest request body (KiB); larger gets 413",
         in_range(1, 1 << 20));

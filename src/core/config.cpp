@@ -352,6 +352,14 @@ OptionSet& OptionSet::command_line_only(const std::string& key) {
   return *this;
 }
 
+OptionSet& OptionSet::secret(const std::string& key) {
+  Option* o = find(key);
+  FORGE_CHECK(o != nullptr && std::holds_alternative<std::string*>(o->target),
+              "secret: option '" + key + "' is not a registered string");
+  o->secret = true;
+  return *this;
+}
+
 // `--key value` as `--key=value`, by forge's rules rather than Boost's (which
 // takes whatever follows, a flag included, and lets a bare bool flag swallow
 // a positional): a bool key takes the next argument only when it is a
@@ -739,7 +747,7 @@ std::string OptionSet::dump_ini(bool with_comments) const {
       if (!o.validator.allowed.empty()) out << " (" << o.validator.allowed << ")";
       out << "\n";
     }
-    out << o.name << " = " << current_text(o.target) << "\n";
+    out << o.name << " = " << (o.secret ? std::string() : current_text(o.target)) << "\n";
   };
   // Keys without a section must come before the first [section] header.
   std::vector<std::pair<std::string, std::string>> order;

@@ -121,6 +121,10 @@ class OptionSet {
   // stored config.ini is read by every command, and an INI file that sets it
   // is refused (a stored `resume = true` would resume a new run).
   OptionSet& command_line_only(const std::string& key);
+  // Marks `key` (registered, a string) as a secret (gateway.token): dump_ini()
+  // writes it empty, so that config.ini, rollouts.h5 and checkpoints, which
+  // store the dump, never hold it.
+  OptionSet& secret(const std::string& key);
 
   // Parses argv[1..argc) (argv[0] is the program or command name) or a list
   // of arguments without it: reads the --config files, then applies the flags,
@@ -166,6 +170,7 @@ class OptionSet {
     Validator validator;
     std::string source = "default";
     bool stored = true;  // written by dump_ini()
+    bool secret = false;  // written by dump_ini() with an empty value
   };
   struct Positional {
     std::string name, help;
