@@ -28,7 +28,7 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 // Connections accepted whose request has not been routed yet (waiting for a
-// handler thread, or sending their headers), by arrival.
+// handler thread, or sending their headers or body), by arrival.
 struct QueuedConnections {
   std::mutex mu;
   uint64_t next = 0;
@@ -41,16 +41,23 @@ namespace {
 // on the client: a client that trickles its request (or reads its reply
 // slowly) runs out of it, however it paces its bytes. MSG_NOSIGNAL: a
 // client gone mid-reply is an error, not SIGPIPE.
+//
+// It also bounds the bytes a connection may send (`max_bytes`): httplib
+// reads a header line into memory until its newline, and any number of
+// header lines, so a client that never ends a line grew the rank's memory
+// without limit (380 MiB in 9 s from one connection), token or not.
 class ClientStream : public httplib::Stream {
  public:
-  ClientStream(int sock, Clock::duration budget) : sock_(sock), left_(budget) {}
+  ClientStream(int sock, Clock::duration budget, size_t max_bytes)
+      : sock_(sock), left_(budget), bytes_left_(max_bytes) {}
 
   bool is_readable() const override { return wait(POLLIN); }
   bool is_writable() const override { return wait(POLLOUT); }
   ssize_t read(char* ptr, size_t size) override {
     while (begin_ == end_) {  // httplib reads requests byte by byte: buffer them
-      if (!wait(POLLIN)) return -1;
-      const ssize_t n = ::recv(sock_, buf_, sizeof buf_, MSG_DONTWAIT);
+      if (bytes_left_ == 0 || !wait(POLLIN)) return -1;
+      const ssize_t n = ::recv(sock_, buf_, std::min(sizeof buf_, bytes_left_), MSG_DONTWAIT);
+      if (n > 0) bytes_left_ -= static_cast<size_t>(n);
       if (n == 0) return 0;
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
       begin_ = 0;
@@ -102,6 +109,7 @@ class ClientStream : public httplib::Stream {
 
   int sock_;
   mutable Clock::duration left_;
+  size_t bytes_left_;
   char buf_[4096];
   size_t begin_ = 0, end_ = 0;
 };
@@ -163,7 +171,7 @@ class GatewayHttpServer : public httplib::Server {
   bool process_and_close_socket(int sock) override {
     bool ok = false;
     if (begin_serving(sock)) {
-      ClientStream strm(sock, client_io_);
+      ClientStream strm(sock, client_io_, payload_max_length_ + kHeaderBytes);
       bool closed = false;
       serving_sock = sock;
       ok = process_request(strm, /*close_connection=*/true, closed, nullptr);
@@ -183,6 +191,10 @@ class GatewayHttpServer : public httplib::Server {
     serving_.emplace(sock, false);
     return true;
   }
+
+  // What a request line and headers may take besides the body (OpenAI's
+  // clients send under 2 KiB).
+  static constexpr size_t kHeaderBytes = size_t{64} << 10;
 
   const Clock::duration client_io_;
   std::mutex mu_;
@@ -338,8 +350,11 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
   const size_t max_bytes = static_cast<size_t>(config.max_request_kib) * 1024;
   auto& server = gateway_server(*server_);
   server_->set_pre_routing_handler(
-      [queued = queued_, max_bytes, &server](const httplib::Request& req, httplib::Response& res) {
-        mark_routed(*queued);
+      [max_bytes, &server](const httplib::Request& req, httplib::Response& res) {
+        // No byte ranges: httplib would apply a Range header to every reply,
+        // error replies included, and 300 ranges of "0-" made one reply
+        // 74 MiB.
+        const_cast<httplib::Request&>(req).ranges.clear();
         const auto handled = refuse_unbounded_body(req, res, max_bytes);
         if (handled == httplib::Server::HandlerResponse::Handled) server.mark_replying();
         return handled;
@@ -405,8 +420,11 @@ void HttpGateway::add_routes() {
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
   // Errors become OpenAI-shaped bodies; nothing escapes to the server.
   // The handler has the whole request: its connection is replying.
-  const auto guarded = [&server = gateway_server(*server_)](Handler h) {
-    return [h = std::move(h), &server](const httplib::Request& req, httplib::Response& res) {
+  const auto guarded = [&server = gateway_server(*server_), queued = queued_](Handler h) {
+    return [h = std::move(h), &server, queued](const httplib::Request& req, httplib::Response& res) {
+      // Seen once its body is in: an episode does not expire as idle while
+      // a request for it is still arriving.
+      mark_routed(*queued);
       if (!server.mark_replying()) {
         send_json(res, 410, error_body("the run has finished (the gateway is stopping)", "run_finished", 410));
         return;

@@ -181,6 +181,45 @@ TEST_F(GatewayHttp, ATricklingClientIsCutAtItsTimeBudget) {
   EXPECT_TRUE(http.stop());
 }
 
+// What a client sends cannot grow the rank's memory or the reply: a header
+// line that never ends is cut at max_request_kib + 64 KiB (httplib kept
+// reading it into memory for client_io_s), a Range header is ignored (it
+// made every reply, errors included, a multipart copy per range), and a
+// request whose body is still arriving counts as unseen (its episode is not
+// idle).
+TEST_F(GatewayHttp, ClientsCannotGrowMemoryRepliesOrIdleness) {
+  gw.client_io_s = 60;
+  GatewayService service(gw, sampling, 8, 256, 1 << 20);
+  HttpGateway http(service, gw, 0, "test gateway");
+  {
+    Client bomb(http.url());
+    bomb.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Pad: ");
+    const std::string chunk(64 << 10, 'A');
+    size_t sent = 0;
+    while (sent < (size_t{64} << 20) && bomb.try_send(chunk)) sent += chunk.size();
+    EXPECT_LT(sent, size_t{64} << 20) << "the gateway read 64 MiB of one header line";
+  }
+  std::string ranges;
+  for (int i = 0; i < 300; ++i) ranges += i ? ",0-" : "0-";
+  Client ranged(http.url());
+  ranged.send("GET /v1/models HTTP/1.1\r\nHost: x\r\nRange: bytes=" + ranges + "\r\n\r\n");
+  const std::string reply = ranged.receive();
+  EXPECT_EQ(reply.rfind("HTTP/1.1 401", 0), 0u) << reply.substr(0, 200);
+  EXPECT_LT(reply.size(), 4096u);
+  EXPECT_EQ(reply.find("multipart"), std::string::npos);
+
+  Client slow_body(http.url());
+  slow_body.send("POST /v1/episodes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kToken +
+                 "\r\nContent-Length: 2\r\n\r\n{");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (http.connections_served() == 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // headers read, routing run; body incomplete
+  EXPECT_GE(http.oldest_queued_s(), 0.25) << "a request whose body is still arriving counted as seen";
+  service.stop("the run has finished");
+  EXPECT_TRUE(http.stop());
+}
+
 // A client stalled mid-request holds the only handler thread, so another
 // request queues (its age is reported); stop() cuts both at once (the
 // stalled one has a minute of its time budget left).
