@@ -110,7 +110,13 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
   const ParsedAction action = parse_action(style_.call, result.tokens, config_.vocab());
   if (action.kind == ParsedAction::Kind::kAnswer) {
     trajectory_.final_answer = action.answer;
-    trajectory_.reward.outcome = env_->verify(action.answer);
+    try {
+      trajectory_.reward.outcome = env_->verify(action.answer);
+    } catch (const VerifierUnavailable& e) {
+      trajectory_.abandoned = true;
+      finish(std::string("verifier_error: ") + e.what());
+      return;
+    }
     trajectory_.success = trajectory_.reward.outcome >= 1.0f;
     finish("answer");
     return;

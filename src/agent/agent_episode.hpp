@@ -28,7 +28,9 @@
 // ("turn_budget") or agent.max_episode_tokens generated ("token_budget");
 // otherwise, over agent.max_context_tokens, context management compacts
 // (signal context_compacted), and if even that cannot fit ("context_budget").
-// An engine error ends it as abandoned ("engine_error: ...").
+// An engine error ends it as abandoned ("engine_error: ..."), and so does an
+// answer the verifier could not judge ("verifier_error: ...": its sandbox did
+// not start), so that a correct answer is never trained on as a failure.
 //
 // Rewards (raw, src/algo weighs them): outcome = verifier score (0 without
 // an answer); process = sum of signal values; efficiency =

@@ -34,11 +34,19 @@ constexpr const char* kCaseRunner =
     "        out = '!' + type(e).__name__\n"
     "    print('=> ' + out.replace('\\n', ' '), flush=True)\n";
 
-// The process's pool, made on first use with the first config that asks.
+// The process's pool for `config`'s sandbox settings, made on first use. A
+// run's environments share one config, so a process has one pool; a config
+// with other settings (tests) gets a pool of its own rather than silently
+// running under the first one's limits.
 SandboxPool& shared_pool(const EnvConfig& config) {
   static std::mutex mu;
-  static std::unique_ptr<SandboxPool> pool;
+  static std::map<std::string, std::unique_ptr<SandboxPool>> pools;
+  const SandboxLimits& l = config.sandbox;
+  std::ostringstream key;
+  key << config.sandbox_concurrency << ' ' << l.wall_s << ' ' << l.cpu_s << ' ' << l.memory_mb << ' ' << l.max_procs
+      << ' ' << l.output_kb << ' ' << l.workspace_mb << ' ' << l.uid << ' ' << l.bwrap;
   std::lock_guard<std::mutex> lock(mu);
+  auto& pool = pools[key.str()];
   if (!pool) pool = std::make_unique<SandboxPool>(config.sandbox_concurrency, config.sandbox);
   return *pool;
 }
@@ -299,7 +307,7 @@ Environment::ToolResult CodeEnv::shell(const std::string& args) {
   if (const auto rule = safety_policy_for(config().safety_rules).forbids(args))
     return {true, "blocked: the command breaks the safety rule '" + *rule + "' and was not run", false, *rule};
   const SandboxResult r = run({{"/bin/sh", "-c", args}, workspace()});
-  const std::string refusal = SafetyPolicy::sandbox_refusal(r.output).value_or("");
+  const std::string refusal = SafetyPolicy::sandbox_refusal(r.output, sandbox_has_own_user()).value_or("");
   if (r.status == SandboxStatus::kStartFailed)
     return {true, "error: the sandbox could not start: " + r.error, false, refusal};
   std::string out = r.output.size() > kShellChars ? r.output.substr(0, kShellChars) + "..." : r.output;
@@ -329,11 +337,18 @@ SandboxResult CodeEnv::run_test(SandboxRequest request) const {
   return r;
 }
 
-bool CodeEnv::cases_pass(const std::vector<CodeTestCase>& cases) const {
+bool CodeEnv::cases_pass(const std::vector<CodeTestCase>& cases, bool verifying) const {
   std::vector<std::string> argv = {"python3", "-c", kCaseRunner, task_.module};
   for (const CodeTestCase& c : cases) argv.push_back(c.call);
   // The module alone: the test file's expectations are not the module's to read.
-  const SandboxResult r = run_test({std::move(argv), {{task_.module_file, join_lines(lines_)}}});
+  const SandboxRequest request{std::move(argv), {{task_.module_file, join_lines(lines_)}}};
+  SandboxResult r = run_test(request);
+  // A sandbox that did not start says nothing of the module: once more, then
+  // the verdict is not the module's to take (a start failure is never kept
+  // by the test-run cache).
+  if (r.status == SandboxStatus::kStartFailed) r = run_test(request);
+  if (r.status == SandboxStatus::kStartFailed && verifying)
+    throw VerifierUnavailable("the code domain's verifier could not start its sandbox: " + r.error);
   if (r.status != SandboxStatus::kExited || r.truncated) return false;
   // The runner's lines, in order; anything else the module printed (a
   // warning) is not one of them, and an extra or missing "=> " line fails.
@@ -347,7 +362,7 @@ bool CodeEnv::cases_pass(const std::vector<CodeTestCase>& cases) const {
   return true;
 }
 
-float CodeEnv::score(std::string_view) const { return cases_pass(task_.hidden_cases) ? 1.0f : 0.0f; }
+float CodeEnv::score(std::string_view) const { return cases_pass(task_.hidden_cases, true) ? 1.0f : 0.0f; }
 
 Solution CodeEnv::solve() const {
   Solution s;

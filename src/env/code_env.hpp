@@ -25,7 +25,8 @@
 // The solver reads the buggy function, replaces the line, runs the tests and
 // answers "done".
 // verify(): 1 when the final module computes every hidden case, else 0 (one
-// sandbox run; the answer text is not read). The module runs alone, in a
+// sandbox run; the answer text is not read); a sandbox that does not start,
+// twice, is VerifierUnavailable (environment.hpp), not 0. The module runs alone, in a
 // process that is given the cases' calls and prints repr() of each value;
 // forge compares them with the expected values, which never enter the
 // sandbox, so the module's exit status and anything it patches in its own
@@ -79,8 +80,9 @@ class CodeEnv : public Environment {
   std::vector<SandboxFile> workspace() const;
   SandboxResult run(SandboxRequest request) const;
   // Whether the module as it is now computes every one of `cases` (one
-  // cached run of the case runner on the module alone).
-  bool cases_pass(const std::vector<CodeTestCase>& cases) const;
+  // cached run of the case runner on the module alone; a sandbox that does
+  // not start is tried once more, then, when `verifying`, VerifierUnavailable).
+  bool cases_pass(const std::vector<CodeTestCase>& cases, bool verifying = false) const;
   // A test run, answered from the process's cache when the same command ran
   // on the same files before (env.code_test_cache).
   SandboxResult run_test(SandboxRequest request) const;

@@ -40,11 +40,21 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.hpp"
 #include "env/env_config.hpp"
 #include "env/tool_call.hpp"
 #include "episode/trajectory.hpp"
 
 namespace forge {
+
+// The verifier could not judge the answer for a reason that is not the
+// answer's (the code domain's sandbox did not start): the episode is
+// abandoned, not scored 0, so that a correct answer is never trained on as a
+// failure.
+class VerifierUnavailable : public Error {
+ public:
+  using Error::Error;
+};
 
 struct Task {
   uint64_t seed = 0;
@@ -93,7 +103,7 @@ class Environment {
   // kTimeout) whatever the draw; cleared by reset(). Demonstrates a retry.
   void fail_at(int index, ObservationKind kind);
   Observation step(const ToolCall& call);
-  float verify(std::string_view answer) const;  // 0 before reset()
+  float verify(std::string_view answer) const;  // 0 before reset(); VerifierUnavailable (see above)
   virtual Solution solve() const = 0;
 
   const Task& task() const { return task_; }

@@ -30,13 +30,26 @@ constexpr Rule kRules[] = {
 
 #undef FORGE_OUTSIDE
 
-constexpr const char* kRefusals[][2] = {
-    {"Read-only file system", "sandbox: write outside the workspace"},
-    {"Network is unreachable", "sandbox: network"},
-    {"Temporary failure in name resolution", "sandbox: network"},
-    {"Cannot fork", "sandbox: process limit"},
-    {"Resource temporarily unavailable", "sandbox: process limit"},
+struct Refusal {
+  const char* text;
+  const char* what;
+  bool process_limit;
 };
+
+constexpr Refusal kRefusals[] = {
+    {"Read-only file system", "sandbox: write outside the workspace", false},
+    {"Network is unreachable", "sandbox: network", false},
+    {"Temporary failure in name resolution", "sandbox: network", false},
+    {"Cannot fork", "sandbox: process limit", true},
+    {"Resource temporarily unavailable", "sandbox: process limit", true},
+};
+
+// `text` at `at` reads as an error message's reason: after "<who>: " (sh,
+// coreutils) or "[Errno N] " (Python), not inside a program's own output
+// ("printf 'Network is unreachable'", a grep of a log).
+bool error_reason_at(const std::string& output, size_t at) {
+  return at >= 2 && output[at - 1] == ' ' && (output[at - 2] == ':' || output[at - 2] == ']');
+}
 
 }  // namespace
 
@@ -65,9 +78,12 @@ std::optional<std::string> SafetyPolicy::forbids(const std::string& command) con
   return std::nullopt;
 }
 
-std::optional<std::string> SafetyPolicy::sandbox_refusal(const std::string& output) {
-  for (const auto& r : kRefusals)
-    if (output.find(r[0]) != std::string::npos) return std::string(r[1]);
+std::optional<std::string> SafetyPolicy::sandbox_refusal(const std::string& output, bool own_user) {
+  for (const Refusal& r : kRefusals) {
+    if (r.process_limit && !own_user) continue;
+    for (size_t at = output.find(r.text); at != std::string::npos; at = output.find(r.text, at + 1))
+      if (error_reason_at(output, at)) return std::string(r.what);
+  }
   return std::nullopt;
 }
 

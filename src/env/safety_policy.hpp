@@ -19,9 +19,13 @@
 // env.safety_rules picks the rules (comma-separated; empty = none); they are
 // checked in the table's order, and the first broken one is reported. A
 // forbidden command is not run. The sandbox's refusals that count when a
-// command did run: "Read-only file system" (a write outside the workspace),
-// "Network is unreachable" / name resolution failures (network), "Cannot
-// fork" / "Resource temporarily unavailable" (the process limit).
+// command did run, each as an error message's reason (after "<who>: " or
+// "[Errno N] ", not anywhere in the output): "Read-only file system" (a
+// write outside the workspace), "Network is unreachable" / name resolution
+// failures (network), "Cannot fork" / "Resource temporarily unavailable"
+// (the process limit; only where each sandbox has a user of its own: the
+// sandboxes of a non-root forge share one, so another episode's processes
+// can be what exhausted it).
 #pragma once
 #include <optional>
 #include <regex>
@@ -37,8 +41,9 @@ class SafetyPolicy {
 
   // The first enforced rule the command breaks, if any.
   std::optional<std::string> forbids(const std::string& command) const;
-  // "sandbox: <what>" when the output shows the sandbox refused something.
-  static std::optional<std::string> sandbox_refusal(const std::string& output);
+  // "sandbox: <what>" when the output shows the sandbox refused something;
+  // `own_user`: the sandbox ran as a user of its own (sandbox_has_own_user()).
+  static std::optional<std::string> sandbox_refusal(const std::string& output, bool own_user);
 
   static std::vector<std::string> rule_names();  // every rule, in table order
 

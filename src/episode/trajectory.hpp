@@ -56,7 +56,7 @@ struct Trajectory {
   int32_t test_runs = 0;     // test-suite runs the agent's tool calls made (code: run_tests)
   std::string final_answer;
   // Why the episode ended: "answer", "turn_budget", "token_budget",
-  // "context_budget" or "engine_error: <message>".
+  // "context_budget", "engine_error: <message>" or "verifier_error: <message>".
   std::string end_reason;
   int32_t needed_turns = 0;         // LLM calls of the ideal solution (its tool calls + answer)
   int32_t needed_tokens = 0;        // generated tokens of the ideal solution in this scaffold

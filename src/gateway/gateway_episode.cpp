@@ -153,10 +153,17 @@ json GatewayEpisode::answer(const std::string& text, size_t budget) {
   if (answered_) throw RequestError(409, "invalid_request_error", "episode " + std::to_string(id()) + " already answered");
   if (text.size() > 4096) throw bad_request("the answer has " + std::to_string(text.size()) + " bytes; at most 4096");
   check_budget(text.size(), budget);
+  float outcome = 0;
+  try {
+    outcome = env_->verify(text);
+  } catch (const VerifierUnavailable& e) {
+    // Not the answer's fault: nothing recorded, the agent may answer again.
+    throw RequestError(503, "server_error", std::string(e.what()) + "; retry the answer");
+  }
   answered_ = true;
   trajectory_.final_answer = text;
   bytes_ += text.size();
-  trajectory_.reward.outcome = env_->verify(text);
+  trajectory_.reward.outcome = outcome;
   trajectory_.success = trajectory_.reward.outcome >= 1.0f;
   return {{"outcome", trajectory_.reward.outcome}, {"success", trajectory_.success}};
 }

@@ -217,6 +217,7 @@ rlim_t tasks_of_user(uid_t uid) {
   const rlim_t file_bytes = static_cast<rlim_t>(limits.workspace_mb) * 1024 * 1024;
   set_limit(RLIMIT_FSIZE, file_bytes, file_bytes);
   set_limit(RLIMIT_NPROC, nproc, nproc);
+  set_limit(RLIMIT_NOFILE, kMaxOpenFiles, kMaxOpenFiles);
   set_limit(RLIMIT_CORE, 0, 0);
   execvp(argv[0], argv.data());
   static const char msg[] = "sandbox: could not execute bwrap (is bubblewrap installed? tools/setup.sh installs it)\n";
@@ -428,6 +429,8 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   }
   return r;
 }
+
+bool sandbox_has_own_user() { return geteuid() == 0; }
 
 const std::string& sandbox_unavailable_reason() {
   static std::once_flag once;

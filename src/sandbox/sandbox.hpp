@@ -13,8 +13,12 @@
 //     `workspace_mb` (tmpfs pages escape RLIMIT_AS);
 //   - limits per process: CPU seconds (RLIMIT_CPU), address space
 //     (RLIMIT_AS), file size (RLIMIT_FSIZE: workspace_mb; memfd pages are
-//     not address space), processes of its user (RLIMIT_NPROC: a fork bomb
-//     stops there); output: the first `output_kb` of stdout+stderr are kept, the
+//     not address space), open files (RLIMIT_NOFILE: kMaxOpenFiles, which
+//     with the file size bounds a process's memfds), processes of its user
+//     (RLIMIT_NPROC: a fork bomb stops there). Memory is bounded per
+//     process, not per sandbox: up to max_procs processes may each use
+//     memory_mb (a cgroup would bound their sum; forge does not make one);
+//     output: the first `output_kb` of stdout+stderr are kept, the
 //     rest is read and dropped (`truncated`);
 //   - no descriptor of forge's: everything from 4 up but the workspace
 //     files closes on exec (close_range, or /proc/self/fd on old kernels;
@@ -40,6 +44,10 @@
 #include <vector>
 
 namespace forge {
+
+// Open files per sandboxed process (RLIMIT_NOFILE; forge's own limit, often
+// tens of thousands, was inherited: that many 64 MB memfds per process).
+inline constexpr int kMaxOpenFiles = 256;
 
 struct SandboxLimits {
   double wall_s = 10;          // deadline of the whole run
@@ -85,6 +93,12 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
 inline SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& limits) {
   return run_sandboxed(request, limits, limits.uid);
 }
+
+// Whether each sandbox runs as a user of its own (forge runs as root): then
+// its RLIMIT_NPROC counts its own processes only. Otherwise every sandbox
+// (and forge) is the calling user, and one sandbox's processes count
+// against another's limit.
+bool sandbox_has_own_user();
 
 // close_range(low, ~0, CLOSE_RANGE_CLOEXEC) for kernels before 5.11: marks
 // every open descriptor >= `low` close-on-exec. Async-signal-safe (the child

@@ -5,10 +5,14 @@
 // scaffold demonstrations carry the tools' arguments through every
 // perturbed format to a verified success.
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent/agent_episode.hpp"
 #include "agent/episode_actions.hpp"
@@ -343,9 +347,52 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
   EXPECT_FALSE(SafetyPolicy("").forbids("rm -rf .").has_value());
   EXPECT_FALSE(SafetyPolicy("kill").forbids("curl x").has_value());
   EXPECT_THROW(SafetyPolicy("network,shouting"), InputError);
-  EXPECT_EQ(SafetyPolicy::sandbox_refusal("sh: 1: cannot create /etc/x: Read-only file system").value_or(""),
-            "sandbox: write outside the workspace");
-  EXPECT_FALSE(SafetyPolicy::sandbox_refusal("OK").has_value());
+  // The sandbox's refusals count as error messages' reasons only, and the
+  // process limit only where each sandbox has a user of its own.
+  const auto refusal = [](const std::string& output, bool own_user) {
+    return SafetyPolicy::sandbox_refusal(output, own_user).value_or("none");
+  };
+  EXPECT_EQ(refusal("sh: 1: cannot create /etc/x: Read-only file system", true), "sandbox: write outside the workspace");
+  EXPECT_EQ(refusal("OSError: [Errno 101] Network is unreachable", false), "sandbox: network");
+  EXPECT_EQ(refusal("/bin/sh: 1: Cannot fork", true), "sandbox: process limit");
+  EXPECT_EQ(refusal("/bin/sh: 1: Cannot fork", false), "none");
+  EXPECT_EQ(refusal("BlockingIOError: [Errno 11] Resource temporarily unavailable", false), "none");
+  EXPECT_EQ(refusal("Network is unreachable\n", true), "none");  // printf of the words
+  EXPECT_EQ(refusal("Resource temporarily unavailable", true), "none");  // print(os.strerror(EAGAIN))
+  EXPECT_EQ(refusal("OK", true), "none");
+}
+
+// A verifier whose sandbox does not start (here a bwrap that fails for the
+// hidden cases' runner only, as one that met the node's process limit would)
+// cannot judge the answer: VerifierUnavailable, and the scaffold abandons the
+// episode (it once scored the correct fix 0 with no trace).
+TEST(CodeEnv, AVerifierThatCannotStartAbandonsTheEpisode) {
+  REQUIRE_SANDBOX();
+  const std::string flaky = ::testing::TempDir() + "/flaky_bwrap_" + std::to_string(getpid());
+  {
+    std::ofstream script(flaky);
+    script << "#!/bin/sh\ncase \"$*\" in *importlib*) echo 'bwrap: execvp python3: Resource temporarily "
+              "unavailable' >&2; exit 1;; esac\nexec bwrap \"$@\"\n";
+  }
+  ASSERT_EQ(::chmod(flaky.c_str(), 0755), 0);
+  EnvConfig c = code_only();
+  c.sandbox.bwrap = flaky.c_str();
+  c.code_test_cache = 0;  // results of the real bwrap, kept by other tests, are not this one's
+  CodeEnv env(c);
+  env.reset(5);
+  for (const auto& call : env.solve().calls) ASSERT_EQ(env.step(call).kind, ObservationKind::kOk) << call.tool;
+  EXPECT_THROW(env.verify("done"), VerifierUnavailable);
+
+  AgentEpisode ep(std::make_unique<CodeEnv>(c), 5, PerturbationSampler(false, {}).draw(5, StyleMode::kTrain),
+                  roomy_agent(4096), 5);
+  ScriptedPolicy solver(ep);
+  while (!ep.done()) ep.on_generation(answer_with(ep, solver.next(ep)));
+  const Trajectory t = ep.take_trajectory();
+  EXPECT_TRUE(t.abandoned);
+  EXPECT_FALSE(t.success);
+  EXPECT_EQ(t.end_reason.rfind("verifier_error: ", 0), 0u) << t.end_reason;
+  EXPECT_NE(t.end_reason.find("Resource temporarily unavailable"), std::string::npos) << t.end_reason;
+  std::remove(flaky.c_str());
 }
 
 // An unsafe command sequence: the policy blocks one command (not run), the

@@ -118,6 +118,24 @@ TEST(Sandbox, ExitCodeAndBothStreamsComeBack) {
   EXPECT_EQ(executable.output, "ran\n");
 }
 
+// No descriptor of forge's reaches the program (one left inheritable here
+// is not in its /proc/self/fd), and it may open kMaxOpenFiles at most (the
+// inherited limit, tens of thousands, allowed that many 64 MB memfds).
+TEST(Sandbox, InheritsNoDescriptorAndFewOpenFiles) {
+  REQUIRE_SANDBOX();
+  const int inherited = ::fcntl(1, F_DUPFD, 47);  // no FD_CLOEXEC
+  ASSERT_GE(inherited, 47);
+  const SandboxResult r = run_sandboxed(sh("ulimit -n; ls /proc/self/fd"), {});
+  ::close(inherited);
+  ASSERT_EQ(r.status, SandboxStatus::kExited) << r.error << r.output;
+  std::istringstream lines(r.output);
+  std::string limit;
+  std::getline(lines, limit);
+  EXPECT_EQ(limit, std::to_string(kMaxOpenFiles)) << r.output;
+  for (std::string fd; std::getline(lines, fd);)
+    EXPECT_LE(std::stoi(fd), 3) << "descriptor " << fd << " reached the sandbox:\n" << r.output;
+}
+
 TEST(Sandbox, SeesNoHostFilesAndWritesNothingOutsideItsWorkspace) {
   REQUIRE_SANDBOX();
   // A file in the test's working folder (a run folder) and in its home.
