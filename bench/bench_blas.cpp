@@ -91,12 +91,13 @@ Workload weight_gradients(const Workload& layer) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int rounds = flags.get("rounds", 3), reps = flags.get("reps", 5), threads = flags.get("threads", 0);
   const bool blis_child = flags.on("blis-child", true);
   flags.finish();
   if (rounds < 1 || reps < 1) bench::Flags::usage("--rounds and --reps must be at least 1");
+  if (threads < 0) bench::Flags::usage("--threads must be >= 0 (0: all cores)");
   if (threads > 0) {
     omp_set_num_threads(threads);
     set_sgemm_threads(threads);
@@ -217,3 +218,5 @@ int main(int argc, char** argv) {
                      {"threads", bench::num(omp_get_max_threads())}});
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

@@ -53,7 +53,7 @@ Result run(Backend& B, Rng& rng, const std::string& name, const std::vector<int3
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int reps = flags.get("reps", 7), T = flags.get("tokens", 2048);
   flags.finish();
@@ -87,3 +87,5 @@ int main(int argc, char** argv) {
                      {"threads", bench::num(threads)}});
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

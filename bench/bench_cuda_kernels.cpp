@@ -78,7 +78,7 @@ std::vector<float> randn(Rng& rng, size_t n, float s = 1.0f) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int T = flags.get("tokens", 4096), reps = flags.get("reps", 10);
   const int H = flags.get("heads", 32), Hkv = flags.get("kv_heads", 8), D = flags.get("dim", 128);
@@ -386,3 +386,5 @@ int main(int argc, char** argv) {
                      {"attn_fwd_bf16_wgmma_k128_of_flash", pair(wgmma128_flash)}});
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

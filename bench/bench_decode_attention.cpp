@@ -40,7 +40,7 @@ struct Shape {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int threads = flags.get("threads", 1), reps = flags.get("reps", 5);
   const bool quick = flags.on("quick");
@@ -108,4 +108,7 @@ int main(int argc, char** argv) {
   }
   json.emplace_back("threads", std::to_string(threads));
   bench::print_json(json);
+  return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

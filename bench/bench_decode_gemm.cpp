@@ -57,7 +57,7 @@ std::vector<Weight> decode_weights(const ModelShape& m, Rng& rng) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int threads = flags.get("threads", 1), reps = flags.get("reps", 3);
   const bool quick = flags.on("quick");
@@ -110,4 +110,7 @@ int main(int argc, char** argv) {
   }
   json.emplace_back("threads", std::to_string(threads));
   bench::print_json(json);
+  return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

@@ -131,7 +131,7 @@ ReuseRun multi_turn(PolicyModel& model, int sessions, int group, int turns, int 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const bool quick = flags.on("quick");
   const int prompt = flags.get("prompt", quick ? 32 : 128);
@@ -235,3 +235,5 @@ int main(int argc, char** argv) {
   bench::print_json(json);
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

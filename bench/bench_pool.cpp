@@ -27,7 +27,7 @@ double quantile_us(const std::vector<double>& seconds, double q) { return 1e6 * 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
   cfg.slot_bytes = static_cast<uint64_t>(flags.get("bytes", 1024));
   const int ops = flags.get("ops", 20000);
   flags.finish();
+  if (cfg.window.n_running < 1 || cfg.window.memory < 1 || cfg.window.window < 1 || ops < 1)
+    bench::Flags::usage("--n, --m, --w and --ops must be at least 1");
+  if (cfg.slot_bytes < 1 || cfg.slot_bytes >= (uint64_t{1} << 31)) bench::Flags::usage("--bytes must lie in [1, 2^31)");
 
   const int producers = std::max(1, size - 1);
   std::vector<uint8_t> payload(cfg.slot_bytes, 0x5a);
@@ -128,3 +131,5 @@ int main(int argc, char** argv) {
   MPI_Finalize();
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

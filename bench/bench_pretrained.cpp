@@ -46,14 +46,6 @@ namespace {
 
 std::string default_model() { return cache_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoi(item));
-  return out;
-}
-
 
 // The transformers side: "hf_train_tok_s X" and "hf_decode_tok_s B X" lines.
 std::vector<std::pair<std::string, double>> run_hf(const std::string& args) {
@@ -81,17 +73,26 @@ double find(const std::vector<std::pair<std::string, double>>& kv, const std::st
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int seqs = flags.get("seqs", 4), seq = flags.get("seq", 256), prompt = flags.get("prompt", 64);
   const int new_tokens = flags.get("new", 32), reps = flags.get("reps", 2);
   const bool with_hf = !flags.on("no-hf"), memory = flags.on("memory");
   const int memory_tokens = flags.get("memory_tokens", 8192), bin = flags.get("bin", 1024);
   const std::string model_path = flags.get("model", default_model());
-  const std::string batches_text = flags.get("batches", std::string("1,16,64"));
+  const std::vector<double> batch_list = flags.numbers("batches", "1,16,64");
+  const bool model_given = flags.given("model");
   flags.finish();
-  const std::vector<int> batches = parse_list(batches_text);
+  std::vector<int> batches;
+  std::string batches_text;
+  for (const double b : batch_list) {
+    if (b < 1 || b > 4096 || b != static_cast<int>(b)) bench::Flags::usage("--batches are whole numbers in [1, 4096]");
+    batches.push_back(static_cast<int>(b));
+    if (!batches_text.empty()) batches_text += ',';
+    batches_text += std::to_string(batches.back());
+  }
   const int threads = omp_get_max_threads();
+  if (model_given && !std::filesystem::exists(model_path)) bench::Flags::usage("--model: no file '" + model_path + "'");
   if (!std::filesystem::exists(model_path)) {
     std::printf("bench_pretrained: no model at %s (run tools/setup.sh)\n", model_path.c_str());
     bench::print_json({{"model", "\"none\""}});
@@ -201,3 +202,5 @@ int main(int argc, char** argv) {
   bench::print_json(json);
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

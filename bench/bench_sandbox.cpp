@@ -83,7 +83,7 @@ bool run_direct(const std::filesystem::path& root, int id) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int runs = flags.get("runs", 60);
   const int concurrency = flags.get("concurrency", 2);
@@ -164,3 +164,5 @@ int main(int argc, char** argv) {
                      {"met", s50 - d50 <= 30 && failures == 0 ? "true" : "false"}});
   return failures ? 1 : 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

@@ -173,16 +173,9 @@ Result simulate(WindowKind kind, const Params& p) {
   return r;
 }
 
-std::vector<double> parse_list(const std::string& s) {
-  std::vector<double> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stod(item));
-  return out;
-}
-
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const bool quick = flags.on("quick");
   Params p;
@@ -199,9 +192,27 @@ int main(int argc, char** argv) {
   p.warmup_s = flags.get("warmup_s", (quick ? 1.5 : 3.0) * p.deadline);
   p.measure_s = flags.get("measure_s", (quick ? 3.0 : 10.0) * p.deadline);
   p.seed = static_cast<uint64_t>(flags.get("seed", 1));
-  const std::vector<double> sigmas = parse_list(flags.get("sigmas", std::string("1.5,1.0")));
+  const std::vector<double> sigmas = flags.numbers("sigmas", "1.5,1.0");
   flags.finish();
-  p.cap = cap == "bound" ? staleness_bound(config_of(WindowKind::kWindowed, p), p.batch) : std::stoll(cap);
+  const auto require = [](bool ok, const std::string& what) {
+    if (!ok) bench::Flags::usage(what);
+  };
+  require(p.n > 0 && p.w > 0 && p.m > 0 && p.batch > 0, "--n, --w, --m and --batch must be positive");
+  require(p.tail >= 0 && p.tail <= 1, "--tail is a probability, in [0, 1]");
+  require(p.mean > 0 && p.tail_x >= 1 && p.deadline > 0 && p.step > 0, "--mean, --deadline and --step must be > 0, --tail_x >= 1");
+  require(p.warmup_s >= 0 && p.measure_s > 0, "--warmup_s must be >= 0 and --measure_s > 0");
+  for (const double s : sigmas) require(s >= 0, "--sigmas must be >= 0");
+  if (cap == "bound") {
+    p.cap = staleness_bound(config_of(WindowKind::kWindowed, p), p.batch);
+  } else {
+    size_t end = 0;
+    try {
+      p.cap = std::stoll(cap, &end);
+    } catch (const std::exception&) {
+      end = 0;
+    }
+    require(end == cap.size() && !cap.empty() && p.cap >= 0, "--cap is 'bound' or a staleness >= 0, got '" + cap + "'");
+  }
 
   std::printf("Windowed FIFO simulation: N %llu running, M %llu finished held, W %llu; learner %llu "
               "trajectories per %.3g s step; %.0f s measured after %.0f s\n",
@@ -277,3 +288,5 @@ int main(int argc, char** argv) {
   bench::print_json(kv);
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

@@ -31,12 +31,14 @@ std::string default_model() { return cache_dir() + "/models/SmolLM2-135M-Instruc
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const std::string model = flags.get("model", default_model());
   const int strings = flags.get("strings", 12000), reps = flags.get("reps", 3);
   const bool with_hf = !flags.on("no-hf");
+  const bool model_given = flags.given("model");
   flags.finish();
+  if (model_given && !std::filesystem::exists(model)) bench::Flags::usage("--model: no file '" + model + "'");
   if (!std::filesystem::exists(model)) {
     std::printf("bench_tokenizer: no model at %s (run tools/setup.sh)\n", model.c_str());
     bench::print_json({{"model", "\"none\""}});
@@ -102,3 +104,5 @@ int main(int argc, char** argv) {
                      {"tokens_equal", hf_tokens == static_cast<double>(tokens) ? "true" : "false"}});
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

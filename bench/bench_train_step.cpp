@@ -114,7 +114,7 @@ std::string profile_steps(const std::string& label, ProfiledBackend& prof, Polic
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const int batch = flags.get("batch", 8), seq = flags.get("seq", 512), reps = flags.get("reps", 3);
   const int rounds = flags.get("rounds", 3);
@@ -279,3 +279,5 @@ int main(int argc, char** argv) {
   bench::print_json(json);
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

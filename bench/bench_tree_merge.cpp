@@ -41,7 +41,7 @@
 
 using namespace forge;
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const bool quick = flags.on("quick");
   const int prompts = flags.get("prompts", 1);
@@ -159,3 +159,5 @@ int main(int argc, char** argv) {
   bench::print_json(json);
   return 0;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/host_runtime.hpp"
+#include "core/error.hpp"
 #include "core/timer.hpp"
 
 namespace forge::bench {
@@ -41,6 +42,30 @@ class Flags {
     known(k, def);
     return used(k) ? kv_[k] : def;
   }
+  // A comma-separated list of numbers; an item that is not one is a usage
+  // error (exit 2).
+  std::vector<double> numbers(const std::string& k, const std::string& def) {
+    const std::string text = get(k, def);
+    std::vector<double> out;
+    size_t at = 0;
+    for (;;) {
+      const size_t comma = text.find(',', at);
+      const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      size_t end = 0;
+      double x = 0;
+      try {
+        x = std::stod(item, &end);
+      } catch (const std::exception&) {
+        end = 0;
+      }
+      if (item.empty() || end != item.size()) usage("--" + k + " needs a comma-separated list of numbers, got '" + text + "'");
+      out.push_back(x);
+      if (comma == std::string::npos) return out;
+      at = comma + 1;
+    }
+  }
+  // Whether the flag was given (not its default).
+  bool given(const std::string& k) const { return kv_.count(k) > 0; }
   double get(const std::string& k, double def) {
     known(k, shortest(def));
     return used(k) ? number<double>(k, [](const std::string& v, size_t* end) { return std::stod(v, end); }) : def;
@@ -109,6 +134,21 @@ class Flags {
   std::map<std::string, bool> seen_;
   std::vector<std::pair<std::string, std::string>> flags_;  // in the order asked
 };
+
+// A benchmark's main: a bad value found past the flags (a model the
+// program cannot load, a size its subject refuses: InputError) is exit 2
+// with its message, any other error exit 1, never an uncaught exception.
+inline int guarded_main(int argc, char** argv, int (*body)(int, char**)) {
+  try {
+    return body(argc, argv);
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
 
 // The median (the upper one of an even count); v must not be empty.
 inline double median(std::vector<double> v) {

@@ -109,7 +109,7 @@ Row measure(size_t floats, int versions, int rank, int size) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
   // the flags before MPI: --help and an unknown flag exit there
   bench::Flags flags(argc, argv);
   const std::string floats = flags.get("floats", std::string("663000,206100000"));
@@ -156,3 +156,5 @@ int main(int argc, char** argv) {
   MPI_Finalize();
   return code;
 }
+
+int main(int argc, char** argv) { return forge::bench::guarded_main(argc, argv, bench_main); }

@@ -1,5 +1,7 @@
-// The benchmarks' flag parsing (bench/bench_util.hpp): switches, numbers and
-// unknown flags; a bad flag is a usage error (exit 2) naming the flag.
+// The benchmarks' flag parsing (bench/bench_util.hpp): switches, numbers,
+// lists and unknown flags; a bad flag is a usage error (exit 2) naming the
+// flag, and a value the program refuses later (InputError) exit 2 through
+// guarded_main rather than an uncaught exception.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -37,6 +39,21 @@ TEST(BenchFlags, NumbersAndUnknownFlags) {
   EXPECT_EXIT(parse({"--reps=5x"}).get("reps", 3), testing::ExitedWithCode(2), "--reps needs a number, got '5x'");
   EXPECT_EXIT(parse({"--rep=5"}).finish(), testing::ExitedWithCode(2), "unknown flag --rep");
   EXPECT_EXIT(parse({"reps"}), testing::ExitedWithCode(2), "unexpected argument 'reps'");
+}
+
+TEST(BenchFlags, ListsAndRefusedValues) {
+  auto f = parse({"--sizes=1,2.5,16"});
+  EXPECT_EQ(f.numbers("sizes", "4"), (std::vector<double>{1, 2.5, 16}));
+  EXPECT_EQ(f.numbers("other", "3,4"), (std::vector<double>{3, 4}));
+  EXPECT_TRUE(f.given("sizes"));
+  EXPECT_FALSE(f.given("other"));
+  for (const char* bad : {"--sizes=a,b", "--sizes=1,,2", "--sizes=1,", "--sizes=2x"})
+    EXPECT_EXIT(parse({bad}).numbers("sizes", "4"), testing::ExitedWithCode(2), "--sizes needs a comma-separated list");
+  static char prog[] = "bench";
+  char* argv[] = {prog, nullptr};
+  EXPECT_EQ(forge::bench::guarded_main(1, argv, [](int, char**) -> int { throw forge::InputError("bad size"); }), 2);
+  EXPECT_EQ(forge::bench::guarded_main(1, argv, [](int, char**) -> int { throw std::runtime_error("broke"); }), 1);
+  EXPECT_EQ(forge::bench::guarded_main(1, argv, [](int, char**) { return 0; }), 0);
 }
 
 }  // namespace
