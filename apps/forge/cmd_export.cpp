@@ -79,15 +79,16 @@ void export_episodes(const RolloutReader& r, std::FILE* out, bool jsonl) {
   const EpisodeTable e = r.episodes();
   TableWriter w(out, jsonl,
                 {"index", "episode_id", "env", "template_family", "task_id", "group", "consumed_step", "staleness",
-                 "outcome", "process", "efficiency", "success", "turns", "tool_errors", "recoveries", "n_calls",
-                 "generated_tokens", "final_length"});
+                 "outcome", "process", "efficiency", "safety", "success", "abandoned", "turns", "tool_errors",
+                 "recoveries", "safety_events", "test_runs", "n_calls", "generated_tokens", "final_length"});
   for (size_t i = 0; i < e.size(); ++i)
     w.row({V::integer(static_cast<int64_t>(i)), {std::to_string(e.episode_id[i])}, V::str(r.domains()[e.env[i]]),
            V::str(r.template_families()[e.template_family[i]]), {std::to_string(e.task_id[i])},
            V::integer(e.group[i]), V::integer(e.consumed_step[i]), V::integer(e.staleness[i]), V::num(e.outcome[i]),
-           V::num(e.process[i]), V::num(e.efficiency[i]), V::integer(e.success[i]), V::integer(e.turns[i]),
-           V::integer(e.tool_errors[i]), V::integer(e.recoveries[i]), V::integer(e.n_calls[i]),
-           V::integer(e.generated_tokens[i]), V::integer(e.final_length[i])});
+           V::num(e.process[i]), V::num(e.efficiency[i]), V::num(e.safety[i]), V::integer(e.success[i]),
+           V::integer(e.abandoned[i]), V::integer(e.turns[i]), V::integer(e.tool_errors[i]),
+           V::integer(e.recoveries[i]), V::integer(e.safety_events[i]), V::integer(e.test_runs[i]),
+           V::integer(e.n_calls[i]), V::integer(e.generated_tokens[i]), V::integer(e.final_length[i])});
 }
 
 void export_tokens(const Trajectory& t, std::FILE* out, bool jsonl) {

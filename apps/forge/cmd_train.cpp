@@ -42,8 +42,11 @@ int run_train(int argc, char** argv) {
   ForgeConfig all;
   bool resume = false;
   OptionSet opts("forge train",
-                 "Synchronous agent RL: generate episodes, compute composite rewards and group\n"
-                 "advantages, train CISPO on prefix-tree-merged batches, publish, repeat.");
+                 "Agent RL: generate episodes, compute composite rewards and group advantages,\n"
+                 "train CISPO on prefix-tree-merged batches, publish, repeat. In one process it\n"
+                 "is synchronous; under mpirun/srun the ranks split into learner, rollout and\n"
+                 "environment roles and run asynchronously through the data pool ([mpi], [pool];\n"
+                 "docs/roles.md).");
   add_forge_options(opts, all);
   opts.add("resume", &resume, "continue the run in run.dir from its newest checkpoint");
   opts.command_line_only("resume");

@@ -44,7 +44,12 @@ LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig&
       log_info("train: --resume continues from " + start.resumed_from + "; train.init = '" + train.init +
                "' applied to the run's first start only and is not read");
   } else if (!train.init.empty()) {
-    const std::string path = resolve_checkpoint(train.init);
+    std::string path;
+    try {
+      path = resolve_checkpoint(train.init);
+    } catch (const InputError& e) {
+      throw InputError(std::string("train.init: ") + e.what());
+    }
     require_same_model(model, path, "--train.init", "set the [model] keys it was trained with");
     load_checkpoint(path, model, nullptr);
   }

@@ -17,7 +17,8 @@ void check_across_fields(const ModelConfig& m) {
     throw InputError("model.n_kv_heads = " + std::to_string(m.n_kv_heads) + " must divide model.n_heads = " +
                      std::to_string(m.n_heads));
   if (m.head_dim() % 2 != 0)
-    throw InputError("the head dimension " + std::to_string(m.head_dim()) + " must be even for RoPE");
+    throw InputError("the head dimension " + std::to_string(m.head_dim()) + " must be even for RoPE (model.head_dim, or " +
+                     "model.d_model / model.n_heads when it is 0)");
   const RopeScaling& r = m.rope_scaling;
   if (r.enabled() && r.factor < 1)
     throw InputError("model.rope_scaling = " + format_float(r.factor) + " must be 0 (none) or >= 1");

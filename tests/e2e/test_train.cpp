@@ -81,7 +81,10 @@ TEST(Train, TinyRunThenResume) {
   ASSERT_EQ(forge("export " + rollouts + " --out " + csv).rc, 0);
   std::ifstream table(csv);
   std::getline(table, line);
-  EXPECT_TRUE(contains(line, "episode_id")) << line;
+  // Every episode column of the file (abandoned episodes are not trained
+  // on: a table without the flag counted them as failures).
+  for (const char* column : {"episode_id", "safety", "abandoned", "safety_events", "test_runs"})
+    EXPECT_TRUE(contains(line, column)) << column << " missing from " << line;
 
   // --train.init from a model of other heads with the same weight shapes
   // (4 heads of 8 against 2 of 16) is refused, naming the key.
