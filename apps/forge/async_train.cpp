@@ -145,14 +145,19 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
                           sh.resumed_pool);
 }
 
+// Episodes one rollout engine serves at once: the environment ranks' groups
+// in flight, shared among the rollout ranks (its max_batch, capped at 256).
+int engine_episodes(const Shared& sh) {
+  const int envs = sh.layout->count(Role::kEnvironment), rollouts = sh.layout->count(Role::kRollout);
+  return std::max(1, envs * sh.all->mpi.env_groups * sh.all->train.group / rollouts);
+}
+
 int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
   ForgeConfig& all = *sh.all;
   auto backend = make_backend(all.base.run.backend, parse_precision(all.base.run.precision));
   PolicyModel model(all.base.model, *backend);
   AgentConfig agent = all.agent;
-  const int envs = sh.layout->count(Role::kEnvironment), rollouts = sh.layout->count(Role::kRollout);
-  const int episodes = std::max(1, envs * all.mpi.env_groups * all.train.group / rollouts);
-  RolloutEngine engine(model, engine_for_agent(agent, episodes));
+  RolloutEngine engine(model, engine_for_agent(agent, engine_episodes(sh)));
   const RolloutRankStats st = run_rollout_rank(MPI_COMM_WORLD, *sh.layout, model, engine, weights, sends,
                                                all.mpi.startup_s);
   char pull[64] = "";
@@ -212,6 +217,8 @@ int run_gateway(const Shared& sh, DataPool& pool, WeightChannel& control) {
   gc.producer = producer_config(all);
   gc.gateway = all.gateway;
   gc.max_seq_len = all.agent.max_context_tokens + all.agent.max_new_tokens;  // the rollout engine's
+  gc.requests_per_rollout = std::max(
+      1, engine_for_agent(all.agent, engine_episodes(sh)).max_batch / sh.layout->count(Role::kEnvironment));
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   gc.index = rank - sh.layout->first(Role::kEnvironment);

@@ -89,6 +89,11 @@ std::vector<GenerationJob> GatewayService::take_jobs() {
   return std::exchange(jobs_, {});
 }
 
+bool GatewayService::waits_for(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  return waiting_.count(id) > 0;
+}
+
 void GatewayService::fulfil(const GenerationResult& result) {
   std::lock_guard lock(mu_);
   for (int32_t v : result.versions) version_ = std::max<int64_t>(version_, v);

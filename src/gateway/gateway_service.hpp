@@ -82,6 +82,9 @@ class GatewayService {
   // ---- the rank's loop
   void add_group(uint64_t slot, std::vector<std::unique_ptr<GatewayEpisode>> episodes);
   std::vector<GenerationJob> take_jobs();
+  // Whether a request still waits for request `id`'s result (false once it
+  // timed out, 504): a job the rank has not sent yet is then dropped.
+  bool waits_for(uint64_t id) const;
   void fulfil(const GenerationResult& result);
   std::vector<FinishedGroup> take_finished_groups();
   // Abandons open episodes with no call in flight that were idle longer than

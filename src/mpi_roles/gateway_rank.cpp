@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <list>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <thread>
@@ -70,6 +71,7 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
   log_info("gateway listening on " + http.url() + " (episodes: POST " + http.url() + "/v1/episodes)");
 
   int64_t groups = 0;  // delivered to the pool
+  std::list<GenerationJob> pending;  // taken from the service, not yet sent (FIFO)
   ProducerSlots slots(pool, cfg.producer.groups_in_flight);
   Stopwatch since_expiry;
   while (control.stop_code() == 0) {
@@ -86,9 +88,18 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
       service.add_group(slot, std::move(episodes));
       progressed = true;
     }
-    for (GenerationJob& job : service.take_jobs()) {
-      client.send(first_rollout + static_cast<int>(job.episode_id % rollouts), job.request);
-      progressed = true;
+    for (GenerationJob& job : service.take_jobs()) pending.push_back(std::move(job));
+    for (auto it = pending.begin(); it != pending.end();) {
+      const int server = first_rollout + static_cast<int>(it->episode_id % rollouts);
+      if (!service.waits_for(it->request.id)) {
+        it = pending.erase(it);  // its request timed out while it waited here
+      } else if (client.outstanding_to(server) < static_cast<size_t>(cfg.requests_per_rollout)) {
+        client.send(server, it->request);
+        it = pending.erase(it);
+        progressed = true;
+      } else {
+        ++it;
+      }
     }
     for (const GenerationResult& r : client.poll(describe)) {
       service.fulfil(r);

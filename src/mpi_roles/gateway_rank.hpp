@@ -6,7 +6,13 @@
 // seed hash(run.seed, s), ids s * G + g, styles as white-box episodes. The
 // loop forwards the agents' generation requests to rollout ranks (episode e
 // to rollout rank e mod R, so its cached prefix stays on one engine), hands
-// back the results, closes idle episodes as abandoned, and completes slot s
+// back the results (at most requests_per_rollout of them outstanding at
+// each rollout rank, its share of the engine's batch: the rest wait on this
+// rank, so that a burst of agent requests queues here, where
+// gateway.request_deadline_s answers it 504, instead of in the engine, where
+// mpi.deadline_s took it for a stalled rollout rank and aborted the job; a
+// job whose request timed out before it was sent is dropped), closes idle
+// episodes as abandoned, and completes slot s
 // in the data pool once all G episodes are closed (abandoned ones included,
 // flagged; the learner leaves them out). Each episode may fill
 // pool.slot_bytes / G of its slot (a group past its slot all the same is
@@ -31,6 +37,7 @@ struct GatewayRankConfig {
                                    // (agent.sampling: the run's; max_new_tokens caps requests)
   GatewayConfig gateway;
   int max_seq_len = 512;
+  int requests_per_rollout = 64;  // generation requests outstanding at one rollout rank at most
   int index = 0;            // k-th gateway rank: port gateway.port + k
   std::string url_file;     // written with {"url", "rank"} once listening
 };

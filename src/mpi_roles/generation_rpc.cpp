@@ -128,6 +128,12 @@ void GenerationClient::send(int server, const GenerationRequest& request) {
   sends_.send(comm_, server, kRequestTag, encode_request(request));
 }
 
+size_t GenerationClient::outstanding_to(int server) const {
+  size_t n = 0;
+  for (const auto& [id, o] : outstanding_) n += o.server == server;
+  return n;
+}
+
 std::vector<GenerationResult> GenerationClient::poll(const std::function<std::string(int)>& describe) {
   sends_.progress();
   std::vector<GenerationResult> out;

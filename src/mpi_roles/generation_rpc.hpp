@@ -69,6 +69,7 @@ class GenerationClient {
   // its deadline (describe(rank) names it).
   std::vector<GenerationResult> poll(const std::function<std::string(int)>& describe);
   size_t outstanding() const { return outstanding_.size(); }
+  size_t outstanding_to(int server) const;  // requests sent to `server` without a result yet
   SendQueue& sends() { return sends_; }
 
  private:
