@@ -52,11 +52,16 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
   // released before the server's threads are joined. Handler threads that
   // did not stop in time still use the service and the server: both are
   // then left alive for the rest of the process, not freed under them.
+  // The URL file goes with the server: one left from an earlier attempt
+  // (--resume, a Slurm requeue) named a dead port until the new one was out.
   struct StopOnExit {
     std::unique_ptr<GatewayService>& service;
     std::unique_ptr<HttpGateway>& http;
+    const std::string& url_file;
     void operator()(const std::string& why) const {
       if (!http) return;
+      std::error_code ignored;
+      if (!url_file.empty()) std::filesystem::remove(url_file, ignored);
       service->stop(why);
       if (!http->stop()) {
         static_cast<void>(http.release());
@@ -64,7 +69,11 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
       }
     }
     ~StopOnExit() { (*this)("the gateway rank stopped"); }
-  } stop_on_exit{service_owner, http_owner};
+  } stop_on_exit{service_owner, http_owner, cfg.url_file};
+  if (!cfg.url_file.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(cfg.url_file, ignored);
+  }
   // Agents learn the URL once the learner's first weights are out.
   await_first_weights(control, cfg.producer.startup_s);
   if (!cfg.url_file.empty()) write_url_file(cfg.url_file, http.url(), rank);

@@ -39,7 +39,7 @@ struct GatewayRankConfig {
   int max_seq_len = 512;
   int requests_per_rollout = 64;  // generation requests outstanding at one rollout rank at most
   int index = 0;            // k-th gateway rank: port gateway.port + k
-  std::string url_file;     // written with {"url", "rank"} once listening
+  std::string url_file;     // written with {"url", "rank"} once listening; removed at start and stop
 };
 
 // Runs until the stop word; logs its counters at the end.

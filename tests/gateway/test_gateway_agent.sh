@@ -14,6 +14,8 @@ start_gateway_run "$dir" "$log" --train.steps=3 --train.tasks=2 --train.group=2
   --log "$WORK/calls.jsonl" || { cat "$log"; fail "the agent failed"; }
 wait_run "$log"
 grep -q "gateway listening on http://127.0.0.1:" "$log" || fail "the gateway did not bind to loopback"
+# The URL file goes with the server (a stale one named a dead port).
+[ ! -e "$dir/gateway/0.json" ] || fail "the gateway's URL file outlived the run"
 /usr/bin/python3 "$SOURCE_DIR/tests/gateway/check_agent_tokens.py" "$dir/rollouts.h5" "$WORK/calls.jsonl" \
   --episodes 12 || fail "the trained tokens differ from the agent's"
 echo "PASS"
