@@ -116,8 +116,10 @@ bool has_control_char(std::string_view s, std::string_view allowed) {
   });
 }
 
+// A line number: up to 9 digits (any int of them; a larger one is then a
+// range error naming the file's lines, not a malformed call).
 bool parse_int(const std::string& s, int& out) {
-  if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return false;
   out = std::stoi(s);
   return true;
 }

@@ -257,6 +257,8 @@ TEST(CodeEnv, ToolsRejectBadCallsWithReasons) {
   bad({"read", t.module_file + " 5 2"}, "START <= END");
   bad({"replace", t.test_file + " 1 pass"}, "read-only");
   bad({"replace", t.module_file + " 999 pass"}, "has lines 1..");
+  bad({"replace", t.module_file + " 1000000 pass"}, "has lines 1..");  // once "expects FILE LINE TEXT"
+  EXPECT_EQ(env.step({"read", t.module_file + " 1 9999999"}).kind, ObservationKind::kOk);  // to the end
   bad({"replace", t.module_file + " x pass"}, "FILE LINE TEXT");
   const Observation rejected = env.step({"run_tests", "x; rm -rf /"});
   EXPECT_EQ(rejected.kind, ObservationKind::kBadCall);
