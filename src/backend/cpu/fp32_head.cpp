@@ -7,7 +7,10 @@
 // --profile`, three alternations on the Zen 5 with BLIS skx).
 //
 // Forward keeps, per row, the running max m, s = sum exp(z - m) and
-// t = sum exp(z - m) z, so that lse = m + log s and entropy = lse - t / s.
+// t = sum exp(z - m) (z - m), so that lse = m + log s and entropy =
+// log s - t / s. (With t = sum exp(z - m) z, entropy = lse - t / s cancels
+// two numbers of the size of lse: a peaked row's entropy of 3e-6 came out 0.)
+// When the max grows from m to m', t becomes corr (t + (m - m') s).
 // Backward of L = sum_e g_e logprob_e, with G_r = sum of g_e over row r:
 //   dz_rv = inv_temperature * (sum_{e in r, target_e = v} g_e - G_r p_rv)
 //   dH += dz W_chunk ;  dW_chunk += dz^T H
@@ -31,21 +34,22 @@ constexpr int kTileFloats = 256 * 4096;
 // Rows per tile for a vocabulary chunk of `chunk` columns: 256 to 1024.
 int row_block(int chunk) { return std::clamp(kTileFloats / chunk, 256, 1024); }
 
-// s += sum_c exp(z_c - mx), t += sum_c exp(z_c - mx) z_c.
+// s = sum_c exp(z_c - mx), t = sum_c exp(z_c - mx) (z_c - mx).
 void exp_sums(const float* z, int n, float mx, float* s, float* t) {
   v8 vs{}, vt{};
   int c = 0;
   for (; c + 8 <= n; c += 8) {
-    const v8 x = load8(z + c);
-    const v8 e = exp8(x - mx);
+    const v8 x = load8(z + c) - mx;
+    const v8 e = exp8(x);
     vs += e;
     vt += e * x;
   }
   float ss = hsum8(vs), tt = hsum8(vt);
   for (; c < n; ++c) {
-    const float e = fast_exp(z[c] - mx);
+    const float x = z[c] - mx;
+    const float e = fast_exp(x);
     ss += e;
-    tt += e * z[c];
+    tt += e * x;
   }
   *s = ss;
   *t = tt;
@@ -79,12 +83,15 @@ void CpuBackend::head_fwd(const HeadArgs& a) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int rows = row_block(chunk);
   float* tile = tile_buffer(std::min(rows, a.R), chunk);
-  std::vector<float> m(rows), s(rows), t(rows);
+  // s and t in double: chunk sums of a peaked row's tail (1e-9 each) added
+  // to s near 1 in float were lost below its last bit.
+  std::vector<float> m(rows);
+  std::vector<double> s(rows), t(rows);
   for (int r0 = 0; r0 < a.R; r0 += rows) {
     const int nr = std::min(rows, a.R - r0);
     std::fill(m.begin(), m.end(), ninf);
-    std::fill(s.begin(), s.end(), 0.0f);
-    std::fill(t.begin(), t.end(), 0.0f);
+    std::fill(s.begin(), s.end(), 0.0);
+    std::fill(t.begin(), t.end(), 0.0);
     for (int v0 = 0; v0 < a.V; v0 += chunk) {
       const int nc = std::min(chunk, a.V - v0);
       logits_tile(*this, a, r0, nr, v0, nc, tile);
@@ -92,11 +99,11 @@ void CpuBackend::head_fwd(const HeadArgs& a) {
       for (int r = 0; r < nr; ++r) {
         const float* z = tile + static_cast<size_t>(r) * nc;
         const float mx = max_of(z, nc, m[r]);
-        const float corr = std::exp(m[r] - mx);
+        const double corr = std::exp(static_cast<double>(m[r]) - mx);
         float ss, tt;
         exp_sums(z, nc, mx, &ss, &tt);
+        t[r] = (s[r] > 0 ? corr * (t[r] + (static_cast<double>(m[r]) - mx) * s[r]) : 0.0) + tt;  // s = 0: m was -inf
         s[r] = s[r] * corr + ss;
-        t[r] = t[r] * corr + tt;
         m[r] = mx;
         const int row = r0 + r;
         if (a.logits)
@@ -110,9 +117,9 @@ void CpuBackend::head_fwd(const HeadArgs& a) {
     }
     for (int r = 0; r < nr; ++r) {
       const int row = r0 + r;
-      const float lse = m[r] + std::log(s[r]);
+      const float lse = static_cast<float>(m[r] + std::log(s[r]));
       a.lse[row] = lse;
-      if (a.entropy) a.entropy[row] = lse - t[r] / s[r];
+      if (a.entropy) a.entropy[row] = static_cast<float>(std::log(s[r]) - t[r] / s[r]);
       if (a.row_begin)
         for (int e = a.row_begin[row]; e < a.row_begin[row + 1]; ++e) a.logprob[e] -= lse;
     }

@@ -30,24 +30,27 @@ __global__ void __launch_bounds__(kThreads) head_stats_kernel(const HeadTilePara
   FORGE_SHARED_MEMORY(float, scratch);
   const int row = p.r0 + blockIdx.x;
   const float* z = p.z + size_t(blockIdx.x) * p.ldz;
+  // t = sum e^{z-m} (z - m): when the max grows from m to x it becomes
+  // corr (t + (m - x) s) (0 while s is: m was -inf).
   float m = -INFINITY, s = 0.0f, t = 0.0f;
   for (int c = threadIdx.x; c < p.nc; c += blockDim.x) {
     const float x = z[c];
     if (x > m) {
       const float corr = expf(m - x);
+      t = s > 0.0f ? corr * (t + (m - x) * s) : 0.0f;
       s = s * corr + 1.0f;
-      t = t * corr + x;
       m = x;
     } else {
       const float e = expf(x - m);
       s += e;
-      t += e * x;
+      t += e * (x - m);
     }
   }
   const float M = block_max(m, scratch);
   const float f = m == -INFINITY ? 0.0f : expf(m - M);
+  const float shifted_t = s > 0.0f ? f * (t + (m - M) * s) : 0.0f;
   s = block_sum(s * f, scratch);
-  t = block_sum(t * f, scratch);
+  t = block_sum(shifted_t, scratch);
   if (threadIdx.x != 0) return;
   float* sm = p.stats + row;
   float* ss = p.stats + p.R + row;
@@ -59,8 +62,10 @@ __global__ void __launch_bounds__(kThreads) head_stats_kernel(const HeadTilePara
   } else {
     const float mx = fmaxf(*sm, M);
     const float a = expf(*sm - mx), b = expf(M - mx);
+    const float ta = *ss > 0.0f ? a * (*st + (*sm - mx) * *ss) : 0.0f;
+    const float tb = s > 0.0f ? b * (t + (M - mx) * s) : 0.0f;
     *ss = *ss * a + s * b;
-    *st = *st * a + t * b;
+    *st = ta + tb;
     *sm = mx;
   }
   if (p.row_begin)
@@ -77,7 +82,7 @@ __global__ void head_finalize_kernel(const HeadTileParams p) {
   const float m = p.stats[row], s = p.stats[p.R + row], t = p.stats[2 * p.R + row];
   const float lse = m + logf(s);
   p.lse[row] = lse;
-  if (p.entropy) p.entropy[row] = lse - t / s;
+  if (p.entropy) p.entropy[row] = logf(s) - t / s;
   if (p.row_begin)
     for (int e = p.row_begin[row]; e < p.row_begin[row + 1]; ++e) p.logprob[e] -= lse;
 }

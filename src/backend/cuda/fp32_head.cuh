@@ -8,10 +8,11 @@
 // 2^24 logits per tile): per tile, cuBLAS writes the logits tile (into the
 // caller's logits when asked for, else into scratch), then
 //   stats kernel, block per row: each thread keeps an online (max m,
-//     s = sum e^{z-m}, t = sum e^{z-m} z) over its columns; the block merges
-//     them and folds the tile into the row's running (m, s, t); the row's
-//     target logits that fall in the tile are picked up.
-//   finalize kernel, thread per row: lse = m + log s, entropy = lse - t / s,
+//     s = sum e^{z-m}, t = sum e^{z-m} (z - m)) over its columns; the block
+//     merges them and folds the tile into the row's running (m, s, t); the
+//     row's target logits that fall in the tile are picked up.
+//   finalize kernel, thread per row: lse = m + log s, entropy = log s - t / s
+//     (no cancellation at the size of lse: a peaked row's small entropy),
 //     logprob_e = z_target - lse.
 // Backward recomputes the tile, turns it into dz in place (block per row),
 // and issues the two GEMMs. [R, V] is never stored unless logits are asked
