@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -523,6 +524,14 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
         }
         throw InputError(msg + where);
       }
+      // The value must read back from config.ini as it is: '#' anywhere, or
+      // ';' after a space, starts a comment there (a run.dir of "runs/a#b"
+      // was stored and read back as "runs/a"). Secrets are never stored.
+      const bool starts_comment = value.find('#') != std::string::npos ||
+                                  std::regex_search(value, std::regex("\\s;"));
+      if (starts_comment && o->stored && !o->secret)
+        throw InputError(key + " = '" + value + "': a value cannot hold '#' or ' ;' (they start a comment in " +
+                         "config.ini, which stores it)" + where);
       *std::get<std::string*>(o->target) = value;
       break;
     }

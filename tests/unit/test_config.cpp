@@ -447,6 +447,32 @@ TEST(Config, SecretsAreDumpedEmpty) {
   EXPECT_THROW(o.secret("no.such.key"), Error);
 }
 
+// A string value must read back from the stored config.ini as it is: '#'
+// (anywhere) and ' ;' start comments there, so they are refused naming the
+// key (run.dir "runs/a#b" was stored and read back as "runs/a"). A ';'
+// inside a word reads back, and a secret is never stored.
+TEST(Config, ValuesThatWouldNotReadBackAreRefused) {
+  std::string dir, token;
+  OptionSet o;
+  o.add("run.dir", &dir, "output folder");
+  o.add("gateway.token", &token, "bearer token");
+  o.secret("gateway.token");
+  for (const char* bad : {"--run.dir=runs/a#b", "--run.dir=runs/a ;b", "--run.dir=#"}) {
+    const std::string msg = input_error([&] { o.parse(std::vector<std::string>{bad}); });
+    EXPECT_NE(msg.find("run.dir"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("comment"), std::string::npos) << msg;
+  }
+  o.parse(std::vector<std::string>{"--run.dir=runs/a;b", "--gateway.token=abc#defgh"});
+  EXPECT_EQ(dir, "runs/a;b");
+  EXPECT_EQ(token, "abc#defgh");
+  std::string back, back_token;
+  OptionSet again;
+  again.add("run.dir", &back, "output folder");
+  again.add("gateway.token", &back_token, "bearer token");
+  again.load_ini_text(o.dump_ini(), "dump");
+  EXPECT_EQ(back, "runs/a;b");
+}
+
 TEST(Config, DumpIsReadByConfigFlag) {
   Cfg a;
   OptionSet oa;
