@@ -227,7 +227,8 @@ int run_sft(int argc, char** argv) {
   if (sft.task != "agent" && policy.source.is_pretrained())
     throw InputError("sft.task = " + sft.task + " is the built-in policy's synthetic chat task (byte tokenizer); a "
                      "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
-  create_run_folder(cfg.run.dir);
+  hold_run_folder(cfg.run.dir);
+  refuse_existing_run(cfg.run.dir, "forge sft", false);  // again, under the lock: another may have started
   write_run_config(cfg.run.dir, opts.dump_ini());
   log_info("sft: task " + sft.task + ", " + std::to_string(model.layout().total) +
            " parameters, " + std::to_string(threads) + " threads, run folder " + cfg.run.dir);

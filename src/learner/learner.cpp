@@ -65,7 +65,10 @@ Learner::Learner(const LearnerSetup& setup, PolicyModel& model, AdamW& opt, cons
   update_.shards = setup.shards;
   update_.sum_across_shards = setup.sum_across_shards;
   if (!setup.lead) return;
-  create_run_folder(setup.run.dir);
+  // The run's first write: from here no other forge may use the folder (one
+  // that passed the start's check at the same time is refused now).
+  hold_run_folder(setup.run.dir);
+  if (start.resumed_from.empty()) refuse_existing_run(setup.run.dir, "forge train", true);
   RolloutStoreOptions ro;
   ro.config_ini = setup.config_ini;
   ro.domains = EnvMix(setup.env).domains();

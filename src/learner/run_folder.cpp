@@ -1,10 +1,17 @@
 #include "learner/run_folder.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "io_hdf5/checkpoint.hpp"
 
 namespace forge {
@@ -15,6 +22,37 @@ void create_run_folder(const std::string& dir) {
   if (ec || !std::filesystem::is_directory(dir))
     throw InputError("run.dir = '" + dir + "': cannot create the run folder" +
                      (ec ? ": " + ec.message() : std::string(" (a file is in the way)")));
+}
+
+void hold_run_folder(const std::string& dir) {
+  create_run_folder(dir);
+  const std::string path = dir + "/forge.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw InputError("run.dir = '" + dir + "': cannot open " + path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) {
+      char holder[256] = {};
+      const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+      ::close(fd);
+      std::string who(holder, n > 0 ? static_cast<size_t>(n) : 0);
+      while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+      throw InputError("run.dir = '" + dir + "' is in use by another forge (" + (who.empty() ? "unknown" : who) +
+                       ", holding " + path + "): two runs in one folder would overwrite each other's files; wait "
+                       "for it to end or choose another run.dir");
+    }
+    ::close(fd);
+    log_warn("run.dir = '" + dir + "': the file system does not lock files (" + std::strerror(err) +
+             "); nothing stops a second forge from using this folder at the same time");
+    return;
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string who = "pid " + std::to_string(::getpid()) + " on " + host + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, who.data(), who.size(), 0) != static_cast<ssize_t>(who.size()))
+    log_warn("cannot write the holder into " + path);
+  // The descriptor stays open (and the lock held) for the process's life;
+  // the kernel releases it at exit, however the process ends.
 }
 
 void write_run_config(const std::string& dir, const std::string& ini) {

@@ -13,6 +13,17 @@ namespace forge {
 // cannot be made (a file in the way, no permission).
 void create_run_folder(const std::string& dir);
 
+// Holds RUN_DIR/forge.lock (flock, exclusive) until the process exits, with
+// "pid@host" written in it: a second forge on the same run.dir (two jobs
+// started at once, or a --resume while the run still goes on) is an
+// InputError naming the holder, before either writes anything the other
+// would truncate or mix with. Creates the folder; the run's first write
+// (the learner's rollout store, forge sft's config.ini) comes after it, and
+// refuse_existing_run again under the lock. Where the file system
+// does not lock (a Lustre without the flock mount option) it warns once and
+// goes on unlocked.
+void hold_run_folder(const std::string& dir);
+
 // Writes RUN_DIR/config.ini whole (a temporary file renamed over it): Error
 // naming the file when it cannot be written (a full disk).
 void write_run_config(const std::string& dir, const std::string& ini);

@@ -70,5 +70,28 @@ TEST(RunFolder, AFileInTheWayIsAnInputError) {
   fs::remove(dir);
 }
 
+// A run folder another forge holds is refused naming the holder (here this
+// process through a first hold: a second open of the lock file conflicts
+// like another process's), before anything is written; the lock names
+// this pid. Two jobs started at once on one run.dir once both passed the
+// start's check and wrote the same files.
+TEST(RunFolder, AFolderInUseIsRefusedNamingItsHolder) {
+  const std::string dir = fresh_dir("held");
+  hold_run_folder(dir);
+  std::ifstream lock(dir + "/forge.lock");
+  std::string holder;
+  std::getline(lock, holder);
+  EXPECT_EQ(holder.rfind("pid " + std::to_string(getpid()) + " on ", 0), 0u) << holder;
+  try {
+    hold_run_folder(dir);
+    FAIL() << "a held run folder was taken again";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("is in use by another forge"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(holder), std::string::npos) << msg;
+  }
+  EXPECT_EQ(refusal(dir), "") << "the lock file alone is not an earlier run";
+}
+
 }  // namespace
 }  // namespace forge
