@@ -50,6 +50,13 @@ int run_train(int argc, char** argv) {
   add_forge_options(opts, all);
   opts.add("resume", &resume, "continue the run in run.dir from its newest checkpoint");
   opts.command_line_only("resume");
+  // Greedy decoding gives a group's episodes the same tokens (no advantage
+  // to learn from), and its behaviour logprobs are not those of a sampler.
+  opts.add_check([&] {
+    if (all.base.sample.temperature <= 0)
+      throw InputError("sample.temperature = 0 (greedy) cannot train: RL samples at a temperature > 0 (top_k / "
+                       "top_p may truncate it; the behaviour logprobs then follow the truncated sampler)");
+  });
   if (!cli::parse_options(opts, argc, argv)) return 0;
   std::optional<MpiRuntime> mpi;
   if (launched_by_mpi()) {

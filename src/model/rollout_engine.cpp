@@ -288,11 +288,12 @@ std::vector<GenerationResult> RolloutEngine::step() {
       if (samples[i]) sampled.push_back(batch[i]);
     const int R = static_cast<int>(sampled.size());
     std::vector<int32_t> drawn(R);
+    std::vector<double> log_kept(R);
 #pragma omp parallel for schedule(dynamic, 1) if (R > 1)
     for (int r = 0; r < R; ++r) {
       const SamplingParams& sp = sampled[r]->req.sampling;
       const int gen = static_cast<int>(sampled[r]->res.tokens.size());
-      drawn[r] = sample_token(logits + static_cast<size_t>(r) * V, V, sp, counter_uniform(sp.seed, gen));
+      drawn[r] = sample_token(logits + static_cast<size_t>(r) * V, V, sp, counter_uniform(sp.seed, gen), &log_kept[r]);
     }
     int r = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -310,7 +311,7 @@ std::vector<GenerationResult> RolloutEngine::step() {
                     std::to_string(version_) + " hold non-finite values");
       s.tokens.push_back(tok);
       s.res.tokens.push_back(tok);
-      s.res.logprobs.push_back(z[tok] - lse[r]);
+      s.res.logprobs.push_back(std::min(0.0f, static_cast<float>(z[tok] - lse[r] - log_kept[r])));
       s.res.versions.push_back(s.first_version);
       ++stats_.generated;
       ++r;

@@ -22,8 +22,12 @@
 //  4. Every sequence whose tokens all have k/v now samples from its last row:
 //     z = FP32 head at inv_temperature 1/temperature (1 for greedy), token =
 //     sample_token(z, counter_uniform(seed, i)) for its i-th generated token,
-//     behaviour logprob = z[token] - lse (the log-softmax at the request's
-//     temperature), version = the engine's policy version when the sequence's
+//     behaviour logprob = z[token] - lse - log_kept: the token's log
+//     probability under the sampler that drew it (the log-softmax at the
+//     request's temperature, renormalized over the top_k / top_p candidates,
+//     whose share of the mass is e^log_kept; at most 0), so that the
+//     learner's ratio corrects for truncated sampling too (with the whole
+//     vocabulary it is the plain log-softmax), version = the engine's policy version when the sequence's
 //     k/v began to be computed: new weights may arrive between steps (a
 //     chunked prefill or a decode may span them), and every later token
 //     attends to k/v of the older ones, so a token is stamped with the oldest

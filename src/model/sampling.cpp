@@ -9,9 +9,12 @@
 
 namespace forge {
 
-int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01) {
-  if (p.temperature <= 0.0f)
-    return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01,
+                     double* log_kept) {
+  double unused = 0;
+  double& kept_share = log_kept ? *log_kept : unused;
+  kept_share = 0;
+  if (p.temperature <= 0.0f) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
   if ((p.top_k == 0 || p.top_k >= vocab) && p.top_p >= 1.0f) {
     // The whole vocabulary: inverse CDF in token-id order, no sort.
     const float mx = *std::max_element(logits, logits + vocab);
@@ -46,6 +49,11 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
   std::vector<double> prob(keep);
   double total = 0;
   for (int i = 0; i < keep; ++i) total += prob[i] = std::exp(static_cast<double>(logits[order[i]] - mx));
+  double all = total;  // the whole vocabulary's mass, for the candidates' share
+  if (log_kept && keep < vocab) {
+    all = 0;
+    for (int v = 0; v < vocab; ++v) all += std::exp(static_cast<double>(logits[v] - mx));
+  }
   if (p.top_p < 1.0f) {
     double cum = 0;
     int n = 0;
@@ -57,6 +65,7 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
     total = 0;
     for (int i = 0; i < keep; ++i) total += prob[i];
   }
+  kept_share = std::min(0.0, std::log(total / all));
   double u = uniform01 * total;
   for (int i = 0; i < keep; ++i) {
     u -= prob[i];

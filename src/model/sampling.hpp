@@ -24,7 +24,12 @@ struct SamplingParams {
 // the inverse CDF at uniform01 over the candidates, in token-id order when
 // every token is a candidate (top_k 0, top_p 1), else in descending logit
 // order (ties by id). Greedy (temperature 0) is the argmax.
-int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01);
+// *log_kept (when given): log of the top_k / top_p candidates' share of
+// softmax(logits), <= 0; 0 when every token is a candidate, and for greedy
+// (whose logprob stays the plain log-softmax: forge train refuses
+// temperature 0).
+int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01,
+                     double* log_kept = nullptr);
 
 // The [sample] section's keys on an OptionSet (stop_tokens come from the
 // tokenizer or the task, not from config).

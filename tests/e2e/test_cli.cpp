@@ -167,6 +167,16 @@ TEST(Cli, TrainBinsSmallerThanACallAreRefusedAtStart) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
 }
 
+// Greedy decoding cannot train (a group's episodes would be one, and its
+// logprobs not a sampler's): refused at start, no run folder made.
+TEST(Cli, TrainRefusesGreedySampling) {
+  const std::string dir = ::testing::TempDir() + "forge_cli_greedy_" + std::to_string(getpid());
+  const Result r = forge("train --train.steps=1 --sample.temperature=0 --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "forge: error: sample.temperature = 0 (greedy) cannot train")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+}
+
 TEST(Cli, Bf16OnCpuBackendIsInputError) {
   const std::string dir = ::testing::TempDir() + "forge_cli_bf16_" + std::to_string(getpid());
   const Result r = forge("sft --sft.steps=1 --run.precision=bf16 --run.dir=" + dir);

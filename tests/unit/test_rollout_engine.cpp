@@ -263,6 +263,38 @@ TEST(RolloutEngine, LogprobsMatchTrainerForward) {
   }
 }
 
+// With top_k / top_p the behaviour logprob is the token's log probability
+// under the sampler that drew it: the log-softmax renormalized over the
+// candidates (the learner's ratio then corrects for the truncation). It was
+// the full log-softmax: with top_k = 1 each token had probability 1 and was
+// recorded near -3.8.
+TEST(RolloutEngine, TruncatedSamplingLogprobsAreTheSamplers) {
+  Fixture f;
+  Rng rng(9);
+  const Ints prompt = random_tokens(rng, 7);
+  for (const auto& [top_k, top_p] : {std::pair{1, 1.0f}, std::pair{3, 1.0f}, std::pair{0, 0.3f}}) {
+    SCOPED_TRACE("top_k " + std::to_string(top_k) + " top_p " + std::to_string(top_p));
+    RolloutEngine engine(f.model, engine_config(8, 4096, 4, 7));
+    GenerationRequest r = request(0, prompt, 8, 1.0f, 21);
+    r.sampling.top_k = top_k;
+    r.sampling.top_p = top_p;
+    engine.submit(r);
+    const GenerationResult res = engine.run_until_done().at(0);
+    const Recomputed rc = recompute(f.model, {as_sample(prompt, res.tokens)}, 1.0f);
+    for (size_t g = 0; g < res.tokens.size(); ++g) {
+      const std::vector<float>& z = rc.logits[0][prompt.size() + g];
+      double log_kept = 1;
+      EXPECT_EQ(sample_token(z.data(), tiny_config().vocab, r.sampling, counter_uniform(21, g), &log_kept),
+                res.tokens[g]);
+      EXPECT_LT(log_kept, 0.0);
+      EXPECT_NEAR(res.logprobs[g], std::min(0.0, rc.logprob[0][prompt.size() + g] - log_kept), 1e-5) << "token " << g;
+      if (top_k == 1) {
+        EXPECT_NEAR(res.logprobs[g], 0.0, 1e-5);
+      }
+    }
+  }
+}
+
 TEST(RolloutEngine, TokensIndependentOfBatch) {
   Fixture f;
   Rng rng(9);

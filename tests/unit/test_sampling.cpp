@@ -58,6 +58,32 @@ TEST(Sampling, TopPKeepsTheSmallestSetReachingP) {
   expect_close(draw_frequencies(p), expected({2, 5}));
 }
 
+// The candidates' share of the mass (the behaviour logprob's correction):
+// log of their softmax probabilities' sum; 0 with every token a candidate.
+TEST(Sampling, TheCandidatesShareOfTheMass) {
+  const auto share = [](const SamplingParams& p) {
+    double log_kept = 1;
+    sample_token(kLogits.data(), static_cast<int>(kLogits.size()), p, 0.5, &log_kept);
+    return log_kept;
+  };
+  const auto log_mass = [](const std::vector<int>& ids) {
+    const std::vector<double> all = expected({0, 1, 2, 3, 5, 6});
+    double m = 0;
+    for (int v : ids) m += all[v];
+    return std::log(m);
+  };
+  SamplingParams p;
+  EXPECT_EQ(share(p), 0.0);
+  p.top_k = 3;
+  EXPECT_NEAR(share(p), log_mass({2, 5, 3}), 1e-7);
+  p.top_k = 0;
+  p.top_p = 0.6f;
+  EXPECT_NEAR(share(p), log_mass({2, 5}), 1e-7);
+  p.top_p = 1;
+  p.temperature = 0;
+  EXPECT_EQ(share(p), 0.0);
+}
+
 TEST(Sampling, GreedyAndEdgeUniforms) {
   SamplingParams p;
   p.temperature = 0;
