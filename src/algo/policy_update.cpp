@@ -69,6 +69,16 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   std::vector<int32_t> groups;
   for (const Trajectory* tp : kept) {
     const Trajectory& t = *tp;
+    // One non-finite component would make its group's (or, normalized over
+    // the batch, every) advantage NaN and end the run at AdamW's norm check
+    // naming no episode.
+    const RewardComponents& r = t.reward;
+    if (!std::isfinite(r.outcome) || !std::isfinite(r.process) || !std::isfinite(r.efficiency) ||
+        !std::isfinite(r.safety))
+      throw Error("episode " + std::to_string(t.episode_id) + " (group " + std::to_string(t.group) + ", " + t.env +
+                  ") has a reward component that is not finite: outcome " + std::to_string(r.outcome) + ", process " +
+                  std::to_string(r.process) + ", efficiency " + std::to_string(r.efficiency) + ", safety " +
+                  std::to_string(r.safety));
     comps.push_back(t.reward);
     groups.push_back(t.group);
     st.component_mean.outcome += t.reward.outcome;

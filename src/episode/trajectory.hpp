@@ -74,11 +74,14 @@ struct Trajectory {
   }
 };
 
-// Oldest policy version among a group's generated tokens (-1 if none).
+// Oldest policy version among the generated tokens of a group's episodes
+// that train (-1 if none): an abandoned episode never trains, so its old
+// tokens (a gateway agent that called early, then went idle) must not get
+// the group's fresh episodes dropped by the staleness cap.
 inline int32_t oldest_version(const std::vector<Trajectory>& group) {
   int32_t v = -1;
   for (const Trajectory& t : group)
-    if (const int32_t x = t.oldest_version(); x >= 0 && (v < 0 || x < v)) v = x;
+    if (const int32_t x = t.oldest_version(); !t.abandoned && x >= 0 && (v < 0 || x < v)) v = x;
   return v;
 }
 
