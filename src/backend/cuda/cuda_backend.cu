@@ -431,7 +431,7 @@ class CudaBackend final : public Backend {
 
   HeadWorkspace head_workspace(const HeadArgs& a) {
     HeadWorkspace ws;
-    ws.stats = head_stats_.get<float>(3 * size_t(a.R));
+    ws.stats = head_stats_.get<double>(3 * size_t(a.R));
     ws.tile = head_tile_.get<float>(head_tile_floats(a.R, a.V, a.vocab_chunk));
     if (bf16_) ws.hidden_bf16 = head_hidden_.get<float>(size_t(a.R) * a.d);
     return ws;

@@ -19,7 +19,7 @@ struct HeadTileParams {
   const float* dlogprob;
   float* lse;
   float* entropy;
-  float* stats;  // m [R], s [R], t [R]
+  double* stats;  // m [R], s [R], t [R]
   float* z;
   int R, ldz, r0, nr, v0, nc;
   float inv_temperature;
@@ -27,43 +27,46 @@ struct HeadTileParams {
 };
 
 __global__ void __launch_bounds__(kThreads) head_stats_kernel(const HeadTileParams p) {
-  FORGE_SHARED_MEMORY(float, scratch);
+  FORGE_SHARED_MEMORY(double, scratch);  // 32 doubles; block_max uses it as floats
   const int row = p.r0 + blockIdx.x;
   const float* z = p.z + size_t(blockIdx.x) * p.ldz;
   // t = sum e^{z-m} (z - m): when the max grows from m to x it becomes
-  // corr (t + (m - x) s) (0 while s is: m was -inf).
-  float m = -INFINITY, s = 0.0f, t = 0.0f;
+  // corr (t + (m - x) s) (0 while s is: m was -inf). The exponentials in
+  // FP32, their sums in FP64.
+  float m = -INFINITY;
+  double s = 0.0, t = 0.0;
   for (int c = threadIdx.x; c < p.nc; c += blockDim.x) {
     const float x = z[c];
     if (x > m) {
-      const float corr = expf(m - x);
-      t = s > 0.0f ? corr * (t + (m - x) * s) : 0.0f;
-      s = s * corr + 1.0f;
+      const double corr = expf(m - x);
+      t = s > 0.0 ? corr * (t + double(m - x) * s) : 0.0;
+      s = s * corr + 1.0;
       m = x;
     } else {
-      const float e = expf(x - m);
+      const float d = x - m;
+      const double e = expf(d);
       s += e;
-      t += e * (x - m);
+      t += e * d;
     }
   }
-  const float M = block_max(m, scratch);
-  const float f = m == -INFINITY ? 0.0f : expf(m - M);
-  const float shifted_t = s > 0.0f ? f * (t + (m - M) * s) : 0.0f;
+  const float M = block_max(m, reinterpret_cast<float*>(scratch));
+  const double f = m == -INFINITY ? 0.0 : double(expf(m - M));
+  const double shifted_t = s > 0.0 ? f * (t + double(m - M) * s) : 0.0;
   s = block_sum(s * f, scratch);
   t = block_sum(shifted_t, scratch);
   if (threadIdx.x != 0) return;
-  float* sm = p.stats + row;
-  float* ss = p.stats + p.R + row;
-  float* st = p.stats + 2 * p.R + row;
+  double* sm = p.stats + row;
+  double* ss = p.stats + p.R + row;
+  double* st = p.stats + 2 * p.R + row;
   if (p.first) {
     *sm = M;
     *ss = s;
     *st = t;
   } else {
-    const float mx = fmaxf(*sm, M);
-    const float a = expf(*sm - mx), b = expf(M - mx);
-    const float ta = *ss > 0.0f ? a * (*st + (*sm - mx) * *ss) : 0.0f;
-    const float tb = s > 0.0f ? b * (t + (M - mx) * s) : 0.0f;
+    const double mx = fmax(*sm, double(M));
+    const double a = exp(*sm - mx), b = exp(double(M) - mx);
+    const double ta = *ss > 0.0 ? a * (*st + (*sm - mx) * *ss) : 0.0;
+    const double tb = s > 0.0 ? b * (t + (double(M) - mx) * s) : 0.0;
     *ss = *ss * a + s * b;
     *st = ta + tb;
     *sm = mx;
@@ -79,10 +82,10 @@ __global__ void head_finalize_kernel(const HeadTileParams p) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= p.nr) return;
   const int row = p.r0 + r;
-  const float m = p.stats[row], s = p.stats[p.R + row], t = p.stats[2 * p.R + row];
-  const float lse = m + logf(s);
+  const double m = p.stats[row], s = p.stats[p.R + row], t = p.stats[2 * p.R + row];
+  const float lse = float(m + log(s));
   p.lse[row] = lse;
-  if (p.entropy) p.entropy[row] = logf(s) - t / s;
+  if (p.entropy) p.entropy[row] = float(log(s) - t / s);
   if (p.row_begin)
     for (int e = p.row_begin[row]; e < p.row_begin[row + 1]; ++e) p.logprob[e] -= lse;
 }
@@ -165,7 +168,7 @@ void launch_head_fwd(const HeadArgs& args, const HeadWorkspace& ws, cublasHandle
         p.ldz = p.nc;
       }
       logits_tile(a, p, blas);
-      FORGE_LAUNCH(head_stats_kernel, unsigned(p.nr), kThreads, 32 * sizeof(float), stream, p);
+      FORGE_LAUNCH(head_stats_kernel, unsigned(p.nr), kThreads, 32 * sizeof(double), stream, p);
     }
     FORGE_LAUNCH(head_finalize_kernel, unsigned((p.nr + 127) / 128), 128u, 0, stream, p);
   }

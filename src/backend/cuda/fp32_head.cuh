@@ -8,11 +8,13 @@
 // 2^24 logits per tile): per tile, cuBLAS writes the logits tile (into the
 // caller's logits when asked for, else into scratch), then
 //   stats kernel, block per row: each thread keeps an online (max m,
-//     s = sum e^{z-m}, t = sum e^{z-m} (z - m)) over its columns; the block
-//     merges them and folds the tile into the row's running (m, s, t); the
-//     row's target logits that fall in the tile are picked up.
+//     s = sum e^{z-m}, t = sum e^{z-m} (z - m)) over its columns, s and t in
+//     FP64; the block merges them and folds the tile into the row's running
+//     (m, s, t) (FP64); the row's target logits that fall in the tile are
+//     picked up.
 //   finalize kernel, thread per row: lse = m + log s, entropy = log s - t / s
-//     (no cancellation at the size of lse: a peaked row's small entropy),
+//     (no cancellation at the size of lse, and s = 1 + a peaked row's tail
+//     of 1e-7 keeps its digits, which FP32 rounded away),
 //     logprob_e = z_target - lse.
 // Backward recomputes the tile, turns it into dz in place (block per row),
 // and issues the two GEMMs. [R, V] is never stored unless logits are asked
@@ -33,7 +35,7 @@ FORGE_CUDA_NAMESPACE_BEGIN
 
 // Scratch for the head: 3 * R floats of row statistics and the logits tile.
 struct HeadWorkspace {
-  float* stats = nullptr;        // [3 * R]: m, s, t
+  double* stats = nullptr;       // [3 * R]: m, s, t
   float* tile = nullptr;         // [head_tile_floats(R, V, chunk)]
   float* hidden_bf16 = nullptr;  // bf16 mode: [R * d], H rounded; null: FP32
 };
