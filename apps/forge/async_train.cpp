@@ -287,8 +287,13 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   // learner 0 also restarts the data pool from it. An unusable checkpoint
   // ends the job (exit 2) before any window exists.
   std::optional<DataPoolState> resumed_pool;
-  if (!resume && rank == 0)  // learner 0 writes the run folder; it alone looks
-    or_abort_job(me, [&] { refuse_existing_run(all.base.run.dir, "forge train", true); });
+  // Learner 0 writes the run folder: it alone holds it (before any rank
+  // touches it, and before a --resume picks its checkpoint) and looks.
+  if (rank == 0)
+    or_abort_job(me, [&] {
+      hold_run_folder(all.base.run.dir);
+      if (!resume) refuse_existing_run(all.base.run.dir, "forge train", true);
+    });
   if (resume && role == Role::kLearner) {
     or_abort_job(me, [&] {
       const std::string dir = all.base.run.dir + "/checkpoints";

@@ -17,6 +17,7 @@ int run_config(int argc, char** argv) {
                  "names the key when a key, type or value is wrong.");
   add_forge_options(opts, config);
   if (!cli::parse_options(opts, argc, argv)) return 0;
+  opts.require_storable();
   std::cout << opts.dump_ini();
   return 0;
 }

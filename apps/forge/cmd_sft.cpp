@@ -205,6 +205,7 @@ int run_sft(int argc, char** argv) {
                  "(sft.task = agent; greedy success rate on held-out tasks).");
   add_forge_options(opts, all);
   if (!cli::parse_options(opts, argc, argv)) return 0;
+  opts.require_storable();
   StandardConfig& cfg = all.base;
   const SftConfig& sft = all.sft;
   const EnvConfig& env = all.env;

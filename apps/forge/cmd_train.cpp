@@ -58,6 +58,7 @@ int run_train(int argc, char** argv) {
                        "top_p may truncate it; the behaviour logprobs then follow the truncated sampler)");
   });
   if (!cli::parse_options(opts, argc, argv)) return 0;
+  opts.require_storable();
   std::optional<MpiRuntime> mpi;
   if (launched_by_mpi()) {
     mpi.emplace(&argc, &argv);
@@ -85,6 +86,7 @@ int run_train(int argc, char** argv) {
   agent.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
   // The data stream: one RNG draws each step's task seeds; a checkpoint holds it.
   Rng task_rng(cfg.run.seed ^ 0x7A5Cull);
+  hold_run_folder(cfg.run.dir);  // before a --resume picks its checkpoint
   const LearnerStart start = load_learner_start(model, opt, cfg.run, tc, resume);
   if (!start.resumed_from.empty()) {
     const std::string& path = start.resumed_from;

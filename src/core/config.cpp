@@ -353,6 +353,24 @@ OptionSet& OptionSet::command_line_only(const std::string& key) {
   return *this;
 }
 
+void OptionSet::require_storable() const {
+  for (const Option& o : options_) {
+    if (!o.stored || o.secret || !std::holds_alternative<std::string*>(o.target)) continue;
+    const std::string& value = *std::get<std::string*>(o.target);
+    // What the INI reader would not give back: '#' anywhere or ';' at the
+    // start or after whitespace (comments), a line break (another line),
+    // spaces at either end (trimmed).
+    const bool comment = value.find('#') != std::string::npos || (!value.empty() && value[0] == ';') ||
+                         std::regex_search(value, std::regex("\\s;"));
+    const bool broken = value.find_first_of("\r\n") != std::string::npos || trim(value) != value;
+    if (comment || broken)
+      throw InputError(o.key + " = '" + value + "': the run's config.ini, which stores it, would not read it back (" +
+                       (comment ? "'#', or ';' at the start or after a space, begins a comment there"
+                                : "a line break or spaces at either end") +
+                       ")");
+  }
+}
+
 OptionSet& OptionSet::secret(const std::string& key) {
   Option* o = find(key);
   FORGE_CHECK(o != nullptr && std::holds_alternative<std::string*>(o->target),
@@ -524,14 +542,6 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
         }
         throw InputError(msg + where);
       }
-      // The value must read back from config.ini as it is: '#' anywhere, or
-      // ';' after a space, starts a comment there (a run.dir of "runs/a#b"
-      // was stored and read back as "runs/a"). Secrets are never stored.
-      const bool starts_comment = value.find('#') != std::string::npos ||
-                                  std::regex_search(value, std::regex("\\s;"));
-      if (starts_comment && o->stored && !o->secret)
-        throw InputError(key + " = '" + value + "': a value cannot hold '#' or ' ;' (they start a comment in " +
-                         "config.ini, which stores it)" + where);
       *std::get<std::string*>(o->target) = value;
       break;
     }

@@ -125,6 +125,11 @@ class OptionSet {
   // writes it empty, so that config.ini, rollouts.h5 and checkpoints, which
   // store the dump, never hold it.
   OptionSet& secret(const std::string& key);
+  // InputError naming the first stored string value that dump_ini() would
+  // not give back when read ('#' anywhere, ';' at the start or after a
+  // space, a line break, spaces at either end): called by the commands that
+  // store their configuration (config.ini of sft and train; forge config).
+  void require_storable() const;
 
   // Parses argv[1..argc) (argv[0] is the program or command name) or a list
   // of arguments without it: reads the --config files, then applies the flags,

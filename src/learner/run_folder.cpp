@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <system_error>
 
 #include "core/error.hpp"
@@ -26,6 +28,13 @@ void create_run_folder(const std::string& dir) {
 
 void hold_run_folder(const std::string& dir) {
   create_run_folder(dir);
+  // Held already by this process (learner 0 takes it before choosing its
+  // checkpoint, then its learner again): a second open would conflict.
+  static std::mutex mu;
+  static std::set<std::string> held;
+  std::lock_guard lock(mu);
+  const std::string key = std::filesystem::weakly_canonical(dir).string();
+  if (held.count(key)) return;
   const std::string path = dir + "/forge.lock";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw InputError("run.dir = '" + dir + "': cannot open " + path + ": " + std::strerror(errno));
@@ -53,6 +62,7 @@ void hold_run_folder(const std::string& dir) {
     log_warn("cannot write the holder into " + path);
   // The descriptor stays open (and the lock held) for the process's life;
   // the kernel releases it at exit, however the process ends.
+  held.insert(key);
 }
 
 void write_run_config(const std::string& dir, const std::string& ini) {

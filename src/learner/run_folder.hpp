@@ -17,9 +17,9 @@ void create_run_folder(const std::string& dir);
 // "pid@host" written in it: a second forge on the same run.dir (two jobs
 // started at once, or a --resume while the run still goes on) is an
 // InputError naming the holder, before either writes anything the other
-// would truncate or mix with. Creates the folder; the run's first write
-// (the learner's rollout store, forge sft's config.ini) comes after it, and
-// refuse_existing_run again under the lock. Where the file system
+// would truncate or mix with. Creates the folder. Taken before a --resume
+// chooses its checkpoint and before the run's first write; taking it again
+// in the same process is a no-op. Where the file system
 // does not lock (a Lustre without the flock mount option) it warns once and
 // goes on unlocked.
 void hold_run_folder(const std::string& dir);

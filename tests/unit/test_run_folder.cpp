@@ -3,6 +3,7 @@
 // found, and takes one that holds nothing of a run; a folder that cannot be
 // made is an InputError naming run.dir.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -70,27 +71,53 @@ TEST(RunFolder, AFileInTheWayIsAnInputError) {
   fs::remove(dir);
 }
 
-// A run folder another forge holds is refused naming the holder (here this
-// process through a first hold: a second open of the lock file conflicts
-// like another process's), before anything is written; the lock names
-// this pid. Two jobs started at once on one run.dir once both passed the
-// start's check and wrote the same files.
+// A run folder another process holds is refused naming the holder (a
+// child process here), before anything is written; the lock file names
+// the holder's pid. Two jobs started at once on one run.dir once both passed
+// the start's check and wrote the same files. Within one process taking it
+// again is a no-op (learner 0 takes it before choosing its checkpoint, its
+// learner again).
 TEST(RunFolder, AFolderInUseIsRefusedNamingItsHolder) {
   const std::string dir = fresh_dir("held");
-  hold_run_folder(dir);
-  std::ifstream lock(dir + "/forge.lock");
-  std::string holder;
-  std::getline(lock, holder);
-  EXPECT_EQ(holder.rfind("pid " + std::to_string(getpid()) + " on ", 0), 0u) << holder;
+  int held[2], release[2];
+  ASSERT_EQ(pipe(held), 0);
+  ASSERT_EQ(pipe(release), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(held[0]);
+    close(release[1]);  // else its own copy would keep the read below from seeing the end
+    char c = 0;
+    try {
+      hold_run_folder(dir);
+      c = 1;
+    } catch (...) {
+    }
+    (void)!write(held[1], &c, 1);
+    (void)!read(release[0], &c, 1);  // until the parent closes its end
+    _exit(0);
+  }
+  close(held[1]);
+  close(release[0]);
+  char ok = 0;
+  ASSERT_EQ(read(held[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 1) << "the child could not take the run folder";
   try {
     hold_run_folder(dir);
-    FAIL() << "a held run folder was taken again";
+    ADD_FAILURE() << "a run folder another process holds was taken";
   } catch (const InputError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("is in use by another forge"), std::string::npos) << msg;
-    EXPECT_NE(msg.find(holder), std::string::npos) << msg;
+    EXPECT_NE(msg.find("pid " + std::to_string(child) + " on "), std::string::npos) << msg;
   }
   EXPECT_EQ(refusal(dir), "") << "the lock file alone is not an earlier run";
+  close(release[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  close(held[0]);
+  // Released with its holder: this process takes it, then again.
+  EXPECT_NO_THROW(hold_run_folder(dir));
+  EXPECT_NO_THROW(hold_run_folder(dir));
 }
 
 }  // namespace
