@@ -35,15 +35,17 @@ static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   DataPoolConfig cfg;
   cfg.window.kind = WindowKind::kWindowed;
-  cfg.window.n_running = static_cast<uint64_t>(flags.get("n", 1024));
-  cfg.window.memory = static_cast<uint64_t>(flags.get("m", 1024));
-  cfg.window.window = static_cast<uint64_t>(flags.get("w", 256));
-  cfg.slot_bytes = static_cast<uint64_t>(flags.get("bytes", 1024));
+  const int n = flags.get("n", 1024), m = flags.get("m", 1024), w = flags.get("w", 256);
+  const double bytes = flags.get("bytes", 1024.0);
   const int ops = flags.get("ops", 20000);
   flags.finish();
-  if (cfg.window.n_running < 1 || cfg.window.memory < 1 || cfg.window.window < 1 || ops < 1)
-    bench::Flags::usage("--n, --m, --w and --ops must be at least 1");
-  if (cfg.slot_bytes < 1 || cfg.slot_bytes >= (uint64_t{1} << 31)) bench::Flags::usage("--bytes must lie in [1, 2^31)");
+  if (n < 1 || m < 1 || w < 1 || ops < 1) bench::Flags::usage("--n, --m, --w and --ops must be at least 1");
+  if (!(bytes >= 1 && bytes < 2147483648.0) || bytes != static_cast<double>(static_cast<int64_t>(bytes)))
+    bench::Flags::usage("--bytes must be a whole number in [1, 2^31)");
+  cfg.window.n_running = static_cast<uint64_t>(n);
+  cfg.window.memory = static_cast<uint64_t>(m);
+  cfg.window.window = static_cast<uint64_t>(w);
+  cfg.slot_bytes = static_cast<uint64_t>(bytes);
 
   const int producers = std::max(1, size - 1);
   std::vector<uint8_t> payload(cfg.slot_bytes, 0x5a);

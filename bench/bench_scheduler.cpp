@@ -198,7 +198,7 @@ static int bench_main(int argc, char** argv) {
     if (!ok) bench::Flags::usage(what);
   };
   require(p.n > 0 && p.w > 0 && p.m > 0 && p.batch > 0, "--n, --w, --m and --batch must be positive");
-  require(p.tail >= 0 && p.tail <= 1, "--tail is a probability, in [0, 1]");
+  require(p.tail >= 0 && p.tail < 1, "--tail is a probability in [0, 1) (at 1 every episode straggles and none trains)");
   require(p.mean > 0 && p.tail_x >= 1 && p.deadline > 0 && p.step > 0, "--mean, --deadline and --step must be > 0, --tail_x >= 1");
   require(p.warmup_s >= 0 && p.measure_s > 0, "--warmup_s must be >= 0 and --measure_s > 0");
   for (const double s : sigmas) require(s >= 0, "--sigmas must be >= 0");
@@ -211,7 +211,8 @@ static int bench_main(int argc, char** argv) {
     } catch (const std::exception&) {
       end = 0;
     }
-    require(end == cap.size() && !cap.empty() && p.cap >= 0, "--cap is 'bound' or a staleness >= 0, got '" + cap + "'");
+    require(end == cap.size() && !cap.empty() && p.cap >= -1,
+            "--cap is 'bound', a staleness >= 0, or -1 (none), got '" + cap + "'");
   }
 
   std::printf("Windowed FIFO simulation: N %llu running, M %llu finished held, W %llu; learner %llu "

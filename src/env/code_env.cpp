@@ -38,15 +38,22 @@ constexpr const char* kCaseRunner =
 // run's environments share one config, so a process has one pool; a config
 // with other settings (tests) gets a pool of its own rather than silently
 // running under the first one's limits.
-SandboxPool& shared_pool(const EnvConfig& config) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<SandboxPool>> pools;
+// The sandbox settings of a config, as a key (pools and kept test runs are
+// per settings: a run under other limits may end otherwise).
+std::string sandbox_settings(const EnvConfig& config) {
   const SandboxLimits& l = config.sandbox;
   std::ostringstream key;
   key << config.sandbox_concurrency << ' ' << l.wall_s << ' ' << l.cpu_s << ' ' << l.memory_mb << ' ' << l.max_procs
       << ' ' << l.output_kb << ' ' << l.workspace_mb << ' ' << l.uid << ' ' << l.bwrap;
+  return key.str();
+}
+
+SandboxPool& shared_pool(const EnvConfig& config) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<SandboxPool>> pools;
+  const std::string key = sandbox_settings(config);
   std::lock_guard<std::mutex> lock(mu);
-  auto& pool = pools[key.str()];
+  auto& pool = pools[key];
   if (!pool) pool = std::make_unique<SandboxPool>(config.sandbox_concurrency, config.sandbox);
   return *pool;
 }
@@ -332,7 +339,7 @@ CodeTestCacheStats code_test_cache_stats() { return test_run_cache().stats(); }
 SandboxResult CodeEnv::run_test(SandboxRequest request) const {
   const size_t capacity = static_cast<size_t>(config().code_test_cache);
   if (capacity == 0) return run(std::move(request));
-  std::string key = TestRunCache::key(request);
+  std::string key = sandbox_settings(config()) + '\2' + TestRunCache::key(request);
   if (auto kept = test_run_cache().find(key)) return *kept;
   SandboxResult r = run(std::move(request));
   test_run_cache().keep(std::move(key), r, capacity);
