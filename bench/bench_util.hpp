@@ -47,20 +47,13 @@ class Flags {
   std::vector<double> numbers(const std::string& k, const std::string& def) {
     const std::string text = get(k, def);
     std::vector<double> out;
-    size_t at = 0;
-    for (;;) {
-      const size_t comma = text.find(',', at);
-      const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-      size_t end = 0;
+    for (size_t at = 0;;) {
+      const size_t comma = std::min(text.find(',', at), text.size());
       double x = 0;
-      try {
-        x = std::stod(item, &end);
-      } catch (const std::exception&) {
-        end = 0;
-      }
-      if (item.empty() || end != item.size()) usage("--" + k + " needs a comma-separated list of numbers, got '" + text + "'");
+      if (!parse_whole(text.substr(at, comma - at), stod_at, &x))
+        usage("--" + k + " needs a comma-separated list of numbers, got '" + text + "'");
       out.push_back(x);
-      if (comma == std::string::npos) return out;
+      if (comma == text.size()) return out;
       at = comma + 1;
     }
   }
@@ -68,7 +61,7 @@ class Flags {
   bool given(const std::string& k) const { return kv_.count(k) > 0; }
   double get(const std::string& k, double def) {
     known(k, shortest(def));
-    return used(k) ? number<double>(k, [](const std::string& v, size_t* end) { return std::stod(v, end); }) : def;
+    return used(k) ? number<double>(k, stod_at) : def;
   }
   // A switch: --k, --k=1 or --k=true is on; absent, --k=0 or --k=false is
   // off; any other value is a usage error (exit 2). internal: one the
@@ -112,15 +105,22 @@ class Flags {
   // usage error (exit 2).
   template <class T, class Parse>
   T number(const std::string& k, Parse parse) {
-    const std::string& v = kv_[k];
+    T x{};
+    if (!parse_whole(kv_[k], parse, &x)) usage("--" + k + " needs a number, got '" + kv_[k] + "'");
+    return x;
+  }
+  // Whether all of `text` is one number (parse as std::stoi/stod: value and end).
+  template <class T, class Parse>
+  static bool parse_whole(const std::string& text, Parse parse, T* out) {
     size_t end = 0;
     try {
-      const T x = parse(v, &end);
-      if (end == v.size()) return x;
+      *out = parse(text, &end);
     } catch (const std::exception&) {
+      return false;
     }
-    usage("--" + k + " needs a number, got '" + v + "'");
+    return !text.empty() && end == text.size();
   }
+  static double stod_at(const std::string& v, size_t* end) { return std::stod(v, end); }
   bool used(const std::string& k) {
     seen_[k] = true;
     return kv_.count(k) > 0;

@@ -12,12 +12,7 @@
 #include <math.h>
 
 #include "backend/backend.hpp"
-
-#ifdef __CUDACC__
-#define FORGE_HOST_DEVICE __host__ __device__
-#else
-#define FORGE_HOST_DEVICE
-#endif
+#include "backend/host_device.hpp"
 
 namespace forge {
 

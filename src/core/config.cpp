@@ -12,7 +12,6 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <regex>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -357,11 +356,12 @@ void OptionSet::require_storable() const {
   for (const Option& o : options_) {
     if (!o.stored || o.secret || !std::holds_alternative<std::string*>(o.target)) continue;
     const std::string& value = *std::get<std::string*>(o.target);
-    // What the INI reader would not give back: '#' anywhere or ';' at the
-    // start or after whitespace (comments), a line break (another line),
-    // spaces at either end (trimmed).
-    const bool comment = value.find('#') != std::string::npos || (!value.empty() && value[0] == ';') ||
-                         std::regex_search(value, std::regex("\\s;"));
+    // What the INI reader would not give back: a comment ('#' anywhere, as
+    // Boost's reader takes it; ';' as strip_semicolon_comments takes it in
+    // the line dump_ini writes), a line break (another line), spaces at
+    // either end (trimmed).
+    const std::string line = o.name + " = " + value + "\n";
+    const bool comment = value.find('#') != std::string::npos || strip_semicolon_comments(line) != line;
     const bool broken = value.find_first_of("\r\n") != std::string::npos || trim(value) != value;
     if (comment || broken)
       throw InputError(o.key + " = '" + value + "': the run's config.ini, which stores it, would not read it back (" +

@@ -34,10 +34,6 @@ constexpr const char* kCaseRunner =
     "        out = '!' + type(e).__name__\n"
     "    print('=> ' + out.replace('\\n', ' '), flush=True)\n";
 
-// The process's pool for `config`'s sandbox settings, made on first use. A
-// run's environments share one config, so a process has one pool; a config
-// with other settings (tests) gets a pool of its own rather than silently
-// running under the first one's limits.
 // The sandbox settings of a config, as a key (pools and kept test runs are
 // per settings: a run under other limits may end otherwise).
 std::string sandbox_settings(const EnvConfig& config) {
@@ -48,6 +44,10 @@ std::string sandbox_settings(const EnvConfig& config) {
   return key.str();
 }
 
+// The process's pool for `config`'s sandbox settings, made on first use. A
+// run's environments share one config, so a process has one pool; a config
+// with other settings (tests) gets a pool of its own rather than silently
+// running under the first one's limits.
 SandboxPool& shared_pool(const EnvConfig& config) {
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<SandboxPool>> pools;

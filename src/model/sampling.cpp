@@ -11,9 +11,7 @@ namespace forge {
 
 int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01,
                      double* log_kept) {
-  double unused = 0;
-  double& kept_share = log_kept ? *log_kept : unused;
-  kept_share = 0;
+  if (log_kept) *log_kept = 0;
   if (p.temperature <= 0.0f) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
   if ((p.top_k == 0 || p.top_k >= vocab) && p.top_p >= 1.0f) {
     // The whole vocabulary: inverse CDF in token-id order, no sort.
@@ -38,9 +36,9 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
   auto by_logit = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  int keep = vocab;
-  if (p.top_k > 0 && p.top_k < vocab) {
-    keep = p.top_k;
+  const bool top_k_cuts = p.top_k > 0 && p.top_k < vocab;
+  int keep = top_k_cuts ? p.top_k : vocab;
+  if (top_k_cuts) {
     std::partial_sort(order.begin(), order.begin() + keep, order.end(), by_logit);
   } else {
     std::sort(order.begin(), order.end(), by_logit);
@@ -49,11 +47,7 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
   std::vector<double> prob(keep);
   double total = 0;
   for (int i = 0; i < keep; ++i) total += prob[i] = std::exp(static_cast<double>(logits[order[i]] - mx));
-  double all = total;  // the whole vocabulary's mass, for the candidates' share
-  if (log_kept && keep < vocab) {
-    all = 0;
-    for (int v = 0; v < vocab; ++v) all += std::exp(static_cast<double>(logits[v] - mx));
-  }
+  const double top_k_mass = total;
   if (p.top_p < 1.0f) {
     double cum = 0;
     int n = 0;
@@ -65,7 +59,14 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
     total = 0;
     for (int i = 0; i < keep; ++i) total += prob[i];
   }
-  kept_share = std::min(0.0, std::log(total / all));
+  if (log_kept) {
+    double all = top_k_mass;  // the whole vocabulary's mass, for the candidates' share
+    if (top_k_cuts) {
+      all = 0;
+      for (int v = 0; v < vocab; ++v) all += std::exp(static_cast<double>(logits[v] - mx));
+    }
+    *log_kept = std::min(0.0, std::log(total / all));
+  }
   double u = uniform01 * total;
   for (int i = 0; i < keep; ++i) {
     u -= prob[i];

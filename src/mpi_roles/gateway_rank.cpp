@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "core/log.hpp"
 #include "core/timer.hpp"
@@ -98,16 +99,21 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
       progressed = true;
     }
     for (GenerationJob& job : service.take_jobs()) pending.push_back(std::move(job));
-    for (auto it = pending.begin(); it != pending.end();) {
-      const int server = first_rollout + static_cast<int>(it->episode_id % rollouts);
-      if (!service.waits_for(it->request.id)) {
-        it = pending.erase(it);  // its request timed out while it waited here
-      } else if (client.outstanding_to(server) < static_cast<size_t>(cfg.requests_per_rollout)) {
-        client.send(server, it->request);
-        it = pending.erase(it);
-        progressed = true;
-      } else {
-        ++it;
+    if (!pending.empty()) {
+      std::vector<size_t> in_flight(static_cast<size_t>(rollouts));  // per rollout rank, counted once a pass
+      for (int k = 0; k < rollouts; ++k) in_flight[k] = client.outstanding_to(first_rollout + k);
+      for (auto it = pending.begin(); it != pending.end();) {
+        const int k = static_cast<int>(it->episode_id % rollouts);
+        if (in_flight[k] >= static_cast<size_t>(cfg.requests_per_rollout)) {
+          ++it;  // its rollout rank is full; a job that times out meanwhile is dropped when there is room
+        } else if (!service.waits_for(it->request.id)) {
+          it = pending.erase(it);  // its request timed out while it waited here
+        } else {
+          client.send(first_rollout + k, it->request);
+          ++in_flight[k];
+          it = pending.erase(it);
+          progressed = true;
+        }
       }
     }
     for (const GenerationResult& r : client.poll(describe)) {

@@ -15,6 +15,7 @@
 #include "backend/backend_registry.hpp"
 #include "core/rng.hpp"
 #include "model/optimizer.hpp"
+#include "unit/tiny_agent_model.hpp"
 
 namespace forge {
 namespace {
@@ -35,13 +36,7 @@ double schedule(const OptimConfig& c, int t) {
 TEST(AdamW, MatchesADoublePrecisionReference) {
   for (const bool tied : {false, true}) {
     SCOPED_TRACE(tied ? "tied embeddings" : "untied embeddings");
-    ModelConfig mc;
-    mc.vocab = 50;
-    mc.d_model = 16;
-    mc.n_layers = 1;
-    mc.n_heads = 2;
-    mc.n_kv_heads = 1;
-    mc.ffn_dim = 24;
+    ModelConfig mc = tiny_agent_model_config();
     mc.tied_embeddings = tied;
     mc.qkv_bias = true;
     const auto backend = make_backend("cpu");

@@ -6,11 +6,10 @@
 // 6.0-6.1 with 1024; `bench_train_step --no-torch --rounds=1 --reps=3
 // --profile`, three alternations on the Zen 5 with BLIS skx).
 //
-// Forward keeps, per row, the running max m, s = sum exp(z - m) and
-// t = sum exp(z - m) (z - m), so that lse = m + log s and entropy =
-// log s - t / s. (With t = sum exp(z - m) z, entropy = lse - t / s cancels
-// two numbers of the size of lse: a peaked row's entropy of 3e-6 came out 0.)
-// When the max grows from m to m', t becomes corr (t + (m - m') s).
+// Forward keeps, per row, the running statistics of softmax_moments.hpp
+// (max m, s and t about m; entropy = log s - t / s: with t = sum e^(z-m) z,
+// lse - t / s cancelled two numbers of the size of lse and a peaked row's
+// entropy of 3e-6 came out 0), s and t in double across chunks.
 // Backward of L = sum_e g_e logprob_e, with G_r = sum of g_e over row r:
 //   dz_rv = inv_temperature * (sum_{e in r, target_e = v} g_e - G_r p_rv)
 //   dH += dz W_chunk ;  dW_chunk += dz^T H
@@ -23,6 +22,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/sgemm_library.hpp"
+#include "backend/softmax_moments.hpp"
 
 #include "backend/cpu/variant_begin.hpp"
 #include "backend/cpu/vec_math.hpp"
@@ -102,7 +102,7 @@ void CpuBackend::head_fwd(const HeadArgs& a) {
         const double corr = std::exp(static_cast<double>(m[r]) - mx);
         float ss, tt;
         exp_sums(z, nc, mx, &ss, &tt);
-        t[r] = (s[r] > 0 ? corr * (t[r] + (static_cast<double>(m[r]) - mx) * s[r]) : 0.0) + tt;  // s = 0: m was -inf
+        t[r] = rebased_moment(t[r], s[r], m[r], mx, corr) + tt;
         s[r] = s[r] * corr + ss;
         m[r] = mx;
         const int row = r0 + r;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "backend/cuda/bf16.cuh"
+#include "backend/softmax_moments.hpp"
 #include "backend/cuda/gemm.cuh"
 
 FORGE_CUDA_NAMESPACE_BEGIN
@@ -30,16 +31,15 @@ __global__ void __launch_bounds__(kThreads) head_stats_kernel(const HeadTilePara
   FORGE_SHARED_MEMORY(double, scratch);  // 32 doubles; block_max uses it as floats
   const int row = p.r0 + blockIdx.x;
   const float* z = p.z + size_t(blockIdx.x) * p.ldz;
-  // t = sum e^{z-m} (z - m): when the max grows from m to x it becomes
-  // corr (t + (m - x) s) (0 while s is: m was -inf). The exponentials in
-  // FP32, their sums in FP64.
+  // softmax_moments.hpp's (m, s, t); the exponentials in FP32, their sums
+  // in FP64.
   float m = -INFINITY;
   double s = 0.0, t = 0.0;
   for (int c = threadIdx.x; c < p.nc; c += blockDim.x) {
     const float x = z[c];
     if (x > m) {
       const double corr = expf(m - x);
-      t = s > 0.0 ? corr * (t + double(m - x) * s) : 0.0;
+      t = rebased_moment(t, s, m, x, corr);
       s = s * corr + 1.0;
       m = x;
     } else {
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) head_stats_kernel(const HeadTilePara
   }
   const float M = block_max(m, reinterpret_cast<float*>(scratch));
   const double f = m == -INFINITY ? 0.0 : double(expf(m - M));
-  const double shifted_t = s > 0.0 ? f * (t + double(m - M) * s) : 0.0;
+  const double shifted_t = rebased_moment(t, s, m, M, f);
   s = block_sum(s * f, scratch);
   t = block_sum(shifted_t, scratch);
   if (threadIdx.x != 0) return;
@@ -65,10 +65,8 @@ __global__ void __launch_bounds__(kThreads) head_stats_kernel(const HeadTilePara
   } else {
     const double mx = fmax(*sm, double(M));
     const double a = exp(*sm - mx), b = exp(double(M) - mx);
-    const double ta = *ss > 0.0 ? a * (*st + (*sm - mx) * *ss) : 0.0;
-    const double tb = s > 0.0 ? b * (t + (double(M) - mx) * s) : 0.0;
+    *st = rebased_moment(*st, *ss, *sm, mx, a) + rebased_moment(t, s, M, mx, b);
     *ss = *ss * a + s * b;
-    *st = ta + tb;
     *sm = mx;
   }
   if (p.row_begin)
