@@ -50,8 +50,8 @@ def rollout_stats(path):
             if f.attrs.get("format") != b"forge-rollouts":
                 raise ValueError("no format = forge-rollouts attribute")
             version = f.attrs.get("schema_version")
-            if not isinstance(version, (int, np.integer)) or not 1 <= version <= 4:
-                raise ValueError(f"schema version {version}; this tool reads 1 to 4")
+            if not isinstance(version, (int, np.integer)) or not 1 <= version <= 5:
+                raise ValueError(f"schema version {version}; this tool reads 1 to 5")
             stale = f["episodes/staleness"][:]
             step = f["episodes/consumed_step"][:]
             success = f["episodes/success"][:]

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-SCHEMA_VERSION = 4  # the newest rollouts.h5 layout (docs/hdf5-schema.md)
+SCHEMA_VERSION = 5  # the newest rollouts.h5 layout (docs/hdf5-schema.md)
 
 
 def fail(message):
@@ -152,7 +152,8 @@ def main():
     plt.close(fig)
 
     if len(s.get("step", [])):
-        fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+        optimizer = "grad_norm" in s  # schema 5
+        fig, axes = plt.subplots(1, 4 if optimizer else 3, figsize=(18 if optimizer else 14, 4))
         x = s["step"]
         for key in ("clip_fraction", "masked_fraction"):
             curve(axes[0], x, s[key], args.smooth, label=key)
@@ -172,6 +173,13 @@ def main():
         axes[1].set(title="|lp - mu|", xlabel="step")
         curve(axes[2], x, s["tree_token_ratio"], args.smooth)
         axes[2].set(title="tree / linear tokens", xlabel="step")
+        if optimizer:  # steps without an optimizer step (grad_norm 0) are left out
+            took = np.asarray(s["grad_norm"]) > 0
+            axes[3].plot(x[took], s["grad_norm"][took], ".", markersize=3, label="grad norm")
+            axes[3].set(title="gradient norm (before clipping) and lr", xlabel="step")
+            lr_axis = axes[3].twinx()
+            lr_axis.plot(x[took], s["lr"][took], color="gray", linewidth=1)
+            lr_axis.set_ylabel("lr", color="gray")
         fig.tight_layout()
         fig.savefig(os.path.join(out, "training.png"), dpi=100)
         plt.close(fig)

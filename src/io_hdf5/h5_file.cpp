@@ -304,8 +304,10 @@ void File::set_attr(const std::string& key, const std::string& value) {
 
 void File::set_attr(const std::string& key, int64_t value) {
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle a(H5Acreate2(file_.id(), key.c_str(), H5T_NATIVE_INT64, space.id(), H5P_DEFAULT,
-                      H5P_DEFAULT),
+  // An existing attribute is overwritten (a scalar integer of any width).
+  Handle a(H5Aexists(file_.id(), key.c_str()) > 0
+               ? H5Aopen(file_.id(), key.c_str(), H5P_DEFAULT)
+               : H5Acreate2(file_.id(), key.c_str(), H5T_NATIVE_INT64, space.id(), H5P_DEFAULT, H5P_DEFAULT),
            H5Aclose);
   if (!a.valid() || H5Awrite(a.id(), H5T_NATIVE_INT64, &value) < 0)
     throw Error("cannot write attribute '" + key + "' to '" + path_ + "'");

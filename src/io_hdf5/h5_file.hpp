@@ -83,7 +83,7 @@ class File {
 
   // Attributes on the root group.
   void set_attr(const std::string& key, const std::string& value);
-  void set_attr(const std::string& key, int64_t value);
+  void set_attr(const std::string& key, int64_t value);  // overwrites one that exists
   std::string attr_string(const std::string& key) const;  // InputError if absent
   int64_t attr_int(const std::string& key) const;
   bool has_attr(const std::string& key) const;  // InputError if the header cannot be read

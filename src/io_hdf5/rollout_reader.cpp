@@ -310,6 +310,22 @@ std::vector<StepMetrics> RolloutReader::steps() const {
   fill("steps/tokens_per_s", &StepMetrics::tokens_per_s);
   fill("steps/step_seconds", &StepMetrics::step_seconds);
   fill("steps/store_seconds", &StepMetrics::store_seconds);
+  fill_if_present("steps/safety_mean", &StepMetrics::safety_mean);
+  fill_if_present("steps/grad_norm", &StepMetrics::grad_norm);
+  fill_if_present("steps/lr", &StepMetrics::lr);
+  const auto count_if_present = [&](const char* name, int32_t StepMetrics::*field) {
+    if (datasets_.count(name)) {
+      const auto v = read<int32_t>(name, 0, n);
+      for (int64_t i = 0; i < n; ++i) out[i].*field = v[i];
+    } else {
+      for (auto& m : out) m.*field = -1;  // rs::absent_value
+    }
+  };
+  count_if_present("steps/groups", &StepMetrics::groups);
+  count_if_present("steps/zero_variance_groups", &StepMetrics::zero_variance_groups);
+  count_if_present("steps/dropped_groups", &StepMetrics::dropped_groups);
+  count_if_present("steps/masked_groups", &StepMetrics::masked_groups);
+  count_if_present("steps/abandoned", &StepMetrics::abandoned);
   std::vector<int32_t> hist(static_cast<size_t>(n) * rs::kStalenessBins);
   read_raw(dataset("steps/staleness_hist"), 0, n, hist.data());
   for (int64_t i = 0; i < n; ++i) {

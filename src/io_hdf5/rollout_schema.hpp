@@ -20,6 +20,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,7 +34,10 @@ inline constexpr const char* kFormat = "forge-rollouts";
 //    read as StepMetrics::mixed_mismatch; the new ones read as NaN).
 // 4: episodes/safety, episodes/safety_events and episodes/test_runs (older
 //    files: read as 0).
-inline constexpr int64_t kSchemaVersion = 4;
+// 5: steps/safety_mean, grad_norm, lr, groups, zero_variance_groups,
+//    dropped_groups, masked_groups and abandoned (older files: NaN, or -1
+//    for the counts).
+inline constexpr int64_t kSchemaVersion = 5;
 inline constexpr int kStalenessBins = 16;  // bin k = staleness k, the last bin >= 15
 inline constexpr const char* kNamesAttr = "names";
 
@@ -108,6 +112,7 @@ inline const std::vector<Column>& columns() {
       {"steps/outcome_mean", Type::kF64, 1, kStepChunk},
       {"steps/process_mean", Type::kF64, 1, kStepChunk},
       {"steps/efficiency_mean", Type::kF64, 1, kStepChunk},
+      {"steps/safety_mean", Type::kF64, 1, kStepChunk},
       {"steps/success_rate", Type::kF64, 1, kStepChunk},
       {"steps/clip_fraction", Type::kF64, 1, kStepChunk},
       {"steps/masked_fraction", Type::kF64, 1, kStepChunk},
@@ -119,6 +124,13 @@ inline const std::vector<Column>& columns() {
       {"steps/tokens_per_s", Type::kF64, 1, kStepChunk},
       {"steps/step_seconds", Type::kF64, 1, kStepChunk},
       {"steps/store_seconds", Type::kF64, 1, kStepChunk},
+      {"steps/grad_norm", Type::kF64, 1, kStepChunk},
+      {"steps/lr", Type::kF64, 1, kStepChunk},
+      {"steps/groups", Type::kI32, 1, kStepChunk},
+      {"steps/zero_variance_groups", Type::kI32, 1, kStepChunk},
+      {"steps/dropped_groups", Type::kI32, 1, kStepChunk},
+      {"steps/masked_groups", Type::kI32, 1, kStepChunk},
+      {"steps/abandoned", Type::kI32, 1, kStepChunk},
       {"steps/staleness_hist", Type::kI32, kStalenessBins, kStepChunk},
       {"steps/drift_by_staleness", Type::kF64, kStalenessBins, kStepChunk},
   };
@@ -138,8 +150,25 @@ inline const std::vector<std::pair<Column, int64_t>>& legacy_columns() {
 inline int64_t introduced_in(const std::string& path) {
   if (path == "episodes/abandoned") return 2;
   if (path == "episodes/safety" || path == "episodes/safety_events" || path == "episodes/test_runs") return 4;
+  if (path == "steps/safety_mean" || path == "steps/grad_norm" || path == "steps/lr" || path == "steps/groups" ||
+      path == "steps/zero_variance_groups" || path == "steps/dropped_groups" || path == "steps/masked_groups" ||
+      path == "steps/abandoned")
+    return 5;
   if (path == "steps/engine_mismatch" || path == "steps/stale_drift" || path == "steps/drift_by_staleness") return 3;
   return 1;
 }
+
+// What a reader gives each row of a column its file predates (and what a
+// resume that upgrades the file writes): NaN for a step metric, -1 for a
+// step count, 0 for an episode column.
+inline double absent_value(const Column& c) {
+  const std::string path = c.path;
+  if (path.rfind("steps/", 0) != 0) return 0;
+  return c.type == Type::kF64 ? std::numeric_limits<double>::quiet_NaN() : -1;
+}
+
+// The oldest schema a resume upgrades in place (its missing columns written
+// with absent_value); older ones had columns since replaced.
+inline constexpr int64_t kOldestResumable = 3;
 
 }  // namespace forge::rollout_schema

@@ -72,6 +72,19 @@ class RolloutStore::Series {
     if (n) std::memcpy(buf_.data() + at, v, n * sizeof(T));
   }
 
+  // Buffers n elements of `value` in the column's type.
+  void fill(double value, size_t n) {
+    switch (column_.type) {
+      case rs::Type::kU8: return fill_as<uint8_t>(value, n);
+      case rs::Type::kI16: return fill_as<int16_t>(value, n);
+      case rs::Type::kI32: return fill_as<int32_t>(value, n);
+      case rs::Type::kI64: return fill_as<int64_t>(value, n);
+      case rs::Type::kU64: return fill_as<uint64_t>(value, n);
+      case rs::Type::kF32: return fill_as<float>(value, n);
+      case rs::Type::kF64: return fill_as<double>(value, n);
+    }
+  }
+
   hid_t id() const { return ds_.id(); }
 
   // Appends the buffered rows to the dataset.
@@ -95,6 +108,12 @@ class RolloutStore::Series {
   }
 
  private:
+  template <typename T>
+  void fill_as(double value, size_t n) {
+    const std::vector<T> v(n, static_cast<T>(value));
+    push_n(v.data(), n);
+  }
+
   rs::Column column_;
   h5::Handle ds_;
   hsize_t rows_ = 0;
@@ -169,6 +188,7 @@ void RolloutStore::reopen() {
   // their calls and tokens (the reader already clamps partial rows away).
   int64_t steps = 0;
   bool grown_domains = false;
+  int64_t file_version = 0;
   {
     const RolloutReader r(path_);
     // A run may add domains at the end of the list (a new domain in a newer
@@ -176,9 +196,14 @@ void RolloutStore::reopen() {
     const std::vector<std::string> old = r.domains();
     const bool prefix = old.size() <= options_.domains.size() &&
                         std::equal(old.begin(), old.end(), options_.domains.begin());
-    if (r.schema_version() != rs::kSchemaVersion || !prefix || r.template_families() != options_.template_families)
-      throw InputError("cannot resume '" + path_ + "': it was written with another schema version, " +
-                       "domain list or template family list than this run uses");
+    file_version = r.schema_version();
+    if (file_version < rs::kOldestResumable)
+      throw InputError("cannot resume '" + path_ + "': it was written with rollout schema version " +
+                       std::to_string(file_version) + ", older than this forge resumes (" +
+                       std::to_string(rs::kOldestResumable) + "); nothing was changed");
+    if (!prefix || r.template_families() != options_.template_families)
+      throw InputError("cannot resume '" + path_ + "': it was written with another domain list or template " +
+                       "family list than this run uses");
     grown_domains = old.size() < options_.domains.size();
     const EpisodeTable e = r.episodes();  // checks that calls and episodes lie back to back
     // The rows past the checkpoint are cut below: that needs them in step
@@ -202,16 +227,38 @@ void RolloutStore::reopen() {
       else break;
   }
   file_ = h5::File::open_append(path_);
+  std::vector<std::pair<const rs::Column*, int64_t>> added;  // columns the file predates, and their rows
   for (const auto& c : rs::columns()) {
     const std::string name = c.path;
     const int64_t rows = name.rfind("calls/", 0) == 0      ? n_calls_
                          : name.rfind("episodes/", 0) == 0 ? n_episodes_
                          : name.rfind("steps/", 0) == 0    ? steps
                                                            : n_tokens_;
+    if (rs::introduced_in(name) > file_version) {
+      added.emplace_back(&c, rows);
+      series_.push_back(nullptr);
+      continue;
+    }
     series_.push_back(std::make_unique<Series>(file_, c, static_cast<hsize_t>(rows)));
-    by_name_[c.path] = series_.back().get();
   }
-  for (auto& s : series_) s->cut(path_);  // every dataset checked first
+  for (auto& s : series_)
+    if (s) s->cut(path_);  // every dataset checked first
+  // An older schema's file is upgraded: the columns it lacks get its kept
+  // rows as a reader of the old file saw them (absent_value).
+  size_t at = 0;
+  for (const auto& [c, rows] : added) {
+    while (series_[at]) ++at;
+    series_[at] = std::make_unique<Series>(file_, *c);
+    series_[at]->fill(rs::absent_value(*c), static_cast<size_t>(rows) * c->width);
+    series_[at]->write(path_);
+  }
+  if (!added.empty()) {
+    file_.set_attr("schema_version", rs::kSchemaVersion);
+    log_info("rollout store: '" + path_ + "' upgraded from schema version " + std::to_string(file_version) +
+             " to " + std::to_string(rs::kSchemaVersion) + " (" + std::to_string(added.size()) +
+             " columns added, as older readers saw them)");
+  }
+  for (size_t i = 0; i < series_.size(); ++i) by_name_[rs::columns()[i].path] = series_[i].get();
   if (grown_domains) {
     const hid_t env = col("episodes/env").id();
     if (H5Adelete(env, rs::kNamesAttr) < 0) throw Error("cannot rewrite the domain names of '" + path_ + "'");
@@ -305,14 +352,21 @@ void RolloutStore::append_step(StepMetrics m) {
   const std::pair<const char*, double> values[] = {
       {"steps/objective", m.objective}, {"steps/reward_mean", m.reward_mean},
       {"steps/outcome_mean", m.outcome_mean}, {"steps/process_mean", m.process_mean},
-      {"steps/efficiency_mean", m.efficiency_mean}, {"steps/success_rate", m.success_rate},
+      {"steps/efficiency_mean", m.efficiency_mean}, {"steps/safety_mean", m.safety_mean},
+      {"steps/success_rate", m.success_rate},
       {"steps/clip_fraction", m.clip_fraction}, {"steps/masked_fraction", m.masked_fraction},
       {"steps/engine_mismatch", m.engine_mismatch}, {"steps/stale_drift", m.stale_drift}, {"steps/kl", m.kl},
       {"steps/entropy", m.entropy}, {"steps/tree_token_ratio", m.tree_token_ratio},
       {"steps/tokens_per_s", m.tokens_per_s}, {"steps/step_seconds", m.step_seconds},
-      {"steps/store_seconds", m.store_seconds}};
+      {"steps/store_seconds", m.store_seconds}, {"steps/grad_norm", m.grad_norm}, {"steps/lr", m.lr}};
   for (const auto& [name, v] : values)
     col(name).push<double>(v);
+  const std::pair<const char*, int32_t> counts[] = {
+      {"steps/groups", m.groups}, {"steps/zero_variance_groups", m.zero_variance_groups},
+      {"steps/dropped_groups", m.dropped_groups}, {"steps/masked_groups", m.masked_groups},
+      {"steps/abandoned", m.abandoned}};
+  for (const auto& [name, v] : counts)
+    col(name).push<int32_t>(v);
   col("steps/staleness_hist").push_n(m.staleness_hist.data(), m.staleness_hist.size());
   col("steps/drift_by_staleness").push_n(m.drift_by_staleness.data(), m.drift_by_staleness.size());
   seconds_spent_ += sw.seconds();

@@ -43,6 +43,7 @@ struct StepMetrics {
   int64_t step = 0;
   double objective = 0, reward_mean = 0;
   double outcome_mean = 0, process_mean = 0, efficiency_mean = 0, success_rate = 0;
+  double safety_mean = 0;  // NaN from files before schema 5
   double clip_fraction = 0, masked_fraction = 0, kl = 0, entropy = 0;
   // |log pi_learner - log pi_behaviour| (algo/policy_update.hpp): at
   // staleness 0 (the engine/learner mismatch), at staleness >= 1 (drift), and
@@ -57,6 +58,13 @@ struct StepMetrics {
   double mixed_mismatch = std::numeric_limits<double>::quiet_NaN();  // read from schema <= 2 files only
   double tree_token_ratio = 1, tokens_per_s = 0;
   double step_seconds = 0;   // wall time of the training step
+  // The optimizer step: the gradient norm before clipping and the learning
+  // rate applied, both 0 when no step was taken (nothing left to train).
+  double grad_norm = 0, lr = 0;
+  // Groups: trained on (zero-variance ones included), of zero variance,
+  // kept out by the staleness cap (dropped or masked; the MPI learner only),
+  // and episodes left out as abandoned. -1 in files before schema 5.
+  int32_t groups = 0, zero_variance_groups = 0, dropped_groups = 0, masked_groups = 0, abandoned = 0;
   double store_seconds = 0;  // time spent in the store since the previous step (set by the store)
   std::array<int32_t, rollout_schema::kStalenessBins> staleness_hist{};  // set by the store
 };

@@ -90,20 +90,23 @@ PolicyUpdateStats Learner::update(const std::vector<Trajectory>& episodes, int64
   // No step when nothing trains (every group zero-variance or abandoned, or
   // every token masked): AdamW's momentum and weight decay would still move
   // the weights. kept_tokens is the whole batch's, so all learners agree.
-  *grad_norm = st.samples && st.loss.kept_tokens > 0 ? opt_.step() : 0.0;
+  const bool trains = st.samples && st.loss.kept_tokens > 0;
+  applied_lr_ = trains ? learning_rate_at(opt_.config(), opt_.steps_taken()) : 0.0;
+  *grad_norm = trains ? opt_.step() : 0.0;
   return st;
 }
 
 void Learner::record(int step, const std::vector<Trajectory>& episodes, const PolicyUpdateStats& st,
                      double grad_norm, const StepTiming& timing, const std::string& progress_suffix,
-                     const std::function<CheckpointState()>& stream_state) {
+                     const std::function<CheckpointState()>& stream_state, StaleGroups stale) {
   if (!setup_.lead) return;
   int64_t generated = 0;
   for (const auto& t : episodes)
     for (const auto& c : t.calls) generated += static_cast<int64_t>(c.generated.size());
   const double tokens_per_s = generated / std::max(timing.generation_seconds, 1e-9);
   rollouts_->append_episodes(episodes, step, step);
-  rollouts_->append_step(step_metrics(step, st, tokens_per_s, timing.step_seconds));
+  rollouts_->append_step(step_metrics(
+      step, st, {tokens_per_s, timing.step_seconds, grad_norm, applied_lr_, stale.dropped, stale.masked}));
 
   const int done = step + 1;
   const bool last = done == setup_.train.steps;

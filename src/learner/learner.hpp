@@ -71,6 +71,11 @@ struct StepTiming {
   double step_seconds = 0;        // the whole step, waiting and update included
 };
 
+// Groups the staleness cap kept out of a step's batch (the MPI learner).
+struct StaleGroups {
+  int dropped = 0, masked = 0;
+};
+
 class Learner {
  public:
   // The lead creates run.dir with config.ini and opens RUN_DIR/rollouts.h5
@@ -88,7 +93,7 @@ class Learner {
   // data stream's state for a checkpoint.
   void record(int step, const std::vector<Trajectory>& episodes, const PolicyUpdateStats& stats,
               double grad_norm, const StepTiming& timing, const std::string& progress_suffix,
-              const std::function<CheckpointState()>& stream_state);
+              const std::function<CheckpointState()>& stream_state, StaleGroups stale = {});
 
   // A checkpoint after `steps_done` steps now (rollouts.h5 flushed first, so
   // that it never covers steps the file lacks); returns its path.
@@ -108,6 +113,7 @@ class Learner {
   AdamW& opt_;
   std::unique_ptr<RolloutStore> rollouts_;  // lead only
   int start_step_ = 0;
+  double applied_lr_ = 0;  // by update's optimizer step, 0 when it took none
 };
 
 }  // namespace forge

@@ -33,7 +33,7 @@ std::string format_train_progress(int step, const PolicyUpdateStats& st, double 
   return line;
 }
 
-StepMetrics step_metrics(int64_t step, const PolicyUpdateStats& s, double tokens_per_s, double step_seconds) {
+StepMetrics step_metrics(int64_t step, const PolicyUpdateStats& s, const StepOutcome& o) {
   StepMetrics m;
   m.step = step;
   m.objective = s.loss.objective;
@@ -41,6 +41,7 @@ StepMetrics step_metrics(int64_t step, const PolicyUpdateStats& s, double tokens
   m.outcome_mean = s.component_mean.outcome;
   m.process_mean = s.component_mean.process;
   m.efficiency_mean = s.component_mean.efficiency;
+  m.safety_mean = s.component_mean.safety;
   m.success_rate = s.success_rate;
   m.clip_fraction = s.loss.clip_fraction();
   m.masked_fraction = s.loss.masked_fraction();
@@ -51,8 +52,15 @@ StepMetrics step_metrics(int64_t step, const PolicyUpdateStats& s, double tokens
   m.kl = s.loss.kl;
   m.entropy = s.entropy_mean;
   m.tree_token_ratio = s.linear_tokens ? double(s.tree_tokens) / double(s.linear_tokens) : 1.0;
-  m.tokens_per_s = tokens_per_s;
-  m.step_seconds = step_seconds;
+  m.tokens_per_s = o.tokens_per_s;
+  m.step_seconds = o.step_seconds;
+  m.grad_norm = o.grad_norm;
+  m.lr = o.lr;
+  m.groups = s.groups;
+  m.zero_variance_groups = s.zero_variance_groups;
+  m.dropped_groups = o.dropped_groups;
+  m.masked_groups = o.masked_groups;
+  m.abandoned = s.abandoned;
   return m;
 }
 

@@ -267,7 +267,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     const double since_previous = since_step.seconds();
     since_step.reset();
     learner.record(step, episodes, st, grad_norm, {since_previous, sw.seconds()}, pool_view(*batch, st),
-                   [&] { return taker.checkpoint_state(); });
+                   [&] { return taker.checkpoint_state(); }, {batch->dropped, batch->masked});
   }
 
   if (lead) {

@@ -8,7 +8,8 @@
 # the highest consumed slot, staleness within floor((N + M + W - 2) / B) + 1
 # (fifo and windowed; N, M, W and the policy read from the run's config.ini,
 # B = train.tasks), and every token's version no newer than the step that
-# trained it. The 5-rank run also checks that a node's oversubscription
+# trained it, and a steps table whose group counts match the episodes and
+# the progress lines. The 5-rank run also checks that a node's oversubscription
 # warning is printed once (by the node's first rank), not by every rank.
 source "$(dirname "$0")/roles_common.sh"
 
@@ -55,7 +56,28 @@ for c in range(len(tok_off)):
     v = versions[tok_off[c]:ends[c]]
     v = v[v >= 0]
     check(len(v) == 0 or v.max() <= step[call_episode[c]], "a token newer than the step that trained it")
+# The steps table: each step trained train.tasks groups; the episodes it
+# left out as abandoned are those recorded so.
+check((f["steps/groups"][:] == tasks).all(), f"steps/groups {f['steps/groups'][:]}, expected {tasks} each")
+abandoned = f["episodes/abandoned"][:]
+check([int(abandoned[step == s].sum()) for s in range(steps)] == f["steps/abandoned"][:].tolist(),
+      "steps/abandoned does not count the step's abandoned episodes")
 print(f"ok: {len(ids)} episodes in {len(consumed)} slots, max slot {top}, staleness max {stale.max()} (bound {bound})")
+PY
+}
+
+# The groups the staleness cap kept out, per step, as the progress lines
+# counted them (run.log_every = 1).
+check_cap_counts() {
+  local dir=$1
+  /usr/bin/python3 - "$dir/rollouts.h5" "$dir.log" <<'PY'
+import re, sys, h5py
+f = h5py.File(sys.argv[1], "r")
+logged = [(int(d), int(m)) for d, m in re.findall(r"dropped (\d+) masked (\d+)", open(sys.argv[2]).read())]
+stored = list(zip(f["steps/dropped_groups"][:].tolist(), f["steps/masked_groups"][:].tolist()))
+if logged != stored:
+    sys.exit(f"FAIL: steps/dropped_groups and masked_groups {stored}, the progress lines {logged}")
+print(f"ok: groups kept out by the staleness cap per step (dropped, masked): {stored}")
 PY
 }
 
@@ -71,6 +93,14 @@ run() {
 
 run 4 "$WORK/a" --train.steps=6 --train.tasks=3 --train.group=2 --pool.inflight=6 --pool.memory=3 --pool.window=3
 check_run "$WORK/a" 6 3 2
+check_cap_counts "$WORK/a"
+# A staleness cap of 0: groups generated while the learner stepped are kept
+# out (counted, dropped here, masked in a second run).
+for action in drop mask; do
+  run 4 "$WORK/cap_$action" --train.steps=4 --train.tasks=2 --train.group=2 --pool.inflight=6 \
+    --pool.staleness_cap=0 --pool.cap_action=$action
+  check_cap_counts "$WORK/cap_$action"
+done
 run 5 "$WORK/b" --mpi.learners=2 --train.steps=4 --train.tasks=2 --train.group=3 --pool.policy=greedy \
   --pool.inflight=4
 check_run "$WORK/b" 4 2 3

@@ -139,6 +139,25 @@ def check_consistency(path):
         stale = f["episodes/staleness"][:]
         if hist.sum() != (stale >= 0).sum():
             failures.append("steps/staleness_hist does not count the episodes")
+        # The step's counts against its episodes, and its optimizer step
+        # against the warm-up (optim.lr 0.001 over optim.warmup_steps 20 by
+        # default: the k-th step taken has lr 0.001 (k + 1) / 20).
+        consumed, abandoned = f["episodes/consumed_step"][:], f["episodes/abandoned"][:]
+        groups, zero_var = f["steps/groups"][:], f["steps/zero_variance_groups"][:]
+        for i, step in enumerate(f["steps/step"][:]):
+            ids = f["episodes/group"][:][consumed == step]
+            if groups[i] != len(set(ids.tolist())) or not 0 <= zero_var[i] <= groups[i]:
+                failures.append(f"steps/groups {groups[i]} (zero variance {zero_var[i]}) at step {step}: "
+                                f"its episodes have {len(set(ids.tolist()))} groups")
+            if f["steps/abandoned"][i] != abandoned[consumed == step].sum():
+                failures.append(f"steps/abandoned at step {step} does not count its abandoned episodes")
+        if (f["steps/dropped_groups"][:] != 0).any() or (f["steps/masked_groups"][:] != 0).any():
+            failures.append("one process has no staleness cap: dropped and masked groups must be 0")
+        norm, lr = f["steps/grad_norm"][:], f["steps/lr"][:]
+        expected = 0.001 * (np.cumsum(norm > 0)) / 20
+        if not np.allclose(np.where(norm > 0, lr, 0), np.where(norm > 0, expected, 0), rtol=1e-6) or \
+                (lr[norm == 0] != 0).any() or ((norm > 0) != (zero_var < groups)).any():
+            failures.append(f"steps/lr {lr} does not follow the warm-up of the steps taken (grad_norm {norm})")
     return failures
 
 

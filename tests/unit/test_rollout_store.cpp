@@ -198,6 +198,14 @@ TEST(RolloutStore, RoundTripOfEveryArrayAndTable) {
       m.tokens_per_s = 1000 + step;
       m.engine_mismatch = step == 0 ? std::nan("") : 1e-7 * step;  // NaN: a step without staleness-0 tokens
       m.stale_drift = 0.01 * (step + 1);
+      m.safety_mean = -0.5 * step;
+      m.grad_norm = step == 2 ? 0.0 : 1.5 + step;  // 0: no optimizer step
+      m.lr = step == 2 ? 0.0 : 1e-4 * (step + 1);
+      m.groups = 4 + step;
+      m.zero_variance_groups = step;
+      m.dropped_groups = 2 * step;
+      m.masked_groups = 3 * step;
+      m.abandoned = step + 1;
       for (int b = 0; b < rollout_schema::kStalenessBins; ++b) m.drift_by_staleness[b] = b == 3 ? std::nan("") : step + 0.001 * b;
       store.append_step(m);
       if (step == 1) store.flush();
@@ -257,6 +265,14 @@ TEST(RolloutStore, RoundTripOfEveryArrayAndTable) {
     EXPECT_TRUE(std::isnan(steps[s].drift_by_staleness[3]));
     EXPECT_EQ(steps[s].drift_by_staleness[7], s + 0.001 * 7);
     EXPECT_TRUE(std::isnan(steps[s].mixed_mismatch));
+    EXPECT_EQ(steps[s].safety_mean, -0.5 * s);
+    EXPECT_EQ(steps[s].grad_norm, s == 2 ? 0.0 : 1.5 + s);
+    EXPECT_EQ(steps[s].lr, s == 2 ? 0.0 : 1e-4 * (s + 1));
+    EXPECT_EQ(steps[s].groups, 4 + s);
+    EXPECT_EQ(steps[s].zero_variance_groups, s);
+    EXPECT_EQ(steps[s].dropped_groups, 2 * s);
+    EXPECT_EQ(steps[s].masked_groups, 3 * s);
+    EXPECT_EQ(steps[s].abandoned, s + 1);
   }
   EXPECT_THROW(r.episode(static_cast<int64_t>(all.size())), InputError);
 }
@@ -401,6 +417,81 @@ TEST(RolloutStore, ResumeAcceptsDomainsAppendedAtTheEnd) {
   EXPECT_THROW(RolloutStore(path, swapped), InputError);
 }
 
+void write_four_steps(const std::string& path, int per_step);
+void make_schema_4(const std::string& from, const std::string& to);
+void set_schema_version(const std::string& path, int64_t version);
+
+// A run resumed by a newer forge (a requeued Slurm job after an upgrade)
+// goes on in its file: the columns the file predates get its kept rows as a
+// reader of the old file saw them. A schema older than the oldest resumable
+// one is refused, the file unchanged.
+TEST(RolloutStore, ResumeUpgradesAnOlderSchemaInPlace) {
+  const std::string dir = temp_dir("upgrade");
+  const std::string current = dir + "/current.h5", path = dir + "/rollouts.h5";
+  write_four_steps(current, 3);
+  make_schema_4(current, path);
+  {
+    RolloutStoreOptions o = options();
+    o.resume_step = 2;  // steps 0 and 1 kept, 2.. run again
+    RolloutStore store(path, o);
+    for (int k = 2; k < 5; ++k) {
+      store.append_episodes(batch(static_cast<uint64_t>(k) * 3, 3), k, k);
+      StepMetrics m;
+      m.step = k;
+      m.grad_norm = 0.25 * k;
+      m.groups = k;
+      store.append_step(m);
+    }
+  }
+  {
+    const RolloutReader r(path);
+    EXPECT_EQ(r.schema_version(), rollout_schema::kSchemaVersion);
+    ASSERT_EQ(r.n_episodes(), 15);
+    for (int64_t i = 0; i < r.n_episodes(); ++i) expect_same(r.episode(i), make_episode(i));
+    const std::vector<StepMetrics> steps = r.steps();
+    ASSERT_EQ(steps.size(), 5u);
+    for (int k = 0; k < 5; ++k) {
+      EXPECT_EQ(steps[k].step, k);
+      if (k < 2) {
+        EXPECT_TRUE(std::isnan(steps[k].grad_norm));
+        EXPECT_EQ(steps[k].groups, -1);
+      } else {
+        EXPECT_EQ(steps[k].grad_norm, 0.25 * k);
+        EXPECT_EQ(steps[k].groups, k);
+      }
+    }
+  }
+  // Schema 2 as a reader accepts it: steps/logprob_mismatch, not its three successors.
+  const std::string old = dir + "/v2.h5";
+  fs::copy_file(current, old);
+  {
+    h5::Handle f(H5Fopen(old.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_TRUE(f.valid());
+    for (const char* name : {"steps/engine_mismatch", "steps/stale_drift", "steps/drift_by_staleness"})
+      ASSERT_GE(H5Ldelete(f.id(), name, H5P_DEFAULT), 0);
+    const hsize_t n = 4;
+    h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    h5::Handle d(H5Dcreate2(f.id(), "steps/logprob_mismatch", H5T_NATIVE_DOUBLE, space.id(), H5P_DEFAULT,
+                            H5P_DEFAULT, H5P_DEFAULT),
+                 H5Dclose);
+    const std::vector<double> values(n, 0.5);
+    ASSERT_GE(H5Dwrite(d.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+  }
+  set_schema_version(old, 2);
+  const auto size_before = fs::file_size(old);
+  try {
+    RolloutStoreOptions o = options();
+    o.resume_step = 1;
+    RolloutStore store(old, o);
+    ADD_FAILURE() << "a schema-2 file was resumed";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("schema version 2, older than this forge resumes"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(fs::file_size(old), size_before);
+  EXPECT_EQ(RolloutReader(old).steps().size(), 4u);
+}
+
 void expect_input_error(const std::string& path, const std::vector<std::string>& fragments) {
   try {
     RolloutReader r(path);
@@ -423,6 +514,30 @@ void expect_input_error(const std::string& path, const std::vector<std::string>&
 void write_four_steps(const std::string& path, int per_step) {
   RolloutStore store(path, options());
   for (int s = 0; s < 4; ++s) append_training_step(store, s, per_step);
+}
+
+void set_schema_version(const std::string& path, int64_t version) {
+  h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  ASSERT_TRUE(f.valid());
+  h5::Handle a(H5Aopen(f.id(), "schema_version", H5P_DEFAULT), H5Aclose);
+  ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &version), 0);
+}
+
+// A copy of `from` as schema 4 wrote it: without the columns of schema 5.
+void make_schema_4(const std::string& from, const std::string& to) {
+  fs::copy_file(from, to);
+  {
+    h5::Handle f(H5Fopen(to.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_TRUE(f.valid());
+    int removed = 0;
+    for (const auto& c : rollout_schema::columns())
+      if (rollout_schema::introduced_in(c.path) == 5) {
+        ASSERT_GE(H5Ldelete(f.id(), c.path, H5P_DEFAULT), 0) << c.path;
+        ++removed;
+      }
+    ASSERT_EQ(removed, 8);
+  }
+  set_schema_version(to, 4);
 }
 
 TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
@@ -538,6 +653,32 @@ TEST(RolloutStore, BadFilesGiveInputErrorsNamingTheFile) {
       EXPECT_TRUE(std::isnan(m.drift_by_staleness[3]));
     }
   }
+  // Schema 4 had no step counts, gradient norm, learning rate or safety
+  // mean: they read as -1 and NaN; a current file without one is corrupted.
+  const std::string v4 = dir + "/v4.h5";
+  make_schema_4(good, v4);
+  {
+    const RolloutReader r(v4);
+    EXPECT_EQ(r.schema_version(), 4);
+    const std::vector<StepMetrics> steps = r.steps();
+    ASSERT_EQ(steps.size(), 4u);
+    for (const StepMetrics& m : steps) {
+      EXPECT_TRUE(std::isnan(m.grad_norm) && std::isnan(m.lr) && std::isnan(m.safety_mean));
+      EXPECT_EQ(m.groups, -1);
+      EXPECT_EQ(m.zero_variance_groups, -1);
+      EXPECT_EQ(m.dropped_groups, -1);
+      EXPECT_EQ(m.masked_groups, -1);
+      EXPECT_EQ(m.abandoned, -1);
+    }
+  }
+  const std::string no_lr = dir + "/v5-no-lr.h5";
+  fs::copy_file(good, no_lr);
+  {
+    h5::Handle f(H5Fopen(no_lr.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_GE(H5Ldelete(f.id(), "steps/lr", H5P_DEFAULT), 0);
+  }
+  expect_input_error(no_lr, {"steps/lr"});
+
   // A current file without a schema-3 column is corrupted.
   const std::string missing = dir + "/v3-no-drift.h5";
   fs::copy_file(good, missing);
