@@ -247,8 +247,14 @@ std::string action_markup(CallFormat format, const ToolCall& call, const Scaffol
   return {};
 }
 
+std::vector<ScaffoldVocabulary::Part> action_parts(CallFormat format, const ToolCall& call,
+                                                   const ScaffoldVocabulary& vocab) {
+  if (format != CallFormat::kSpecial) return {{action_markup(format, call, vocab), false}};
+  return {{vocab.tool_call_open(), true}, {call.tool + " " + call.args, false}, {vocab.tool_call_close(), true}};
+}
+
 std::vector<int32_t> render_action(CallFormat format, const ToolCall& call, const ScaffoldVocabulary& vocab) {
-  return vocab.encode(action_markup(format, call, vocab));
+  return vocab.encode(action_parts(format, call, vocab));
 }
 
 ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generated, const ScaffoldVocabulary& vocab) {

@@ -39,11 +39,15 @@ struct ParsedAction {
   std::string error;   // kInvalid: what was wrong
 };
 
-// An action as markup, and its tokens, without the closing stop token. A
-// call whose tool is kAnswerTool renders the final answer with call.args as
-// its text.
+// An action as markup, as parts, and as tokens, without the closing stop
+// token. A call whose tool is kAnswerTool renders the final answer with
+// call.args as its text. In the parts and tokens, only call.special's
+// delimiters are markup: the tool name, its arguments and an answer are the
+// agent's text, so a special token's name in them stays text.
 std::string action_markup(CallFormat format, const ToolCall& call,
                           const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
+std::vector<ScaffoldVocabulary::Part> action_parts(CallFormat format, const ToolCall& call,
+                                                   const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
 std::vector<int32_t> render_action(CallFormat format, const ToolCall& call,
                                    const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin());
 ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generated,

@@ -3,24 +3,14 @@
 #include "agent/tool_call_format.hpp"
 
 namespace forge {
-namespace {
-
 using Part = ScaffoldVocabulary::Part;
-
-// The call as the agent wrote it: plain, but for call.special's delimiters.
-std::vector<Part> call_parts(CallFormat format, const ToolCall& call, const ScaffoldVocabulary& vocab) {
-  if (format != CallFormat::kSpecial) return {{action_markup(format, call, vocab), false}};
-  return {{vocab.tool_call_open(), true}, {call.tool + " " + call.args, false}, {vocab.tool_call_close(), true}};
-}
-
-}  // namespace
 
 std::vector<Part> observation_parts(const ScaffoldStyle& style, const Observation& o, const ToolCall& written,
                                     const ScaffoldVocabulary& vocab) {
   std::vector<Part> body = {{o.text, false}};
   if (o.names_call) {
     body.push_back({": ", false});
-    for (Part& p : call_parts(style.call, written, vocab)) body.push_back(std::move(p));
+    for (Part& p : action_parts(style.call, written, vocab)) body.push_back(std::move(p));
   }
   switch (style.response) {
     case ResponseFormat::kPlain:

@@ -1,5 +1,8 @@
 #include "tokenizer/byte_tokenizer.hpp"
 
+#include <algorithm>
+#include <string_view>
+
 #include "core/error.hpp"
 
 namespace forge {
@@ -8,6 +11,16 @@ const char* kSpecialNames[] = {"pad",       "bos",           "system",         "
                                "assistant", "tool",          "tool_call",      "/tool_call",
                                "eot"};
 constexpr int kNamedSpecials = sizeof(kSpecialNames) / sizeof(kSpecialNames[0]);
+
+// Bytes of the longest named special token's markup, "<|name|>".
+size_t longest_special_markup() {
+  static const size_t n = [] {
+    size_t m = 0;
+    for (const char* name : kSpecialNames) m = std::max(m, std::string_view(name).size());
+    return m + 4;
+  }();
+  return n;
+}
 }  // namespace
 
 std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
@@ -35,7 +48,10 @@ std::vector<std::pair<int32_t, std::string>> ByteTokenizer::split_special(std::s
   std::string plain;
   for (size_t i = 0; i < text.size();) {
     if (text.compare(i, 2, "<|") == 0) {
-      const size_t end = text.find("|>", i + 2);
+      // "|>" within the longest name's reach: a search to the end of the
+      // text made a text of many "<|" quadratic (2 s at 40 KB).
+      const size_t reach = text.substr(i, longest_special_markup()).find("|>", 2);
+      const size_t end = reach == std::string_view::npos ? reach : i + reach;
       const int32_t id = end == std::string_view::npos ? -1 : special_id(text.substr(i, end + 2 - i));
       if (id >= 0) {
         if (!plain.empty()) out.emplace_back(-1, std::move(plain));

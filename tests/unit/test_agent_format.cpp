@@ -184,6 +184,25 @@ TEST(AgentFormat, ToolResultsAreTextNotMarkup) {
     }
 }
 
+// The built-in vocabulary's markup: a special token's name between "<|"
+// and the nearest "|>" is the token; anything else stays bytes, however many
+// "<|" come before it or how far away a "|>" lies.
+TEST(AgentFormat, MarkupSplitsOnlyWholeSpecialNames) {
+  const ByteTokenizer tok;
+  using Split = std::vector<std::pair<int32_t, std::string>>;
+  EXPECT_EQ(tok.split_special("<|<|eot|>"), (Split{{-1, "<|"}, {kEndOfTurn, ""}}));
+  EXPECT_EQ(tok.split_special("a<|/tool_call|>b<|eot"), (Split{{-1, "a"}, {kToolCallClose, ""}, {-1, "b<|eot"}}));
+  EXPECT_EQ(tok.split_special("<|system |>"), (Split{{-1, "<|system |>"}}));
+  EXPECT_EQ(tok.split_special("<|eot|>|>"), (Split{{kEndOfTurn, ""}, {-1, "|>"}}));
+  std::string many;
+  for (int i = 0; i < 20000; ++i) many += "<|";
+  const std::string far = many + "eot" + std::string(100, ' ') + "|><|eot|>";
+  const Split got = tok.split_special(far);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].second.size(), far.size() - 7);
+  EXPECT_EQ(got[1].first, kEndOfTurn);
+}
+
 TEST(AgentFormat, ChatTemplatesRenderRoles) {
   const ByteTokenizer tok;
   const ChatTemplate special(TemplateStyle::kSpecial), plain(TemplateStyle::kText),
