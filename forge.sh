@@ -27,7 +27,8 @@
 #   1. forge sft from it; 2. mpirun -np 3 forge train (1 learner, 1 rollout,
 #   1 environment rank, --optim.lr=2e-5); 3. forge eval of both checkpoints;
 #   4. summary (runs/smollm2/summary.json)
-# Extra arguments are overrides for every step (e.g. --train.steps=20).
+# Extra arguments are overrides for every step (e.g. --train.steps=20); the
+# previous run folder is kept as DIR.prev (the one before it is removed).
 # test passes extra arguments to ctest (e.g. `./forge.sh test -L unit`).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -41,6 +42,8 @@ Commands:
                           the main job: agent SFT, asynchronous RL under mpirun,
                           evaluation of both (configs/agent_demo.ini, runs/demo
                           or $FORGE_DEMO_DIR); extra arguments override the config
+                          (every step's; not run.dir or train.init). Each job
+                          keeps its previous run folder as DIR.prev
   seeds [N ...] [--key=value ...]
                           the main job once per seed (default: 1 2 3) into
                           runs/demo-seed-N, then the table of their lifts
@@ -67,11 +70,40 @@ build() {
 }
 
 # The config and the overrides, read as forge reads them (exit 2 on a bad
-# key or value), before a job removes its old run folder.
+# key or value), before a job moves its old run folder aside. The job places
+# its steps' run folders itself: --run.dir and --train.init are refused.
 check_overrides() {
   local cfg=$1
   shift
+  for a in "$@"; do
+    case "$a" in
+      --run.dir|--run.dir=*|--train.init|--train.init=*)
+        echo "forge.sh: ${a%%=*} cannot be overridden: the job sets each step's (FORGE_DEMO_DIR moves the main job's folder)" >&2
+        exit 2
+        ;;
+    esac
+  done
   ./build/forge config --config "$cfg" "$@" >/dev/null
+}
+
+# A job's run folder, empty; the previous run's is kept as DIR.prev (one
+# generation: an older DIR.prev is removed).
+fresh_run_folder() {
+  local dir=$1
+  if [ -e "$dir" ]; then
+    rm -rf "$dir.prev"
+    mv "$dir" "$dir.prev"
+    echo "forge.sh: the previous $dir is now $dir.prev"
+  fi
+  mkdir -p "$dir"
+}
+
+# -h or --help among a job's arguments: its usage, and nothing is run.
+wants_help() {
+  for a in "$@"; do
+    case "$a" in -h|--help) return 0 ;; esac
+  done
+  return 1
 }
 
 # The main job; see the top of this file.
@@ -94,8 +126,7 @@ agent_job() {
   local mpirun=(mpirun --oversubscribe -np 5 -x OMP_WAIT_POLICY=PASSIVE)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
   check_overrides "$cfg" "$@"
-  rm -rf "$dir"
-  mkdir -p "$dir"
+  fresh_run_folder "$dir"
   local t0=$SECONDS
   echo "== 1/4 SFT warm start (forge sft) =="
   "$forge" sft --config "$cfg" --run.dir="$dir/sft" --run.threads="$threads" "$@"
@@ -142,8 +173,7 @@ smollm2() {
     exit 2
   fi
   check_overrides "$cfg" "$@"
-  rm -rf "$dir"
-  mkdir -p "$dir"
+  fresh_run_folder "$dir"
   local t0=$SECONDS
   echo "== 0/4 zero-shot evaluation of the pretrained model on $tasks held-out tasks (forge eval) =="
   "$forge" eval "$model" --config "$cfg" --run.threads=2 --eval.tasks=$tasks --json true "$@" >"$dir/eval_zero.json"
@@ -165,6 +195,10 @@ smollm2() {
 }
 
 command="${1:-}"
+if [ "$#" -gt 1 ] && [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]] && wants_help "${@:2}"; then
+  usage
+  exit 0
+fi
 case "$command" in
   demo)
     shift
