@@ -189,6 +189,14 @@ void RolloutStore::reopen() {
   int64_t steps = 0;
   bool grown_domains = false;
   int64_t file_version = 0;
+  // A writer killed while it held the file outside SWMR (a resume's own
+  // trim or upgrade) left its "open for write" flag, which no reader gets
+  // past: cleared first (the run folder's lock says no writer is alive).
+  try {
+    h5::File::open_append(path_);
+  } catch (const InputError&) {
+    // Not HDF5, or damaged: the reader below says which.
+  }
   {
     const RolloutReader r(path_);
     // A run may add domains at the end of the list (a new domain in a newer
@@ -248,6 +256,9 @@ void RolloutStore::reopen() {
   size_t at = 0;
   for (const auto& [c, rows] : added) {
     while (series_[at]) ++at;
+    // One an earlier upgrade, cut short, created goes (readers skip it).
+    if (file_.exists(c->path) && H5Ldelete(file_.id(), c->path, H5P_DEFAULT) < 0)
+      throw Error("cannot remove the partly upgraded dataset '" + std::string(c->path) + "' of '" + path_ + "'");
     series_[at] = std::make_unique<Series>(file_, *c);
     series_[at]->fill(rs::absent_value(*c), static_cast<size_t>(rows) * c->width);
     series_[at]->write(path_);

@@ -430,6 +430,21 @@ TEST(RolloutStore, ResumeUpgradesAnOlderSchemaInPlace) {
   const std::string current = dir + "/current.h5", path = dir + "/rollouts.h5";
   write_four_steps(current, 3);
   make_schema_4(current, path);
+  // An upgrade cut short after it created a column: readers skip the
+  // column (its rows would hide every step), the resume recreates it.
+  {
+    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_TRUE(f.valid());
+    const hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = 16;
+    h5::Handle space(H5Screate_simple(1, &zero, &unlimited), H5Sclose);
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl.id(), 1, &chunk);
+    h5::Handle d(H5Dcreate2(f.id(), "steps/grad_norm", H5T_NATIVE_DOUBLE, space.id(), H5P_DEFAULT, dcpl.id(),
+                            H5P_DEFAULT),
+                 H5Dclose);
+    ASSERT_TRUE(d.valid());
+  }
+  EXPECT_EQ(RolloutReader(path).steps().size(), 4u);
   {
     RolloutStoreOptions o = options();
     o.resume_step = 2;  // steps 0 and 1 kept, 2.. run again
@@ -490,6 +505,37 @@ TEST(RolloutStore, ResumeUpgradesAnOlderSchemaInPlace) {
   }
   EXPECT_EQ(fs::file_size(old), size_before);
   EXPECT_EQ(RolloutReader(old).steps().size(), 4u);
+}
+
+// A writer killed while it held the file open outside SWMR (a resume
+// trimming or upgrading it) leaves an "open for write" flag that no reader
+// gets past; the next resume clears it and goes on.
+TEST(RolloutStore, ResumeClearsTheFlagOfAWriterKilledOutsideSwmr) {
+  const std::string path = temp_dir("flag") + "/rollouts.h5";
+  write_four_steps(path, 2);
+  Pipe opened;
+  const pid_t pid = fork_child([&] {
+    h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_libver_bounds(fapl.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
+    opened.send(f >= 0 ? 1 : 0);
+    for (;;) ::pause();
+  });
+  ChildGuard guard{pid};
+  ASSERT_EQ(opened.receive(), 1);
+  ::kill(pid, SIGKILL);
+  wait_child(pid);
+  guard.pid = 0;
+  EXPECT_THROW(RolloutReader{path}, InputError);  // as any reader of it would
+  {
+    RolloutStoreOptions o = options();
+    o.resume_step = 3;
+    RolloutStore store(path, o);
+    append_training_step(store, 3, 2);
+  }
+  const RolloutReader r(path);
+  EXPECT_EQ(r.steps().size(), 4u);
+  EXPECT_EQ(r.n_episodes(), 8);
 }
 
 void expect_input_error(const std::string& path, const std::vector<std::string>& fragments) {
