@@ -152,7 +152,9 @@ GgufFile::Value read_value(Reader& r, uint32_t type, const std::string& key) {
 int64_t GgufFile::TensorInfo::elements() const { return ggml::element_count(dims); }
 
 GgufFile::GgufFile(const std::string& path) : path_(path) {
-  if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw InputError("'" + path + "' " + (ec ? "cannot be read: " + ec.message() : std::string("does not exist")));
   const Mapping map(path);
   file_size_ = map.size();
   Reader r(map.data(), map.size(), path);

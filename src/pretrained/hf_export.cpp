@@ -1,5 +1,11 @@
 #include "pretrained/hf_export.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -187,11 +193,16 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   // one lies beside it, not inside.
   std::filesystem::path target = std::filesystem::absolute(folder).lexically_normal();
   if (!target.has_filename()) target = target.parent_path();
-  const std::string partial = target.string() + ".partial";
+  // A folder of its own (mkdtemp): one named like it may be the user's.
   std::error_code ec;
-  std::filesystem::remove_all(partial, ec);  // a failed export's leftover
-  std::filesystem::create_directories(partial, ec);
-  if (ec) throw InputError("export: cannot create the folder '" + folder + "': " + ec.message());
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
+  std::string pattern = target.string() + ".partial.XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw InputError("export: cannot create a folder beside '" + folder + "': " + std::strerror(errno));
+  const std::string partial = pattern;
+  const mode_t mask = ::umask(0);  // mkdtemp's 0700 would stay the model folder's mode
+  ::umask(mask);
+  ::chmod(partial.c_str(), 0777 & ~mask);
   try {
     for (const auto& [name, text] : texts) write_text(partial + "/" + name, text);
     write_safetensors(partial + "/model.safetensors", tensors, m.bf16);

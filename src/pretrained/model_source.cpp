@@ -1,6 +1,8 @@
 #include "pretrained/model_source.hpp"
 
 #include <filesystem>
+#include <fstream>
+#include <string_view>
 
 #include "core/cache_dir.hpp"
 #include "pretrained/pretrained_model.hpp"
@@ -32,8 +34,13 @@ ModelSource resolve_model(const ModelConfig& model, bool load_weights) {
 
 bool is_pretrained_path(const std::string& given) {
   const std::string path = expand_cache_path(given);
-  if (std::filesystem::is_directory(path)) return std::filesystem::exists(path + "/config.json");
-  return path.size() > 5 && path.substr(path.size() - 5) == ".gguf";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return std::filesystem::exists(path + "/config.json", ec);
+  if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") return true;
+  // A GGUF file by another name: its magic.
+  char magic[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
 }
 
 }  // namespace forge

@@ -154,7 +154,7 @@ PretrainedModel load_hf(const std::string& folder, bool weights) {
   else if (type == "qwen2") m.architecture = "qwen2";
   else
     throw refuse("architecture '" + (type.empty() ? std::string("(no model_type)") : type) +
-                 "' is not supported; forge loads llama (Llama 2/3, SmolLM2) and qwen2" +
+                 "' is not supported; forge loads llama (Llama 3, SmolLM2) and qwen2" +
                  (type == "qwen3" ? " (Qwen3's QK-norm is not implemented)" : ""));
   ModelConfig& c = m.config;
   const std::string act = cfg.string("hidden_act", "silu");
@@ -241,6 +241,21 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
   if (g.has(a + "rope.scaling.type") && g.get_string(a + "rope.scaling.type") != "none")
     throw InputError("GGUF file '" + path + "': rope scaling '" + g.get_string(a + "rope.scaling.type") +
                      "' is not supported");
+  // llama.cpp scales linearly by either factor when the type is absent
+  // (2023 converters wrote only rope.scale_linear): refused by name too.
+  for (const char* key : {"rope.scaling.factor", "rope.scale_linear"})
+    if (g.has(a + key) && g.get_float(a + key, 1.0) != 1.0)
+      throw InputError("GGUF file '" + path + "': metadata '" + a + key + "' = " +
+                       std::to_string(g.get_float(a + key, 1.0)) + " (linear RoPE scaling) is not supported");
+  if (g.has(a + "rope.dimension_count") && g.get_int(a + "rope.dimension_count", 0, kMaxInt) != hd)
+    throw InputError("GGUF file '" + path + "': metadata '" + a + "rope.dimension_count' = " +
+                     std::to_string(g.get_int(a + "rope.dimension_count", 0, kMaxInt)) +
+                     " (partial rotary embedding) differs from the head size " + std::to_string(hd) +
+                     "; forge rotates whole heads");
+  if (g.has(a + "expert_count") && g.get_int(a + "expert_count", 0, kMaxInt) > 0)
+    throw InputError("GGUF file '" + path + "': metadata '" + a + "expert_count' = " +
+                     std::to_string(g.get_int(a + "expert_count", 0, kMaxInt)) +
+                     " (a mixture of experts) is not supported; forge loads dense llama models");
   if (g.find("rope_freqs.weight"))
     throw InputError("GGUF file '" + path +
                      "': per-frequency RoPE factors (rope_freqs, Llama 3.1 scaling) are not supported from GGUF; load "
@@ -302,8 +317,12 @@ std::vector<float> permute_rope_rows(const std::vector<float>& w, int n_heads, i
 
 PretrainedModel load_pretrained(const std::string& given, bool weights) {
   const std::string path = expand_cache_path(given);
-  if (std::filesystem::is_directory(path)) return load_hf(path, weights);
-  if (!std::filesystem::exists(path)) throw InputError("pretrained model '" + path + "' does not exist");
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw InputError("pretrained model '" + path + "': " + ec.message());
+  if (std::filesystem::is_directory(st)) return load_hf(path, weights);
+  if (!std::filesystem::exists(st)) throw InputError("pretrained model '" + path + "' does not exist");
   return load_gguf(path, weights);
 }
 

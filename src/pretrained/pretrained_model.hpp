@@ -2,7 +2,7 @@
 // tokenizer, from a Hugging Face folder or a GGUF file.
 //
 // Architectures, from the checkpoint's own configuration:
-//   llama   Llama 2/3, SmolLM2: RMSNorm, GQA, SwiGLU, RoPE (rope_theta, Llama 3
+//   llama   Llama 3, SmolLM2: RMSNorm, GQA, SwiGLU, RoPE (rope_theta, Llama 3
 //           rope_scaling), head_dim that need not be hidden / heads, tied or
 //           untied embeddings
 //   qwen2   as llama, plus a bias on q, k and v

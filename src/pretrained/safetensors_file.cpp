@@ -37,7 +37,9 @@ uint64_t file_size(const std::string& path) {
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw InputError("'" + path + "' " + (ec ? "cannot be read: " + ec.message() : std::string("does not exist")));
   const uint64_t size = file_size(path);
   std::ifstream in(path, std::ios::binary);
   uint64_t n = 0;
@@ -120,13 +122,14 @@ std::vector<float> SafetensorsFile::read(const std::string& name) const {
 
 SafetensorsModel::SafetensorsModel(const std::string& folder) {
   const std::string single = folder + "/model.safetensors", index = folder + "/model.safetensors.index.json";
-  if (std::filesystem::exists(single)) {
+  std::error_code ec;  // an unreadable entry counts as absent
+  if (std::filesystem::exists(single, ec)) {
     files_.push_back(std::make_unique<SafetensorsFile>(single));
     for (const auto& [name, e] : files_[0]->entries()) file_of_[name] = 0;
     description_ = single;
     return;
   }
-  if (!std::filesystem::exists(index))
+  if (!std::filesystem::exists(index, ec))
     throw InputError("'" + folder + "' has neither model.safetensors nor model.safetensors.index.json");
   const json idx = read_json_file(index);
   if (!idx.contains("weight_map") || !idx["weight_map"].is_object())

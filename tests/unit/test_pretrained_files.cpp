@@ -9,6 +9,7 @@
 // counts and ids far beyond the file, integers that an int would truncate,
 // keys of the wrong JSON type, names given twice, text that is not UTF-8.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "pretrained/ggml_quants.hpp"
 #include "pretrained/gguf_file.hpp"
 #include "pretrained/hf_export.hpp"
+#include "pretrained/model_source.hpp"
 #include "pretrained/pretrained_model.hpp"
 #include "pretrained/safetensors_file.hpp"
 #include "tokenizer/bpe_tokenizer.hpp"
@@ -302,7 +304,7 @@ TEST(Gguf, DequantizesEveryTypeForgeReads) {
   for (int i = 0; i < 16; ++i) q40.push_back(uint8_t((i & 0xF) | ((15 - i) << 4)));
   put16(q41, ggml::float_to_half(2.0f));
   put16(q41, ggml::float_to_half(-1.0f));
-  for (int i = 0; i < 16; ++i) q41.push_back(uint8_t((i & 0xF) | ((i & 0xF) << 4)));
+  for (int i = 0; i < 16; ++i) q41.push_back(uint8_t((i & 0xF) | ((15 - i) << 4)));  // nibbles differ: a swap shows
   for (int i = 0; i < 4; ++i) put16(f16, ggml::float_to_half(0.125f * float(i) - 0.2f));
   for (int i = 0; i < 4; ++i) put16(bf16, ggml::float_to_bf16(3.0f * float(i) + 0.5f));
   g.tensor("q8", {32}, ggml::kQ8_0, q8);
@@ -322,8 +324,8 @@ TEST(Gguf, DequantizesEveryTypeForgeReads) {
   }
   const auto q41v = f.tensor(*f.find("q41"));
   for (int i = 0; i < 16; ++i) {
-    EXPECT_FLOAT_EQ(q41v[i], 2.0f * float(i) - 1.0f);
-    EXPECT_FLOAT_EQ(q41v[i + 16], 2.0f * float(i) - 1.0f);
+    EXPECT_FLOAT_EQ(q41v[i], 2.0f * float(i) - 1.0f);              // low nibbles: the first 16
+    EXPECT_FLOAT_EQ(q41v[i + 16], 2.0f * float(15 - i) - 1.0f);    // high nibbles: the last 16
   }
   const auto f16v = f.tensor(*f.find("f16"));
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(f16v[i], 0.125f * float(i) - 0.2f, 1e-3);
@@ -838,6 +840,37 @@ TEST(PretrainedModel, GgufValuesOutOfRangeAndTextThatIsNotUtf8AreInputErrors) {
   expect([](TinyGguf& t) { t.tokens[0] = "\xff"; }, ": token 0 of tokenizer.ggml.tokens is not valid UTF-8");
   expect([](TinyGguf& t) { t.renamed["blk.0.ffn_up.weight"] = "blk.0.ffn_gate.weight"; },
          ": two tensors are named 'blk.0.ffn_gate.weight'");
+  // What llama.cpp reads and forge does not compute: linear RoPE scaling
+  // without a type key (2023 converters), partial rotary, experts (these
+  // loaded and ran with the wrong positions or failed on a missing tensor).
+  expect([](TinyGguf& t) { t.floats["llama.rope.scale_linear"] = 4.0f; },
+         ": metadata 'llama.rope.scale_linear' = 4.000000 (linear RoPE scaling) is not supported");
+  expect([](TinyGguf& t) { t.floats["llama.rope.scaling.factor"] = 2.0f; },
+         ": metadata 'llama.rope.scaling.factor' = 2.000000 (linear RoPE scaling) is not supported");
+  expect([](TinyGguf& t) { t.ints["llama.rope.dimension_count"] = 4; },
+         ": metadata 'llama.rope.dimension_count' = 4 (partial rotary embedding) differs from the head size 8");
+  expect([](TinyGguf& t) { t.ints["llama.expert_count"] = 8; },
+         ": metadata 'llama.expert_count' = 8 (a mixture of experts) is not supported");
+  // Factors of 1 and a full rotary dimension are what the model computes.
+  TinyGguf same;
+  same.floats["llama.rope.scale_linear"] = 1.0f;
+  same.ints["llama.rope.dimension_count"] = 8;
+  same.ints["llama.expert_count"] = 0;
+  EXPECT_EQ(load_pretrained(same.write("gguf_same")).config.d_model, 16);
+}
+
+// A model path that cannot be examined (a link loop) is bad input naming
+// it, not std::filesystem_error (exit 1); a GGUF file by another name is
+// known by its magic.
+TEST(PretrainedModel, UnreadablePathsAndGgufByMagic) {
+  const std::string dir = temp_dir("pretrained_paths");
+  fs::create_symlink(dir + "/loop.gguf", dir + "/loop.gguf");
+  expect_input_error([&] { load_pretrained(dir + "/loop.gguf"); }, "pretrained model '" + dir + "/loop.gguf': ");
+  const std::string path = TinyGguf().write("gguf_by_magic");
+  fs::copy_file(path, dir + "/model.bin");
+  EXPECT_TRUE(is_pretrained_path(dir + "/model.bin"));
+  std::ofstream(dir + "/other.bin") << "HDF5 or anything else";
+  EXPECT_FALSE(is_pretrained_path(dir + "/other.bin"));
 }
 
 // A folder that cannot be created (a regular file on its path) once threw
@@ -847,12 +880,22 @@ TEST(HfExport, AFolderThatCannotBeCreatedIsAnInputError) {
   std::ofstream(dir + "/afile") << "x";
   std::vector<float> w;
   expect_input_error([&] { export_hf_folder(tiny_export(w, false), dir + "/afile/sub"); },
-                     "export: cannot create the folder '" + dir + "/afile/sub'");
+                     "export: cannot create a folder beside '" + dir + "/afile/sub'");
+}
+
+// Folders beside `path` named as an export's partial one.
+int partial_folders(const std::string& path) {
+  int n = 0;
+  const fs::path p(path);
+  for (const auto& e : fs::directory_iterator(p.parent_path()))
+    n += e.path().filename().string().rfind(p.filename().string() + ".partial", 0) == 0;
+  return n;
 }
 
 // An export is written beside its folder and moved into place whole: a
 // write that fails (a full disk) once left config and tokenizer files beside
 // a truncated model.safetensors, which a rerun then refused as not empty.
+
 TEST(HfExport, AFailedExportLeavesNoFolder) {
   const std::string dir = temp_dir("export_fails");
   std::vector<float> w;
@@ -863,20 +906,29 @@ TEST(HfExport, AFailedExportLeavesNoFolder) {
   std::ofstream(full + "/keep") << "x";
   expect_input_error([&] { export_hf_folder(e, full); }, "(it must be empty or absent)");
   EXPECT_TRUE(fs::exists(full + "/keep"));
-  EXPECT_FALSE(fs::exists(full + ".partial"));
+  EXPECT_EQ(partial_folders(full), 0);
   // Files limited to 1 KiB (in a child process): the write fails, and no
   // folder is left at all.
   const std::string out = dir + "/out";
   EXPECT_EQ(exit_code_under_file_limit(1024, [&] { export_hf_folder(e, out); }), 1)
       << "the export did not fail under a 1 KiB file limit";
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_FALSE(fs::exists(out + ".partial"));
+  EXPECT_EQ(partial_folders(out), 0);
   // Without the limit it is written whole, also when named with a trailing
-  // slash (the partial folder once lay inside it, and the move failed).
+  // slash (the partial folder once lay inside it, and the move failed). A
+  // folder of the user's named like the partial one is not touched (it was
+  // removed as a leftover), and the model folder gets the umask's mode, not
+  // mkdtemp's 0700.
+  fs::create_directories(out + ".partial");
+  std::ofstream(out + ".partial/notes.txt") << "mine";
   export_hf_folder(e, out + "/");
   EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
-  EXPECT_FALSE(fs::exists(out + ".partial"));
+  EXPECT_TRUE(fs::exists(out + ".partial/notes.txt"));
+  EXPECT_EQ(partial_folders(out), 1);
   EXPECT_FALSE(fs::exists(out + "/.partial"));
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  EXPECT_EQ(static_cast<unsigned>(fs::status(out).permissions()), 0777u & ~mask);
 }
 
 }  // namespace
