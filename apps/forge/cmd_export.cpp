@@ -1,11 +1,15 @@
-// `forge export FILE --format csv|jsonl [--out PATH] [--episode N [--decode]]`:
+// `forge export FILE --format csv|jsonl [--out PATH] [--steps | --episode N [--decode]]`:
 // tables from a rollouts.h5 for pandas and friends, on stdout or into --out.
 //
 //   default           one row per episode: index, episode_id, env,
 //                     template_family, task_id, group, consumed_step,
-//                     staleness, outcome, process, efficiency, success, turns,
-//                     tool_errors, recoveries, n_calls, generated_tokens,
+//                     staleness, outcome, process, efficiency, safety,
+//                     success, abandoned, turns, tool_errors, recoveries,
+//                     safety_events, test_runs, n_calls, generated_tokens,
 //                     final_length
+//   --steps           one row per training step: every steps/* column of
+//                     one value a step (docs/hdf5-schema.md), empty / null
+//                     where the file predates it
 //   --episode N       one row per token of episode N (row index as in the
 //                     default table): call, position, token, loss_mask,
 //                     logprob (empty / null for context), version
@@ -13,7 +17,11 @@
 //                     generated text (through the run's tokenizer: its
 //                     model.pretrained's, or bytes with special tokens as
 //                     <|name|>), generated_tokens, logprob_sum
-// Works on a file that is being written (what the writer has flushed).
+// Numbers are the shortest text that reads back to the stored value;
+// episode_id and task_id are 64-bit (readers that parse JSON numbers as
+// doubles, like jq, round them). Text is UTF-8: bytes that are not, and NUL
+// in CSV, become U+FFFD. Works on a file that is being written (what the
+// writer has flushed).
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,6 +57,7 @@ class TableWriter {
     bool null = false;
   };
   static Value num(double v) { return {std::isfinite(v) ? json_number(v) : "", false, !std::isfinite(v)}; }
+  static Value num(float v) { return {std::isfinite(v) ? json_number(v) : "", false, !std::isfinite(v)}; }
   static Value integer(int64_t v) { return {std::to_string(v)}; }
   static Value str(std::string s) { return {std::move(s), true}; }
 
@@ -64,7 +73,7 @@ class TableWriter {
         line += (i ? "," : "") + (v.quoted ? csv_field(v.text) : v.text);
     }
     line += jsonl_ ? "}\n" : "\n";
-    std::fputs(line.c_str(), out_);
+    std::fwrite(line.data(), 1, line.size(), out_);
   }
 
  private:
@@ -89,6 +98,23 @@ void export_episodes(const RolloutReader& r, std::FILE* out, bool jsonl) {
            V::integer(e.abandoned[i]), V::integer(e.turns[i]), V::integer(e.tool_errors[i]),
            V::integer(e.recoveries[i]), V::integer(e.safety_events[i]), V::integer(e.test_runs[i]),
            V::integer(e.n_calls[i]), V::integer(e.generated_tokens[i]), V::integer(e.final_length[i])});
+}
+
+void export_steps(const RolloutReader& r, std::FILE* out, bool jsonl) {
+  TableWriter w(out, jsonl,
+                {"step", "objective", "reward_mean", "outcome_mean", "process_mean", "efficiency_mean", "safety_mean",
+                 "success_rate", "clip_fraction", "masked_fraction", "engine_mismatch", "stale_drift", "kl", "entropy",
+                 "tree_token_ratio", "tokens_per_s", "step_seconds", "store_seconds", "grad_norm", "lr", "groups",
+                 "zero_variance_groups", "dropped_groups", "masked_groups", "abandoned"});
+  // A count a file predates reads as -1: empty / null here, as a NaN metric.
+  const auto count = [](int32_t v) { return v < 0 ? V::Value{"", false, true} : V::integer(v); };
+  for (const StepMetrics& m : r.steps())
+    w.row({V::integer(m.step), V::num(m.objective), V::num(m.reward_mean), V::num(m.outcome_mean),
+           V::num(m.process_mean), V::num(m.efficiency_mean), V::num(m.safety_mean), V::num(m.success_rate),
+           V::num(m.clip_fraction), V::num(m.masked_fraction), V::num(m.engine_mismatch), V::num(m.stale_drift),
+           V::num(m.kl), V::num(m.entropy), V::num(m.tree_token_ratio), V::num(m.tokens_per_s),
+           V::num(m.step_seconds), V::num(m.store_seconds), V::num(m.grad_norm), V::num(m.lr), count(m.groups),
+           count(m.zero_variance_groups), count(m.dropped_groups), count(m.masked_groups), count(m.abandoned)});
 }
 
 void export_tokens(const Trajectory& t, std::FILE* out, bool jsonl) {
@@ -119,19 +145,22 @@ void export_decoded(const Trajectory& t, const Tokenizer& tok, std::FILE* out, b
 int run_export(int argc, char** argv) {
   std::string file, format, out_path;
   int64_t episode = -1;
-  bool decode = false;
+  bool decode = false, steps = false;
   OptionSet opts("forge export",
-                 "Write tables from a rollouts.h5 as CSV or JSON lines: one row per episode, or\n"
-                 "with --episode N the tokens of one episode (--decode: its calls as text).");
+                 "Write tables from a rollouts.h5 as CSV or JSON lines: one row per episode, with\n"
+                 "--steps one row per training step, or with --episode N the tokens of one episode\n"
+                 "(--decode: its calls as text).");
   opts.add_positional("FILE", &file, "the rollouts.h5 file");
   opts.add("format", &format, std::string("csv"), "csv | jsonl", one_of({"csv", "jsonl"}));
   opts.add("out", &out_path, std::string(""), "output file; empty = stdout");
   opts.add("episode", &episode, int64_t{-1}, "row index of one episode to export; -1 = the episode table",
            at_least(-1));
   opts.add("decode", &decode, false, "with --episode: one row per LLM call with decoded text");
+  opts.add("steps", &steps, false, "one row per training step (the steps table) instead of the episode table");
   opts.allow_config_file(false);
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (decode && episode < 0) throw InputError("--decode needs --episode N (the episode to decode)");
+  if (steps && episode >= 0) throw InputError("--steps and --episode are two different tables: give one");
 
   std::error_code ec;
   if (!out_path.empty() && std::filesystem::equivalent(file, out_path, ec))
@@ -162,7 +191,8 @@ int run_export(int argc, char** argv) {
   };
   try {
     const bool jsonl = format == "jsonl";
-    if (episode < 0) export_episodes(reader, out, jsonl);
+    if (steps) export_steps(reader, out, jsonl);
+    else if (episode < 0) export_episodes(reader, out, jsonl);
     else if (decode) export_decoded(reader.episode(episode), *model_source_of_config(reader.config_ini(), file).tokenizer, out, jsonl);
     else export_tokens(reader.episode(episode), out, jsonl);
   } catch (...) {
@@ -184,5 +214,5 @@ int run_export(int argc, char** argv) {
 }  // namespace
 }  // namespace forge
 
-FORGE_COMMAND("export", "write per-episode tables (or one episode's tokens / text) as CSV or JSON lines",
+FORGE_COMMAND("export", "write per-episode or per-step tables (or one episode's tokens / text) as CSV or JSON lines",
               forge::run_export);

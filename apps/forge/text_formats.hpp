@@ -1,6 +1,8 @@
 // Small writers for the machine-readable outputs of the CLI: JSON strings and
-// numbers (non-finite numbers become null; invalid UTF-8 becomes U+FFFD) and CSV fields (RFC 4180 quoting).
+// numbers (the shortest that read back exactly; non-finite numbers become
+// null; invalid UTF-8 becomes U+FFFD) and CSV fields (RFC 4180 quoting).
 #pragma once
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -50,14 +52,29 @@ inline std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// The shortest text that reads back as the same double (or float): six
+// digits rounded exported logprobs by ~5e-6, a hundred times the
+// engine/learner mismatch an analysis looks for.
 inline std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+inline std::string json_number(float v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
-inline std::string csv_field(const std::string& s) {
+// A CSV field: UTF-8 text (bytes that are not valid UTF-8, and NUL, which
+// CSV readers refuse, become U+FFFD, as in JSON), quoted when needed.
+inline std::string csv_field(const std::string& raw) {
+  std::string s;
+  for (size_t i = 0; i < raw.size();) {
+    const size_t n = raw[i] == '\0' ? 0 : utf8_length(raw, i);
+    if (n == 0) s += "\xEF\xBF\xBD", ++i;
+    else s.append(raw, i, n), i += n;
+  }
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
   for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);

@@ -21,6 +21,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -178,8 +179,48 @@ def check_tools(build_dir, path, tmp):
         failures.append(f"forge export: rc {out.returncode}, {len(rows)} rows: {out.stderr}")
     out = subprocess.run([forge, "export", path, "--format", "jsonl", "--episode", "0", "--decode"],
                          capture_output=True, text=True, timeout=120)
-    if out.returncode != 0 or not all(json.loads(line)["call"] >= 0 for line in out.stdout.splitlines()):
-        failures.append(f"forge export --decode: rc {out.returncode}: {out.stderr}")
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or not lines or not all(json.loads(line)["call"] >= 0 for line in lines):
+        failures.append(f"forge export --decode: rc {out.returncode}, {len(lines)} lines: {out.stderr}")
+    # Values, not only counts: the steps table and one episode's tokens read
+    # back exactly as h5py reads them (six digits once rounded logprobs).
+    with h5py.File(path, "r", swmr=True) as f:
+        steps = {k: f["steps/" + k][:] for k in f["steps"].keys() if f["steps/" + k].ndim == 1}
+        first, n_calls = f["episodes/call_offset"][0], f["episodes/n_calls"][0]
+        off, ctx, gen = (f["calls/" + k][first:first + n_calls] for k in ("token_offset", "context_len", "generated_len"))
+        logprobs = np.concatenate([f["logprobs"][o + c:o + c + g] for o, c, g in zip(off, ctx, gen)])
+    out = subprocess.run([forge, "export", path, "--steps", "--format", "jsonl"], capture_output=True, text=True,
+                         timeout=120)
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    if out.returncode != 0 or len(rows) != n_steps:
+        failures.append(f"forge export --steps: rc {out.returncode}, {len(rows)} rows: {out.stderr}")
+    for key, column in steps.items():
+        got = [r[key] for r in rows]
+        want = [None if isinstance(v, float) and np.isnan(v) else v.item() for v in column]
+        if got != want:
+            failures.append(f"forge export --steps: {key} {got[:3]}..., the file {want[:3]}...")
+    out = subprocess.run([forge, "export", path, "--episode", "0"], capture_output=True, text=True, timeout=120)
+    exported = [float(r["logprob"]) for r in csv.DictReader(io.StringIO(out.stdout)) if r["loss_mask"] == "1"]
+    if not np.array_equal(np.asarray(exported, dtype=np.float32), logprobs):
+        failures.append("forge export --episode 0: logprobs do not read back as stored")
+    # Text that is not UTF-8, and NUL (a byte-level model can generate
+    # both): CSV stays UTF-8 with one row per call (NUL once cut a row).
+    mangled = os.path.join(tmp, "mangled.h5")
+    shutil.copy(path, mangled)
+    with h5py.File(mangled, "r+") as f:
+        tokens = f["tokens"]
+        call = int(np.argmax(gen > 1))
+        at = off[call] + ctx[call]
+        tokens[at], tokens[at + 1] = 0, 0xFF
+    out = subprocess.run([forge, "export", mangled, "--episode", "0", "--decode", "--format", "csv"],
+                         capture_output=True, timeout=120)
+    try:
+        rows = list(csv.DictReader(io.StringIO(out.stdout.decode("utf-8"))))
+        ok = out.returncode == 0 and len(rows) == n_calls and "\ufffd\ufffd" in rows[call]["generated"]
+    except (UnicodeDecodeError, csv.Error) as e:
+        ok = False
+    if not ok:
+        failures.append(f"forge export --decode CSV of NUL and a non-UTF-8 byte: rc {out.returncode}")
     plots = os.path.join(tmp, "plots")
     out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_rollouts.py"), path, "--out", plots],
                          capture_output=True, text=True, timeout=300)
