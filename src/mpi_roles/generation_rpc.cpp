@@ -171,7 +171,13 @@ void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s) {
     if (joined) {
       int done = 0;
       MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
-      if (done) return;
+      if (done) {
+        // A message that arrived with the barrier's last packet (in the
+        // same MPI_Test) is taken in too: none stays unmatched.
+        while (try_receive(comm, kRequestTag, &source, &bytes) || try_receive(comm, kResultTag, &source, &bytes)) {
+        }
+        return;
+      }
     }
     if (sw.seconds() > deadline_s)
       throw Error(std::string("shutdown: ") + (joined ? "not every rank reached the final barrier"

@@ -16,8 +16,9 @@ Watchdog::Watchdog(MPI_Comm comm, const RoleLayout& layout, double deadline_s, d
   if (MPI_Win_allocate(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, comm, &base, &win_) != MPI_SUCCESS)
     throw Error("watchdog: MPI_Win_allocate failed");
   *base = 0;
-  MPI_Barrier(comm);  // every counter is zero before anyone reads it
   MPI_Win_lock_all(0, win_);
+  MPI_Win_sync(win_);  // the local store is the window's (separate memory model)
+  MPI_Barrier(comm);   // every counter is zero before anyone reads it
   thread_ = std::thread([this] { loop(); });
 }
 

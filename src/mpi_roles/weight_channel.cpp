@@ -49,8 +49,11 @@ WeightChannel::WeightChannel(MPI_Comm comm, int host_rank, size_t n_floats) : ho
     MPI_Win_get_attr(win_, MPI_WIN_MODEL, &model, &found);
     unified_ = found && *model == MPI_WIN_UNIFIED;
   }
-  MPI_Barrier(comm);
+  // The header's local stores made visible to the window (the separate
+  // memory model needs the sync) before any rank reads it.
   MPI_Win_lock_all(0, win_);
+  MPI_Win_sync(win_);
+  MPI_Barrier(comm);
 }
 
 WeightChannel::~WeightChannel() {
