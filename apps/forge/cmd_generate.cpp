@@ -8,6 +8,7 @@
 // suite (a run's config.ini or configs/*.ini as --config) and reads
 // sample.* and run.threads/backend/precision; the model is MODEL's own, so
 // [model] keys are not read (forge_config.hpp: log_model_keys_unread).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -67,9 +68,6 @@ int run_generate(int argc, char** argv) {
   }
 
   log_model_keys_unread(all.base.model, checkpoint, source.config.pretrained);
-  EngineConfig ec;
-  RolloutEngine engine(*model, ec);
-  engine.set_policy_version(static_cast<int>(version));
   GenerationRequest req;
   int32_t stop = kEndOfTurn;
   if (source.chat) {
@@ -78,6 +76,15 @@ int run_generate(int argc, char** argv) {
   } else {
     req.prompt = single_turn_prompt(prompt);
   }
+  // The engine sized for this prompt and its generation (a long prompt
+  // exceeded the default 4096 tokens).
+  EngineConfig ec;
+  ec.max_batch = 1;
+  ec.max_seq_len = static_cast<int>(
+      std::max<int64_t>(ec.max_seq_len, static_cast<int64_t>(req.prompt.size()) + sampling.max_new_tokens));
+  ec.kv_cache_tokens = ec.max_seq_len + ec.block_size;  // one sequence's, whole blocks
+  RolloutEngine engine(*model, ec);
+  engine.set_policy_version(static_cast<int>(version));
   req.sampling = sampling;
   req.sampling.stop_tokens = {stop};
   engine.submit(req);

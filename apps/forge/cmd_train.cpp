@@ -13,6 +13,7 @@
 // step continue). Episodes and per-step metrics go to RUN_DIR/rollouts.h5
 // (docs/hdf5-schema.md), readable while the run writes it (`forge inspect`).
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "agent/agent_episode.hpp"
@@ -59,10 +60,20 @@ int run_train(int argc, char** argv) {
   });
   if (!cli::parse_options(opts, argc, argv)) return 0;
   opts.require_storable();
+  // SIGTERM (a Slurm time limit) from here on: the step under way finishes,
+  // then a checkpoint, and exit 143; `--resume` continues. One during the
+  // start (a model loading) is acted on when the first step would begin.
+  volatile std::sig_atomic_t* const terminate = cli::catch_sigterm();
   std::optional<MpiRuntime> mpi;
   if (launched_by_mpi()) {
     mpi.emplace(&argc, &argv);
     if (mpi->world() > 1) return run_async_train(all, opts, resume);
+  } else if (const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS"); tasks && std::atoi(tasks) > 1) {
+    // srun without --mpi=pmix where Open MPI is not told it runs under MPI:
+    // every task would train alone on run.dir.
+    throw InputError("forge train is one of " + std::string(tasks) +
+                     " tasks of a Slurm step but was not started as an MPI rank: each would train alone on "
+                     "run.dir. Launch it with srun --mpi=pmix (slurm/forge_job.sbatch) or mpirun");
   }
   if (all.gateway.enabled)
     throw InputError(
@@ -71,10 +82,13 @@ int run_train(int argc, char** argv) {
   StandardConfig& cfg = all.base;
   AgentConfig& agent = all.agent;
   const TrainConfig& tc = all.train;
-  if (!resume) refuse_existing_run(cfg.run.dir, "forge train", true);
   all.update.loss.validate();
   all.update.reward.validate();
   check_bins_hold_calls("train.max_tokens", tc.max_tokens, agent.max_context_tokens + agent.max_new_tokens);
+  // The folder is held before it is judged: a second forge on it is told
+  // who holds it (not that it holds an earlier run).
+  hold_run_folder(cfg.run.dir);
+  if (!resume) refuse_existing_run(cfg.run.dir, "forge train", true);
   agent.sampling = cfg.sample;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
 
@@ -86,7 +100,6 @@ int run_train(int argc, char** argv) {
   agent.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
   // The data stream: one RNG draws each step's task seeds; a checkpoint holds it.
   Rng task_rng(cfg.run.seed ^ 0x7A5Cull);
-  hold_run_folder(cfg.run.dir);  // before a --resume picks its checkpoint
   const LearnerStart start = load_learner_start(model, opt, cfg.run, tc, resume);
   if (!start.resumed_from.empty()) {
     const std::string& path = start.resumed_from;
@@ -127,9 +140,6 @@ int run_train(int argc, char** argv) {
     s.rngs["tasks"] = task_rng.state();
     return s;
   };
-  // SIGTERM (a Slurm time limit): the step under way finishes, then a
-  // checkpoint, and exit 143; `--resume` continues.
-  volatile std::sig_atomic_t* const terminate = cli::catch_sigterm();
   for (int step = start.step; step < tc.steps; ++step) {
     if (*terminate) {
       log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");

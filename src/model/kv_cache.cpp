@@ -9,14 +9,14 @@ namespace forge {
 PagedKvCache::PagedKvCache(Backend& backend, const ModelConfig& config, int64_t capacity_tokens,
                            int block_size)
     : backend_(backend), block_size_(block_size), layers_(config.n_layers) {
-  if (block_size < 1) throw InputError("engine.block_size must be positive");
+  if (block_size < 1) throw InputError("rollout engine: block_size must be positive");
   const int64_t blocks = capacity_tokens / block_size;
   if (blocks < 1)
-    throw InputError("engine.kv_cache_tokens (" + std::to_string(capacity_tokens) +
-                     ") holds no block of engine.block_size (" + std::to_string(block_size) +
+    throw InputError("rollout engine: kv_cache_tokens (" + std::to_string(capacity_tokens) +
+                     ") holds no block of block_size (" + std::to_string(block_size) +
                      ") tokens");
   if (blocks > INT32_MAX / block_size)
-    throw InputError("engine.kv_cache_tokens (" + std::to_string(capacity_tokens) +
+    throw InputError("rollout engine: kv_cache_tokens (" + std::to_string(capacity_tokens) +
                      ") exceeds the 2^31 slots a block table can address");
   num_blocks_ = static_cast<int>(blocks);
   row_bytes_ = static_cast<size_t>(config.n_kv_heads) * config.head_dim() * backend.kv_cache_value_bytes();

@@ -31,13 +31,13 @@ void EngineConfig::validate() const {
   auto need = [](bool ok, const std::string& key, int64_t value, const std::string& rule) {
     if (!ok) throw InputError(key + " = " + std::to_string(value) + ": " + rule);
   };
-  need(max_batch >= 1, "engine.max_batch", max_batch, "must be at least 1");
-  need(max_seq_len >= 2, "engine.max_seq_len", max_seq_len,
+  need(max_batch >= 1, "rollout engine: max_batch", max_batch, "must be at least 1");
+  need(max_seq_len >= 2, "rollout engine: max_seq_len", max_seq_len,
        "must be at least 2 (a prompt token and a generated one)");
-  need(block_size >= 1, "engine.block_size", block_size, "must be at least 1");
-  need(kv_cache_tokens >= block_size, "engine.kv_cache_tokens", kv_cache_tokens,
-       "must hold at least one block of engine.block_size tokens");
-  need(prefill_chunk >= 1, "engine.prefill_chunk", prefill_chunk, "must be at least 1");
+  need(block_size >= 1, "rollout engine: block_size", block_size, "must be at least 1");
+  need(kv_cache_tokens >= block_size, "rollout engine: kv_cache_tokens", kv_cache_tokens,
+       "must hold at least one block of block_size tokens");
+  need(prefill_chunk >= 1, "rollout engine: prefill_chunk", prefill_chunk, "must be at least 1");
 }
 
 const char* to_string(FinishReason r) {
@@ -85,8 +85,9 @@ void RolloutEngine::submit(GenerationRequest r) {
   const SamplingParams& sp = r.sampling;
   if (P == 0) throw InputError(who + "empty prompt");
   if (P > config_.max_seq_len)
-    throw InputError(who + "prompt of " + std::to_string(P) + " tokens exceeds engine.max_seq_len (" +
-                     std::to_string(config_.max_seq_len) + "); shorten the context");
+    throw InputError(who + "prompt of " + std::to_string(P) + " tokens exceeds the engine's max_seq_len (" +
+                     std::to_string(config_.max_seq_len) +
+                     " tokens: agent.max_context_tokens + agent.max_new_tokens in agent commands); shorten the context");
   for (int64_t i = 0; i < P; ++i)
     if (r.prompt[i] < 0 || r.prompt[i] >= V)
       throw InputError(who + "prompt token " + std::to_string(i) + " is " +
@@ -107,7 +108,7 @@ void RolloutEngine::submit(GenerationRequest r) {
     early.finish = FinishReason::kError;
     early.error = who + "prompt of " + std::to_string(P) + " tokens cannot fit the KV cache of " +
                   std::to_string(cache_.capacity_tokens()) +
-                  " tokens; raise engine.kv_cache_tokens or shorten the context";
+                  " tokens (kv_cache_tokens, sized from the engine's batch and max_seq_len); shorten the context";
     done_.push_back(std::move(early));
   } else {
     waiting_.push_back(std::move(r));

@@ -177,6 +177,19 @@ TEST(Cli, TrainRefusesGreedySampling) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
 }
 
+// N tasks of a Slurm step started without MPI (srun without --mpi=pmix
+// where Open MPI does not fail) once each trained alone on run.dir: refused.
+TEST(Cli, TrainAsTasksOfASlurmStepWithoutMpiIsRefused) {
+  const std::string dir = ::testing::TempDir() + "forge_cli_srun_" + std::to_string(getpid());
+  setenv("SLURM_STEP_NUM_TASKS", "3", 1);
+  const Result r = forge("train --train.steps=1 --run.dir=" + dir);
+  unsetenv("SLURM_STEP_NUM_TASKS");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "forge train is one of 3 tasks of a Slurm step but was not started as an MPI rank"))
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+}
+
 TEST(Cli, Bf16OnCpuBackendIsInputError) {
   const std::string dir = ::testing::TempDir() + "forge_cli_bf16_" + std::to_string(getpid());
   const Result r = forge("sft --sft.steps=1 --run.precision=bf16 --run.dir=" + dir);
