@@ -55,7 +55,7 @@ std::string token_or_null(const BpeVocabulary& v, int32_t id) {
 
 }  // namespace
 
-std::string tokenizer_json(const BpeVocabulary& v) {
+std::string tokenizer_json(const BpeVocabulary& v, const std::string& post_processor) {
   ordered_json added = ordered_json::array();
   for (const auto& a : v.added)
     added.push_back({{"id", a.id},
@@ -76,9 +76,10 @@ std::string tokenizer_json(const BpeVocabulary& v) {
                     {"truncation", nullptr},
                     {"padding", nullptr},
                     {"added_tokens", added},
-                    {"normalizer", nullptr},
+                    {"normalizer", v.nfc ? ordered_json{{"type", "NFC"}} : ordered_json(nullptr)},
                     {"pre_tokenizer", pre_tokenizer_json(v.pre)},
-                    {"post_processor", nullptr},
+                    {"post_processor", post_processor.empty() ? ordered_json(nullptr)
+                                                              : ordered_json::parse(post_processor)},
                     {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
                     {"model",
                      {{"type", "BPE"},
@@ -146,7 +147,7 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   const std::vector<std::pair<std::string, std::string>> texts = {
       {"config.json", cfg.dump(2) + "\n"},
       {"generation_config.json", gen.dump(2) + "\n"},
-      {"tokenizer.json", tokenizer_json(v) + "\n"},
+      {"tokenizer.json", tokenizer_json(v, m.tokenizer.post_processor) + "\n"},
       {"tokenizer_config.json", tc.dump(2) + "\n"}};
 
   // model.safetensors: split fused tensors, un-permute q and k.

@@ -38,7 +38,8 @@ struct HfExport {
 void export_hf_folder(const HfExport& model, const std::string& folder);
 
 // tokenizer.json of a byte-level BPE vocabulary (the format
-// tokenizer_from_hf_folder reads back).
-std::string tokenizer_json(const BpeVocabulary& vocab);
+// tokenizer_from_hf_folder reads back): its NFC normalizer if it has one,
+// and `post_processor` (JSON, "" for none) as given.
+std::string tokenizer_json(const BpeVocabulary& vocab, const std::string& post_processor = "");
 
 }  // namespace forge

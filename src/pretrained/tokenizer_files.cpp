@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -75,10 +76,15 @@ void read_tokenizer_config(const std::string& path, std::string* chat_template, 
   const JsonObject tc(tc_json, path);
   if (const json& templates = tc.raw("chat_template"); templates.is_array()) {
     // Named templates: [{"name": "default", "template": "..."}, ...].
+    std::string names;
     for (size_t i = 0; i < templates.size(); ++i) {
       const JsonObject t(templates[i], path, "chat_template[" + std::to_string(i) + "].");
       if (t.string("name", "") == "default") *chat_template = t.string("template", "");
+      names += (names.empty() ? "" : ", ") + t.string("name", "");
     }
+    if (chat_template->empty())
+      throw InputError("'" + path + "': chat_template lists named templates (" + names +
+                       ") but none named \"default\", the one forge renders");
   } else {
     *chat_template = tc.string("chat_template", "");
   }
@@ -137,6 +143,21 @@ PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
   out.bos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id", 0, last, -1));
   out.eos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.eos_token_id", 0, last, -1));
   out.source = src;
+  if (out.bos_id >= 0 && g.has("tokenizer.ggml.add_bos_token") && g.get_bool("tokenizer.ggml.add_bos_token")) {
+    // Hugging Face's form of "BOS before every text" (Llama 3's file).
+    const std::string bos = out.tokenizer->token_text(out.bos_id);
+    const json special = {{"id", bos}, {"type_id", 0}};
+    out.post_processor =
+        json{{"type", "TemplateProcessing"},
+             {"single", {{{"SpecialToken", special}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+             {"pair",
+              {{{"SpecialToken", special}},
+               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+               {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}},
+               {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+             {"special_tokens", {{bos, {{"id", bos}, {"ids", {out.bos_id}}, {"tokens", {bos}}}}}}}
+            .dump();
+  }
   return out;
 }
 
@@ -153,7 +174,7 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   if (model.boolean("byte_fallback", false)) throw bad("byte_fallback BPE (SentencePiece-style) is not byte-level BPE");
   if (model.number("dropout", 0) > 0) throw bad("BPE dropout");
   if (file.has("normalizer") && file.object("normalizer").string("type", "") != "NFC")
-    throw bad("normalizer " + json_shown(tj["normalizer"]) + " (forge applies none)");
+    throw bad("normalizer " + json_shown(tj["normalizer"]) + " (forge applies NFC or none)");
   // Options that change how Hugging Face encodes or decodes, which forge's
   // byte-level BPE does not apply: refused rather than tokenized otherwise.
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
@@ -216,16 +237,43 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
       throw not_a_merge();
     }
   }
+  // A pair listed twice ranks at its last place, as Hugging Face's map of
+  // merges keeps it (llama.cpp, reading a GGUF, keeps the first).
+  {
+    std::set<std::pair<std::string, std::string>> later;
+    std::vector<std::pair<std::string, std::string>> kept;
+    for (auto it = v.merges.rbegin(); it != v.merges.rend(); ++it)
+      if (later.insert(*it).second) kept.push_back(*it);
+    v.merges.assign(kept.rbegin(), kept.rend());
+  }
   v.ignore_merges = model.boolean("ignore_merges", false);
   v.pre = pre_from_json(file.raw("pre_tokenizer"), path);
+  v.nfc = file.has("normalizer");  // NFC, the one normalizer accepted above
   PretrainedTokenizer out;
   out.source = path;
+  if (file.has("post_processor")) out.post_processor = tj["post_processor"].dump();
   std::string bos, eos;
   const std::string config_path = folder + "/tokenizer_config.json";
   if (std::filesystem::exists(config_path)) read_tokenizer_config(config_path, &out.chat_template, &bos, &eos);
+  // Newer transformers save the template beside it, not in it.
+  const std::string jinja_path = folder + "/chat_template.jinja";
+  if (std::filesystem::exists(jinja_path)) {
+    std::ifstream in(jinja_path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) throw InputError("cannot read '" + jinja_path + "'");
+    if (valid_utf8(text) != text) throw InputError("'" + jinja_path + "' is not valid UTF-8 text");
+    out.chat_template = std::move(text);
+  }
   out.tokenizer = std::make_shared<BpeTokenizer>(std::move(v), path);
-  out.bos_id = bos.empty() ? -1 : out.tokenizer->token_id(bos);
-  out.eos_id = eos.empty() ? -1 : out.tokenizer->token_id(eos);
+  const auto id_of = [&](const std::string& token, const char* key) {
+    if (token.empty()) return int32_t{-1};
+    const int32_t id = out.tokenizer->token_id(token);
+    if (id < 0)
+      throw InputError("'" + config_path + "': " + key + " '" + token + "' is not a token of " + path);
+    return id;
+  };
+  out.bos_id = id_of(bos, "bos_token");
+  out.eos_id = id_of(eos, "eos_token");
   return out;
 }
 

@@ -17,9 +17,9 @@
 // byte fallback, a normalizer other than NFC) is refused by name: an
 // InputError naming the file, never a tokenizer that encodes differently.
 // So are damaged files: a token id outside the vocabulary (added_tokens,
-// bos/eos), a GGUF token or chat template that is not UTF-8 text.
-// (An NFC normalizer, Qwen2's, is accepted and not applied: text that is not
-// in NFC may tokenize differently from the reference.)
+// bos/eos), a GGUF token or chat template that is not UTF-8 text. An NFC
+// normalizer (Qwen2's tokenizer.json) is applied (tokenizer/nfc.hpp); a GGUF
+// file has none, as llama.cpp applies none.
 #pragma once
 #include <memory>
 #include <string>
@@ -34,6 +34,10 @@ struct PretrainedTokenizer {
   std::string chat_template;  // Jinja source as the model ships it; "" if none
   int32_t bos_id = -1, eos_id = -1;
   std::string source;  // the file(s) it came from
+  // What Hugging Face adds around an encoded text (tokenizer.json's
+  // post_processor, as JSON; a GGUF's add_bos_token as a template), for an
+  // export to write back; "" for none. forge itself renders BOS explicitly.
+  std::string post_processor;
 };
 
 PretrainedTokenizer tokenizer_from_gguf(const GgufFile& gguf);

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/utf8.hpp"
+#include "tokenizer/nfc.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace forge {
@@ -163,6 +164,13 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>* ou
 }
 
 void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>* out) const {
+  if (vocab_.nfc) {
+    // Each text between added tokens alone, as Hugging Face normalizes it.
+    const std::string normalized = unicode::nfc(text);
+    for (const auto& [b, e] : pre_tokenize(vocab_.pre, normalized))
+      encode_piece(std::string_view(normalized).substr(b, e - b), out);
+    return;
+  }
   for (const auto& [b, e] : pre_tokenize(vocab_.pre, text)) encode_piece(text.substr(b, e - b), out);
 }
 

@@ -41,6 +41,7 @@ struct BpeVocabulary {
   std::vector<Added> added;  // their content is tokens[id]
   PreTokenizer pre = PreTokenizer::kGpt2;
   bool ignore_merges = false;
+  bool nfc = false;  // text is normalized to NFC before pre-tokenizing (tokenizer/nfc.hpp)
 };
 
 class BpeTokenizer final : public Tokenizer {

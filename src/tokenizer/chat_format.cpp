@@ -1,8 +1,10 @@
 #include "tokenizer/chat_format.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/error.hpp"
+#include "tokenizer/unicode.hpp"
 
 namespace forge {
 namespace {
@@ -51,12 +53,54 @@ bool chatml_default_system(const std::string& t, std::string* text) {
   return false;
 }
 
+// What a template prints besides the recognized pieces, or "" when nothing:
+// every {{ }} expression must be one `allowed` accepts (squeezed), and text
+// outside tags only white space that Jinja drops (none after a }} or at the
+// start holds a newline; transformers renders with trim_blocks, which drops
+// the newline after a {% %}). A template that contains the recognized line
+// and prints more (Hermes' {{bos_token}}) would render otherwise.
+template <typename Allowed>
+std::string printed_beyond(const std::string& t, Allowed allowed) {
+  bool after_block = false;  // the last tag was {% %} (or a comment)
+  for (size_t i = 0; i < t.size();) {
+    const size_t open = t.find('{', i);
+    const bool tag = open != std::string::npos && open + 1 < t.size() &&
+                     (t[open + 1] == '{' || t[open + 1] == '%' || t[open + 1] == '#');
+    const size_t text_end = tag ? open : (open == std::string::npos ? t.size() : open + 1);
+    const std::string text = t.substr(i, text_end - i);
+    if (text.find_first_not_of(" \t\r\n") != std::string::npos) return "text outside its tags";
+    if (!after_block && text.find('\n') != std::string::npos) return "a line break outside its tags";
+    if (!tag) {
+      if (open == std::string::npos) break;
+      i = open + 1;
+      continue;
+    }
+    const char kind = t[open + 1];
+    const std::string close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
+    const size_t end = t.find(close, open + 2);
+    if (end == std::string::npos) return "an unclosed tag";
+    if (kind == '{') {
+      std::string expr = squeeze(t.substr(open + 2, end - open - 2));
+      if (!expr.empty() && expr.front() == '-') expr.erase(0, 1);  // {{- ... -}}
+      if (!expr.empty() && expr.back() == '-') expr.pop_back();
+      if (!allowed(expr)) return "it prints {{" + expr + "}}";
+    }
+    after_block = kind != '{';
+    i = end + 2;
+  }
+  return "";
+}
+
+// Jinja's trim: Python's str.strip(), which drops Unicode white space
+// (U+00A0, U+3000, ...) and the separators U+001C..U+001F too.
 std::string trim(const std::string& s) {
-  const auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
-  size_t a = 0, b = s.size();
-  while (a < b && space(s[a])) ++a;
-  while (b > a && space(s[b - 1])) --b;
-  return s.substr(a, b - a);
+  const auto space = [](char32_t c) { return unicode::is_space(c) || (c >= 0x1C && c <= 0x1F); };
+  const std::vector<unicode::CodePoint> cps = unicode::decode_utf8(s);
+  size_t a = 0, b = cps.size();
+  while (a < b && space(cps[a].cp)) ++a;
+  while (b > a && space(cps[b - 1].cp)) --b;
+  if (a == b) return "";
+  return s.substr(cps[a].offset, cps[b - 1].offset + cps[b - 1].bytes - cps[a].offset);
 }
 
 }  // namespace
@@ -80,12 +124,24 @@ ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer
       has_default_system_ = true;
     }
     if (!contains(s, "add_generation_prompt%}{{'<|im_start|>assistant\\n'}}")) throw refuse("an unknown generation prompt");
+    const std::string beyond = printed_beyond(jinja, [](const std::string& e) {
+      const bool literal = e.size() > 2 && e.front() == '\'' && e.back() == '\'' && !contains(e.substr(1, e.size() - 2), "'");
+      return e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>'+'\\n'" ||
+             e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>\\n'" ||
+             e == "'<|im_start|>assistant\\n'" ||
+             (literal && e.rfind("'<|im_start|>system\\n", 0) == 0 && e.ends_with("<|im_end|>\\n'"));
+    });
+    if (!beyond.empty()) throw refuse(beyond);
     end_of_turn_ = tokenizer_->special_id("<|im_end|>");
     if (end_of_turn_ < 0 || tokenizer_->special_id("<|im_start|>") < 0)
       throw refuse("its tokenizer lacks the special tokens <|im_start|> and <|im_end|>");
   } else if (contains(s, "'<|start_header_id|>'+message['role']+'<|end_header_id|>\\n\\n'+message['content']|trim+'<|eot_id|>'")) {
     family_ = Family::kLlama3;
     if (!contains(s, "bos_token")) throw refuse("a Llama 3 template without bos_token");
+    const std::string beyond = printed_beyond(jinja, [](const std::string& e) {
+      return e == "content" || e == "'<|start_header_id|>assistant<|end_header_id|>\\n\\n'";
+    });
+    if (!beyond.empty()) throw refuse(beyond);
     end_of_turn_ = tokenizer_->special_id("<|eot_id|>");
     if (end_of_turn_ < 0 || tokenizer_->special_id("<|start_header_id|>") < 0 || bos_.empty())
       throw refuse("its tokenizer lacks <|eot_id|>, <|start_header_id|> or a BOS token");

@@ -1,8 +1,11 @@
 // The side of forge that the Hugging Face oracle tests compare
 // (tests/reference/test_hf_*.py run it): JSON lines in, JSON lines out.
 //
-//   forge_hf_dump tokenize MODEL [--pre NAME]   stdin: a JSON string per line;
+//   forge_hf_dump tokenize MODEL [--pre NAME] [--nfc on|off]
+//                                               stdin: a JSON string per line;
 //                                               stdout: its token ids
+//   forge_hf_dump nfc MODEL                     stdin: a JSON string per line;
+//                                               stdout: its NFC (tokenizer/nfc.hpp)
 //   forge_hf_dump decode MODEL                  stdin: token ids; stdout: the text
 //   forge_hf_dump chat MODEL                    stdin: {"messages": [...],
 //                                               "add_generation_prompt": bool};
@@ -16,7 +19,8 @@
 // MODEL is a GGUF file or a Hugging Face folder (logits and generate also take
 // a checkpoint, .h5, of a run that started from one); --pre replaces the
 // tokenizer's pre-tokenizer (gpt2, smollm, llama3, qwen2), so that one
-// vocabulary can test every pattern.
+// vocabulary can test every pattern, and --nfc on normalizes as Qwen2's
+// tokenizer.json does.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -34,6 +38,7 @@
 #include "pretrained/pretrained_model.hpp"
 #include "pretrained/tokenizer_files.hpp"
 #include "tokenizer/chat_format.hpp"
+#include "tokenizer/nfc.hpp"
 
 using namespace forge;
 using nlohmann::json;
@@ -108,7 +113,7 @@ int model_command(const std::string& cmd, const std::string& path, const std::st
 
 int run(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: forge_hf_dump tokenize|decode|logits|generate MODEL [ARG] [--pre NAME]\n");
+    std::fprintf(stderr, "usage: forge_hf_dump tokenize|decode|chat|nfc|logits|generate MODEL [ARG] [--pre NAME] [--nfc on|off]\n");
     return 2;
   }
   const std::string cmd = argv[1], model = argv[2];
@@ -118,17 +123,21 @@ int run(int argc, char** argv) {
   }
   PretrainedTokenizer pt = load(model);
   std::shared_ptr<const BpeTokenizer> tok = pt.tokenizer;
-  for (int i = 3; i + 1 < argc; i += 2)
-    if (std::string(argv[i]) == "--pre") {
-      BpeVocabulary v = tok->vocabulary();
-      v.pre = parse_pre_tokenizer(argv[i + 1]);
-      tok = std::make_shared<BpeTokenizer>(std::move(v), model);
-    }
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag != "--pre" && flag != "--nfc") throw InputError("unknown flag '" + flag + "'");
+    BpeVocabulary v = tok->vocabulary();
+    if (flag == "--pre") v.pre = parse_pre_tokenizer(value);
+    else v.nfc = value == "on";
+    tok = std::make_shared<BpeTokenizer>(std::move(v), model);
+  }
   std::string line;
   while (std::getline(std::cin, line)) {
     const json in = json::parse(line);
     if (cmd == "tokenize") {
       std::cout << json(tok->encode(in.get<std::string>())).dump() << "\n";
+    } else if (cmd == "nfc") {
+      std::cout << json(unicode::nfc(in.get<std::string>())).dump(-1, ' ', true) << "\n";
     } else if (cmd == "chat") {
       const std::string bos = pt.bos_id >= 0 ? tok->token_text(pt.bos_id) : "";
       const ChatFormat chat(pt.chat_template, tok, bos, model);

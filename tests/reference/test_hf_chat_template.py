@@ -43,10 +43,11 @@ WORDS = ["calc", "the", "answer", "is", "17", "times", "3", "Paris", "capital", 
 
 def text(rng, n):
     s = " ".join(rng.choice(WORDS) for _ in range(n))
+    # Edges of white space, Unicode's too (Jinja's trim is str.strip()).
     if rng.random() < 0.2:
-        s = rng.choice([" ", "\n", "  \n", "\t"]) + s
+        s = rng.choice([" ", "\n", "  \n", "\t", "\u00a0", "\u3000 ", "\x1c"]) + s
     if rng.random() < 0.2:
-        s = s + rng.choice([" ", "\n", "\n\n"])
+        s = s + rng.choice([" ", "\n", "\n\n", "\u00a0", " \u2003", "\x1f"])
     return s
 
 

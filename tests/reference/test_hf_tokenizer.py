@@ -4,8 +4,9 @@
 The vocabulary and merges of SmolLM2-135M-Instruct (from its GGUF file), with
 each pre-tokenizer forge implements (gpt2, smollm, llama3, qwen2): the
 reference is a tokenizers.Tokenizer built from the same vocabulary, merges and
-special tokens (hf_reference.hf_tokenizer, NFC off: forge applies no
-normalizer). On a corpus of 12,000 strings (tokenizer_corpus.py: code,
+special tokens (hf_reference.hf_tokenizer; NFC for qwen2, as its
+tokenizer.json, with strings made to exercise it; forge's NFC is also
+compared with Python's unicodedata). On a corpus of 12,000 strings (tokenizer_corpus.py: code,
 unicode, emoji, digit runs, whitespace runs, contractions, special-token text,
 agent transcripts) forge must give the same token ids for every string, and
 decoding them must give the reference's text (and the string back wherever
@@ -19,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_reference as ref  # noqa: E402
@@ -46,25 +48,37 @@ def main():
     if args.limit:
         corpus = corpus[:args.limit]
     assert len(corpus) >= 10000 or args.limit, len(corpus)
-    lines = [json.dumps(s) + "\n" for s in corpus]
     failures = 0
+    # NFC (Qwen2's normalizer) against Python's unicodedata, on the corpus
+    # and on text made to exercise it: decomposed letters, marks out of
+    # canonical order, Hangul jamo, composition exclusions and singletons.
+    nfc_cases = corpus + tokenizer_corpus.nfc_corpus()
+    got_nfc = forge_run(dump, ["nfc", model], [json.dumps(s) + "\n" for s in nfc_cases])
+    bad_nfc = [i for i, s in enumerate(nfc_cases) if got_nfc[i] != unicodedata.normalize("NFC", s)]
+    for i in bad_nfc[:5]:
+        print(f"  nfc of {nfc_cases[i]!r}\n    forge {got_nfc[i]!r}\n    python {unicodedata.normalize('NFC', nfc_cases[i])!r}")
+    print(f"nfc: {len(nfc_cases)} strings, {len(bad_nfc)} differ from unicodedata {unicodedata.unidata_version}")
+    failures += len(bad_nfc)
     for pre in args.pre or ref.PRE_TOKENIZERS:
-        tok = ref.hf_tokenizer(vocab["tokens"], vocab["merges"], vocab["token_types"], pre, nfc=False)
-        want = [e.ids for e in tok.encode_batch(corpus, add_special_tokens=False)]
-        got = forge_run(dump, ["tokenize", model, "--pre", pre], lines)
+        nfc = pre == "qwen2"  # as Qwen2's tokenizer.json
+        tok = ref.hf_tokenizer(vocab["tokens"], vocab["merges"], vocab["token_types"], pre, nfc=nfc)
+        cases = corpus + tokenizer_corpus.nfc_corpus() if nfc else corpus
+        lines = [json.dumps(s) + "\n" for s in cases]
+        want = [e.ids for e in tok.encode_batch(cases, add_special_tokens=False)]
+        got = forge_run(dump, ["tokenize", model, "--pre", pre, "--nfc", "on" if nfc else "off"], lines)
         bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
         for i in bad[:5]:
-            print(f"  {pre}: string {i} {corpus[i]!r}\n    forge {got[i][:40]}\n    hf    {want[i][:40]}")
+            print(f"  {pre}: string {i} {cases[i]!r}\n    forge {got[i][:40]}\n    hf    {want[i][:40]}")
         # Decoding: forge's text of the reference ids equals the reference's decoding.
         texts = forge_run(dump, ["decode", model], [json.dumps(ids) + "\n" for ids in want])
         hf_texts = tok.decode_batch(want, skip_special_tokens=False)
         bad_decode = [i for i, (a, b) in enumerate(zip(texts, hf_texts)) if a != b]
         for i in bad_decode[:5]:
-            print(f"  {pre}: decode of string {i} {corpus[i]!r}\n    forge {texts[i]!r}\n    hf    {hf_texts[i]!r}")
-        round_trips = sum(1 for s, t in zip(corpus, hf_texts) if s == t)
-        lost = [i for i, (s, t, h) in enumerate(zip(corpus, texts, hf_texts)) if h == s and t != s]
+            print(f"  {pre}: decode of string {i} {cases[i]!r}\n    forge {texts[i]!r}\n    hf    {hf_texts[i]!r}")
+        round_trips = sum(1 for s, t in zip(cases, hf_texts) if s == t)
+        lost = [i for i, (s, t, h) in enumerate(zip(cases, texts, hf_texts)) if h == s and t != s]
         tokens = sum(len(x) for x in want)
-        print(f"{pre}: {len(corpus)} strings, {tokens} tokens: {len(bad)} encodings differ, "
+        print(f"{pre}: {len(cases)} strings, {tokens} tokens: {len(bad)} encodings differ, "
               f"{len(bad_decode)} decodings differ; {round_trips} strings round-trip, {len(lost)} of those not in forge")
         failures += len(bad) + len(bad_decode) + len(lost)
     if failures:

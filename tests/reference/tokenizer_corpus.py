@@ -373,6 +373,44 @@ def corpus(n=12000, seed=0):
     return list(out)[:n]
 
 
+def nfc_corpus(n=3000, seed=1):
+    """n strings that exercise NFC: text in NFD, letters with random marks in
+    random order, Hangul syllables and raw jamo, singletons, composition
+    exclusions and starters that compose with starters."""
+    import unicodedata
+    rng = random.Random(seed)
+    marks = [chr(c) for c in range(0x300, 0x370)] + [chr(c) for c in (0x591, 0x5B0, 0x5C1, 0x64B, 0x651, 0x93C,
+                                                                      0x94D, 0x1AB0, 0x1DC0, 0x20D0, 0x302A, 0x3099)]
+    bases = "aeiouyAEIOUcCnNsSzZgGkKwWαεηιουωΑΕΗΙΟΥΩаеиоуАЕИОУ" + "\u0915\u0B47\u0DD9\u304B\u30CF\u05D0"
+    special = ["\u212B", "\u2126", "\u0340", "\u0341", "\u0343", "\u0344", "\u0958", "\uFB1D", "\u2ADC",
+               "\U0001D15E", "\u0B47\u0B3E", "\u0B47\u0B57", "\u0DD9\u0DCF", "\u0DD9\u0DDF", "\u1E9B\u0323",
+               "\u0F73", "\u0F75", "\u0F81", "\u2329", "\uF900", "\U0002F800"]
+    words = ["Việt Nam", "café", "naïve", "Ångström", "Ελληνικά", "ĉu", "Zürich", "한국어", "ḍḥṃ", "ǅemal"]
+    out = dict.fromkeys(special)
+    while len(out) < n:
+        k = rng.randrange(6)
+        if k == 0:  # NFD text
+            s = " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+            out.setdefault(unicodedata.normalize("NFD", s))
+        elif k == 1:  # letters with marks in any order
+            s = "".join(rng.choice(bases) + "".join(rng.choice(marks) for _ in range(rng.randint(0, 4)))
+                        for _ in range(rng.randint(1, 6)))
+            out.setdefault(s)
+        elif k == 2:  # Hangul: syllables decomposed, or raw jamo sequences
+            syll = "".join(chr(0xAC00 + rng.randrange(11172)) for _ in range(rng.randint(1, 5)))
+            jamo = "".join(chr(rng.choice([rng.randrange(0x1100, 0x1113), rng.randrange(0x1161, 0x1176),
+                                           rng.randrange(0x11A7, 0x11C3)])) for _ in range(rng.randint(1, 8)))
+            out.setdefault(rng.choice([unicodedata.normalize("NFD", syll), jamo, syll + jamo]))
+        elif k == 3:  # marks first, or around specials
+            out.setdefault("".join(rng.choice(marks) for _ in range(rng.randint(1, 3))) +
+                           rng.choice(special) + rng.choice(words))
+        elif k == 4:  # mixed with ASCII and a special-token text
+            out.setdefault(rng.choice(words) + " <|im_end|>" + unicodedata.normalize("NFD", rng.choice(words)))
+        else:  # any code point of a mark-heavy block
+            out.setdefault("".join(chr(rng.randrange(0x300, 0x1100)) for _ in range(rng.randint(1, 6))))
+    return list(out)[:n]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=12000)

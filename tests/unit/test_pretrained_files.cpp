@@ -30,6 +30,7 @@
 #include "pretrained/pretrained_model.hpp"
 #include "pretrained/safetensors_file.hpp"
 #include "tokenizer/bpe_tokenizer.hpp"
+#include "tokenizer/chat_format.hpp"
 #include "unit/file_size_limit.hpp"
 
 namespace fs = std::filesystem;
@@ -701,6 +702,70 @@ TEST(PretrainedModel, AddedTokenIdsOutsideTheVocabularyAreInputErrors) {
   rewrite_json(dir + "/tokenizer_config.json", [](json& j) { j["chat_template"] = json::array({"x"}); });
   expect_input_error([&] { load_pretrained(dir, false); },
                      "'" + dir + "/tokenizer_config.json': chat_template[0] is \"x\", not a JSON object");
+}
+
+// What newer transformers write and what a reader must not misread: the
+// template in chat_template.jinja (the config's key dropped), named
+// templates without "default", a bos/eos token the vocabulary lacks, a merge
+// listed twice (Hugging Face ranks it last), and Qwen2's NFC normalizer
+// (applied, and written back by the exporter with the post-processor).
+TEST(PretrainedModel, HfTokenizerFilesAsNewerTransformersWriteThem) {
+  const std::string dir = tiny_hf_folder("tokenizer_newer");
+  const std::string config = dir + "/tokenizer_config.json", tokenizer = dir + "/tokenizer.json";
+  rewrite_json(config, [](json& j) { j.erase("chat_template"); });
+  std::ofstream(dir + "/chat_template.jinja") << kChatMl;
+  EXPECT_EQ(load_pretrained(dir, false).tokenizer.chat_template, kChatMl);
+  fs::remove(dir + "/chat_template.jinja");
+  rewrite_json(config, [](json& j) { j["chat_template"] = json::array({{{"name", "tool_use"}, {"template", "x"}}}); });
+  expect_input_error([&] { load_pretrained(dir, false); },
+                     "'" + config + "': chat_template lists named templates (tool_use) but none named \"default\"");
+  rewrite_json(config, [](json& j) {
+    j["chat_template"] = kChatMl;
+    j["bos_token"] = "<|nope|>";
+  });
+  expect_input_error([&] { load_pretrained(dir, false); },
+                     "'" + config + "': bos_token '<|nope|>' is not a token of " + tokenizer);
+  rewrite_json(config, [](json& j) { j.erase("bos_token"); });
+  // "a b" listed again last: "ab" now ranks after "Ġa" and "ab c".
+  rewrite_json(tokenizer, [](json& j) { j["model"]["merges"].push_back("a b"); });
+  const BpeVocabulary v = load_pretrained(dir, false).tokenizer.tokenizer->vocabulary();
+  ASSERT_EQ(v.merges.size(), 3u);
+  EXPECT_EQ(v.merges.back(), (std::pair<std::string, std::string>{"a", "b"}));
+  rewrite_json(tokenizer, [](json& j) {
+    j["model"]["merges"].erase(j["model"]["merges"].size() - 1);
+    j["normalizer"] = {{"type", "NFC"}};
+    j["post_processor"] = {{"type", "ByteLevel"}, {"trim_offsets", false}};
+  });
+  const PretrainedModel m = load_pretrained(dir, false);
+  EXPECT_EQ(m.tokenizer.tokenizer->encode("e\u0301"), m.tokenizer.tokenizer->encode("\u00E9"));
+  const std::string written = tokenizer_json(m.tokenizer.tokenizer->vocabulary(), m.tokenizer.post_processor);
+  const json back = json::parse(written);
+  EXPECT_EQ(back["normalizer"], (json{{"type", "NFC"}}));
+  EXPECT_EQ(back["post_processor"], (json{{"type", "ByteLevel"}, {"trim_offsets", false}}));
+}
+
+// The chat templates forge renders, and templates that contain their lines
+// but print more (Hermes 2 Pro's {{bos_token}}, a stray line break or text):
+// refused, not rendered without it.
+TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
+  const auto tok = std::make_shared<BpeTokenizer>(tiny_vocab(), "test");
+  const std::string chatml = kChatMl;
+  const std::string smollm =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+      "You are a helpful AI assistant<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+      "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+      "'<|im_start|>assistant\n' }}{% endif %}";
+  EXPECT_NO_THROW(ChatFormat(chatml, tok, "", "t"));
+  EXPECT_NO_THROW(ChatFormat(smollm, tok, "", "t"));
+  EXPECT_NO_THROW(ChatFormat("{%- for message in messages %}\n" + chatml.substr(29) + "\n", tok, "", "t"));
+  std::string broken = chatml;  // a line break after the message line prints
+  broken.insert(broken.find("}}{% endfor %}") + 2, "\n");
+  for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {"{{bos_token}}" + chatml, "it prints {{bos_token}}"},
+           {"Hello " + chatml, "text outside its tags"},
+           {broken, "a line break outside its tags"},
+           {chatml + "{{ '<|im_start|>user\n' }}", "it prints {{'<|im_start|>user\\n'}}"}})
+    expect_input_error([&] { ChatFormat(bad, tok, "", "t"); }, "chat template of 't' is not one forge renders (" + why);
 }
 
 // A value of the wrong type in tokenizer.json or tokenizer_config.json names
