@@ -1,5 +1,7 @@
 #include "io_hdf5/rollout_reader.hpp"
 
+#include <array>
+#include <cstring>
 #include <algorithm>
 #include <limits>
 #include <type_traits>
@@ -42,8 +44,19 @@ bool type_matches(hid_t file_type, rs::Type t) {
 // a whole row after a partial one is damage (an offset overwritten), which
 // must not silently shorten the file (a resume would then cut every row
 // after it).
+// `committed`: the rows lie within the file's commit record, so every one was
+// flushed whole and one that is not is damage too.
 template <typename F>
-int64_t whole_prefix(const std::string& path, const char* table, int64_t n, F present) {
+int64_t whole_prefix(const std::string& path, const char* table, int64_t n, bool committed, F present) {
+  if (committed && n > 0) {
+    const std::vector<uint8_t> all = present(0, n);
+    const auto bad = std::find(all.begin(), all.end(), uint8_t{0});
+    if (bad != all.end())
+      throw InputError("'" + path + "': " + std::string(table).substr(0, std::strlen(table) - 1) + " " +
+                       std::to_string(bad - all.begin()) + " (row of " + table +
+                       ") points outside its table though a flush recorded it whole (corrupted?)");
+    return n;
+  }
   int64_t lo = 0, hi = n;  // rows [0, lo) whole, [hi, n) not
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
@@ -185,20 +198,41 @@ void RolloutReader::refresh() {
     if (!space.valid() || H5Sget_simple_extent_dims(space.id(), dims, nullptr) < 0)
       throw InputError("'" + path() + "': cannot read the shape of '" + d.column.path + "' (corrupted?)");
     d.rows = static_cast<int64_t>(dims[0]);
+    // Rows past the allocated chunks are fill values, not data: an extent a
+    // writer set before its rows landed, or damage (2^40 rows of a sparse
+    // file once made a reader allocate terabytes).
+    hsize_t chunks = 0, chunk[2] = {0, 0};
+    h5::Handle dcpl(H5Dget_create_plist(d.id.id()), H5Pclose);
+    if (dcpl.valid() && H5Pget_chunk(dcpl.id(), 2, chunk) >= 1 && chunk[0] > 0 &&
+        H5Dget_num_chunks(d.id.id(), space.id(), &chunks) >= 0)  // HDF5 1.10 refuses H5S_ALL here
+      d.rows = std::min<int64_t>(d.rows, static_cast<int64_t>(std::min<hsize_t>(chunks, hsize_t{1} << 40) * chunk[0]));
   };
-  // Rows present in every dataset of a table.
-  auto table_rows = [&](const std::string& prefix) {
+  // The commit record's last row bounds every table (schema 5; an older
+  // file's tables are bounded by their own rows). None yet: nothing flushed.
+  std::array<int64_t, 4> committed;
+  committed.fill(std::numeric_limits<int64_t>::max());
+  if (const auto it = datasets_.find(rs::kFlushes); it != datasets_.end()) {
+    rows_of(it->second);
+    committed.fill(0);
+    if (it->second.rows > 0) read_raw(it->second, it->second.rows - 1, 1, committed.data());
+    for (int64_t n : committed)
+      if (n < 0) corrupted("its last flush record counts " + std::to_string(n) + " rows");
+  }
+  // Rows present in every dataset of a table, at most `limit`.
+  auto table_rows = [&](const std::string& prefix, int64_t limit) {
     int64_t n = -1;
     for (auto& [name, d] : datasets_) {
-      const bool in_table = prefix.empty() ? name.find('/') == std::string::npos : name.rfind(prefix, 0) == 0;
+      const bool in_table = prefix.empty() ? name.find('/') == std::string::npos && name != rs::kFlushes
+                                           : name.rfind(prefix, 0) == 0;
       if (!in_table) continue;
       rows_of(d);
       n = n < 0 ? d.rows : std::min(n, d.rows);
     }
-    return std::max<int64_t>(n, 0);
+    return std::min(std::max<int64_t>(n, 0), limit);
   };
-  n_tokens_ = table_rows("");
-  n_calls_ = whole_prefix(path(), "calls", table_rows("calls/"), [&](int64_t start, int64_t count) {
+  n_tokens_ = table_rows("", committed[0]);
+  const bool recorded = datasets_.count(rs::kFlushes) > 0;
+  n_calls_ = whole_prefix(path(), "calls", table_rows("calls/", committed[1]), recorded, [&](int64_t start, int64_t count) {
     const std::vector<int64_t> off = read<int64_t>("calls/token_offset", start, count);
     const std::vector<int32_t> ctx = read<int32_t>("calls/context_len", start, count);
     const std::vector<int32_t> gen = read<int32_t>("calls/generated_len", start, count);
@@ -209,14 +243,14 @@ void RolloutReader::refresh() {
     }
     return whole;
   });
-  n_episodes_ = whole_prefix(path(), "episodes", table_rows("episodes/"), [&](int64_t start, int64_t count) {
+  n_episodes_ = whole_prefix(path(), "episodes", table_rows("episodes/", committed[2]), recorded, [&](int64_t start, int64_t count) {
     const std::vector<int64_t> off = read<int64_t>("episodes/call_offset", start, count);
     const std::vector<int32_t> n = read<int32_t>("episodes/n_calls", start, count);
     std::vector<uint8_t> whole(static_cast<size_t>(count));
     for (size_t i = 0; i < whole.size(); ++i) whole[i] = off[i] >= 0 && n[i] >= 0 && off[i] <= n_calls_ - n[i];
     return whole;
   });
-  n_steps_ = table_rows("steps/");
+  n_steps_ = table_rows("steps/", committed[3]);
 }
 
 EpisodeTable RolloutReader::episodes() const {

@@ -11,11 +11,13 @@
 //       env and template_family are codes into their "names" attribute
 //   steps/{step, objective, ...}   [n_steps]; steps/staleness_hist and
 //       steps/drift_by_staleness [n_steps, 16]
+//   flushes [n_flushes, 4]   the commit record (kFlushes below)
 //
 // Every dataset is 1-D (or [n, width]) with an unlimited first dimension,
 // chunked, shuffled and deflated. Rows are appended tokens first, then calls,
-// then episodes, then steps, so a reader that clamps each table to the rows
-// whose references are present always sees a consistent prefix.
+// then episodes, then steps, then the flush's commit record, so a reader that
+// clamps each table to the record (and to the rows whose references are
+// present) always sees a consistent prefix.
 #pragma once
 #include <hdf5.h>
 
@@ -36,9 +38,15 @@ inline constexpr const char* kFormat = "forge-rollouts";
 //    files: read as 0).
 // 5: steps/safety_mean, grad_norm, lr, groups, zero_variance_groups,
 //    dropped_groups, masked_groups and abandoned (older files: NaN, or -1
-//    for the counts).
+//    for the counts), and the commit record `flushes` (older files: readers
+//    judge partial rows by their offsets alone).
 inline constexpr int64_t kSchemaVersion = 5;
 inline constexpr int kStalenessBins = 16;  // bin k = staleness k, the last bin >= 15
+// The commit record (schema 5): one row per flush, [n_tokens, n_calls,
+// n_episodes, n_steps] the file holds whole after it; readers take the rows
+// the last record names, never more (a reader during a write, or of a file
+// a killed writer left, sees exactly what a flush completed).
+inline constexpr const char* kFlushes = "flushes";
 inline constexpr const char* kNamesAttr = "names";
 
 enum class Type { kU8, kI16, kI32, kI64, kU64, kF32, kF64 };
@@ -133,6 +141,7 @@ inline const std::vector<Column>& columns() {
       {"steps/abandoned", Type::kI32, 1, kStepChunk},
       {"steps/staleness_hist", Type::kI32, kStalenessBins, kStepChunk},
       {"steps/drift_by_staleness", Type::kF64, kStalenessBins, kStepChunk},
+      {kFlushes, Type::kI64, 4, kStepChunk},
   };
   return c;
 }
@@ -152,7 +161,7 @@ inline int64_t introduced_in(const std::string& path) {
   if (path == "episodes/safety" || path == "episodes/safety_events" || path == "episodes/test_runs") return 4;
   if (path == "steps/safety_mean" || path == "steps/grad_norm" || path == "steps/lr" || path == "steps/groups" ||
       path == "steps/zero_variance_groups" || path == "steps/dropped_groups" || path == "steps/masked_groups" ||
-      path == "steps/abandoned")
+      path == "steps/abandoned" || path == kFlushes)
     return 5;
   if (path == "steps/engine_mismatch" || path == "steps/stale_drift" || path == "steps/drift_by_staleness") return 3;
   return 1;

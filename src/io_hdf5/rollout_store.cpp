@@ -40,13 +40,15 @@ class RolloutStore::Series {
 
   // An existing dataset to append to (cut() then sets its rows); InputError
   // when it cannot grow, before anything of the file was cut.
-  Series(const h5::File& file, const rs::Column& c, hsize_t rows) : column_(c), rows_(rows) {
+  // rows < 0: all its rows are kept.
+  Series(const h5::File& file, const rs::Column& c, int64_t rows) : column_(c) {
     ds_ = h5::Handle(H5Dopen2(file.id(), c.path, H5P_DEFAULT), H5Dclose);
     h5::Handle space(ds_.valid() ? H5Dget_space(ds_.id()) : -1, H5Sclose);
     hsize_t dims[2] = {0, 0}, maxdims[2] = {0, 0};
     if (!space.valid() || H5Sget_simple_extent_dims(space.id(), dims, maxdims) < 1 || maxdims[0] != H5S_UNLIMITED)
       throw InputError("cannot resume '" + file.path() + "': its dataset '" + std::string(c.path) +
                        "' cannot be appended to (not as forge writes it: corrupted or rewritten?); nothing was cut");
+    rows_ = rows < 0 ? dims[0] : static_cast<hsize_t>(rows);
   }
 
   // Cuts the dataset opened above to its first `rows` rows.
@@ -236,18 +238,22 @@ void RolloutStore::reopen() {
   }
   file_ = h5::File::open_append(path_);
   std::vector<std::pair<const rs::Column*, int64_t>> added;  // columns the file predates, and their rows
+  n_steps_ = steps;
   for (const auto& c : rs::columns()) {
     const std::string name = c.path;
-    const int64_t rows = name.rfind("calls/", 0) == 0      ? n_calls_
+    // The commit record keeps its rows (a resume killed before it appends
+    // the kept rows' record leaves the last one, which bounds the cut tables).
+    const int64_t rows = name == rs::kFlushes                ? -1
+                         : name.rfind("calls/", 0) == 0      ? n_calls_
                          : name.rfind("episodes/", 0) == 0 ? n_episodes_
                          : name.rfind("steps/", 0) == 0    ? steps
                                                            : n_tokens_;
     if (rs::introduced_in(name) > file_version) {
-      added.emplace_back(&c, rows);
+      added.emplace_back(&c, std::max<int64_t>(rows, 0));
       series_.push_back(nullptr);
       continue;
     }
-    series_.push_back(std::make_unique<Series>(file_, c, static_cast<hsize_t>(rows)));
+    series_.push_back(std::make_unique<Series>(file_, c, rows));
   }
   for (auto& s : series_)
     if (s) s->cut(path_);  // every dataset checked first
@@ -270,6 +276,8 @@ void RolloutStore::reopen() {
              " columns added, as older readers saw them)");
   }
   for (size_t i = 0; i < series_.size(); ++i) by_name_[rs::columns()[i].path] = series_[i].get();
+  commit();  // the kept rows' record, before anything is appended
+  col(rs::kFlushes).write(path_);
   if (grown_domains) {
     const hid_t env = col("episodes/env").id();
     if (H5Adelete(env, rs::kNamesAttr) < 0) throw Error("cannot rewrite the domain names of '" + path_ + "'");
@@ -360,6 +368,7 @@ void RolloutStore::append_step(StepMetrics m) {
   }
   m.store_seconds = seconds_spent_ - seconds_at_last_step_;
   col("steps/step").push<int64_t>(m.step);
+  ++n_steps_;
   const std::pair<const char*, double> values[] = {
       {"steps/objective", m.objective}, {"steps/reward_mean", m.reward_mean},
       {"steps/outcome_mean", m.outcome_mean}, {"steps/process_mean", m.process_mean},
@@ -390,8 +399,16 @@ void RolloutStore::maybe_flush() {
     flush();
 }
 
+void RolloutStore::commit() {
+  const std::array<int64_t, 4> now{n_tokens_, n_calls_, n_episodes_, n_steps_};
+  if (now == committed_) return;
+  col(rs::kFlushes).push_n(now.data(), now.size());
+  committed_ = now;
+}
+
 void RolloutStore::write_buffers() {
-  for (auto& s : series_) s->write(path_);  // schema order: tokens, calls, episodes, steps
+  commit();
+  for (auto& s : series_) s->write(path_);  // schema order: tokens, calls, episodes, steps, the record
   buffered_tokens_ = 0;
 }
 

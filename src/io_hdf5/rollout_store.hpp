@@ -103,6 +103,7 @@ class RolloutStore {
   void reopen();
   void maybe_flush();
   void write_buffers();
+  void commit();  // buffers a commit record of the rows appended, if they changed
 
   std::string path_;
   RolloutStoreOptions options_;
@@ -110,7 +111,8 @@ class RolloutStore {
   h5::File file_;
   std::vector<std::unique_ptr<Series>> series_;  // schema order
   std::map<std::string, Series*> by_name_;
-  int64_t n_tokens_ = 0, n_calls_ = 0, n_episodes_ = 0;  // rows appended so far
+  int64_t n_tokens_ = 0, n_calls_ = 0, n_episodes_ = 0, n_steps_ = 0;  // rows appended so far
+  std::array<int64_t, 4> committed_{-1, -1, -1, -1};  // the last commit record written (flushes)
   int64_t buffered_tokens_ = 0;
   std::map<int64_t, std::array<int32_t, rollout_schema::kStalenessBins>> pending_hist_;
   Stopwatch since_flush_;

@@ -152,6 +152,10 @@ def check_consistency(path):
                                 f"its episodes have {len(set(ids.tolist()))} groups")
             if f["steps/abandoned"][i] != abandoned[consumed == step].sum():
                 failures.append(f"steps/abandoned at step {step} does not count its abandoned episodes")
+        # The commit record's last row names every table's rows (a closed file).
+        sizes = [len(f["tokens"]), len(f["calls/token_offset"]), len(f["episodes/n_calls"]), len(f["steps/step"])]
+        if len(f["flushes"]) == 0 or f["flushes"][-1].tolist() != sizes:
+            failures.append(f"flushes[-1] {f['flushes'][-1:].tolist()} does not name the tables' rows {sizes}")
         if (f["steps/dropped_groups"][:] != 0).any() or (f["steps/masked_groups"][:] != 0).any():
             failures.append("one process has no staleness cap: dropped and masked groups must be 0")
         norm, lr = f["steps/grad_norm"][:], f["steps/lr"][:]

@@ -538,6 +538,31 @@ TEST(RolloutStore, ResumeClearsTheFlagOfAWriterKilledOutsideSwmr) {
   EXPECT_EQ(r.n_episodes(), 8);
 }
 
+// A dataset's extent past its written chunks (2^40 rows of a sparse file;
+// or a writer's extent whose rows have not landed) holds fill values, not
+// rows: the reader counts what the chunks hold (it once allocated for 2^40
+// rows and failed with an out-of-memory error naming the KV cache).
+TEST(RolloutStore, ExtentsPastTheWrittenChunksAreNotRows) {
+  const std::string path = temp_dir("extent") + "/rollouts.h5";
+  write_four_steps(path, 3);
+  const int64_t calls = RolloutReader(path).n_calls();
+  {
+    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_TRUE(f.valid());
+    for (const auto& c : rollout_schema::columns()) {
+      const std::string name = c.path;
+      if (name.rfind("steps/", 0) != 0 && name.rfind("calls/", 0) != 0) continue;
+      h5::Handle d(H5Dopen2(f.id(), c.path, H5P_DEFAULT), H5Dclose);
+      const hsize_t dims[2] = {hsize_t{1} << 40, static_cast<hsize_t>(c.width)};
+      ASSERT_GE(H5Dset_extent(d.id(), dims), 0) << name;
+    }
+  }
+  const RolloutReader r(path);
+  EXPECT_EQ(r.n_calls(), calls);
+  EXPECT_EQ(r.steps().size(), 4u);
+  EXPECT_EQ(r.episodes().size(), 12u);
+}
+
 void expect_input_error(const std::string& path, const std::vector<std::string>& fragments) {
   try {
     RolloutReader r(path);
@@ -581,7 +606,7 @@ void make_schema_4(const std::string& from, const std::string& to) {
         ASSERT_GE(H5Ldelete(f.id(), c.path, H5P_DEFAULT), 0) << c.path;
         ++removed;
       }
-    ASSERT_EQ(removed, 8);
+    ASSERT_EQ(removed, 9);
   }
   set_schema_version(to, 4);
 }
@@ -830,7 +855,29 @@ TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
   expect_input_error(damaged("middle_episode", [&](const std::string& p) {
                        poke<int32_t>(p, "episodes/n_calls", episodes / 2, -1);
                      }),
-                     {"episodes row " + std::to_string(episodes / 2)});
+                     {"episode " + std::to_string(episodes / 2)});
+  // The last row damaged: within the commit record it is damage too, not a
+  // partial write to drop (a resume once cut that episode from the file).
+  expect_input_error(damaged("last_episode", [&](const std::string& p) {
+                       poke<int32_t>(p, "episodes/n_calls", episodes - 1, -1);
+                     }),
+                     {"episode " + std::to_string(episodes - 1), "a flush recorded it whole"});
+  // A row past the record (a flush under way, or zeros a damaged extent
+  // shows) is not read: the table keeps the recorded rows.
+  const std::string extra = damaged("extra_row", [](const std::string& p) {
+    h5::Handle f(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    for (const auto& c : rollout_schema::columns()) {
+      if (std::string(c.path).rfind("episodes/", 0) != 0) continue;
+      h5::Handle d(H5Dopen2(f.id(), c.path, H5P_DEFAULT), H5Dclose);
+      h5::Handle space(H5Dget_space(d.id()), H5Sclose);
+      hsize_t dims[2] = {0, 0};
+      H5Sget_simple_extent_dims(space.id(), dims, nullptr);
+      dims[0] += 1;
+      ASSERT_GE(H5Dset_extent(d.id(), dims), 0);
+    }
+  });
+  EXPECT_EQ(RolloutReader(extra).n_episodes(), episodes);
+  EXPECT_EQ(RolloutReader(extra).episodes().size(), static_cast<size_t>(episodes));
 
   const std::string order = damaged("order", [](const std::string& p) {
     poke<int32_t>(p, "episodes/consumed_step", 3, 7);
