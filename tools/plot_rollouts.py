@@ -52,17 +52,24 @@ def load(path):
             s = {k: f["steps/" + k][:] for k in f["steps"].keys()}
             gen = f["calls/generated_len"][:]
             domains = [n.decode() for n in f["episodes/env"].attrs["names"]]
+            # Schema 5's commit record: the rows the last flush completed.
+            record = f["flushes"][-1] if "flushes" in f and len(f["flushes"]) else None
         except (KeyError, OSError, ValueError, TypeError, AttributeError) as err:
             fail(f"'{path}' is damaged or incomplete: {err!r}")
     # A live file may have extended some datasets and not yet others: keep
     # the rows present in every column whose calls are present.
+    if record is not None:
+        gen = gen[:record[1]]
+        e = {k: v[:record[2]] for k, v in e.items()}
+        s = {k: v[:record[3]] for k, v in s.items()}
     n = min(len(v) for v in e.values())
     e = {k: v[:n] for k, v in e.items()}
     n = int(np.searchsorted(e["call_offset"] + e["n_calls"], len(gen), side="right"))
     e = {k: v[:n] for k, v in e.items()}
     n_steps = min(len(v) for v in s.values()) if s else 0
     s = {k: v[:n_steps] for k, v in s.items()}
-    e["generated_tokens"] = np.array([gen[o:o + c].sum() for o, c in zip(e["call_offset"], e["n_calls"])])
+    total = np.concatenate([[0], np.cumsum(gen, dtype=np.int64)])
+    e["generated_tokens"] = total[e["call_offset"] + e["n_calls"]] - total[e["call_offset"]]
     return e, s, domains
 
 
