@@ -126,4 +126,20 @@ std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, in
   return out;
 }
 
+std::vector<uint8_t> encode_group_for_slot(std::vector<Trajectory>& episodes, size_t slot_bytes,
+                                           std::string* dropped) {
+  std::vector<uint8_t> payload = encode_trajectories(episodes);
+  if (payload.size() <= slot_bytes) return payload;
+  *dropped = "its group's record took " + std::to_string(payload.size()) + " bytes, more than its data-pool slot (" +
+             std::to_string(slot_bytes) + " bytes, pool.slot_mib)";
+  for (Trajectory& t : episodes) {
+    t.calls.clear();
+    t.signals.clear();
+    t.final_answer.clear();
+    t.abandoned = true;
+    t.end_reason = "abandoned: " + *dropped;
+  }
+  return encode_trajectories(episodes);
+}
+
 }  // namespace forge

@@ -24,6 +24,14 @@ inline constexpr uint32_t kTrajectoryFormatVersion = 1;
 
 std::vector<uint8_t> encode_trajectories(const std::vector<Trajectory>& episodes);
 
+// A group's payload for a data-pool slot of `slot_bytes`: encoded whole, or,
+// when it does not fit, with its episodes recorded as abandoned without
+// their calls (one oversized group must not end a run hours in: the learner
+// leaves abandoned episodes out and rollouts.h5 keeps their end reason).
+// *dropped says why when they were dropped, else is left empty.
+std::vector<uint8_t> encode_group_for_slot(std::vector<Trajectory>& episodes, size_t slot_bytes,
+                                           std::string* dropped);
+
 // `what` names the payload in errors (e.g. "slot 17 from environment rank 3").
 std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, int32_t vocab,
                                             const std::string& what);

@@ -398,22 +398,4 @@ json GatewayService::describe(uint64_t episode_id) const {
   return {{"id", episode_id}, {"status", "open"}, {"slot", o.episode->slot()}, {"calls", calls}};
 }
 
-std::vector<uint8_t> finished_group_payload(FinishedGroup& group, size_t slot_bytes, const std::string& who) {
-  std::vector<uint8_t> payload = encode_trajectories(group.episodes);
-  if (payload.size() <= slot_bytes) return payload;
-  const std::string why = "its group's record took " + std::to_string(payload.size()) +
-                          " bytes, more than its data-pool slot (" + std::to_string(slot_bytes) +
-                          " bytes, pool.slot_mib)";
-  log_warn(who + ": slot " + std::to_string(group.slot) + " (" + std::to_string(group.episodes.size()) +
-           " episodes): " + why + "; its episodes are recorded as abandoned, without their calls");
-  for (Trajectory& t : group.episodes) {
-    t.calls.clear();
-    t.signals.clear();
-    t.final_answer.clear();
-    t.abandoned = true;
-    t.end_reason = "abandoned: " + why;
-  }
-  return encode_trajectories(group.episodes);
-}
-
 }  // namespace forge

@@ -48,12 +48,6 @@ struct FinishedGroup {
   std::vector<Trajectory> episodes;
 };
 
-// The data-pool payload of a finished group (trajectory_codec). One over
-// slot_bytes (the episodes' budgets keep it within) does not stop the run:
-// its episodes are recorded as abandoned without their calls (not trained
-// on), with a warning from `who` naming the slot.
-std::vector<uint8_t> finished_group_payload(FinishedGroup& group, size_t slot_bytes, const std::string& who);
-
 struct GatewayCounters {
   int64_t opened = 0, closed = 0, abandoned = 0, requests = 0, errors = 0, timeouts = 0;
 };

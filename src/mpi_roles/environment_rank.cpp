@@ -11,6 +11,7 @@
 #include "agent/agent_episode.hpp"
 #include "agent/episode_actions.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
 #include "episode/trajectory_codec.hpp"
@@ -116,12 +117,16 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
       // A group without a generated token is as fresh as the weights now
       // (as version 0 its staleness was the step: a false maximum).
       const int32_t oldest = oldest_version(trajs);
-      const std::vector<uint8_t> payload = encode_trajectories(trajs);
-      if (payload.size() > pool.config().slot_bytes)
-        throw InputError("a group of " + std::to_string(trajs.size()) + " episodes takes " +
-                         std::to_string(payload.size()) + " bytes, more than its data-pool slot (" +
-                         std::to_string(pool.config().slot_bytes) + " bytes, pool.slot_mib = " +
-                         std::to_string(pool.config().slot_bytes >> 20) + "); raise pool.slot_mib");
+      // One too big for its slot is recorded as abandoned without its calls
+      // (it once ended the job, hours in), with a warning to raise the key.
+      std::string dropped;
+      const std::vector<uint8_t> payload = encode_group_for_slot(trajs, pool.config().slot_bytes, &dropped);
+      if (!dropped.empty()) {
+        log_warn("slot " + std::to_string(g.slot) + " (" + std::to_string(trajs.size()) +
+                 " episodes): " + dropped + "; its episodes are recorded as abandoned, without their calls "
+                 "(raise pool.slot_mib)");
+        stats.abandoned += static_cast<int64_t>(trajs.size());
+      }
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? pool.published_version() : oldest);
       slots.done(g.slot);
       ++stats.groups;

@@ -46,7 +46,7 @@ struct EnvironmentRankConfig {
 
 struct EnvironmentRankStats {
   int64_t groups = 0, episodes = 0, requests = 0;
-  int64_t abandoned = 0;  // episodes ended by the deadline
+  int64_t abandoned = 0;  // episodes ended by the deadline, or recorded without calls (a group past its slot)
 };
 
 // The task seed of slot s.

@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "env/env_mix.hpp"
+#include "episode/trajectory_codec.hpp"
 #include "gateway/gateway_service.hpp"
 #include "gateway/http_gateway.hpp"
 #include "mpi_roles/environment_rank.hpp"
@@ -124,7 +125,11 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
       // Before the payload, which may drop the calls; without a generated
       // token, as fresh as the weights now.
       const int32_t oldest = oldest_version(g.episodes);
-      const std::vector<uint8_t> payload = finished_group_payload(g, pool.config().slot_bytes, name);
+      std::string dropped;
+      const std::vector<uint8_t> payload = encode_group_for_slot(g.episodes, pool.config().slot_bytes, &dropped);
+      if (!dropped.empty())
+        log_warn(name + ": slot " + std::to_string(g.slot) + " (" + std::to_string(g.episodes.size()) +
+                 " episodes): " + dropped + "; its episodes are recorded as abandoned, without their calls");
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? pool.published_version() : oldest);
       slots.done(g.slot);
       ++groups;

@@ -414,10 +414,13 @@ TEST_F(GatewayEpisodes, AGroupPastItsSlotIsRecordedAsAbandoned) {
     g.episodes.push_back(t);
   }
   FinishedGroup fits = g;
-  const std::vector<uint8_t> whole = finished_group_payload(fits, 1 << 20, "test");
+  std::string dropped;
+  const std::vector<uint8_t> whole = encode_group_for_slot(fits.episodes, 1 << 20, &dropped);
+  EXPECT_TRUE(dropped.empty());
   EXPECT_EQ(decode_trajectories(whole.data(), whole.size(), ByteTokenizer::kVocabSize, "whole")[1].calls.size(), 1u);
   std::vector<uint8_t> payload;
-  EXPECT_NO_THROW(payload = finished_group_payload(g, 1024, "test"));
+  EXPECT_NO_THROW(payload = encode_group_for_slot(g.episodes, 1024, &dropped));
+  EXPECT_NE(dropped.find("more than its data-pool slot"), std::string::npos) << dropped;
   EXPECT_LE(payload.size(), 1024u);
   const std::vector<Trajectory> back =
       decode_trajectories(payload.data(), payload.size(), ByteTokenizer::kVocabSize, "dropped");
