@@ -83,7 +83,7 @@ void add_sampling_options(OptionSet& opts, SamplingParams& s) {
            in_range(0, 1, Interval::kOpenLow));
   opts.add("sample.top_k", &s.top_k, "sample among the k most likely tokens; 0 = all",
            at_least(0));
-  opts.add("sample.max_new_tokens", &s.max_new_tokens, "most tokens generated per request",
+  opts.add("sample.max_new_tokens", &s.max_new_tokens, "most tokens forge generate writes (agent commands: agent.max_new_tokens per call)",
            in_range(1, 1 << 20));
   opts.add("sample.seed", &s.seed, "seed of the sampler's counter-based random numbers");
 }
