@@ -1,20 +1,53 @@
-// Wall-clock stopwatch (steady clock).
+// Stopwatches on the active clock: steady time less the time this process
+// was stopped (SIGSTOP: a Slurm job suspend, preemption by suspension, a
+// debugger). A ticker that runs every `period` (the MPI watchdog's thread)
+// calls tick(); a gap since the previous tick longer than
+// max(2 s, 8 periods) was a stop, and it is left out of every Stopwatch.
+// SIGCONT accounts the stop at once (catch_sigcont), before the ticker's
+// next turn, so that no deadline that ran across it fires on resuming.
+// Without a ticker the active clock is the steady clock. Deadlines thus
+// count only time the process could act: after a whole-job suspend no rank
+// blames a peer for the pause, while a stall of one rank (its peers tick
+// on) is still reported.
 #pragma once
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 
 namespace forge {
 
+namespace timer_detail {
+inline std::atomic<int64_t> suspended_ns{0};
+}  // namespace timer_detail
+
+// One beat of the ticker; period_s is its period.
+void tick(double period_s);
+// Accounts a stop when SIGCONT arrives (idempotent; for processes with a
+// ticker).
+void catch_sigcont();
+// Seconds of stops accounted so far.
+inline double suspended_seconds() {
+  return static_cast<double>(timer_detail::suspended_ns.load(std::memory_order_relaxed)) * 1e-9;
+}
+
 class Stopwatch {
  public:
-  Stopwatch() : t0_(std::chrono::steady_clock::now()) {}
-  void reset() { t0_ = std::chrono::steady_clock::now(); }
+  Stopwatch() { reset(); }
+  void reset() {
+    t0_ = std::chrono::steady_clock::now();
+    suspended0_ = timer_detail::suspended_ns.load(std::memory_order_relaxed);
+  }
+  // Active seconds since the start (or reset).
   double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const int64_t paused = timer_detail::suspended_ns.load(std::memory_order_relaxed) - suspended0_;
+    return wall - static_cast<double>(paused) * 1e-9;
   }
   double ms() const { return seconds() * 1e3; }
 
  private:
   std::chrono::steady_clock::time_point t0_;
+  int64_t suspended0_ = 0;
 };
 
 }  // namespace forge

@@ -19,8 +19,10 @@ std::string seconds_text(double s) {
   return b;
 }
 
+// Active seconds (core/timer.hpp): a whole-job suspend does not count.
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  static const Stopwatch clock;
+  return clock.seconds();
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 #include "mpi_roles/watchdog.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
 #include "mpi_roles/mpi_runtime.hpp"
 
 namespace forge {
@@ -19,6 +21,7 @@ Watchdog::Watchdog(MPI_Comm comm, const RoleLayout& layout, double deadline_s, d
   MPI_Win_lock_all(0, win_);
   MPI_Win_sync(win_);  // the local store is the window's (separate memory model)
   MPI_Barrier(comm);   // every counter is zero before anyone reads it
+  catch_sigcont();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -38,11 +41,21 @@ void Watchdog::loop() {
   std::vector<int64_t> last(peers.size(), -1);
   std::vector<clock::time_point> moved(peers.size(), clock::now());
   const int64_t one = 1;
+  // This thread is the process's ticker of the active clock (core/timer.hpp):
+  // a stop of the process (a whole-job suspend; every rank's watchdog sees
+  // its own) is left out of every deadline, and no peer is blamed for it:
+  // their counters could not move while it lasted.
+  double stopped_seen = suspended_seconds();
   while (!stop_) {
     int64_t old = 0, seen = 0;
+    tick(period_s_);
     MPI_Fetch_and_op(&one, &old, MPI_INT64_T, rank_, 0, MPI_SUM, win_);
     MPI_Win_flush(rank_, win_);
     const auto now = clock::now();
+    if (const double stopped = suspended_seconds(); stopped != stopped_seen) {  // by tick or SIGCONT
+      stopped_seen = stopped;
+      std::fill(moved.begin(), moved.end(), now);
+    }
     for (size_t i = 0; i < peers.size(); ++i) {
       MPI_Fetch_and_op(nullptr, &seen, MPI_INT64_T, peers[i], 0, MPI_NO_OP, win_);
       MPI_Win_flush(peers[i], win_);

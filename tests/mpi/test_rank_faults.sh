@@ -9,10 +9,14 @@
 #         the job ends within 60 s with a message naming "rollout rank 1"
 #         (the watchdog's, or an environment rank's unanswered request);
 #   term  SIGTERM of every rank, as Slurm sends at the time limit: the learner
-#         writes a checkpoint at the step boundary, says so, and the job ends.
-# Usage: test_rank_faults.sh kill|stop|term
+#         writes a checkpoint at the step boundary, says so, and the job ends;
+#   suspend  SIGSTOP of every rank for 12 s (past the 5 s deadline), then
+#         SIGCONT, as a Slurm job suspend: no rank blames another for the
+#         pause, training goes on (3 more steps), then SIGTERM ends it as in
+#         term.
+# Usage: test_rank_faults.sh kill|stop|term|suspend
 source "$(dirname "$0")/roles_common.sh"
-mode=${1:?usage: test_rank_faults.sh kill|stop|term}
+mode=${1:?usage: test_rank_faults.sh kill|stop|term|suspend}
 
 dir="$WORK/run"
 log="$WORK/run.log"
@@ -36,6 +40,22 @@ case "$mode" in
   kill) kill -KILL "${pids[3]}"; expect="rank 3" ;;
   stop) kill -STOP "${pids[1]}"; expect="rollout rank 1 .*for [0-9.]* s" ;;
   term) kill -TERM "${pids[@]}"; expect="SIGTERM: stopping after" ;;
+  suspend)
+    kill -STOP "${pids[@]}"
+    sleep 12
+    steps_before=$(grep -c "step  *[0-9]* " "$log" || true)
+    kill -CONT "${pids[@]}"
+    for _ in $(seq 600); do
+      [ "$(grep -c "step  *[0-9]* " "$log" || true)" -ge $((steps_before + 3)) ] && break
+      kill -0 "$job" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$job" 2>/dev/null || { cat "$log"; fail "suspend: the job ended after the whole-job pause"; }
+    [ "$(grep -c "step  *[0-9]* " "$log" || true)" -ge $((steps_before + 3)) ] ||
+      { cat "$log"; fail "suspend: fewer than 3 steps within 60 s of resuming"; }
+    start=$(date +%s)
+    kill -TERM "${pids[@]}"
+    expect="SIGTERM: stopping after" ;;
   *) fail "unknown mode $mode" ;;
 esac
 deadline=$((start + 60))
@@ -50,7 +70,7 @@ left=$(rank_pids "$dir" | wc -l)
 [ "$left" -eq 0 ] || { kill -KILL $(rank_pids "$dir") 2>/dev/null || true; fail "$mode: $left rank(s) left running"; }
 grep -q -e "$expect" "$log" || { cat "$log"; fail "$mode: the output does not say '$expect'"; }
 [ "$rc" -ne 0 ] || { cat "$log"; fail "$mode: the job exited 0"; }
-if [ "$mode" = term ]; then
+if [ "$mode" = term ] || [ "$mode" = suspend ]; then
   ls "$dir"/checkpoints/ckpt_step_*.h5 >/dev/null 2>&1 || { cat "$log"; fail "term: no checkpoint written"; }
   grep -q "continue with --resume" "$log" || { cat "$log"; fail "term: no resume hint"; }
 fi
