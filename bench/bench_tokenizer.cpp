@@ -6,7 +6,8 @@
 //
 //   bench_tokenizer [--model=PATH] [--strings=12000] [--reps=3] [--no-hf]
 //
-// Prints MB/s and tokens/s of both and their ratios (tokenizers timed string by
+// Prints MB/s and tokens/s of both and their ratios, and forge's with NFC
+// applied (Qwen2's normalizer) beside it (tokenizers timed string by
 // string through Python's encode, and in one encode_batch call); "tokens_equal" says both
 // produced the same number of tokens (the token-exact check is the ctest
 // Tokenizer.BpeMatchesHfTokenizers). Without the model: "model": "none".
@@ -22,6 +23,7 @@
 #include "core/cache_dir.hpp"
 #include "pretrained/gguf_file.hpp"
 #include "pretrained/tokenizer_files.hpp"
+#include "tokenizer/bpe_tokenizer.hpp"
 
 using namespace forge;
 
@@ -81,11 +83,22 @@ static int bench_main(int argc, char** argv) {
     for (const auto& s : corpus) tokens += pt.tokenizer->encode(s).size();
   });
 
+  // The same vocabulary with Qwen2's NFC normalizer, side by side: what NFC
+  // costs on text that is mostly NFC already (a quick check per piece).
+  BpeVocabulary nfc_vocab = pt.tokenizer->vocabulary();
+  nfc_vocab.nfc = true;
+  const BpeTokenizer nfc_tok(std::move(nfc_vocab), model);
+  const double nfc_s = bench::median_seconds(1, reps, [&] {
+    for (const auto& s : corpus) nfc_tok.encode(s);
+  });
+
   const double mb = bytes / 1e6;
   std::printf("bench_tokenizer: %zu strings, %.2f MB, %zu tokens (SmolLM2 vocabulary), one core\n", corpus.size(), mb,
               tokens);
   std::printf("%-14s %10s %12s\n", "", "MB/s", "tokens/s");
   std::printf("%-14s %10.2f %12.0f\n", "forge", mb / forge_s, tokens / forge_s);
+  std::printf("%-14s %10.2f %12s   (the same with NFC, as Qwen2's tokenizer.json: %.2fx the time)\n", "forge nfc",
+              mb / nfc_s, "", nfc_s / forge_s);
   if (hf_s > 0) {
     std::printf("%-14s %10.2f %12.0f   (encode, string by string from Python)\n", "tokenizers", mb / hf_s, hf_tokens / hf_s);
     std::printf("%-14s %10.2f %12.0f   (encode_batch, one call, one thread)\n", "tokenizers", mb / hf_batch_s,
@@ -97,6 +110,8 @@ static int bench_main(int argc, char** argv) {
                      {"bytes", bench::num(static_cast<double>(bytes))},
                      {"tokens", bench::num(static_cast<double>(tokens))},
                      {"forge_mb_s", bench::num(mb / forge_s)},
+                     {"forge_nfc_mb_s", bench::num(mb / nfc_s)},
+                     {"nfc_time_ratio", bench::num(nfc_s / forge_s)},
                      {"hf_mb_s", bench::num(hf_s > 0 ? mb / hf_s : -1)},
                      {"hf_batch_mb_s", bench::num(hf_batch_s > 0 ? mb / hf_batch_s : -1)},
                      {"ratio", bench::num(hf_s > 0 ? hf_s / forge_s : 0)},

@@ -164,7 +164,7 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>* ou
 }
 
 void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>* out) const {
-  if (vocab_.nfc) {
+  if (vocab_.nfc && !unicode::is_nfc_quick(text)) {
     // Each text between added tokens alone, as Hugging Face normalizes it.
     const std::string normalized = unicode::nfc(text);
     for (const auto& [b, e] : pre_tokenize(vocab_.pre, normalized))

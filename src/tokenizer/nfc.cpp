@@ -88,14 +88,30 @@ void append_utf8(char32_t cp, std::string& out) {
 
 }  // namespace
 
+bool is_nfc_quick(std::string_view text) {
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    // Every code point from U+0300 on has a lead byte from 0xCC on: the
+    // bytes below (ASCII, Latin-1, ..., continuation bytes) need no decoding.
+    if (b[i] < 0xCC) {
+      ++i;
+      continue;
+    }
+    const size_t len = b[i] < 0xE0 ? 2 : b[i] < 0xF0 ? 3 : 4;
+    char32_t cp = b[i] & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+    size_t k = 1;
+    for (; k < len && i + k < n && (b[i + k] & 0xC0) == 0x80; ++k) cp = (cp << 6) | (b[i + k] & 0x3F);
+    // A sequence cut short is bytes kept as they are (they compose with nothing).
+    if (k == len && !quick_yes(cp)) return false;
+    i += k;
+  }
+  return true;
+}
+
 std::string nfc(std::string_view text) {
-  // Every code point from U+0300 on has a lead byte from 0xCC on: text
-  // without one (ASCII, Latin-1, ...) is NFC without decoding it.
-  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0xCC; }))
-    return std::string(text);
+  if (is_nfc_quick(text)) return std::string(text);
   const std::vector<CodePoint> cps = decode_utf8(text);
-  if (std::all_of(cps.begin(), cps.end(), [](const CodePoint& c) { return quick_yes(c.cp); }))
-    return std::string(text);
   std::vector<Item> d;
   d.reserve(cps.size() + 8);
   for (const CodePoint& c : cps) {

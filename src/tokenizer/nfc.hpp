@@ -23,6 +23,9 @@
 namespace forge::unicode {
 
 std::string nfc(std::string_view text);
+// True when every code point passes the quick check, so nfc(text) == text
+// (one scan, no allocation); false means nfc may change the text.
+bool is_nfc_quick(std::string_view text);
 
 namespace nfc_data {
 struct CombiningRange {
