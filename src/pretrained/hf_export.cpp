@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -47,6 +48,14 @@ void write_text(const std::string& path, const std::string& text) {
   out << text;
   out.close();  // its final flush can fail too
   if (!out) throw Error("cannot write '" + path + "'");
+}
+
+// A float as the decimal a person wrote (1e-05, not 9.999999747378752e-06):
+// the shortest text that reads back as the float, as a double.
+double as_written(float f) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, f).ptr;
+  return std::strtod(std::string(buf, end).c_str(), nullptr);
 }
 
 std::string token_or_null(const BpeVocabulary& v, int32_t id) {
@@ -118,8 +127,8 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
                       {"head_dim", hd},
                       {"hidden_act", "silu"},
                       {"max_position_embeddings", m.max_positions},
-                      {"rms_norm_eps", c.norm_eps},
-                      {"rope_theta", c.rope_base},
+                      {"rms_norm_eps", as_written(c.norm_eps)},
+                      {"rope_theta", as_written(c.rope_base)},
                       {"tie_word_embeddings", c.tied_embeddings},
                       {"vocab_size", c.vocab},
                       {"torch_dtype", m.bf16 ? "bfloat16" : "float32"},
@@ -128,9 +137,9 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   cfg["rope_scaling"] = nullptr;
   if (c.rope_scaling.enabled())
     cfg["rope_scaling"] = {{"rope_type", "llama3"},
-                           {"factor", c.rope_scaling.factor},
-                           {"low_freq_factor", c.rope_scaling.low_freq_factor},
-                           {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                           {"factor", as_written(c.rope_scaling.factor)},
+                           {"low_freq_factor", as_written(c.rope_scaling.low_freq_factor)},
+                           {"high_freq_factor", as_written(c.rope_scaling.high_freq_factor)},
                            {"original_max_position_embeddings", c.rope_scaling.original_max_positions}};
   if (m.tokenizer.bos_id >= 0) cfg["bos_token_id"] = m.tokenizer.bos_id;
   if (m.tokenizer.eos_id >= 0) cfg["eos_token_id"] = m.tokenizer.eos_id;
