@@ -172,7 +172,13 @@ void GatewayService::finish_locked(Open& o, bool abandoned, const std::string& r
   Group& g = groups_.at(slot);
   g.done.push_back(o.episode->finish(abandoned, reason));
   ended_[id] = reason;  // its key stays: later requests get 409
-  open_.erase(id);      // o is gone from here on
+  ended_order_.emplace_back(id, o.key);
+  while (ended_order_.size() > remembered_ended_) {
+    ended_.erase(ended_order_.front().first);
+    keys_.erase(ended_order_.front().second);
+    ended_order_.pop_front();
+  }
+  open_.erase(id);  // o is gone from here on
   ++(abandoned ? counters_.abandoned : counters_.closed);
   if (static_cast<int>(g.done.size()) == g.size) {
     std::sort(g.done.begin(), g.done.end(),
@@ -208,6 +214,7 @@ json GatewayService::open() {
   Open o;
   o.opened = o.last_active = Clock::now();
   o.episode = std::move(e);
+  o.key = key;
   out["api_key"] = key;
   keys_[key] = id;
   open_.emplace(id, std::move(o));

@@ -15,7 +15,9 @@
 // result is dropped, not recorded). A request's episode is looked up again
 // after the wait: one closed meanwhile gets 409 and nothing is recorded.
 // Episode keys are 128-bit random hex; closed episodes are remembered by id
-// and key (409 with how they ended, not 404 or 401). At most a quarter of
+// and key (409 with how they ended, not 404 or 401), the most recent
+// kRememberedEnded of them (older ones: 404 by id, 401 by key), so that a
+// long run's memory stays bounded. At most a quarter of
 // the HTTP threads wait in open() at once; more get 503 at once.
 #pragma once
 #include <chrono>
@@ -105,6 +107,10 @@ class GatewayService {
   nlohmann::json describe(uint64_t episode_id) const;
   int64_t policy_version() const;
 
+  // How many ended episodes are remembered (tests lower it).
+  static constexpr size_t kRememberedEnded = 1 << 16;
+  void set_remembered_ended(size_t n) { remembered_ended_ = n; }
+
  private:
   using Clock = std::chrono::steady_clock;
   struct Open {
@@ -112,6 +118,7 @@ class GatewayService {
     Clock::time_point opened, last_active;
     int in_flight = 0;
     size_t reserved = 0;  // bytes the calls in flight may add to the record
+    std::string key;
   };
   struct Group {
     int size = 0;
@@ -137,6 +144,8 @@ class GatewayService {
   std::unordered_map<uint64_t, Open> open_;
   std::unordered_map<std::string, uint64_t> keys_;
   std::unordered_map<uint64_t, std::string> ended_;  // id -> how it ended
+  std::deque<std::pair<uint64_t, std::string>> ended_order_;  // (id, key), oldest first
+  size_t remembered_ended_ = kRememberedEnded;
   std::map<uint64_t, Group> groups_;
   std::vector<FinishedGroup> finished_;
   std::vector<GenerationJob> jobs_;

@@ -494,6 +494,24 @@ TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
   EXPECT_EQ(s.episode_of_key(a["api_key"]).value(), ia);  // its key names it: 409, not 401
   EXPECT_EQ(request_error_status([&] { s.close(ia, json::object()); }), 409);
   EXPECT_TRUE(s.take_finished_groups().empty());  // b is still open
+  // Only the most recent ended episodes are remembered (memory stays
+  // bounded): with room for none, a closed one's key and id are forgotten.
+  {
+    GatewayService small(gw, sampling, 8, 256, 1 << 20);
+    small.set_remembered_ended(1);
+    std::vector<std::unique_ptr<GatewayEpisode>> two;
+    two.push_back(episode(5, 3));
+    two.push_back(episode(6, 3));
+    small.add_group(3, std::move(two));
+    const json x = small.open(), y = small.open();
+    small.close(x["id"], json::object());
+    EXPECT_EQ(small.episode_of_key(x["api_key"]).value(), x["id"].get<uint64_t>());  // remembered: 409 by key
+    small.close(y["id"], json::object());
+    EXPECT_FALSE(small.episode_of_key(x["api_key"]));  // forgotten: 401
+    EXPECT_EQ(request_error_status([&] { small.close(x["id"], json::object()); }), 404);
+    EXPECT_EQ(request_error_status([&] { small.close(y["id"], json::object()); }), 409);
+    EXPECT_EQ(small.take_finished_groups().size(), 1u);
+  }
   // b goes idle: abandoned, and the group is complete.
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   s.expire(1e9);
