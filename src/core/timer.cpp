@@ -17,8 +17,8 @@ int64_t monotonic_ns() {  // async-signal-safe
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-// The gap since the last beat, as a stop when it is far past the period.
-// The exchange makes the ticker and the SIGCONT handler account each gap once.
+// The gap since the last beat, as a stop when it is far past the period
+// (each SIGCONT accounts the gap before it once: the beat moves to now).
 void account(int64_t now) {
   const int64_t last = g_last_tick_ns.exchange(now);
   const int64_t period = g_period_ns.load();
@@ -33,8 +33,10 @@ void on_sigcont(int) {
 }  // namespace
 
 void tick(double period_s) {
+  // Only a SIGCONT accounts a stop: a gap between beats alone may be the
+  // ticker starved or blocked (in MPI), not the process stopped.
   g_period_ns.store(static_cast<int64_t>(period_s * 1e9));
-  account(monotonic_ns());
+  g_last_tick_ns.store(monotonic_ns());
 }
 
 void catch_sigcont() {

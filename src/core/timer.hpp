@@ -1,11 +1,12 @@
 // Stopwatches on the active clock: steady time less the time this process
 // was stopped (SIGSTOP: a Slurm job suspend, preemption by suspension, a
 // debugger). A ticker that runs every `period` (the MPI watchdog's thread)
-// calls tick(); a gap since the previous tick longer than
-// max(2 s, 8 periods) was a stop, and it is left out of every Stopwatch.
-// SIGCONT accounts the stop at once (catch_sigcont), before the ticker's
-// next turn, so that no deadline that ran across it fires on resuming.
-// Without a ticker the active clock is the steady clock. Deadlines thus
+// calls tick(); when SIGCONT continues the process (catch_sigcont), a gap
+// since the last tick longer than max(2 s, 8 periods) was the stop, and it
+// is left out of every Stopwatch. The handler runs as the process resumes,
+// before its threads go on, so no deadline that ran across the stop fires
+// on resuming; a gap without a SIGCONT (the ticker starved or blocked) is
+// not a stop. Without a ticker the active clock is the steady clock. Deadlines thus
 // count only time the process could act: after a whole-job suspend no rank
 // blames a peer for the pause, while a stall of one rank (its peers tick
 // on) is still reported.

@@ -19,6 +19,8 @@
 #include <mutex>
 #include <set>
 
+#include "core/timer.hpp"
+
 namespace forge {
 
 const char* to_string(SandboxStatus s) {
@@ -243,9 +245,6 @@ bool reap_within(pid_t pid, int ms, int& status) {
   return false;
 }
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -316,7 +315,9 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   // limit must leave room for what that user already runs (forge's threads,
   // its other ranks), or no sandbox could start on a busy node.
   const rlim_t nproc = static_cast<rlim_t>(limits.max_procs) + (geteuid() == 0 ? 0 : tasks_of_user(getuid()));
-  const auto t0 = std::chrono::steady_clock::now();
+  // The wall limit on the active clock (core/timer.hpp): a job suspend that
+  // stops forge and the sandbox alike does not time the program out.
+  const Stopwatch since_start;
   const pid_t pid = fork();
   if (pid < 0) return start_failed(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) exec_child(argv, out_w.get(), info_w.get(), file_fds, limits, uid, nproc);
@@ -326,16 +327,15 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
 
   SandboxResult r;
   const size_t cap = static_cast<size_t>(limits.output_kb) * 1024;
-  const auto deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                 std::chrono::duration<double>(limits.wall_s));
+
   bool started = false, exited = false, timed_out = false;
   std::string info;
   Fd init_fd;  // pidfd of the sandbox's PID-namespace init, once bwrap names it
   int status = 0;
   char buf[65536];
   while (!exited || out_r.get() >= 0) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
+    const double elapsed = since_start.seconds();
+    if (elapsed >= limits.wall_s) {
       timed_out = !exited;
       break;
     }
@@ -344,7 +344,7 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
     if (out_r.get() >= 0) fds[n++] = {out_r.get(), POLLIN, 0};
     if (info_r.get() >= 0) fds[n++] = {info_r.get(), POLLIN, 0};
     // Once both pipes are closed only the exit is left: poll in short steps.
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    const auto left = static_cast<int64_t>((limits.wall_s - elapsed) * 1e3) + 1;
     const int timeout = static_cast<int>(n == 0 ? std::min<int64_t>(left, 5) : std::min<int64_t>(left, 100));
     if (poll(fds, n, timeout) < 0 && errno != EINTR) break;
     for (nfds_t i = 0; i < n; ++i) {
@@ -390,7 +390,7 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
       }
     }
   }
-  r.wall_ms = ms_since(t0);
+  r.wall_ms = since_start.ms();
   if (timed_out) {
     r.status = SandboxStatus::kTimedOut;
     return r;
