@@ -89,7 +89,7 @@ check_overrides() {
 # A job's run folder, empty; the previous run's is kept as DIR.prev (one
 # generation: an older DIR.prev is removed).
 fresh_run_folder() {
-  local dir=$1
+  local dir=${1%/}
   if [ -e "$dir" ]; then
     rm -rf "$dir.prev"
     mv "$dir" "$dir.prev"

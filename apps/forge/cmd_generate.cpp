@@ -80,8 +80,12 @@ int run_generate(int argc, char** argv) {
   // exceeded the default 4096 tokens).
   EngineConfig ec;
   ec.max_batch = 1;
-  ec.max_seq_len = static_cast<int>(
-      std::max<int64_t>(ec.max_seq_len, static_cast<int64_t>(req.prompt.size()) + sampling.max_new_tokens));
+  int64_t room = static_cast<int64_t>(req.prompt.size()) + sampling.max_new_tokens;
+  // A pretrained model's context caps the generation (its KV pool is
+  // allocated whole: 2^20 new tokens of SmolLM2 were 48 GB).
+  if (source.max_positions > 0)
+    room = std::min<int64_t>(room, std::max<int64_t>(source.max_positions, static_cast<int64_t>(req.prompt.size()) + 1));
+  ec.max_seq_len = static_cast<int>(std::max<int64_t>(ec.max_seq_len, room));
   ec.kv_cache_tokens = ec.max_seq_len + ec.block_size;  // one sequence's, whole blocks
   RolloutEngine engine(*model, ec);
   engine.set_policy_version(static_cast<int>(version));

@@ -65,6 +65,11 @@ File File::open_append(const std::string& path) {
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
   if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' for writing: " + last_error());
   f.file_ = Handle(id, H5Fclose);
+  // A writer killed mid-flush left an end of allocation short of data its
+  // index already points to: new space from there (and the truncation at
+  // close) would overwrite or cut it. Take the file's real end (h5clear -i).
+  if (H5Fincrement_filesize(id, 0) < 0)
+    throw InputError("cannot open HDF5 file '" + path + "' for writing: " + last_error());
   return f;
 }
 

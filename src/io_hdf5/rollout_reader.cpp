@@ -46,14 +46,17 @@ bool type_matches(hid_t file_type, rs::Type t) {
 // after it).
 // `committed`: the rows lie within the file's commit record, so every one was
 // flushed whole and one that is not is damage too.
+// Rows below `verified` were checked by an earlier refresh.
 template <typename F>
-int64_t whole_prefix(const std::string& path, const char* table, int64_t n, bool committed, F present) {
-  if (committed && n > 0) {
-    const std::vector<uint8_t> all = present(0, n);
-    const auto bad = std::find(all.begin(), all.end(), uint8_t{0});
-    if (bad != all.end())
+int64_t whole_prefix(const std::string& path, const char* table, int64_t n, bool committed, int64_t verified,
+                     F present) {
+  if (committed) {
+    const int64_t from = std::min(verified, n);
+    const std::vector<uint8_t> rows = present(from, n - from);
+    const auto bad = std::find(rows.begin(), rows.end(), uint8_t{0});
+    if (bad != rows.end())
       throw InputError("'" + path + "': " + std::string(table).substr(0, std::strlen(table) - 1) + " " +
-                       std::to_string(bad - all.begin()) + " (row of " + table +
+                       std::to_string(from + (bad - rows.begin())) + " (row of " + table +
                        ") points outside its table though a flush recorded it whole (corrupted?)");
     return n;
   }
@@ -232,7 +235,8 @@ void RolloutReader::refresh() {
   };
   n_tokens_ = table_rows("", committed[0]);
   const bool recorded = datasets_.count(rs::kFlushes) > 0;
-  n_calls_ = whole_prefix(path(), "calls", table_rows("calls/", committed[1]), recorded, [&](int64_t start, int64_t count) {
+  n_calls_ = whole_prefix(path(), "calls", table_rows("calls/", committed[1]), recorded, n_calls_,
+                          [&](int64_t start, int64_t count) {
     const std::vector<int64_t> off = read<int64_t>("calls/token_offset", start, count);
     const std::vector<int32_t> ctx = read<int32_t>("calls/context_len", start, count);
     const std::vector<int32_t> gen = read<int32_t>("calls/generated_len", start, count);
@@ -243,7 +247,8 @@ void RolloutReader::refresh() {
     }
     return whole;
   });
-  n_episodes_ = whole_prefix(path(), "episodes", table_rows("episodes/", committed[2]), recorded, [&](int64_t start, int64_t count) {
+  n_episodes_ = whole_prefix(path(), "episodes", table_rows("episodes/", committed[2]), recorded, n_episodes_,
+                             [&](int64_t start, int64_t count) {
     const std::vector<int64_t> off = read<int64_t>("episodes/call_offset", start, count);
     const std::vector<int32_t> n = read<int32_t>("episodes/n_calls", start, count);
     std::vector<uint8_t> whole(static_cast<size_t>(count));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <unistd.h>
 #include <limits>
 #include <type_traits>
 
@@ -165,10 +166,17 @@ RolloutStore::RolloutStore(const std::string& path, RolloutStoreOptions options)
     : path_(path), options_(std::move(options)) {
   domain_code_ = codes_of(options_.domains, "domain");
   family_code_ = codes_of(options_.template_families, "template family");
-  if (options_.resume_step >= 0 && std::filesystem::exists(path)) reopen();
-  else create();
+  if (options_.resume_step >= 0 && std::filesystem::exists(path)) {
+    reopen();  // starts SWMR writing itself, before it cuts
+    return;
+  }
+  create();
+  start_swmr();
+}
+
+void RolloutStore::start_swmr() {
   file_.flush();
-  if (H5Fstart_swmr_write(file_.id()) < 0) throw Error("cannot start SWMR writing on '" + path + "'");
+  if (H5Fstart_swmr_write(file_.id()) < 0) throw Error("cannot start SWMR writing on '" + path_ + "'");
 }
 
 void RolloutStore::create() {
@@ -191,9 +199,11 @@ void RolloutStore::reopen() {
   int64_t steps = 0;
   bool grown_domains = false;
   int64_t file_version = 0;
-  // A writer killed while it held the file outside SWMR (a resume's own
-  // trim or upgrade) left its "open for write" flag, which no reader gets
-  // past: cleared first (the run folder's lock says no writer is alive).
+  std::array<int64_t, 4> seen{};  // the rows a reader sees, per table
+  // A writer killed while it held the file outside SWMR left its "open for
+  // write" flag, which no reader gets past: cleared first (the run folder's
+  // lock says no writer is alive; open_append also trusts the file's real
+  // end over a killed writer's stale one).
   try {
     h5::File::open_append(path_);
   } catch (const InputError&) {
@@ -235,54 +245,85 @@ void RolloutStore::reopen() {
     for (const auto& m : r.steps())
       if (m.step < options_.resume_step) ++steps;
       else break;
+    seen = {r.n_tokens(), r.n_calls(), r.n_episodes(), r.n_steps()};
   }
-  file_ = h5::File::open_append(path_);
-  std::vector<std::pair<const rs::Column*, int64_t>> added;  // columns the file predates, and their rows
+  if (file_version < rs::kSchemaVersion) upgrade(file_version, seen);
   n_steps_ = steps;
+
+  // Every dataset opened (and checked) first; nothing is cut yet.
+  file_ = h5::File::open_append(path_);
   for (const auto& c : rs::columns()) {
     const std::string name = c.path;
-    // The commit record keeps its rows (a resume killed before it appends
-    // the kept rows' record leaves the last one, which bounds the cut tables).
-    const int64_t rows = name == rs::kFlushes                ? -1
+    const int64_t rows = name == rs::kFlushes                ? -1  // its rows are kept: the record grows
                          : name.rfind("calls/", 0) == 0      ? n_calls_
                          : name.rfind("episodes/", 0) == 0 ? n_episodes_
                          : name.rfind("steps/", 0) == 0    ? steps
                                                            : n_tokens_;
-    if (rs::introduced_in(name) > file_version) {
-      added.emplace_back(&c, std::max<int64_t>(rows, 0));
-      series_.push_back(nullptr);
-      continue;
-    }
     series_.push_back(std::make_unique<Series>(file_, c, rows));
+    by_name_[c.path] = series_.back().get();
   }
-  for (auto& s : series_)
-    if (s) s->cut(path_);  // every dataset checked first
-  // An older schema's file is upgraded: the columns it lacks get its kept
-  // rows as a reader of the old file saw them (absent_value).
-  size_t at = 0;
-  for (const auto& [c, rows] : added) {
-    while (series_[at]) ++at;
-    // One an earlier upgrade, cut short, created goes (readers skip it).
-    if (file_.exists(c->path) && H5Ldelete(file_.id(), c->path, H5P_DEFAULT) < 0)
-      throw Error("cannot remove the partly upgraded dataset '" + std::string(c->path) + "' of '" + path_ + "'");
-    series_[at] = std::make_unique<Series>(file_, *c);
-    series_[at]->fill(rs::absent_value(*c), static_cast<size_t>(rows) * c->width);
-    series_[at]->write(path_);
-  }
-  if (!added.empty()) {
-    file_.set_attr("schema_version", rs::kSchemaVersion);
-    log_info("rollout store: '" + path_ + "' upgraded from schema version " + std::to_string(file_version) +
-             " to " + std::to_string(rs::kSchemaVersion) + " (" + std::to_string(added.size()) +
-             " columns added, as older readers saw them)");
-  }
-  for (size_t i = 0; i < series_.size(); ++i) by_name_[rs::columns()[i].path] = series_[i].get();
-  commit();  // the kept rows' record, before anything is appended
-  col(rs::kFlushes).write(path_);
-  if (grown_domains) {
+  if (grown_domains) {  // an attribute: before SWMR writing, which cannot change one
     const hid_t env = col("episodes/env").id();
     if (H5Adelete(env, rs::kNamesAttr) < 0) throw Error("cannot rewrite the domain names of '" + path_ + "'");
     write_names(env, "episodes/env in '" + path_ + "'", options_.domains);
   }
+  // Under SWMR, whose flushes order what readers see: first the record of
+  // the kept rows (readers and a later resume then take those, whatever the
+  // tables still hold), then the cut. A kill anywhere leaves a record that
+  // names rows the file holds.
+  start_swmr();
+  commit();
+  col(rs::kFlushes).write(path_);
+  file_.flush();
+  for (auto& s : series_) s->cut(path_);
+  file_.flush();
+}
+
+void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
+  // On a copy renamed over the file when whole: an upgrade cut short leaves
+  // the file as it was. The columns it predates get the rows a reader of it
+  // sees (absent_value), the record one row of them, then the version.
+  const std::string tmp = path_ + ".upgrade-" + std::to_string(::getpid());
+  std::error_code ec;
+  std::filesystem::copy_file(path_, tmp, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) throw Error("cannot copy '" + path_ + "' to upgrade it: " + ec.message());
+  int added = 0;
+  try {
+    h5::File f = h5::File::open_append(tmp);
+    for (const auto& c : rs::columns()) {
+      const std::string name = c.path;
+      if (rs::introduced_in(name) <= from) continue;
+      // One an earlier, cut short upgrade of the file itself left goes (readers skip it).
+      if (f.exists(name) && H5Ldelete(f.id(), c.path, H5P_DEFAULT) < 0)
+        throw Error("cannot remove the partly upgraded dataset '" + name + "' of '" + tmp + "'");
+      Series s(f, c);
+      if (name == rs::kFlushes) {
+        s.push_n(rows.data(), rows.size());
+      } else {
+        const int64_t n = name.rfind("calls/", 0) == 0      ? rows[1]
+                          : name.rfind("episodes/", 0) == 0 ? rows[2]
+                          : name.rfind("steps/", 0) == 0    ? rows[3]
+                                                            : rows[0];
+        s.fill(rs::absent_value(c), static_cast<size_t>(n) * c.width);
+      }
+      s.write(tmp);
+      ++added;
+    }
+    f.set_attr("schema_version", rs::kSchemaVersion);
+    f.flush();
+    f.close();
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  std::filesystem::rename(tmp, path_, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw Error("cannot move the upgraded copy over '" + path_ + "': " + ec.message());
+  }
+  log_info("rollout store: '" + path_ + "' upgraded from schema version " + std::to_string(from) + " to " +
+           std::to_string(rs::kSchemaVersion) + " (" + std::to_string(added) +
+           " columns added, as older readers saw them)");
 }
 
 RolloutStore::~RolloutStore() {
@@ -407,8 +448,14 @@ void RolloutStore::commit() {
 }
 
 void RolloutStore::write_buffers() {
+  // The rows, flushed, then their record, flushed: HDF5 orders what a reader
+  // sees within a dataset, not across them, so the record must not reach
+  // the file in the same flush as the rows it names.
+  for (auto& s : series_)
+    if (s.get() != &col(rs::kFlushes)) s->write(path_);  // schema order: tokens, calls, episodes, steps
+  file_.flush();
   commit();
-  for (auto& s : series_) s->write(path_);  // schema order: tokens, calls, episodes, steps, the record
+  col(rs::kFlushes).write(path_);
   buffered_tokens_ = 0;
 }
 

@@ -103,6 +103,8 @@ class RolloutStore {
   void reopen();
   void maybe_flush();
   void write_buffers();
+  void start_swmr();
+  void upgrade(int64_t from_version, const std::array<int64_t, 4>& rows);  // see reopen()
   void commit();  // buffers a commit record of the rows appended, if they changed
 
   std::string path_;

@@ -213,6 +213,11 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
     for (const char* key : {"lstrip", "rstrip", "single_word"})
       if (added_tokens[i].boolean(key, false))
         throw bad("added token '" + v.tokens[id] + "' has " + key + " = true (forge matches added tokens exactly)");
+    // Hugging Face matches such a token on the normalized text; forge
+    // matches every added token on the text as given, before NFC.
+    if (file.has("normalizer") && added_tokens[i].boolean("normalized", !added_tokens[i].boolean("special", false)))
+      throw bad("added token '" + v.tokens[id] +
+                "' has normalized = true with an NFC normalizer (forge matches added tokens on the text as given)");
     seen[id] = 1;
     v.added.push_back({id, added_tokens[i].boolean("special", false)});
   }

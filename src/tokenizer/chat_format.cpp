@@ -54,28 +54,43 @@ bool chatml_default_system(const std::string& t, std::string* text) {
 }
 
 // What a template prints besides the recognized pieces, or "" when nothing:
-// every {{ }} expression must be one `allowed` accepts (squeezed), and text
-// outside tags only white space that Jinja drops (none after a }} or at the
-// start holds a newline; transformers renders with trim_blocks, which drops
-// the newline after a {% %}). A template that contains the recognized line
-// and prints more (Hermes' {{bos_token}}) would render otherwise.
+// every {{ }} expression must be one `allowed` accepts (squeezed), and the
+// text between tags must be white space that Jinja drops as transformers
+// configures it: a "-" beside a tag strips the white space on that side;
+// trim_blocks drops the one newline right after a {% %} or {# #};
+// lstrip_blocks drops spaces and tabs from a line's start to a {% %} or
+// {# #}; the template's one trailing newline goes. A template that holds
+// the recognized line and prints more (Hermes' {{bos_token}}, a space after
+// a }}) would render otherwise.
 template <typename Allowed>
 std::string printed_beyond(const std::string& t, Allowed allowed) {
-  bool after_block = false;  // the last tag was {% %} (or a comment)
-  for (size_t i = 0; i < t.size();) {
-    const size_t open = t.find('{', i);
-    const bool tag = open != std::string::npos && open + 1 < t.size() &&
-                     (t[open + 1] == '{' || t[open + 1] == '%' || t[open + 1] == '#');
-    const size_t text_end = tag ? open : (open == std::string::npos ? t.size() : open + 1);
-    const std::string text = t.substr(i, text_end - i);
-    if (text.find_first_not_of(" \t\r\n") != std::string::npos) return "text outside its tags";
-    if (!after_block && text.find('\n') != std::string::npos) return "a line break outside its tags";
-    if (!tag) {
-      if (open == std::string::npos) break;
-      i = open + 1;
-      continue;
+  char last_kind = 0;       // the previous tag's: '{', '%', '#' (0 at the start)
+  bool last_strips = false;  // it ended with "-}}", "-%}" or "-#}"
+  for (size_t i = 0; i <= t.size();) {
+    size_t open = t.find('{', i);
+    while (open != std::string::npos && !(open + 1 < t.size() && (t[open + 1] == '{' || t[open + 1] == '%' ||
+                                                                    t[open + 1] == '#')))
+      open = t.find('{', open + 1);
+    const bool tag = open != std::string::npos;
+    std::string text = t.substr(i, (tag ? open : t.size()) - i);
+    const char kind = tag ? t[open + 1] : 0;
+    const bool strips_before = tag && open + 2 < t.size() && t[open + 2] == '-';
+    if (last_strips) text.erase(0, text.find_first_not_of(" \t\r\n") == std::string::npos
+                                        ? text.size() : text.find_first_not_of(" \t\r\n"));
+    else if ((last_kind == '%' || last_kind == '#') && !text.empty() && text[0] == '\n') text.erase(0, 1);
+    if (strips_before) {
+      text.erase(text.find_last_not_of(" \t\r\n") == std::string::npos ? 0 : text.find_last_not_of(" \t\r\n") + 1);
+    } else if (kind == '%' || kind == '#') {  // lstrip_blocks: spaces and tabs from the line's start to the tag
+      size_t p = open;
+      while (p > i && (t[p - 1] == ' ' || t[p - 1] == '\t')) --p;
+      if (p == 0 || t[p - 1] == '\n') text.erase(text.size() - std::min(text.size(), open - p));
     }
-    const char kind = t[open + 1];
+    if (!tag && !text.empty() && text.back() == '\n') text.pop_back();  // the trailing newline
+    if (!text.empty()) {
+      if (text.find_first_not_of(" \t\r\n") != std::string::npos) return "text outside its tags";
+      return text.find('\n') != std::string::npos ? "a line break outside its tags" : "white space outside its tags";
+    }
+    if (!tag) break;
     const std::string close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
     const size_t end = t.find(close, open + 2);
     if (end == std::string::npos) return "an unclosed tag";
@@ -85,7 +100,8 @@ std::string printed_beyond(const std::string& t, Allowed allowed) {
       if (!expr.empty() && expr.back() == '-') expr.pop_back();
       if (!allowed(expr)) return "it prints {{" + expr + "}}";
     }
-    after_block = kind != '{';
+    last_kind = kind;
+    last_strips = end > 0 && t[end - 1] == '-';
     i = end + 2;
   }
   return "";

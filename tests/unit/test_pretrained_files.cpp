@@ -742,6 +742,9 @@ TEST(PretrainedModel, HfTokenizerFilesAsNewerTransformersWriteThem) {
   const json back = json::parse(written);
   EXPECT_EQ(back["normalizer"], (json{{"type", "NFC"}}));
   EXPECT_EQ(back["post_processor"], (json{{"type", "ByteLevel"}, {"trim_offsets", false}}));
+  // An added token Hugging Face would match on the NFC text: refused.
+  rewrite_json(tokenizer, [](json& j) { j["added_tokens"][0]["normalized"] = true; });
+  expect_input_error([&] { load_pretrained(dir, false); }, "has normalized = true with an NFC normalizer");
 }
 
 // The chat templates forge renders, and templates that contain their lines
@@ -760,10 +763,22 @@ TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
   EXPECT_NO_THROW(ChatFormat("{%- for message in messages %}\n" + chatml.substr(29) + "\n", tok, "", "t"));
   std::string broken = chatml;  // a line break after the message line prints
   broken.insert(broken.find("}}{% endfor %}") + 2, "\n");
+  std::string stripped = chatml;  // ... unless the next tag strips it
+  stripped.replace(stripped.find("}}{% endfor %}"), 14, "}}\n{%- endfor %}");
+  EXPECT_NO_THROW(ChatFormat(stripped, tok, "", "t"));
+  std::string indented = chatml;  // spaces before a block tag at a line's start go (lstrip_blocks)
+  indented.replace(indented.find("{% if add_generation_prompt"), 2, "\n    {%");
+  EXPECT_NO_THROW(ChatFormat(indented, tok, "", "t"));
+  std::string spaced = chatml;  // a space after the message line prints
+  spaced.insert(spaced.find("}}{% endfor %}") + 2, " ");
+  std::string doubled = chatml;  // trim_blocks drops one newline after a block tag, not two
+  doubled.insert(doubled.find("{% endfor %}") + 12, "\n\n");
   for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
            {"{{bos_token}}" + chatml, "it prints {{bos_token}}"},
            {"Hello " + chatml, "text outside its tags"},
            {broken, "a line break outside its tags"},
+           {spaced, "white space outside its tags"},
+           {doubled, "a line break outside its tags"},
            {chatml + "{{ '<|im_start|>user\n' }}", "it prints {{'<|im_start|>user\\n'}}"}})
     expect_input_error([&] { ChatFormat(bad, tok, "", "t"); }, "chat template of 't' is not one forge renders (" + why);
 }
