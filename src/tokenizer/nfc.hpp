@@ -11,7 +11,9 @@
 // no second part of a composite, nothing NFC changes) is returned as it is,
 // at the cost of one scan. A byte that is not valid UTF-8 stays as it is and
 // composes with nothing. Tables: nfc_tables.cpp (tools/gen_unicode_tables.py
-// --nfc, the Unicode version of unicode_tables.cpp).
+// --nfc, the Unicode version of unicode_tables.cpp: 14.0). Hugging Face
+// tokenizers' NFC (0.19) behaves as Unicode 9: text with a combining mark
+// assigned since (U+1DFA, U+16FF0, ...) normalizes differently there.
 #pragma once
 #include <cstddef>
 #include <cstdint>
