@@ -56,8 +56,10 @@ class TableWriter {
     bool quoted = false;
     bool null = false;
   };
-  static Value num(double v) { return {std::isfinite(v) ? json_number(v) : "", false, !std::isfinite(v)}; }
-  static Value num(float v) { return {std::isfinite(v) ? json_number(v) : "", false, !std::isfinite(v)}; }
+  template <std::floating_point T>  // float columns as floats: their shortest text
+  static Value num(T v) {
+    return {std::isfinite(v) ? json_number(v) : "", false, !std::isfinite(v)};
+  }
   static Value integer(int64_t v) { return {std::to_string(v)}; }
   static Value str(std::string s) { return {std::move(s), true}; }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <charconv>
 #include <cmath>
+#include <concepts>
 #include <cstdio>
 #include <string>
 
@@ -55,12 +56,8 @@ inline std::string json_string(const std::string& s) {
 // The shortest text that reads back as the same double (or float): six
 // digits rounded exported logprobs by ~5e-6, a hundred times the
 // engine/learner mismatch an analysis looks for.
-inline std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-}
-inline std::string json_number(float v) {
+template <std::floating_point T>
+std::string json_number(T v) {
   if (!std::isfinite(v)) return "null";
   char buf[32];
   return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);

@@ -6,10 +6,10 @@
 // is left out of every Stopwatch. The handler runs as the process resumes,
 // before its threads go on, so no deadline that ran across the stop fires
 // on resuming; a gap without a SIGCONT (the ticker starved or blocked) is
-// not a stop. Without a ticker the active clock is the steady clock. Deadlines thus
-// count only time the process could act: after a whole-job suspend no rank
-// blames a peer for the pause, while a stall of one rank (its peers tick
-// on) is still reported.
+// not a stop. Without a ticker the active clock is the steady clock.
+// Deadlines thus count only time the process could act: after a whole-job
+// suspend no rank blames a peer for the pause, while a stall of one rank
+// (its peers tick on) is still reported.
 #pragma once
 #include <atomic>
 #include <chrono>

@@ -130,14 +130,17 @@ std::vector<uint8_t> encode_group_for_slot(std::vector<Trajectory>& episodes, si
                                            std::string* dropped) {
   std::vector<uint8_t> payload = encode_trajectories(episodes);
   if (payload.size() <= slot_bytes) return payload;
-  *dropped = "its group's record took " + std::to_string(payload.size()) + " bytes, more than its data-pool slot (" +
-             std::to_string(slot_bytes) + " bytes, pool.slot_mib)";
+  const std::string why = "its group's record took " + std::to_string(payload.size()) +
+                          " bytes, more than its data-pool slot (" + std::to_string(slot_bytes) +
+                          " bytes, pool.slot_mib)";
+  *dropped = "a group of " + std::to_string(episodes.size()) + " episodes: " + why +
+             "; its episodes are recorded as abandoned, without their calls (raise pool.slot_mib)";
   for (Trajectory& t : episodes) {
     t.calls.clear();
     t.signals.clear();
     t.final_answer.clear();
     t.abandoned = true;
-    t.end_reason = "abandoned: " + *dropped;
+    t.end_reason = "abandoned: " + why;
   }
   return encode_trajectories(episodes);
 }

@@ -28,7 +28,7 @@ std::vector<uint8_t> encode_trajectories(const std::vector<Trajectory>& episodes
 // when it does not fit, with its episodes recorded as abandoned without
 // their calls (one oversized group must not end a run hours in: the learner
 // leaves abandoned episodes out and rollouts.h5 keeps their end reason).
-// *dropped says why when they were dropped, else is left empty.
+// *dropped is the warning to log when they were dropped, else left empty.
 std::vector<uint8_t> encode_group_for_slot(std::vector<Trajectory>& episodes, size_t slot_bytes,
                                            std::string* dropped);
 

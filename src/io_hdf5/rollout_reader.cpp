@@ -1,8 +1,8 @@
 #include "io_hdf5/rollout_reader.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -221,21 +221,17 @@ void RolloutReader::refresh() {
     for (int64_t n : committed)
       if (n < 0) corrupted("its last flush record counts " + std::to_string(n) + " rows");
   }
-  // Rows present in every dataset of a table, at most `limit`.
-  auto table_rows = [&](const std::string& prefix, int64_t limit) {
-    int64_t n = -1;
-    for (auto& [name, d] : datasets_) {
-      const bool in_table = prefix.empty() ? name.find('/') == std::string::npos && name != rs::kFlushes
-                                           : name.rfind(prefix, 0) == 0;
-      if (!in_table) continue;
-      rows_of(d);
-      n = n < 0 ? d.rows : std::min(n, d.rows);
-    }
-    return std::min(std::max<int64_t>(n, 0), limit);
-  };
-  n_tokens_ = table_rows("", committed[0]);
+  // Rows present in every dataset of each table, at most the record's.
+  std::array<int64_t, 4> rows = committed;
+  for (auto& [name, d] : datasets_) {
+    const int table = rs::table_of(name);
+    if (table < 0) continue;
+    rows_of(d);
+    rows[table] = std::min(rows[table], d.rows);
+  }
+  n_tokens_ = rows[0];
   const bool recorded = datasets_.count(rs::kFlushes) > 0;
-  n_calls_ = whole_prefix(path(), "calls", table_rows("calls/", committed[1]), recorded, n_calls_,
+  n_calls_ = whole_prefix(path(), "calls", rows[1], recorded, n_calls_,
                           [&](int64_t start, int64_t count) {
     const std::vector<int64_t> off = read<int64_t>("calls/token_offset", start, count);
     const std::vector<int32_t> ctx = read<int32_t>("calls/context_len", start, count);
@@ -247,7 +243,7 @@ void RolloutReader::refresh() {
     }
     return whole;
   });
-  n_episodes_ = whole_prefix(path(), "episodes", table_rows("episodes/", committed[2]), recorded, n_episodes_,
+  n_episodes_ = whole_prefix(path(), "episodes", rows[2], recorded, n_episodes_,
                              [&](int64_t start, int64_t count) {
     const std::vector<int64_t> off = read<int64_t>("episodes/call_offset", start, count);
     const std::vector<int32_t> n = read<int32_t>("episodes/n_calls", start, count);
@@ -255,7 +251,7 @@ void RolloutReader::refresh() {
     for (size_t i = 0; i < whole.size(); ++i) whole[i] = off[i] >= 0 && n[i] >= 0 && off[i] <= n_calls_ - n[i];
     return whole;
   });
-  n_steps_ = table_rows("steps/", committed[3]);
+  n_steps_ = rows[3];
 }
 
 EpisodeTable RolloutReader::episodes() const {

@@ -167,6 +167,16 @@ inline int64_t introduced_in(const std::string& path) {
   return 1;
 }
 
+// The table a column belongs to, as an index into the commit record's row
+// [n_tokens, n_calls, n_episodes, n_steps]; -1 for the record itself.
+inline int table_of(const std::string& path) {
+  if (path == kFlushes) return -1;
+  if (path.rfind("calls/", 0) == 0) return 1;
+  if (path.rfind("episodes/", 0) == 0) return 2;
+  if (path.rfind("steps/", 0) == 0) return 3;
+  return 0;  // tokens, logprobs, versions, loss_mask
+}
+
 // What a reader gives each row of a column its file predates (and what a
 // resume that upgrades the file writes): NaN for a step metric, -1 for a
 // step count, 0 for an episode column.

@@ -1,10 +1,11 @@
 #include "io_hdf5/rollout_store.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <unistd.h>
 #include <limits>
 #include <type_traits>
 
@@ -249,17 +250,13 @@ void RolloutStore::reopen() {
   }
   if (file_version < rs::kSchemaVersion) upgrade(file_version, seen);
   n_steps_ = steps;
+  const std::array<int64_t, 4> kept{n_tokens_, n_calls_, n_episodes_, n_steps_};
 
   // Every dataset opened (and checked) first; nothing is cut yet.
   file_ = h5::File::open_append(path_);
   for (const auto& c : rs::columns()) {
-    const std::string name = c.path;
-    const int64_t rows = name == rs::kFlushes                ? -1  // its rows are kept: the record grows
-                         : name.rfind("calls/", 0) == 0      ? n_calls_
-                         : name.rfind("episodes/", 0) == 0 ? n_episodes_
-                         : name.rfind("steps/", 0) == 0    ? steps
-                                                           : n_tokens_;
-    series_.push_back(std::make_unique<Series>(file_, c, rows));
+    const int table = rs::table_of(c.path);  // the record keeps its rows (-1): it grows
+    series_.push_back(std::make_unique<Series>(file_, c, table < 0 ? -1 : kept[table]));
     by_name_[c.path] = series_.back().get();
   }
   if (grown_domains) {  // an attribute: before SWMR writing, which cannot change one
@@ -297,15 +294,8 @@ void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
       if (f.exists(name) && H5Ldelete(f.id(), c.path, H5P_DEFAULT) < 0)
         throw Error("cannot remove the partly upgraded dataset '" + name + "' of '" + tmp + "'");
       Series s(f, c);
-      if (name == rs::kFlushes) {
-        s.push_n(rows.data(), rows.size());
-      } else {
-        const int64_t n = name.rfind("calls/", 0) == 0      ? rows[1]
-                          : name.rfind("episodes/", 0) == 0 ? rows[2]
-                          : name.rfind("steps/", 0) == 0    ? rows[3]
-                                                            : rows[0];
-        s.fill(rs::absent_value(c), static_cast<size_t>(n) * c.width);
-      }
+      if (const int table = rs::table_of(name); table < 0) s.push_n(rows.data(), rows.size());
+      else s.fill(rs::absent_value(c), static_cast<size_t>(rows[table]) * c.width);
       s.write(tmp);
       ++added;
     }
@@ -451,11 +441,12 @@ void RolloutStore::write_buffers() {
   // The rows, flushed, then their record, flushed: HDF5 orders what a reader
   // sees within a dataset, not across them, so the record must not reach
   // the file in the same flush as the rows it names.
+  Series& record = col(rs::kFlushes);
   for (auto& s : series_)
-    if (s.get() != &col(rs::kFlushes)) s->write(path_);  // schema order: tokens, calls, episodes, steps
+    if (s.get() != &record) s->write(path_);  // schema order: tokens, calls, episodes, steps
   file_.flush();
   commit();
-  col(rs::kFlushes).write(path_);
+  record.write(path_);
   buffered_tokens_ = 0;
 }
 

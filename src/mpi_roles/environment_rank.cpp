@@ -122,9 +122,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
       std::string dropped;
       const std::vector<uint8_t> payload = encode_group_for_slot(trajs, pool.config().slot_bytes, &dropped);
       if (!dropped.empty()) {
-        log_warn("slot " + std::to_string(g.slot) + " (" + std::to_string(trajs.size()) +
-                 " episodes): " + dropped + "; its episodes are recorded as abandoned, without their calls "
-                 "(raise pool.slot_mib)");
+        log_warn("slot " + std::to_string(g.slot) + ": " + dropped);
         stats.abandoned += static_cast<int64_t>(trajs.size());
       }
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? pool.published_version() : oldest);

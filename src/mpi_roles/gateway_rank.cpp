@@ -127,9 +127,7 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
       const int32_t oldest = oldest_version(g.episodes);
       std::string dropped;
       const std::vector<uint8_t> payload = encode_group_for_slot(g.episodes, pool.config().slot_bytes, &dropped);
-      if (!dropped.empty())
-        log_warn(name + ": slot " + std::to_string(g.slot) + " (" + std::to_string(g.episodes.size()) +
-                 " episodes): " + dropped + "; its episodes are recorded as abandoned, without their calls");
+      if (!dropped.empty()) log_warn("slot " + std::to_string(g.slot) + ": " + dropped);
       pool.complete(g.slot, payload.data(), payload.size(), oldest < 0 ? pool.published_version() : oldest);
       slots.done(g.slot);
       ++groups;

@@ -52,7 +52,7 @@ void Watchdog::loop() {
     MPI_Fetch_and_op(&one, &old, MPI_INT64_T, rank_, 0, MPI_SUM, win_);
     MPI_Win_flush(rank_, win_);
     const auto now = clock::now();
-    if (const double stopped = suspended_seconds(); stopped != stopped_seen) {  // by tick or SIGCONT
+    if (const double stopped = suspended_seconds(); stopped != stopped_seen) {  // a SIGCONT accounted a stop
       stopped_seen = stopped;
       std::fill(moved.begin(), moved.end(), now);
     }
