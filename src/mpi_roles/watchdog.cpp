@@ -33,13 +33,12 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::loop() {
-  using clock = std::chrono::steady_clock;
   std::vector<int> peers;
   const int world = layout_.world();
   if (world > 1) peers.push_back((rank_ + 1) % world);
   if (rank_ != 0 && (rank_ + 1) % world != 0) peers.push_back(0);
   std::vector<int64_t> last(peers.size(), -1);
-  std::vector<clock::time_point> moved(peers.size(), clock::now());
+  std::vector<int64_t> moved(peers.size(), active_ns());  // on the active clock
   const int64_t one = 1;
   // This thread is the process's ticker of the active clock (core/timer.hpp):
   // a stop of the process (a whole-job suspend; every rank's watchdog sees
@@ -51,7 +50,7 @@ void Watchdog::loop() {
     tick(period_s_);
     MPI_Fetch_and_op(&one, &old, MPI_INT64_T, rank_, 0, MPI_SUM, win_);
     MPI_Win_flush(rank_, win_);
-    const auto now = clock::now();
+    const int64_t now = active_ns();
     if (const double stopped = suspended_seconds(); stopped != stopped_seen) {  // a SIGCONT accounted a stop
       stopped_seen = stopped;
       std::fill(moved.begin(), moved.end(), now);
@@ -61,10 +60,10 @@ void Watchdog::loop() {
       MPI_Win_flush(peers[i], win_);
       if (seen != last[i]) {
         last[i] = seen;
-        moved[i] = clock::now();
+        moved[i] = active_ns();
         continue;
       }
-      const double quiet = std::chrono::duration<double>(now - moved[i]).count();
+      const double quiet = static_cast<double>(now - moved[i]) * 1e-9;
       if (quiet > deadline_s_) {
         char msg[256];
         std::snprintf(msg, sizeof msg,
