@@ -92,7 +92,11 @@ class JsonObject {
       skip();
       if (!eat(':')) return fail(error, "expected ':' after \"" + key + "\"");
       skip();
-      if (!(string(value) || number(value))) return fail(error, "expected a string value for \"" + key + "\"");
+      // A quote starts a string, anything else a number: a string that
+      // fails part-way is not read again as a number from where it stopped.
+      const bool quoted = i_ < s_.size() && s_[i_] == '"';
+      if (!(quoted ? string(value) : number(value)))
+        return fail(error, "expected a string value for \"" + key + "\"");
       out.push_back({key, value});
       skip();
       if (eat(',')) continue;

@@ -72,8 +72,9 @@ TEST(AgentFormat, JsonEscapesAndNumbersAreJsons) {
   EXPECT_EQ(args(R"("\ud83d\ude00")"), "\xF0\x9F\x98\x80");             // one code point from a surrogate pair
   EXPECT_EQ(args("-12.5e+3"), "-12.5e+3");
   EXPECT_EQ(args("0"), "0");
-  for (const std::string bad : {R"("\ud83d")", R"("\ude00x")", R"("\u12")", R"("\u12G4")", R"("\q")", "-", "1e",
-                                "+1", ".5", "01", "1.", "--1", "1e+"}) {
+  // "\q42 and "\x12: a string that fails part-way is no number from there on
+  for (const std::string bad : {R"("\ud83d")", R"("\ude00x")", R"("\u12")", R"("\u12G4")", R"("\q")", R"("\q42)",
+                                R"("\x12)", "-", "1e", "+1", ".5", "01", "1.", "--1", "1e+"}) {
     const ParsedAction a = parse_action(CallFormat::kJson, text("{\"tool\":\"calc\",\"args\":" + bad + "}"));
     EXPECT_EQ(a.kind, ParsedAction::Kind::kInvalid) << bad;
   }
