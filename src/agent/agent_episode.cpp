@@ -43,7 +43,13 @@ AgentEpisode::AgentEpisode(std::unique_ptr<Environment> env, uint64_t task_seed,
   const IdealCost ideal = ideal_cost(*env_, style_, config_.vocab());
   trajectory_.needed_turns = ideal.turns;
   trajectory_.needed_tokens = ideal.tokens;
-  if (manager_.over_budget(context_.size())) finish("context_budget");
+  // An opening that does not fit (this member's scaffold style may be
+  // longer than its group's others) is abandoned: it made no call, and its
+  // 0 reward would move the group's advantages for nothing the policy did.
+  if (manager_.over_budget(context_.size())) {
+    trajectory_.abandoned = true;
+    finish("context_budget");
+  }
 }
 
 Tokens render_in_style(const ScaffoldStyle& style, const ToolCall& canonical, const ScaffoldVocabulary& vocab) {
@@ -84,11 +90,14 @@ std::optional<GenerationRequest> AgentEpisode::next_request() {
 }
 
 Observation AgentEpisode::act(const ParsedAction& action) {
-  if (action.kind == ParsedAction::Kind::kInvalid)
+  if (action.kind == ParsedAction::Kind::kInvalid) {
+    env_->interrupt_retry();
     return bad_call_observation(signal::kMalformedCall, "could not parse a tool call: " + action.error);
+  }
   for (const ToolSpec& t : task_.tools)
     if (displayed_tool_name(style_.tools, t.name) == action.call.tool)
       return env_->step({t.name, action.call.args});
+  env_->interrupt_retry();
   return bad_call_observation(signal::kUnknownTool, "unknown tool '" + action.call.tool + "'");
 }
 

@@ -55,7 +55,8 @@ class AgentEpisode {
  public:
   // Resets env with task_seed, its noise stream with episode_id (members of
   // a group differ in which calls fail). An opening over the context budget
-  // ends the episode at once ("context_budget").
+  // ends the episode at once, abandoned ("context_budget": out of its
+  // group's advantages).
   AgentEpisode(std::unique_ptr<Environment> env, uint64_t task_seed, const ScaffoldStyle& style,
                const AgentConfig& config, uint64_t episode_id, int32_t group = 0);
 

@@ -103,6 +103,10 @@ class Environment {
   // kTimeout) whatever the draw; cleared by reset(). Demonstrates a retry.
   void fail_at(int index, ObservationKind kind);
   Observation step(const ToolCall& call);
+  // An action the scaffold refused before step() (malformed output, a tool
+  // the task does not show) came between: the next call is no retry of a
+  // failed one (`recovered` is an identical call right after the failure).
+  void interrupt_retry() { last_failed_.reset(); }
   float verify(std::string_view answer) const;  // 0 before reset(); VerifierUnavailable (see above)
   virtual Solution solve() const = 0;
 

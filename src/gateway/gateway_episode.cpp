@@ -127,8 +127,10 @@ json GatewayEpisode::run_tool(const std::string& name, const std::string& args, 
   // least record: a refused run must not change the environment.
   check_budget(kToolRunBytes + name.size(), budget);
   Observation obs = bad_call_observation(signal::kUnknownTool, "unknown tool '" + name + "'");
+  bool known = false;
   for (const ToolSpec& t : task_.tools)
-    if (displayed_tool_name(style_.tools, t.name) == name) obs = env_->step({t.name, args});
+    if (displayed_tool_name(style_.tools, t.name) == name) obs = env_->step({t.name, args}), known = true;
+  if (!known) env_->interrupt_retry();
   std::vector<ScaffoldVocabulary::Part> parts = observation_parts(style_, obs, {name, args}, config_.vocab());
   std::string content = valid_utf8(text_of(parts));
   size_t signal_bytes = 0;

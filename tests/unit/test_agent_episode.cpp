@@ -279,6 +279,33 @@ TEST(AgentEpisodeTest, BadOutputsBecomeErrorObservationsAndNegativeSignals) {
   }
 }
 
+// `recovered` is an identical call right after the failure: an output the
+// scaffold refused in between (malformed, a tool the task does not show)
+// makes the repeat a plain call, as failure_mode.cpp classifies it.
+TEST(AgentEpisodeTest, ARetryComesRightAfterTheFailure) {
+  const EnvMix mix(quiet());
+  const uint64_t seed = seed_of(mix, "calc");
+  for (const std::string between : {"", "hello", "nope(1)"}) {
+    AgentConfig a = roomy();
+    a.max_turns = between.empty() ? 2 : 3;
+    AgentEpisode ep(mix.make_for(seed), seed, ScaffoldStyle{}, a, 1);
+    ep.fail_call(0, ObservationKind::kToolError);
+    Tokens first;
+    int turn = 0;
+    drive(ep, [&](const AgentEpisode& e, const GenerationRequest& r) {
+      if (turn++ == 0) return first = ScriptedPolicy(e).next(e);  // the task's first call: it fails
+      if (turn == 2 && !between.empty()) return constant(between)(e, r);
+      return first;
+    });
+    const Trajectory t = ep.take_trajectory();
+    EXPECT_EQ(t.tool_errors, 1) << between;
+    EXPECT_EQ(t.recoveries, between.empty() ? 1 : 0) << between;
+    const bool signalled = std::any_of(t.signals.begin(), t.signals.end(),
+                                       [](const ProcessSignal& s) { return s.kind == signal::kRecovered; });
+    EXPECT_EQ(signalled, between.empty()) << between;
+  }
+}
+
 TEST(AgentEpisodeTest, AGenerationCutByLengthIsClosedWithEot) {
   const EnvMix mix(quiet());
   AgentConfig a = roomy();
@@ -316,6 +343,7 @@ TEST(AgentEpisodeTest, OpeningOverTheContextBudgetEndsAtOnce) {
   EXPECT_FALSE(ep.next_request());
   const Trajectory t = ep.take_trajectory();
   EXPECT_EQ(t.end_reason, "context_budget");
+  EXPECT_TRUE(t.abandoned);  // out of its group's advantages
   EXPECT_TRUE(t.calls.empty());
   EXPECT_THROW(ep.take_trajectory(), Error);
 }
