@@ -117,11 +117,15 @@ DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState
       meta[FREE_AT(c)] = static_cast<int64_t>(c);
       meta[NOTICE_AT(c)] = kEmpty;
     }
-    if (resume) meta[kHead] = meta[kTail] = resume->head;
+    if (resume) {
+      meta[kHead] = meta[kTail] = resume->head;
+      meta[kFinished] = static_cast<int64_t>(resume->kept_slot.size());  // until take_held
+    }
   }
   next_free_ = cells_;
   if (resume && rank_ == cfg.consumer_rank) {
     head_ = static_cast<uint64_t>(resume->head);
+    held_left_ = resume->kept_slot.size();
     for (const auto* list : {&resume->consumed, &resume->kept_slot})
       for (int64_t s : *list) mark_consumed(static_cast<uint64_t>(s));  // ignores those below the head
   }
@@ -464,8 +468,14 @@ std::optional<TakenTrajectory> DataPool::take_visible() {
   return out;
 }
 
-Verdict DataPool::judge_held(int64_t staleness) {
-  require_consumer("judge_held");
+Verdict DataPool::take_held(int64_t staleness) {
+  require_consumer("take_held");
+  if (held_left_ == 0) throw Error("data pool: take_held, but every group the checkpoint kept was taken");
+  --held_left_;
+  const int64_t minus = -1;
+  check(MPI_Accumulate(&minus, 1, MPI_INT64_T, cfg_.host_rank, kFinished, 1, MPI_INT64_T, MPI_SUM, meta_win_),
+        "MPI_Accumulate (finished)");
+  flush_meta();
   const Verdict v = cfg_.window.verdict(staleness);
   stats_.add(staleness, v);
   return v;

@@ -60,6 +60,9 @@
 // is handed a skip slot does not generate it: it completes it at once as a
 // tombstone (length 0, version -1), which the consumer passes over. Slots in
 // flight at the checkpoint are generated again (same slot number, same task).
+// The groups it kept (the consumer trains them first, take_held) start in F:
+// admission counts them as finished and unconsumed, as they were, so the
+// staleness bound holds across a resume.
 //
 // Invariants (tests/mpi/test_data_pool.cpp): no slot starts unless fewer than
 // N run; every consumed slot lies in [H, H + W) at its take; each started
@@ -150,10 +153,12 @@ class DataPool {
   // (for deadline messages).
   std::string describe_head();
   const StalenessStats& stats() const { return stats_; }
-  // A group the consumer holds outside the pool (restored from a
-  // checkpoint), judged by the staleness cap and counted in stats() as a
-  // take at `staleness` is.
-  Verdict judge_held(int64_t staleness);
+  // The consumer takes one of the groups the checkpoint kept (it holds them
+  // outside the pool, and trains them first): F counted it from the start,
+  // so that admission sees it, and drops it now; it meets the staleness cap
+  // and is counted in stats() as a take at `staleness` is. Error when none
+  // is left.
+  Verdict take_held(int64_t staleness);
   // The state to checkpoint (reads the payloads of finished slots).
   DataPoolState snapshot();
 
@@ -193,6 +198,7 @@ class DataPool {
   std::map<uint64_t, uint32_t> started_;
   // Consumer side.
   uint64_t head_ = 0;
+  uint64_t held_left_ = 0;  // groups the checkpoint kept not yet taken (take_held)
   uint64_t next_notice_ = 0;     // notices read so far
   uint64_t next_free_ = 0;       // free-ring entries written so far
   std::map<uint64_t, Announced> done_;  // announced, not consumed, by slot

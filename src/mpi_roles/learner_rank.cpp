@@ -76,7 +76,7 @@ class BatchTaker {
         const int64_t staleness = version - g.version;
         // One restored from a checkpoint meets the staleness cap as a take
         // from the pool does (one held after SIGTERM met it at this version).
-        if (g.producer < 0 && batch.keeps_out(pool_.judge_held(staleness))) continue;
+        if (g.producer < 0 && batch.keeps_out(pool_.take_held(staleness))) continue;
         batch.staleness.push_back(staleness);
         taken.push_back(std::move(g));
         continue;

@@ -37,9 +37,9 @@
 // consumption, the version moves by at most floor(K / B) + 1 (one step may be
 // in progress at the start), and
 //     staleness <= floor((N + M + W - 2) / B) + 1        (staleness_bound).
-// After a resume, the checkpoint's held groups are trained before the pool's
-// and outside its admission: slots started meanwhile may see `held` more
-// trajectories trained first (floor((N + M + W - 2 + held) / B) + 1).
+// After a resume, the checkpoint's held groups are trained before the pool's;
+// they count as finished ones until taken (DataPool::take_held), so the
+// bound holds for slots started meanwhile too.
 // Greedy has no such bound: slots started after s may be trained while s
 // runs, so its staleness grows with the longest episode; only the cap and the
 // episode deadline (pool.episode_deadline_s) bound it.

@@ -96,9 +96,11 @@ TEST(DataPoolResume, SnapshotKeepsFinishedSkipsTrainedRegeneratesInFlight) {
   }
 }
 
-// Groups a checkpoint kept meet the staleness cap when the resumed learner
-// takes them (they were once trained at any staleness), and are counted.
-TEST(DataPoolResume, HeldGroupsMeetTheStalenessCap) {
+// Groups a checkpoint kept count as finished, unconsumed ones until the
+// consumer takes them (take_held): with M of them held no producer is
+// admitted, one taken admits one. Each meets the staleness cap when taken
+// (they were once trained at any staleness) and is counted.
+TEST(DataPoolResume, HeldGroupsCountAgainstMemoryAndMeetTheStalenessCap) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   DataPoolConfig cfg;
@@ -108,16 +110,38 @@ TEST(DataPoolResume, HeldGroupsMeetTheStalenessCap) {
   cfg.window.cap_action = CapAction::kDrop;
   cfg.slot_bytes = 256;
   cfg.deadline_s = 30;
-  DataPool pool(MPI_COMM_WORLD, cfg);
+  DataPoolState held;  // M = 4 groups kept, slots 0..3
+  for (int64_t s = 0; s < 4; ++s) {
+    const std::string b = body(static_cast<uint64_t>(s));
+    held.keep(s, 5, std::vector<uint8_t>(b.begin(), b.end()));
+  }
+  DataPool pool(MPI_COMM_WORLD, cfg, rank == 0 ? &held : nullptr);
+  if (rank == 1) {
+    EXPECT_EQ(pool.try_start(), std::nullopt) << "admitted with M groups held";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
-    EXPECT_EQ(pool.judge_held(0), Verdict::kTrain);
-    EXPECT_EQ(pool.judge_held(1), Verdict::kTrain);
-    EXPECT_EQ(pool.judge_held(2), Verdict::kDrop);
-    EXPECT_EQ(pool.stats().count(), 3u);
+    EXPECT_EQ(pool.take_held(0), Verdict::kTrain);
+    EXPECT_EQ(pool.counts().finished, 3u);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 1) {
+    EXPECT_EQ(pool.try_start(), std::optional<uint64_t>(4));  // past the kept slots
+    produce(pool, 4);
+    EXPECT_EQ(pool.try_start(), std::nullopt) << "admitted with 3 held and 1 finished";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    EXPECT_EQ(pool.take_held(1), Verdict::kTrain);
+    EXPECT_EQ(pool.take_held(2), Verdict::kDrop);
+    EXPECT_EQ(pool.take_held(0), Verdict::kTrain);
+    EXPECT_THROW(pool.take_held(0), Error);  // all four taken
+    EXPECT_EQ(pool.stats().count(), 4u);
     EXPECT_EQ(pool.stats().dropped(), 1u);
     EXPECT_EQ(pool.stats().max(), 2);
+    EXPECT_EQ(pool.counts().finished, 1u);  // slot 4
   } else {
-    EXPECT_THROW(pool.judge_held(0), Error);  // the consumer's alone
+    EXPECT_THROW(pool.take_held(0), Error);  // the consumer's alone
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
