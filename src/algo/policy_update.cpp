@@ -48,6 +48,8 @@ void split_mismatch(const PackedPolicyTokens& tokens, const std::vector<int32_t>
 
 PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<Trajectory>& episodes,
                                           const PolicyUpdateConfig& config) {
+  FORGE_CHECK(config.shards <= 1 || config.sum_across_shards,
+              "policy_forward_backward: several shards need sum_across_shards (their denominators are global)");
   PolicyUpdateStats st;
   st.episodes = static_cast<int>(episodes.size());
   if (episodes.empty()) return st;
@@ -104,10 +106,20 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   PackedPolicyTokens tokens;  // advantage, behaviour logprobs, current logprobs (filled in pass 1)
   std::vector<int32_t> context_len;
   std::vector<int32_t> token_version;  // per generated token, as tokens.logprob
+  // Which episodes' samples this shard holds, as a count and a sum of a
+  // 24-bit hash of the episode's index per sample (exact in a double): the
+  // shards' sums must give the batch's (each sample on one learner).
+  const auto tag = [](size_t i) { return static_cast<double>((i * 0x9E3779B97F4A7C15ull) >> 40); };
+  double batch_samples = 0, batch_tags = 0, shard_tags = 0;
   for (size_t i = 0; i < episodes.size(); ++i) {
     const int k = kept_index[i];
     if (k < 0 || adv.in_zero_variance_group[k]) continue;
+    double calls = 0;
+    for (const LlmCall& c : episodes[i].calls) calls += !c.generated.empty();
+    batch_samples += calls;
+    batch_tags += calls * tag(i);
     if (config.shards > 1 && static_cast<int>(i % config.shards) != config.shard) continue;
+    shard_tags += calls * tag(i);
     for (const LlmCall& c : episodes[i].calls) {
       if (c.generated.empty()) continue;
       Sample s;
@@ -160,11 +172,16 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   }
   if (config.sum_across_shards) {
     double v[4] = {entropy_sum, double(entropy_rows), double(st.linear_tokens), double(st.tree_tokens)};
-    double n = st.samples;
+    double n[2] = {double(st.samples), shard_tags};
     config.sum_across_shards(v, 4);
-    config.sum_across_shards(&n, 1);
+    config.sum_across_shards(n, 2);
     entropy_sum = v[0], entropy_rows = int64_t(v[1]), st.linear_tokens = int64_t(v[2]);
-    st.tree_tokens = int64_t(v[3]), st.samples = int(n);
+    st.tree_tokens = int64_t(v[3]), st.samples = int(n[0]);
+    FORGE_CHECK(n[0] == batch_samples && n[1] == batch_tags,
+                "the learners' shards hold " + std::to_string(st.samples) + " samples of the batch's " +
+                    std::to_string(int64_t(batch_samples)) +
+                    (n[0] == batch_samples ? " but not each once" : "") +
+                    " (each learner needs its own shard of shards)");
   }
   st.entropy_mean = entropy_rows ? entropy_sum / entropy_rows : 0;
   split_mismatch(tokens, token_version, config, &st);

@@ -15,6 +15,8 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "episode/trajectory_codec.hpp"
+#include "learner/run_checkpoints.hpp"
+#include "mpi_roles/learner_agreement.hpp"
 #include "mpi_roles/learner_gradient_sum.hpp"
 
 namespace forge {
@@ -262,6 +264,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
              : decode_trajectories(bytes.data(), bytes.size(), model.config().vocab, "the lead learner's batch");
     double grad_norm = 0;
     const PolicyUpdateStats st = learner.update(episodes, step, &grad_norm);
+    if (checkpoint_due(setup.run, step + 1, steps)) check_learners_agree(learners, parameter_hash(model), step + 1);
     if (!lead) continue;
     publish(step + 1);
     const double since_previous = since_step.seconds();

@@ -14,6 +14,7 @@
 
 #include "algo/policy_update.hpp"
 #include "backend/backend_registry.hpp"
+#include "core/error.hpp"
 #include "core/rng.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 #include "unit/tiny_agent_episodes.hpp"
@@ -134,6 +135,40 @@ TEST_P(DataParallelUpdate, ShardGradientsSumToTheWholeBatchGradient) {
   }
 }
 
+// Shards that do not partition the batch (two learners on shard 0) and
+// several shards without the sum of their statistics are refused.
+TEST(PolicyUpdate, ShardsThatDoNotPartitionTheBatchAreRefused) {
+  set_compute_threads(1);
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny_agent_model_config(), *backend);
+  model.init_random(21);
+  const std::vector<Trajectory> trajs = episodes(model);
+  PolicyUpdateConfig cfg;
+  cfg.shards = 2;
+  EXPECT_THROW(policy_forward_backward(model, trajs, cfg), Error);  // no sum_across_shards
+  std::vector<std::unique_ptr<PolicyModel>> models;
+  for (int k = 0; k < 2; ++k) {
+    models.push_back(std::make_unique<PolicyModel>(tiny_agent_model_config(), *backend));
+    models.back()->set_params(model.get_params());
+  }
+  ThreadSum sum(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 2; ++k)
+    threads.emplace_back([&, k] {
+      PolicyUpdateConfig c = cfg;
+      c.shard = 0;  // both
+      c.sum_across_shards = [&sum](double* v, int n) { sum(v, n); };
+      try {
+        policy_forward_backward(*models[k], trajs, c);
+      } catch (const Error& e) {
+        errors[k] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (const std::string& e : errors) EXPECT_NE(e.find("shards hold"), std::string::npos) << e;
+}
+
 // Abandoned episodes (a dead agent, an engine error) are left out of the
 // rewards, the advantages and the loss: the gradient is the one of the
 // batch without them.
@@ -194,7 +229,8 @@ TEST(PolicyUpdate, SeveralBinsGiveTheGradientOfOne) {
 }
 
 // Prefix-tree merging changes how many rows run, not what the step reports:
-// loss, entropy and token counts equal those of every call run alone.
+// loss, entropy, token counts and the gradient equal those of every call run
+// alone.
 TEST(PolicyUpdate, MergedStatsEqualLinearStats) {
   set_compute_threads(1);
   auto backend = make_backend("cpu");
@@ -209,9 +245,18 @@ TEST(PolicyUpdate, MergedStatsEqualLinearStats) {
   cfg.inv_temperature = 40;  // peaked: entropies that differ from row to row
   model.zero_grads();
   const PolicyUpdateStats merged = policy_forward_backward(model, trajs, cfg);
+  const std::vector<float> g_merged = model.get_grads();
   cfg.merge = false;
   model.zero_grads();
   const PolicyUpdateStats linear = policy_forward_backward(model, trajs, cfg);
+  const std::vector<float> g_linear = model.get_grads();
+  double err = 0, ref = 0;  // and the gradient, through pass 2's coefficients per reference
+  for (size_t i = 0; i < g_linear.size(); ++i) {
+    err = std::max(err, std::abs(double(g_merged[i]) - g_linear[i]));
+    ref = std::max(ref, std::abs(double(g_linear[i])));
+  }
+  ASSERT_GT(ref, 0);
+  EXPECT_LE(err / ref, 1e-5);
   ASSERT_LT(merged.tree_tokens, linear.tree_tokens) << "the episodes should share prefixes";
   EXPECT_EQ(merged.linear_tokens, linear.linear_tokens);
   EXPECT_EQ(merged.loss.kept_tokens, linear.loss.kept_tokens);
