@@ -89,8 +89,10 @@ Dense dense_attention(const bc::AttentionShape& sh, const bc::AttentionCase& c) 
 // Over the 64 x 64 blocks the kernels compute (some key visible to some
 // query): does one leave an 8-key group out, and is a key seen by the block's
 // first query only?
+// Does a block see all its keys from every query (the kernels' unmasked
+// path: keys [k0, k0 + 64) all ancestors of queries [q0, q1))?
 struct Coverage {
-  bool group_left_out = false, edge_key = false;
+  bool group_left_out = false, edge_key = false, fully_visible = false;
 };
 
 Coverage coverage(const std::vector<int32_t>& se) {
@@ -100,7 +102,9 @@ Coverage coverage(const std::vector<int32_t>& se) {
     const int q1 = std::min(T, q0 + B);
     for (int k0 = 0; k0 < q1; k0 += B) {
       const int k1 = std::min(T, k0 + B);
-      bool any = false, out = false;
+      bool any = false, out = false, all = k1 - k0 == B && k1 <= q0;
+      for (int j = k0; j < k1 && all; ++j) all = se[j] >= q1;
+      cov.fully_visible = cov.fully_visible || all;
       for (int j0 = k0; j0 < k1; j0 += 8) {
         bool seen = false;
         for (int j = j0; j < std::min(k1, j0 + 8); ++j) {
@@ -142,6 +146,30 @@ TEST(CpuTreeAttention, PackedKeyGroupsMatchDenseMaskedSoftmax) {
     }
     EXPECT_EQ(checked, 2) << "too few seeds give bins with partly visible blocks and edge keys (D "
                           << sh.head_dim << ")";
+  }
+}
+
+// Blocks whose every query sees every key take the kernels' unmasked path:
+// bins two branches deep past 64 tokens (bc::edge_case at tiles 64 and 128),
+// at the compiled head dims and the generic path.
+TEST(CpuTreeAttention, FullyVisibleBlocksMatchDenseMaskedSoftmax) {
+  const auto cpu = make_backend("cpu");
+  for (const bc::AttentionShape sh : {bc::AttentionShape{4, 2, 32, 0, 0}, bc::AttentionShape{2, 1, 64, 0, 0},
+                                      bc::AttentionShape{2, 1, 128, 0, 0}, bc::AttentionShape{2, 1, 24, 0, 0}}) {
+    bool fully_visible = false;
+    for (int tile : {64, 128})
+      for (int delta : {-1, 0, 1}) {
+        const bc::AttentionCase c = bc::edge_case(sh, tile, delta, 40 + tile + delta);
+        fully_visible = fully_visible || coverage(c.bin.subtree_end).fully_visible;
+        const std::string label = " D " + std::to_string(sh.head_dim) + " tile " + std::to_string(tile) +
+                                  " delta " + std::to_string(delta);
+        const bc::AttentionResult got = bc::run_tree_attention(*cpu, sh, c);
+        const Dense ref = dense_attention(sh, c);
+        expect_near_dense(got.out, ref.out, "out" + label);
+        expect_near_dense(got.lse, ref.lse, "lse" + label);
+        expect_near_dense(got.dqkv, ref.dqkv, "dq|dk|dv" + label);
+      }
+    EXPECT_TRUE(fully_visible) << "no bin had a fully visible block (D " << sh.head_dim << ")";
   }
 }
 

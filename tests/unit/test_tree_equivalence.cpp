@@ -25,26 +25,47 @@ struct LossAndGrads {
   int bins = 0;
 };
 
-// Loss -sum c_{s,p} logprob_{s,p} with a random coefficient per (sample, position).
-LossAndGrads run(PolicyModel& model, const std::vector<Sample>& samples, bool merge,
-                 int32_t max_tokens, const std::map<std::pair<int, int>, float>& coef) {
-  model.zero_grads();
-  LossAndGrads out;
-  const auto bins = pack_forest(build_prefix_forest(samples, merge), max_tokens);
-  out.bins = static_cast<int>(bins.size());
+using Coefficients = std::map<std::pair<int, int>, float>;  // (sample, position)
+
+// Adds the loss -sum c_{s,p} logprob_{s,p} of `bins` and its gradient;
+// `first` is the index of the bins' sample 0 in the coefficients.
+void accumulate(PolicyModel& model, const std::vector<PackedBin>& bins, const Coefficients& coef, int first,
+                LossAndGrads* out) {
+  out->bins += static_cast<int>(bins.size());
   BinForward fwd;
   for (const auto& bin : bins) {
-    out.packed_tokens += bin.tokens();
+    out->packed_tokens += bin.tokens();
     const auto w = entry_weights(bin, [&](const SampleRef& r) {
-      return coef.at({r.sample, r.position});
+      return coef.at({first + r.sample, r.position});
     });
     model.forward(bin, 1.0f, &fwd);
     std::vector<float> dl(w.size());
     for (size_t e = 0; e < w.size(); ++e) {
-      out.loss -= static_cast<double>(w[e]) * fwd.logprob[e];
+      out->loss -= static_cast<double>(w[e]) * fwd.logprob[e];
       dl[e] = -w[e];
     }
     model.backward(dl);
+  }
+}
+
+// The samples packed into bins of max_tokens (merged into prefix trees, or not).
+LossAndGrads run(PolicyModel& model, const std::vector<Sample>& samples, bool merge, int32_t max_tokens,
+                 const Coefficients& coef) {
+  model.zero_grads();
+  LossAndGrads out;
+  accumulate(model, pack_forest(build_prefix_forest(samples, merge), max_tokens), coef, 0, &out);
+  out.grads = model.get_grads();
+  return out;
+}
+
+// The linear baseline: each sample alone in its own bin (a causal mask over
+// its own tokens), nothing shared with the others.
+LossAndGrads run_alone(PolicyModel& model, const std::vector<Sample>& samples, const Coefficients& coef) {
+  model.zero_grads();
+  LossAndGrads out;
+  for (size_t s = 0; s < samples.size(); ++s) {
+    const auto length = static_cast<int32_t>(samples[s].tokens.size());
+    accumulate(model, pack_forest(build_prefix_forest({samples[s]}, false), length), coef, static_cast<int>(s), &out);
   }
   out.grads = model.get_grads();
   return out;
@@ -147,7 +168,7 @@ TEST_P(TreeEquivalenceRandom, LossAndGradientsMatchLinear) {
 
   int32_t longest = 0;
   for (const auto& s : samples) longest = std::max<int32_t>(longest, s.tokens.size());
-  const LossAndGrads lin = run(model, samples, false, 4096, coef);
+  const LossAndGrads lin = run_alone(model, samples, coef);
   const LossAndGrads tree = run(model, samples, true, 4096, coef);
   EXPECT_LT(tree.packed_tokens, lin.packed_tokens);
   expect_equal(model, tree, lin);
@@ -183,7 +204,7 @@ TEST(TreeEquivalence, LongEpisodesAcrossAttentionBlocks) {
     }
   }
   const auto coef = random_coefficients(rng, samples);
-  const LossAndGrads lin = run(model, samples, false, 1 << 14, coef);
+  const LossAndGrads lin = run_alone(model, samples, coef);
   const LossAndGrads tree = run(model, samples, true, 1 << 14, coef);
   EXPECT_LT(tree.packed_tokens * 2, lin.packed_tokens);
   expect_equal(model, tree, lin);
