@@ -1,6 +1,5 @@
 #include "io_hdf5/rollout_store.hpp"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -92,6 +91,8 @@ class RolloutStore::Series {
   hid_t id() const { return ds_.id(); }
 
   // Appends the buffered rows to the dataset.
+  bool buffered() const { return !buf_.empty(); }
+
   void write(const std::string& file) {
     const hsize_t row_bytes = rs::type_size(column_.type) * column_.width;
     const hsize_t n = buf_.size() / row_bytes;
@@ -280,7 +281,9 @@ void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
   // On a copy renamed over the file when whole: an upgrade cut short leaves
   // the file as it was. The columns it predates get the rows a reader of it
   // sees (absent_value), the record one row of them, then the version.
-  const std::string tmp = path_ + ".upgrade-" + std::to_string(::getpid());
+  // One name: a copy left by an upgrade killed mid-way is overwritten by
+  // the next resume's (the run folder has one writer: run_folder.hpp).
+  const std::string tmp = path_ + ".upgrade";
   std::error_code ec;
   std::filesystem::copy_file(path_, tmp, std::filesystem::copy_options::overwrite_existing, ec);
   if (ec) throw Error("cannot copy '" + path_ + "' to upgrade it: " + ec.message());
@@ -442,6 +445,7 @@ void RolloutStore::write_buffers() {
   // sees within a dataset, not across them, so the record must not reach
   // the file in the same flush as the rows it names.
   Series& record = col(rs::kFlushes);
+  if (std::none_of(series_.begin(), series_.end(), [](const auto& s) { return s->buffered(); })) return;
   for (auto& s : series_)
     if (s.get() != &record) s->write(path_);  // schema order: tokens, calls, episodes, steps
   file_.flush();

@@ -71,7 +71,9 @@ std::string token_content(const JsonObject& tc, const std::string& key) {
 
 // tokenizer_config.json: the chat template and the bos and eos tokens' text
 // ("" where it names none); an InputError names the file and the key.
-void read_tokenizer_config(const std::string& path, std::string* chat_template, std::string* bos, std::string* eos) {
+// `template_beside`: a chat_template.jinja will be used instead of any here.
+void read_tokenizer_config(const std::string& path, bool template_beside, std::string* chat_template,
+                           std::string* bos, std::string* eos) {
   const json tc_json = read_json_file(path);
   const JsonObject tc(tc_json, path);
   if (const json& templates = tc.raw("chat_template"); templates.is_array()) {
@@ -82,7 +84,7 @@ void read_tokenizer_config(const std::string& path, std::string* chat_template, 
       if (t.string("name", "") == "default") *chat_template = t.string("template", "");
       names += (names.empty() ? "" : ", ") + t.string("name", "");
     }
-    if (chat_template->empty())
+    if (chat_template->empty() && !template_beside)
       throw InputError("'" + path + "': chat_template lists named templates (" + names +
                        ") but none named \"default\", the one forge renders");
   } else {
@@ -259,10 +261,12 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   if (file.has("post_processor")) out.post_processor = tj["post_processor"].dump();
   std::string bos, eos;
   const std::string config_path = folder + "/tokenizer_config.json";
-  if (std::filesystem::exists(config_path)) read_tokenizer_config(config_path, &out.chat_template, &bos, &eos);
   // Newer transformers save the template beside it, not in it.
   const std::string jinja_path = folder + "/chat_template.jinja";
-  if (std::filesystem::exists(jinja_path)) {
+  const bool has_jinja = std::filesystem::exists(jinja_path);
+  if (std::filesystem::exists(config_path))
+    read_tokenizer_config(config_path, has_jinja, &out.chat_template, &bos, &eos);
+  if (has_jinja) {
     std::ifstream in(jinja_path, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!in.good() && !in.eof()) throw InputError("cannot read '" + jinja_path + "'");

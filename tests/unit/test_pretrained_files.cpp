@@ -705,7 +705,8 @@ TEST(PretrainedModel, AddedTokenIdsOutsideTheVocabularyAreInputErrors) {
 }
 
 // What newer transformers write and what a reader must not misread: the
-// template in chat_template.jinja (the config's key dropped), named
+// template in chat_template.jinja (the config's key dropped, or a list of
+// named templates without "default" left in it), named
 // templates without "default", a bos/eos token the vocabulary lacks, a merge
 // listed twice (Hugging Face ranks it last), and Qwen2's NFC normalizer
 // (applied, and written back by the exporter with the post-processor).
@@ -719,6 +720,10 @@ TEST(PretrainedModel, HfTokenizerFilesAsNewerTransformersWriteThem) {
   rewrite_json(config, [](json& j) { j["chat_template"] = json::array({{{"name", "tool_use"}, {"template", "x"}}}); });
   expect_input_error([&] { load_pretrained(dir, false); },
                      "'" + config + "': chat_template lists named templates (tool_use) but none named \"default\"");
+  // ... unless chat_template.jinja is beside it: that one is used.
+  std::ofstream(dir + "/chat_template.jinja") << kChatMl;
+  EXPECT_EQ(load_pretrained(dir, false).tokenizer.chat_template, kChatMl);
+  fs::remove(dir + "/chat_template.jinja");
   rewrite_json(config, [](json& j) {
     j["chat_template"] = kChatMl;
     j["bos_token"] = "<|nope|>";
