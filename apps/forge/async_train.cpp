@@ -269,6 +269,9 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     // vocabulary; its weights only on the learners): the weight channel's
     // size, the rollout engine, the environments' scaffold.
     const ModelSource source = resolve_model(all.base.model, false);
+    if (rank == 0)
+      warn_past_context(source, all.agent.max_context_tokens + all.agent.max_new_tokens,
+                        "agent.max_context_tokens + agent.max_new_tokens");
     all.base.model = source.config;
     all.agent.vocabulary = ScaffoldVocabulary::of(source.chat);
     pc.window = window_config(all.mpi);

@@ -35,6 +35,7 @@
 #include "learner/run_checkpoints.hpp"
 #include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
+#include "pretrained/model_source.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
@@ -223,6 +224,9 @@ int run_sft(int argc, char** argv) {
   // Everything is checked (the model built, the task known to fit it) before
   // the run folder and its config.ini are written.
   TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, sft.steps), cfg.run);
+  if (sft.task == "agent")
+    warn_past_context(policy.source, agent.max_context_tokens + agent.max_new_tokens,
+                      "agent.max_context_tokens + agent.max_new_tokens");
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   if (sft.task != "agent" && policy.source.is_pretrained())

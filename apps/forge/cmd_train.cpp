@@ -30,6 +30,7 @@
 #include "learner/learner.hpp"
 #include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
+#include "pretrained/model_source.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
@@ -95,6 +96,8 @@ int run_train(int argc, char** argv) {
   const int threads = set_compute_threads(cfg.run.threads);
   cli::log_host_warnings(threads);
   TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, tc.steps), cfg.run);
+  warn_past_context(policy.source, agent.max_context_tokens + agent.max_new_tokens,
+                    "agent.max_context_tokens + agent.max_new_tokens");
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   agent.vocabulary = ScaffoldVocabulary::of(policy.source.chat);

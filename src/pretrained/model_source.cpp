@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/cache_dir.hpp"
+#include "core/log.hpp"
 #include "pretrained/pretrained_model.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 
@@ -30,6 +31,13 @@ ModelSource resolve_model(const ModelConfig& model, bool load_weights) {
   s.max_positions = pm.max_positions;
   s.weights = std::move(pm.weights);
   return s;
+}
+
+void warn_past_context(const ModelSource& source, int64_t longest, const std::string& what) {
+  if (source.max_positions <= 0 || longest <= source.max_positions) return;
+  log_warn(what + " = " + std::to_string(longest) + " tokens is past the model's context length, " +
+           std::to_string(source.max_positions) + " (max_position_embeddings): positions beyond it were never " +
+           "trained; lower them");
 }
 
 bool is_pretrained_path(const std::string& given) {

@@ -11,6 +11,7 @@
 // Every command resolves its model here, so that sft, train (one process or
 // every rank of an MPI job), eval, generate, export and the gateway agree.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ struct ModelSource {
 
 // InputError for a pretrained model that cannot be read (pretrained_model.hpp).
 ModelSource resolve_model(const ModelConfig& model, bool load_weights);
+
+// A warning when sequences of up to `longest` tokens (`what`: the keys that
+// make it) run past a pretrained model's context length: its positions
+// beyond were never trained, so generation there degrades.
+void warn_past_context(const ModelSource& source, int64_t longest, const std::string& what);
 
 // Whether a path names a pretrained model (a .gguf file, or a folder with a
 // config.json) rather than a forge checkpoint or run folder; "$FORGE_CACHE/"

@@ -704,6 +704,27 @@ TEST(PretrainedModel, AddedTokenIdsOutsideTheVocabularyAreInputErrors) {
                      "'" + dir + "/tokenizer_config.json': chat_template[0] is \"x\", not a JSON object");
 }
 
+// Sequences past a pretrained model's context length (max_position_embeddings;
+// 2048 when config.json names none) are warned about, naming the keys.
+TEST(PretrainedModel, SequencesPastTheContextLengthAreWarnedAbout) {
+  const std::string dir = tiny_hf_folder("context_length");
+  rewrite_json(dir + "/config.json", [](json& j) { j["max_position_embeddings"] = 300; });
+  ModelConfig m;
+  m.pretrained = dir;
+  const ModelSource source = resolve_model(m, false);
+  EXPECT_EQ(source.max_positions, 300);
+  const auto warning = [&](const ModelSource& s, int64_t longest) {
+    ::testing::internal::CaptureStderr();
+    warn_past_context(s, longest, "agent.max_context_tokens + agent.max_new_tokens");
+    return ::testing::internal::GetCapturedStderr();
+  };
+  EXPECT_EQ(warning(source, 300), "");
+  EXPECT_NE(warning(source, 301).find("agent.max_context_tokens + agent.max_new_tokens = 301 tokens is past the "
+                                      "model's context length, 300"),
+            std::string::npos);
+  EXPECT_EQ(warning(ModelSource{}, 1 << 20), "");  // the built-in policy: unbounded
+}
+
 // What newer transformers write and what a reader must not misread: the
 // template in chat_template.jinja (the config's key dropped, or a list of
 // named templates without "default" left in it), named
