@@ -107,9 +107,12 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   std::vector<int32_t> context_len;
   std::vector<int32_t> token_version;  // per generated token, as tokens.logprob
   // Which episodes' samples this shard holds, as a count and a sum of a
-  // 24-bit hash of the episode's index per sample (exact in a double): the
-  // shards' sums must give the batch's (each sample on one learner).
-  const auto tag = [](size_t i) { return static_cast<double>((i * 0x9E3779B97F4A7C15ull) >> 40); };
+  // 24-bit hash of the episode's index and id per sample (exact in a
+  // double): the shards' sums must give the batch's (each sample on one
+  // learner, every learner with the same batch).
+  const auto tag = [&](size_t i) {
+    return static_cast<double>(((episodes[i].episode_id * 0x100000001B3ull + i) * 0x9E3779B97F4A7C15ull) >> 40);
+  };
   double batch_samples = 0, batch_tags = 0, shard_tags = 0;
   for (size_t i = 0; i < episodes.size(); ++i) {
     const int k = kept_index[i];

@@ -1,36 +1,35 @@
 // Stopwatches on the active clock: steady time less the time this process
-// was stopped (SIGSTOP: a Slurm job suspend, preemption by suspension, a
-// debugger). A ticker that runs every `period` (the MPI watchdog's thread)
-// calls tick(); a gap between its beats longer than max(2 s, 8 periods)
-// that a SIGCONT confirms (catch_sigcont) was the stop, and is left out of
-// every Stopwatch (less one period: the beat that was due).
-// On resuming, every thread wakes at once, in no set order with the
-// SIGCONT handler, so two things may run before the handler:
-// - the ticker's next beat: it records the gap it saw, and the handler,
-//   finding no gap of its own, accounts that one;
-// - a reader: a gap it sees that no SIGCONT has yet confirmed (the beat
-//   overdue, or a recorded gap) is left out provisionally, for at most
-//   max(1 s, 4 periods) after it was first seen. A gap still unconfirmed
-//   then was the ticker starved or blocked, not a stop, and counts again:
-//   deadlines fire late by that much at most, never not at all.
+// could not act (SIGSTOP: a Slurm job suspend, preemption by suspension, a
+// debugger), so that no deadline blames a peer for a whole-job pause.
+//
+// A ticker (the MPI watchdog's thread) beats every `period`, and is the
+// clock's one writer: at each beat it publishes (B, A), the beat's steady
+// time and the active time then (a seqlock). A reader at steady time t
+// reads A + g(t - B), where, with P = max(1 s, 4 periods) and a window
+// X = max(1 s, 4 periods):
+//   g(d) = d                      while the beat is not overdue (d <= P),
+//        = P                      from then until X after the first reader
+//                                 found it overdue (at B + s),
+//        = P + d - s - X          after that.
+// A stop leaves every thread, the ticker too, unable to read or beat: the
+// first look after it finds the beat overdue, and the stop counts as P at
+// most, whichever of the ticker and a reader runs first (the next beat
+// publishes what readers read). A ticker starved or blocked while readers
+// look delays their deadlines by X at most, never forever. g is continuous
+// with slope <= 1, so a thread's readings never go back, across beats too.
 // Without a ticker the active clock is the steady clock.
-// Deadlines thus count only time the process could act: after a whole-job
-// suspend no rank blames a peer for the pause, while a stall of one rank
-// (its peers tick on) is still reported.
 #pragma once
 #include <cstdint>
 
 namespace forge {
 
-// One beat of the ticker; period_s is its period.
+// One beat of the ticker (one thread per process); period_s is its period.
 void tick(double period_s);
-// Accounts a stop when SIGCONT arrives (idempotent; for processes with a
-// ticker).
-void catch_sigcont();
-// Seconds of stops accounted (confirmed by a SIGCONT) so far.
-double suspended_seconds();
 // The active clock, in nanoseconds from an arbitrary origin.
 int64_t active_ns();
+// Steady seconds left out of the active clock up to the last beat (grows
+// when a beat finds the one before overdue: a stop, or the ticker starved).
+double left_out_seconds();
 
 class Stopwatch {
  public:

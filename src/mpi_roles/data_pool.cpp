@@ -99,10 +99,13 @@ DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState
         if (s >= resume->head) skip_[(static_cast<uint64_t>(s) - skip_base_) / 64] |= 1ull << ((s - resume->head) % 64);
     skip_words = skip_.size();
   }
-  uint64_t shared[2] = {skip_base_, skip_words};
-  MPI_Bcast(shared, 2, MPI_UINT64_T, cfg.host_rank, comm);
+  // The kept groups' number too: the host counts them in F, the consumer
+  // takes them (take_held), whichever rank was given the state.
+  uint64_t shared[3] = {skip_base_, skip_words, host && resume ? resume->kept_slot.size() : 0};
+  MPI_Bcast(shared, 3, MPI_UINT64_T, cfg.host_rank, comm);
   skip_base_ = shared[0];
   skip_.resize(shared[1]);
+  if (rank_ == cfg.consumer_rank) held_left_ = shared[2];
   if (!skip_.empty()) MPI_Bcast(skip_.data(), static_cast<int>(skip_.size()), MPI_UINT64_T, cfg.host_rank, comm);
 
   int64_t* meta = nullptr;
@@ -125,7 +128,6 @@ DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState
   next_free_ = cells_;
   if (resume && rank_ == cfg.consumer_rank) {
     head_ = static_cast<uint64_t>(resume->head);
-    held_left_ = resume->kept_slot.size();
     for (const auto* list : {&resume->consumed, &resume->kept_slot})
       for (int64_t s : *list) mark_consumed(static_cast<uint64_t>(s));  // ignores those below the head
   }

@@ -21,7 +21,6 @@ Watchdog::Watchdog(MPI_Comm comm, const RoleLayout& layout, double deadline_s, d
   MPI_Win_lock_all(0, win_);
   MPI_Win_sync(win_);  // the local store is the window's (separate memory model)
   MPI_Barrier(comm);   // every counter is zero before anyone reads it
-  catch_sigcont();
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -43,16 +42,17 @@ void Watchdog::loop() {
   // This thread is the process's ticker of the active clock (core/timer.hpp):
   // a stop of the process (a whole-job suspend; every rank's watchdog sees
   // its own) is left out of every deadline, and no peer is blamed for it:
-  // their counters could not move while it lasted.
-  double stopped_seen = suspended_seconds();
+  // their counters could not move while it lasted (nor be read: the peers'
+  // silence restarts when time was left out).
+  double left_out_seen = left_out_seconds();
   while (!stop_) {
     int64_t old = 0, seen = 0;
     tick(period_s_);
     MPI_Fetch_and_op(&one, &old, MPI_INT64_T, rank_, 0, MPI_SUM, win_);
     MPI_Win_flush(rank_, win_);
     const int64_t now = active_ns();
-    if (const double stopped = suspended_seconds(); stopped != stopped_seen) {  // a SIGCONT accounted a stop
-      stopped_seen = stopped;
+    if (const double left_out = left_out_seconds(); left_out != left_out_seen) {  // this beat came late
+      left_out_seen = left_out;
       std::fill(moved.begin(), moved.end(), now);
     }
     for (size_t i = 0; i < peers.size(); ++i) {
