@@ -28,14 +28,25 @@ std::atomic<uint32_t> g_index{0};
 // The first reader to find the beat overdue: its index << 32 | ms after it.
 std::atomic<uint64_t> g_overdue{0};
 
-Beat load_beat() {
+// The last beat and the steady time, read together: a beat published
+// before the clock was read makes the reader retry, so `now` never lies
+// past a beat newer than `b` (a reader delayed in between would otherwise
+// find an old beat overdue while the ticker beats on).
+struct Reading {
+  Beat b;
+  int64_t now = 0;
+};
+
+Reading read_beat_and_clock() {
   for (;;) {
     const uint64_t s = g_seq.load(std::memory_order_acquire);
     if (s & 1) continue;  // a beat is being written
-    Beat b{g_at.load(std::memory_order_relaxed), g_active.load(std::memory_order_relaxed),
+    Reading r;
+    r.b = {g_at.load(std::memory_order_relaxed), g_active.load(std::memory_order_relaxed),
            g_period.load(std::memory_order_relaxed), g_index.load(std::memory_order_relaxed)};
+    r.now = steady_ns();
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (g_seq.load(std::memory_order_relaxed) == s) return b;
+    if (g_seq.load(std::memory_order_relaxed) == s) return r;
   }
 }
 
@@ -48,15 +59,18 @@ int64_t active_since(const Beat& b, int64_t now, bool mark) {
   const int64_t d = now - b.at, p = overdue_after_ns(b.period);
   if (d <= p) return d;
   int64_t s = d;  // first found overdue now, unless a reader did before
+  const auto index_of = [](uint64_t mark) { return static_cast<uint32_t>(mark >> 32); };
+  const auto ms_of = [](uint64_t mark) { return static_cast<int64_t>(mark & 0xFFFFFFFFu) * 1'000'000; };
   uint64_t seen = g_overdue.load();
-  if (static_cast<uint32_t>(seen >> 32) == b.index) {
-    s = static_cast<int64_t>(seen & 0xFFFFFFFFu) * 1'000'000;
+  if (index_of(seen) == b.index) {
+    s = ms_of(seen);
   } else if (mark) {
     const uint64_t mine = uint64_t{b.index} << 32 | static_cast<uint32_t>(std::min<int64_t>(d / 1'000'000, 0xFFFFFFFF));
-    if (g_overdue.compare_exchange_strong(seen, mine) || static_cast<uint32_t>(seen >> 32) != b.index)
-      s = static_cast<int64_t>(mine & 0xFFFFFFFFu) * 1'000'000;
-    else
-      s = static_cast<int64_t>(seen & 0xFFFFFFFFu) * 1'000'000;  // another reader was first
+    // Only a mark of an older beat is replaced (a reader that read an old
+    // beat must not restart a newer beat's window).
+    while (static_cast<int32_t>(b.index - index_of(seen)) > 0 && !g_overdue.compare_exchange_weak(seen, mine)) {
+    }
+    s = ms_of(index_of(seen) == b.index ? seen : mine);
   }
   s = std::max(s, p);
   const int64_t x = window_ns(b.period);
@@ -66,8 +80,7 @@ int64_t active_since(const Beat& b, int64_t now, bool mark) {
 }  // namespace
 
 void tick(double period_s) {
-  const Beat b = load_beat();
-  const int64_t now = steady_ns();  // after the beat's state: never before B
+  const auto [b, now] = read_beat_and_clock();  // the one writer: no retry
   Beat next;
   next.at = now;
   next.active = b.at == 0 ? now : b.active + active_since(b, now, false);
@@ -83,13 +96,12 @@ void tick(double period_s) {
 }
 
 int64_t active_ns() {
-  const Beat b = load_beat();
-  const int64_t now = steady_ns();  // read last: a reader stopped in between reads after the beat
+  const auto [b, now] = read_beat_and_clock();
   return b.at == 0 ? now : b.active + active_since(b, now, true);
 }
 
 double left_out_seconds() {
-  const Beat b = load_beat();
+  const Beat b = read_beat_and_clock().b;
   return static_cast<double>(b.at - b.active) * 1e-9;  // 0 before the first beat, and at it
 }
 

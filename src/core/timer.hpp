@@ -15,8 +15,14 @@
 // first look after it finds the beat overdue, and the stop counts as P at
 // most, whichever of the ticker and a reader runs first (the next beat
 // publishes what readers read). A ticker starved or blocked while readers
-// look delays their deadlines by X at most, never forever. g is continuous
-// with slope <= 1, so a thread's readings never go back, across beats too.
+// look delays their deadlines by (s - P) + X at most per late beat, never
+// forever (a ticker late at every beat runs the clock slow: deadlines come
+// late, not early). g is continuous with slope <= 1, and a reader takes the
+// steady time inside the seqlock (a beat published before it makes the
+// reader retry), so a thread's readings never go back, across beats too.
+// Limits: a stop that begins while the beat is already overdue counts from
+// where the clock stood (in full when that was past s + X); before the
+// first beat, a stop counts in full.
 // Without a ticker the active clock is the steady clock.
 #pragma once
 #include <cstdint>

@@ -42,19 +42,22 @@ void Watchdog::loop() {
   // This thread is the process's ticker of the active clock (core/timer.hpp):
   // a stop of the process (a whole-job suspend; every rank's watchdog sees
   // its own) is left out of every deadline, and no peer is blamed for it:
-  // their counters could not move while it lasted (nor be read: the peers'
-  // silence restarts when time was left out).
+  // their counters could not move while it lasted (nor be read): the peers'
+  // silence restarts when a beat left time out after one that did not (a
+  // beat late every time, a starved thread, must not forgive them forever).
   double left_out_seen = left_out_seconds();
+  bool late_before = false;
   while (!stop_) {
     int64_t old = 0, seen = 0;
     tick(period_s_);
     MPI_Fetch_and_op(&one, &old, MPI_INT64_T, rank_, 0, MPI_SUM, win_);
     MPI_Win_flush(rank_, win_);
     const int64_t now = active_ns();
-    if (const double left_out = left_out_seconds(); left_out != left_out_seen) {  // this beat came late
-      left_out_seen = left_out;
-      std::fill(moved.begin(), moved.end(), now);
-    }
+    const double left_out = left_out_seconds();
+    const bool late = left_out != left_out_seen;  // this beat came late: time was left out
+    if (late && !late_before) std::fill(moved.begin(), moved.end(), now);
+    left_out_seen = left_out;
+    late_before = late;
     for (size_t i = 0; i < peers.size(); ++i) {
       MPI_Fetch_and_op(nullptr, &seen, MPI_INT64_T, peers[i], 0, MPI_NO_OP, win_);
       MPI_Win_flush(peers[i], win_);
