@@ -9,6 +9,7 @@
 
 #include <barrier>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -64,6 +65,43 @@ class ThreadSum {
   int read_ = 0;
 };
 
+// One learner per shard, each a copy of `model` on its own thread, with a
+// ThreadSum as sum_across_shards; learner k takes shard shard_of(k) of
+// `shards`. Errors are caught per learner.
+struct ShardRun {
+  std::vector<std::unique_ptr<PolicyModel>> models;
+  std::vector<PolicyUpdateStats> stats;
+  std::vector<std::string> errors;
+};
+
+ShardRun run_shards(PolicyModel& model, const std::vector<Trajectory>& trajs, const PolicyUpdateConfig& cfg,
+                    int shards, const std::function<int(int)>& shard_of) {
+  ShardRun run;
+  for (int k = 0; k < shards; ++k) {
+    run.models.push_back(std::make_unique<PolicyModel>(tiny_agent_model_config(), model.backend()));
+    run.models.back()->set_params(model.get_params());
+    run.models.back()->zero_grads();
+  }
+  run.stats.resize(shards);
+  run.errors.resize(shards);
+  ThreadSum sum(shards);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < shards; ++k)
+    threads.emplace_back([&, k] {
+      PolicyUpdateConfig c = cfg;
+      c.shard = shard_of(k);
+      c.shards = shards;
+      c.sum_across_shards = [&sum](double* v, int n) { sum(v, n); };
+      try {
+        run.stats[k] = policy_forward_backward(*run.models[k], trajs, c);
+      } catch (const Error& e) {
+        run.errors[k] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return run;
+}
+
 struct Case {
   const char* algorithm;
   const char* is_mask;
@@ -91,24 +129,10 @@ TEST_P(DataParallelUpdate, ShardGradientsSumToTheWholeBatchGradient) {
   ASSERT_GT(whole.loss.kept_tokens, 0);
 
   for (int shards : {2, 3}) {
-    std::vector<std::unique_ptr<PolicyModel>> models;
-    for (int k = 0; k < shards; ++k) {
-      models.push_back(std::make_unique<PolicyModel>(tiny_agent_model_config(), *backend));
-      models.back()->set_params(model.get_params());
-      models.back()->zero_grads();
-    }
-    ThreadSum sum(shards);
-    std::vector<PolicyUpdateStats> stats(shards);
-    std::vector<std::thread> threads;
-    for (int k = 0; k < shards; ++k)
-      threads.emplace_back([&, k] {
-        PolicyUpdateConfig c = cfg;
-        c.shard = k;
-        c.shards = shards;
-        c.sum_across_shards = [&sum](double* v, int n) { sum(v, n); };
-        stats[k] = policy_forward_backward(*models[k], trajs, c);
-      });
-    for (auto& t : threads) t.join();
+    const ShardRun run = run_shards(model, trajs, cfg, shards, [](int k) { return k; });
+    for (const std::string& e : run.errors) ASSERT_EQ(e, "");
+    const auto& models = run.models;
+    const auto& stats = run.stats;
     std::vector<double> g(g1.size(), 0.0);
     for (auto& m : models) {
       const std::vector<float> gk = m->get_grads();
@@ -146,27 +170,8 @@ TEST(PolicyUpdate, ShardsThatDoNotPartitionTheBatchAreRefused) {
   PolicyUpdateConfig cfg;
   cfg.shards = 2;
   EXPECT_THROW(policy_forward_backward(model, trajs, cfg), Error);  // no sum_across_shards
-  std::vector<std::unique_ptr<PolicyModel>> models;
-  for (int k = 0; k < 2; ++k) {
-    models.push_back(std::make_unique<PolicyModel>(tiny_agent_model_config(), *backend));
-    models.back()->set_params(model.get_params());
-  }
-  ThreadSum sum(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int k = 0; k < 2; ++k)
-    threads.emplace_back([&, k] {
-      PolicyUpdateConfig c = cfg;
-      c.shard = 0;  // both
-      c.sum_across_shards = [&sum](double* v, int n) { sum(v, n); };
-      try {
-        policy_forward_backward(*models[k], trajs, c);
-      } catch (const Error& e) {
-        errors[k] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (const std::string& e : errors) EXPECT_NE(e.find("shards hold"), std::string::npos) << e;
+  const ShardRun run = run_shards(model, trajs, cfg, 2, [](int) { return 0; });  // both on shard 0
+  for (const std::string& e : run.errors) EXPECT_NE(e.find("shards hold"), std::string::npos) << e;
 }
 
 // Abandoned episodes (a dead agent, an engine error) are left out of the
