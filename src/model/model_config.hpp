@@ -37,6 +37,7 @@ struct RopeScaling {
   float high_freq_factor = 4;
   int original_max_positions = 8192;
   bool enabled() const { return factor > 0; }
+  bool operator==(const RopeScaling&) const = default;
 };
 
 struct ModelConfig {

@@ -7,10 +7,12 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "core/cache_dir.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "pretrained/json_file.hpp"
 #include "pretrained/gguf_file.hpp"
 #include "pretrained/safetensors_file.hpp"
@@ -96,14 +98,43 @@ void each_piece(const ModelConfig& c, const LayerName& layer_name, const std::st
 struct Source {
   std::function<std::vector<int64_t>(const std::string&)> shape;
   std::function<std::vector<float>(const std::string&)> read;
+  std::function<std::vector<std::string>()> names;  // every tensor the source holds
 };
 
+// Tensors the source holds that no piece takes: a GGUF file's are refused
+// (llama.cpp would use them: attn_output.bias, attn_qkv), a Hugging Face
+// folder's warned about (transformers ignores unexpected keys too). Rotary
+// inv_freq buffers and a tied model's stored head are expected.
+void check_unused(const PretrainedModel& m, const Source& src, const std::vector<std::string>& used, bool refuse) {
+  std::vector<std::string> sorted_used = used;
+  std::sort(sorted_used.begin(), sorted_used.end());
+  std::vector<std::string> unused;
+  for (const std::string& n : src.names()) {
+    if (std::binary_search(sorted_used.begin(), sorted_used.end(), n)) continue;
+    if (n.ends_with(".rotary_emb.inv_freq")) continue;
+    if (m.config.tied_embeddings && n == "lm_head.weight") continue;
+    unused.push_back(n);
+  }
+  if (unused.empty()) return;
+  std::sort(unused.begin(), unused.end());
+  std::string shown;
+  for (size_t i = 0; i < unused.size() && i < 4; ++i) shown += (i ? ", '" : "'") + unused[i] + "'";
+  if (unused.size() > 4) shown += " and " + std::to_string(unused.size() - 4) + " more";
+  const std::string what = "'" + m.path + "' holds " + std::to_string(unused.size()) + " tensor(s) forge's " +
+                           m.architecture + " has no place for: " + shown;
+  if (refuse) throw InputError(what + " (a bias or layer forge does not implement)");
+  log_warn(what + "; they are ignored, as transformers ignores them");
+}
+
 void fill_weights(PretrainedModel& m, const Source& src, const LayerName& layer_name, const std::string& embed,
-                  const std::string& norm, const std::string& head, bool permute_qk) {
+                  const std::string& norm, const std::string& head, bool hf) {
   const ModelConfig& c = m.config;
   const auto pieces = [&](const std::function<void(const Piece&)>& f) {
-    each_piece(c, layer_name, embed, norm, head, permute_qk, f);
+    each_piece(c, layer_name, embed, norm, head, /*permute_qk=*/hf, f);
   };
+  std::vector<std::string> used;
+  pieces([&](const Piece& p) { used.push_back(p.name); });
+  check_unused(m, src, used, /*refuse=*/!hf);
   // Every tensor's presence and shape first, from the headers alone: sizes
   // the file does not hold (an intermediate_size of 2e9, 2^31 - 1 blocks)
   // are refused before the weights' buffer is allocated.
@@ -140,6 +171,59 @@ void check_vocabulary(const PretrainedModel& m) {
                      " tokens for a model of " + std::to_string(m.config.vocab) + ": they do not belong together");
 }
 
+// RoPE from config.json: rope_theta and rope_scaling (transformers 4), or
+// rope_parameters holding both (transformers 5, which writes rope_theta
+// null at the top). Both spellings present must agree; a per-layer-type
+// rope_parameters, a partial rotary factor and scaling types other than
+// llama3 are refused.
+void read_rope(const JsonObject& cfg, ModelConfig& c, const std::function<InputError(const std::string&)>& refuse) {
+  const bool v5 = cfg.has("rope_parameters");
+  const JsonObject* params = nullptr;
+  std::optional<JsonObject> rp;
+  if (v5) {
+    rp.emplace(cfg.object("rope_parameters"));
+    for (const auto& [key, value] : rp->value().items())
+      if (value.is_object())
+        throw refuse("rope_parameters." + key + " (RoPE per layer type) is not supported; forge uses one RoPE");
+    params = &*rp;
+  }
+  for (const JsonObject* o : {&cfg, params})
+    if (o && o->number("partial_rotary_factor", 1.0) != 1.0)
+      throw InputError(o->name("partial_rotary_factor") +
+                       " != 1 (a partial rotary embedding) is not supported; forge rotates whole heads");
+  double theta = cfg.number("rope_theta", 10000);
+  if (v5 && params->has("rope_theta")) {
+    const double inner = params->number("rope_theta", 10000);
+    if (cfg.has("rope_theta") && inner != theta)
+      throw refuse("rope_theta " + std::to_string(theta) + " and rope_parameters.rope_theta " +
+                   std::to_string(inner) + " differ");
+    theta = inner;
+  }
+  c.rope_base = float_above(theta, 1, cfg.name(v5 && params->has("rope_theta") ? "rope_parameters.rope_theta" : "rope_theta"));
+  // The scaling: rope_parameters wins; a rope_scaling beside it must say the same.
+  const auto read_scaling = [&](const JsonObject& rs, const std::string& key) {
+    RopeScaling r;
+    const std::string rt = rs.string("rope_type", rs.string("type", v5 && &rs == params ? "default" : ""));
+    if (rt == "llama3") {
+      if (!rs.has("factor")) throw refuse(key + " of type llama3 without a factor");
+      r.factor = float_above(rs.number("factor", 0), 0, rs.name("factor"));
+      r.low_freq_factor = float_above(rs.number("low_freq_factor", 1), 0, rs.name("low_freq_factor"));
+      r.high_freq_factor = float_above(rs.number("high_freq_factor", 4), 0, rs.name("high_freq_factor"));
+      r.original_max_positions = static_cast<int>(rs.integer("original_max_position_embeddings", 1, kMaxInt, 8192));
+    } else if (rt != "default") {
+      throw refuse(key + " type '" + rt + "' is not supported (forge: none or llama3)");
+    }
+    return r;
+  };
+  std::optional<RopeScaling> old_style, new_style;
+  if (cfg.has("rope_scaling")) old_style = read_scaling(cfg.object("rope_scaling"), "rope_scaling");
+  if (v5) new_style = read_scaling(*params, "rope_parameters");
+  if (old_style && new_style && !(*old_style == *new_style))
+    throw refuse("rope_scaling and rope_parameters describe different RoPE scalings");
+  if (new_style) c.rope_scaling = *new_style;
+  else if (old_style) c.rope_scaling = *old_style;
+}
+
 PretrainedModel load_hf(const std::string& folder, bool weights) {
   PretrainedModel m;
   m.path = folder;
@@ -172,26 +256,16 @@ PretrainedModel load_hf(const std::string& folder, bool weights) {
   c.ffn_dim = size("intermediate_size");
   c.vocab = size("vocab_size");
   c.norm_eps = float_above(cfg.number("rms_norm_eps", 1e-6), 0, cfg.name("rms_norm_eps"));
-  c.rope_base = float_above(cfg.number("rope_theta", 10000), 1, cfg.name("rope_theta"));
-  const int hd = static_cast<int>(cfg.integer("head_dim", 1, kMaxInt, c.d_model / c.n_heads));
-  c.head_dim_override = hd != c.d_model / c.n_heads ? hd : 0;
+  read_rope(cfg, c, refuse);
+  // An explicit head_dim is honoured as given (Hugging Face's rule), even
+  // where hidden / heads does not divide.
+  if (cfg.has("head_dim")) c.head_dim_override = static_cast<int>(cfg.integer("head_dim", 1, kMaxInt));
+  if (c.head_dim_override == c.d_model / c.n_heads && c.d_model % c.n_heads == 0) c.head_dim_override = 0;
   c.tied_embeddings = cfg.boolean("tie_word_embeddings", false);
   c.qkv_bias = m.architecture == "qwen2";
-  if (cfg.has("rope_scaling")) {
-    const JsonObject rs = cfg.object("rope_scaling");
-    const std::string rt = rs.string("rope_type", rs.string("type", ""));
-    if (rt == "llama3") {
-      if (!rs.has("factor")) throw refuse("rope_scaling of type llama3 without a factor");
-      RopeScaling& r = c.rope_scaling;
-      r.factor = float_above(rs.number("factor", 0), 0, rs.name("factor"));
-      r.low_freq_factor = float_above(rs.number("low_freq_factor", 1), 0, rs.name("low_freq_factor"));
-      r.high_freq_factor = float_above(rs.number("high_freq_factor", 4), 0, rs.name("high_freq_factor"));
-      r.original_max_positions = static_cast<int>(rs.integer("original_max_position_embeddings", 1, kMaxInt, 8192));
-    } else if (rt != "default") {
-      throw refuse("rope_scaling type '" + rt + "' is not supported (forge: none or llama3)");
-    }
-  }
-  m.max_positions = static_cast<int>(cfg.integer("max_position_embeddings", 1, kMaxInt, 2048));
+  // LlamaConfig's and Qwen2Config's defaults.
+  const int64_t default_positions = m.architecture == "qwen2" ? 32768 : 2048;
+  m.max_positions = static_cast<int>(cfg.integer("max_position_embeddings", 1, kMaxInt, default_positions));
   m.name = cfg.string("_name_or_path", type);
   validate_config(c, cpath);
   m.tokenizer = tokenizer_from_hf_folder(folder);
@@ -199,7 +273,7 @@ PretrainedModel load_hf(const std::string& folder, bool weights) {
   if (!weights) return m;
   const SafetensorsModel st(folder);
   const Source src{[&](const std::string& name) { return st.shape(name); },
-                   [&](const std::string& name) { return st.read(name); }};
+                   [&](const std::string& name) { return st.read(name); }, [&] { return st.names(); }};
   const auto layer = [](int l, const char* what) -> std::string {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string w = what;
@@ -284,7 +358,12 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
                      g.require_supported(*t);  // before the weights' buffer is allocated
                      return std::vector<int64_t>(t->dims.rbegin(), t->dims.rend());  // slowest first
                    },
-                   [&](const std::string& name) { return g.tensor(*info(name)); }};
+                   [&](const std::string& name) { return g.tensor(*info(name)); },
+                   [&] {
+                     std::vector<std::string> names;
+                     for (const GgufFile::TensorInfo& t : g.tensors()) names.push_back(t.name);
+                     return names;
+                   }};
   const auto layer = [](int l, const char* what) -> std::string {
     const std::string p = "blk." + std::to_string(l) + ".";
     const std::string w = what;

@@ -7,8 +7,12 @@
 //           untied embeddings
 //   qwen2   as llama, plus a bias on q, k and v
 // Anything else (Qwen3's QK-norm, Mistral's sliding window, a bias on the
-// output projection or the MLP, another activation or RoPE scaling) is
-// refused by name at load time: an InputError, never a model loaded wrongly.
+// output projection or the MLP, another activation or RoPE scaling, a
+// partial rotary factor) is refused by name at load time: an InputError,
+// never a model loaded wrongly. RoPE comes from rope_theta and rope_scaling
+// (transformers 4) or rope_parameters (transformers 5); both present must
+// agree. A GGUF tensor no piece below takes is refused (llama.cpp would use
+// it); a Hugging Face folder's is warned about (transformers ignores it).
 //
 // Weights become FP32 in forge's layout (model/model_config.hpp):
 //   HF    model.embed_tokens, model.layers.N.{input_layernorm,

@@ -215,6 +215,7 @@ struct TinyGguf {
   uint64_t ffn_rows = 24;                       // the FFN tensors' rows as written
   std::string pre = "smollm";                   // tokenizer.ggml.pre; "" leaves the key out
   float ffn_value = 0.5f;                       // the FFN tensors' values
+  std::vector<std::string> extra;               // tensors of 16 values written besides the model's
 
   std::string write(const std::string& name) const {
     const BpeVocabulary v = tiny_vocab();
@@ -250,6 +251,7 @@ struct TinyGguf {
     tensor("blk.0.ffn_up.weight", {16, ffn});
     tensor("blk.0.ffn_down.weight", {ffn, 16});
     tensor("output_norm.weight", {16});
+    for (const std::string& e : extra) tensor(e, {16});
     const std::string path = temp_dir(name) + "/tiny.gguf";
     g.write(path);
     return path;
@@ -569,6 +571,136 @@ TEST(PretrainedModel, LoadsWhatTheExporterWrites) {
     for (size_t i = 0; i < m.weights.size(); ++i) ASSERT_EQ(m.weights[i], std::sin(0.37f * float(i))) << i;
     EXPECT_EQ(m.tokenizer.tokenizer->encode("abc ab<|im_end|>"), (std::vector<int32_t>{257, 32, 256, 260}));
   }
+  // Every configuration value forge keeps, at values other than the
+  // loader's defaults, survives the round trip.
+  std::vector<float> w;
+  HfExport e = tiny_export(w, false);
+  ModelConfig& c = e.config;
+  c.rope_base = 500000;
+  c.norm_eps = 3e-6f;
+  c.tied_embeddings = true;
+  c.head_dim_override = 12;
+  c.rope_scaling = {8, 1, 4, 64};
+  w.assign(ParamLayout(c).total, 0.25f);
+  e.max_positions = 4096;
+  const std::string dir = temp_dir("roundtrip_config");
+  export_hf_folder(e, dir);
+  const PretrainedModel m = load_pretrained(dir);
+  EXPECT_EQ(m.config.rope_base, 500000);
+  EXPECT_EQ(m.config.norm_eps, 3e-6f);
+  EXPECT_TRUE(m.config.tied_embeddings);
+  EXPECT_EQ(m.config.head_dim_override, 12);
+  EXPECT_EQ(m.config.rope_scaling, c.rope_scaling);
+  EXPECT_EQ(m.max_positions, 4096);
+}
+
+// transformers 5 writes RoPE as rope_parameters (rope_theta inside, null at
+// the top level); it was read as no scaling and base 10000, a model loaded
+// wrongly without a word.
+TEST(PretrainedModel, RopeAsTransformers5WritesItIsRead) {
+  const std::string dir = tiny_hf_folder("rope_v5");
+  const std::string config = dir + "/config.json";
+  const json llama3 = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                       {"factor", 32.0},          {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+  rewrite_json(config, [&](json& j) {
+    j["rope_theta"] = nullptr;
+    j.erase("rope_scaling");
+    j["rope_parameters"] = llama3;
+  });
+  PretrainedModel m = load_pretrained(dir, false);
+  EXPECT_EQ(m.config.rope_base, 500000);
+  EXPECT_EQ(m.config.rope_scaling, (RopeScaling{32, 1, 4, 64}));
+  // Both spellings, agreeing: read; disagreeing: refused.
+  rewrite_json(config, [&](json& j) {
+    j["rope_theta"] = 500000.0;
+    j["rope_scaling"] = llama3;
+  });
+  EXPECT_EQ(load_pretrained(dir, false).config.rope_scaling, (RopeScaling{32, 1, 4, 64}));
+  rewrite_json(config, [&](json& j) { j["rope_scaling"]["factor"] = 8.0; });
+  expect_input_error([&] { load_pretrained(dir, false); }, "rope_scaling and rope_parameters describe different");
+  rewrite_json(config, [&](json& j) {
+    j["rope_scaling"] = nullptr;
+    j["rope_theta"] = 10000.0;
+  });
+  expect_input_error([&] { load_pretrained(dir, false); }, "rope_theta 10000.000000 and rope_parameters.rope_theta");
+  // Plain RoPE as v5 writes it.
+  rewrite_json(config, [&](json& j) {
+    j["rope_theta"] = nullptr;
+    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  });
+  m = load_pretrained(dir, false);
+  EXPECT_EQ(m.config.rope_base, 1000000);
+  EXPECT_FALSE(m.config.rope_scaling.enabled());
+  // What forge cannot represent, by name.
+  rewrite_json(config, [&](json& j) { j["rope_parameters"]["rope_type"] = "yarn"; });
+  expect_input_error([&] { load_pretrained(dir, false); }, "rope_parameters type 'yarn' is not supported");
+  rewrite_json(config, [&](json& j) {
+    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.5}};
+  });
+  expect_input_error([&] { load_pretrained(dir, false); },
+                     "'" + config + "': rope_parameters.partial_rotary_factor != 1");
+  rewrite_json(config, [&](json& j) {
+    j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+  });
+  expect_input_error([&] { load_pretrained(dir, false); }, "rope_parameters.full_attention (RoPE per layer type)");
+}
+
+// Qwen2's default context is 32768 (LlamaConfig's 2048); an explicit
+// head_dim is honoured even where hidden / heads leaves a remainder.
+TEST(PretrainedModel, DefaultsFollowTheArchitectureAndAnExplicitHeadDimIsKept) {
+  const std::string dir = tiny_hf_folder("defaults_qwen2", true);
+  rewrite_json(dir + "/config.json", [](json& j) { j.erase("max_position_embeddings"); });
+  EXPECT_EQ(load_pretrained(dir, false).max_positions, 32768);
+  const std::string llama = tiny_hf_folder("defaults_llama");
+  rewrite_json(llama + "/config.json", [](json& j) {
+    j.erase("max_position_embeddings");
+    j["hidden_size"] = 18;  // 18 / 4 heads leaves 2; head_dim 4 = floor(18 / 4) is given
+    j["num_attention_heads"] = 4;
+    j["head_dim"] = 4;
+  });
+  const PretrainedModel m = load_pretrained(llama, false);  // was "model.n_heads must divide model.d_model"
+  EXPECT_EQ(m.config.head_dim(), 4);
+  EXPECT_EQ(m.max_positions, 2048);
+}
+
+// Tensors forge has no place for: llama.cpp would use a GGUF's (a bias on
+// the output projection loaded as a bias-free llama), so they are refused;
+// transformers ignores a folder's, so they are warned about; rotary
+// inv_freq buffers are expected.
+TEST(PretrainedModel, TensorsWithoutAPlaceAreRefusedFromGgufAndWarnedAboutFromHf) {
+  TinyGguf t;
+  t.extra = {"blk.0.attn_output.bias", "blk.0.attn_q.bias"};
+  const std::string gguf = t.write("gguf_extra");
+  expect_input_error([&] { load_pretrained(gguf); }, "'" + gguf +
+                     "' holds 2 tensor(s) forge's llama has no place for: 'blk.0.attn_output.bias', "
+                     "'blk.0.attn_q.bias' (a bias or layer");
+  const std::string dir = tiny_hf_folder("hf_extra");
+  const auto with_extra = [&](const std::string& name) {
+    std::vector<std::vector<float>> values;
+    std::vector<NamedTensor> tensors;
+    {
+      const SafetensorsFile f(dir + "/model.safetensors");
+      for (const auto& [n, entry] : f.entries())
+        if (n.find("extra") == std::string::npos && n.find("inv_freq") == std::string::npos) {
+          values.push_back(f.read(n));
+          tensors.push_back({n, entry.shape, nullptr});
+        }
+    }
+    values.push_back(std::vector<float>(16, 1.0f));
+    tensors.push_back({name, {16}, nullptr});
+    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].data = values[i].data();
+    write_safetensors(dir + "/model.safetensors", tensors);
+    ::testing::internal::CaptureStderr();
+    const PretrainedModel m = load_pretrained(dir);
+    EXPECT_EQ(m.weights.size(), ParamLayout(m.config).total);
+    return ::testing::internal::GetCapturedStderr();
+  };
+  EXPECT_NE(with_extra("model.layers.0.self_attn.o_proj.bias_extra").find(
+                "holds 1 tensor(s) forge's llama has no place for: 'model.layers.0.self_attn.o_proj.bias_extra'; "
+                "they are ignored"),
+            std::string::npos);
+  EXPECT_EQ(with_extra("model.layers.0.self_attn.rotary_emb.inv_freq"), "");
 }
 
 TEST(PretrainedModel, RefusesUnsupportedArchitecturesByName) {
