@@ -30,6 +30,19 @@ import numpy as np  # noqa: E402
 SCHEMA_VERSION = 5  # the newest rollouts.h5 layout (docs/hdf5-schema.md)
 
 
+
+def last_record(rows):
+    """The commit record's last row a flush wrote, or None. A row whose extent
+    was set but whose data did not land reads the fill value: -1, or 0 in
+    files written before the fill value was set (an all-zero row after a
+    non-zero one)."""
+    for i in range(len(rows) - 1, -1, -1):
+        row = rows[i]
+        if (row < 0).any() or (not row.any() and rows[:i].any()):
+            continue
+        return row
+    return None
+
 def fail(message):
     """Bad input: the message and exit code 2, as forge's commands."""
     print(f"plot_rollouts: error: {message}", file=sys.stderr)
@@ -53,7 +66,7 @@ def load(path):
             gen = f["calls/generated_len"][:]
             domains = [n.decode() for n in f["episodes/env"].attrs["names"]]
             # Schema 5's commit record: the rows the last flush completed.
-            record = f["flushes"][-1] if "flushes" in f and len(f["flushes"]) else None
+            record = last_record(f["flushes"][:]) if "flushes" in f else None
         except (KeyError, OSError, ValueError, TypeError, AttributeError) as err:
             fail(f"'{path}' is damaged or incomplete: {err!r}")
     # A live file may have extended some datasets and not yet others: keep

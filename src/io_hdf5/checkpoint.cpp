@@ -1,10 +1,6 @@
 #include "io_hdf5/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -53,19 +49,6 @@ std::vector<float> read_tensors(const h5::File& f, const std::string& group,
     std::copy(data.begin(), data.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
   }
   return flat;
-}
-
-// Flushes a file or folder to the disk. A file that cannot be synced (EIO,
-// ENOSPC) is an Error naming it: renamed into place it would pass for a
-// whole checkpoint. A folder's sync is best effort (some file systems refuse
-// it).
-void fsync_path(const std::string& path, bool folder) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0 && folder) return;
-  const bool ok = fd >= 0 && ::fsync(fd) == 0;
-  const int err = errno;
-  if (fd >= 0) ::close(fd);
-  if (!ok && !folder) throw Error("cannot write '" + path + "' to the disk: " + std::strerror(err));
 }
 
 // step of "ckpt_step_00000012.h5", or -1 for any other name
@@ -151,9 +134,9 @@ std::string save_checkpoint(const std::string& dir, const PolicyModel& model, Ad
     f.flush();
     f.close();
   }
-  fsync_path(tmp_path, false);
+  h5::sync_to_disk(tmp_path, false);
   fs::rename(tmp_path, final_path);
-  fsync_path(dir, true);
+  h5::sync_to_disk(dir, true);
 
   // Retention, and leftovers of interrupted writes.
   for (const auto& e : fs::directory_iterator(dir)) {

@@ -1,6 +1,10 @@
 #include "io_hdf5/h5_file.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -359,6 +363,15 @@ int64_t File::attr_int(const std::string& key) const {
   if (H5Aread(a.id(), H5T_NATIVE_INT64, &v) < 0)
     throw InputError("'" + path_ + "': cannot read attribute '" + key + "'");
   return v;
+}
+
+void sync_to_disk(const std::string& path, bool folder) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0 && folder) return;
+  const bool ok = fd >= 0 && ::fsync(fd) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok && !folder) throw Error("cannot write '" + path + "' to the disk: " + std::strerror(err));
 }
 
 }  // namespace forge::h5

@@ -98,4 +98,10 @@ class File {
 // The innermost message of the current HDF5 error stack ("" if none).
 std::string last_error();
 
+// Writes a file or folder to the disk (fsync). A file that cannot be synced
+// (EIO, ENOSPC) is an Error naming it: renamed into place, or named by a
+// checkpoint, it would pass for whole. A folder's sync is best effort (some
+// file systems refuse it).
+void sync_to_disk(const std::string& path, bool folder);
+
 }  // namespace forge::h5

@@ -192,6 +192,39 @@ template std::vector<int16_t> RolloutReader::read(const std::string&, int64_t, i
 template std::vector<uint64_t> RolloutReader::read(const std::string&, int64_t, int64_t) const;
 template std::vector<double> RolloutReader::read(const std::string&, int64_t, int64_t) const;
 
+// The record's last row a flush wrote ({0, 0, 0, 0} when none): rows past
+// it whose extent was set but whose data did not land read the dataset's
+// fill value, rs::kUnwrittenRecord, and are passed over; in files written
+// before that fill value (0), so is an all-zero row after a non-zero one.
+std::array<int64_t, 4> RolloutReader::last_record(const Dataset& record, int64_t* written) const {
+  *written = 0;
+  int64_t fill = 0;
+  h5::Handle dcpl(H5Dget_create_plist(record.id.id()), H5Pclose);
+  if (!dcpl.valid() || H5Pget_fill_value(dcpl.id(), H5T_NATIVE_INT64, &fill) < 0)
+    corrupted("its commit record's fill value cannot be read");
+  constexpr int64_t kWindow = 256;
+  std::vector<int64_t> rows;
+  for (int64_t end = record.rows; end > 0; end -= kWindow) {
+    const int64_t start = std::max<int64_t>(0, end - kWindow);
+    rows.resize(static_cast<size_t>(4 * (end - start)));
+    read_raw(record, start, end - start, rows.data());
+    for (int64_t i = end - start - 1; i >= 0; --i) {
+      std::array<int64_t, 4> r;
+      std::copy_n(rows.begin() + 4 * i, 4, r.begin());
+      const bool unwritten = fill == rs::kUnwrittenRecord
+                                 ? std::count(r.begin(), r.end(), rs::kUnwrittenRecord) == 4
+                                 : fill == 0 && start + i > 0 && r == std::array<int64_t, 4>{};
+      if (unwritten) continue;
+      for (int64_t n : r)
+        if (n < 0)
+          corrupted("its flush record " + std::to_string(start + i) + " counts " + std::to_string(n) + " rows");
+      *written = start + i + 1;
+      return r;
+    }
+  }
+  return {0, 0, 0, 0};
+}
+
 void RolloutReader::refresh() {
   auto rows_of = [&](Dataset& d) {
     if (swmr_ && H5Drefresh(d.id.id()) < 0)
@@ -216,17 +249,19 @@ void RolloutReader::refresh() {
   committed.fill(std::numeric_limits<int64_t>::max());
   if (const auto it = datasets_.find(rs::kFlushes); it != datasets_.end()) {
     rows_of(it->second);
-    committed.fill(0);
-    if (it->second.rows > 0) read_raw(it->second, it->second.rows - 1, 1, committed.data());
-    for (int64_t n : committed)
-      if (n < 0) corrupted("its last flush record counts " + std::to_string(n) + " rows");
+    committed = last_record(it->second, &record_rows_);
   }
-  // Rows present in every dataset of each table, at most the record's.
+  // Rows present in every dataset of each table. The writer records rows
+  // only after they are on the file: a dataset shorter than the record is
+  // damage, never a write in progress.
   std::array<int64_t, 4> rows = committed;
   for (auto& [name, d] : datasets_) {
     const int table = rs::table_of(name);
     if (table < 0) continue;
     rows_of(d);
+    if (d.rows < committed[table] && committed[table] != std::numeric_limits<int64_t>::max())
+      corrupted("dataset '" + name + "' holds " + std::to_string(d.rows) + " rows but the commit record (flushes) "
+                "names " + std::to_string(committed[table]));
     rows[table] = std::min(rows[table], d.rows);
   }
   n_tokens_ = rows[0];

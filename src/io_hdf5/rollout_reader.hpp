@@ -15,6 +15,7 @@
 // after one that is not is damage, an InputError naming the row: a table cut
 // there would hide (and a resume would delete) every row after it.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -58,6 +59,9 @@ class RolloutReader {
   int64_t n_calls() const { return n_calls_; }
   int64_t n_episodes() const { return n_episodes_; }
   int64_t n_steps() const { return n_steps_; }
+  // Rows of the commit record up to its last written one (0 without one):
+  // a resume appends after them.
+  int64_t record_rows() const { return record_rows_; }
 
   EpisodeTable episodes() const;
   std::vector<StepMetrics> steps() const;  // staleness_hist and store_seconds included
@@ -79,6 +83,8 @@ class RolloutReader {
   void read_raw(const Dataset& d, int64_t start, int64_t count, void* out) const;
   std::vector<std::string> read_names(const std::string& dataset) const;
   [[noreturn]] void corrupted(const std::string& what) const;
+  // The record's last written row; *rows = its index + 1 (0: none).
+  std::array<int64_t, 4> last_record(const Dataset& record, int64_t* rows) const;
 
   bool swmr_ = false;  // before file_: set while file_ is initialized
   h5::File file_;
@@ -87,6 +93,7 @@ class RolloutReader {
   std::vector<std::string> domains_, families_;
   std::map<std::string, Dataset> datasets_;
   int64_t n_tokens_ = 0, n_calls_ = 0, n_episodes_ = 0, n_steps_ = 0;
+  int64_t record_rows_ = 0;
 };
 
 }  // namespace forge

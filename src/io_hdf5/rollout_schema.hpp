@@ -46,7 +46,11 @@ inline constexpr int kStalenessBins = 16;  // bin k = staleness k, the last bin 
 // n_episodes, n_steps] the file holds whole after it; readers take the rows
 // the last record names, never more (a reader during a write, or of a file
 // a killed writer left, sees exactly what a flush completed).
+// Its fill value is kUnwrittenRecord (files before: 0): a row whose extent
+// was set but whose data did not land (a kill, damage) reads -1 and is
+// passed over for the last row written.
 inline constexpr const char* kFlushes = "flushes";
+inline constexpr int64_t kUnwrittenRecord = -1;
 inline constexpr const char* kNamesAttr = "names";
 
 enum class Type { kU8, kI16, kI32, kI64, kU64, kF32, kF64 };

@@ -28,6 +28,10 @@ class RolloutStore::Series {
     h5::Handle space(H5Screate_simple(rank, dims, maxdims), H5Sclose);
     h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_chunk(dcpl.id(), rank, chunk);
+    // The commit record's unwritten rows read -1, never a record of 0 rows
+    // (rollout_reader.cpp skips them).
+    const int64_t unwritten = rs::kUnwrittenRecord;
+    if (rs::table_of(c.path) < 0) H5Pset_fill_value(dcpl.id(), H5T_NATIVE_INT64, &unwritten);
     H5Pset_shuffle(dcpl.id());
     H5Pset_deflate(dcpl.id(), 4);
     h5::Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
@@ -202,6 +206,7 @@ void RolloutStore::reopen() {
   bool grown_domains = false;
   int64_t file_version = 0;
   std::array<int64_t, 4> seen{};  // the rows a reader sees, per table
+  int64_t record_rows = 0;        // the commit record's, up to its last written row
   // A writer killed while it held the file outside SWMR left its "open for
   // write" flag, which no reader gets past: cleared first (the run folder's
   // lock says no writer is alive; open_append also trusts the file's real
@@ -244,10 +249,19 @@ void RolloutStore::reopen() {
                   r.read<int32_t>("calls/context_len", last, 1)[0] +
                   r.read<int32_t>("calls/generated_len", last, 1)[0];
     }
+    int64_t last_kept = -1;
     for (const auto& m : r.steps())
-      if (m.step < options_.resume_step) ++steps;
+      if (m.step < options_.resume_step) ++steps, last_kept = m.step;
       else break;
+    // The checkpoint trained steps 0 .. resume_step - 1; a file that stops
+    // before (its last flushes lost with the node) keeps a gap.
+    if (last_kept < options_.resume_step - 1)
+      log_warn("rollout store: '" + path_ + "' holds steps up to " + std::to_string(last_kept) +
+               " but the checkpoint resumes after step " + std::to_string(options_.resume_step - 1) +
+               ": the rows of steps " + std::to_string(last_kept + 1) + " to " +
+               std::to_string(options_.resume_step - 1) + " were lost (not on the disk when the run stopped)");
     seen = {r.n_tokens(), r.n_calls(), r.n_episodes(), r.n_steps()};
+    record_rows = r.record_rows();
   }
   if (file_version < rs::kSchemaVersion) upgrade(file_version, seen);
   n_steps_ = steps;
@@ -256,8 +270,11 @@ void RolloutStore::reopen() {
   // Every dataset opened (and checked) first; nothing is cut yet.
   file_ = h5::File::open_append(path_);
   for (const auto& c : rs::columns()) {
-    const int table = rs::table_of(c.path);  // the record keeps its rows (-1): it grows
-    series_.push_back(std::make_unique<Series>(file_, c, table < 0 ? -1 : kept[table]));
+    // The record keeps its written rows (a schema 3 or 4 file's upgrade
+    // wrote one) and grows; unwritten ones past them are cut with the rest.
+    const int table = rs::table_of(c.path);
+    const int64_t upgraded = file_version < rs::kSchemaVersion ? 1 : record_rows;
+    series_.push_back(std::make_unique<Series>(file_, c, table < 0 ? upgraded : kept[table]));
     by_name_[c.path] = series_.back().get();
   }
   if (grown_domains) {  // an attribute: before SWMR writing, which cannot change one
@@ -286,7 +303,11 @@ void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
   const std::string tmp = path_ + ".upgrade";
   std::error_code ec;
   std::filesystem::copy_file(path_, tmp, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) throw Error("cannot copy '" + path_ + "' to upgrade it: " + ec.message());
+  if (ec) {
+    const std::string why = ec.message();
+    std::filesystem::remove(tmp, ec);  // a partial copy (a full disk) goes
+    throw Error("cannot copy '" + path_ + "' to upgrade it: " + why);
+  }
   int added = 0;
   try {
     h5::File f = h5::File::open_append(tmp);
@@ -305,6 +326,7 @@ void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
     f.set_attr("schema_version", rs::kSchemaVersion);
     f.flush();
     f.close();
+    h5::sync_to_disk(tmp, false);  // whole on the disk before it replaces the file
   } catch (...) {
     std::filesystem::remove(tmp, ec);
     throw;
@@ -314,6 +336,7 @@ void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
     std::filesystem::remove(tmp, ec);
     throw Error("cannot move the upgraded copy over '" + path_ + "': " + ec.message());
   }
+  h5::sync_to_disk(std::filesystem::path(path_).parent_path().string(), true);
   log_info("rollout store: '" + path_ + "' upgraded from schema version " + std::to_string(from) + " to " +
            std::to_string(rs::kSchemaVersion) + " (" + std::to_string(added) +
            " columns added, as older readers saw them)");
@@ -460,6 +483,14 @@ void RolloutStore::flush() {
   write_buffers();
   file_.flush();
   since_flush_.reset();
+  seconds_spent_ += sw.seconds();
+}
+
+void RolloutStore::sync() {
+  if (file_.id() < 0) return;
+  flush();
+  Stopwatch sw;
+  h5::sync_to_disk(path_, false);
   seconds_spent_ += sw.seconds();
 }
 

@@ -91,6 +91,9 @@ class RolloutStore {
                        int learner_version);
   void append_step(StepMetrics metrics);
   void flush();
+  // flush(), then the file to the disk (fsync): before a checkpoint names
+  // its steps, so a crash of the node cannot leave the checkpoint without them.
+  void sync();
   void close();
 
   const std::string& path() const { return path_; }

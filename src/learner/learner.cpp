@@ -118,7 +118,7 @@ void Learner::record(int step, const std::vector<Trajectory>& episodes, const Po
 
 std::string Learner::checkpoint(int steps_done, CheckpointState stream_state) {
   FORGE_CHECK(setup_.lead, "only the lead learner writes checkpoints");
-  rollouts_->flush();
+  rollouts_->sync();
   return save_run_checkpoint(setup_.run, setup_.config_ini, model_, opt_, steps_done, std::move(stream_state));
 }
 

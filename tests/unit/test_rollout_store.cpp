@@ -888,5 +888,101 @@ TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
   EXPECT_EQ(RolloutReader(order).n_episodes(), 40);
 }
 
+// The commit record's own unwritten rows: its extent grown past the rows
+// written (a kill between the two, or damage) read the fill value. At fill 0
+// that was a record of nothing: every table read empty, and a resume cut
+// the whole file to it.
+TEST(RolloutStore, UnwrittenRowsOfTheCommitRecordArePassedOver) {
+  const std::string dir = temp_dir("record_extent");
+  const std::string good = dir + "/good.h5";
+  write_four_steps(good, 3);
+  const auto grow_record = [&](const std::string& name, hsize_t by) {
+    const std::string path = dir + "/" + name + ".h5";
+    fs::copy_file(good, path, fs::copy_options::overwrite_existing);
+    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::Handle d(H5Dopen2(f.id(), rollout_schema::kFlushes, H5P_DEFAULT), H5Dclose);
+    h5::Handle space(H5Dget_space(d.id()), H5Sclose);
+    hsize_t dims[2] = {0, 0};
+    H5Sget_simple_extent_dims(space.id(), dims, nullptr);
+    dims[0] += by;
+    EXPECT_GE(H5Dset_extent(d.id(), dims), 0);
+    return path;
+  };
+  for (const hsize_t by : {hsize_t{1}, hsize_t{1} << 40}) {
+    const std::string path = grow_record("grown_" + std::to_string(by), by);
+    EXPECT_EQ(RolloutReader(path).n_episodes(), 12) << by;
+    EXPECT_EQ(RolloutReader(path).steps().size(), 4u) << by;
+    {
+      RolloutStoreOptions o = options();
+      o.resume_step = 3;
+      RolloutStore store(path, o);
+    }
+    EXPECT_EQ(RolloutReader(path).n_episodes(), 9) << by;  // steps 0-2 kept
+  }
+  // A file written before the record's fill value was -1 (fill 0): an
+  // all-zero row after a non-zero one is passed over too.
+  const std::string old = dir + "/zero_fill.h5";
+  fs::copy_file(good, old, fs::copy_options::overwrite_existing);
+  {
+    h5::Handle f(H5Fopen(old.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    std::vector<int64_t> rows;
+    {
+      h5::Handle d(H5Dopen2(f.id(), rollout_schema::kFlushes, H5P_DEFAULT), H5Dclose);
+      h5::Handle space(H5Dget_space(d.id()), H5Sclose);
+      rows.resize(static_cast<size_t>(H5Sget_simple_extent_npoints(space.id())));
+      ASSERT_GE(H5Dread(d.id(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+    }
+    ASSERT_GE(H5Ldelete(f.id(), rollout_schema::kFlushes, H5P_DEFAULT), 0);
+    const hsize_t n = rows.size() / 4, dims[2] = {n, 4}, grown[2] = {n + 1, 4}, maxdims[2] = {H5S_UNLIMITED, 4},
+                  chunk[2] = {256, 4};
+    h5::Handle space(H5Screate_simple(2, dims, maxdims), H5Sclose);
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl.id(), 2, chunk);
+    h5::Handle d(H5Dcreate2(f.id(), rollout_schema::kFlushes, H5T_NATIVE_INT64, space.id(), H5P_DEFAULT, dcpl.id(),
+                            H5P_DEFAULT),
+                 H5Dclose);
+    ASSERT_GE(H5Dwrite(d.id(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+    ASSERT_GE(H5Dset_extent(d.id(), grown), 0);
+  }
+  EXPECT_EQ(RolloutReader(old).n_episodes(), 12);
+  // A table dataset shorter than the record names is damage: named, and a
+  // resume refused (it once read 10 of 12 episodes, and a resume made it so).
+  const std::string shorter = dir + "/shorter.h5";
+  fs::copy_file(good, shorter, fs::copy_options::overwrite_existing);
+  {
+    h5::Handle f(H5Fopen(shorter.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::Handle d(H5Dopen2(f.id(), "episodes/outcome", H5P_DEFAULT), H5Dclose);
+    const hsize_t dims[1] = {10};
+    ASSERT_GE(H5Dset_extent(d.id(), dims), 0);
+  }
+  expect_input_error(shorter, {"dataset 'episodes/outcome' holds 10 rows but the commit record (flushes) names 12"});
+  expect_resume_refused(shorter, 3, "episodes/outcome");
+}
+
+// A checkpoint past the file's last step (the file's last flushes lost with
+// the node, the checkpoint on the disk): the resume says which steps are
+// missing.
+TEST(RolloutStore, AResumePastTheFilesStepsNamesTheMissingSteps) {
+  const std::string path = temp_dir("resume_gap") + "/rollouts.h5";
+  write_four_steps(path, 3);
+  ::testing::internal::CaptureStderr();
+  {
+    RolloutStoreOptions o = options();
+    o.resume_step = 10;
+    RolloutStore store(path, o);
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("holds steps up to 3 but the checkpoint resumes after step 9: the rows of steps 4 to 9 were lost"),
+            std::string::npos)
+      << err;
+  ::testing::internal::CaptureStderr();
+  {
+    RolloutStoreOptions o = options();
+    o.resume_step = 4;
+    RolloutStore store(path, o);
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("were lost"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace forge
