@@ -67,12 +67,17 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
     }
     *log_kept = std::min(0.0, std::log(total / all));
   }
+  // As above: rounding can leave u >= 0 past the last candidate; the draw
+  // is then the last candidate of positive probability, never one of 0.
   double u = uniform01 * total;
+  int last = 0;
   for (int i = 0; i < keep; ++i) {
+    if (prob[i] <= 0) continue;
+    last = i;
     u -= prob[i];
     if (u < 0) return order[i];
   }
-  return order[keep - 1];
+  return order[last];
 }
 
 void add_sampling_options(OptionSet& opts, SamplingParams& s) {

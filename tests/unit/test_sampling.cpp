@@ -91,6 +91,13 @@ TEST(Sampling, GreedyAndEdgeUniforms) {
   p.temperature = 1;
   for (double u : {0.0, 1.0 - 1e-16, 1.0})
     EXPECT_NE(sample_token(kLogits.data(), static_cast<int>(kLogits.size()), p, u), 4) << "drew a -inf logit at u " << u;
+  // The sorted (top-k) path alike: a candidate whose probability underflows
+  // to 0 (1000 nats below the top) is never the fallback of a uniform at the
+  // top of [0, 1] (it once was: the last candidate whatever its mass).
+  const std::vector<float> gap = {0.3f, -1.2f, 2.0f, 0.9f, -1000.0f, 1.7f, -0.4f, -2000.0f};
+  p.top_k = 7;
+  for (double u : {1.0 - 1e-16, 1.0})
+    EXPECT_NE(sample_token(gap.data(), static_cast<int>(gap.size()), p, u), 4) << "drew a 0-probability token at u " << u;
 }
 
 }  // namespace
