@@ -59,8 +59,8 @@ int64_t active_since(const Beat& b, int64_t now, bool mark) {
   const int64_t d = now - b.at, p = overdue_after_ns(b.period);
   if (d <= p) return d;
   int64_t s = d;  // first found overdue now, unless a reader did before
-  const auto index_of = [](uint64_t mark) { return static_cast<uint32_t>(mark >> 32); };
-  const auto ms_of = [](uint64_t mark) { return static_cast<int64_t>(mark & 0xFFFFFFFFu) * 1'000'000; };
+  const auto index_of = [](uint64_t packed) { return static_cast<uint32_t>(packed >> 32); };
+  const auto ms_of = [](uint64_t packed) { return static_cast<int64_t>(packed & 0xFFFFFFFFu) * 1'000'000; };
   uint64_t seen = g_overdue.load();
   if (index_of(seen) == b.index) {
     s = ms_of(seen);
