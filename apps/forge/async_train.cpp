@@ -163,14 +163,16 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
   char pull[64] = "";
   if (st.weight_pulls > 1)  // the first pull waits for the learner
     std::snprintf(pull, sizeof pull, ", %.2f ms each to read and load", st.pull_seconds * 1e3 / (st.weight_pulls - 1));
-  log_info("rollout: " + std::to_string(st.requests) + " requests, " + std::to_string(st.weight_pulls) +
-           " weight versions" + pull);
+  const EngineStats& es = engine.stats();
+  const std::string cancelled =
+      es.cancelled > 0 ? " (" + std::to_string(es.cancelled) + " cancelled: their episodes were abandoned)" : "";
+  log_info("rollout: " + std::to_string(st.requests) + " requests" + cancelled + ", " +
+           std::to_string(st.weight_pulls) + " weight versions" + pull);
   // Where the engine's rows went: prompt tokens computed (a new version drops
   // the session caches, so an episode's next turn computes its history
   // again), reused from the episode's cache, copied from another sequence or
   // episode cache with the same prefix (a group's prompt); the generated
   // tokens.
-  const EngineStats& es = engine.stats();
   char rows[240];
   std::snprintf(rows, sizeof rows,
                 "rollout: %lld engine steps, %.1f rows a step; prompt tokens %lld computed, %lld reused, "

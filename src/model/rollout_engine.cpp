@@ -47,6 +47,7 @@ const char* to_string(FinishReason r) {
     case FinishReason::kContextLimit: return "context_limit";
     case FinishReason::kCacheLimit: return "cache_limit";
     case FinishReason::kError: return "error";
+    case FinishReason::kCancelled: return "cancelled";
   }
   return "?";
 }
@@ -230,7 +231,26 @@ void RolloutEngine::finish(Sequence& s, FinishReason reason) {
   done_.push_back(std::move(s.res));
 }
 
+bool RolloutEngine::cancel(uint64_t id) {
+  const auto waiting = std::find_if(waiting_.begin(), waiting_.end(), [&](const GenerationRequest& r) { return r.id == id; });
+  if (waiting != waiting_.end()) {
+    GenerationResult r;
+    r.id = id;
+    r.finish = FinishReason::kCancelled;
+    done_.push_back(std::move(r));
+    waiting_.erase(waiting);
+    return true;
+  }
+  const auto running = std::find_if(running_.begin(), running_.end(), [&](const Sequence& s) { return s.req.id == id; });
+  if (running == running_.end() || running->done) return false;
+  running->req.session.clear();  // an abandoned episode does not come back: nothing to keep
+  finish(*running, FinishReason::kCancelled);
+  running_.erase(running);  // not a donor of k/v from here on
+  return true;
+}
+
 std::vector<GenerationResult> RolloutEngine::step() {
+  if (!failed_.empty()) throw Error(failed_ + " (the engine stopped at this error)");
   while (!waiting_.empty() && static_cast<int>(running_.size()) < config_.max_batch &&
          admit(waiting_.front()))
     waiting_.pop_front();
@@ -290,12 +310,26 @@ std::vector<GenerationResult> RolloutEngine::step() {
     const int R = static_cast<int>(sampled.size());
     std::vector<int32_t> drawn(R);
     std::vector<double> log_kept(R);
+    std::vector<uint8_t> finite(R);
 #pragma omp parallel for schedule(dynamic, 1) if (R > 1)
     for (int r = 0; r < R; ++r) {
+      const float* z = logits + static_cast<size_t>(r) * V;
+      // A NaN would make the top-k / top-p sort's order invalid (undefined
+      // behaviour): rows are checked before any draw.
+      finite[r] = std::isfinite(lse[r]) && std::none_of(z, z + V, [](float x) { return std::isnan(x); });
+      if (!finite[r]) continue;
       const SamplingParams& sp = sampled[r]->req.sampling;
       const int gen = static_cast<int>(sampled[r]->res.tokens.size());
-      drawn[r] = sample_token(logits + static_cast<size_t>(r) * V, V, sp, counter_uniform(sp.seed, gen), &log_kept[r]);
+      drawn[r] = sample_token(z, V, sp, counter_uniform(sp.seed, gen), &log_kept[r]);
     }
+    for (int r = 0; r < R; ++r)
+      if (!finite[r]) {
+        failed_ = "rollout engine: the logits of request " + std::to_string(sampled[r]->req.id) +
+                  " at generated token " + std::to_string(sampled[r]->res.tokens.size()) +
+                  " are not finite (NaN or inf): the weights of version " + std::to_string(version_) +
+                  " hold non-finite values";
+        throw Error(failed_);
+      }
     int r = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       Sequence& s = *batch[i];
@@ -306,10 +340,6 @@ std::vector<GenerationResult> RolloutEngine::step() {
       const float* z = logits + static_cast<size_t>(r) * V;
       const int gen = static_cast<int>(s.res.tokens.size());
       const int32_t tok = drawn[r];
-      if (!std::isfinite(z[tok] - lse[r]))
-        throw Error("rollout engine: the logits of request " + std::to_string(s.req.id) + " at generated token " +
-                    std::to_string(gen) + " are not finite (NaN or inf): the weights of version " +
-                    std::to_string(version_) + " hold non-finite values");
       s.tokens.push_back(tok);
       s.res.tokens.push_back(tok);
       s.res.logprobs.push_back(std::min(0.0f, static_cast<float>(z[tok] - lse[r] - log_kept[r])));
@@ -334,6 +364,7 @@ std::vector<GenerationResult> RolloutEngine::step() {
   for (const GenerationResult& g : out) {
     ++stats_.finished;
     if (g.finish == FinishReason::kError) ++stats_.errors;
+    if (g.finish == FinishReason::kCancelled) ++stats_.cancelled;
   }
   return out;
 }

@@ -31,12 +31,16 @@
 //     k/v began to be computed: new weights may arrive between steps (a
 //     chunked prefill or a decode may span them), and every later token
 //     attends to k/v of the older ones, so a token is stamped with the oldest
-//     weights it depends on. So a request and seed give the same tokens
-//     whatever else is in the batch.
+//     weights it depends on. A request and seed get the same random numbers
+//     whatever else is in the batch; its tokens are the same up to the
+//     logits' rounding, which the batch's size and prefill chunking change by
+//     a few ulps (a draw within that of a boundary can differ).
 //  5. A sequence finishes when it emitted a stop token (kStop), generated
 //     max_new_tokens (kLength), reached max_seq_len tokens in all
 //     (kContextLimit), or filled its reservation because the pool is smaller
-//     than its need (kCacheLimit). step() returns the finished results.
+//     than its need (kCacheLimit), or was cancelled (kCancelled: cancel(),
+//     an episode its environment abandoned). step() returns the finished
+//     results.
 //
 // Prefix reuse: a request may carry a session key (e.g. the episode). When a
 // sequence with a key finishes, its blocks and the tokens whose k/v they hold
@@ -100,7 +104,8 @@ struct GenerationRequest {
   std::string session;  // prefix-reuse key; empty = no reuse
 };
 
-enum class FinishReason { kStop, kLength, kContextLimit, kCacheLimit, kError };
+// Wire values (generation_rpc.hpp) in this order: new reasons go last.
+enum class FinishReason { kStop, kLength, kContextLimit, kCacheLimit, kError, kCancelled };
 const char* to_string(FinishReason r);
 
 struct GenerationResult {
@@ -124,6 +129,7 @@ struct EngineStats {
   int64_t generated = 0;         // sampled tokens
   int64_t finished = 0;          // results returned, errors included
   int64_t errors = 0;
+  int64_t cancelled = 0;
 };
 
 class RolloutEngine {
@@ -134,8 +140,15 @@ class RolloutEngine {
   // InputError for an empty prompt, a prompt longer than max_seq_len, a token
   // outside the vocabulary, or bad sampling parameters.
   void submit(GenerationRequest request);
+  // An Error from step() (non-finite logits) leaves the engine failed:
+  // every later step() throws it again (the rank that owns it stops).
   std::vector<GenerationResult> step();
   std::vector<GenerationResult> run_until_done();
+  // Ends request `id` if it is waiting or running: its blocks go back to the
+  // pool (no session is kept) and the next step() returns it as kCancelled
+  // with the tokens generated so far. False when the engine does not hold it
+  // (finished, or never submitted). Between steps only.
+  bool cancel(uint64_t id);
 
   void set_policy_version(int version) { version_ = version; }
   int policy_version() const { return version_; }
@@ -166,6 +179,7 @@ class RolloutEngine {
   std::vector<Sequence> running_;
   std::vector<GenerationResult> done_;  // finished, not yet returned by step()
   EngineStats stats_;
+  std::string failed_;  // the Error that stopped step(), if one did
 
   // Step buffers (backend memory), grown as needed.
   DeviceArray<int32_t> token_, position_, slot_, table_begin_, table_, rows_;

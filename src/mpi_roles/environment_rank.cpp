@@ -96,7 +96,10 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
         AgentEpisode& e = g->episodes[i];
         if (actions.busy(e) || e.done()) continue;  // a busy one: at its tool call's end
         const uint64_t id = slot_episode_id(g->slot, cfg.group, static_cast<int>(i));
-        if (waiting.erase(id)) discard.insert(id);
+        if (waiting.erase(id)) {  // its generation ends early; the result that answers it is dropped
+          discard.insert(id);
+          client.cancel(id);
+        }
         e.abandon("deadline: still running after pool.episode_deadline_s = " +
                   std::to_string(cfg.episode_deadline_s) + " s");
         ++stats.abandoned;

@@ -79,7 +79,8 @@ GenerationResult decode_result(const std::vector<uint8_t>& bytes, const std::str
   r.logprobs = rd.get_vec<float>(kMaxTokens);
   r.versions = rd.get_vec<int32_t>(kMaxTokens);
   const int32_t finish = rd.get<int32_t>();
-  if (finish < 0 || finish > static_cast<int32_t>(FinishReason::kError)) rd.fail("finish reason " + std::to_string(finish));
+  if (finish < 0 || finish > static_cast<int32_t>(FinishReason::kCancelled))
+    rd.fail("finish reason " + std::to_string(finish));
   r.finish = static_cast<FinishReason>(finish);
   r.error = rd.get_str();
   r.prefill_computed = rd.get<int>();
@@ -89,6 +90,19 @@ GenerationResult decode_result(const std::vector<uint8_t>& bytes, const std::str
   if (r.logprobs.size() != r.tokens.size() || r.versions.size() != r.tokens.size())
     rd.fail("a result whose tokens, logprobs and versions differ in length");
   return r;
+}
+
+std::vector<uint8_t> encode_cancel(uint64_t id) {
+  WireWriter w;
+  w.put(id);
+  return w.take();
+}
+
+uint64_t decode_cancel(const std::vector<uint8_t>& bytes, const std::string& what) {
+  WireReader rd(bytes.data(), bytes.size(), what);
+  const uint64_t id = rd.get<uint64_t>();
+  rd.expect_end();
+  return id;
 }
 
 void SendQueue::send(MPI_Comm comm, int dest, int tag, std::vector<uint8_t> bytes) {
@@ -130,6 +144,12 @@ void GenerationClient::send(int server, const GenerationRequest& request) {
   sends_.send(comm_, server, kRequestTag, encode_request(request));
 }
 
+void GenerationClient::cancel(uint64_t id) {
+  const auto it = outstanding_.find(id);
+  if (it == outstanding_.end()) return;
+  sends_.send(comm_, it->second.server, kCancelTag, encode_cancel(id));
+}
+
 size_t GenerationClient::outstanding_to(int server) const {
   size_t n = 0;
   for (const auto& [id, o] : outstanding_) n += o.server == server;
@@ -163,7 +183,8 @@ void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s) {
   std::vector<uint8_t> bytes;
   int source = -1;
   while (true) {
-    while (try_receive(comm, kRequestTag, &source, &bytes) || try_receive(comm, kResultTag, &source, &bytes)) {
+    while (try_receive(comm, kRequestTag, &source, &bytes) || try_receive(comm, kResultTag, &source, &bytes) ||
+           try_receive(comm, kCancelTag, &source, &bytes)) {
     }
     sends.progress();
     if (!joined && sends.empty()) {
@@ -176,7 +197,8 @@ void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s) {
       if (done) {
         // A message that arrived with the barrier's last packet (in the
         // same MPI_Test) is taken in too: none stays unmatched.
-        while (try_receive(comm, kRequestTag, &source, &bytes) || try_receive(comm, kResultTag, &source, &bytes)) {
+        while (try_receive(comm, kRequestTag, &source, &bytes) || try_receive(comm, kResultTag, &source, &bytes) ||
+               try_receive(comm, kCancelTag, &source, &bytes)) {
         }
         return;
       }

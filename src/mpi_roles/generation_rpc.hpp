@@ -7,6 +7,10 @@
 //            parameters, session key (prefix reuse on the server)
 //   result   tag kResultTag, server -> client: id, tokens, behaviour
 //            logprobs, policy version per token, finish reason, error text
+//   cancel   tag kCancelTag, client -> server: id (an abandoned episode's
+//            request). The server ends it (kCancelled) unless its result is
+//            already on the way: either way exactly one result per request,
+//            so the client keeps it outstanding until that result.
 //
 // Ids are the client's; a server remaps them to its engine's and back. Each
 // message is encoded with wire_codec.hpp and received with MPI_Improbe /
@@ -31,11 +35,14 @@ namespace forge {
 
 inline constexpr int kRequestTag = 101;
 inline constexpr int kResultTag = 102;
+inline constexpr int kCancelTag = 103;
 
 std::vector<uint8_t> encode_request(const GenerationRequest& r);
 GenerationRequest decode_request(const std::vector<uint8_t>& bytes, const std::string& what);
 std::vector<uint8_t> encode_result(const GenerationResult& r);
 GenerationResult decode_result(const std::vector<uint8_t>& bytes, const std::string& what);
+std::vector<uint8_t> encode_cancel(uint64_t id);
+uint64_t decode_cancel(const std::vector<uint8_t>& bytes, const std::string& what);
 
 // Nonblocking sends whose buffers are kept until they complete.
 class SendQueue {
@@ -65,6 +72,9 @@ class GenerationClient {
  public:
   GenerationClient(MPI_Comm comm, double deadline_s) : comm_(comm), deadline_s_(deadline_s) {}
   void send(int server, const GenerationRequest& request);
+  // Asks the server of outstanding request `id` to end it; its result (kCancelled,
+  // or the finished one) still comes through poll(). No-op when not outstanding.
+  void cancel(uint64_t id);
   // Results that arrived; Error naming the rollout rank of a request past
   // its deadline (describe(rank) names it).
   std::vector<GenerationResult> poll(const std::function<std::string(int)>& describe);

@@ -44,6 +44,7 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
     uint64_t id;
   };
   std::map<uint64_t, Origin> origin;  // engine id -> client
+  std::map<std::pair<int, uint64_t>, uint64_t> engine_id;  // (client rank, client id) -> engine id
   uint64_t next_id = 0;
   std::vector<uint8_t> bytes;
   int source = -1;
@@ -57,6 +58,7 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       try {
         engine.submit(r);
         origin[r.id] = {source, client_id};
+        engine_id[{source, client_id}] = r.id;
       } catch (const InputError& e) {
         GenerationResult err;
         err.id = client_id;
@@ -64,6 +66,14 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
         err.error = e.what();
         sends.send(world, source, kResultTag, encode_result(err));
       }
+      progressed = true;
+    }
+    // Cancels, after the requests received above. One the engine does not
+    // hold (its result already sent) is dropped: that result answers it.
+    while (try_receive(world, kCancelTag, &source, &bytes)) {
+      const uint64_t client_id = decode_cancel(bytes, "cancel from " + layout.name(source));
+      const auto it = engine_id.find({source, client_id});
+      if (it != engine_id.end()) engine.cancel(it->second);
       progressed = true;
     }
     Stopwatch pull;
@@ -83,6 +93,7 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
         r.id = it->second.id;
         stats.generated += static_cast<int64_t>(r.tokens.size());
         sends.send(world, it->second.source, kResultTag, encode_result(r));
+        engine_id.erase({it->second.source, it->second.id});
         origin.erase(it);
       }
       ++stats.engine_steps;

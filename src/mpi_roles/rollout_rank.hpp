@@ -7,9 +7,11 @@
 //      (weight_channel.hpp): the engine's policy version becomes the
 //      learner's version, and cached session prefixes (k/v of the old
 //      weights) are dropped; running sequences continue with the new
-//      weights, each token stamped with the version that produced it;
+//      weights, each token stamped with the oldest version it depends on;
 //   3. one engine step (continuous batching over all clients); every
-//      finished result goes back to its environment rank.
+//      finished result goes back to its environment rank. A cancel (an
+//      episode abandoned at its deadline) ends its request at once, freeing
+//      its batch place and KV blocks.
 // The rank serves nothing before the learner's first publication (version 0),
 // and waits for it at most startup_s (mpi.startup_s: learner 0 loads the
 // model first).

@@ -444,6 +444,82 @@ TEST(RolloutEngine, NonFiniteLogitsAreAnError) {
   }
 }
 
+// After its Error the engine stays failed: a later step() throws again
+// (the failing request's k/v counted as computed once left it never
+// scheduled again, and run_until_done() looped forever).
+TEST(RolloutEngine, AnEngineStaysFailedAfterNonFiniteLogits) {
+  Fixture f;
+  const std::vector<float> good = f.model.get_params();
+  std::vector<float> w = good;
+  for (float& x : w) x = std::numeric_limits<float>::quiet_NaN();
+  f.model.set_params(w);
+  RolloutEngine engine(f.model, engine_config());
+  engine.submit(request(9, {1, 2, 3}, 4, 1.0f, 0));
+  GenerationRequest truncated = request(10, {4, 5}, 4, 1.0f, 0);
+  truncated.sampling.top_k = 5;  // the sorted path: NaN rows never reach its sort
+  engine.submit(truncated);
+  EXPECT_THROW(engine.step(), Error);
+  f.model.set_params(good);
+  try {
+    engine.run_until_done();
+    FAIL() << "a failed engine ran on";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the engine stopped at this error"), std::string::npos) << e.what();
+  }
+}
+
+// cancel(): a running request ends at once with the tokens it has, a waiting
+// one with none; both give their place and blocks to the others, which
+// generate what they would alone; no session is kept for them.
+TEST(RolloutEngine, CancelledRequestsGiveBackTheirPlaceAndBlocks) {
+  Fixture f;
+  Rng rng(5);
+  const EngineConfig two = engine_config(2, 4096, 8, 32), alone = engine_config(8, 4096, 8, 32);
+  std::vector<GenerationRequest> reqs;
+  for (uint64_t i = 0; i < 4; ++i)
+    reqs.push_back(request(i, random_tokens(rng, 10), 14, 1.0f, 40 + i, "s" + std::to_string(i)));
+  RolloutEngine engine(f.model, two);
+  for (const auto& r : reqs) engine.submit(r);
+  std::vector<GenerationResult> all;
+  for (int k = 0; k < 4; ++k) {
+    auto r = engine.step();
+    all.insert(all.end(), r.begin(), r.end());
+  }
+  ASSERT_EQ(engine.num_running(), 2u);
+  ASSERT_EQ(engine.num_waiting(), 2u);
+  const int free_before = engine.cache().free_blocks();
+  EXPECT_TRUE(engine.cancel(0));   // running
+  EXPECT_EQ(engine.cache().free_blocks(), free_before + 3);  // its reservation: ceil((10 + 14 - 1) / 8)
+  EXPECT_TRUE(engine.cancel(3));   // waiting
+  EXPECT_FALSE(engine.cancel(3));  // already ended
+  EXPECT_FALSE(engine.cancel(42)); // never submitted
+  EXPECT_EQ(engine.num_running(), 1u);
+  EXPECT_EQ(engine.num_waiting(), 1u);
+  int steps = 0;
+  while (!engine.idle()) {
+    auto r = engine.step();
+    all.insert(all.end(), r.begin(), r.end());
+    ASSERT_LT(++steps, 1000) << "engine does not finish";
+  }
+  auto results = by_id(all);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[0].finish, FinishReason::kCancelled);
+  EXPECT_GT(results[0].tokens.size(), 0u);
+  EXPECT_LT(results[0].tokens.size(), 14u);
+  const GenerationResult whole0 = generate_alone(f.model, reqs[0], alone);
+  EXPECT_EQ(results[0].tokens, Ints(whole0.tokens.begin(), whole0.tokens.begin() + results[0].tokens.size()));
+  EXPECT_EQ(results[3].finish, FinishReason::kCancelled);
+  EXPECT_TRUE(results[3].tokens.empty());
+  for (uint64_t i : {1, 2}) expect_same_generation(results[i], generate_alone(f.model, reqs[i], alone), 1e-5);
+  EXPECT_FALSE(engine.cancel(1));  // finished
+  EXPECT_EQ(engine.stats().cancelled, 2);
+  EXPECT_EQ(engine.stats().finished, 4);
+  // Every block is free or held by the two kept sessions (s1, s2).
+  EXPECT_EQ(engine.cache().sessions(), 2u);
+  EXPECT_EQ(engine.cache().free_blocks() + engine.cache().cached_blocks(), engine.cache().num_blocks());
+  EXPECT_EQ(engine.cache().find_session("s0"), nullptr);
+}
+
 TEST(RolloutEngine, SessionPrefixReuse) {
   Fixture f;
   Rng rng(31);
