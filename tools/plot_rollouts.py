@@ -31,17 +31,21 @@ SCHEMA_VERSION = 5  # the newest rollouts.h5 layout (docs/hdf5-schema.md)
 
 
 
-def last_record(rows):
-    """The commit record's last row a flush wrote, or None. A row whose extent
-    was set but whose data did not land reads the fill value: -1, or 0 in
-    files written before the fill value was set (an all-zero row after a
-    non-zero one)."""
+def last_record(dataset):
+    """The commit record's last row a flush wrote ([0, 0, 0, 0] when none), as
+    forge's RolloutReader reads it: a row whose extent was set but whose data
+    did not land reads the fill value, -1 (skipped), or 0 in files written
+    before that fill value (an all-zero row after the first, skipped)."""
+    rows = dataset[:]
+    fill = dataset.fillvalue
     for i in range(len(rows) - 1, -1, -1):
         row = rows[i]
-        if (row < 0).any() or (not row.any() and rows[:i].any()):
+        if (row == -1).all() if fill == -1 else (fill == 0 and i > 0 and not row.any()):
             continue
+        if (row < 0).any():
+            fail(f"flushes[{i}] counts {row.tolist()} rows: the file is damaged")
         return row
-    return None
+    return np.zeros(4, dtype=np.int64)
 
 def fail(message):
     """Bad input: the message and exit code 2, as forge's commands."""
@@ -66,7 +70,7 @@ def load(path):
             gen = f["calls/generated_len"][:]
             domains = [n.decode() for n in f["episodes/env"].attrs["names"]]
             # Schema 5's commit record: the rows the last flush completed.
-            record = last_record(f["flushes"][:]) if "flushes" in f else None
+            record = last_record(f["flushes"]) if "flushes" in f else None
         except (KeyError, OSError, ValueError, TypeError, AttributeError) as err:
             fail(f"'{path}' is damaged or incomplete: {err!r}")
     # A live file may have extended some datasets and not yet others: keep

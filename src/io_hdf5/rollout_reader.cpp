@@ -247,22 +247,34 @@ void RolloutReader::refresh() {
   // file's tables are bounded by their own rows). None yet: nothing flushed.
   std::array<int64_t, 4> committed;
   committed.fill(std::numeric_limits<int64_t>::max());
-  if (const auto it = datasets_.find(rs::kFlushes); it != datasets_.end()) {
-    rows_of(it->second);
-    committed = last_record(it->second, &record_rows_);
-  }
+  const auto read_record = [&] {
+    if (const auto it = datasets_.find(rs::kFlushes); it != datasets_.end()) {
+      rows_of(it->second);
+      committed = last_record(it->second, &record_rows_);
+    }
+  };
+  read_record();
   // Rows present in every dataset of each table. The writer records rows
   // only after they are on the file: a dataset shorter than the record is
-  // damage, never a write in progress.
-  std::array<int64_t, 4> rows = committed;
-  for (auto& [name, d] : datasets_) {
-    const int table = rs::table_of(name);
-    if (table < 0) continue;
-    rows_of(d);
-    if (d.rows < committed[table] && committed[table] != std::numeric_limits<int64_t>::max())
-      corrupted("dataset '" + name + "' holds " + std::to_string(d.rows) + " rows but the commit record (flushes) "
-                "names " + std::to_string(committed[table]));
-    rows[table] = std::min(rows[table], d.rows);
+  // damage, never a write in progress, but for a resume that recorded fewer
+  // rows and then cut the tables while this reader read the record before
+  // and the tables after (so the record is read again once).
+  std::array<int64_t, 4> rows;
+  for (int attempt = 0;; ++attempt) {
+    rows = committed;
+    std::string short_table;
+    for (auto& [name, d] : datasets_) {
+      const int table = rs::table_of(name);
+      if (table < 0) continue;
+      rows_of(d);
+      if (d.rows < committed[table] && committed[table] != std::numeric_limits<int64_t>::max() && short_table.empty())
+        short_table = "dataset '" + name + "' holds " + std::to_string(d.rows) +
+                      " rows but the commit record (flushes) names " + std::to_string(committed[table]);
+      rows[table] = std::min(rows[table], d.rows);
+    }
+    if (short_table.empty()) break;
+    if (!swmr_ || attempt > 0) corrupted(short_table);
+    read_record();
   }
   n_tokens_ = rows[0];
   const bool recorded = datasets_.count(rs::kFlushes) > 0;

@@ -17,6 +17,10 @@ namespace forge {
 
 namespace rs = rollout_schema;
 
+// Chunk positions a resume may cut from one dataset (each a lookup in
+// HDF5's chunk index): far more than a run's unflushed tail ever leaves.
+constexpr hsize_t kMaxChunksCut = hsize_t{1} << 20;
+
 // One extendible dataset and the rows appended to it since the last write.
 class RolloutStore::Series {
  public:
@@ -45,7 +49,8 @@ class RolloutStore::Series {
 
   // An existing dataset to append to (cut() then sets its rows); InputError
   // when it cannot grow, before anything of the file was cut.
-  // rows < 0: all its rows are kept.
+  // An extent far past the rows kept (damage: 2^40 rows) is refused too:
+  // HDF5 visits every chunk position it cuts (hours for 2^40 rows).
   Series(const h5::File& file, const rs::Column& c, int64_t rows) : column_(c) {
     ds_ = h5::Handle(H5Dopen2(file.id(), c.path, H5P_DEFAULT), H5Dclose);
     h5::Handle space(ds_.valid() ? H5Dget_space(ds_.id()) : -1, H5Sclose);
@@ -53,7 +58,11 @@ class RolloutStore::Series {
     if (!space.valid() || H5Sget_simple_extent_dims(space.id(), dims, maxdims) < 1 || maxdims[0] != H5S_UNLIMITED)
       throw InputError("cannot resume '" + file.path() + "': its dataset '" + std::string(c.path) +
                        "' cannot be appended to (not as forge writes it: corrupted or rewritten?); nothing was cut");
-    rows_ = rows < 0 ? dims[0] : static_cast<hsize_t>(rows);
+    rows_ = static_cast<hsize_t>(rows);
+    if (dims[0] > rows_ && (dims[0] - rows_) / c.chunk > kMaxChunksCut)
+      throw InputError("cannot resume '" + file.path() + "': its dataset '" + std::string(c.path) + "' has an extent of " +
+                       std::to_string(dims[0]) + " rows, far past the " + std::to_string(rows_) +
+                       " it holds (corrupted?); nothing was cut");
   }
 
   // Cuts the dataset opened above to its first `rows` rows.
@@ -273,7 +282,11 @@ void RolloutStore::reopen() {
     // The record keeps its written rows (a schema 3 or 4 file's upgrade
     // wrote one) and grows; unwritten ones past them are cut with the rest.
     const int table = rs::table_of(c.path);
-    const int64_t upgraded = file_version < rs::kSchemaVersion ? 1 : record_rows;
+    // Nothing kept: the record restarts at its first row (in a file written
+    // before its fill value was -1, an all-zero row after others reads as
+    // unwritten).
+    const bool nothing_kept = kept == std::array<int64_t, 4>{};
+    const int64_t upgraded = nothing_kept ? 0 : file_version < rs::kSchemaVersion ? 1 : record_rows;
     series_.push_back(std::make_unique<Series>(file_, c, table < 0 ? upgraded : kept[table]));
     by_name_[c.path] = series_.back().get();
   }

@@ -912,13 +912,21 @@ TEST(RolloutStore, UnwrittenRowsOfTheCommitRecordArePassedOver) {
     const std::string path = grow_record("grown_" + std::to_string(by), by);
     EXPECT_EQ(RolloutReader(path).n_episodes(), 12) << by;
     EXPECT_EQ(RolloutReader(path).steps().size(), 4u) << by;
-    {
-      RolloutStoreOptions o = options();
-      o.resume_step = 3;
-      RolloutStore store(path, o);
-    }
-    EXPECT_EQ(RolloutReader(path).n_episodes(), 9) << by;  // steps 0-2 kept
   }
+  {
+    const std::string path = dir + "/grown_1.h5";
+    RolloutStoreOptions o = options();
+    o.resume_step = 3;
+    { RolloutStore store(path, o); }
+    EXPECT_EQ(RolloutReader(path).n_episodes(), 9);  // steps 0-2 kept
+  }
+  // An extent of 2^40 rows is refused by a resume (HDF5 would visit every
+  // chunk position it cuts: the resume hung), the file unchanged.
+  const std::string huge = dir + "/grown_" + std::to_string(hsize_t{1} << 40) + ".h5";
+  const auto size = fs::file_size(huge);
+  expect_resume_refused(huge, 3, "far past the");
+  EXPECT_EQ(fs::file_size(huge), size);
+  EXPECT_EQ(RolloutReader(huge).n_episodes(), 12);
   // A file written before the record's fill value was -1 (fill 0): an
   // all-zero row after a non-zero one is passed over too.
   const std::string old = dir + "/zero_fill.h5";
@@ -945,6 +953,15 @@ TEST(RolloutStore, UnwrittenRowsOfTheCommitRecordArePassedOver) {
     ASSERT_GE(H5Dset_extent(d.id(), grown), 0);
   }
   EXPECT_EQ(RolloutReader(old).n_episodes(), 12);
+  // Such a file resumed to nothing (a checkpoint at step 0): its record of
+  // zero rows restarts at row 0 (after the others it read as unwritten, and
+  // every later read and resume called the file corrupted).
+  for (int k = 0; k < 2; ++k) {
+    RolloutStoreOptions o = options();
+    o.resume_step = 0;
+    RolloutStore store(old, o);
+  }
+  EXPECT_EQ(RolloutReader(old).n_episodes(), 0);
   // A table dataset shorter than the record names is damage: named, and a
   // resume refused (it once read 10 of 12 episodes, and a resume made it so).
   const std::string shorter = dir + "/shorter.h5";
