@@ -234,6 +234,7 @@ void RolloutEngine::finish(Sequence& s, FinishReason reason) {
 bool RolloutEngine::cancel(uint64_t id) {
   const auto waiting = std::find_if(waiting_.begin(), waiting_.end(), [&](const GenerationRequest& r) { return r.id == id; });
   if (waiting != waiting_.end()) {
+    if (!waiting->session.empty()) cache_.release(cache_.take_session(waiting->session).blocks);  // its earlier turns'
     GenerationResult r;
     r.id = id;
     r.finish = FinishReason::kCancelled;
