@@ -114,7 +114,7 @@ void GatewayEpisode::record(const Tokens& prompt, const GenerationResult& r) {
 json GatewayEpisode::record_chat(const Tokens& prompt, const GenerationResult& r, std::string* finish_reason) {
   const std::string call_id = "call_" + std::to_string(id()) + "_" + std::to_string(calls());
   json message =
-      reply_message(r.tokens, style_.call, call_id, r.finish == FinishReason::kLength, finish_reason, config_.vocab());
+      reply_message(r.tokens, style_.call, call_id, r.finish != FinishReason::kStop, finish_reason, config_.vocab());
   record(prompt, r);
   texts_.replies.push_back({message, prompt, r.tokens});
   return message;

@@ -89,6 +89,11 @@ std::vector<GenerationJob> GatewayService::take_jobs() {
   return std::exchange(jobs_, {});
 }
 
+std::vector<uint64_t> GatewayService::take_timed_out() {
+  std::lock_guard lock(mu_);
+  return std::exchange(timed_out_, {});
+}
+
 bool GatewayService::waits_for(uint64_t id) const {
   std::lock_guard lock(mu_);
   return waiting_.count(id) > 0;
@@ -114,7 +119,7 @@ void GatewayService::expire(double episode_deadline_s, double unseen_s) {
   const auto seen = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unseen_s));
   std::vector<std::pair<uint64_t, std::string>> expired;
   for (const auto& [id, o] : open_) {
-    if (o.in_flight != 0) continue;
+    if (o.in_flight != 0 || o.busy) continue;
     if (std::chrono::duration<double>(seen - o.last_active).count() > config_.idle_deadline_s)
       expired.emplace_back(id, "abandoned: idle for more than " + seconds(config_.idle_deadline_s) +
                                    " (gateway.idle_deadline_s)");
@@ -159,7 +164,13 @@ GatewayService::Open& GatewayService::find_open(uint64_t episode_id) {
 
 const GatewayService::Open& GatewayService::find_open(uint64_t episode_id) const {
   const auto it = open_.find(episode_id);
-  if (it != open_.end()) return it->second;
+  if (it != open_.end()) {
+    if (it->second.busy)
+      throw RequestError(409, "invalid_request_error",
+                         "episode " + std::to_string(episode_id) +
+                             " is running a tool call or answer: send the next request after its reply");
+    return it->second;
+  }
   const auto ended = ended_.find(episode_id);
   if (ended != ended_.end())
     throw RequestError(409, "invalid_request_error",
@@ -277,6 +288,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
   }
   if (!ready) {
     waiting_.erase(request_id);
+    timed_out_.push_back(request_id);
     ++counters_.timeouts;
     throw RequestError(504, "timeout",
                        "no generation within " + seconds(config_.request_deadline_s) + " (gateway.request_deadline_s)");
@@ -356,19 +368,46 @@ json GatewayService::tool(uint64_t episode_id, const json& body) {
     const json& input = obj["input"];
     args = input.is_string() ? input.get<std::string>() : input.dump();
   }
-  std::lock_guard lock(mu_);
-  Open& o = find_open(episode_id);
-  o.last_active = Clock::now();
-  return o.episode->run_tool(name, args, episode_bytes_ - o.reserved);
+  return run_unlocked(episode_id,
+                      [&](GatewayEpisode& e, size_t budget) { return e.run_tool(name, args, budget); });
 }
 
 json GatewayService::answer(uint64_t episode_id, const json& body) {
   object_body(body);
   const std::string text = string_field(body, "answer");
-  std::lock_guard lock(mu_);
-  Open& o = find_open(episode_id);
-  o.last_active = Clock::now();
-  return o.episode->answer(text, episode_bytes_ - o.reserved);
+  return run_unlocked(episode_id, [&](GatewayEpisode& e, size_t budget) { return e.answer(text, budget); });
+}
+
+json GatewayService::run_unlocked(uint64_t episode_id, const std::function<json(GatewayEpisode&, size_t)>& f) {
+  GatewayEpisode* episode = nullptr;
+  size_t budget = 0;
+  {
+    std::lock_guard lock(mu_);
+    Open& o = find_open(episode_id);
+    if (o.in_flight > 0)
+      throw RequestError(409, "invalid_request_error",
+                         "episode " + std::to_string(episode_id) +
+                             " has a generation in flight: send the tool call or answer after its reply");
+    o.busy = true;  // from here nothing closes, expires or touches it but f
+    o.last_active = Clock::now();
+    episode = o.episode.get();
+    budget = episode_bytes_ - o.reserved;
+  }
+  const auto idle_again = [&] {
+    std::lock_guard lock(mu_);
+    Open& o = open_.at(episode_id);
+    o.busy = false;
+    o.last_active = Clock::now();
+  };
+  json out;
+  try {
+    out = f(*episode, budget);
+  } catch (...) {
+    idle_again();
+    throw;
+  }
+  idle_again();
+  return out;
 }
 
 json GatewayService::reward(uint64_t episode_id, const json& body) {

@@ -4,6 +4,7 @@
 //   loop:  add_group(slot, episodes)   an admitted data-pool slot: G episodes
 //                                      of one task become openable
 //          take_jobs()                 generation requests to send to rollout ranks
+//          take_timed_out()            requests answered 504: to cancel
 //          fulfil(request, result)     a result came back
 //          take_finished_groups()      every episode of a slot closed: to the pool
 //          expire(deadline)            idle or overdue open episodes -> abandoned
@@ -23,6 +24,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -81,6 +83,9 @@ class GatewayService {
   // Whether a request still waits for request `id`'s result (false once it
   // timed out, 504): a job the rank has not sent yet is then dropped.
   bool waits_for(uint64_t id) const;
+  // Requests that timed out (504) since the last call: the rank cancels
+  // those it sent, so the rollout rank stops generating what nobody reads.
+  std::vector<uint64_t> take_timed_out();
   void fulfil(const GenerationResult& result);
   std::vector<FinishedGroup> take_finished_groups();
   // Abandons open episodes with no call in flight that were idle longer than
@@ -118,6 +123,7 @@ class GatewayService {
     Clock::time_point opened, last_active;
     int in_flight = 0;
     size_t reserved = 0;  // bytes the calls in flight may add to the record
+    bool busy = false;    // a tool call or answer runs on it outside mu_ (run_unlocked)
     std::string key;
   };
   struct Group {
@@ -125,8 +131,14 @@ class GatewayService {
     std::vector<Trajectory> done;
   };
 
-  Open& find_open(uint64_t episode_id);  // RequestError 404 / 409
+  Open& find_open(uint64_t episode_id);  // RequestError 404 / 409 (closed, or busy)
   const Open& find_open(uint64_t episode_id) const;
+  // f(episode, its byte budget) outside mu_, the episode marked busy: a slow
+  // environment's tool or verifier (the code domain's sandbox, seconds)
+  // holds neither the other episodes nor the rank loop. 409 while the
+  // episode has a generation in flight.
+  nlohmann::json run_unlocked(uint64_t episode_id,
+                              const std::function<nlohmann::json(GatewayEpisode&, size_t)>& f);
   void finish_locked(Open& o, bool abandoned, const std::string& reason);
   // Queues a request and waits for its result; the reply's episode is open.
   GenerationReply generate(uint64_t episode_id, Tokens prompt, int max_tokens, bool chat);
@@ -149,6 +161,7 @@ class GatewayService {
   std::map<uint64_t, Group> groups_;
   std::vector<FinishedGroup> finished_;
   std::vector<GenerationJob> jobs_;
+  std::vector<uint64_t> timed_out_;
   std::unordered_map<uint64_t, std::promise<GenerationResult>> waiting_;
   uint64_t next_request_ = 0;
   int64_t version_ = 0;

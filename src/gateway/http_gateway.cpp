@@ -18,6 +18,7 @@
 #include <mutex>
 #include <utility>
 
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "gateway/openai_replies.hpp"
 #include "gateway/request_error.hpp"
@@ -175,7 +176,10 @@ class GatewayHttpServer : public httplib::Server {
       bool closed = false;
       serving_sock = sock;
       ok = process_request(strm, /*close_connection=*/true, closed, nullptr);
-      if (std::exchange(body_unread, false)) strm.drain(payload_max_length_);
+      // Bytes the client sent that were not read (a refused body; past
+      // Content-Length, a GET's body, a pipelined request) would make the
+      // close a reset, which can lose the reply: read them first.
+      strm.drain(std::exchange(body_unread, false) ? payload_max_length_ : kHeaderBytes);
       serving_sock = -1;
       std::lock_guard lock(mu_);
       serving_.erase(sock);  // before close: the number may be reused
@@ -301,10 +305,20 @@ httplib::Server::HandlerResponse refuse_unbounded_body(const httplib::Request& r
   const bool has_body = req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS";
   const std::string encoding = req.get_header_value("Content-Encoding");
   const std::string length = req.get_header_value("Content-Length");
+  const std::string type = req.get_header_value("Content-Type");
   size_t declared = 0;
   const std::errc parsed = std::from_chars(length.data(), length.data() + length.size(), declared).ec;
-  const bool too_long = parsed == std::errc::result_out_of_range || (parsed == std::errc() && declared > max_bytes);
-  if (too_long)
+  const bool digits = !length.empty() && std::all_of(length.begin(), length.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool too_long = digits && (parsed == std::errc::result_out_of_range || declared > max_bytes);
+  // httplib parses a form body itself (a urlencoded one only up to 8 KiB,
+  // refused past it as 413; a multipart one into parts, leaving the body
+  // empty): neither reaches a handler as JSON.
+  const auto is_form = [&](const char* prefix) { return strncasecmp(type.c_str(), prefix, std::strlen(prefix)) == 0; };
+  if (req.has_header("Content-Length") && !digits)
+    send_json(res, 400,
+              error_body("Content-Length '" + length.substr(0, 40) + "' is not a byte count", "invalid_request_error",
+                         400));
+  else if (too_long)
     send_json(res, 413,
               error_body("request body too large (gateway.max_request_kib)", "invalid_request_error", 413));
   else if (req.has_header("Transfer-Encoding") || (has_body && !req.has_header("Content-Length")))
@@ -314,6 +328,11 @@ httplib::Server::HandlerResponse refuse_unbounded_body(const httplib::Request& r
   else if (!encoding.empty() && strcasecmp(encoding.c_str(), "identity") != 0)
     send_json(res, 415,
               error_body("Content-Encoding '" + encoding + "' is not supported: send the body uncompressed",
+                         "invalid_request_error", 415));
+  else if (has_body && (is_form("application/x-www-form-urlencoded") || is_form("multipart/form-data")))
+    send_json(res, 415,
+              error_body("Content-Type '" + type.substr(0, 60) +
+                             "' is a form: send the body as JSON (Content-Type: application/json)",
                          "invalid_request_error", 415));
   else
     return httplib::Server::HandlerResponse::Unhandled;
@@ -399,6 +418,12 @@ double HttpGateway::oldest_queued_s() const {
   std::lock_guard lock(queued_->mu);
   if (queued_->waiting.empty()) return 0;
   return std::chrono::duration<double>(Clock::now() - queued_->waiting.begin()->second).count();
+}
+
+void HttpGateway::check_listening() const {
+  if (thread_.joinable() && served_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+    throw Error(name_ + ": the HTTP server at " + url_ + " stopped accepting connections (an accept error: " +
+                "file descriptors or memory exhausted?)");
 }
 
 bool HttpGateway::stop() {

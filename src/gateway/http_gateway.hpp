@@ -64,6 +64,10 @@ class HttpGateway {
   double oldest_queued_s() const;
   // Connections a handler thread is serving now.
   size_t connections_served() const;
+  // Error when the server stopped accepting before stop() (httplib leaves
+  // its accept loop on an error such as ENFILE or ENOMEM): every agent's
+  // connection would be refused while the run went on.
+  void check_listening() const;
   // Idempotent. Stops accepting, cuts the connections still sending their
   // request, lets those being replied to finish (up to kReplyGraceSeconds,
   // then cuts them) and waits up to kStopSeconds for the handler threads

@@ -117,6 +117,7 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
         }
       }
     }
+    for (const uint64_t id : service.take_timed_out()) client.cancel(id);  // one not sent yet is dropped above
     for (const GenerationResult& r : client.poll(describe)) {
       service.fulfil(r);
       progressed = true;
@@ -135,6 +136,7 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
     }
     if (since_expiry.seconds() > 0.25) {
       service.expire(cfg.producer.episode_deadline_s, http.oldest_queued_s());
+      http.check_listening();
       since_expiry.reset();
     }
     if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(500));

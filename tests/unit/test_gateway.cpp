@@ -486,6 +486,11 @@ TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
   // No generation within the request deadline: 504, nothing recorded.
   answer = false;
   EXPECT_EQ(request_error_status([&] { s.chat(ia, {{"messages", a["task"]["messages"]}}); }), 504);
+  // Its request is handed to the rank to cancel on the rollout rank.
+  const std::vector<uint64_t> timed_out = s.take_timed_out();
+  ASSERT_EQ(timed_out.size(), 1u);
+  EXPECT_FALSE(s.waits_for(timed_out[0]));
+  EXPECT_TRUE(s.take_timed_out().empty());
   answer = true;
   EXPECT_EQ(s.describe(ia)["calls"].size(), 1u);
 
@@ -567,6 +572,10 @@ TEST_F(GatewayEpisodes, InFlightRequestsBudgetsAndRewards) {
   jobs = job_count(1);
   // While the first is in flight its reservation already fills the budget.
   EXPECT_EQ(request_error_status([&] { chat(b); }), 409);
+  // A tool call or answer waits for the episode's generation (it runs
+  // outside the lock, and the reply is recorded into the same episode).
+  EXPECT_NE(request_error_message([&] { s.tool(b["id"], {{"name", "calc"}}); }).find("has a generation in flight"),
+            std::string::npos);
   s.fulfil(result_for(jobs[0], {'2', kEndOfTurn}));
   tb.join();
   EXPECT_EQ(request_error_status([&] { chat(b); }), 409);
@@ -584,6 +593,23 @@ TEST_F(GatewayEpisodes, InFlightRequestsBudgetsAndRewards) {
   EXPECT_EQ(status_c, 410);
   const auto groups = s.take_finished_groups();
   ASSERT_EQ(groups.size(), 0u);  // c is still open
+}
+
+// A chat reply cut by the KV cache or the context, not only by max_tokens,
+// is finish_reason "length" (it was "stop": a client took it as complete).
+TEST_F(GatewayEpisodes, AReplyCutShortIsReportedAsLength) {
+  for (const FinishReason f : {FinishReason::kLength, FinishReason::kCacheLimit, FinishReason::kContextLimit}) {
+    auto e = episode(1, 0);
+    const Tokens prompt = e->render_chat(e->task_json()["messages"]);
+    GenerationResult r;
+    r.tokens = {'4', '2'};
+    r.logprobs = {-0.5f, -0.5f};
+    r.versions = {1, 1};
+    r.finish = f;
+    std::string finish;
+    e->record_chat(prompt, r, &finish);
+    EXPECT_EQ(finish, "length") << to_string(f);
+  }
 }
 
 // One task (`seed`, episode `id`, its drawn style) run white-box and through
