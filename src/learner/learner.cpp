@@ -69,6 +69,12 @@ Learner::Learner(const LearnerSetup& setup, PolicyModel& model, AdamW& opt, cons
   // that passed the start's check at the same time is refused now).
   hold_run_folder(setup.run.dir);
   if (start.resumed_from.empty()) refuse_existing_run(setup.run.dir, "forge train", true);
+  if (!start.resumed_from.empty())
+    if (const std::string changes = resumed_setting_changes(start.checkpoint.config_ini, setup.config_ini);
+        !changes.empty())
+      log_warn("train: --resume with settings other than the checkpoint's (" + changes +
+               "): the run goes on from step " + std::to_string(start.step) +
+               " under the new ones, unlike an uninterrupted run; config.ini records them");
   RolloutStoreOptions ro;
   ro.config_ini = setup.config_ini;
   ro.domains = EnvMix(setup.env).domains();

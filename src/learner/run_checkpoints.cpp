@@ -1,6 +1,9 @@
 #include "learner/run_checkpoints.hpp"
 
 #include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
 
 #include "core/config.hpp"
 #include "core/error.hpp"
@@ -35,6 +38,51 @@ std::string resolve_checkpoint(const std::string& given) {
 
 ModelSource model_source_of(const std::string& checkpoint) {
   return model_source_of_config(checkpoint_config(checkpoint), checkpoint);
+}
+
+namespace {
+
+// "section.key" -> value of INI text as dump_ini writes it.
+std::map<std::string, std::string> ini_values(const std::string& ini) {
+  std::map<std::string, std::string> out;
+  std::string section;
+  std::istringstream in(ini);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == ';' || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const auto trim = [](std::string t) {
+      const size_t a = t.find_first_not_of(" \t"), b = t.find_last_not_of(" \t\r");
+      return a == std::string::npos ? std::string() : t.substr(a, b - a + 1);
+    };
+    out[section + "." + trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini) {
+  const auto was = ini_values(checkpoint_ini), now = ini_values(now_ini);
+  const auto value = [](const std::map<std::string, std::string>& m, const std::string& k) {
+    const auto it = m.find(k);
+    return it == m.end() ? std::string("(unset)") : it->second;
+  };
+  const bool cosine_by_steps = value(now, "optim.schedule") == "cosine" && value(now, "optim.total_steps") == "0";
+  std::set<std::string> keys;
+  for (const auto* m : {&was, &now})
+    for (const auto& [k, v] : *m)
+      if (k.rfind("optim.", 0) == 0 || k.rfind("loss.", 0) == 0 || k == "train.tasks" || k == "train.group" ||
+          k == "run.seed" || (cosine_by_steps && k == "train.steps"))
+        keys.insert(k);
+  std::string out;
+  for (const std::string& k : keys)
+    if (value(was, k) != value(now, k)) out += (out.empty() ? "" : "; ") + k + " " + value(was, k) + " -> " + value(now, k);
+  return out;
 }
 
 ModelSource model_source_of_config(const std::string& ini, const std::string& where) {

@@ -33,6 +33,14 @@ std::string resolve_checkpoint(const std::string& file_or_run_dir);
 // section, resolved: a fine-tuned pretrained model brings its tokenizer and
 // chat format back from model.pretrained, without its original weights).
 ModelSource model_source_of(const std::string& checkpoint);
+
+// What a resumed run changed of the settings that shape training's course,
+// checkpoint's -> now ("optim.lr 0.003 -> 0.001; train.tasks 16 -> 8"), ""
+// for none: [optim] (the learning rate and its schedule; train.steps too
+// where it is the cosine horizon), [loss], train.tasks and train.group
+// (episode ids continue from the step), run.seed. Both are INI texts as
+// dump_ini writes them.
+std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini);
 // The same from a run's configuration text (a checkpoint's or rollouts.h5's
 // "config" attribute); `where` names it in errors.
 ModelSource model_source_of_config(const std::string& ini, const std::string& where);

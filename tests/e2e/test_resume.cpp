@@ -57,6 +57,8 @@ TEST(Resume, SynchronousTrainingResumesBitwise) {
   ASSERT_EQ(forge(std::string(kRun) + "--train.steps=2 --run.dir=" + split).rc, 0);
   const Result r = forge(std::string(kRun) + "--train.steps=4 --resume --run.dir=" + split);
   ASSERT_EQ(r.rc, 0) << r.err;
+  // More steps under a constant schedule change nothing of the course.
+  EXPECT_FALSE(contains(r.err, "settings other than the checkpoint's")) << r.err;
 
   const forge::RolloutReader a(whole + "/rollouts.h5"), b(split + "/rollouts.h5");
   const auto sa = a.steps(), sb = b.steps();
@@ -94,6 +96,21 @@ TEST(Resume, ARefusedResumeLeavesTheRunsConfigAsItWas) {
   EXPECT_TRUE(contains(r.err, "rollouts.h5")) << r.err;
   EXPECT_EQ(slurp(dir + "/config.ini"), config);
   EXPECT_FALSE(std::filesystem::exists(dir + "/config.ini.tmp"));
+  std::filesystem::remove_all(dir);
+}
+
+// A resume under other settings of the training's course (the learning
+// rate, the cosine horizon) is said: the run no longer matches an
+// uninterrupted one.
+TEST(Resume, AResumeUnderOtherSettingsIsWarnedAbout) {
+  const std::string dir = ::testing::TempDir() + "forge_changed_resume_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(forge(std::string(kRun) + "--train.steps=2 --optim.schedule=cosine --run.dir=" + dir).rc, 0);
+  const Result r = forge(std::string(kRun) +
+                         "--train.steps=3 --optim.schedule=cosine --optim.lr=0.0001 --resume --run.dir=" + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "--resume with settings other than the checkpoint's (optim.lr ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "-> 1e-04; train.steps 2 -> 3)")) << r.err;
   std::filesystem::remove_all(dir);
 }
 
