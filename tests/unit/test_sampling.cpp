@@ -84,6 +84,52 @@ TEST(Sampling, TheCandidatesShareOfTheMass) {
   EXPECT_EQ(share(p), 0.0);
 }
 
+// Top-p alone sorts only a growing prefix of the vocabulary: on a large
+// vocabulary (flat and peaked rows, nuclei from 1 token to thousands) its
+// draws and candidate share equal those of the definition, a whole sort.
+TEST(Sampling, TopPOnALargeVocabularyMatchesAWholeSort) {
+  const int V = 5000;
+  uint64_t state = 12345;
+  const auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  for (const double spread : {0.1, 3.0, 12.0}) {
+    std::vector<float> z(V);
+    for (float& x : z) x = static_cast<float>(spread * (next() - 0.5));
+    std::vector<int32_t> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
+    const float mx = z[order[0]];
+    double all = 0;
+    for (int v = 0; v < V; ++v) all += std::exp(static_cast<double>(z[v] - mx));
+    for (const float top_p : {0.01f, 0.3f, 0.9f, 0.999f}) {
+      int keep = 0;
+      double cum = 0, total = 0;
+      while (keep < V) {
+        cum += std::exp(static_cast<double>(z[order[keep++]] - mx)) / all;
+        if (cum >= top_p) break;
+      }
+      for (int i = 0; i < keep; ++i) total += std::exp(static_cast<double>(z[order[i]] - mx));
+      SamplingParams p;
+      p.top_p = top_p;
+      for (int k = 0; k < 50; ++k) {
+        const double u = next();
+        double left = u * total;
+        int32_t want = order[keep - 1];
+        for (int i = 0; i < keep; ++i)
+          if ((left -= std::exp(static_cast<double>(z[order[i]] - mx))) < 0) {
+            want = order[i];
+            break;
+          }
+        double log_kept = 1;
+        EXPECT_EQ(sample_token(z.data(), V, p, u, &log_kept), want) << "spread " << spread << " top_p " << top_p;
+        EXPECT_NEAR(log_kept, std::log(total / all), 1e-12);
+      }
+    }
+  }
+}
+
 TEST(Sampling, GreedyAndEdgeUniforms) {
   SamplingParams p;
   p.temperature = 0;
