@@ -88,6 +88,25 @@ class ClientStream : public httplib::Stream {
       n += static_cast<size_t>(r);
     }
   }
+  // After a whole request: ends the reply (FIN) and reads what the client
+  // sent past it (a trailing CRLF, a pipelined request), until it closes,
+  // sends nothing for kLingerIdle, or kLingerTotal has passed; a client that
+  // keeps its socket open holds the handler thread that long, no longer.
+  void linger() {
+    static constexpr std::chrono::milliseconds kLingerIdle{200}, kLingerTotal{1000};
+    ::shutdown(sock_, SHUT_WR);
+    const auto until = Clock::now() + kLingerTotal;
+    char buf[4096];
+    for (size_t n = 0; n < kHeaderLimit;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+      pollfd p{sock_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(std::min(left, kLingerIdle).count())) <= 0) return;
+      const ssize_t r = ::recv(sock_, buf, sizeof buf, MSG_DONTWAIT);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;
+      n += static_cast<size_t>(std::max<ssize_t>(r, 0));
+    }
+  }
+  static constexpr size_t kHeaderLimit = size_t{64} << 10;  // what linger() reads at most
   // Not needed by the gateway's handlers.
   void get_remote_ip_and_port(std::string&, int&) const override {}
   void get_local_ip_and_port(std::string&, int&) const override {}
@@ -178,8 +197,14 @@ class GatewayHttpServer : public httplib::Server {
       ok = process_request(strm, /*close_connection=*/true, closed, nullptr);
       // Bytes the client sent that were not read (a refused body; past
       // Content-Length, a GET's body, a pipelined request) would make the
-      // close a reset, which can lose the reply: read them first.
-      strm.drain(std::exchange(body_unread, false) ? payload_max_length_ : kHeaderBytes);
+      // close a reset, which can lose the reply: read them first. The reply
+      // is out: stop() may cut the connection from here.
+      if (std::exchange(body_unread, false)) {
+        strm.drain(payload_max_length_);
+      } else {
+        done_replying(sock);
+        strm.linger();
+      }
       serving_sock = -1;
       std::lock_guard lock(mu_);
       serving_.erase(sock);  // before close: the number may be reused
@@ -188,6 +213,11 @@ class GatewayHttpServer : public httplib::Server {
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
     return ok;
+  }
+  void done_replying(int sock) {
+    std::lock_guard lock(mu_);
+    if (const auto it = serving_.find(sock); it != serving_.end()) it->second = false;
+    ended_.notify_all();  // stop() waits for no connection replying
   }
   bool begin_serving(int sock) {
     std::lock_guard lock(mu_);
@@ -422,8 +452,7 @@ double HttpGateway::oldest_queued_s() const {
 
 void HttpGateway::check_listening() const {
   if (thread_.joinable() && served_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
-    throw Error(name_ + ": the HTTP server at " + url_ + " stopped accepting connections (an accept error: " +
-                "file descriptors or memory exhausted?)");
+    throw Error(name_ + ": the HTTP server at " + url_ + " stopped accepting connections (accept() failed: ENFILE, ENOBUFS, ENOMEM or a network error)");
 }
 
 bool HttpGateway::stop() {

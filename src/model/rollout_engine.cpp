@@ -234,7 +234,6 @@ void RolloutEngine::finish(Sequence& s, FinishReason reason) {
 bool RolloutEngine::cancel(uint64_t id) {
   const auto waiting = std::find_if(waiting_.begin(), waiting_.end(), [&](const GenerationRequest& r) { return r.id == id; });
   if (waiting != waiting_.end()) {
-    if (!waiting->session.empty()) cache_.release(cache_.take_session(waiting->session).blocks);  // its earlier turns'
     GenerationResult r;
     r.id = id;
     r.finish = FinishReason::kCancelled;
@@ -244,7 +243,8 @@ bool RolloutEngine::cancel(uint64_t id) {
   }
   const auto running = std::find_if(running_.begin(), running_.end(), [&](const Sequence& s) { return s.req.id == id; });
   if (running == running_.end() || running->done) return false;
-  running->req.session.clear();  // an abandoned episode does not come back: nothing to keep
+  // Its k/v are kept under its session as a finished request's are: a retry
+  // (the gateway's after a 504) reuses them; LRU eviction frees them else.
   finish(*running, FinishReason::kCancelled);
   running_.erase(running);  // not a donor of k/v from here on
   return true;

@@ -144,9 +144,10 @@ class RolloutEngine {
   // every later step() throws it again (the rank that owns it stops).
   std::vector<GenerationResult> step();
   std::vector<GenerationResult> run_until_done();
-  // Ends request `id` if it is waiting or running: its blocks go back to the
-  // pool (no session is kept) and the next step() returns it as kCancelled
-  // with the tokens generated so far. False when the engine does not hold it
+  // Ends request `id` if it is waiting or running: its batch place and
+  // reservation go back to the pool (what it computed is kept under its
+  // session, as a finished request's, for a retry; LRU-evicted) and the next
+  // step() returns it as kCancelled with the tokens generated so far. False when the engine does not hold it
   // (finished, or never submitted). Between steps only.
   bool cancel(uint64_t id);
 

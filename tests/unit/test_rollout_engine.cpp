@@ -470,8 +470,9 @@ TEST(RolloutEngine, AnEngineStaysFailedAfterNonFiniteLogits) {
 }
 
 // cancel(): a running request ends at once with the tokens it has, a waiting
-// one with none; both give their place and blocks to the others, which
-// generate what they would alone; no session is kept for them.
+// one with none; both give their place and reservation to the others, which
+// generate what they would alone; the running one's k/v stay under its
+// session, as a finished request's.
 TEST(RolloutEngine, CancelledRequestsGiveBackTheirPlaceAndBlocks) {
   Fixture f;
   Rng rng(5);
@@ -489,8 +490,9 @@ TEST(RolloutEngine, CancelledRequestsGiveBackTheirPlaceAndBlocks) {
   ASSERT_EQ(engine.num_running(), 2u);
   ASSERT_EQ(engine.num_waiting(), 2u);
   const int free_before = engine.cache().free_blocks();
-  EXPECT_TRUE(engine.cancel(0));   // running
-  EXPECT_EQ(engine.cache().free_blocks(), free_before + 3);  // its reservation: ceil((10 + 14 - 1) / 8)
+  EXPECT_TRUE(engine.cancel(0));   // running: 2 of its 3 blocks hold its computed k/v, kept for its session
+  EXPECT_EQ(engine.cache().free_blocks() + engine.cache().cached_blocks(), free_before + 3);
+  EXPECT_NE(engine.cache().find_session("s0"), nullptr);
   EXPECT_TRUE(engine.cancel(3));   // waiting
   EXPECT_FALSE(engine.cancel(3));  // already ended
   EXPECT_FALSE(engine.cancel(42)); // never submitted
@@ -515,10 +517,10 @@ TEST(RolloutEngine, CancelledRequestsGiveBackTheirPlaceAndBlocks) {
   EXPECT_FALSE(engine.cancel(1));  // finished
   EXPECT_EQ(engine.stats().cancelled, 2);
   EXPECT_EQ(engine.stats().finished, 4);
-  // Every block is free or held by the two kept sessions (s1, s2).
-  EXPECT_EQ(engine.cache().sessions(), 2u);
+  // Every block is free or held by the kept sessions (s0, s1, s2; s3 never ran).
+  EXPECT_EQ(engine.cache().sessions(), 3u);
   EXPECT_EQ(engine.cache().free_blocks() + engine.cache().cached_blocks(), engine.cache().num_blocks());
-  EXPECT_EQ(engine.cache().find_session("s0"), nullptr);
+  EXPECT_EQ(engine.cache().find_session("s3"), nullptr);
 }
 
 TEST(RolloutEngine, SessionPrefixReuse) {
