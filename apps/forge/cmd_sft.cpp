@@ -126,7 +126,7 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
       char line[256];
       std::snprintf(line, sizeof line,
                     "step %5d/%d  loss %.4f  grad_norm %.3f  lr %.2e  tokens/s %.0f  tree/linear tokens %.2f",
-                    step + 1, sft.steps, out.last_loss, gnorm, learning_rate_at(cfg.optim, step),
+                    step + 1, sft.steps, out.last_loss, gnorm, learning_rate_at(opt.config(), opt.steps_taken() - 1),
                     window_tokens / window.seconds(),
                     static_cast<double>(st.packed_tokens) / st.linear_tokens);
       log_info(line);
@@ -151,6 +151,7 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
   Rng rng(cfg.run.seed);
   uint64_t episode_id = 0;
   int step = 0;
+  int64_t long_calls = 0, demo_calls = 0;  // calls past agent.max_new_tokens, of all
   const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, [&](Rng& g) {
     const PerturbationSampler& styles = step++ < sft.plain_steps ? plain : sampler;
     // The batch's demonstrations are drawn in order, then played side by
@@ -167,6 +168,15 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
     std::vector<Sample> samples;
     for (auto& pending : demos) {
       const Trajectory demo = pending.get();
+      if (const int past = calls_past_max_new_tokens(demo, agent); past > 0) {
+        if (long_calls == 0)
+          log_warn("sft: a demonstration (episode " + std::to_string(demo.episode_id) + ") has a call longer than "
+                   "agent.max_new_tokens = " + std::to_string(agent.max_new_tokens) +
+                   ": trained in full, the policy's own call would be cut there (counted at the end; raise "
+                   "agent.max_new_tokens if they are many)");
+        long_calls += past;
+      }
+      demo_calls += static_cast<int64_t>(demo.calls.size());
       for (const LlmCall& call : demo.calls) {
         Sample s;
         s.tokens = call.context;
@@ -184,6 +194,9 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
               "peak resident memory %.2f GiB\n",
               sft.steps, r.seconds, r.first_loss, r.last_loss,
               static_cast<double>(r.linear_tokens) / std::max<int64_t>(1, r.packed_tokens), peak_resident_gib());
+  if (long_calls > 0)
+    std::printf("%lld of %lld demonstration calls were longer than agent.max_new_tokens = %d\n",
+                static_cast<long long>(long_calls), static_cast<long long>(demo_calls), agent.max_new_tokens);
   std::printf("%s", format_style_evals(ev, "greedy evaluation on " + std::to_string(eval_tasks) +
                                                " held-out tasks").c_str());
   const double heldout_success = ev.has_heldout ? ev.heldout.all.success : -1;
@@ -192,7 +205,7 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
           << ", \"train_seconds\": " << r.seconds << ", \"loss_first\": " << r.first_loss
           << ", \"loss_last\": " << r.last_loss << ", \"success_seen\": " << ev.seen.all.success
           << ", \"success_heldout_family\": " << heldout_success << ", \"linear_tokens\": " << r.linear_tokens
-          << ", \"packed_tokens\": " << r.packed_tokens << "}\n";
+          << ", \"packed_tokens\": " << r.packed_tokens << ", \"calls_past_max_new_tokens\": " << long_calls << "}\n";
   std::printf("wrote %s/summary.json and %s/config.ini\n", cfg.run.dir.c_str(), cfg.run.dir.c_str());
   return 0;
 }
@@ -218,6 +231,9 @@ int run_sft(int argc, char** argv) {
     throw InputError("train.init = '" + all.train.init + "' is read by forge train; forge sft starts from "
                      "model.pretrained or from random weights");
   refuse_existing_run(cfg.run.dir, "forge sft", false);
+  if (sft.task != "agent" && !cfg.model.pretrained.empty())  // before minutes of loading it
+    throw InputError("sft.task = " + sft.task + " is the built-in policy's synthetic chat task (byte tokenizer); a "
+                     "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
   if (sft.task == "agent")
     check_bins_hold_calls("sft.max_tokens", sft.max_tokens, agent.max_context_tokens + agent.max_new_tokens);
 
@@ -229,9 +245,6 @@ int run_sft(int argc, char** argv) {
                       "agent.max_context_tokens + agent.max_new_tokens");
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
-  if (sft.task != "agent" && policy.source.is_pretrained())
-    throw InputError("sft.task = " + sft.task + " is the built-in policy's synthetic chat task (byte tokenizer); a "
-                     "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
   hold_run_folder(cfg.run.dir);
   refuse_existing_run(cfg.run.dir, "forge sft", false);  // again, under the lock: another may have started
   write_run_config(cfg.run.dir, opts.dump_ini());

@@ -74,4 +74,14 @@ Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& ag
   return t;
 }
 
+int calls_past_max_new_tokens(const Trajectory& demo, const AgentConfig& agent) {
+  const int32_t stop = agent.vocab().stop_token();
+  int past = 0;
+  for (const LlmCall& c : demo.calls) {
+    const size_t written = c.generated.size() - (!c.generated.empty() && c.generated.back() == stop ? 1 : 0);
+    past += written > static_cast<size_t>(agent.max_new_tokens);
+  }
+  return past;
+}
+
 }  // namespace forge

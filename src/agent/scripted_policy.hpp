@@ -33,4 +33,11 @@ Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& ag
                               uint64_t task_seed, const ScaffoldStyle& style, uint64_t episode_id,
                               bool retry = false);
 
+// Calls of a demonstration longer than agent.max_new_tokens lets the policy
+// write (its stop token aside: a call cut just before it parses whole).
+// Trained in full, such a call comes back cut at the cap in RL, unparseable:
+// forge sft counts and reports them (a rare long task must not end a long
+// run; raise agent.max_new_tokens when they are frequent).
+int calls_past_max_new_tokens(const Trajectory& demo, const AgentConfig& agent);
+
 }  // namespace forge

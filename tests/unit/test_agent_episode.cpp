@@ -504,5 +504,28 @@ TEST(AgentEpisodeTest, DemonstrationsTheBudgetCutShortAreAnInputError) {
   }
 }
 
+// Demonstration calls longer than agent.max_new_tokens lets the policy write
+// are counted (forge sft reports them), the stop token aside.
+TEST(AgentEpisodeTest, DemonstrationCallsPastMaxNewTokensAreCounted) {
+  EnvConfig c;
+  c.search_weight = 0;
+  AgentConfig agent = roomy();
+  const ScaffoldStyle style = PerturbationSampler(false, {}).draw(3, StyleMode::kTrain);
+  const Trajectory t = make_demonstration(c, agent, 3, style, 3, /*retry=*/false);
+  std::vector<size_t> written;  // without the stop token: a call cut just before it parses whole
+  for (const LlmCall& call : t.calls) {
+    ASSERT_EQ(call.generated.back(), agent.vocab().stop_token());
+    written.push_back(call.generated.size() - 1);
+  }
+  ASSERT_GE(written.size(), 2u);
+  const size_t longest = *std::max_element(written.begin(), written.end());
+  agent.max_new_tokens = static_cast<int>(longest);
+  EXPECT_EQ(calls_past_max_new_tokens(t, agent), 0);
+  agent.max_new_tokens = static_cast<int>(longest) - 1;
+  EXPECT_EQ(calls_past_max_new_tokens(t, agent), std::count(written.begin(), written.end(), longest));
+  agent.max_new_tokens = 1;
+  EXPECT_EQ(calls_past_max_new_tokens(t, agent), std::count_if(written.begin(), written.end(), [](size_t w) { return w > 1; }));
+}
+
 }  // namespace
 }  // namespace forge

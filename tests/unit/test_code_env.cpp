@@ -48,6 +48,7 @@ AgentConfig roomy_agent(int tokens) {
   AgentConfig agent;
   agent.max_context_tokens = tokens;
   agent.max_episode_tokens = tokens;
+  agent.max_new_tokens = 80;  // as configs/code_demo.ini: a replaced line is written out in full
   return agent;
 }
 
