@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "io_hdf5/checkpoint.hpp"
+#include "io_hdf5/h5_file.hpp"
 
 namespace forge {
 
@@ -70,11 +71,14 @@ void write_run_config(const std::string& dir, const std::string& ini) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << ini;
-    out.flush();
-    if (!out) {
+    out.close();
+    try {
+      if (!out) throw Error("cannot write '" + path + "' (disk full or not writable)");
+      h5::sync_to_disk(tmp, false);  // whole on the disk before it replaces the old one
+    } catch (...) {
       std::error_code ec;
       std::filesystem::remove(tmp, ec);
-      throw Error("cannot write '" + path + "' (disk full or not writable)");
+      throw;
     }
   }
   std::error_code ec;

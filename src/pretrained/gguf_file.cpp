@@ -137,7 +137,12 @@ GgufFile::Value read_value(Reader& r, uint32_t type, const std::string& key) {
       v.reserve(std::min<uint64_t>(count, 1 << 16));
       for (uint64_t i = 0; i < count; ++i) {
         const GgufFile::Value x = read_value(r, elem, key);
-        if (const auto* u = std::get_if<uint64_t>(&x)) v.push_back(static_cast<int64_t>(*u));
+        if (const auto* u = std::get_if<uint64_t>(&x)) {
+          if (*u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+            r.fail("metadata '" + key + "'[" + std::to_string(i) + "] = " + std::to_string(*u) +
+                   " is past the integers forge reads (2^63 - 1)");
+          v.push_back(static_cast<int64_t>(*u));
+        }
         else if (const auto* s = std::get_if<int64_t>(&x)) v.push_back(*s);
         else v.push_back(std::get<bool>(x));
       }

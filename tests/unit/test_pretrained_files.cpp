@@ -76,6 +76,10 @@ class GgufWriter {
     kv(k, 9), put(uint32_t{5}, meta_), put(uint64_t(v.size()), meta_);
     for (int32_t x : v) put(x, meta_);
   }
+  void kv_u64s(const std::string& k, const std::vector<uint64_t>& v) {
+    kv(k, 9), put(uint32_t{10}, meta_), put(uint64_t(v.size()), meta_);
+    for (uint64_t x : v) put(x, meta_);
+  }
   // An array's header alone: its element type and a count its elements need not fill.
   void kv_array_header(const std::string& k, uint32_t elem, uint64_t count) {
     kv(k, 9), put(elem, meta_), put(count, meta_);
@@ -294,6 +298,13 @@ TEST(Gguf, ReadsMetadataAndTensors) {
   expect_input_error([&] { f.get_int("llama.block_count", 4, 10); },
                      "metadata 'llama.block_count' is 3, outside [4, 10]");
   expect_input_error([&] { f.get_string("no.such.key"); }, "no metadata 'no.such.key'");
+  // A uint64 array element past int64 is refused, not wrapped negative.
+  GgufWriter big;
+  big.kv_string("general.architecture", "llama");
+  big.kv_u64s("tokenizer.ggml.token_type", {1, (uint64_t{1} << 63) + 5});
+  big.write(dir + "/big.gguf");
+  expect_input_error([&] { GgufFile{dir + "/big.gguf"}; },
+                     "metadata 'tokenizer.ggml.token_type'[1] = 9223372036854775813 is past the integers forge reads");
 }
 
 // One block of each quantized type with known values.
