@@ -237,8 +237,11 @@ int run_sft(int argc, char** argv) {
   if (sft.task == "agent")
     check_bins_hold_calls("sft.max_tokens", sft.max_tokens, agent.max_context_tokens + agent.max_new_tokens);
 
-  // Everything is checked (the model built, the task known to fit it) before
-  // the run folder and its config.ini are written.
+  // The model is built and the bins known to hold a call before the run
+  // folder and its config.ini are written. (An agent demonstration that
+  // agent.max_turns or the token budgets cut short is found when it is
+  // drawn: make_demonstration's InputError then ends the run; forge sft has
+  // no --resume.)
   TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, sft.steps), cfg.run);
   if (sft.task == "agent")
     warn_past_context(policy.source, agent.max_context_tokens + agent.max_new_tokens,
