@@ -38,6 +38,11 @@ struct QueuedConnections {
 
 namespace {
 
+// What a request line and headers may take besides the body (OpenAI's
+// clients send under 2 KiB); also what a connection reads past its request
+// before it closes (ClientStream::linger).
+constexpr size_t kHeaderBytes = size_t{64} << 10;
+
 // A connection's socket for httplib, with one time budget for all its waits
 // on the client: a client that trickles its request (or reads its reply
 // slowly) runs out of it, however it paces its bytes. MSG_NOSIGNAL: a
@@ -97,7 +102,7 @@ class ClientStream : public httplib::Stream {
     ::shutdown(sock_, SHUT_WR);
     const auto until = Clock::now() + kLingerTotal;
     char buf[4096];
-    for (size_t n = 0; n < kHeaderLimit;) {
+    for (size_t n = 0; n < kHeaderBytes;) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
       pollfd p{sock_, POLLIN, 0};
       if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(std::min(left, kLingerIdle).count())) <= 0) return;
@@ -106,7 +111,6 @@ class ClientStream : public httplib::Stream {
       n += static_cast<size_t>(std::max<ssize_t>(r, 0));
     }
   }
-  static constexpr size_t kHeaderLimit = size_t{64} << 10;  // what linger() reads at most
   // Not needed by the gateway's handlers.
   void get_remote_ip_and_port(std::string&, int&) const override {}
   void get_local_ip_and_port(std::string&, int&) const override {}
@@ -225,10 +229,6 @@ class GatewayHttpServer : public httplib::Server {
     serving_.emplace(sock, false);
     return true;
   }
-
-  // What a request line and headers may take besides the body (OpenAI's
-  // clients send under 2 KiB).
-  static constexpr size_t kHeaderBytes = size_t{64} << 10;
 
   const Clock::duration client_io_;
   std::mutex mu_;

@@ -147,8 +147,9 @@ class RolloutEngine {
   // Ends request `id` if it is waiting or running: its batch place and
   // reservation go back to the pool (what it computed is kept under its
   // session, as a finished request's, for a retry; LRU-evicted) and the next
-  // step() returns it as kCancelled with the tokens generated so far. False when the engine does not hold it
-  // (finished, or never submitted). Between steps only.
+  // step() returns it as kCancelled with the tokens generated so far. False
+  // when the engine does not hold it (finished, or never submitted). Between
+  // steps only.
   bool cancel(uint64_t id);
 
   void set_policy_version(int version) { version_ = version; }

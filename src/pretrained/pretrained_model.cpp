@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "core/cache_dir.hpp"
 #include "core/error.hpp"
@@ -105,12 +106,11 @@ struct Source {
 // (llama.cpp would use them: attn_output.bias, attn_qkv), a Hugging Face
 // folder's warned about (transformers ignores unexpected keys too). Rotary
 // inv_freq buffers and a tied model's stored head are expected.
-void check_unused(const PretrainedModel& m, const Source& src, const std::vector<std::string>& used, bool refuse) {
-  std::vector<std::string> sorted_used = used;
-  std::sort(sorted_used.begin(), sorted_used.end());
+void check_unused(const PretrainedModel& m, const Source& src, std::vector<std::string> used, bool refuse) {
+  std::sort(used.begin(), used.end());
   std::vector<std::string> unused;
   for (const std::string& n : src.names()) {
-    if (std::binary_search(sorted_used.begin(), sorted_used.end(), n)) continue;
+    if (std::binary_search(used.begin(), used.end(), n)) continue;
     if (n.ends_with(".rotary_emb.inv_freq")) continue;
     if (m.config.tied_embeddings && n == "lm_head.weight") continue;
     unused.push_back(n);
@@ -134,7 +134,7 @@ void fill_weights(PretrainedModel& m, const Source& src, const LayerName& layer_
   };
   std::vector<std::string> used;
   pieces([&](const Piece& p) { used.push_back(p.name); });
-  check_unused(m, src, used, /*refuse=*/!hf);
+  check_unused(m, src, std::move(used), /*refuse=*/!hf);
   // Every tensor's presence and shape first, from the headers alone: sizes
   // the file does not hold (an intermediate_size of 2e9, 2^31 - 1 blocks)
   // are refused before the weights' buffer is allocated.
@@ -177,33 +177,32 @@ void check_vocabulary(const PretrainedModel& m) {
 // rope_parameters, a partial rotary factor and scaling types other than
 // llama3 are refused.
 void read_rope(const JsonObject& cfg, ModelConfig& c, const std::function<InputError(const std::string&)>& refuse) {
-  const bool v5 = cfg.has("rope_parameters");
-  const JsonObject* params = nullptr;
-  std::optional<JsonObject> rp;
-  if (v5) {
-    rp.emplace(cfg.object("rope_parameters"));
-    for (const auto& [key, value] : rp->value().items())
+  std::optional<JsonObject> params;  // transformers 5's rope_parameters
+  if (cfg.has("rope_parameters")) {
+    params.emplace(cfg.object("rope_parameters"));
+    for (const auto& [key, value] : params->value().items())
       if (value.is_object())
         throw refuse("rope_parameters." + key + " (RoPE per layer type) is not supported; forge uses one RoPE");
-    params = &*rp;
   }
-  for (const JsonObject* o : {&cfg, params})
+  for (const JsonObject* o : {&cfg, params ? &*params : static_cast<const JsonObject*>(nullptr)})
     if (o && o->number("partial_rotary_factor", 1.0) != 1.0)
       throw InputError(o->name("partial_rotary_factor") +
                        " != 1 (a partial rotary embedding) is not supported; forge rotates whole heads");
+  const bool inner_theta = params && params->has("rope_theta");
   double theta = cfg.number("rope_theta", 10000);
-  if (v5 && params->has("rope_theta")) {
+  if (inner_theta) {
     const double inner = params->number("rope_theta", 10000);
     if (cfg.has("rope_theta") && inner != theta)
       throw refuse("rope_theta " + std::to_string(theta) + " and rope_parameters.rope_theta " +
                    std::to_string(inner) + " differ");
     theta = inner;
   }
-  c.rope_base = float_above(theta, 1, cfg.name(v5 && params->has("rope_theta") ? "rope_parameters.rope_theta" : "rope_theta"));
-  // The scaling: rope_parameters wins; a rope_scaling beside it must say the same.
-  const auto read_scaling = [&](const JsonObject& rs, const std::string& key) {
+  c.rope_base = float_above(theta, 1, cfg.name(inner_theta ? "rope_parameters.rope_theta" : "rope_theta"));
+  // The scaling: rope_parameters wins; a rope_scaling beside it must say the
+  // same. `untyped`: the type of one that names none.
+  const auto read_scaling = [&](const JsonObject& rs, const std::string& key, const char* untyped) {
     RopeScaling r;
-    const std::string rt = rs.string("rope_type", rs.string("type", v5 && &rs == params ? "default" : ""));
+    const std::string rt = rs.string("rope_type", rs.string("type", untyped));
     if (rt == "llama3") {
       if (!rs.has("factor")) throw refuse(key + " of type llama3 without a factor");
       r.factor = float_above(rs.number("factor", 0), 0, rs.name("factor"));
@@ -216,8 +215,8 @@ void read_rope(const JsonObject& cfg, ModelConfig& c, const std::function<InputE
     return r;
   };
   std::optional<RopeScaling> old_style, new_style;
-  if (cfg.has("rope_scaling")) old_style = read_scaling(cfg.object("rope_scaling"), "rope_scaling");
-  if (v5) new_style = read_scaling(*params, "rope_parameters");
+  if (cfg.has("rope_scaling")) old_style = read_scaling(cfg.object("rope_scaling"), "rope_scaling", "");
+  if (params) new_style = read_scaling(*params, "rope_parameters", "default");
   if (old_style && new_style && !(*old_style == *new_style))
     throw refuse("rope_scaling and rope_parameters describe different RoPE scalings");
   if (new_style) c.rope_scaling = *new_style;
