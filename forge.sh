@@ -27,7 +27,8 @@
 #   1. forge sft from it; 2. mpirun -np 3 forge train (1 learner, 1 rollout,
 #   1 environment rank, --optim.lr=2e-5); 3. forge eval of both checkpoints;
 #   4. summary (runs/smollm2/summary.json)
-# Extra arguments are overrides for every step (e.g. --train.steps=20); the
+# Extra arguments are overrides for every step (e.g. --train.steps=20), but
+# --eval.tasks=N, which sets the evaluation steps' task count alone; the
 # previous run folder is kept as DIR.prev (the one before it is removed).
 # test passes extra arguments to ctest (e.g. `./forge.sh test -L unit`).
 set -euo pipefail
@@ -42,12 +43,13 @@ Commands:
                           the main job: agent SFT, asynchronous RL under mpirun,
                           evaluation of both (configs/agent_demo.ini, runs/demo
                           or $FORGE_DEMO_DIR); extra arguments override the config
-                          (every step's; not run.dir or train.init). Each job
-                          keeps its previous run folder as DIR.prev
+                          (every step's; not run.dir or train.init;
+                          --eval.tasks=N sets the evaluation's task count).
+                          Each job keeps its previous run folder as DIR.prev
   seeds [N ...] [--key=value ...]
                           the main job once per seed (default: 1 2 3) into
                           runs/demo-seed-N, then the table of their lifts
-                          (runs/seeds.json; about 10 minutes a seed)
+                          (runs/seeds.json; each seed as long as demo)
   code [--key=value ...]  install what is missing, build, then run the code domain's
                           job: SFT, asynchronous RL, evaluation of both on 300
                           held-out bug-fixing tasks (configs/code_demo.ini,
@@ -98,6 +100,27 @@ fresh_run_folder() {
   mkdir -p "$dir"
 }
 
+# --eval.tasks=N among a job's arguments is the evaluation steps' task count
+# (forge sft and train have no such key): eval_tasks_of DEFAULT ARGS... sets
+# EVAL_TASKS, and JOB_ARGS to the other arguments.
+eval_tasks_of() {
+  EVAL_TASKS=$1
+  JOB_ARGS=()
+  shift
+  while [ "$#" -gt 0 ]; do
+    case "$1" in
+      --eval.tasks=*) EVAL_TASKS=${1#--eval.tasks=} ;;
+      --eval.tasks) EVAL_TASKS= ;;  # only --eval.tasks=N: seeds takes a bare number for a seed
+      *) JOB_ARGS+=("$1") ;;
+    esac
+    shift
+  done
+  if ! [[ "$EVAL_TASKS" =~ ^[1-9][0-9]*$ ]]; then
+    echo "forge.sh: --eval.tasks = '$EVAL_TASKS' is not a positive whole number" >&2
+    exit 2
+  fi
+}
+
 # -h or --help among a job's arguments: its usage, and nothing is run.
 wants_help() {
   for a in "$@"; do
@@ -114,8 +137,10 @@ demo() {
 # SFT, asynchronous RL at learning rate $3, evaluation of both on $4 tasks:
 # agent_job CONFIG RUN_DIR RL_LR EVAL_TASKS [--key=value ...]
 agent_job() {
-  local cfg=$1 dir=$2 lr=$3 tasks=$4 forge=./build/forge
-  shift 4
+  local cfg=$1 dir=$2 lr=$3 forge=./build/forge
+  eval_tasks_of "$4" "${@:5}"
+  local tasks=$EVAL_TASKS
+  set -- "${JOB_ARGS[@]+"${JOB_ARGS[@]}"}"
   # SFT and evaluation run alone: every core (up to 8) for their one process;
   # the RL ranks keep the config's run.threads (one each).
   local threads
@@ -164,7 +189,10 @@ seeds() {
 
 # The real-model job; see the top of this file.
 smollm2() {
-  local cfg=configs/smollm2_agent.ini dir=runs/smollm2 forge=./build/forge tasks=100
+  local cfg=configs/smollm2_agent.ini dir=runs/smollm2 forge=./build/forge
+  eval_tasks_of 100 "$@"
+  local tasks=$EVAL_TASKS
+  set -- "${JOB_ARGS[@]+"${JOB_ARGS[@]}"}"
   local model='$FORGE_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf'
   local mpirun=(mpirun --oversubscribe -np 3 -x OMP_WAIT_POLICY=PASSIVE)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)

@@ -135,11 +135,12 @@ void add_model_options(OptionSet& opts, ModelConfig& m) {
   opts.add("model.rope_base", &m.rope_base, "RoPE frequency base (rope_theta)",
            in_range(1, 1e12, Interval::kOpenLow));
   opts.add("model.rope_scaling", &m.rope_scaling.factor,
-           "Llama 3 RoPE rescaling factor; 0 = none", at_least(0));
+           "Llama 3 RoPE rescaling factor: 0 (none) or >= 1", at_least(0));
   opts.add("model.rope_low_freq_factor", &m.rope_scaling.low_freq_factor, "Llama 3 RoPE rescaling: low_freq_factor",
            greater_than(0));
   opts.add("model.rope_high_freq_factor", &m.rope_scaling.high_freq_factor,
-           "Llama 3 RoPE rescaling: high_freq_factor", greater_than(0));
+           "Llama 3 RoPE rescaling: high_freq_factor (> rope_low_freq_factor when rope_scaling is set)",
+           greater_than(0));
   opts.add("model.rope_original_max_positions", &m.rope_scaling.original_max_positions,
            "Llama 3 RoPE rescaling: original_max_position_embeddings", at_least(1));
   opts.add("model.norm_eps", &m.norm_eps, "epsilon of RMSNorm", in_range(0, 1, Interval::kOpen));
