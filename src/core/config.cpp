@@ -107,7 +107,10 @@ template <class Int>
 bool parse_integer(const std::string& s, Int* out, std::string* why) {
   const char* b = s.data();
   const char* e = s.data() + s.size();
-  if (b != e && *b == '+') ++b;
+  if (b != e && *b == '+' && ++b != e && *b == '-') {  // "+-5": one sign at most
+    *why = std::is_unsigned_v<Int> ? "is not a non-negative integer" : "is not an integer";
+    return false;
+  }
   if constexpr (std::is_unsigned_v<Int>) {
     if (b != e && *b == '-') {
       *why = "is not a non-negative integer";
@@ -182,6 +185,21 @@ std::string strip_semicolon_comments(const std::string& text) {
     out += line + "\n";
   }
   return out;
+}
+
+// The first line of `text` that Boost's INI reader refuses (neither blank, a
+// '#' comment, a [section] nor key = value), as "N: 'line'"; empty if none.
+std::string first_invalid_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const size_t hash = line.find('#');
+    const std::string t = trim(hash == std::string::npos ? line : line.substr(0, hash));
+    const bool section = t.size() >= 2 && t.front() == '[' && t.back() == ']';
+    if (!t.empty() && !section && t.find('=') == std::string::npos)
+      return std::to_string(n) + ": '" + t + "'";
+  }
+  return "";
 }
 
 // The 1-based lines of `text` that set `key` (dotted, section-aware), in order.
@@ -570,13 +588,17 @@ void OptionSet::load_ini_text(const std::string& text, const std::string& source
     is_bool.push_back(std::holds_alternative<bool*>(o.target));
   }
   const po::options_description desc = boost_description(ks, is_bool, false);
-  const std::string stripped = strip_semicolon_comments(text);
+  // A UTF-8 byte order mark (Windows editors write one) is not part of the first key.
+  const bool bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0;
+  const std::string stripped = strip_semicolon_comments(bom ? text.substr(3) : text);
   std::istringstream in(stripped);
   po::parsed_options parsed(&desc);
   try {
     parsed = po::parse_config_file(in, desc, /*allow_unregistered=*/true);
   } catch (const po::error& e) {
-    throw InputError(source + ": " + e.what());
+    const std::string bad = first_invalid_line(stripped);
+    if (bad.empty()) throw InputError(source + ": " + e.what());
+    throw InputError(source + ":" + bad + " is neither 'key = value' nor a [section] line");
   }
   auto at = [&](const std::string& key) {
     const std::vector<int> lines = lines_of_key(stripped, key);

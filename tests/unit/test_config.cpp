@@ -251,6 +251,9 @@ TEST(Config, WrongType) {
       {"--model.d_model=12.5", "model.d_model: '12.5' is not an integer"},
       {"--data.tokens=1e3", "data.tokens: '1e3' is not an integer"},
       {"--run.seed=-1", "run.seed: '-1' is not a non-negative integer"},
+      {"--run.seed=+-1", "run.seed: '+-1' is not a non-negative integer"},
+      {"--model.d_model=+-16", "model.d_model: '+-16' is not an integer"},
+      {"--model.d_model=+", "model.d_model: '+' is not an integer"},
       {"--optim.lr=fast", "optim.lr: 'fast' is not a number"},
       {"--optim.lr=nan", "optim.lr: 'nan' is not a number"},
       {"--optim.beta=1e999", "optim.beta: '1e999' is out of range"},
@@ -305,8 +308,20 @@ TEST(Config, MalformedIniLine) {
   Cfg c;
   OptionSet o;
   add_all(o, c);
-  const std::string msg = input_error([&] { o.load_ini_text("[model]\nd_model\n", "bad.ini"); });
-  EXPECT_NE(msg.find("bad.ini"), std::string::npos) << msg;
+  // The message names the file, the line and its text (Boost's named neither line nor number).
+  std::string msg = input_error([&] { o.load_ini_text("[model]\n; d_model is 16\nd_model\n", "bad.ini"); });
+  EXPECT_NE(msg.find("bad.ini:3: 'd_model' is neither 'key = value' nor a [section] line"), std::string::npos)
+      << msg;
+  msg = input_error([&] { o.load_ini_text("# a model\n[model\nd_model = 16\n", "bad.ini"); });
+  EXPECT_NE(msg.find("bad.ini:2: '[model'"), std::string::npos) << msg;
+}
+
+TEST(Config, AByteOrderMarkIsNotPartOfTheFirstKey) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  o.load_ini_text("\xEF\xBB\xBF[model]\r\nd_model = 16\r\n", "bom.ini");
+  EXPECT_EQ(c.d_model, 16);
 }
 
 TEST(Config, CrossFieldChecksRunAfterParsing) {
