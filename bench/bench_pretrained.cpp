@@ -49,7 +49,7 @@ std::string default_model() { return cache_dir() + "/models/SmolLM2-135M-Instruc
 
 // The transformers side: "hf_train_tok_s X" and "hf_decode_tok_s B X" lines.
 std::vector<std::pair<std::string, double>> run_hf(const std::string& args) {
-  const std::string cmd = std::string("/usr/bin/python3 ") + FORGE_SOURCE_DIR + "/bench/hf_pretrained.py " + args;
+  const std::string cmd = bench::python() + " " + bench::shell_quoted(bench::script("hf_pretrained.py")) + " " + args;
   std::vector<std::pair<std::string, double>> out;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return out;
@@ -83,6 +83,9 @@ static int bench_main(int argc, char** argv) {
   const std::vector<double> batch_list = flags.numbers("batches", "1,16,64");
   const bool model_given = flags.given("model");
   flags.finish();
+  if (seqs < 1 || prompt < 1 || new_tokens < 1 || reps < 1 || memory_tokens < 1 || bin < 1)
+    bench::Flags::usage("--seqs, --prompt, --new, --reps, --memory_tokens and --bin must be at least 1");
+  if (seq < 2) bench::Flags::usage("--seq must be at least 2 (a training sequence predicts its next tokens)");
   std::vector<int> batches;
   std::string batches_text;
   for (const double b : batch_list) {
@@ -172,7 +175,7 @@ static int bench_main(int argc, char** argv) {
 
   std::vector<std::pair<std::string, double>> hf;
   if (with_hf)
-    hf = run_hf("--model " + model_path + " --threads " + std::to_string(threads) + " --seqs " + std::to_string(seqs) +
+    hf = run_hf("--model " + bench::shell_quoted(model_path) + " --threads " + std::to_string(threads) + " --seqs " + std::to_string(seqs) +
                 " --seq " + std::to_string(seq) + " --prompt " + std::to_string(prompt) + " --new " +
                 std::to_string(new_tokens) + " --batches " + batches_text + " --reps " + std::to_string(reps));
   const double hf_train = find(hf, "hf_train_tok_s");

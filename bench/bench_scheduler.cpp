@@ -179,15 +179,19 @@ static int bench_main(int argc, char** argv) {
   bench::Flags flags(argc, argv);
   const bool quick = flags.on("quick");
   Params p;
-  p.n = static_cast<uint64_t>(flags.get("n", 8192));
-  p.w = static_cast<uint64_t>(flags.get("w", 4096));
-  p.m = static_cast<uint64_t>(flags.get("m", 65536));
+  // Sizes are read signed and checked before they become uint64_t (-1 wrapped to 2^64 - 1).
+  const int n = flags.get("n", 8192), w = flags.get("w", 4096), m = flags.get("m", 65536);
+  const int batch = flags.get("batch", 1024);
+  const auto positive = [](int v) { return static_cast<uint64_t>(std::max(v, 0)); };
+  p.n = positive(n);
+  p.w = positive(w);
+  p.m = positive(m);
   p.mean = flags.get("mean", 1.0);
   p.tail = flags.get("tail", 0.001);
   p.tail_x = flags.get("tail_x", 1000.0);
   p.deadline = flags.get("deadline", 20.0);
   const std::string cap = flags.get("cap", std::string("bound"));
-  p.batch = static_cast<uint64_t>(flags.get("batch", 1024));
+  p.batch = positive(batch);
   p.step = flags.get("step", 0.1);
   p.warmup_s = flags.get("warmup_s", (quick ? 1.5 : 3.0) * p.deadline);
   p.measure_s = flags.get("measure_s", (quick ? 3.0 : 10.0) * p.deadline);

@@ -40,6 +40,7 @@ static int bench_main(int argc, char** argv) {
   const bool with_hf = !flags.on("no-hf");
   const bool model_given = flags.given("model");
   flags.finish();
+  if (strings < 1 || reps < 1) bench::Flags::usage("--strings and --reps must be at least 1");
   if (model_given && !std::filesystem::exists(model)) bench::Flags::usage("--model: no file '" + model + "'");
   if (!std::filesystem::exists(model)) {
     std::printf("bench_tokenizer: no model at %s (run tools/setup.sh)\n", model.c_str());
@@ -48,8 +49,9 @@ static int bench_main(int argc, char** argv) {
   }
   const std::string corpus_path =
       (std::filesystem::temp_directory_path() / ("forge_tokenizer_corpus_" + std::to_string(getpid()) + ".jsonl")).string();
-  const std::string cmd = std::string("/usr/bin/python3 ") + FORGE_SOURCE_DIR + "/bench/hf_tokenizer.py --model " +
-                          model + " --out " + corpus_path + " --strings " + std::to_string(strings) +
+  const std::string cmd = bench::python() + " " + bench::shell_quoted(bench::script("hf_tokenizer.py")) +
+                          " --model " + bench::shell_quoted(model) + " --out " + bench::shell_quoted(corpus_path) +
+                          " --strings " + std::to_string(strings) +
                           " --reps " + std::to_string(with_hf ? reps : 0);
   double hf_s = -1, hf_batch_s = -1, hf_tokens = -1;
   if (FILE* p = popen(cmd.c_str(), "r")) {

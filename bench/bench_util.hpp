@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,7 @@ inline int guarded_main(int argc, char** argv, int (*body)(int, char**)) {
 
 // The median (the upper one of an even count); v must not be empty.
 inline double median(std::vector<double> v) {
+  if (v.empty()) throw std::logic_error("median of no values");
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -195,6 +197,13 @@ inline void print_json(std::vector<std::pair<std::string, std::string>> kv) {
 inline std::string python() {
   const char* env = std::getenv("FORGE_PYTHON");
   return std::string("'") + (env && *env ? env : "/usr/bin/python3") + "'";  // quoted for the shell
+}
+
+// s in single quotes for the shell (a ' inside written as '\'').
+inline std::string shell_quoted(const std::string& s) {
+  std::string q = "'";
+  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 // A script of bench/: in the source tree this was built from, else under

@@ -1,8 +1,8 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """A job's summary (./forge.sh demo, ./forge.sh smollm2): the held-out results
 of its checkpoints side by side.
 
-    python3 tools/demo_summary.py RUN_DIR [--seconds SFT RL EVAL TOTAL]
+    /usr/bin/python3 tools/demo_summary.py RUN_DIR [--seconds SFT RL EVAL TOTAL]
 
 reads RUN_DIR/eval_sft.json and RUN_DIR/eval_rl.json (`forge eval --json`,
 same tasks, greedy), RUN_DIR/eval_zero.json (the pretrained model before any

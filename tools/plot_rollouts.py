@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """PNG plots of a rollouts.h5 (docs/hdf5-schema.md), with h5py and matplotlib.
 
-    python3 tools/plot_rollouts.py RUN_DIR/rollouts.h5 [--out DIR]
+    /usr/bin/python3 tools/plot_rollouts.py RUN_DIR/rollouts.h5 [--out DIR]
 
 writes into DIR (default: the file's folder, plots/):
   reward.png     mean outcome, process and efficiency reward per training step,

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The main job across seeds (./forge.sh seeds): one row per run folder.
 
-    python3 tools/seeds_summary.py RUN_DIR [RUN_DIR ...] [--out FILE]
+    /usr/bin/python3 tools/seeds_summary.py RUN_DIR [RUN_DIR ...] [--out FILE]
 
 reads each RUN_DIR/summary.json (tools/demo_summary.py writes it) and prints,
 per seed: held-out success of the SFT checkpoint and after RL (500 tasks,
