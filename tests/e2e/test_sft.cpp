@@ -69,7 +69,11 @@ TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
   EXPECT_TRUE(contains(r.out, "held-out families")) << r.out;
   const std::string summary = slurp(dir + "/summary.json");
   EXPECT_LT(json_number(summary, "loss_last"), json_number(summary, "loss_first")) << summary;
-  EXPECT_GE(json_number(summary, "success_seen"), 0.0) << summary;
+  // Both success rates are written, and are fractions (a missing key reads as -1e300).
+  for (const char* key : {"success_seen", "success_heldout_family"}) {
+    EXPECT_GE(json_number(summary, key), 0.0) << key << ": " << summary;
+    EXPECT_LE(json_number(summary, key), 1.0) << key << ": " << summary;
+  }
   const Result e = forge("eval " + dir + " --eval.tasks=2 --agent.max_turns=3 --json");
   ASSERT_EQ(e.rc, 0) << e.err;
   EXPECT_TRUE(contains(e.out, "\"heldout_family\"")) << e.out;
