@@ -47,6 +47,13 @@ Trajectory make_demonstration(const EnvConfig& env_config, const AgentConfig& ag
   const EnvMix mix(quiet);
   AgentEpisode episode(mix.make_for(task_seed), task_seed, style, agent_config, episode_id);
   const size_t calls = episode.env().solve().calls.size();
+  // Over the budget, the last calls would be shown refused while the answer
+  // is still right: a demonstration of calls that do nothing.
+  if (calls + (retry ? 1 : 0) > static_cast<size_t>(env_config.max_tool_calls))
+    throw InputError("the solver's demonstration of task " + std::to_string(task_seed) + " needs " +
+                     std::to_string(calls) + " tool calls" + (retry ? " and a retry" : "") +
+                     ", more than env.max_tool_calls = " + std::to_string(env_config.max_tool_calls) +
+                     ": raise it, or lower the tasks' sizes (env.calc_max_ops, env.search_max_hops)");
   if (retry && calls > 0) {
     const uint64_t h = task_seed ^ (episode_id * 0x9E3779B97F4A7C15ull) ^ 0x4E7A1ull;
     const int index = static_cast<int>(counter_uniform(h, 0) * static_cast<double>(calls));

@@ -1,5 +1,7 @@
 #include "agent/tool_response_format.hpp"
 
+#include <cstdio>
+
 #include "agent/tool_call_format.hpp"
 
 namespace forge {
@@ -22,10 +24,19 @@ std::vector<Part> observation_parts(const ScaffoldStyle& style, const Observatio
       if (o.is_error() && body[0].text.starts_with("error: ")) body[0].text = body[0].text.substr(7);
       std::vector<Part> out = {{std::string("{\"") + (o.is_error() ? "error" : "result") + "\":\"", false}};
       for (const Part& p : body) {
+        // A JSON string: quotes, backslashes and control characters (the
+        // code domain's multi-line output) escaped.
         std::string escaped;
-        for (char c : p.text) {
-          if (c == '"' || c == '\\') escaped += '\\';
-          escaped += c;
+        for (const char c : p.text) {
+          if (c == '"' || c == '\\') escaped += {'\\', c};
+          else if (c == '\n') escaped += "\\n";
+          else if (c == '\t') escaped += "\\t";
+          else if (c == '\r') escaped += "\\r";
+          else if (static_cast<unsigned char>(c) < 0x20) {
+            char u[8];
+            std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
+            escaped += u;
+          } else escaped += c;
         }
         out.push_back({escaped, p.markup});
       }

@@ -22,9 +22,9 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
            "weight of the code domain (fix a bug in a small Python module, tests run in the sandbox) in the task mix",
            at_least(0));
   opts.add("env.tool_error_rate", &c.tool_error_rate,
-           "probability that a valid tool call returns an injected error", in_range(0, 1));
+           "probability that a call of an offered tool returns an injected error, before its arguments are read", in_range(0, 1));
   opts.add("env.timeout_rate", &c.timeout_rate,
-           "probability that a valid tool call times out", in_range(0, 1));
+           "probability that a call of an offered tool times out, before its arguments are read", in_range(0, 1));
   opts.add("env.error_names_call", &c.error_names_call,
            "an injected error or timeout names the call it answers as the agent wrote it "
            "(\"timeout: lookup(Kavo,works_at)\"; its displayed tool name and call format), as a real "
@@ -89,6 +89,17 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
     if (c.search_min_hops > c.search_max_hops)
       throw InputError("env.search_min_hops = " + std::to_string(c.search_min_hops) +
                        " must be <= env.search_max_hops = " + std::to_string(c.search_max_hops));
+    // The largest task's solution must fit the budget: a task that cannot be
+    // finished in it only teaches over-budget calls.
+    const std::pair<int, const char*> needs[] = {
+        {c.calc_weight > 0 ? c.calc_max_ops : 0, "env.calc_max_ops operations"},
+        {c.search_weight > 0 ? c.search_max_hops + (c.search_obfuscate > 0 ? 1 : 0) : 0,
+         "env.search_max_hops lookups, and a find when env.search_obfuscate > 0"},
+        {c.code_weight > 0 ? 3 : 0, "read, replace and run_tests in the code domain"}};
+    for (const auto& [need, what] : needs)
+      if (c.max_tool_calls < need)
+        throw InputError("env.max_tool_calls = " + std::to_string(c.max_tool_calls) + " is below the " +
+                         std::to_string(need) + " tool calls the largest task needs (" + what + ")");
     c.perturbation_sampler();  // throws for unknown families or dimensions
     SafetyPolicy{c.safety_rules};                                      // throws for unknown rules
   });

@@ -504,6 +504,25 @@ TEST(AgentEpisodeTest, DemonstrationsTheBudgetCutShortAreAnInputError) {
   }
 }
 
+// Tasks whose solution and retry exceed env.max_tool_calls are refused: the
+// last call would be shown refused over budget while the answer is right.
+TEST(AgentEpisodeTest, DemonstrationsPastTheToolCallBudgetAreAnInputError) {
+  EnvConfig c;
+  c.search_weight = 0;
+  c.calc_min_ops = c.calc_max_ops = 8;
+  c.max_tool_calls = 8;
+  AgentConfig agent = roomy();
+  agent.max_turns = 20;  // room for every call, the retry and the answer
+  const ScaffoldStyle style = PerturbationSampler(false, {}).draw(3, StyleMode::kTrain);
+  EXPECT_TRUE(make_demonstration(c, agent, 3, style, 3, /*retry=*/false).success);
+  try {
+    make_demonstration(c, agent, 3, style, 3, /*retry=*/true);
+    FAIL() << "a demonstration past the tool-call budget was made";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("env.max_tool_calls = 8"), std::string::npos) << e.what();
+  }
+}
+
 // Demonstration calls longer than agent.max_new_tokens lets the policy write
 // are counted (forge sft reports them), the stop token aside.
 TEST(AgentEpisodeTest, DemonstrationCallsPastMaxNewTokensAreCounted) {

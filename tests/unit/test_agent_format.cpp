@@ -155,6 +155,11 @@ TEST(AgentFormat, ResponseFormats) {
   EXPECT_EQ(render_observation(style(ResponseFormat::kJson, CallFormat::kJson), err, written),
             "{\"error\":\"rate limited: {\\\"tool\\\":\\\"math\\\",\\\"args\\\":\\\"3+4\\\"}\"}");
   EXPECT_EQ(render_observation(style(ResponseFormat::kJson), timeout, written), "{\"error\":\"timeout: math(3+4)\"}");
+  // Multi-line output (the code domain's) is a valid JSON string.
+  Observation lines;
+  lines.text = "1: def f(x):\n2: \treturn x\r\x01";
+  EXPECT_EQ(render_observation(style(ResponseFormat::kJson), lines, written),
+            "{\"result\":\"1: def f(x):\\n2: \\treturn x\\r\\u0001\"}");
 }
 
 // A tool's result, or an error repeating what the agent wrote, is text: the

@@ -49,6 +49,23 @@ TEST(EnvConfigOptions, BadValuesAreInputErrors) {
     Options o;
     EXPECT_THROW(o.parse(args), InputError) << args[0];
   }
+  // The budget must hold the largest task's solution, of a domain drawn.
+  for (const auto& [args, need] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--env.max_tool_calls=3", "--env.calc_max_ops=4"}, "below the 4 tool calls"},
+           {{"--env.max_tool_calls=3", "--env.search_max_hops=3", "--env.calc_max_ops=2"}, "below the 4 tool calls"},
+           {{"--env.max_tool_calls=2", "--env.search_weight=0", "--env.calc_max_ops=2", "--env.code_weight=1"},
+            "below the 3 tool calls"}}) {
+    Options o;
+    try {
+      o.parse(args);
+      ADD_FAILURE() << args[0] << " " << args[1] << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(need), std::string::npos) << e.what();
+    }
+  }
+  Options fits;
+  EXPECT_NO_THROW(fits.parse({"--env.max_tool_calls=3", "--env.search_max_hops=3", "--env.search_obfuscate=0",
+                              "--env.calc_weight=0"}));
   Options o;
   EXPECT_NO_THROW(o.parse({"--env.heldout_families", ""}));
   EXPECT_TRUE(o.env.heldout_list().empty());
