@@ -5,10 +5,13 @@
 //
 //   cispo  J = 1/N sum sg(r^) A lp,             r^ = clip(r, 1 - eps_low, 1 + eps_high)
 //   ppo    J = 1/N sum min(r A, clip(r) A)       (token mean)
-//   dapo   ppo with eps_low 0.2, eps_high 0.28   (token mean; zero-variance groups dropped)
+//   dapo   ppo with eps_low 0.2, eps_high 0.28   (token mean)
 //   grpo   J = 1/S sum_s 1/|o_s| sum_t min(r A, clip(r) A)   (sequence mean)
 //
 // N = generated tokens of the batch left after masking, S = samples left.
+// For every algorithm the learner leaves zero-variance groups (A = 0) out of
+// the batch before this (algo/policy_update.hpp), so they are not in N or S
+// either, as DAPO's dynamic sampling does.
 // The gradient of every J is sum w_{s,t} grad lp_{s,t} with
 //   cispo: w = sg(r^) A / N   (no gradient through r; clipped tokens keep one)
 //   ppo/dapo/grpo: w = r A / norm where the unclipped term is the minimum, else 0.
@@ -20,7 +23,7 @@
 // both the numerator and the denominator N.
 //
 // Computed by Backend::policy_loss (per-token math in
-// model/policy_loss_terms.hpp; a kernel on CUDA) in two phases: the backend
+// backend/policy_loss_terms.hpp; a kernel on CUDA) in two phases: the backend
 // gives the coefficients times the batch denominator and the sums, the
 // learners add the sums, then the coefficients are scaled by 1 / N (1 / S).
 #pragma once

@@ -1,13 +1,15 @@
 // The policy losses token by token, in FP64: the one statement of the
 // per-token math (algo/policy_loss.hpp), shared by the CPU backend
-// (cpu/policy_loss_cpu.cpp) and the CUDA kernel (cuda/policy_loss.cu).
+// (cpu/policy_loss.cpp) and the CUDA kernel (cuda/policy_loss.cu).
 //
 //   log r = lp - mu,  r = exp(log r),  r^ = clip(r, clip_low, clip_high)
-//   cispo:    coef = r^ A,  term = r^ A lp            (no gradient through r^)
+//   cispo:    coef = r^ A,  term = r^ A lp            (no gradient through r^;
+//             term 0 where coef is: lp = -inf gives r = 0, and 0 * -inf is NaN)
 //   clipped:  term = min(r A, r^ A),  coef = r A where r A is the minimum, else 0
 //   masks:    a token (mask token) or a sample (mask sequence, with
 //             r = exp(mean log r)) is kept iff is_low <= r <= is_high
-//   NaN r:    never kept, coef = term = 0, counted as clipped
+//   NaN r:    never kept under any mask (not in N), coef = term = 0, counted
+//             as clipped
 #pragma once
 #include <math.h>
 
@@ -31,6 +33,13 @@ FORGE_HOST_DEVICE inline bool importance_kept(const PolicyLossArgs& a, double ra
   return ratio >= a.is_low && ratio <= a.is_high;
 }
 
+// Whether a token counts in N: under mask "token" its ratio is in
+// [is_low, is_high]; under the others it is not NaN (mask "sequence" drops
+// a sample with a NaN token whole, its mean being NaN).
+FORGE_HOST_DEVICE inline bool token_kept(const PolicyLossArgs& a, double ratio) {
+  return a.mask == ImportanceMask::token ? importance_kept(a, ratio) : !isnan(ratio);
+}
+
 FORGE_HOST_DEVICE inline PolicyTokenTerms policy_token_terms(const PolicyLossArgs& a, float logprob,
                                                              float behaviour_logprob, float advantage) {
   PolicyTokenTerms t;
@@ -44,7 +53,7 @@ FORGE_HOST_DEVICE inline PolicyTokenTerms policy_token_terms(const PolicyLossArg
   const double A = advantage;
   if (a.objective == PolicyObjective::cispo) {
     t.coef = clipped_ratio * A;
-    t.term = clipped_ratio * A * logprob;
+    t.term = t.coef == 0 ? 0.0 : t.coef * logprob;
   } else {
     const double unclipped_term = t.ratio * A, clipped_term = clipped_ratio * A;
     t.term = fmin(unclipped_term, clipped_term);

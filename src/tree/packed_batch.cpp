@@ -91,7 +91,9 @@ void append_part(const PrefixForest& f, const Part& part, PackedBin& bin,
       bin.token.push_back(f.token[x]);
       bin.position.push_back(f.depth[x]);
       bin.subtree_end.push_back(f.subtree_end[x] + shift);
-      add_entry(x == c ? base + plen - 1 : f.parent[x] + shift, x);
+      // A subtree under no path is a whole tree: its root predicts nothing
+      // (row -1 refuses it trainable; base - 1 was the previous part's token).
+      add_entry(x == c ? (plen > 0 ? base + plen - 1 : -1) : f.parent[x] + shift, x);
     }
   }
 }

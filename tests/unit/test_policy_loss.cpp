@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "algo/advantages.hpp"
 #include "algo/composite_reward.hpp"
@@ -190,10 +191,13 @@ TEST(PolicyLoss, MaskedTokensLeaveNumeratorAndDenominator) {
 
 // A NaN logprob (a damaged record, a rollout bug) gives its token no
 // gradient under every objective and is never kept by a mask: clip() once
-// turned its NaN ratio into clip_low, and the token mask kept it.
+// turned its NaN ratio into clip_low, and the token mask kept it. Without a
+// mask it is not in N either: the other tokens' coefficients are those of
+// the batch without it (it once diluted them).
 TEST(PolicyLoss, ANaNRatioCarriesNoGradient) {
   Rng rng(5);
   auto batch = random_batch(rng, 3, false);
+  const auto clean = batch;
   batch[1].behaviour_logprob.push_back(std::nanf(""));
   batch[1].logprob.push_back(-1.0f);
   for (const char* name : {"cispo", "ppo", "grpo", "dapo"})
@@ -207,10 +211,28 @@ TEST(PolicyLoss, ANaNRatioCarriesNoGradient) {
       EXPECT_TRUE(std::isfinite(st.objective));
       for (const auto& row : w)
         for (const float x : row) EXPECT_TRUE(std::isfinite(x));
-      if (std::string(mask) == "token") {
-        EXPECT_GE(st.masked_tokens, 1);
+      EXPECT_GE(st.masked_tokens, 1);
+      if (std::string(mask) != "sequence") {  // "sequence" drops sample 1 whole
+        const auto base = policy_coefficients(cpu(), c, clean, nullptr);
+        for (size_t s = 0; s < base.size(); ++s)
+          for (size_t t = 0; t < base[s].size(); ++t) EXPECT_FLOAT_EQ(w[s][t], base[s][t]) << s << " " << t;
       }
     }
+}
+
+// A current logprob of -inf (r = 0) under CISPO: no gradient, and the
+// objective stays finite (r^ A lp was 0 * -inf = NaN).
+TEST(PolicyLoss, AnInfiniteLogprobLeavesTheCispoObjectiveFinite) {
+  SampleTokens s;
+  s.advantage = 1.0f;
+  s.behaviour_logprob = {-1, -2};
+  s.logprob = {-std::numeric_limits<float>::infinity(), -2};
+  PolicyLossStats st;
+  const auto w = policy_coefficients(cpu(), algo("cispo"), {s}, &st);
+  EXPECT_EQ(w[0][0], 0.0f);
+  EXPECT_FLOAT_EQ(w[0][1], 0.5f);  // r = 1, N = 2
+  EXPECT_TRUE(std::isfinite(st.objective)) << st.objective;
+  EXPECT_DOUBLE_EQ(st.objective, -1.0);  // (0 + 1 * 1 * -2) / 2
 }
 
 TEST(PolicyLoss, SequenceMaskDropsWholeSamples) {
@@ -255,6 +277,7 @@ TEST(PolicyLoss, ZeroVarianceGroupsGiveZeroGradient) {
   s.advantage = adv.advantage[0];
   s.behaviour_logprob = {-1, -2};
   s.logprob = {-0.5, -2.5};
+  // No term that does not scale with A (a KL penalty, an entropy bonus) enters the coefficients.
   for (const char* name : {"cispo", "ppo", "grpo", "dapo"}) {
     const auto w = policy_coefficients(cpu(), algo(name), {s}, nullptr);
     for (float x : w[0]) EXPECT_EQ(x, 0.0f) << name;

@@ -20,10 +20,10 @@ PolicyLossSums CpuBackend::policy_loss(const PolicyLossArgs& a) {
         log_ratio_sum += policy_log_ratio(a.logprob[t], a.behaviour_logprob[t]);
       keep_sample = importance_kept(a, exp(log_ratio_sum / n));
       kept = keep_sample ? n : 0;
-    } else if (a.mask == ImportanceMask::token) {
+    } else {
       kept = 0;
       for (int32_t t = begin; t < end; ++t)
-        kept += importance_kept(a, exp(policy_log_ratio(a.logprob[t], a.behaviour_logprob[t])));
+        kept += token_kept(a, exp(policy_log_ratio(a.logprob[t], a.behaviour_logprob[t])));
     }
     const double divisor =
         a.objective == PolicyObjective::clipped_sequence_mean && kept > 0 ? double(kept) : 1.0;
@@ -36,7 +36,7 @@ PolicyLossSums CpuBackend::policy_loss(const PolicyLossArgs& a) {
       sums.kl += x.ratio - 1.0 - x.log_ratio;
       sums.logprob_mismatch += fabs(x.log_ratio);
       sums.clipped_tokens += x.clipped;
-      const bool keep = keep_sample && (a.mask != ImportanceMask::token || importance_kept(a, x.ratio));
+      const bool keep = keep_sample && token_kept(a, x.ratio);
       a.coef[t] = keep ? static_cast<float>(x.coef * inv_divisor) : 0.0f;
       if (keep) sums.objective += x.term * inv_divisor;
     }

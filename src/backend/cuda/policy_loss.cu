@@ -36,10 +36,10 @@ __global__ void __launch_bounds__(kSampleThreads)
     log_ratio_sum = block_sum(log_ratio_sum, scratch);
     keep_sample = n == 0 || importance_kept(a, exp(log_ratio_sum / n));
     kept = keep_sample ? n : 0;
-  } else if (a.mask == ImportanceMask::token) {
+  } else {
     double k = 0;
     for (int t = begin + threadIdx.x; t < end; t += blockDim.x)
-      k += importance_kept(a, exp(policy_log_ratio(a.logprob[t], a.behaviour_logprob[t])));
+      k += token_kept(a, exp(policy_log_ratio(a.logprob[t], a.behaviour_logprob[t])));
     kept = block_sum(k, scratch);
   }
   const double divisor =
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kSampleThreads)
     kl += x.ratio - 1.0 - x.log_ratio;
     mismatch += fabs(x.log_ratio);
     clipped += x.clipped;
-    const bool keep = keep_sample && (a.mask != ImportanceMask::token || importance_kept(a, x.ratio));
+    const bool keep = keep_sample && token_kept(a, x.ratio);
     a.coef[t] = keep ? static_cast<float>(x.coef * inv_divisor) : 0.0f;
     if (keep) objective += x.term * inv_divisor;
   }
