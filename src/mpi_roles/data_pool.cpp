@@ -127,7 +127,7 @@ DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState
   }
   next_free_ = cells_;
   if (resume && rank_ == cfg.consumer_rank) {
-    head_ = static_cast<uint64_t>(resume->head);
+    head_ = published_head_ = static_cast<uint64_t>(resume->head);
     for (const auto* list : {&resume->consumed, &resume->kept_slot})
       for (int64_t s : *list) mark_consumed(static_cast<uint64_t>(s));  // ignores those below the head
   }
@@ -137,12 +137,7 @@ DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState
   }
   MPI_Barrier(comm);
   // A resumed head that moved past skip slots: publish it before any take.
-  if (resume && rank_ == cfg.consumer_rank && head_ != static_cast<uint64_t>(resume->head)) {
-    const int64_t h = static_cast<int64_t>(head_);
-    check(MPI_Accumulate(&h, 1, MPI_INT64_T, cfg_.host_rank, kHead, 1, MPI_INT64_T, MPI_REPLACE, meta_win_),
-          "MPI_Accumulate (head)");
-    flush_meta();
-  }
+  if (rank_ == cfg.consumer_rank) publish_head();
   uncaught_at_construction_ = std::uncaught_exceptions();
 }
 
@@ -412,20 +407,23 @@ void DataPool::mark_consumed(uint64_t slot) {
   }
 }
 
+void DataPool::publish_head() {
+  if (head_ == published_head_) return;
+  const int64_t h = static_cast<int64_t>(head_);
+  check(MPI_Accumulate(&h, 1, MPI_INT64_T, cfg_.host_rank, kHead, 1, MPI_INT64_T, MPI_REPLACE, meta_win_),
+        "MPI_Accumulate (head)");
+  flush_meta();
+  published_head_ = head_;
+}
+
 std::optional<TakenTrajectory> DataPool::try_take() {
   require_consumer("take");
-  const uint64_t old_head = head_;
   read_notices();
   std::optional<TakenTrajectory> t = take_visible();
   // Cells go back in batches (three round trips each), and whenever the
   // consumer would otherwise wait.
   if (!t || returns_.size() >= std::max<uint64_t>(1, std::min<uint64_t>(16, cells_ / 4))) return_cells();
-  if (head_ != old_head) {
-    const int64_t h = static_cast<int64_t>(head_);
-    check(MPI_Accumulate(&h, 1, MPI_INT64_T, cfg_.host_rank, kHead, 1, MPI_INT64_T, MPI_REPLACE, meta_win_),
-          "MPI_Accumulate (head)");
-    flush_meta();
-  }
+  publish_head();
   // Time spent with nothing visible is charged to the slot at the head.
   const double now = now_s();
   if (waiting_since_ >= 0 && (t || head_ != waiting_head_)) {

@@ -183,6 +183,9 @@ class DataPool {
   void write_completion(uint64_t slot, const void* data, size_t bytes, int64_t version);
   void ring_access(MPI_Aint ring, uint64_t from, int64_t* buf, uint64_t n, MPI_Op op, const char* what);
   void read_notices();
+  // Writes head_ to the host's head word when it moved since the last write
+  // (a take moves it past the slot taken and any consumed slots above).
+  void publish_head();
   void return_cells();
   void mark_consumed(uint64_t slot);
   std::optional<TakenTrajectory> take_visible();
@@ -198,6 +201,7 @@ class DataPool {
   std::map<uint64_t, uint32_t> started_;
   // Consumer side.
   uint64_t head_ = 0;
+  uint64_t published_head_ = 0;  // the host's head word, as last written
   uint64_t held_left_ = 0;  // groups the checkpoint kept not yet taken (take_held)
   uint64_t next_notice_ = 0;     // notices read so far
   uint64_t next_free_ = 0;       // free-ring entries written so far

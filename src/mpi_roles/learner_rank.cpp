@@ -222,8 +222,11 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
       model.backend().to_host(dst, std::as_const(model).params(), bytes);
       download_ms.push_back(sw.seconds() * 1e3);
     }
-    weights.commit_publish(version);
+    // The pool's version first: a group with no generated token is stamped
+    // with it, and once environment ranks see the weights (after a resume,
+    // V was 0 until here) such a group must not read an older one.
     pool.publish_version(version);
+    weights.commit_publish(version);
     publish_ms.push_back(sw.seconds() * 1e3);
   };
   const int steps = setup.train.steps;

@@ -146,6 +146,54 @@ TEST(DataPoolResume, HeldGroupsCountAgainstMemoryAndMeetTheStalenessCap) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// A take that moves the head onto slots the checkpoint trained moves it past
+// them, and the host's head word (what producers and the watchdog read)
+// follows; the tombstones written for those slots later leave it there.
+TEST(DataPoolResume, TheHeadPassesTrainedSlotsAndIsPublished) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  DataPoolConfig cfg;
+  cfg.window.n_running = 8;
+  cfg.window.memory = 8;
+  cfg.slot_bytes = 256;
+  cfg.deadline_s = 30;
+  DataPoolState trained;  // head 2; slots 3, 4, 5 trained before the checkpoint
+  trained.head = 2;
+  trained.consumed = {3, 4, 5};
+  DataPool pool(MPI_COMM_WORLD, cfg, rank == 0 ? &trained : nullptr);
+  if (rank == 0) pool.publish_version(9);  // produce() stamps 7
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(pool.head(), 2u);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 1) {
+    ASSERT_EQ(pool.try_start(), std::optional<uint64_t>(2));
+    produce(pool, 2);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    const auto t = pool.try_take();
+    ASSERT_TRUE(t.has_value());
+    EXPECT_EQ(t->slot, 2u);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(pool.head(), 6u);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 1) {
+    EXPECT_EQ(pool.try_start(), std::optional<uint64_t>(6));  // writes tombstones for 3, 4, 5
+    produce(pool, 6);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    EXPECT_EQ(pool.snapshot().head, 6);
+    const auto t = pool.try_take();
+    ASSERT_TRUE(t.has_value());
+    EXPECT_EQ(t->slot, 6u);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(pool.head(), 7u);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(DataPoolResume, DamagedStateIsAnInputError) {
   DataPoolState st;
   st.head = 10;
