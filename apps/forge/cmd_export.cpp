@@ -35,6 +35,7 @@
 #include "core/error.hpp"
 #include "io_hdf5/rollout_reader.hpp"
 #include "learner/run_checkpoints.hpp"
+#include "learner/run_folder.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "text_formats.hpp"
 
@@ -152,7 +153,7 @@ int run_export(int argc, char** argv) {
                  "Write tables from a rollouts.h5 as CSV or JSON lines: one row per episode, with\n"
                  "--steps one row per training step, or with --episode N the tokens of one episode\n"
                  "(--decode: its calls as text).");
-  opts.add_positional("FILE", &file, "the rollouts.h5 file");
+  opts.add_positional("FILE", &file, "the rollouts.h5 file, or a run folder holding one");
   opts.add("format", &format, std::string("csv"), "csv | jsonl", one_of({"csv", "jsonl"}));
   opts.add("out", &out_path, std::string(""), "output file; empty = stdout");
   opts.add("episode", &episode, int64_t{-1}, "row index of one episode to export; -1 = the episode table",
@@ -164,6 +165,7 @@ int run_export(int argc, char** argv) {
   if (decode && episode < 0) throw InputError("--decode needs --episode N (the episode to decode)");
   if (steps && episode >= 0) throw InputError("--steps and --episode are two different tables: give one");
 
+  file = resolve_rollouts(file);
   std::error_code ec;
   if (!out_path.empty() && std::filesystem::equivalent(file, out_path, ec))
     throw InputError("--out '" + out_path + "' is the rollouts file itself; write the export elsewhere");

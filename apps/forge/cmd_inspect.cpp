@@ -21,6 +21,7 @@
 #include "cli.hpp"
 #include "core/error.hpp"
 #include "io_hdf5/rollout_reader.hpp"
+#include "learner/run_folder.hpp"
 #include "text_formats.hpp"
 
 namespace forge {
@@ -281,9 +282,13 @@ void print_text(const RolloutReader& r, const Summary& s) {
     else {
       std::printf("  engine/learner mismatch (staleness 0): largest step %.2e; drift by staleness:",
                   s.training.engine_mismatch.max);
+      bool any = false;
       for (int b = 1; b < rollout_schema::kStalenessBins; ++b)
-        if (s.training.drift[b].n) std::printf(" %d: %.2e", b, s.training.drift[b].value());
-      std::printf("\n");
+        if (s.training.drift[b].n) {
+          std::printf(" %d: %.2e", b, s.training.drift[b].value());
+          any = true;
+        }
+      std::printf("%s\n", any ? "" : " none (no stale tokens)");
     }
     if (s.training.step_seconds > 0)
       std::printf("  rollout store: %.3f s of %.1f s step time (%.2f%%)\n", s.training.store_seconds,
@@ -312,12 +317,12 @@ int run_inspect(int argc, char** argv) {
                  "Summarize a rollouts.h5 (RUN_DIR/rollouts.h5), also while it is being written:\n"
                  "contents, rewards and success over training by domain, training metrics,\n"
                  "lengths, staleness.");
-  opts.add_positional("FILE", &file, "the rollouts.h5 file");
+  opts.add_positional("FILE", &file, "the rollouts.h5 file, or a run folder holding one");
   opts.add("json", &json, "print one JSON object instead of tables");
   opts.add("buckets", &buckets, "ranges of steps for the over-time tables", in_range(1, 1000));
   opts.allow_config_file(false);
   if (!cli::parse_options(opts, argc, argv)) return 0;
-  const RolloutReader reader(file);
+  const RolloutReader reader(resolve_rollouts(file));
   const Summary s = summarize(reader, buckets);
   if (json) std::printf("%s\n", json_of(reader, s).c_str());
   else print_text(reader, s);

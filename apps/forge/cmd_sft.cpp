@@ -40,9 +40,19 @@
 #include "model/rollout_engine.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 #include "synthetic_task.hpp"
+#include "text_formats.hpp"
 
 namespace forge {
 namespace {
+
+// RUN_DIR/summary.json, checked: Error naming the file when it cannot be written.
+void write_summary(const std::string& dir, const std::string& json) {
+  const std::string path = dir + "/summary.json";
+  std::ofstream out(path);
+  out << json;
+  out.close();
+  if (!out) throw Error("cannot write " + path);
+}
 
 struct EvalResult {
   double accuracy = 0;
@@ -200,12 +210,15 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
   std::printf("%s", format_style_evals(ev, "greedy evaluation on " + std::to_string(eval_tasks) +
                                                " held-out tasks").c_str());
   const double heldout_success = ev.has_heldout ? ev.heldout.all.success : -1;
-  std::ofstream summary(cfg.run.dir + "/summary.json");
-  summary << "{\"command\": \"sft\", \"task\": \"agent\", \"steps\": " << sft.steps
-          << ", \"train_seconds\": " << r.seconds << ", \"loss_first\": " << r.first_loss
-          << ", \"loss_last\": " << r.last_loss << ", \"success_seen\": " << ev.seen.all.success
-          << ", \"success_heldout_family\": " << heldout_success << ", \"linear_tokens\": " << r.linear_tokens
-          << ", \"packed_tokens\": " << r.packed_tokens << ", \"calls_past_max_new_tokens\": " << long_calls << "}\n";
+  write_summary(cfg.run.dir, "{\"command\": \"sft\", \"task\": \"agent\", \"steps\": " + std::to_string(sft.steps) +
+                                 ", \"train_seconds\": " + json_number(r.seconds) +
+                                 ", \"loss_first\": " + json_number(r.first_loss) +
+                                 ", \"loss_last\": " + json_number(r.last_loss) +
+                                 ", \"success_seen\": " + json_number(ev.seen.all.success) +
+                                 ", \"success_heldout_family\": " + json_number(heldout_success) +
+                                 ", \"linear_tokens\": " + std::to_string(r.linear_tokens) +
+                                 ", \"packed_tokens\": " + std::to_string(r.packed_tokens) +
+                                 ", \"calls_past_max_new_tokens\": " + std::to_string(long_calls) + "}\n");
   std::printf("wrote %s/summary.json and %s/config.ini\n", cfg.run.dir.c_str(), cfg.run.dir.c_str());
   return 0;
 }
@@ -287,12 +300,15 @@ int run_sft(int argc, char** argv) {
   for (const auto& [req, completion] : shown.examples)
     std::printf("  %-22s -> %s\n", req.c_str(), completion.c_str());
 
-  std::ofstream summary(cfg.run.dir + "/summary.json");
-  summary << "{\"command\": \"sft\", \"task\": \"" << sft.task << "\", \"steps\": " << sft.steps
-          << ", \"train_seconds\": " << r.seconds << ", \"loss_first\": " << r.first_loss
-          << ", \"loss_last\": " << r.last_loss << ", \"accuracy_before\": " << before.accuracy
-          << ", \"accuracy_after\": " << after.accuracy << ", \"linear_tokens\": " << r.linear_tokens
-          << ", \"packed_tokens\": " << r.packed_tokens << "}\n";
+  write_summary(cfg.run.dir, "{\"command\": \"sft\", \"task\": " + json_string(sft.task) +
+                                 ", \"steps\": " + std::to_string(sft.steps) +
+                                 ", \"train_seconds\": " + json_number(r.seconds) +
+                                 ", \"loss_first\": " + json_number(r.first_loss) +
+                                 ", \"loss_last\": " + json_number(r.last_loss) +
+                                 ", \"accuracy_before\": " + json_number(before.accuracy) +
+                                 ", \"accuracy_after\": " + json_number(after.accuracy) +
+                                 ", \"linear_tokens\": " + std::to_string(r.linear_tokens) +
+                                 ", \"packed_tokens\": " + std::to_string(r.packed_tokens) + "}\n");
   std::printf("wrote %s/summary.json and %s/config.ini\n", cfg.run.dir.c_str(), cfg.run.dir.c_str());
   return 0;
 }

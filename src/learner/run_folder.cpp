@@ -100,4 +100,13 @@ void refuse_existing_run(const std::string& dir, const std::string& command, boo
                      "aside, choose another run.dir, or delete that one");
 }
 
+std::string resolve_rollouts(const std::string& given) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(given, ec)) return given;
+  const std::string path = given + "/rollouts.h5";
+  if (!std::filesystem::exists(path, ec))
+    throw InputError("'" + given + "' is a folder without a rollouts.h5 (give a run folder of forge train, or the file)");
+  return path;
+}
+
 }  // namespace forge

@@ -34,4 +34,8 @@ void write_run_config(const std::string& dir, const std::string& ini);
 // RUN_DIR/rollouts.h5.
 void refuse_existing_run(const std::string& dir, const std::string& command, bool resumable);
 
+// A rollouts file as given, or RUN_DIR/rollouts.h5 of a run folder:
+// InputError naming the folder when it has none.
+std::string resolve_rollouts(const std::string& file_or_run_dir);
+
 }  // namespace forge
