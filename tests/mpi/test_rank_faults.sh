@@ -20,8 +20,12 @@ mode=${1:?usage: test_rank_faults.sh kill|stop|term|suspend}
 
 dir="$WORK/run"
 log="$WORK/run.log"
+# stop and suspend are about the 5 s deadline; kill and term are not, and a
+# longer one keeps a loaded machine's stall from ending them first.
+deadline=5
+case "$mode" in kill | term) deadline=15 ;; esac
 timeout 300 "${MPIRUN[@]}" -np 4 "$FORGE_BIN" train "${TINY[@]}" --run.dir="$dir" \
-  --train.steps=1000000 --train.tasks=2 --train.group=2 --mpi.deadline_s=5 >"$log" 2>&1 &
+  --train.steps=1000000 --train.tasks=2 --train.group=2 --mpi.deadline_s=$deadline >"$log" 2>&1 &
 job=$!
 
 # Wait (at most 120 s) until training runs.

@@ -46,7 +46,6 @@ TEST(WeightChannel, PulledCopiesAreWholeAndVersionsIncrease) {
       have = v;
       ++pulls;
     }
-    EXPECT_GE(pulls, 1);
     std::printf("[rank %d] pulled %lld of %lld versions whole\n", rank, static_cast<long long>(pulls),
                 static_cast<long long>(kVersions));
     Stopwatch stop_wait;

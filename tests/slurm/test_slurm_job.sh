@@ -21,6 +21,10 @@
 #    and a checkpoint in the run folder.
 # 5. `sbatch --test-only slurm/forge_hetjob.sbatch` must be accepted (a het job
 #    needs a node per component, so it would stay pending on one node).
+# 6. A long job is sent SIGTERM (scancel --signal=TERM, as --signal=TERM@120
+#    does at the time limit) once it logs a step: forge says so, the script
+#    reports exit code 143, a checkpoint is there; then a job with
+#    FORGE_RESUME=1 on the same folder resumes from it and completes.
 # On failure it prints the job output and the daemons' log tails.
 set -euo pipefail
 
@@ -90,8 +94,8 @@ else
   rc=0
   "$local_slurm" start || rc=$?
   [ "$rc" -ne 3 ] || skip "another Slurm runs on this machine (see the message above)"
+  started=1  # a start that failed part-way may have left daemons: stop them too
   [ "$rc" -eq 0 ] || fail "tools/local_slurm.sh start failed (exit $rc)"
-  started=1
 fi
 eval "$("$local_slurm" env)"
 
@@ -123,28 +127,38 @@ max_new_tokens = 16
 threads = 1
 EOF
 cd "$work"
-submit_out="$(FORGE_BIN="$forge" FORGE_CONFIG="$work/tiny.ini" timeout 60 \
-  sbatch --parsable --ntasks="$ntasks" --time=00:10:00 --output="$work/job-%j.out" \
-  "$src_dir/slurm/forge_job.sbatch" --run.dir="$work/run" 2>&1)" || fail "sbatch failed: $submit_out"
-job="${submit_out%%;*}"
-[[ "$job" =~ ^[0-9]+$ ]] || fail "sbatch printed no job id: $submit_out"
-say "submitted job $job ($ntasks tasks)"
+# Submits forge_job.sbatch with the tiny config and ARGS; sets job.
+submit_job() {
+  local out
+  out="$(FORGE_BIN="$forge" FORGE_CONFIG="$work/tiny.ini" timeout 60 \
+    sbatch --parsable --ntasks="$ntasks" --time=00:10:00 --output="$work/job-%j.out" \
+    "$src_dir/slurm/forge_job.sbatch" "$@" 2>&1)" || fail "sbatch failed: $out"
+  job="${out%%;*}"
+  [[ "$job" =~ ^[0-9]+$ ]] || fail "sbatch printed no job id: $out"
+  say "submitted job $job ($ntasks tasks): $*"
+}
 
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
-end=$((SECONDS + deadline_s))
+# Polls scontrol until $job ends (deadline_s); sets state and info.
+wait_job() {
+  local end=$((SECONDS + deadline_s))
+  while :; do
+    info="$(timeout 30 scontrol show job -o "$job" 2>/dev/null || true)"
+    state="$(field JobState "$info")"
+    case "$state" in
+      COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY) break ;;
+    esac
+    [ "$SECONDS" -lt "$end" ] ||
+      fail "job $job not finished after ${deadline_s} s (state ${state:-unknown}, reason $(field Reason "$info")); cancelled"
+    sleep 1
+  done
+  say "job $job ended: JobState=$state ExitCode=$(field ExitCode "$info") after $((SECONDS - t0)) s"
+}
+
 state=""
 info=""
-while :; do
-  info="$(timeout 30 scontrol show job -o "$job" 2>/dev/null || true)"
-  state="$(field JobState "$info")"
-  case "$state" in
-    COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY) break ;;
-  esac
-  [ "$SECONDS" -lt "$end" ] ||
-    fail "job $job not finished after ${deadline_s} s (state ${state:-unknown}, reason $(field Reason "$info")); cancelled"
-  sleep 1
-done
-say "job $job ended: JobState=$state ExitCode=$(field ExitCode "$info") after $((SECONDS - t0)) s"
+submit_job --run.dir="$work/run"
+wait_job
 [ "$state" = COMPLETED ] || fail "job $job ended in state $state, not COMPLETED"
 [ "$(field ExitCode "$info")" = "0:0" ] || fail "job $job: ExitCode=$(field ExitCode "$info"), not 0:0"
 
@@ -173,5 +187,29 @@ het_out="$(timeout 60 sbatch --test-only "$src_dir/slurm/forge_hetjob.sbatch" 2>
   fail "sbatch --test-only slurm/forge_hetjob.sbatch rejected it: $het_out"
 grep -q 'to start at' <<<"$het_out" || fail "sbatch --test-only forge_hetjob.sbatch: unexpected answer: $het_out"
 
+first=$job
+
+# --- 6. SIGTERM (Slurm's at --signal=TERM@120) checkpoints; a job on that folder resumes ---
+submit_job --run.dir="$work/long" --train.steps=100000
+end=$((SECONDS + deadline_s))
+until grep -q "step  *[0-9][0-9]* " "$work/job-$job.out" 2>/dev/null; do
+  [ "$SECONDS" -lt "$end" ] || fail "job $job: no training step within ${deadline_s} s"
+  sleep 0.5
+done
+timeout 30 scancel --signal=TERM "$job" || fail "scancel --signal=TERM $job failed"
+wait_job
+grep -q "SIGTERM: stopping after" "$work/job-$job.out" || fail "job $job: forge did not stop on SIGTERM"
+grep -q "forge_job.sbatch: forge train exited with code 143" "$work/job-$job.out" ||
+  fail "job $job: the script did not report exit code 143 (128 + SIGTERM)"
+ckpt="$(compgen -G "$work/long/checkpoints/ckpt_step_*.h5" | sort | tail -n 1)" ||
+  fail "job $job: SIGTERM left no checkpoint in $work/long/checkpoints"
+done_steps=$((10#$(basename "$ckpt" .h5 | sed 's/ckpt_step_//')))
+FORGE_RESUME=1 submit_job --run.dir="$work/long" --train.steps=$((done_steps + 2))
+wait_job
+[ "$state" = COMPLETED ] || fail "resumed job $job ended in state $state, not COMPLETED"
+grep -q "resumed from .*ckpt_step_0*$done_steps.h5 at step $done_steps" "$work/job-$job.out" ||
+  fail "job $job did not resume from $ckpt"
+
 failed=0
-say "PASS: job $job ($ntasks tasks) COMPLETED with its run folder; hetjob accepted by --test-only; $((SECONDS - t0)) s"
+say "PASS: job $first ($ntasks tasks) COMPLETED with its run folder; SIGTERM checkpointed at step $done_steps" \
+  "and job $job resumed from it; hetjob accepted by --test-only; $((SECONDS - t0)) s"
