@@ -8,6 +8,38 @@
 #include "core/error.hpp"
 
 namespace forge {
+namespace {
+
+// An upper bound on the top-p nucleus's size, in O(V): the tokens binned by
+// their logit's distance below the max (kBins bins down to the min), the
+// bins' masses summed from the top until they reach top_p of the whole;
+// the tokens of those bins and of the next (slack for the sums' rounding).
+int nucleus_bound(const float* logits, const std::vector<double>& e, int vocab, float mx, double all,
+                  double top_p) {
+  constexpr int kBins = 1024;
+  const float mn = *std::min_element(logits, logits + vocab);
+  const double scale = mx > mn && std::isfinite(mn) ? kBins / static_cast<double>(mx - mn) : 0.0;
+  thread_local std::vector<double> mass;
+  thread_local std::vector<int> count;
+  mass.assign(kBins, 0.0);
+  count.assign(kBins, 0);
+  for (int v = 0; v < vocab; ++v) {
+    const double d = static_cast<double>(mx - logits[v]) * scale;
+    const int b = d < kBins - 1 ? static_cast<int>(d) : kBins - 1;
+    mass[b] += e[v];
+    ++count[b];
+  }
+  double cum = 0;
+  int k = 0;
+  for (int b = 0; b < kBins; ++b) {
+    cum += mass[b];
+    k += count[b];
+    if (cum >= top_p * all) return b + 1 < kBins ? k + count[b + 1] : k;
+  }
+  return vocab;
+}
+
+}  // namespace
 
 int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, double uniform01,
                      double* log_kept) {
@@ -31,27 +63,31 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
     return last;
   }
   // Candidates in descending logit order (ties by id, for determinism),
-  // sorted only as far as needed: the top_k, or for top_p alone a prefix
-  // that grows (64, 128, ...) until it holds the nucleus (a whole sort of a
-  // 150k vocabulary per token and row cost milliseconds).
+  // sorted only as far as needed: the top_k; for top_p alone a prefix of 64
+  // (a peaked row's nucleus), else the nucleus_bound() tokens (selected in
+  // O(V), then sorted), else the whole vocabulary. A whole sort of a 150k
+  // vocabulary per token and row cost tens of milliseconds; so did growing a
+  // partial_sort's prefix to a nucleus of tens of thousands.
   auto by_logit = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
   const bool top_k_cuts = p.top_k > 0 && p.top_k < vocab;
   const float mx = *std::max_element(logits, logits + vocab);
+  thread_local std::vector<double> e;  // exp(logit - max) per token
+  e.resize(vocab);
   double all = 0;  // the whole vocabulary's mass
-  for (int v = 0; v < vocab; ++v) all += std::exp(static_cast<double>(logits[v] - mx));
+  for (int v = 0; v < vocab; ++v) all += e[v] = std::exp(static_cast<double>(logits[v] - mx));
   thread_local std::vector<int32_t> order;
   thread_local std::vector<double> prob;
   order.resize(vocab);
   std::iota(order.begin(), order.end(), 0);
   int keep = top_k_cuts ? p.top_k : vocab;
   int sorted = top_k_cuts ? keep : std::min(vocab, 64);
+  std::partial_sort(order.begin(), order.begin() + sorted, order.end(), by_logit);
   double total = 0;  // the candidates' mass
-  for (;;) {
-    std::partial_sort(order.begin(), order.begin() + sorted, order.end(), by_logit);
+  for (int attempt = 0;; ++attempt) {
     prob.resize(sorted);
-    for (int i = 0; i < sorted; ++i) prob[i] = std::exp(static_cast<double>(logits[order[i]] - mx));
+    for (int i = 0; i < sorted; ++i) prob[i] = e[order[i]];
     double top_k_mass = all;
     if (top_k_cuts) {
       top_k_mass = 0;
@@ -68,7 +104,12 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
       keep = n;
       break;
     }
-    sorted = std::min(keep, 2 * sorted);
+    // The prefix did not hold the nucleus: the bound's tokens, or (should
+    // rounding leave it short) every token, sorted.
+    sorted = attempt == 0 ? std::max(sorted + 1, std::min(keep, nucleus_bound(logits, e, vocab, mx, all, p.top_p)))
+                          : keep;
+    if (sorted < vocab) std::nth_element(order.begin(), order.begin() + sorted, order.end(), by_logit);
+    std::sort(order.begin(), order.begin() + sorted, by_logit);
   }
   for (int i = 0; i < keep; ++i) total += prob[i];
   if (log_kept) *log_kept = std::min(0.0, std::log(total / all));

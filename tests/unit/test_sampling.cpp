@@ -84,9 +84,10 @@ TEST(Sampling, TheCandidatesShareOfTheMass) {
   EXPECT_EQ(share(p), 0.0);
 }
 
-// Top-p alone sorts only a growing prefix of the vocabulary: on a large
-// vocabulary (flat and peaked rows, nuclei from 1 token to thousands) its
-// draws and candidate share equal those of the definition, a whole sort.
+// Top-p alone sorts only a prefix of 64, else the tokens of a bound on the
+// nucleus: on a large vocabulary (flat and peaked rows, nuclei from 1 token
+// to thousands, a -inf logit) its draws and candidate share equal those of
+// the definition, a whole sort.
 TEST(Sampling, TopPOnALargeVocabularyMatchesAWholeSort) {
   const int V = 5000;
   uint64_t state = 12345;
@@ -97,6 +98,7 @@ TEST(Sampling, TopPOnALargeVocabularyMatchesAWholeSort) {
   for (const double spread : {0.1, 3.0, 12.0}) {
     std::vector<float> z(V);
     for (float& x : z) x = static_cast<float>(spread * (next() - 0.5));
+    if (spread == 3.0) z[7] = -std::numeric_limits<float>::infinity();  // a token ruled out
     std::vector<int32_t> order(V);
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
