@@ -115,8 +115,9 @@ eval_tasks_of() {
     esac
     shift
   done
-  if ! [[ "$EVAL_TASKS" =~ ^[1-9][0-9]*$ ]]; then
-    echo "forge.sh: --eval.tasks = '$EVAL_TASKS' is not a positive whole number" >&2
+  # forge eval's range, checked before the job's first step.
+  if ! [[ "$EVAL_TASKS" =~ ^[1-9][0-9]{0,6}$ ]] || ((EVAL_TASKS > 1000000)); then
+    echo "forge.sh: --eval.tasks = '$EVAL_TASKS' must be a whole number in [1, 1000000]" >&2
     exit 2
   fi
 }

@@ -249,6 +249,12 @@ int run_sft(int argc, char** argv) {
                      "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
   if (sft.task == "agent")
     check_bins_hold_calls("sft.max_tokens", sft.max_tokens, agent.max_context_tokens + agent.max_new_tokens);
+  if (const auto [need, what] = env.most_tool_calls_needed();
+      sft.task == "agent" && sft.retry_share > 0 && env.max_tool_calls < need + 1)
+    throw InputError("env.max_tool_calls = " + std::to_string(env.max_tool_calls) + " holds the largest task's " +
+                     std::to_string(need) + " tool calls (" + what + ") but not the retry that sft.retry_share = " +
+                     format_number(sft.retry_share) + " demonstrates: raise it to " + std::to_string(need + 1) +
+                     ", or set sft.retry_share = 0");
 
   // The model is built and the bins known to hold a call before the run
   // folder and its config.ini are written. (An agent demonstration that

@@ -12,6 +12,18 @@ PerturbationSampler EnvConfig::perturbation_sampler() const {
   return PerturbationSampler(perturb, heldout_list(), perturb_share, split_list(perturb_dims));
 }
 
+std::pair<int, std::string> EnvConfig::most_tool_calls_needed() const {
+  std::pair<int, std::string> most = {0, ""};
+  const std::pair<int, const char*> needs[] = {
+      {calc_weight > 0 ? calc_max_ops : 0, "env.calc_max_ops operations"},
+      {search_weight > 0 ? search_max_hops + (search_obfuscate > 0 ? 1 : 0) : 0,
+       "env.search_max_hops lookups, and a find when env.search_obfuscate > 0"},
+      {code_weight > 0 ? 3 : 0, "read, replace and run_tests in the code domain"}};
+  for (const auto& [need, what] : needs)
+    if (need > most.first) most = {need, what};
+  return most;
+}
+
 void add_env_options(OptionSet& opts, EnvConfig& c) {
   opts.describe_section("env", "simulated environments: domain mix, noise, perturbations");
   opts.add("env.calc_weight", &c.calc_weight, "weight of the calc domain in the task mix",
@@ -91,15 +103,9 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
                        " must be <= env.search_max_hops = " + std::to_string(c.search_max_hops));
     // The largest task's solution must fit the budget: a task that cannot be
     // finished in it only teaches over-budget calls.
-    const std::pair<int, const char*> needs[] = {
-        {c.calc_weight > 0 ? c.calc_max_ops : 0, "env.calc_max_ops operations"},
-        {c.search_weight > 0 ? c.search_max_hops + (c.search_obfuscate > 0 ? 1 : 0) : 0,
-         "env.search_max_hops lookups, and a find when env.search_obfuscate > 0"},
-        {c.code_weight > 0 ? 3 : 0, "read, replace and run_tests in the code domain"}};
-    for (const auto& [need, what] : needs)
-      if (c.max_tool_calls < need)
-        throw InputError("env.max_tool_calls = " + std::to_string(c.max_tool_calls) + " is below the " +
-                         std::to_string(need) + " tool calls the largest task needs (" + what + ")");
+    if (const auto [need, what] = c.most_tool_calls_needed(); c.max_tool_calls < need)
+      throw InputError("env.max_tool_calls = " + std::to_string(c.max_tool_calls) + " is below the " +
+                       std::to_string(need) + " tool calls the largest task needs (" + what + ")");
     c.perturbation_sampler();  // throws for unknown families or dimensions
     SafetyPolicy{c.safety_rules};                                      // throws for unknown rules
   });

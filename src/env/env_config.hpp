@@ -4,6 +4,7 @@
 // and validators; cross-key rules run as OptionSet checks.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.hpp"
@@ -60,6 +61,10 @@ struct EnvConfig {
   std::string heldout_families = "template.tool_as_user";
 
   std::vector<std::string> heldout_list() const;  // heldout_families split on ','
+  // The tool calls of the largest task's solution among the domains drawn
+  // (calc_max_ops; search_max_hops, plus a find when obfuscated; 3 for
+  // code), and what sets it; add_env_options requires max_tool_calls >= it.
+  std::pair<int, std::string> most_tool_calls_needed() const;
   // The sampler of these keys (env.perturb, perturb_share, perturb_dims,
   // heldout_families); InputError for a bad name or share.
   PerturbationSampler perturbation_sampler() const;

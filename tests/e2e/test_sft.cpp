@@ -79,6 +79,21 @@ TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
   EXPECT_TRUE(contains(e.out, "\"heldout_family\"")) << e.out;
 }
 
+// A tool-call budget that holds the largest task but not the retry a
+// demonstration shows is refused before the run folder is made (it was
+// found at the first such demonstration, the folder written).
+TEST(Sft, ABudgetWithoutRoomForTheRetryIsRefusedFirst) {
+  const std::string dir = ::testing::TempDir() + "forge_sft_retry_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const std::string args = "sft --sft.task=agent --sft.steps=1 --env.search_weight=0 --env.calc_max_ops=4 "
+                           "--env.max_tool_calls=4 --agent.max_turns=20 --run.dir=" + dir;
+  const Result r = forge(args + " --sft.retry_share=0.25");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "sft.retry_share")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/config.ini"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Sft, UnknownTaskIsExitCode2) {
   const Result r = forge("sft --sft.task=juggle --sft.steps=1");
   EXPECT_EQ(r.rc, 2);

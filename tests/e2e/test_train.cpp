@@ -86,6 +86,16 @@ TEST(Train, TinyRunThenResume) {
   for (const char* column : {"episode_id", "safety", "abandoned", "safety_events", "test_runs"})
     EXPECT_TRUE(contains(line, column)) << column << " missing from " << line;
 
+  // inspect and export take the run folder for its rollouts.h5; a folder
+  // without one is named. One process never trains a stale token.
+  const Result inspected = forge("inspect " + dir);
+  ASSERT_EQ(inspected.rc, 0) << inspected.err;
+  EXPECT_TRUE(contains(inspected.out, "drift by staleness: none (no stale tokens)")) << inspected.out;
+  EXPECT_EQ(forge("export " + dir + " --steps").out, forge("export " + rollouts + " --steps").out);
+  const Result no_rollouts = forge("inspect " + dir + "/checkpoints");
+  EXPECT_EQ(no_rollouts.rc, 2);
+  EXPECT_TRUE(contains(no_rollouts.err, "checkpoints' is a folder without a rollouts.h5")) << no_rollouts.err;
+
   // --train.init from a model of other heads with the same weight shapes
   // (4 heads of 8 against 2 of 16) is refused, naming the key.
   const std::string other = dir + "_heads";

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -820,8 +821,10 @@ inline void paged_attention(Backend& dev, Backend& cpu) {
 }
 
 // Off-policy samples: each has its own drift (so that the sequence mask drops
-// some) and per-token noise (so that the token mask and the clip act).
-inline PackedPolicyTokens policy_batch(Rng& rng) {
+// some) and per-token noise (so that the token mask and the clip act). With
+// non_finite, one behaviour logprob is NaN (a damaged record) and one current
+// logprob is -inf (r = 0).
+inline PackedPolicyTokens policy_batch(Rng& rng, bool non_finite = false) {
   PackedPolicyTokens batch;
   for (int len : {0, 1, 127, 128, 129, 300}) {  // around the 128-thread block
     SampleTokens s;
@@ -843,16 +846,23 @@ inline PackedPolicyTokens policy_batch(Rng& rng) {
     }
     batch.add(s);
   }
+  if (non_finite) {
+    batch.behaviour_logprob[static_cast<size_t>(batch.sample_begin[3] + 5)] = std::nanf("");
+    batch.logprob[static_cast<size_t>(batch.sample_begin[5] + 7)] = -std::numeric_limits<float>::infinity();
+  }
   return batch;
 }
 
+// Equal (infinities included), both NaN, or within tol relative.
 inline void expect_close(double got, double want, const std::string& what, double tol = kFp32Tol) {
+  if (got == want || (std::isnan(got) && std::isnan(want))) return;
   EXPECT_LE(std::abs(got - want), tol * std::max(std::abs(want), 1e-30)) << what << ": " << got << " vs " << want;
 }
 
-inline void policy_loss(Backend& dev, Backend& cpu, const std::string& algorithm, const std::string& is_mask) {
+inline void policy_loss(Backend& dev, Backend& cpu, const std::string& algorithm, const std::string& is_mask,
+                        bool non_finite = false) {
   Rng rng(15);
-  const PackedPolicyTokens batch = policy_batch(rng);
+  const PackedPolicyTokens batch = policy_batch(rng, non_finite);
   PolicyLossConfig c;
   c.algorithm = algorithm;
   c.is_mask = is_mask;
@@ -886,9 +896,12 @@ inline void policy_loss(Backend& dev, Backend& cpu, const std::string& algorithm
   expect_close(d.max_ratio, r.max_ratio, "max ratio" + at);
   // The case exercises what it names: clipping, and the mask where there is one.
   EXPECT_GT(r.clipped_tokens, 0) << at;
-  if (is_mask != "none") {
+  if (is_mask != "none" || non_finite) {  // a NaN-ratio token is out of N under every mask
     EXPECT_GT(r.tokens - r.kept_tokens, 0) << at;
     EXPECT_GT(r.kept_tokens, 0) << at;
+  }
+  if (non_finite) {
+    EXPECT_TRUE(std::isfinite(r.objective)) << r.objective << at;
   }
 
   // The learner's path: scaled coefficients and the statistics.
@@ -1313,7 +1326,11 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
   FORGE_BACKEND_CASE(Suite, PolicyLossPpoTokenMask, get,                                       \
                      bc::policy_loss(*dev, *cpu, "ppo", "token"))                              \
   FORGE_BACKEND_CASE(Suite, PolicyLossGrpoSequenceMask, get,                                   \
-                     bc::policy_loss(*dev, *cpu, "grpo", "sequence"))
+                     bc::policy_loss(*dev, *cpu, "grpo", "sequence"))                          \
+  FORGE_BACKEND_CASE(Suite, PolicyLossCispoNonFinite, get,                                     \
+                     bc::policy_loss(*dev, *cpu, "cispo", "none", true))                       \
+  FORGE_BACKEND_CASE(Suite, PolicyLossPpoSequenceMaskNonFinite, get,                           \
+                     bc::policy_loss(*dev, *cpu, "ppo", "sequence", true))
 
 // The bf16 tree attention cases; get returns a backend in bf16 precision.
 #define FORGE_BF16_TREE_ATTENTION_CASES(Suite, get)                                            \
