@@ -53,17 +53,19 @@ bool chatml_default_system(const std::string& t, std::string* text) {
   return false;
 }
 
-// What a template prints besides the recognized pieces, or "" when nothing:
-// every {{ }} expression must be one `allowed` accepts (squeezed), and the
-// text between tags must be white space that Jinja drops as transformers
+// What a template prints or runs besides the recognized pieces, or "" when
+// nothing: every {{ }} expression must be one `allowed` accepts and every
+// {% %} statement one `statement` accepts (both squeezed, without a "-" at
+// either end: an {% else %} or another condition would render otherwise
+// than forge does), and the text between tags must be white space that Jinja drops as transformers
 // configures it: a "-" beside a tag strips the white space on that side;
 // trim_blocks drops the one newline right after a {% %} or {# #};
 // lstrip_blocks drops spaces and tabs from a line's start to a {% %} or
 // {# #}; the template's one trailing newline goes. A template that holds
 // the recognized line and prints more (Hermes' {{bos_token}}, a space after
 // a }}) would render otherwise.
-template <typename Allowed>
-std::string printed_beyond(const std::string& t, Allowed allowed) {
+template <typename Allowed, typename Statement>
+std::string printed_beyond(const std::string& t, Allowed allowed, Statement statement) {
   char last_kind = 0;       // the previous tag's: '{', '%', '#' (0 at the start)
   bool last_strips = false;  // it ended with "-}}", "-%}" or "-#}"
   for (size_t i = 0; i <= t.size();) {
@@ -94,11 +96,12 @@ std::string printed_beyond(const std::string& t, Allowed allowed) {
     const std::string close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
     const size_t end = t.find(close, open + 2);
     if (end == std::string::npos) return "an unclosed tag";
-    if (kind == '{') {
+    if (kind == '{' || kind == '%') {
       std::string expr = squeeze(t.substr(open + 2, end - open - 2));
       if (!expr.empty() && expr.front() == '-') expr.erase(0, 1);  // {{- ... -}}
       if (!expr.empty() && expr.back() == '-') expr.pop_back();
-      if (!allowed(expr)) return "it prints {{" + expr + "}}";
+      if (kind == '{' && !allowed(expr)) return "it prints {{" + expr + "}}";
+      if (kind == '%' && !statement(expr)) return "it runs {%" + expr + "%}";
     }
     last_kind = kind;
     last_strips = end > 0 && t[end - 1] == '-';
@@ -140,23 +143,41 @@ ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer
       has_default_system_ = true;
     }
     if (!contains(s, "add_generation_prompt%}{{'<|im_start|>assistant\\n'}}")) throw refuse("an unknown generation prompt");
-    const std::string beyond = printed_beyond(jinja, [](const std::string& e) {
-      const bool literal = e.size() > 2 && e.front() == '\'' && e.back() == '\'' && !contains(e.substr(1, e.size() - 2), "'");
-      return e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>'+'\\n'" ||
-             e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>\\n'" ||
-             e == "'<|im_start|>assistant\\n'" ||
-             (literal && e.rfind("'<|im_start|>system\\n", 0) == 0 && e.ends_with("<|im_end|>\\n'"));
-    });
+    bool prints_system = false;
+    const std::string beyond = printed_beyond(
+        jinja,
+        [&](const std::string& e) {
+          const bool literal = e.size() > 2 && e.front() == '\'' && e.back() == '\'' && !contains(e.substr(1, e.size() - 2), "'");
+          const bool system = literal && e.rfind("'<|im_start|>system\\n", 0) == 0 && e.ends_with("<|im_end|>\\n'");
+          prints_system = prints_system || system;
+          return e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>'+'\\n'" ||
+                 e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>\\n'" ||
+                 e == "'<|im_start|>assistant\\n'" || system;
+        },
+        [](const std::string& st) {
+          return st == "formessageinmessages" || st == "endfor" || st == "endif" || st == "ifadd_generation_prompt" ||
+                 st == "ifloop.firstandmessages[0]['role']!='system'" || st == "ifloop.firstandmessages[0].role!='system'";
+        });
     if (!beyond.empty()) throw refuse(beyond);
+    if (prints_system && !has_default_system_) throw refuse("a system message forge cannot tell when it prints");
     end_of_turn_ = tokenizer_->special_id("<|im_end|>");
     if (end_of_turn_ < 0 || tokenizer_->special_id("<|im_start|>") < 0)
       throw refuse("its tokenizer lacks the special tokens <|im_start|> and <|im_end|>");
   } else if (contains(s, "'<|start_header_id|>'+message['role']+'<|end_header_id|>\\n\\n'+message['content']|trim+'<|eot_id|>'")) {
     family_ = Family::kLlama3;
     if (!contains(s, "bos_token")) throw refuse("a Llama 3 template without bos_token");
-    const std::string beyond = printed_beyond(jinja, [](const std::string& e) {
-      return e == "content" || e == "'<|start_header_id|>assistant<|end_header_id|>\\n\\n'";
-    });
+    const std::string beyond = printed_beyond(
+        jinja,
+        [](const std::string& e) {
+          return e == "content" || e == "'<|start_header_id|>assistant<|end_header_id|>\\n\\n'";
+        },
+        [](const std::string& st) {
+          return st == "setloop_messages=messages" || st == "formessageinloop_messages" || st == "endfor" ||
+                 st == "endif" || st == "ifadd_generation_prompt" || st == "ifloop.index0==0" ||
+                 st == "setcontent=bos_token+content" ||
+                 st == "setcontent='<|start_header_id|>'+message['role']+'<|end_header_id|>\\n\\n'+message['content']"
+                       "|trim+'<|eot_id|>'";
+        });
     if (!beyond.empty()) throw refuse(beyond);
     end_of_turn_ = tokenizer_->special_id("<|eot_id|>");
     if (end_of_turn_ < 0 || tokenizer_->special_id("<|start_header_id|>") < 0 || bos_.empty())

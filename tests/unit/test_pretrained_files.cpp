@@ -950,6 +950,22 @@ TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
            {doubled, "a line break outside its tags"},
            {chatml + "{{ '<|im_start|>user\n' }}", "it prints {{'<|im_start|>user\\n'}}"}})
     expect_input_error([&] { ChatFormat(bad, tok, "", "t"); }, "chat template of 't' is not one forge renders (" + why);
+  // Templates that print only the known pieces under other logic (found by
+  // review: both were rendered as plain ChatML): a default system message
+  // in an {% else %} (Qwen2.5's shape), a role filter, and a system message
+  // printed whatever the conversation.
+  const std::string loop = chatml.substr(chatml.find("{% for message in messages %}"));
+  const std::string in_else = "{% if messages[0]['role'] == 'system' %}{% else %}{{ '<|im_start|>system\nDEF<|im_end|>\n' }}"
+                              "{% endif %}" + loop;
+  std::string filtered = chatml;
+  filtered.replace(filtered.find("{{'<|im_start|>'"), 0, "{% if message['role'] != 'tool' %}");
+  filtered.replace(filtered.find("{% endfor %}"), 0, "{% endif %}");
+  const std::string always = "{{ '<|im_start|>system\nDEF<|im_end|>\n' }}" + chatml;
+  for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {in_else, "it runs {%ifmessages[0]['role']=='system'%}"},
+           {filtered, "it runs {%ifmessage['role']!='tool'%}"},
+           {always, "a system message forge cannot tell when it prints"}})
+    expect_input_error([&] { ChatFormat(bad, tok, "", "t"); }, "chat template of 't' is not one forge renders (" + why);
 }
 
 // A value of the wrong type in tokenizer.json or tokenizer_config.json names
