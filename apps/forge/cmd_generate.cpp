@@ -69,10 +69,10 @@ int run_generate(int argc, char** argv) {
 
   log_model_keys_unread(all.base.model, checkpoint, source.config.pretrained);
   GenerationRequest req;
-  int32_t stop = kEndOfTurn;
+  std::vector<int32_t> stops = {kEndOfTurn};
   if (source.chat) {
     req.prompt = source.chat->render({{"user", prompt}}, true);
-    stop = source.chat->end_of_turn();
+    stops = source.chat->stop_tokens();
   } else {
     req.prompt = single_turn_prompt(prompt);
   }
@@ -90,12 +90,12 @@ int run_generate(int argc, char** argv) {
   RolloutEngine engine(*model, ec);
   engine.set_policy_version(static_cast<int>(version));
   req.sampling = sampling;
-  req.sampling.stop_tokens = {stop};
+  req.sampling.stop_tokens = stops;
   engine.submit(req);
   const GenerationResult res = engine.run_until_done().at(0);
   const Tokenizer& tok = *source.tokenizer;
   std::vector<int32_t> text = res.tokens;
-  if (!text.empty() && text.back() == stop) text.pop_back();
+  if (!text.empty() && std::find(stops.begin(), stops.end(), text.back()) != stops.end()) text.pop_back();
   std::printf("%s\n", tok.decode(text).c_str());
   if (show_logprobs)
     for (size_t i = 0; i < res.tokens.size(); ++i)

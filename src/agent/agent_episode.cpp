@@ -82,7 +82,7 @@ std::optional<GenerationRequest> AgentEpisode::next_request() {
   r.prompt = context_;
   r.sampling = config_.sampling;
   r.sampling.max_new_tokens = std::min(config_.max_new_tokens, config_.max_episode_tokens - generated_);
-  r.sampling.stop_tokens = {config_.vocab().stop_token()};
+  r.sampling.stop_tokens = config_.vocab().stop_tokens();
   r.sampling.seed = mix_seed(mix_seed(config_.sampling.seed, trajectory_.episode_id),
                              static_cast<uint64_t>(trajectory_.turns));
   r.session = "episode-" + std::to_string(trajectory_.episode_id);

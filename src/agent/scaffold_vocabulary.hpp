@@ -8,8 +8,8 @@
 //   pretrained  the model's BPE tokenizer (its added tokens are its markup,
 //               e.g. "<|im_end|>") and its native chat format
 //               (tokenizer/chat_format.hpp); the stop token is the format's
-//               end of turn; call.special writes <tool_call>...</tool_call>
-//               as text
+//               end of turn, and the model's EOS tokens stop a generation
+//               too; call.special writes <tool_call>...</tool_call> as text
 //
 // Scaffold text is encoded in runs delimited by special tokens, so the
 // tokens of a message do not depend on what was rendered before it.
@@ -36,7 +36,11 @@ class ScaffoldVocabulary {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatFormat* native() const { return native_.get(); }
   int32_t vocab_size() const { return tokenizer_->vocab_size(); }
+  // The token that closes an assistant turn (the scaffold writes it after a
+  // generation that ended otherwise), and every token a generation stops at.
   int32_t stop_token() const { return stop_; }
+  const std::vector<int32_t>& stop_tokens() const { return stops_; }
+  bool is_stop(int32_t id) const;
   bool is_special(int32_t id) const { return tokenizer_->is_special(id); }
 
   // Markup (text with special tokens written by name) to tokens, and back.
@@ -60,6 +64,7 @@ class ScaffoldVocabulary {
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const ChatFormat> native_;
   int32_t stop_ = -1;
+  std::vector<int32_t> stops_;
   std::string call_open_, call_close_;
 };
 

@@ -263,7 +263,7 @@ std::vector<int32_t> render_action(CallFormat format, const ToolCall& call, cons
 
 ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generated, const ScaffoldVocabulary& vocab) {
   std::vector<int32_t> t = generated;
-  if (!t.empty() && t.back() == vocab.stop_token()) t.pop_back();
+  if (!t.empty() && vocab.is_stop(t.back())) t.pop_back();
   std::string text;
   if (vocab.native()) {
     // A pretrained model writes every format as text: any special token is out of place.

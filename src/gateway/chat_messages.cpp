@@ -173,7 +173,7 @@ json reply_message(const Tokens& generated, CallFormat format, const std::string
     *finish_reason = "stop";
   } else {
     Tokens body = generated;
-    if (!body.empty() && body.back() == vocab.stop_token()) body.pop_back();
+    if (!body.empty() && vocab.is_stop(body.back())) body.pop_back();
     m["content"] = tokens_text(body, vocab);
     *finish_reason = cut_by_length ? "length" : "stop";
   }

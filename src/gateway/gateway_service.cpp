@@ -266,7 +266,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
     r.prompt = prompt;
     r.sampling = sampling_;
     r.sampling.max_new_tokens = std::min(max_tokens, room);
-    r.sampling.stop_tokens = {vocab_->stop_token()};
+    r.sampling.stop_tokens = vocab_->stop_tokens();
     uint64_t seed = sampling_.seed ^ (episode_id * 0x9E3779B97F4A7C15ull) ^ (request_id << 1);
     r.sampling.seed = splitmix64(seed);
     if (o.in_flight == 0) r.session = "gw-episode-" + std::to_string(episode_id);

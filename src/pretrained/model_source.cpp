@@ -25,7 +25,8 @@ ModelSource resolve_model(const ModelConfig& model, bool load_weights) {
   s.config.pretrained = model.pretrained;
   s.tokenizer = pm.tokenizer.tokenizer;
   const std::string bos = pm.tokenizer.bos_id >= 0 ? pm.tokenizer.tokenizer->token_text(pm.tokenizer.bos_id) : "";
-  s.chat = std::make_shared<ChatFormat>(pm.tokenizer.chat_template, s.tokenizer, bos, model.pretrained);
+  s.chat = std::make_shared<ChatFormat>(pm.tokenizer.chat_template, s.tokenizer, bos, model.pretrained,
+                                        pm.tokenizer.end_ids);
   s.pretrained_tokenizer = std::move(pm.tokenizer);
   s.architecture = pm.architecture;
   s.max_positions = pm.max_positions;

@@ -144,6 +144,8 @@ PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
   const int64_t last = out.tokenizer->vocab_size() - 1;
   out.bos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id", 0, last, -1));
   out.eos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.eos_token_id", 0, last, -1));
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+    if (const int64_t id = g.get_int(key, 0, last, -1); id >= 0) out.end_ids.push_back(static_cast<int32_t>(id));
   out.source = src;
   if (out.bos_id >= 0 && g.has("tokenizer.ggml.add_bos_token") && g.get_bool("tokenizer.ggml.add_bos_token")) {
     // Hugging Face's form of "BOS before every text" (Llama 3's file).
@@ -283,6 +285,23 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   };
   out.bos_id = id_of(bos, "bos_token");
   out.eos_id = id_of(eos, "eos_token");
+  if (out.eos_id >= 0) out.end_ids.push_back(out.eos_id);
+  // generation_config.json's eos_token_id: what transformers' generate stops at.
+  const std::string generation_path = folder + "/generation_config.json";
+  if (std::filesystem::exists(generation_path)) {
+    const json gc = read_json_file(generation_path);
+    if (!gc.is_object()) throw InputError("'" + generation_path + "' is not a JSON object");
+    if (const auto it = gc.find("eos_token_id"); it != gc.end() && !it->is_null()) {
+      const int64_t last = out.tokenizer->vocab_size() - 1;
+      const std::string what = "'" + generation_path + "': eos_token_id";
+      if (it->is_array()) {
+        for (size_t i = 0; i < it->size(); ++i)
+          out.end_ids.push_back(static_cast<int32_t>(json_int((*it)[i], 0, last, what + "[" + std::to_string(i) + "]")));
+      } else {
+        out.end_ids.push_back(static_cast<int32_t>(json_int(*it, 0, last, what)));
+      }
+    }
+  }
   return out;
 }
 

@@ -23,6 +23,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pretrained/gguf_file.hpp"
 #include "tokenizer/bpe_tokenizer.hpp"
@@ -33,6 +34,10 @@ struct PretrainedTokenizer {
   std::shared_ptr<const BpeTokenizer> tokenizer;
   std::string chat_template;  // Jinja source as the model ships it; "" if none
   int32_t bos_id = -1, eos_id = -1;
+  // Every token that ends a generation besides the chat format's end of
+  // turn: eos_id, a GGUF's eot/eom ids, a Hugging Face folder's
+  // generation_config.json eos_token_id (one id or a list).
+  std::vector<int32_t> end_ids;
   std::string source;  // the file(s) it came from
   // What Hugging Face adds around an encoded text (tokenizer.json's
   // post_processor, as JSON; a GGUF's add_bos_token as a template), for an

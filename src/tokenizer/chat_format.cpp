@@ -125,7 +125,7 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer> tokenizer, const std::string& bos_text,
-                       const std::string& source)
+                       const std::string& source, const std::vector<int32_t>& end_ids)
     : tokenizer_(std::move(tokenizer)), bos_(bos_text) {
   const std::string s = squeeze(jinja);
   const auto refuse = [&](const std::string& why) {
@@ -185,6 +185,11 @@ ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer
   } else {
     throw refuse("unrecognized");
   }
+  stop_tokens_ = {end_of_turn_};
+  for (const int32_t id : end_ids)
+    if (id >= 0 && id < tokenizer_->vocab_size() &&
+        std::find(stop_tokens_.begin(), stop_tokens_.end(), id) == stop_tokens_.end())
+      stop_tokens_.push_back(id);
 }
 
 std::string ChatFormat::begin_text(bool first_is_system) const {

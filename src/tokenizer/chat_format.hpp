@@ -42,9 +42,11 @@ class ChatFormat {
   enum class Family { kChatMl, kLlama3 };
 
   // InputError naming `source` for an unrecognized template, or a family
-  // whose special tokens the tokenizer lacks.
+  // whose special tokens the tokenizer lacks. `end_ids`: the model's other
+  // end-of-generation tokens (its EOS; generation_config.json's eos_token_id
+  // list), which stop a generation too.
   ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer> tokenizer, const std::string& bos_text,
-             const std::string& source);
+             const std::string& source, const std::vector<int32_t>& end_ids = {});
 
   Family family() const { return family_; }
   const std::string& default_system() const { return default_system_; }
@@ -65,6 +67,9 @@ class ChatFormat {
   std::string generation_prompt() const;
   std::string assistant_close() const;  // after the end-of-turn token: "\n" (chatml) or ""
   int32_t end_of_turn() const { return end_of_turn_; }  // <|im_end|> or <|eot_id|>: the stop token
+  // end_of_turn() first, then the model's other end-of-generation tokens
+  // (Llama 3's <|end_of_text|>, Qwen2's <|endoftext|>): a generation ends at any.
+  const std::vector<int32_t>& stop_tokens() const { return stop_tokens_; }
   std::vector<int32_t> encode(const std::string& text) const { return tokenizer_->encode(text); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
@@ -75,6 +80,7 @@ class ChatFormat {
   std::string default_system_;
   bool has_default_system_ = false;
   int32_t end_of_turn_ = -1;
+  std::vector<int32_t> stop_tokens_;
 };
 
 }  // namespace forge

@@ -21,6 +21,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "agent/scaffold_vocabulary.hpp"
+#include "agent/tool_call_format.hpp"
 #include "core/error.hpp"
 #include "model/model_config.hpp"
 #include "pretrained/ggml_quants.hpp"
@@ -966,6 +968,50 @@ TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
            {filtered, "it runs {%ifmessage['role']!='tool'%}"},
            {always, "a system message forge cannot tell when it prints"}})
     expect_input_error([&] { ChatFormat(bad, tok, "", "t"); }, "chat template of 't' is not one forge renders (" + why);
+}
+
+// The model's end-of-generation tokens beside its end of turn (Llama 3's
+// <|end_of_text|>, Qwen2's <|endoftext|>: generation_config.json's
+// eos_token_id list, a GGUF's eot/eom ids) stop a generation (found by
+// review: only the end of turn did, and a policy's EOS ran on to
+// max_new_tokens); a call ended by one parses; an export writes them back.
+TEST(PretrainedModel, EveryEndOfGenerationTokenStopsAGeneration) {
+  const std::string dir = tiny_hf_folder("end_ids");
+  rewrite_json(dir + "/generation_config.json", [](json& j) { j["eos_token_id"] = {260, 257}; });
+  const PretrainedModel m = load_pretrained(dir, false);
+  EXPECT_EQ(m.tokenizer.end_ids, (std::vector<int32_t>{260, 260, 257}));  // eos_token, then the list
+  ModelConfig mc;
+  mc.pretrained = dir;
+  const ModelSource source = resolve_model(mc, false);
+  ASSERT_TRUE(source.chat);
+  EXPECT_EQ(source.chat->end_of_turn(), 260);
+  EXPECT_EQ(source.chat->stop_tokens(), (std::vector<int32_t>{260, 257}));
+  const ScaffoldVocabulary vocab(source.chat);
+  EXPECT_EQ(vocab.stop_token(), 260);
+  EXPECT_TRUE(vocab.is_stop(257));
+  std::vector<int32_t> generated = vocab.encode("calc(3+4)");
+  generated.push_back(257);
+  const ParsedAction a = parse_action(CallFormat::kParen, generated, vocab);
+  ASSERT_EQ(a.kind, ParsedAction::Kind::kCall) << a.error;
+  EXPECT_EQ(a.call.args, "3+4");
+  // The export keeps the list.
+  const std::string out = temp_dir("end_ids_export");
+  std::filesystem::remove_all(out);
+  std::vector<float> w;
+  HfExport e = tiny_export(w, false);
+  e.tokenizer = m.tokenizer;
+  export_hf_folder(e, out);
+  std::ifstream in(out + "/generation_config.json");
+  EXPECT_EQ(json::parse(in)["eos_token_id"], (json{260, 257}));
+  // A value that is no token id names the file and key.
+  rewrite_json(dir + "/generation_config.json", [](json& j) { j["eos_token_id"] = "</s>"; });
+  expect_input_error([&] { load_pretrained(dir, false); }, "generation_config.json': eos_token_id");
+  rewrite_json(dir + "/generation_config.json", [](json& j) { j["eos_token_id"] = {260, 9999}; });
+  expect_input_error([&] { load_pretrained(dir, false); }, "generation_config.json': eos_token_id[1]");
+  // A GGUF's end-of-turn id.
+  TinyGguf g;
+  g.ints["tokenizer.ggml.eot_token_id"] = 257;
+  EXPECT_EQ(load_pretrained(g.write("end_ids.gguf"), false).tokenizer.end_ids.back(), 257);
 }
 
 // A value of the wrong type in tokenizer.json or tokenizer_config.json names
