@@ -107,6 +107,7 @@ struct Shared {
   bool resume;                        // --resume (learners)
   const DataPoolState* resumed_pool;  // its data pool (learner 0)
   volatile std::sig_atomic_t* terminate;  // set by SIGTERM
+  Watchdog* watchdog;                     // quiesce names the ranks it waits for
 };
 
 int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQueue& sends) {
@@ -141,6 +142,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
                       : episode_s > inner_s ? "pool.episode_deadline_s + mpi.deadline_s"
                                             : "2 x mpi.deadline_s";
   lc.terminate = sh.terminate;
+  lc.watchdog = sh.watchdog;
   return run_learner_rank(sh.learners, *sh.layout, pool, weights, sends, model, opt, std::move(lc), start,
                           sh.resumed_pool);
 }
@@ -182,7 +184,7 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
                 static_cast<long long>(es.prefill_computed), static_cast<long long>(es.prefill_reused),
                 static_cast<long long>(es.prefill_shared), static_cast<long long>(es.generated));
   log_info(rows);
-  quiesce(MPI_COMM_WORLD, sends, all.mpi.deadline_s);
+  quiesce(MPI_COMM_WORLD, sends, all.mpi.deadline_s, sh.watchdog);
   return weights.stop_code() == kStopSignal ? 143 : 0;
 }
 
@@ -208,7 +210,7 @@ int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
   const EnvironmentRankStats st = run_environment_rank(*sh.layout, pool, control, client, producer_config(all));
   log_debug("environment: " + std::to_string(st.groups) + " groups, " + std::to_string(st.requests) +
             " requests, " + std::to_string(st.abandoned) + " episodes abandoned (pool.episode_deadline_s)");
-  quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s);
+  quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s, sh.watchdog);
   return control.stop_code() == kStopSignal ? 143 : 0;
 }
 
@@ -227,7 +229,7 @@ int run_gateway(const Shared& sh, DataPool& pool, WeightChannel& control) {
   gc.url_file = all.base.run.dir + "/gateway/" + std::to_string(gc.index) + ".json";
   GenerationClient client(MPI_COMM_WORLD, all.mpi.deadline_s);
   run_gateway_rank(*sh.layout, pool, control, client, gc);
-  quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s);
+  quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s, sh.watchdog);
   return control.stop_code() == kStopSignal ? 143 : 0;
 }
 
@@ -323,7 +325,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   DataPool pool(MPI_COMM_WORLD, pc, resumed_pool ? &*resumed_pool : nullptr);
   WeightChannel weights(MPI_COMM_WORLD, 0, n_weights);
   const Shared sh{&all, &opts, &layout, learners, resume && role == Role::kLearner,
-                  resumed_pool ? &*resumed_pool : nullptr, terminate};
+                  resumed_pool ? &*resumed_pool : nullptr, terminate, &watchdog};
   const int code = or_abort_job(me, [&] {
     SendQueue sends;
     if (role == Role::kLearner) return run_learner(sh, pool, weights, sends);

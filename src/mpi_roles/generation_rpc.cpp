@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/timer.hpp"
 #include "core/wire_codec.hpp"
+#include "mpi_roles/watchdog.hpp"
 
 namespace forge {
 namespace {
@@ -176,8 +177,9 @@ std::vector<GenerationResult> GenerationClient::poll(const std::function<std::st
   return out;
 }
 
-void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s) {
+void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s, Watchdog* watchdog) {
   Stopwatch sw;
+  if (watchdog) watchdog->mark_shutdown(1);
   MPI_Request barrier = MPI_REQUEST_NULL;
   bool joined = false;
   std::vector<uint8_t> bytes;
@@ -188,6 +190,7 @@ void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s) {
     }
     sends.progress();
     if (!joined && sends.empty()) {
+      if (watchdog) watchdog->mark_shutdown(2);
       MPI_Ibarrier(comm, &barrier);
       joined = true;
     }
@@ -203,10 +206,12 @@ void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s) {
         return;
       }
     }
-    if (sw.seconds() > deadline_s)
+    if (sw.seconds() > deadline_s) {
+      const std::string waiting = watchdog ? watchdog->shutdown_laggards() : "";
       throw Error(std::string("shutdown: ") + (joined ? "not every rank reached the final barrier"
                                                       : "own messages still undelivered") +
-                  " after " + seconds_text(deadline_s) + " s");
+                  " after " + seconds_text(deadline_s) + " s" + (waiting.empty() ? "" : "; waiting for " + waiting));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }

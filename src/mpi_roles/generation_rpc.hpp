@@ -93,10 +93,13 @@ class GenerationClient {
   std::map<uint64_t, Outstanding> outstanding_;
 };
 
+class Watchdog;
+
 // Drains and discards any request or result message still in flight, then
 // meets every rank of comm at a barrier (MPI_Ibarrier), completing its own
 // sends meanwhile; after it no message of the RPC is in flight. Error after
-// deadline_s.
-void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s);
+// deadline_s, naming the ranks it waits for when given the job's watchdog
+// (whose shutdown words it sets: watchdog.hpp).
+void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s, Watchdog* watchdog = nullptr);
 
 }  // namespace forge

@@ -42,6 +42,7 @@ struct LearnerRankConfig {
   double group_wait_s = 120;    // how long the lead waits for the next group
   std::string group_wait_key;   // the key that sets it, for the error message
   const volatile std::sig_atomic_t* terminate = nullptr;  // set by SIGTERM
+  Watchdog* watchdog = nullptr;  // the job's: quiesce names the ranks it waits for
 };
 
 // Runs the role until the last step or SIGTERM; returns the exit code (0, or

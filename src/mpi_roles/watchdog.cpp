@@ -14,10 +14,10 @@ namespace forge {
 Watchdog::Watchdog(MPI_Comm comm, const RoleLayout& layout, double deadline_s, double period_s)
     : comm_(comm), layout_(layout), deadline_s_(deadline_s), period_s_(period_s) {
   MPI_Comm_rank(comm, &rank_);
-  int64_t* base = nullptr;
-  if (MPI_Win_allocate(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, comm, &base, &win_) != MPI_SUCCESS)
+  int64_t* base = nullptr;  // [0] the heartbeat counter, [1] the shutdown word
+  if (MPI_Win_allocate(2 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, comm, &base, &win_) != MPI_SUCCESS)
     throw Error("watchdog: MPI_Win_allocate failed");
-  *base = 0;
+  base[0] = base[1] = 0;
   MPI_Win_lock_all(0, win_);
   MPI_Win_sync(win_);  // the local store is the window's (separate memory model)
   MPI_Barrier(comm);   // every counter is zero before anyone reads it
@@ -29,6 +29,24 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
   MPI_Win_unlock_all(win_);
   MPI_Win_free(&win_);
+}
+
+void Watchdog::mark_shutdown(int64_t stage) {
+  MPI_Accumulate(&stage, 1, MPI_INT64_T, rank_, 1, 1, MPI_INT64_T, MPI_REPLACE, win_);
+  MPI_Win_flush(rank_, win_);
+}
+
+std::string Watchdog::shutdown_laggards() {
+  std::string out;
+  for (int r = 0; r < layout_.world(); ++r) {
+    int64_t stage = 0;
+    MPI_Fetch_and_op(nullptr, &stage, MPI_INT64_T, r, 1, MPI_NO_OP, win_);
+    MPI_Win_flush(r, win_);
+    if (stage >= 2) continue;
+    out += (out.empty() ? "" : ", ") + layout_.name(r) +
+           (stage == 1 ? " (at the barrier, its own messages undelivered)" : " (not at the barrier)");
+  }
+  return out;
 }
 
 void Watchdog::loop() {

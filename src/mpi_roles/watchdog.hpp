@@ -20,10 +20,16 @@
 // the learners waiting for learner 0's batch rely on learner 0 being alive
 // (a learner 0 that is alive but stuck, e.g. in I/O on a hung file system,
 // is not detected). Needs MPI_THREAD_MULTIPLE.
+//
+// Shutdown. Beside its counter each rank hosts a shutdown word: 0 while it
+// runs, 1 once it is at the final barrier (quiesce) draining its messages, 2
+// once it has joined the barrier. A barrier that does not complete within
+// its deadline names, from these words, the ranks it waits for.
 #pragma once
 #include <mpi.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 
 #include "mpi_roles/role_layout.hpp"
@@ -38,6 +44,12 @@ class Watchdog {
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
+
+  // This rank's shutdown word (1: at the barrier, draining; 2: joined it).
+  void mark_shutdown(int64_t stage);
+  // The ranks whose shutdown word is below 2, by role and rank, and why
+  // ("environment rank 2 (not at the barrier)"); "" when none.
+  std::string shutdown_laggards();
 
  private:
   void loop();

@@ -1,0 +1,41 @@
+// The watchdog's shutdown words (watchdog.hpp), which let a final barrier
+// that does not complete name the ranks it waits for: before any rank is at
+// the barrier every rank lags ("not at the barrier"); a rank at the barrier
+// whose own messages are undelivered is named so; quiesce marks every rank
+// that joined, after which none lags. Needs 3 ranks (a role layout's least).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <string>
+
+#include "mpi_roles/generation_rpc.hpp"
+#include "mpi_roles/role_layout.hpp"
+#include "mpi_roles/watchdog.hpp"
+
+namespace forge {
+namespace {
+
+TEST(WatchdogShutdown, NamesTheRanksNotAtTheBarrier) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world < 3) GTEST_SKIP() << "a role layout needs 3 ranks";
+  const RoleLayout layout(world, RoleCounts{});
+  Watchdog dog(MPI_COMM_WORLD, layout, 60);
+  // No rank has marked yet: none passes the barrier below before all read.
+  const std::string before = dog.shutdown_laggards();
+  for (int r = 0; r < world; ++r)
+    EXPECT_NE(before.find(layout.name(r) + " (not at the barrier)"), std::string::npos) << before;
+  MPI_Barrier(MPI_COMM_WORLD);
+  dog.mark_shutdown(rank == world - 1 ? 1 : 2);
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(dog.shutdown_laggards(), layout.name(world - 1) + " (at the barrier, its own messages undelivered)");
+  MPI_Barrier(MPI_COMM_WORLD);
+  SendQueue sends;
+  quiesce(MPI_COMM_WORLD, sends, 60, &dog);  // every rank marks 2 before it joins
+  EXPECT_EQ(dog.shutdown_laggards(), "");
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+}  // namespace forge
