@@ -48,12 +48,20 @@ std::string sandbox_settings(const EnvConfig& config) {
 // run's environments share one config, so a process has one pool; a config
 // with other settings (tests) gets a pool of its own rather than silently
 // running under the first one's limits.
+struct SandboxPools {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<SandboxPool>> by_settings;
+};
+SandboxPools& sandbox_pools() {
+  static SandboxPools pools;
+  return pools;
+}
+
 SandboxPool& shared_pool(const EnvConfig& config) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<SandboxPool>> pools;
+  SandboxPools& pools = sandbox_pools();
   const std::string key = sandbox_settings(config);
-  std::lock_guard<std::mutex> lock(mu);
-  auto& pool = pools[key];
+  std::lock_guard<std::mutex> lock(pools.mu);
+  auto& pool = pools.by_settings[key];
   if (!pool) pool = std::make_unique<SandboxPool>(config.sandbox_concurrency, config.sandbox);
   return *pool;
 }
@@ -332,6 +340,12 @@ std::vector<SandboxFile> CodeEnv::workspace() const {
 
 SandboxResult CodeEnv::run(SandboxRequest request) const {
   return shared_pool(config()).submit(std::move(request)).get();
+}
+
+void stop_queueing_sandbox_runs(const std::string& why) {
+  SandboxPools& pools = sandbox_pools();
+  std::lock_guard<std::mutex> lock(pools.mu);
+  for (auto& [settings, pool] : pools.by_settings) pool->stop_queueing(why);
 }
 
 CodeTestCacheStats code_test_cache_stats() { return test_run_cache().stats(); }

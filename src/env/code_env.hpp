@@ -56,6 +56,11 @@ struct CodeTestCacheStats {
 };
 CodeTestCacheStats code_test_cache_stats();
 
+// The process's sandbox pools stop queueing (SandboxPool::stop_queueing): a
+// rank that stops waits for the runs in progress only, within their wall
+// deadline, not for every queued run of episodes it drops.
+void stop_queueing_sandbox_runs(const std::string& why);
+
 class CodeEnv : public Environment {
  public:
   using Environment::Environment;

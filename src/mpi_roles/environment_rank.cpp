@@ -14,6 +14,7 @@
 #include "core/log.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
+#include "env/code_env.hpp"
 #include "episode/trajectory_codec.hpp"
 #include "mpi_roles/producer_slots.hpp"
 
@@ -52,6 +53,13 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
   // Tool calls that run programs (code) run on threads, so that the rank's
   // other episodes go on generating meanwhile; a busy episode is left alone.
   EpisodeActions actions;
+  // However the loop ends (the stop word, an error), queued sandbox runs are
+  // refused before `actions` waits for the tool calls still running: they
+  // end within one run's wall deadline, not a queue's, and this rank meets
+  // the others (or aborts the job) in time.
+  struct RefuseQueuedRuns {
+    ~RefuseQueuedRuns() { stop_queueing_sandbox_runs("the environment rank is stopping"); }
+  } refuse_queued_runs;
 
   await_first_weights(control, cfg.startup_s);
   while (control.stop_code() == 0) {

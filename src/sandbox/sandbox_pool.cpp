@@ -51,13 +51,35 @@ SandboxPool::~SandboxPool() {
 std::future<SandboxResult> SandboxPool::submit(SandboxRequest request) {
   Job job{std::move(request), {}};
   std::future<SandboxResult> f = job.done.get_future();
+  std::string refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw Error("SandboxPool::submit after the pool stopped");
-    queue_.push_back(std::move(job));
+    if (not_queueing_.empty()) queue_.push_back(std::move(job));
+    else refused = not_queueing_;
   }
-  ready_.notify_one();
+  if (refused.empty()) {
+    ready_.notify_one();
+    return f;
+  }
+  SandboxResult r;
+  r.error = refused;
+  job.done.set_value(std::move(r));
   return f;
+}
+
+void SandboxPool::stop_queueing(const std::string& why) {
+  std::deque<Job> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    not_queueing_ = why.empty() ? "the sandbox pool stopped queueing" : why;
+    dropped.swap(queue_);
+  }
+  for (Job& job : dropped) {
+    SandboxResult r;
+    r.error = not_queueing_;
+    job.done.set_value(std::move(r));
+  }
 }
 
 SandboxPool::Stats SandboxPool::stats() const {

@@ -7,13 +7,16 @@
 // and goes on with other episodes. Every run ends by its deadline, so a
 // future resolves within (queue wait + limits.wall_s); the destructor waits
 // for the runs in progress and resolves the queued ones as kStartFailed
-// ("the sandbox pool stopped").
+// ("the sandbox pool stopped"). stop_queueing(why) does the latter at once
+// and resolves every later submit so too (a rank that is stopping waits
+// only for the runs in progress, not for a queue of runs nobody will read).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,6 +32,8 @@ class SandboxPool {
   SandboxPool& operator=(const SandboxPool&) = delete;
 
   std::future<SandboxResult> submit(SandboxRequest request);
+  // Queued runs and every later submit resolve as kStartFailed with `why`.
+  void stop_queueing(const std::string& why);
 
   struct Stats {
     uint64_t runs = 0;            // finished runs
@@ -52,6 +57,7 @@ class SandboxPool {
   std::condition_variable ready_;
   std::deque<Job> queue_;
   bool stopping_ = false;
+  std::string not_queueing_;  // stop_queueing's reason; "" while queueing
   int running_ = 0;
   Stats stats_;
   std::vector<std::thread> workers_;

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <set>
 #include <sstream>
 #include <string>
@@ -340,6 +342,35 @@ TEST(SandboxPool, RunsAtMostConcurrencyAtOnceEachAsItsOwnUser) {
                                             std::to_string(pool.limits().uid + 1) + "\n"}));
   }
   EXPECT_THROW(SandboxPool(0, {}), InputError);
+}
+
+// stop_queueing: the queued runs resolve at once as start failures naming
+// why, the run in progress ends as it would, and a later submit is refused
+// at once (a stopping environment rank waits for one run, not a queue).
+TEST(SandboxPool, StopQueueingRefusesQueuedAndLaterRuns) {
+  REQUIRE_SANDBOX();
+  SandboxPool pool(1, own_users(9));
+  std::vector<std::future<SandboxResult>> runs;
+  runs.push_back(pool.submit(sh("sleep 0.5; echo done")));
+  for (int i = 0; i < 3; ++i) runs.push_back(pool.submit(sh("echo queued")));
+  pool.stop_queueing("the rank is stopping");
+  for (size_t i = 1; i < runs.size(); ++i) {
+    ASSERT_EQ(runs[i].wait_for(std::chrono::seconds(0)), std::future_status::ready) << i;
+    const SandboxResult r = runs[i].get();
+    EXPECT_EQ(r.status, SandboxStatus::kStartFailed);
+    EXPECT_EQ(r.error, "the rank is stopping");
+  }
+  std::future<SandboxResult> later = pool.submit(sh("echo later"));
+  ASSERT_EQ(later.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(later.get().status, SandboxStatus::kStartFailed);
+  const SandboxResult first = runs[0].get();
+  // The first run either had started (it finishes) or was still queued when
+  // the pool stopped queueing (refused): never lost.
+  if (first.status == SandboxStatus::kExited) {
+    EXPECT_EQ(first.output, "done\n");
+  } else {
+    EXPECT_EQ(first.error, "the rank is stopping");
+  }
 }
 
 TEST(SandboxPool, AThousandRunsLeaveNothingBehind) {
