@@ -127,8 +127,12 @@ int run(int argc, char** argv) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag != "--pre" && flag != "--nfc") throw InputError("unknown flag '" + flag + "'");
     BpeVocabulary v = tok->vocabulary();
-    if (flag == "--pre") v.pre = parse_pre_tokenizer(value);
-    else v.nfc = value == "on";
+    if (flag == "--pre") {
+      v.pre = parse_pre_tokenizer(value);
+      v.ignore_merges = v.pre == PreTokenizer::kLlama3;  // as the reference's llama3 tokenizer (and a GGUF's)
+    } else {
+      v.nfc = value == "on";
+    }
     tok = std::make_shared<BpeTokenizer>(std::move(v), model);
   }
   std::string line;
