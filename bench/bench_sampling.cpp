@@ -8,16 +8,18 @@
 // without a sort). Both must draw the same tokens ("same" column).
 //
 //   bench_sampling [--vocab=151936] [--draws=200] [--reps=5] [--sigma=3]
-//                  [--top_ps=0.9,0.95,1] [--top_k=0] [--seed=1]
+//                  [--top_ps=0.9,0.95,1] [--top_k=0] [--masked=0] [--seed=1]
 //
 // The row: logits N(0, sigma) plus two peaks 12 and 11 above, so a top_p of
 // 0.9 holds tens of thousands of tokens (a flat row: the worst case; a peaked
-// LLM row's nucleus is a few tokens). Single thread; no BLAS. Prints the
+// LLM row's nucleus is a few tokens); --masked tokens at -inf (a masked
+// vocabulary). Single thread; no BLAS. Prints the
 // median ms per draw of each (of --reps runs of --draws draws), their ratio,
 // and one JSON line.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -96,8 +98,9 @@ static int bench_main(int argc, char** argv) {
   const int vocab = flags.get("vocab", 151936), draws = flags.get("draws", 200), reps = flags.get("reps", 5);
   const double sigma = flags.get("sigma", 3.0);
   const std::vector<double> top_ps = flags.numbers("top_ps", "0.9,0.95,1");
-  const int top_k = flags.get("top_k", 0), seed = flags.get("seed", 1);
+  const int top_k = flags.get("top_k", 0), seed = flags.get("seed", 1), masked = flags.get("masked", 0);
   flags.finish();
+  if (masked < 0 || masked >= vocab) bench::Flags::usage("--masked is in [0, vocab)");
   if (vocab < 2 || draws < 1 || reps < 1) bench::Flags::usage("--vocab must be at least 2, --draws and --reps at least 1");
   if (!(sigma >= 0) || top_k < 0) bench::Flags::usage("--sigma and --top_k must be >= 0");
   for (const double p : top_ps)
@@ -108,10 +111,12 @@ static int bench_main(int argc, char** argv) {
   for (float& x : logits) x = static_cast<float>(sigma * rng.normal());
   logits[static_cast<size_t>(rng.below(static_cast<uint64_t>(vocab)))] += 12.0f;
   logits[static_cast<size_t>(rng.below(static_cast<uint64_t>(vocab)))] += 11.0f;
+  for (int i = 0; i < masked; ++i)  // after the peaks: a masked peak is masked
+    logits[static_cast<size_t>(rng.below(static_cast<uint64_t>(vocab)))] = -std::numeric_limits<float>::infinity();
 
-  std::printf("sample_token on one row: V %d, logits N(0, %g) plus two peaks, top_k %d; %d draws x %d reps, "
-              "median ms per draw\n",
-              vocab, sigma, top_k, draws, reps);
+  std::printf("sample_token on one row: V %d, logits N(0, %g) plus two peaks, %d at -inf, top_k %d; %d draws x %d "
+              "reps, median ms per draw\n",
+              vocab, sigma, masked, top_k, draws, reps);
   std::printf("%-8s %9s %12s %14s %9s %6s\n", "top_p", "nucleus", "forge ms", "whole sort ms", "speed-up", "same");
   std::string json_rows;
   for (const double top_p : top_ps) {
@@ -144,6 +149,7 @@ static int bench_main(int argc, char** argv) {
   bench::print_json({{"bench", "\"sampling\""},
                      {"vocab", std::to_string(vocab)},
                      {"top_k", std::to_string(top_k)},
+                     {"masked", std::to_string(masked)},
                      {"rows", "[" + json_rows + "]"}});
   return 0;
 }

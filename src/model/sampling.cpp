@@ -17,8 +17,10 @@ namespace {
 int nucleus_bound(const float* logits, const std::vector<double>& e, int vocab, float mx, double all,
                   double top_p) {
   constexpr int kBins = 1024;
-  const float mn = *std::min_element(logits, logits + vocab);
-  const double scale = mx > mn && std::isfinite(mn) ? kBins / static_cast<double>(mx - mn) : 0.0;
+  float mn = mx;  // the smallest finite logit: a -inf one (a masked token, mass 0) goes to the last bin
+  for (int v = 0; v < vocab; ++v)
+    if (std::isfinite(logits[v])) mn = std::min(mn, logits[v]);
+  const double scale = mx > mn ? kBins / static_cast<double>(mx - mn) : 0.0;
   thread_local std::vector<double> mass;
   thread_local std::vector<int> count;
   mass.assign(kBins, 0.0);

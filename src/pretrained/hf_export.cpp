@@ -146,12 +146,13 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   if (m.tokenizer.eos_id >= 0) cfg["eos_token_id"] = m.tokenizer.eos_id;
   ordered_json gen = {{"_from_model_config", true}};
   if (m.tokenizer.bos_id >= 0) gen["bos_token_id"] = m.tokenizer.bos_id;
-  // What generate stops at: the eos id, or every end id where the model has several.
+  // What generate stops at: every end id (the eos id, a GGUF's eot/eom ids).
   std::vector<int32_t> ends;
   for (const int32_t id : m.tokenizer.end_ids)
     if (std::find(ends.begin(), ends.end(), id) == ends.end()) ends.push_back(id);
+  if (ends.empty() && m.tokenizer.eos_id >= 0) ends.push_back(m.tokenizer.eos_id);
   if (ends.size() > 1) gen["eos_token_id"] = ends;
-  else if (m.tokenizer.eos_id >= 0) gen["eos_token_id"] = m.tokenizer.eos_id;
+  else if (ends.size() == 1) gen["eos_token_id"] = ends[0];
   ordered_json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
                      {"clean_up_tokenization_spaces", false},
                      {"model_max_length", m.max_positions}};

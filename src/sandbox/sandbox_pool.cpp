@@ -70,14 +70,15 @@ std::future<SandboxResult> SandboxPool::submit(SandboxRequest request) {
 
 void SandboxPool::stop_queueing(const std::string& why) {
   std::deque<Job> dropped;
+  const std::string reason = why.empty() ? "the sandbox pool stopped queueing" : why;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    not_queueing_ = why.empty() ? "the sandbox pool stopped queueing" : why;
+    not_queueing_ = reason;
     dropped.swap(queue_);
   }
   for (Job& job : dropped) {
     SandboxResult r;
-    r.error = not_queueing_;
+    r.error = reason;
     job.done.set_value(std::move(r));
   }
 }
