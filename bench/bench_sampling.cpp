@@ -2,10 +2,10 @@
 // large vocabulary, against a whole sort of the row measured side by side:
 // the candidates in descending logit order (ties by id), the nucleus the
 // smallest prefix whose mass reaches top_p, the inverse CDF at u over it.
-// forge sorts a prefix that grows (64, 128, ...) until it holds the nucleus;
-// the baseline sorts all V tokens each draw (what forge did before; with
-// every token a candidate, top_p 1 and no top_k, both draw in id order
-// without a sort). Both must draw the same tokens ("same" column).
+// forge sorts a prefix of 64, else the tokens of a bound on the nucleus
+// (sampling.cpp); the baseline sorts all V tokens each draw (with every token
+// a candidate, top_p 1 and no top_k, both draw in id order without a sort).
+// Both must draw the same tokens ("same" column).
 //
 //   bench_sampling [--vocab=151936] [--draws=200] [--reps=5] [--sigma=3]
 //                  [--top_ps=0.9,0.95,1] [--top_k=0] [--masked=0] [--seed=1]
@@ -37,28 +37,13 @@ namespace {
 // token a candidate: in id order, as sample_token). *nucleus: the candidates.
 int32_t whole_sort_draw(const std::vector<float>& logits, float top_p, int top_k, double u01, int* nucleus) {
   const int vocab = static_cast<int>(logits.size());
-  *nucleus = vocab;
-  if ((top_k == 0 || top_k >= vocab) && top_p >= 1.0f) {
-    const float mx = *std::max_element(logits.begin(), logits.end());
-    std::vector<double> prob(vocab);
-    double total = 0;
-    for (int v = 0; v < vocab; ++v) total += prob[v] = std::exp(static_cast<double>(logits[v] - mx));
-    double u = u01 * total;
-    int last = 0;
-    for (int v = 0; v < vocab; ++v) {
-      if (prob[v] <= 0) continue;
-      last = v;
-      u -= prob[v];
-      if (u < 0) return v;
-    }
-    return last;
-  }
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  const float mx = logits[order[0]];
+  if ((top_k > 0 && top_k < vocab) || top_p < 1.0f)
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+  const float mx = *std::max_element(logits.begin(), logits.end());
   std::vector<double> prob(vocab);
   double all = 0;
   for (int i = 0; i < vocab; ++i) all += prob[i] = std::exp(static_cast<double>(logits[order[i]] - mx));

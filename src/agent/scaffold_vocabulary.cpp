@@ -8,15 +8,13 @@
 namespace forge {
 
 ScaffoldVocabulary::ScaffoldVocabulary()
-    : tokenizer_(std::make_shared<ByteTokenizer>()), stop_(kEndOfTurn), stops_{kEndOfTurn},
-      call_open_("<|tool_call|>"), call_close_("<|/tool_call|>") {}
+    : tokenizer_(std::make_shared<ByteTokenizer>()), stops_{kEndOfTurn}, call_open_("<|tool_call|>"), call_close_("<|/tool_call|>") {}
 
 ScaffoldVocabulary::ScaffoldVocabulary(std::shared_ptr<const ChatFormat> native)
     : native_(std::move(native)), call_open_("<tool_call>"), call_close_("</tool_call>") {
   FORGE_CHECK(native_ != nullptr, "a pretrained scaffold vocabulary needs its chat format");
   tokenizer_ = std::shared_ptr<const Tokenizer>(native_, &native_->tokenizer());
-  stop_ = native_->end_of_turn();
-  stops_ = native_->stop_tokens();
+  stops_ = native_->stop_tokens();  // its end of turn first
 }
 
 bool ScaffoldVocabulary::is_stop(int32_t id) const { return std::find(stops_.begin(), stops_.end(), id) != stops_.end(); }

@@ -38,7 +38,7 @@ class ScaffoldVocabulary {
   int32_t vocab_size() const { return tokenizer_->vocab_size(); }
   // The token that closes an assistant turn (the scaffold writes it after a
   // generation that ended otherwise), and every token a generation stops at.
-  int32_t stop_token() const { return stop_; }
+  int32_t stop_token() const { return stops_.front(); }
   const std::vector<int32_t>& stop_tokens() const { return stops_; }
   bool is_stop(int32_t id) const;
   bool is_special(int32_t id) const { return tokenizer_->is_special(id); }
@@ -63,8 +63,7 @@ class ScaffoldVocabulary {
   ScaffoldVocabulary();  // builtin
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const ChatFormat> native_;
-  int32_t stop_ = -1;
-  std::vector<int32_t> stops_;
+  std::vector<int32_t> stops_;  // the end of turn first
   std::string call_open_, call_close_;
 };
 

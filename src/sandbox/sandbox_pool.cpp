@@ -26,6 +26,13 @@ SandboxLimits with_node_users(SandboxLimits limits, int concurrency) {
 
 }  // namespace
 
+// A run that never starts: kStartFailed, naming why.
+void SandboxPool::refuse(Job& job, const std::string& why) {
+  SandboxResult r;
+  r.error = why;
+  job.done.set_value(std::move(r));
+}
+
 SandboxPool::SandboxPool(int concurrency, SandboxLimits limits)
     : limits_(with_node_users(std::move(limits), concurrency)) {
   if (concurrency < 1) throw InputError("sandbox.concurrency must be at least 1 (got " + std::to_string(concurrency) + ")");
@@ -40,11 +47,7 @@ SandboxPool::~SandboxPool() {
     dropped.swap(queue_);
   }
   ready_.notify_all();
-  for (Job& job : dropped) {
-    SandboxResult r;
-    r.error = "the sandbox pool stopped";
-    job.done.set_value(std::move(r));
-  }
+  for (Job& job : dropped) refuse(job, "the sandbox pool stopped");
   for (std::thread& t : workers_) t.join();
 }
 
@@ -58,13 +61,8 @@ std::future<SandboxResult> SandboxPool::submit(SandboxRequest request) {
     if (not_queueing_.empty()) queue_.push_back(std::move(job));
     else refused = not_queueing_;
   }
-  if (refused.empty()) {
-    ready_.notify_one();
-    return f;
-  }
-  SandboxResult r;
-  r.error = refused;
-  job.done.set_value(std::move(r));
+  if (refused.empty()) ready_.notify_one();
+  else refuse(job, refused);
   return f;
 }
 
@@ -76,11 +74,7 @@ void SandboxPool::stop_queueing(const std::string& why) {
     not_queueing_ = reason;
     dropped.swap(queue_);
   }
-  for (Job& job : dropped) {
-    SandboxResult r;
-    r.error = reason;
-    job.done.set_value(std::move(r));
-  }
+  for (Job& job : dropped) refuse(job, reason);
 }
 
 SandboxPool::Stats SandboxPool::stats() const {

@@ -51,6 +51,7 @@ class SandboxPool {
     std::promise<SandboxResult> done;
   };
   void work(int index);
+  static void refuse(Job& job, const std::string& why);
 
   const SandboxLimits limits_;
   mutable std::mutex mu_;

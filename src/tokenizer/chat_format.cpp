@@ -57,15 +57,16 @@ bool chatml_default_system(const std::string& t, std::string* text) {
 // nothing: every {{ }} expression must be one `allowed` accepts and every
 // {% %} statement one `statement` accepts (both squeezed, without a "-" at
 // either end: an {% else %} or another condition would render otherwise
-// than forge does), and the text between tags must be white space that Jinja drops as transformers
-// configures it: a "-" beside a tag strips the white space on that side;
-// trim_blocks drops the one newline right after a {% %} or {# #};
+// than forge does), and the text between tags must be white space that
+// Jinja drops as transformers configures it: a "-" beside a tag strips the
+// white space on that side; trim_blocks drops the one newline right after a
+// {% %} or {# #};
 // lstrip_blocks drops spaces and tabs from a line's start to a {% %} or
 // {# #}; the template's one trailing newline goes. A template that holds
 // the recognized line and prints more (Hermes' {{bos_token}}, a space after
 // a }}) would render otherwise.
 template <typename Allowed, typename Statement>
-std::string printed_beyond(const std::string& t, Allowed allowed, Statement statement) {
+std::string beyond_recognized(const std::string& t, Allowed allowed, Statement statement) {
   char last_kind = 0;       // the previous tag's: '{', '%', '#' (0 at the start)
   bool last_strips = false;  // it ended with "-}}", "-%}" or "-#}"
   for (size_t i = 0; i <= t.size();) {
@@ -144,7 +145,7 @@ ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer
     }
     if (!contains(s, "add_generation_prompt%}{{'<|im_start|>assistant\\n'}}")) throw refuse("an unknown generation prompt");
     bool prints_system = false;
-    const std::string beyond = printed_beyond(
+    const std::string beyond = beyond_recognized(
         jinja,
         [&](const std::string& e) {
           const bool literal = e.size() > 2 && e.front() == '\'' && e.back() == '\'' && !contains(e.substr(1, e.size() - 2), "'");
@@ -166,7 +167,7 @@ ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer
   } else if (contains(s, "'<|start_header_id|>'+message['role']+'<|end_header_id|>\\n\\n'+message['content']|trim+'<|eot_id|>'")) {
     family_ = Family::kLlama3;
     if (!contains(s, "bos_token")) throw refuse("a Llama 3 template without bos_token");
-    const std::string beyond = printed_beyond(
+    const std::string beyond = beyond_recognized(
         jinja,
         [](const std::string& e) {
           return e == "content" || e == "'<|start_header_id|>assistant<|end_header_id|>\\n\\n'";
