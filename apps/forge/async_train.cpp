@@ -168,8 +168,14 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
   const EngineStats& es = engine.stats();
   const std::string cancelled =
       es.cancelled > 0 ? " (" + std::to_string(es.cancelled) + " cancelled: their episodes were abandoned)" : "";
+  // Requests that reached this rank before the weights of their slot's
+  // start version (held_requests.hpp): they waited for them.
+  char held[96] = "";
+  if (st.held > 0)
+    std::snprintf(held, sizeof held, "; %lld held for their slot's weights (longest %.1f ms)",
+                  static_cast<long long>(st.held), st.longest_hold_s * 1e3);
   log_info("rollout: " + std::to_string(st.requests) + " requests" + cancelled + ", " +
-           std::to_string(st.weight_pulls) + " weight versions" + pull);
+           std::to_string(st.weight_pulls) + " weight versions" + pull + held);
   // Where the engine's rows went: prompt tokens computed (a new version drops
   // the session caches, so an episode's next turn computes its history
   // again), reused from the episode's cache, copied from another sequence or

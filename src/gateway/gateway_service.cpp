@@ -77,9 +77,11 @@ GatewayService::GatewayService(const GatewayConfig& config, const SamplingParams
 
 // ---- the rank's loop
 
-void GatewayService::add_group(uint64_t slot, std::vector<std::unique_ptr<GatewayEpisode>> episodes) {
+void GatewayService::add_group(uint64_t slot, std::vector<std::unique_ptr<GatewayEpisode>> episodes,
+                               int32_t min_version) {
   std::lock_guard lock(mu_);
   groups_[slot].size = static_cast<int>(episodes.size());
+  groups_[slot].min_version = min_version;
   for (auto& e : episodes) openable_.push_back(std::move(e));
   openable_cv_.notify_all();
 }
@@ -270,6 +272,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
     uint64_t seed = sampling_.seed ^ (episode_id * 0x9E3779B97F4A7C15ull) ^ (request_id << 1);
     r.sampling.seed = splitmix64(seed);
     if (o.in_flight == 0) r.session = "gw-episode-" + std::to_string(episode_id);
+    r.min_version = groups_.at(o.episode->slot()).min_version;
     ++o.in_flight;
     o.last_active = Clock::now();
     ++counters_.requests;

@@ -1,8 +1,9 @@
 // The gateway's state and request handling, between HTTP handler threads
 // (many, blocking) and the gateway rank's loop (one thread, all MPI).
 //
-//   loop:  add_group(slot, episodes)   an admitted data-pool slot: G episodes
-//                                      of one task become openable
+//   loop:  add_group(slot, eps, v)     an admitted data-pool slot: G episodes
+//                                      of one task become openable, served
+//                                      by weights of version v or newer
 //          take_jobs()                 generation requests to send to rollout ranks
 //          take_timed_out()            requests answered 504: to cancel
 //          fulfil(request, result)     a result came back
@@ -78,7 +79,9 @@ class GatewayService {
                  std::shared_ptr<const ScaffoldVocabulary> vocab = ScaffoldVocabulary::builtin_ptr());
 
   // ---- the rank's loop
-  void add_group(uint64_t slot, std::vector<std::unique_ptr<GatewayEpisode>> episodes);
+  // Its requests carry min_version: the oldest weights that may serve them
+  // (the slot's start version, mpi_roles/producer_slots.hpp).
+  void add_group(uint64_t slot, std::vector<std::unique_ptr<GatewayEpisode>> episodes, int32_t min_version = 0);
   std::vector<GenerationJob> take_jobs();
   // Whether a request still waits for request `id`'s result (false once it
   // timed out, 504): a job the rank has not sent yet is then dropped.
@@ -128,6 +131,7 @@ class GatewayService {
   };
   struct Group {
     int size = 0;
+    int32_t min_version = 0;
     std::vector<Trajectory> done;
   };
 

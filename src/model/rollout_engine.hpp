@@ -102,6 +102,10 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   std::string session;  // prefix-reuse key; empty = no reuse
+  // Weights of at least this version must serve it: a rollout rank holds the
+  // request until it has loaded them (mpi_roles/held_requests.hpp). The
+  // engine itself ignores it.
+  int32_t min_version = 0;
 };
 
 // Wire values (generation_rpc.hpp) in this order: new reasons go last.

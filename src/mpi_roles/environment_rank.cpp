@@ -23,6 +23,7 @@ namespace {
 
 struct SlotGroup {
   uint64_t slot = 0;
+  int32_t min_version = 0;  // every request's (producer_slots.hpp)
   Stopwatch since_start;
   std::vector<AgentEpisode> episodes;
 };
@@ -64,9 +65,10 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
   await_first_weights(control, cfg.startup_s);
   while (control.stop_code() == 0) {
     bool progressed = false;
-    for (const uint64_t slot : slots.admit()) {
+    for (const auto [slot, min_version] : slots.admit()) {
       auto g = std::make_unique<SlotGroup>();
       g->slot = slot;
+      g->min_version = min_version;
       const uint64_t task_seed = slot_task_seed(cfg.run_seed, slot);
       for (int e = 0; e < cfg.group; ++e)
         g->episodes.push_back(make_episode(mix, sampler, cfg.agent, task_seed, slot_episode_id(slot, cfg.group, e),
@@ -82,6 +84,7 @@ EnvironmentRankStats run_environment_rank(const RoleLayout& layout, DataPool& po
         if (!request) continue;
         const uint64_t id = slot_episode_id(g->slot, cfg.group, static_cast<int>(i));
         request->id = id;
+        request->min_version = g->min_version;
         client.send(first_rollout + static_cast<int>(id % rollouts), *request);
         waiting[id] = {g.get(), i};
         ++stats.requests;

@@ -87,7 +87,7 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
   Stopwatch since_expiry;
   while (control.stop_code() == 0) {
     bool progressed = false;
-    for (const uint64_t slot : slots.admit()) {
+    for (const auto [slot, min_version] : slots.admit()) {
       const uint64_t task_seed = slot_task_seed(cfg.producer.run_seed, slot);
       std::vector<std::unique_ptr<GatewayEpisode>> episodes;
       for (int g = 0; g < cfg.producer.group; ++g) {
@@ -96,7 +96,7 @@ void run_gateway_rank(const RoleLayout& layout, DataPool& pool, WeightChannel& c
             mix.make_for(task_seed), task_seed, episode_style(sampler, task_seed, id, StyleMode::kTrain),
             cfg.producer.agent, id, slot));
       }
-      service.add_group(slot, std::move(episodes));
+      service.add_group(slot, std::move(episodes), min_version);
       progressed = true;
     }
     for (GenerationJob& job : service.take_jobs()) pending.push_back(std::move(job));

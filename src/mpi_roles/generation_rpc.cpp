@@ -39,6 +39,7 @@ std::vector<uint8_t> encode_request(const GenerationRequest& r) {
   w.put_vec(r.sampling.stop_tokens);
   w.put(r.sampling.seed);
   w.put_str(r.session);
+  w.put(r.min_version);
   return w.take();
 }
 
@@ -54,6 +55,8 @@ GenerationRequest decode_request(const std::vector<uint8_t>& bytes, const std::s
   r.sampling.stop_tokens = rd.get_vec<int32_t>(1024);
   r.sampling.seed = rd.get<uint64_t>();
   r.session = rd.get_str(4096);
+  r.min_version = rd.get<int32_t>();
+  if (r.min_version < 0) rd.fail("minimum policy version " + std::to_string(r.min_version));
   rd.expect_end();
   return r;
 }

@@ -4,7 +4,8 @@
 // only the RPC of the agent loop).
 //
 //   request  tag kRequestTag, client -> server: id, prompt tokens, sampling
-//            parameters, session key (prefix reuse on the server)
+//            parameters, session key (prefix reuse on the server), the
+//            oldest weights version that may serve it (held_requests.hpp)
 //   result   tag kResultTag, server -> client: id, tokens, behaviour
 //            logprobs, policy version per token, finish reason, error text
 //   cancel   tag kCancelTag, client -> server: id (an abandoned episode's

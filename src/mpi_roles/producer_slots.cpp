@@ -4,13 +4,13 @@
 
 namespace forge {
 
-std::vector<uint64_t> ProducerSlots::admit() {
-  std::vector<uint64_t> started;
+std::vector<StartedSlot> ProducerSlots::admit() {
+  std::vector<StartedSlot> started;
   while (static_cast<int>(held_.size()) < capacity_) {
     const std::optional<uint64_t> s = pool_.try_start();
     if (!s) break;
     held_.insert(*s);
-    started.push_back(*s);
+    started.push_back({*s, static_cast<int32_t>(pool_.published_version())});
   }
   return started;
 }

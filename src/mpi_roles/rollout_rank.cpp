@@ -8,6 +8,7 @@
 #include "backend/host_pins.hpp"
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "mpi_roles/held_requests.hpp"
 
 namespace forge {
 
@@ -45,6 +46,30 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
   };
   std::map<uint64_t, Origin> origin;  // engine id -> client
   std::map<std::pair<int, uint64_t>, uint64_t> engine_id;  // (client rank, client id) -> engine id
+  // A result (under its engine id) goes back to the client, under the client's id.
+  const auto answer = [&](GenerationResult r) {
+    const auto it = origin.find(r.id);
+    FORGE_CHECK(it != origin.end(), "a result for an unknown engine request id");
+    r.id = it->second.id;
+    stats.generated += static_cast<int64_t>(r.tokens.size());
+    sends.send(world, it->second.source, kResultTag, encode_result(r));
+    engine_id.erase({it->second.source, it->second.id});
+    origin.erase(it);
+  };
+  // A request the engine refuses gets an error result at once.
+  const auto submit = [&](GenerationRequest r) {
+    const uint64_t id = r.id;
+    try {
+      engine.submit(std::move(r));
+    } catch (const InputError& e) {
+      GenerationResult err;
+      err.id = id;
+      err.finish = FinishReason::kError;
+      err.error = e.what();
+      answer(std::move(err));
+    }
+  };
+  HeldRequests held;  // waiting for newer weights than the engine's
   uint64_t next_id = 0;
   std::vector<uint8_t> bytes;
   int source = -1;
@@ -55,17 +80,12 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       const uint64_t client_id = r.id;
       r.id = next_id++;
       ++stats.requests;
-      try {
-        engine.submit(r);
-        origin[r.id] = {source, client_id};
-        engine_id[{source, client_id}] = r.id;
-      } catch (const InputError& e) {
-        GenerationResult err;
-        err.id = client_id;
-        err.finish = FinishReason::kError;
-        err.error = e.what();
-        sends.send(world, source, kResultTag, encode_result(err));
-      }
+      origin[r.id] = {source, client_id};
+      engine_id[{source, client_id}] = r.id;
+      if (r.min_version > version)
+        held.hold(std::move(r));
+      else
+        submit(std::move(r));
       progressed = true;
     }
     // Cancels, after the requests received above. One the engine does not
@@ -73,7 +93,16 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
     while (try_receive(world, kCancelTag, &source, &bytes)) {
       const uint64_t client_id = decode_cancel(bytes, "cancel from " + layout.name(source));
       const auto it = engine_id.find({source, client_id});
-      if (it != engine_id.end()) engine.cancel(it->second);
+      if (it != engine_id.end()) {
+        if (held.cancel(it->second)) {
+          GenerationResult r;
+          r.id = it->second;
+          r.finish = FinishReason::kCancelled;
+          answer(std::move(r));
+        } else {
+          engine.cancel(it->second);
+        }
+      }
       progressed = true;
     }
     Stopwatch pull;
@@ -86,22 +115,18 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       engine.clear_prefix_cache();
       ++stats.weight_pulls;
     }
+    if (held.size() > 0)
+      for (GenerationRequest& r : held.release(static_cast<int>(version))) submit(std::move(r));
     if (!engine.idle()) {
-      for (GenerationResult& r : engine.step()) {
-        const auto it = origin.find(r.id);
-        FORGE_CHECK(it != origin.end(), "engine returned an unknown request id");
-        r.id = it->second.id;
-        stats.generated += static_cast<int64_t>(r.tokens.size());
-        sends.send(world, it->second.source, kResultTag, encode_result(r));
-        engine_id.erase({it->second.source, it->second.id});
-        origin.erase(it);
-      }
+      for (GenerationResult& r : engine.step()) answer(std::move(r));
       ++stats.engine_steps;
       progressed = true;
     }
     sends.progress();
     if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
+  stats.held = held.total_held();
+  stats.longest_hold_s = held.longest_hold_s();
   return stats;
 }
 

@@ -2,7 +2,9 @@
 // stop word:
 //   1. receive every generation request that arrived (any environment rank)
 //      and submit it to the engine under an engine-local id; a request the
-//      engine refuses gets an error result at once;
+//      engine refuses gets an error result at once, and one that needs newer
+//      weights than the engine's (min_version) is held until they are loaded
+//      (held_requests.hpp);
 //   2. between decode steps, pull the newest published weights
 //      (weight_channel.hpp): the engine's policy version becomes the
 //      learner's version, and cached session prefixes (k/v of the old
@@ -31,6 +33,8 @@ namespace forge {
 struct RolloutRankStats {
   int64_t requests = 0, weight_pulls = 0, engine_steps = 0, generated = 0;
   double pull_seconds = 0;  // reading new versions and loading them into the model
+  int64_t held = 0;          // requests that waited for their slot's weights (held_requests.hpp)
+  double longest_hold_s = 0;
 };
 
 RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, PolicyModel& model,

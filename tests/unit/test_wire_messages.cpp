@@ -136,6 +136,7 @@ TEST(GenerationMessages, RequestAndResultRoundTrip) {
   q.sampling.stop_tokens = {7, 8};
   q.sampling.seed = 99;
   q.session = "episode-4";
+  q.min_version = 6;
   const GenerationRequest q2 = decode_request(encode_request(q), "req");
   EXPECT_EQ(q2.id, q.id);
   EXPECT_EQ(q2.prompt, q.prompt);
@@ -146,6 +147,9 @@ TEST(GenerationMessages, RequestAndResultRoundTrip) {
   EXPECT_EQ(q2.sampling.stop_tokens, q.sampling.stop_tokens);
   EXPECT_EQ(q2.sampling.seed, q.sampling.seed);
   EXPECT_EQ(q2.session, q.session);
+  EXPECT_EQ(q2.min_version, 6);
+  q.min_version = -1;  // versions are >= 0
+  EXPECT_THROW(decode_request(encode_request(q), "req"), InputError);
 
   GenerationResult r;
   r.id = 8;
