@@ -77,15 +77,18 @@ int run_generate(int argc, char** argv) {
     req.prompt = single_turn_prompt(prompt);
   }
   // The engine sized for this prompt and its generation (a long prompt
-  // exceeded the default 4096 tokens).
+  // exceeded the default 4096 tokens). A pretrained model's context caps
+  // the generation (finish: context_limit), and its KV pool, which is
+  // allocated whole (2^20 new tokens of SmolLM2 were 48 GB).
   EngineConfig ec;
   ec.max_batch = 1;
-  int64_t room = static_cast<int64_t>(req.prompt.size()) + sampling.max_new_tokens;
-  // A pretrained model's context caps the generation (its KV pool is
-  // allocated whole: 2^20 new tokens of SmolLM2 were 48 GB).
-  if (source.max_positions > 0)
-    room = std::min<int64_t>(room, std::max<int64_t>(source.max_positions, static_cast<int64_t>(req.prompt.size()) + 1));
-  ec.max_seq_len = static_cast<int>(std::max<int64_t>(ec.max_seq_len, room));
+  const int64_t prompt_len = static_cast<int64_t>(req.prompt.size());
+  int64_t room = prompt_len + sampling.max_new_tokens;
+  if (source.max_positions > 0) {
+    warn_past_context(source, prompt_len, "the prompt");
+    room = std::min<int64_t>(room, std::max<int64_t>(source.max_positions, prompt_len + 1));
+  }
+  ec.max_seq_len = static_cast<int>(room);
   ec.kv_cache_tokens = ec.max_seq_len + ec.block_size;  // one sequence's, whole blocks
   RolloutEngine engine(*model, ec);
   engine.set_policy_version(static_cast<int>(version));

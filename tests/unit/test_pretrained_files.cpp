@@ -33,6 +33,7 @@
 #include "pretrained/safetensors_file.hpp"
 #include "tokenizer/bpe_tokenizer.hpp"
 #include "tokenizer/chat_format.hpp"
+#include "e2e/forge_runner.hpp"
 #include "unit/file_size_limit.hpp"
 
 namespace fs = std::filesystem;
@@ -868,6 +869,22 @@ TEST(PretrainedModel, SequencesPastTheContextLengthAreWarnedAbout) {
                                       "model's context length, 300"),
             std::string::npos);
   EXPECT_EQ(warning(ModelSource{}, 1 << 20), "");  // the built-in policy: unbounded
+}
+
+// `forge generate` stops at a pretrained model's context length, below the
+// engine's default 4096 tokens too (it once kept the default: a model of 40
+// positions generated hundreds of tokens past them).
+TEST(PretrainedModel, GenerateStopsAtTheContextLength) {
+  const std::string dir = tiny_hf_folder("generate_context");
+  rewrite_json(dir + "/config.json", [](json& j) { j["max_position_embeddings"] = 40; });
+  const forge_e2e::Result r =
+      forge_e2e::forge("generate " + dir + " --prompt=hi --sample.max_new_tokens=500 --sample.seed=3 --show_logprobs");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(forge_e2e::contains(r.err, "finish: context_limit")) << r.err;
+  size_t generated = 0;
+  for (size_t at = r.out.find(" logprob "); at != std::string::npos; at = r.out.find(" logprob ", at + 1)) ++generated;
+  EXPECT_GT(generated, 0u);
+  EXPECT_LT(generated, 40u) << r.out;  // prompt + generated <= 40
 }
 
 // What newer transformers write and what a reader must not misread: the
