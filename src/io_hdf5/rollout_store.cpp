@@ -185,6 +185,10 @@ RolloutStore::RolloutStore(const std::string& path, RolloutStoreOptions options)
     reopen();  // starts SWMR writing itself, before it cuts
     return;
   }
+  if (options_.resume_step > 0)
+    log_warn("rollout store: '" + path + "' is missing although the checkpoint resumes after step " +
+             std::to_string(options_.resume_step - 1) + ": a new file starts, without the rows of steps 0 to " +
+             std::to_string(options_.resume_step - 1));
   create();
   start_swmr();
 }
@@ -258,9 +262,12 @@ void RolloutStore::reopen() {
                   r.read<int32_t>("calls/context_len", last, 1)[0] +
                   r.read<int32_t>("calls/generated_len", last, 1)[0];
     }
+    // Steps increase along the table: a row that does not (in a schema 3
+    // or 4 file, which has no record, an extended row never written reads
+    // as step 0) ends what is kept.
     int64_t last_kept = -1;
     for (const auto& m : r.steps())
-      if (m.step < options_.resume_step) ++steps, last_kept = m.step;
+      if (m.step < options_.resume_step && m.step > last_kept) ++steps, last_kept = m.step;
       else break;
     // The checkpoint trained steps 0 .. resume_step - 1; a file that stops
     // before (its last flushes lost with the node) keeps a gap.

@@ -38,6 +38,13 @@ LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig&
     require_same_model(model, start.resumed_from, "--resume", "resume with the run's [model] keys");
     start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
     start.step = static_cast<int>(start.checkpoint.step);
+    if (start.step > train.steps)
+      throw InputError("--resume: the newest checkpoint, '" + start.resumed_from + "', is at step " +
+                       std::to_string(start.step) + ", past train.steps = " + std::to_string(train.steps) +
+                       ": raise train.steps to go on (forge eval " + run.dir + " evaluates it)");
+    if (start.step == train.steps)
+      log_info("train: --resume: '" + start.resumed_from + "' is at train.steps = " + std::to_string(train.steps) +
+               ": nothing is left to train");
     // A requeued job repeats its command line: its train.init was the first
     // start's, and the run's own checkpoint supersedes it.
     if (!train.init.empty())

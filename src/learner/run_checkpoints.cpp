@@ -64,6 +64,19 @@ std::map<std::string, std::string> ini_values(const std::string& ini) {
   return out;
 }
 
+// Keys that leave training's course alone (where the run writes, how often
+// it logs and saves, deadlines, the gateway's listening socket, the
+// evaluation's schedule), [sft] (another command's), [model] (compared
+// whole by require_same_model) and train.init (superseded on resume).
+bool shapes_training(const std::string& key) {
+  static const std::set<std::string> neutral = {
+      "run.dir", "run.threads", "run.log_every", "run.checkpoint_every", "run.keep_checkpoints",
+      "run.flush_seconds", "train.eval_every", "train.eval_tasks", "train.init", "mpi.deadline_s",
+      "mpi.startup_s", "sandbox.concurrency", "sandbox.uid", "gateway.bind", "gateway.port",
+      "gateway.token", "gateway.http_threads", "gateway.max_request_kib", "gateway.client_io_s"};
+  return key.rfind("sft.", 0) != 0 && key.rfind("model.", 0) != 0 && key != "train.steps" && !neutral.count(key);
+}
+
 }  // namespace
 
 std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini) {
@@ -76,9 +89,7 @@ std::string resumed_setting_changes(const std::string& checkpoint_ini, const std
   std::set<std::string> keys;
   for (const auto* m : {&was, &now})
     for (const auto& [k, v] : *m)
-      if (k.rfind("optim.", 0) == 0 || k.rfind("loss.", 0) == 0 || k == "train.tasks" || k == "train.group" ||
-          k == "run.seed" || (cosine_by_steps && k == "train.steps"))
-        keys.insert(k);
+      if (shapes_training(k) || (cosine_by_steps && k == "train.steps")) keys.insert(k);
   std::string out;
   for (const std::string& k : keys)
     if (value(was, k) != value(now, k)) out += (out.empty() ? "" : "; ") + k + " " + value(was, k) + " -> " + value(now, k);

@@ -36,9 +36,10 @@ ModelSource model_source_of(const std::string& checkpoint);
 
 // What a resumed run changed of the settings that shape training's course,
 // checkpoint's -> now ("optim.lr 0.003 -> 0.001; train.tasks 16 -> 8"), ""
-// for none: [optim] (the learning rate and its schedule; train.steps too
-// where it is the cosine horizon), [loss], train.tasks and train.group
-// (episode ids continue from the step), run.seed. Both are INI texts as
+// for none: every key but those that leave it alone (where the run writes,
+// how often it logs, saves and evaluates, deadlines, the gateway's socket,
+// sandbox concurrency), [sft] and [model] (require_same_model compares it);
+// train.steps only where it is the cosine horizon. Both are INI texts as
 // dump_ini writes them.
 std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini);
 // The same from a run's configuration text (a checkpoint's or rollouts.h5's

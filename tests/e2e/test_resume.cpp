@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
@@ -111,6 +112,17 @@ TEST(Resume, AResumeUnderOtherSettingsIsWarnedAbout) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "--resume with settings other than the checkpoint's (optim.lr ")) << r.err;
   EXPECT_TRUE(contains(r.err, "-> 1e-04; train.steps 2 -> 3)")) << r.err;
+  // A train.steps below the checkpoint's step is refused, the run as it was
+  // (it once trained nothing, said nothing and recorded the lower count).
+  const auto config = [&] {
+    std::ifstream in(dir + "/config.ini");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = config();
+  const Result past = forge(std::string(kRun) + "--train.steps=1 --optim.schedule=cosine --resume --run.dir=" + dir);
+  EXPECT_EQ(past.rc, 2) << past.err;
+  EXPECT_TRUE(contains(past.err, "is at step 3, past train.steps = 1")) << past.err;
+  EXPECT_EQ(config(), before);
   std::filesystem::remove_all(dir);
 }
 

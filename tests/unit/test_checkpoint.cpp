@@ -18,6 +18,7 @@
 #include "core/rng.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "io_hdf5/h5_file.hpp"
+#include "learner/run_checkpoints.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 #include "unit/file_size_limit.hpp"
 #include "mpi_roles/data_pool_state.hpp"
@@ -358,6 +359,40 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
   expect_input_error([&] { load_checkpoint(good, wider, nullptr); }, {"embed", "[272, 32]", "[272, 48]"});
 
   expect_input_error([&] { load_checkpoint(good, model, &opt); }, {"no optimizer state"});
+}
+
+
+// A resume names every changed key that shapes training (the reward's
+// weights, the sampling temperature, the environments' mix once went
+// unnamed) and none of those that leave it alone (threads, logging, the
+// evaluation's schedule); train.steps only as the cosine horizon.
+TEST(Checkpoint, ResumeNamesEveryChangedKeyThatShapesTraining) {
+  const std::string was =
+      "[run]\nthreads = 2\nlog_every = 1\nseed = 7\n[reward]\nefficiency_weight = 0.1\n[sample]\ntemperature = 1\n"
+      "[env]\ntool_error_rate = 0.1\n[train]\nsteps = 10\neval_every = 0\n[optim]\nschedule = constant\n"
+      "total_steps = 0\n[sft]\nsteps = 5\n";
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = was;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  EXPECT_EQ(resumed_setting_changes(was, was), "");
+  EXPECT_EQ(resumed_setting_changes(was, with("efficiency_weight = 0.1", "efficiency_weight = 0.5")),
+            "reward.efficiency_weight 0.1 -> 0.5");
+  EXPECT_EQ(resumed_setting_changes(was, with("temperature = 1", "temperature = 0.7")), "sample.temperature 1 -> 0.7");
+  EXPECT_EQ(resumed_setting_changes(was, with("tool_error_rate = 0.1", "tool_error_rate = 0.5")),
+            "env.tool_error_rate 0.1 -> 0.5");
+  EXPECT_EQ(resumed_setting_changes(was, with("[train]\n", "[train]\nmerge = false\n")), "train.merge (unset) -> false");
+  EXPECT_EQ(resumed_setting_changes(was, with("threads = 2\nlog_every = 1", "threads = 8\nlog_every = 5")), "");
+  EXPECT_EQ(resumed_setting_changes(was, with("eval_every = 0\n[optim]", "eval_every = 4\n[optim]")), "");
+  EXPECT_EQ(resumed_setting_changes(was, with("[sft]\nsteps = 5", "[sft]\nsteps = 9")), "");
+  EXPECT_EQ(resumed_setting_changes(was, with("steps = 10\n", "steps = 20\n")), "");  // a constant schedule
+  EXPECT_EQ(resumed_setting_changes(was, with("schedule = constant", "schedule = cosine")),
+            "optim.schedule constant -> cosine");
+  const std::string cosine = with("schedule = constant", "schedule = cosine");
+  std::string longer = cosine;
+  longer.replace(longer.find("steps = 10\n"), 11, "steps = 20\n");
+  EXPECT_EQ(resumed_setting_changes(cosine, longer), "train.steps 10 -> 20");  // the cosine horizon
 }
 
 }  // namespace

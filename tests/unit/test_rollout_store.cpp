@@ -507,6 +507,36 @@ TEST(RolloutStore, ResumeUpgradesAnOlderSchemaInPlace) {
   EXPECT_EQ(RolloutReader(old).steps().size(), 4u);
 }
 
+// A schema 4 file has no commit record: step rows whose extent was set but
+// whose data never landed read as step 0. A resume keeps the steps only
+// while they increase (it once kept two such rows as real steps 0, for good).
+TEST(RolloutStore, ResumeOfAnOlderSchemaKeepsStepsWhileTheyIncrease) {
+  const std::string dir = temp_dir("upgrade_unwritten");
+  const std::string current = dir + "/current.h5", path = dir + "/rollouts.h5";
+  write_four_steps(current, 3);
+  make_schema_4(current, path);
+  {
+    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_TRUE(f.valid());
+    for (const auto& c : rollout_schema::columns()) {
+      const std::string name = c.path;
+      if (name.rfind("steps/", 0) != 0 || H5Lexists(f.id(), c.path, H5P_DEFAULT) <= 0) continue;
+      h5::Handle d(H5Dopen2(f.id(), c.path, H5P_DEFAULT), H5Dclose);
+      const hsize_t dims[2] = {6, static_cast<hsize_t>(c.width)};
+      ASSERT_GE(H5Dset_extent(d.id(), dims), 0) << name;
+    }
+  }
+  {
+    RolloutStoreOptions o = options();
+    o.resume_step = 6;
+    RolloutStore store(path, o);
+    append_training_step(store, 6, 3);
+  }
+  std::vector<int64_t> steps;
+  for (const StepMetrics& m : RolloutReader(path).steps()) steps.push_back(m.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 1, 2, 3, 6}));
+}
+
 // A writer killed while it held the file open outside SWMR (a resume
 // trimming or upgrading it) leaves an "open for write" flag that no reader
 // gets past; the next resume clears it and goes on.
@@ -999,6 +1029,19 @@ TEST(RolloutStore, AResumePastTheFilesStepsNamesTheMissingSteps) {
     RolloutStore store(path, o);
   }
   EXPECT_EQ(::testing::internal::GetCapturedStderr().find("were lost"), std::string::npos);
+  // No file at all: a new one starts, and the log says what it lacks.
+  const std::string gone = temp_dir("resume_gone") + "/rollouts.h5";
+  ::testing::internal::CaptureStderr();
+  {
+    RolloutStoreOptions o = options();
+    o.resume_step = 5;
+    RolloutStore store(gone, o);
+  }
+  const std::string missing = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(missing.find("is missing although the checkpoint resumes after step 4: a new file starts, without the "
+                         "rows of steps 0 to 4"),
+            std::string::npos)
+      << missing;
 }
 
 }  // namespace
