@@ -158,10 +158,14 @@ void RolloutReader::corrupted(const std::string& what) const {
   throw InputError("'" + path() + "' is corrupted: " + what);
 }
 
-void RolloutReader::read_raw(const Dataset& d, int64_t start, int64_t count, void* out) const {
+void RolloutReader::check_rows(const Dataset& d, int64_t start, int64_t count) const {
   if (start < 0 || count < 0 || start > d.rows - count)
     corrupted(std::to_string(count) + " rows from row " + std::to_string(start) + " of '" + d.column.path +
               "' lie outside its " + std::to_string(d.rows) + " rows");
+}
+
+void RolloutReader::read_raw(const Dataset& d, int64_t start, int64_t count, void* out) const {
+  check_rows(d, start, count);
   if (count == 0) return;
   const int rank = d.column.width == 1 ? 1 : 2;
   const hsize_t width = static_cast<hsize_t>(d.column.width);
@@ -179,7 +183,8 @@ std::vector<T> RolloutReader::read(const std::string& name, int64_t start, int64
   const Dataset& d = dataset(name);
   FORGE_CHECK(sizeof(T) == rs::type_size(d.column.type) && d.column.width == 1,
               "reading '" + name + "' with the wrong element type");
-  std::vector<T> out(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  check_rows(d, start, count);  // before the allocation: a damaged length once zero-filled 16 GiB
+  std::vector<T> out(static_cast<size_t>(count));
   read_raw(d, start, count, out.data());
   return out;
 }
@@ -237,11 +242,17 @@ void RolloutReader::refresh() {
     // Rows past the allocated chunks are fill values, not data: an extent a
     // writer set before its rows landed, or damage (2^40 rows of a sparse
     // file once made a reader allocate terabytes).
+    // A dataset stored whole (not chunked, as no forge writes a table, but
+    // a foreign or damaged file may) holds the rows its storage holds.
     hsize_t chunks = 0, chunk[2] = {0, 0};
     h5::Handle dcpl(H5Dget_create_plist(d.id.id()), H5Pclose);
-    if (dcpl.valid() && H5Pget_chunk(dcpl.id(), 2, chunk) >= 1 && chunk[0] > 0 &&
-        H5Dget_num_chunks(d.id.id(), space.id(), &chunks) >= 0)  // HDF5 1.10 refuses H5S_ALL here
+    if (dcpl.valid() && H5Pget_layout(dcpl.id()) != H5D_CHUNKED) {
+      const hsize_t row_bytes = rs::type_size(d.column.type) * static_cast<hsize_t>(d.column.width);
+      d.rows = std::min<int64_t>(d.rows, static_cast<int64_t>(H5Dget_storage_size(d.id.id()) / row_bytes));
+    } else if (dcpl.valid() && H5Pget_chunk(dcpl.id(), 2, chunk) >= 1 && chunk[0] > 0 &&
+               H5Dget_num_chunks(d.id.id(), space.id(), &chunks) >= 0) {  // HDF5 1.10 refuses H5S_ALL here
       d.rows = std::min<int64_t>(d.rows, static_cast<int64_t>(std::min<hsize_t>(chunks, hsize_t{1} << 40) * chunk[0]));
+    }
   };
   // The commit record's last row bounds every table (schema 5; an older
   // file's tables are bounded by their own rows). None yet: nothing flushed.
@@ -468,6 +479,10 @@ Trajectory RolloutReader::episode(int64_t i) const {
       corrupted("episode " + std::to_string(i) + ", call " + std::to_string(c) + " (token_offset " +
                 std::to_string(offset[c]) + ") does not follow the call before it");
     const int64_t len = int64_t{ctx[c]} + gen[c];
+    if (offset[c] < 0 || offset[c] > n_tokens_ - len)
+      corrupted("episode " + std::to_string(i) + ", call " + std::to_string(c) + " lists tokens " +
+                std::to_string(offset[c]) + " + " + std::to_string(len) + " outside the " +
+                std::to_string(n_tokens_) + " tokens");
     const auto tokens = read<int32_t>("tokens", offset[c], len);
     const auto lp = read<float>("logprobs", offset[c] + ctx[c], gen[c]);
     const auto ver = read<int32_t>("versions", offset[c] + ctx[c], gen[c]);

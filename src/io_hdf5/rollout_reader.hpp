@@ -80,6 +80,7 @@ class RolloutReader {
     int64_t rows = 0;
   };
   const Dataset& dataset(const std::string& name) const;
+  void check_rows(const Dataset& d, int64_t start, int64_t count) const;  // corrupted() unless inside d
   void read_raw(const Dataset& d, int64_t start, int64_t count, void* out) const;
   std::vector<std::string> read_names(const std::string& dataset) const;
   [[noreturn]] void corrupted(const std::string& what) const;

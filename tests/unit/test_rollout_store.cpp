@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -535,6 +536,70 @@ TEST(RolloutStore, ResumeOfAnOlderSchemaKeepsStepsWhileTheyIncrease) {
   std::vector<int64_t> steps;
   for (const StepMetrics& m : RolloutReader(path).steps()) steps.push_back(m.step);
   EXPECT_EQ(steps, (std::vector<int64_t>{0, 1, 2, 3, 6}));
+}
+
+template <typename T>
+void poke(const std::string& path, const char* dataset, hsize_t row, T value);
+
+// How a read of `path` ends in a child process under a 1 GiB address-space
+// limit: 0 read, 2 InputError, 3 out of memory, 4 another error.
+int read_under_memory_limit(const std::string& path, const std::function<void(const RolloutReader&)>& read) {
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    const rlimit small{rlim_t{1} << 30, rlim_t{1} << 30};
+    setrlimit(RLIMIT_AS, &small);
+    int code = 4;
+    try {
+      read(RolloutReader(path));
+      code = 0;
+    } catch (const InputError&) {
+      code = 2;
+    } catch (const std::bad_alloc&) {
+      code = 3;
+    } catch (...) {
+    }
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Damaged lengths are refused before anything is allocated for them: a call
+// of 2^28 tokens (an episode read once zero-filled its buffer first), and a
+// table stored whole (not chunked) whose extent is 2^36 rows with no storage
+// (the chunk count that bounds a chunked one's rows does not apply).
+TEST(RolloutStore, DamagedLengthsAllocateNothing) {
+  const std::string dir = temp_dir("damaged_lengths");
+  const std::string good = dir + "/good.h5", v4 = dir + "/v4.h5";
+  write_four_steps(good, 3);
+  make_schema_4(good, v4);
+  poke<int32_t>(v4, "calls/context_len", 5, int32_t{1} << 28);
+  EXPECT_EQ(read_under_memory_limit(v4, [](const RolloutReader& r) {
+              for (int64_t i = 0; i < r.n_episodes(); ++i) r.episode(i);
+            }),
+            2);
+  // A schema 4 file: no commit record bounds its tables.
+  const std::string whole = dir + "/whole.h5";
+  make_schema_4(good, whole);
+  {
+    h5::Handle f(H5Fopen(whole.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_TRUE(f.valid());
+    for (const auto& c : rollout_schema::columns()) {
+      const std::string name = c.path;
+      if (name.rfind("steps/", 0) != 0 || H5Lexists(f.id(), c.path, H5P_DEFAULT) <= 0) continue;
+      ASSERT_GE(H5Ldelete(f.id(), c.path, H5P_DEFAULT), 0) << name;
+      const hsize_t dims[2] = {hsize_t{1} << 36, static_cast<hsize_t>(c.width)};
+      h5::Handle space(H5Screate_simple(c.width == 1 ? 1 : 2, dims, nullptr), H5Sclose);
+      h5::Handle d(H5Dcreate2(f.id(), c.path, rollout_schema::native_type(c.type), space.id(), H5P_DEFAULT,
+                              H5P_DEFAULT, H5P_DEFAULT),
+                   H5Dclose);
+      ASSERT_TRUE(d.valid()) << name;
+    }
+  }
+  const int whole_read = read_under_memory_limit(whole, [](const RolloutReader& r) { r.steps(); });
+  EXPECT_TRUE(whole_read == 0 || whole_read == 2) << whole_read;  // not 3: out of memory
 }
 
 // A writer killed while it held the file open outside SWMR (a resume
