@@ -58,7 +58,7 @@ Commands:
                           install what is missing, build, then run the real-model
                           job: SmolLM2-135M-Instruct zero-shot, after SFT, after
                           asynchronous RL (configs/smollm2_agent.ini, runs/smollm2;
-                          about 30 minutes on 2 cores)
+                          about 10-16 minutes on 2 cores)
   test [ctest args ...]   install what is missing, build, then run all tests:
                           ctest --test-dir build --output-on-failure -j2
                           (e.g. ./forge.sh test -L unit)

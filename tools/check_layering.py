@@ -5,12 +5,16 @@ The allowed direction is one table in docs/architecture.md (between the
 markers `<!-- layering table -->` and `<!-- end layering table -->`): a row
 per folder of src/ (and `apps` for apps/), naming the folders it may include
 besides itself. This program reads that table and every `#include "..."` of
-src/ and apps/, and fails (exit 1, one line per offence) when
+src/ and apps/ (and every `#include <...>` that names a file of src/, which
+the include path would find as well), and fails (exit 1, one line per
+offence) when
 
   - a file includes a folder its row does not list,
   - a file of src/ or apps/ includes something that is not a file of src/
     (tests/, bench/, a path that does not exist), except a header of its own
     folder,
+  - an include path has a `..` component (it would hide the folder it
+    reaches),
   - a folder has no row, or a row names a folder that does not exist,
   - the table itself has a cycle (the direction must be one way).
 
@@ -26,7 +30,7 @@ import re
 import sys
 
 SOURCE_SUFFIXES = (".hpp", ".cpp", ".cu", ".cuh", ".h")
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)', re.M)
 SUBFOLDER_ROWS = ("backend/cpu", "backend/cuda")
 
 
@@ -120,9 +124,14 @@ def check(root):
                 files += 1
                 text = open(path, encoding="utf-8", errors="replace").read()
                 for m in INCLUDE.finditer(text):
-                    inc = m.group(1)
+                    quoted, inc = m.group(1) is not None, m.group(1) or m.group(2)
                     line = text.count("\n", 0, m.start()) + 1
                     where = f"{rel}:{line}"
+                    if ".." in inc.split("/"):
+                        problems.append(f'{where}: #include "{inc}" has a ".." component (name the folder)')
+                        continue
+                    if not quoted and not os.path.isfile(os.path.join(src, inc)):
+                        continue  # a system or library header
                     if os.path.isfile(os.path.join(dirpath, inc)) and "/" not in inc:
                         continue  # a header of the file's own folder
                     if not os.path.isfile(os.path.join(src, inc)):

@@ -8,8 +8,10 @@
 //                     safety_events, test_runs, n_calls, generated_tokens,
 //                     final_length
 //   --steps           one row per training step: every steps/* column of
-//                     one value a step (docs/hdf5-schema.md), empty / null
-//                     where the file predates it
+//                     one value a step that the current schema names
+//                     (docs/hdf5-schema.md), empty / null where the file
+//                     predates it (a schema 2 file's logprob_mismatch, which
+//                     later schemas split, is not among them)
 //   --episode N       one row per token of episode N (row index as in the
 //                     default table): call, position, token, loss_mask,
 //                     logprob (empty / null for context), version

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The layering check (tools/check_layering.py) passes on the tree, and fails
 # on a copy of it with one forbidden include added back: a folder reaching up
-# (env -> agent, the loop this layout removed), a command including a
-# backend's implementation, and src/ including a header of tests/.
+# (env -> agent, the loop this layout removed; also in angle brackets and
+# through ".."), a command including a backend's implementation, and src/
+# including a header of tests/.
 #
 #   test_layering.sh SOURCE_DIR
 set -euo pipefail
@@ -40,5 +41,7 @@ expect_failure() {
 expect_failure src/env/environment.hpp '#include "agent/agent_episode.hpp"' "env may not include agent"
 expect_failure src/io_hdf5/rollout_store.hpp '#include "algo/policy_update.hpp"' "io_hdf5 may not include algo"
 expect_failure apps/forge/cmd_train.cpp '#include "backend/cpu/cpu_backend.hpp"' "apps may not include backend/cpu"
+expect_failure src/env/calc_env.hpp '#include <agent/agent_episode.hpp>' "env may not include agent"
+expect_failure src/env/environment.hpp '#include "env/../agent/agent_episode.hpp"' 'has a ".." component'
 expect_failure src/backend/cuda/cuda_compat.cuh '#include "emulation/backend_cases.hpp"' "is not a file of src/"
 echo "layering: the check passes on the tree and rejects every forbidden include tried"
