@@ -13,7 +13,9 @@ Per episode:
 
 It keeps opening episodes until --episodes are done or the gateway says the
 run has finished (HTTP 410, or its connection refused or reset as it shuts down); while the data pool is
-full (503) it retries. --log writes one JSON line per policy call: the
+full (503) it retries. A generation that failed (503) or timed out (504) is
+retried; an episode whose share of its slot is full (409) is closed as
+abandoned, and the agent goes on with the next. --log writes one JSON line per policy call: the
 text the agent saw and the token ids the gateway reports for it.
 
   python3 examples/gateway_agent/agent.py --gateway runs/gw/gateway/0.json --token "$FORGE_GATEWAY_TOKEN"
@@ -94,6 +96,19 @@ def wait_for_gateway(url, token, seconds):
             time.sleep(0.5)
 
 
+def policy_reply(client, messages, tools, attempts=3):
+    """One chat completion; a failed generation (503) or one past the
+    gateway's deadline (504) is retried, after Retry-After where given."""
+    for attempt in range(attempts):
+        try:
+            return client.chat.completions.create(model="forge-policy", messages=messages, tools=tools,
+                                                  logprobs=True)
+        except openai.APIStatusError as e:
+            if e.status_code not in (503, 504) or attempt + 1 == attempts:
+                raise
+            time.sleep(float(e.response.headers.get("Retry-After", "1")))
+
+
 def run_episode(gw, args, log, lock):
     ep = gw.post("/v1/episodes")
     eid, key = ep["id"], ep["api_key"]
@@ -104,12 +119,18 @@ def run_episode(gw, args, log, lock):
     answer = None
     for turn in range(args.max_turns):
         try:
-            reply = client.chat.completions.create(model="forge-policy", messages=messages, tools=tools,
-                                                   logprobs=True)
+            reply = policy_reply(client, messages, tools)
         except openai.BadRequestError as e:
             if "context" not in str(e):
                 raise
             break  # the conversation outgrew the policy's context: the episode fails
+        except openai.ConflictError as e:
+            # The episode's share of its slot is full, or the gateway closed
+            # it (idle): it cannot go on. Abandoned, so that it leaves
+            # training at once instead of holding its slot until the idle
+            # deadline; one already closed raises EpisodeGone here.
+            gw.post(f"/v1/episodes/{eid}/close", {"abandon": True}, key)
+            raise EpisodeGone(str(e)) from None
         choice = reply.choices[0]
         msg = choice.message
         messages.append(msg.model_dump(exclude_none=True))

@@ -325,7 +325,8 @@ void send_events(httplib::Response& res, std::vector<json> chunks) {
   });
 }
 
-// A body must come with Content-Length and uncompressed: only then does
+// A body must come with Content-Length (or none at all: an empty body) and
+// uncompressed: only then does
 // gateway.max_request_kib bound it before it is read (httplib reads chunked
 // and length-less bodies, and inflates compressed ones, without a limit).
 // A declared length over the limit is refused here too: httplib would read
@@ -333,6 +334,16 @@ void send_events(httplib::Response& res, std::vector<json> chunks) {
 httplib::Server::HandlerResponse refuse_unbounded_body(const httplib::Request& req, httplib::Response& res,
                                                        size_t max_bytes) {
   const bool has_body = req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS";
+  // A request with neither Content-Length nor Transfer-Encoding has no body
+  // (RFC 9112 6.3; `curl -X POST` sends one so): said so to httplib, which
+  // would otherwise read until the client closes.
+  if (has_body && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))
+    const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
+  // Two different lengths: which one frames the body is ambiguous (a proxy
+  // that takes the other would see another request), refused as RFC 9112 says.
+  bool lengths_differ = false;
+  for (size_t i = 1; i < req.get_header_value_count("Content-Length"); ++i)
+    lengths_differ |= req.get_header_value("Content-Length", i) != req.get_header_value("Content-Length", 0);
   const std::string encoding = req.get_header_value("Content-Encoding");
   const std::string length = req.get_header_value("Content-Length");
   const std::string type = req.get_header_value("Content-Type");
@@ -344,14 +355,16 @@ httplib::Server::HandlerResponse refuse_unbounded_body(const httplib::Request& r
   // refused past it as 413; a multipart one into parts, leaving the body
   // empty): neither reaches a handler as JSON.
   const auto is_form = [&](const char* prefix) { return strncasecmp(type.c_str(), prefix, std::strlen(prefix)) == 0; };
-  if (req.has_header("Content-Length") && !digits)
+  if (lengths_differ)
+    send_json(res, 400, error_body("two different Content-Length headers", "invalid_request_error", 400));
+  else if (req.has_header("Content-Length") && !digits)
     send_json(res, 400,
               error_body("Content-Length '" + length.substr(0, 40) + "' is not a byte count", "invalid_request_error",
                          400));
   else if (too_long)
     send_json(res, 413,
               error_body("request body too large (gateway.max_request_kib)", "invalid_request_error", 413));
-  else if (req.has_header("Transfer-Encoding") || (has_body && !req.has_header("Content-Length")))
+  else if (req.has_header("Transfer-Encoding"))
     send_json(res, 411,
               error_body("send the body with a Content-Length header (Transfer-Encoding is not supported)",
                          "invalid_request_error", 411));
