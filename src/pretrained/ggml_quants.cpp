@@ -18,7 +18,7 @@ std::string type_name(uint32_t type) {
                                        "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S",
                                        "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16"};
   if (type < sizeof(kNames) / sizeof(kNames[0])) return kNames[type];
-  return "type " + std::to_string(type);
+  return "unknown (" + std::to_string(type) + ")";
 }
 
 bool supported(uint32_t type) { return block_values(type) > 0; }

@@ -21,7 +21,7 @@ namespace forge::ggml {
 
 enum Type : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kBF16 = 30 };
 
-// The type's name as ggml spells it ("Q4_1", "Q6_K", ...; "type N" when unknown).
+// The type's name as ggml spells it ("Q4_1", "Q6_K", ...; "unknown (N)" otherwise).
 std::string type_name(uint32_t type);
 bool supported(uint32_t type);
 // Values per block: 32 for the Q types, 1 for F32, F16 and BF16; 0 when unsupported.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -78,6 +79,17 @@ std::string tokenizer_json(const BpeVocabulary& v, const std::string& post_proce
   ordered_json vocab = ordered_json::object();
   std::vector<uint8_t> is_added(v.tokens.size(), 0);
   for (const auto& a : v.added) is_added[a.id] = 1;
+  // tokenizer.json's vocabulary maps a text to one id: two ordinary tokens
+  // of one text (a GGUF may list them) would lose one id, and the folder
+  // would not load.
+  std::map<std::string, size_t> ordinary;
+  for (size_t id = 0; id < v.tokens.size(); ++id) {
+    if (is_added[id]) continue;
+    const auto [it, fresh] = ordinary.emplace(v.tokens[id], id);
+    if (!fresh)
+      throw InputError("export: tokens " + std::to_string(it->second) + " and " + std::to_string(id) +
+                       " are both '" + v.tokens[id] + "'; a tokenizer.json vocabulary gives a text one id");
+  }
   for (size_t id = 0; id < v.tokens.size(); ++id)
     if (!is_added[id] || !vocab.contains(v.tokens[id])) vocab[v.tokens[id]] = id;
   ordered_json merges = ordered_json::array();

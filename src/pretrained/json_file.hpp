@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -21,15 +23,22 @@ namespace forge {
 inline constexpr int kMaxModelJsonDepth = 64;
 
 // `text` (read from `where`) as JSON: InputError naming `where` when it is
-// not JSON or nests deeper than kMaxModelJsonDepth.
+// not JSON, nests deeper than kMaxModelJsonDepth, or names a key twice in
+// one object (nlohmann keeps the last: a safetensors header listing a
+// tensor twice read the second's bytes, where the reference refuses it).
 template <typename Text>
 nlohmann::json parse_model_json(Text&& text, const std::string& where) {
   using nlohmann::json;
+  std::vector<std::set<std::string>> keys;  // of each object open now
   // depth: the containers around the one that starts (0 at the top).
-  const json::parser_callback_t limit = [&where](int depth, json::parse_event_t event, json&) {
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json& parsed) {
     if (depth >= kMaxModelJsonDepth &&
         (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start))
       throw InputError(where + " nests deeper than " + std::to_string(kMaxModelJsonDepth) + " levels");
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second)
+      throw InputError(where + " names the key \"" + parsed.get<std::string>() + "\" twice in one object");
     return true;
   };
   try {

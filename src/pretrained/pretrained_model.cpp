@@ -310,7 +310,10 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
   const int hd = static_cast<int>(g.get_int(a + "attention.key_length", 1, kMaxInt, c.d_model / c.n_heads));
   if (g.get_int(a + "attention.value_length", 1, kMaxInt, hd) != hd)
     throw InputError("GGUF file '" + path + "': key and value head sizes differ; forge needs them equal");
-  c.head_dim_override = hd != c.d_model / c.n_heads ? hd : 0;
+  // Kept where the width does not give it; heads that do not divide the
+  // width need a stated one whatever its value (as in the folder path).
+  const bool stated_uneven = g.has(a + "attention.key_length") && c.d_model % c.n_heads != 0;
+  c.head_dim_override = hd != c.d_model / c.n_heads || stated_uneven ? hd : 0;
   if (g.has(a + "rope.scaling.type") && g.get_string(a + "rope.scaling.type") != "none")
     throw InputError("GGUF file '" + path + "': rope scaling '" + g.get_string(a + "rope.scaling.type") +
                      "' is not supported");

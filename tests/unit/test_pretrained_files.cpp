@@ -220,6 +220,7 @@ struct TinyGguf {
   std::map<std::string, std::string> renamed;  // a tensor's name -> the name written
   std::map<std::string, uint32_t> no_data;      // a tensor's name -> a type it is declared as, without data
   uint64_t ffn_rows = 24;                       // the FFN tensors' rows as written
+  uint64_t q_rows = 16, kv_rows = 8;            // heads x head size of the query, of the key and value
   std::string pre = "smollm";                   // tokenizer.ggml.pre; "" leaves the key out
   float ffn_value = 0.5f;                       // the FFN tensors' values
   std::vector<std::string> extra;               // tensors of 16 values written besides the model's
@@ -249,10 +250,10 @@ struct TinyGguf {
     const uint64_t ffn = ffn_rows;
     tensor("token_embd.weight", {16, 261});
     tensor("blk.0.attn_norm.weight", {16});
-    tensor("blk.0.attn_q.weight", {16, 16});
-    tensor("blk.0.attn_k.weight", {16, 8});
-    tensor("blk.0.attn_v.weight", {16, 8});
-    tensor("blk.0.attn_output.weight", {16, 16});
+    tensor("blk.0.attn_q.weight", {16, q_rows});
+    tensor("blk.0.attn_k.weight", {16, kv_rows});
+    tensor("blk.0.attn_v.weight", {16, kv_rows});
+    tensor("blk.0.attn_output.weight", {q_rows, 16});
     tensor("blk.0.ffn_norm.weight", {16});
     tensor("blk.0.ffn_gate.weight", {16, ffn});
     tensor("blk.0.ffn_up.weight", {16, ffn});
@@ -546,6 +547,16 @@ TEST(Safetensors, EveryTruncationAndBadHeaderIsAnInputError) {
   const std::string frac =
       header_only("frac.safetensors", R"({"x": {"dtype": "F32", "shape": [1.7], "data_offsets": [0, 4]}})", 4);
   expect_input_error([&] { SafetensorsFile f(frac); }, "arrays of integers, not [1.7]");
+  // A tensor listed twice (the second entry once won silently, as in any
+  // JSON object read here: config.json too).
+  const std::string twice = header_only(
+      "twice.safetensors",
+      R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+      8);
+  expect_input_error([&] { SafetensorsFile f(twice); }, "names the key \"a\" twice in one object");
+  const std::string nested = header_only(
+      "nested.safetensors", R"({"a": {"dtype": "F32", "shape": [1], "shape": [1], "data_offsets": [0, 4]}})", 4);
+  expect_input_error([&] { SafetensorsFile f(nested); }, "names the key \"shape\" twice in one object");
 }
 
 // weight_map names files of the folder: a value of another type once threw
@@ -1144,6 +1155,18 @@ TEST(PretrainedModel, LoadsATinyGgufFile) {
   ASSERT_EQ(m.weights.size(), ParamLayout(m.config).total);
   for (float w : m.weights) ASSERT_EQ(w, 0.5f);
   EXPECT_EQ(m.tokenizer.tokenizer->encode("abc ab<|im_end|>"), (std::vector<int32_t>{257, 32, 256, 260}));
+  // Heads that do not divide the width, with the head size stated: kept
+  // when it equals the quotient rounded down too (6 heads of 2 in 16; it
+  // was dropped, and the model refused as "n_heads must divide").
+  TinyGguf uneven;
+  uneven.ints["llama.attention.head_count"] = 6;
+  uneven.ints["llama.attention.key_length"] = 2;
+  uneven.ints["llama.attention.value_length"] = 2;
+  uneven.q_rows = 12;
+  uneven.kv_rows = 2;
+  const PretrainedModel u = load_pretrained(uneven.write("gguf_uneven"));
+  EXPECT_EQ(u.config.head_dim(), 2);
+  EXPECT_EQ(u.config.n_heads, 6);
 }
 
 // GGUF metadata by range and the tokenizer's text, each named: 2^32 + 16 was
@@ -1209,6 +1232,21 @@ TEST(HfExport, AFolderThatCannotBeCreatedIsAnInputError) {
   std::vector<float> w;
   expect_input_error([&] { export_hf_folder(tiny_export(w, false), dir + "/afile/sub"); },
                      "export: cannot create a folder beside '" + dir + "/afile/sub'");
+}
+
+// Two ordinary tokens of one text (a GGUF may list them) are refused before
+// anything is written: the exported vocabulary kept the later id, and the
+// folder did not load ("model.vocab['a'] is 258, outside [0, 257]").
+TEST(HfExport, TwoOrdinaryTokensOfOneTextAreRefused) {
+  const std::string dir = temp_dir("export_dup_token");
+  std::vector<float> w;
+  HfExport e = tiny_export(w, false);
+  BpeVocabulary v = tiny_vocab();
+  v.merges.pop_back();  // the merge of "Ġa", 258, which is now "a" (as 97 is)
+  v.tokens[258] = "a";
+  e.tokenizer.tokenizer = std::make_shared<BpeTokenizer>(v, "test");
+  expect_input_error([&] { export_hf_folder(e, dir + "/out"); }, "export: tokens 97 and 258 are both 'a'");
+  EXPECT_FALSE(fs::exists(dir + "/out"));
 }
 
 // Folders beside `path` named as an export's partial one.
