@@ -156,6 +156,15 @@ std::string latest_checkpoint(const std::string& dir) {
   return all.empty() ? "" : all.back().second;
 }
 
+std::string checkpoint_before(const std::string& dir, const std::string& path) {
+  std::string before;
+  for (const auto& [step, p] : list_checkpoints(dir)) {
+    if (p == path) return before;
+    before = p;
+  }
+  return "";
+}
+
 namespace {
 
 // Opens a checkpoint for reading; InputError for a foreign or newer file.

@@ -45,6 +45,8 @@ std::string save_checkpoint(const std::string& dir, const PolicyModel& model, Ad
 
 // The newest complete checkpoint in dir, or "" when there is none.
 std::string latest_checkpoint(const std::string& dir);
+// The checkpoint of dir just older than `path` (one of dir's), or "".
+std::string checkpoint_before(const std::string& dir, const std::string& path);
 
 // Loads weights (and the optimizer's moments and step when optimizer is not
 // null). InputError naming the file and the problem for a missing, foreign,

@@ -53,7 +53,12 @@ File File::open_read(const std::string& path) {
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' (corrupted?)");
+  if (id < 0) {
+    const std::string reason = last_error();
+    if (reason.find("truncated") != std::string::npos)
+      throw InputError("'" + path + "' is truncated (" + reason + ")");
+    throw InputError("cannot open HDF5 file '" + path + "' (corrupted?): " + reason);
+  }
   f.file_ = Handle(id, H5Fclose);
   return f;
 }

@@ -35,8 +35,15 @@ LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig&
     const std::string dir = run.dir + "/checkpoints";
     start.resumed_from = latest_checkpoint(dir);
     if (start.resumed_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
-    require_same_model(model, start.resumed_from, "--resume", "resume with the run's [model] keys");
-    start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
+    try {
+      require_same_model(model, start.resumed_from, "--resume", "resume with the run's [model] keys");
+      start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
+    } catch (const InputError& e) {
+      const std::string older = checkpoint_before(dir, start.resumed_from);
+      if (older.empty()) throw;
+      throw InputError(std::string(e.what()) + " (if the newest checkpoint is damaged, move it out of '" + dir +
+                       "': --resume then continues from '" + older + "')");
+    }
     start.step = static_cast<int>(start.checkpoint.step);
     if (start.step > train.steps)
       throw InputError("--resume: the newest checkpoint, '" + start.resumed_from + "', is at step " +

@@ -111,7 +111,13 @@ ModelSource model_source_of_config(const std::string& ini, const std::string& wh
   ModelConfig model;
   OptionSet stored("stored configuration");
   add_model_options(stored, model);
-  stored.load_ini_text(model_section, where + " (stored config)");
+  try {
+    stored.load_ini_text(model_section, where + " (stored config)");
+  } catch (const InputError& e) {
+    if (std::string(e.what()).find("unknown option") == std::string::npos) throw;
+    throw InputError(where + ": its stored [model] names a key this forge does not read (written by a newer "
+                     "forge?): " + e.what());
+  }
   stored.run_checks();
   return resolve_model(model, false);
 }

@@ -126,6 +126,22 @@ TEST(Resume, AResumeUnderOtherSettingsIsWarnedAbout) {
   std::filesystem::remove_all(dir);
 }
 
+// A damaged newest checkpoint is refused, naming the one a resume could
+// continue from once it is moved aside (the error named only the file).
+TEST(Resume, ADamagedNewestCheckpointNamesTheOneBefore) {
+  const std::string dir = ::testing::TempDir() + "forge_damaged_resume_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(forge(std::string(kRun) + "--train.steps=4 --run.dir=" + dir).rc, 0);
+  const std::string newest = dir + "/checkpoints/ckpt_step_00000004.h5";
+  ASSERT_TRUE(std::filesystem::exists(newest));
+  std::filesystem::resize_file(newest, std::filesystem::file_size(newest) / 2);
+  const Result r = forge(std::string(kRun) + "--train.steps=5 --resume --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "--resume then continues from '" + dir + "/checkpoints/ckpt_step_00000002.h5'"))
+      << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Resume, InspectRejectsForeignFilesWithExitCode2) {
   const std::string path = ::testing::TempDir() + "forge_not_rollouts_" + std::to_string(getpid()) + ".h5";
   std::ofstream(path) << "not an HDF5 file";

@@ -198,6 +198,24 @@ TEST(Checkpoint, RetentionKeepsNewestAndIgnoresTemporaries) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"ckpt_step_00000003.h5", "ckpt_step_00000004.h5"}));
   EXPECT_EQ(fs::path(latest_checkpoint(dir)).filename(), "ckpt_step_00000004.h5");
+  // The one just older, where a damaged newest one leaves a resume.
+  EXPECT_EQ(fs::path(checkpoint_before(dir, latest_checkpoint(dir))).filename(), "ckpt_step_00000003.h5");
+  EXPECT_EQ(checkpoint_before(dir, dir + "/ckpt_step_00000003.h5"), "");
+  EXPECT_EQ(checkpoint_before(dir, dir + "/elsewhere.h5"), "");
+}
+
+// A checkpoint whose stored [model] has a key this forge lacks (a newer
+// forge's) says so; it was "unknown option ... see --help".
+TEST(Checkpoint, AStoredModelKeyThisForgeLacksNamesANewerForge) {
+  try {
+    model_source_of_config("[model]\nd_model = 32\nsliding_window = 4\n", "'c.h5'");
+    ADD_FAILURE() << "an unknown [model] key was read";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'c.h5': its stored [model] names a key this forge does not read (written by a newer forge?)"),
+              std::string::npos) << m;
+    EXPECT_NE(m.find("sliding_window"), std::string::npos) << m;
+  }
 }
 
 // A checkpoint the disk cannot hold whole (a full disk, here a file-size
