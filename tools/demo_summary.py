@@ -45,6 +45,8 @@ def rollout_stats(path):
     import h5py
     import numpy as np
 
+    from rollouts_record import committed
+
     try:
         with h5py.File(path, "r", swmr=True) as f:
             if f.attrs.get("format") != b"forge-rollouts":
@@ -58,6 +60,12 @@ def rollout_stats(path):
             steps = f["steps"]
             mismatch = steps["engine_mismatch"][:] if "engine_mismatch" in steps else np.array([])
             drift = steps["stale_drift"][:] if "stale_drift" in steps else np.array([])
+            # Schema 5: only the rows the last flush completed (rows past it
+            # are unwritten or a cut resume's; they read as step 0, success 0).
+            record = committed(f)
+            if record is not None:
+                stale, step, success = stale[:record[1]], step[:record[1]], success[:record[1]]
+                mismatch, drift = mismatch[:record[2]], drift[:record[2]]
     except (OSError, KeyError, ValueError, TypeError) as err:
         print(f"demo_summary: {path}: not a forge rollout file it reads ({err})", file=sys.stderr)
         sys.exit(2)

@@ -26,26 +26,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from rollouts_record import committed  # noqa: E402
+
 
 SCHEMA_VERSION = 5  # the newest rollouts.h5 layout (docs/hdf5-schema.md)
 
 
-
-def last_record(dataset):
-    """The commit record's last row a flush wrote ([0, 0, 0, 0] when none), as
-    forge's RolloutReader reads it: a row whose extent was set but whose data
-    did not land reads the fill value, -1 (skipped), or 0 in files written
-    before that fill value (an all-zero row after the first, skipped)."""
-    rows = dataset[:]
-    fill = dataset.fillvalue
-    for i in range(len(rows) - 1, -1, -1):
-        row = rows[i]
-        if (row == -1).all() if fill == -1 else (fill == 0 and i > 0 and not row.any()):
-            continue
-        if (row < 0).any():
-            fail(f"flushes[{i}] counts {row.tolist()} rows: the file is damaged")
-        return row
-    return np.zeros(4, dtype=np.int64)
 
 def fail(message):
     """Bad input: the message and exit code 2, as forge's commands."""
@@ -70,15 +56,15 @@ def load(path):
             gen = f["calls/generated_len"][:]
             domains = [n.decode() for n in f["episodes/env"].attrs["names"]]
             # Schema 5's commit record: the rows the last flush completed.
-            record = last_record(f["flushes"]) if "flushes" in f else None
+            record = committed(f)
         except (KeyError, OSError, ValueError, TypeError, AttributeError) as err:
             fail(f"'{path}' is damaged or incomplete: {err!r}")
     # A live file may have extended some datasets and not yet others: keep
     # the rows present in every column whose calls are present.
     if record is not None:
-        gen = gen[:record[1]]
-        e = {k: v[:record[2]] for k, v in e.items()}
-        s = {k: v[:record[3]] for k, v in s.items()}
+        gen = gen[:record[0]]
+        e = {k: v[:record[1]] for k, v in e.items()}
+        s = {k: v[:record[2]] for k, v in s.items()}
     n = min(len(v) for v in e.values())
     e = {k: v[:n] for k, v in e.items()}
     n = int(np.searchsorted(e["call_offset"] + e["n_calls"], len(gen), side="right"))
@@ -117,8 +103,17 @@ def main():
         fail(f"'{args.file}' does not exist")
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.file)), "plots")
     e, s, domains = load(args.file)  # before the output folder is made
-    os.makedirs(out, exist_ok=True)
     step = e["consumed_step"]
+    # The histograms have a bin per value: a damaged count (2^31 - 1) would
+    # ask for billions. Staleness is at most the step that consumed it (the
+    # learner's version then), and no episode takes a million turns.
+    bad = np.flatnonzero((e["staleness"] > step) | (step < 0))
+    if len(bad):
+        i = int(bad[0])
+        fail(f"'{args.file}' is damaged: episode {i} has staleness {e['staleness'][i]} at consumed step {step[i]}")
+    if len(e["turns"]) and (e["turns"].max() > 10**6 or e["turns"].min() < 0):
+        fail(f"'{args.file}' is damaged: an episode has {e['turns'].max()} turns")
+    os.makedirs(out, exist_ok=True)
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for key in ("outcome", "process", "efficiency"):

@@ -257,6 +257,31 @@ def check_tools(build_dir, path, tmp):
                              capture_output=True, text=True, timeout=120)
         if out.returncode != 2 or "not a forge rollout file" not in out.stderr:
             failures.append(f"demo_summary.py on {os.path.basename(name)}: rc {out.returncode}: {out.stderr}")
+    # Episode rows past the commit record (extended, never written: they
+    # read as step 0, success 0) are not episodes to either tool.
+    grown = os.path.join(tmp, "grown.h5")
+    shutil.copy(path, grown)
+    with h5py.File(grown, "r+") as f:
+        for name in f["episodes"]:
+            d = f["episodes/" + name]
+            d.resize(d.shape[0] + 8, axis=0)
+    counts = []
+    for name in (path, grown):
+        out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import demo_summary; "
+                              "print(demo_summary.rollout_stats(sys.argv[2])['episodes'])", os.path.join(ROOT, "tools"),
+                              name], capture_output=True, text=True, timeout=120)
+        counts.append(out.stdout.strip() if out.returncode == 0 else out.stderr)
+    if counts[0] != counts[1]:
+        failures.append(f"demo_summary.py counts {counts[1]} episodes in a file grown past its record, {counts[0]} before")
+    # A damaged staleness (2^31 - 1) asked plot_rollouts for 2^31 histogram bins.
+    stale = os.path.join(tmp, "stale.h5")
+    shutil.copy(path, stale)
+    with h5py.File(stale, "r+") as f:
+        f["episodes/staleness"][0] = 2**31 - 1
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_rollouts.py"), stale, "--out",
+                          os.path.join(tmp, "stale_plots")], capture_output=True, text=True, timeout=120)
+    if out.returncode != 2 or "is damaged: episode 0 has staleness 2147483647" not in out.stderr:
+        failures.append(f"plot_rollouts.py on a damaged staleness: rc {out.returncode}: {out.stderr[-300:]}")
     return failures
 
 

@@ -1,0 +1,34 @@
+"""The commit record of a rollouts.h5 (schema 5, docs/hdf5-schema.md), read
+as forge's RolloutReader reads it, for the tools that read the file with h5py
+(plot_rollouts.py, demo_summary.py): only rows a flush completed count.
+
+flushes[k] = (tokens, calls, episodes, steps) rows the k-th flush completed.
+A row whose extent was set but whose data did not land reads the fill value,
+-1 (skipped), or 0 in files written before that fill value (an all-zero row
+after the first, skipped).
+"""
+import numpy as np
+
+
+def last_record(dataset):
+    """The last row a flush wrote ([0, 0, 0, 0] when none); ValueError for a
+    row that counts a negative number of rows (damage)."""
+    rows = dataset[:]
+    fill = dataset.fillvalue
+    for i in range(len(rows) - 1, -1, -1):
+        row = rows[i]
+        if (row == -1).all() if fill == -1 else (fill == 0 and i > 0 and not row.any()):
+            continue
+        if (row < 0).any():
+            raise ValueError(f"flushes[{i}] counts {row.tolist()} rows: the file is damaged")
+        return row
+    return np.zeros(4, dtype=np.int64)
+
+
+def committed(f):
+    """(calls, episodes, steps) rows the last flush completed, or None for a
+    file before schema 5 (no record: its datasets' own lengths count)."""
+    if "flushes" not in f:
+        return None
+    row = last_record(f["flushes"])
+    return int(row[1]), int(row[2]), int(row[3])
