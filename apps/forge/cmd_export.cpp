@@ -136,13 +136,21 @@ void export_tokens(const Trajectory& t, std::FILE* out, bool jsonl) {
   }
 }
 
-void export_decoded(const Trajectory& t, const Tokenizer& tok, std::FILE* out, bool jsonl) {
+// `where` ("'FILE', episode N") names a token the tokenizer refuses.
+void export_decoded(const Trajectory& t, const Tokenizer& tok, std::FILE* out, bool jsonl, const std::string& where) {
   TableWriter w(out, jsonl, {"call", "context", "generated", "generated_tokens", "logprob_sum"});
   for (size_t c = 0; c < t.calls.size(); ++c) {
     const LlmCall& call = t.calls[c];
     double lp = 0;
     for (float x : call.logprobs) lp += x;
-    w.row({V::integer(static_cast<int64_t>(c)), V::str(tok.decode(call.context)), V::str(tok.decode(call.generated)),
+    std::string context, generated;
+    try {
+      context = tok.decode(call.context);
+      generated = tok.decode(call.generated);
+    } catch (const InputError& e) {
+      throw InputError(where + ", call " + std::to_string(c) + ": " + e.what() + " (a damaged file, or another run's tokenizer)");
+    }
+    w.row({V::integer(static_cast<int64_t>(c)), V::str(context), V::str(generated),
            V::integer(static_cast<int64_t>(call.generated.size())), V::num(lp)});
   }
 }
@@ -199,7 +207,9 @@ int run_export(int argc, char** argv) {
     const bool jsonl = format == "jsonl";
     if (steps) export_steps(reader, out, jsonl);
     else if (episode < 0) export_episodes(reader, out, jsonl);
-    else if (decode) export_decoded(reader.episode(episode), *model_source_of_config(reader.config_ini(), file).tokenizer, out, jsonl);
+    else if (decode)
+      export_decoded(reader.episode(episode), *model_source_of_config(reader.config_ini(), file).tokenizer, out, jsonl,
+                     "'" + file + "', episode " + std::to_string(episode));
     else export_tokens(reader.episode(episode), out, jsonl);
   } catch (...) {
     discard();

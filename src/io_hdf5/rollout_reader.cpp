@@ -423,9 +423,22 @@ std::vector<StepMetrics> RolloutReader::steps() const {
   count_if_present("steps/abandoned", &StepMetrics::abandoned);
   std::vector<int32_t> hist(static_cast<size_t>(n) * rs::kStalenessBins);
   read_raw(dataset("steps/staleness_hist"), 0, n, hist.data());
+  // Steps increase along the table (a resume cuts the rows past its
+  // checkpoint). A file without a commit record (schema 3 and 4) may hold
+  // extended rows never written, which read as step 0: its steps end at the
+  // first row that does not increase; in a file with one, such a row is damage.
+  int64_t kept = n;
   for (int64_t i = 0; i < n; ++i) {
     if (step[i] < 0 || step[i] > std::numeric_limits<int32_t>::max())
       corrupted("steps/step[" + std::to_string(i) + "] = " + std::to_string(step[i]) + " is not a step index");
+    if (i > 0 && step[i] <= step[i - 1]) {
+      if (!datasets_.count(rs::kFlushes)) {
+        kept = i;
+        break;
+      }
+      corrupted("steps/step[" + std::to_string(i) + "] = " + std::to_string(step[i]) + " follows step " +
+                std::to_string(step[i - 1]) + " (steps increase along the table)");
+    }
     out[i].step = step[i];
     std::copy_n(hist.begin() + i * rs::kStalenessBins, rs::kStalenessBins, out[i].staleness_hist.begin());
   }
@@ -437,6 +450,7 @@ std::vector<StepMetrics> RolloutReader::steps() const {
   } else {
     for (auto& m : out) m.drift_by_staleness.fill(std::numeric_limits<double>::quiet_NaN());
   }
+  out.resize(static_cast<size_t>(kept));
   return out;
 }
 

@@ -225,6 +225,14 @@ def check_tools(build_dir, path, tmp):
         ok = False
     if not ok:
         failures.append(f"forge export --decode CSV of NUL and a non-UTF-8 byte: rc {out.returncode}")
+    # A token id no tokenizer has: exit 2 naming the file, episode and call
+    # (it said only "token id -7 out of range").
+    with h5py.File(mangled, "r+") as f:
+        f["tokens"][at] = -7
+    out = subprocess.run([forge, "export", mangled, "--episode", "0", "--decode"], capture_output=True, text=True,
+                         timeout=120)
+    if out.returncode != 2 or f"'{mangled}', episode 0, call {call}: token id -7" not in out.stderr:
+        failures.append(f"forge export --decode of token id -7: rc {out.returncode}: {out.stderr[-300:]}")
     plots = os.path.join(tmp, "plots")
     out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "plot_rollouts.py"), path, "--out", plots],
                          capture_output=True, text=True, timeout=300)

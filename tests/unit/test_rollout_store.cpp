@@ -527,6 +527,7 @@ TEST(RolloutStore, ResumeOfAnOlderSchemaKeepsStepsWhileTheyIncrease) {
       ASSERT_GE(H5Dset_extent(d.id(), dims), 0) << name;
     }
   }
+  EXPECT_EQ(RolloutReader(path).steps().size(), 4u);  // a reader ends them there too
   {
     RolloutStoreOptions o = options();
     o.resume_step = 6;
@@ -909,6 +910,9 @@ TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
                        poke<int64_t>(p, "steps/step", 2, std::numeric_limits<int64_t>::max());
                      }),
                      {"steps/step[2]"});
+  // Steps out of order ([0, 1, 1, 3] was read as it stood).
+  expect_input_error(damaged("step_order", [](const std::string& p) { poke<int64_t>(p, "steps/step", 2, 1); }),
+                     {"steps/step[2] = 1 follows step 1"});
 
   // A damaged row in the middle of a table, where the search for the whole
   // rows looks first: an error, not a table cut there (which a resume would
