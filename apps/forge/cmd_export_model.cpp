@@ -58,6 +58,13 @@ int run_export_model(int argc, char** argv) {
   // A new or empty folder only: an export never replaces files (an earlier
   // export, or the very model it reads).
   std::error_code ec;
+  // A link to a folder is the folder (the final move onto the link's own
+  // name failed after all the work, with "it must be empty or absent").
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(out, ec))) {
+    const std::filesystem::path target = std::filesystem::weakly_canonical(out, ec);
+    if (ec) throw InputError("--out '" + out + "': cannot follow the link: " + ec.message());
+    out = target.string();
+  }
   const auto status = std::filesystem::status(out, ec);
   if (ec && status.type() != std::filesystem::file_type::not_found)
     throw InputError("--out '" + out + "': " + ec.message());

@@ -898,6 +898,19 @@ TEST(PretrainedModel, GenerateStopsAtTheContextLength) {
   EXPECT_LT(generated, 40u) << r.out;  // prompt + generated <= 40
 }
 
+// export-model --out a link to an empty folder writes into that folder (it
+// failed at the end, after all the work, as if the folder were not empty).
+TEST(PretrainedModel, ExportModelFollowsALinkToAnEmptyFolder) {
+  const std::string dir = tiny_hf_folder("export_link_source");
+  const std::string where = temp_dir("export_link");
+  fs::create_directory(where + "/real");
+  fs::create_directory_symlink(where + "/real", where + "/link");
+  const forge_e2e::Result r = forge_e2e::forge("export-model " + dir + " --out " + where + "/link");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(fs::exists(where + "/real/config.json")) << r.err;
+  EXPECT_TRUE(fs::is_symlink(where + "/link"));
+}
+
 // What newer transformers write and what a reader must not misread: the
 // template in chat_template.jinja (the config's key dropped, or a list of
 // named templates without "default" left in it), named
