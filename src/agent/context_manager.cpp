@@ -1,5 +1,7 @@
 #include "agent/context_manager.hpp"
 
+#include <optional>
+
 namespace forge {
 
 Tokens ContextManager::assemble(const Conversation& c) const {
@@ -23,15 +25,29 @@ void ContextManager::forget_oldest_turn(Conversation& c) const {
 }
 
 bool ContextManager::compact(Conversation& c) const {
-  while (c.turns.size() > static_cast<size_t>(keep_turns_)) forget_oldest_turn(c);
-  // The newest turn holds the tool result the agent has not read yet:
-  // forgetting it would lose it unseen unless summarize keeps its note (a
-  // failed call leaves none), so it is kept, and compaction fails when the
-  // opening and that turn alone pass the budget.
+  // The newest turn holds the tool result the agent has not read yet: it is
+  // kept whole, or under summarize (where it leaves a note; a failed call
+  // leaves none) replaced by its note, which is never erased; where that
+  // note does not fit but the whole turn does (a notes message can cost
+  // more than a short turn), the whole turn. Compaction fails when neither
+  // fits with the opening.
   const bool noted = policy_ == ContextPolicy::kSummarize && !c.turns.empty() && !c.turns.back().note.empty();
+  while (c.turns.size() > static_cast<size_t>(keep_turns_)) forget_oldest_turn(c);
+  size_t protect = noted && c.turns.empty() ? 1 : 0;  // notes at the end that stay
   const size_t kept = keep_turns_ > 0 && !noted ? 1 : 0;
-  while (c.turns.size() > kept && over_budget(size(c))) forget_oldest_turn(c);
-  while (!c.notes.empty() && over_budget(size(c))) c.notes.erase(c.notes.begin());
+  std::optional<Conversation> whole;  // as it was before the newest turn went to its note
+  while (c.turns.size() > kept && over_budget(size(c))) {
+    if (c.turns.size() == 1) {
+      whole = c;
+      protect = 1;
+    }
+    forget_oldest_turn(c);
+  }
+  while (c.notes.size() > protect && over_budget(size(c))) c.notes.erase(c.notes.begin());
+  if (whole && over_budget(size(c))) {
+    while (!whole->notes.empty() && over_budget(size(*whole))) whole->notes.erase(whole->notes.begin());
+    if (!over_budget(size(*whole))) c = std::move(*whole);
+  }
   return !over_budget(size(c));
 }
 

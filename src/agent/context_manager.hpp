@@ -11,8 +11,10 @@
 //                "notes: <note>; <note>" placed after the opening;
 // then, while still over budget, it forgets more turns (oldest first; never
 // the newest, whose result the agent has not read, unless summarize keeps
-// its note or keep_turns is 0), then the oldest notes. The new context no longer extends the previous one: the
-// trajectory branches there (prefix-tree merging handles it).
+// its note or keep_turns is 0), then the oldest notes. The newest turn's
+// note is never erased; where it does not fit but the whole newest turn
+// does, the turn stays. The new context no longer extends the previous one:
+// the trajectory branches there (prefix-tree merging handles it).
 #pragma once
 #include <deque>
 #include <string>
@@ -44,7 +46,8 @@ class ContextManager {
   bool over_budget(size_t context_tokens) const {
     return context_tokens > static_cast<size_t>(budget_);
   }
-  // Compacts c (see above); false when even the opening alone is over budget.
+  // Compacts c (see above); false when the opening with the newest turn (or
+  // its note) alone is over budget: the episode ends (context_budget).
   bool compact(Conversation& c) const;
 
  private:

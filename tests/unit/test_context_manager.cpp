@@ -43,6 +43,33 @@ TEST(ContextManager, SummarizeLeavesTheNewestResultAsANote) {
   EXPECT_LE(m.assemble(c).size(), 40u);
 }
 
+// A newest note that does not fit with the opening, nor its whole turn:
+// the episode ends (the note was erased with the older ones, and the
+// agent's next call saw the bare opening, its result lost unseen).
+TEST(ContextManager, SummarizeNeverErasesTheNewestResultsNote) {
+  for (const int keep : {2, 0}) {
+    const ContextManager m(ContextPolicy::kSummarize, /*budget=*/40, keep, TemplateStyle::kSpecial);
+    Conversation c = three_turns();
+    c.turns.back().note = std::string(58, 'r');
+    c.turns.back().tokens = Tokens(40, 'x');
+    EXPECT_FALSE(m.compact(c)) << "keep_turns " << keep;
+    ASSERT_FALSE(c.notes.empty()) << "keep_turns " << keep;
+    EXPECT_EQ(c.notes.back(), std::string(58, 'r')) << "keep_turns " << keep;
+  }
+}
+
+// A newest note too long for the budget where the whole turn fits: the
+// turn stays (a notes message can cost more than a short turn).
+TEST(ContextManager, SummarizeKeepsTheWholeNewestTurnWhereOnlyItFits) {
+  const ContextManager m(ContextPolicy::kSummarize, /*budget=*/40, /*keep_turns=*/2, TemplateStyle::kSpecial);
+  Conversation c = three_turns();
+  c.turns.back().note = std::string(58, 'r');
+  EXPECT_TRUE(m.compact(c));
+  ASSERT_EQ(c.turns.size(), 1u);
+  EXPECT_EQ(c.turns.back().note, std::string(58, 'r'));
+  EXPECT_LE(m.assemble(c).size(), 40u);
+}
+
 TEST(ContextManager, SummarizeKeepsANewestTurnWithoutANote) {
   // The newest call failed (no note): forgetting it would hide the failure.
   const ContextManager m(ContextPolicy::kSummarize, /*budget=*/40, /*keep_turns=*/2, TemplateStyle::kSpecial);
