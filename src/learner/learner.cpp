@@ -39,8 +39,13 @@ LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig&
       require_same_model(model, start.resumed_from, "--resume", "resume with the run's [model] keys");
       start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
     } catch (const InputError& e) {
+      // A file that cannot be read; not a sound one of another model or a
+      // newer forge, which the older checkpoints share.
+      const std::string what = e.what();
       const std::string older = checkpoint_before(dir, start.resumed_from);
-      if (older.empty()) throw;
+      if (older.empty() || what.find("was trained with another model") != std::string::npos ||
+          what.find("newer forge") != std::string::npos)
+        throw;
       throw InputError(std::string(e.what()) + " (if the newest checkpoint is damaged, move it out of '" + dir +
                        "': --resume then continues from '" + older + "')");
     }

@@ -81,18 +81,26 @@ bool shapes_training(const std::string& key) {
 
 std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini) {
   const auto was = ini_values(checkpoint_ini), now = ini_values(now_ini);
-  const auto value = [](const std::map<std::string, std::string>& m, const std::string& k) {
-    const auto it = m.find(k);
-    return it == m.end() ? std::string("(unset)") : it->second;
+  // Lists compare by their items ("a, b" is "a,b").
+  const auto normal = [](const std::string& v) {
+    std::string out;
+    std::istringstream items(v);
+    for (std::string item; std::getline(items, item, ',');) {
+      const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+      out += (out.empty() ? "" : ",") + (a == std::string::npos ? std::string() : item.substr(a, b - a + 1));
+    }
+    return out;
   };
-  const bool cosine_by_steps = value(now, "optim.schedule") == "cosine" && value(now, "optim.total_steps") == "0";
-  std::set<std::string> keys;
-  for (const auto* m : {&was, &now})
-    for (const auto& [k, v] : *m)
-      if (shapes_training(k) || (cosine_by_steps && k == "train.steps")) keys.insert(k);
+  const auto value = [](const std::map<std::string, std::string>& m, const std::string& k) { return m.at(k); };
+  const bool cosine_by_steps = now.count("optim.schedule") && now.at("optim.schedule") == "cosine" &&
+                               now.count("optim.total_steps") && now.at("optim.total_steps") == "0";
+  // Keys both configurations name: one an older forge did not write (or a
+  // newer one no longer reads) is no change of the run's.
   std::string out;
-  for (const std::string& k : keys)
-    if (value(was, k) != value(now, k)) out += (out.empty() ? "" : "; ") + k + " " + value(was, k) + " -> " + value(now, k);
+  for (const auto& [k, v] : was) {
+    if (!now.count(k) || !(shapes_training(k) || (cosine_by_steps && k == "train.steps"))) continue;
+    if (normal(v) != normal(value(now, k))) out += (out.empty() ? "" : "; ") + k + " " + v + " -> " + value(now, k);
+  }
   return out;
 }
 

@@ -400,7 +400,15 @@ TEST(Checkpoint, ResumeNamesEveryChangedKeyThatShapesTraining) {
   EXPECT_EQ(resumed_setting_changes(was, with("temperature = 1", "temperature = 0.7")), "sample.temperature 1 -> 0.7");
   EXPECT_EQ(resumed_setting_changes(was, with("tool_error_rate = 0.1", "tool_error_rate = 0.5")),
             "env.tool_error_rate 0.1 -> 0.5");
-  EXPECT_EQ(resumed_setting_changes(was, with("[train]\n", "[train]\nmerge = false\n")), "train.merge (unset) -> false");
+  EXPECT_EQ(resumed_setting_changes(with("[train]\n", "[train]\nmerge = true\n"), with("[train]\n", "[train]\nmerge = false\n")),
+            "train.merge true -> false");
+  // A key the checkpoint's forge did not write yet is no change of the run's
+  // (every key added since warned on any resume across an upgrade).
+  EXPECT_EQ(resumed_setting_changes(was, with("[train]\n", "[train]\nmerge = false\n")), "");
+  // Lists by their items.
+  EXPECT_EQ(resumed_setting_changes(with("[env]\n", "[env]\nsafety_rules = network, credentials\n"),
+                                    with("[env]\n", "[env]\nsafety_rules = network,credentials\n")),
+            "");
   EXPECT_EQ(resumed_setting_changes(was, with("threads = 2\nlog_every = 1", "threads = 8\nlog_every = 5")), "");
   EXPECT_EQ(resumed_setting_changes(was, with("eval_every = 0\n[optim]", "eval_every = 4\n[optim]")), "");
   EXPECT_EQ(resumed_setting_changes(was, with("[sft]\nsteps = 5", "[sft]\nsteps = 9")), "");
