@@ -127,19 +127,20 @@ def check(root):
                     quoted, inc = m.group(1) is not None, m.group(1) or m.group(2)
                     line = text.count("\n", 0, m.start()) + 1
                     where = f"{rel}:{line}"
+                    shown = f'"{inc}"' if quoted else f"<{inc}>"
                     if ".." in inc.split("/"):
-                        problems.append(f'{where}: #include "{inc}" has a ".." component (name the folder)')
+                        problems.append(f'{where}: #include {shown} has a ".." component (name the folder)')
                         continue
                     if not quoted and not os.path.isfile(os.path.join(src, inc)):
                         continue  # a system or library header
                     if os.path.isfile(os.path.join(dirpath, inc)) and "/" not in inc:
                         continue  # a header of the file's own folder
                     if not os.path.isfile(os.path.join(src, inc)):
-                        problems.append(f'{where}: #include "{inc}" is not a file of src/')
+                        problems.append(f"{where}: #include {shown} is not a file of src/")
                         continue
                     there = folder_of_include(inc)
                     if there != here and there not in table.get(here, set()):
-                        problems.append(f'{where}: #include "{inc}": {here} may not include {there} '
+                        problems.append(f"{where}: #include {shown}: {here} may not include {there} "
                                         f"(docs/architecture.md, layering table)")
     return files, problems
 

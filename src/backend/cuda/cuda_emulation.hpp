@@ -780,9 +780,15 @@ inline cublasStatus_t cublasDestroy(cublasHandle_t) { return CUBLAS_STATUS_SUCCE
 inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 inline const char* cublasGetStatusString(cublasStatus_t) { return "error"; }
+// cuBLAS refuses (CUBLAS_STATUS_INVALID_VALUE) a negative size or a leading
+// dimension below max(1, the stored rows), k = 0 included: so does this.
+constexpr cublasStatus_t CUBLAS_STATUS_INVALID_VALUE = 7;
 inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m,
                                   int n, int k, const float* alpha, const float* A, int lda,
                                   const float* B, int ldb, const float* beta, float* C, int ldc) {
+  if (m < 0 || n < 0 || k < 0 || lda < std::max(1, ta == CUBLAS_OP_N ? m : k) ||
+      ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m))
+    return CUBLAS_STATUS_INVALID_VALUE;
   cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
               tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, m, n, k, *alpha, A, lda, B, ldb,
               *beta, C, ldc);

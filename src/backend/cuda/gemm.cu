@@ -11,9 +11,11 @@ void gemm_row_major(cublasHandle_t handle, bool trans_a, bool trans_b, int M, in
                     float alpha, const float* A, int lda, const float* B, int ldb, float beta,
                     float* C, int ldc) {
   if (M == 0 || N == 0) return;
+  // cuBLAS wants leading dimensions of at least 1, also where K = 0 gives
+  // the stored rows no length (as the bf16 path below).
   FORGE_CUBLAS_CHECK(cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
-                                 lda, &beta, C, ldc));
+                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, std::max(1, ldb), A,
+                                 std::max(1, lda), &beta, C, ldc));
 }
 
 void gemm_row_major_bf16(cublasHandle_t handle, cudaStream_t stream, bool trans_a, bool trans_b,
