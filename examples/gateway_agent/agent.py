@@ -14,7 +14,8 @@ Per episode:
 It keeps opening episodes until --episodes are done or the gateway says the
 run has finished (HTTP 410, or its connection refused or reset as it shuts down); while the data pool is
 full (503) it retries. A generation that failed (503) or timed out (504) is
-retried; an episode whose share of its slot is full (409) is closed as
+retried; an episode that answers 409 to a call, a tool run or an answer
+(its share of the slot is full, or the gateway closed it) is closed as
 abandoned, and the agent goes on with the next. --log writes one JSON line per policy call: the
 text the agent saw and the token ids the gateway reports for it.
 
@@ -109,8 +110,26 @@ def policy_reply(client, messages, tools, attempts=3):
             time.sleep(float(e.response.headers.get("Retry-After", "1")))
 
 
+def abandon(gw, eid, key):
+    """Closes an episode that cannot go on (its share of the slot is full) as
+    abandoned, so that it leaves training now rather than at the idle
+    deadline; one the gateway already closed answers 409, which is fine."""
+    try:
+        gw.post(f"/v1/episodes/{eid}/close", {"abandon": True}, key)
+    except EpisodeGone:
+        pass
+
+
 def run_episode(gw, args, log, lock):
     ep = gw.post("/v1/episodes")
+    try:
+        return play_episode(gw, ep, args, log, lock)
+    except (EpisodeGone, openai.ConflictError) as e:
+        abandon(gw, ep["id"], ep["api_key"])
+        raise EpisodeGone(str(e)) from None
+
+
+def play_episode(gw, ep, args, log, lock):
     eid, key = ep["id"], ep["api_key"]
     client = openai.OpenAI(base_url=ep["base_url"], api_key=key, max_retries=0, timeout=300)
     messages = list(ep["task"]["messages"])
@@ -124,13 +143,6 @@ def run_episode(gw, args, log, lock):
             if "context" not in str(e):
                 raise
             break  # the conversation outgrew the policy's context: the episode fails
-        except openai.ConflictError as e:
-            # The episode's share of its slot is full, or the gateway closed
-            # it (idle): it cannot go on. Abandoned, so that it leaves
-            # training at once instead of holding its slot until the idle
-            # deadline; one already closed raises EpisodeGone here.
-            gw.post(f"/v1/episodes/{eid}/close", {"abandon": True}, key)
-            raise EpisodeGone(str(e)) from None
         choice = reply.choices[0]
         msg = choice.message
         messages.append(msg.model_dump(exclude_none=True))
