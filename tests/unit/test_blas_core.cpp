@@ -32,7 +32,7 @@ class BlasCore : public ::testing::Test {
 TEST_F(BlasCore, ForcedFallbackIsReplacedByTheCpusCore) {
   ASSERT_TRUE(switch_blas_core("Prescott")) << "could not force the fallback core";
   ASSERT_EQ(blas_core_name(), "Prescott");
-  const BlasCoreChoice c = correct_blas_core(detect_cpu_level(), "auto");
+  const BlasCoreChoice c = correct_blas_core(detect_cpu_level(), "auto", false);
   EXPECT_EQ(c.at_load, "Prescott");
   EXPECT_EQ(c.core, blas_core_for(detect_cpu_level()));
   EXPECT_EQ(blas_core_name(), c.core);
@@ -44,7 +44,7 @@ TEST_F(BlasCore, ForcedFallbackIsReplacedByTheCpusCore) {
 
 TEST_F(BlasCore, KeepLeavesTheFallbackAndMarksItSlow) {
   ASSERT_TRUE(switch_blas_core("Nehalem"));
-  const BlasCoreChoice c = correct_blas_core(detect_cpu_level(), "keep");
+  const BlasCoreChoice c = correct_blas_core(detect_cpu_level(), "keep", false);
   EXPECT_EQ(c.core, "Nehalem");
   EXPECT_EQ(blas_core_name(), "Nehalem");
   EXPECT_TRUE(c.slow);
@@ -53,28 +53,35 @@ TEST_F(BlasCore, KeepLeavesTheFallbackAndMarksItSlow) {
 
 TEST_F(BlasCore, NamedCoreBeyondTheCpuOrUnknownIsRefused) {
   ASSERT_TRUE(switch_blas_core("Prescott"));
-  const BlasCoreChoice beyond = correct_blas_core(CpuLevel::kV3, "SkylakeX");
+  const BlasCoreChoice beyond = correct_blas_core(CpuLevel::kV3, "SkylakeX", false);
   EXPECT_EQ(blas_core_name(), "Prescott");
   EXPECT_TRUE(beyond.slow);
   EXPECT_NE(beyond.note.find("lacks its instructions"), std::string::npos) << beyond.note;
-  const BlasCoreChoice unknown = correct_blas_core(CpuLevel::kV3, "Pentium9");
+  const BlasCoreChoice unknown = correct_blas_core(CpuLevel::kV3, "Pentium9", false);
   EXPECT_NE(unknown.note.find("not an OpenBLAS core name"), std::string::npos) << unknown.note;
   EXPECT_TRUE(unknown.rejected);
   EXPECT_NE(unknown.note.find("Haswell"), std::string::npos) << "names the cores this CPU runs: " << unknown.note;
   // OpenBLAS's names ignore case (its own spelling is "Cooperlake").
-  const BlasCoreChoice lower = correct_blas_core(CpuLevel::kV3, "haswell");
+  const BlasCoreChoice lower = correct_blas_core(CpuLevel::kV3, "haswell", false);
   EXPECT_FALSE(lower.rejected) << lower.note;
   EXPECT_EQ(blas_core_name(), "Haswell");
   EXPECT_EQ(blas_core_rank("COOPERLAKE"), 4);
-  const BlasCoreChoice named = correct_blas_core(CpuLevel::kV3, "Sandybridge");
+  const BlasCoreChoice named = correct_blas_core(CpuLevel::kV3, "Sandybridge", false);
   EXPECT_EQ(named.core, "Sandybridge");
   EXPECT_EQ(blas_core_name(), "Sandybridge");
   EXPECT_TRUE(named.slow) << "an AVX core asked for on an AVX2 CPU is still the slow path";
+  // The Bulldozer family's FMA4 kernels on a CPU without FMA4 (any Intel,
+  // Zen 2 on): refused, where it was taken and would die of SIGILL.
+  ASSERT_TRUE(switch_blas_core("Haswell"));
+  const BlasCoreChoice fma4 = correct_blas_core(CpuLevel::kV3, "Piledriver", false);
+  EXPECT_TRUE(fma4.rejected);
+  EXPECT_NE(fma4.note.find("lacks its instructions (FMA4)"), std::string::npos) << fma4.note;
+  EXPECT_EQ(blas_core_name(), "Haswell");
 }
 
 TEST_F(BlasCore, LibraryChoiceAtTheCpusLevelIsLeftAlone) {
   ASSERT_TRUE(switch_blas_core("Haswell"));
-  const BlasCoreChoice c = correct_blas_core(CpuLevel::kV3, "auto");
+  const BlasCoreChoice c = correct_blas_core(CpuLevel::kV3, "auto", false);
   EXPECT_EQ(c.core, "Haswell");
   EXPECT_EQ(blas_core_name(), "Haswell");
   EXPECT_TRUE(c.note.empty()) << c.note;
@@ -85,7 +92,7 @@ TEST_F(BlasCore, LibraryChoiceAtTheCpusLevelIsLeftAlone) {
   const bool v4 = detect_cpu_level() >= CpuLevel::kV4;
   const std::string same_level = v4 ? "Cooperlake" : "Zen";
   ASSERT_TRUE(switch_blas_core(same_level));
-  const BlasCoreChoice other = correct_blas_core(v4 ? CpuLevel::kV4 : CpuLevel::kV3, "auto");
+  const BlasCoreChoice other = correct_blas_core(v4 ? CpuLevel::kV4 : CpuLevel::kV3, "auto", false);
   EXPECT_EQ(other.core, same_level);
   EXPECT_TRUE(other.note.empty()) << other.note;
 }
@@ -96,14 +103,14 @@ TEST_F(BlasCore, LibraryChoiceAtTheCpusLevelIsLeftAlone) {
 TEST_F(BlasCore, Avx2CoreOnAnAvx512CpuIsReplaced) {
   if (detect_cpu_level() < CpuLevel::kV4) GTEST_SKIP() << "this CPU has no AVX-512 to run SkylakeX";
   ASSERT_TRUE(switch_blas_core("Haswell"));
-  const BlasCoreChoice c = correct_blas_core(CpuLevel::kV4, "auto");
+  const BlasCoreChoice c = correct_blas_core(CpuLevel::kV4, "auto", false);
   EXPECT_EQ(c.at_load, "Haswell");
   EXPECT_EQ(c.core, "SkylakeX");
   EXPECT_EQ(blas_core_name(), "SkylakeX");
   EXPECT_FALSE(c.slow);
   EXPECT_NE(c.note.find("switched from Haswell"), std::string::npos) << c.note;
   ASSERT_TRUE(switch_blas_core("Zen"));
-  const BlasCoreChoice kept = correct_blas_core(CpuLevel::kV4, "keep");
+  const BlasCoreChoice kept = correct_blas_core(CpuLevel::kV4, "keep", false);
   EXPECT_EQ(kept.core, "Zen");
   EXPECT_TRUE(kept.slow) << "an AVX2 core kept on an AVX-512 CPU is the slow path";
 }

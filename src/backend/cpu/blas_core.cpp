@@ -21,17 +21,20 @@ namespace {
 
 // OpenBLAS's core names (driver/others/dynamic.c spells them; its
 // OPENBLAS_CORETYPE lookup ignores case, and so does forge).
+// The Bulldozer family's kernels use AMD's FMA4, which no later CPU
+// (Intel's, AMD's Zen 2 on) runs, whatever its level.
 struct CoreRank {
   const char* name;
   int rank;
+  bool fma4 = false;
 };
 constexpr CoreRank kCores[] = {
     {"Katmai", 1},      {"Coppermine", 1},   {"Northwood", 1},  {"Prescott", 1},
     {"Banias", 1},      {"Atom", 1},         {"Core2", 1},      {"Penryn", 1},
     {"Dunnington", 1},  {"Nehalem", 1},      {"Athlon", 1},     {"Opteron", 1},
     {"Opteron_SSE3", 1}, {"Barcelona", 1},   {"Nano", 1},       {"Bobcat", 1},
-    {"Sandybridge", 2}, {"Bulldozer", 2},    {"Piledriver", 2}, {"Steamroller", 2},
-    {"Excavator", 2},   {"Haswell", 3},      {"Zen", 3},        {"SkylakeX", 4},
+    {"Sandybridge", 2}, {"Bulldozer", 2, true}, {"Piledriver", 2, true}, {"Steamroller", 2, true},
+    {"Excavator", 2, true}, {"Haswell", 3},  {"Zen", 3},        {"SkylakeX", 4},
     {"Cooperlake", 4},  {"SapphireRapids", 4}};
 
 const CoreRank* find_core(const std::string& name) {
@@ -90,7 +93,7 @@ bool switch_blas_core(const std::string& core) {
 
 bool blas_self_check() { return sgemm_self_check(cblas_sgemm); }
 
-BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy) {
+BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy, bool cpu_has_fma4) {
   BlasCoreChoice c;
   c.library = blas_library_name();
   c.at_load = c.core = blas_core_name();
@@ -114,10 +117,12 @@ BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy) {
   } else {
     const CoreRank* want = find_core(policy);
     const int cpu_rank = blas_core_rank_for(level);
-    if (!want || want->rank > cpu_rank) {
+    if (!want || want->rank > cpu_rank || (want->fma4 && !cpu_has_fma4)) {
       c.rejected = true;
       return done("FORGE_BLAS_CORETYPE=" + policy + " ignored: " +
-                  (!want ? "not an OpenBLAS core name" : "this CPU lacks its instructions") +
+                  (!want ? "not an OpenBLAS core name"
+                         : want->rank > cpu_rank ? "this CPU lacks its instructions"
+                                                 : "this CPU lacks its instructions (FMA4)") +
                   (cpu_rank >= 3 ? "; this CPU runs " + cores_up_to(cpu_rank) : ""));
     }
     target = want->name;
@@ -141,7 +146,7 @@ BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy) {
 const BlasCoreChoice& blas_core_choice() {
   static const BlasCoreChoice choice = [] {
     const char* policy = std::getenv("FORGE_BLAS_CORETYPE");
-    return correct_blas_core(detect_cpu_level(), policy ? policy : "");
+    return correct_blas_core(detect_cpu_level(), policy ? policy : "", __builtin_cpu_supports("fma4"));
   }();
   return choice;
 }

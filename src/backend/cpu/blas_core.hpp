@@ -56,6 +56,7 @@ std::string blas_core_for(CpuLevel level);  // "" below v3: nothing better to pi
 std::string blas_core_name();               // the library's current core
 bool switch_blas_core(const std::string& core);  // true when `core` is in use afterwards
 bool blas_self_check();
-BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy);
+// cpu_has_fma4: the CPU runs AMD's FMA4 (the Bulldozer family's cores need it).
+BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy, bool cpu_has_fma4);
 
 }  // namespace forge
