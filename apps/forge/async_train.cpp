@@ -279,9 +279,11 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     // vocabulary; its weights only on the learners): the weight channel's
     // size, the rollout engine, the environments' scaffold.
     const ModelSource source = resolve_model(all.base.model, false);
-    if (rank == 0)
+    if (rank == 0) {
       warn_past_context(source, all.agent.max_context_tokens + all.agent.max_new_tokens,
                         "agent.max_context_tokens + agent.max_new_tokens");
+      if (!all.gateway.enabled) warn_turns_below_largest_task(all.env, all.agent);  // black-box agents keep their own
+    }
     all.base.model = source.config;
     all.agent.vocabulary = ScaffoldVocabulary::of(source.chat);
     pc.window = window_config(all.mpi);

@@ -94,6 +94,7 @@ int run_eval(int argc, char** argv) {
   }
   log_model_keys_unread(all.base.model, checkpoint, source.config.pretrained);
   agent.vocabulary = ScaffoldVocabulary::of(source.chat);
+  warn_turns_below_largest_task(env, agent);
   const StyleEvals ev = evaluate_styles(*model, env, agent, tasks, all.base.run.seed);
   if (json) {
     std::printf("{\"checkpoint\": %s, \"step\": %lld, \"seen\": %s, \"heldout_family\": %s}\n",

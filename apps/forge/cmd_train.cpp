@@ -98,6 +98,7 @@ int run_train(int argc, char** argv) {
   TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, tc.steps), cfg.run);
   warn_past_context(policy.source, agent.max_context_tokens + agent.max_new_tokens,
                     "agent.max_context_tokens + agent.max_new_tokens");
+  warn_turns_below_largest_task(all.env, agent);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   agent.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
@@ -176,7 +177,7 @@ int run_train(int argc, char** argv) {
     log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval " + cfg.run.dir + ")");
     return 143;
   }
-  learner.finish(std::max(start.step, tc.steps));  // a resume past train.steps trains nothing more
+  learner.finish(tc.steps);  // a resume never starts past train.steps (load_learner_start refuses it)
   return 0;
 }
 

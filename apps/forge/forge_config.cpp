@@ -131,6 +131,13 @@ void add_forge_options(OptionSet& opts, ForgeConfig& c) {
   add_gateway_options(opts, c.gateway);
 }
 
+void warn_turns_below_largest_task(const EnvConfig& env, const AgentConfig& agent) {
+  if (const auto [need, what] = env.most_tool_calls_needed(); agent.max_turns < need + 1)
+    log_warn("agent.max_turns = " + std::to_string(agent.max_turns) + " is below the " + std::to_string(need + 1) +
+             " calls the largest task needs (" + what + ", then the answer): those tasks cannot succeed; raise " +
+             "agent.max_turns or lower the task sizes");
+}
+
 void log_model_keys_unread(const ModelConfig& given, const std::string& model_path, const std::string& loaded) {
   if (!given.pretrained.empty() && given.pretrained != model_path && given.pretrained != loaded)
     log_info("model.pretrained = '" + given.pretrained + "' is not read: the model is " + model_path +

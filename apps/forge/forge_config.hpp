@@ -79,4 +79,9 @@ void add_forge_options(OptionSet& opts, ForgeConfig& config);
 // starts from), instead of ignoring it silently.
 void log_model_keys_unread(const ModelConfig& given, const std::string& model_path, const std::string& loaded);
 
+// A warning when agent.max_turns cannot hold the largest task's tool calls
+// and its answer (env.calc_max_ops, search_max_hops, the code domain): those
+// tasks can only fail in the white-box scaffold (train, eval).
+void warn_turns_below_largest_task(const EnvConfig& env, const AgentConfig& agent);
+
 }  // namespace forge

@@ -41,16 +41,17 @@ TEST(Train, TinyRunThenResume) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoints/ckpt_step_00000003.h5"));
 
   // A resume with another model of the same shapes (rope_base) is refused,
-  // naming the key; one past train.steps trains nothing and evaluates the
-  // checkpoint's step.
+  // naming the key; so is one past train.steps (it trained nothing and
+  // recorded the lower count in config.ini), naming `forge eval`.
   const Result rope = forge(std::string("train ") + kTiny +
                             "--train.steps=4 --model.rope_base=500000 --resume --run.dir=" + dir);
   EXPECT_EQ(rope.rc, 2);
   EXPECT_TRUE(contains(rope.err, "model.rope_base 5e+05 against 10000")) << rope.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoints/ckpt_step_00000004.h5"));
   const Result past = forge(std::string("train ") + kTiny + "--train.steps=2 --resume --run.dir=" + dir);
-  ASSERT_EQ(past.rc, 0) << past.err;
-  EXPECT_TRUE(contains(past.out, "eval at step 3 ")) << past.out;
+  EXPECT_EQ(past.rc, 2) << past.err;
+  EXPECT_TRUE(contains(past.err, "past train.steps = 2: raise train.steps to go on (forge eval " + dir)) << past.err;
+  EXPECT_TRUE(contains(r.err, "agent.max_turns = 3 is below the 5 calls the largest task needs")) << r.err;
 
   // The stored config.ini is read by every command (no train-only --resume).
   const Result config = forge("config --config " + dir + "/config.ini");
