@@ -23,24 +23,13 @@
 #include "mpi_roles/role_layout.hpp"
 #include "mpi_roles/rollout_rank.hpp"
 #include "mpi_roles/weight_channel.hpp"
-#include "tokenizer/byte_tokenizer.hpp"
+#include "unit/tiny_agent_model.hpp"
 
 namespace forge {
 namespace {
 
 constexpr int kPublishOne = 900, kClientDone = 901;
 constexpr double kDeadline = 60.0;
-
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.vocab = ByteTokenizer::kVocabSize;
-  c.d_model = 32;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.ffn_dim = 48;
-  return c;
-}
 
 GenerationRequest request(uint64_t id, int32_t min_version) {
   GenerationRequest r;
@@ -70,7 +59,7 @@ TEST(RolloutRank, RequestWaitsForItsSlotsWeightsAndACancelAnswersIt) {
   if (world < 3) GTEST_SKIP() << "needs a learner, a rollout and an environment rank";
   const RoleLayout layout(world, {1, 1});
   CpuBackend backend;
-  PolicyModel model(tiny_config(), backend);
+  PolicyModel model(tiny_agent_model_config(), backend);
   WeightChannel weights(MPI_COMM_WORLD, 0, model.layout().total);
   SendQueue sends;
 
