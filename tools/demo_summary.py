@@ -60,12 +60,12 @@ def rollout_stats(path):
             steps = f["steps"]
             mismatch = steps["engine_mismatch"][:] if "engine_mismatch" in steps else np.array([])
             drift = steps["stale_drift"][:] if "stale_drift" in steps else np.array([])
-            # Schema 5: only the rows the last flush completed (rows past it
-            # are unwritten or a cut resume's; they read as step 0, success 0).
+            # Only the rows the last flush completed (schema 5; rows past it
+            # are unwritten or a cut resume's, read as step 0, success 0), or
+            # before schema 5 the steps that increase.
             record = committed(f)
-            if record is not None:
-                stale, step, success = stale[:record[1]], step[:record[1]], success[:record[1]]
-                mismatch, drift = mismatch[:record[2]], drift[:record[2]]
+            stale, step, success = stale[:record[1]], step[:record[1]], success[:record[1]]
+            mismatch, drift = mismatch[:record[2]], drift[:record[2]]
     except (OSError, KeyError, ValueError, TypeError) as err:
         print(f"demo_summary: {path}: not a forge rollout file it reads ({err})", file=sys.stderr)
         sys.exit(2)

@@ -55,16 +55,15 @@ def load(path):
             s = {k: f["steps/" + k][:] for k in f["steps"].keys()}
             gen = f["calls/generated_len"][:]
             domains = [n.decode() for n in f["episodes/env"].attrs["names"]]
-            # Schema 5's commit record: the rows the last flush completed.
+            # The rows the last flush completed (schema 5), the steps that increase (before).
             record = committed(f)
         except (KeyError, OSError, ValueError, TypeError, AttributeError) as err:
             fail(f"'{path}' is damaged or incomplete: {err!r}")
     # A live file may have extended some datasets and not yet others: keep
     # the rows present in every column whose calls are present.
-    if record is not None:
-        gen = gen[:record[0]]
-        e = {k: v[:record[1]] for k, v in e.items()}
-        s = {k: v[:record[2]] for k, v in s.items()}
+    gen = gen[:record[0]]  # [:None]: all
+    e = {k: v[:record[1]] for k, v in e.items()}
+    s = {k: v[:record[2]] for k, v in s.items()}
     n = min(len(v) for v in e.values())
     e = {k: v[:n] for k, v in e.items()}
     n = int(np.searchsorted(e["call_offset"] + e["n_calls"], len(gen), side="right"))

@@ -25,10 +25,20 @@ def last_record(dataset):
     return np.zeros(4, dtype=np.int64)
 
 
+def increasing_prefix(steps):
+    """Rows of steps/step up to the first that does not increase: a file
+    without a record may hold extended rows never written, read as step 0."""
+    for i in range(1, len(steps)):
+        if steps[i] <= steps[i - 1]:
+            return i
+    return len(steps)
+
+
 def committed(f):
-    """(calls, episodes, steps) rows the last flush completed, or None for a
-    file before schema 5 (no record: its datasets' own lengths count)."""
+    """(calls, episodes, steps) rows the last flush completed; for a file
+    before schema 5 (no record), None for calls and episodes (their own
+    lengths count) and the steps that increase."""
     if "flushes" not in f:
-        return None
+        return None, None, increasing_prefix(f["steps/step"][:])
     row = last_record(f["flushes"])
     return int(row[1]), int(row[2]), int(row[3])

@@ -309,7 +309,19 @@ void RolloutReader::refresh() {
     for (size_t i = 0; i < whole.size(); ++i) whole[i] = off[i] >= 0 && n[i] >= 0 && off[i] <= n_calls_ - n[i];
     return whole;
   });
+  // Steps increase along the table. A file without a commit record
+  // (schema 3 and 4) may hold extended rows never written, which read as
+  // step 0: its steps end at the first row that does not increase (what
+  // n_steps() counts, a resume keeps and an upgrade records).
   n_steps_ = rows[3];
+  if (!recorded && n_steps_ > 1) {
+    const std::vector<int64_t> step = read<int64_t>("steps/step", 0, n_steps_);
+    for (int64_t i = 1; i < n_steps_; ++i)
+      if (step[i] <= step[i - 1]) {
+        n_steps_ = i;
+        break;
+      }
+  }
 }
 
 EpisodeTable RolloutReader::episodes() const {
@@ -424,21 +436,14 @@ std::vector<StepMetrics> RolloutReader::steps() const {
   std::vector<int32_t> hist(static_cast<size_t>(n) * rs::kStalenessBins);
   read_raw(dataset("steps/staleness_hist"), 0, n, hist.data());
   // Steps increase along the table (a resume cuts the rows past its
-  // checkpoint). A file without a commit record (schema 3 and 4) may hold
-  // extended rows never written, which read as step 0: its steps end at the
-  // first row that does not increase; in a file with one, such a row is damage.
-  int64_t kept = n;
+  // checkpoint; a file without a record ends its steps before a row that
+  // does not: refresh). In a file with a record such a row is damage.
   for (int64_t i = 0; i < n; ++i) {
     if (step[i] < 0 || step[i] > std::numeric_limits<int32_t>::max())
       corrupted("steps/step[" + std::to_string(i) + "] = " + std::to_string(step[i]) + " is not a step index");
-    if (i > 0 && step[i] <= step[i - 1]) {
-      if (!datasets_.count(rs::kFlushes)) {
-        kept = i;
-        break;
-      }
+    if (i > 0 && step[i] <= step[i - 1])
       corrupted("steps/step[" + std::to_string(i) + "] = " + std::to_string(step[i]) + " follows step " +
                 std::to_string(step[i - 1]) + " (steps increase along the table)");
-    }
     out[i].step = step[i];
     std::copy_n(hist.begin() + i * rs::kStalenessBins, rs::kStalenessBins, out[i].staleness_hist.begin());
   }
@@ -450,7 +455,6 @@ std::vector<StepMetrics> RolloutReader::steps() const {
   } else {
     for (auto& m : out) m.drift_by_staleness.fill(std::numeric_limits<double>::quiet_NaN());
   }
-  out.resize(static_cast<size_t>(kept));
   return out;
 }
 

@@ -527,7 +527,11 @@ TEST(RolloutStore, ResumeOfAnOlderSchemaKeepsStepsWhileTheyIncrease) {
       ASSERT_GE(H5Dset_extent(d.id(), dims), 0) << name;
     }
   }
-  EXPECT_EQ(RolloutReader(path).steps().size(), 4u);  // a reader ends them there too
+  // A reader ends them there too, in its count as in its table (an upgrade
+  // records that count: one killed before the resume's own record left a
+  // record over the unwritten rows, which a schema 5 reader refuses).
+  EXPECT_EQ(RolloutReader(path).n_steps(), 4);
+  EXPECT_EQ(RolloutReader(path).steps().size(), 4u);
   {
     RolloutStoreOptions o = options();
     o.resume_step = 6;
