@@ -127,6 +127,10 @@ def run_episode(gw, args, log, lock):
     except (EpisodeGone, openai.ConflictError) as e:
         abandon(gw, ep["id"], ep["api_key"])
         raise EpisodeGone(str(e)) from None
+    except openai.APIStatusError as e:
+        if e.status_code in (503, 504):  # generations that kept failing: the episode cannot go on
+            abandon(gw, ep["id"], ep["api_key"])
+        raise
 
 
 def play_episode(gw, ep, args, log, lock):
