@@ -11,7 +11,9 @@
 //   cancel   tag kCancelTag, client -> server: id (an abandoned episode's
 //            request). The server ends it (kCancelled) unless its result is
 //            already on the way: either way exactly one result per request,
-//            so the client keeps it outstanding until that result.
+//            so the client keeps it outstanding until that result. A cancel
+//            the server reads before its request (the tags differ, and MPI
+//            orders messages of one tag only) waits there for the request.
 //
 // Ids are the client's; a server remaps them to its engine's and back. Each
 // message is encoded with wire_codec.hpp and received with MPI_Improbe /

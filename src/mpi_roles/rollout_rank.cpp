@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -70,6 +71,10 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
     }
   };
   HeldRequests held;  // waiting for newer weights than the engine's
+  // Cancels that came before their request: requests and cancels travel
+  // under different tags, whose order MPI does not promise. One whose
+  // result was already sent stays here (ids are not reused): a few words.
+  std::set<std::pair<int, uint64_t>> early_cancels;
   uint64_t next_id = 0;
   std::vector<uint8_t> bytes;
   int source = -1;
@@ -82,26 +87,32 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       ++stats.requests;
       origin[r.id] = {source, client_id};
       engine_id[{source, client_id}] = r.id;
-      if (r.min_version > version)
+      if (early_cancels.erase({source, client_id})) {
+        GenerationResult cancelled;
+        cancelled.id = r.id;
+        cancelled.finish = FinishReason::kCancelled;
+        answer(std::move(cancelled));
+      } else if (r.min_version > version)
         held.hold(std::move(r));
       else
         submit(std::move(r));
       progressed = true;
     }
-    // Cancels, after the requests received above. One the engine does not
-    // hold (its result already sent) is dropped: that result answers it.
+    // Cancels, after the requests received above. One for a request not
+    // held here is kept for the request (or its result already sent
+    // answers it).
     while (try_receive(world, kCancelTag, &source, &bytes)) {
       const uint64_t client_id = decode_cancel(bytes, "cancel from " + layout.name(source));
       const auto it = engine_id.find({source, client_id});
-      if (it != engine_id.end()) {
-        if (held.cancel(it->second)) {
-          GenerationResult r;
-          r.id = it->second;
-          r.finish = FinishReason::kCancelled;
-          answer(std::move(r));
-        } else {
-          engine.cancel(it->second);
-        }
+      if (it == engine_id.end()) {
+        early_cancels.insert({source, client_id});
+      } else if (held.cancel(it->second)) {
+        GenerationResult r;
+        r.id = it->second;
+        r.finish = FinishReason::kCancelled;
+        answer(std::move(r));
+      } else {
+        engine.cancel(it->second);
       }
       progressed = true;
     }

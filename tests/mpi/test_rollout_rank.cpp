@@ -3,7 +3,8 @@
 // request whose slot started at a version the rank has not loaded yet
 // (GenerationRequest::min_version) waits for those weights, so every token
 // it generates carries that version; a request the loaded weights may serve
-// runs at once; a cancel of a waiting request answers it with no token.
+// runs at once; a cancel of a waiting request answers it with no token, and
+// so does one that came before its request.
 //
 // No timing is assumed: request B (min_version 0) is sent after A (1) and
 // C (2) on the same tag, so its result proves the rank received A and C
@@ -79,7 +80,7 @@ TEST(RolloutRank, RequestWaitsForItsSlotsWeightsAndACancelAnswersIt) {
     e.block_size = 4;
     RolloutEngine engine(model, e);
     const RolloutRankStats st = run_rollout_rank(MPI_COMM_WORLD, layout, model, engine, weights, sends, kDeadline);
-    EXPECT_EQ(st.requests, 3);
+    EXPECT_EQ(st.requests, 5);
     EXPECT_EQ(st.held, 2);  // A and C
     EXPECT_EQ(st.weight_pulls, 2);
   } else if (rank == 2) {
@@ -108,6 +109,17 @@ TEST(RolloutRank, RequestWaitsForItsSlotsWeightsAndACancelAnswersIt) {
     await_result(1);
     ASSERT_FALSE(got[1].tokens.empty());
     for (const int32_t v : got[1].versions) EXPECT_EQ(v, 1) << "a token of A from weights older than its slot's";
+    // A cancel that comes before its request (another tag: MPI does not
+    // order them) answers the request when it comes. D's result shows the
+    // cancel was read; E's answer is then kCancelled without a token.
+    const std::vector<uint8_t> early = encode_cancel(5);
+    MPI_Send(early.data(), static_cast<int>(early.size()), MPI_BYTE, 1, kCancelTag, MPI_COMM_WORLD);
+    client.send(1, request(4, 0));  // D
+    await_result(4);
+    client.send(1, request(5, 0));  // E
+    await_result(5);
+    EXPECT_EQ(got[5].finish, FinishReason::kCancelled);
+    EXPECT_TRUE(got[5].tokens.empty()) << "E ran although its cancel came first";
     MPI_Send(nullptr, 0, MPI_BYTE, 0, kClientDone, MPI_COMM_WORLD);
     quiesce(MPI_COMM_WORLD, client.sends(), kDeadline);
     return;
