@@ -92,7 +92,7 @@ int run_eval(int argc, char** argv) {
     model = std::make_unique<PolicyModel>(source.config, *backend);
     step = load_checkpoint(path, *model, nullptr).step;
   }
-  log_model_keys_unread(all.base.model, checkpoint, source.config.pretrained);
+  log_model_keys_unread(all.base.model, checkpoint, source.config);
   agent.vocabulary = ScaffoldVocabulary::of(source.chat);
   warn_turns_below_largest_task(env, agent);
   const StyleEvals ev = evaluate_styles(*model, env, agent, tasks, all.base.run.seed);

@@ -67,7 +67,7 @@ int run_generate(int argc, char** argv) {
     version = st.policy_version;
   }
 
-  log_model_keys_unread(all.base.model, checkpoint, source.config.pretrained);
+  log_model_keys_unread(all.base.model, checkpoint, source.config);
   GenerationRequest req;
   std::vector<int32_t> stops = {kEndOfTurn};
   if (source.chat) {

@@ -74,10 +74,11 @@ struct ForgeConfig {
 void add_forge_options(OptionSet& opts, ForgeConfig& config);
 
 // For the commands whose model is the MODEL they are given (eval, generate):
-// says so when a [model] key names another (model.pretrained from a config
-// file or a flag, other than MODEL and than the pretrained model `loaded`
-// starts from), instead of ignoring it silently.
-void log_model_keys_unread(const ModelConfig& given, const std::string& model_path, const std::string& loaded);
+// says so when a [model] key names another model (model.pretrained other
+// than MODEL and than the pretrained model `loaded` starts from; a shape key
+// set away from its default and from `loaded`'s), instead of ignoring it
+// silently.
+void log_model_keys_unread(const ModelConfig& given, const std::string& model_path, const ModelConfig& loaded);
 
 // A warning when agent.max_turns cannot hold the largest task's tool calls
 // and its answer (env.calc_max_ops, search_max_hops, the code domain): those

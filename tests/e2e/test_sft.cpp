@@ -42,6 +42,7 @@ TEST(Sft, TinyRunLossFallsAndWritesSummary) {
   ASSERT_EQ(g.rc, 0) << g.err;
   EXPECT_TRUE(contains(g.err, "ckpt_step_00000040.h5")) << g.err;
   EXPECT_TRUE(contains(g.out, "logprob")) << g.out;
+  EXPECT_FALSE(contains(g.err, "[model] keys given are not read")) << "no [model] key given: " << g.err;
   EXPECT_EQ(forge("generate " + dir + "/missing.h5 --prompt=x").rc, 2);
   // The run's own config.ini is a config it reads (every key of the suite;
   // it was refused for its [model] and [sft] keys), and a model.pretrained
@@ -50,6 +51,13 @@ TEST(Sft, TinyRunLossFallsAndWritesSummary) {
                          "/config.ini --prompt='sort: cab' --model.pretrained=other.gguf");
   ASSERT_EQ(c.rc, 0) << c.err;
   EXPECT_TRUE(contains(c.err, "model.pretrained = 'other.gguf' is not read")) << c.err;
+  EXPECT_FALSE(contains(c.err, "[model] keys given are not read")) << "the run's own keys are the model's: " << c.err;
+  // A shape key given away from the model's is said to be unread (it was
+  // ignored silently), naming only the keys given.
+  const Result shape = forge("generate " + dir + " --prompt='sort: cab' --model.n_layers=7");
+  ASSERT_EQ(shape.rc, 0) << shape.err;
+  EXPECT_TRUE(contains(shape.err, "[model] keys given are not read")) << shape.err;
+  EXPECT_TRUE(contains(shape.err, "(model.n_layers 7 against ")) << shape.err;
 }
 
 TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
