@@ -28,9 +28,7 @@ import numpy as np  # noqa: E402
 
 from rollouts_record import committed  # noqa: E402
 
-
 SCHEMA_VERSION = 5  # the newest rollouts.h5 layout (docs/hdf5-schema.md)
-
 
 
 def fail(message):

@@ -1,9 +1,6 @@
 #include "forge_config.hpp"
 
-#include <algorithm>
 #include <set>
-#include <utility>
-#include <vector>
 
 #include "core/log.hpp"
 
@@ -143,24 +140,6 @@ void warn_turns_below_largest_task(const EnvConfig& env, const AgentConfig& agen
              "agent.max_turns or lower the task sizes");
 }
 
-namespace {
-
-// The keys of model_differences' items ("model.d_model 64 against 32, ...").
-std::vector<std::pair<std::string, std::string>> keyed_differences(const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = std::min(text.find(", ", at), text.size());
-    const std::string item = text.substr(at, end - at);
-    const size_t against = item.rfind(" against ");
-    const size_t value = against == std::string::npos ? std::string::npos : item.rfind(' ', against - 1);
-    out.push_back({value == std::string::npos ? item : item.substr(0, value), item});
-    at = end + 2;
-  }
-  return out;
-}
-
-}  // namespace
-
 void log_model_keys_unread(const ModelConfig& given, const std::string& model_path, const ModelConfig& loaded) {
   if (!given.pretrained.empty() && given.pretrained != model_path && given.pretrained != loaded.pretrained)
     log_info("model.pretrained = '" + given.pretrained + "' is not read: the model is " + model_path +
@@ -169,10 +148,11 @@ void log_model_keys_unread(const ModelConfig& given, const std::string& model_pa
   ModelConfig defaults;
   defaults.vocab = given.vocab;
   std::set<std::string> set;
-  for (const auto& [key, item] : keyed_differences(model_differences(given, defaults))) set.insert(key);
+  for (const ModelFieldDifference& d : model_field_differences(given, defaults)) set.insert(d.key);
   std::string unread;
-  for (const auto& [key, item] : keyed_differences(model_differences(given, loaded)))
-    if (key != "vocab" && set.count(key)) unread += (unread.empty() ? "" : ", ") + item;
+  for (const ModelFieldDifference& d : model_field_differences(given, loaded))
+    if (set.count(d.key))
+      unread += (unread.empty() ? "" : ", ") + d.key + " " + d.here + " against " + d.there;
   if (!unread.empty())
     log_info("[model] keys given are not read: the model is " + model_path + ", with its own (" + unread + ")");
 }

@@ -111,9 +111,10 @@ def policy_reply(client, messages, tools, attempts=3):
 
 
 def abandon(gw, eid, key):
-    """Closes an episode that cannot go on (its share of the slot is full) as
-    abandoned, so that it leaves training now rather than at the idle
-    deadline; one the gateway already closed answers 409, which is fine."""
+    """Closes an episode that cannot go on (its share of the slot is full, or
+    its generations kept failing) as abandoned, so that it leaves training
+    now rather than at the idle deadline; one the gateway already closed
+    answers 409, which is fine."""
     try:
         gw.post(f"/v1/episodes/{eid}/close", {"abandon": True}, key)
     except EpisodeGone:

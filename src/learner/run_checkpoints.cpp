@@ -91,7 +91,6 @@ std::string resumed_setting_changes(const std::string& checkpoint_ini, const std
     }
     return out;
   };
-  const auto value = [](const std::map<std::string, std::string>& m, const std::string& k) { return m.at(k); };
   const bool cosine_by_steps = now.count("optim.schedule") && now.at("optim.schedule") == "cosine" &&
                                now.count("optim.total_steps") && now.at("optim.total_steps") == "0";
   // Keys both configurations name: one an older forge did not write (or a
@@ -99,7 +98,7 @@ std::string resumed_setting_changes(const std::string& checkpoint_ini, const std
   std::string out;
   for (const auto& [k, v] : was) {
     if (!now.count(k) || !(shapes_training(k) || (cosine_by_steps && k == "train.steps"))) continue;
-    if (normal(v) != normal(value(now, k))) out += (out.empty() ? "" : "; ") + k + " " + v + " -> " + value(now, k);
+    if (normal(v) != normal(now.at(k))) out += (out.empty() ? "" : "; ") + k + " " + v + " -> " + now.at(k);
   }
   return out;
 }

@@ -151,10 +151,10 @@ void add_model_options(OptionSet& opts, ModelConfig& m) {
   opts.add_check([&m] { check_across_fields(m); });
 }
 
-std::string model_differences(const ModelConfig& here, const ModelConfig& there) {
-  std::string out;
+std::vector<ModelFieldDifference> model_field_differences(const ModelConfig& here, const ModelConfig& there) {
+  std::vector<ModelFieldDifference> out;
   const auto differ = [&](const char* key, const std::string& a, const std::string& b) {
-    if (a != b) out += std::string(out.empty() ? "" : ", ") + key + " " + a + " against " + b;
+    if (a != b) out.push_back({key, a, b});
   };
   const auto i = [](int x) { return std::to_string(x); };
   const auto f = [](float x) { return format_float(x); };
@@ -177,6 +177,13 @@ std::string model_differences(const ModelConfig& here, const ModelConfig& there)
   differ("model.norm_eps", f(here.norm_eps), f(there.norm_eps));
   differ("model.tied_embeddings", here.tied_embeddings ? "true" : "false", there.tied_embeddings ? "true" : "false");
   differ("model.qkv_bias", here.qkv_bias ? "true" : "false", there.qkv_bias ? "true" : "false");
+  return out;
+}
+
+std::string model_differences(const ModelConfig& here, const ModelConfig& there) {
+  std::string out;
+  for (const ModelFieldDifference& d : model_field_differences(here, there))
+    out += (out.empty() ? "" : ", ") + d.key + " " + d.here + " against " + d.there;
   return out;
 }
 

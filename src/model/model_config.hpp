@@ -68,6 +68,12 @@ struct ModelConfig {
 // "model.n_heads 8 against 4, ..."; "" when they compute alike. Shapes alone
 // miss some (8 heads of 16 and 4 heads of 32 have the same weights' shapes).
 std::string model_differences(const ModelConfig& here, const ModelConfig& there);
+// The same, one item per field: key ("model.n_heads", "head dimension",
+// "vocab") and both values as text.
+struct ModelFieldDifference {
+  std::string key, here, there;
+};
+std::vector<ModelFieldDifference> model_field_differences(const ModelConfig& here, const ModelConfig& there);
 
 // The inverse frequencies of RoPE, head_dim / 2 of them (FP64).
 std::vector<double> rope_inv_freq(const ModelConfig& c);

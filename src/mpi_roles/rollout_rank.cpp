@@ -57,17 +57,21 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
     engine_id.erase({it->second.source, it->second.id});
     origin.erase(it);
   };
+  // A request answered without generating (refused, cancelled).
+  const auto answer_now = [&](uint64_t id, FinishReason finish, std::string error = "") {
+    GenerationResult r;
+    r.id = id;
+    r.finish = finish;
+    r.error = std::move(error);
+    answer(std::move(r));
+  };
   // A request the engine refuses gets an error result at once.
   const auto submit = [&](GenerationRequest r) {
     const uint64_t id = r.id;
     try {
       engine.submit(std::move(r));
     } catch (const InputError& e) {
-      GenerationResult err;
-      err.id = id;
-      err.finish = FinishReason::kError;
-      err.error = e.what();
-      answer(std::move(err));
+      answer_now(id, FinishReason::kError, e.what());
     }
   };
   HeldRequests held;  // waiting for newer weights than the engine's
@@ -87,12 +91,9 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       ++stats.requests;
       origin[r.id] = {source, client_id};
       engine_id[{source, client_id}] = r.id;
-      if (early_cancels.erase({source, client_id})) {
-        GenerationResult cancelled;
-        cancelled.id = r.id;
-        cancelled.finish = FinishReason::kCancelled;
-        answer(std::move(cancelled));
-      } else if (r.min_version > version)
+      if (early_cancels.erase({source, client_id}))
+        answer_now(r.id, FinishReason::kCancelled);
+      else if (r.min_version > version)
         held.hold(std::move(r));
       else
         submit(std::move(r));
@@ -107,10 +108,7 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       if (it == engine_id.end()) {
         early_cancels.insert({source, client_id});
       } else if (held.cancel(it->second)) {
-        GenerationResult r;
-        r.id = it->second;
-        r.finish = FinishReason::kCancelled;
-        answer(std::move(r));
+        answer_now(it->second, FinishReason::kCancelled);
       } else {
         engine.cancel(it->second);
       }
@@ -126,8 +124,7 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
       engine.clear_prefix_cache();
       ++stats.weight_pulls;
     }
-    if (held.size() > 0)
-      for (GenerationRequest& r : held.release(static_cast<int>(version))) submit(std::move(r));
+    for (GenerationRequest& r : held.release(static_cast<int>(version))) submit(std::move(r));
     if (!engine.idle()) {
       for (GenerationResult& r : engine.step()) answer(std::move(r));
       ++stats.engine_steps;

@@ -81,17 +81,20 @@ std::string tokenizer_json(const BpeVocabulary& v, const std::string& post_proce
   for (const auto& a : v.added) is_added[a.id] = 1;
   // tokenizer.json's vocabulary maps a text to one id: two ordinary tokens
   // of one text (a GGUF may list them) would lose one id, and the folder
-  // would not load.
+  // would not load. An ordinary token's text takes the place of an added
+  // token's.
   std::map<std::string, size_t> ordinary;
   for (size_t id = 0; id < v.tokens.size(); ++id) {
-    if (is_added[id]) continue;
+    if (is_added[id]) {
+      if (!vocab.contains(v.tokens[id])) vocab[v.tokens[id]] = id;
+      continue;
+    }
     const auto [it, fresh] = ordinary.emplace(v.tokens[id], id);
     if (!fresh)
       throw InputError("export: tokens " + std::to_string(it->second) + " and " + std::to_string(id) +
                        " are both '" + v.tokens[id] + "'; a tokenizer.json vocabulary gives a text one id");
+    vocab[v.tokens[id]] = id;
   }
-  for (size_t id = 0; id < v.tokens.size(); ++id)
-    if (!is_added[id] || !vocab.contains(v.tokens[id])) vocab[v.tokens[id]] = id;
   ordered_json merges = ordered_json::array();
   for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
   ordered_json t = {{"version", "1.0"},

@@ -421,6 +421,7 @@ TEST(RolloutStore, ResumeAcceptsDomainsAppendedAtTheEnd) {
 void write_four_steps(const std::string& path, int per_step);
 void make_schema_4(const std::string& from, const std::string& to);
 void set_schema_version(const std::string& path, int64_t version);
+void extend_table(const std::string& path, const std::string& table, hsize_t rows);
 
 // A run resumed by a newer forge (a requeued Slurm job after an upgrade)
 // goes on in its file: the columns the file predates get its kept rows as a
@@ -516,17 +517,7 @@ TEST(RolloutStore, ResumeOfAnOlderSchemaKeepsStepsWhileTheyIncrease) {
   const std::string current = dir + "/current.h5", path = dir + "/rollouts.h5";
   write_four_steps(current, 3);
   make_schema_4(current, path);
-  {
-    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-    ASSERT_TRUE(f.valid());
-    for (const auto& c : rollout_schema::columns()) {
-      const std::string name = c.path;
-      if (name.rfind("steps/", 0) != 0 || H5Lexists(f.id(), c.path, H5P_DEFAULT) <= 0) continue;
-      h5::Handle d(H5Dopen2(f.id(), c.path, H5P_DEFAULT), H5Dclose);
-      const hsize_t dims[2] = {6, static_cast<hsize_t>(c.width)};
-      ASSERT_GE(H5Dset_extent(d.id(), dims), 0) << name;
-    }
-  }
+  extend_table(path, "steps/", 6);
   // A reader ends them there too, in its count as in its table (an upgrade
   // records that count: one killed before the resume's own record left a
   // record over the unwritten rows, which a schema 5 reader refuses).
@@ -646,17 +637,8 @@ TEST(RolloutStore, ExtentsPastTheWrittenChunksAreNotRows) {
   const std::string path = temp_dir("extent") + "/rollouts.h5";
   write_four_steps(path, 3);
   const int64_t calls = RolloutReader(path).n_calls();
-  {
-    h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-    ASSERT_TRUE(f.valid());
-    for (const auto& c : rollout_schema::columns()) {
-      const std::string name = c.path;
-      if (name.rfind("steps/", 0) != 0 && name.rfind("calls/", 0) != 0) continue;
-      h5::Handle d(H5Dopen2(f.id(), c.path, H5P_DEFAULT), H5Dclose);
-      const hsize_t dims[2] = {hsize_t{1} << 40, static_cast<hsize_t>(c.width)};
-      ASSERT_GE(H5Dset_extent(d.id(), dims), 0) << name;
-    }
-  }
+  extend_table(path, "steps/", hsize_t{1} << 40);
+  extend_table(path, "calls/", hsize_t{1} << 40);
   const RolloutReader r(path);
   EXPECT_EQ(r.n_calls(), calls);
   EXPECT_EQ(r.steps().size(), 4u);
@@ -685,6 +667,20 @@ void expect_input_error(const std::string& path, const std::vector<std::string>&
 void write_four_steps(const std::string& path, int per_step) {
   RolloutStore store(path, options());
   for (int s = 0; s < 4; ++s) append_training_step(store, s, per_step);
+}
+
+// Every dataset of `table` ("steps/") the file has, extended to `rows`
+// without writing them (as a writer killed before its flush leaves them).
+void extend_table(const std::string& path, const std::string& table, hsize_t rows) {
+  h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  ASSERT_TRUE(f.valid());
+  for (const auto& c : rollout_schema::columns()) {
+    const std::string name = c.path;
+    if (name.rfind(table, 0) != 0 || H5Lexists(f.id(), c.path, H5P_DEFAULT) <= 0) continue;
+    h5::Handle d(H5Dopen2(f.id(), c.path, H5P_DEFAULT), H5Dclose);
+    const hsize_t dims[2] = {rows, static_cast<hsize_t>(c.width)};
+    ASSERT_GE(H5Dset_extent(d.id(), dims), 0) << name;
+  }
 }
 
 void set_schema_version(const std::string& path, int64_t version) {
