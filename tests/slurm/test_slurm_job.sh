@@ -19,6 +19,8 @@
 #    (log/jobcomp.txt; there is no accounting, so no sacct), the script's
 #    "exited with code 0" line in the job output, and config.ini, rollouts.h5
 #    and a checkpoint in the run folder.
+#    Then a job array of two tasks (--array=1-2%1): each task COMPLETED, in
+#    its own folder runs/slurm-<array id>_<task id>, with run.seed = task id.
 # 5. `sbatch --test-only slurm/forge_hetjob.sbatch` must be accepted (a het job
 #    needs a node per component, so it would stay pending on one node).
 # 6. A long job is sent SIGTERM (scancel --signal=TERM, as --signal=TERM@120
@@ -181,6 +183,20 @@ for f in config.ini rollouts.h5; do
 done
 compgen -G "$work/run/checkpoints/ckpt_step_*.h5" >/dev/null ||
   fail "run folder $work/run has no checkpoint (checkpoints/ckpt_step_*.h5)"
+
+# --- 4b. a job array: one run per task, run.seed = the task id, a folder each ---
+SBATCH_ARRAY_INX=1-2%1 submit_job --train.steps=1  # sbatch reads --array from SBATCH_ARRAY_INX
+array=$job
+for t in 1 2; do
+  job="${array}_$t"
+  wait_job
+  [ "$state" = COMPLETED ] || fail "array task $job ended in state $state, not COMPLETED"
+  dir="$work/runs/slurm-${array}_$t"
+  [ -s "$dir/config.ini" ] || fail "array task $job: no run folder $dir with its config.ini"
+  seed="$(awk '/^\[/{r=($0=="[run]")} r && $1=="seed" {print $3}' "$dir/config.ini")"
+  [ "$seed" = "$t" ] || fail "array task $job: run.seed is '$seed' in $dir/config.ini, not $t"
+done
+job=$array
 
 # --- 5. the heterogeneous job is accepted ---
 het_out="$(timeout 60 sbatch --test-only "$src_dir/slurm/forge_hetjob.sbatch" 2>&1)" ||
