@@ -87,7 +87,7 @@ Task CalcEnv::generate(uint64_t seed) {
 Environment::ToolResult CalcEnv::call_tool(const ToolCall& call) {
   Op o;
   if (!parse_op(call.args, o))
-    return {false, "calc expects 'a op b' with integers a, b and op one of + - *, got '" +
+    return {false, "calc expects 'a op b' with integers a, b of at most 12 digits and op one of + - *, got '" +
                        call.args + "'"};
   // 12-digit operands: a product can leave int64 (it came back wrong).
   if (!o.fits()) return {false, "calc: the result of '" + call.args + "' is beyond 64-bit integers"};

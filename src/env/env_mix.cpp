@@ -1,5 +1,7 @@
 #include "env/env_mix.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "env/calc_env.hpp"
@@ -24,13 +26,16 @@ void EnvMix::add(const std::string& name, double weight, EnvFactory factory) {
 }
 
 const std::string& EnvMix::pick(uint64_t task_seed) const {
+  // Shares of the largest weight: weights near DBL_MAX would sum to inf.
+  double largest = 0;
+  for (const auto& d : domains_) largest = std::max(largest, d.weight);
+  if (!(largest > 0)) throw InputError("every environment weight is 0: no domain to draw a task from");
   double total = 0;
-  for (const auto& d : domains_) total += d.weight;
-  if (total <= 0) throw InputError("every environment weight is 0: no domain to draw a task from");
+  for (const auto& d : domains_) total += d.weight / largest;
   const double u = counter_uniform(task_seed, 0xD0A1Aull) * total;
   double acc = 0;
   for (const auto& d : domains_) {
-    acc += d.weight;
+    acc += d.weight / largest;
     if (u < acc && d.weight > 0) return d.name;
   }
   for (auto it = domains_.rbegin(); it != domains_.rend(); ++it)

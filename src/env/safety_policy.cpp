@@ -13,22 +13,36 @@ struct Rule {
   const char* pattern;
 };
 
-// Outside the workspace: an absolute path not under /workspace, /tmp or /dev/null.
-#define FORGE_OUTSIDE "/(?!workspace\\b|tmp\\b|dev/null\\b)"
+// Outside the workspace: an absolute path not under /workspace or /tmp, and
+// not /dev/null, /dev/stdout, /dev/stderr or /dev/fd/N.
+#define FORGE_OUTSIDE "/(?!workspace\\b|tmp\\b|dev/(null|stdout|stderr|fd/[0-9]+)\\b)"
+// Commands end at ; & | or a newline (sh runs each line of `sh -c` on its own).
+#define FORGE_IN_COMMAND "[^;&|\\n]*"
+#define FORGE_COMMAND_END "($|;|&|\\||\\n)"
+// Shell text without the `stop` characters up to a lone '&' (backgrounding):
+// '&&' and the '&' of a redirection ('>&2', '<&0', '&>file') are not one.
+#define FORGE_TO_LONE_AMP(stop) "([^" stop "&<>]|&&|[<>]&|[<>](?!&))*&(?![&>])"
 
 constexpr Rule kRules[] = {
     {"credentials", "/etc/shadow|\\.ssh\\b|\\bid_(rsa|ed25519|ecdsa)\\b|\\.aws\\b|\\.netrc\\b|\\.git-credentials\\b|"
                     "\\bprintenv\\b|/proc/[0-9a-z]+/environ"},
     {"network", "\\b(curl|wget|nc|ncat|netcat|ssh|scp|sftp|telnet|ftp|ping)\\b|/dev/(tcp|udp)/|\\bsocket\\b"},
-    {"delete_workspace", "\\brm\\s+(-[a-zA-Z]+\\s+)*(\\.|\\*|\\./\\*?|/workspace/?\\*?|/\\*?|~/?)(\\s|;|&|\\||$)"},
+    // Options short or long ("-rf", "--recursive", "--").
+    {"delete_workspace", "\\brm\\s+(-[-a-zA-Z]*\\s+)*(\\.|\\*|\\./\\*?|/workspace/?\\*?|/\\*?|~/?)(\\s|;|&|\\||$)"},
+    // A cp/mv/ln target is the last word, before any redirection ("2>/dev/null").
     {"outside_write", "(>{1,2}|\\btee\\s+(-a\\s+)?)\\s*" FORGE_OUTSIDE
-                      "|\\b(cp|mv|ln)\\b[^;&|]*\\s" FORGE_OUTSIDE "[^\\s;&|]*\\s*($|;|&|\\|)"
-                      "|\\b(touch|mkdir|chmod|chown|rm)\\b[^;&|]*\\s" FORGE_OUTSIDE},
+                      "|\\b(cp|mv|ln)\\b" FORGE_IN_COMMAND "\\s" FORGE_OUTSIDE "[^\\s;&|]*\\s*([0-9]*>" FORGE_IN_COMMAND
+                      ")?" FORGE_COMMAND_END
+                      "|\\b(touch|mkdir|chmod|chown|rm)\\b" FORGE_IN_COMMAND "\\s" FORGE_OUTSIDE},
     {"kill", "\\b(kill|pkill|killall)\\b"},
-    {"fork_bomb", "\\(\\)\\s*\\{[^}&]*&|\\bos\\.fork\\b|\\bwhile\\s+(true|:)\\s*;\\s*do[^;]*&"},
+    {"fork_bomb", "\\(\\)\\s*\\{" FORGE_TO_LONE_AMP("}") "|\\bos\\.fork\\b|\\bwhile\\s+(true|:)\\s*(;|\\n)\\s*do"
+                  FORGE_TO_LONE_AMP(";")},
 };
 
 #undef FORGE_OUTSIDE
+#undef FORGE_IN_COMMAND
+#undef FORGE_COMMAND_END
+#undef FORGE_TO_LONE_AMP
 
 struct Refusal {
   const char* text;

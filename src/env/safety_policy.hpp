@@ -7,11 +7,16 @@
 //   rule              forbids (regular expressions over the command)
 //   credentials       /etc/shadow, ~/.ssh, id_rsa, ~/.aws, .netrc, printenv, /proc/N/environ
 //   network           curl, wget, nc, ssh, scp, telnet, ftp, ping, /dev/tcp, sockets
-//   delete_workspace  rm of ., *, /workspace, / or ~
+//   delete_workspace  rm of ., *, /workspace, / or ~ (short or long options, --)
 //   outside_write     redirection, tee, cp/mv/ln targets, touch/mkdir/chmod/chown/rm
-//                     on an absolute path outside /workspace and /tmp
+//                     on an absolute path outside /workspace and /tmp (the
+//                     standard streams /dev/null, /dev/stdout, /dev/stderr and
+//                     /dev/fd/N are not outside)
 //   kill              kill, pkill, killall
-//   fork_bomb         a shell function that backgrounds itself, os.fork, fork loops
+//   fork_bomb         a shell function that backgrounds itself (a lone '&', not
+//                     '&&' or a redirection's), os.fork, fork loops
+//
+// A command ends at ; & | or a newline.
 //
 // The code domain's shell refuses commands over 1024 characters before
 // these rules see them (std::regex backtracks: time grows with a power of the

@@ -6,7 +6,8 @@
 //                                or "no match"
 //   lookup(entity,relation)   -> the name of the relation's target; an
 //                                unknown entity or relation is a bad-argument
-//                                error that lists what exists
+//                                error, and an unknown relation's lists the
+//                                entity's relations
 // A task needs one lookup per hop, plus one find when the seed is described
 // rather than named. A call is useful when it resolves the seed's tag or
 // follows the question's path (first time). verify(): 1 for the name of the

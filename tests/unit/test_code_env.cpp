@@ -341,11 +341,29 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
       {"kill -9 1", "kill"},
       {"f() { f | f & }; f", "fork_bomb"},
       {"python3 -c 'import os; os.fork()'", "fork_bomb"},
+      // Long options and "--", newlines between commands, a redirection
+      // after a copy's target, '&&' before a backgrounding '&'.
+      {"rm -rf -- *", "delete_workspace"},
+      {"rm --recursive --force *", "delete_workspace"},
+      {"cp a.py /etc/x\necho ok", "outside_write"},
+      {"mv a.py /etc/\nls", "outside_write"},
+      {"cp a.py /etc/x 2>/dev/null", "outside_write"},
+      {"mv a.py /usr/lib/x.py 2>&1", "outside_write"},
+      {"ln -s /workspace/a /etc/a > log.txt", "outside_write"},
+      {"f() { a && f | f & }; f", "fork_bomb"},
+      {"while true\ndo sleep 1 &\ndone", "fork_bomb"},
   };
   for (const auto& [command, rule] : unsafe) EXPECT_EQ(all.forbids(command).value_or("none"), rule) << command;
   for (const std::string ok : {"ls -la", "cat mathx.py", "python3 -m unittest -q test_mathx", "grep -n def *.py",
                                "echo hi > note.txt", "cp mathx.py /tmp/backup.py", "ls 2>/dev/null", "rm note.txt",
-                               "wc -l mathx.py test_mathx.py", "head -5 /usr/lib/python3.11/os.py"})
+                               "wc -l mathx.py test_mathx.py", "head -5 /usr/lib/python3.11/os.py",
+                               // '&&' and redirections' '&' in a function or loop; the standard streams;
+                               // a newline ends a command.
+                               "t() { cd /workspace && ls; }; t", "f() { python3 -m unittest && echo ok; }; f",
+                               "f() { echo err >&2; }; f", "f() { ls &> log.txt; }; f",
+                               "while true; do make && break; done", "echo err >/dev/stderr", "ls > /dev/stdout",
+                               "python3 -m unittest 2>/dev/stdout | tail -3", "echo x >/dev/fd/2",
+                               "rm -f out.txt\nls /usr/bin", "cp a.py b.py\nls /"})
     EXPECT_FALSE(all.forbids(ok).has_value()) << ok << " -> " << all.forbids(ok).value_or("");
   EXPECT_FALSE(SafetyPolicy("").forbids("rm -rf .").has_value());
   EXPECT_FALSE(SafetyPolicy("kill").forbids("curl x").has_value());

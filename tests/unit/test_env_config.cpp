@@ -90,6 +90,14 @@ TEST(EnvMixTest, DomainsFollowTheWeights) {
     EXPECT_EQ(mix.pick(seed), mix.pick(seed));
   }
   EXPECT_NEAR(calc / 4000.0, 0.75, 0.03);
+  // Weights whose sum is beyond a double draw as their shares say (the sum
+  // was inf, and every task went to the last domain).
+  c.calc_weight = c.search_weight = 1e308;
+  const EnvMix huge(c);
+  calc = 0;
+  for (uint64_t seed = 0; seed < 1000; ++seed) calc += huge.pick(seed) == "calc";
+  EXPECT_NEAR(calc / 1000.0, 0.5, 0.06);
+  c.calc_weight = 3;
   c.search_weight = 0;
   const EnvMix only_calc(c);
   for (uint64_t seed = 0; seed < 500; ++seed) EXPECT_EQ(only_calc.pick(seed), "calc");
