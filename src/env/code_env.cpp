@@ -19,20 +19,27 @@ namespace {
 constexpr size_t kShellChars = 400;      // shell output shown to the agent
 constexpr size_t kCommandChars = 1024;   // longest shell command (the safety rules' regexes stay fast)
 
-// The hidden cases' runner: imports the module and prints "=> " + repr() of
+// The hidden cases' runner: imports the module and writes "=> " + repr() of
 // each call's value (or "=> !" + the exception's name), one line per case.
 // It is given the calls, never the expected values: forge compares the lines
 // with them, so nothing the module does in this process (exit early with 0,
-// patch unittest, print) passes a case it does not compute.
+// patch unittest, print) passes a case it does not compute. The lines go to
+// a copy of stdout taken before the import, and the module's own stdout and
+// stderr to /dev/null: what the module prints (a partial line, 70 KiB of
+// debug output) can neither split a record nor push it past the output cap.
 constexpr const char* kCaseRunner =
-    "import sys, importlib\n"
+    "import os, sys, importlib\n"
+    "out = os.dup(1)\n"
+    "null = os.open(os.devnull, os.O_WRONLY)\n"
+    "os.dup2(null, 1)\n"
+    "os.dup2(null, 2)\n"
     "ns = vars(importlib.import_module(sys.argv[1]))\n"
     "for call in sys.argv[2:]:\n"
     "    try:\n"
-    "        out = repr(eval(call, ns))\n"
+    "        r = repr(eval(call, ns))\n"
     "    except BaseException as e:\n"
-    "        out = '!' + type(e).__name__\n"
-    "    print('=> ' + out.replace('\\n', ' '), flush=True)\n";
+    "        r = '!' + type(e).__name__\n"
+    "    os.write(out, ('=> ' + r.replace('\\n', ' ') + '\\n').encode('utf-8', 'backslashreplace'))\n";
 
 // The sandbox settings of a config, as a key (pools and kept test runs are
 // per settings: a run under other limits may end otherwise).
@@ -181,6 +188,9 @@ std::string summarize_unittest(const SandboxResult& r) {
     }
   }
   if (verdict.rfind("OK", 0) == 0) return "OK (" + ran + " tests)";
+  if (verdict.empty() && r.truncated)
+    return "error: the output passed sandbox.output_kb and was cut before unittest's verdict (print less): " +
+           std::string(trim(r.output.substr(0, kShellChars)));
   if (verdict.empty()) {
     std::string tail = r.output.size() > kShellChars ? r.output.substr(r.output.size() - kShellChars) : r.output;
     return "error: the tests did not run: " + std::string(trim(tail));
@@ -372,9 +382,11 @@ bool CodeEnv::cases_pass(const std::vector<CodeTestCase>& cases, bool verifying)
   if (r.status == SandboxStatus::kStartFailed) r = run_test(request);
   if (r.status == SandboxStatus::kStartFailed && verifying)
     throw VerifierUnavailable("the code domain's verifier could not start its sandbox: " + r.error);
-  if (r.status != SandboxStatus::kExited || r.truncated) return false;
-  // The runner's lines, in order; anything else the module printed (a
-  // warning) is not one of them, and an extra or missing "=> " line fails.
+  // How the process ended once every line is there is not the module's
+  // verdict: an exit status of 129..192 (an atexit handler's os._exit(137))
+  // reads as a signal (sandbox.hpp).
+  if (r.status == SandboxStatus::kTimedOut || r.status == SandboxStatus::kStartFailed || r.truncated) return false;
+  // The runner's lines, in order; an extra or missing "=> " line fails.
   std::vector<std::string> got;
   std::istringstream in(r.output);
   for (std::string line; std::getline(in, line);)

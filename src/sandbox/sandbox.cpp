@@ -83,7 +83,9 @@ class Fd {
 Fd high_fd(int fd) {
   if (fd < 0) return Fd();
   const int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  const int err = errno;
   close(fd);
+  errno = err;
   return Fd(high);
 }
 
@@ -188,11 +190,11 @@ rlim_t tasks_of_user(uid_t uid) {
 [[noreturn]] void exec_child(const std::vector<char*>& argv, int out_w, int info_w, const std::vector<int>& file_fds,
                              const SandboxLimits& limits, int uid, rlim_t nproc) {
   setpgid(0, 0);
+  // Descriptors 0-3 are the sandbox's, or nothing starts (forge's own 1-3
+  // would reach bwrap and the program).
   const int devnull = open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, 0);
-  dup2(out_w, 1);
-  dup2(out_w, 2);
-  dup2(info_w, 3);
+  if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0 || dup2(info_w, 3) < 0)
+    _exit(126);
   // Nothing of forge's (MPI sockets, HDF5 files) reaches the sandbox: every
   // descriptor from 4 up closes on exec but the workspace files. bwrap does
   // not close what it inherits, so a failure here must not start it.
@@ -303,6 +305,10 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   Fd out_r = high_fd(p[0]), out_w = high_fd(p[1]);
   if (pipe2(p, O_CLOEXEC) != 0) return start_failed(std::string("pipe: ") + std::strerror(errno));
   Fd info_r = high_fd(p[0]), info_w = high_fd(p[1]);
+  // Out of descriptors above 10: the child's dup2 onto 1, 2 and 3 would fail
+  // and bwrap would write into forge's own.
+  if (out_r.get() < 0 || out_w.get() < 0 || info_r.get() < 0 || info_w.get() < 0)
+    return start_failed(std::string("moving the sandbox's pipes above descriptor 10: ") + std::strerror(errno));
 
   std::vector<std::string> args = bwrap_arguments(request, file_fds, limits, 3);
   args.insert(args.end(), request.argv.begin(), request.argv.end());

@@ -78,7 +78,8 @@ const char* to_string(SandboxStatus s);
 struct SandboxResult {
   SandboxStatus status = SandboxStatus::kStartFailed;
   int exit_code = -1;      // kExited: the program's exit status
-  int signal = 0;          // kSignaled: the signal that ended it
+  int signal = 0;          // kSignaled: the signal that ended it (bwrap reports it as exit status
+                           // 128 + N, so a program's own exit 129..128+NSIG reads as one too)
   std::string output;      // stdout and stderr, interleaved, at most output_kb
   bool truncated = false;  // more output was produced and dropped
   double wall_ms = 0;      // from spawn to the end of the run

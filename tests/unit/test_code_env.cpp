@@ -225,6 +225,28 @@ TEST(CodeEnv, TheModuleCannotVouchForItself) {
                 ObservationKind::kOk);
       EXPECT_EQ(env.verify("done"), 1.0f) << exploit;
     }
+  // A correct module that prints a partial line and 70 KiB, and ends with
+  // exit status 137 (read as signal 9), still passes: the runner's lines
+  // were split ("debug=> 5") or cut at the 64 KiB cap, and the status read
+  // as the module's verdict.
+  CodeEnv env(c);
+  env.reset(11);
+  const CodeTask& t = env.code_task();
+  const auto blank = std::find(t.lines.begin(), t.lines.end(), "");
+  ASSERT_NE(blank, t.lines.end());
+  const std::string line = std::to_string(blank - t.lines.begin() + 1);
+  ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(t.bug_line) + " " + t.fixed_line}).kind,
+            ObservationKind::kOk);
+  for (const std::string noise :
+       {"print('debug', end='', flush=True)", "print('y' * 70000)",
+        "import atexit, os; atexit.register(os._exit, 137)"}) {
+    ASSERT_EQ(env.step({"replace", t.module_file + " " + line + " " + noise}).kind, ObservationKind::kOk);
+    EXPECT_EQ(env.verify("done"), 1.0f) << noise;
+  }
+  // unittest's report cut by the cap says so (it said the tests did not run).
+  ASSERT_EQ(env.step({"replace", t.module_file + " " + line + " print('y' * 70000)"}).kind, ObservationKind::kOk);
+  const Observation cut = env.step({"run_tests", ""});
+  EXPECT_NE(cut.text.find("cut before unittest's verdict"), std::string::npos) << cut.text.substr(0, 200);
 }
 
 // Without Python (or bwrap) in the sandbox every code reward would be 0:

@@ -4,6 +4,7 @@
 // leave no process, descriptor, mount or temporary file behind.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -321,6 +322,30 @@ TEST(Sandbox, StartFailuresAreResultsNotExceptions) {
     EXPECT_NE(b.error.find("bad workspace path"), std::string::npos) << b.error;
   }
   EXPECT_EQ(run_sandboxed(cmd({}), {}).status, SandboxStatus::kStartFailed);
+}
+
+// No descriptor free from 10 up (the pipes move there, above the sandbox's
+// 0-3): the run does not start. It started with forge's own 1-3 in place of
+// the sandbox's, and bwrap wrote its JSON into the file of forge's at 3.
+TEST(Sandbox, OutOfDescriptorsIsAStartFailureThatWritesNothingOfForges) {
+  REQUIRE_SANDBOX();
+  char path[] = "/tmp/forge-sandbox-fd-XXXXXX";
+  const int file = mkstemp(path);
+  ASSERT_GE(file, 0);
+  ::unlink(path);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = 10;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  const SandboxResult r = run_sandboxed(sh("echo ran"), {});
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_EQ(r.status, SandboxStatus::kStartFailed) << r.output;
+  EXPECT_NE(r.error.find("above descriptor 10"), std::string::npos) << r.error;
+  struct stat st {};
+  ASSERT_EQ(fstat(file, &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "the sandbox wrote into descriptor " << file << " of forge's";
+  ::close(file);
 }
 
 TEST(SandboxPool, RunsAtMostConcurrencyAtOnceEachAsItsOwnUser) {
