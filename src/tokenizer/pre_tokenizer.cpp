@@ -11,6 +11,15 @@ using unicode::is_letter;
 using unicode::is_number;
 using unicode::is_space;
 
+// A character the Digits pre-tokenizer splits off. Hugging Face tests it with
+// Rust's char::is_numeric, at a newer Unicode than the regex classes (14):
+// the number blocks Unicode 15 added count too (Kawi digits, Kaktovik
+// numerals, Nag Mundari digits; tokenizers 0.19.1, checked on every code point).
+bool is_digits_split(char32_t cp) {
+  return is_number(cp) || (cp >= 0x11F50 && cp <= 0x11F59) || (cp >= 0x1D2C0 && cp <= 0x1D2D3) ||
+         (cp >= 0x1E4F0 && cp <= 0x1E4F9);
+}
+
 // The characters of one piece and a cursor over them; every matcher returns
 // the length (in characters) of its match at position i, 0 for none.
 struct Text {
@@ -156,7 +165,7 @@ std::vector<std::pair<uint32_t, uint32_t>> pre_tokenize(PreTokenizer kind, std::
       // Each number character alone, then gpt2 within the spans between them.
       size_t start = 0;
       for (size_t i = 0; i <= n; ++i) {
-        if (i < n && !is_number(cps[i].cp)) continue;
+        if (i < n && !is_digits_split(cps[i].cp)) continue;
         if (start < i) split(cps, start, i, match_gpt2, &out);
         if (i < n) out.emplace_back(cps[i].offset, cps[i].offset + cps[i].bytes);
         start = i + 1;

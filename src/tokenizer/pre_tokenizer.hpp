@@ -6,7 +6,8 @@
 // (the "isolated" split):
 //
 //   gpt2    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
-//   smollm  every \p{N} alone first (Digits, individual), then gpt2 on the rest
+//   smollm  every \p{N} alone first (Digits, individual; Unicode 15's new
+//           number blocks too, as Rust's is_numeric), then gpt2 on the rest
 //   llama3  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
 //           | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //   qwen2   llama3 with \p{N} instead of \p{N}{1,3}

@@ -82,7 +82,9 @@ APOSTROPHES = ["'", "'", "'", "\u2019", "\u2018", "\u02bc", "`", "\uff07", "\u00
 CONTRACTION_BASES = ["I", "you", "we", "they", "he", "she", "it", "that", "there", "who", "don", "can", "won",
                      "isn", "John", "o", "y", "rock", "", "1990", "AI", "GPU"]
 UNICODE_DIGITS = ["٠١٢٣٤٥٦٧٨٩", "۰۱۲۳۴۵۶۷۸۹", "०१२३४५६७८९", "০১২৩৪৫৬৭৮৯", "๐๑๒๓๔๕๖๗๘๙", "０１２３４５６７８９",
-                  "𝟎𝟏𝟐𝟑𝟒𝟓𝟔𝟕𝟖𝟗", "①②③④⑤", "²³¹⁰", "ⅠⅡⅢⅣⅤ", "〇一二三"]
+                  "𝟎𝟏𝟐𝟑𝟒𝟓𝟔𝟕𝟖𝟗", "①②③④⑤", "²³¹⁰", "ⅠⅡⅢⅣⅤ", "〇一二三",
+                  # Numbers since Unicode 15 (Kawi, Kaktovik, Nag Mundari): HF's Digits splits them.
+                  "\U00011F50\U00011F51\U00011F59", "\U0001D2C0\U0001D2C5\U0001D2D3", "\U0001E4F0\U0001E4F9"]
 
 CODE = [
     "def add(a, b):\n    return a + b\n",
