@@ -9,16 +9,32 @@
 namespace forge {
 namespace {
 
-// The template without white space, and with Jinja's "\n" escapes and real
-// newlines alike written as "\n": the form the recognizers compare.
-std::string squeeze(const std::string& t) {
+// The template without white space outside string literals, and with
+// Jinja's "\n" escapes and real newlines alike written as "\n": the form the
+// recognizers compare. Inside a tag's quoted literal every character counts
+// ("' \n'" prints a space; it is not "'\n'"). `in_tag`: `t` is one tag's
+// content; otherwise tags are found by their {{ and {% openers.
+std::string squeeze(const std::string& t, bool in_tag = false) {
   std::string out;
+  char quote = 0;  // the open literal's quote character
+  bool tag = in_tag;
+  const auto put = [&](char c) {
+    if (c == '\n') out += "\\n";
+    else out.push_back(c);
+  };
   for (size_t i = 0; i < t.size(); ++i) {
-    if (t[i] == '\n') {
-      out += "\\n";
-    } else if (t[i] != ' ' && t[i] != '\t' && t[i] != '\r') {
-      out.push_back(t[i]);
+    const char c = t[i];
+    const char next = i + 1 < t.size() ? t[i + 1] : 0;
+    if (quote) {
+      put(c);
+      if (c == '\\' && next) put(t[++i]);  // an escape: \' does not close
+      else if (c == quote) quote = 0;
+      continue;
     }
+    if (!in_tag && c == '{' && (next == '{' || next == '%')) tag = true;
+    if (!in_tag && (c == '}' || c == '%') && next == '}') tag = false;
+    if (tag && (c == '\'' || c == '"')) quote = c;
+    if (c != ' ' && c != '\t' && c != '\r') put(c);
   }
   return out;
 }
@@ -54,21 +70,24 @@ bool chatml_default_system(const std::string& t, std::string* text) {
 }
 
 // What a template prints or runs besides the recognized pieces, or "" when
-// nothing: every {{ }} expression must be one `allowed` accepts and every
-// {% %} statement one `statement` accepts (both squeezed, without a "-" at
-// either end: an {% else %} or another condition would render otherwise
-// than forge does), and the text between tags must be white space that
-// Jinja drops as transformers configures it: a "-" beside a tag strips the
-// white space on that side; trim_blocks drops the one newline right after a
-// {% %} or {# #};
+// nothing. `classify(kind, expr)` names each {{ }} (kind '{') and {% %}
+// (kind '%') tag, squeezed and without a "-" at either end, by one letter,
+// or 0 when it is not a recognized piece (an {% else %} or another condition
+// would render otherwise than forge does); the tags' letters in order must
+// be one of `shapes` (a recognized piece in another place, an
+// add_generation_prompt block inside the loop, renders otherwise too). The
+// text between tags must be white space that Jinja drops as transformers
+// configures it: a "-" beside a tag strips the white space on that side;
+// trim_blocks drops the one newline right after a {% %} or {# #};
 // lstrip_blocks drops spaces and tabs from a line's start to a {% %} or
 // {# #}; the template's one trailing newline goes. A template that holds
 // the recognized line and prints more (Hermes' {{bos_token}}, a space after
 // a }}) would render otherwise.
-template <typename Allowed, typename Statement>
-std::string beyond_recognized(const std::string& t, Allowed allowed, Statement statement) {
+template <typename Classify>
+std::string beyond_recognized(const std::string& t, Classify classify, const std::vector<std::string>& shapes) {
   char last_kind = 0;       // the previous tag's: '{', '%', '#' (0 at the start)
   bool last_strips = false;  // it ended with "-}}", "-%}" or "-#}"
+  std::string shape;         // the tags' letters
   for (size_t i = 0; i <= t.size();) {
     size_t open = t.find('{', i);
     while (open != std::string::npos && !(open + 1 < t.size() && (t[open + 1] == '{' || t[open + 1] == '%' ||
@@ -98,16 +117,19 @@ std::string beyond_recognized(const std::string& t, Allowed allowed, Statement s
     const size_t end = t.find(close, open + 2);
     if (end == std::string::npos) return "an unclosed tag";
     if (kind == '{' || kind == '%') {
-      std::string expr = squeeze(t.substr(open + 2, end - open - 2));
+      std::string expr = squeeze(t.substr(open + 2, end - open - 2), true);
       if (!expr.empty() && expr.front() == '-') expr.erase(0, 1);  // {{- ... -}}
       if (!expr.empty() && expr.back() == '-') expr.pop_back();
-      if (kind == '{' && !allowed(expr)) return "it prints {{" + expr + "}}";
-      if (kind == '%' && !statement(expr)) return "it runs {%" + expr + "%}";
+      const char letter = classify(kind, expr);
+      if (letter == 0) return kind == '{' ? "it prints {{" + expr + "}}" : "it runs {%" + expr + "%}";
+      shape.push_back(letter);
     }
     last_kind = kind;
     last_strips = end > 0 && t[end - 1] == '-';
     i = end + 2;
   }
+  if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end())
+    return "its pieces in an order forge does not render";
   return "";
 }
 
@@ -144,41 +166,62 @@ ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer
       has_default_system_ = true;
     }
     if (!contains(s, "add_generation_prompt%}{{'<|im_start|>assistant\\n'}}")) throw refuse("an unknown generation prompt");
+    // The loop prints each message, after a default system message on the
+    // first when the conversation has none; then the generation prompt.
     bool prints_system = false;
     const std::string beyond = beyond_recognized(
         jinja,
-        [&](const std::string& e) {
-          const bool literal = e.size() > 2 && e.front() == '\'' && e.back() == '\'' && !contains(e.substr(1, e.size() - 2), "'");
-          const bool system = literal && e.rfind("'<|im_start|>system\\n", 0) == 0 && e.ends_with("<|im_end|>\\n'");
-          prints_system = prints_system || system;
-          return e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>'+'\\n'" ||
-                 e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>\\n'" ||
-                 e == "'<|im_start|>assistant\\n'" || system;
+        [&](char kind, const std::string& e) -> char {
+          if (kind == '{') {
+            const bool literal =
+                e.size() > 2 && e.front() == '\'' && e.back() == '\'' && !contains(e.substr(1, e.size() - 2), "'");
+            if (literal && e.rfind("'<|im_start|>system\\n", 0) == 0 && e.ends_with("<|im_end|>\\n'")) {
+              prints_system = true;
+              return 'Y';
+            }
+            if (e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>'+'\\n'" ||
+                e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>\\n'")
+              return 'M';
+            return e == "'<|im_start|>assistant\\n'" ? 'A' : 0;
+          }
+          if (e == "formessageinmessages") return 'F';
+          if (e == "endfor") return 'E';
+          if (e == "endif") return 'I';
+          if (e == "ifadd_generation_prompt") return 'G';
+          if (e == "ifloop.firstandmessages[0]['role']!='system'" || e == "ifloop.firstandmessages[0].role!='system'")
+            return 'S';
+          return 0;
         },
-        [](const std::string& st) {
-          return st == "formessageinmessages" || st == "endfor" || st == "endif" || st == "ifadd_generation_prompt" ||
-                 st == "ifloop.firstandmessages[0]['role']!='system'" || st == "ifloop.firstandmessages[0].role!='system'";
-        });
-    if (!beyond.empty()) throw refuse(beyond);
+        {"FMEGAI", "FSYIMEGAI"});
     if (prints_system && !has_default_system_) throw refuse("a system message forge cannot tell when it prints");
+    if (!beyond.empty()) throw refuse(beyond);
     end_of_turn_ = tokenizer_->special_id("<|im_end|>");
     if (end_of_turn_ < 0 || tokenizer_->special_id("<|im_start|>") < 0)
       throw refuse("its tokenizer lacks the special tokens <|im_start|> and <|im_end|>");
   } else if (contains(s, "'<|start_header_id|>'+message['role']+'<|end_header_id|>\\n\\n'+message['content']|trim+'<|eot_id|>'")) {
     family_ = Family::kLlama3;
     if (!contains(s, "bos_token")) throw refuse("a Llama 3 template without bos_token");
+    // Each message's header, content and end, with the BOS before the first;
+    // then the generation prompt.
     const std::string beyond = beyond_recognized(
         jinja,
-        [](const std::string& e) {
-          return e == "content" || e == "'<|start_header_id|>assistant<|end_header_id|>\\n\\n'";
+        [](char kind, const std::string& e) -> char {
+          if (kind == '{') {
+            if (e == "content") return 'P';
+            return e == "'<|start_header_id|>assistant<|end_header_id|>\\n\\n'" ? 'A' : 0;
+          }
+          if (e == "setloop_messages=messages") return 'L';
+          if (e == "formessageinloop_messages") return 'F';
+          if (e == "setcontent='<|start_header_id|>'+message['role']+'<|end_header_id|>\\n\\n'+message['content']"
+                   "|trim+'<|eot_id|>'")
+            return 'C';
+          if (e == "ifloop.index0==0") return 'Z';
+          if (e == "setcontent=bos_token+content") return 'B';
+          if (e == "endif") return 'I';
+          if (e == "endfor") return 'E';
+          return e == "ifadd_generation_prompt" ? 'G' : 0;
         },
-        [](const std::string& st) {
-          return st == "setloop_messages=messages" || st == "formessageinloop_messages" || st == "endfor" ||
-                 st == "endif" || st == "ifadd_generation_prompt" || st == "ifloop.index0==0" ||
-                 st == "setcontent=bos_token+content" ||
-                 st == "setcontent='<|start_header_id|>'+message['role']+'<|end_header_id|>\\n\\n'+message['content']"
-                       "|trim+'<|eot_id|>'";
-        });
+        {"LFCZBIPEGAI"});
     if (!beyond.empty()) throw refuse(beyond);
     end_of_turn_ = tokenizer_->special_id("<|eot_id|>");
     if (end_of_turn_ < 0 || tokenizer_->special_id("<|start_header_id|>") < 0 || bos_.empty())

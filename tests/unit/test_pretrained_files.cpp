@@ -1009,6 +1009,36 @@ TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
            {filtered, "it runs {%ifmessage['role']!='tool'%}"},
            {always, "a system message forge cannot tell when it prints"}})
     expect_input_error([&] { ChatFormat(bad, tok, "", "t"); }, "chat template of 't' is not one forge renders (" + why);
+  // White space inside a literal prints, and the known pieces in another
+  // order render otherwise (found by review against jinja2: these were
+  // rendered as the plain template): "' \n'" after the role, "<|im_start|>
+  // assistant" as the generation prompt, the generation prompt inside the
+  // loop (after every message), the default system message after the first
+  // message.
+  std::string space_in_literal = chatml;
+  space_in_literal.replace(space_in_literal.find("'\\n' + message['content']"), 4, "' \\n'");
+  std::string spaced_prompt = chatml;
+  spaced_prompt.replace(spaced_prompt.find("'<|im_start|>assistant"), 13, "'<|im_start|> ");
+  std::string prompt_in_loop = chatml;
+  const std::string prompt = "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+  prompt_in_loop.erase(prompt_in_loop.find(prompt));
+  prompt_in_loop.insert(prompt_in_loop.find("{% endfor %}"), prompt);
+  std::string system_after = smollm;
+  const size_t s0 = system_after.find("{% if loop.first"), s1 = system_after.find("{% endif %}") + 11;
+  const std::string block = system_after.substr(s0, s1 - s0);
+  system_after.erase(s0, s1 - s0);
+  system_after.insert(system_after.find("{% endfor %}"), block);
+  for (const auto& [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {space_in_literal, "unrecognized"},
+           {spaced_prompt, "an unknown generation prompt"},
+           {prompt_in_loop, "its pieces in an order forge does not render"},
+           {system_after, "its pieces in an order forge does not render"}})
+    expect_input_error([&] { ChatFormat(bad, tok, "", "t"); }, "chat template of 't' is not one forge renders (" + why);
+  // A literal's quote escaped inside it, and white space around operators,
+  // leave the recognized pieces as they are.
+  std::string spaced_ops = chatml;
+  spaced_ops.replace(spaced_ops.find("'<|im_end|>' + '\\n'"), 19, "'<|im_end|>'   +   '\\n'  ");
+  EXPECT_NO_THROW(ChatFormat(spaced_ops, tok, "", "t"));
 }
 
 // The model's end-of-generation tokens beside its end of turn (Llama 3's
