@@ -183,13 +183,18 @@ bool DataPool::skipped(uint64_t slot) const {
 
 std::optional<uint64_t> DataPool::try_start() {
   for (;;) {
-    // Admission: one running place, the memory bound, one free cell; one flush.
+    // Admission: one running place and one free cell, flushed; then the
+    // memory bound. R before F, in separate flushes: a group completing
+    // meanwhile (F += 1 before R -= 1) is counted by R, by F or by both,
+    // never by neither (MPI does not order operations on two counters
+    // within one flush).
     const int64_t plus = 1, minus = -1, nothing = 0;
     int64_t r = 0, f = 0, a = 0;
     check(MPI_Fetch_and_op(&plus, &r, MPI_INT64_T, cfg_.host_rank, kRunning, MPI_SUM, meta_win_), "FAA (running)");
+    check(MPI_Fetch_and_op(&minus, &a, MPI_INT64_T, cfg_.host_rank, kAvail, MPI_SUM, meta_win_), "FAA (free cells)");
+    flush_meta();
     check(MPI_Fetch_and_op(&nothing, &f, MPI_INT64_T, cfg_.host_rank, kFinished, MPI_NO_OP, meta_win_),
           "MPI_Fetch_and_op (finished)");
-    check(MPI_Fetch_and_op(&minus, &a, MPI_INT64_T, cfg_.host_rank, kAvail, MPI_SUM, meta_win_), "FAA (free cells)");
     flush_meta();
     if (r >= static_cast<int64_t>(n_) || f >= static_cast<int64_t>(m_) || a <= 0) {
       check(MPI_Accumulate(&minus, 1, MPI_INT64_T, cfg_.host_rank, kRunning, 1, MPI_INT64_T, MPI_SUM, meta_win_),

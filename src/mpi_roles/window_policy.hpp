@@ -38,10 +38,9 @@
 // in progress at the start), and
 //     staleness <= floor((N + M + W - 2) / B) + 1        (staleness_bound).
 // Under forge train the stamp is the oldest version among the group's tokens,
-// and a rollout rank loads new weights only between engine steps: a request
-// of s may run on the version before the one published when s started, so the
-// measured staleness can pass the bound by that lag; the cap is the hard
-// guarantee.
+// and the tokens keep to the bound: each generation request of s carries the
+// version read when s started (GenerationRequest::min_version), and a rollout
+// rank holds it until it has loaded those weights (held_requests.hpp).
 // After a resume, the checkpoint's held groups are trained before the pool's;
 // they count as finished ones until taken (DataPool::take_held), so the
 // bound holds for slots started meanwhile too.

@@ -44,7 +44,14 @@ class AbortOnFatalFailure : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // Full thread support, as forge itself requires (mpi_runtime.cpp): the
+  // watchdog's thread makes one-sided calls beside the main thread's.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "forge_mpi_tests: MPI gives thread level %d, not MPI_THREAD_MULTIPLE\n", provided);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
