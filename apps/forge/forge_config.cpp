@@ -33,8 +33,8 @@ void add_sft_options(OptionSet& o, SftConfig& s) {
 void add_loss_options(OptionSet& o, PolicyLossConfig& l, RewardConfig& r) {
   o.describe_section("loss", "the policy-gradient objective");
   o.add("loss.algorithm", &l.algorithm, "cispo | ppo | grpo | dapo", one_of({"cispo", "ppo", "grpo", "dapo"}));
-  o.add("loss.eps_low", &l.eps_low, "lower clip of the ratio; < 0: the algorithm's default");
-  o.add("loss.eps_high", &l.eps_high, "upper clip of the ratio; < 0: the algorithm's default");
+  o.add("loss.eps_low", &l.eps_low, "lower clip of the ratio; < 0: the algorithm's default (cispo none; ppo, grpo, dapo 0.2)");
+  o.add("loss.eps_high", &l.eps_high, "upper clip of the ratio; < 0: the algorithm's default (cispo 0.28, ppo 0.2, grpo 0.2, dapo 0.28)");
   o.add("loss.is_mask", &l.is_mask, "masked importance sampling: none | token | sequence",
         one_of({"none", "token", "sequence"}));
   o.add("loss.is_low", &l.is_low, "mask ratios below this", in_range(0, 1, Interval::kOpen));

@@ -235,7 +235,10 @@ TEST(PolicyUpdate, SeveralBinsGiveTheGradientOfOne) {
 
 // Prefix-tree merging changes how many rows run, not what the step reports:
 // loss, entropy, token counts and the gradient equal those of every call run
-// alone.
+// alone, for every loss and mask. The behaviour logprobs differ from episode
+// to episode on the tokens their trees share (as they do off-policy), so a
+// merge that kept one old logprob per tree node instead of one per sample
+// would fail.
 TEST(PolicyUpdate, MergedStatsEqualLinearStats) {
   set_compute_threads(1);
   auto backend = make_backend("cpu");
@@ -244,30 +247,46 @@ TEST(PolicyUpdate, MergedStatsEqualLinearStats) {
   // Unperturbed: a group's episodes share their opening, so one row (the
   // opening's last token) predicts both first tokens.
   std::vector<Trajectory> trajs = tiny_agent_episodes(model, 16, 500, /*perturb=*/false, /*sampling_seed=*/3);
-  for (size_t i = 0; i < trajs.size(); ++i) trajs[i].reward.outcome = static_cast<float>(i % 3);
-  PolicyUpdateConfig cfg;
-  cfg.max_tokens = 1 << 20;
-  cfg.inv_temperature = 40;  // peaked: entropies that differ from row to row
-  model.zero_grads();
-  const PolicyUpdateStats merged = policy_forward_backward(model, trajs, cfg);
-  const std::vector<float> g_merged = model.get_grads();
-  cfg.merge = false;
-  model.zero_grads();
-  const PolicyUpdateStats linear = policy_forward_backward(model, trajs, cfg);
-  const std::vector<float> g_linear = model.get_grads();
-  double err = 0, ref = 0;  // and the gradient, through pass 2's coefficients per reference
-  for (size_t i = 0; i < g_linear.size(); ++i) {
-    err = std::max(err, std::abs(double(g_merged[i]) - g_linear[i]));
-    ref = std::max(ref, std::abs(double(g_linear[i])));
+  // Pairs of episodes with one first call: its generated tokens are shared
+  // trainable nodes of the tree.
+  for (size_t i = 0; i + 1 < trajs.size(); i += 2) trajs[i + 1].calls[0] = trajs[i].calls[0];
+  for (size_t i = 0; i < trajs.size(); ++i) {
+    trajs[i].reward.outcome = static_cast<float>(i % 3);
+    for (LlmCall& c : trajs[i].calls)
+      for (size_t t = 0; t < c.logprobs.size(); ++t)
+        // Ratios e^-0.8 .. e^0.8 (clipped, and masked outside [0.5, 2]),
+        // about 1 over a sequence (kept by the sequence mask).
+        c.logprobs[t] += std::array<float, 4>{-0.8f, -0.1f, 0.1f, 0.8f}[(i + t) % 4];
   }
-  ASSERT_GT(ref, 0);
-  EXPECT_LE(err / ref, 1e-5);
-  ASSERT_LT(merged.tree_tokens, linear.tree_tokens) << "the episodes should share prefixes";
-  EXPECT_EQ(merged.linear_tokens, linear.linear_tokens);
-  EXPECT_EQ(merged.loss.kept_tokens, linear.loss.kept_tokens);
-  EXPECT_NEAR(merged.loss.objective, linear.loss.objective, 1e-5 * (1 + std::abs(linear.loss.objective)));
-  ASSERT_GT(linear.entropy_mean, 0);
-  EXPECT_NEAR(merged.entropy_mean, linear.entropy_mean, 1e-5 * linear.entropy_mean);
+  for (const Case& loss : {Case{"cispo", "none"}, Case{"cispo", "token"}, Case{"ppo", "none"},
+                           Case{"grpo", "sequence"}, Case{"dapo", "token"}}) {
+    SCOPED_TRACE(std::string(loss.algorithm) + " " + loss.is_mask);
+    PolicyUpdateConfig cfg;
+    cfg.max_tokens = 1 << 20;
+    cfg.loss.algorithm = loss.algorithm;
+    cfg.loss.is_mask = loss.is_mask;
+    model.zero_grads();
+    const PolicyUpdateStats merged = policy_forward_backward(model, trajs, cfg);
+    const std::vector<float> g_merged = model.get_grads();
+    cfg.merge = false;
+    model.zero_grads();
+    const PolicyUpdateStats linear = policy_forward_backward(model, trajs, cfg);
+    const std::vector<float> g_linear = model.get_grads();
+    double err = 0, ref = 0;  // and the gradient, through pass 2's coefficients per reference
+    for (size_t i = 0; i < g_linear.size(); ++i) {
+      err = std::max(err, std::abs(double(g_merged[i]) - g_linear[i]));
+      ref = std::max(ref, std::abs(double(g_linear[i])));
+    }
+    ASSERT_GT(ref, 0);
+    EXPECT_LE(err / ref, 1e-5);
+    ASSERT_GT(linear.loss.clipped_tokens, 0);
+    ASSERT_LT(merged.tree_tokens, linear.tree_tokens) << "the episodes should share prefixes";
+    EXPECT_EQ(merged.linear_tokens, linear.linear_tokens);
+    EXPECT_EQ(merged.loss.kept_tokens, linear.loss.kept_tokens);
+    EXPECT_NEAR(merged.loss.objective, linear.loss.objective, 1e-5 * (1 + std::abs(linear.loss.objective)));
+    ASSERT_GT(linear.entropy_mean, 0);
+    EXPECT_NEAR(merged.entropy_mean, linear.entropy_mean, 1e-5 * linear.entropy_mean);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Losses, DataParallelUpdate,
