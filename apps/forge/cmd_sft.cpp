@@ -188,6 +188,15 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
       }
       demo_calls += static_cast<int64_t>(demo.calls.size());
       for (const LlmCall& call : demo.calls) {
+        // A solver's call may pass agent.max_new_tokens (trained in full),
+        // and so the bins the start checked.
+        const size_t length = call.context.size() + call.generated.size();
+        if (length > static_cast<size_t>(sft.max_tokens))
+          throw InputError("sft.max_tokens = " + std::to_string(sft.max_tokens) + " cannot hold a demonstration call "
+                           "of " + std::to_string(length) + " tokens (episode " + std::to_string(demo.episode_id) +
+                           ": " + std::to_string(call.generated.size()) + " generated, past agent.max_new_tokens = " +
+                           std::to_string(agent.max_new_tokens) + "): raise sft.max_tokens to at least " +
+                           std::to_string(length) + " or agent.max_new_tokens");
         Sample s;
         s.tokens = call.context;
         s.tokens.insert(s.tokens.end(), call.generated.begin(), call.generated.end());
@@ -249,6 +258,10 @@ int run_sft(int argc, char** argv) {
                      "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
   if (sft.task == "agent")
     check_bins_hold_calls("sft.max_tokens", sft.max_tokens, agent.max_context_tokens + agent.max_new_tokens);
+  else if (const int longest = longest_conversation_tokens(sft.turns); sft.max_tokens < longest)
+    throw InputError("sft.max_tokens = " + std::to_string(sft.max_tokens) + " cannot hold the longest synthetic "
+                     "conversation of sft.turns = " + std::to_string(sft.turns) + " (" + std::to_string(longest) +
+                     " tokens): raise sft.max_tokens or lower sft.turns");
   if (const auto [need, what] = env.most_tool_calls_needed();
       sft.task == "agent" && sft.retry_share > 0 && env.max_tool_calls < need + 1)
     throw InputError("env.max_tool_calls = " + std::to_string(env.max_tool_calls) + " holds the largest task's " +

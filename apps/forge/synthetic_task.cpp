@@ -12,7 +12,7 @@ SyntheticQuery make_query(Rng& rng, const std::string& task) {
   if (task == "mix") kind = rng.below(2) ? "reverse" : "sort";
   if (kind != "reverse" && kind != "sort")
     throw InputError("sft.task: '" + task + "' is not one of reverse, sort, mix");
-  const int n = 3 + static_cast<int>(rng.below(5));
+  const int n = kMinWordLetters + static_cast<int>(rng.below(kMaxWordLetters - kMinWordLetters + 1));
   std::string word;
   for (int i = 0; i < n; ++i) word += static_cast<char>('a' + rng.below(26));
   std::string answer = word;
@@ -28,6 +28,13 @@ void append(std::vector<int32_t>& out, const std::vector<int32_t>& more) {
   out.insert(out.end(), more.begin(), more.end());
 }
 }  // namespace
+
+int longest_conversation_tokens(int turns) {
+  // <|user|> "reverse: " word <|eot|> <|assistant|> answer <|eot|>; "reverse"
+  // is the longer kind, the answer as long as the word.
+  const int turn = 1 + 9 + kMaxWordLetters + 1 + 1 + kMaxWordLetters + 1;
+  return 1 + turns * turn;
+}
 
 std::vector<int32_t> single_turn_prompt(const std::string& request) {
   ByteTokenizer tok;

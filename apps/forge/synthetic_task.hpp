@@ -20,8 +20,14 @@ struct SyntheticQuery {
   std::string answer;   // e.g. "nomel"
 };
 
+// The words' lengths: kMinWordLetters to kMaxWordLetters letters a-z.
+constexpr int kMinWordLetters = 3, kMaxWordLetters = 7;
+
 // task: "reverse", "sort" or "mix" (either, at random).
 SyntheticQuery make_query(Rng& rng, const std::string& task);
+// Tokens of the longest conversation of `turns` turns (its last sample): a
+// packed bin must hold it.
+int longest_conversation_tokens(int turns);
 // The samples of one conversation of `turns` turns.
 std::vector<Sample> make_conversation(Rng& rng, const std::string& task, int turns);
 // A single-turn prompt, ending with <|assistant|>, for generation.

@@ -1,5 +1,7 @@
 #include "learner/trainable_policy.hpp"
 
+#include <cstdio>
+
 #include "backend/backend_registry.hpp"
 #include "core/log.hpp"
 
@@ -19,6 +21,16 @@ TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& opt
              std::to_string(p.model->layout().total) + " parameters, vocabulary " + std::to_string(model.vocab) + ")");
   } else {
     p.model->init_random(run.seed);
+  }
+  // A warm-up as long as the run: the rate rises all along and never gets
+  // to optim.lr (a cosine schedule never starts).
+  if (optim.warmup_steps > 0 && optim.total_steps > 0 && optim.warmup_steps >= optim.total_steps) {
+    char rates[96];
+    std::snprintf(rates, sizeof rates, "ends at %.3g, not optim.lr = %.3g",
+                  static_cast<double>(learning_rate_at(optim, optim.total_steps - 1)), static_cast<double>(optim.lr));
+    log_warn("optim.warmup_steps = " + std::to_string(optim.warmup_steps) + " is not below the schedule's " +
+             std::to_string(optim.total_steps) + " steps: the learning rate rises all run and " + rates +
+             (optim.schedule == "cosine" ? " (the cosine decay never starts)" : "") + "; lower optim.warmup_steps");
   }
   p.opt = std::make_unique<AdamW>(optim, *p.model);
   return p;

@@ -102,6 +102,43 @@ TEST(Sft, ABudgetWithoutRoomForTheRetryIsRefusedFirst) {
   std::filesystem::remove_all(dir);
 }
 
+// Bins smaller than the longest synthetic conversation are refused at start
+// (a step drew one after checkpoints were written, and the folder then
+// refused a rerun); the bound is the longest the task draws: it trains.
+TEST(Sft, BinsSmallerThanTheLongestConversationAreRefusedAtStart) {
+  const std::string dir = ::testing::TempDir() + "forge_sft_bins_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const std::string tiny = "sft --model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
+                           "--model.ffn_dim=64 --sft.steps=40 --sft.batch=8 --sft.eval_requests=2 --run.dir=" + dir;
+  const Result r = forge(tiny + " --sft.max_tokens=81");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "sft.max_tokens = 81 cannot hold the longest synthetic conversation of sft.turns = 3 "
+                              "(82 tokens)")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/config.ini"));
+  const Result fits = forge(tiny + " --sft.max_tokens=82");
+  EXPECT_EQ(fits.rc, 0) << fits.err;
+  std::filesystem::remove_all(dir);
+}
+
+// A warm-up as long as the run is said (the rate never got to optim.lr, and
+// a cosine schedule never started, silently); a shorter one is not.
+TEST(Sft, AWarmUpAsLongAsTheRunIsWarnedAbout) {
+  const std::string dir = ::testing::TempDir() + "forge_sft_warmup_" + std::to_string(getpid());
+  const std::string tiny = "sft --model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
+                           "--model.ffn_dim=64 --sft.steps=5 --sft.eval_requests=2 --optim.schedule=cosine --run.dir=";
+  std::filesystem::remove_all(dir);
+  const Result r = forge(tiny + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "warning: optim.warmup_steps = 20 is not below the schedule's 5 steps: the learning "
+                              "rate rises all run and ends at 0.00025, not optim.lr = 0.001 (the cosine decay "
+                              "never starts)")) << r.err;
+  std::filesystem::remove_all(dir);
+  const Result shorter = forge(tiny + dir + " --optim.warmup_steps=4");
+  ASSERT_EQ(shorter.rc, 0) << shorter.err;
+  EXPECT_FALSE(contains(shorter.err, "optim.warmup_steps")) << shorter.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Sft, UnknownTaskIsExitCode2) {
   const Result r = forge("sft --sft.task=juggle --sft.steps=1");
   EXPECT_EQ(r.rc, 2);
