@@ -123,6 +123,17 @@ bool parse_options(OptionSet& opts, int argc, char** argv) {
   return true;
 }
 
+// A command's output that could not be written (a full disk, a closed pipe)
+// is a failure, not exit 0 with a truncated table or JSON.
+static int output_written(int code, const std::string& what) {
+  std::cout.flush();
+  if (code == 0 && (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))) {
+    std::cerr << "forge: error: cannot write the output of 'forge " << what << "' (disk full or closed pipe?)\n";
+    return 1;
+  }
+  return code;
+}
+
 int run_main(int argc, char** argv) {
   try {
     if (argc < 2) {
@@ -137,14 +148,14 @@ int run_main(int argc, char** argv) {
         if (!c) throw InputError("unknown command '" + std::string(argv[2]) + "'");
         char help_flag[] = "--help";
         char* sub[] = {argv[2], help_flag, nullptr};
-        return c->run(2, sub);
+        return output_written(c->run(2, sub), "help " + std::string(argv[2]));
       }
       std::cout << usage();
-      return 0;
+      return output_written(0, first);
     }
     if (first == "--version" || first == "-V") {
       std::cout << version_line() << "\n";
-      return 0;
+      return output_written(0, first);
     }
     const Command* c = find_command(first);
     if (!c) {
@@ -161,15 +172,7 @@ int run_main(int argc, char** argv) {
       return 2;
     }
     if (!asks_for_help(argc, argv) && first_process()) log_info("forge " + first + ": " + host_runtime_line());
-    const int code = c->run(argc - 1, argv + 1);
-    // A command's output that could not be written (a full disk, a closed
-    // pipe) is a failure, not exit 0 with a truncated table or JSON.
-    std::cout.flush();
-    if (code == 0 && (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))) {
-      std::cerr << "forge: error: cannot write the output of 'forge " << first << "' (disk full or closed pipe?)\n";
-      return 1;
-    }
-    return code;
+    return output_written(c->run(argc - 1, argv + 1), first);
   } catch (const InputError& e) {
     std::cout.flush();
     std::cerr << "forge: error: " << e.what() << "\n";

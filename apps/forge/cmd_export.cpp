@@ -182,12 +182,18 @@ int run_export(int argc, char** argv) {
   const RolloutReader reader(file);
   // A regular file (or a new one) OUT is written as OUT.tmp-<pid>, renamed to
   // OUT once complete: an error (a bad --episode, a full disk) leaves an
-  // existing OUT as it was. Anything else (/dev/stdout, a pipe, a link) is
-  // written in place.
-  const auto status = std::filesystem::symlink_status(out_path, ec);
+  // existing OUT as it was. A link to a regular file is the file (the
+  // temporary beside it, the link kept). Anything else (/dev/stdout, a pipe,
+  // a dangling link) is written in place.
+  std::string target = out_path;
+  if (!out_path.empty() && std::filesystem::is_symlink(std::filesystem::symlink_status(out_path, ec))) {
+    const std::filesystem::path resolved = std::filesystem::canonical(out_path, ec);
+    if (!ec && std::filesystem::is_regular_file(resolved, ec)) target = resolved.string();
+  }
+  const auto status = std::filesystem::symlink_status(target, ec);
   const bool via_tmp = !out_path.empty() && (status.type() == std::filesystem::file_type::not_found ||
                                              status.type() == std::filesystem::file_type::regular);
-  const std::string write_path = via_tmp ? out_path + ".tmp-" + std::to_string(::getpid()) : out_path;
+  const std::string write_path = via_tmp ? target + ".tmp-" + std::to_string(::getpid()) : out_path;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> owned(nullptr, std::fclose);
   std::FILE* out = stdout;
   if (!out_path.empty()) {
@@ -221,7 +227,7 @@ int run_export(int argc, char** argv) {
   }
   if (owned && std::fclose(owned.release()) != 0) fail("");
   if (via_tmp) {
-    std::filesystem::rename(write_path, out_path, ec);
+    std::filesystem::rename(write_path, target, ec);
     if (ec) fail(": " + ec.message());
   }
   return 0;

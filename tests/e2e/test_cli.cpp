@@ -74,13 +74,17 @@ TEST(Cli, UnknownFlag) {
 
 // Output that cannot be written (a full disk) is a failure, named, not
 // exit 0 with the output lost.
+// Help and --version too (they exited 0 on a full disk).
 TEST(Cli, OutputThatCannotBeWrittenIsAFailure) {
   const std::string err = ::testing::TempDir() + "forge_cli_full_" + std::to_string(getpid()) + ".err";
-  const int status = std::system(("'" FORGE_BINARY_DIR "/forge' config > /dev/full 2>'" + err + "'").c_str());
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 1);
-  const std::string message = forge_e2e::slurp(err);
-  EXPECT_TRUE(contains(message, "forge: error: cannot write the output of 'forge config'")) << message;
+  for (const std::string args : {"config", "--help", "help config", "--version", "config --help"}) {
+    const int status =
+        std::system(("'" FORGE_BINARY_DIR "/forge' " + args + " > /dev/full 2>'" + err + "'").c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 1) << args;
+    const std::string message = forge_e2e::slurp(err);
+    EXPECT_TRUE(contains(message, "forge: error: cannot write the output of 'forge ")) << args << ": " << message;
+  }
   std::remove(err.c_str());
 }
 

@@ -76,6 +76,20 @@ TEST(Train, TinyRunThenResume) {
   std::string line;
   std::getline(kept, line);
   EXPECT_EQ(line, "kept");
+  // ... also through a link to it (a link was opened in place and emptied),
+  // and a good export through the link replaces the file and keeps the link.
+  const std::string link = dir + "/link.csv";
+  std::filesystem::create_symlink(csv, link);
+  EXPECT_EQ(forge("export " + rollouts + " --episode 999999 --out " + link).rc, 2);
+  std::ifstream kept_via_link(csv);
+  std::getline(kept_via_link, line);
+  EXPECT_EQ(line, "kept");
+  ASSERT_EQ(forge("export " + rollouts + " --steps --out " + link).rc, 0);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  std::ifstream steps_via_link(csv);
+  std::getline(steps_via_link, line);
+  EXPECT_TRUE(contains(line, "step")) << line;
+  std::filesystem::remove(link);
   const Result onto_itself = forge("export " + rollouts + " --out " + rollouts);
   EXPECT_EQ(onto_itself.rc, 2);
   EXPECT_EQ(std::filesystem::file_size(rollouts), size);
