@@ -110,7 +110,6 @@ eval_tasks_of() {
   while [ "$#" -gt 0 ]; do
     case "$1" in
       --eval.tasks=*) EVAL_TASKS=${1#--eval.tasks=} ;;
-      --eval.tasks) EVAL_TASKS= ;;  # only --eval.tasks=N: seeds takes a bare number for a seed
       *) JOB_ARGS+=("$1") ;;
     esac
     shift
@@ -227,6 +226,17 @@ command="${1:-}"
 if [ "$#" -gt 1 ] && [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]] && wants_help "${@:2}"; then
   usage
   exit 0
+fi
+# A job's overrides are --key=value words (seeds also takes bare seed
+# numbers): '--train.steps 50' would hand the 50 to seeds as a seed, and
+# the flag to forge without its value. Refused before set-up and build.
+if [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]]; then
+  for a in "${@:2}"; do
+    if [[ "$a" == --* && "$a" != *=* ]]; then
+      echo "forge.sh: $command takes overrides as --key=value: write '$a=VALUE', not '$a VALUE'" >&2
+      exit 2
+    fi
+  done
 fi
 case "$command" in
   demo)

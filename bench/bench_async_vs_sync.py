@@ -3,11 +3,13 @@
 held-out success.
 
     /usr/bin/python3 bench/bench_async_vs_sync.py [--build-dir build] [--steps 150]
-        [--every 50] [--tasks 300] [--sft runs/demo/sft] [--out /tmp/forge_async_vs_sync]
+        [--every 50] [--tasks 300] [--sft runs/demo/sft] [--out /tmp/forge_async_vs_sync] [--lr 1e-4]
 
 Both runs start from the same SFT checkpoint (the main job's, runs/demo/sft by
 default; `./forge.sh demo` makes it) with configs/agent_demo.ini and the main
-job's RL settings, and write a checkpoint every --every steps:
+job's RL settings (learning rate --lr, the main job's 1e-4 by default; no
+warm-up), and write a checkpoint every --every steps. --sft and --out are
+read from the current folder (--sft also from the repository root):
   sync   forge train in one process (generate a batch, train, repeat), with
          run.threads = 2 (both cores)
   async  mpirun -np 5 forge train (1 learner, 2 rollout, 2 environment ranks,
@@ -64,13 +66,23 @@ def main():
     ap.add_argument("--tasks", type=int, default=300)
     ap.add_argument("--sft", default="runs/demo/sft")
     ap.add_argument("--out", default="/tmp/forge_async_vs_sync")
+    ap.add_argument("--lr", type=float, default=1e-4, help="RL learning rate (the main job's: forge.sh demo)")
     a = ap.parse_args()
+    for name in ("steps", "every", "tasks"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} must be at least 1")
+    if not a.lr > 0:
+        ap.error("--lr must be positive")
     forge = os.path.join(ROOT, a.build_dir, "forge")
-    if not os.path.exists(os.path.join(ROOT, a.sft)) and not os.path.exists(a.sft):
+    # forge runs in the repository root: paths the caller gave are made
+    # absolute first (a relative --out was written there and looked for here).
+    sft = next((p for p in (os.path.abspath(a.sft), os.path.join(ROOT, a.sft)) if os.path.exists(p)), None)
+    if sft is None:
         sys.exit(f"bench_async_vs_sync: no SFT run at {a.sft}; run ./forge.sh demo first")
+    a.sft, a.out = sft, os.path.abspath(a.out)
     shutil.rmtree(a.out, ignore_errors=True)
     os.makedirs(a.out)
-    common = ["--config", "configs/agent_demo.ini", f"--train.init={a.sft}", "--optim.lr=3e-4",
+    common = ["--config", "configs/agent_demo.ini", f"--train.init={a.sft}", f"--optim.lr={a.lr}",
               "--optim.warmup_steps=0", f"--train.steps={a.steps}", f"--run.checkpoint_every={a.every}",
               "--run.keep_checkpoints=0", "--train.eval_tasks=1"]
     mpirun = ["mpirun", "--oversubscribe", "-np", "5"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
@@ -83,6 +95,8 @@ def main():
         t0 = run(cmd, f"{a.out}/{name}.log")
         walls[name] = time.time() - t0
         curves[name] = curve(forge, f"{a.out}/{name}", t0, a.tasks)
+        if not curves[name]:
+            sys.exit(f"bench_async_vs_sync: the {name} run wrote no checkpoint in {a.out}/{name}/checkpoints")
     start = evaluate(forge, a.sft, a.tasks)
     target = min(max(p[2] for p in c) for c in curves.values())
     reach = {n: next(p[1] for p in c if p[2] >= target) for n, c in curves.items()}

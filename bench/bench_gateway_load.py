@@ -61,6 +61,8 @@ def main():
     p.add_argument("--episodes", type=int, default=250)
     p.add_argument("--requests", type=int, default=1000)
     a = p.parse_args()
+    if a.episodes < 1 or a.requests < 0:
+        p.error("--episodes must be at least 1 and --requests at least 0")
     per_episode = a.requests // a.episodes
     if per_episode * a.episodes != a.requests:
         sys.exit("--requests must be a multiple of --episodes")

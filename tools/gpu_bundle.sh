@@ -65,7 +65,9 @@ if [ -n "$baseline" ]; then
 fi
 sys=/usr/lib/x86_64-linux-gnu
 # Libraries the GPU machine has (glibc's, the CUDA runtime and libraries).
-skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.'
+# glibc's own must come from the machine's glibc: libresolv and the others
+# import its GLIBC_PRIVATE symbols.
+skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libanl|libutil|libmvec|libnss_[a-z]*|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.'
 
 bins=("$build/forge" "$build/tests/forge_unit_tests" "$build/tests/forge_mpi_tests"
       "$build/bench/bench_cuda_kernels" "$build/bench/bench_train_step" "$build/bench/bench_tree_merge"
