@@ -495,6 +495,10 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
     if (v.number && !v.number(x))
       throw InputError(key + " = " + shown + " is out of range: must be " + v.allowed + where);
   };
+  // A NUL byte ends the value for every file and system call that reads it
+  // (a run.dir 'a<NUL>b' is the folder 'a'): no key takes one.
+  if (value.find('\0') != std::string::npos)
+    throw InputError(key + ": its value holds a NUL byte, where a path or name would end" + where);
   const std::string s = trim(value);
   std::string why;
   // An integer too large for its type is reported against the validator's

@@ -316,6 +316,19 @@ TEST(Config, MalformedIniLine) {
   EXPECT_NE(msg.find("bad.ini:2: '[model'"), std::string::npos) << msg;
 }
 
+// A NUL byte in a file's value is refused (run.dir 'a<NUL>b' was stored and
+// the run written to the folder 'a').
+TEST(Config, ANulByteInAValueIsRefused) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  const std::string msg =
+      input_error([&] { o.load_ini_text(std::string("[run]\ndir = a\0b\n", 16), "nul.ini"); });
+  EXPECT_NE(msg.find("run.dir: its value holds a NUL byte"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nul.ini"), std::string::npos) << msg;
+  EXPECT_EQ(c.dir, "runs/latest");
+}
+
 TEST(Config, AByteOrderMarkIsNotPartOfTheFirstKey) {
   Cfg c;
   OptionSet o;
