@@ -38,43 +38,61 @@ bool type_matches(hid_t file_type, rs::Type t) {
   return (H5Tget_sign(file_type) == H5T_SGN_2) == is_signed;
 }
 
-// The number of leading rows of a table that are whole. present(start,
-// count) says which rows of [start, start + count) are. A writer appends in
-// order, so whole rows come first and rows a killed flush left partial after;
-// a whole row after a partial one is damage (an offset overwritten), which
-// must not silently shorten the file (a resume would then cut every row
-// after it).
+// A row of the calls or episodes table as the span it names in the table
+// it points into (tokens, calls).
+struct Span {
+  int64_t offset, length;
+};
+
+// The number of leading rows of a table that are whole. spans(start, count)
+// gives rows [start, start + count) as spans into a table of `limit` rows.
+// A writer appends in order, so whole rows come first and rows a killed
+// flush left partial after; a whole row after a partial one is damage (an
+// offset overwritten), which must not silently shorten the file (a resume
+// would then cut every row after it).
 // `committed`: the rows lie within the file's commit record, so every one was
-// flushed whole and one that is not is damage too.
-// Rows below `verified` were checked by an earlier refresh.
+// flushed whole and one outside `limit` is damage too. Rows below `verified`
+// were checked by an earlier refresh.
+// Without a commit record (schema 3 and 4) a row is whole when it follows the
+// row before it (the writer lays them back to back from 0): rows whose extent
+// was set but whose data never landed read as offset 0 and length 0, inside
+// the table but not where the rows before them end. After the whole rows
+// only such rows may come: another inside the table is damage.
 template <typename F>
 int64_t whole_prefix(const std::string& path, const char* table, int64_t n, bool committed, int64_t verified,
-                     F present) {
+                     int64_t limit, F spans) {
+  const auto inside = [limit](const Span& r) { return r.offset >= 0 && r.length >= 0 && r.offset <= limit - r.length; };
+  const std::string row_name = std::string(table).substr(0, std::strlen(table) - 1);
   if (committed) {
     const int64_t from = std::min(verified, n);
-    const std::vector<uint8_t> rows = present(from, n - from);
-    const auto bad = std::find(rows.begin(), rows.end(), uint8_t{0});
+    const std::vector<Span> rows = spans(from, n - from);
+    const auto bad = std::find_if_not(rows.begin(), rows.end(), inside);
     if (bad != rows.end())
-      throw InputError("'" + path + "': " + std::string(table).substr(0, std::strlen(table) - 1) + " " +
-                       std::to_string(from + (bad - rows.begin())) + " (row of " + table +
-                       ") points outside its table though a flush recorded it whole (corrupted?)");
+      throw InputError("'" + path + "': " + row_name + " " + std::to_string(from + (bad - rows.begin())) +
+                       " (row of " + table + ") points outside its table though a flush recorded it whole (corrupted?)");
     return n;
   }
-  int64_t lo = 0, hi = n;  // rows [0, lo) whole, [hi, n) not
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (present(mid, 1)[0]) lo = mid + 1;
-    else hi = mid;
+  constexpr int64_t kBlock = int64_t{1} << 16;
+  int64_t whole = 0, end = 0;
+  bool stopped = false;
+  for (int64_t start = 0; start < n && !stopped; start += kBlock)
+    for (const Span& r : spans(start, std::min(kBlock, n - start))) {
+      if (!inside(r) || r.offset != end) {
+        stopped = true;
+        break;
+      }
+      end = r.offset + r.length;
+      ++whole;
+    }
+  for (int64_t start = whole; start < n; start += kBlock) {
+    const std::vector<Span> rows = spans(start, std::min(kBlock, n - start));
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].offset != 0 && inside(rows[i]) && start + static_cast<int64_t>(i) > whole)
+        throw InputError("'" + path + "': " + table + " row " + std::to_string(whole) +
+                         " does not follow the rows before it while row " + std::to_string(start + i) +
+                         " after it points into its table (corrupted?)");
   }
-  if (lo < n) {
-    const std::vector<uint8_t> tail = present(lo, n - lo);
-    const auto whole = std::find(tail.begin(), tail.end(), uint8_t{1});
-    if (whole != tail.end())
-      throw InputError("'" + path + "': " + table + " row " + std::to_string(lo) +
-                       " points outside its table while row " + std::to_string(lo + (whole - tail.begin())) +
-                       " after it is whole (corrupted?)");
-  }
-  return lo;
+  return whole;
 }
 
 }  // namespace
@@ -289,25 +307,23 @@ void RolloutReader::refresh() {
   }
   n_tokens_ = rows[0];
   const bool recorded = datasets_.count(rs::kFlushes) > 0;
-  n_calls_ = whole_prefix(path(), "calls", rows[1], recorded, n_calls_,
+  n_calls_ = whole_prefix(path(), "calls", rows[1], recorded, n_calls_, n_tokens_,
                           [&](int64_t start, int64_t count) {
     const std::vector<int64_t> off = read<int64_t>("calls/token_offset", start, count);
     const std::vector<int32_t> ctx = read<int32_t>("calls/context_len", start, count);
     const std::vector<int32_t> gen = read<int32_t>("calls/generated_len", start, count);
-    std::vector<uint8_t> whole(static_cast<size_t>(count));
-    for (size_t i = 0; i < whole.size(); ++i) {
-      const int64_t len = int64_t{ctx[i]} + gen[i];
-      whole[i] = off[i] >= 0 && len >= 0 && off[i] <= n_tokens_ - len;
-    }
-    return whole;
+    std::vector<Span> spans(static_cast<size_t>(count));
+    for (size_t i = 0; i < spans.size(); ++i)
+      spans[i] = {off[i], ctx[i] < 0 || gen[i] < 0 ? -1 : int64_t{ctx[i]} + gen[i]};
+    return spans;
   });
-  n_episodes_ = whole_prefix(path(), "episodes", rows[2], recorded, n_episodes_,
+  n_episodes_ = whole_prefix(path(), "episodes", rows[2], recorded, n_episodes_, n_calls_,
                              [&](int64_t start, int64_t count) {
     const std::vector<int64_t> off = read<int64_t>("episodes/call_offset", start, count);
     const std::vector<int32_t> n = read<int32_t>("episodes/n_calls", start, count);
-    std::vector<uint8_t> whole(static_cast<size_t>(count));
-    for (size_t i = 0; i < whole.size(); ++i) whole[i] = off[i] >= 0 && n[i] >= 0 && off[i] <= n_calls_ - n[i];
-    return whole;
+    std::vector<Span> spans(static_cast<size_t>(count));
+    for (size_t i = 0; i < spans.size(); ++i) spans[i] = {off[i], n[i]};
+    return spans;
   });
   // Steps increase along the table. A file without a commit record
   // (schema 3 and 4) may hold extended rows never written, which read as

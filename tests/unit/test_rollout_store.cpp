@@ -536,6 +536,35 @@ TEST(RolloutStore, ResumeOfAnOlderSchemaKeepsStepsWhileTheyIncrease) {
 
 template <typename T>
 void poke(const std::string& path, const char* dataset, hsize_t row, T value);
+void expect_input_error(const std::string& path, const std::vector<std::string>& fragments);
+
+// Likewise episode and call rows (offset 0, no calls or tokens): they end
+// the tables, rather than reading as episodes without calls or as damage.
+TEST(RolloutStore, UnwrittenRowsOfAnOlderSchemaEndItsTables) {
+  const std::string dir = temp_dir("legacy_unwritten");
+  const std::string current = dir + "/current.h5", path = dir + "/rollouts.h5";
+  write_four_steps(current, 3);
+  const RolloutReader before(current);
+  const int64_t episodes = before.n_episodes(), calls = before.n_calls();
+  make_schema_4(current, path);
+  extend_table(path, "episodes/", static_cast<hsize_t>(episodes + 3));
+  extend_table(path, "calls/", static_cast<hsize_t>(calls + 5));
+  {
+    const RolloutReader r(path);
+    EXPECT_EQ(r.n_episodes(), episodes);
+    EXPECT_EQ(r.n_calls(), calls);
+    EXPECT_EQ(r.episodes().size(), static_cast<size_t>(episodes));
+    for (int64_t i = 0; i < r.n_episodes(); ++i) EXPECT_FALSE(r.episode(i).calls.empty()) << i;
+  }
+  // A row that does not follow, with rows that point into the table after
+  // it, is damage, not the end of the table.
+  poke(path, "episodes/call_offset", 5, int64_t{1});
+  expect_input_error(path, {"episodes row 5 does not follow the rows before it while row 6 after it points into "
+                            "its table (corrupted?)"});
+}
+
+template <typename T>
+void poke(const std::string& path, const char* dataset, hsize_t row, T value);
 
 // How a read of `path` ends in a child process under a 1 GiB address-space
 // limit: 0 read, 2 InputError, 3 out of memory, 4 another error.
