@@ -10,8 +10,13 @@
 // Writes RUN_DIR/config.ini (the resolved configuration),
 // RUN_DIR/checkpoints/ckpt_step_*.h5 (every run.checkpoint_every steps and at
 // the end; `forge generate` samples from one) and RUN_DIR/summary.json (loss
-// curve end points, accuracy before and after, token counts).
+// curve end points, accuracy before and after, token counts). SIGTERM (a
+// Slurm time limit) ends the step under way, writes a checkpoint and exits
+// 143; --resume continues from the newest checkpoint (weights, AdamW state,
+// step and the data stream's RNG, so the batches are those of an
+// uninterrupted run).
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -103,17 +108,47 @@ EvalResult evaluate(PolicyModel& model, const std::string& task, int n, uint64_t
 struct LoopResult {
   double seconds = 0, first_loss = -1, last_loss = 0;
   int64_t linear_tokens = 0, packed_tokens = 0;
+  bool terminated = false;  // SIGTERM: stopped at a step boundary, checkpoint written
 };
 
+// Where a run starts: step 0 of a new run, or a resumed checkpoint's step
+// with its data stream.
+struct SftStart {
+  int step = 0;
+  volatile std::sig_atomic_t* terminate = nullptr;  // set by SIGTERM
+};
+
+// The run's last checkpoint is written: a SIGTERM now skips the final
+// evaluation, and one during it ends it. Default action first, then the
+// check: a SIGTERM between them is not lost.
+bool terminated_before_evaluation(const SftStart& start, const std::string& dir) {
+  std::signal(SIGTERM, SIG_DFL);
+  if (!start.terminate || !*start.terminate) return false;
+  log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval " + dir + " evaluates it)");
+  return true;
+}
+
 LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, const OptionSet& opts,
-                           PolicyModel& model, AdamW& opt, Rng& rng,
+                           PolicyModel& model, AdamW& opt, Rng& rng, const SftStart& start,
                            const std::function<std::vector<Sample>(Rng&)>& next_batch) {
   LoopResult out;
   Stopwatch total, window;
   double window_loss = 0;
   int64_t window_tokens = 0;
   int window_steps = 0;
-  for (int step = 0; step < sft.steps; ++step) {
+  const auto stream = [&] {
+    CheckpointState s;
+    s.rngs["data"] = rng.state();
+    return s;
+  };
+  for (int step = start.step; step < sft.steps; ++step) {
+    if (start.terminate && *start.terminate) {
+      log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
+      log_info("checkpoint " + save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step, stream()) +
+               "; continue with --resume");
+      out.terminated = true;
+      break;
+    }
     const std::vector<Sample> samples = next_batch(rng);
     model.zero_grads();
     const SupervisedStats st = supervised_forward_backward(model, samples, sft.merge, sft.max_tokens);
@@ -126,9 +161,7 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
     ++window_steps;
     const bool last = step + 1 == sft.steps;
     if (checkpoint_due(cfg.run, step + 1, sft.steps)) {
-      CheckpointState stream;
-      stream.rngs["data"] = rng.state();
-      const std::string path = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step + 1, stream);
+      const std::string path = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step + 1, stream());
       if (last) log_info("sft: wrote " + path);
     }
     if ((step + 1) % cfg.run.log_every == 0 || last) {
@@ -152,17 +185,18 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
 
 // Supervised warm start on solver demonstrations of the agent environments.
 int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConfig& env,
-                  AgentConfig agent, const OptionSet& opts, PolicyModel& model, AdamW& opt) {
+                  AgentConfig agent, const OptionSet& opts, PolicyModel& model, AdamW& opt, Rng& rng,
+                  const SftStart& start) {
   agent.sampling = cfg.sample;
   agent.sampling.max_new_tokens = agent.max_new_tokens;
   const PerturbationSampler sampler = env.perturbation_sampler();
   const PerturbationSampler plain(false, env.heldout_list());  // the curriculum's first phase
   const int eval_tasks = sft.eval_requests;
-  Rng rng(cfg.run.seed);
-  uint64_t episode_id = 0;
-  int step = 0;
+  // Each step draws sft.batch demonstrations: a resumed run's ids go on.
+  uint64_t episode_id = static_cast<uint64_t>(start.step) * static_cast<uint64_t>(sft.batch);
+  int step = start.step;
   int64_t long_calls = 0, demo_calls = 0;  // calls past agent.max_new_tokens, of all
-  const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, [&](Rng& g) {
+  const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, start, [&](Rng& g) {
     const PerturbationSampler& styles = step++ < sft.plain_steps ? plain : sampler;
     // The batch's demonstrations are drawn in order, then played side by
     // side: the code domain's run programs in the sandbox.
@@ -207,6 +241,7 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
     }
     return samples;
   });
+  if (r.terminated || terminated_before_evaluation(start, cfg.run.dir)) return 143;
   model.release_activations();
   const StyleEvals ev = evaluate_styles(model, env, agent, eval_tasks, cfg.run.seed);
   std::printf("\nforge sft (agent demonstrations): %d steps in %.1f s; loss %.3f -> %.3f; tree-merged batches ran %.2fx fewer tokens; "
@@ -240,8 +275,14 @@ int run_sft(int argc, char** argv) {
                  "evaluation and samples), or on the agent environments' solver demonstrations\n"
                  "(sft.task = agent; greedy success rate on held-out tasks).");
   add_forge_options(opts, all);
+  bool resume = false;
+  opts.add("resume", &resume, "continue the run in run.dir from its newest checkpoint");
+  opts.command_line_only("resume");
   if (!cli::parse_options(opts, argc, argv)) return 0;
   opts.require_storable();
+  // SIGTERM from here on: the step under way finishes, then a checkpoint,
+  // and exit 143; --resume continues.
+  volatile std::sig_atomic_t* const terminate = cli::catch_sigterm();
   StandardConfig& cfg = all.base;
   const SftConfig& sft = all.sft;
   const EnvConfig& env = all.env;
@@ -252,7 +293,7 @@ int run_sft(int argc, char** argv) {
   if (!all.train.init.empty())
     throw InputError("train.init = '" + all.train.init + "' is read by forge train; forge sft starts from "
                      "model.pretrained or from random weights");
-  refuse_existing_run(cfg.run.dir, "forge sft", false);
+  if (!resume) refuse_existing_run(cfg.run.dir, "forge sft", true);
   if (sft.task != "agent" && !cfg.model.pretrained.empty())  // before minutes of loading it
     throw InputError("sft.task = " + sft.task + " is the built-in policy's synthetic chat task (byte tokenizer); a "
                      "pretrained model (model.pretrained) trains on the agent demonstrations: sft.task = agent");
@@ -272,8 +313,7 @@ int run_sft(int argc, char** argv) {
   // The model is built and the bins known to hold a call before the run
   // folder and its config.ini are written. (An agent demonstration that
   // agent.max_turns or the token budgets cut short is found when it is
-  // drawn: make_demonstration's InputError then ends the run; forge sft has
-  // no --resume.)
+  // drawn: make_demonstration's InputError then ends the run.)
   TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, sft.steps), cfg.run);
   if (sft.task == "agent")
     warn_past_context(policy.source, agent.max_context_tokens + agent.max_new_tokens,
@@ -281,7 +321,25 @@ int run_sft(int argc, char** argv) {
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   hold_run_folder(cfg.run.dir);
-  refuse_existing_run(cfg.run.dir, "forge sft", false);  // again, under the lock: another may have started
+  SftStart start;
+  start.terminate = terminate;
+  Rng rng(cfg.run.seed);
+  if (resume) {
+    const ResumePoint point = load_resume_point(model, opt, cfg.run, "sft.steps", sft.steps, "");
+    const auto data = point.state.rngs.find("data");
+    if (data == point.state.rngs.end())
+      throw InputError("--resume: checkpoint '" + point.path + "' holds no forge sft data stream (written by "
+                       "another command?)");
+    rng.set_state(data->second);
+    start.step = point.step;
+    if (const std::string changes = resumed_setting_changes(point.state.config_ini, opts.dump_ini(), "sft");
+        !changes.empty())
+      log_warn("sft: --resume with settings changed since the checkpoint (" + changes + "): the steps left train "
+               "under the new ones, unlike an uninterrupted run; config.ini records them");
+    log_info("sft: resumed from " + point.path + " at step " + std::to_string(start.step));
+  } else {
+    refuse_existing_run(cfg.run.dir, "forge sft", true);  // again, under the lock: another may have started
+  }
   write_run_config(cfg.run.dir, opts.dump_ini());
   log_info("sft: task " + sft.task + ", " + std::to_string(model.layout().total) +
            " parameters, " + std::to_string(threads) + " threads, run folder " + cfg.run.dir);
@@ -289,22 +347,23 @@ int run_sft(int argc, char** argv) {
   if (sft.task == "agent") {
     AgentConfig with_vocab = agent;
     with_vocab.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
-    return run_agent_sft(cfg, sft, env, with_vocab, opts, model, opt);
+    return run_agent_sft(cfg, sft, env, with_vocab, opts, model, opt, rng, start);
   }
 
   SamplingParams greedy = cfg.sample;
   greedy.temperature = 0;
   const uint64_t eval_seed = eval_task_seed(cfg.run.seed);
   const EvalResult before = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0);
-  log_info("sft: exact-match accuracy before training " + std::to_string(before.accuracy));
+  const std::string at = start.step > 0 ? "at the resumed step " + std::to_string(start.step) : "before training";
+  log_info("sft: exact-match accuracy " + at + " " + std::to_string(before.accuracy));
 
-  Rng rng(cfg.run.seed);
-  const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, [&](Rng& g) {
+  const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, start, [&](Rng& g) {
     std::vector<Sample> samples;
     for (int c = 0; c < sft.batch; ++c)
       for (auto& s : make_conversation(g, sft.task, sft.turns)) samples.push_back(std::move(s));
     return samples;
   });
+  if (r.terminated || terminated_before_evaluation(start, cfg.run.dir)) return 143;
 
   const EvalResult after = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0);
   SamplingParams sampled = cfg.sample;
@@ -313,8 +372,9 @@ int run_sft(int argc, char** argv) {
   std::printf("\nforge sft: %d steps in %.1f s; loss %.3f -> %.3f; tree-merged batches ran %.2fx fewer tokens\n",
               sft.steps, r.seconds, r.first_loss, r.last_loss,
               static_cast<double>(r.linear_tokens) / std::max<int64_t>(1, r.packed_tokens));
-  std::printf("exact-match accuracy on %d held-out requests (greedy): %.1f%% before, %.1f%% after\n",
-              sft.eval_requests, 100 * before.accuracy, 100 * after.accuracy);
+  std::printf("exact-match accuracy on %d held-out requests (greedy): %.1f%% %s, %.1f%% after\n",
+              sft.eval_requests, 100 * before.accuracy, start.step > 0 ? "at the resumed step" : "before",
+              100 * after.accuracy);
   std::printf("samples (temperature %.2f):\n", sampled.temperature);
   for (const auto& [req, completion] : shown.examples)
     std::printf("  %-22s -> %s\n", req.c_str(), completion.c_str());
@@ -324,6 +384,7 @@ int run_sft(int argc, char** argv) {
                                  ", \"train_seconds\": " + json_number(r.seconds) +
                                  ", \"loss_first\": " + json_number(r.first_loss) +
                                  ", \"loss_last\": " + json_number(r.last_loss) +
+                                 ", \"resumed_at_step\": " + std::to_string(start.step) +
                                  ", \"accuracy_before\": " + json_number(before.accuracy) +
                                  ", \"accuracy_after\": " + json_number(after.accuracy) +
                                  ", \"linear_tokens\": " + std::to_string(r.linear_tokens) +

@@ -13,50 +13,16 @@
 #include "learner/train_progress.hpp"
 
 namespace forge {
-namespace {
-
-// InputError unless the checkpoint at `path` was trained with this model:
-// every [model] key, not the shapes alone (a changed rope_base or norm_eps
-// loads without complaint). `flag` names the option, `fix` the remedy.
-void require_same_model(const PolicyModel& model, const std::string& path, const std::string& flag,
-                        const std::string& fix) {
-  const std::string differences = model_differences(model.config(), model_source_of(path).config);
-  if (!differences.empty())
-    throw InputError(flag + ": checkpoint '" + path + "' was trained with another model (this run against the "
-                     "checkpoint's: " + differences + "); " + fix);
-}
-
-}  // namespace
 
 LearnerStart load_learner_start(PolicyModel& model, AdamW& opt, const RunConfig& run, const TrainConfig& train,
                                 bool resume) {
   LearnerStart start;
   if (resume) {
-    const std::string dir = run.dir + "/checkpoints";
-    start.resumed_from = latest_checkpoint(dir);
-    if (start.resumed_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
-    try {
-      require_same_model(model, start.resumed_from, "--resume", "resume with the run's [model] keys");
-      start.checkpoint = load_checkpoint(start.resumed_from, model, &opt);
-    } catch (const InputError& e) {
-      // A file that cannot be read; not a sound one of another model or a
-      // newer forge, which the older checkpoints share.
-      const std::string what = e.what();
-      const std::string older = checkpoint_before(dir, start.resumed_from);
-      if (older.empty() || what.find("was trained with another model") != std::string::npos ||
-          what.find("newer forge") != std::string::npos)
-        throw;
-      throw InputError(std::string(e.what()) + " (if the newest checkpoint is damaged, move it out of '" + dir +
-                       "': --resume then continues from '" + older + "')");
-    }
-    start.step = static_cast<int>(start.checkpoint.step);
-    if (start.step > train.steps)
-      throw InputError("--resume: the newest checkpoint, '" + start.resumed_from + "', is at step " +
-                       std::to_string(start.step) + ", past train.steps = " + std::to_string(train.steps) +
-                       ": raise train.steps to go on (forge eval " + run.dir + " evaluates it)");
-    if (start.step == train.steps)
-      log_info("train: --resume: '" + start.resumed_from + "' is at train.steps = " + std::to_string(train.steps) +
-               ": nothing is left to train");
+    ResumePoint point = load_resume_point(model, opt, run, "train.steps", train.steps,
+                                          " (forge eval " + run.dir + " evaluates it)");
+    start.resumed_from = point.path;
+    start.checkpoint = std::move(point.state);
+    start.step = point.step;
     // A requeued job repeats its command line: its train.init was the first
     // start's, and the run's own checkpoint supersedes it.
     if (!train.init.empty())

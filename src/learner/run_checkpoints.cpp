@@ -7,6 +7,7 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "pretrained/model_source.hpp"
 
@@ -77,9 +78,21 @@ bool shapes_training(const std::string& key) {
   return key.rfind("sft.", 0) != 0 && key.rfind("model.", 0) != 0 && key != "train.steps" && !neutral.count(key);
 }
 
+// The same for forge sft: its sections, but neither sft.steps nor the
+// evaluation's sizes.
+bool shapes_sft(const std::string& key) {
+  const bool section = key.rfind("sft.", 0) == 0 || key.rfind("optim.", 0) == 0 || key.rfind("env.", 0) == 0 ||
+                       key.rfind("agent.", 0) == 0 || key.rfind("sandbox.", 0) == 0 || key.rfind("run.", 0) == 0;
+  return section && key != "sft.steps" && key != "sft.eval_requests" && key != "sft.show" &&
+         (key.rfind("sft.", 0) == 0 || shapes_training(key));
+}
+
 }  // namespace
 
-std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini) {
+std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini,
+                                    const std::string& command) {
+  const bool sft = command == "sft";
+  const std::string steps_key = sft ? "sft.steps" : "train.steps";
   const auto was = ini_values(checkpoint_ini), now = ini_values(now_ini);
   // Lists compare by their items ("a, b" is "a,b").
   const auto normal = [](const std::string& v) {
@@ -97,10 +110,51 @@ std::string resumed_setting_changes(const std::string& checkpoint_ini, const std
   // newer one no longer reads) is no change of the run's.
   std::string out;
   for (const auto& [k, v] : was) {
-    if (!now.count(k) || !(shapes_training(k) || (cosine_by_steps && k == "train.steps"))) continue;
+    if (!now.count(k) || !((sft ? shapes_sft(k) : shapes_training(k)) || (cosine_by_steps && k == steps_key)))
+      continue;
     if (normal(v) != normal(now.at(k))) out += (out.empty() ? "" : "; ") + k + " " + v + " -> " + now.at(k);
   }
   return out;
+}
+
+void require_same_model(const PolicyModel& model, const std::string& path, const std::string& flag,
+                        const std::string& fix) {
+  const std::string differences = model_differences(model.config(), model_source_of(path).config);
+  if (!differences.empty())
+    throw InputError(flag + ": checkpoint '" + path + "' was trained with another model (this run against the "
+                     "checkpoint's: " + differences + "); " + fix);
+}
+
+ResumePoint load_resume_point(PolicyModel& model, AdamW& opt, const RunConfig& run, const std::string& steps_key,
+                              int total_steps, const std::string& past_hint) {
+  ResumePoint r;
+  const std::string dir = run.dir + "/checkpoints";
+  r.path = latest_checkpoint(dir);
+  if (r.path.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
+  try {
+    require_same_model(model, r.path, "--resume", "resume with the run's [model] keys");
+    r.state = load_checkpoint(r.path, model, &opt);
+  } catch (const InputError& e) {
+    // A file that cannot be read; not a sound one of another model or a
+    // newer forge, which the older checkpoints share.
+    const std::string what = e.what();
+    const std::string older = checkpoint_before(dir, r.path);
+    if (older.empty() || what.find("was trained with another model") != std::string::npos ||
+        what.find("newer forge") != std::string::npos)
+      throw;
+    throw InputError(std::string(e.what()) + " (if the newest checkpoint is damaged, move it out of '" + dir +
+                     "': --resume then continues from '" + older + "')");
+  }
+  r.step = static_cast<int>(r.state.step);
+  const std::string command = steps_key.substr(0, steps_key.find('.'));
+  if (r.step > total_steps)
+    throw InputError("--resume: the newest checkpoint, '" + r.path + "', is at step " + std::to_string(r.step) +
+                     ", past " + steps_key + " = " + std::to_string(total_steps) + ": raise " + steps_key +
+                     " to go on" + past_hint);
+  if (r.step == total_steps)
+    log_info(command + ": --resume: '" + r.path + "' is at " + steps_key + " = " + std::to_string(total_steps) +
+             ": nothing is left to train");
+  return r;
 }
 
 ModelSource model_source_of_config(const std::string& ini, const std::string& where) {

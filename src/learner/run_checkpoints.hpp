@@ -38,10 +38,31 @@ ModelSource model_source_of(const std::string& checkpoint);
 // checkpoint's -> now ("optim.lr 0.003 -> 0.001; train.tasks 16 -> 8"), ""
 // for none: every key but those that leave it alone (where the run writes,
 // how often it logs, saves and evaluates, deadlines, the gateway's socket,
-// sandbox concurrency), [sft] and [model] (require_same_model compares it);
-// train.steps only where it is the cosine horizon. Both are INI texts as
-// dump_ini writes them.
-std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini);
+// sandbox concurrency) and [model] (load_resume_point compares it). For
+// `command` "train": not [sft]; train.steps only where it is the cosine
+// horizon. For "sft": [sft], [optim], [env], [agent], [sandbox] and [run]
+// (sft.steps only as the cosine horizon; its evaluation's sizes not). Both
+// are INI texts as dump_ini writes them.
+std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini,
+                                    const std::string& command = "train");
+
+// The checkpoint --resume continues from: RUN_DIR/checkpoints' newest, loaded
+// into `model` and `opt` (weights and AdamW state) once its [model] is this
+// run's. InputError when there is none, when it is another model's, or when
+// it is past `total_steps` (`steps_key` names that setting, `past_hint`
+// what else to do with it); a damaged newest one names the one before it.
+struct ResumePoint {
+  std::string path;
+  CheckpointState state;  // its step, RNG streams and sections
+  int step = 0;
+};
+ResumePoint load_resume_point(PolicyModel& model, AdamW& opt, const RunConfig& run, const std::string& steps_key,
+                              int total_steps, const std::string& past_hint);
+// InputError unless the checkpoint at `path` was trained with this model:
+// every [model] key, not the shapes alone (a changed rope_base or norm_eps
+// loads without complaint). `flag` names the option, `fix` the remedy.
+void require_same_model(const PolicyModel& model, const std::string& path, const std::string& flag,
+                        const std::string& fix);
 // The same from a run's configuration text (a checkpoint's or rollouts.h5's
 // "config" attribute); `where` names it in errors.
 ModelSource model_source_of_config(const std::string& ini, const std::string& where);

@@ -1,6 +1,6 @@
 // `forge sft` end to end on a tiny model: it trains (the loss falls), writes
 // its run folder and checkpoint, prints the evaluation, and rejects a bad task
-// name; `forge generate` samples from the checkpoint.
+// name; `forge generate` samples from the checkpoint; --resume and SIGTERM.
 #include <unistd.h>
 
 #include <filesystem>
@@ -137,6 +137,60 @@ TEST(Sft, AWarmUpAsLongAsTheRunIsWarnedAbout) {
   ASSERT_EQ(shorter.rc, 0) << shorter.err;
   EXPECT_FALSE(contains(shorter.err, "optim.warmup_steps")) << shorter.err;
   std::filesystem::remove_all(dir);
+}
+
+// --resume continues a run from its newest checkpoint exactly: a run of 3
+// steps resumed to 6 ends with the loss of an uninterrupted run of 6
+// (weights, AdamW state, the data stream). A run folder is refused without
+// --resume, and a checkpoint past sft.steps with it.
+TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
+  const std::string dir = ::testing::TempDir() + "forge_sft_resume_" + std::to_string(getpid());
+  const std::string tiny = "sft --model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
+                           "--model.ffn_dim=64 --sft.batch=2 --sft.eval_requests=2 --run.threads=1 "
+                           "--run.log_every=1 --optim.warmup_steps=0 ";
+  std::filesystem::remove_all(dir + "_whole");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(forge(tiny + "--sft.steps=6 --run.dir=" + dir + "_whole").rc, 0);
+  ASSERT_EQ(forge(tiny + "--sft.steps=3 --run.dir=" + dir).rc, 0);
+  const Result again = forge(tiny + "--sft.steps=6 --run.dir=" + dir);
+  EXPECT_EQ(again.rc, 2);
+  EXPECT_TRUE(contains(again.err, "holds an earlier run")) << again.err;
+  EXPECT_TRUE(contains(again.err, "continue it with --resume")) << again.err;
+  const Result resumed = forge(tiny + "--sft.steps=6 --resume --run.dir=" + dir);
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  EXPECT_TRUE(contains(resumed.err, "sft: resumed from " + dir + "/checkpoints/ckpt_step_00000003.h5 at step 3"))
+      << resumed.err;
+  EXPECT_FALSE(contains(resumed.err, "settings changed")) << resumed.err;
+  const std::string whole = slurp(dir + "_whole/summary.json"), parts = slurp(dir + "/summary.json");
+  EXPECT_EQ(json_number(parts, "loss_last"), json_number(whole, "loss_last")) << parts << "\n" << whole;
+  EXPECT_EQ(json_number(parts, "resumed_at_step"), 3) << parts;
+  const Result past = forge(tiny + "--sft.steps=4 --resume --run.dir=" + dir);
+  EXPECT_EQ(past.rc, 2);
+  EXPECT_TRUE(contains(past.err, "is at step 6, past sft.steps = 4: raise sft.steps to go on")) << past.err;
+  const Result changed = forge(tiny + "--sft.steps=7 --sft.batch=3 --resume --run.dir=" + dir);
+  ASSERT_EQ(changed.rc, 0) << changed.err;
+  EXPECT_TRUE(contains(changed.err, "settings changed since the checkpoint (sft.batch 2 -> 3)")) << changed.err;
+
+  // SIGTERM at a step boundary: a checkpoint, exit 143; --resume goes on.
+  std::filesystem::remove_all(dir);
+  const std::string log = dir + ".log", rc = dir + ".rc";
+  const std::string script = "cd '" FORGE_SOURCE_DIR "' && { '" FORGE_BINARY_DIR "/forge' " + tiny +
+                             "--sft.steps=1000000 --run.dir=" + dir + " >'" + log + "' 2>&1 & pid=$!; "
+                             "for i in $(seq 6000); do grep -q 'step  *[0-9]*/' '" + log + "' && break; "
+                             "sleep 0.01; done; kill -TERM $pid; wait $pid; echo $? >'" + rc + "'; }";
+  ASSERT_EQ(std::system(script.c_str()), 0);
+  const std::string out = slurp(log);
+  EXPECT_EQ(std::stoi(slurp(rc)), 143) << out;
+  const auto stop = out.find("SIGTERM: stopping after ");
+  ASSERT_NE(stop, std::string::npos) << out;
+  const int done = std::stoi(out.substr(stop + 24));
+  EXPECT_TRUE(contains(out, "continue with --resume")) << out;
+  const Result go_on = forge(tiny + "--sft.steps=" + std::to_string(done + 2) + " --resume --run.dir=" + dir);
+  ASSERT_EQ(go_on.rc, 0) << go_on.err;
+  EXPECT_TRUE(contains(go_on.err, "at step " + std::to_string(done))) << go_on.err;
+  for (const std::string d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
+  std::remove(log.c_str());
+  std::remove(rc.c_str());
 }
 
 TEST(Sft, UnknownTaskIsExitCode2) {
