@@ -110,6 +110,7 @@ eval_tasks_of() {
   while [ "$#" -gt 0 ]; do
     case "$1" in
       --eval.tasks=*) EVAL_TASKS=${1#--eval.tasks=} ;;
+      --eval.tasks) EVAL_TASKS= ;;  # without its value
       *) JOB_ARGS+=("$1") ;;
     esac
     shift
@@ -227,15 +228,18 @@ if [ "$#" -gt 1 ] && [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]] && wants_he
   usage
   exit 0
 fi
-# A job's overrides are --key=value words (seeds also takes bare seed
-# numbers): '--train.steps 50' would hand the 50 to seeds as a seed, and
-# the flag to forge without its value. Refused before set-up and build.
+# A job's overrides are --key=value words (a bare --flag is a bool set true;
+# seeds also takes bare seed numbers): '--train.steps 50' would hand the 50
+# to seeds as a seed, and the flag to forge without its value. Refused before
+# set-up and build.
 if [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]]; then
+  prev=""
   for a in "${@:2}"; do
-    if [[ "$a" == --* && "$a" != *=* ]]; then
-      echo "forge.sh: $command takes overrides as --key=value: write '$a=VALUE', not '$a VALUE'" >&2
+    if [[ "$prev" == --* && "$prev" != *=* && "$a" != -* ]]; then
+      echo "forge.sh: $command takes overrides as --key=value: write '$prev=$a', not '$prev $a'" >&2
       exit 2
     fi
+    prev="$a"
   done
 fi
 case "$command" in

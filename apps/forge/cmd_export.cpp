@@ -180,23 +180,31 @@ int run_export(int argc, char** argv) {
   if (!out_path.empty() && std::filesystem::equivalent(file, out_path, ec))
     throw InputError("--out '" + out_path + "' is the rollouts file itself; write the export elsewhere");
   const RolloutReader reader(file);
+  // The streams forge holds are written through: opening /dev/stdout anew
+  // truncates the file a shell redirected it to and writes from its start.
+  const bool held_stream = out_path == "/dev/stdout" || out_path == "/dev/stderr";
   // A regular file (or a new one) OUT is written as OUT.tmp-<pid>, renamed to
   // OUT once complete: an error (a bad --episode, a full disk) leaves an
   // existing OUT as it was. A link to a regular file is the file (the
-  // temporary beside it, the link kept). Anything else (/dev/stdout, a pipe,
-  // a dangling link) is written in place.
+  // temporary beside it, the link kept). Anything else is written in place:
+  // a pipe, a dangling link, and the process's own streams (/dev/stdout is a
+  // link through /proc to whatever stdout is; renaming over that file would
+  // take it from the shell that redirected there).
   std::string target = out_path;
-  if (!out_path.empty() && std::filesystem::is_symlink(std::filesystem::symlink_status(out_path, ec))) {
+  const auto streams = [](const std::string& p) { return p.rfind("/dev/", 0) == 0 || p.rfind("/proc/", 0) == 0; };
+  if (!out_path.empty() && !streams(out_path) &&
+      std::filesystem::is_symlink(std::filesystem::symlink_status(out_path, ec))) {
     const std::filesystem::path resolved = std::filesystem::canonical(out_path, ec);
-    if (!ec && std::filesystem::is_regular_file(resolved, ec)) target = resolved.string();
+    if (!ec && !streams(resolved.string()) && std::filesystem::is_regular_file(resolved, ec))
+      target = resolved.string();
   }
   const auto status = std::filesystem::symlink_status(target, ec);
-  const bool via_tmp = !out_path.empty() && (status.type() == std::filesystem::file_type::not_found ||
+  const bool via_tmp = !out_path.empty() && !held_stream && (status.type() == std::filesystem::file_type::not_found ||
                                              status.type() == std::filesystem::file_type::regular);
   const std::string write_path = via_tmp ? target + ".tmp-" + std::to_string(::getpid()) : out_path;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> owned(nullptr, std::fclose);
-  std::FILE* out = stdout;
-  if (!out_path.empty()) {
+  std::FILE* out = out_path == "/dev/stderr" ? stderr : stdout;
+  if (!out_path.empty() && !held_stream) {
     owned.reset(std::fopen(write_path.c_str(), "w"));
     if (!owned) throw InputError("--out: cannot write '" + out_path + "': " + std::strerror(errno));
     out = owned.get();
@@ -222,7 +230,7 @@ int run_export(int argc, char** argv) {
     throw;
   }
   if (std::fflush(out) != 0 || std::ferror(out)) {
-    if (!owned) throw Error("cannot write the export to stdout");
+    if (!owned) throw Error(std::string("cannot write the export to ") + (out == stderr ? "stderr" : "stdout"));
     fail("");
   }
   if (owned && std::fclose(owned.release()) != 0) fail("");

@@ -228,9 +228,11 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
         if (length > static_cast<size_t>(sft.max_tokens))
           throw InputError("sft.max_tokens = " + std::to_string(sft.max_tokens) + " cannot hold a demonstration call "
                            "of " + std::to_string(length) + " tokens (episode " + std::to_string(demo.episode_id) +
-                           ": " + std::to_string(call.generated.size()) + " generated, past agent.max_new_tokens = " +
+                           ": a context of " + std::to_string(call.context.size()) + " and " +
+                           std::to_string(call.generated.size()) + " generated, against agent.max_context_tokens = " +
+                           std::to_string(agent.max_context_tokens) + " and agent.max_new_tokens = " +
                            std::to_string(agent.max_new_tokens) + "): raise sft.max_tokens to at least " +
-                           std::to_string(length) + " or agent.max_new_tokens");
+                           std::to_string(length));
         Sample s;
         s.tokens = call.context;
         s.tokens.insert(s.tokens.end(), call.generated.begin(), call.generated.end());

@@ -19,9 +19,10 @@ struct Rule {
 // Commands end at ; & | or a newline (sh runs each line of `sh -c` on its own).
 #define FORGE_IN_COMMAND "[^;&|\\n]*"
 #define FORGE_COMMAND_END "($|;|&|\\||\\n)"
-// Shell text without the `stop` characters up to a lone '&' (backgrounding):
-// '&&' and the '&' of a redirection ('>&2', '<&0', '&>file') are not one.
-#define FORGE_TO_LONE_AMP(stop) "([^" stop "&<>]|&&|[<>]&|[<>](?!&))*&(?![&>])"
+// Shell text without the `stop` characters, and where `guard` (a lookahead)
+// holds, up to a lone '&' (backgrounding): '&&' and the '&' of a redirection
+// ('>&2', '<&0', '&>file', '&>>file') are not one.
+#define FORGE_TO_LONE_AMP(stop, guard) "(" guard "([^" stop "&<>]|&&|&>>?|[<>]&|[<>](?!&)))*&(?![&>])"
 
 constexpr Rule kRules[] = {
     {"credentials", "/etc/shadow|\\.ssh\\b|\\bid_(rsa|ed25519|ecdsa)\\b|\\.aws\\b|\\.netrc\\b|\\.git-credentials\\b|"
@@ -35,8 +36,8 @@ constexpr Rule kRules[] = {
                       ")?" FORGE_COMMAND_END
                       "|\\b(touch|mkdir|chmod|chown|rm)\\b" FORGE_IN_COMMAND "\\s" FORGE_OUTSIDE},
     {"kill", "\\b(kill|pkill|killall)\\b"},
-    {"fork_bomb", "\\(\\)\\s*\\{" FORGE_TO_LONE_AMP("}") "|\\bos\\.fork\\b|\\bwhile\\s+(true|:)\\s*(;|\\n)\\s*do"
-                  FORGE_TO_LONE_AMP(";")},
+    {"fork_bomb", "\\(\\)\\s*\\{" FORGE_TO_LONE_AMP("}", "") "|\\bos\\.fork\\b|\\bwhile\\s+(true|:)\\s*(;|\\n)\\s*do"
+                  FORGE_TO_LONE_AMP(";", "(?!\\bdone\\b)")},  // not past the loop's end
 };
 
 #undef FORGE_OUTSIDE

@@ -22,15 +22,19 @@ TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& opt
   } else {
     p.model->init_random(run.seed);
   }
-  // A warm-up as long as the run: the rate rises all along and never gets
-  // to optim.lr (a cosine schedule never starts).
-  if (optim.warmup_steps > 0 && optim.total_steps > 0 && optim.warmup_steps >= optim.total_steps) {
+  // A warm-up longer than the run: the rate rises all along and never gets
+  // to optim.lr; as long as a cosine run: its decay never starts.
+  const bool cosine = optim.schedule == "cosine";
+  if (optim.total_steps > 0 && (optim.warmup_steps > optim.total_steps ||
+                                (cosine && optim.warmup_steps > 0 && optim.warmup_steps == optim.total_steps))) {
     char rates[96];
     std::snprintf(rates, sizeof rates, "ends at %.3g, not optim.lr = %.3g",
                   static_cast<double>(learning_rate_at(optim, optim.total_steps - 1)), static_cast<double>(optim.lr));
+    const bool short_of_lr = optim.warmup_steps > optim.total_steps;
     log_warn("optim.warmup_steps = " + std::to_string(optim.warmup_steps) + " is not below the schedule's " +
-             std::to_string(optim.total_steps) + " steps: the learning rate rises all run and " + rates +
-             (optim.schedule == "cosine" ? " (the cosine decay never starts)" : "") + "; lower optim.warmup_steps");
+             std::to_string(optim.total_steps) + " steps: the learning rate rises all run" +
+             (short_of_lr ? std::string(" and ") + rates : std::string()) +
+             (cosine ? " (the cosine decay never starts)" : "") + "; lower optim.warmup_steps");
   }
   p.opt = std::make_unique<AdamW>(optim, *p.model);
   return p;

@@ -137,6 +137,17 @@ TEST(Sft, AWarmUpAsLongAsTheRunIsWarnedAbout) {
   ASSERT_EQ(shorter.rc, 0) << shorter.err;
   EXPECT_FALSE(contains(shorter.err, "optim.warmup_steps")) << shorter.err;
   std::filesystem::remove_all(dir);
+  // As long as the run: the last step is at optim.lr; only a cosine decay
+  // is missed.
+  const Result equal = forge(tiny + dir + " --optim.warmup_steps=5");
+  ASSERT_EQ(equal.rc, 0) << equal.err;
+  EXPECT_TRUE(contains(equal.err, "warning: optim.warmup_steps = 5 is not below the schedule's 5 steps: the "
+                                  "learning rate rises all run (the cosine decay never starts)")) << equal.err;
+  std::filesystem::remove_all(dir);
+  const Result constant = forge(tiny + dir + " --optim.warmup_steps=5 --optim.schedule=constant");
+  ASSERT_EQ(constant.rc, 0) << constant.err;
+  EXPECT_FALSE(contains(constant.err, "optim.warmup_steps")) << constant.err;
+  std::filesystem::remove_all(dir);
 }
 
 // --resume continues a run from its newest checkpoint exactly: a run of 3

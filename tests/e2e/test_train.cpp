@@ -16,6 +16,7 @@ namespace {
 using forge_e2e::contains;
 using forge_e2e::forge;
 using forge_e2e::Result;
+using forge_e2e::slurp;
 
 const char* kTiny =
     "--model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
@@ -90,6 +91,16 @@ TEST(Train, TinyRunThenResume) {
   std::getline(steps_via_link, line);
   EXPECT_TRUE(contains(line, "step")) << line;
   std::filesystem::remove(link);
+  // --out /dev/stdout writes to stdout where it points: the file a shell
+  // redirected it to keeps the shell's other lines (it was replaced).
+  const std::string redirected = dir + "/redirected.txt";
+  const std::string shell = "{ echo BEFORE; '" FORGE_BINARY_DIR "/forge' export " + rollouts +
+                            " --steps --out /dev/stdout; echo AFTER; } >'" + redirected + "'";
+  ASSERT_EQ(std::system(shell.c_str()), 0);
+  const std::string both = slurp(redirected);
+  EXPECT_EQ(both.rfind("BEFORE\n", 0), 0u) << both;
+  EXPECT_TRUE(contains(both, "step")) << both;
+  EXPECT_TRUE(contains(both, "AFTER\n")) << both;
   const Result onto_itself = forge("export " + rollouts + " --out " + rollouts);
   EXPECT_EQ(onto_itself.rc, 2);
   EXPECT_EQ(std::filesystem::file_size(rollouts), size);

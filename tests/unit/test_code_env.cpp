@@ -374,6 +374,9 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
       {"ln -s /workspace/a /etc/a > log.txt", "outside_write"},
       {"f() { a && f | f & }; f", "fork_bomb"},
       {"while true\ndo sleep 1 &\ndone", "fork_bomb"},
+      {"f() { f | f &>/dev/null & }; f", "fork_bomb"},
+      {"f() { f | f &>>log & }; f", "fork_bomb"},
+      {"while true; do f &>/dev/null & done", "fork_bomb"},
   };
   for (const auto& [command, rule] : unsafe) EXPECT_EQ(all.forbids(command).value_or("none"), rule) << command;
   for (const std::string ok : {"ls -la", "cat mathx.py", "python3 -m unittest -q test_mathx", "grep -n def *.py",
@@ -385,7 +388,9 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
                                "f() { echo err >&2; }; f", "f() { ls &> log.txt; }; f",
                                "while true; do make && break; done", "echo err >/dev/stderr", "ls > /dev/stdout",
                                "python3 -m unittest 2>/dev/stdout | tail -3", "echo x >/dev/fd/2",
-                               "rm -f out.txt\nls /usr/bin", "cp a.py b.py\nls /"})
+                               "rm -f out.txt\nls /usr/bin", "cp a.py b.py\nls /",
+                               // a background job after a loop is not the loop's
+                               "while true\ndo\n  python3 -m unittest && break\ndone\npython3 -m http.server &"})
     EXPECT_FALSE(all.forbids(ok).has_value()) << ok << " -> " << all.forbids(ok).value_or("");
   EXPECT_FALSE(SafetyPolicy("").forbids("rm -rf .").has_value());
   EXPECT_FALSE(SafetyPolicy("kill").forbids("curl x").has_value());

@@ -235,11 +235,47 @@ TEST(PolicyUpdate, SeveralBinsGiveTheGradientOfOne) {
 
 // Prefix-tree merging changes how many rows run, not what the step reports:
 // loss, entropy, token counts and the gradient equal those of every call run
-// alone, for every loss and mask. The behaviour logprobs differ from episode
-// to episode on the tokens their trees share (as they do off-policy), so a
-// merge that kept one old logprob per tree node instead of one per sample
-// would fail.
+// alone.
 TEST(PolicyUpdate, MergedStatsEqualLinearStats) {
+  set_compute_threads(1);
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny_agent_model_config(), *backend);
+  model.init_random(24);
+  // Unperturbed: a group's episodes share their opening, so one row (the
+  // opening's last token) predicts both first tokens.
+  std::vector<Trajectory> trajs = tiny_agent_episodes(model, 16, 500, /*perturb=*/false, /*sampling_seed=*/3);
+  for (size_t i = 0; i < trajs.size(); ++i) trajs[i].reward.outcome = static_cast<float>(i % 3);
+  PolicyUpdateConfig cfg;
+  cfg.max_tokens = 1 << 20;
+  cfg.inv_temperature = 40;  // peaked: entropies that differ from row to row
+  model.zero_grads();
+  const PolicyUpdateStats merged = policy_forward_backward(model, trajs, cfg);
+  const std::vector<float> g_merged = model.get_grads();
+  cfg.merge = false;
+  model.zero_grads();
+  const PolicyUpdateStats linear = policy_forward_backward(model, trajs, cfg);
+  const std::vector<float> g_linear = model.get_grads();
+  double err = 0, ref = 0;  // and the gradient, through pass 2's coefficients per reference
+  for (size_t i = 0; i < g_linear.size(); ++i) {
+    err = std::max(err, std::abs(double(g_merged[i]) - g_linear[i]));
+    ref = std::max(ref, std::abs(double(g_linear[i])));
+  }
+  ASSERT_GT(ref, 0);
+  EXPECT_LE(err / ref, 1e-5);
+  ASSERT_LT(merged.tree_tokens, linear.tree_tokens) << "the episodes should share prefixes";
+  EXPECT_EQ(merged.linear_tokens, linear.linear_tokens);
+  EXPECT_EQ(merged.loss.kept_tokens, linear.loss.kept_tokens);
+  EXPECT_NEAR(merged.loss.objective, linear.loss.objective, 1e-5 * (1 + std::abs(linear.loss.objective)));
+  ASSERT_GT(linear.entropy_mean, 0);
+  EXPECT_NEAR(merged.entropy_mean, linear.entropy_mean, 1e-5 * linear.entropy_mean);
+}
+
+// The same for every loss and mask, with behaviour logprobs that differ
+// from episode to episode on the tokens their trees share (as they do
+// off-policy): a merge that kept one old logprob per tree node instead of
+// one per sample would fail. (At the sampling temperature: the ratios must
+// be near 1 for the clip and the masks to keep tokens.)
+TEST(PolicyUpdate, MergedEqualsLinearForEveryLossOffPolicy) {
   set_compute_threads(1);
   auto backend = make_backend("cpu");
   PolicyModel model(tiny_agent_model_config(), *backend);

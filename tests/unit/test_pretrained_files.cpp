@@ -1034,8 +1034,11 @@ TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
            {prompt_in_loop, "its pieces in an order forge does not render"},
            {system_after, "its pieces in an order forge does not render"}})
     expect_input_error([&] { ChatFormat(bad, tok, "", "t"); }, "chat template of 't' is not one forge renders (" + why);
-  // A literal's quote escaped inside it, and white space around operators,
-  // leave the recognized pieces as they are.
+  // An escaped quote does not end a literal: its white space after it still
+  // counts (shown in the refusal as written).
+  expect_input_error([&] { ChatFormat("{{ 'it\\'s  here' }}" + chatml, tok, "", "t"); },
+                     "it prints {{'it\\'s  here'}}");
+  // White space around operators leaves the recognized pieces as they are.
   std::string spaced_ops = chatml;
   spaced_ops.replace(spaced_ops.find("'<|im_end|>' + '\\n'"), 19, "'<|im_end|>'   +   '\\n'  ");
   EXPECT_NO_THROW(ChatFormat(spaced_ops, tok, "", "t"));

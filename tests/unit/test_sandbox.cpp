@@ -332,6 +332,7 @@ TEST(Sandbox, OutOfDescriptorsIsAStartFailureThatWritesNothingOfForges) {
   char path[] = "/tmp/forge-sandbox-fd-XXXXXX";
   const int file = mkstemp(path);
   ASSERT_GE(file, 0);
+  ASSERT_LT(file, 10) << "the check needs forge's file among the descriptors the sandbox's pipes must avoid";
   ::unlink(path);
   rlimit old{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
