@@ -130,6 +130,7 @@ int run_train(int argc, char** argv) {
   setup.env = all.env;
   setup.agent = agent;
   setup.config_ini = opts.dump_ini();
+  setup.terminate = terminate;
   Learner learner(setup, model, opt, start);
   log_info("train: " + std::to_string(model.layout().total) + " parameters, " + std::to_string(threads) +
            " threads, " + std::to_string(tc.tasks) + " tasks x " + std::to_string(tc.group) +

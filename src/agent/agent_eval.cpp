@@ -21,7 +21,8 @@ EngineConfig engine_for_agent(const AgentConfig& agent, int episodes) {
 }
 
 AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
-                         int tasks, uint64_t seed, StyleMode mode) {
+                         int tasks, uint64_t seed, StyleMode mode, const volatile std::sig_atomic_t* stop,
+                         bool* stopped) {
   AgentConfig greedy = agent;
   greedy.sampling.temperature = 0;
   const EnvMix mix(env);
@@ -31,7 +32,9 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
     episodes.push_back(make_episode(mix, sampler, greedy, seed + static_cast<uint64_t>(i) * 7919,
                                     static_cast<uint64_t>(i), mode, i));
   RolloutEngine engine(model, engine_for_agent(greedy, tasks));
-  run_episodes(engine, episodes);
+  const DriverStats run = run_episodes(engine, episodes, stop);
+  if (stopped) *stopped = run.stopped;
+  if (run.stopped) return {};
   std::vector<Trajectory> done;
   for (auto& ep : episodes) done.push_back(ep.take_trajectory());
   return summarize_episodes(done);
@@ -86,7 +89,7 @@ AgentEval summarize_episodes(const std::vector<Trajectory>& episodes) {
 }
 
 StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
-                           int tasks, uint64_t run_seed) {
+                           int tasks, uint64_t run_seed, const volatile std::sig_atomic_t* stop) {
   StyleEvals out;
   const uint64_t seed = eval_task_seed(run_seed);
   out.has_heldout = env.perturbation_sampler().has_heldout();
@@ -94,7 +97,13 @@ StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const Agent
   const auto timed = [&](const char* what, StyleMode mode) {
     log_info("eval: " + std::to_string(tasks) + " tasks in " + what + "...");
     const Stopwatch sw;
-    AgentEval e = evaluate_agent(model, env, agent, tasks, seed, mode);
+    bool stopped = false;
+    AgentEval e = evaluate_agent(model, env, agent, tasks, seed, mode, stop, &stopped);
+    if (stopped) {
+      out.stopped = true;
+      log_warn(std::string("eval: ") + what + " cut short by SIGTERM after " + std::to_string(sw.seconds()) + " s");
+      return e;
+    }
     char line[96];
     std::snprintf(line, sizeof line, "eval: %s done in %.1f s, success %.1f%%", what, sw.seconds(),
                   100 * e.all.success);
@@ -102,7 +111,7 @@ StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const Agent
     return e;
   };
   out.seen = timed("seen styles", StyleMode::kTrain);
-  if (out.has_heldout) out.heldout = timed("held-out template families", StyleMode::kHeldOut);
+  if (out.has_heldout && !out.stopped) out.heldout = timed("held-out template families", StyleMode::kHeldOut);
   return out;
 }
 

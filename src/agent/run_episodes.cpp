@@ -5,7 +5,8 @@
 
 namespace forge {
 
-DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episodes) {
+DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episodes,
+                         const volatile std::sig_atomic_t* stop) {
   FORGE_CHECK(engine.idle(), "run_episodes needs an idle engine (its results would be misrouted)");
   const int max_seq = engine.config().max_seq_len;
   for (const auto& ep : episodes)
@@ -16,6 +17,10 @@ DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episo
   DriverStats stats;
   size_t in_flight = 0;
   while (true) {
+    if (stop && *stop) {
+      stats.stopped = true;
+      break;
+    }
     for (size_t i = 0; i < episodes.size(); ++i)
       if (auto request = episodes[i].next_request()) {
         request->id = i;

@@ -10,6 +10,7 @@
 // generation does not fit the engine's max_seq_len (agent.max_context_tokens
 // + agent.max_new_tokens must be <= engine max_seq_len).
 #pragma once
+#include <csignal>
 #include <vector>
 
 #include "agent/agent_episode.hpp"
@@ -20,8 +21,12 @@ namespace forge {
 struct DriverStats {
   int64_t requests = 0;       // generations run
   int64_t engine_steps = 0;
+  bool stopped = false;       // `stop` was set: the episodes are not finished
 };
 
-DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episodes);
+// `stop` (a SIGTERM flag), when given and set, ends the run between engine
+// steps with the episodes unfinished; the engine then holds their requests.
+DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episodes,
+                         const volatile std::sig_atomic_t* stop = nullptr);
 
 }  // namespace forge

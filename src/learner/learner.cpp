@@ -124,8 +124,9 @@ void Learner::finish(int steps_done) {
 }
 
 void Learner::evaluate(int steps_done) {
-  const StyleEvals ev =
-      evaluate_styles(model_, setup_.env, setup_.agent, setup_.train.eval_tasks, setup_.run.seed);
+  const StyleEvals ev = evaluate_styles(model_, setup_.env, setup_.agent, setup_.train.eval_tasks,
+                                        setup_.run.seed, setup_.terminate);
+  if (ev.stopped) return;  // its figures are not the evaluation's
   std::fputs(format_style_evals(ev, "eval at step " + std::to_string(steps_done)).c_str(), stdout);
   std::fflush(stdout);
 }

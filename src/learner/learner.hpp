@@ -20,6 +20,7 @@
 // rollout engine's version, or the MPI weight channel), so that generation
 // never waits for the store, checkpoints or evaluations.
 #pragma once
+#include <csignal>
 #include <functional>
 #include <memory>
 #include <string>
@@ -52,6 +53,9 @@ struct LearnerSetup {
   int shard = 0, shards = 1;
   ShardSum sum_across_shards;
   std::function<void(float* grads, size_t n)> gradient_sum;
+  // SIGTERM: ends an evaluation under way (the step boundary's checkpoint
+  // waits on it, and Slurm's SIGKILL follows within KillWait).
+  const volatile std::sig_atomic_t* terminate = nullptr;
 };
 
 struct LearnerStart {

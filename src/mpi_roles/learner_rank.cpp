@@ -184,6 +184,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   LearnerGradientSum gradient_sum(learners, model.backend());  // device collectives, or MPI on host memory
   LearnerSetup& setup = cfg.setup;
   setup.lead = lead;
+  setup.terminate = cfg.terminate;
   setup.shard = learner_rank;
   setup.shards = learner_count;
   if (learner_count > 1) {
