@@ -63,6 +63,15 @@
 namespace forge {
 namespace {
 
+// The final barrier's deadline: mpi.deadline_s, and with code tasks in the
+// mix the sandbox's wall limit too: an environment rank waits for the
+// sandbox runs under way (up to sandbox.wall_s) before it gets there, while
+// the others wait at it.
+double shutdown_deadline(const ForgeConfig& all) {
+  return all.mpi.deadline_s + (all.env.code_weight > 0 ? all.env.sandbox.wall_s : 0.0);
+}
+
+
 // OpenMP threads of this rank: run.threads when set; otherwise the node's
 // cores shared among its learner and rollout ranks (environment ranks: 1).
 // `on_node` receives the compute threads of the learner and rollout ranks on
@@ -127,6 +136,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
   lc.setup.agent = all.agent;
   lc.setup.config_ini = sh.opts->dump_ini();
   lc.deadline_s = all.mpi.deadline_s;
+  lc.shutdown_s = shutdown_deadline(all);
   // The wait for a group spans an environment rank's wait for generation
   // (and the watchdog's), so it lasts twice mpi.deadline_s: a stalled
   // rollout rank is named by those inner deadlines, not blamed on the
@@ -190,7 +200,7 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
                 static_cast<long long>(es.prefill_computed), static_cast<long long>(es.prefill_reused),
                 static_cast<long long>(es.prefill_shared), static_cast<long long>(es.generated));
   log_info(rows);
-  quiesce(MPI_COMM_WORLD, sends, all.mpi.deadline_s, sh.watchdog);
+  quiesce(MPI_COMM_WORLD, sends, shutdown_deadline(all), sh.watchdog);
   return weights.stop_code() == kStopSignal ? 143 : 0;
 }
 
@@ -216,7 +226,7 @@ int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
   const EnvironmentRankStats st = run_environment_rank(*sh.layout, pool, control, client, producer_config(all));
   log_debug("environment: " + std::to_string(st.groups) + " groups, " + std::to_string(st.requests) +
             " requests, " + std::to_string(st.abandoned) + " episodes abandoned (pool.episode_deadline_s)");
-  quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s, sh.watchdog);
+  quiesce(MPI_COMM_WORLD, client.sends(), shutdown_deadline(all), sh.watchdog);
   return control.stop_code() == kStopSignal ? 143 : 0;
 }
 
@@ -235,7 +245,7 @@ int run_gateway(const Shared& sh, DataPool& pool, WeightChannel& control) {
   gc.url_file = all.base.run.dir + "/gateway/" + std::to_string(gc.index) + ".json";
   GenerationClient client(MPI_COMM_WORLD, all.mpi.deadline_s);
   run_gateway_rank(*sh.layout, pool, control, client, gc);
-  quiesce(MPI_COMM_WORLD, client.sends(), all.mpi.deadline_s, sh.watchdog);
+  quiesce(MPI_COMM_WORLD, client.sends(), shutdown_deadline(all), sh.watchdog);
   return control.stop_code() == kStopSignal ? 143 : 0;
 }
 

@@ -291,7 +291,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     // dead or stopped lead), and only then meet everyone in quiesce.
     while (weights.stop_code() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  quiesce(MPI_COMM_WORLD, sends, cfg.deadline_s, cfg.watchdog);
+  quiesce(MPI_COMM_WORLD, sends, cfg.shutdown_s, cfg.watchdog);
   if (stop == kStopFinished) {
     // The run's last checkpoint is written: a SIGTERM by now skips the final
     // evaluation (`forge eval RUN_DIR` gives it), and one during it ends it.
