@@ -173,6 +173,7 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
       << resumed.err;
   EXPECT_FALSE(contains(resumed.err, "settings changed")) << resumed.err;
   const std::string whole = slurp(dir + "_whole/summary.json"), parts = slurp(dir + "/summary.json");
+  ASSERT_GT(json_number(whole, "loss_last"), 0) << whole;
   EXPECT_EQ(json_number(parts, "loss_last"), json_number(whole, "loss_last")) << parts << "\n" << whole;
   EXPECT_EQ(json_number(parts, "resumed_at_step"), 3) << parts;
   const Result past = forge(tiny + "--sft.steps=4 --resume --run.dir=" + dir);

@@ -69,14 +69,17 @@ TEST_P(Fp32Head, MatchesDoublePrecisionReference) {
   a.logits = logits.data();
   a.vocab_chunk = chunk;
   CpuBackend().head_fwd(a);
-  std::vector<float> dH(c.R * c.d), dW(c.V * c.d, 0.0f);
+  // The contract (backend.hpp): dhidden is overwritten, dweight accumulated
+  // into. Both start with values that a wrong one would keep or lose.
+  std::vector<float> dH(c.R * c.d, 123.0f), dW(c.V * c.d), dW0(c.V * c.d);
+  for (size_t i = 0; i < dW.size(); ++i) dW[i] = dW0[i] = 0.25f * static_cast<float>(i % 7) - 0.75f;
   HeadGrads hg;
   hg.dlogprob = c.g.data();
   hg.dhidden = dH.data();
   hg.dweight = dW.data();
   CpuBackend().head_bwd(a, hg);
 
-  std::vector<double> ref_dH(c.R * c.d, 0.0), ref_dW(c.V * c.d, 0.0);
+  std::vector<double> ref_dH(c.R * c.d, 0.0), ref_dW(dW0.begin(), dW0.end());
   for (int r = 0; r < c.R; ++r) {
     std::vector<double> z(c.V);
     double mx = -1e300;

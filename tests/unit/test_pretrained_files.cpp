@@ -357,9 +357,13 @@ TEST(Gguf, HalfAndBf16ConversionsRoundToNearestEven) {
     EXPECT_NEAR(ggml::half_to_float(ggml::float_to_half(x)), x, std::fabs(x) * 1e-3 + 1e-7) << x;
   EXPECT_TRUE(std::isinf(ggml::half_to_float(ggml::float_to_half(70000.0f))));
   EXPECT_TRUE(std::isnan(ggml::half_to_float(ggml::float_to_half(std::nanf("")))));
-  // 1 + 2^-11 lies halfway between two halves: ties go to the even one (1.0).
+  // 1 + 2^-11 lies halfway between two halves: ties go to the even one (1.0);
+  // 1 + 3 x 2^-11 halfway up to the even 0x3C02 (truncation gives 0x3C01).
   EXPECT_EQ(ggml::float_to_half(1.0f + 0x1p-11f), ggml::float_to_half(1.0f));
+  EXPECT_EQ(ggml::float_to_half(1.0f + 3 * 0x1p-11f), 0x3C02);
+  EXPECT_EQ(ggml::float_to_half(1234.567f), 0x64D3);  // 1235: rounded up, not cut to 1234
   EXPECT_EQ(ggml::float_to_bf16(1.0f + 0x1p-8f), ggml::float_to_bf16(1.0f));
+  EXPECT_EQ(ggml::float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3F82);
   EXPECT_EQ(ggml::bf16_to_float(ggml::float_to_bf16(3.140625f)), 3.140625f);
 }
 
@@ -970,17 +974,29 @@ TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
       "You are a helpful AI assistant<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
       "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
       "'<|im_start|>assistant\n' }}{% endif %}";
-  EXPECT_NO_THROW(ChatFormat(chatml, tok, "", "t"));
-  EXPECT_NO_THROW(ChatFormat(smollm, tok, "", "t"));
-  EXPECT_NO_THROW(ChatFormat("{%- for message in messages %}\n" + chatml.substr(29) + "\n", tok, "", "t"));
+  // An accepted template renders a conversation as plain ChatML does (its
+  // tags' white space and strips aside), and SmolLM2's with its default
+  // system message when the conversation has none.
+  const std::vector<ChatMessage> talk = {{"user", "hi"}, {"assistant", "yo"}};
+  const std::string plain = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n"
+                            "<|im_start|>assistant\n";
+  const auto renders_plain = [&](const std::string& t) {
+    std::string text;
+    EXPECT_NO_THROW(text = ChatFormat(t, tok, "", "t").render_text(talk, true)) << t;
+    EXPECT_EQ(text, plain) << t;
+  };
+  renders_plain(chatml);
+  EXPECT_EQ(ChatFormat(smollm, tok, "", "t").render_text(talk, true),
+            "<|im_start|>system\nYou are a helpful AI assistant<|im_end|>\n" + plain);
+  renders_plain("{%- for message in messages %}\n" + chatml.substr(29) + "\n");
   std::string broken = chatml;  // a line break after the message line prints
   broken.insert(broken.find("}}{% endfor %}") + 2, "\n");
   std::string stripped = chatml;  // ... unless the next tag strips it
   stripped.replace(stripped.find("}}{% endfor %}"), 14, "}}\n{%- endfor %}");
-  EXPECT_NO_THROW(ChatFormat(stripped, tok, "", "t"));
+  renders_plain(stripped);
   std::string indented = chatml;  // spaces before a block tag at a line's start go (lstrip_blocks)
   indented.replace(indented.find("{% if add_generation_prompt"), 2, "\n    {%");
-  EXPECT_NO_THROW(ChatFormat(indented, tok, "", "t"));
+  renders_plain(indented);
   std::string spaced = chatml;  // a space after the message line prints
   spaced.insert(spaced.find("}}{% endfor %}") + 2, " ");
   std::string doubled = chatml;  // trim_blocks drops one newline after a block tag, not two
@@ -1041,7 +1057,7 @@ TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
   // White space around operators leaves the recognized pieces as they are.
   std::string spaced_ops = chatml;
   spaced_ops.replace(spaced_ops.find("'<|im_end|>' + '\\n'"), 19, "'<|im_end|>'   +   '\\n'  ");
-  EXPECT_NO_THROW(ChatFormat(spaced_ops, tok, "", "t"));
+  renders_plain(spaced_ops);
 }
 
 // The model's end-of-generation tokens beside its end of turn (Llama 3's
