@@ -42,7 +42,7 @@ std::vector<float> read_tensors(const h5::File& f, const std::string& group,
                        "' (was it written for another model shape?)");
     const auto shape = f.shape(name);
     if (shape != t.shape)
-      throw InputError("checkpoint '" + f.path() + "': tensor '" + t.name + "' has shape " +
+      throw InputError("checkpoint '" + f.path() + "': tensor '" + name + "' has shape " +
                        shape_text(shape) + " but the configured model needs " +
                        shape_text(t.shape));
     const auto data = f.read_f32(name);
@@ -110,6 +110,15 @@ std::string save_checkpoint(const std::string& dir, const PolicyModel& model, Ad
   std::snprintf(name, sizeof name, "ckpt_step_%08lld.h5", static_cast<long long>(state.step));
   const std::string final_path = (fs::path(dir) / name).string();
   const std::string tmp_path = final_path + ".tmp";
+  // A write that fails (a full disk) leaves no partial file holding space.
+  struct RemoveUnlessDone {
+    const std::string& path;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      std::error_code ec;
+      if (!done) fs::remove(path, ec);
+    }
+  } cleanup{tmp_path};
   {
     h5::File f = h5::File::create(tmp_path);
     f.set_attr("format", std::string(kFormat));
@@ -136,6 +145,7 @@ std::string save_checkpoint(const std::string& dir, const PolicyModel& model, Ad
   }
   h5::sync_to_disk(tmp_path, false);
   fs::rename(tmp_path, final_path);
+  cleanup.done = true;
   h5::sync_to_disk(dir, true);
 
   // Retention, and leftovers of interrupted writes.

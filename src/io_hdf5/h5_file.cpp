@@ -5,13 +5,24 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace forge::h5 {
 namespace {
+
+// No clean-up of the library's at exit: after a failed close (a full disk)
+// HDF5 1.10's own crashes there (exit 139, a core dump on that disk); forge
+// closes its files itself. Before main, as it must come before any other
+// HDF5 call.
+const bool kNoLibraryAtexit = [] {
+  H5dont_atexit();
+  return true;
+}();
 
 // Silence the library's error stack printing once; forge reports errors itself.
 void quiet() {
@@ -20,6 +31,22 @@ void quiet() {
     return true;
   }();
   (void)done;
+}
+
+// "stored_eof = N" of HDF5's truncated-file message; 0 when absent.
+uint64_t stored_end_of(const std::string& reason) {
+  const size_t at = reason.find("stored_eof = ");
+  if (reason.find("truncated file") == std::string::npos || at == std::string::npos) return 0;
+  return std::strtoull(reason.c_str() + at + 13, nullptr, 10);
+}
+
+// A file shorter than its recorded end: cut (a copy stopped short), or a
+// write that failed (a full disk), which leaves the end recorded past the
+// data; a rollout file's resume extends the latter.
+std::string truncated_message(const std::string& path, const std::string& reason) {
+  return "'" + path + "' is truncated (" + reason + "; a write that failed on a full disk leaves this too: " +
+         "forge train --resume extends a rollouts.h5 to its recorded end, and the rows its commit record names "
+         "are read)";
 }
 
 std::vector<hsize_t> dims_of(const std::vector<int64_t>& shape) {
@@ -40,7 +67,7 @@ File File::create(const std::string& path) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_libver_bounds(fapl.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
-  if (id < 0) throw InputError("cannot create HDF5 file '" + path + "'");
+  if (id < 0) throw InputError("cannot create HDF5 file '" + path + "': " + last_error());
   f.file_ = Handle(id, H5Fclose);
   return f;
 }
@@ -55,8 +82,7 @@ File File::open_read(const std::string& path) {
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
     const std::string reason = last_error();
-    if (reason.find("truncated") != std::string::npos)
-      throw InputError("'" + path + "' is truncated (" + reason + ")");
+    if (reason.find("truncated") != std::string::npos) throw InputError(truncated_message(path, reason));
     throw InputError("cannot open HDF5 file '" + path + "' (corrupted?): " + reason);
   }
   f.file_ = Handle(id, H5Fclose);
@@ -71,8 +97,26 @@ File File::open_append(const std::string& path) {
   H5Pset_libver_bounds(fapl.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
   hbool_t clear = 1;  // the fapl property h5clear sets
   H5Pset(fapl.id(), "clear_status_flags", &clear);
-  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
-  if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' for writing: " + last_error());
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
+  if (id < 0) {
+    // A flush that failed part-way (a full disk) recorded an end of the file
+    // past what reached it; the rows its commit record names are whole
+    // before that. The space between is zeros, as it was never written.
+    const std::string reason = last_error();
+    const uint64_t stored = stored_end_of(reason);
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    // (Not a damaged end that names far more than the file: a sparse giant.)
+    if (ec || stored <= size || stored - size > size + (uint64_t{1} << 30))
+      throw InputError("cannot open HDF5 file '" + path + "' for writing: " + reason);
+    std::filesystem::resize_file(path, stored, ec);
+    if (ec) throw Error("cannot extend '" + path + "' to its recorded end of " + std::to_string(stored) + " bytes: " +
+                        ec.message());
+    log_warn("'" + path + "' ended at " + std::to_string(size) + " of its " + std::to_string(stored) +
+             " bytes (a write that failed, a full disk?): extended with zeros; its commit record bounds what is read");
+    id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
+    if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' for writing: " + last_error());
+  }
   f.file_ = Handle(id, H5Fclose);
   // A writer killed mid-flush left an end of allocation short of data its
   // index already points to: new space from there (and the truncation at
@@ -90,6 +134,15 @@ std::string last_error() {
              return 0;
            },
            &text);
+  // A system call's failure: its message, not HDF5's dump of the call
+  // (time, buffer address, sizes over several lines).
+  const size_t at = text.find("error message = '");
+  if (at != std::string::npos) {
+    const size_t from = at + 17, to = text.find('\'', from);
+    const size_t call_end = text.find(':');
+    const std::string what = call_end == std::string::npos ? std::string() : text.substr(0, call_end);
+    if (to != std::string::npos) text = what + (what.empty() ? "" : ": ") + text.substr(from, to - from);
+  }
   return text;
 }
 
@@ -110,8 +163,7 @@ File File::open_follow(const std::string& path, bool* swmr) {
   if (id < 0) {  // not the latest file format (or damaged): a plain open says why
     id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     const std::string reason = last_error();
-    if (id < 0 && reason.find("truncated") != std::string::npos)
-      throw InputError("'" + path + "' is truncated (" + reason + ")");
+    if (id < 0 && reason.find("truncated") != std::string::npos) throw InputError(truncated_message(path, reason));
     if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' (corrupted?): " + reason);
   }
   f.file_ = Handle(id, H5Fclose);
@@ -126,7 +178,7 @@ File File::open_follow(const std::string& path, bool* swmr) {
 }
 
 void File::flush() {
-  if (H5Fflush(file_.id(), H5F_SCOPE_GLOBAL) < 0) throw Error("cannot flush '" + path_ + "'");
+  if (H5Fflush(file_.id(), H5F_SCOPE_GLOBAL) < 0) throw Error("cannot flush '" + path_ + "': " + last_error());
 }
 
 void File::close() {

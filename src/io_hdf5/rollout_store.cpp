@@ -216,7 +216,8 @@ void RolloutStore::reopen() {
   // Rows to keep: the leading episodes and steps before resume_step, with
   // their calls and tokens (the reader already clamps partial rows away).
   int64_t steps = 0;
-  bool grown_domains = false;
+  bool grown_domains = false, grown_families = false;
+  std::vector<std::string> families;  // the file's template families, then the run's it lacks
   int64_t file_version = 0;
   std::array<int64_t, 4> seen{};  // the rows a reader sees, per table
   int64_t record_rows = 0;        // the commit record's, up to its last written row
@@ -241,10 +242,18 @@ void RolloutStore::reopen() {
       throw InputError("cannot resume '" + path_ + "': it was written with rollout schema version " +
                        std::to_string(file_version) + ", older than this forge resumes (" +
                        std::to_string(rs::kOldestResumable) + "); nothing was changed");
-    if (!prefix || r.template_families() != options_.template_families)
-      throw InputError("cannot resume '" + path_ + "': it was written with another domain list or template " +
-                       "family list than this run uses");
+    if (!prefix)
+      throw InputError("cannot resume '" + path_ + "': it was written with another domain list than this run uses");
     grown_domains = old.size() < options_.domains.size();
+    // Template families keep the file's codes, whatever the run's order (a
+    // family added since interleaves with the old ones); the run's new ones
+    // are appended.
+    families = r.template_families();
+    const size_t file_families = families.size();
+    for (const std::string& f : options_.template_families)
+      if (std::find(families.begin(), families.end(), f) == families.end()) families.push_back(f);
+    grown_families = families.size() > file_families;
+    family_code_ = codes_of(families, "template family");
     const EpisodeTable e = r.episodes();  // checks that calls and episodes lie back to back
     // The rows past the checkpoint are cut below: that needs them in step
     // order, as a run writes them.
@@ -301,6 +310,11 @@ void RolloutStore::reopen() {
     const hid_t env = col("episodes/env").id();
     if (H5Adelete(env, rs::kNamesAttr) < 0) throw Error("cannot rewrite the domain names of '" + path_ + "'");
     write_names(env, "episodes/env in '" + path_ + "'", options_.domains);
+  }
+  if (grown_families) {
+    const hid_t fam = col("episodes/template_family").id();
+    if (H5Adelete(fam, rs::kNamesAttr) < 0) throw Error("cannot rewrite the template family names of '" + path_ + "'");
+    write_names(fam, "episodes/template_family in '" + path_ + "'", families);
   }
   // Under SWMR, whose flushes order what readers see: first the record of
   // the kept rows (readers and a later resume then take those, whatever the

@@ -18,6 +18,18 @@ using forge_e2e::forge;
 using forge_e2e::Result;
 using forge_e2e::slurp;
 
+// The newest ckpt_step_*.h5 of a run folder, "" for none.
+std::string latest_checkpoint_in(const std::string& dir) {
+  std::string newest;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/checkpoints", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt_step_", 0) == 0 && name.size() == 21 && name.ends_with(".h5") && e.path().string() > newest)
+      newest = e.path().string();
+  }
+  return newest;
+}
+
 const char* kTiny =
     "--model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
     "--model.ffn_dim=64 --train.tasks=2 --train.group=2 --train.eval_tasks=2 "
@@ -161,6 +173,40 @@ TEST(Train, SigtermCutsAMidRunEvaluationShort) {
   std::filesystem::remove_all(dir);
   std::remove(log.c_str());
   std::remove(rc.c_str());
+}
+
+// A full disk (here a file size limit) stops the run with exit 1 (HDF5's
+// clean-up at exit crashed after the failed close: 139), leaves a
+// rollouts.h5 shorter than its recorded end that inspect names, and
+// --resume extends it and goes on with every row its commit record names.
+TEST(Train, AFullDiskStopsTheRunAndResumeGoesOn) {
+  const std::string dir = ::testing::TempDir() + "forge_train_full_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const std::string args = std::string(kTiny) + "--run.checkpoint_every=1 --run.dir=" + dir;
+  const std::string log = dir + ".log";
+  const std::string full = "cd '" FORGE_SOURCE_DIR "' && trap '' XFSZ && ulimit -f 400 && '" FORGE_BINARY_DIR
+                           "/forge' train " + args + " --train.steps=40 --run.flush_seconds=0.001 >'" + log + "' 2>&1";
+  const int status = std::system(("bash -c \"" + full + "\"").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  const std::string out = slurp(log);
+  ASSERT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_TRUE(contains(out, "forge: error: cannot flush '" + dir)) << out;
+  EXPECT_TRUE(contains(out, "File too large")) << out;
+  const Result cut = forge("inspect " + dir);
+  EXPECT_EQ(cut.rc, 2) << cut.err;
+  EXPECT_TRUE(contains(cut.err, "is truncated")) << cut.err;
+  EXPECT_TRUE(contains(cut.err, "forge train --resume extends a rollouts.h5")) << cut.err;
+  const std::string newest = std::filesystem::path(latest_checkpoint_in(dir)).filename().string();
+  ASSERT_FALSE(newest.empty()) << out;
+  const int done = std::stoi(newest.substr(10, 8));
+  const Result resumed = forge("train " + args + " --train.steps=" + std::to_string(done + 2) + " --resume");
+  ASSERT_EQ(resumed.rc, 0) << resumed.err;
+  EXPECT_TRUE(contains(resumed.err, "(a write that failed, a full disk?): extended with zeros")) << resumed.err;
+  const Result inspected = forge("inspect " + dir);
+  ASSERT_EQ(inspected.rc, 0) << inspected.err;
+  EXPECT_TRUE(contains(inspected.out, std::to_string(done + 2) + " training steps")) << inspected.out;
+  std::filesystem::remove_all(dir);
+  std::remove(log.c_str());
 }
 
 TEST(Train, BadLossIsExitCode2) {

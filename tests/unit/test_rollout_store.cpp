@@ -538,6 +538,47 @@ template <typename T>
 void poke(const std::string& path, const char* dataset, hsize_t row, T value);
 void expect_input_error(const std::string& path, const std::vector<std::string>& fragments);
 
+// A file of another template-family list (a schema 3 file predates
+// template.tool_as_system, whose names interleave with the old ones): the
+// resume keeps the file's codes and appends the run's new families (it was
+// refused as "another template family list").
+TEST(RolloutStore, ResumeKeepsTheFilesFamilyCodesAndAddsTheRunsNewOnes) {
+  const std::string path = temp_dir("families") + "/rollouts.h5";
+  const std::vector<std::string> all = all_template_families();
+  const std::vector<std::string> older(all.rbegin(), all.rend() - 1);  // another order, without all[0]
+  {
+    RolloutStoreOptions o = options();
+    o.template_families = older;
+    RolloutStore store(path, o);
+    for (int k = 0; k < 3; ++k) {
+      std::vector<Trajectory> b = batch(static_cast<uint64_t>(k) * 3, 3);
+      for (Trajectory& t : b) t.template_family = older[static_cast<size_t>(k)];
+      store.append_episodes(b, k, k);
+      StepMetrics m;
+      m.step = k;
+      store.append_step(m);
+    }
+  }
+  std::vector<Trajectory> late = batch(100, 3);
+  late[0].template_family = all[0];
+  {
+    RolloutStoreOptions o = options();
+    o.resume_step = 2;
+    RolloutStore store(path, o);
+    store.append_episodes(late, 2, 2);
+    StepMetrics m;
+    m.step = 2;
+    store.append_step(m);
+  }
+  const RolloutReader r(path);
+  std::vector<std::string> want = older;
+  want.push_back(all[0]);
+  EXPECT_EQ(r.template_families(), want);
+  ASSERT_EQ(r.n_episodes(), 9);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(r.episode(i).template_family, older[static_cast<size_t>(i / 3)]) << i;
+  for (int64_t i = 6; i < 9; ++i) EXPECT_EQ(r.episode(i).template_family, late[static_cast<size_t>(i - 6)].template_family);
+}
+
 // Likewise episode and call rows (offset 0, no calls or tokens): they end
 // the tables, rather than reading as episodes without calls or as damage.
 TEST(RolloutStore, UnwrittenRowsOfAnOlderSchemaEndItsTables) {
