@@ -183,6 +183,18 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   ASSERT_EQ(changed.rc, 0) << changed.err;
   EXPECT_TRUE(contains(changed.err, "settings changed since the checkpoint (sft.batch 2 -> 3)")) << changed.err;
 
+  // The same for agent demonstrations, across the plain-styles phase (the
+  // episode ids and the phase go on from the step).
+  const std::string agent = tiny + "--sft.task=agent --sft.plain_steps=2 --agent.max_turns=6 "
+                                   "--env.calc_max_ops=2 --env.search_max_hops=2 ";
+  for (const std::string d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
+  ASSERT_EQ(forge(agent + "--sft.steps=4 --run.dir=" + dir + "_whole").rc, 0);
+  ASSERT_EQ(forge(agent + "--sft.steps=1 --run.dir=" + dir).rc, 0);
+  ASSERT_EQ(forge(agent + "--sft.steps=4 --resume --run.dir=" + dir).rc, 0);
+  const std::string agent_whole = slurp(dir + "_whole/summary.json"), agent_parts = slurp(dir + "/summary.json");
+  ASSERT_GT(json_number(agent_whole, "loss_last"), 0) << agent_whole;
+  EXPECT_EQ(json_number(agent_parts, "loss_last"), json_number(agent_whole, "loss_last")) << agent_parts;
+
   // SIGTERM at a step boundary: a checkpoint, exit 143; --resume goes on.
   std::filesystem::remove_all(dir);
   const std::string log = dir + ".log", rc = dir + ".rc";
