@@ -236,7 +236,8 @@ if [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]]; then
   prev=""
   for a in "${@:2}"; do
     if [[ "$prev" == --* && "$prev" != *=* && "$a" != -* ]]; then
-      echo "forge.sh: $command takes overrides as --key=value: write '$prev=$a', not '$prev $a'" >&2
+      echo "forge.sh: $command takes overrides as --key=value: write '$prev=$a', not '$prev $a'" \
+        "(a bare bool flag is true: put seed numbers before it)" >&2
       exit 2
     fi
     prev="$a"

@@ -24,6 +24,7 @@
 // doubles, like jq, round them). Text is UTF-8: bytes that are not, and NUL
 // in CSV, become U+FFFD. Works on a file that is being written (what the
 // writer has flushed).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -155,6 +156,18 @@ void export_decoded(const Trajectory& t, const Tokenizer& tok, std::FILE* out, b
   }
 }
 
+// 1 or 2 when `path` is the file this process's stdout or stderr is (the
+// same device and inode), else -1.
+int stream_behind(const std::string& path) {
+  struct stat target {};
+  if (::stat(path.c_str(), &target) != 0) return -1;
+  for (const int fd : {1, 2}) {
+    struct stat held {};
+    if (::fstat(fd, &held) == 0 && held.st_dev == target.st_dev && held.st_ino == target.st_ino) return fd;
+  }
+  return -1;
+}
+
 int run_export(int argc, char** argv) {
   std::string file, format, out_path;
   int64_t episode = -1;
@@ -180,9 +193,11 @@ int run_export(int argc, char** argv) {
   if (!out_path.empty() && std::filesystem::equivalent(file, out_path, ec))
     throw InputError("--out '" + out_path + "' is the rollouts file itself; write the export elsewhere");
   const RolloutReader reader(file);
-  // The streams forge holds are written through: opening /dev/stdout anew
-  // truncates the file a shell redirected it to and writes from its start.
-  const bool held_stream = out_path == "/dev/stdout" || out_path == "/dev/stderr";
+  // The streams forge holds are written through: opening /dev/stdout (or
+  // /dev/fd/1, /proc/self/fd/1, ...) anew truncates the file a shell
+  // redirected it to and writes from its start.
+  const int held_fd = out_path.empty() ? -1 : stream_behind(out_path);
+  const bool held_stream = held_fd >= 0;
   // A regular file (or a new one) OUT is written as OUT.tmp-<pid>, renamed to
   // OUT once complete: an error (a bad --episode, a full disk) leaves an
   // existing OUT as it was. A link to a regular file is the file (the
@@ -203,7 +218,7 @@ int run_export(int argc, char** argv) {
                                              status.type() == std::filesystem::file_type::regular);
   const std::string write_path = via_tmp ? target + ".tmp-" + std::to_string(::getpid()) : out_path;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> owned(nullptr, std::fclose);
-  std::FILE* out = out_path == "/dev/stderr" ? stderr : stdout;
+  std::FILE* out = held_fd == 2 ? stderr : stdout;
   if (!out_path.empty() && !held_stream) {
     owned.reset(std::fopen(write_path.c_str(), "w"));
     if (!owned) throw InputError("--out: cannot write '" + out_path + "': " + std::strerror(errno));

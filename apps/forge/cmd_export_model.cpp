@@ -61,6 +61,11 @@ int run_export_model(int argc, char** argv) {
   // A link to a folder is the folder (the final move onto the link's own
   // name failed after all the work, with "it must be empty or absent").
   if (std::filesystem::is_symlink(std::filesystem::symlink_status(out, ec))) {
+    // A link to nothing: weakly_canonical gives the link's own name back, and
+    // the final move onto it fails after the work.
+    if (!std::filesystem::exists(std::filesystem::status(out, ec)))
+      throw InputError("--out '" + out + "' is a link to '" + std::filesystem::read_symlink(out, ec).string() +
+                       "', which does not exist: make that folder, or give it as --out");
     const std::filesystem::path target = std::filesystem::weakly_canonical(out, ec);
     if (ec) throw InputError("--out '" + out + "': cannot follow the link: " + ec.message());
     out = target.string();

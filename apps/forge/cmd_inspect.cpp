@@ -161,9 +161,11 @@ Summary summarize(const RolloutReader& r, int n_buckets) {
       s.buckets.push_back(k);
     }
   }
+  // The bucket whose [first_step, last_step] holds `step`: the last b with
+  // floor(span b / nb) <= step - lo, as the ranges above are cut.
   auto bucket_of = [&](int64_t step) -> Bucket& {
     const int64_t span = hi - lo + 1, nb = static_cast<int64_t>(s.buckets.size());
-    return s.buckets[static_cast<size_t>((step - lo) * nb / span)];
+    return s.buckets[static_cast<size_t>(((step - lo + 1) * nb + span - 1) / span - 1)];
   };
 
   std::vector<double> turns, generated, final_length;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdlib>
@@ -42,11 +43,16 @@ uint64_t stored_end_of(const std::string& reason) {
 
 // A file shorter than its recorded end: cut (a copy stopped short), or a
 // write that failed (a full disk), which leaves the end recorded past the
-// data; a rollout file's resume extends the latter.
+// data (the rollout reader says what a resume does with that).
 std::string truncated_message(const std::string& path, const std::string& reason) {
-  return "'" + path + "' is truncated (" + reason + "; a write that failed on a full disk leaves this too: " +
-         "forge train --resume extends a rollouts.h5 to its recorded end, and the rows its commit record names "
-         "are read)";
+  return "'" + path + "' is truncated (" + reason + "; a copy stopped short, or a write that failed on a full disk)";
+}
+
+// A file HDF5 could not open: damaged, or locked by another process.
+std::string cannot_open_message(const std::string& path, const std::string& reason) {
+  if (reason.find("unable to lock file") != std::string::npos)
+    return "cannot open HDF5 file '" + path + "': another process holds its lock (" + reason + ")";
+  return "cannot open HDF5 file '" + path + "' (corrupted?): " + reason;
 }
 
 std::vector<hsize_t> dims_of(const std::vector<int64_t>& shape) {
@@ -83,7 +89,7 @@ File File::open_read(const std::string& path) {
   if (id < 0) {
     const std::string reason = last_error();
     if (reason.find("truncated") != std::string::npos) throw InputError(truncated_message(path, reason));
-    throw InputError("cannot open HDF5 file '" + path + "' (corrupted?): " + reason);
+    throw InputError(cannot_open_message(path, reason));
   }
   f.file_ = Handle(id, H5Fclose);
   return f;
@@ -139,7 +145,9 @@ std::string last_error() {
   const size_t at = text.find("error message = '");
   if (at != std::string::npos) {
     const size_t from = at + 17, to = text.find('\'', from);
-    const size_t call_end = text.find(':');
+    // What failed: the text before the call's details ("file write failed:
+    // time = ...", "unable to lock file, errno = 11, ...").
+    const size_t call_end = std::min(text.find(':'), text.find(", errno"));
     const std::string what = call_end == std::string::npos ? std::string() : text.substr(0, call_end);
     if (to != std::string::npos) text = what + (what.empty() ? "" : ": ") + text.substr(from, to - from);
   }
@@ -164,7 +172,7 @@ File File::open_follow(const std::string& path, bool* swmr) {
     id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     const std::string reason = last_error();
     if (id < 0 && reason.find("truncated") != std::string::npos) throw InputError(truncated_message(path, reason));
-    if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' (corrupted?): " + reason);
+    if (id < 0) throw InputError(cannot_open_message(path, reason));
   }
   f.file_ = Handle(id, H5Fclose);
   // An SWMR-read open does not compare the file's end with the end of the

@@ -97,7 +97,24 @@ int64_t whole_prefix(const std::string& path, const char* table, int64_t n, bool
 
 }  // namespace
 
-RolloutReader::RolloutReader(const std::string& path) : file_(h5::File::open_follow(path, &swmr_)) {
+namespace {
+
+// The rollout file at `path`, opened to follow a writer; a truncated one's
+// error says what a resume does with it.
+h5::File open_rollouts(const std::string& path, bool* swmr) {
+  try {
+    return h5::File::open_follow(path, swmr);
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    if (what.find("is truncated") == std::string::npos) throw;
+    throw InputError(what + ". After a full disk, forge train --resume extends the file to its recorded end and "
+                     "goes on from the rows its commit record names");
+  }
+}
+
+}  // namespace
+
+RolloutReader::RolloutReader(const std::string& path) : file_(open_rollouts(path, &swmr_)) {
   if (!file_.has_attr("format"))
     throw InputError("'" + path + "' is not a forge rollout file (no 'format' attribute)");
   const std::string format = file_.attr_string("format");

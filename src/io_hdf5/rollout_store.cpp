@@ -182,7 +182,22 @@ RolloutStore::RolloutStore(const std::string& path, RolloutStoreOptions options)
   domain_code_ = codes_of(options_.domains, "domain");
   family_code_ = codes_of(options_.template_families, "template family");
   if (options_.resume_step >= 0 && std::filesystem::exists(path)) {
-    reopen();  // starts SWMR writing itself, before it cuts
+    // open_append extends a file shorter than its recorded end (a flush that
+    // failed on a full disk); a resume refused after that leaves the file as
+    // it was, and says it is truncated (a copy cut short reads the same).
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    try {
+      reopen();  // starts SWMR writing itself, before it cuts
+    } catch (const InputError& e) {
+      std::error_code now;
+      if (ec || std::filesystem::file_size(path, now) <= size || now) throw;
+      file_ = h5::File();
+      std::filesystem::resize_file(path, size, now);
+      throw InputError(std::string(e.what()) + " ('" + path + "' is truncated: extended to its recorded end for " +
+                       "this resume, it did not read whole, and is cut back to its " + std::to_string(size) +
+                       " bytes; a copy stopped short leaves this, which only the original repairs)");
+    }
     return;
   }
   if (options_.resume_step > 0)

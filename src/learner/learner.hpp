@@ -100,7 +100,9 @@ class Learner {
               const std::function<CheckpointState()>& stream_state, StaleGroups stale = {});
 
   // A checkpoint after `steps_done` steps now (rollouts.h5 flushed first, so
-  // that it never covers steps the file lacks); returns its path.
+  // that it never covers steps the file lacks); returns its path. One of the
+  // same step is not written again (a SIGTERM right after a periodic one:
+  // Slurm's KillWait is short).
   std::string checkpoint(int steps_done, CheckpointState stream_state);
 
   // Flushes and closes rollouts.h5, then evaluates the final policy.
@@ -118,6 +120,8 @@ class Learner {
   std::unique_ptr<RolloutStore> rollouts_;  // lead only
   int start_step_ = 0;
   double applied_lr_ = 0;  // by update's optimizer step, 0 when it took none
+  int saved_step_ = -1;    // the step of the last checkpoint written, and its path
+  std::string saved_path_;
 };
 
 }  // namespace forge

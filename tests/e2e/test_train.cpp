@@ -106,13 +106,14 @@ TEST(Train, TinyRunThenResume) {
   // --out /dev/stdout writes to stdout where it points: the file a shell
   // redirected it to keeps the shell's other lines (it was replaced).
   const std::string redirected = dir + "/redirected.txt";
-  const std::string shell = "{ echo BEFORE; '" FORGE_BINARY_DIR "/forge' export " + rollouts +
-                            " --steps --out /dev/stdout; echo AFTER; } >'" + redirected + "'";
-  ASSERT_EQ(std::system(shell.c_str()), 0);
-  const std::string both = slurp(redirected);
-  EXPECT_EQ(both.rfind("BEFORE\n", 0), 0u) << both;
-  EXPECT_TRUE(contains(both, "step")) << both;
-  EXPECT_TRUE(contains(both, "AFTER\n")) << both;
+  for (const std::string stream : {"/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"}) {
+    const std::string shell = "{ echo BEFORE; '" FORGE_BINARY_DIR "/forge' export " + rollouts +
+                              " --steps --out " + stream + "; echo AFTER; } >'" + redirected + "'";
+    ASSERT_EQ(std::system(shell.c_str()), 0);
+    const std::string both = slurp(redirected);
+    EXPECT_EQ(both.rfind("BEFORE\nstep", 0), 0u) << stream << ": " << both;
+    EXPECT_TRUE(both.ends_with("\nAFTER\n")) << stream << ": " << both;
+  }
   const Result onto_itself = forge("export " + rollouts + " --out " + rollouts);
   EXPECT_EQ(onto_itself.rc, 2);
   EXPECT_EQ(std::filesystem::file_size(rollouts), size);
@@ -129,6 +130,12 @@ TEST(Train, TinyRunThenResume) {
   const Result inspected = forge("inspect " + dir);
   ASSERT_EQ(inspected.rc, 0) << inspected.err;
   EXPECT_TRUE(contains(inspected.out, "drift by staleness: none (no stale tokens)")) << inspected.out;
+  // Over time in 2 ranges of the 3 steps: 0-0 holds step 0 alone (its 4
+  // episodes and 1 training step; steps 0 and 1 were counted under it).
+  const Result halves = forge("inspect " + dir + " --buckets=2 --json");
+  ASSERT_EQ(halves.rc, 0) << halves.err;
+  EXPECT_TRUE(contains(halves.out, "\"over_time\": [{\"first_step\": 0, \"last_step\": 0, \"rewards\": "
+                                   "{\"episodes\": 4,")) << halves.out;
   EXPECT_EQ(forge("export " + dir + " --steps").out, forge("export " + rollouts + " --steps").out);
   const Result no_rollouts = forge("inspect " + dir + "/checkpoints");
   EXPECT_EQ(no_rollouts.rc, 2);
@@ -195,7 +202,7 @@ TEST(Train, AFullDiskStopsTheRunAndResumeGoesOn) {
   const Result cut = forge("inspect " + dir);
   EXPECT_EQ(cut.rc, 2) << cut.err;
   EXPECT_TRUE(contains(cut.err, "is truncated")) << cut.err;
-  EXPECT_TRUE(contains(cut.err, "forge train --resume extends a rollouts.h5")) << cut.err;
+  EXPECT_TRUE(contains(cut.err, "After a full disk, forge train --resume extends the file")) << cut.err;
   const std::string newest = std::filesystem::path(latest_checkpoint_in(dir)).filename().string();
   ASSERT_FALSE(newest.empty()) << out;
   const int done = std::stoi(newest.substr(10, 8));
@@ -205,6 +212,16 @@ TEST(Train, AFullDiskStopsTheRunAndResumeGoesOn) {
   const Result inspected = forge("inspect " + dir);
   ASSERT_EQ(inspected.rc, 0) << inspected.err;
   EXPECT_TRUE(contains(inspected.out, std::to_string(done + 2) + " training steps")) << inspected.out;
+  // A file cut short (a copy stopped midway) is extended for the resume too,
+  // but does not read whole: refused, and cut back to its size.
+  const std::string rollouts = dir + "/rollouts.h5";
+  const auto whole = std::filesystem::file_size(rollouts);
+  std::filesystem::resize_file(rollouts, whole * 6 / 10);
+  const Result refused = forge("train " + args + " --train.steps=" + std::to_string(done + 3) + " --resume");
+  EXPECT_EQ(refused.rc, 2) << refused.err;
+  EXPECT_TRUE(contains(refused.err, "is truncated: extended to its recorded end for this resume, it did not read "
+                                    "whole, and is cut back")) << refused.err;
+  EXPECT_EQ(std::filesystem::file_size(rollouts), whole * 6 / 10);
   std::filesystem::remove_all(dir);
   std::remove(log.c_str());
 }

@@ -913,6 +913,13 @@ TEST(PretrainedModel, ExportModelFollowsALinkToAnEmptyFolder) {
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(fs::exists(where + "/real/config.json")) << r.err;
   EXPECT_TRUE(fs::is_symlink(where + "/link"));
+  // A link to nothing is refused before the work (the move onto it failed
+  // after it, saying the absent folder was not empty).
+  fs::create_directory_symlink(where + "/nowhere/deeper", where + "/dangling");
+  const forge_e2e::Result d = forge_e2e::forge("export-model " + dir + " --out " + where + "/dangling");
+  EXPECT_EQ(d.rc, 2);
+  EXPECT_TRUE(forge_e2e::contains(d.err, "is a link to '" + where + "/nowhere/deeper', which does not exist"))
+      << d.err;
 }
 
 // What newer transformers write and what a reader must not misread: the
