@@ -15,6 +15,7 @@
 
 #include "backend/backend_registry.hpp"
 #include "cli.hpp"
+#include "text_formats.hpp"
 #include "core/error.hpp"
 #include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
@@ -100,9 +101,11 @@ int run_generate(int argc, char** argv) {
   std::vector<int32_t> text = res.tokens;
   if (!text.empty() && std::find(stops.begin(), stops.end(), text.back()) != stops.end()) text.pop_back();
   std::printf("%s\n", tok.decode(text).c_str());
+  // One line a token, its text quoted as JSON: a newline or control byte
+  // token would break the table (or reach the terminal raw).
   if (show_logprobs)
     for (size_t i = 0; i < res.tokens.size(); ++i)
-      std::printf("  %-14s logprob %8.4f  p %.3f  version %d\n", tok.token_text(res.tokens[i]).c_str(),
+      std::printf("  %-14s logprob %8.4f  p %.3f  version %d\n", json_string(tok.token_text(res.tokens[i])).c_str(),
                   res.logprobs[i], std::exp(res.logprobs[i]), res.versions[i]);
   std::fprintf(stderr, "(%s, step %lld, finish: %s)\n", path.c_str(), static_cast<long long>(step),
                to_string(res.finish));

@@ -42,6 +42,9 @@ TEST(Sft, TinyRunLossFallsAndWritesSummary) {
   ASSERT_EQ(g.rc, 0) << g.err;
   EXPECT_TRUE(contains(g.err, "ckpt_step_00000040.h5")) << g.err;
   EXPECT_TRUE(contains(g.out, "logprob")) << g.out;
+  // One line a token, its text quoted (a newline token broke the table).
+  for (size_t at = g.out.find(" logprob "); at != std::string::npos; at = g.out.find(" logprob ", at + 1))
+    EXPECT_EQ(g.out.compare(g.out.rfind('\n', at) + 1, 3, "  \""), 0) << g.out;
   EXPECT_FALSE(contains(g.err, "[model] keys given are not read")) << "no [model] key given: " << g.err;
   EXPECT_EQ(forge("generate " + dir + "/missing.h5 --prompt=x").rc, 2);
   // The run's own config.ini is a config it reads (every key of the suite;
