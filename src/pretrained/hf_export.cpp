@@ -232,9 +232,19 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   if (::mkdtemp(pattern.data()) == nullptr)
     throw InputError("export: cannot create a folder beside '" + folder + "': " + std::strerror(errno));
   const std::string partial = pattern;
-  const mode_t mask = ::umask(0);  // mkdtemp's 0700 would stay the model folder's mode
-  ::umask(mask);
-  ::chmod(partial.c_str(), 0777 & ~mask);
+  // mkdtemp's 0700 would stay the model folder's mode: an empty folder given
+  // keeps its own (it is replaced by this one), a new one gets the umask's.
+  struct stat given {};
+  if (::stat(target.c_str(), &given) == 0 && S_ISDIR(given.st_mode)) {
+    ::chmod(partial.c_str(), given.st_mode & 07777);
+    if (::chown(partial.c_str(), given.st_uid, given.st_gid) != 0) {
+      // Not the owner's to give (forge not root): the folder is forge's user's.
+    }
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::chmod(partial.c_str(), 0777 & ~mask);
+  }
   try {
     for (const auto& [name, text] : texts) write_text(partial + "/" + name, text);
     write_safetensors(partial + "/model.safetensors", tensors, m.bf16);

@@ -903,16 +903,21 @@ TEST(PretrainedModel, GenerateStopsAtTheContextLength) {
 }
 
 // export-model --out a link to an empty folder writes into that folder (it
-// failed at the end, after all the work, as if the folder were not empty).
+// failed at the end, after all the work, as if the folder were not empty),
+// and the folder keeps its mode.
 TEST(PretrainedModel, ExportModelFollowsALinkToAnEmptyFolder) {
   const std::string dir = tiny_hf_folder("export_link_source");
   const std::string where = temp_dir("export_link");
   fs::create_directory(where + "/real");
+  fs::permissions(where + "/real", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
   fs::create_directory_symlink(where + "/real", where + "/link");
   const forge_e2e::Result r = forge_e2e::forge("export-model " + dir + " --out " + where + "/link");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(fs::exists(where + "/real/config.json")) << r.err;
   EXPECT_TRUE(fs::is_symlink(where + "/link"));
+  // The folder given keeps its mode (0750; it became the umask's 0755).
+  EXPECT_EQ(fs::status(where + "/real").permissions() & fs::perms::all,
+            fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
   // A link to nothing is refused before the work (the move onto it failed
   // after it, saying the absent folder was not empty).
   fs::create_directory_symlink(where + "/nowhere/deeper", where + "/dangling");
