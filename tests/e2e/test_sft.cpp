@@ -200,14 +200,11 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
 
   // SIGTERM at a step boundary: a checkpoint, exit 143; --resume goes on.
   std::filesystem::remove_all(dir);
-  const std::string log = dir + ".log", rc = dir + ".rc";
-  const std::string script = "cd '" FORGE_SOURCE_DIR "' && { '" FORGE_BINARY_DIR "/forge' " + tiny +
-                             "--sft.steps=1000000 --run.dir=" + dir + " >'" + log + "' 2>&1 & pid=$!; "
-                             "for i in $(seq 6000); do grep -q 'step  *[0-9]*/' '" + log + "' && break; "
-                             "sleep 0.01; done; kill -TERM $pid; wait $pid; echo $? >'" + rc + "'; }";
-  ASSERT_EQ(std::system(script.c_str()), 0);
-  const std::string out = slurp(log);
-  EXPECT_EQ(std::stoi(slurp(rc)), 143) << out;
+  const std::string log = dir + ".log";
+  const Result term = forge_e2e::forge_until_sigterm(tiny + "--sft.steps=1000000 --run.dir=" + dir,
+                                                     "step  *[0-9]*/", log);
+  const std::string& out = term.out;
+  EXPECT_EQ(term.rc, 143) << out;
   const auto stop = out.find("SIGTERM: stopping after ");
   ASSERT_NE(stop, std::string::npos) << out;
   const int done = std::stoi(out.substr(stop + 24));
@@ -217,7 +214,6 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   EXPECT_TRUE(contains(go_on.err, "at step " + std::to_string(done))) << go_on.err;
   for (const std::string d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
   std::remove(log.c_str());
-  std::remove(rc.c_str());
 }
 
 TEST(Sft, UnknownTaskIsExitCode2) {

@@ -161,17 +161,14 @@ TEST(Train, TinyRunThenResume) {
 TEST(Train, SigtermCutsAMidRunEvaluationShort) {
   const std::string dir = ::testing::TempDir() + "forge_train_evalterm_" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
-  const std::string log = dir + ".log", rc = dir + ".rc";
+  const std::string log = dir + ".log";
   // 1,500 tasks take seconds on the tiny model; SIGTERM follows the line
   // that starts them within 10 ms.
-  const std::string script = "cd '" FORGE_SOURCE_DIR "' && { '" FORGE_BINARY_DIR "/forge' train " + std::string(kTiny) +
-                             "--train.steps=1000 --train.eval_every=1 --train.eval_tasks=1500 --run.threads=1 "
-                             "--run.dir=" + dir + " >'" + log + "' 2>&1 & pid=$!; "
-                             "for i in $(seq 6000); do grep -q 'eval: 1500 tasks in seen styles' '" + log +
-                             "' && break; sleep 0.01; done; kill -TERM $pid; wait $pid; echo $? >'" + rc + "'; }";
-  ASSERT_EQ(std::system(script.c_str()), 0);
-  const std::string out = slurp(log);
-  EXPECT_EQ(std::stoi(slurp(rc)), 143) << out;
+  const Result term = forge_e2e::forge_until_sigterm(
+      "train " + std::string(kTiny) + "--train.steps=1000 --train.eval_every=1 --train.eval_tasks=1500 "
+      "--run.threads=1 --run.dir=" + dir, "eval: 1500 tasks in seen styles", log);
+  const std::string& out = term.out;
+  EXPECT_EQ(term.rc, 143) << out;
   EXPECT_TRUE(contains(out, "eval: seen styles cut short by SIGTERM")) << out;
   EXPECT_FALSE(contains(out, "eval: seen styles done")) << out;
   EXPECT_FALSE(contains(out, "eval at step 1 (seen styles)")) << out;
@@ -179,8 +176,7 @@ TEST(Train, SigtermCutsAMidRunEvaluationShort) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoints/ckpt_step_00000001.h5")) << out;
   std::filesystem::remove_all(dir);
   std::remove(log.c_str());
-  std::remove(rc.c_str());
-}
+  }
 
 // A full disk (here a file size limit) stops the run with exit 1 (HDF5's
 // clean-up at exit crashed after the failed close: 139), leaves a
