@@ -41,6 +41,7 @@
 #include "backend/host_runtime.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/sigterm.hpp"
 #include "env/env_mix.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "learner/learner.hpp"
@@ -201,7 +202,7 @@ int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
                 static_cast<long long>(es.prefill_shared), static_cast<long long>(es.generated));
   log_info(rows);
   quiesce(MPI_COMM_WORLD, sends, shutdown_deadline(all), sh.watchdog);
-  return weights.stop_code() == kStopSignal ? 143 : 0;
+  return weights.stop_code() == kStopSignal ? kSigtermExit : 0;
 }
 
 // What an environment or gateway rank produces: the run's tasks and
@@ -227,7 +228,7 @@ int run_environment(const Shared& sh, DataPool& pool, WeightChannel& control) {
   log_debug("environment: " + std::to_string(st.groups) + " groups, " + std::to_string(st.requests) +
             " requests, " + std::to_string(st.abandoned) + " episodes abandoned (pool.episode_deadline_s)");
   quiesce(MPI_COMM_WORLD, client.sends(), shutdown_deadline(all), sh.watchdog);
-  return control.stop_code() == kStopSignal ? 143 : 0;
+  return control.stop_code() == kStopSignal ? kSigtermExit : 0;
 }
 
 // A gateway rank: the environment rank's place, driven by black-box agents.
@@ -246,7 +247,7 @@ int run_gateway(const Shared& sh, DataPool& pool, WeightChannel& control) {
   GenerationClient client(MPI_COMM_WORLD, all.mpi.deadline_s);
   run_gateway_rank(*sh.layout, pool, control, client, gc);
   quiesce(MPI_COMM_WORLD, client.sends(), shutdown_deadline(all), sh.watchdog);
-  return control.stop_code() == kStopSignal ? 143 : 0;
+  return control.stop_code() == kStopSignal ? kSigtermExit : 0;
 }
 
 // Runs f; any error ends the whole job (MPI_Abort) with this rank's message:
@@ -303,7 +304,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
       throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
                        " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");
   });
-  volatile std::sig_atomic_t* const terminate = cli::catch_sigterm();
+  volatile std::sig_atomic_t* const terminate = catch_sigterm();
   int threads_on_node = 0;
   const int threads = set_compute_threads(threads_for(layout, rank, all.base.run.threads, &threads_on_node));
   cli::log_host_warnings(threads, threads_on_node);

@@ -17,9 +17,6 @@
 namespace forge::cli {
 namespace {
 
-volatile std::sig_atomic_t g_sigterm = 0;
-extern "C" void on_sigterm(int) { g_sigterm = 1; }
-
 // Function-local so that registration from other translation units' static
 // initializers never sees it unconstructed. Stable addresses for find_command.
 std::vector<std::unique_ptr<Command>>& table() {
@@ -70,11 +67,6 @@ bool asks_for_help(int argc, char** argv) {
 
 void log_host_warnings(int threads, int threads_on_node) {
   for (const auto& w : host_runtime_warnings(threads, threads_on_node)) log_warn(w);
-}
-
-volatile std::sig_atomic_t* catch_sigterm() {
-  std::signal(SIGTERM, on_sigterm);
-  return &g_sigterm;
 }
 
 bool register_command(Command command) {

@@ -28,7 +28,6 @@
 // sources are compiled into the executable itself (not into a library that
 // the linker could leave unused).
 #pragma once
-#include <csignal>
 #include <functional>
 #include <string>
 #include <vector>
@@ -63,11 +62,6 @@ std::string usage();
 // after the command has set its thread count (each command calls it once). `threads_on_node`: the compute
 // threads of every rank on this node, 0 when unknown.
 void log_host_warnings(int threads, int threads_on_node = 0);
-
-// Catches SIGTERM (Slurm's time limit, scancel) from now on: the flag it
-// returns becomes 1, for a trainer to checkpoint at its next step boundary
-// and exit 143.
-volatile std::sig_atomic_t* catch_sigterm();
 
 // The whole program: dispatch, --help, --version, errors to exit codes.
 int run_main(int argc, char** argv);

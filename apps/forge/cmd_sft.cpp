@@ -34,6 +34,7 @@
 #include "core/log.hpp"
 #include "core/peak_memory.hpp"
 #include "core/rng.hpp"
+#include "core/sigterm.hpp"
 #include "core/timer.hpp"
 #include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
@@ -133,16 +134,6 @@ std::string trained_text(const LoopResult& r, int start_step, int steps) {
   return line;
 }
 
-// The run's last checkpoint is written: a SIGTERM now skips the final
-// evaluation, and one during it ends it. Default action first, then the
-// check: a SIGTERM between them is not lost.
-bool terminated_before_evaluation(const SftStart& start, const std::string& dir) {
-  std::signal(SIGTERM, SIG_DFL);
-  if (!start.terminate || !*start.terminate) return false;
-  log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval " + dir + " evaluates it)");
-  return true;
-}
-
 LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, const OptionSet& opts,
                            PolicyModel& model, AdamW& opt, Rng& rng, const SftStart& start,
                            const std::function<std::vector<Sample>(Rng&)>& next_batch) {
@@ -159,10 +150,9 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
   std::string saved;  // the checkpoint of the step before, when one was written
   for (int step = start.step; step < sft.steps; ++step) {
     if (start.terminate && *start.terminate) {
-      log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
       // Not again when the step just wrote one (Slurm's KillWait is short).
       if (saved.empty()) saved = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step, stream());
-      log_info("checkpoint " + saved + "; continue with --resume");
+      log_stopped_at_step(step, saved);
       out.terminated = true;
       break;
     }
@@ -261,7 +251,7 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
     }
     return samples;
   });
-  if (r.terminated || terminated_before_evaluation(start, cfg.run.dir)) return 143;
+  if (r.terminated || sigterm_before_final_evaluation(cfg.run.dir)) return kSigtermExit;
   model.release_activations();
   const StyleEvals ev = evaluate_styles(model, env, agent, eval_tasks, cfg.run.seed);
   std::printf("\nforge sft (agent demonstrations): %s; peak resident memory %.2f GiB\n",
@@ -301,7 +291,7 @@ int run_sft(int argc, char** argv) {
   opts.require_storable();
   // SIGTERM from here on: the step under way finishes, then a checkpoint,
   // and exit 143; --resume continues.
-  volatile std::sig_atomic_t* const terminate = cli::catch_sigterm();
+  volatile std::sig_atomic_t* const terminate = catch_sigterm();
   StandardConfig& cfg = all.base;
   const SftConfig& sft = all.sft;
   const EnvConfig& env = all.env;
@@ -382,7 +372,7 @@ int run_sft(int argc, char** argv) {
       for (auto& s : make_conversation(g, sft.task, sft.turns)) samples.push_back(std::move(s));
     return samples;
   });
-  if (r.terminated || terminated_before_evaluation(start, cfg.run.dir)) return 143;
+  if (r.terminated || sigterm_before_final_evaluation(cfg.run.dir)) return kSigtermExit;
 
   const EvalResult after = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0);
   SamplingParams sampled = cfg.sample;

@@ -25,6 +25,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/rng.hpp"
+#include "core/sigterm.hpp"
 #include "core/timer.hpp"
 #include "forge_config.hpp"
 #include "learner/learner.hpp"
@@ -64,7 +65,7 @@ int run_train(int argc, char** argv) {
   // SIGTERM (a Slurm time limit) from here on: the step under way finishes,
   // then a checkpoint, and exit 143; `--resume` continues. One during the
   // start (a model loading) is acted on when the first step would begin.
-  volatile std::sig_atomic_t* const terminate = cli::catch_sigterm();
+  volatile std::sig_atomic_t* const terminate = catch_sigterm();
   std::optional<MpiRuntime> mpi;
   if (launched_by_mpi()) {
     mpi.emplace(&argc, &argv);
@@ -147,9 +148,8 @@ int run_train(int argc, char** argv) {
   };
   for (int step = start.step; step < tc.steps; ++step) {
     if (*terminate) {
-      log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
-      log_info("checkpoint " + learner.checkpoint(step, stream_state()) + "; continue with --resume");
-      return 143;
+      log_stopped_at_step(step, learner.checkpoint(step, stream_state()));
+      return kSigtermExit;
     }
     Stopwatch sw;
     engine.set_policy_version(step);
@@ -170,14 +170,7 @@ int run_train(int argc, char** argv) {
     engine.clear_prefix_cache();  // cached k/v belong to the old weights
     learner.record(step, trajs, st, grad_norm, {gen_s, sw.seconds()}, "", stream_state);
   }
-  // The run's last checkpoint is written: a SIGTERM now skips the final
-  // evaluation (`forge eval RUN_DIR` gives it), and one during it ends it.
-  // Default action first, then the check: a SIGTERM between them is not lost.
-  std::signal(SIGTERM, SIG_DFL);
-  if (*terminate) {
-    log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval " + cfg.run.dir + ")");
-    return 143;
-  }
+  if (sigterm_before_final_evaluation(cfg.run.dir)) return kSigtermExit;
   learner.finish(tc.steps);  // a resume never starts past train.steps (load_learner_start refuses it)
   return 0;
 }

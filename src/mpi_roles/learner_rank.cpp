@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -13,6 +12,7 @@
 #include "backend/host_pins.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/sigterm.hpp"
 #include "core/timer.hpp"
 #include "episode/trajectory_codec.hpp"
 #include "learner/run_checkpoints.hpp"
@@ -280,8 +280,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   if (lead) {
     log_info(publish_summary(publish_ms, download_ms, model.layout().total));
     if (stop == kStopSignal) {
-      log_warn("SIGTERM: stopping after " + std::to_string(step) + " steps");
-      log_info("checkpoint " + learner.checkpoint(step, taker.checkpoint_state()) + "; continue with --resume");
+      log_stopped_at_step(step, learner.checkpoint(step, taker.checkpoint_state()));
     }
     weights.request_stop(stop);
   } else {
@@ -294,16 +293,11 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   quiesce(MPI_COMM_WORLD, sends, cfg.shutdown_s, cfg.watchdog);
   if (stop == kStopFinished) {
     // The run's last checkpoint is written: a SIGTERM by now skips the final
-    // evaluation (`forge eval RUN_DIR` gives it), and one during it ends it.
-    // Default action first, then the check: a SIGTERM between them is not lost.
-    std::signal(SIGTERM, SIG_DFL);
-    if (*cfg.terminate) {
-      if (lead) log_warn("SIGTERM: the run is complete; its final evaluation is skipped (forge eval RUN_DIR)");
-      return 143;
-    }
+    // evaluation, and one during it ends it.
+    if (sigterm_before_final_evaluation(setup.run.dir, lead)) return kSigtermExit;
     learner.finish(step);
   }
-  return stop == kStopSignal ? 143 : 0;
+  return stop == kStopSignal ? kSigtermExit : 0;
 }
 
 }  // namespace forge
