@@ -120,14 +120,20 @@ void GatewayService::expire(double episode_deadline_s, double unseen_s) {
   const auto now = Clock::now();
   const auto seen = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(unseen_s));
   std::vector<std::pair<uint64_t, std::string>> expired;
-  for (const auto& [id, o] : open_) {
-    if (o.in_flight != 0 || o.busy) continue;
+  for (auto& [id, o] : open_) {
+    const bool overdue = std::chrono::duration<double>(now - o.opened).count() > episode_deadline_s;
+    const std::string overdue_reason =
+        "abandoned: open for more than " + seconds(episode_deadline_s) + " (pool.episode_deadline_s)";
+    if (o.in_flight != 0 || o.busy) {
+      // An agent that is never idle between requests is still bounded.
+      if (overdue && o.ending.empty()) o.ending = overdue_reason;
+      continue;
+    }
     if (std::chrono::duration<double>(seen - o.last_active).count() > config_.idle_deadline_s)
       expired.emplace_back(id, "abandoned: idle for more than " + seconds(config_.idle_deadline_s) +
                                    " (gateway.idle_deadline_s)");
-    else if (std::chrono::duration<double>(now - o.opened).count() > episode_deadline_s)
-      expired.emplace_back(id, "abandoned: open for more than " + seconds(episode_deadline_s) +
-                                   " (pool.episode_deadline_s)");
+    else if (overdue)
+      expired.emplace_back(id, overdue_reason);
   }
   for (const auto& [id, why] : expired) finish_locked(open_.at(id), true, why);
 }
@@ -161,23 +167,35 @@ int64_t GatewayService::policy_version() const {
 // ---- helpers
 
 GatewayService::Open& GatewayService::find_open(uint64_t episode_id) {
-  return const_cast<Open&>(static_cast<const GatewayService*>(this)->find_open(episode_id));
+  // After stop nothing reaches the pool: work accepted now would be lost.
+  if (stopped_) throw RequestError(410, "run_finished", "the episode's run has finished: " + stop_reason_);
+  Open& o = const_cast<Open&>(lookup(episode_id));
+  if (o.busy)
+    throw RequestError(409, "invalid_request_error",
+                       "episode " + std::to_string(episode_id) +
+                           " is running a tool call or answer: send the next request after its reply");
+  if (!o.ending.empty())
+    throw RequestError(409, "invalid_request_error",
+                       "episode " + std::to_string(episode_id) + " takes no more requests: it is " + o.ending +
+                           " when its requests under way end");
+  return o;
 }
 
-const GatewayService::Open& GatewayService::find_open(uint64_t episode_id) const {
+const GatewayService::Open& GatewayService::lookup(uint64_t episode_id) const {
   const auto it = open_.find(episode_id);
-  if (it != open_.end()) {
-    if (it->second.busy)
-      throw RequestError(409, "invalid_request_error",
-                         "episode " + std::to_string(episode_id) +
-                             " is running a tool call or answer: send the next request after its reply");
-    return it->second;
-  }
+  if (it != open_.end()) return it->second;
   const auto ended = ended_.find(episode_id);
   if (ended != ended_.end())
     throw RequestError(409, "invalid_request_error",
                        "episode " + std::to_string(episode_id) + " is closed (" + ended->second + ")");
   throw RequestError(404, "not_found_error", "no open episode " + std::to_string(episode_id));
+}
+
+bool GatewayService::end_if_due(Open& o) {
+  if (o.ending.empty() || o.in_flight != 0 || o.busy) return false;
+  const std::string reason = o.ending;
+  finish_locked(o, true, reason);
+  return true;
 }
 
 void GatewayService::finish_locked(Open& o, bool abandoned, const std::string& reason) {
@@ -288,6 +306,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
     --it->second.in_flight;
     it->second.reserved -= reserve;
     it->second.last_active = Clock::now();
+    end_if_due(it->second);  // overdue: this reply is not recorded (409 below)
   }
   if (!ready) {
     waiting_.erase(request_id);
@@ -299,8 +318,8 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
   GenerationReply reply;
   reply.vocab = vocab_.get();
   reply.result = result.get();
+  if (stopped_) throw RequestError(410, "run_finished", "no more generations: " + stop_reason_);
   if (reply.result.finish == FinishReason::kError) {
-    if (stopped_) throw RequestError(410, "run_finished", "no more generations: " + stop_reason_);
     ++counters_.errors;
     throw RequestError(503, "server_error", "generation failed: " + reply.result.error);
   }
@@ -392,32 +411,36 @@ json GatewayService::run_unlocked(uint64_t episode_id, const std::function<json(
                          "episode " + std::to_string(episode_id) +
                              " has a generation in flight: send the tool call or answer after its reply");
     o.busy = true;  // from here nothing closes, expires or touches it but f
-    o.last_active = Clock::now();
     episode = o.episode.get();
     budget = episode_bytes_ - o.reserved;
   }
-  const auto idle_again = [&] {
+  const Clock::time_point started = Clock::now();
+  // An accepted request counts as activity; a refused one does not, and the
+  // time f ran is not the agent's idleness either.
+  const auto idle_again = [&](bool accepted) {
     std::lock_guard lock(mu_);
     Open& o = open_.at(episode_id);
     o.busy = false;
-    o.last_active = Clock::now();
+    const Clock::time_point now = Clock::now();
+    o.last_active = accepted ? now : o.last_active + (now - started);
+    end_if_due(o);  // overdue meanwhile: abandoned now (its reply still goes out)
   };
   json out;
   try {
     out = f(*episode, budget);
   } catch (...) {
-    idle_again();
+    idle_again(false);
     throw;
   }
-  idle_again();
+  idle_again(true);
   return out;
 }
 
 json GatewayService::reward(uint64_t episode_id, const json& body) {
   std::lock_guard lock(mu_);
   Open& o = find_open(episode_id);
-  o.last_active = Clock::now();
   o.episode->post_reward(body);
+  o.last_active = Clock::now();  // accepted (a refused reward is not activity)
   return {{"id", episode_id}, {"reward", body}};
 }
 
@@ -437,7 +460,11 @@ json GatewayService::close(uint64_t episode_id, const json& body) {
 
 json GatewayService::describe(uint64_t episode_id) const {
   std::lock_guard lock(mu_);
-  const Open& o = find_open(episode_id);
+  const Open& o = lookup(episode_id);
+  if (o.busy)  // the tool run changes its record outside the lock
+    throw RequestError(409, "invalid_request_error",
+                       "episode " + std::to_string(episode_id) +
+                           " is running a tool call or answer: read it after that reply");
   json calls = json::array();
   for (const LlmCall& c : o.episode->record_so_far().calls)
     calls.push_back({{"prompt_token_ids", c.context},

@@ -93,9 +93,11 @@ class GatewayService {
   std::vector<FinishedGroup> take_finished_groups();
   // Abandons open episodes with no call in flight that were idle longer than
   // gateway.idle_deadline_s or open longer than episode_deadline_s (the
-  // pool's straggler deadline). unseen_s: how long the oldest request not yet
-  // seen (waiting for a handler thread) has waited; it may be any episode's,
-  // so idleness is judged as of its arrival.
+  // pool's straggler deadline). One open too long with work under way (a
+  // generation, a tool run) takes no new work (409) and is abandoned when
+  // that work ends. unseen_s: how long the oldest request not yet seen
+  // (waiting for a handler thread) has waited; it may be any episode's, so
+  // idleness is judged as of its arrival.
   void expire(double episode_deadline_s, double unseen_s = 0);
   void stop(const std::string& reason);
   GatewayCounters counters() const;
@@ -128,6 +130,9 @@ class GatewayService {
     size_t reserved = 0;  // bytes the calls in flight may add to the record
     bool busy = false;    // a tool call or answer runs on it outside mu_ (run_unlocked)
     std::string key;
+    // Set when it is overdue with work under way: new work gets 409, and it
+    // is abandoned with this reason once that work ends.
+    std::string ending;
   };
   struct Group {
     int size = 0;
@@ -135,8 +140,14 @@ class GatewayService {
     std::vector<Trajectory> done;
   };
 
-  Open& find_open(uint64_t episode_id);  // RequestError 404 / 409 (closed, or busy)
-  const Open& find_open(uint64_t episode_id) const;
+  // The open episode for new work: RequestError 410 (stopped), 404, 409
+  // (closed, busy, or ending).
+  Open& find_open(uint64_t episode_id);
+  // The open episode: RequestError 404, 409 (closed).
+  const Open& lookup(uint64_t episode_id) const;
+  // Abandons `o` with its `ending` reason when it has one and no work is
+  // under way (o is gone then); returns whether it did.
+  bool end_if_due(Open& o);
   // f(episode, its byte budget) outside mu_, the episode marked busy: a slow
   // environment's tool or verifier (the code domain's sandbox, seconds)
   // holds neither the other episodes nor the rank loop. 409 while the

@@ -312,6 +312,17 @@ bool wants(const json& body, const char* key) {
   return body[key].get<bool>();
 }
 
+// A completion's "logprobs": OpenAI's is a count of top alternatives (0 to
+// 5; forge gives each token's own logprob, no alternatives); true and false
+// as chat's are taken too.
+bool wants_completion_logprobs(const json& body) {
+  if (!body.is_object() || !body.contains("logprobs") || body["logprobs"].is_null()) return false;
+  const json& v = body["logprobs"];
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return true;
+  throw bad_request("\"logprobs\" must be a count (an integer >= 0), true or false");
+}
+
 void send_events(httplib::Response& res, std::vector<json> chunks) {
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
@@ -573,7 +584,7 @@ void HttpGateway::add_routes() {
       const json body = parse_body(req);
       const bool stream = wants(body, "stream"), logprobs = wants(body, "logprobs");
       const GenerationReply r = service_.chat(id, body);
-      if (stream) send_events(res, chat_reply_chunks(r));
+      if (stream) send_events(res, chat_reply_chunks(r, logprobs));
       else send_json(res, 200, chat_reply(r, logprobs));
     };
   };
@@ -582,9 +593,9 @@ void HttpGateway::add_routes() {
       const uint64_t id = episode_of(req, in_path);
       const json body = parse_body(req);
       const bool stream = wants(body, "stream");
-      const bool logprobs = body.is_object() && body.contains("logprobs") && !body["logprobs"].is_null();
+      const bool logprobs = wants_completion_logprobs(body);
       const GenerationReply r = service_.completion(id, body);
-      if (stream) send_events(res, completion_reply_chunks(r));
+      if (stream) send_events(res, completion_reply_chunks(r, logprobs));
       else send_json(res, 200, completion_reply(r, logprobs));
     };
   };

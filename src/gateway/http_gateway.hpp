@@ -14,9 +14,10 @@
 // episode's key (an episode's routes accept its own key only). Errors are
 // OpenAI-shaped: {"error": {"message", "type", "code"}} with 400 malformed
 // JSON or fields, 401 no or wrong token, 404 unknown episode or route,
-// 409 closed or full episode, 410 the run has finished, 411 a body without
-// Content-Length (chunked), 413 body over gateway.max_request_kib, 415 a
-// compressed body, 503 no episode admitted yet (retry; the reply has
+// 409 closed, full, busy or overdue episode, 410 the run has finished, 411 a
+// body sent with Transfer-Encoding (chunked; send Content-Length: a request
+// with neither has no body), 413 body over gateway.max_request_kib, 415 a
+// compressed body or a form, 503 no episode admitted yet (retry; the reply has
 // Retry-After) or a failed generation, 504 generation past
 // gateway.request_deadline_s. "stream": true answers as server-sent events
 // (chat.completion.chunk / text_completion chunks, then [DONE]) once the

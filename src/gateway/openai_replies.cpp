@@ -50,23 +50,40 @@ std::vector<std::string> pieces(const std::string& text, size_t bytes) {
   return out;
 }
 
+// Chat's "logprobs": one entry per generated token.
+json chat_logprobs(const GenerationReply& r) {
+  json content = json::array();
+  for (size_t i = 0; i < r.result.tokens.size(); ++i) {
+    const std::string raw = r.vocab->decode({r.result.tokens[i]});
+    json bytes = json::array();
+    for (unsigned char b : raw) bytes.push_back(b);
+    content.push_back(
+        {{"token", valid_utf8(raw)}, {"logprob", r.result.logprobs[i]}, {"bytes", bytes}, {"top_logprobs", json::array()}});
+  }
+  return {{"content", content}};
+}
+
+// A completion's "logprobs": each generated token's text and logprob.
+json completion_logprobs(const GenerationReply& r) {
+  json tokens = json::array();
+  for (int32_t t : r.result.tokens) tokens.push_back(valid_utf8(r.vocab->decode({t})));
+  return {{"tokens", tokens}, {"token_logprobs", r.result.logprobs}};
+}
+
+// A completion's text: its tokens less a final stop token, which an
+// OpenAI-compatible server leaves out (an agent that sends prompt + text
+// back must not send the stop token's name as text).
+std::string completion_text(const GenerationReply& r) {
+  Tokens body = r.result.tokens;
+  if (!body.empty() && r.vocab->is_stop(body.back())) body.pop_back();
+  return tokens_text(body, *r.vocab);
+}
+
 }  // namespace
 
 json chat_reply(const GenerationReply& r, bool with_logprobs) {
   json choice = {{"index", 0}, {"message", r.message}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
-  if (with_logprobs) {
-    json content = json::array();
-    for (size_t i = 0; i < r.result.tokens.size(); ++i) {
-      const std::string raw = r.vocab->decode({r.result.tokens[i]});
-      json bytes = json::array();
-      for (unsigned char b : raw) bytes.push_back(b);
-      content.push_back({{"token", valid_utf8(raw)},
-                         {"logprob", r.result.logprobs[i]},
-                         {"bytes", bytes},
-                         {"top_logprobs", json::array()}});
-    }
-    choice["logprobs"] = {{"content", content}};
-  }
+  if (with_logprobs) choice["logprobs"] = chat_logprobs(r);
   json out = head("chat.completion", reply_id("chatcmpl-", r));
   out["choices"] = json::array({choice});
   out["usage"] = usage(r);
@@ -74,7 +91,7 @@ json chat_reply(const GenerationReply& r, bool with_logprobs) {
   return out;
 }
 
-std::vector<json> chat_reply_chunks(const GenerationReply& r) {
+std::vector<json> chat_reply_chunks(const GenerationReply& r, bool with_logprobs) {
   const std::string id = reply_id("chatcmpl-", r);
   const auto chunk = [&](json delta, json finish) {
     json c = head("chat.completion.chunk", id);
@@ -89,6 +106,7 @@ std::vector<json> chat_reply_chunks(const GenerationReply& r) {
   } else {
     for (const std::string& p : pieces(r.message.value("content", ""), 8)) out.push_back(chunk({{"content", p}}, nullptr));
   }
+  if (with_logprobs) out.back()["choices"][0]["logprobs"] = chat_logprobs(r);
   json last = chunk(json::object(), r.finish_reason);
   last["usage"] = usage(r);
   last["forge"] = forge_part(r);
@@ -97,13 +115,8 @@ std::vector<json> chat_reply_chunks(const GenerationReply& r) {
 }
 
 json completion_reply(const GenerationReply& r, bool with_logprobs) {
-  json choice = {{"index", 0}, {"text", tokens_text(r.result.tokens, *r.vocab)}, {"finish_reason", r.finish_reason},
-                 {"logprobs", nullptr}};
-  if (with_logprobs) {
-    json tokens = json::array();
-    for (int32_t t : r.result.tokens) tokens.push_back(valid_utf8(r.vocab->decode({t})));
-    choice["logprobs"] = {{"tokens", tokens}, {"token_logprobs", r.result.logprobs}};
-  }
+  json choice = {{"index", 0}, {"text", completion_text(r)}, {"finish_reason", r.finish_reason}, {"logprobs", nullptr}};
+  if (with_logprobs) choice["logprobs"] = completion_logprobs(r);
   json out = head("text_completion", reply_id("cmpl-", r));
   out["choices"] = json::array({choice});
   out["usage"] = usage(r);
@@ -111,7 +124,7 @@ json completion_reply(const GenerationReply& r, bool with_logprobs) {
   return out;
 }
 
-std::vector<json> completion_reply_chunks(const GenerationReply& r) {
+std::vector<json> completion_reply_chunks(const GenerationReply& r, bool with_logprobs) {
   const std::string id = reply_id("cmpl-", r);
   const auto chunk = [&](const std::string& text, json finish) {
     json c = head("text_completion", id);
@@ -119,8 +132,9 @@ std::vector<json> completion_reply_chunks(const GenerationReply& r) {
     return c;
   };
   std::vector<json> out;
-  for (const std::string& p : pieces(tokens_text(r.result.tokens, *r.vocab), 8)) out.push_back(chunk(p, nullptr));
+  for (const std::string& p : pieces(completion_text(r), 8)) out.push_back(chunk(p, nullptr));
   json last = chunk("", r.finish_reason);
+  if (with_logprobs) last["choices"][0]["logprobs"] = completion_logprobs(r);
   last["usage"] = usage(r);
   last["forge"] = forge_part(r);
   out.push_back(std::move(last));

@@ -117,9 +117,11 @@ def main():
     next_turn(r.choices[0].message.model_dump(exclude_none=True))
 
     # Streamed: assemble the message from the chunks.
-    content, calls, forge, finish = "", {}, None, None
-    for chunk in client.chat.completions.create(model="forge-policy", messages=messages, stream=True):
+    content, calls, forge, finish, streamed_logprobs = "", {}, None, None, []
+    for chunk in client.chat.completions.create(model="forge-policy", messages=messages, stream=True, logprobs=True):
         d = chunk.choices[0].delta
+        if chunk.choices[0].logprobs is not None:
+            streamed_logprobs += chunk.choices[0].logprobs.content or []
         content += d.content or ""
         for c in d.tool_calls or []:
             calls[c.index] = {"id": c.id, "type": "function",
@@ -127,6 +129,7 @@ def main():
         finish = chunk.choices[0].finish_reason or finish
         forge = (chunk.model_extra or {}).get("forge", forge)
     check(forge is not None and forge["call_index"] == 1 and finish is not None, "streamed reply")
+    check([e.logprob for e in streamed_logprobs] == forge["logprobs"], "streamed reply's logprobs")
     logged(forge, 1)
     message = {"role": "assistant"}
     if calls:
@@ -151,6 +154,13 @@ def main():
     s, c = http(url, f"/episodes/{B['id']}/v1/completions", {"prompt": [257, 259, 104, 105], "max_tokens": 4,
                                                              "logprobs": 1}, token=B["api_key"])
     check(s == 200 and 1 <= len(c["forge"]["token_ids"]) <= 4 and c["object"] == "text_completion", f"completion: {s} {c}")
+    check(c["choices"][0]["logprobs"]["token_logprobs"] == c["forge"]["logprobs"], f"completion logprobs: {c}")
+    check(not c["choices"][0]["text"].endswith("<|eot|>"), f"completion text without the stop token: {c}")
+    s, c = http(url, f"/episodes/{B['id']}/v1/completions", {"prompt": [257, 104], "max_tokens": 2, "logprobs": False},
+                token=B["api_key"])
+    check(s == 200 and c["choices"][0]["logprobs"] is None, f"completion with logprobs false: {s} {c}")
+    s, c = http(url, f"/episodes/{B['id']}/v1/completions", {"prompt": [257], "logprobs": "yes"}, token=B["api_key"])
+    expect_error(s, c, 400, "logprobs", "completion with logprobs of a string")
     s, c = http(url, f"/episodes/{B['id']}/v1/completions", {"prompt": [9999]}, token=B["api_key"])
     expect_error(s, c, 400, "token ids", "completion with a bad token id")
     s, c = http(url, f"/v1/episodes/{B['id']}/close", {"abandon": True}, token=B["api_key"])

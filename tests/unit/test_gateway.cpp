@@ -15,6 +15,7 @@
 #include "episode/trajectory_codec.hpp"
 #include "gateway/chat_messages.hpp"
 #include "gateway/gateway_service.hpp"
+#include "gateway/openai_replies.hpp"
 #include "gateway/request_error.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
 #include "unit/sandbox_required.hpp"
@@ -447,6 +448,121 @@ TEST_F(GatewayEpisodes, EpisodeDeadlineAbandonsOverdueEpisodes) {
   EXPECT_TRUE(groups[0].episodes[0].abandoned);
   EXPECT_NE(groups[0].episodes[0].end_reason.find("pool.episode_deadline_s"), std::string::npos)
       << groups[0].episodes[0].end_reason;
+}
+
+// An agent that is never idle (a generation always in flight) is bounded by
+// the deadline too: past it the episode takes no new request, and it is
+// abandoned when the generation under way ends (its reply not recorded).
+TEST_F(GatewayEpisodes, EpisodeDeadlineBoundsAnEpisodeThatIsNeverIdle) {
+  gw.request_deadline_s = 30;
+  GatewayService s(gw, sampling, 8, 256, 1 << 20);
+  add_one_episode(s);
+  const json a = s.open();
+  const uint64_t id = a["id"];
+  int status = 0;
+  std::thread t([&] { status = request_error_status([&] { s.chat(id, {{"messages", a["task"]["messages"]}}); }); });
+  std::vector<GenerationJob> jobs;
+  while (jobs.empty()) jobs = s.take_jobs();
+  s.expire(0.0);  // overdue, with a generation in flight
+  EXPECT_TRUE(s.take_finished_groups().empty());
+  const std::string refused =
+      request_error_message([&] { s.chat(id, {{"messages", a["task"]["messages"]}}); });
+  EXPECT_NE(refused.find("pool.episode_deadline_s"), std::string::npos) << refused;
+  EXPECT_EQ(request_error_status([&] { s.tool(id, {{"name", "calc"}}); }), 409);
+  EXPECT_EQ(s.describe(id)["calls"].size(), 0u);  // a GET still reads it
+  s.fulfil(result_for(jobs[0], {'4', kEndOfTurn}));
+  t.join();
+  EXPECT_EQ(status, 409);
+  const auto groups = s.take_finished_groups();
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_TRUE(groups[0].episodes[0].abandoned);
+  EXPECT_TRUE(groups[0].episodes[0].calls.empty());
+  EXPECT_NE(groups[0].episodes[0].end_reason.find("pool.episode_deadline_s"), std::string::npos)
+      << groups[0].episodes[0].end_reason;
+}
+
+// Idleness counts from the last accepted request: a refused reward or
+// answer does not keep an episode open.
+TEST_F(GatewayEpisodes, RefusedRequestsAreNotActivity) {
+  gw.idle_deadline_s = 0.05;
+  for (const bool by_answer : {false, true}) {
+    GatewayService s(gw, sampling, 8, 256, 1 << 20);
+    add_one_episode(s);
+    const uint64_t id = s.open()["id"];
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));  // idleness is measured on the clock
+    if (by_answer)
+      EXPECT_EQ(request_error_status([&] { s.answer(id, {{"answer", std::string(5000, '1')}}); }), 400);
+    else
+      EXPECT_EQ(request_error_status([&] { s.reward(id, {{"outcome", "high"}}); }), 400);
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));  // 80 ms since the open, 40 since the refusal
+    s.expire(1e9);
+    const auto groups = s.take_finished_groups();
+    ASSERT_EQ(groups.size(), 1u) << (by_answer ? "answer" : "reward");
+    EXPECT_NE(groups[0].episodes[0].end_reason.find("idle"), std::string::npos);
+  }
+  // An accepted reward is activity.
+  GatewayService s(gw, sampling, 8, 256, 1 << 20);
+  add_one_episode(s);
+  const uint64_t id = s.open()["id"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  s.reward(id, {{"outcome", 1.0}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  s.expire(1e9);
+  EXPECT_TRUE(s.take_finished_groups().empty());
+}
+
+// After stop no request changes an episode (its group would never reach
+// the pool): 410; a GET still reads it.
+TEST_F(GatewayEpisodes, AfterStopEpisodesTakeNoWork) {
+  GatewayService s(gw, sampling, 8, 256, 1 << 20);
+  add_one_episode(s);
+  const uint64_t id = s.open()["id"];
+  s.stop("the run has finished");
+  EXPECT_EQ(request_error_status([&] { s.close(id, json::object()); }), 410);
+  EXPECT_EQ(request_error_status([&] { s.reward(id, {{"outcome", 1.0}}); }), 410);
+  EXPECT_EQ(request_error_status([&] { s.tool(id, {{"name", "calc"}}); }), 410);
+  EXPECT_EQ(request_error_status([&] { s.answer(id, {{"answer", "4"}}); }), 410);
+  EXPECT_EQ(s.describe(id)["status"], "open");
+  EXPECT_TRUE(s.take_finished_groups().empty());
+}
+
+// A completion's text leaves out the final stop token (an agent that sends
+// prompt + text back must not send the token's name as text); its logprobs
+// keep every token. Streamed replies carry the logprobs when asked for.
+TEST(GatewayReplies, CompletionTextLeavesOutTheStopTokenAndStreamsCarryLogprobs) {
+  GenerationReply r;
+  r.vocab = &ScaffoldVocabulary::builtin();
+  r.result.tokens = {'h', 'i', kEndOfTurn};
+  r.result.logprobs = {-0.1f, -0.2f, -0.3f};
+  r.result.versions = {1, 1, 1};
+  r.result.finish = FinishReason::kStop;
+  r.finish_reason = "stop";
+  r.prompt = {'a'};
+  const json c = completion_reply(r, true);
+  EXPECT_EQ(c["choices"][0]["text"], "hi");
+  EXPECT_EQ(c["choices"][0]["logprobs"]["token_logprobs"].size(), 3u);
+  EXPECT_EQ(c["usage"]["completion_tokens"], 3);
+  std::string streamed;
+  size_t streamed_logprobs = 0;
+  for (const json& chunk : completion_reply_chunks(r, true)) {
+    streamed += chunk["choices"][0]["text"].get<std::string>();
+    if (chunk["choices"][0].contains("logprobs")) streamed_logprobs += chunk["choices"][0]["logprobs"]["tokens"].size();
+  }
+  EXPECT_EQ(streamed, "hi");
+  EXPECT_EQ(streamed_logprobs, 3u);
+  EXPECT_TRUE(completion_reply(r, false)["choices"][0]["logprobs"].is_null());
+  // A reply cut by length keeps its last token.
+  r.result.tokens = {'h', 'i', 'x'};
+  r.finish_reason = "length";
+  EXPECT_EQ(completion_reply(r, false)["choices"][0]["text"], "hix");
+
+  r.message = {{"role", "assistant"}, {"content", "a longer reply in pieces"}};
+  std::vector<float> chat_logprobs;
+  for (const json& chunk : chat_reply_chunks(r, true))
+    if (chunk["choices"][0].contains("logprobs"))
+      for (const json& e : chunk["choices"][0]["logprobs"]["content"]) chat_logprobs.push_back(e["logprob"]);
+  EXPECT_EQ(chat_logprobs, r.result.logprobs);
+  for (const json& chunk : chat_reply_chunks(r, false)) EXPECT_FALSE(chunk["choices"][0].contains("logprobs"));
 }
 
 TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
