@@ -32,17 +32,18 @@ bool ContextManager::compact(Conversation& c) const {
   // more than a short turn), the whole turn. Compaction fails when neither
   // fits with the opening.
   const bool noted = policy_ == ContextPolicy::kSummarize && !c.turns.empty() && !c.turns.back().note.empty();
-  while (c.turns.size() > static_cast<size_t>(keep_turns_)) forget_oldest_turn(c);
-  size_t protect = noted && c.turns.empty() ? 1 : 0;  // notes at the end that stay
-  const size_t kept = keep_turns_ > 0 && !noted ? 1 : 0;
+  size_t protect = 0;                 // notes at the end that stay
   std::optional<Conversation> whole;  // as it was before the newest turn went to its note
-  while (c.turns.size() > kept && over_budget(size(c))) {
-    if (c.turns.size() == 1) {
+  const auto forget = [&] {
+    if (noted && c.turns.size() == 1) {  // keep_turns = 0 too
       whole = c;
       protect = 1;
     }
     forget_oldest_turn(c);
-  }
+  };
+  while (c.turns.size() > static_cast<size_t>(keep_turns_)) forget();
+  const size_t kept = keep_turns_ > 0 && !noted ? 1 : 0;
+  while (c.turns.size() > kept && over_budget(size(c))) forget();
   while (c.notes.size() > protect && over_budget(size(c))) c.notes.erase(c.notes.begin());
   if (whole && over_budget(size(c))) {
     while (!whole->notes.empty() && over_budget(size(*whole))) whole->notes.erase(whole->notes.begin());

@@ -1,6 +1,6 @@
 // Episodes against the real rollout engine with a tiny random model: they
 // run to completion, the trajectories are well formed, the engine reuses the
-// episodes' cached prefixes, and a greedy run is reproducible.
+// episodes' cached prefixes, and a greedy or sampled run is reproducible.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,9 +15,9 @@
 namespace forge {
 namespace {
 
-EngineConfig engine_config() {
+EngineConfig engine_config(int max_batch = 16) {
   EngineConfig e;
-  e.max_batch = 16;
+  e.max_batch = max_batch;
   e.max_seq_len = 384;
   e.kv_cache_tokens = 16 * 384;
   e.block_size = 16;
@@ -36,7 +36,7 @@ AgentConfig agent_config(float temperature) {
   return a;
 }
 
-std::vector<Trajectory> run(PolicyModel& model, float temperature, EngineStats* stats = nullptr) {
+std::vector<Trajectory> run(PolicyModel& model, float temperature, EngineStats* stats = nullptr, int max_batch = 16) {
   EnvConfig env;
   const EnvMix mix(env);
   const PerturbationSampler sampler(true, env.heldout_list());
@@ -45,7 +45,7 @@ std::vector<Trajectory> run(PolicyModel& model, float temperature, EngineStats* 
     episodes.push_back(make_episode(mix, sampler, agent_config(temperature), 100 + i / 2, i,
                                     i % 3 == 2 ? StyleMode::kHeldOut : StyleMode::kTrain,
                                     static_cast<int32_t>(i / 2)));
-  RolloutEngine engine(model, engine_config());
+  RolloutEngine engine(model, engine_config(max_batch));
   engine.set_policy_version(4);
   const DriverStats d = run_episodes(engine, episodes);
   EXPECT_TRUE(engine.idle());
@@ -113,6 +113,33 @@ TEST(AgentEngine, GreedyRunsAreReproducible) {
       EXPECT_EQ(a[i].calls[k].generated, b[i].calls[k].generated);
     }
   }
+}
+
+// Sampling draws from per-call seeds (the episode's and the call's), so a
+// sampled run is reproducible too, whatever the engine's batching.
+TEST(AgentEngine, SampledRunsAreReproducibleAcrossBatchSizes) {
+  CpuBackend backend;
+  PolicyModel model(tiny_agent_model_config(), backend);
+  model.init_random(5, 0.1f);
+  const auto a = run(model, 1.0f), b = run(model, 1.0f), c = run(model, 1.0f, nullptr, 3);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), c.size());
+  std::set<Tokens> distinct;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].calls.size(), b[i].calls.size());
+    ASSERT_EQ(a[i].calls.size(), c[i].calls.size()) << "episode " << i;
+    for (size_t k = 0; k < a[i].calls.size(); ++k) {
+      EXPECT_EQ(a[i].calls[k].context, b[i].calls[k].context);
+      EXPECT_EQ(a[i].calls[k].generated, b[i].calls[k].generated);
+      EXPECT_EQ(a[i].calls[k].logprobs, b[i].calls[k].logprobs);
+      EXPECT_EQ(a[i].calls[k].generated, c[i].calls[k].generated) << "episode " << i << " call " << k;
+      ASSERT_EQ(a[i].calls[k].logprobs.size(), c[i].calls[k].logprobs.size());
+      for (size_t t = 0; t < a[i].calls[k].logprobs.size(); ++t)
+        EXPECT_NEAR(a[i].calls[k].logprobs[t], c[i].calls[k].logprobs[t], 1e-4);  // other GEMM shapes
+    }
+    distinct.insert(a[i].calls[0].generated);
+  }
+  EXPECT_GT(distinct.size(), 6u);  // sampled: the episodes' first replies differ
 }
 
 TEST(AgentEngine, ContextBudgetMustFitTheEngine) {

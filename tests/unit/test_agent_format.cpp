@@ -245,9 +245,13 @@ TEST(AgentFormat, EveryStyleRendersAShortPromptWhoseExampleParses) {
     longest = std::max(longest, all.size());
     total += all.size();
     // The example call in the prompt is what the format parses.
-    const Tokens example = render_action(
-        style.call, {displayed_tool_name(style.tools, task.tools[0].name), task.tools[0].example});
+    const ToolCall call{displayed_tool_name(style.tools, task.tools[0].name), task.tools[0].example};
+    const Tokens example = render_action(style.call, call);
     EXPECT_NE(std::search(all.begin(), all.end(), example.begin(), example.end()), all.end());
+    const ParsedAction parsed = parse_action(style.call, example);
+    ASSERT_EQ(parsed.kind, ParsedAction::Kind::kCall) << "seed " << seed << ": " << parsed.error;
+    EXPECT_EQ(parsed.call.tool, call.tool) << "seed " << seed;
+    EXPECT_EQ(parsed.call.args, call.args) << "seed " << seed;
   }
   // Short for the tiny CPU model: the request is 20-70 bytes, the scaffold adds the rest.
   EXPECT_LE(longest, 260u);

@@ -61,13 +61,15 @@ TEST(ContextManager, SummarizeNeverErasesTheNewestResultsNote) {
 // A newest note too long for the budget where the whole turn fits: the
 // turn stays (a notes message can cost more than a short turn).
 TEST(ContextManager, SummarizeKeepsTheWholeNewestTurnWhereOnlyItFits) {
-  const ContextManager m(ContextPolicy::kSummarize, /*budget=*/40, /*keep_turns=*/2, TemplateStyle::kSpecial);
-  Conversation c = three_turns();
-  c.turns.back().note = std::string(58, 'r');
-  EXPECT_TRUE(m.compact(c));
-  ASSERT_EQ(c.turns.size(), 1u);
-  EXPECT_EQ(c.turns.back().note, std::string(58, 'r'));
-  EXPECT_LE(m.assemble(c).size(), 40u);
+  for (const int keep : {2, 1, 0}) {  // keep_turns = 0 forgets every turn first: the fallback still holds
+    const ContextManager m(ContextPolicy::kSummarize, /*budget=*/40, keep, TemplateStyle::kSpecial);
+    Conversation c = three_turns();
+    c.turns.back().note = std::string(58, 'r');
+    EXPECT_TRUE(m.compact(c)) << "keep_turns " << keep;
+    ASSERT_EQ(c.turns.size(), 1u) << "keep_turns " << keep;
+    EXPECT_EQ(c.turns.back().note, std::string(58, 'r'));
+    EXPECT_LE(m.assemble(c).size(), 40u);
+  }
 }
 
 TEST(ContextManager, SummarizeKeepsANewestTurnWithoutANote) {
