@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/regular_file.hpp"
 
 namespace forge::h5 {
 namespace {
@@ -83,6 +84,7 @@ File File::open_read(const std::string& path) {
   File f;
   f.path_ = path;
   if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
+  refuse_unless_regular_file(path, "HDF5 file");
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -103,6 +105,7 @@ File File::open_append(const std::string& path) {
   H5Pset_libver_bounds(fapl.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
   hbool_t clear = 1;  // the fapl property h5clear sets
   H5Pset(fapl.id(), "clear_status_flags", &clear);
+  refuse_unless_regular_file(path, "HDF5 file");
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
   if (id < 0) {
     // A flush that failed part-way (a full disk) recorded an end of the file
@@ -159,6 +162,7 @@ File File::open_follow(const std::string& path, bool* swmr) {
   File f;
   f.path_ = path;
   if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
+  refuse_unless_regular_file(path, "HDF5 file");
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
   // An SWMR reader re-reads metadata whose checksum fails (the writer may be

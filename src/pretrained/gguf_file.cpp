@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/regular_file.hpp"
 #include "pretrained/ggml_quants.hpp"
 
 namespace forge {
@@ -160,6 +161,7 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw InputError("'" + path + "' " + (ec ? "cannot be read: " + ec.message() : std::string("does not exist")));
+  refuse_unless_regular_file(path, "GGUF file");
   const Mapping map(path);
   file_size_ = map.size();
   Reader r(map.data(), map.size(), path);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "pretrained/pretrained_model.hpp"
 #include "pretrained/safetensors_file.hpp"
 
@@ -133,6 +134,10 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   // tokenizer files), all made before any file is written: a text that
   // cannot be made leaves no folder half written.
   const int hd = c.head_dim();
+  if (hd * c.n_heads != c.d_model)
+    log_warn("export: head_dim " + std::to_string(hd) + " is not hidden_size / num_attention_heads (" +
+             std::to_string(c.d_model) + " / " + std::to_string(c.n_heads) +
+             "): transformers reads head_dim from 4.45 (Llama) and 4.48 (Qwen2); older versions cannot load the folder");
   ordered_json cfg = {{"architectures", {m.architecture == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
                       {"model_type", m.architecture},
                       {"hidden_size", c.d_model},
@@ -157,17 +162,20 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
                            {"low_freq_factor", as_written(c.rope_scaling.low_freq_factor)},
                            {"high_freq_factor", as_written(c.rope_scaling.high_freq_factor)},
                            {"original_max_position_embeddings", c.rope_scaling.original_max_positions}};
-  if (m.tokenizer.bos_id >= 0) cfg["bos_token_id"] = m.tokenizer.bos_id;
-  if (m.tokenizer.eos_id >= 0) cfg["eos_token_id"] = m.tokenizer.eos_id;
+  // An unknown id is written as null: left out, transformers' config takes
+  // its defaults (bos 1, eos 2) and generate would stop at token 2.
+  const auto id_or_null = [](int32_t id) { return id >= 0 ? ordered_json(id) : ordered_json(nullptr); };
+  cfg["bos_token_id"] = id_or_null(m.tokenizer.bos_id);
+  cfg["eos_token_id"] = id_or_null(m.tokenizer.eos_id);
   ordered_json gen = {{"_from_model_config", true}};
-  if (m.tokenizer.bos_id >= 0) gen["bos_token_id"] = m.tokenizer.bos_id;
+  gen["bos_token_id"] = id_or_null(m.tokenizer.bos_id);
   // What generate stops at: every end id (the eos id, a GGUF's eot/eom ids).
   std::vector<int32_t> ends;
   for (const int32_t id : m.tokenizer.end_ids)
     if (std::find(ends.begin(), ends.end(), id) == ends.end()) ends.push_back(id);
   if (ends.empty() && m.tokenizer.eos_id >= 0) ends.push_back(m.tokenizer.eos_id);
   if (ends.size() > 1) gen["eos_token_id"] = ends;
-  else if (ends.size() == 1) gen["eos_token_id"] = ends[0];
+  else gen["eos_token_id"] = ends.empty() ? ordered_json(nullptr) : ordered_json(ends[0]);
   ordered_json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
                      {"clean_up_tokenization_spaces", false},
                      {"model_max_length", m.max_positions}};

@@ -14,7 +14,10 @@
 //
 // The inverse of pretrained_model.hpp's loading: loading the folder back
 // gives the same weights bit for bit (FP32) and transformers gives the same
-// logits (tests/reference/test_hf_export.py).
+// logits (tests/reference/test_hf_oracle.py). A head_dim other than
+// hidden_size / num_attention_heads needs transformers 4.45 (Llama) or 4.48
+// (Qwen2) or newer, which read it (the export warns); unknown bos/eos ids
+// are written as null.
 #pragma once
 #include <string>
 #include <vector>

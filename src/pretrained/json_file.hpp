@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/regular_file.hpp"
 
 namespace forge {
 
@@ -49,6 +50,7 @@ nlohmann::json parse_model_json(Text&& text, const std::string& where) {
 }
 
 inline nlohmann::json read_json_file(const std::string& path) {
+  refuse_unless_regular_file(path, "JSON file");
   std::ifstream in(path);
   if (!in) throw InputError("cannot read '" + path + "'");
   return parse_model_json(in, "'" + path + "'");

@@ -46,7 +46,9 @@ bool is_pretrained_path(const std::string& given) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return std::filesystem::exists(path + "/config.json", ec);
   if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") return true;
-  // A GGUF file by another name: its magic.
+  // A GGUF file by another name: its magic (a FIFO is not opened: it would
+  // block; the checkpoint reader then refuses it by name).
+  if (std::filesystem::status(path, ec).type() != std::filesystem::file_type::regular) return false;
   char magic[4] = {};
   std::ifstream in(path, std::ios::binary);
   return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/regular_file.hpp"
 #include "pretrained/ggml_quants.hpp"
 #include "pretrained/json_file.hpp"
 
@@ -40,6 +41,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     throw InputError("'" + path + "' " + (ec ? "cannot be read: " + ec.message() : std::string("does not exist")));
+  refuse_unless_regular_file(path, "safetensors file");
   const uint64_t size = file_size(path);
   std::ifstream in(path, std::ios::binary);
   uint64_t n = 0;

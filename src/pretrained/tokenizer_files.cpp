@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/regular_file.hpp"
 #include "core/utf8.hpp"
 #include "pretrained/json_file.hpp"
 
@@ -269,6 +270,7 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   if (std::filesystem::exists(config_path))
     read_tokenizer_config(config_path, has_jinja, &out.chat_template, &bos, &eos);
   if (has_jinja) {
+    refuse_unless_regular_file(jinja_path, "chat template");
     std::ifstream in(jinja_path, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!in.good() && !in.eof()) throw InputError("cannot read '" + jinja_path + "'");

@@ -4,11 +4,13 @@
 // foreign, newer schema, truncated, garbage, and a model-shape mismatch that
 // names the tensor.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <tuple>
 #include <vector>
 
@@ -67,6 +69,23 @@ void train_steps(PolicyModel& model, AdamW& opt, Rng& data_rng, int steps) {
     model.zero_grads();
     supervised_forward_backward(model, batch(data_rng), true, 4096);
     opt.step();
+  }
+}
+
+// A FIFO as a checkpoint or rollouts file is refused by name (HDF5's open
+// blocked on it until a writer came: forge eval and inspect hung).
+TEST(Checkpoint, AFifoIsRefusedNotOpened) {
+  const std::string dir = temp_dir("fifo");
+  const std::string path = dir + "/step_1.h5";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  for (const auto& open : std::vector<std::function<void()>>{[&] { h5::File::open_read(path); },
+                                                             [&] { h5::File::open_append(path); }}) {
+    try {
+      open();
+      ADD_FAILURE() << "opened a FIFO";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("is a FIFO (named pipe), not a regular file"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -206,8 +206,8 @@ std::string tiny_hf_folder(const std::string& name, bool qwen2 = false) {
 }
 
 // A tiny llama GGUF file that load_pretrained reads (tiny_llama's sizes,
-// tiny_vocab's tokenizer, every weight 0.5); a test changes a value, a token
-// or a tensor's name before it is written.
+// tiny_vocab's tokenizer, every weight 0.5, or values that name their place);
+// a test changes a value, a token or a tensor's name before it is written.
 struct TinyGguf {
   std::map<std::string, uint64_t> ints = {{"llama.embedding_length", 16},
                                           {"llama.block_count", 1},
@@ -223,6 +223,7 @@ struct TinyGguf {
   uint64_t q_rows = 16, kv_rows = 8;            // heads x head size of the query, of the key and value
   std::string pre = "smollm";                   // tokenizer.ggml.pre; "" leaves the key out
   float ffn_value = 0.5f;                       // the FFN tensors' values
+  bool coded = false;  // values that name their place: the k-th tensor written holds 10000 k + i at i
   std::vector<std::string> extra;               // tensors of 16 values written besides the model's
 
   std::string write(const std::string& name) const {
@@ -240,12 +241,17 @@ struct TinyGguf {
     std::vector<std::string> merges;
     for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
     g.kv_strings("tokenizer.ggml.merges", merges);
+    int written = 0;
     const auto tensor = [&](const std::string& t, std::vector<uint64_t> dims) {  // dims fastest first: {in, out}
       const auto it = renamed.find(t);
+      ++written;
       if (no_data.count(t)) return g.tensor(t, dims, no_data.at(t), {});
       const size_t n = dims[0] * (dims.size() > 1 ? dims[1] : 1);
       const float value = t.find("ffn_") != std::string::npos && t.find("norm") == std::string::npos ? ffn_value : 0.5f;
-      g.tensor_f32(it == renamed.end() ? t : it->second, dims, std::vector<float>(n, value));
+      std::vector<float> data(n, value);
+      if (coded)
+        for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(10000 * written + static_cast<int>(i));
+      g.tensor_f32(it == renamed.end() ? t : it->second, dims, data);
     };
     const uint64_t ffn = ffn_rows;
     tensor("token_embd.weight", {16, 261});
@@ -365,6 +371,16 @@ TEST(Gguf, HalfAndBf16ConversionsRoundToNearestEven) {
   EXPECT_EQ(ggml::float_to_bf16(1.0f + 0x1p-8f), ggml::float_to_bf16(1.0f));
   EXPECT_EQ(ggml::float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3F82);
   EXPECT_EQ(ggml::bf16_to_float(ggml::float_to_bf16(3.140625f)), 3.140625f);
+  // Subnormal halves, exactly (a flush to zero passed the tolerance above):
+  // 2^-24 is the smallest, 2^-15 has one bit set, and the largest subnormal
+  // plus half a step rounds up to the smallest normal.
+  EXPECT_EQ(ggml::float_to_half(0x1p-24f), 0x0001);
+  EXPECT_EQ(ggml::half_to_float(0x0001), 0x1p-24f);
+  EXPECT_EQ(ggml::half_to_float(0x0200), 0x1p-15f);
+  EXPECT_EQ(ggml::float_to_half(0x1p-15f), 0x0200);
+  EXPECT_EQ(ggml::float_to_half(0x3FFp-24f + 0x1p-25f), 0x0400);
+  EXPECT_EQ(ggml::float_to_half(0x1p-26f), 0x0000);  // below half the smallest: zero
+  EXPECT_EQ(ggml::float_to_half(0x3p-26f), 0x0001);  // 0.75 of it: rounds up
 }
 
 TEST(Gguf, EveryTruncationIsAnInputErrorNeverACrash) {
@@ -589,6 +605,10 @@ TEST(Safetensors, ShardIndexEntriesMustNameFilesOfTheFolder) {
 
 // ---- Hugging Face folders -----------------------------------------------------
 
+// A round trip through forge's own exporter and loader: they share
+// permute_rope_rows (in inverse directions), so a layout error made the
+// same way in both passes here; the layout itself against transformers is
+// checked by tests/reference/test_hf_oracle.py.
 TEST(PretrainedModel, LoadsWhatTheExporterWrites) {
   for (bool qwen2 : {false, true}) {
     const std::string dir = tiny_hf_folder(qwen2 ? "roundtrip_qwen2" : "roundtrip_llama", qwen2);
@@ -1229,6 +1249,31 @@ TEST(PretrainedModel, LoadsATinyGgufFile) {
   ASSERT_EQ(m.weights.size(), ParamLayout(m.config).total);
   for (float w : m.weights) ASSERT_EQ(w, 0.5f);
   EXPECT_EQ(m.tokenizer.tokenizer->encode("abc ab<|im_end|>"), (std::vector<int32_t>{257, 32, 256, 260}));
+  // Every tensor lands where forge's layout has it, in the file's order (a
+  // GGUF's q and k rows are already in forge's interleaved RoPE order: no
+  // permutation): tensors numbered as written, [out][in] row-major.
+  TinyGguf coded;
+  coded.coded = true;
+  const PretrainedModel c = load_pretrained(coded.write("gguf_coded"));
+  const ParamLayout layout(c.config);
+  const auto expect_holds = [&](const std::string& entry, std::vector<std::pair<int, size_t>> parts) {
+    size_t at = layout.find(entry).offset, total = 0;
+    for (const auto& [k, n] : parts) {
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(c.weights[at + i], static_cast<float>(10000 * k + static_cast<int>(i))) << entry << " part " << k;
+      at += n;
+      total += n;
+    }
+    EXPECT_EQ(total, layout.find(entry).numel) << entry;
+  };
+  expect_holds("embed", {{1, 261 * 16}});
+  expect_holds("layers.0.attn_norm", {{2, 16}});
+  expect_holds("layers.0.wqkv", {{3, 16 * 16}, {4, 8 * 16}, {5, 8 * 16}});
+  expect_holds("layers.0.wo", {{6, 16 * 16}});
+  expect_holds("layers.0.mlp_norm", {{7, 16}});
+  expect_holds("layers.0.w_gate_up", {{8, 24 * 16}, {9, 24 * 16}});
+  expect_holds("layers.0.w_down", {{10, 16 * 24}});
+  expect_holds("final_norm", {{11, 16}});
   // Heads that do not divide the width, with the head size stated: kept
   // when it equals the quotient rounded down too (6 heads of 2 in 16; it
   // was dropped, and the model refused as "n_heads must divide").
@@ -1321,6 +1366,46 @@ TEST(HfExport, TwoOrdinaryTokensOfOneTextAreRefused) {
   e.tokenizer.tokenizer = std::make_shared<BpeTokenizer>(v, "test");
   expect_input_error([&] { export_hf_folder(e, dir + "/out"); }, "export: tokens 97 and 258 are both 'a'");
   EXPECT_FALSE(fs::exists(dir + "/out"));
+}
+
+// A tokenizer without bos/eos ids: config.json and generation_config.json
+// write them as null (left out, transformers took bos 1 and eos 2, and its
+// generate stopped at token 2), and forge loads the folder back.
+TEST(HfExport, UnknownBosAndEosAreWrittenAsNull) {
+  const std::string dir = temp_dir("export_no_eos");
+  std::vector<float> w;
+  HfExport e = tiny_export(w, false);
+  e.tokenizer.eos_id = -1;
+  e.tokenizer.bos_id = -1;
+  export_hf_folder(e, dir + "/out");
+  for (const char* name : {"config.json", "generation_config.json"}) {
+    std::ifstream in(dir + "/out/" + name);
+    const json j = json::parse(in);
+    ASSERT_TRUE(j.contains("eos_token_id")) << name;
+    EXPECT_TRUE(j["eos_token_id"].is_null()) << name;
+    ASSERT_TRUE(j.contains("bos_token_id")) << name;
+    EXPECT_TRUE(j["bos_token_id"].is_null()) << name;
+  }
+  EXPECT_EQ(load_pretrained(dir + "/out", false).tokenizer.eos_id, -1);
+}
+
+// A FIFO where a model file should be is refused by name: open() of one
+// blocks until a writer comes (forge generate on one hung with no message).
+TEST(PretrainedModel, AFifoIsRefusedNotOpened) {
+  const std::string dir = temp_dir("fifo");
+  ASSERT_EQ(::mkfifo((dir + "/m.gguf").c_str(), 0600), 0);
+  expect_input_error([&] { load_pretrained(dir + "/m.gguf"); }, "is a FIFO (named pipe), not a regular file");
+  ASSERT_EQ(::mkfifo((dir + "/model").c_str(), 0600), 0);
+  EXPECT_FALSE(is_pretrained_path(dir + "/model"));  // not sniffed for GGUF's magic
+  const std::string folder = tiny_hf_folder("fifo_folder");
+  for (const char* name : {"config.json", "tokenizer.json", "model.safetensors"}) {
+    fs::rename(folder + "/" + name, folder + "/" + name + ".kept");
+    ASSERT_EQ(::mkfifo((folder + "/" + name).c_str(), 0600), 0);
+    expect_input_error([&] { load_pretrained(folder); }, std::string(name) + "' is a FIFO");
+    fs::remove(folder + "/" + name);
+    fs::rename(folder + "/" + name + ".kept", folder + "/" + name);
+  }
+  EXPECT_NO_THROW(load_pretrained(folder));
 }
 
 // Folders beside `path` named as an export's partial one.
