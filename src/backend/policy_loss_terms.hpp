@@ -4,7 +4,9 @@
 //
 //   log r = lp - mu,  r = exp(log r),  r^ = clip(r, clip_low, clip_high)
 //   cispo:    coef = r^ A,  term = r^ A lp            (no gradient through r^;
-//             term 0 where coef is: lp = -inf gives r = 0, and 0 * -inf is NaN)
+//             term 0 where coef is or lp is not finite: lp = -inf gives
+//             r = 0, and 0 * -inf is NaN; with a lower clip r^ = clip_low,
+//             and the term would be infinite while the gradient is not)
 //   clipped:  term = min(r A, r^ A),  coef = r A where r A is the minimum, else 0
 //   masks:    a token (mask token) or a sample (mask sequence, with
 //             r = exp(mean log r)) is kept iff is_low <= r <= is_high
@@ -53,7 +55,7 @@ FORGE_HOST_DEVICE inline PolicyTokenTerms policy_token_terms(const PolicyLossArg
   const double A = advantage;
   if (a.objective == PolicyObjective::cispo) {
     t.coef = clipped_ratio * A;
-    t.term = t.coef == 0 ? 0.0 : t.coef * logprob;
+    t.term = t.coef == 0 || !isfinite(logprob) ? 0.0 : t.coef * logprob;
   } else {
     const double unclipped_term = t.ratio * A, clipped_term = clipped_ratio * A;
     t.term = fmin(unclipped_term, clipped_term);

@@ -859,13 +859,16 @@ inline void expect_close(double got, double want, const std::string& what, doubl
   EXPECT_LE(std::abs(got - want), tol * std::max(std::abs(want), 1e-30)) << what << ": " << got << " vs " << want;
 }
 
+// eps_low >= 0 sets loss.eps_low (CISPO with a lower clip: r = 0 from an
+// lp of -inf is clipped up to 1 - eps_low, and the term must stay finite).
 inline void policy_loss(Backend& dev, Backend& cpu, const std::string& algorithm, const std::string& is_mask,
-                        bool non_finite = false) {
+                        bool non_finite = false, float eps_low = -1) {
   Rng rng(15);
   const PackedPolicyTokens batch = policy_batch(rng, non_finite);
   PolicyLossConfig c;
   c.algorithm = algorithm;
   c.is_mask = is_mask;
+  c.eps_low = eps_low;
   const std::string at = " (" + algorithm + ", mask " + is_mask + ")";
   // The operation itself: coefficients before the denominator and the sums.
   Pair<int32_t> begin(dev, cpu, batch.sample_begin);
@@ -1329,6 +1332,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::policy_loss(*dev, *cpu, "grpo", "sequence"))                          \
   FORGE_BACKEND_CASE(Suite, PolicyLossCispoNonFinite, get,                                     \
                      bc::policy_loss(*dev, *cpu, "cispo", "none", true))                       \
+  FORGE_BACKEND_CASE(Suite, PolicyLossCispoLowClipNonFinite, get,                              \
+                     bc::policy_loss(*dev, *cpu, "cispo", "none", true, 0.2f))                 \
   FORGE_BACKEND_CASE(Suite, PolicyLossPpoSequenceMaskNonFinite, get,                           \
                      bc::policy_loss(*dev, *cpu, "ppo", "sequence", true))
 

@@ -233,6 +233,14 @@ TEST(PolicyLoss, AnInfiniteLogprobLeavesTheCispoObjectiveFinite) {
   EXPECT_FLOAT_EQ(w[0][1], 0.5f);  // r = 1, N = 2
   EXPECT_TRUE(std::isfinite(st.objective)) << st.objective;
   EXPECT_DOUBLE_EQ(st.objective, -1.0);  // (0 + 1 * 1 * -2) / 2
+  // With a lower clip, r^ = 0.8 keeps the token's gradient; its term would
+  // be 0.8 * -inf (the objective was -inf).
+  PolicyLossConfig clipped = algo("cispo");
+  clipped.eps_low = 0.2f;
+  const auto wc = policy_coefficients(cpu(), clipped, {s}, &st);
+  EXPECT_FLOAT_EQ(wc[0][0], 0.4f);  // 0.8 * 1 / 2
+  EXPECT_TRUE(std::isfinite(st.objective)) << st.objective;
+  EXPECT_DOUBLE_EQ(st.objective, -1.0);
 }
 
 TEST(PolicyLoss, SequenceMaskDropsWholeSamples) {

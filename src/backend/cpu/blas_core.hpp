@@ -16,7 +16,7 @@
 // SkylakeX) in this process: OPENBLAS_CORETYPE set for the call, OpenBLAS's
 // own gotoblas_dynamic_quit/gotoblas_dynamic_init to re-select (before any
 // BLAS call), the environment restored. The new core must then pass a
-// self-check (SGEMM of odd shapes, NN and NT, against a double reference, at
+// self-check (SGEMM of odd shapes, NN, NT and TN accumulating, against a double reference, at
 // relative error 1e-5); if it fails, the original core is put back and a
 // warning says so. An AVX2 core on an AVX-512 CPU is a fallback too, whoever
 // chose it: OPENBLAS_CORETYPE=Haswell (a common cluster workaround for the

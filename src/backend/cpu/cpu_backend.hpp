@@ -1,5 +1,6 @@
-// The CPU backend: FP32, GEMMs through CBLAS (OpenBLAS, OpenMP build), other
-// loops with OpenMP. The reference every other backend is tested against.
+// The CPU backend: FP32, GEMMs through forge's skinny kernels or the SGEMM
+// library (BLIS by default, else CBLAS: sgemm_library.hpp), other loops with
+// OpenMP. The reference every other backend is tested against.
 // Registered as "cpu" (backend_registry.hpp, through cpu_variants.hpp):
 // outside backend/ only tests and benchmarks include this header. One file
 // per operation family, named after its CUDA twin in backend/cuda.

@@ -1,6 +1,7 @@
 // FP32 LM head on the CPU, chunked over rows (row_block) and the vocabulary
-// (vocab_chunk): only a [rows, chunk] tile of logits exists at a time, at
-// most 256 x 4096 floats (4 MiB); a small vocabulary takes up to 1024 rows a
+// (vocab_chunk): only a [rows, chunk] tile of logits exists at a time, 4 MiB
+// at most for a chunk up to 4096 (256 rows at least: a larger chunk makes a
+// larger tile); a small vocabulary takes up to 1024 rows a
 // tile, so that its GEMMs are not a string of small ones (the reference
 // model's head, V 272: head_fwd + head_bwd 6.9-7.0 ms a step with 256 rows,
 // 6.0-6.1 with 1024; `bench_train_step --no-torch --rounds=1 --reps=3
