@@ -242,6 +242,19 @@ if [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]]; then
     fi
     prev="$a"
   done
+  eval_tasks_of 1 "${@:2}"  # a bad --eval.tasks, refused here too
+  # A seed given twice would run twice into one folder and count twice.
+  if [ "$command" = seeds ]; then
+    seen=" "
+    for a in "${@:2}"; do
+      [[ "$a" =~ ^[0-9]+$ ]] || continue
+      if [[ "$seen" == *" $((10#$a)) "* ]]; then
+        echo "forge.sh: seeds: seed $a is given twice" >&2
+        exit 2
+      fi
+      seen+="$((10#$a)) "
+    done
+  fi
 fi
 case "$command" in
   demo)

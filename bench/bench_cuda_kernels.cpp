@@ -269,7 +269,7 @@ static int bench_main(int argc, char** argv) {
       }
     }
     if (!with_torch) continue;
-    std::string cmd = bench::python() + " " + bench::script("torch_sdpa.py") + " --T " + std::to_string(n_tok) +
+    std::string cmd = bench::python() + " " + bench::shell_quoted(bench::script("torch_sdpa.py")) + " --T " + std::to_string(n_tok) +
                       " --heads " + std::to_string(H) + " --kv-heads " + std::to_string(Hkv) + " --dim " +
                       std::to_string(D) + " --reps " + std::to_string(reps);
     char se_file[] = "/tmp/forge_bench_subtree_end_XXXXXX";

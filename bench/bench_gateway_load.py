@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Load on a live gateway (loopback): opens --episodes episodes, then sends
 --requests chat requests at once (spread evenly over the episodes, several
-in flight per episode), each with a marker user turn "marker <episode> <k>",
+in flight per episode), each with a marker user turn "marker <episode> <k>.",
 with the official openai async client. Checks, per request: an answer came
 (none lost), its episode and call index are its own, the gateway recorded
 exactly the returned tokens for that call, and that call's prompt holds this
@@ -35,7 +35,7 @@ def percentile(xs, q):
 
 
 async def one_request(ep, client, k, results):
-    messages = list(ep["task"]["messages"]) + [{"role": "user", "content": f"marker {ep['id']} {k}"}]
+    messages = list(ep["task"]["messages"]) + [{"role": "user", "content": f"marker {ep['id']} {k}."}]
     t0 = time.perf_counter()
     try:
         r = await client.chat.completions.create(model="forge-policy", messages=messages)
@@ -92,7 +92,7 @@ def main():
         ok = f["episode_id"] == r["episode"] and 0 <= f["call_index"] < len(calls)
         if ok:
             call = calls[f["call_index"]]
-            marker = f"marker {r['episode']} {r['k']}".encode()
+            marker = f"marker {r['episode']} {r['k']}.".encode()  # '.': "1" is not a prefix of "10"
             ok = call["token_ids"] == f["token_ids"] and marker in bytes(t for t in call["prompt_token_ids"] if t < 256)
         mixed += not ok
     if mixed:

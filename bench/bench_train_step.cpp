@@ -67,7 +67,7 @@ namespace {
 // core it reported (CPU runs).
 double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int reps, const std::string& extra,
                    double* peak_bytes = nullptr, const std::string& env = "", std::string* blas_core = nullptr) {
-  const std::string cmd = env + bench::python() + " " + bench::script("torch_train_step.py") + " --threads " +
+  const std::string cmd = env + bench::python() + " " + bench::shell_quoted(bench::script("torch_train_step.py")) + " --threads " +
                           std::to_string(threads) + " --batch " + std::to_string(batch) + " --seq " +
                           std::to_string(seq) + " --reps " + std::to_string(reps) + " --d-model " +
                           std::to_string(c.d_model) + " --layers " + std::to_string(c.n_layers) +

@@ -151,11 +151,13 @@ inline int guarded_main(int argc, char** argv, int (*body)(int, char**)) {
   }
 }
 
-// The median (the upper one of an even count); v must not be empty.
+// The median (of an even count, the mean of the middle two); v must not be
+// empty.
 inline double median(std::vector<double> v) {
   if (v.empty()) throw std::logic_error("median of no values");
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 // The q-quantile (nearest rank, q in [0, 1]); 0 for an empty v.

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The transformers side of bench_pretrained: the same model (a GGUF file,
 loaded as hf_reference.load_smollm2_transformers does, or a Hugging Face
 folder), FP32 on the CPU with the same threads; prints
@@ -16,6 +16,7 @@ it prints nothing (the benchmark then reports -1).
 """
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -30,8 +31,7 @@ def median_time(fn, reps):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    times.sort()
-    return times[len(times) // 2]
+    return statistics.median(times)
 
 
 def main():

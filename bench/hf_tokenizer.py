@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The Hugging Face side of bench_tokenizer: writes the corpus (one JSON string
 per line: tests/reference/tokenizer_corpus.py, agent transcripts, code,
 unicode, emoji, digit and whitespace runs, special-token text) to --out, then
@@ -18,6 +18,7 @@ Without the reference packages it prints nothing after writing the corpus.
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -49,15 +50,13 @@ def main():
         t = time.perf_counter()
         tokens = sum(len(tok.encode(s, add_special_tokens=False).ids) for s in corpus)
         times.append(time.perf_counter() - t)
-    times = sorted(times[1:])
-    print(f"hf_encode_s {times[len(times) // 2]:.6f}")
+    print(f"hf_encode_s {statistics.median(times[1:]):.6f}")
     batch = []
     for _ in range(args.reps + 1):
         t = time.perf_counter()
         tok.encode_batch(corpus, add_special_tokens=False)
         batch.append(time.perf_counter() - t)
-    batch = sorted(batch[1:])
-    print(f"hf_batch_s {batch[len(batch) // 2]:.6f}")
+    print(f"hf_batch_s {statistics.median(batch[1:]):.6f}")
     print(f"hf_tokens {tokens}")
     print(f"hf_bytes {sum(len(s.encode('utf-8', 'surrogatepass')) for s in corpus)}")
     return 0

@@ -18,6 +18,7 @@ whatever the TF32 flags say). Prints one line per
 kernel: "torch_sdpa <name> <fwd_ms> <bwd_ms>" (medians over --reps after two
 warm-ups), or "torch_sdpa <name> unavailable <reason>"."""
 import argparse
+import statistics
 import time
 import warnings
 
@@ -39,8 +40,7 @@ def timed(fn, reps):
         fn()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2] * 1e3
+    return statistics.median(times) * 1e3
 
 
 def main():

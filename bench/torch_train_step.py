@@ -15,6 +15,7 @@ is_causal, which picks FlashAttention or cuDNN in bf16 on a GPU)."""
 import argparse
 import ctypes
 import math
+import statistics
 import time
 
 import torch
@@ -130,8 +131,7 @@ def main():
         t0 = time.perf_counter()
         step(tokens)
         times.append(time.perf_counter() - t0)
-    times.sort()
-    print(f"torch_tok_s {a.batch * T / times[len(times) // 2]:.1f}")
+    print(f"torch_tok_s {a.batch * T / statistics.median(times):.1f}")
     if a.device == "cuda":
         print(f"torch_peak_bytes {torch.cuda.max_memory_allocated()}")
     else:

@@ -82,7 +82,8 @@ copy_deps() {
   shift
   ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
     while read -r name path; do
-      [[ $name =~ $skip ]] || cp -L -n "$path" "$dest/$name"
+      # (not cp -n: coreutils 9.2-9.4 exit 1 when it skips an existing file)
+      [[ $name =~ $skip ]] || [ -e "$dest/$name" ] || cp -L "$path" "$dest/$name"
     done
 }
 
@@ -178,6 +179,8 @@ kept="from an earlier run: gpu_checks.sh will use it; remove it to skip that"
 [ -n "$native" ] || [ ! -f "$out/native.tar.xz" ] || echo "gpu_bundle: keeping .gpu/native.tar.xz $kept"
 carry=$(du -sb "$out" | cut -f1)
 echo "gpu_bundle: .gpu holds $((carry / 1048576)) MiB (a device call carries at most 64 MiB)"
-[ "$carry" -le $((64 * 1048576)) ] ||
+if [ "$carry" -gt $((64 * 1048576)) ]; then
   echo "gpu_bundle: too much to carry: leave out openmpi.tar.xz (--no-mpi; only the rl and publish stages need it), or baseline.tar.xz" >&2
+  exit 1
+fi
 echo "gpu_bundle: carry .gpu (and runs/demo/sft for the RL check) to the GPU machine; there run bash tools/gpu_checks.sh"

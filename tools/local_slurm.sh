@@ -249,7 +249,7 @@ case "${1:-}" in
   start) cmd_start ;;
   status) cmd_status ;;
   stop) cmd_stop ;;
-  env) echo "export SLURM_CONF=$CONF" ;;
+  env) printf 'export SLURM_CONF=%q\n' "$CONF" ;;
   *)
     echo "usage: tools/local_slurm.sh start|status|stop|env (see the comment at the top)" >&2
     exit 2

@@ -96,6 +96,8 @@ def main():
     ap.add_argument("--out", help="output folder (default: FILE's folder/plots)")
     ap.add_argument("--smooth", type=int, default=1, help="moving-average window in steps")
     args = ap.parse_args()
+    if args.smooth < 1:
+        fail(f"--smooth {args.smooth}: the window is at least 1 step")
     if not os.path.exists(args.file):
         fail(f"'{args.file}' does not exist")
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.file)), "plots")

@@ -34,11 +34,31 @@ def increasing_prefix(steps):
     return len(steps)
 
 
+def whole_prefix(offset, length, limit):
+    """Rows that lie back to back from 0 (row i starts where row i - 1 ends)
+    inside [0, limit): a file without a record ends its calls and episodes
+    at the first row that does not follow (a killed writer's extended rows
+    read as offset 0, length 0), as forge's RolloutReader does."""
+    offset = np.asarray(offset, dtype=np.int64)
+    length = np.asarray(length, dtype=np.int64)
+    n = min(len(offset), len(length))
+    offset, length = offset[:n], length[:n]
+    starts = np.concatenate([[0], np.cumsum(length)[:-1]]) if n else np.zeros(0, dtype=np.int64)
+    ok = (offset == starts) & (length >= 0) & (offset + length <= limit)
+    bad = np.flatnonzero(~ok)
+    return int(bad[0]) if len(bad) else n
+
+
 def committed(f):
     """(calls, episodes, steps) rows the last flush completed; for a file
-    before schema 5 (no record), None for calls and episodes (their own
-    lengths count) and the steps that increase."""
+    before schema 5 (no record), the calls and episodes that lie back to back
+    and the steps that increase."""
     if "flushes" not in f:
-        return None, None, increasing_prefix(f["steps/step"][:])
+        ctx = f["calls/context_len"][:].astype(np.int64)
+        gen = f["calls/generated_len"][:].astype(np.int64)
+        n = min(len(ctx), len(gen))
+        calls = whole_prefix(f["calls/token_offset"][:], ctx[:n] + gen[:n], len(f["tokens"]))
+        episodes = whole_prefix(f["episodes/call_offset"][:], f["episodes/n_calls"][:], calls)
+        return calls, episodes, increasing_prefix(f["steps/step"][:])
     row = last_record(f["flushes"])
     return int(row[1]), int(row[2]), int(row[3])

@@ -306,6 +306,10 @@ def main():
             re.compile(a.filter)
         except re.error as e:
             fail(f"--filter {a.filter!r}: not a regular expression ({e})")
+    if a.baseline and a.compare:
+        fail("--baseline and --compare both name the 'before' object: give one")
+    if a.keep and a.object:
+        fail("--keep keeps the object compiled from --source; with --object nothing is compiled")
     if a.object is None and not os.path.isfile(a.source):
         fail(f"--source {a.source}: no such file")
     if a.baseline and subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "-q", a.baseline + "^{commit}"],

@@ -45,6 +45,8 @@ PACKAGES=(
   # local Slurm for slurm/ and its test (srun --mpi=pmix: mpi_pmix.so is in
   # slurm-wlm-basic-plugins, which slurmd depends on)
   slurm-wlm munge
+  # tools/gpu_bundle.sh packs the GPU machine's bundle with xz
+  xz-utils
 )
 
 say() { printf 'setup: %s\n' "$*"; }

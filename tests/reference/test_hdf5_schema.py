@@ -281,6 +281,32 @@ def check_tools(build_dir, path, tmp):
         counts.append(out.stdout.strip() if out.returncode == 0 else out.stderr)
     if counts[0] != counts[1]:
         failures.append(f"demo_summary.py counts {counts[1]} episodes in a file grown past its record, {counts[0]} before")
+    # A file without a record (schema 4) whose killed writer extended calls
+    # and episodes by rows never written (zeros): they end at the first row
+    # that does not follow, in both tools as in forge inspect.
+    legacy = os.path.join(tmp, "legacy.h5")
+    shutil.copy(path, legacy)
+    with h5py.File(legacy, "r+") as f:
+        del f["flushes"]
+        f.attrs["schema_version"] = np.int64(4)
+        for table in ("calls", "episodes"):
+            for name in f[table]:
+                d = f[table + "/" + name]
+                d.resize(d.shape[0] + 3, axis=0)
+                d[-3:] = 0
+    out = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import demo_summary; "
+                          "print(demo_summary.rollout_stats(sys.argv[2])['episodes'])", os.path.join(ROOT, "tools"),
+                          legacy], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0 or out.stdout.strip() != counts[0]:
+        failures.append(f"demo_summary.py counts {out.stdout.strip() or out.stderr} episodes in a schema 4 file with "
+                        f"3 unwritten rows, {counts[0]} in the file")
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import plot_rollouts  # noqa: E402
+    for name in (path, legacy):
+        e, _, _ = plot_rollouts.load(name)
+        if str(len(e["turns"])) != counts[0]:
+            failures.append(f"plot_rollouts.load reads {len(e['turns'])} episodes of {os.path.basename(name)}, "
+                            f"{counts[0]} in the file")
     # A damaged staleness (2^31 - 1) asked plot_rollouts for 2^31 histogram bins.
     stale = os.path.join(tmp, "stale.h5")
     shutil.copy(path, stale)
