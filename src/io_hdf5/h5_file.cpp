@@ -11,7 +11,6 @@
 #include <filesystem>
 
 #include "core/error.hpp"
-#include "core/log.hpp"
 #include "core/regular_file.hpp"
 
 namespace forge::h5 {
@@ -97,7 +96,7 @@ File File::open_read(const std::string& path) {
   return f;
 }
 
-File File::open_append(const std::string& path) {
+File File::open_append(const std::string& path, uint64_t* recorded_end) {
   quiet();
   File f;
   f.path_ = path;
@@ -106,25 +105,11 @@ File File::open_append(const std::string& path) {
   hbool_t clear = 1;  // the fapl property h5clear sets
   H5Pset(fapl.id(), "clear_status_flags", &clear);
   refuse_unless_regular_file(path, "HDF5 file");
-  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
   if (id < 0) {
-    // A flush that failed part-way (a full disk) recorded an end of the file
-    // past what reached it; the rows its commit record names are whole
-    // before that. The space between is zeros, as it was never written.
     const std::string reason = last_error();
-    const uint64_t stored = stored_end_of(reason);
-    std::error_code ec;
-    const uint64_t size = std::filesystem::file_size(path, ec);
-    // (Not a damaged end that names far more than the file: a sparse giant.)
-    if (ec || stored <= size || stored - size > size + (uint64_t{1} << 30))
-      throw InputError("cannot open HDF5 file '" + path + "' for writing: " + reason);
-    std::filesystem::resize_file(path, stored, ec);
-    if (ec) throw Error("cannot extend '" + path + "' to its recorded end of " + std::to_string(stored) + " bytes: " +
-                        ec.message());
-    log_warn("'" + path + "' ended at " + std::to_string(size) + " of its " + std::to_string(stored) +
-             " bytes (a write that failed, a full disk?): extended with zeros; its commit record bounds what is read");
-    id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id());
-    if (id < 0) throw InputError("cannot open HDF5 file '" + path + "' for writing: " + last_error());
+    if (recorded_end) *recorded_end = stored_end_of(reason);
+    throw InputError("cannot open HDF5 file '" + path + "' for writing: " + reason);
   }
   f.file_ = Handle(id, H5Fclose);
   // A writer killed mid-flush left an end of allocation short of data its

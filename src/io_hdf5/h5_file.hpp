@@ -52,7 +52,10 @@ class File {
   static File open_read(const std::string& path);
   // Opens an existing file for writing (latest format), clearing the "open
   // for writing" flag that a killed writer leaves set (as `h5clear -s`).
-  static File open_append(const std::string& path);
+  // InputError if it cannot; for a file shorter than the end it records (a
+  // flush that failed on a full disk), *recorded_end (when given) is set to
+  // that end first (0 otherwise).
+  static File open_append(const std::string& path, uint64_t* recorded_end = nullptr);
   // Opens read-only a file that a SWMR writer may still be writing, or whose
   // writer was killed: in SWMR-read mode when the file format allows it (*swmr
   // = true; datasets can then be refreshed), else plainly. InputError for a

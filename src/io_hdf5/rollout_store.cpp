@@ -175,6 +175,31 @@ int16_t code_of(const std::map<std::string, int16_t>& codes, const std::string& 
   return it->second;
 }
 
+// Opens the file for writing; one shorter than the end it records is
+// extended to it first. A flush that failed part-way (a full disk) recorded
+// an end of the file past what reached it; the rows its commit record names
+// are whole before that, and the space between is zeros, never written. (A
+// copy cut short reads the same: the constructor cuts the file back when
+// the resume then fails.)
+h5::File open_extended(const std::string& path) {
+  uint64_t recorded = 0;
+  try {
+    return h5::File::open_append(path, &recorded);
+  } catch (const InputError&) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    // (Not a damaged end that names far more than the file: a sparse giant.)
+    if (ec || recorded <= size || recorded - size > size + (uint64_t{1} << 30)) throw;
+    std::filesystem::resize_file(path, recorded, ec);
+    if (ec)
+      throw Error("cannot extend '" + path + "' to its recorded end of " + std::to_string(recorded) + " bytes: " +
+                  ec.message());
+    log_warn("'" + path + "' ended at " + std::to_string(size) + " of its " + std::to_string(recorded) +
+             " bytes (a write that failed, a full disk?): extended with zeros; its commit record bounds what is read");
+  }
+  return h5::File::open_append(path);
+}
+
 }  // namespace
 
 RolloutStore::RolloutStore(const std::string& path, RolloutStoreOptions options)
@@ -182,9 +207,10 @@ RolloutStore::RolloutStore(const std::string& path, RolloutStoreOptions options)
   domain_code_ = codes_of(options_.domains, "domain");
   family_code_ = codes_of(options_.template_families, "template family");
   if (options_.resume_step >= 0 && std::filesystem::exists(path)) {
-    // open_append extends a file shorter than its recorded end (a flush that
-    // failed on a full disk); a resume refused after that leaves the file as
-    // it was, and says it is truncated (a copy cut short reads the same).
+    // open_extended extends a file shorter than its recorded end (a flush
+    // that failed on a full disk); a resume refused after that leaves the
+    // file as it was, and says it is truncated (a copy cut short reads the
+    // same).
     std::error_code ec;
     const std::uintmax_t size = std::filesystem::file_size(path, ec);
     try {
@@ -239,9 +265,10 @@ void RolloutStore::reopen() {
   // A writer killed while it held the file outside SWMR left its "open for
   // write" flag, which no reader gets past: cleared first (the run folder's
   // lock says no writer is alive; open_append also trusts the file's real
-  // end over a killed writer's stale one).
+  // end over a killed writer's stale one; a file short of its recorded end
+  // is extended to it).
   try {
-    h5::File::open_append(path_);
+    open_extended(path_);
   } catch (const InputError&) {
     // Not HDF5, or damaged: the reader below says which.
   }
@@ -308,7 +335,7 @@ void RolloutStore::reopen() {
   const std::array<int64_t, 4> kept{n_tokens_, n_calls_, n_episodes_, n_steps_};
 
   // Every dataset opened (and checked) first; nothing is cut yet.
-  file_ = h5::File::open_append(path_);
+  file_ = open_extended(path_);
   for (const auto& c : rs::columns()) {
     // The record keeps its written rows (a schema 3 or 4 file's upgrade
     // wrote one) and grows; unwritten ones past them are cut with the rest.
