@@ -41,18 +41,26 @@ uint64_t stored_end_of(const std::string& reason) {
   return std::strtoull(reason.c_str() + at + 13, nullptr, 10);
 }
 
-// A file shorter than its recorded end: cut (a copy stopped short), or a
-// write that failed (a full disk), which leaves the end recorded past the
-// data (the rollout reader says what a resume does with that).
-std::string truncated_message(const std::string& path, const std::string& reason) {
-  return "'" + path + "' is truncated (" + reason + "; a copy stopped short, or a write that failed on a full disk)";
+// A file a reader cannot open: missing, not a regular file, or not HDF5.
+void check_readable(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
+  refuse_unless_regular_file(path, "HDF5 file");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
 }
 
-// A file HDF5 could not open: damaged, or locked by another process.
-std::string cannot_open_message(const std::string& path, const std::string& reason) {
+// Why HDF5 could not open `path` for reading (its last error): a file
+// shorter than its recorded end (a copy stopped short, or a write that
+// failed on a full disk: the rollout reader says what a resume does with
+// that), one locked by another process, or a damaged one.
+[[noreturn]] void throw_cannot_read(const std::string& path) {
+  const std::string reason = last_error();
+  if (reason.find("truncated") != std::string::npos)
+    throw InputError("'" + path + "' is truncated (" + reason +
+                     "; a copy stopped short, or a write that failed on a full disk)");
   if (reason.find("unable to lock file") != std::string::npos)
-    return "cannot open HDF5 file '" + path + "': another process holds its lock (" + reason + ")";
-  return "cannot open HDF5 file '" + path + "' (corrupted?): " + reason;
+    throw InputError("cannot open HDF5 file '" + path + "': another process holds its lock (" + reason + ")");
+  throw InputError("cannot open HDF5 file '" + path + "' (corrupted?): " + reason);
 }
 
 std::vector<hsize_t> dims_of(const std::vector<int64_t>& shape) {
@@ -82,16 +90,9 @@ File File::open_read(const std::string& path) {
   quiet();
   File f;
   f.path_ = path;
-  if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
-  refuse_unless_regular_file(path, "HDF5 file");
-  if (H5Fis_hdf5(path.c_str()) <= 0)
-    throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
+  check_readable(path);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (id < 0) {
-    const std::string reason = last_error();
-    if (reason.find("truncated") != std::string::npos) throw InputError(truncated_message(path, reason));
-    throw InputError(cannot_open_message(path, reason));
-  }
+  if (id < 0) throw_cannot_read(path);
   f.file_ = Handle(id, H5Fclose);
   return f;
 }
@@ -146,10 +147,7 @@ File File::open_follow(const std::string& path, bool* swmr) {
   quiet();
   File f;
   f.path_ = path;
-  if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
-  refuse_unless_regular_file(path, "HDF5 file");
-  if (H5Fis_hdf5(path.c_str()) <= 0)
-    throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
+  check_readable(path);
   // An SWMR reader re-reads metadata whose checksum fails (the writer may be
   // mid-write), sleeping 1, 2, 4, ... ns between attempts: HDF5's default of
   // 100 attempts (2^100 ns) hangs on a corrupted file; 20 bound it to ~1 ms.
@@ -159,9 +157,7 @@ File File::open_follow(const std::string& path, bool* swmr) {
   *swmr = id >= 0;
   if (id < 0) {  // not the latest file format (or damaged): a plain open says why
     id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    const std::string reason = last_error();
-    if (id < 0 && reason.find("truncated") != std::string::npos) throw InputError(truncated_message(path, reason));
-    if (id < 0) throw InputError(cannot_open_message(path, reason));
+    if (id < 0) throw_cannot_read(path);
   }
   f.file_ = Handle(id, H5Fclose);
   // An SWMR-read open does not compare the file's end with the end of the
