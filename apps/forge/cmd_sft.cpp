@@ -63,11 +63,14 @@ void write_summary(const std::string& dir, const std::string& json) {
 struct EvalResult {
   double accuracy = 0;
   std::vector<std::pair<std::string, std::string>> examples;  // request, completion
+  bool stopped = false;  // cut short by `stop` between engine steps: no figures
 };
 
-// Exact match of the completion (up to <|eot|>) on fresh requests.
+// Exact match of the completion (up to <|eot|>) on fresh requests. `stop`
+// (a SIGTERM flag), when given and set, ends it between engine steps.
 EvalResult evaluate(PolicyModel& model, const std::string& task, int n, uint64_t seed,
-                    const SamplingParams& sampling, int show) {
+                    const SamplingParams& sampling, int show,
+                    const volatile std::sig_atomic_t* stop = nullptr) {
   EngineConfig ec;
   ec.max_batch = 64;
   ec.max_seq_len = 256;
@@ -89,7 +92,15 @@ EvalResult evaluate(PolicyModel& model, const std::string& task, int n, uint64_t
   ByteTokenizer tok;
   EvalResult out;
   int correct = 0;
-  for (const auto& res : engine.run_until_done()) {
+  std::vector<GenerationResult> done;
+  while (!engine.idle()) {
+    if (stop && *stop) {
+      out.stopped = true;
+      return out;
+    }
+    for (GenerationResult& res : engine.step()) done.push_back(std::move(res));
+  }
+  for (const auto& res : done) {
     std::vector<int32_t> text = res.tokens;
     if (!text.empty() && text.back() == kEndOfTurn) text.pop_back();
     const std::string completion = tok.decode(text);
@@ -362,9 +373,13 @@ int run_sft(int argc, char** argv) {
   SamplingParams greedy = cfg.sample;
   greedy.temperature = 0;
   const uint64_t eval_seed = eval_task_seed(cfg.run.seed);
-  const EvalResult before = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0);
+  // SIGTERM during it: cut short, and the loop's first boundary checkpoints.
+  const EvalResult before = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0, terminate);
   const std::string at = start.step > 0 ? "at the resumed step " + std::to_string(start.step) : "before training";
-  log_info("sft: exact-match accuracy " + at + " " + std::to_string(before.accuracy));
+  if (before.stopped)
+    log_warn("sft: the evaluation " + at + " was cut short by SIGTERM");
+  else
+    log_info("sft: exact-match accuracy " + at + " " + std::to_string(before.accuracy));
 
   const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, start, [&](Rng& g) {
     std::vector<Sample> samples;

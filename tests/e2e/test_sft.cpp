@@ -212,6 +212,16 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   const Result go_on = forge(tiny + "--sft.steps=" + std::to_string(done + 2) + " --resume --run.dir=" + dir);
   ASSERT_EQ(go_on.rc, 0) << go_on.err;
   EXPECT_TRUE(contains(go_on.err, "at step " + std::to_string(done))) << go_on.err;
+  // SIGTERM during the evaluation before training (100,000 requests: long)
+  // cuts it short between engine steps, then the first step boundary
+  // checkpoints (it ran to its end first).
+  std::filesystem::remove_all(dir);
+  const Result early = forge_e2e::forge_until_sigterm(
+      tiny + "--sft.steps=5 --sft.eval_requests=100000 --run.dir=" + dir, "sft: task", log);
+  EXPECT_EQ(early.rc, 143) << early.out;
+  EXPECT_TRUE(contains(early.out, "sft: the evaluation before training was cut short by SIGTERM")) << early.out;
+  EXPECT_TRUE(contains(early.out, "SIGTERM: stopping after 0 steps")) << early.out;
+  EXPECT_FALSE(contains(early.out, "exact-match accuracy before training")) << early.out;
   for (const std::string d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
   std::remove(log.c_str());
 }
