@@ -248,11 +248,13 @@ if [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]]; then
     seen=" "
     for a in "${@:2}"; do
       [[ "$a" =~ ^[0-9]+$ ]] || continue
-      if [[ "$seen" == *" $((10#$a)) "* ]]; then
+      n=${a#"${a%%[!0]*}"}  # without leading zeros (as text: no 64-bit wrap)
+      n=${n:-0}
+      if [[ "$seen" == *" $n "* ]]; then
         echo "forge.sh: seeds: seed $a is given twice" >&2
         exit 2
       fi
-      seen+="$((10#$a)) "
+      seen+="$n "
     done
   fi
 fi

@@ -1,7 +1,7 @@
 // Random numbers. Rng is xoshiro256** seeded through splitmix64: fast, with a
 // state of four words that checkpoints can save. counter_uniform(seed, i) is a
-// stateless hash of (seed, i) to [0, 1): sampling for request r at position p
-// uses it so that the tokens do not depend on what else is in the batch.
+// stateless hash of (seed, i) to [0, 1): sampling a request's i-th generated
+// token uses it so that the tokens do not depend on what else is in the batch.
 #pragma once
 #include <array>
 #include <cmath>

@@ -97,14 +97,21 @@ void GatewayEpisode::record(const Tokens& prompt, const GenerationResult& r) {
   FORGE_CHECK(r.logprobs.size() == r.tokens.size() && r.versions.size() == r.tokens.size(),
               "generation result with mismatched token/logprob/version counts");
   // Rewritten history: the prompt extends no earlier call's context + reply
-  // and is no earlier call's context (a parallel sample) either.
-  const auto starts_with = [&](const Tokens& a, const Tokens& b, size_t from) {
-    return prompt.size() >= from + b.size() && std::equal(b.begin(), b.end(), prompt.begin() + from);
+  // and is no earlier call's context (a parallel sample) either. The reply
+  // may end without its final stop token, as /completions' text does (an
+  // agent that sends prompt + text + more).
+  const auto starts_with = [&](const Tokens& b, size_t from, size_t n) {
+    return prompt.size() >= from + n && std::equal(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n),
+                                                    prompt.begin() + static_cast<std::ptrdiff_t>(from));
+  };
+  const auto continues = [&](const LlmCall& c) {
+    if (!starts_with(c.context, 0, c.context.size())) return false;
+    const size_t at = c.context.size(), n = c.generated.size();
+    const bool stops = n > 0 && config_.vocab().is_stop(c.generated.back());
+    return prompt.size() == at || starts_with(c.generated, at, n) || (stops && starts_with(c.generated, at, n - 1));
   };
   bool extends = trajectory_.calls.empty();
-  for (const LlmCall& c : trajectory_.calls)
-    extends = extends || (starts_with(prompt, c.context, 0) &&
-                          (prompt.size() == c.context.size() || starts_with(prompt, c.generated, c.context.size())));
+  for (const LlmCall& c : trajectory_.calls) extends = extends || continues(c);
   if (!extends) trajectory_.signals.push_back({calls(), "history_rewritten", 0.0f});
   trajectory_.calls.push_back({prompt, r.tokens, r.logprobs, r.versions});
   generated_ += static_cast<int>(r.tokens.size());

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -319,8 +320,9 @@ bool wants_completion_logprobs(const json& body) {
   if (!body.is_object() || !body.contains("logprobs") || body["logprobs"].is_null()) return false;
   const json& v = body["logprobs"];
   if (v.is_boolean()) return v.get<bool>();
-  if (v.is_number_integer() && v.get<int64_t>() >= 0) return true;
-  throw bad_request("\"logprobs\" must be a count (an integer >= 0), true or false");
+  // A count, also written 2.0 (as count fields may be).
+  if (v.is_number() && v.get<double>() >= 0 && std::floor(v.get<double>()) == v.get<double>()) return true;
+  throw bad_request("\"logprobs\" must be a count (a whole number >= 0), true or false");
 }
 
 void send_events(httplib::Response& res, std::vector<json> chunks) {

@@ -1,8 +1,8 @@
 // Sampling parameters of one generation request. Sampling draws from
 // softmax(logits / temperature) restricted to the top_k tokens and to the
-// smallest set whose probability reaches top_p; the random number for
-// position p of a request is counter_uniform(seed, p), so the same request
-// and seed give the same tokens whatever else is in the batch.
+// smallest set whose probability reaches top_p; the random number for a
+// request's i-th generated token is counter_uniform(seed, i), so the same
+// request and seed give the same tokens whatever else is in the batch.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -292,6 +292,36 @@ TEST_F(GatewayEpisodes, EpisodeRecordsCallsBranchesAndRewards) {
   EXPECT_EQ(t.group, 2);  // its slot: the learner's advantage group (it was 0 for every episode)
 }
 
+// A /completions agent that sends prompt + text + more (the text without
+// the reply's stop token, as OpenAI-compatible servers return it) extends
+// its call: no history_rewritten; one that changes the reply does.
+TEST_F(GatewayEpisodes, ACompletionContinuedAsTextExtendsItsCall) {
+  auto e = episode(4, 2);
+  const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin();
+  const Tokens p1 = vocab.tokenizer().encode("Q: 1+1? A:");
+  GenerationJob job;
+  GenerationReply r;
+  r.vocab = &vocab;
+  r.result = result_for(job, {' ', '2', kEndOfTurn});
+  r.prompt = p1;
+  r.finish_reason = "stop";
+  e->record_completion(p1, r.result);
+  const std::string text = completion_reply(r, false)["choices"][0]["text"];
+  EXPECT_EQ(text, " 2");
+  const Tokens p2 = vocab.tokenizer().encode("Q: 1+1? A:" + text + "\nQ: 2+2? A:");
+  e->record_completion(p2, result_for(job, {' ', '4'}));  // cut by length: no stop token
+  const Tokens p3 = vocab.tokenizer().encode("Q: 1+1? A: 2\nQ: 2+2? A: 4 and more");
+  e->record_completion(p3, result_for(job, {'!'}));
+  const auto rewrites = [&] {
+    int n = 0;
+    for (const auto& s : e->record_so_far().signals) n += s.kind == "history_rewritten";
+    return n;
+  };
+  EXPECT_EQ(rewrites(), 0);
+  e->record_completion(vocab.tokenizer().encode("Q: 1+1? A: 3"), result_for(job, {'!'}));  // a changed reply
+  EXPECT_EQ(rewrites(), 1);
+}
+
 // Rewards as for white-box episodes (AgentEpisode::finish): a call the
 // safety policy blocks is the safety component and a safety event, not
 // process reward; a test run is counted.
@@ -484,17 +514,17 @@ TEST_F(GatewayEpisodes, EpisodeDeadlineBoundsAnEpisodeThatIsNeverIdle) {
 // Idleness counts from the last accepted request: a refused reward or
 // answer does not keep an episode open.
 TEST_F(GatewayEpisodes, RefusedRequestsAreNotActivity) {
-  gw.idle_deadline_s = 0.05;
+  gw.idle_deadline_s = 0.5;  // margins of 100 ms and more below: a loaded machine's delays
   for (const bool by_answer : {false, true}) {
     GatewayService s(gw, sampling, 8, 256, 1 << 20);
     add_one_episode(s);
     const uint64_t id = s.open()["id"];
-    std::this_thread::sleep_for(std::chrono::milliseconds(40));  // idleness is measured on the clock
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // idleness is measured on the clock
     if (by_answer)
       EXPECT_EQ(request_error_status([&] { s.answer(id, {{"answer", std::string(5000, '1')}}); }), 400);
     else
       EXPECT_EQ(request_error_status([&] { s.reward(id, {{"outcome", "high"}}); }), 400);
-    std::this_thread::sleep_for(std::chrono::milliseconds(40));  // 80 ms since the open, 40 since the refusal
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // 600 ms since the open, 300 since the refusal
     s.expire(1e9);
     const auto groups = s.take_finished_groups();
     ASSERT_EQ(groups.size(), 1u) << (by_answer ? "answer" : "reward");
@@ -504,9 +534,9 @@ TEST_F(GatewayEpisodes, RefusedRequestsAreNotActivity) {
   GatewayService s(gw, sampling, 8, 256, 1 << 20);
   add_one_episode(s);
   const uint64_t id = s.open()["id"];
-  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   s.reward(id, {{"outcome", 1.0}});
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 400 ms since the open, 100 since the reward
   s.expire(1e9);
   EXPECT_TRUE(s.take_finished_groups().empty());
 }
