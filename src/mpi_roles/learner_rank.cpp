@@ -18,6 +18,7 @@
 #include "learner/run_checkpoints.hpp"
 #include "mpi_roles/learner_agreement.hpp"
 #include "mpi_roles/learner_gradient_sum.hpp"
+#include "mpi_roles/watchdog.hpp"
 
 namespace forge {
 namespace {
@@ -187,11 +188,21 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   setup.terminate = cfg.terminate;
   setup.shard = learner_rank;
   setup.shards = learner_count;
+  // The other learners (world ranks [0, L)): the collective sums below wait
+  // for them, each after the same work, watched by the watchdog.
+  std::vector<int> other_learners;
+  for (int r = 0; r < learner_count; ++r)
+    if (r != learner_rank) other_learners.push_back(r);
+  Watchdog* const watchdog = cfg.watchdog;
   if (learner_count > 1) {
-    setup.sum_across_shards = [learners](double* v, int n) {
+    setup.sum_across_shards = [learners, watchdog, other_learners](double* v, int n) {
+      const Watchdog::WatchedWait watched(watchdog, "the learners' sum of loss terms", other_learners);
       MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, learners);
     };
-    setup.gradient_sum = [&gradient_sum](float* g, size_t n) { gradient_sum(g, n); };
+    setup.gradient_sum = [&gradient_sum, watchdog, other_learners](float* g, size_t n) {
+      const Watchdog::WatchedWait watched(watchdog, "the learners' gradient sum", other_learners);
+      gradient_sum(g, n);
+    };
   }
   Learner learner(setup, model, opt, start);
   BatchTaker taker(pool, layout, cfg, lead ? resumed_pool : nullptr, model.config().vocab);
@@ -268,7 +279,10 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
              : decode_trajectories(bytes.data(), bytes.size(), model.config().vocab, "the lead learner's batch");
     double grad_norm = 0;
     const PolicyUpdateStats st = learner.update(episodes, step, &grad_norm);
-    if (checkpoint_due(setup.run, step + 1, steps)) check_learners_agree(learners, parameter_hash(model), step + 1);
+    if (checkpoint_due(setup.run, step + 1, steps)) {
+      const Watchdog::WatchedWait watched(watchdog, "the learners' agreement check", other_learners);
+      check_learners_agree(learners, parameter_hash(model), step + 1);
+    }
     if (!lead) continue;
     publish(step + 1);
     const double since_previous = since_step.seconds();

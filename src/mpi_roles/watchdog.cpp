@@ -49,6 +49,38 @@ std::string Watchdog::shutdown_laggards() {
   return out;
 }
 
+Watchdog::WatchedWait::WatchedWait(Watchdog* watchdog, std::string what, std::vector<int> peers)
+    : watchdog_(watchdog) {
+  if (!watchdog_) return;
+  std::lock_guard lock(watchdog_->wait_mu_);
+  watchdog_->wait_what_ = std::move(what);
+  watchdog_->wait_peers_ = std::move(peers);
+  watchdog_->wait_since_ns_ = active_ns();
+}
+
+Watchdog::WatchedWait::~WatchedWait() {
+  if (!watchdog_) return;
+  std::lock_guard lock(watchdog_->wait_mu_);
+  watchdog_->wait_since_ns_ = -1;
+}
+
+void Watchdog::check_wait(int64_t now_ns) {
+  std::lock_guard lock(wait_mu_);
+  if (wait_since_ns_ < 0) return;
+  const double waited = static_cast<double>(now_ns - wait_since_ns_) * 1e-9;
+  if (waited <= deadline_s_) return;
+  std::string peers;
+  for (int r : wait_peers_) peers += (peers.empty() ? "" : ", ") + layout_.name(r);
+  char figures[96];
+  std::snprintf(figures, sizeof figures, " has waited %.1f s for ", waited);
+  char deadline[64];
+  std::snprintf(deadline, sizeof deadline, " (mpi.deadline_s = %g)", deadline_s_);
+  abort_job(layout_.name(rank_),
+            "watchdog: " + wait_what_ + figures + peers + deadline +
+                ": one of them is stuck though alive (its heartbeat goes on); aborting the job",
+            3);
+}
+
 void Watchdog::loop() {
   std::vector<int> peers;
   const int world = layout_.world();
@@ -74,6 +106,7 @@ void Watchdog::loop() {
     const double left_out = left_out_seconds();
     const bool late = left_out != left_out_seen;  // this beat came late: time was left out
     if (late && !late_before) std::fill(moved.begin(), moved.end(), now);
+    check_wait(now);
     left_out_seen = left_out;
     late_before = late;
     for (size_t i = 0; i < peers.size(); ++i) {

@@ -16,10 +16,15 @@
 //
 // The heartbeat shows the process is scheduled, not that it makes progress.
 // Waits for a generation result and for the learner's next group have their
-// own deadlines in the roles; an environment rank waiting for admission and
-// the learners waiting for learner 0's batch rely on learner 0 being alive
-// (a learner 0 that is alive but stuck, e.g. in I/O on a hung file system,
-// is not detected). Needs MPI_THREAD_MULTIPLE.
+// own deadlines in the roles; the learners' collective sums (gradients, loss
+// denominators, the agreement hash), which every learner reaches after the
+// same work, are watched waits: a thread blocked in one longer than the
+// deadline makes this thread end the job, naming the other learners (one of
+// them is alive but stuck, e.g. in a hung GPU kernel: its heartbeat goes
+// on). An environment rank waiting for admission and the learners waiting
+// for learner 0's batch rely on learner 0 being alive (a learner 0 that is
+// alive but stuck, e.g. in I/O on a hung file system, is not detected).
+// Needs MPI_THREAD_MULTIPLE.
 //
 // Shutdown. Beside its counter each rank hosts a shutdown word: 0 while it
 // runs, 1 once it is at the final barrier (quiesce) draining its messages, 2
@@ -29,8 +34,11 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "mpi_roles/role_layout.hpp"
 
@@ -51,8 +59,24 @@ class Watchdog {
   // ("environment rank 2 (not at the barrier)"); "" when none.
   std::string shutdown_laggards();
 
+  // A blocking wait on `peers` (world ranks) that reach it after the same
+  // work as this rank, watched while the guard lives: past the deadline the
+  // watchdog thread ends the job, naming `what` and the peers. One at a time
+  // per rank; a null watchdog watches nothing.
+  class WatchedWait {
+   public:
+    WatchedWait(Watchdog* watchdog, std::string what, std::vector<int> peers);
+    ~WatchedWait();
+    WatchedWait(const WatchedWait&) = delete;
+    WatchedWait& operator=(const WatchedWait&) = delete;
+
+   private:
+    Watchdog* watchdog_;
+  };
+
  private:
   void loop();
+  void check_wait(int64_t now_ns);  // aborts the job when the watched wait is past the deadline
 
   MPI_Comm comm_;
   RoleLayout layout_;
@@ -61,6 +85,10 @@ class Watchdog {
   MPI_Win win_ = MPI_WIN_NULL;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  std::mutex wait_mu_;  // the watched wait: what, on whom, since when (-1: none)
+  std::string wait_what_;
+  std::vector<int> wait_peers_;
+  int64_t wait_since_ns_ = -1;
 };
 
 }  // namespace forge

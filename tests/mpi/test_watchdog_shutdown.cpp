@@ -3,10 +3,19 @@
 // the barrier every rank lags ("not at the barrier"); a rank at the barrier
 // whose own messages are undelivered is named so; quiesce marks every rank
 // that joined, after which none lags. Needs 3 ranks (a role layout's least).
+//
+// Watched waits (DISABLED_: run alone by the ctest entry mpi_watched_wait,
+// which expects the job to end with the watchdog's message): a watched
+// barrier every rank reaches in time ends quietly, also when the deadline
+// passes after it; one whose peers are alive but do not come ends the job
+// within the deadline, naming the wait and the peers.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "mpi_roles/generation_rpc.hpp"
 #include "mpi_roles/role_layout.hpp"
@@ -35,6 +44,32 @@ TEST(WatchdogShutdown, NamesTheRanksNotAtTheBarrier) {
   quiesce(MPI_COMM_WORLD, sends, 60, &dog);  // every rank marks 2 before it joins
   EXPECT_EQ(dog.shutdown_laggards(), "");
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(WatchedWait, DISABLED_AStuckPeerEndsTheJob) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world < 3) GTEST_SKIP() << "a role layout needs 3 ranks";
+  const RoleLayout layout(world, RoleCounts{});
+  Watchdog dog(MPI_COMM_WORLD, layout, /*deadline_s=*/1.0, /*period_s=*/0.1);
+  std::vector<int> others;
+  for (int r = 0; r < world; ++r)
+    if (r != rank) others.push_back(r);
+  {
+    const Watchdog::WatchedWait watched(&dog, "the quick barrier", others);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the deadline: the wait has ended
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    const Watchdog::WatchedWait watched(&dog, "the stuck barrier", {1});
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(20));  // alive (heartbeats go on), not coming
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  ADD_FAILURE() << "the watchdog did not end the job";
 }
 
 }  // namespace
