@@ -32,9 +32,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <optional>
+#include <thread>
 
 #include "agent/agent_eval.hpp"
 #include "backend/backend_registry.hpp"
@@ -351,6 +353,13 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     if (role == Role::kRollout) return run_rollout(sh, weights, sends);
     return all.gateway.enabled ? run_gateway(sh, pool, weights) : run_environment(sh, pool, weights);
   });
+  // Learner 0 evaluates the final weights after the shutdown barrier; the
+  // others wait for it here asleep between polls: the windows' frees below
+  // are collectives whose wait would spin on the cores the evaluation uses.
+  MPI_Request done_request = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &done_request);
+  for (int done = 0; MPI_Test(&done_request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (learners != MPI_COMM_NULL) MPI_Comm_free(&learners);
   return code;
 }
