@@ -160,11 +160,14 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
                           sh.resumed_pool);
 }
 
-// Episodes one rollout engine serves at once: the environment ranks' groups
-// in flight, shared among the rollout ranks (its max_batch, capped at 256).
+// Episodes one rollout engine serves at once (its max_batch, capped at 256):
+// the environment ranks' groups in flight, whose episodes go to rollout rank
+// id % R with a group's ids consecutive, so at most ceil(G / R) of each group
+// (rounded down, 2 of a group of 3 at R = 2 queued behind a max_batch of 1).
 int engine_episodes(const Shared& sh) {
   const int envs = sh.layout->count(Role::kEnvironment), rollouts = sh.layout->count(Role::kRollout);
-  return std::max(1, envs * sh.all->mpi.env_groups * sh.all->train.group / rollouts);
+  const int per_group = (sh.all->train.group + rollouts - 1) / rollouts;
+  return std::max(1, envs * sh.all->mpi.env_groups * per_group);
 }
 
 int run_rollout(const Shared& sh, WeightChannel& weights, SendQueue& sends) {
