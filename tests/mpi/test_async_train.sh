@@ -52,10 +52,19 @@ versions = f["versions"][:]
 call_episode = f["calls/episode"][:]
 tok_off = f["calls/token_offset"][:]
 ends = np.append(tok_off[1:], len(versions))
+oldest = {}  # episode row -> the oldest version among its generated tokens
 for c in range(len(tok_off)):
     v = versions[tok_off[c]:ends[c]]
     v = v[v >= 0]
     check(len(v) == 0 or v.max() <= step[call_episode[c]], "a token newer than the step that trained it")
+    if len(v):
+        e = int(call_episode[c])
+        oldest[e] = min(oldest.get(e, int(v.min())), int(v.min()))
+# The staleness the pool recorded (and bounded above) is the one the tokens
+# carry: consumed step minus the oldest version, -1 without tokens.
+for e in range(len(ids)):
+    want = int(step[e]) - oldest[e] if e in oldest else -1
+    check(int(stale[e]) == want, f"episode row {e}: staleness {stale[e]}, its tokens say {want}")
 # The steps table: each step trained train.tasks groups; the episodes it
 # left out as abandoned are those recorded so.
 check((f["steps/groups"][:] == tasks).all(), f"steps/groups {f['steps/groups'][:]}, expected {tasks} each")
