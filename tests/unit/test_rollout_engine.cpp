@@ -156,10 +156,11 @@ void expect_same_generation(const GenerationResult& a, const GenerationResult& b
 
 // The CPU paged attention against a double-precision softmax over the
 // row's positions, read through its block table.
-static void expect_paged_attention_matches_naive(int D, int bs) {
-  SCOPED_TRACE("head_dim " + std::to_string(D) + ", block_size " + std::to_string(bs));
+static void expect_paged_attention_matches_naive(int D, int bs, int H, int Hkv) {
+  SCOPED_TRACE("head_dim " + std::to_string(D) + ", block_size " + std::to_string(bs) + ", heads " +
+               std::to_string(H) + "/" + std::to_string(Hkv));
   CpuBackend B;
-  const int H = 4, Hkv = 2, nblocks = 12, row = Hkv * D;
+  const int nblocks = 12, row = Hkv * D;
   Rng rng(3);
   std::vector<float> kc(size_t(nblocks) * bs * row), vc(kc.size());
   for (auto& x : kc) x = static_cast<float>(rng.normal());
@@ -217,9 +218,12 @@ TEST(RolloutEngine, PagedAttentionMatchesNaiveSoftmax) {
   // Head dims: the unrolled vector paths (16, 32, 64, 128: one and two
   // panels), the vector path of any multiple of 8 (8, 24), the scalar path
   // (12); blocks shorter than, equal to and longer than the eight positions
-  // scored at a time, and one (12) that ends mid-way through its second eight.
-  for (int D : {8, 12, 16, 24, 32, 64, 128})
-    for (int bs : {4, 8, 12, 16}) expect_paged_attention_matches_naive(D, bs);
+  // scored at a time, and one (12) that ends mid-way through its second eight,
+  // and one (33) longer than every sequence; query heads per key head 2, 1
+  // (plain multi-head) and 3.
+  for (const auto& [H, Hkv] : {std::pair{4, 2}, std::pair{3, 3}, std::pair{6, 2}})
+    for (int D : {8, 12, 16, 24, 32, 64, 128})
+      for (int bs : {4, 8, 12, 16, 33}) expect_paged_attention_matches_naive(D, bs, H, Hkv);
 }
 
 TEST(RolloutEngine, LogprobsMatchTrainerForward) {

@@ -58,6 +58,22 @@ TEST(Sampling, TopPKeepsTheSmallestSetReachingP) {
   expect_close(draw_frequencies(p), expected({2, 5}));
 }
 
+// Both: top_p applies to the top_k candidates' renormalised mass (as
+// transformers and vLLM do). Of the top 3 (tokens 2, 5, 3), token 2 holds
+// 0.48 of their mass, so top_p 0.45 keeps it alone; over the whole
+// vocabulary it holds 0.41 and token 5 would be kept too.
+TEST(Sampling, TopPAppliesToTheTopKCandidatesMass) {
+  SamplingParams p;
+  p.top_k = 3;
+  p.top_p = 0.45f;
+  expect_close(draw_frequencies(p), expected({2}));
+  double log_kept = 1;
+  sample_token(kLogits.data(), static_cast<int>(kLogits.size()), p, 0.5, &log_kept);
+  EXPECT_NEAR(log_kept, std::log(expected({0, 1, 2, 3, 5, 6})[2]), 1e-7);
+  p.top_p = 0.6f;  // past token 2's share: tokens 2 and 5
+  expect_close(draw_frequencies(p), expected({2, 5}));
+}
+
 // The candidates' share of the mass (the behaviour logprob's correction):
 // log of their softmax probabilities' sum; 0 with every token a candidate.
 TEST(Sampling, TheCandidatesShareOfTheMass) {
