@@ -1,4 +1,4 @@
-// The composite reward (docs/architecture.md, "Rewards"): a weighted sum of named
+// The composite reward (docs/environments.md, "Reward components"): a weighted sum of named
 // components, each optionally standardized over the batch first,
 //
 //   R_i = w_o f(outcome_i) + w_p f(process_i) + w_e f(efficiency_i) + w_s safety_i,

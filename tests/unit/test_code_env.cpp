@@ -330,20 +330,29 @@ TEST(CodeEnv, MixDrawsCodeOnlyByWeight) {
   for (uint64_t seed = 0; seed < 50; ++seed) EXPECT_EQ(only.pick(seed), "code");
 }
 
-// Demonstrations through the scaffold under perturbed formats: the tools'
-// arguments (spaces, indentation, quotes, an empty argument) survive every
-// rendering and parse, and the episode is verified a success.
+// Demonstrations through the scaffold under every call format, tools style
+// and response format (the rest of the style drawn): the tools' arguments
+// (spaces, indentation, quotes, an empty argument) survive every rendering
+// and parse, and the episode is verified a success.
 TEST(CodeEnv, DemonstrationsSucceedThroughEveryFormat) {
   REQUIRE_SANDBOX();
   const EnvConfig c = code_only();
   const AgentConfig agent = roomy_agent(4096);
   const PerturbationSampler sampler(true, {});
-  for (uint64_t seed = 0; seed < 12; ++seed) {
-    const Trajectory t = make_demonstration(c, agent, seed, sampler.draw(seed, StyleMode::kTrain), seed);
-    EXPECT_TRUE(t.success) << "seed " << seed;
-    EXPECT_EQ(t.turns, t.needed_turns) << "seed " << seed;
-    EXPECT_EQ(t.test_runs, 1) << "seed " << seed;
-  }
+  uint64_t seed = 0;
+  for (const CallFormat call : {CallFormat::kParen, CallFormat::kJson, CallFormat::kXml, CallFormat::kSpecial})
+    for (const ToolsStyle tools : {ToolsStyle::kShort, ToolsStyle::kLong, ToolsStyle::kAlias})
+      for (const ResponseFormat response : {ResponseFormat::kPlain, ResponseFormat::kTagged, ResponseFormat::kJson}) {
+        ScaffoldStyle style = sampler.draw(seed, StyleMode::kTrain);
+        style.call = call;
+        style.tools = tools;
+        style.response = response;
+        const Trajectory t = make_demonstration(c, agent, seed, style, seed);
+        EXPECT_TRUE(t.success) << "seed " << seed << " " << style.name();
+        EXPECT_EQ(t.turns, t.needed_turns) << "seed " << seed << " " << style.name();
+        EXPECT_EQ(t.test_runs, 1) << "seed " << seed << " " << style.name();
+        ++seed;
+      }
 }
 
 TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
