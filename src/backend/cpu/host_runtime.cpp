@@ -94,8 +94,13 @@ std::vector<std::string> host_runtime_warnings(int threads, int threads_on_node)
                 " cores given to this process: set run.threads (or OMP_NUM_THREADS) to at most " +
                 std::to_string(h.cores));
   else if (threads_on_node > h.cores) {
+    // At one thread per rank only the placement can change (the main job's
+    // 5 ranks on 2 cores take turns by design).
     std::string m = "the ranks on this node run " + std::to_string(threads_on_node) + " compute threads on " +
-                    std::to_string(h.cores) + " cores: lower run.threads, or place fewer ranks per node";
+                    std::to_string(h.cores) + " cores" +
+                    (threads > 1 ? ": lower run.threads, or place fewer ranks per node"
+                                 : " (one per rank): they take turns on the cores; place fewer ranks per node, "
+                                   "or give the job more cores, for each to run at full speed");
     // OpenMP threads that spin at barriers while the ranks share cores wait
     // for threads that are not running: the main job's RL phase at 2
     // threads per rank on 2 cores took 12x as long (docs/performance.md).
