@@ -163,7 +163,9 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
 // Episodes one rollout engine serves at once (its max_batch, capped at 256):
 // the environment ranks' groups in flight, whose episodes go to rollout rank
 // id % R with a group's ids consecutive, so at most ceil(G / R) of each group
-// (rounded down, 2 of a group of 3 at R = 2 queued behind a max_batch of 1).
+// (envs x groups x G / R rounded down once queued 2 of a group of 3 at R = 2
+// behind a max_batch of 1). Where R does not divide G the KV cache is sized
+// for the ceiling.
 int engine_episodes(const Shared& sh) {
   const int envs = sh.layout->count(Role::kEnvironment), rollouts = sh.layout->count(Role::kRollout);
   const int per_group = (sh.all->train.group + rollouts - 1) / rollouts;

@@ -64,12 +64,13 @@ struct Trajectory {
 
   // Tool calls of the ideal solution (its LLM calls less the answer).
   int32_t needed_calls() const { return needed_turns - 1; }
-  // Oldest policy version among the generated tokens (-1 if none).
+  // Oldest policy version among the generated tokens (-1 if none); a token
+  // without a version (-1) does not count.
   int32_t oldest_version() const {
     int32_t v = -1;
     for (const auto& c : calls)
       for (int32_t x : c.versions)
-        if (v < 0 || x < v) v = x;
+        if (x >= 0 && (v < 0 || x < v)) v = x;
     return v;
   }
 };

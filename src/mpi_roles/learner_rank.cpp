@@ -199,7 +199,11 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
       const Watchdog::WatchedWait watched(watchdog, "the learners' sum of loss terms", other_learners);
       MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, learners);
     };
-    setup.gradient_sum = [&gradient_sum, watchdog, other_learners](float* g, size_t n) {
+    Backend* const backend = &model.backend();
+    setup.gradient_sum = [&gradient_sum, watchdog, other_learners, backend](float* g, size_t n) {
+      // This rank's own queued kernels first, outside the watch: a hang in
+      // them is not the other learners' (the wait would name them).
+      backend->synchronize();
       const Watchdog::WatchedWait watched(watchdog, "the learners' gradient sum", other_learners);
       gradient_sum(g, n);
     };
@@ -280,8 +284,10 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     double grad_norm = 0;
     const PolicyUpdateStats st = learner.update(episodes, step, &grad_norm);
     if (checkpoint_due(setup.run, step + 1, steps)) {
-      const Watchdog::WatchedWait watched(watchdog, "the learners' agreement check", other_learners);
-      check_learners_agree(learners, parameter_hash(model), step + 1);
+      const uint64_t hash = parameter_hash(model);  // this rank's own work, outside the watch
+      const Watchdog::WatchedWait watched(learner_count > 1 ? watchdog : nullptr, "the learners' agreement check",
+                                          other_learners);
+      check_learners_agree(learners, hash, step + 1);
     }
     if (!lead) continue;
     publish(step + 1);

@@ -77,7 +77,8 @@ void Watchdog::check_wait(int64_t now_ns) {
   std::snprintf(deadline, sizeof deadline, " (mpi.deadline_s = %g)", deadline_s_);
   abort_job(layout_.name(rank_),
             "watchdog: " + wait_what_ + figures + peers + deadline +
-                ": one of them is stuck though alive (its heartbeat goes on); aborting the job",
+                ": one of them is stuck, stopped or dead (one alive but stuck keeps its heartbeat, which no other "
+                "check sees); aborting the job",
             3);
 }
 

@@ -60,8 +60,10 @@ for c in range(len(tok_off)):
     if len(v):
         e = int(call_episode[c])
         oldest[e] = min(oldest.get(e, int(v.min())), int(v.min()))
-# The staleness the pool recorded (and bounded above) is the one the tokens
-# carry: consumed step minus the oldest version, -1 without tokens.
+# The staleness rollouts.h5 records (and bounded above) is the one the
+# tokens carry: consumed step minus the oldest version, -1 without tokens
+# (the store's arithmetic; the pool's own cap verdicts are checked below
+# against the progress lines).
 for e in range(len(ids)):
     want = int(step[e]) - oldest[e] if e in oldest else -1
     check(int(stale[e]) == want, f"episode row {e}: staleness {stale[e]}, its tokens say {want}")

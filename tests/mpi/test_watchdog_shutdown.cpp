@@ -52,7 +52,9 @@ TEST(WatchedWait, DISABLED_AStuckPeerEndsTheJob) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   if (world < 3) GTEST_SKIP() << "a role layout needs 3 ranks";
   const RoleLayout layout(world, RoleCounts{});
-  Watchdog dog(MPI_COMM_WORLD, layout, /*deadline_s=*/1.0, /*period_s=*/0.1);
+  // 4 s: a loaded 2-core machine may starve a rank's watchdog thread for a
+  // second (its heartbeat would then be the job's end, not this wait).
+  Watchdog dog(MPI_COMM_WORLD, layout, /*deadline_s=*/4.0, /*period_s=*/0.25);
   std::vector<int> others;
   for (int r = 0; r < world; ++r)
     if (r != rank) others.push_back(r);
@@ -60,13 +62,13 @@ TEST(WatchedWait, DISABLED_AStuckPeerEndsTheJob) {
     const Watchdog::WatchedWait watched(&dog, "the quick barrier", others);
     MPI_Barrier(MPI_COMM_WORLD);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the deadline: the wait has ended
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // past the deadline: the wait has ended
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
     const Watchdog::WatchedWait watched(&dog, "the stuck barrier", {1});
     MPI_Barrier(MPI_COMM_WORLD);
   } else {
-    std::this_thread::sleep_for(std::chrono::seconds(20));  // alive (heartbeats go on), not coming
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // alive (heartbeats go on), not coming
     MPI_Barrier(MPI_COMM_WORLD);
   }
   ADD_FAILURE() << "the watchdog did not end the job";

@@ -109,6 +109,13 @@ TEST(PolicyUpdate, AbandonedEpisodesDoNotAgeTheirGroup) {
   EXPECT_EQ(oldest_version(group), 9);
   group[1].abandoned = true;
   EXPECT_EQ(oldest_version(group), -1);
+  // Tokens without a version (-1) do not count, wherever they lie (a later
+  // one reset the minimum).
+  Trajectory t = episode(0, 0.0f, 0);
+  t.calls[0].versions.assign(t.calls[0].versions.size(), 5);
+  t.calls[0].versions.front() = 4;
+  t.calls[0].versions.back() = -1;
+  EXPECT_EQ(t.oldest_version(), 4);
 }
 
 }  // namespace
