@@ -92,21 +92,19 @@ EvalResult evaluate(PolicyModel& model, const std::string& task, int n, uint64_t
   ByteTokenizer tok;
   EvalResult out;
   int correct = 0;
-  std::vector<GenerationResult> done;
   while (!engine.idle()) {
     if (stop && *stop) {
       out.stopped = true;
       return out;
     }
-    for (GenerationResult& res : engine.step()) done.push_back(std::move(res));
-  }
-  for (const auto& res : done) {
-    std::vector<int32_t> text = res.tokens;
-    if (!text.empty() && text.back() == kEndOfTurn) text.pop_back();
-    const std::string completion = tok.decode(text);
-    const auto& q = queries[res.id];
-    correct += res.finish == FinishReason::kStop && completion == q.answer;
-    if (static_cast<int>(res.id) < show) out.examples.push_back({q.request, completion});
+    for (const GenerationResult& res : engine.step()) {  // scored as they finish
+      std::vector<int32_t> text = res.tokens;
+      if (!text.empty() && text.back() == kEndOfTurn) text.pop_back();
+      const std::string completion = tok.decode(text);
+      const auto& q = queries[res.id];
+      correct += res.finish == FinishReason::kStop && completion == q.answer;
+      if (static_cast<int>(res.id) < show) out.examples.push_back({q.request, completion});
+    }
   }
   std::sort(out.examples.begin(), out.examples.end());
   out.accuracy = static_cast<double>(correct) / n;
