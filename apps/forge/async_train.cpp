@@ -55,6 +55,7 @@
 #include "mpi_roles/environment_rank.hpp"
 #include "mpi_roles/gateway_rank.hpp"
 #include "mpi_roles/generation_rpc.hpp"
+#include "mpi_roles/group_wait.hpp"
 #include "mpi_roles/learner_rank.hpp"
 #include "mpi_roles/mpi_runtime.hpp"
 #include "mpi_roles/role_layout.hpp"
@@ -140,20 +141,14 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
   lc.setup.config_ini = sh.opts->dump_ini();
   lc.deadline_s = all.mpi.deadline_s;
   lc.shutdown_s = shutdown_deadline(all);
-  // The wait for a group spans an environment rank's wait for generation
-  // (and the watchdog's), so it lasts twice mpi.deadline_s: a stalled
-  // rollout rank is named by those inner deadlines, not blamed on the
-  // environment rank that waits for it. A healthy but long episode is
-  // abandoned by its rank after pool.episode_deadline_s, which frees its
-  // group: the wait outlasts that by mpi.deadline_s. Black-box agents close
-  // groups at their own pace.
-  const bool gateway = all.gateway.enabled;
-  const double inner_s = 2 * all.mpi.deadline_s, episode_s = all.mpi.episode_deadline_s + all.mpi.deadline_s;
-  const double group_wait_s = std::max(inner_s, episode_s);
-  lc.group_wait_s = gateway ? std::max(group_wait_s, all.gateway.agent_wait_s) : group_wait_s;
-  lc.group_wait_key = gateway && all.gateway.agent_wait_s > group_wait_s ? "gateway.agent_wait_s"
-                      : episode_s > inner_s ? "pool.episode_deadline_s + mpi.deadline_s"
-                                            : "2 x mpi.deadline_s";
+  const GroupWait wait = group_wait({.deadline_s = all.mpi.deadline_s,
+                                     .episode_deadline_s = all.mpi.episode_deadline_s,
+                                     .tool_s = all.env.code_weight > 0 ? all.env.sandbox.wall_s : 0.0,
+                                     .gateway = all.gateway.enabled,
+                                     .request_deadline_s = all.gateway.request_deadline_s,
+                                     .agent_wait_s = all.gateway.agent_wait_s});
+  lc.group_wait_s = wait.seconds;
+  lc.group_wait_key = wait.keys;
   lc.terminate = sh.terminate;
   lc.watchdog = sh.watchdog;
   return run_learner_rank(sh.learners, *sh.layout, pool, weights, sends, model, opt, std::move(lc), start,
