@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include <string>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -41,21 +42,53 @@ NcclComm::NcclComm(const CollectiveBootstrap& peers) : state_(new State) {
 }
 
 NcclComm::~NcclComm() {
-  ncclCommDestroy(state_->comm);
+  if (state_->comm) ncclCommDestroy(state_->comm);
   cudaStreamDestroy(state_->stream);
   delete state_;
 }
 
-void NcclComm::all_reduce_sum(float* x, size_t n) {
+void NcclComm::start(const char* what) {
+  if (!state_->comm)
+    throw Error(std::string("NCCL communicator: ") + what + ": the communicator was aborted by an earlier failure");
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+// Polls the stream and NCCL's asynchronous error instead of blocking in
+// cudaStreamSynchronize: a peer whose connection broke (a dead process on
+// a network transport) makes NCCL's kernels wait forever, and only the
+// asynchronous error tells. Then the communicator is aborted (its kernels
+// stop) and the error names the operation. A peer alive but stuck raises
+// no error: the learner's watched wait ends the job after mpi.deadline_s.
+void NcclComm::finish(const char* what) {
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(state_->stream);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) check(e, what);
+    ncclResult_t async = ncclSuccess;
+    check(ncclCommGetAsyncError(state_->comm, &async), "ncclCommGetAsyncError");
+    if (async != ncclSuccess && async != ncclInProgress) {
+      const char* detail = ncclGetLastError(state_->comm);
+      std::string reason = ncclGetErrorString(async);
+      if (detail && *detail) reason += std::string(" (") + detail + ")";
+      ncclCommAbort(state_->comm);
+      state_->comm = nullptr;
+      throw Error(std::string("NCCL communicator: ") + what + " failed on a peer's side: " + reason +
+                  "; the communicator is aborted");
+    }
+    std::this_thread::yield();
+  }
+}
+
+void NcclComm::all_reduce_sum(float* x, size_t n) {
+  start("ncclAllReduce");
   check(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, state_->comm, state_->stream), "ncclAllReduce");
-  check(cudaStreamSynchronize(state_->stream), "cudaStreamSynchronize");
+  finish("ncclAllReduce");
 }
 
 void NcclComm::broadcast(float* x, size_t n, int root) {
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  start("ncclBroadcast");
   check(ncclBroadcast(x, x, n, ncclFloat32, root, state_->comm, state_->stream), "ncclBroadcast");
-  check(cudaStreamSynchronize(state_->stream), "cudaStreamSynchronize");
+  finish("ncclBroadcast");
 }
 
 std::unique_ptr<DeviceCollectives> make_nccl_collectives(const CollectiveBootstrap& peers) {

@@ -5,7 +5,10 @@
 //   every rank: ncclCommInitRank(peers.size, id, peers.rank) on its device.
 // all_reduce_sum and broadcast take device memory, wait for all work already
 // queued on the device (the backend's stream included: cudaDeviceSynchronize),
-// run on the communicator's own stream and return when it is done.
+// run on the communicator's own stream and return when it is done. While
+// waiting they poll NCCL's asynchronous error: on one (a peer's connection
+// broke) the communicator is aborted and they throw Error naming it; every
+// later call throws too.
 // Plain C++ (no CUDA headers), compiled in every CUDA build.
 #pragma once
 #include <cstddef>
@@ -26,6 +29,8 @@ class NcclComm final : public DeviceCollectives {
   void broadcast(float* device_data, size_t n, int root) override;
 
  private:
+  void start(const char* what);   // refuses an aborted communicator; drains the device
+  void finish(const char* what);  // waits for the stream, aborting on NCCL's asynchronous error
   struct State;
   State* state_;
 };
