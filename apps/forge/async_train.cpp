@@ -332,7 +332,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
         if (!resumed_pool)
           throw InputError("--resume: checkpoint '" + resume_from +
                            "' holds no data-pool state (written by a run in one process); resume it "
-                           "without mpirun, or start from it with --train.init");
+                           "without mpirun, or start a new run from it: --train.init=" + resume_from + " with another run.dir");
         check_resume_state(*resumed_pool);
       }
     });

@@ -13,6 +13,7 @@
 #include "backend/host_runtime.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "learner/run_folder.hpp"
 
 namespace forge::cli {
 namespace {
@@ -168,6 +169,7 @@ int run_main(int argc, char** argv) {
   } catch (const InputError& e) {
     std::cout.flush();
     std::cerr << "forge: error: " << e.what() << "\n";
+    remove_unused_run_folders();
     return 2;
   } catch (const std::bad_alloc&) {
     std::cout.flush();
@@ -178,6 +180,7 @@ int run_main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cout.flush();
     std::cerr << "forge: error: " << e.what() << "\n";
+    remove_unused_run_folders();
     return 1;
   } catch (...) {
     std::cerr << "forge: error: unknown exception\n";

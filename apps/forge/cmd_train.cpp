@@ -115,8 +115,8 @@ int run_train(int argc, char** argv) {
     const auto tasks = start.checkpoint.rngs.find("tasks");
     if (tasks == start.checkpoint.rngs.end())
       throw InputError("--resume: checkpoint '" + path +
-                       "' was not written by forge train (no 'tasks' RNG state); start from it with "
-                       "--train.init instead");
+                       "' was not written by forge train (no 'tasks' RNG state; forge sft's?); start a new run from "
+                       "it: --train.init=" + path + " with another run.dir");
     task_rng.set_state(tasks->second);
     log_info("train: resumed from " + path + " at step " + std::to_string(start.step));
   } else if (!tc.init.empty()) {

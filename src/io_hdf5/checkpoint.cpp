@@ -217,6 +217,13 @@ CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, Ada
     return x;
   };
   st.step = count("step");
+  // Runs pick their newest checkpoint, and prune older ones, by the step in
+  // the file name: a renamed or copied-over file would resume at one step
+  // and be kept as another.
+  const int64_t named = step_of(fs::path(path).filename().string());
+  if (named >= 0 && named != st.step)
+    throw InputError("checkpoint '" + path + "' holds step " + std::to_string(st.step) +
+                     " but its name says step " + std::to_string(named) + " (renamed or copied over?)");
   st.policy_version = count("policy_version");
   st.config_ini = f.attr_string("config");
   model.set_params(read_tensors(f, "/model", model.layout()));

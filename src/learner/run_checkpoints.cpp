@@ -38,7 +38,13 @@ std::string resolve_checkpoint(const std::string& given) {
 }
 
 ModelSource model_source_of(const std::string& checkpoint) {
-  return model_source_of_config(checkpoint_config(checkpoint), checkpoint);
+  // Every forge command stores its whole configuration, [model] included:
+  // without one the model would silently be the default.
+  const std::string ini = checkpoint_config(checkpoint);
+  if (ini.rfind("[model]\n", 0) != 0 && ini.find("\n[model]\n") == std::string::npos)
+    throw InputError("checkpoint '" + checkpoint + "': its stored configuration (attribute 'config') has no "
+                     "[model] section (a damaged file)");
+  return model_source_of_config(ini, checkpoint);
 }
 
 namespace {

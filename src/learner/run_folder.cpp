@@ -27,13 +27,21 @@ void create_run_folder(const std::string& dir) {
                      (ec ? ": " + ec.message() : std::string(" (a file is in the way)")));
 }
 
+namespace {
+
+std::mutex held_mu;
+std::set<std::string> held;     // canonical folders this process holds
+std::set<std::string> created;  // the folders (as given) hold_run_folder created
+
+}  // namespace
+
 void hold_run_folder(const std::string& dir) {
+  std::error_code exists_ec;
+  const bool existed = std::filesystem::exists(dir, exists_ec);
   create_run_folder(dir);
   // Held already by this process (learner 0 takes it before choosing its
   // checkpoint, then its learner again): a second open would conflict.
-  static std::mutex mu;
-  static std::set<std::string> held;
-  std::lock_guard lock(mu);
+  std::lock_guard lock(held_mu);
   const std::string key = std::filesystem::weakly_canonical(dir).string();
   if (held.count(key)) return;
   const std::string path = dir + "/forge.lock";
@@ -54,6 +62,7 @@ void hold_run_folder(const std::string& dir) {
     ::close(fd);
     log_warn("run.dir = '" + dir + "': the file system does not lock files (" + std::strerror(err) +
              "); nothing stops a second forge from using this folder at the same time");
+    if (!existed) created.insert(dir);
     return;
   }
   char host[256] = {};
@@ -64,6 +73,22 @@ void hold_run_folder(const std::string& dir) {
   // The descriptor stays open (and the lock held) for the process's life;
   // the kernel releases it at exit, however the process ends.
   held.insert(key);
+  if (!existed) created.insert(dir);  // only once held: another forge's new folder is not ours to remove
+}
+
+void remove_unused_run_folders() {
+  std::lock_guard lock(held_mu);
+  for (const std::string& dir : created) {
+    std::error_code ec;
+    std::filesystem::directory_iterator it(dir, ec), end;
+    bool only_lock = !ec;
+    for (; only_lock && it != end; it.increment(ec))
+      only_lock = !ec && it->path().filename() == "forge.lock";
+    if (!only_lock) continue;
+    std::filesystem::remove(dir + "/forge.lock", ec);
+    std::filesystem::remove(dir, ec);
+  }
+  created.clear();
 }
 
 void write_run_config(const std::string& dir, const std::string& ini) {

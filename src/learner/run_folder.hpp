@@ -24,6 +24,12 @@ void create_run_folder(const std::string& dir);
 // goes on unlocked.
 void hold_run_folder(const std::string& dir);
 
+// Removes every folder hold_run_folder created in this process that holds
+// nothing but its forge.lock: a command that fails before its first write
+// (bad input: a --resume of a mistyped run.dir, a missing --train.init)
+// leaves no folder behind. Called by the CLI on its way out with an error.
+void remove_unused_run_folders();
+
 // Writes RUN_DIR/config.ini whole (a temporary file renamed over it): Error
 // naming the file when it cannot be written (a full disk).
 void write_run_config(const std::string& dir, const std::string& ini);

@@ -142,6 +142,29 @@ TEST(Resume, ADamagedNewestCheckpointNamesTheOneBefore) {
   std::filesystem::remove_all(dir);
 }
 
+// Bad input refused after the run folder was taken leaves no folder behind
+// (a mistyped run.dir with --resume, a missing train.init): forge.lock and
+// its folder were left. A folder that was there stays.
+TEST(Resume, ARefusedStartLeavesNoNewFolder) {
+  const std::string dir = ::testing::TempDir() + "forge_no_such_run_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  Result r = forge(std::string(kRun) + "--train.steps=2 --resume --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "no checkpoint in")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  r = forge(std::string(kRun) + "--train.steps=2 --train.init=" + dir + "_missing.h5 --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  r = forge("sft --resume --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  std::filesystem::create_directories(dir);
+  r = forge(std::string(kRun) + "--train.steps=2 --resume --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Resume, InspectRejectsForeignFilesWithExitCode2) {
   const std::string path = ::testing::TempDir() + "forge_not_rollouts_" + std::to_string(getpid()) + ".h5";
   std::ofstream(path) << "not an HDF5 file";

@@ -237,6 +237,8 @@ TEST(Checkpoint, AStoredModelKeyThisForgeLacksNamesANewerForge) {
   }
 }
 
+void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts);
+
 // A checkpoint the disk cannot hold whole (a full disk, here a file-size
 // limit at several points of the write) is an error, and no file of that
 // step is left in place to pass for a checkpoint.
@@ -252,7 +254,50 @@ TEST(Checkpoint, AWriteThatFailsLeavesNoCheckpoint) {
     EXPECT_EQ(exit_code_under_file_limit(limit, [&] { save_checkpoint(dir, model, nullptr, st, 0); }), 1)
         << "the write did not fail under a " << limit << "-byte file limit";
     EXPECT_EQ(latest_checkpoint(dir), "") << "limit " << limit;
+    // Nor a partial temporary holding space (it cannot pass for one anyway).
+    for (const auto& e : fs::directory_iterator(dir)) ADD_FAILURE() << "left behind: " << e.path();
   }
+}
+
+// A run picks its newest checkpoint and prunes older ones by the step in the
+// file name: a renamed or copied-over file whose step attribute differs is
+// refused (it resumed at its own step and was kept as the newer one).
+TEST(Checkpoint, ANameThatDisagreesWithTheStepIsRefused) {
+  const std::string dir = temp_dir("renamed");
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny(), *backend);
+  model.init_random(1);
+  CheckpointState st;
+  st.step = 50;
+  const std::string saved = save_checkpoint(dir, model, nullptr, st, 0);
+  EXPECT_EQ(load_checkpoint(saved, model, nullptr).step, 50);
+  const std::string renamed = dir + "/ckpt_step_00000099.h5";
+  fs::rename(saved, renamed);
+  expect_input_error([&] { load_checkpoint(renamed, model, nullptr); },
+                     {"ckpt_step_00000099.h5", "holds step 50 but its name says step 99"});
+  // Another name (an --train.init path) carries no step to compare.
+  const std::string other = dir + "/init.h5";
+  fs::rename(renamed, other);
+  EXPECT_EQ(load_checkpoint(other, model, nullptr).step, 50);
+}
+
+// A stored configuration without [model] is a damaged file: the model was
+// the default one and a resume blamed the user's [model] keys.
+TEST(Checkpoint, AStoredConfigWithoutModelIsADamagedFile) {
+  const std::string dir = temp_dir("no_model_section");
+  auto backend = make_backend("cpu");
+  PolicyModel model(tiny(), *backend);
+  model.init_random(1);
+  CheckpointState st;
+  st.step = 1;
+  st.config_ini = "[run]\nseed = 1\n\n[model]\nd_model = 32\nn_layers = 1\nn_heads = 2\nn_kv_heads = 2\n"
+                  "ffn_dim = 64\n";
+  const std::string good = save_checkpoint(dir, model, nullptr, st, 0);
+  EXPECT_EQ(model_source_of(good).config.d_model, 32);
+  st.step = 2;
+  st.config_ini = "[run]\nseed = 1\n";
+  const std::string damaged = save_checkpoint(dir, model, nullptr, st, 0);
+  expect_input_error([&] { model_source_of(damaged); }, {"ckpt_step_00000002.h5", "no [model] section"});
 }
 
 void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
