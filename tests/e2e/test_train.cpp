@@ -117,6 +117,19 @@ TEST(Train, TinyRunThenResume) {
   const Result onto_itself = forge("export " + rollouts + " --out " + rollouts);
   EXPECT_EQ(onto_itself.rc, 2);
   EXPECT_EQ(std::filesystem::file_size(rollouts), size);
+  // Nor another HDF5 file: a copy of the rollouts, a checkpoint (it
+  // replaced them with CSV).
+  const std::string copy = dir + "/copy.h5", checkpoint = dir + "/checkpoints/ckpt_step_00000003.h5";
+  std::filesystem::copy_file(rollouts, copy);
+  const auto checkpoint_size = std::filesystem::file_size(checkpoint);
+  for (const std::string& other : {copy, checkpoint}) {
+    const Result onto_hdf5 = forge("export " + rollouts + " --out " + other);
+    EXPECT_EQ(onto_hdf5.rc, 2);
+    EXPECT_TRUE(contains(onto_hdf5.err, "is an HDF5 file")) << onto_hdf5.err;
+  }
+  EXPECT_EQ(std::filesystem::file_size(copy), size);
+  EXPECT_EQ(std::filesystem::file_size(checkpoint), checkpoint_size);
+  std::filesystem::remove(copy);
   ASSERT_EQ(forge("export " + rollouts + " --out " + csv).rc, 0);
   std::ifstream table(csv);
   std::getline(table, line);
