@@ -66,7 +66,7 @@ int run_eval(int argc, char** argv) {
                  "zero-shot) on held-out tasks, in seen and held-out scaffold styles. The task\n"
                  "stream is the one `forge train` and `forge sft` evaluate on for run.seed.");
   opts.add_positional("MODEL", &checkpoint, "checkpoint file, run folder, GGUF file or Hugging Face folder");
-  opts.describe_section("eval", "forge eval: the held-out evaluation (command line only)");
+  opts.describe_section("eval", "forge eval: the held-out evaluation (the other commands refuse an [eval] section)");
   opts.add("eval.tasks", &tasks, 500, "tasks per style set", in_range(1, 1e6));
   opts.add("json", &json, false, "print one JSON object instead of tables");
   add_forge_options(opts, all);

@@ -150,8 +150,14 @@ bool parse_real(const std::string& s, double* out, std::string* why) {
     *why = "is not a number";
     return false;
   }
-  if (!std::isfinite(v)) {  // overflow; underflow to 0 or a denormal is accepted
+  if (!std::isfinite(v)) {  // overflow
     *why = "is out of range for a floating-point number";
+    return false;
+  }
+  // Underflow: a non-zero literal read as 0 (1e-400 would turn a
+  // temperature or a clip off); a denormal is kept.
+  if (v == 0 && s.find_first_of("123456789") < s.find_first_of("eE")) {
+    *why = "is too small for a floating-point number (it reads as 0)";
     return false;
   }
   *out = v;
@@ -198,6 +204,23 @@ std::string first_invalid_line(const std::string& text) {
     const bool section = t.size() >= 2 && t.front() == '[' && t.back() == ']';
     if (!t.empty() && !section && t.find('=') == std::string::npos)
       return std::to_string(n) + ": '" + t + "'";
+  }
+  return "";
+}
+
+// The first "key = value" line of `text` whose value holds a '#' right after
+// another character (`token = abc#def`): Boost's reader ends the value there
+// and takes the rest for a comment, so the value would be read cut. A '#'
+// after whitespace is a comment as documented. As "N: 'line'"; empty if none.
+std::string first_value_cut_by_hash(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const size_t eq = line.find('='), hash = line.find('#');
+    if (eq == std::string::npos || hash == std::string::npos || hash < eq) continue;
+    const size_t value = line.find_first_not_of(" \t", eq + 1);
+    if (hash > value && !std::isspace(static_cast<unsigned char>(line[hash - 1])))
+      return std::to_string(n) + ": '" + trim(line) + "'";
   }
   return "";
 }
@@ -502,30 +525,32 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
   const std::string s = trim(value);
   std::string why;
   // An integer too large for its type is reported against the validator's
-  // range when there is one ("must be in [8, 65536]"), else the type's.
-  auto fail_integer = [&] {
+  // range where it bounds both ends ("must be in [8, 65536]"), else with
+  // the type's end too (">= 0" alone named a range the value is in).
+  auto fail_integer = [&](auto max) {
     if (v.number && why.rfind("is out of range", 0) == 0)
-      throw InputError(key + " = " + shown + " is out of range: must be " + v.allowed + where);
+      throw InputError(key + " = " + shown + " is out of range: must be " + v.allowed +
+                       (v.allowed.rfind("in ", 0) == 0 ? "" : " and at most " + std::to_string(max)) + where);
     fail(why);
   };
   switch (o->target.index()) {
     case 0: {
       int x;
-      if (!parse_integer(s, &x, &why)) fail_integer();
+      if (!parse_integer(s, &x, &why)) fail_integer(std::numeric_limits<int>::max());
       check_number(x);
       *std::get<int*>(o->target) = x;
       break;
     }
     case 1: {
       int64_t x;
-      if (!parse_integer(s, &x, &why)) fail_integer();
+      if (!parse_integer(s, &x, &why)) fail_integer(std::numeric_limits<int64_t>::max());
       check_number(static_cast<double>(x));
       *std::get<int64_t*>(o->target) = x;
       break;
     }
     case 2: {
       uint64_t x;
-      if (!parse_integer(s, &x, &why)) fail_integer();
+      if (!parse_integer(s, &x, &why)) fail_integer(std::numeric_limits<uint64_t>::max());
       check_number(static_cast<double>(x));
       *std::get<uint64_t*>(o->target) = x;
       break;
@@ -537,6 +562,11 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
         fail("is out of range for a 32-bit float");
       const float f = static_cast<float>(x);
       if (x != 0.0 && f == 0.0f) fail("is too small for a 32-bit float");
+      // Checked as stored: a value that rounds onto a bound says so (0.99999999
+      // is 1 as a float, outside [0, 1)).
+      if (v.number && !v.number(f) && v.number(x))
+        throw InputError(key + " = " + shown + " is out of range: it rounds to " + format_float(f) +
+                         " as a 32-bit float, and must be " + v.allowed + where);
       check_number(f);
       *std::get<float*>(o->target) = f;
       break;
@@ -595,6 +625,10 @@ void OptionSet::load_ini_text(const std::string& text, const std::string& source
   // A UTF-8 byte order mark (Windows editors write one) is not part of the first key.
   const bool bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0;
   const std::string stripped = strip_semicolon_comments(bom ? text.substr(3) : text);
+  const std::string cut = first_value_cut_by_hash(stripped);
+  if (!cut.empty())
+    throw InputError(source + ":" + cut + ": a value cannot hold '#' (the reader would end it there; a comment "
+                     "after a value needs a space before its '#')");
   std::istringstream in(stripped);
   po::parsed_options parsed(&desc);
   try {
@@ -638,7 +672,16 @@ ParseResult OptionSet::parse(int argc, const char* const argv[]) {
 }
 
 ParseResult OptionSet::parse(const std::vector<std::string>& args) {
-  for (const auto& a : args) {
+  // Help is --help or -h as an argument of its own, not a flag's value
+  // (`--prompt -h` is the prompt "-h"); on a line that does not pair its
+  // values (`--prompt --help`) help still wins.
+  std::vector<std::string> paired;
+  try {
+    paired = attach_values(args);
+  } catch (const InputError&) {
+    paired = args;
+  }
+  for (const auto& a : paired) {
     if (a == "--") break;
     if (a == "--help" || a == "-h") return ParseResult{true};
   }

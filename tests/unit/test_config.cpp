@@ -257,6 +257,9 @@ TEST(Config, WrongType) {
       {"--optim.lr=fast", "optim.lr: 'fast' is not a number"},
       {"--optim.lr=nan", "optim.lr: 'nan' is not a number"},
       {"--optim.beta=1e999", "optim.beta: '1e999' is out of range"},
+      // Underflow: a non-zero number that would read as 0.
+      {"--optim.beta=1e-400", "optim.beta: '1e-400' is too small for a floating-point number (it reads as 0)"},
+      {"--optim.lr=-1e-400", "optim.lr: '-1e-400' is too small"},
       {"--model.tree=2", "model.tree: '2' is not a boolean"},
   };
   for (const auto& [arg, expect] : cases) {
@@ -281,6 +284,10 @@ TEST(Config, OutOfRange) {
       {"--model.d_model=4", "model.d_model = 4 is out of range: must be in [8, 4096]"},
       {"--model.d_model=99999999999", "model.d_model = 99999999999 is out of range: must be in [8, 4096]"},
       {"--data.tokens=0", "data.tokens = 0 is out of range: must be >= 1"},
+      // Past the type with a one-sided range: the type's end is named too
+      // (">= 1" alone named a range 2^63 is in).
+      {"--data.tokens=9223372036854775808",
+       "data.tokens = 9223372036854775808 is out of range: must be >= 1 and at most 9223372036854775807"},
       {"--optim.schedule=cosin", "optim.schedule = 'cosin' is not allowed: must be one of: constant, cosine"},
       {"--run.dir=", "run.dir"},
   };
@@ -288,11 +295,38 @@ TEST(Config, OutOfRange) {
     const std::string msg = input_error([&] { o.parse(std::vector<std::string>{arg}); });
     EXPECT_NE(msg.find(expect), std::string::npos) << arg << " -> " << msg;
   }
-  // Edges of the ranges are accepted.
-  o.parse(std::vector<std::string>{"--optim.lr=10", "--optim.beta=0", "--model.d_model=8"});
+  // Edges of the ranges are accepted, and zero written with an exponent.
+  o.parse(std::vector<std::string>{"--optim.lr=10", "--optim.beta=0e5", "--model.d_model=8"});
   EXPECT_FLOAT_EQ(c.lr, 10.0f);
   EXPECT_EQ(c.beta, 0.0);
   EXPECT_EQ(c.d_model, 8);
+}
+
+// A 32-bit float key checks the value it stores: one that rounds onto an
+// open end says so (it quoted a value inside the range as outside).
+TEST(Config, AFloatThatRoundsOntoAnOpenEndSaysSo) {
+  float beta1 = 0;
+  OptionSet o;
+  o.add("optim.beta1", &beta1, 0.9f, "decay", in_range(0, 1, Interval::kOpenHigh));
+  const std::string msg = input_error([&] { o.parse(std::vector<std::string>{"--optim.beta1=0.99999999"}); });
+  EXPECT_NE(msg.find("optim.beta1 = 0.99999999 is out of range: it rounds to 1 as a 32-bit float, and must be "
+                     "in [0, 1)"),
+            std::string::npos)
+      << msg;
+  o.parse(std::vector<std::string>{"--optim.beta1=0.9999"});
+  EXPECT_FLOAT_EQ(beta1, 0.9999f);
+}
+
+// -h after a flag that takes a value is that value, not a help request.
+TEST(Config, DashHAsAFlagsValueIsNotHelp) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  EXPECT_FALSE(o.parse(std::vector<std::string>{"--run.dir", "-h"}).help_requested);
+  EXPECT_EQ(c.dir, "-h");
+  EXPECT_TRUE(o.parse(std::vector<std::string>{"--run.dir", "x", "-h"}).help_requested);
+  EXPECT_TRUE(o.parse(std::vector<std::string>{"--model.tree", "-h"}).help_requested);  // a bool takes no -h
+  EXPECT_TRUE(o.parse(std::vector<std::string>{"--run.dir", "--help"}).help_requested);  // help wins over a missing value
 }
 
 TEST(Config, MissingFile) {
@@ -314,6 +348,12 @@ TEST(Config, MalformedIniLine) {
       << msg;
   msg = input_error([&] { o.load_ini_text("# a model\n[model\nd_model = 16\n", "bad.ini"); });
   EXPECT_NE(msg.find("bad.ini:2: '[model'"), std::string::npos) << msg;
+  // A '#' glued into a value would end it there (run.dir 'runs/exp#3' was
+  // read as 'runs/exp'); one after a space starts a comment.
+  msg = input_error([&] { o.load_ini_text("[run]\ndir = runs/exp#3\n", "bad.ini"); });
+  EXPECT_NE(msg.find("bad.ini:2: 'dir = runs/exp#3': a value cannot hold '#'"), std::string::npos) << msg;
+  o.load_ini_text("[run]\ndir = runs/exp # the third\n#dir = x#y\n", "good.ini");
+  EXPECT_EQ(c.dir, "runs/exp");
 }
 
 // A NUL byte in a file's value is refused (run.dir 'a<NUL>b' was stored and
