@@ -3,6 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -14,6 +17,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -124,8 +128,36 @@ const std::vector<std::string>& system_mounts() {
   return mounts;
 }
 
+// The seccomp program bwrap loads before it runs the program (--seccomp):
+// SysV shared memory and message queues fail with ENOSYS, as on a kernel
+// built without them. Their segments outlive the process that made them
+// (until the IPC namespace ends with the run) and are not address space: a
+// program could create, fill and detach segment after segment past every
+// memory bound (2 GB under memory_mb = 512 in a review). POSIX shared memory
+// goes through /dev/shm, which is bounded. Every other ABI (i386 through
+// int 0x80, x32) gets ENOSYS for every call, so none is a way around it.
+// Empty where the host is not x86-64 (no filter).
+std::vector<sock_filter> ipc_filter() {
+#if defined(__x86_64__)
+  constexpr uint32_t kDeny = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
+  return {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, kDeny),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u /* x32 */, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_shmget, 1, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_msgget, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, kDeny),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+#else
+  return {};
+#endif
+}
+
 std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const std::vector<int>& file_fds,
-                                         const SandboxLimits& limits, int info_fd) {
+                                         const SandboxLimits& limits, int info_fd, int seccomp_fd) {
   const std::string size = std::to_string(limits.workspace_mb * 1024 * 1024);
   std::vector<std::string> a = {limits.bwrap, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent",
                                 "--new-session", "--clearenv", "--hostname", "sandbox"};
@@ -147,7 +179,9 @@ std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const st
   }
   a.insert(a.end(), {"--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/workspace",
                      "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--chdir",
-                     "/workspace", "--info-fd", std::to_string(info_fd), "--"});
+                     "/workspace", "--info-fd", std::to_string(info_fd)});
+  if (seccomp_fd >= 0) a.insert(a.end(), {"--seccomp", std::to_string(seccomp_fd)});
+  a.push_back("--");
   return a;
 }
 
@@ -300,6 +334,17 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
     file_fds.push_back(fd.get());
     files.push_back(std::move(fd));
   }
+  // The seccomp program, from memory like the files (bwrap reads it whole).
+  Fd seccomp;
+  if (const std::vector<sock_filter> filter = ipc_filter(); !filter.empty()) {
+    seccomp = high_fd(memfd_create("forge-sandbox-seccomp", MFD_CLOEXEC));
+    if (seccomp.get() < 0)
+      return start_failed(std::string("moving the seccomp filter above descriptor 10: ") + std::strerror(errno));
+    const size_t size = filter.size() * sizeof(sock_filter);
+    if (write(seccomp.get(), filter.data(), size) != static_cast<ssize_t>(size))
+      return start_failed(std::string("writing the seccomp filter: ") + std::strerror(errno));
+    lseek(seccomp.get(), 0, SEEK_SET);
+  }
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return start_failed(std::string("pipe: ") + std::strerror(errno));
   Fd out_r = high_fd(p[0]), out_w = high_fd(p[1]);
@@ -310,7 +355,9 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   if (out_r.get() < 0 || out_w.get() < 0 || info_r.get() < 0 || info_w.get() < 0)
     return start_failed(std::string("moving the sandbox's pipes above descriptor 10: ") + std::strerror(errno));
 
-  std::vector<std::string> args = bwrap_arguments(request, file_fds, limits, 3);
+  std::vector<std::string> args = bwrap_arguments(request, file_fds, limits, 3, seccomp.get());
+  std::vector<int> inherited = file_fds;  // what bwrap reads: the files, the filter
+  if (seccomp.get() >= 0) inherited.push_back(seccomp.get());
   args.insert(args.end(), request.argv.begin(), request.argv.end());
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());
@@ -326,10 +373,11 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   const Stopwatch since_start;
   const pid_t pid = fork();
   if (pid < 0) return start_failed(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) exec_child(argv, out_w.get(), info_w.get(), file_fds, limits, uid, nproc);
+  if (pid == 0) exec_child(argv, out_w.get(), info_w.get(), inherited, limits, uid, nproc);
   out_w.reset();
   info_w.reset();
   files.clear();
+  seccomp.reset();
 
   SandboxResult r;
   const size_t cap = static_cast<size_t>(limits.output_kb) * 1024;

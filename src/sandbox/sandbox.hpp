@@ -10,7 +10,9 @@
 //   - its own user, PID, network (loopback only), IPC, UTS and cgroup
 //     namespaces; a new session; the environment cleared;
 //   - /dev: bwrap's minimal devices, read-only, with /dev/shm a tmpfs of
-//     `workspace_mb` (tmpfs pages escape RLIMIT_AS);
+//     `workspace_mb` (tmpfs pages escape RLIMIT_AS); no SysV shared memory
+//     or message queues (a seccomp filter: ENOSYS), whose segments escape
+//     RLIMIT_AS and outlive their process;
 //   - limits per process: CPU seconds (RLIMIT_CPU), address space
 //     (RLIMIT_AS), file size (RLIMIT_FSIZE: workspace_mb; memfd pages are
 //     not address space), open files (RLIMIT_NOFILE: kMaxOpenFiles, which
