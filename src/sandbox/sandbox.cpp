@@ -387,10 +387,23 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   Fd init_fd;  // pidfd of the sandbox's PID-namespace init, once bwrap names it
   int status = 0;
   char buf[65536];
+  const auto keep_output = [&](size_t got) {  // the first `cap` bytes; the rest is dropped
+    const size_t keep = std::min(got, cap - std::min(cap, r.output.size()));
+    r.output.append(buf, keep);
+    if (keep < got) r.truncated = true;
+  };
   while (!exited || out_r.get() >= 0) {
     const double elapsed = since_start.seconds();
     if (elapsed >= limits.wall_s) {
+      // A program that ended since the last look keeps its status, and
+      // what it wrote that is still in the pipe.
+      if (!exited && waitpid(pid, &status, WNOHANG) == pid) exited = true;
       timed_out = !exited;
+      for (pollfd left{out_r.get(), POLLIN, 0}; exited && out_r.get() >= 0 && poll(&left, 1, 0) > 0;) {
+        const ssize_t got = read(out_r.get(), buf, sizeof buf);
+        if (got <= 0) break;
+        keep_output(static_cast<size_t>(got));
+      }
       break;
     }
     pollfd fds[2];
@@ -417,9 +430,7 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
         continue;
       }
       if (got > 0) {
-        const size_t keep = std::min(static_cast<size_t>(got), cap - std::min(cap, r.output.size()));
-        r.output.append(buf, keep);
-        if (keep < static_cast<size_t>(got)) r.truncated = true;
+        keep_output(static_cast<size_t>(got));
       } else if (got == 0 || errno != EINTR) {
         out_r.reset();
       }
