@@ -215,6 +215,12 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   for (size_t i = 0; i < n_added; ++i) {
     const int32_t id = added_ids[i];
     v.tokens[id] = added_tokens[i].string("content");
+    // Content the vocabulary holds at another id: Hugging Face encodes it as
+    // the vocabulary's id and decodes this one to nothing.
+    if (const auto in_vocab = vocab.find(v.tokens[id]);
+        in_vocab != vocab.end() && in_vocab->is_number_integer() && in_vocab->get<int64_t>() != id)
+      throw bad("added token '" + v.tokens[id] + "' (id " + std::to_string(id) + ") is also the vocabulary's token " +
+                std::to_string(in_vocab->get<int64_t>()) + " (one text, two ids)");
     for (const char* key : {"lstrip", "rstrip", "single_word"})
       if (added_tokens[i].boolean(key, false))
         throw bad("added token '" + v.tokens[id] + "' has " + key + " = true (forge matches added tokens exactly)");
@@ -227,6 +233,17 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
     v.added.push_back({id, added_tokens[i].boolean("special", false)});
   }
   check_dense(v.tokens, seen, path);
+  // An unknown token stands, in Hugging Face's encoding, for a byte the
+  // vocabulary has no token of; forge leaves such a byte out. Refused where
+  // it would matter (a full byte alphabet never needs it).
+  if (model.has("unk_token")) {
+    std::set<std::string> texts(v.tokens.begin(), v.tokens.end());
+    for (int b = 0; b < 256; ++b)
+      if (!texts.count(to_byte_level(std::string(1, static_cast<char>(b)))))
+        throw bad("model.unk_token = " + json_shown(model.raw("unk_token")) + " with no token for byte " +
+                  std::to_string(b) + " (Hugging Face encodes such a byte as the unknown token; forge's byte-level "
+                  "BPE has none)");
+  }
   // Merges: "a b" strings, or ["a", "b"] pairs.
   const json& merges = model.raw("merges");
   if (!merges.is_array()) throw bad("model.merges is " + json_shown(merges) + ", not an array");

@@ -1174,12 +1174,28 @@ TEST(PretrainedModel, TokenizerValuesOfTheWrongTypeNameTheirKey) {
   expect(tokenizer, [](json& j) { j["model"]["end_of_word_suffix"] = "</w>"; }, "model.end_of_word_suffix = '</w>'");
   expect(tokenizer, [](json& j) { j["decoder"] = {{"type", "Metaspace"}}; }, "decoder {\"type\":\"Metaspace\"}");
   expect(tokenizer, [](json& j) { j["added_tokens"][0]["rstrip"] = true; }, "has rstrip = true");
+  // An unknown token where a byte has no token (Hugging Face encodes that
+  // byte as it; forge dropped it), and an added token that is a vocabulary
+  // token at another id (Hugging Face encodes the vocabulary's id).
+  expect(tokenizer,
+         [](json& j) {
+           j["model"]["unk_token"] = "<|im_end|>";
+           j["model"]["vocab"].erase(to_byte_level("\x04"));
+           j["model"]["vocab"]["zz"] = 4;
+         },
+         "model.unk_token = \"<|im_end|>\" with no token for byte 4");
+  expect(tokenizer, [](json& j) { j["added_tokens"][0]["content"] = "ab"; },
+         "added token 'ab' (id 259) is also the vocabulary's token 256 (one text, two ids)");
   expect(config, [](json& j) { j["bos_token"] = {{"content", 3}}; },
          "'" + config + "': bos_token.content is 3, not a string");
   expect(config, [](json& j) { j["chat_template"] = 12; }, "'" + config + "': chat_template is 12, not a string");
-  // And the untouched files load.
+  // And the untouched files load, an unknown token with every byte's token too.
   std::ofstream(tokenizer) << good_tokenizer.dump();
   std::ofstream(config) << good_config.dump();
+  EXPECT_NO_THROW(load_pretrained(dir, false));
+  json with_unk = good_tokenizer;
+  with_unk["model"]["unk_token"] = "<|im_end|>";
+  std::ofstream(tokenizer) << with_unk.dump();
   EXPECT_NO_THROW(load_pretrained(dir, false));
 }
 
