@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -159,7 +160,7 @@ std::vector<sock_filter> ipc_filter() {
 std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const std::vector<int>& file_fds,
                                          const SandboxLimits& limits, int info_fd, int seccomp_fd) {
   const std::string size = std::to_string(limits.workspace_mb * 1024 * 1024);
-  std::vector<std::string> a = {limits.bwrap, "--unshare-all", "--unshare-user", "--as-pid-1", "--die-with-parent",
+  std::vector<std::string> a = {limits.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent",
                                 "--new-session", "--clearenv", "--hostname", "sandbox"};
   a.insert(a.end(), system_mounts().begin(), system_mounts().end());
   // /dev is bwrap's own tmpfs, unbounded (half the host's memory) and not
@@ -367,9 +368,18 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   // runs as its own user, which runs nothing else; as another user the
   // limit must leave room for what that user already runs (forge's threads,
   // its other ranks), or no sandbox could start on a busy node.
-  const rlim_t nproc = static_cast<rlim_t>(limits.max_procs) + (geteuid() == 0 ? 0 : tasks_of_user(getuid()));
+  // One more for bwrap's init, which runs as that user too.
+  const rlim_t nproc =
+      static_cast<rlim_t>(limits.max_procs) + 1 + (geteuid() == 0 ? 0 : tasks_of_user(getuid()));
   // The wall limit on the active clock (core/timer.hpp): a job suspend that
   // stops forge and the sandbox alike does not time the program out.
+  // bwrap's init (the namespace's PID 1, above the program) outlives bwrap
+  // by a moment when the program exits: bwrap returns at once and the init
+  // dies of bwrap's death. It is then this process's to reap, not the
+  // host's init (in a container, often one that reaps nothing: a zombie per
+  // run, counted against the sandbox user's process limit).
+  static const bool subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+  (void)subreaper;
   const Stopwatch since_start;
   const pid_t pid = fork();
   if (pid < 0) return start_failed(std::string("fork: ") + std::strerror(errno));
@@ -385,6 +395,7 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   bool started = false, exited = false, timed_out = false;
   std::string info;
   Fd init_fd;  // pidfd of the sandbox's PID-namespace init, once bwrap names it
+  pid_t init_pid = 0;
   int status = 0;
   char buf[65536];
   const auto keep_output = [&](size_t got) {  // the first `cap` bytes; the rest is dropped
@@ -422,8 +433,10 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
           started = true;
           info.append(buf, static_cast<size_t>(got));
           if (init_fd.get() < 0)
-            if (const pid_t init = child_pid_of(info); init > 0)
+            if (const pid_t init = child_pid_of(info); init > 0) {
               init_fd = Fd(static_cast<int>(syscall(SYS_pidfd_open, init, 0)));
+              init_pid = init;
+            }
         } else if (got == 0 || errno != EINTR) {
           info_r.reset();
         }
@@ -452,6 +465,16 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
       kill(-pid, SIGKILL);
       kill(pid, SIGKILL);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  // The init, if bwrap left it to us (it had not reaped it yet): gone once
+  // its pidfd is readable, then ours to reap (not ours: ECHILD, nothing left).
+  if (init_fd.get() >= 0) {
+    pollfd gone{init_fd.get(), POLLIN, 0};
+    if (poll(&gone, 1, 5000) > 0) {
+      int init_status = 0;
+      while (waitpid(init_pid, &init_status, 0) < 0 && errno == EINTR) {
       }
     }
   }

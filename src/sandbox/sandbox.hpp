@@ -8,7 +8,9 @@
 //     and a few files of /etc; nothing else of the host: no home, no run
 //     folder, no /root, no /proc of the host;
 //   - its own user, PID, network (loopback only), IPC, UTS and cgroup
-//     namespaces; a new session; the environment cleared;
+//     namespaces; a new session; the environment cleared; the program runs
+//     under bwrap's init (which reaps its orphans), and what it leaves
+//     running ends when it exits (forge, a child subreaper, reaps that init);
 //   - /dev: bwrap's minimal devices, read-only, with /dev/shm a tmpfs of
 //     `workspace_mb` (tmpfs pages escape RLIMIT_AS); no SysV shared memory
 //     or message queues (a seccomp filter: ENOSYS), whose segments escape
@@ -17,7 +19,7 @@
 //     (RLIMIT_AS), file size (RLIMIT_FSIZE: workspace_mb; memfd pages are
 //     not address space), open files (RLIMIT_NOFILE: kMaxOpenFiles, which
 //     with the file size bounds a process's memfds), processes of its user
-//     (RLIMIT_NPROC: a fork bomb stops there). Memory is bounded per
+//     (RLIMIT_NPROC, max_procs besides bwrap's init: a fork bomb stops there). Memory is bounded per
 //     process, not per sandbox: up to max_procs processes may each use
 //     memory_mb (a cgroup would bound their sum; forge does not make one);
 //     output: the first `output_kb` of stdout+stderr are kept, the

@@ -191,6 +191,32 @@ TEST(Sandbox, DeadlineKillsEveryProcessOfTheRun) {
   EXPECT_EQ(stray_processes({limits.uid}), std::vector<std::string>{});
 }
 
+// The program runs under bwrap's init, not as the namespace's PID 1: its
+// own signals reach it (as PID 1 `kill -9 $$` was ignored), the orphans it
+// leaves are reaped (as PID 1 they stayed zombies and counted against
+// max_procs: the 14th `sleep 0 &` could not fork), and what is still
+// running when it exits ends with it, leaving no zombie init behind.
+TEST(Sandbox, TheProgramIsNotTheNamespacesInit) {
+  REQUIRE_SANDBOX();
+  SandboxLimits limits = own_users(10);
+  limits.max_procs = 16;
+  const SandboxResult self = run_sandboxed(sh("kill -9 $$; echo survived"), limits);
+  EXPECT_EQ(self.status, SandboxStatus::kSignaled) << to_string(self.status) << " " << self.output;
+  EXPECT_EQ(self.signal, SIGKILL);
+  EXPECT_EQ(self.output, "");
+  const SandboxResult orphans = run_sandboxed(
+      cmd({"python3", "-c",
+           "import subprocess\nfor i in range(60): subprocess.run('sleep 0 &', shell=True, check=True)\n"
+           "print('forked 60')\n"}),
+      limits);
+  ASSERT_TRUE(orphans.ok()) << orphans.error << orphans.output;
+  EXPECT_EQ(orphans.output, "forked 60\n");
+  const SandboxResult left = run_sandboxed(sh("sleep 100 & (setsid sleep 100 &); echo left"), limits);
+  ASSERT_TRUE(left.ok()) << left.error << left.output;
+  EXPECT_LT(left.wall_ms, 5000);
+  EXPECT_EQ(stray_processes({limits.uid}), std::vector<std::string>{});
+}
+
 TEST(Sandbox, ProcessLimitStopsAForkBomb) {
   REQUIRE_SANDBOX();
   SandboxLimits limits = own_users(2);
@@ -287,7 +313,7 @@ TEST(Sandbox, DevIsReadOnlyAndItsShmIsBounded) {
 // through the 32-bit ABI (int 0x80) is refused too.
 TEST(Sandbox, SysVSharedMemoryIsNotAWayPastTheMemoryBound) {
   REQUIRE_SANDBOX();
-  SandboxLimits limits = own_users(9);
+  SandboxLimits limits = own_users(11);
   const char* program =
       "import ctypes, errno, os\n"
       "libc = ctypes.CDLL(None, use_errno=True)\n"
