@@ -511,6 +511,38 @@ TEST_F(GatewayEpisodes, EpisodeDeadlineBoundsAnEpisodeThatIsNeverIdle) {
       << groups[0].episodes[0].end_reason;
 }
 
+// A tool run under way when the deadline passes finishes (its result goes
+// back to the agent), and the episode is abandoned as it ends; meanwhile
+// nothing else is accepted, and the group completes without a close.
+TEST_F(GatewayEpisodes, EpisodeDeadlineEndsAnEpisodeWhenItsToolRunEnds) {
+  REQUIRE_SANDBOX();
+  env.calc_weight = env.search_weight = 0;
+  env.code_weight = 1;
+  GatewayService s(gw, sampling, 8, 256, 1 << 20);
+  add_one_episode(s);
+  const json a = s.open();
+  const uint64_t id = a["id"];
+  std::atomic<bool> ran{false};
+  json result;
+  std::thread t([&] {
+    result = s.tool(id, {{"name", "shell"}, {"arguments", {{"input", "sleep 2; echo slept"}}}});
+    ran = true;
+  });
+  // Until the run is under way (a GET of a busy episode is 409); it lasts 2 s.
+  while (request_error_status([&] { s.describe(id); }) != 409) std::this_thread::yield();
+  s.expire(0.0);  // overdue, with the tool run under way
+  EXPECT_TRUE(s.take_finished_groups().empty());
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(request_error_status([&] { s.answer(id, {{"answer", "x"}}); }), 409);
+  t.join();
+  EXPECT_NE(result.dump().find("slept"), std::string::npos) << result.dump();
+  const auto groups = s.take_finished_groups();
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_TRUE(groups[0].episodes[0].abandoned);
+  EXPECT_NE(groups[0].episodes[0].end_reason.find("pool.episode_deadline_s"), std::string::npos)
+      << groups[0].episodes[0].end_reason;
+}
+
 // Idleness counts from the last accepted request: a refused reward or
 // answer does not keep an episode open.
 TEST_F(GatewayEpisodes, RefusedRequestsAreNotActivity) {
