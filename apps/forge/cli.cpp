@@ -134,6 +134,14 @@ int run_main(int argc, char** argv) {
       return 2;
     }
     const std::string first = argv[1];
+    // `forge help [COMMAND]`, `forge --help` and `forge --version` take
+    // nothing more: a word past them was a mistake, not something to ignore.
+    const bool top_level = first == "--help" || first == "-h" || first == "help" || first == "--version" ||
+                           first == "-V";
+    const int words = first == "help" ? 3 : 2;
+    if (top_level && argc > words)
+      throw InputError("unexpected argument '" + std::string(argv[words]) + "' after 'forge " + first +
+                       (words == 3 ? " " + std::string(argv[2]) : std::string()) + "'");
     if (first == "--help" || first == "-h" || first == "help") {
       if (first == "help" && argc >= 3) {
         // `forge help <command>` is `forge <command> --help`.

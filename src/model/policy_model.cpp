@@ -54,9 +54,18 @@ struct PolicyModel::Pass {
   bool ready = false;  // forward ran and backward has not consumed it
 };
 
+namespace {
+
+// The configuration, validated before the layout divides by its head count.
+const ModelConfig& validated(const ModelConfig& c) {
+  c.validate();
+  return c;
+}
+
+}  // namespace
+
 PolicyModel::PolicyModel(const ModelConfig& config, Backend& backend)
-    : config_(config), layout_(config), backend_(backend), transformer_(config_, layout_, backend) {
-  config_.validate();
+    : config_(validated(config)), layout_(config), backend_(backend), transformer_(config_, layout_, backend) {
   pass_ = std::make_unique<Pass>(backend_, config_);
   params_.resize(backend_, layout_.total);
   grads_.resize(backend_, layout_.total);

@@ -40,6 +40,17 @@ TEST(Cli, Version) {
   EXPECT_TRUE(contains(r.out, "forge ")) << r.out;
 }
 
+// A word past `forge help COMMAND`, `forge --help` or `forge --version` is
+// an error (it was ignored, exit 0).
+TEST(Cli, TopLevelWordsTakeNothingMore) {
+  for (const std::string args : {"help config extra", "--help bogus", "--version extra", "-V x"}) {
+    const Result r = forge(args);
+    EXPECT_EQ(r.rc, 2) << args;
+    EXPECT_TRUE(contains(r.err, "forge: error: unexpected argument")) << args << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
+}
+
 TEST(Cli, UnknownCommand) {
   const Result r = forge("no-such-command");
   EXPECT_EQ(r.rc, 2);

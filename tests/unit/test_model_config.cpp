@@ -8,7 +8,9 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "backend/backend_registry.hpp"
 #include "model/model_config.hpp"
+#include "model/policy_model.hpp"
 
 namespace forge {
 namespace {
@@ -57,6 +59,20 @@ TEST(ModelConfig, ParseTimeChecksRefuseBadRopeScaling) {
   add_model_options(o, m);
   o.parse(std::vector<std::string>{"--model.rope_scaling=8"});  // Llama 3's
   EXPECT_EQ(m.rope_scaling.factor, 8.0f);
+}
+
+// A policy checks its configuration before it lays out its parameters: a
+// head count of 0 was a division by zero (SIGFPE) in the layout.
+TEST(ModelConfig, APolicyRefusesABadConfigurationBeforeLayingItOut) {
+  ModelConfig c;
+  c.vocab = 256;
+  c.d_model = 32;
+  c.n_layers = 1;
+  c.n_heads = 0;
+  c.n_kv_heads = 0;
+  c.ffn_dim = 64;
+  auto backend = make_backend("cpu");
+  EXPECT_THROW(PolicyModel(c, *backend), InputError);
 }
 
 }  // namespace

@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "backend/backend_registry.hpp"
+#include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/optimizer.hpp"
 #include "unit/tiny_agent_model.hpp"
@@ -85,6 +87,62 @@ TEST(AdamW, MatchesADoublePrecisionReference) {
     EXPECT_LT(worst, 5e-5);
     EXPECT_NEAR(learning_rate_at(oc, 10), oc.lr * oc.min_lr_ratio, 1e-9);  // min_lr at total_steps
   }
+}
+
+// The cases the reference above leaves out: no warm-up, the constant
+// schedule, clipping off (0) or not reached (a norm below it: both leave
+// the gradient as it is), and a gradient that is not finite (an Error
+// naming the step; the parameters and moments as they were).
+TEST(AdamW, ScheduleEdgesUnclippedStepsAndNonFiniteGradients) {
+  OptimConfig c;
+  c.lr = 0.5f;
+  c.warmup_steps = 0;
+  c.schedule = "constant";
+  EXPECT_EQ(learning_rate_at(c, 0), 0.5f);
+  EXPECT_EQ(learning_rate_at(c, 1000), 0.5f);
+  c.schedule = "cosine";
+  c.total_steps = 4;
+  c.min_lr_ratio = 0.2f;
+  EXPECT_NEAR(learning_rate_at(c, 0), 0.5, 1e-7);  // no warm-up: the peak at step 0
+  EXPECT_NEAR(learning_rate_at(c, 2), 0.5 * (0.2 + 0.8 * 0.5), 1e-7);
+  EXPECT_NEAR(learning_rate_at(c, 4), 0.1, 1e-7);
+  EXPECT_NEAR(learning_rate_at(c, 40), 0.1, 1e-7);  // past the horizon: the floor
+
+  const ModelConfig mc = tiny_agent_model_config();
+  const auto backend = make_backend("cpu");
+  const auto after_one_step = [&](float grad_clip, float grad_value) {
+    PolicyModel model(mc, *backend);
+    model.init_random(3, 0.1f);
+    OptimConfig oc;
+    oc.grad_clip = grad_clip;
+    AdamW opt(oc, model);
+    const std::vector<float> g(model.layout().total, grad_value);
+    backend->copy(model.grads(), g.data(), g.size() * sizeof(float));
+    opt.step();
+    return model.get_params();
+  };
+  const std::vector<float> off = after_one_step(0.0f, 1e-3f), not_reached = after_one_step(1e9f, 1e-3f),
+                           clipped = after_one_step(1e-6f, 1e-3f);
+  EXPECT_EQ(off, not_reached);
+  EXPECT_NE(off, clipped);  // the case can tell clipping from none
+
+  PolicyModel model(mc, *backend);
+  model.init_random(3, 0.1f);
+  AdamW opt(OptimConfig{}, model);
+  const std::vector<float> before = model.get_params();
+  std::vector<float> g(model.layout().total, 1e-3f);
+  g[7] = std::numeric_limits<float>::infinity();
+  backend->copy(model.grads(), g.data(), g.size() * sizeof(float));
+  try {
+    opt.step();
+    ADD_FAILURE() << "an infinite gradient was applied";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient norm is not finite at optimizer step 1"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(model.get_params(), before);
+  EXPECT_EQ(opt.m().download(), std::vector<float>(g.size(), 0.0f));
+  EXPECT_EQ(opt.steps_taken(), 0);
 }
 
 }  // namespace
