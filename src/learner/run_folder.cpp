@@ -77,7 +77,10 @@ void hold_run_folder(const std::string& dir) {
 }
 
 void remove_unused_run_folders() {
-  std::lock_guard lock(held_mu);
+  // try_lock: a job's abort may come from another thread (the watchdog)
+  // while this one holds the lock; it then leaves the folders as they are.
+  std::unique_lock lock(held_mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;
   for (const std::string& dir : created) {
     std::error_code ec;
     std::filesystem::directory_iterator it(dir, ec), end;

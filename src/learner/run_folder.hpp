@@ -27,7 +27,9 @@ void hold_run_folder(const std::string& dir);
 // Removes every folder hold_run_folder created in this process that holds
 // nothing but its forge.lock: a command that fails before its first write
 // (bad input: a --resume of a mistyped run.dir, a missing --train.init)
-// leaves no folder behind. Called by the CLI on its way out with an error.
+// leaves no folder behind. Called by the CLI on its way out with an error,
+// and by abort_job under MPI; a no-op while another thread holds the folder
+// list (it never waits).
 void remove_unused_run_folders();
 
 // Writes RUN_DIR/config.ini whole (a temporary file renamed over it): Error

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "learner/run_folder.hpp"
 
 namespace forge {
 
@@ -30,6 +31,7 @@ MpiRuntime::~MpiRuntime() { MPI_Finalize(); }
 void abort_job(const std::string& who, const std::string& message, int code) {
   std::fprintf(stderr, "forge: %s: %s\n", who.c_str(), message.c_str());
   std::fflush(stderr);
+  remove_unused_run_folders();  // a run refused before its first write leaves no folder
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }

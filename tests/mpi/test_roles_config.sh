@@ -4,7 +4,8 @@
 # with code 2 and a message naming mpi.learners and the -np it needs, without
 # starting anything; `--mpi.learners=0` likewise. A run folder that holds an
 # earlier run's rollouts.h5 is refused the same way (learner 0 checks it and
-# aborts the job), and the file is left as it was.
+# aborts the job), and the file is left as it was; a --resume of a folder
+# that does not exist leaves none behind.
 source "$(dirname "$0")/roles_common.sh"
 
 expect_input_error() {
@@ -28,4 +29,12 @@ timeout 120 "${MPIRUN[@]}" -np 3 "$FORGE_BIN" train "${TINY[@]}" --run.dir="$WOR
 grep -q "learner rank 0.*holds the rollouts of an earlier run" "$WORK/log" ||
   { cat "$WORK/log"; fail "no message naming learner rank 0 and the earlier run"; }
 [ "$(cat "$WORK/held/rollouts.h5")" = "an earlier run's rollouts" ] || fail "the earlier rollouts.h5 was changed"
+# A --resume of a run folder that does not exist is refused by learner 0,
+# and the folder it took (forge.lock) does not stay behind.
+rc=0
+timeout 120 "${MPIRUN[@]}" -np 3 "$FORGE_BIN" train "${TINY[@]}" --resume --run.dir="$WORK/no_such_run" \
+  >"$WORK/log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || { cat "$WORK/log"; fail "--resume of a missing run: exit code $rc, expected 2"; }
+grep -q "no checkpoint in" "$WORK/log" || { cat "$WORK/log"; fail "--resume of a missing run: no message"; }
+[ ! -e "$WORK/no_such_run" ] || fail "--resume of a missing run left $(ls -A "$WORK/no_such_run" | tr '\n' ' ')"
 echo PASS
