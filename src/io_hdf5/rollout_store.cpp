@@ -330,23 +330,36 @@ void RolloutStore::reopen() {
     seen = {r.n_tokens(), r.n_calls(), r.n_episodes(), r.n_steps()};
     record_rows = r.record_rows();
   }
-  if (file_version < rs::kSchemaVersion) upgrade(file_version, seen);
+  // An older schema is upgraded on a copy, which replaces the file only once
+  // every dataset below has been opened and checked: a resume refused by a
+  // check leaves the file as it was (the upgraded file was cut back to the
+  // original's size, unreadable, by the constructor's undo).
+  const std::string upgraded = file_version < rs::kSchemaVersion ? upgrade(file_version, seen) : std::string();
   n_steps_ = steps;
   const std::array<int64_t, 4> kept{n_tokens_, n_calls_, n_episodes_, n_steps_};
-
-  // Every dataset opened (and checked) first; nothing is cut yet.
-  file_ = open_extended(path_);
-  for (const auto& c : rs::columns()) {
-    // The record keeps its written rows (a schema 3 or 4 file's upgrade
-    // wrote one) and grows; unwritten ones past them are cut with the rest.
-    const int table = rs::table_of(c.path);
-    // Nothing kept: the record restarts at its first row (in a file written
-    // before its fill value was -1, an all-zero row after others reads as
-    // unwritten).
-    const bool nothing_kept = kept == std::array<int64_t, 4>{};
-    const int64_t upgraded = nothing_kept ? 0 : file_version < rs::kSchemaVersion ? 1 : record_rows;
-    series_.push_back(std::make_unique<Series>(file_, c, table < 0 ? upgraded : kept[table]));
-    by_name_[c.path] = series_.back().get();
+  try {
+    open_checked(upgraded.empty() ? path_ : upgraded, kept, file_version, record_rows);
+  } catch (const std::exception& e) {
+    if (upgraded.empty()) throw;
+    series_.clear();
+    by_name_.clear();
+    file_ = h5::File();
+    std::error_code ec;
+    std::filesystem::remove(upgraded, ec);
+    throw InputError(std::string(e.what()) + " (in the copy upgraded from schema version " +
+                     std::to_string(file_version) + ", which is removed: '" + path_ + "' is as it was)");
+  }
+  if (!upgraded.empty()) {
+    std::error_code ec;
+    std::filesystem::rename(upgraded, path_, ec);  // the open handle follows the file
+    if (ec) {
+      file_ = h5::File();
+      std::filesystem::remove(upgraded, ec);
+      throw Error("cannot move the upgraded copy over '" + path_ + "': " + ec.message());
+    }
+    h5::sync_to_disk(std::filesystem::path(path_).parent_path().string(), true);
+    log_info("rollout store: '" + path_ + "' upgraded from schema version " + std::to_string(file_version) + " to " +
+             std::to_string(rs::kSchemaVersion) + " (the columns it predates added, as older readers saw them)");
   }
   if (grown_domains) {  // an attribute: before SWMR writing, which cannot change one
     const hid_t env = col("episodes/env").id();
@@ -370,10 +383,29 @@ void RolloutStore::reopen() {
   file_.flush();
 }
 
-void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
-  // On a copy renamed over the file when whole: an upgrade cut short leaves
-  // the file as it was. The columns it predates get the rows a reader of it
-  // sees (absent_value), the record one row of them, then the version.
+void RolloutStore::open_checked(const std::string& file, const std::array<int64_t, 4>& kept, int64_t file_version,
+                                int64_t record_rows) {
+  // Every dataset opened (and checked) first; nothing is cut yet.
+  file_ = open_extended(file);
+  for (const auto& c : rs::columns()) {
+    // The record keeps its written rows (a schema 3 or 4 file's upgrade
+    // wrote one) and grows; unwritten ones past them are cut with the rest.
+    const int table = rs::table_of(c.path);
+    // Nothing kept: the record restarts at its first row (in a file written
+    // before its fill value was -1, an all-zero row after others reads as
+    // unwritten).
+    const bool nothing_kept = kept == std::array<int64_t, 4>{};
+    const int64_t upgraded = nothing_kept ? 0 : file_version < rs::kSchemaVersion ? 1 : record_rows;
+    series_.push_back(std::make_unique<Series>(file_, c, table < 0 ? upgraded : kept[table]));
+    by_name_[c.path] = series_.back().get();
+  }
+}
+
+std::string RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
+  // On a copy (reopen renames it over the file once checked): an upgrade cut
+  // short leaves the file as it was. The columns it predates get the rows a
+  // reader of it sees (absent_value), the record one row of them, then the
+  // version.
   // One name: a copy left by an upgrade killed mid-way is overwritten by
   // the next resume's (the run folder has one writer: run_folder.hpp).
   const std::string tmp = path_ + ".upgrade";
@@ -384,7 +416,6 @@ void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
     std::filesystem::remove(tmp, ec);  // a partial copy (a full disk) goes
     throw Error("cannot copy '" + path_ + "' to upgrade it: " + why);
   }
-  int added = 0;
   try {
     h5::File f = h5::File::open_append(tmp);
     for (const auto& c : rs::columns()) {
@@ -397,7 +428,6 @@ void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
       if (const int table = rs::table_of(name); table < 0) s.push_n(rows.data(), rows.size());
       else s.fill(rs::absent_value(c), static_cast<size_t>(rows[table]) * c.width);
       s.write(tmp);
-      ++added;
     }
     f.set_attr("schema_version", rs::kSchemaVersion);
     f.flush();
@@ -407,15 +437,7 @@ void RolloutStore::upgrade(int64_t from, const std::array<int64_t, 4>& rows) {
     std::filesystem::remove(tmp, ec);
     throw;
   }
-  std::filesystem::rename(tmp, path_, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw Error("cannot move the upgraded copy over '" + path_ + "': " + ec.message());
-  }
-  h5::sync_to_disk(std::filesystem::path(path_).parent_path().string(), true);
-  log_info("rollout store: '" + path_ + "' upgraded from schema version " + std::to_string(from) + " to " +
-           std::to_string(rs::kSchemaVersion) + " (" + std::to_string(added) +
-           " columns added, as older readers saw them)");
+  return tmp;
 }
 
 RolloutStore::~RolloutStore() {

@@ -107,7 +107,12 @@ class RolloutStore {
   void maybe_flush();
   void write_buffers();
   void start_swmr();
-  void upgrade(int64_t from_version, const std::array<int64_t, 4>& rows);  // see reopen()
+  // A copy of the file at the current schema (reopen renames it over the
+  // file once checked); returns its path.
+  std::string upgrade(int64_t from_version, const std::array<int64_t, 4>& rows);
+  // Opens `file` for appending and every column's series, checking each.
+  void open_checked(const std::string& file, const std::array<int64_t, 4>& kept, int64_t file_version,
+                    int64_t record_rows);
   void commit();  // buffers a commit record of the rows appended, if they changed
 
   std::string path_;

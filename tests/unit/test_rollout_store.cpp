@@ -1096,6 +1096,31 @@ TEST(RolloutStore, UnwrittenRowsOfTheCommitRecordArePassedOver) {
   expect_resume_refused(huge, 3, "far past the");
   EXPECT_EQ(fs::file_size(huge), size);
   EXPECT_EQ(RolloutReader(huge).n_episodes(), 12);
+  // The same refusal of a schema 4 file, which is upgraded first: the file
+  // byte for byte as it was, no upgraded copy left (the upgraded file was
+  // cut back to the original's size, and no reader could open it).
+  const std::string s4 = dir + "/schema_4_far.h5";
+  make_schema_4(good, s4);
+  {
+    std::string step_column;
+    for (const auto& c : rollout_schema::columns())
+      if (step_column.empty() && rollout_schema::table_of(c.path) == 3 && rollout_schema::introduced_in(c.path) <= 4)
+        step_column = c.path;
+    ASSERT_FALSE(step_column.empty());
+    h5::Handle f(H5Fopen(s4.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::Handle d(H5Dopen2(f.id(), step_column.c_str(), H5P_DEFAULT), H5Dclose);
+    hsize_t dims[1] = {hsize_t{1} << 40};
+    ASSERT_GE(H5Dset_extent(d.id(), dims), 0) << step_column;
+  }
+  const auto bytes_of = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string s4_bytes = bytes_of(s4);
+  expect_resume_refused(s4, 3, "which is removed: '" + s4 + "' is as it was");
+  EXPECT_EQ(bytes_of(s4) == s4_bytes, true);
+  EXPECT_FALSE(fs::exists(s4 + ".upgrade"));
+  EXPECT_EQ(RolloutReader(s4).n_episodes(), 12);
   // A file written before the record's fill value was -1 (fill 0): an
   // all-zero row after a non-zero one is passed over too.
   const std::string old = dir + "/zero_fill.h5";
