@@ -273,10 +273,15 @@ pid_t child_pid_of(const std::string& info) {
   return colon == std::string::npos ? 0 : static_cast<pid_t>(std::atol(info.c_str() + colon + 1));
 }
 
+// waitid's id type for a pidfd (P_PIDFD, Linux 5.4; named by glibc 2.36).
+constexpr int kPidfdIdType = 3;
+
 // Waits up to `ms` for our child `pid` to exit; true when it was reaped.
 bool reap_within(pid_t pid, int ms, int& status) {
   for (int waited = 0; waited <= ms; ++waited) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return true;
+    const pid_t got = waitpid(pid, &status, WNOHANG);
+    if (got == pid) return true;
+    if (got < 0 && errno == ECHILD) return false;  // not (or no longer) ours
     usleep(1000);
   }
   return false;
@@ -433,7 +438,7 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
           started = true;
           info.append(buf, static_cast<size_t>(got));
           if (init_fd.get() < 0)
-            if (const pid_t init = child_pid_of(info); init > 0) {
+            if (const pid_t init = child_pid_of(info); init > 0 && init_pid == 0) {
               init_fd = Fd(static_cast<int>(syscall(SYS_pidfd_open, init, 0)));
               init_pid = init;
             }
@@ -469,14 +474,20 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
     }
   }
   // The init, if bwrap left it to us (it had not reaped it yet): gone once
-  // its pidfd is readable, then ours to reap (not ours: ECHILD, nothing left).
+  // its pidfd is readable, then ours to reap through the pidfd (never a
+  // reused pid; not ours: ECHILD, nothing left). Without a pidfd (kernels
+  // before 5.3, or refused by a seccomp profile), by its pid, for a second.
   if (init_fd.get() >= 0) {
     pollfd gone{init_fd.get(), POLLIN, 0};
     if (poll(&gone, 1, 5000) > 0) {
-      int init_status = 0;
-      while (waitpid(init_pid, &init_status, 0) < 0 && errno == EINTR) {
+      siginfo_t info_of_init{};
+      const auto pidfd = static_cast<id_t>(init_fd.get());
+      while (waitid(static_cast<idtype_t>(kPidfdIdType), pidfd, &info_of_init, WEXITED) < 0 && errno == EINTR) {
       }
     }
+  } else if (init_pid > 0) {
+    int init_status = 0;
+    reap_within(init_pid, 1000, init_status);
   }
   r.wall_ms = since_start.ms();
   if (timed_out) {
