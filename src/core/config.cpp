@@ -209,17 +209,17 @@ std::string first_invalid_line(const std::string& text) {
 }
 
 // The first "key = value" line of `text` whose value holds a '#' right after
-// another character (`token = abc#def`): Boost's reader ends the value there
-// and takes the rest for a comment, so the value would be read cut. A '#'
-// after whitespace is a comment as documented. As "N: 'line'"; empty if none.
+// another character (`token = abc#def`, `dir=#3`): Boost's reader ends the
+// value there and takes the rest for a comment, so the value would be read
+// cut. A '#' after whitespace is a comment as documented. As "N: 'line'";
+// empty if none.
 std::string first_value_cut_by_hash(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     const size_t eq = line.find('='), hash = line.find('#');
     if (eq == std::string::npos || hash == std::string::npos || hash < eq) continue;
-    const size_t value = line.find_first_not_of(" \t", eq + 1);
-    if (hash > value && !std::isspace(static_cast<unsigned char>(line[hash - 1])))
+    if (!std::isspace(static_cast<unsigned char>(line[hash - 1])))  // glued to the value or to '='
       return std::to_string(n) + ": '" + trim(line) + "'";
   }
   return "";

@@ -352,6 +352,8 @@ TEST(Config, MalformedIniLine) {
   // read as 'runs/exp'); one after a space starts a comment.
   msg = input_error([&] { o.load_ini_text("[run]\ndir = runs/exp#3\n", "bad.ini"); });
   EXPECT_NE(msg.find("bad.ini:2: 'dir = runs/exp#3': a value cannot hold '#'"), std::string::npos) << msg;
+  msg = input_error([&] { o.load_ini_text("[run]\ndir=#3\n", "bad.ini"); });
+  EXPECT_NE(msg.find("bad.ini:2: 'dir=#3': a value cannot hold '#'"), std::string::npos) << msg;
   o.load_ini_text("[run]\ndir = runs/exp # the third\n#dir = x#y\n", "good.ini");
   EXPECT_EQ(c.dir, "runs/exp");
 }
