@@ -144,6 +144,9 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
   const GroupWait wait = group_wait({.deadline_s = all.mpi.deadline_s,
                                      .episode_deadline_s = all.mpi.episode_deadline_s,
                                      .tool_s = all.env.code_weight > 0 ? all.env.sandbox.wall_s : 0.0,
+                                     .tool_rounds = (all.mpi.env_groups * all.train.group +
+                                                     all.env.sandbox_concurrency - 1) /
+                                                    all.env.sandbox_concurrency,
                                      .gateway = all.gateway.enabled,
                                      .request_deadline_s = all.gateway.request_deadline_s,
                                      .agent_wait_s = all.gateway.agent_wait_s});

@@ -22,9 +22,13 @@ TEST(GroupWait, ALongEpisodeIsAbandonedFirst) {
 // An episode past its deadline in the middle of a tool run is abandoned when
 // the run ends, up to sandbox.wall_s later.
 TEST(GroupWait, TheToolRunUnderWayIsWaitedFor) {
-  const GroupWait w = group_wait({.deadline_s = 120, .episode_deadline_s = 300, .tool_s = 600});
+  GroupWait w = group_wait({.deadline_s = 120, .episode_deadline_s = 300, .tool_s = 600});
   EXPECT_DOUBLE_EQ(w.seconds, 1020);
   EXPECT_EQ(w.keys, "pool.episode_deadline_s + sandbox.wall_s + mpi.deadline_s");
+  // ... after the runs queued before it in the rank's sandbox pool.
+  w = group_wait({.deadline_s = 120, .episode_deadline_s = 300, .tool_s = 300, .tool_rounds = 8});
+  EXPECT_DOUBLE_EQ(w.seconds, 2820);
+  EXPECT_EQ(w.keys, "pool.episode_deadline_s + sandbox.wall_s x 8 + mpi.deadline_s");
 }
 
 // Under the gateway an agent's generation is not cancelled at the deadline:
