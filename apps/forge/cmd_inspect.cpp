@@ -115,8 +115,16 @@ struct Quantiles {
     std::sort(v.begin(), v.end());
     for (double x : v) q.mean += x;
     q.mean /= static_cast<double>(v.size());
-    q.p50 = v[(v.size() - 1) / 2];
-    q.p90 = v[(v.size() - 1) * 9 / 10];
+    // Linear between the two nearest ranks (numpy's default): the lower one
+    // alone gave a p90 of 1 for {1, 100}.
+    const auto at = [&](double fraction) {
+      const double pos = fraction * static_cast<double>(v.size() - 1);
+      const size_t lo = static_cast<size_t>(pos);
+      const double hi = v[std::min(lo + 1, v.size() - 1)];
+      return v[lo] + (pos - static_cast<double>(lo)) * (hi - v[lo]);
+    };
+    q.p50 = at(0.5);
+    q.p90 = at(0.9);
     q.max = v.back();
     return q;
   }

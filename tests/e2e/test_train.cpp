@@ -5,9 +5,14 @@
 // (and refuses another model).
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "e2e/forge_runner.hpp"
 
@@ -150,6 +155,27 @@ TEST(Train, TinyRunThenResume) {
   EXPECT_TRUE(contains(halves.out, "\"over_time\": [{\"first_step\": 0, \"last_step\": 0, \"rewards\": "
                                    "{\"episodes\": 4,")) << halves.out;
   EXPECT_EQ(forge("export " + dir + " --steps").out, forge("export " + rollouts + " --steps").out);
+  // inspect's length percentiles are linear between the nearest ranks
+  // (numpy's default), from the episodes export lists (it took the lower
+  // rank alone: a p90 of 1 for {1, 100}).
+  {
+    std::vector<double> lengths;
+    std::istringstream lines(forge("export " + dir + " --format jsonl").out);
+    for (std::string line; std::getline(lines, line);)
+      lengths.push_back(nlohmann::json::parse(line)["final_length"].get<double>());
+    ASSERT_GT(lengths.size(), 2u);
+    std::sort(lengths.begin(), lengths.end());
+    const auto linear = [&](double q) {
+      const double pos = q * static_cast<double>(lengths.size() - 1);
+      const size_t lo = static_cast<size_t>(std::floor(pos));
+      const size_t hi = std::min(lo + 1, lengths.size() - 1);
+      return lengths[lo] + (pos - std::floor(pos)) * (lengths[hi] - lengths[lo]);
+    };
+    const nlohmann::json got = nlohmann::json::parse(forge("inspect " + dir + " --json").out)["lengths"]["final_length"];
+    EXPECT_NEAR(got["p50"].get<double>(), linear(0.5), 1e-9) << got;
+    EXPECT_NEAR(got["p90"].get<double>(), linear(0.9), 1e-9) << got;
+    EXPECT_EQ(got["max"].get<double>(), lengths.back()) << got;
+  }
   const Result no_rollouts = forge("inspect " + dir + "/checkpoints");
   EXPECT_EQ(no_rollouts.rc, 2);
   EXPECT_TRUE(contains(no_rollouts.err, "checkpoints' is a folder without a rollouts.h5")) << no_rollouts.err;
