@@ -4,6 +4,11 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+// ncclGetLastError (2.13) and ncclInProgress (2.14), polled while waiting.
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "the CUDA backend needs NCCL 2.14 or newer (set FORGE_NCCL_INCLUDE and FORGE_NCCL_LIB to one)"
+#endif
+
 #include <string>
 #include <thread>
 
