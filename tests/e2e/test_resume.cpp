@@ -79,6 +79,43 @@ TEST(Resume, SynchronousTrainingResumesBitwise) {
   EXPECT_NE(pa, params_of(whole + "/checkpoints/ckpt_step_00000002.h5", &m2));
 }
 
+// SIGTERM mid-run (a checkpoint at the step boundary it reached, exit 143)
+// and --resume give bitwise the run that was never stopped: weights, AdamW's
+// moments, every step's objective and reward (the resume above starts from
+// a run's last checkpoint only).
+TEST(Resume, ARunStoppedBySigtermResumesBitwise) {
+  const std::string base = ::testing::TempDir() + "forge_term_resume_" + std::to_string(getpid());
+  const std::string whole = base + "_whole", split = base + "_split", log = base + ".log";
+  std::filesystem::remove_all(whole);
+  std::filesystem::remove_all(split);
+  const std::string run = std::string(kRun) + "--train.steps=60 --run.log_every=1 --optim.schedule=cosine ";
+  ASSERT_EQ(forge(run + "--run.dir=" + whole).rc, 0);
+  const Result term = forge_e2e::forge_until_sigterm(run + "--run.dir=" + split, "step    3 ", log);
+  ASSERT_EQ(term.rc, 143) << term.out;
+  const std::string stopped = forge::latest_checkpoint(split + "/checkpoints");
+  ASSERT_NE(stopped, "");
+  ASSERT_EQ(stopped.find("ckpt_step_00000060"), std::string::npos) << "the run was not stopped mid-way";
+  const Result r = forge(run + "--resume --run.dir=" + split);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "resumed from " + stopped)) << r.err;
+
+  const forge::RolloutReader a(whole + "/rollouts.h5"), b(split + "/rollouts.h5");
+  const auto sa = a.steps(), sb = b.steps();
+  ASSERT_EQ(sa.size(), 60u);
+  ASSERT_EQ(sb.size(), 60u);
+  for (size_t i = 0; i < sa.size(); ++i) {
+    EXPECT_EQ(sa[i].objective, sb[i].objective) << "step " << i;
+    EXPECT_EQ(sa[i].reward_mean, sb[i].reward_mean) << "step " << i;
+  }
+  std::vector<float> ma, mb;
+  EXPECT_EQ(params_of(forge::latest_checkpoint(whole + "/checkpoints"), &ma),
+            params_of(forge::latest_checkpoint(split + "/checkpoints"), &mb));
+  EXPECT_EQ(ma, mb);
+  std::filesystem::remove_all(whole);
+  std::filesystem::remove_all(split);
+  std::remove(log.c_str());
+}
+
 // A resume refused for its rollouts.h5 leaves the run as it was: its
 // config.ini still describes the run that happened, not the refused command.
 TEST(Resume, ARefusedResumeLeavesTheRunsConfigAsItWas) {
