@@ -3,7 +3,8 @@
 // the PyTorch oracle (tests/reference/test_torch_oracle.py and
 // test_finite_difference.py) to recompute.
 //
-//   forge_oracle_dump OUT_DIR [--seed N]     the dump (layout below)
+//   forge_oracle_dump OUT_DIR [--seed N] [--variant base|pretrained_features]
+//                                            the dump (layout below)
 //   forge_oracle_dump --npy-info FILE        prints "dtype shape sum" of a .npy
 //                                            (lets Python check the reader on
 //                                            files NumPy wrote)
@@ -12,6 +13,12 @@
 // 2 kv heads (grouped-query), ffn 96, on the CPU backend. init_random with std
 // 0.15, then norm weights drawn from 1 + 0.25 N(0, 1) and the LM head doubled,
 // so that attention and softmax are far from uniform and every norm matters.
+// Variant pretrained_features: what real checkpoints bring besides, all at
+// once: a head dimension of 24 (not d_model / n_heads = 16), tied
+// embeddings (no lm_head: the embedding doubled instead), a q/k/v bias
+// (Qwen2) and Llama 3's RoPE rescaling (factor 8, original_max_positions 64,
+// low and high frequency factors 1 and 4: with positions up to ~60, all
+// three bands of frequencies occur).
 //
 // Batch: two prompt groups of multi-turn episodes (later turns hold the earlier
 // generations as context; two episodes share the start of their first
@@ -353,21 +360,26 @@ int npy_info(const std::string& path) {
 }
 
 int run(int argc, char** argv) {
-  std::string out;
+  std::string out, variant = "base";
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--seed" && i + 1 < argc) {
       seed = std::stoull(argv[++i]);
+    } else if (arg == "--variant" && i + 1 < argc) {
+      variant = argv[++i];
+      if (variant != "base" && variant != "pretrained_features")
+        throw InputError("--variant '" + variant + "': base or pretrained_features");
     } else if (arg == "--npy-info" && i + 1 < argc) {
       return npy_info(argv[++i]);
     } else if (arg == "-h" || arg == "--help") {
-      std::cout << "usage: forge_oracle_dump OUT_DIR [--seed N] | --npy-info FILE\n";
+      std::cout << "usage: forge_oracle_dump OUT_DIR [--seed N] [--variant base|pretrained_features] | "
+                   "--npy-info FILE\n";
       return 0;
     } else if (!arg.empty() && arg[0] != '-' && out.empty()) {
       out = arg;
     } else {
-      throw InputError("unexpected argument '" + arg + "' (usage: forge_oracle_dump OUT_DIR [--seed N])");
+      throw InputError("unexpected argument '" + arg + "' (usage: forge_oracle_dump OUT_DIR [--seed N] [--variant V])");
     }
   }
   if (out.empty()) throw InputError("usage: forge_oracle_dump OUT_DIR [--seed N]");
@@ -384,6 +396,12 @@ int run(int argc, char** argv) {
   cfg.ffn_dim = 96;
   cfg.rope_base = 10000.0f;
   cfg.norm_eps = 1e-5f;
+  if (variant == "pretrained_features") {
+    cfg.head_dim_override = 24;
+    cfg.tied_embeddings = true;
+    cfg.qkv_bias = true;
+    cfg.rope_scaling = {8.0f, 1.0f, 4.0f, 64};
+  }
   const float init_std = 0.15f;
 
   auto backend = make_backend("cpu");
@@ -398,8 +416,10 @@ int run(int argc, char** argv) {
       if (t.shape.size() == 1)
         for (size_t i = 0; i < t.numel; ++i)
           p[t.offset + i] = static_cast<float>(1.0 + 0.25 * rng.normal());
-      if (t.name == "lm_head")
+      if (t.name == (cfg.tied_embeddings ? "embed" : "lm_head"))
         for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] *= 2.0f;
+      if (t.name.ends_with(".bqkv"))  // a bias of the weights' scale, not the norms'
+        for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = static_cast<float>(0.3 * rng.normal());
     }
     model.set_params(p);
   }
@@ -449,7 +469,13 @@ int run(int argc, char** argv) {
     << ", \"n_layers\": " << cfg.n_layers << ", \"n_heads\": " << cfg.n_heads
     << ", \"n_kv_heads\": " << cfg.n_kv_heads << ", \"ffn_dim\": " << cfg.ffn_dim
     << ", \"rope_base\": " << json_num(cfg.rope_base) << ", \"norm_eps\": " << json_num(cfg.norm_eps)
-    << "},\n  \"params\": [\n";
+    << ", \"head_dim\": " << cfg.head_dim() << ", \"tied_embeddings\": " << (cfg.tied_embeddings ? "true" : "false")
+    << ", \"qkv_bias\": " << (cfg.qkv_bias ? "true" : "false")
+    << ", \"rope_scaling\": {\"factor\": " << json_num(cfg.rope_scaling.factor)
+    << ", \"low_freq_factor\": " << json_num(cfg.rope_scaling.low_freq_factor)
+    << ", \"high_freq_factor\": " << json_num(cfg.rope_scaling.high_freq_factor)
+    << ", \"original_max_positions\": " << cfg.rope_scaling.original_max_positions << "}"
+    << "},\n  \"variant\": \"" << variant << "\",\n  \"params\": [\n";
   const auto& ts = model.layout().tensors;
   for (size_t i = 0; i < ts.size(); ++i)
     m << "    {\"name\": \"" << ts[i].name << "\", \"shape\": " << json_shape(ts[i].shape) << "}"

@@ -3,7 +3,9 @@
 
 For a couple of seeds: run BUILD_DIR/tests/forge_oracle_dump into a temporary
 directory, load the weights and the packed bins, recompute everything in
-float64 with autograd, and compare per tensor:
+float64 with autograd, and compare per tensor (and for one seed more, the
+same with what pretrained checkpoints bring: a head dimension other than
+d_model / n_heads, tied embeddings, a q/k/v bias, Llama 3's RoPE scaling):
 
   forge (float32) vs torch (float64), relative error <= 1e-4:
     per bin: logits [R, V], logprob [E], entropy [R], loss
@@ -69,24 +71,24 @@ def loss_err(a, b, scale):
     return abs(float(a) - float(b)) / max(abs(float(b)), float(scale), 1e-30)
 
 
-def run_dump(exe, out_dir, seed):
-    r = subprocess.run([exe, out_dir, "--seed", str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
+def run_dump(exe, out_dir, seed, variant):
+    r = subprocess.run([exe, out_dir, "--seed", str(seed), "--variant", variant], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
     if r.returncode != 0:
         sys.stderr.write(r.stdout + r.stderr)
         raise SystemExit("FAIL: %s exited with %d" % (exe, r.returncode))
 
 
-def check_seed(chk, exe, seed, keep):
+def check_seed(chk, exe, seed, keep, variant="base"):
     out = tempfile.mkdtemp(prefix="forge_oracle_%d_" % seed)
     try:
-        run_dump(exe, out, seed)
+        run_dump(exe, out, seed, variant)
         manifest = load_manifest(out)
         cases = {c["name"]: c for c in manifest["cases"]}
         model = TorchPolicy.from_dump(out, torch.float64)
         names = model.names
         samples = load_samples(out)
-        tag = "seed %d" % seed
+        tag = "seed %d" % seed if variant == "base" else "seed %d %s" % (seed, variant)
 
         forge_results = {}
         for name, case in cases.items():
@@ -222,6 +224,10 @@ def main():
     ap.add_argument("--build-dir", required=True, help="CMake build directory (holds tests/forge_oracle_dump)")
     ap.add_argument("--dump-exe", help="use this forge_oracle_dump instead of BUILD_DIR/tests/forge_oracle_dump")
     ap.add_argument("--seeds", default="1,2", help="comma-separated seeds (default 1,2)")
+    ap.add_argument("--feature-seeds", default="3",
+                    help="comma-separated seeds of the pretrained_features variant: head_dim 24 "
+                         "(not d_model / n_heads), tied embeddings, a q/k/v bias, Llama 3 RoPE scaling "
+                         "(default 3)")
     ap.add_argument("--keep", action="store_true", help="keep the dump directories")
     args = ap.parse_args()
     exe = args.dump_exe or os.path.join(args.build_dir, "tests", "forge_oracle_dump")
@@ -233,6 +239,8 @@ def main():
     check_npy_reader(chk, exe)
     for seed in [int(s) for s in args.seeds.split(",") if s]:
         check_seed(chk, exe, seed, args.keep)
+    for seed in [int(s) for s in args.feature_seeds.split(",") if s]:
+        check_seed(chk, exe, seed, args.keep, "pretrained_features")
     chk.print_table()
     n_fail = len(chk.failures)
     print("%d passed, %d failed" % (len(chk.rows) - n_fail, n_fail))

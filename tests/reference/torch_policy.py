@@ -4,13 +4,18 @@ Straightforward dense code, no blocking, no online softmax, no hand-written
 backward: autograd differentiates it. Conventions follow src/model:
 
   x_0 = embed[token]
-  per layer:  h = RMSNorm(x) ; [q k v] = h Wqkv^T          (rows: q heads, k heads, v heads)
+  per layer:  h = RMSNorm(x) ; [q k v] = h Wqkv^T (+ bqkv)  (rows: q heads, k heads, v heads;
+                                                              the bias with qkv_bias)
               q, k = RoPE(q, k; position)                   (pairs (2i, 2i+1),
-                                                              angle = pos * base^(-2i/head_dim))
+                                                              angle = pos * inv_freq[i],
+                                                              inv_freq[i] = base^(-2i/head_dim),
+                                                              rescaled per Llama 3's rope_scaling
+                                                              when set: llama3_inv_freq)
               x = x + Attention(q, k, v; tree mask) Wo^T   (scale 1/sqrt(head_dim); query
                                                               head h reads kv head h // group)
               h = RMSNorm(x) ; [g u] = h Wgu^T ; x = x + (silu(g) * u) Wdown^T
   h_f = RMSNorm(x_L) on the head rows ; z = (h_f W_head^T) * inv_temperature
+                                                             (W_head = embed when tied)
   logprob_e = log_softmax(z)[row_e, target_e] ; entropy_r = -sum p log p
 
 RMSNorm(x) = x / sqrt(mean(x^2) + eps) * w. Tree mask: query i sees key j iff
@@ -36,7 +41,32 @@ class Config:
         self.ffn_dim = int(d["ffn_dim"])
         self.rope_base = float(d["rope_base"])
         self.norm_eps = float(d["norm_eps"])
-        self.head_dim = self.d_model // self.n_heads
+        self.head_dim = int(d.get("head_dim", self.d_model // self.n_heads))
+        self.tied_embeddings = bool(d.get("tied_embeddings", False))
+        self.qkv_bias = bool(d.get("qkv_bias", False))
+        self.rope_scaling = d.get("rope_scaling", {"factor": 0})
+
+
+def llama3_inv_freq(inv_freq, scaling):
+    """Llama 3's rope_scaling, written from its definition (transformers'
+    _compute_llama3_parameters): wavelengths 2 pi / f above original_max /
+    low_freq_factor are divided by factor, those below original_max /
+    high_freq_factor kept, the band between interpolated by
+    s = (original_max / wavelength - low) / (high - low)."""
+    factor = float(scaling["factor"])
+    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    original = float(scaling["original_max_positions"])
+    out = []
+    for f in inv_freq.tolist():
+        wavelength = 2 * math.pi / f
+        if wavelength < original / high:
+            out.append(f)
+        elif wavelength > original / low:
+            out.append(f / factor)
+        else:
+            s = (original / wavelength - low) / (high - low)
+            out.append((1 - s) * f / factor + s * f)
+    return torch.tensor(out, dtype=torch.float64)
 
 
 def tree_mask(subtree_end):
@@ -48,11 +78,14 @@ def tree_mask(subtree_end):
     return (j <= i) & (i < se.unsqueeze(0))
 
 
-def rope(x, position, base):
-    """x [T, heads, hd]: rotate pairs (2i, 2i+1) by pos * base^(-2i/hd); angles in float64."""
+def rope(x, position, base, scaling=None):
+    """x [T, heads, hd]: rotate pairs (2i, 2i+1) by pos * inv_freq[i], inv_freq[i] =
+    base^(-2i/hd) (rescaled when `scaling` has a factor); angles in float64."""
     hd = x.shape[-1]
     pos = torch.as_tensor(np.asarray(position), dtype=torch.float64)
     inv_freq = base ** (-2.0 * torch.arange(hd // 2, dtype=torch.float64) / hd)
+    if scaling and float(scaling.get("factor", 0)) > 0:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     ang = pos[:, None] * inv_freq[None, :]  # [T, hd/2]
     cos = torch.cos(ang).to(x.dtype)[:, None, :]
     sin = torch.sin(ang).to(x.dtype)[:, None, :]
@@ -106,11 +139,13 @@ class TorchPolicy:
             pre = "layers.%d." % l
             h = rmsnorm(x, P[pre + "attn_norm"], c.norm_eps)
             qkv = h @ P[pre + "wqkv"].T
+            if c.qkv_bias:
+                qkv = qkv + P[pre + "bqkv"]
             q = qkv[:, : H * hd].reshape(T, H, hd)
             k = qkv[:, H * hd : (H + Hkv) * hd].reshape(T, Hkv, hd)
             v = qkv[:, (H + Hkv) * hd :].reshape(T, Hkv, hd)
-            q = rope(q, position, c.rope_base)
-            k = rope(k, position, c.rope_base)
+            q = rope(q, position, c.rope_base, c.rope_scaling)
+            k = rope(k, position, c.rope_base, c.rope_scaling)
             k = k.repeat_interleave(group, dim=1)  # query head h -> kv head h // group
             v = v.repeat_interleave(group, dim=1)
             s = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(hd)
@@ -130,7 +165,7 @@ class TorchPolicy:
         P = self.params if params is None else params
         rows = torch.as_tensor(np.asarray(head_row), dtype=torch.long)
         hf = rmsnorm(x[rows], P["final_norm"], c.norm_eps)
-        z = (hf @ P["lm_head"].T) * inv_temperature
+        z = (hf @ P["embed" if c.tied_embeddings else "lm_head"].T) * inv_temperature
         logp = torch.log_softmax(z, dim=-1)
         entropy = -(logp.exp() * logp).sum(dim=-1)
         rb = np.asarray(row_begin)
