@@ -278,11 +278,16 @@ void print_text(const RolloutReader& r, const Summary& s) {
                 "reward", "clip", "masked", mixed ? "mismatch" : "eng/lrn", mixed ? "" : "drift", "kl", "entropy",
                 "tree/lin", "tok/s");
     auto trow = [mixed](const std::string& label, const Training& t) {
-      std::printf("  %-13s %+9.4f %+9.3f %7.3f %7.3f %9.2e %9.2e %9.2e %8.3f %10.3f %9.0f\n", label.c_str(),
+      // A schema <= 2 file has no drift column: blank; no stale token: "-"
+      // (as the progress line says it; it printed nan).
+      char drift[32];
+      if (mixed) std::snprintf(drift, sizeof drift, "%9s", "");
+      else if (std::isnan(t.stale_drift.value())) std::snprintf(drift, sizeof drift, "%9s", "-");
+      else std::snprintf(drift, sizeof drift, "%9.2e", t.stale_drift.value());
+      std::printf("  %-13s %+9.4f %+9.3f %7.3f %7.3f %9.2e %s %9.2e %8.3f %10.3f %9.0f\n", label.c_str(),
                   t.objective.value(), t.reward.value(), t.clip.value(), t.masked.value(),
-                  mixed ? t.mixed_mismatch.value() : t.engine_mismatch.value(),
-                  mixed ? std::nan("") : t.stale_drift.value(), t.kl.value(), t.entropy.value(),
-                  t.tree_ratio.value(), t.tokens_per_s.value());
+                  mixed ? t.mixed_mismatch.value() : t.engine_mismatch.value(), drift, t.kl.value(),
+                  t.entropy.value(), t.tree_ratio.value(), t.tokens_per_s.value());
     };
     for (const auto& k : s.buckets)
       if (k.training.steps) trow(std::to_string(k.first_step) + "-" + std::to_string(k.last_step), k.training);
