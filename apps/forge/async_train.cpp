@@ -325,19 +325,20 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
       hold_run_folder(all.base.run.dir);
       if (!resume) refuse_existing_run(all.base.run.dir, "forge train", true);
     });
-  if (resume && role == Role::kLearner) {
+  // Learner 0 alone judges the checkpoint here: a refusal by another rank
+  // would kill it before it removed the folder it took for a run that never
+  // started (the other learners load the same checkpoint in run_learner).
+  if (resume && rank == 0) {
     or_abort_job(me, [&] {
       const std::string dir = all.base.run.dir + "/checkpoints";
       const std::string resume_from = latest_checkpoint(dir);
       if (resume_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
-      if (rank == 0) {
-        resumed_pool = load_data_pool_state(resume_from);
-        if (!resumed_pool)
-          throw InputError("--resume: checkpoint '" + resume_from +
-                           "' holds no data-pool state (written by a run in one process); resume it "
-                           "without mpirun, or start a new run from it: --train.init=" + resume_from + " with another run.dir");
-        check_resume_state(*resumed_pool);
-      }
+      resumed_pool = load_data_pool_state(resume_from);
+      if (!resumed_pool)
+        throw InputError("--resume: checkpoint '" + resume_from +
+                         "' holds no data-pool state (written by a run in one process); resume it without mpirun, "
+                         "or start a new run from it: --train.init=" + resume_from + " with another run.dir");
+      check_resume_state(*resumed_pool);
     });
   }
 

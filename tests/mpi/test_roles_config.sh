@@ -30,11 +30,16 @@ grep -q "learner rank 0.*holds the rollouts of an earlier run" "$WORK/log" ||
   { cat "$WORK/log"; fail "no message naming learner rank 0 and the earlier run"; }
 [ "$(cat "$WORK/held/rollouts.h5")" = "an earlier run's rollouts" ] || fail "the earlier rollouts.h5 was changed"
 # A --resume of a run folder that does not exist is refused by learner 0,
-# and the folder it took (forge.lock) does not stay behind.
-rc=0
-timeout 120 "${MPIRUN[@]}" -np 3 "$FORGE_BIN" train "${TINY[@]}" --resume --run.dir="$WORK/no_such_run" \
-  >"$WORK/log" 2>&1 || rc=$?
-[ "$rc" -eq 2 ] || { cat "$WORK/log"; fail "--resume of a missing run: exit code $rc, expected 2"; }
-grep -q "no checkpoint in" "$WORK/log" || { cat "$WORK/log"; fail "--resume of a missing run: no message"; }
-[ ! -e "$WORK/no_such_run" ] || fail "--resume of a missing run left $(ls -A "$WORK/no_such_run" | tr '\n' ' ')"
+# and the folder it took (forge.lock) does not stay behind; with two
+# learners too (the second one's refusal killed learner 0 before it removed
+# the folder).
+for learners in 1 2; do
+  rc=0
+  timeout 120 "${MPIRUN[@]}" -np $((learners + 2)) "$FORGE_BIN" train "${TINY[@]}" --mpi.learners=$learners \
+    --resume --run.dir="$WORK/no_such_run" >"$WORK/log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || { cat "$WORK/log"; fail "--resume of a missing run: exit code $rc, expected 2"; }
+  grep -q "no checkpoint in" "$WORK/log" || { cat "$WORK/log"; fail "--resume of a missing run: no message"; }
+  [ ! -e "$WORK/no_such_run" ] ||
+    fail "--resume of a missing run ($learners learners) left $(ls -A "$WORK/no_such_run" | tr '\n' ' ')"
+done
 echo PASS
