@@ -63,6 +63,9 @@ class File {
   static File open_follow(const std::string& path, bool* swmr);
 
   const std::string& path() const { return path_; }
+  // After the open file was renamed (its handle follows it): the name its
+  // messages use from then on.
+  void renamed_to(const std::string& path) { path_ = path; }
   hid_t id() const { return file_.id(); }
   void flush();
   void close();  // Error naming the file when HDF5 cannot finish writing it

@@ -337,26 +337,33 @@ void RolloutStore::reopen() {
   const std::string upgraded = file_version < rs::kSchemaVersion ? upgrade(file_version, seen) : std::string();
   n_steps_ = steps;
   const std::array<int64_t, 4> kept{n_tokens_, n_calls_, n_episodes_, n_steps_};
-  try {
-    open_checked(upgraded.empty() ? path_ : upgraded, kept, file_version, record_rows);
-  } catch (const std::exception& e) {
-    if (upgraded.empty()) throw;
+  const auto drop_upgraded = [&] {
     series_.clear();
     by_name_.clear();
     file_ = h5::File();
     std::error_code ec;
     std::filesystem::remove(upgraded, ec);
+  };
+  try {
+    open_checked(upgraded.empty() ? path_ : upgraded, kept, file_version, record_rows);
+  } catch (const InputError& e) {
+    if (upgraded.empty()) throw;
+    drop_upgraded();
     throw InputError(std::string(e.what()) + " (in the copy upgraded from schema version " +
                      std::to_string(file_version) + ", which is removed: '" + path_ + "' is as it was)");
+  } catch (...) {
+    if (!upgraded.empty()) drop_upgraded();
+    throw;
   }
   if (!upgraded.empty()) {
     std::error_code ec;
     std::filesystem::rename(upgraded, path_, ec);  // the open handle follows the file
     if (ec) {
-      file_ = h5::File();
-      std::filesystem::remove(upgraded, ec);
-      throw Error("cannot move the upgraded copy over '" + path_ + "': " + ec.message());
+      const std::string why = ec.message();
+      drop_upgraded();
+      throw Error("cannot move the upgraded copy over '" + path_ + "': " + why);
     }
+    file_.renamed_to(path_);
     h5::sync_to_disk(std::filesystem::path(path_).parent_path().string(), true);
     log_info("rollout store: '" + path_ + "' upgraded from schema version " + std::to_string(file_version) + " to " +
              std::to_string(rs::kSchemaVersion) + " (the columns it predates added, as older readers saw them)");

@@ -482,8 +482,11 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
     if (poll(&gone, 1, 5000) > 0) {
       siginfo_t info_of_init{};
       const auto pidfd = static_cast<id_t>(init_fd.get());
-      while (waitid(static_cast<idtype_t>(kPidfdIdType), pidfd, &info_of_init, WEXITED) < 0 && errno == EINTR) {
+      int rc;
+      while ((rc = waitid(static_cast<idtype_t>(kPidfdIdType), pidfd, &info_of_init, WEXITED)) < 0 && errno == EINTR) {
       }
+      int init_status = 0;
+      if (rc < 0 && errno == EINVAL) reap_within(init_pid, 1000, init_status);  // Linux 5.3: no P_PIDFD yet
     }
   } else if (init_pid > 0) {
     int init_status = 0;

@@ -31,8 +31,8 @@ const char* kRun =
     // counts differ) keeps groups from having zero variance, so steps train.
     "--reward.efficiency_weight=1 ";
 
-// Weights and first moments of a checkpoint of the tiny model.
-std::vector<float> params_of(const std::string& checkpoint, std::vector<float>* m) {
+// Weights and moments (the second where asked) of a checkpoint of the tiny model.
+std::vector<float> params_of(const std::string& checkpoint, std::vector<float>* m, std::vector<float>* v = nullptr) {
   forge::ModelConfig c;
   c.vocab = forge::ByteTokenizer::kVocabSize;
   c.d_model = 32;
@@ -46,6 +46,7 @@ std::vector<float> params_of(const std::string& checkpoint, std::vector<float>* 
   forge::AdamW opt(oc, model);
   forge::load_checkpoint(checkpoint, model, &opt);
   *m = opt.m().download();
+  if (v) *v = opt.v().download();
   return model.get_params();
 }
 
@@ -107,10 +108,11 @@ TEST(Resume, ARunStoppedBySigtermResumesBitwise) {
     EXPECT_EQ(sa[i].objective, sb[i].objective) << "step " << i;
     EXPECT_EQ(sa[i].reward_mean, sb[i].reward_mean) << "step " << i;
   }
-  std::vector<float> ma, mb;
-  EXPECT_EQ(params_of(forge::latest_checkpoint(whole + "/checkpoints"), &ma),
-            params_of(forge::latest_checkpoint(split + "/checkpoints"), &mb));
+  std::vector<float> ma, mb, va, vb;
+  EXPECT_EQ(params_of(forge::latest_checkpoint(whole + "/checkpoints"), &ma, &va),
+            params_of(forge::latest_checkpoint(split + "/checkpoints"), &mb, &vb));
   EXPECT_EQ(ma, mb);
+  EXPECT_EQ(va, vb);
   std::filesystem::remove_all(whole);
   std::filesystem::remove_all(split);
   std::remove(log.c_str());
