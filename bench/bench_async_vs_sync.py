@@ -78,7 +78,7 @@ def main():
     # absolute first (a relative --out was written there and looked for here).
     sft = next((p for p in (os.path.abspath(a.sft), os.path.join(ROOT, a.sft)) if os.path.exists(p)), None)
     if sft is None:
-        sys.exit(f"bench_async_vs_sync: no SFT run at {a.sft}; run ./forge.sh demo first")
+        ap.error(f"no SFT run at {a.sft}; run ./forge.sh demo first")
     a.sft, a.out = sft, os.path.abspath(a.out)
     shutil.rmtree(a.out, ignore_errors=True)
     os.makedirs(a.out)

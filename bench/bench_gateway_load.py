@@ -65,7 +65,7 @@ def main():
         p.error("--episodes must be at least 1 and --requests at least 0")
     per_episode = a.requests // a.episodes
     if per_episode * a.episodes != a.requests:
-        sys.exit("--requests must be a multiple of --episodes")
+        p.error("--requests must be a multiple of --episodes")
 
     t_open = time.perf_counter()
     episodes = [http(a.url, "/v1/episodes", a.token, {}) for _ in range(a.episodes)]

@@ -139,11 +139,11 @@ static int bench_main(int argc, char** argv) {
   const int sessions = flags.get("sessions", quick ? 4 : 16);
   const int group = flags.get("group", 4);
   const int turns = flags.get("turns", quick ? 4 : 8);
-  const int reps = std::max(1, flags.get("reps", quick ? 1 : 2));
+  const int reps = flags.get("reps", quick ? 1 : 2);
   const int first = 64, obs = 16, turn_new = 32;
   flags.finish();
-  if (group < 1 || sessions < 1 || turns < 1 || prompt < 1 || max_new < 1)
-    bench::Flags::usage("--sessions, --group, --turns, --prompt and --new must be at least 1");
+  if (group < 1 || sessions < 1 || turns < 1 || prompt < 1 || max_new < 1 || reps < 1)
+    bench::Flags::usage("--sessions, --group, --turns, --prompt, --new and --reps must be at least 1");
 
   ModelConfig c;
   c.vocab = ByteTokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, 8 kv heads, ffn 688 by default

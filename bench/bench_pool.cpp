@@ -5,7 +5,9 @@
 // Run alone (one rank), rank 0 enqueues and dequeues in turn (loopback).
 // Enqueue/s = payloads / the slowest producer's time; dequeue/s = payloads /
 // the consumer's time; latencies are per call (p50, p99), a dequeue's counted
-// from the try_take that succeeded (polls that found nothing excluded).
+// from the try_take that succeeded (polls that found nothing excluded). With
+// several producers the enqueue p50 is the median of the producers' p50s and
+// the p99 the largest producer's p99 (not quantiles of all their calls).
 //
 //   mpirun -np P bench_pool [--n=1024] [--m=1024] [--w=256] [--bytes=1024] [--ops=20000]
 #include <mpi.h>

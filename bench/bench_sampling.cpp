@@ -11,8 +11,9 @@
 //                  [--top_ps=0.9,0.95,1] [--top_k=0] [--masked=0] [--seed=1]
 //
 // The row: logits N(0, sigma) plus two peaks 12 and 11 above, so a top_p of
-// 0.9 holds tens of thousands of tokens (a flat row: the worst case; a peaked
-// LLM row's nucleus is a few tokens); --masked tokens at -inf (a masked
+// 0.9 holds thousands of tokens (5,422 of 151,936 at sigma 3:
+// docs/performance.md; a flat row: the worst case; a peaked LLM row's
+// nucleus is a few tokens); --masked tokens at -inf (a masked
 // vocabulary). Single thread; no BLAS. Prints the
 // median ms per draw of each (of --reps runs of --draws draws), their ratio,
 // and one JSON line.

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "core/error.hpp"
 #include "core/rng.hpp"
 #include "mpi_roles/window_policy.hpp"
 
@@ -132,7 +133,10 @@ Result simulate(WindowKind kind, const Params& p) {
       measuring = true;
       t0 = now;
     }
-    for (uint64_t got = 0; got < p.batch;) {
+    // A batch ends with p.batch trained episodes, or at the end of the
+    // measured time (with every episode abandoned or dropped, none ever
+    // comes: the run held the loop forever, its episode list growing).
+    for (uint64_t got = 0; got < p.batch && now < p.warmup_s + p.measure_s;) {
       if (auto s = ws.take()) {
         admit();
         const Episode& e = ep[*s];
@@ -154,6 +158,7 @@ Result simulate(WindowKind kind, const Params& p) {
         ++got;
         continue;
       }
+      FORGE_CHECK(!running.empty(), "bench_scheduler: nothing visible and nothing running");
       const double t = running.top().first;  // nothing visible: wait
       if (measuring) idle += t - now;
       finish_until(t);
@@ -166,8 +171,10 @@ Result simulate(WindowKind kind, const Params& p) {
     if (measuring) r.peak_memory = std::max<uint64_t>(r.peak_memory, ws.finished());
     ++version;
   }
-  r.throughput = static_cast<double>(trained) / (now - t0);
-  r.idle = idle / (now - t0);
+  if (!measuring) t0 = now;  // the warm-up never ended: nothing measured
+  const double span = std::max(now - t0, 1e-9);
+  r.throughput = static_cast<double>(trained) / span;
+  r.idle = idle / span;
   r.length_bias = (trained_len / std::max<uint64_t>(1, trained)) /
                   (finished_len / std::max<uint64_t>(1, finished_count));
   return r;
@@ -250,6 +257,10 @@ static int bench_main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) {
       res[i] = simulate(kinds[i], p);
       const Result& r = res[i];
+      if (r.throughput == 0)
+        throw InputError(to_string(kinds[i]) + " trained no episode in the measured time at sigma " +
+                         std::to_string(p.sigma).substr(0, 4) + ": every one was abandoned past --deadline or dropped by "
+                         "the staleness cap (lengthen --deadline or --measure_s)");
       const int64_t bound = staleness_bound(config_of(kinds[i], p), p.batch);
       const std::string wtxt = r.window == kUnboundedWindow ? "any" : std::to_string(r.window);
       const std::string btxt = bound < 0 ? "none" : std::to_string(bound);

@@ -118,7 +118,9 @@ static int bench_main(int argc, char** argv) {
                      {"hf_batch_mb_s", bench::num(hf_batch_s > 0 ? mb / hf_batch_s : -1)},
                      {"ratio", bench::num(hf_s > 0 ? hf_s / forge_s : 0)},
                      {"ratio_batch", bench::num(hf_batch_s > 0 ? hf_batch_s / forge_s : 0)},
-                     {"tokens_equal", hf_tokens == static_cast<double>(tokens) ? "true" : "false"}});
+                     // null where Hugging Face did not run (--no-hf, no reference packages)
+                     {"tokens_equal", hf_tokens < 0 ? "null" : hf_tokens == static_cast<double>(tokens) ? "true"
+                                                                                                       : "false"}});
   return 0;
 }
 
