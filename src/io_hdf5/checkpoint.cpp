@@ -198,6 +198,11 @@ h5::File open_checkpoint(const std::string& path) {
 
 std::string checkpoint_config(const std::string& path) { return open_checkpoint(path).attr_string("config"); }
 
+std::vector<std::string> checkpoint_rng_names(const std::string& path) {
+  const h5::File f = open_checkpoint(path);
+  return f.exists("/rng") ? f.members("/rng") : std::vector<std::string>{};
+}
+
 std::optional<CheckpointSection> load_checkpoint_section(const std::string& path, const std::string& name) {
   const h5::File f = open_checkpoint(path);
   if (!f.exists("/" + name)) return std::nullopt;

@@ -59,6 +59,10 @@ CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, Ada
 // file).
 std::string checkpoint_config(const std::string& path);
 
+// The names of the RNG states a checkpoint holds ("tasks": forge train's,
+// "data": forge sft's), without reading the model; same InputErrors.
+std::vector<std::string> checkpoint_rng_names(const std::string& path);
+
 // One section only (none when the checkpoint lacks it), without reading the
 // model; same InputErrors for a bad file.
 std::optional<CheckpointSection> load_checkpoint_section(const std::string& path, const std::string& name);

@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -116,6 +117,26 @@ void write_run_config(const std::string& dir, const std::string& ini) {
 
 void refuse_existing_run(const std::string& dir, const std::string& command, bool resumable) {
   const std::string checkpoint = latest_checkpoint(dir + "/checkpoints");
+  // The other command's run (forge sft's checkpoints where forge train
+  // starts): --resume cannot continue it, so the advice is another folder.
+  std::string other;
+  if (!checkpoint.empty()) {
+    try {
+      const std::vector<std::string> rngs = checkpoint_rng_names(checkpoint);
+      const auto has = [&](const char* name) { return std::find(rngs.begin(), rngs.end(), name) != rngs.end(); };
+      if (command == "forge train" && has("data") && !has("tasks")) other = "forge sft";
+      if (command == "forge sft" && has("tasks") && !has("data")) other = "forge train";
+    } catch (const InputError&) {
+      // Not readable: the generic refusal; a --resume would say what is wrong.
+    }
+  }
+  if (!other.empty())
+    throw InputError("run.dir = '" + dir + "' holds a " + other + " run (" + checkpoint + "); " + command +
+                     " neither overwrites nor continues it: " +
+                     (command == "forge train" ? "start from it with --train.init=" + checkpoint + " and another "
+                                                 "run.dir, "
+                                               : std::string("choose another run.dir, ")) +
+                     "or delete that one");
   if (!checkpoint.empty())
     throw InputError("run.dir = '" + dir + "' holds an earlier run (" + checkpoint + "); " + command +
                      " does not overwrite it: " + (resumable ? "continue it with --resume, " : "") +

@@ -170,6 +170,14 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   EXPECT_EQ(again.rc, 2);
   EXPECT_TRUE(contains(again.err, "holds an earlier run")) << again.err;
   EXPECT_TRUE(contains(again.err, "continue it with --resume")) << again.err;
+  // forge train in it: not "--resume" (it cannot continue an sft run), but
+  // --train.init with another run.dir.
+  const Result rl = forge("train --model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
+                          "--model.ffn_dim=64 --train.steps=1 --run.dir=" + dir);
+  EXPECT_EQ(rl.rc, 2);
+  EXPECT_TRUE(contains(rl.err, "holds a forge sft run (" + dir + "/checkpoints/ckpt_step_00000003.h5); forge train "
+                               "neither overwrites nor continues it: start from it with --train.init=" + dir +
+                               "/checkpoints/ckpt_step_00000003.h5 and another run.dir")) << rl.err;
   const Result resumed = forge(tiny + "--sft.steps=6 --resume --run.dir=" + dir);
   ASSERT_EQ(resumed.rc, 0) << resumed.err;
   EXPECT_TRUE(contains(resumed.err, "sft: resumed from " + dir + "/checkpoints/ckpt_step_00000003.h5 at step 3"))
