@@ -32,11 +32,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "cli.hpp"
 #include "core/error.hpp"
+#include "io_hdf5/h5_file.hpp"
 #include "io_hdf5/rollout_reader.hpp"
 #include "learner/run_checkpoints.hpp"
 #include "learner/run_folder.hpp"
@@ -45,14 +45,6 @@
 
 namespace forge {
 namespace {
-
-// Whether `path` starts with the HDF5 signature (forge's files have no user
-// block, which would move it).
-bool is_hdf5_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[8] = {};
-  return in.read(head, sizeof head) && std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0;
-}
 
 // Rows of named fields, as CSV (header first) or JSON lines. Values are
 // given as text; `quoted` marks strings (JSON quotes them, CSV when needed).
@@ -225,7 +217,7 @@ int run_export(int argc, char** argv) {
   const auto status = std::filesystem::symlink_status(target, ec);
   // An export replaces an earlier export, never forge's own data: an HDF5
   // file there (a run's rollouts.h5, a checkpoint) is refused.
-  if (status.type() == std::filesystem::file_type::regular && is_hdf5_file(target))
+  if (status.type() == std::filesystem::file_type::regular && h5::is_hdf5(target))
     throw InputError("--out '" + out_path + "' is an HDF5 file (rollouts or a checkpoint?); an export does not "
                      "replace it: write the export elsewhere");
   const bool via_tmp = !out_path.empty() && !held_stream && (status.type() == std::filesystem::file_type::not_found ||

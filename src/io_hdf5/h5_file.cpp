@@ -45,7 +45,7 @@ uint64_t stored_end_of(const std::string& reason) {
 void check_readable(const std::string& path) {
   if (!std::filesystem::exists(path)) throw InputError("'" + path + "' does not exist");
   refuse_unless_regular_file(path, "HDF5 file");
-  if (H5Fis_hdf5(path.c_str()) <= 0)
+  if (!is_hdf5(path))
     throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
 }
 
@@ -120,6 +120,8 @@ File File::open_append(const std::string& path, uint64_t* recorded_end) {
     throw InputError("cannot open HDF5 file '" + path + "' for writing: " + last_error());
   return f;
 }
+
+bool is_hdf5(const std::string& path) { return H5Fis_hdf5(path.c_str()) > 0; }
 
 std::string last_error() {
   std::string text;

@@ -101,6 +101,10 @@ class File {
   Handle file_;
 };
 
+// Whether `path` is an HDF5 file by its signature (H5Fis_hdf5, user blocks
+// included); false for anything else, a missing file too.
+bool is_hdf5(const std::string& path);
+
 // The innermost message of the current HDF5 error stack ("" if none).
 std::string last_error();
 

@@ -402,8 +402,8 @@ void RolloutStore::open_checked(const std::string& file, const std::array<int64_
     // before its fill value was -1, an all-zero row after others reads as
     // unwritten).
     const bool nothing_kept = kept == std::array<int64_t, 4>{};
-    const int64_t upgraded = nothing_kept ? 0 : file_version < rs::kSchemaVersion ? 1 : record_rows;
-    series_.push_back(std::make_unique<Series>(file_, c, table < 0 ? upgraded : kept[table]));
+    const int64_t record_kept = nothing_kept ? 0 : file_version < rs::kSchemaVersion ? 1 : record_rows;
+    series_.push_back(std::make_unique<Series>(file_, c, table < 0 ? record_kept : kept[table]));
     by_name_[c.path] = series_.back().get();
   }
 }

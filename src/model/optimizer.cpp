@@ -73,7 +73,9 @@ void add_optim_options(OptionSet& opts, OptimConfig& o) {
            "horizon of the cosine schedule, in optimizer steps; 0: the run's steps (train.steps or sft.steps)",
            at_least(0));
   opts.add("optim.min_lr_ratio", &o.min_lr_ratio,
-           "where the cosine schedule decays to at step optim.total_steps (one past the last), as a fraction of optim.lr", in_range(0, 1));
+           "where the cosine schedule decays to at step optim.total_steps (one past the last), as a fraction "
+           "of optim.lr",
+           in_range(0, 1));
 }
 
 }  // namespace forge
