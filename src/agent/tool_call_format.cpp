@@ -1,5 +1,6 @@
 #include "agent/tool_call_format.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 #include "core/utf8.hpp"
@@ -189,10 +190,22 @@ class JsonObject {
   size_t i_ = 0;
 };
 
+// The arguments run from the first '(' to the last ')', parentheses in them
+// unchecked (a program's string may hold one), except a second call: where
+// the first '(' closes, text going on as `name(` is a second action.
 ParsedAction parse_paren(std::string_view s) {
   const size_t open = s.find('(');
   if (open == std::string_view::npos || s.back() != ')')
     return invalid("expected name(args)");
+  int depth = 0;
+  for (size_t i = open; i + 1 < s.size(); ++i) {
+    depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
+    if (depth != 0 || s[i] != ')') continue;
+    const std::string_view rest = trim(s.substr(i + 1));
+    const size_t name_end = std::min(rest.find('('), rest.size());
+    if (name_end < rest.size() && is_identifier(trim(rest.substr(0, name_end))))
+      return invalid("text after the call's closing ')': one action per turn");
+  }
   return action(std::string(trim(s.substr(0, open))), std::string(s.substr(open + 1, s.size() - open - 2)));
 }
 

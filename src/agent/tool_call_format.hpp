@@ -18,8 +18,11 @@
 // action invalid. Actions are rendered as markup and encoded through the
 // policy's vocabulary (scaffold_vocabulary.hpp); generated tokens are decoded
 // through it.
+// Paren args run from the first '(' to the last ')' and may hold
+// parentheses, but a ')' closing the call's '(' followed by `name(` is a
+// second action in one turn, invalid as JSON's text after its '}' is.
 // parse(render(c)) == c for every call whose name is an identifier and
-// whose args have no surrounding whitespace.
+// whose args have no surrounding whitespace (paren: and no such second call).
 #pragma once
 #include <cstdint>
 #include <string>
