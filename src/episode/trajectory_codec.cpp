@@ -3,6 +3,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/error.hpp"
 #include "core/wire_codec.hpp"
 #include "episode/trajectory_fields.hpp"
 
@@ -12,6 +13,7 @@ namespace {
 constexpr uint32_t kMagic = 0x52544746;  // "FGTR"
 constexpr uint32_t kMaxTokens = 1u << 26;
 constexpr uint32_t kMaxItems = 1u << 20;
+constexpr uint32_t kMaxStringBytes = 1u << 20;
 
 template <class V>
 constexpr bool kIsList = std::is_same_v<V, std::vector<LlmCall>> || std::is_same_v<V, std::vector<ProcessSignal>>;
@@ -79,14 +81,43 @@ void get(WireReader& r, std::vector<ProcessSignal>& signals, int32_t) {
   signals.resize(n);
   for (ProcessSignal& s : signals) {
     s.turn = r.get<int32_t>();
-    s.kind = r.get_str();
+    s.kind = r.get_str(kMaxStringBytes);
     s.value = r.get<float>();
   }
+}
+
+// What of `t` decode_trajectories would refuse as too long, or empty.
+std::string beyond_decoder_limits(const Trajectory& t) {
+  std::string what;
+  const auto over = [&](const std::string& item, size_t n, const char* unit, uint32_t limit) {
+    if (what.empty() && n > limit)
+      what = "a " + item + " of " + std::to_string(n) + unit + " (the codec's limit is " + std::to_string(limit) + ")";
+  };
+  over("call count", t.calls.size(), "", kMaxItems);
+  over("signal count", t.signals.size(), "", kMaxItems);
+  if (!what.empty()) return what;
+  for_each_field(t, [&](const char* name, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::string>)
+      over(name, value.size(), " bytes", kMaxStringBytes);
+  });
+  for (const ProcessSignal& s : t.signals) over("signal kind", s.kind.size(), " bytes", kMaxStringBytes);
+  for (const LlmCall& c : t.calls) {
+    over("call context", c.context.size(), " tokens", kMaxTokens);
+    over("call's generation", c.generated.size(), " tokens", kMaxTokens);
+  }
+  return what;
 }
 
 }  // namespace
 
 std::vector<uint8_t> encode_trajectories(const std::vector<Trajectory>& episodes) {
+  if (episodes.size() > kMaxItems)
+    throw Error("trajectory codec: " + std::to_string(episodes.size()) + " episodes in one payload (at most " +
+                std::to_string(kMaxItems) + ")");
+  for (const Trajectory& t : episodes)
+    if (const std::string what = beyond_decoder_limits(t); !what.empty())
+      throw Error("trajectory codec: episode " + std::to_string(t.episode_id) + " has " + what +
+                  ": its payload could not be decoded");
   WireWriter w;
   w.put(kMagic);
   w.put(kTrajectoryFormatVersion);
@@ -117,7 +148,7 @@ std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, in
   for (Trajectory& t : out)
     for_each_field(t, [&](const char*, auto& value) {
       using V = std::decay_t<decltype(value)>;
-      if constexpr (std::is_same_v<V, std::string>) value = r.get_str();
+      if constexpr (std::is_same_v<V, std::string>) value = r.get_str(kMaxStringBytes);
       else if constexpr (kIsList<V>) get(r, value, vocab);
       else if constexpr (std::is_same_v<V, bool>) value = r.get<uint8_t>() != 0;
       else value = r.get<V>();
@@ -128,13 +159,20 @@ std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, in
 
 std::vector<uint8_t> encode_group_for_slot(std::vector<Trajectory>& episodes, size_t slot_bytes,
                                            std::string* dropped) {
-  std::vector<uint8_t> payload = encode_trajectories(episodes);
-  if (payload.size() <= slot_bytes) return payload;
-  const std::string why = "its group's record took " + std::to_string(payload.size()) +
-                          " bytes, more than its data-pool slot (" + std::to_string(slot_bytes) +
-                          " bytes, pool.slot_mib)";
+  std::string why, advice = "raise pool.slot_mib";
+  for (const Trajectory& t : episodes)
+    if (const std::string what = beyond_decoder_limits(t); !what.empty() && why.empty()) {
+      why = "its episode " + std::to_string(t.episode_id) + " has " + what;
+      advice = "lower agent.max_new_tokens";
+    }
+  if (why.empty()) {
+    std::vector<uint8_t> payload = encode_trajectories(episodes);
+    if (payload.size() <= slot_bytes) return payload;
+    why = "its group's record took " + std::to_string(payload.size()) + " bytes, more than its data-pool slot (" +
+          std::to_string(slot_bytes) + " bytes, pool.slot_mib)";
+  }
   *dropped = "a group of " + std::to_string(episodes.size()) + " episodes: " + why +
-             "; its episodes are recorded as abandoned, without their calls (raise pool.slot_mib)";
+             "; its episodes are recorded as abandoned, without their calls (" + advice + ")";
   for (Trajectory& t : episodes) {
     t.calls.clear();
     t.signals.clear();

@@ -22,10 +22,13 @@ namespace forge {
 
 inline constexpr uint32_t kTrajectoryFormatVersion = 1;
 
+// Encoding refuses (Error) what decoding would: more than 2^20 episodes,
+// calls or signals, a string over 1 MiB, a token list over 2^26.
 std::vector<uint8_t> encode_trajectories(const std::vector<Trajectory>& episodes);
 
 // A group's payload for a data-pool slot of `slot_bytes`: encoded whole, or,
-// when it does not fit, with its episodes recorded as abandoned without
+// when it does not fit or an episode is beyond the codec's limits (a final
+// answer over 1 MiB), with its episodes recorded as abandoned without
 // their calls (one oversized group must not end a run hours in: the learner
 // leaves abandoned episodes out and rollouts.h5 keeps their end reason).
 // *dropped is the warning to log when they were dropped, else left empty.

@@ -31,7 +31,7 @@ Trajectory sample_trajectory(uint64_t id) {
     t.calls.push_back(call);
   }
   t.signals = {{0, "valid_call", 0.1f}, {2, "tool_error", -0.2f}};
-  t.reward = {1.0f, -0.1f, -0.05f};
+  t.reward = {1.0f, -0.1f, -0.05f, -0.5f};
   t.success = true;
   t.turns = 3;
   t.tool_errors = 1;
@@ -41,6 +41,8 @@ Trajectory sample_trajectory(uint64_t id) {
   t.needed_turns = 2;
   t.needed_tokens = 9;
   t.context_compactions = 1;
+  t.safety_events = 2;
+  t.test_runs = 5;
   return t;
 }
 
@@ -66,6 +68,7 @@ void expect_equal(const Trajectory& a, const Trajectory& b) {
   EXPECT_EQ(a.reward.outcome, b.reward.outcome);
   EXPECT_EQ(a.reward.process, b.reward.process);
   EXPECT_EQ(a.reward.efficiency, b.reward.efficiency);
+  EXPECT_EQ(a.reward.safety, b.reward.safety);
   EXPECT_EQ(a.success, b.success);
   EXPECT_EQ(a.abandoned, b.abandoned);
   EXPECT_EQ(a.turns, b.turns);
@@ -76,6 +79,8 @@ void expect_equal(const Trajectory& a, const Trajectory& b) {
   EXPECT_EQ(a.needed_turns, b.needed_turns);
   EXPECT_EQ(a.needed_tokens, b.needed_tokens);
   EXPECT_EQ(a.context_compactions, b.context_compactions);
+  EXPECT_EQ(a.safety_events, b.safety_events);
+  EXPECT_EQ(a.test_runs, b.test_runs);
 }
 
 TEST(TrajectoryCodec, RoundTripsEveryField) {
@@ -123,6 +128,33 @@ TEST(TrajectoryCodec, RejectsForeignVersionAndOutOfVocabularyTokens) {
   std::vector<uint8_t> longer = bytes;
   longer.push_back(0);
   EXPECT_THROW(decode_trajectories(longer.data(), longer.size(), 272, "t"), InputError);
+}
+
+// The encoder refuses what the decoder would (a string over 1 MiB): a data
+// pool slot gets the group as abandoned, named, instead of a payload the
+// learner reads as malformed.
+TEST(TrajectoryCodec, AnEpisodeBeyondTheDecodersLimitsIsAbandonedNotSent) {
+  std::vector<Trajectory> group = {sample_trajectory(1), sample_trajectory(2)};
+  group[1].final_answer.assign((1u << 20) + 1, 'x');
+  EXPECT_THROW(encode_trajectories(group), Error);
+  std::string dropped;
+  const std::vector<uint8_t> payload = encode_group_for_slot(group, 64u << 20, &dropped);
+  EXPECT_NE(dropped.find("final_answer of 1048577 bytes"), std::string::npos) << dropped;
+  EXPECT_NE(dropped.find("agent.max_new_tokens"), std::string::npos) << dropped;
+  const std::vector<Trajectory> out = decode_trajectories(payload.data(), payload.size(), 272, "t");
+  ASSERT_EQ(out.size(), 2u);
+  for (const Trajectory& t : out) {
+    EXPECT_TRUE(t.abandoned);
+    EXPECT_TRUE(t.calls.empty());
+    EXPECT_NE(t.end_reason.find("episode 2 has a final_answer"), std::string::npos) << t.end_reason;
+  }
+  // At the limit it is sent as it is.
+  group = {sample_trajectory(1)};
+  group[0].final_answer.assign(1u << 20, 'x');
+  dropped.clear();
+  const std::vector<uint8_t> whole = encode_group_for_slot(group, 64u << 20, &dropped);
+  EXPECT_TRUE(dropped.empty()) << dropped;
+  EXPECT_EQ(decode_trajectories(whole.data(), whole.size(), 272, "t")[0].final_answer.size(), 1u << 20);
 }
 
 TEST(GenerationMessages, RequestAndResultRoundTrip) {
