@@ -10,7 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <string_view>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -77,25 +78,38 @@ std::string tokenizer_json(const BpeVocabulary& v, const std::string& post_proce
                      {"rstrip", false},
                      {"normalized", false},
                      {"special", a.special}});
-  ordered_json vocab = ordered_json::object();
   std::vector<uint8_t> is_added(v.tokens.size(), 0);
   for (const auto& a : v.added) is_added[a.id] = 1;
   // tokenizer.json's vocabulary maps a text to one id: two ordinary tokens
   // of one text (a GGUF may list them) would lose one id, and the folder
   // would not load. An ordinary token's text takes the place of an added
-  // token's.
-  std::map<std::string, size_t> ordinary;
+  // token's. Entries are kept in id order of their text's first token
+  // (ordered_json looks a key up by a linear scan: filled by key, a 150k
+  // vocabulary took minutes).
+  std::vector<std::pair<std::string, size_t>> entries;
+  std::unordered_map<std::string_view, size_t> entry_of;  // text -> index in entries
+  std::vector<uint8_t> ordinary_entry;                    // entries[i] holds an ordinary token
+  entries.reserve(v.tokens.size());
   for (size_t id = 0; id < v.tokens.size(); ++id) {
-    if (is_added[id]) {
-      if (!vocab.contains(v.tokens[id])) vocab[v.tokens[id]] = id;
+    const std::string& text = v.tokens[id];
+    const auto [it, fresh] = entry_of.emplace(text, entries.size());
+    if (fresh) {
+      entries.emplace_back(text, id);
+      ordinary_entry.push_back(!is_added[id]);
       continue;
     }
-    const auto [it, fresh] = ordinary.emplace(v.tokens[id], id);
-    if (!fresh)
-      throw InputError("export: tokens " + std::to_string(it->second) + " and " + std::to_string(id) +
-                       " are both '" + v.tokens[id] + "'; a tokenizer.json vocabulary gives a text one id");
-    vocab[v.tokens[id]] = id;
+    if (is_added[id]) continue;  // the text already has an id
+    if (ordinary_entry[it->second])
+      throw InputError("export: tokens " + std::to_string(entries[it->second].second) + " and " +
+                       std::to_string(id) + " are both '" + text +
+                       "'; a tokenizer.json vocabulary gives a text one id");
+    entries[it->second].second = id;
+    ordinary_entry[it->second] = 1;
   }
+  ordered_json vocab = ordered_json::object();
+  auto& vocab_entries = static_cast<ordered_json::object_t::Container&>(vocab.get_ref<ordered_json::object_t&>());
+  vocab_entries.reserve(entries.size());
+  for (auto& [text, id] : entries) vocab_entries.emplace_back(std::move(text), id);  // keys known distinct
   ordered_json merges = ordered_json::array();
   for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
   ordered_json t = {{"version", "1.0"},

@@ -38,6 +38,7 @@
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 namespace forge {
 namespace {
@@ -1382,6 +1383,24 @@ TEST(HfExport, TwoOrdinaryTokensOfOneTextAreRefused) {
   e.tokenizer.tokenizer = std::make_shared<BpeTokenizer>(v, "test");
   expect_input_error([&] { export_hf_folder(e, dir + "/out"); }, "export: tokens 97 and 258 are both 'a'");
   EXPECT_FALSE(fs::exists(dir + "/out"));
+}
+
+// tokenizer.json's vocabulary lists every text once, in the id order of its
+// first token, with an ordinary token's id where an added token has its text
+// (an added token's text alone keeps the first added id).
+TEST(HfExport, TheVocabularyListsEachTextOnceInIdOrder) {
+  BpeVocabulary v = tiny_vocab();
+  v.tokens.push_back("<|im_start|>");  // 261: added, a second id of 259's text
+  v.tokens.push_back("zz");           // 262: added first, then ordinary at 263
+  v.tokens.push_back("zz");
+  v.added.push_back({261, false});
+  v.added.push_back({262, false});
+  const ordered_json vocab = ordered_json::parse(tokenizer_json(v))["model"]["vocab"];
+  std::vector<std::pair<std::string, int64_t>> got;
+  for (const auto& [text, id] : vocab.items()) got.emplace_back(text, id.get<int64_t>());
+  ASSERT_EQ(got.size(), 262u);
+  for (size_t id = 0; id < 261; ++id) EXPECT_EQ(got[id], (std::pair<std::string, int64_t>{v.tokens[id], id}));
+  EXPECT_EQ(got[261], (std::pair<std::string, int64_t>{"zz", 263}));
 }
 
 // A tokenizer without bos/eos ids: config.json and generation_config.json
