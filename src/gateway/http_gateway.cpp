@@ -202,8 +202,10 @@ class GatewayHttpServer : public httplib::Server {
       ok = process_request(strm, /*close_connection=*/true, closed, nullptr);
       // Bytes the client sent that were not read (a refused body; past
       // Content-Length, a GET's body, a pipelined request) would make the
-      // close a reset, which can lose the reply: read them first. The reply
-      // is out: stop() may cut the connection from here.
+      // close a reset, which can lose the reply: read them first. A refused
+      // body's drain still counts as replying, so stop() gives it the reply
+      // grace (a cut would reset); otherwise the reply is out and stop() may
+      // cut the connection from here.
       if (std::exchange(body_unread, false)) {
         strm.drain(payload_max_length_);
       } else {
@@ -295,7 +297,9 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 json parse_body(const httplib::Request& req) {
   if (req.body.empty()) return json::object();
-  return parse_client_json(req.body, "the body");
+  json body = parse_client_json(req.body, "the body");
+  if (!body.is_object()) throw bad_request("the request body must be a JSON object");
+  return body;
 }
 
 uint64_t episode_in_path(const httplib::Request& req) {
@@ -404,6 +408,9 @@ std::string http_error_message(int status, const httplib::Request& req) {
     case 400: return "malformed HTTP request (bad request line or header, incomplete body or bad Content-Length)";
     case 414:
     case 431: return "request line or header too long";
+    case 416:
+      return "Range '" + req.get_header_value("Range").substr(0, 60) +
+             "' is not a byte range (the gateway sends whole replies: leave Range out)";
     default: return "HTTP error " + std::to_string(status);
   }
 }
@@ -547,14 +554,18 @@ void HttpGateway::add_routes() {
       throw unauthorized("missing or unknown bearer token");
   };
 
-  const auto models = guarded([this, any_token](const httplib::Request& req, httplib::Response& res) {
-    any_token(req);
-    const json model = {{"id", kPolicyModelName}, {"object", "model"}, {"created", 0}, {"owned_by", "forge"},
-                        {"forge", {{"policy_version", service_.policy_version()}}}};
-    send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
-  });
-  server_->Get("/v1/models", models);
-  server_->Get(R"(/episodes/([^/]+)/v1/models)", models);
+  // The root route takes any key; an episode's route its own (or the gateway token).
+  const auto models = [this, guarded, any_token, episode_of](bool in_path) {
+    return guarded([this, any_token, episode_of, in_path](const httplib::Request& req, httplib::Response& res) {
+      if (in_path) episode_of(req, true);
+      else any_token(req);
+      const json model = {{"id", kPolicyModelName}, {"object", "model"}, {"created", 0}, {"owned_by", "forge"},
+                          {"forge", {{"policy_version", service_.policy_version()}}}};
+      send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+    });
+  };
+  server_->Get("/v1/models", models(false));
+  server_->Get(R"(/episodes/([^/]+)/v1/models)", models(true));
 
   server_->Post("/v1/episodes", guarded([this, require_gateway_token](const httplib::Request& req,
                                                                       httplib::Response& res) {

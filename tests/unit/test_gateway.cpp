@@ -212,7 +212,8 @@ TEST(GatewayMessages, ValidUtf8ReplacesBadBytesOnly) {
   EXPECT_EQ(valid_utf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
   EXPECT_EQ(valid_utf8("\xC3"), "\xEF\xBF\xBD");               // truncated
   EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
-  EXPECT_EQ(valid_utf8("\xED\xA0\x80").substr(0, 3), "\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(valid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate: each byte
+  EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80x"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx");  // > U+10FFFF
 }
 
 struct GatewayEpisodes : ::testing::Test {

@@ -101,16 +101,16 @@ struct GatewayHttp : ::testing::Test {
     gw.http_threads = 4;
     gw.max_request_kib = 256;
   }
-  // One admitted single-episode group (slot 0).
-  static void add_one_episode(GatewayService& service) {
+  // One admitted single-episode group (episode and slot `id`).
+  static void add_one_episode(GatewayService& service, uint64_t id = 0) {
     EnvConfig env;
     env.perturb = false;
     const EnvMix mix(env);
     std::vector<std::unique_ptr<GatewayEpisode>> group;
     group.push_back(std::make_unique<GatewayEpisode>(
         mix.make_for(11), 11, episode_style(PerturbationSampler(false, {}), 11, 0, StyleMode::kTrain),
-        AgentConfig(), 0, 0));
-    service.add_group(0, std::move(group));
+        AgentConfig(), id, id));
+    service.add_group(id, std::move(group));
   }
 };
 
@@ -186,6 +186,44 @@ TEST_F(GatewayHttp, RefusesUnboundedBodiesAndNamesHttpErrors) {
   r = round_trip(url, "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: bearer " + kToken + "\r\n\r\n");
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body["data"][0]["id"], "forge-policy");
+  // A Range httplib cannot parse is named (it was "HTTP error 416").
+  r = round_trip(url, "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + "Range: garbage\r\n\r\n");
+  EXPECT_EQ(r.status, 416) << r.body;
+  EXPECT_NE(message(r).find("Range 'garbage' is not a byte range"), std::string::npos) << r.body;
+}
+
+// An episode's routes take its own key (or the gateway token), the models
+// list included; a body that is not a JSON object opens no episode.
+TEST_F(GatewayHttp, EpisodeRoutesTakeTheirOwnKeyAndObjectBodies) {
+  GatewayService service(gw, sampling, 8, 256, 1 << 20);
+  add_one_episode(service, 0);
+  add_one_episode(service, 1);
+  HttpGateway http(service, gw, 0, "test gateway");
+  const std::string url = http.url(), auth = "Authorization: Bearer " + kToken + "\r\n";
+  const std::string open = "POST /v1/episodes HTTP/1.1\r\nHost: x\r\n" + auth;
+  for (const std::string body : {"\"x\"", "[1]", "3"}) {
+    const Reply r = round_trip(url, open + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+    EXPECT_EQ(r.status, 400) << body << ": " << r.body;
+    EXPECT_NE(message(r).find("must be a JSON object"), std::string::npos) << r.body;
+  }
+  std::vector<Reply> opened;
+  for (int i = 0; i < 2; ++i) {  // both admitted episodes are still there to open
+    opened.push_back(round_trip(url, open + "Content-Length: 2\r\n\r\n{}"));
+    ASSERT_EQ(opened.back().status, 200) << opened.back().body;
+  }
+  const auto models = [&](const std::string& path, const std::string& key) {
+    return round_trip(url, "GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\n\r\n");
+  };
+  const std::string id0 = std::to_string(opened[0].body["id"].get<uint64_t>());
+  const std::string id1 = std::to_string(opened[1].body["id"].get<uint64_t>());
+  const std::string key0 = opened[0].body["api_key"].get<std::string>();
+  EXPECT_EQ(models("/episodes/" + id0 + "/v1/models", key0).status, 200);
+  EXPECT_EQ(models("/episodes/" + id0 + "/v1/models", kToken).status, 200);
+  EXPECT_EQ(models("/v1/models", key0).status, 200);
+  const Reply other = models("/episodes/" + id1 + "/v1/models", key0);
+  EXPECT_EQ(other.status, 401) << other.body;
+  EXPECT_NE(message(other).find("does not open episode " + id1), std::string::npos) << other.body;
+  EXPECT_EQ(models("/episodes/abc/v1/models", key0).status, 404);
 }
 
 // A client that trickles its request, a byte every 100 ms, is cut once it
