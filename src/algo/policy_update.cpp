@@ -96,6 +96,14 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
   st.component_mean.safety = static_cast<float>(st.component_mean.safety / n);
   st.success_rate /= n;
   const std::vector<float> reward = composite_rewards(config.reward, comps);
+  for (size_t i = 0; i < reward.size(); ++i)  // finite components, weights near FLT_MAX
+    if (!std::isfinite(reward[i]))
+      throw Error("episode " + std::to_string(kept[i]->episode_id) + " (group " + std::to_string(kept[i]->group) +
+                  ", " + kept[i]->env + "): its composite reward is not finite (" + std::to_string(reward[i]) +
+                  "); reward.outcome_weight " + std::to_string(config.reward.outcome_weight) + ", process_weight " +
+                  std::to_string(config.reward.process_weight) + ", efficiency_weight " +
+                  std::to_string(config.reward.efficiency_weight) + ", safety_weight " +
+                  std::to_string(config.reward.safety_weight) + " are too large");
   for (float r : reward) st.reward_mean += r / n;
   const AdvantageResult adv = group_advantages(reward, groups, config.loss.adv_std_norm);
   st.groups = adv.groups;

@@ -95,6 +95,19 @@ TEST(PolicyUpdate, ANonFiniteRewardNamesItsEpisode) {
     EXPECT_NE(std::string(e.what()).find("episode 77"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("not finite"), std::string::npos) << e.what();
   }
+  // Finite components whose weighted sum overflows (weights near FLT_MAX,
+  // which the config accepts): named too, not NaN advantages.
+  batch[1].reward.process = 0.3f;
+  batch[1].reward.outcome = 1.0f;
+  PolicyUpdateConfig heavy;
+  heavy.reward.outcome_weight = heavy.reward.process_weight = 3e38f;
+  try {
+    update(batch, heavy);
+    FAIL() << "no Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("episode 77"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("composite reward is not finite"), std::string::npos) << e.what();
+  }
 }
 
 // The version the staleness cap judges a group by is its trained episodes'
