@@ -16,7 +16,10 @@
 //   fork_bomb         a shell function that backgrounds itself (a lone '&', not
 //                     '&&' or a redirection's), os.fork, fork loops
 //
-// A command ends at ; & | or a newline.
+// A command ends at ; & | or a newline. The rules read text, not a parsed
+// shell: a name matches as a word anywhere (`grep kill file` breaks `kill`),
+// and deletions they do not list (`find . -delete`, `rm -rf */`) reach the
+// sandbox, which runs every command on a copy of the workspace.
 //
 // The code domain's shell refuses commands over 1024 characters before
 // these rules see them (std::regex backtracks: time grows with a power of the
