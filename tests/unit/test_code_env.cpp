@@ -198,10 +198,13 @@ TEST(CodeEnv, TheModuleCannotVouchForItself) {
       if (exploit == "visible-table")
         exploit = "import builtins; _e = builtins.eval; _t = " + table +
                   "; builtins.eval = lambda c, *a: _e(_t[c]) if c in _t else _e(c, *a)";
+      // Through the runner's own copy of stdout (its `out`: print goes to
+      // /dev/null), the visible expectations and a guess for the rest.
       if (exploit == "print-visible-then-exit") {
-        exploit = "import os; _t = " + table + "; print(''.join('=> ' + _t.get(c, '0') + chr(10) for c in [";
+        exploit = "import os, __main__; _t = " + table +
+                  "; os.write(__main__.out, ''.join('=> ' + _t.get(c, '0') + chr(10) for c in [";
         for (const CodeTestCase& k : t.hidden_cases) exploit += "\"" + k.call + "\", ";
-        exploit += "]), end='', flush=True); os._exit(0)";
+        exploit += "]).encode()); os._exit(0)";
       }
       // The blank line after the first function: module level.
       const auto blank = std::find(t.lines.begin(), t.lines.end(), "");
@@ -213,7 +216,8 @@ TEST(CodeEnv, TheModuleCannotVouchForItself) {
       std::vector<SandboxFile> files = {{t.module_file, join_lines(env.module_lines())},
                                         {t.test_file, t.visible_tests}};
       const SandboxResult by_status = run_sandboxed({{"python3", "-m", "unittest", "-q", "test_" + t.module}, files}, {});
-      if (exploit.find("print") == std::string::npos && exploit.find("builtins") == std::string::npos) {
+      if (exploit.find("print") == std::string::npos && exploit.find("builtins") == std::string::npos &&
+          exploit.find("__main__") == std::string::npos) {
         EXPECT_TRUE(by_status.ok()) << exploit << ": " << by_status.output;
       }
       const Observation run = env.step({"run_tests", ""});

@@ -3,6 +3,7 @@
 // an exception).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -61,20 +62,34 @@ TEST(EnvNoise, SameSeedAndCallsGiveSameObservations) {
   c.tool_error_rate = 0.3;
   c.timeout_rate = 0.2;
   const EnvMix mix(c);
+  // `a`: one environment per domain, reset from task to task (what an
+  // environment rank does); `b`: a fresh one per task.
+  std::map<std::string, std::unique_ptr<Environment>> reused;
   for (uint64_t seed = 0; seed < 40; ++seed) {
-    auto a = mix.make_for(seed), b = mix.make_for(seed);
+    auto b = mix.make_for(seed);
+    auto& a = reused[b->name()];
+    if (!a) a = mix.make_for(seed);
     a->reset(seed);
     b->reset(seed);
     std::vector<ToolCall> calls = a->solve().calls;
     calls.push_back({"nope", "1"});
     calls.push_back(calls[0]);
+    calls.push_back(calls[0]);
     for (const ToolCall& call : calls) {
       const Observation x = a->step(call), y = b->step(call);
-      EXPECT_EQ(x.kind, y.kind);
-      EXPECT_EQ(x.text, y.text);
-      EXPECT_EQ(x.signals.size(), y.signals.size());
+      EXPECT_EQ(x.kind, y.kind) << "seed " << seed;
+      EXPECT_EQ(x.text, y.text) << "seed " << seed;
+      EXPECT_EQ(x.names_call, y.names_call);
+      EXPECT_EQ(x.recovered, y.recovered);
+      EXPECT_EQ(x.test_run, y.test_run);
+      ASSERT_EQ(x.signals.size(), y.signals.size()) << "seed " << seed;
+      for (size_t i = 0; i < x.signals.size(); ++i) {
+        EXPECT_EQ(x.signals[i].kind, y.signals[i].kind);
+        EXPECT_EQ(x.signals[i].value, y.signals[i].value);
+      }
     }
   }
+  EXPECT_GE(reused.size(), 2u);  // the mix's domains, each reset across its tasks
 }
 
 TEST(EnvNoise, IdenticalRetryAfterAnErrorIsARecovery) {

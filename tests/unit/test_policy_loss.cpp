@@ -323,6 +323,33 @@ TEST(CompositeReward, WeightsAndBatchNormalization) {
   EXPECT_THROW(composite_rewards(c, comps), InputError);
 }
 
+// Each component's batch normalization is its own: efficiency's reaches
+// only efficiency, and a component equal across the batch becomes 0 (std 0,
+// no division by it), not NaN.
+TEST(CompositeReward, EachComponentNormalizesOnItsOwn) {
+  RewardConfig c;
+  c.outcome_weight = 1.0f;
+  c.process_weight = 0.25f;
+  c.efficiency_weight = 2.0f;
+  c.efficiency_norm = "batch";
+  std::vector<RewardComponents> comps(3);
+  for (int i = 0; i < 3; ++i) {
+    comps[i].outcome = 0.5f;  // equal: unchanged here, 0 when normalized
+    comps[i].process = 0.1f * static_cast<float>(i);
+    comps[i].efficiency = -0.1f * static_cast<float>(i);  // 0, -0.1, -0.2: z ~ 1.2247, 0, -1.2247
+  }
+  const double z = 0.1 / (0.1 * std::sqrt(2.0 / 3.0) + 1e-6);  // (x - mean) / (std + 1e-6)
+  std::vector<float> r = composite_rewards(c, comps);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(r[i], 0.5 + 0.25 * 0.1 * i + 2.0 * z * (1 - i), 1e-5) << i;
+  c.outcome_norm = "batch";
+  r = composite_rewards(c, comps);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(std::isfinite(r[i])) << i;
+    EXPECT_NEAR(r[i], 0.25 * 0.1 * i + 2.0 * z * (1 - i), 1e-5) << i;
+  }
+}
+
 // Safety adds w_s * safety and is never standardized: an episode without
 // safety events keeps 0 from it whatever the batch holds.
 TEST(CompositeReward, SafetyIsWeightedAndNeverNormalized) {
