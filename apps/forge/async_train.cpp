@@ -279,7 +279,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   // on some ranks only (FORGE_GATEWAY_TOKEN is not forwarded to other nodes
   // by default) must not leave them waiting in the collectives below.
   const RoleLayout layout = or_abort_job("rank " + std::to_string(rank), [&] {
-    return RoleLayout(world, {all.mpi.learners, all.mpi.rollouts});
+    return RoleLayout(world, {all.mpi.learners, all.mpi.rollouts, all.gateway.enabled});
   });
   const Role role = layout.role_of(rank);
   const std::string me = layout.name(rank);

@@ -19,7 +19,10 @@
 // generate, broadcast at construction).
 //
 // Producer (any rank), per trajectory:
-//   1. start     r = FAA(R, +1), f = read F, a = FAA(A, -1), one flush;
+//   1. start     r = FAA(R, +1), a = FAA(A, -1), flush; then f = read F,
+//                flush (a group completing meanwhile, F += 1 before R -= 1,
+//                is counted by R or F, never by neither: MPI does not order
+//                two counters' operations within one flush);
 //                admitted when r < N, f < M and a > 0, else undone (FAA back)
 //                and retried later (backpressure). Then i = FAA(I, +1) and
 //                s = FAA(T, +1): a slot in start order; cell = free[i mod C],
@@ -34,7 +37,7 @@
 //                reset what it read to EMPTY and Get those cells' meta, flush;
 //                it now knows every DONE slot announced (slot -> cell).
 //   4. take      the lowest announced slot s in [H, H + W) (any for greedy);
-//                Get its payload, flush; F -= 1; H advances past consumed
+//                Get its payload and F -= 1, one flush; H advances past consumed
 //                slots (H := new head); the cell goes back to the free ring
 //                (in batches, and whenever nothing is visible):
 //                free[t mod C] := cell once that entry is EMPTY (its claimer

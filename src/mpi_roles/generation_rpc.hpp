@@ -100,7 +100,10 @@ class Watchdog;
 
 // Drains and discards any request or result message still in flight, then
 // meets every rank of comm at a barrier (MPI_Ibarrier), completing its own
-// sends meanwhile; after it no message of the RPC is in flight. Error after
+// sends meanwhile, and drains once more. A send completes locally (eager)
+// before it is received and MPI does not order point-to-point against a
+// collective, so a late message may still arrive after: it is only ever
+// dropped at MPI_Finalize, as nothing reuses the RPC's tags. Error after
 // deadline_s, naming the ranks it waits for when given the job's watchdog
 // (whose shutdown words it sets: watchdog.hpp).
 void quiesce(MPI_Comm comm, SendQueue& sends, double deadline_s, Watchdog* watchdog = nullptr);

@@ -14,7 +14,7 @@ const char* to_string(Role role) {
 }
 
 RoleLayout::RoleLayout(int world_size, const RoleCounts& c)
-    : world_(world_size), learners_(c.learners), rollouts_(c.rollouts) {
+    : world_(world_size), learners_(c.learners), rollouts_(c.rollouts), gateway_(c.gateway) {
   if (c.learners < 1) throw InputError("mpi.learners = " + std::to_string(c.learners) + ": at least 1");
   if (c.rollouts < 1) throw InputError("mpi.rollouts = " + std::to_string(c.rollouts) + ": at least 1");
   if (world_size < c.learners + c.rollouts + 1)
@@ -50,7 +50,9 @@ int RoleLayout::count(Role role) const {
 }
 
 std::string RoleLayout::name(int rank) const {
-  return std::string(to_string(role_of(rank))) + " rank " + std::to_string(rank);
+  const Role role = role_of(rank);
+  return std::string(role == Role::kEnvironment && gateway_ ? "gateway" : to_string(role)) + " rank " +
+         std::to_string(rank);
 }
 
 }  // namespace forge

@@ -19,6 +19,7 @@ const char* to_string(Role role);  // "learner" | "rollout" | "environment"
 struct RoleCounts {
   int learners = 1;
   int rollouts = 1;
+  bool gateway = false;  // gateway.enabled: the environment ranks are gateway ranks (in names)
 };
 
 class RoleLayout {
@@ -31,11 +32,12 @@ class RoleLayout {
   int first(Role role) const;
   int count(Role role) const;
   int index_in_role(int rank) const { return rank - first(role_of(rank)); }
-  // "rollout rank 2": what messages call a peer.
+  // "rollout rank 2", "gateway rank 3": what messages call a peer.
   std::string name(int rank) const;
 
  private:
   int world_, learners_, rollouts_;
+  bool gateway_;
 };
 
 }  // namespace forge

@@ -222,6 +222,12 @@ TEST(RoleLayout, BlocksOfLearnersRolloutsAndEnvironments) {
   EXPECT_EQ(l.first(Role::kEnvironment), 4);
   EXPECT_EQ(l.index_in_role(5), 1);
   EXPECT_EQ(l.name(3), "rollout rank 3");
+  EXPECT_EQ(l.name(5), "environment rank 5");
+  // Under gateway.enabled the environment ranks are gateway ranks in messages.
+  const RoleLayout g(7, {2, 2, true});
+  EXPECT_EQ(g.name(5), "gateway rank 5");
+  EXPECT_EQ(g.role_of(5), Role::kEnvironment);
+  EXPECT_EQ(g.name(1), "learner rank 1");
 }
 
 TEST(RoleLayout, TooSmallAWorldNamesTheCounts) {
