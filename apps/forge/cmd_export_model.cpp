@@ -51,7 +51,7 @@ int run_export_model(int argc, char** argv) {
                  "pretrained model (model.pretrained), or a pretrained model (GGUF file or HF folder).");
   opts.add_positional("SOURCE", &source, "checkpoint (.h5 or run folder), GGUF file or Hugging Face folder");
   opts.add("out", &out, std::string(""), "the folder to write (required)");
-  opts.add("bf16", &bf16, false, "store the weights as bf16 (default: FP32, bitwise what forge trained)");
+  opts.add("bf16", &bf16, false, "store the weights as bf16 (false: FP32, bitwise what forge trained)");
   opts.allow_config_file(false);
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (out.empty()) throw InputError("--out is required (the folder to write)");

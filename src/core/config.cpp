@@ -580,7 +580,7 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
     }
     case 5: {
       bool b;
-      if (!parse_bool(s, &b)) fail("is not a boolean: must be true or false");
+      if (!parse_bool(s, &b)) fail("is not a boolean: must be true or false (or 1/0, yes/no, on/off)");
       *std::get<bool*>(o->target) = b;
       break;
     }

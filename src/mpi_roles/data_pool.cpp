@@ -81,7 +81,7 @@ DataPool::DataPool(MPI_Comm comm, const DataPoolConfig& cfg, const DataPoolState
     throw InputError("data pool: slot_bytes must lie in [1, 2^31)");
   if (cells_ * cfg.slot_bytes > (1ull << 46))
     throw InputError("data pool: (N + M) x slot_bytes = " + std::to_string(cells_ * cfg.slot_bytes) +
-                     " bytes of payload; lower N, M or the slot size");
+                     " bytes of payload (2^46 at most); lower pool.inflight (N), pool.memory (M) or pool.slot_mib");
   if (cfg.deadline_s <= 0) throw InputError("data pool: the deadline must be positive");
 
   const bool host = rank_ == cfg.host_rank;

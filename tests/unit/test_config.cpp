@@ -260,7 +260,7 @@ TEST(Config, WrongType) {
       // Underflow: a non-zero number that would read as 0.
       {"--optim.beta=1e-400", "optim.beta: '1e-400' is too small for a floating-point number (it reads as 0)"},
       {"--optim.lr=-1e-400", "optim.lr: '-1e-400' is too small"},
-      {"--model.tree=2", "model.tree: '2' is not a boolean"},
+      {"--model.tree=2", "model.tree: '2' is not a boolean: must be true or false (or 1/0, yes/no, on/off)"},
   };
   for (const auto& [arg, expect] : cases) {
     const std::string msg = input_error([&] { o.parse(std::vector<std::string>{arg}); });
