@@ -23,29 +23,35 @@ enum ValueType : uint32_t {
 };
 constexpr uint64_t kMaxCount = uint64_t{1} << 32;
 
-// A read-only mapping of the whole file.
+// A read-only mapping of the whole file (the mapping outlives the
+// descriptor, which is closed at once, on every path).
 class Mapping {
  public:
   explicit Mapping(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDONLY);
-    if (fd_ < 0) throw InputError("cannot open '" + path + "': " + std::strerror(errno));
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw InputError("cannot open '" + path + "': " + std::strerror(errno));
     struct stat st;
-    if (::fstat(fd_, &st) != 0) throw InputError("cannot stat '" + path + "'");
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ > 0) {
-      data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
-      if (data_ == MAP_FAILED) throw InputError("cannot map '" + path + "'");
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      throw InputError("cannot stat '" + path + "': " + std::strerror(err));
     }
+    size_ = static_cast<size_t>(st.st_size);
+    void* data = size_ > 0 ? ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+    const int err = errno;
+    ::close(fd);
+    if (data == MAP_FAILED) throw InputError("cannot map '" + path + "': " + std::strerror(err));
+    data_ = data;
   }
   ~Mapping() {
-    if (data_ && data_ != MAP_FAILED) ::munmap(data_, size_);
-    if (fd_ >= 0) ::close(fd_);
+    if (data_) ::munmap(data_, size_);
   }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
   const uint8_t* data() const { return static_cast<const uint8_t*>(data_); }
   size_t size() const { return size_; }
 
  private:
-  int fd_ = -1;
   void* data_ = nullptr;
   size_t size_ = 0;
 };
