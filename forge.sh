@@ -254,6 +254,11 @@ if [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]]; then
         echo "forge.sh: seeds: seed $a is given twice" >&2
         exit 2
       fi
+      # run.seed is unsigned 64-bit: refused here, not after the seeds before it ran.
+      if [ "${#n}" -gt 20 ] || { [ "${#n}" -eq 20 ] && [[ "$n" > 18446744073709551615 ]]; }; then
+        echo "forge.sh: seeds: seed $a is out of range (run.seed is unsigned 64-bit)" >&2
+        exit 2
+      fi
       seen+="$n "
     done
   fi

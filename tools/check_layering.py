@@ -149,6 +149,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     args = ap.parse_args()
+    if not os.path.isfile(os.path.join(args.root, "docs", "architecture.md")):
+        print(f"check_layering: --root {args.root}: not a forge checkout (no docs/architecture.md)", file=sys.stderr)
+        return 2
     files, problems = check(os.path.abspath(args.root))
     for p in problems:
         print(p)

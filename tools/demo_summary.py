@@ -28,7 +28,7 @@ def load_eval(path):
     try:
         with open(path) as f:
             e = json.load(f)
-        e["seen"]["all"]["success"]
+        e["seen"]["all"]["success"], e["seen"]["all"]["episodes"], e["checkpoint"]
         return e
     except (OSError, ValueError, KeyError, TypeError) as err:
         print(f"demo_summary: {path}: not a `forge eval --json` result ({err})", file=sys.stderr)

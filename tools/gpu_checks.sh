@@ -134,7 +134,8 @@ run() {
   local t0=$SECONDS
   timeout -k "$grace" "$limit" "$@" >>"$out/$name.log" 2>&1
   local rc=$?
-  echo "gpu_checks: $name: rc $rc in $((SECONDS - t0)) s: $*"
+  # In the stage's log too: the call's output keeps only its tail.
+  echo "gpu_checks: $name: rc $rc in $((SECONDS - t0)) s: $*" | tee -a "$out/$name.log"
   [ $rc -eq 0 ] || failed=1
   return $rc
 }
@@ -144,8 +145,10 @@ run() {
   [ -f "$base/REVISION" ] && echo "baseline (.gpu/baseline.tar.xz): commit $(cat "$base/REVISION")"
   [ -n "$placed_blis" ] && echo "the bundle's BLIS placed at Debian's path for this run: $placed_blis"; } 2>&1 |
   tee "$out/device.log"
+declare -A begun=()
 for stage in "${stages[@]}"; do
-  : >"$out/$stage.log"
+  [ -n "${begun[$stage]:-}" ] || : >"$out/$stage.log"  # a stage named twice appends to its log
+  begun[$stage]=1
   case $stage in
     tests)
       run tests 120 "$bin/forge_unit_tests" --gtest_filter='CudaDevice*.*' ;;

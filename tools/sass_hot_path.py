@@ -45,7 +45,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CACHE = os.path.expanduser("~/.cache/forge/cuda-binutils")
+CACHE = os.path.join(os.environ.get("FORGE_CACHE") or os.path.expanduser("~/.cache/forge"), "cuda-binutils")
 TOOLS = ("cuobjdump", "nvdisasm")
 
 

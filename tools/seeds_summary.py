@@ -24,7 +24,9 @@ def load(run_dir):
     try:
         with open(path) as f:
             s = json.load(f)
-        s["lift_pp"], s["success_rl"], s["recovery"]["rl"]
+        s["lift_pp"], s["success_rl"], s["success_sft"], s["recovery"]["gain_pp"]
+        for phase in ("sft", "rl"):
+            s["recovery"][phase]["recovered_given_error"]
         return s
     except (OSError, ValueError, KeyError, TypeError) as err:
         print(f"seeds_summary: {path}: not a summary of tools/demo_summary.py ({err})", file=sys.stderr)

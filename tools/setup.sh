@@ -79,9 +79,14 @@ else
     exit 1
   fi
   # `env` passes the variable through sudo, which may reset the environment.
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  # The dpkg lock is waited for (unattended-upgrades holds it after a boot);
+  # an index that fails to update (one broken repository) is reported, and
+  # the install is still tried.
+  apt=(apt-get -o DPkg::Lock::Timeout=600)
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" update ||
+    say "WARNING: apt-get update failed; installing from the package lists as they are" >&2
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y --no-install-recommends "${missing[@]}"
+    "${apt[@]}" install -y --no-install-recommends "${missing[@]}"
   for p in "${missing[@]}"; do
     installed "$p" || { say "package $p is still not installed" >&2; exit 1; }
   done
@@ -138,11 +143,15 @@ if [ -f "$pyref_stamp" ] && [ "$(cat "$pyref_stamp")" = "${pyref_pins[*]}" ]; th
   say "reference packages: $pyref"
 else
   say "installing the reference packages for /usr/bin/python3 into $pyref"
-  rm -rf "$pyref"
-  if /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$pyref" \
-       "${pyref_pins[@]}" && echo "${pyref_pins[*]}" >"$pyref_stamp"; then
+  # Into a new folder, which replaces the old one only once complete: an
+  # install that fails (offline) keeps the packages there were.
+  rm -rf "$pyref.new"
+  if /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$pyref.new" \
+       "${pyref_pins[@]}" && echo "${pyref_pins[*]}" >"$pyref.new/.forge-pins"; then
+    rm -rf "$pyref" && mv "$pyref.new" "$pyref"
     say "reference packages: $pyref"
   else
+    rm -rf "$pyref.new"
     say "WARNING: could not install the reference packages; the Hugging Face oracle tests will skip" >&2
   fi
 fi

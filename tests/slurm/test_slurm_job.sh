@@ -185,6 +185,7 @@ compgen -G "$work/run/checkpoints/ckpt_step_*.h5" >/dev/null ||
   fail "run folder $work/run has no checkpoint (checkpoints/ckpt_step_*.h5)"
 
 # --- 4b. a job array: one run per task, run.seed = the task id, a folder each ---
+first=$job  # the single job of step 4, named by the PASS line
 SBATCH_ARRAY_INX=1-2%1 submit_job --train.steps=1  # sbatch reads --array from SBATCH_ARRAY_INX
 array=$job
 for t in 1 2; do
@@ -202,8 +203,6 @@ job=$array
 het_out="$(timeout 60 sbatch --test-only "$src_dir/slurm/forge_hetjob.sbatch" 2>&1)" ||
   fail "sbatch --test-only slurm/forge_hetjob.sbatch rejected it: $het_out"
 grep -q 'to start at' <<<"$het_out" || fail "sbatch --test-only forge_hetjob.sbatch: unexpected answer: $het_out"
-
-first=$job
 
 # --- 6. SIGTERM (Slurm's at --signal=TERM@120) checkpoints; a job on that folder resumes ---
 submit_job --run.dir="$work/long" --train.steps=100000
