@@ -192,7 +192,8 @@ class JsonObject {
 
 // The arguments run from the first '(' to the last ')', parentheses in them
 // unchecked (a program's string may hold one), except a second call: where
-// the first '(' closes, text going on as `name(` is a second action.
+// the first '(' closes (or a ')' closes past it), text going on as `name(`,
+// after whitespace or ; , . between them, is a second action.
 ParsedAction parse_paren(std::string_view s) {
   const size_t open = s.find('(');
   if (open == std::string_view::npos || s.back() != ')')
@@ -200,8 +201,11 @@ ParsedAction parse_paren(std::string_view s) {
   int depth = 0;
   for (size_t i = open; i + 1 < s.size(); ++i) {
     depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
-    if (depth != 0 || s[i] != ')') continue;
-    const std::string_view rest = trim(s.substr(i + 1));
+    if (depth > 0 || s[i] != ')') continue;
+    std::string_view rest = s.substr(i + 1);
+    while (!rest.empty() && (std::isspace(static_cast<unsigned char>(rest[0])) || rest[0] == ';' ||
+                             rest[0] == ',' || rest[0] == '.'))
+      rest.remove_prefix(1);
     const size_t name_end = std::min(rest.find('('), rest.size());
     if (name_end < rest.size() && is_identifier(trim(rest.substr(0, name_end))))
       return invalid("text after the call's closing ')': one action per turn");

@@ -19,8 +19,10 @@
 // policy's vocabulary (scaffold_vocabulary.hpp); generated tokens are decoded
 // through it.
 // Paren args run from the first '(' to the last ')' and may hold
-// parentheses, but a ')' closing the call's '(' followed by `name(` is a
-// second action in one turn, invalid as JSON's text after its '}' is.
+// parentheses, but a ')' closing the call's '(' (or past it) followed by
+// `name(`, whitespace or ; , . between, is a second action in one turn,
+// invalid as JSON's text after its '}' is (so is an args text holding a
+// stray ')' then such a call: `print(")")` then a line `f(1)`).
 // parse(render(c)) == c for every call whose name is an identifier and
 // whose args have no surrounding whitespace (paren: and no such second call).
 #pragma once

@@ -24,7 +24,7 @@ TEST(AgentFormat, EveryCallFormatRoundTrips) {
   const std::vector<ToolCall> calls = {
       {"calc", "17*23"},        {"lookup", "Kavo,works_at"}, {"find", "jade"},
       {"math", "-4 - 5"},       {"tool_x", "a \"quoted\" \\ back"}, {"fetch", "<a>&b</a> (x)"},
-      {"get_2", "x)(y"},        {"run", "print(\")\"); f(1)"}, {"calc", ""}};
+      {"get_2", "x)(y"},        {"run", "print(\")\") or f(1)"}, {"calc", ""}};
   for (CallFormat f : kFormats)
     for (const ToolCall& c : calls) {
       Tokens t = render_action(f, c);
@@ -87,7 +87,8 @@ TEST(AgentFormat, GarbageGivesAnErrorDescription) {
       {CallFormat::kParen, "answer()"},   {CallFormat::kParen, "ca lc(1)"},
       // Two actions in one turn (the first's ')' closes its '('): not one call with args "1+2) calc(3+4".
       {CallFormat::kParen, "calc(1+2) calc(3+4)"}, {CallFormat::kParen, "answer(5)\nanswer (6)"},
-      {CallFormat::kParen, "find((a)b)calc(1)"},
+      {CallFormat::kParen, "find((a)b)calc(1)"},  {CallFormat::kParen, "calc(1+2); calc(3+4)"},
+      {CallFormat::kParen, "answer(31). answer(999)"}, {CallFormat::kParen, "calc(1)) calc(2)"},
       {CallFormat::kJson, "calc(3+4)"},   {CallFormat::kJson, "{\"tool\":\"calc\"}"},
       {CallFormat::kJson, "{\"tool\":\"calc\",\"args\":\"1\"} x"},
       {CallFormat::kJson, "{\"tool\":\"calc\",\"args\":\"1\",\"z\":\"2\"}"},
