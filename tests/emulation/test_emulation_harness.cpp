@@ -4,7 +4,8 @@
 // nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values (a bf16 C rounded);
 // the tensor-core MMAs (mma.sync, wgmma) and ldmatrix follow the PTX ISA's fragment layouts;
 // cp.async lands at the thread's wait, zero-filled past its source bytes; a
-// wgmma operand written while its MMA is in flight aborts the run.
+// wgmma operand written while its MMA is in flight aborts the run, as does a
+// launch a device refuses.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -108,6 +109,30 @@ TEST(EmulationHarness, AtomicsAcrossBlocks) {
   FORGE_LAUNCH(atomics, 40, 64, 0, nullptr, &total, &count);
   EXPECT_EQ(count, 40 * 64);
   EXPECT_EQ(total, 0.5f * 40 * 64);
+}
+
+__global__ void count_blocks(int* count) {
+  if (threadIdx.x == 0) atomicAdd(count, 1);
+}
+
+// What a device refuses at launch aborts here too: an empty grid, grid.y
+// or grid.z over 65535, dynamic shared memory over 48 KiB without the
+// kernel's opt-in (cudaFuncSetAttribute), more than 1024 threads.
+TEST(EmulationHarness, LaunchesADeviceRefusesAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  int count = 0;
+  EXPECT_DEATH(FORGE_LAUNCH(count_blocks, 0u, 32u, 0, nullptr, &count), "empty grid");
+  EXPECT_DEATH(FORGE_LAUNCH(count_blocks, dim3(1, 65536), 32u, 0, nullptr, &count), "grid dimension above");
+  EXPECT_DEATH(FORGE_LAUNCH(count_blocks, dim3(1, 1, 65536), 32u, 0, nullptr, &count), "grid dimension above");
+  EXPECT_DEATH(FORGE_LAUNCH(count_blocks, 1u, 1025u, 0, nullptr, &count), "block size must be 1..1024");
+  EXPECT_DEATH(FORGE_LAUNCH(count_blocks, 1u, 32u, 64 * 1024, nullptr, &count), "without cudaFuncSetAttribute");
+  FORGE_LAUNCH(count_blocks, dim3(1, 65535), 1u, 0, nullptr, &count);  // at the limits: runs
+  FORGE_LAUNCH(count_blocks, 1u, 1024u, 48 * 1024, nullptr, &count);
+  EXPECT_EQ(count, 65535 + 1);
+  ASSERT_EQ(cudaFuncSetAttribute(count_blocks, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024), cudaSuccess);
+  EXPECT_DEATH(FORGE_LAUNCH(count_blocks, 1u, 32u, 64 * 1024 + 16, nullptr, &count), "without cudaFuncSetAttribute");
+  FORGE_LAUNCH(count_blocks, 1u, 32u, 64 * 1024, nullptr, &count);  // opted in
+  EXPECT_EQ(count, 65535 + 2);
 }
 
 TEST(EmulationHarness, TwoDimensionalIndices) {

@@ -19,7 +19,7 @@
 #ifdef FORGE_CUDA_EMULATION
 #include "backend/cuda/cuda_emulation.hpp"
 #define FORGE_LAUNCH(kernel, grid, block, smem, stream, ...) \
-  ::forge_emu::launch((grid), (block), (smem), [&] { kernel(__VA_ARGS__); })
+  ::forge_emu::launch(::forge_emu::kernel_address(kernel), (grid), (block), (smem), [&] { kernel(__VA_ARGS__); })
 #define FORGE_SHARED_MEMORY(T, name) T* name = reinterpret_cast<T*>(::forge_emu::shared_memory())
 #else
 #include <cublas_v2.h>

@@ -45,6 +45,11 @@
 // inputs to FP32 and does the same (a bf16 output rounded to nearest even).
 // __nv_bfloat16 rounds to nearest even.
 //
+// Launches are refused (abort with a message) where a device refuses them:
+// an empty grid, grid.y or grid.z over 65535, a block over 1024 threads,
+// dynamic shared memory over 48 KiB without the kernel's opt-in through
+// cudaFuncSetAttribute.
+//
 // Not emulated: memory coalescing, bank conflicts, occupancy, warp-divergent
 // timing, races between threads that are not separated by a barrier (fibers
 // run one at a time, so a racy kernel may pass here and fail on a GPU).
@@ -62,6 +67,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -266,11 +273,45 @@ inline void run_block(Block& b, unsigned nthreads) {
   tls_block = nullptr;
 }
 
-template <class F>
-void launch(dim3 grid, dim3 block, size_t smem_bytes, const F& body) {
-  const unsigned nthreads = block.x * block.y * block.z;
+// A kernel's dynamic shared memory above 48 KiB needs its opt-in
+// (cudaFuncSetAttribute(MaxDynamicSharedMemorySize)) first, as on a device.
+constexpr size_t kDefaultSharedBytes = 48 * 1024;
+inline std::mutex& opt_in_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+inline std::map<const void*, size_t>& opt_ins() {  // kernel -> bytes allowed
+  static std::map<const void*, size_t> allowed;
+  return allowed;
+}
+template <class K>
+const void* kernel_address(K* kernel) {
+  return reinterpret_cast<const void*>(kernel);
+}
+
+// What the device refuses at launch (cudaErrorInvalidConfiguration), which
+// the emulation would otherwise run: an empty grid, grid.y or grid.z above
+// 65535, grid.x above 2^31 - 1, a block of 0 or more than 1024 threads,
+// shared memory past the maximum or past 48 KiB without the opt-in.
+inline void check_launch(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes) {
+  const unsigned long long nthreads = 1ull * block.x * block.y * block.z;
   if (nthreads == 0 || nthreads > 1024) fail("block size must be 1..1024 threads");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) fail("empty grid (a launch of 0 blocks is an error on a device)");
+  if (grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
+    fail("grid dimension above the device's limit (x 2^31 - 1, y and z 65535)");
   if (smem_bytes > kMaxSharedBytes) fail("dynamic shared memory above the per-block maximum");
+  if (smem_bytes > kDefaultSharedBytes) {
+    std::lock_guard lock(opt_in_mutex());
+    const auto it = opt_ins().find(kernel);
+    if (it == opt_ins().end() || it->second < smem_bytes)
+      fail("dynamic shared memory above 48 KiB without cudaFuncSetAttribute(MaxDynamicSharedMemorySize) for it");
+  }
+}
+
+template <class F>
+void launch(const void* kernel, dim3 grid, dim3 block, size_t smem_bytes, const F& body) {
+  check_launch(kernel, grid, block, smem_bytes);
+  const unsigned nthreads = block.x * block.y * block.z;
   const long nblocks = static_cast<long>(grid.x) * grid.y * grid.z;
 #pragma omp parallel for schedule(dynamic, 1)
   for (long i = 0; i < nblocks; ++i) {
@@ -760,9 +801,12 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
 constexpr unsigned cudaStreamNonBlocking = 1;
 inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-template <class F>
-cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int bytes) {
-  return static_cast<size_t>(bytes) <= forge_emu::kMaxSharedBytes ? cudaSuccess : 1;
+template <class K>
+cudaError_t cudaFuncSetAttribute(K* kernel, cudaFuncAttribute, int bytes) {
+  if (bytes < 0 || static_cast<size_t>(bytes) > forge_emu::kMaxSharedBytes) return 1;
+  std::lock_guard lock(forge_emu::opt_in_mutex());
+  forge_emu::opt_ins()[forge_emu::kernel_address(kernel)] = static_cast<size_t>(bytes);
+  return cudaSuccess;
 }
 
 // ---- cuBLAS on CBLAS ------------------------------------------------------------------
