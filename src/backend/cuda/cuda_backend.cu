@@ -92,6 +92,24 @@ class CudaBackend final : public Backend {
     if (options.wgmma_step_keys != 0 && options.wgmma_step_keys != 64 && options.wgmma_step_keys != 128)
       throw InputError("cuda: CudaOptions::wgmma_step_keys (the wgmma forward's keys a step) must be 64 or 128 "
                        "(0: 64), got " + std::to_string(options.wgmma_step_keys));
+    try {
+      set_up_device();
+    } catch (...) {  // no destructor runs for a backend not built
+      if (blas_) cublasDestroy(blas_);
+      if (stream_) cudaStreamDestroy(stream_);
+      throw;
+    }
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    cublasDestroy(blas_);
+    cudaStreamDestroy(stream_);
+  }
+
+ private:
+  // The stream, cuBLAS on it, the device's shared-memory limits and the
+  // attention path it can run.
+  void set_up_device() {
     FORGE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     FORGE_CUBLAS_CHECK(cublasCreate(&blas_));
     FORGE_CUBLAS_CHECK(cublasSetStream(blas_, stream_));
@@ -113,11 +131,8 @@ class CudaBackend final : public Backend {
       log_warn("cuda: 128-key wgmma steps (FORGE_CUDA_ATTENTION_WGMMA_KEYS or CudaOptions::wgmma_step_keys) apply "
                "to the wgmma attention only (FORGE_CUDA_ATTENTION_WGMMA, bf16, compute capability 9.0): ignored");
   }
-  ~CudaBackend() override {
-    cudaStreamSynchronize(stream_);
-    cublasDestroy(blas_);
-    cudaStreamDestroy(stream_);
-  }
+
+ public:
   std::string name() const override { return "cuda"; }
 #ifndef FORGE_CUDA_EMULATION
   // NCCL over the device memory (emulated memory is host memory: the

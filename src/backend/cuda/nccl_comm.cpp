@@ -68,7 +68,13 @@ void NcclComm::finish(const char* what) {
   for (;;) {
     const cudaError_t e = cudaStreamQuery(state_->stream);
     if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) check(e, what);
+    if (e != cudaErrorNotReady) {
+      // A CUDA fault mid-collective: abort too (ncclCommDestroy in the
+      // destructor would wait for peers still inside the collective).
+      ncclCommAbort(state_->comm);
+      state_->comm = nullptr;
+      check(e, what);
+    }
     ncclResult_t async = ncclSuccess;
     check(ncclCommGetAsyncError(state_->comm, &async), "ncclCommGetAsyncError");
     if (async != ncclSuccess && async != ncclInProgress) {
