@@ -13,6 +13,7 @@
 #include "backend/backend_registry.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "pretrained/model_source.hpp"
@@ -91,7 +92,14 @@ int run_eval(int argc, char** argv) {
     path = resolve_checkpoint(checkpoint);
     source = model_source_of(path);
     model = std::make_unique<PolicyModel>(source.config, *backend);
-    step = load_checkpoint(path, *model, nullptr).step;
+    const CheckpointState state = load_checkpoint(path, *model, nullptr);
+    step = state.step;
+    // Figures comparable with the run's own evaluations need its tasks and scaffold.
+    if (const std::string changes = resumed_setting_changes(state.config_ini, opts.dump_ini(), "eval");
+        !changes.empty())
+      log_warn("eval: settings differ from those of the run that wrote " + path + " (" + changes +
+               "): the tasks or their scaffold are not the run's; --config RUN_DIR/config.ini evaluates as it "
+               "trained");
   }
   log_model_keys_unread(all.base.model, checkpoint, source.config);
   agent.vocabulary = ScaffoldVocabulary::of(source.chat);

@@ -51,13 +51,20 @@
 namespace forge {
 namespace {
 
-// RUN_DIR/summary.json, checked: Error naming the file when it cannot be written.
-void write_summary(const std::string& dir, const std::string& json) {
+// RUN_DIR/summary.json, checked: Error naming the file when it cannot be
+// written. A resume with no step left trains nothing: the run's summary
+// (its loss curve, its token counts) is kept, not replaced by an empty loop's.
+void write_summary(const std::string& dir, const std::string& json, int start_step, int steps) {
   const std::string path = dir + "/summary.json";
+  if (start_step >= steps && std::filesystem::exists(path)) {
+    std::printf("kept %s/summary.json (no step trained) and wrote %s/config.ini\n", dir.c_str(), dir.c_str());
+    return;
+  }
   std::ofstream out(path);
   out << json;
   out.close();
   if (!out) throw Error("cannot write " + path);
+  std::printf("wrote %s/summary.json and %s/config.ini\n", dir.c_str(), dir.c_str());
 }
 
 struct EvalResult {
@@ -280,8 +287,8 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
                                  ", \"success_heldout_family\": " + json_number(heldout_success) +
                                  ", \"linear_tokens\": " + std::to_string(r.linear_tokens) +
                                  ", \"packed_tokens\": " + std::to_string(r.packed_tokens) +
-                                 ", \"calls_past_max_new_tokens\": " + std::to_string(long_calls) + "}\n");
-  std::printf("wrote %s/summary.json and %s/config.ini\n", cfg.run.dir.c_str(), cfg.run.dir.c_str());
+                                 ", \"calls_past_max_new_tokens\": " + std::to_string(long_calls) + "}\n",
+                start.step, sft.steps);
   return 0;
 }
 
@@ -396,8 +403,8 @@ int run_sft(int argc, char** argv) {
               sft.eval_requests, 100 * before.accuracy, start.step > 0 ? "at the resumed step" : "before",
               100 * after.accuracy);
   std::printf("samples (temperature %.2f):\n", sampled.temperature);
-  for (const auto& [req, completion] : shown.examples)
-    std::printf("  %-22s -> %s\n", req.c_str(), completion.c_str());
+  for (const auto& [req, completion] : shown.examples)  // quoted: an undertrained model writes any byte
+    std::printf("  %-22s -> %s\n", req.c_str(), json_string(completion).c_str());
 
   write_summary(cfg.run.dir, "{\"command\": \"sft\", \"task\": " + json_string(sft.task) +
                                  ", \"steps\": " + std::to_string(sft.steps) +
@@ -408,8 +415,8 @@ int run_sft(int argc, char** argv) {
                                  ", \"accuracy_before\": " + json_number(before.accuracy) +
                                  ", \"accuracy_after\": " + json_number(after.accuracy) +
                                  ", \"linear_tokens\": " + std::to_string(r.linear_tokens) +
-                                 ", \"packed_tokens\": " + std::to_string(r.packed_tokens) + "}\n");
-  std::printf("wrote %s/summary.json and %s/config.ini\n", cfg.run.dir.c_str(), cfg.run.dir.c_str());
+                                 ", \"packed_tokens\": " + std::to_string(r.packed_tokens) + "}\n",
+                start.step, sft.steps);
   return 0;
 }
 

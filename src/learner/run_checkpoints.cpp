@@ -93,6 +93,12 @@ bool shapes_sft(const std::string& key) {
          (key.rfind("sft.", 0) == 0 || shapes_training(key));
 }
 
+// forge eval's: the held-out tasks and their scaffold.
+bool shapes_eval(const std::string& key) {
+  return (key.rfind("env.", 0) == 0 && key != "env.code_test_cache") || key.rfind("agent.", 0) == 0 ||
+         key == "run.seed";
+}
+
 }  // namespace
 
 std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini,
@@ -116,7 +122,8 @@ std::string resumed_setting_changes(const std::string& checkpoint_ini, const std
   // newer one no longer reads) is no change of the run's.
   std::string out;
   for (const auto& [k, v] : was) {
-    if (!now.count(k) || !((sft ? shapes_sft(k) : shapes_training(k)) || (cosine_by_steps && k == steps_key)))
+    const bool shapes = command == "eval" ? shapes_eval(k) : sft ? shapes_sft(k) : shapes_training(k);
+    if (!now.count(k) || !(shapes || (command != "eval" && cosine_by_steps && k == steps_key)))
       continue;
     if (normal(v) != normal(now.at(k))) out += (out.empty() ? "" : "; ") + k + " " + v + " -> " + now.at(k);
   }

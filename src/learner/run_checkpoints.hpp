@@ -41,8 +41,10 @@ ModelSource model_source_of(const std::string& checkpoint);
 // sandbox concurrency) and [model] (load_resume_point compares it). For
 // `command` "train": not [sft]; train.steps only where it is the cosine
 // horizon. For "sft": [sft], [optim], [env], [agent], [sandbox] and [run]
-// (sft.steps only as the cosine horizon; its evaluation's sizes not). Both
-// are INI texts as dump_ini writes them.
+// (sft.steps only as the cosine horizon; its evaluation's sizes not). For
+// "eval" (forge eval against the run that wrote a checkpoint): what makes
+// its tasks and scaffold, [env] (not env.code_test_cache), [agent] and run.seed. Both are INI texts
+// as dump_ini writes them.
 std::string resumed_setting_changes(const std::string& checkpoint_ini, const std::string& now_ini,
                                     const std::string& command = "train");
 

@@ -88,6 +88,13 @@ TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
   const Result e = forge("eval " + dir + " --eval.tasks=2 --agent.max_turns=3 --json");
   ASSERT_EQ(e.rc, 0) << e.err;
   EXPECT_TRUE(contains(e.out, "\"heldout_family\"")) << e.out;
+  // Not the run's tasks and scaffold: said, naming the keys; under the run's
+  // own config.ini, nothing to say.
+  EXPECT_TRUE(contains(e.err, "eval: settings differ from those of the run that wrote")) << e.err;
+  EXPECT_TRUE(contains(e.err, "agent.max_turns 4 -> 3; env.calc_max_ops 2 -> ")) << e.err;
+  const Result same = forge("eval " + dir + " --config " + dir + "/config.ini --eval.tasks=2 --json");
+  ASSERT_EQ(same.rc, 0) << same.err;
+  EXPECT_FALSE(contains(same.err, "settings differ")) << same.err;
 }
 
 // A tool-call budget that holds the largest task but not the retry a
@@ -187,6 +194,13 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   ASSERT_GT(json_number(whole, "loss_last"), 0) << whole;
   EXPECT_EQ(json_number(parts, "loss_last"), json_number(whole, "loss_last")) << parts << "\n" << whole;
   EXPECT_EQ(json_number(parts, "resumed_at_step"), 3) << parts;
+  // Resumed with no step left: nothing trained, the summary kept (an empty
+  // loop's placeholders replaced the loss curve).
+  const Result idle = forge(tiny + "--sft.steps=6 --resume --run.dir=" + dir);
+  ASSERT_EQ(idle.rc, 0) << idle.err;
+  EXPECT_TRUE(contains(idle.out, "no step left to train")) << idle.out;
+  EXPECT_TRUE(contains(idle.out, "kept " + dir + "/summary.json (no step trained)")) << idle.out;
+  EXPECT_EQ(slurp(dir + "/summary.json"), parts);
   const Result past = forge(tiny + "--sft.steps=4 --resume --run.dir=" + dir);
   EXPECT_EQ(past.rc, 2);
   EXPECT_TRUE(contains(past.err, "is at step 6, past sft.steps = 4: raise sft.steps to go on")) << past.err;
