@@ -32,7 +32,17 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
     episodes.push_back(make_episode(mix, sampler, greedy, seed + static_cast<uint64_t>(i) * 7919,
                                     static_cast<uint64_t>(i), mode, i));
   RolloutEngine engine(model, engine_for_agent(greedy, tasks));
-  const DriverStats run = run_episodes(engine, episodes, stop);
+  // A progress line every 30 s: a real model's evaluation takes minutes.
+  const Stopwatch sw;
+  double report_at = 30;
+  const auto progress = [&](size_t done) {
+    if (sw.seconds() < report_at) return;
+    report_at = sw.seconds() + 30;
+    char line[128];
+    std::snprintf(line, sizeof line, "eval: %zu of %d episodes done (%.0f s)", done, tasks, sw.seconds());
+    log_info(line);
+  };
+  const DriverStats run = run_episodes(engine, episodes, stop, progress);
   if (stopped) *stopped = run.stopped;
   if (run.stopped) return {};
   std::vector<Trajectory> done;

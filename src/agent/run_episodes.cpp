@@ -6,7 +6,8 @@
 namespace forge {
 
 DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episodes,
-                         const volatile std::sig_atomic_t* stop) {
+                         const volatile std::sig_atomic_t* stop,
+                         const std::function<void(size_t done)>& after_step) {
   FORGE_CHECK(engine.idle(), "run_episodes needs an idle engine (its results would be misrouted)");
   const int max_seq = engine.config().max_seq_len;
   for (const auto& ep : episodes)
@@ -15,7 +16,8 @@ DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episo
                        std::to_string(ep.config().max_context_tokens + ep.config().max_new_tokens) +
                        " exceeds the engine's max_seq_len = " + std::to_string(max_seq));
   DriverStats stats;
-  size_t in_flight = 0;
+  size_t in_flight = 0, done = 0;
+  for (const auto& ep : episodes) done += ep.done();
   while (true) {
     if (stop && *stop) {
       stats.stopped = true;
@@ -33,13 +35,17 @@ DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episo
     // all are in before the next step, so the engine's batches, and with
     // them every episode, are the same on every run.
     EpisodeActions actions;
+    std::vector<size_t> delivered;
     for (GenerationResult& r : engine.step()) {
       FORGE_CHECK(r.id < episodes.size(), "engine returned an unknown request id");
+      delivered.push_back(r.id);
       actions.deliver(episodes[r.id], std::move(r));
       --in_flight;
     }
     actions.wait_all();
     ++stats.engine_steps;
+    for (size_t i : delivered) done += episodes[i].done();
+    if (after_step) after_step(done);
   }
   return stats;
 }

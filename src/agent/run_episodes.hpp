@@ -11,6 +11,7 @@
 // + agent.max_new_tokens must be <= engine max_seq_len).
 #pragma once
 #include <csignal>
+#include <functional>
 #include <vector>
 
 #include "agent/agent_episode.hpp"
@@ -26,7 +27,10 @@ struct DriverStats {
 
 // `stop` (a SIGTERM flag), when given and set, ends the run between engine
 // steps with the episodes unfinished; the engine then holds their requests.
+// `after_step`, when given, is called after each engine step with the number
+// of episodes done so far (for progress lines).
 DriverStats run_episodes(RolloutEngine& engine, std::vector<AgentEpisode>& episodes,
-                         const volatile std::sig_atomic_t* stop = nullptr);
+                         const volatile std::sig_atomic_t* stop = nullptr,
+                         const std::function<void(size_t done)>& after_step = {});
 
 }  // namespace forge

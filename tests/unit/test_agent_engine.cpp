@@ -3,6 +3,7 @@
 // episodes' cached prefixes, and a greedy or sampled run is reproducible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -47,9 +48,13 @@ std::vector<Trajectory> run(PolicyModel& model, float temperature, EngineStats* 
                                     static_cast<int32_t>(i / 2)));
   RolloutEngine engine(model, engine_config(max_batch));
   engine.set_policy_version(4);
-  const DriverStats d = run_episodes(engine, episodes);
+  std::vector<size_t> done_counts;  // after each step: the progress a caller reports
+  const DriverStats d = run_episodes(engine, episodes, nullptr, [&](size_t done) { done_counts.push_back(done); });
   EXPECT_TRUE(engine.idle());
   EXPECT_GE(d.requests, 12);
+  EXPECT_EQ(done_counts.size(), static_cast<size_t>(d.engine_steps));
+  EXPECT_TRUE(std::is_sorted(done_counts.begin(), done_counts.end()));
+  if (!done_counts.empty()) EXPECT_EQ(done_counts.back(), episodes.size());
   if (stats) *stats = engine.stats();
   std::vector<Trajectory> out;
   for (auto& ep : episodes) {
