@@ -24,8 +24,10 @@ using forge_e2e::Result;
 TEST(Cli, HelpListsCommands) {
   const Result r = forge("--help");
   EXPECT_EQ(r.rc, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "config")) << r.out;
   EXPECT_TRUE(contains(r.out, "Usage: forge <command>")) << r.out;
+  for (const char* command : {"config", "eval", "export", "export-model", "generate", "inspect", "sft", "train"})
+    EXPECT_TRUE(contains(r.out, std::string("\n  ") + command + " ")) << command << "\n" << r.out;
+  EXPECT_TRUE(contains(r.out, "exit 143")) << r.out;
 }
 
 TEST(Cli, NoArgumentsIsUsageError) {
