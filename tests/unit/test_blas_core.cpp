@@ -70,6 +70,15 @@ TEST_F(BlasCore, NamedCoreBeyondTheCpuOrUnknownIsRefused) {
   EXPECT_EQ(named.core, "Sandybridge");
   EXPECT_EQ(blas_core_name(), "Sandybridge");
   EXPECT_TRUE(named.slow) << "an AVX core asked for on an AVX2 CPU is still the slow path";
+  // The startup advice for a core the user named: unset the variable (its
+  // note "switched from ..., self-check passed" read as a failed self-check,
+  // "Haswell gave wrong SGEMM results", and a named core already loaded as
+  // "could not re-select").
+  EXPECT_TRUE(named.named);
+  EXPECT_EQ(slow_blas_core_advice(named, CpuLevel::kV3), "unset FORGE_BLAS_CORETYPE (forge then selects Haswell)");
+  const BlasCoreChoice again = correct_blas_core(CpuLevel::kV3, "Sandybridge", false);  // already loaded
+  EXPECT_EQ(again.note, "");
+  EXPECT_EQ(slow_blas_core_advice(again, CpuLevel::kV3), "unset FORGE_BLAS_CORETYPE (forge then selects Haswell)");
   // The Bulldozer family's FMA4 kernels on a CPU without FMA4 (any Intel,
   // Zen 2 on): refused, where it was taken and would die of SIGILL.
   ASSERT_TRUE(switch_blas_core("Haswell"));
@@ -77,6 +86,19 @@ TEST_F(BlasCore, NamedCoreBeyondTheCpuOrUnknownIsRefused) {
   EXPECT_TRUE(fma4.rejected);
   EXPECT_NE(fma4.note.find("lacks its instructions (FMA4)"), std::string::npos) << fma4.note;
   EXPECT_EQ(blas_core_name(), "Haswell");
+}
+
+// The advice where forge chose: a core that failed the self-check, one it
+// could not switch to.
+TEST(BlasCoreAdvice, NamesWhatToDo) {
+  BlasCoreChoice c;
+  c.slow = true;
+  c.note = "SkylakeX failed the SGEMM self-check; kept Haswell";
+  EXPECT_NE(slow_blas_core_advice(c, CpuLevel::kV4).find("SkylakeX gave wrong SGEMM results"), std::string::npos);
+  c.note = "could not switch to SkylakeX (this OpenBLAS cannot re-select its core)";
+  EXPECT_NE(slow_blas_core_advice(c, CpuLevel::kV4).find("set OPENBLAS_CORETYPE=SkylakeX"), std::string::npos);
+  c.note = "kept (FORGE_BLAS_CORETYPE=keep)";
+  EXPECT_NE(slow_blas_core_advice(c, CpuLevel::kV4).find("unset FORGE_BLAS_CORETYPE"), std::string::npos);
 }
 
 TEST_F(BlasCore, LibraryChoiceAtTheCpusLevelIsLeftAlone) {

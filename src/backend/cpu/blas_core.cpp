@@ -126,6 +126,7 @@ BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy, bool
                   (cpu_rank >= 3 ? "; this CPU runs " + cores_up_to(cpu_rank) : ""));
     }
     target = want->name;
+    c.named = true;
     if (same_core(target, c.core)) return done("");
   }
   if (!switch_blas_core(target)) {
@@ -141,6 +142,15 @@ BlasCoreChoice correct_blas_core(CpuLevel level, const std::string& policy, bool
   return done("switched from " + c.at_load +
               (forced ? std::string(" (set by OPENBLAS_CORETYPE)") : fallback ? " (the library's fallback for this CPU)" : "") +
               ", self-check passed");
+}
+
+std::string slow_blas_core_advice(const BlasCoreChoice& c, CpuLevel level) {
+  const std::string fast = blas_core_for(level);
+  if (c.rejected || c.named || c.note.starts_with("kept"))
+    return "unset FORGE_BLAS_CORETYPE (forge then selects " + fast + ")";
+  if (c.note.find("failed the SGEMM self-check") != std::string::npos)
+    return fast + " gave wrong SGEMM results here, so forge keeps the slow core: try another BLAS build";
+  return "forge could not re-select the core in process: set OPENBLAS_CORETYPE=" + fast + " in the job's environment";
 }
 
 const BlasCoreChoice& blas_core_choice() {

@@ -43,7 +43,14 @@ struct BlasCoreChoice {
   std::string note;     // what forge did, or why it did nothing; "" when nothing was due
   bool slow = false;    // the core in use is a fallback for this CPU
   bool rejected = false;  // FORGE_BLAS_CORETYPE named a core forge would not select
+  bool named = false;     // FORGE_BLAS_CORETYPE named a core and forge took it
 };
+
+// What to do about a slow core in use (`c.slow`), for the startup warning:
+// unset FORGE_BLAS_CORETYPE where the user chose it (a name, "keep", a
+// refused name), try another BLAS build where the CPU's core failed the
+// self-check, else set OPENBLAS_CORETYPE=<the CPU's core> for the job.
+std::string slow_blas_core_advice(const BlasCoreChoice& c, CpuLevel level);
 
 // The choice made before main (correct_blas_core with the CPU's level and
 // FORGE_BLAS_CORETYPE).

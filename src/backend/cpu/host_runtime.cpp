@@ -76,16 +76,9 @@ std::vector<std::string> host_runtime_warnings(int threads, int threads_on_node)
   if (lib.warn) w.push_back("SGEMM library: " + lib.note);
   // OpenBLAS's core matters where OpenBLAS runs the SGEMM.
   if (lib.openblas && b.slow) {
-    const std::string fast = blas_core_for(detect_cpu_level());
-    const bool user_kept = b.rejected || b.note.starts_with("kept");
-    const bool check_failed = b.note.find("self-check") != std::string::npos;
-    w.push_back("BLAS core " + h.blas_core + " is a slow fallback on this " + h.cpu_level + " CPU (" + b.note +
-                "): SGEMM runs several times below the machine's speed; " +
-                (user_kept ? "unset FORGE_BLAS_CORETYPE (forge then selects " + fast + ")"
-                 : check_failed ? fast + " gave wrong SGEMM results here, so forge keeps the slow core: "
-                                  "try another BLAS build"
-                                : "forge could not re-select the core in process: set OPENBLAS_CORETYPE=" + fast +
-                                      " in the job's environment"));
+    w.push_back("BLAS core " + h.blas_core + " is a slow fallback on this " + h.cpu_level + " CPU" +
+                (b.note.empty() ? "" : " (" + b.note + ")") + ": SGEMM runs several times below the machine's speed; " +
+                slow_blas_core_advice(b, detect_cpu_level()));
   } else if (lib.openblas && b.rejected) {
     w.push_back(b.note);
   }

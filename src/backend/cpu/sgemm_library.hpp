@@ -89,7 +89,8 @@ std::string blis_kernels();       // the configuration BLIS picked for this CPU
 // tests); "" means auto.
 SgemmLibrary choose_sgemm_library(const std::string& policy);
 
-// The choice made before main from FORGE_SGEMM.
+// The choice from FORGE_SGEMM, made at its first use (the commands' startup
+// line through host_runtime(), else the first SGEMM) and kept.
 const SgemmLibrary& sgemm_library();
 
 // C = alpha op(A) op(B) + beta C through the chosen library (CBLAS arguments;
