@@ -49,4 +49,24 @@ void check_learners_agree(MPI_Comm learners, uint64_t hash, int steps_done) {
                 "differently on them: learners on different CPU types, a non-deterministic reduction)");
 }
 
+void check_learners_start_together(MPI_Comm learners, int64_t start_step) {
+  int rank = 0, size = 1, world_rank = 0;
+  MPI_Comm_rank(learners, &rank);
+  MPI_Comm_size(learners, &size);
+  if (size < 2) return;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const int64_t mine[2] = {start_step, world_rank};
+  std::vector<int64_t> all(2 * static_cast<size_t>(size));
+  MPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, learners);
+  if (rank != 0) return;
+  std::string differ;
+  for (size_t r = 1; r < static_cast<size_t>(size); ++r)
+    if (all[2 * r] != all[0])
+      differ += (differ.empty() ? "" : ", ") + std::to_string(all[2 * r + 1]) + " at step " + std::to_string(all[2 * r]);
+  if (!differ.empty())
+    throw Error("learner rank(s) " + differ + " start elsewhere than the lead, at step " + std::to_string(all[0]) +
+                " (each resumes from the newest checkpoint it sees in run.dir: run.dir must be one folder every "
+                "learner's node shares)");
+}
+
 }  // namespace forge

@@ -5,7 +5,8 @@
 // learners on nodes whose CPU kernels round differently (the x86-64-v3 and
 // -v4 builds), would make them drift apart silently. At each checkpoint the
 // learners compare a 64-bit hash of their parameters' bytes (FNV-1a over
-// 64-bit words), gathered over the learners' communicator.
+// 64-bit words), gathered over the learners' communicator. Before the first
+// step they compare the step they start at.
 #pragma once
 #include <mpi.h>
 
@@ -26,5 +27,11 @@ uint64_t parameter_hash(PolicyModel& model);
 // its parameters. Error on the lead naming the learners (by world rank)
 // whose hash differs from its own after `steps_done`.
 void check_learners_agree(MPI_Comm learners, uint64_t hash, int steps_done);
+
+// Collective over learners: each gives the step it starts at (a resume's
+// checkpoint, found in its own view of run.dir). Error on the lead naming the
+// learners (by world rank) that start elsewhere: they would run a different
+// number of steps and meet the lead's broadcasts out of step, a hang.
+void check_learners_start_together(MPI_Comm learners, int64_t start_step);
 
 }  // namespace forge

@@ -17,8 +17,9 @@
 // The heartbeat shows the process is scheduled, not that it makes progress.
 // Waits for a generation result and for the learner's next group have their
 // own deadlines in the roles; the learners' collective sums (gradients, loss
-// denominators, the agreement hash), which every learner reaches after the
-// same work, are watched waits: a thread blocked in one longer than the
+// denominators, the agreement hash, the start step) and learner 0's side of
+// each batch's broadcast, which the learners reach after the same work (as
+// far as their shards weigh the same), are watched waits: a thread blocked in one longer than the
 // deadline makes this thread end the job, naming the other learners (one of
 // them is alive but stuck, e.g. in a hung GPU kernel: its heartbeat goes
 // on). An environment rank waiting for admission and the learners waiting

@@ -2,7 +2,8 @@
 // rank of the job, as learners: equal hashes pass; a rank whose hash differs
 // (the last one, then every other one) is named by its world rank in the
 // lead's error, and only the lead raises it. The hash sees one bit of one
-// float, and a trailing partial word.
+// float, and a trailing partial word. Learners starting at different steps
+// are named the same way.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -55,6 +56,28 @@ TEST(LearnerAgreement, TheLeadNamesTheLearnersThatDiffer) {
     EXPECT_EQ(last, "");
     EXPECT_EQ(odd, "");
   }
+}
+
+// Learners that resume at different steps (each found its own newest
+// checkpoint) are named by the lead, with their steps.
+TEST(LearnerAgreement, TheLeadNamesLearnersThatStartElsewhere) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_NO_THROW(check_learners_start_together(MPI_COMM_WORLD, 12));
+  std::string error;
+  try {
+    check_learners_start_together(MPI_COMM_WORLD, rank == size - 1 ? 8 : 12);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  if (rank == 0 && size > 1)
+    EXPECT_NE(error.find("learner rank(s) " + std::to_string(size - 1) + " at step 8 start elsewhere than the lead, "
+                         "at step 12"),
+              std::string::npos)
+        << error;
+  else
+    EXPECT_EQ(error, "");
 }
 
 }  // namespace

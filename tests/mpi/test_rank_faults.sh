@@ -9,7 +9,8 @@
 #         the job ends within 60 s with a message naming "rollout rank 1"
 #         (the watchdog's, or an environment rank's unanswered request);
 #   term  SIGTERM of every rank, as Slurm sends at the time limit: the learner
-#         writes a checkpoint at the step boundary, says so, and the job ends;
+#         writes a checkpoint at the step boundary, says so, and the job ends
+#         with exit code 143;
 #   suspend  SIGSTOP of every rank for 12 s (past the 5 s deadline), then
 #         SIGCONT, as a Slurm job suspend: no rank blames another for the
 #         pause, training goes on (3 more steps), then SIGTERM ends it as in
@@ -75,6 +76,8 @@ left=$(rank_pids "$dir" | wc -l)
 grep -q -e "$expect" "$log" || { cat "$log"; fail "$mode: the output does not say '$expect'"; }
 [ "$rc" -ne 0 ] || { cat "$log"; fail "$mode: the job exited 0"; }
 if [ "$mode" = term ] || [ "$mode" = suspend ]; then
+  # Stopped, not failed: the ranks exit 143 (128 + SIGTERM), and so does mpirun.
+  [ "$rc" -eq 143 ] || { cat "$log"; fail "$mode: the job exited $rc, not 143"; }
   ls "$dir"/checkpoints/ckpt_step_*.h5 >/dev/null 2>&1 || { cat "$log"; fail "term: no checkpoint written"; }
   grep -q "continue with --resume" "$log" || { cat "$log"; fail "term: no resume hint"; }
 fi
