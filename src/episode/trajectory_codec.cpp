@@ -161,9 +161,10 @@ std::vector<uint8_t> encode_group_for_slot(std::vector<Trajectory>& episodes, si
                                            std::string* dropped) {
   std::string why, advice = "raise pool.slot_mib";
   for (const Trajectory& t : episodes)
-    if (const std::string what = beyond_decoder_limits(t); !what.empty() && why.empty()) {
+    if (const std::string what = beyond_decoder_limits(t); !what.empty()) {
       why = "its episode " + std::to_string(t.episode_id) + " has " + what;
       advice = "lower agent.max_new_tokens";
+      break;
     }
   if (why.empty()) {
     std::vector<uint8_t> payload = encode_trajectories(episodes);

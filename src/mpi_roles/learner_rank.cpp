@@ -164,17 +164,14 @@ std::string publish_summary(std::vector<double> publish_ms, std::vector<double> 
   return out;
 }
 
-// Broadcasts the lead's bytes to every learner (size first: 0 = stop). The
-// lead's side is watched: the others wait for it here after their step, so a
-// learner that has not come (stuck in its optimizer step, e.g. a hung GPU
-// kernel) holds the payload's broadcast; theirs is not (they wait for the
-// lead's next batch, which may take the pool's time).
+// Broadcasts the lead's bytes to every learner (size first: 0 = stop),
+// watched by `watchdog` (the lead's: the others wait for it here after their
+// step, so a learner that has not come, stuck in its optimizer step, holds
+// the payload's broadcast; the others pass none, as they wait for the lead's
+// next batch, which may take the pool's time).
 std::vector<uint8_t> broadcast_batch(MPI_Comm learners, std::vector<uint8_t> bytes, Watchdog* watchdog,
                                      const std::vector<int>& other_learners) {
-  int rank = 0;
-  MPI_Comm_rank(learners, &rank);
-  const Watchdog::WatchedWait watched(rank == 0 ? watchdog : nullptr, "the learners' receipt of the lead's batch",
-                                      other_learners);
+  const Watchdog::WatchedWait watched(watchdog, "the learners' receipt of the lead's batch", other_learners);
   uint64_t size = bytes.size();
   MPI_Bcast(&size, 1, MPI_UINT64_T, 0, learners);
   bytes.resize(size);
@@ -287,8 +284,8 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     if (lead) batch = taker.take(setup.train.tasks, step);
     std::vector<uint8_t> bytes;
     if (learner_count > 1)
-      bytes = broadcast_batch(learners, batch ? encode_trajectories(batch->episodes) : bytes, watchdog,
-                              other_learners);
+      bytes = broadcast_batch(learners, batch ? encode_trajectories(batch->episodes) : bytes,
+                              lead ? watchdog : nullptr, other_learners);
     if (lead ? !batch : bytes.empty()) {  // SIGTERM on the lead: every learner stops here
       stop = kStopSignal;
       break;

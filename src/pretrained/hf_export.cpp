@@ -86,30 +86,33 @@ std::string tokenizer_json(const BpeVocabulary& v, const std::string& post_proce
   // token's. Entries are kept in id order of their text's first token
   // (ordered_json looks a key up by a linear scan: filled by key, a 150k
   // vocabulary took minutes).
-  std::vector<std::pair<std::string, size_t>> entries;
+  struct Entry {
+    std::string text;
+    size_t id;
+    bool ordinary;  // the id is an ordinary token's
+  };
+  std::vector<Entry> entries;
   std::unordered_map<std::string_view, size_t> entry_of;  // text -> index in entries
-  std::vector<uint8_t> ordinary_entry;                    // entries[i] holds an ordinary token
   entries.reserve(v.tokens.size());
   for (size_t id = 0; id < v.tokens.size(); ++id) {
     const std::string& text = v.tokens[id];
     const auto [it, fresh] = entry_of.emplace(text, entries.size());
     if (fresh) {
-      entries.emplace_back(text, id);
-      ordinary_entry.push_back(!is_added[id]);
+      entries.push_back({text, id, !is_added[id]});
       continue;
     }
+    Entry& e = entries[it->second];
     if (is_added[id]) continue;  // the text already has an id
-    if (ordinary_entry[it->second])
-      throw InputError("export: tokens " + std::to_string(entries[it->second].second) + " and " +
-                       std::to_string(id) + " are both '" + text +
-                       "'; a tokenizer.json vocabulary gives a text one id");
-    entries[it->second].second = id;
-    ordinary_entry[it->second] = 1;
+    if (e.ordinary)
+      throw InputError("export: tokens " + std::to_string(e.id) + " and " + std::to_string(id) + " are both '" +
+                       text + "'; a tokenizer.json vocabulary gives a text one id");
+    e.id = id;
+    e.ordinary = true;
   }
   ordered_json vocab = ordered_json::object();
   auto& vocab_entries = static_cast<ordered_json::object_t::Container&>(vocab.get_ref<ordered_json::object_t&>());
   vocab_entries.reserve(entries.size());
-  for (auto& [text, id] : entries) vocab_entries.emplace_back(std::move(text), id);  // keys known distinct
+  for (Entry& e : entries) vocab_entries.emplace_back(std::move(e.text), e.id);  // keys known distinct
   ordered_json merges = ordered_json::array();
   for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
   ordered_json t = {{"version", "1.0"},
