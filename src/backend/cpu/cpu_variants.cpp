@@ -47,8 +47,9 @@ const std::vector<CpuVariant>& cpu_variants() {
     v.push_back({"x86-64-v4", CpuLevel::kV4, cpu_x86_64_v4::make_cpu_backend, cpu_x86_64_v4::skinny_gemm_nt});
 #endif
 #ifdef FORGE_HAS_CPU_native
-    // Built for the build machine: whether this CPU runs it cannot be told
-    // from the level alone; it is taken to be the machine it was built on.
+    // Built for the build machine (or FORGE_NATIVE_ARCH): a CPU without an
+    // extension it was compiled for never gets here, refused at start
+    // (cpu_build_target.hpp), so it runs on this CPU whatever its level.
     v.push_back({"native", detect_cpu_level(), cpu_native::make_cpu_backend, cpu_native::skinny_gemm_nt});
 #endif
     return v;
