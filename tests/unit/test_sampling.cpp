@@ -102,8 +102,9 @@ TEST(Sampling, TheCandidatesShareOfTheMass) {
 
 // Top-p alone sorts only a prefix of 64, else the tokens of a bound on the
 // nucleus: on a large vocabulary (flat and peaked rows, nuclei from 1 token
-// to thousands, a -inf logit) its draws and candidate share equal those of
-// the definition, a whole sort.
+// to thousands, a -inf logit, rows of ties: four values, and one value, whose
+// bound is the whole vocabulary) its draws and candidate share equal those
+// of the definition, a whole sort with ties by id; top_k alike.
 TEST(Sampling, TopPOnALargeVocabularyMatchesAWholeSort) {
   const int V = 5000;
   uint64_t state = 12345;
@@ -111,9 +112,11 @@ TEST(Sampling, TopPOnALargeVocabularyMatchesAWholeSort) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<double>(state >> 11) / 9007199254740992.0;
   };
-  for (const double spread : {0.1, 3.0, 12.0}) {
+  for (const double spread : {0.1, 3.0, 12.0, -4.0, 0.0}) {
     std::vector<float> z(V);
     for (float& x : z) x = static_cast<float>(spread * (next() - 0.5));
+    if (spread < 0)  // ties: four values
+      for (float& x : z) x = std::floor(4 * static_cast<float>(next()));
     if (spread == 3.0) z[7] = -std::numeric_limits<float>::infinity();  // a token ruled out
     std::vector<int32_t> order(V);
     std::iota(order.begin(), order.end(), 0);
@@ -121,16 +124,19 @@ TEST(Sampling, TopPOnALargeVocabularyMatchesAWholeSort) {
     const float mx = z[order[0]];
     double all = 0;
     for (int v = 0; v < V; ++v) all += std::exp(static_cast<double>(z[v] - mx));
-    for (const float top_p : {0.01f, 0.3f, 0.9f, 0.999f}) {
+    for (const float top_p : {0.01f, 0.3f, 0.9f, 0.999f, 1.0f}) {
+      // top_p 1 with top_k: the k first of the whole sort.
+      const int top_k = top_p < 1.0f ? 0 : 300;
       int keep = 0;
       double cum = 0, total = 0;
-      while (keep < V) {
+      while (keep < (top_k ? top_k : V)) {
         cum += std::exp(static_cast<double>(z[order[keep++]] - mx)) / all;
         if (cum >= top_p) break;
       }
       for (int i = 0; i < keep; ++i) total += std::exp(static_cast<double>(z[order[i]] - mx));
       SamplingParams p;
       p.top_p = top_p;
+      p.top_k = top_k;
       for (int k = 0; k < 50; ++k) {
         const double u = next();
         double left = u * total;
@@ -141,7 +147,8 @@ TEST(Sampling, TopPOnALargeVocabularyMatchesAWholeSort) {
             break;
           }
         double log_kept = 1;
-        EXPECT_EQ(sample_token(z.data(), V, p, u, &log_kept), want) << "spread " << spread << " top_p " << top_p;
+        EXPECT_EQ(sample_token(z.data(), V, p, u, &log_kept), want)
+            << "spread " << spread << " top_p " << top_p << " top_k " << top_k;
         EXPECT_NEAR(log_kept, std::log(total / all), 1e-12);
       }
     }
