@@ -134,10 +134,13 @@ const std::vector<std::string>& system_mounts() {
 // built without them. Their segments outlive the process that made them
 // (until the IPC namespace ends with the run) and are not address space: a
 // program could create, fill and detach segment after segment past every
-// memory bound (2 GB under memory_mb = 512 in a review). POSIX shared memory
-// goes through /dev/shm, which is bounded. Every other ABI (i386 through
-// int 0x80, x32) gets ENOSYS for every call, so none is a way around it.
-// Empty where the host is not x86-64 (no filter).
+// memory bound (2 GB under memory_mb = 512 in a review). memfd_create alike:
+// a memfd's pages are not address space either, and RLIMIT_FSIZE bounds each
+// file only (a review held 20 of 60 MB under memory_mb = 256: 256 open files
+// of workspace_mb each per process). POSIX shared memory goes through
+// /dev/shm, which is bounded. Every other ABI (i386 through int 0x80, x32)
+// gets ENOSYS for every call, so none is a way around it. Empty where the
+// host is not x86-64 (no filter).
 std::vector<sock_filter> ipc_filter() {
 #if defined(__x86_64__)
   constexpr uint32_t kDeny = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
@@ -146,9 +149,10 @@ std::vector<sock_filter> ipc_filter() {
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, kDeny),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u /* x32 */, 2, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_shmget, 1, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_msgget, 0, 1),
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u /* x32 */, 3, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_shmget, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_msgget, 1, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_memfd_create, 0, 1),
       BPF_STMT(BPF_RET | BPF_K, kDeny),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
@@ -156,6 +160,20 @@ std::vector<sock_filter> ipc_filter() {
   return {};
 #endif
 }
+
+// Descriptor 4 of bwrap and of the sandbox's first process: the start
+// report, written by the trampoline below once the sandbox runs, and closed
+// before the program starts, so that nothing the program writes can pass for
+// it (bwrap's own messages share the program's stdout and stderr, and the
+// program reaches them again through its init's descriptors).
+constexpr int kStartReportFd = 4;
+
+// The sandbox's first program: /bin/sh, which reports "ran", or "missing"
+// for a program not found in the sandbox's PATH, then becomes the program
+// with descriptor 4 closed. A failure before it (bwrap's fork of the init,
+// the exec of /bin/sh at the process limit) leaves the report empty.
+constexpr const char* kTrampoline =
+    "command -v \"$1\" >/dev/null 2>&1 || { echo missing >&4; exit 127; }; echo ran >&4; exec \"$@\" 4>&-";
 
 std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const std::vector<int>& file_fds,
                                          const SandboxLimits& limits, int info_fd, int seccomp_fd) {
@@ -182,7 +200,7 @@ std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const st
                      "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--chdir",
                      "/workspace", "--info-fd", std::to_string(info_fd)});
   if (seccomp_fd >= 0) a.insert(a.end(), {"--seccomp", std::to_string(seccomp_fd)});
-  a.push_back("--");
+  a.insert(a.end(), {"--", "/bin/sh", "-c", kTrampoline, "sh"});
   return a;
 }
 
@@ -222,18 +240,19 @@ rlim_t tasks_of_user(uid_t uid) {
 
 // After fork: only async-signal-safe calls until exec. `nproc` is the
 // RLIMIT_NPROC to set.
-[[noreturn]] void exec_child(const std::vector<char*>& argv, int out_w, int info_w, const std::vector<int>& file_fds,
-                             const SandboxLimits& limits, int uid, rlim_t nproc) {
+[[noreturn]] void exec_child(const std::vector<char*>& argv, int out_w, int info_w, int report_w,
+                             const std::vector<int>& file_fds, const SandboxLimits& limits, int uid, rlim_t nproc) {
   setpgid(0, 0);
-  // Descriptors 0-3 are the sandbox's, or nothing starts (forge's own 1-3
+  // Descriptors 0-4 are the sandbox's, or nothing starts (forge's own 1-4
   // would reach bwrap and the program).
   const int devnull = open("/dev/null", O_RDONLY);
-  if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0 || dup2(info_w, 3) < 0)
+  if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(out_w, 2) < 0 || dup2(info_w, 3) < 0 ||
+      dup2(report_w, kStartReportFd) < 0)
     _exit(126);
   // Nothing of forge's (MPI sockets, HDF5 files) reaches the sandbox: every
-  // descriptor from 4 up closes on exec but the workspace files. bwrap does
+  // descriptor from 5 up closes on exec but the workspace files. bwrap does
   // not close what it inherits, so a failure here must not start it.
-  if (close_range(4, ~0U, CLOSE_RANGE_CLOEXEC) != 0 && !mark_close_on_exec_from(4)) {
+  if (close_range(kStartReportFd + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0 && !mark_close_on_exec_from(kStartReportFd + 1)) {
     static const char msg[] = "sandbox: could not mark forge's descriptors close-on-exec\n";
     (void)!write(2, msg, sizeof msg - 1);
     _exit(126);
@@ -356,9 +375,12 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   Fd out_r = high_fd(p[0]), out_w = high_fd(p[1]);
   if (pipe2(p, O_CLOEXEC) != 0) return start_failed(std::string("pipe: ") + std::strerror(errno));
   Fd info_r = high_fd(p[0]), info_w = high_fd(p[1]);
-  // Out of descriptors above 10: the child's dup2 onto 1, 2 and 3 would fail
+  if (pipe2(p, O_CLOEXEC) != 0) return start_failed(std::string("pipe: ") + std::strerror(errno));
+  Fd report_r = high_fd(p[0]), report_w = high_fd(p[1]);
+  // Out of descriptors above 10: the child's dup2 onto 1 to 4 would fail
   // and bwrap would write into forge's own.
-  if (out_r.get() < 0 || out_w.get() < 0 || info_r.get() < 0 || info_w.get() < 0)
+  if (out_r.get() < 0 || out_w.get() < 0 || info_r.get() < 0 || info_w.get() < 0 || report_r.get() < 0 ||
+      report_w.get() < 0)
     return start_failed(std::string("moving the sandbox's pipes above descriptor 10: ") + std::strerror(errno));
 
   std::vector<std::string> args = bwrap_arguments(request, file_fds, limits, 3, seccomp.get());
@@ -373,9 +395,10 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   // runs as its own user, which runs nothing else; as another user the
   // limit must leave room for what that user already runs (forge's threads,
   // its other ranks), or no sandbox could start on a busy node.
-  // One more for bwrap's init, which runs as that user too.
+  // Two more for bwrap and its init, which run as that user too (the
+  // trampoline becomes the program: no process of its own).
   const rlim_t nproc =
-      static_cast<rlim_t>(limits.max_procs) + 1 + (geteuid() == 0 ? 0 : tasks_of_user(getuid()));
+      static_cast<rlim_t>(limits.max_procs) + 2 + (geteuid() == 0 ? 0 : tasks_of_user(getuid()));
   // The wall limit on the active clock (core/timer.hpp): a job suspend that
   // stops forge and the sandbox alike does not time the program out.
   // bwrap's init (the namespace's PID 1, above the program) outlives bwrap
@@ -388,9 +411,10 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   const Stopwatch since_start;
   const pid_t pid = fork();
   if (pid < 0) return start_failed(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) exec_child(argv, out_w.get(), info_w.get(), inherited, limits, uid, nproc);
+  if (pid == 0) exec_child(argv, out_w.get(), info_w.get(), report_w.get(), inherited, limits, uid, nproc);
   out_w.reset();
   info_w.reset();
+  report_w.reset();
   files.clear();
   seccomp.reset();
 
@@ -398,7 +422,7 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
   const size_t cap = static_cast<size_t>(limits.output_kb) * 1024;
 
   bool started = false, exited = false, timed_out = false;
-  std::string info;
+  std::string info, report;
   Fd init_fd;  // pidfd of the sandbox's PID-namespace init, once bwrap names it
   pid_t init_pid = 0;
   int status = 0;
@@ -422,10 +446,11 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
       }
       break;
     }
-    pollfd fds[2];
+    pollfd fds[3];
     nfds_t n = 0;
     if (out_r.get() >= 0) fds[n++] = {out_r.get(), POLLIN, 0};
     if (info_r.get() >= 0) fds[n++] = {info_r.get(), POLLIN, 0};
+    if (report_r.get() >= 0) fds[n++] = {report_r.get(), POLLIN, 0};
     // Once both pipes are closed only the exit is left: poll in short steps.
     const auto left = static_cast<int64_t>((limits.wall_s - elapsed) * 1e3) + 1;
     const int timeout = static_cast<int>(n == 0 ? std::min<int64_t>(left, 5) : std::min<int64_t>(left, 100));
@@ -445,6 +470,11 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
         } else if (got == 0 || errno != EINTR) {
           info_r.reset();
         }
+        continue;
+      }
+      if (fds[i].fd == report_r.get()) {
+        if (got > 0) report.append(buf, static_cast<size_t>(std::min<ssize_t>(got, 16)));
+        else if (got == 0 || errno != EINTR) report_r.reset();
         continue;
       }
       if (got > 0) {
@@ -504,15 +534,26 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
     r.output.clear();
     return r;
   }
-  // bwrap reports a program it could not execute ("bwrap: execvp python3:
-  // No such file or directory") with status 1 after the info: nothing ran.
-  // Only that exact one line counts; it stays in `output`, so a program
-  // that prints it still shows whatever else it said there.
-  const std::string not_executed = "bwrap: execvp " + request.argv[0] + ": ";
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && r.output.rfind(not_executed, 0) == 0 &&
-      r.output.find('\n') == r.output.size() - 1) {
+  // What the trampoline reported, written before the program ran (and
+  // there, since the report's writers are gone once bwrap is reaped). None:
+  // bwrap failed after it set the sandbox up ("bwrap: Can't fork for pid 1:
+  // Resource temporarily unavailable", or its exec of /bin/sh at the process
+  // limit): nothing ran, whatever the status.
+  for (pollfd left{report_r.get(), POLLIN, 0}; report_r.get() >= 0 && poll(&left, 1, 0) > 0;) {
+    const ssize_t got = read(report_r.get(), buf, 16);
+    if (got <= 0) break;
+    report.append(buf, static_cast<size_t>(got));
+  }
+  if (report.rfind("ran\n", 0) != 0) {
     r.status = SandboxStatus::kStartFailed;
-    r.error = r.output.substr(0, r.output.size() - 1);
+    if (report.rfind("missing", 0) == 0) {
+      r.error = "no program '" + request.argv[0] + "' found in the sandbox";
+    } else {
+      r.error = r.output;
+      while (!r.error.empty() && (r.error.back() == '\n' || r.error.back() == ' ')) r.error.pop_back();
+      if (r.error.empty()) r.error = "bwrap ended after it set the sandbox up, before the program ran";
+    }
+    r.output.clear();
     return r;
   }
   if (WIFSIGNALED(status)) {

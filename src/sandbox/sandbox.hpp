@@ -13,13 +13,13 @@
 //     running ends when it exits (forge, a child subreaper, reaps that init);
 //   - /dev: bwrap's minimal devices, read-only, with /dev/shm a tmpfs of
 //     `workspace_mb` (tmpfs pages escape RLIMIT_AS); no SysV shared memory
-//     or message queues (a seccomp filter: ENOSYS), whose segments escape
-//     RLIMIT_AS and outlive their process;
+//     or message queues and no memfd_create (a seccomp filter: ENOSYS),
+//     whose memory escapes RLIMIT_AS (SysV segments outlive their process);
 //   - limits per process: CPU seconds (RLIMIT_CPU), address space
-//     (RLIMIT_AS), file size (RLIMIT_FSIZE: workspace_mb; memfd pages are
-//     not address space), open files (RLIMIT_NOFILE: kMaxOpenFiles, which
-//     with the file size bounds a process's memfds), processes of its user
-//     (RLIMIT_NPROC, max_procs besides bwrap's init: a fork bomb stops there). Memory is bounded per
+//     (RLIMIT_AS), file size (RLIMIT_FSIZE: workspace_mb), open files
+//     (RLIMIT_NOFILE: kMaxOpenFiles), processes of its user (RLIMIT_NPROC:
+//     the program and its descendants number max_procs at most, bwrap and
+//     its init aside: a fork bomb stops there). Memory is bounded per
 //     process, not per sandbox: up to max_procs processes may each use
 //     memory_mb (a cgroup would bound their sum; forge does not make one);
 //     output: the first `output_kb` of stdout+stderr are kept, the
@@ -34,14 +34,17 @@
 // When forge runs as root the sandbox drops to user `uid` first (root is
 // exempt from RLIMIT_NPROC); otherwise it runs as the calling user in a new
 // user namespace, and since RLIMIT_NPROC counts all of that user's tasks the
-// limit is `max_procs` above what the user runs when the sandbox starts. A
-// sandbox that cannot start (no bwrap, no user namespaces, a program bwrap
-// could not execute: exactly one line "bwrap: execvp ARGV0: ..." and status
-// 1) is a result with status kStartFailed and bwrap's message, never an
-// exception: for an agent it is a tool error of one episode. (bwrap's other
-// failures after it started, such as a mount it could not make, read as the
-// program's exit 1; the code domain's first-task probe turns them into an
-// error naming them.)
+// limit is `max_procs` above what the user runs when the sandbox starts.
+//
+// The sandbox's first process is a /bin/sh trampoline that reports, on a
+// descriptor of its own closed before the program starts, that it ran (or
+// that argv[0] is not found); then it becomes the program. A run without
+// that report never ran the program, whatever bwrap printed or returned (no
+// bwrap, no user namespaces, bwrap's fork or exec refused at the process
+// limit, a program not found): a result with status kStartFailed and
+// bwrap's message, never an exception; for an agent it is a tool error of
+// one episode. The program cannot fake one: what it prints, bwrap's words
+// included, is its output, and how it exits is its status.
 #pragma once
 #include <cstdint>
 #include <string>

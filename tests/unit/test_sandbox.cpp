@@ -6,7 +6,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -250,6 +252,10 @@ TEST(Sandbox, ProcessLimitStopsAForkBomb) {
         if (line.rfind("Threads:", 0) == 0) above += std::stoi(line.substr(8));
     }
   EXPECT_LT(forked, limits.max_procs + above) << "the process limit did not hold";
+  // As root, exactly: the program and its children number max_procs.
+  if (geteuid() == 0) {
+    EXPECT_EQ(forked, limits.max_procs - 1);
+  }
   // A real one: bounded by the limit, ended by the deadline.
   limits.wall_s = 0.5;
   const SandboxResult bomb = run_sandboxed(sh("f() { f | f & }; f; sleep 100"), limits);
@@ -311,7 +317,7 @@ TEST(Sandbox, DevIsReadOnlyAndItsShmIsBounded) {
 // filling and detaching one after another got past every memory bound.
 // Python's SysV-free shared memory (/dev/shm) still works, and the call
 // through the 32-bit ABI (int 0x80) is refused too.
-TEST(Sandbox, SysVSharedMemoryIsNotAWayPastTheMemoryBound) {
+TEST(Sandbox, SysVSharedMemoryAndMemfdsAreNotAWayPastTheMemoryBound) {
   REQUIRE_SANDBOX();
   SandboxLimits limits = own_users(11);
   const char* program =
@@ -322,13 +328,15 @@ TEST(Sandbox, SysVSharedMemoryIsNotAWayPastTheMemoryBound) {
       "from multiprocessing import shared_memory\n"
       "m = shared_memory.SharedMemory(create=True, size=4096); m.buf[0] = 7; print('posix', m.buf[0])\n"
       "m.close(); m.unlink()\n"
-      "print('getpid', libc.syscall(39) == os.getpid())\n";
+      "print('getpid', libc.syscall(39) == os.getpid())\n"
+      "try:\n  os.memfd_create('x'); print('memfd made')\nexcept OSError as e: print('memfd', errno.errorcode[e.errno])\n";
   const SandboxResult r = run_sandboxed(cmd({"python3", "-c", program}), limits);
   ASSERT_TRUE(r.ok()) << to_string(r.status) << " " << r.error << r.output;
   EXPECT_NE(r.output.find("shmget -1 ENOSYS"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("msgget -1 ENOSYS"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("posix 7"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("getpid True"), std::string::npos) << r.output;  // other calls pass
+  EXPECT_NE(r.output.find("memfd ENOSYS"), std::string::npos) << r.output;
   // Every call through the 32-bit entry (int 0x80; here getpid, number 20) is
   // refused, shmget through ipc() with it.
   const SandboxResult i386 = run_sandboxed(
@@ -339,20 +347,67 @@ TEST(Sandbox, SysVSharedMemoryIsNotAWayPastTheMemoryBound) {
     EXPECT_NE(i386.output.find("refused"), std::string::npos) << i386.output;
 }
 
-// bwrap's own failures after it has started (a program it cannot execute)
-// are start failures: nothing ran, and no test result may be made of them.
-TEST(Sandbox, AProgramBwrapCannotExecuteIsAStartFailure) {
+// A program not found is a start failure: nothing ran, and no test result
+// may be made of it. A program cannot pass for one: bwrap's own words,
+// printed alone before exit 1 (on its stdout, or on bwrap's descriptors
+// through its init's /proc entry), are its output and its exit (a module
+// that did so had its episode abandoned instead of scored 0).
+TEST(Sandbox, OnlyAProgramThatNeverRanIsAStartFailure) {
   REQUIRE_SANDBOX();
   const SandboxResult r = run_sandboxed(cmd({"forge_no_such_program"}), own_users(8));
   EXPECT_EQ(r.status, SandboxStatus::kStartFailed) << to_string(r.status) << " " << r.output;
   EXPECT_NE(r.error.find("forge_no_such_program"), std::string::npos) << r.error;
-  // A program that exits 1 with such words in more than that one line is a
-  // program; one that prints exactly the line keeps its output.
-  const SandboxResult own = run_sandboxed(sh("echo 'bwrap: execvp /bin/sh: x'; echo more; exit 1"), own_users(8));
-  EXPECT_EQ(own.status, SandboxStatus::kExited);
-  EXPECT_EQ(own.exit_code, 1);
+  for (const char* line : {"echo 'bwrap: execvp /bin/sh: Read-only file system'; exit 1",
+                           "echo 'bwrap: execvp /bin/sh: Resource temporarily unavailable' > /proc/1/fd/2; exit 1",
+                           "echo \"bwrap: Can't fork for pid 1: Resource temporarily unavailable\" >&2; exit 1",
+                           "echo 'bwrap: execvp /bin/sh: x' >&4; exit 1"}) {
+    const SandboxResult mimic = run_sandboxed(sh(line), own_users(8));
+    EXPECT_EQ(mimic.status, SandboxStatus::kExited) << line << ": " << to_string(mimic.status) << " " << mimic.error;
+    EXPECT_EQ(mimic.exit_code, 1) << line;
+  }
   const SandboxResult mimic = run_sandboxed(sh("echo 'bwrap: execvp /bin/sh: Read-only file system'; exit 1"), own_users(8));
   EXPECT_EQ(mimic.output, "bwrap: execvp /bin/sh: Read-only file system\n");
+  // A workspace file that is not executable is the program's failure.
+  const SandboxResult plain = run_sandboxed({{"./run.sh"}, {{"run.sh", "#!/bin/sh\necho ran\n", false}}}, own_users(8));
+  EXPECT_EQ(plain.status, SandboxStatus::kExited) << to_string(plain.status) << " " << plain.error;
+  EXPECT_EQ(plain.exit_code, 126);
+}
+
+// bwrap's failures after it set the sandbox up, here its fork of the
+// namespace's init refused at the process limit ("bwrap: Can't fork for pid
+// 1: Resource temporarily unavailable": the user already runs max_procs
+// tasks, bwrap the next, the limit is max_procs + 2), are start failures
+// naming bwrap's reason, not the program's exit 1 (which a verifier scored
+// 0 and the test-run cache kept for every later episode of the task).
+TEST(Sandbox, AProcessLimitMetBeforeTheProgramIsAStartFailure) {
+  REQUIRE_SANDBOX();
+  if (geteuid() != 0) GTEST_SKIP() << "fills a sandbox user's process limit: needs root";
+  SandboxLimits limits = own_users(12);
+  limits.max_procs = 4;
+  limits.wall_s = 20;
+  // Processes of the sandbox's user outside the sandbox, as another run of
+  // the same user would be.
+  std::vector<pid_t> sleepers;
+  for (int i = 0; i < limits.max_procs; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (::setresgid(limits.uid, limits.uid, limits.uid) != 0 || ::setresuid(limits.uid, limits.uid, limits.uid) != 0)
+        ::_exit(1);
+      ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+      ::_exit(1);
+    }
+    sleepers.push_back(pid);
+  }
+  const SandboxResult r = run_sandboxed(sh("echo ran"), limits);
+  for (pid_t pid : sleepers) ::kill(pid, SIGKILL);
+  for (pid_t pid : sleepers) ::waitpid(pid, nullptr, 0);
+  EXPECT_EQ(r.status, SandboxStatus::kStartFailed) << to_string(r.status) << " " << r.output;
+  EXPECT_NE(r.error.find("Resource temporarily unavailable"), std::string::npos) << r.error;
+  EXPECT_EQ(r.output, "");
+  // Once they are gone, the same run runs.
+  const SandboxResult again = run_sandboxed(sh("echo ran"), limits);
+  EXPECT_TRUE(again.ok()) << to_string(again.status) << " " << again.error;
 }
 
 // The fallback for kernels without close_range(CLOSE_RANGE_CLOEXEC): every
