@@ -267,6 +267,36 @@ void verify_checksum(const File& f, const std::string& name, hid_t ds, const voi
                      "'): the file is damaged, or another program changed the data without updating it");
 }
 
+// Refuses a dataset whose stated size its file does not store: contiguous
+// storage shorter than the elements, or chunks not all allocated (forge
+// writes every dataset it reads this way whole). A damaged 350 KB
+// checkpoint stating 2^40 elements had forge allocate them before reading.
+void require_stored(const File& f, const std::string& name, hid_t ds, hid_t space, hid_t ftype, hssize_t n) {
+  const std::string where = "'" + f.path() + "': dataset '" + name + "' states " + std::to_string(n) + " elements";
+  Handle dcpl(H5Dget_create_plist(ds), H5Pclose);
+  if (!dcpl.valid()) throw InputError(where + " and its storage cannot be read (damaged file)");
+  if (H5Pget_layout(dcpl.id()) == H5D_CHUNKED) {
+    const int rank = H5Sget_simple_extent_ndims(space);
+    std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0))), chunk(dims.size());
+    hsize_t allocated = 0;
+    if (rank < 0 || H5Sget_simple_extent_dims(space, dims.data(), nullptr) < 0 ||
+        H5Pget_chunk(dcpl.id(), rank, chunk.data()) != rank || H5Dget_num_chunks(ds, space, &allocated) < 0)
+      throw InputError(where + " and its chunks cannot be read (damaged file)");
+    long double needed = 1;
+    for (int i = 0; i < rank; ++i)
+      needed *= chunk[i] > 0 ? static_cast<long double>((dims[i] + chunk[i] - 1) / chunk[i]) : 0.0L;
+    if (static_cast<long double>(allocated) < needed)
+      throw InputError(where + " but stores " + std::to_string(allocated) + " of its " +
+                       std::to_string(static_cast<double>(needed)) + " chunks (damaged or unfinished file)");
+    return;
+  }
+  const long double stated = static_cast<long double>(n) * static_cast<long double>(H5Tget_size(ftype));
+  const hsize_t stored = H5Dget_storage_size(ds);
+  if (static_cast<long double>(stored) < stated)
+    throw InputError(where + " (" + std::to_string(static_cast<double>(stated)) + " bytes) but stores " +
+                     std::to_string(stored) + " bytes (damaged file)");
+}
+
 template <typename T>
 std::vector<T> read_dataset(const File& f, const std::string& name, hid_t type,
                             H5T_class_t want_class) {
@@ -279,6 +309,7 @@ std::vector<T> read_dataset(const File& f, const std::string& name, hid_t type,
   Handle space(H5Dget_space(ds.id()), H5Sclose);
   const hssize_t n = H5Sget_simple_extent_npoints(space.id());
   if (n < 0) throw InputError("'" + f.path() + "': cannot read the shape of '" + name + "'");
+  if (n > 0) require_stored(f, name, ds.id(), space.id(), ftype.id(), n);
   std::vector<T> out(static_cast<size_t>(n));
   if (n > 0 && H5Dread(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     throw InputError("'" + f.path() + "': cannot read dataset '" + name + "' (corrupted?)");

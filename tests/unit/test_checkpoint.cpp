@@ -433,6 +433,38 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
     EXPECT_NO_THROW(load_checkpoint(path, changed, nullptr));
     EXPECT_NE(changed.get_params(), model.get_params());
   }
+  // A dataset that states far more elements than its file stores (2^40
+  // words of an RNG state or a section in a file of kilobytes, chunked with
+  // no chunk written; or contiguous and short): refused before anything is
+  // allocated (forge allocated them, then ended with "out of memory").
+  {
+    st.rngs["tasks"] = {1, 2, 3, 4};
+    st.sections["data_pool"].i64["head"] = {5, 6};
+    const std::string with_rng = save_checkpoint(temp_dir("bad_sizes"), model, nullptr, st, 0);
+    for (const char* name : {"/rng/tasks", "/data_pool/head"}) {
+      for (const bool chunked : {true, false}) {
+        const std::string path = dir + "/huge" + std::to_string(chunked) + std::string(name).substr(1, 3) + ".h5";
+        std::filesystem::copy_file(with_rng, path, std::filesystem::copy_options::overwrite_existing);
+        {
+          h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+          ASSERT_GE(H5Ldelete(f.id(), name, H5P_DEFAULT), 0);
+          const hsize_t n = chunked ? hsize_t{1} << 40 : 4, max = H5S_UNLIMITED, chunk = 1024;
+          h5::Handle space(H5Screate_simple(1, &n, chunked ? &max : nullptr), H5Sclose);
+          h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+          if (chunked) {
+            ASSERT_GE(H5Pset_chunk(dcpl.id(), 1, &chunk), 0);
+          }
+          h5::Handle ds(H5Dcreate2(f.id(), name, H5T_NATIVE_UINT64, space.id(), H5P_DEFAULT, dcpl.id(), H5P_DEFAULT),
+                        H5Dclose);
+          ASSERT_TRUE(ds.valid());  // contiguous and never written: no storage at all
+        }
+        expect_input_error([&] { load_checkpoint(path, model, nullptr); },
+                           {path, name, "states " + std::to_string(chunked ? int64_t{1} << 40 : 4) + " elements"});
+      }
+    }
+    st.rngs.clear();
+    st.sections.clear();
+  }
   // A file name with more digits than any step: not a checkpoint of the run.
   std::ofstream(dir + "/ckpt_step_99999999999999999999.h5") << "x";
   EXPECT_EQ(latest_checkpoint(dir), good);
