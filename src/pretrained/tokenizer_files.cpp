@@ -185,7 +185,10 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (!model.string(key, "").empty())
       throw bad("model." + std::string(key) + " = '" + model.string(key, "") + "' (WordPiece-style; forge's BPE uses none)");
-  if (file.has("decoder") && file.object("decoder").string("type", "") != "ByteLevel")
+  // No decoder (absent or null): Hugging Face joins the tokens' texts with
+  // spaces ("hello wor ld !"), not byte-level decoding.
+  if (!file.has("decoder")) throw bad("no decoder (Hugging Face then joins tokens with spaces; forge decodes byte-level BPE: ByteLevel)");
+  if (file.object("decoder").string("type", "") != "ByteLevel")
     throw bad("decoder " + json_shown(tj["decoder"]) + " (forge decodes byte-level BPE: ByteLevel)");
   BpeVocabulary v;
   const json& vocab = model.object("vocab").value();

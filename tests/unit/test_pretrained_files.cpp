@@ -1174,6 +1174,8 @@ TEST(PretrainedModel, TokenizerValuesOfTheWrongTypeNameTheirKey) {
          "model.continuing_subword_prefix = '##'");
   expect(tokenizer, [](json& j) { j["model"]["end_of_word_suffix"] = "</w>"; }, "model.end_of_word_suffix = '</w>'");
   expect(tokenizer, [](json& j) { j["decoder"] = {{"type", "Metaspace"}}; }, "decoder {\"type\":\"Metaspace\"}");
+  expect(tokenizer, [](json& j) { j["decoder"] = nullptr; }, "no decoder (Hugging Face then joins tokens with spaces");
+  expect(tokenizer, [](json& j) { j.erase("decoder"); }, "no decoder");
   expect(tokenizer, [](json& j) { j["added_tokens"][0]["rstrip"] = true; }, "has rstrip = true");
   // An unknown token where a byte has no token (Hugging Face encodes that
   // byte as it; forge dropped it), and an added token that is a vocabulary
