@@ -144,6 +144,8 @@ static int bench_main(int argc, char** argv) {
   flags.finish();
   if (group < 1 || sessions < 1 || turns < 1 || prompt < 1 || max_new < 1 || reps < 1)
     bench::Flags::usage("--sessions, --group, --turns, --prompt, --new and --reps must be at least 1");
+  // Decode is every new token after the first (the prompt's forward gives it).
+  if (max_new < 2) bench::Flags::usage("--new must be at least 2 (decode tokens/s counts the tokens after the first)");
 
   ModelConfig c;
   c.vocab = ByteTokenizer::kVocabSize;  // d 256, 4 layers, 8 heads, 8 kv heads, ffn 688 by default

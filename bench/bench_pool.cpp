@@ -30,10 +30,8 @@ double quantile_us(const std::vector<double>& seconds, double q) { return 1e6 * 
 }  // namespace
 
 static int bench_main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // The flags before MPI: --help and a usage error exit without a rank's
+  // MPI_Finalize (mpirun then reported an improper exit, rc 1).
   bench::Flags flags(argc, argv);
   DataPoolConfig cfg;
   cfg.window.kind = WindowKind::kWindowed;
@@ -44,6 +42,10 @@ static int bench_main(int argc, char** argv) {
   if (n < 1 || m < 1 || w < 1 || ops < 1) bench::Flags::usage("--n, --m, --w and --ops must be at least 1");
   if (!(bytes >= 1 && bytes < 2147483648.0) || bytes != static_cast<double>(static_cast<int64_t>(bytes)))
     bench::Flags::usage("--bytes must be a whole number in [1, 2^31)");
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
   cfg.window.n_running = static_cast<uint64_t>(n);
   cfg.window.memory = static_cast<uint64_t>(m);
   cfg.window.window = static_cast<uint64_t>(w);

@@ -85,6 +85,7 @@ static int bench_main(int argc, char** argv) {
   flags.finish();
   if (seqs < 1 || prompt < 1 || new_tokens < 1 || reps < 1 || memory_tokens < 1 || bin < 1)
     bench::Flags::usage("--seqs, --prompt, --new, --reps, --memory_tokens and --bin must be at least 1");
+  if (new_tokens < 2) bench::Flags::usage("--new must be at least 2 (decode tokens/s counts the tokens after the first)");
   if (seq < 2) bench::Flags::usage("--seq must be at least 2 (a training sequence predicts its next tokens)");
   std::vector<int> batches;
   std::string batches_text;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,7 +34,10 @@ class Flags {
       if (a.rfind("--", 0) != 0) usage("unexpected argument '" + a + "'");
       a = a.substr(2);
       const auto eq = a.find('=');
-      kv_[a.substr(0, eq)] = eq == std::string::npos ? "1" : a.substr(eq + 1);
+      const std::string key = a.substr(0, eq);
+      if (kv_.count(key)) usage("--" + key + " is given twice");
+      kv_[key] = eq == std::string::npos ? "" : a.substr(eq + 1);
+      if (eq == std::string::npos) bare_.insert(key);
     }
   }
   int get(const std::string& k, int def) {
@@ -42,7 +46,7 @@ class Flags {
   }
   std::string get(const std::string& k, const std::string& def) {
     known(k, def);
-    return used(k) ? kv_[k] : def;
+    return used(k) ? value(k) : def;
   }
   // A comma-separated list of numbers; an item that is not one is a usage
   // error (exit 2).
@@ -52,8 +56,8 @@ class Flags {
     for (size_t at = 0;;) {
       const size_t comma = std::min(text.find(',', at), text.size());
       double x = 0;
-      if (!parse_whole(text.substr(at, comma - at), stod_at, &x))
-        usage("--" + k + " needs a comma-separated list of numbers, got '" + text + "'");
+      if (!parse_whole(text.substr(at, comma - at), stod_at, &x) || !std::isfinite(x))
+        usage("--" + k + " needs a comma-separated list of finite numbers, got '" + text + "'");
       out.push_back(x);
       if (comma == text.size()) return out;
       at = comma + 1;
@@ -63,7 +67,10 @@ class Flags {
   bool given(const std::string& k) const { return kv_.count(k) > 0; }
   double get(const std::string& k, double def) {
     known(k, shortest(def));
-    return used(k) ? number<double>(k, stod_at) : def;
+    if (!used(k)) return def;
+    const double x = number<double>(k, stod_at);
+    if (!std::isfinite(x)) usage("--" + k + " needs a finite number, got '" + kv_[k] + "'");
+    return x;
   }
   // A switch: --k, --k=1 or --k=true is on; absent, --k=0 or --k=false is
   // off; any other value is a usage error (exit 2). internal: one the
@@ -71,6 +78,7 @@ class Flags {
   bool on(const std::string& k, bool internal = false) {
     if (!internal) known(k, "");
     if (!used(k)) return false;
+    if (bare_.count(k)) return true;
     const std::string& v = kv_[k];
     if (v == "1" || v == "true") return true;
     if (v == "0" || v == "false") return false;
@@ -79,6 +87,8 @@ class Flags {
   // Call after all get()s: an unknown flag is an error (exit 2); --help
   // lists the flags asked for, with their defaults, and exits 0.
   void finish() {
+    for (const auto& [k, v] : kv_)
+      if (!seen_.count(k) && k != "help") usage("unknown flag --" + k);
     if (kv_.count("help")) {
       std::printf("usage: %s", program_.c_str());
       for (const auto& [k, def] : flags_) std::printf(" [--%s%s]", k.c_str(), def.empty() ? "" : ("=" + def).c_str());
@@ -87,8 +97,6 @@ class Flags {
                   program_.c_str());
       std::exit(0);
     }
-    for (const auto& [k, v] : kv_)
-      if (!seen_.count(k)) usage("unknown flag --" + k);
   }
   // A bad flag value: the message on stderr, exit 2.
   [[noreturn]] static void usage(const std::string& msg) {
@@ -108,8 +116,14 @@ class Flags {
   template <class T, class Parse>
   T number(const std::string& k, Parse parse) {
     T x{};
-    if (!parse_whole(kv_[k], parse, &x)) usage("--" + k + " needs a number, got '" + kv_[k] + "'");
+    if (!parse_whole(value(k), parse, &x)) usage("--" + k + " needs a number, got '" + kv_[k] + "'");
     return x;
+  }
+  // A flag's text; given bare (--k, a switch's form) it has none: a usage
+  // error (it once read as "1": --reps ran one repetition).
+  const std::string& value(const std::string& k) {
+    if (bare_.count(k)) usage("--" + k + " needs a value (--" + k + "=...)");
+    return kv_[k];
   }
   // Whether all of `text` is one number (parse as std::stoi/stod: value and end).
   template <class T, class Parse>
@@ -134,6 +148,7 @@ class Flags {
   std::string program_;
   std::map<std::string, std::string> kv_;
   std::map<std::string, bool> seen_;
+  std::set<std::string> bare_;  // flags given without a value
   std::vector<std::pair<std::string, std::string>> flags_;  // in the order asked
 };
 
@@ -239,7 +254,10 @@ inline std::vector<std::string> command_lines(const std::string& cmd) {
   return lines;
 }
 
+// A number for the JSON line: null where it is not finite (JSON has no
+// inf or nan).
 inline std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;

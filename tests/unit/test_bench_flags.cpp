@@ -4,6 +4,8 @@
 // guarded_main rather than an uncaught exception.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,32 @@ TEST(BenchFlags, ListsAndRefusedValues) {
   EXPECT_EQ(forge::bench::guarded_main(1, argv, [](int, char**) -> int { throw forge::InputError("bad size"); }), 2);
   EXPECT_EQ(forge::bench::guarded_main(1, argv, [](int, char**) -> int { throw std::runtime_error("broke"); }), 1);
   EXPECT_EQ(forge::bench::guarded_main(1, argv, [](int, char**) { return 0; }), 0);
+}
+
+// A flag given bare that needs a value (it read as 1: --reps ran one
+// repetition, --floats benchmarked one float), a number that is not finite
+// (--measure_s=inf never ended), a flag given twice (the last one won) and
+// an unknown flag beside --help (which exited 0 without naming it) are
+// usage errors; the JSON line writes a non-finite figure as null.
+TEST(BenchFlags, MissingValuesNonFiniteNumbersAndRepeats) {
+  EXPECT_EXIT(parse({"--reps"}).get("reps", 3), testing::ExitedWithCode(2), "--reps needs a value");
+  EXPECT_EXIT(parse({"--scale"}).get("scale", 1.0), testing::ExitedWithCode(2), "--scale needs a value");
+  EXPECT_EXIT(parse({"--model"}).get("model", std::string("x")), testing::ExitedWithCode(2), "--model needs a value");
+  EXPECT_EXIT(parse({"--sizes"}).numbers("sizes", "4"), testing::ExitedWithCode(2), "--sizes needs a value");
+  for (const char* bad : {"--scale=inf", "--scale=nan", "--scale=-inf", "--scale=1e999"})
+    EXPECT_EXIT(parse({bad}).get("scale", 1.0), testing::ExitedWithCode(2), "--scale needs a (finite )?number");
+  EXPECT_EXIT(parse({"--sizes=1,inf"}).numbers("sizes", "4"), testing::ExitedWithCode(2), "finite numbers");
+  EXPECT_EXIT(parse({"--reps=2", "--reps=3"}), testing::ExitedWithCode(2), "--reps is given twice");
+  EXPECT_EXIT(
+      {
+        auto f = parse({"--help", "--bogus"});
+        f.get("reps", 3);
+        f.finish();
+      },
+      testing::ExitedWithCode(2), "unknown flag --bogus");
+  EXPECT_EQ(forge::bench::num(std::numeric_limits<double>::infinity()), "null");
+  EXPECT_EQ(forge::bench::num(std::nan("")), "null");
+  EXPECT_EQ(forge::bench::num(2.5), "2.5");
 }
 
 }  // namespace
