@@ -183,8 +183,11 @@ int run_main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::cout.flush();
     std::cerr << "forge: error: out of memory: a size the configuration asks for does not fit this machine "
-                 "(the rollout engine's KV cache grows with agent.max_context_tokens + agent.max_new_tokens and "
-                 "the episodes in flight; a training batch with train.max_tokens)\n";
+                 "(the model's parameters, with AdamW's two moments and the gradients: four floats each, grow with "
+                 "[model] d_model, n_layers, ffn_dim and vocab; the rollout engine's KV cache with "
+                 "agent.max_context_tokens + agent.max_new_tokens and the episodes in flight; a training batch "
+                 "with train.max_tokens)\n";
+    remove_unused_run_folders();
     return 1;
   } catch (const std::exception& e) {
     std::cout.flush();

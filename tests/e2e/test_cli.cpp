@@ -184,6 +184,18 @@ TEST(Cli, TrainBinsSmallerThanACallAreRefusedAtStart) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
 }
 
+// A model too large for the machine: exit 1 naming the model's sizes among
+// what grows, and no run folder left behind (it kept one holding forge.lock).
+TEST(Cli, AModelThatDoesNotFitLeavesNoRunFolder) {
+  const std::string dir = ::testing::TempDir() + "forge_cli_oom_" + std::to_string(getpid());
+  const Result r = forge("train --train.steps=1 --model.d_model=65536 --model.n_layers=1024 --model.ffn_dim=1048576 "
+                         "--model.n_heads=64 --model.n_kv_heads=64 --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "forge: error: out of memory")) << r.err;
+  EXPECT_TRUE(contains(r.err, "[model] d_model, n_layers, ffn_dim and vocab")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+}
+
 // Greedy decoding cannot train (a group's episodes would be one, and its
 // logprobs not a sampler's): refused at start, no run folder made.
 TEST(Cli, TrainRefusesGreedySampling) {
