@@ -126,7 +126,7 @@ struct Shared {
 int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQueue& sends) {
   ForgeConfig& all = *sh.all;
   StandardConfig& cfg = all.base;
-  TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, all.train.steps), cfg.run);
+  TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run, all.train.steps);
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   const LearnerStart start = load_learner_start(model, opt, cfg.run, all.train, sh.resume);

@@ -339,7 +339,7 @@ int run_sft(int argc, char** argv) {
   // folder and its config.ini are written. (An agent demonstration that
   // agent.max_turns or the token budgets cut short is found when it is
   // drawn: make_demonstration's InputError then ends the run.)
-  TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, sft.steps), cfg.run);
+  TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run, sft.steps);
   if (sft.task == "agent")
     warn_past_context(policy.source, agent.max_context_tokens + agent.max_new_tokens,
                       "agent.max_context_tokens + agent.max_new_tokens");

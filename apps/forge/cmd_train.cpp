@@ -96,7 +96,7 @@ int run_train(int argc, char** argv) {
 
   const int threads = set_compute_threads(cfg.run.threads);
   cli::log_host_warnings(threads);
-  TrainablePolicy policy = make_trainable_policy(cfg.model, with_horizon(cfg.optim, tc.steps), cfg.run);
+  TrainablePolicy policy = make_trainable_policy(cfg.model, cfg.optim, cfg.run, tc.steps);
   warn_past_context(policy.source, agent.max_context_tokens + agent.max_new_tokens,
                     "agent.max_context_tokens + agent.max_new_tokens");
   warn_turns_below_largest_task(all.env, agent);

@@ -3,11 +3,21 @@
 #include <cstdio>
 
 #include "backend/backend_registry.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
 
 namespace forge {
 
-TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& optim, const RunConfig& run) {
+TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& configured, const RunConfig& run,
+                                      int steps) {
+  // A cosine horizon set below the warm-up: the rate would climb past the
+  // horizon, then fall back to optim.lr and straight to the floor.
+  if (configured.schedule == "cosine" && configured.total_steps > 0 && configured.warmup_steps > configured.total_steps)
+    throw InputError("optim.total_steps = " + std::to_string(configured.total_steps) + " is below optim.warmup_steps = " +
+                     std::to_string(configured.warmup_steps) +
+                     ": the cosine schedule's warm-up would end past its horizon; raise optim.total_steps "
+                     "(0: the run's steps) or lower optim.warmup_steps");
+  const OptimConfig optim = with_horizon(configured, steps);
   TrainablePolicy p;
   p.backend = make_backend(run.backend, parse_precision(run.precision));
   p.source = resolve_model(model, true);
@@ -23,16 +33,17 @@ TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& opt
     p.model->init_random(run.seed);
   }
   // A warm-up longer than the run: the rate rises all along and never gets
-  // to optim.lr; as long as a cosine run: its decay never starts.
+  // to optim.lr; as long as a cosine run: its decay never starts. Against
+  // the run's steps, not the cosine horizon (optim.total_steps may differ).
   const bool cosine = optim.schedule == "cosine";
-  if (optim.total_steps > 0 && (optim.warmup_steps > optim.total_steps ||
-                                (cosine && optim.warmup_steps > 0 && optim.warmup_steps == optim.total_steps))) {
+  if (steps > 0 && optim.warmup_steps > 0 &&
+      (optim.warmup_steps > steps || (cosine && optim.warmup_steps == steps))) {
     char rates[96];
     std::snprintf(rates, sizeof rates, "ends at %.3g, not optim.lr = %.3g",
-                  static_cast<double>(learning_rate_at(optim, optim.total_steps - 1)), static_cast<double>(optim.lr));
-    const bool short_of_lr = optim.warmup_steps > optim.total_steps;
-    log_warn("optim.warmup_steps = " + std::to_string(optim.warmup_steps) + " is not below the schedule's " +
-             std::to_string(optim.total_steps) + " steps: the learning rate rises all run" +
+                  static_cast<double>(learning_rate_at(optim, steps - 1)), static_cast<double>(optim.lr));
+    const bool short_of_lr = optim.warmup_steps > steps;
+    log_warn("optim.warmup_steps = " + std::to_string(optim.warmup_steps) + " is not below the run's " +
+             std::to_string(steps) + " steps: the learning rate rises all run" +
              (short_of_lr ? std::string(" and ") + rates : std::string()) +
              (cosine ? " (the cosine decay never starts)" : "") + "; lower optim.warmup_steps");
   }

@@ -2,8 +2,9 @@
 // (run.backend, run.precision), the model the [model] section names
 // (pretrained/model_source.hpp: a pretrained model's weights, or the
 // built-in policy initialised from run.seed), and AdamW over it
-// (optim.total_steps is the cosine schedule's horizon: a caller resolves 0,
-// the default, to its step count with with_horizon).
+// (optim.total_steps is the cosine schedule's horizon: 0, the default, is
+// the run's `steps`, with_horizon; a cosine horizon below the warm-up is an
+// InputError, a warm-up not below the run's steps a warning).
 #pragma once
 #include <memory>
 
@@ -26,6 +27,6 @@ struct TrainablePolicy {
 // `model` is resolved in place (a pretrained model's sizes replace its own,
 // so that the run's config.ini and checkpoints record them). InputError for
 // an unknown or unavailable backend or precision, or an unreadable model.
-TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& optim, const RunConfig& run);
+TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& optim, const RunConfig& run, int steps);
 
 }  // namespace forge

@@ -139,7 +139,7 @@ TEST(Sft, AWarmUpAsLongAsTheRunIsWarnedAbout) {
   std::filesystem::remove_all(dir);
   const Result r = forge(tiny + dir);
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_TRUE(contains(r.err, "warning: optim.warmup_steps = 20 is not below the schedule's 5 steps: the learning "
+  EXPECT_TRUE(contains(r.err, "warning: optim.warmup_steps = 20 is not below the run's 5 steps: the learning "
                               "rate rises all run and ends at 0.00025, not optim.lr = 0.001 (the cosine decay "
                               "never starts)")) << r.err;
   std::filesystem::remove_all(dir);
@@ -151,12 +151,26 @@ TEST(Sft, AWarmUpAsLongAsTheRunIsWarnedAbout) {
   // is missed.
   const Result equal = forge(tiny + dir + " --optim.warmup_steps=5");
   ASSERT_EQ(equal.rc, 0) << equal.err;
-  EXPECT_TRUE(contains(equal.err, "warning: optim.warmup_steps = 5 is not below the schedule's 5 steps: the "
+  EXPECT_TRUE(contains(equal.err, "warning: optim.warmup_steps = 5 is not below the run's 5 steps: the "
                                   "learning rate rises all run (the cosine decay never starts)")) << equal.err;
   std::filesystem::remove_all(dir);
   const Result constant = forge(tiny + dir + " --optim.warmup_steps=5 --optim.schedule=constant");
   ASSERT_EQ(constant.rc, 0) << constant.err;
   EXPECT_FALSE(contains(constant.err, "optim.warmup_steps")) << constant.err;
+  std::filesystem::remove_all(dir);
+  // Against the run's steps, not a cosine horizon set apart from them: a
+  // warm-up of 4 in a run of 5 toward a horizon of 4 was warned about (the
+  // rate "rises all run"; it reached optim.lr at step 4).
+  const Result horizon = forge(tiny + dir + " --optim.warmup_steps=4 --optim.total_steps=4");
+  ASSERT_EQ(horizon.rc, 0) << horizon.err;
+  EXPECT_FALSE(contains(horizon.err, "optim.warmup_steps")) << horizon.err;
+  std::filesystem::remove_all(dir);
+  // A horizon below the warm-up is refused (the rate climbed past it, then
+  // went back to optim.lr and down to the floor), and leaves no run folder.
+  const Result below = forge(tiny + dir + " --optim.warmup_steps=4 --optim.total_steps=3");
+  EXPECT_EQ(below.rc, 2) << below.err;
+  EXPECT_TRUE(contains(below.err, "forge: error: optim.total_steps = 3 is below optim.warmup_steps = 4")) << below.err;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
   std::filesystem::remove_all(dir);
 }
 
