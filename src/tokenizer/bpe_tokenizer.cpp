@@ -65,12 +65,17 @@ BpeTokenizer::BpeTokenizer(BpeVocabulary vocab, const std::string& source) : voc
       bytes_of_[id] = t;
       continue;
     }
-    // Byte-level text back to bytes; a character outside the alphabet stays as it is.
+    // Byte-level text back to bytes; a token with any character outside the
+    // alphabet is its text as it is, whole ("Ġ中" stays "Ġ中"), as Hugging
+    // Face's ByteLevel decoder takes it.
     std::string raw;
     for (const auto& c : unicode::decode_utf8(t)) {
       const int b = byte_of_char(c.cp);
-      if (b >= 0) raw.push_back(static_cast<char>(b));
-      else raw.append(t, c.offset, c.bytes);
+      if (b < 0) {
+        raw = t;
+        break;
+      }
+      raw.push_back(static_cast<char>(b));
     }
     bytes_of_[id] = raw;
   }

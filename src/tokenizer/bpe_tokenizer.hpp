@@ -13,7 +13,8 @@
 //        byte, the adjacent pair of lowest merge rank is merged (leftmost
 //        first among equal ranks) until no pair has a merge
 //   decode(ids): the tokens' byte-level text mapped back to bytes; added
-//     tokens as their content.
+//     tokens, and a token with a character outside the byte-level
+//     alphabet, as their text.
 //
 // This is what the Hugging Face tokenizers library computes for a BPE model
 // without dropout, unknown token or byte fallback (tests/reference checks it

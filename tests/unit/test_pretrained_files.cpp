@@ -165,6 +165,18 @@ BpeVocabulary tiny_vocab() {
   return v;
 }
 
+// A vocabulary token with a character outside the byte-level alphabet
+// decodes as its text, whole, as Hugging Face's ByteLevel decoder takes it
+// ("Ġ中" was " 中": its Ġ mapped back to a space).
+TEST(BpeTokenizer, ATokenOutsideTheByteAlphabetDecodesAsItsText) {
+  BpeVocabulary v = tiny_vocab();
+  v.tokens.push_back("\xC4\xA0\xE4\xB8\xAD");  // "Ġ中"
+  const BpeTokenizer t(v, "test");
+  const int32_t id = static_cast<int32_t>(v.tokens.size()) - 1;
+  EXPECT_EQ(t.decode({id}), "\xC4\xA0\xE4\xB8\xAD");
+  EXPECT_EQ(t.decode({258, id}), " a\xC4\xA0\xE4\xB8\xAD");  // "Ġa" is byte-level: " a"
+}
+
 const char* const kChatMl =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
