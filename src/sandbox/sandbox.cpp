@@ -278,8 +278,16 @@ rlim_t tasks_of_user(uid_t uid) {
   set_limit(RLIMIT_NOFILE, kMaxOpenFiles, kMaxOpenFiles);
   set_limit(RLIMIT_CORE, 0, 0);
   execvp(argv[0], argv.data());
-  static const char msg[] = "sandbox: could not execute bwrap (is bubblewrap installed? tools/setup.sh installs it)\n";
-  (void)!write(2, msg, sizeof msg - 1);
+  // Async-signal-safe: the reason by errno from a fixed list, no formatting.
+  const int err = errno;
+  static const char head[] = "sandbox: could not execute bwrap: ";
+  const char* why = err == ENOENT   ? "not found (is bubblewrap installed? tools/setup.sh installs it)\n"
+                    : err == EAGAIN ? "Resource temporarily unavailable (the sandbox user's process limit)\n"
+                    : err == EACCES ? "permission denied\n"
+                    : err == ENOMEM ? "out of memory\n"
+                                    : "exec failed\n";
+  (void)!write(2, head, sizeof head - 1);
+  (void)!write(2, why, strlen(why));
   _exit(127);
 }
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <future>
 #include <set>
@@ -431,6 +432,15 @@ TEST(Sandbox, StartFailuresAreResultsNotExceptions) {
   EXPECT_EQ(r.status, SandboxStatus::kStartFailed);
   EXPECT_NE(r.error.find("bubblewrap"), std::string::npos) << r.error;
   EXPECT_FALSE(r.ok());
+  // One that is there but cannot run says why (it asked whether bubblewrap
+  // was installed whatever the reason).
+  const std::string plain = ::testing::TempDir() + "/not_executable_bwrap_" + std::to_string(getpid());
+  std::ofstream(plain) << "#!/bin/sh\n";
+  limits.bwrap = plain.c_str();
+  const SandboxResult denied = run_sandboxed(sh("true"), limits);
+  EXPECT_EQ(denied.status, SandboxStatus::kStartFailed);
+  EXPECT_NE(denied.error.find("could not execute bwrap: permission denied"), std::string::npos) << denied.error;
+  std::remove(plain.c_str());
   for (const char* bad : {"../escape.py", "/etc/passwd", "a//b", "dir/", ""}) {
     const SandboxResult b = run_sandboxed(sh("true", {{bad, "x"}}), {});
     EXPECT_EQ(b.status, SandboxStatus::kStartFailed) << bad;
