@@ -165,6 +165,36 @@ TEST(PolicyLoss, ClippedPositiveTokenKeepsGradientOnlyUnderCispo) {
   EXPECT_NEAR(policy_coefficients(cpu(), algo("ppo"), {s}, nullptr)[0][0], std::exp(1.0) * -2.0, 1e-5);
 }
 
+// Each algorithm's default clip range, from both sides of each bound:
+// PPO and GRPO [0.8, 1.2], DAPO [0.8, 1.28], CISPO [no lower bound, 1.28]
+// (CISPO keeps a clipped token's gradient at the clipped weight; the others
+// drop a token whose clipped term is the minimum). A changed default passed
+// every other test (their ratios sat past both 1.2 and 1.28).
+TEST(PolicyLoss, DefaultClipRangesOfEachAlgorithm) {
+  const auto coefficient = [](const char* algorithm, double r, float advantage) {
+    SampleTokens s;
+    s.advantage = advantage;
+    s.behaviour_logprob = {-1.0f};
+    s.logprob = {static_cast<float>(-1.0 + std::log(r))};
+    return static_cast<double>(policy_coefficients(cpu(), algo(algorithm), {s}, nullptr)[0][0]);
+  };
+  // A > 0: the upper bound.
+  for (const char* a : {"ppo", "grpo"}) {
+    EXPECT_NEAR(coefficient(a, 1.15, 1.0f), 1.15, 1e-5) << a;
+    EXPECT_EQ(coefficient(a, 1.25, 1.0f), 0.0) << a;
+  }
+  EXPECT_NEAR(coefficient("dapo", 1.25, 1.0f), 1.25, 1e-5);
+  EXPECT_EQ(coefficient("dapo", 1.3, 1.0f), 0.0);
+  EXPECT_NEAR(coefficient("cispo", 1.25, 1.0f), 1.25, 1e-5);
+  EXPECT_NEAR(coefficient("cispo", 1.3, 1.0f), 1.28, 1e-5);
+  // A < 0: the lower bound.
+  for (const char* a : {"ppo", "grpo", "dapo"}) {
+    EXPECT_NEAR(coefficient(a, 0.85, -1.0f), -0.85, 1e-5) << a;
+    EXPECT_EQ(coefficient(a, 0.75, -1.0f), 0.0) << a;
+  }
+  EXPECT_NEAR(coefficient("cispo", 0.5, -1.0f), -0.5, 1e-5);
+}
+
 TEST(PolicyLoss, MaskedTokensLeaveNumeratorAndDenominator) {
   Rng rng(3);
   auto batch = random_batch(rng, 5, false);
