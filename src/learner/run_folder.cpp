@@ -99,7 +99,7 @@ void write_run_config(const std::string& dir, const std::string& ini) {
   const std::string path = dir + "/config.ini", tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << ini;
+    out << kRunConfigMark << "\n" << ini;
     out.close();
     try {
       if (!out) throw Error("cannot write '" + path + "' (disk full or not writable)");
@@ -142,6 +142,19 @@ void refuse_existing_run(const std::string& dir, const std::string& command, boo
                      " does not overwrite it: " + (resumable ? "continue it with --resume, " : "") +
                      "choose another run.dir, or delete that one");
   std::error_code ec;
+  // A config.ini that a run did not write (a --config file kept in the run
+  // folder, notes): forge would replace it with the resolved configuration.
+  const std::string config = dir + "/config.ini";
+  if (std::filesystem::exists(config, ec)) {
+    std::ifstream in(config);
+    std::string first;
+    std::getline(in, first);
+    if (first != kRunConfigMark)
+      throw InputError("run.dir = '" + dir + "' holds a config.ini that no forge run wrote (" + config + "); " +
+                       command + " writes the run's resolved configuration there and does not overwrite it: "
+                       "move that file aside (a --config file can live anywhere), choose another run.dir, or "
+                       "delete it");
+  }
   const std::string rollouts = dir + "/rollouts.h5";
   if (std::filesystem::exists(rollouts, ec))
     throw InputError("run.dir = '" + dir + "' holds the rollouts of an earlier run that stopped before its first "

@@ -32,14 +32,20 @@ void hold_run_folder(const std::string& dir);
 // list (it never waits).
 void remove_unused_run_folders();
 
-// Writes RUN_DIR/config.ini whole (a temporary file renamed over it): Error
-// naming the file when it cannot be written (a full disk).
+// The first line of a run's config.ini (an ini comment): the file is the
+// run's own, which a later run in the folder may replace.
+inline constexpr const char* kRunConfigMark = "; the resolved configuration of this run, written by forge";
+
+// Writes RUN_DIR/config.ini whole (kRunConfigMark, then `ini`; a temporary
+// file renamed over it): Error naming the file when it cannot be written (a
+// full disk).
 void write_run_config(const std::string& dir, const std::string& ini);
 
 // InputError when `dir` holds a run: RUN_DIR/checkpoints/ckpt_step_*.h5
 // (the message suggests --resume where `command`, "forge sft" or "forge
 // train", is `resumable`) or, with no checkpoint to continue from,
-// RUN_DIR/rollouts.h5.
+// RUN_DIR/rollouts.h5; or a RUN_DIR/config.ini that does not start with
+// kRunConfigMark (a file of the user's, which the run would replace).
 void refuse_existing_run(const std::string& dir, const std::string& command, bool resumable);
 
 // A rollouts file as given, or RUN_DIR/rollouts.h5 of a run folder:

@@ -38,7 +38,15 @@ TEST(RunFolder, AnEarlierRunIsRefusedAndNothingElseIs) {
   EXPECT_EQ(refusal(dir), "");  // absent
   create_run_folder(dir);
   EXPECT_TRUE(fs::is_directory(dir));
-  std::ofstream(dir + "/config.ini") << "[run]\n";  // a run that stopped before training
+  // A config.ini of the user's (a --config file kept there, notes) is not
+  // replaced (it was, comments and all); one a run wrote, of a run that
+  // stopped before training, is.
+  std::ofstream(dir + "/config.ini") << "; my notes\n[run]\n";
+  std::string mine = refusal(dir);
+  EXPECT_NE(mine.find("holds a config.ini that no forge run wrote (" + dir + "/config.ini)"), std::string::npos)
+      << mine;
+  write_run_config(dir, "[run]\n");
+  EXPECT_EQ(refusal(dir), "");
   fs::create_directories(dir + "/checkpoints");
   std::ofstream(dir + "/checkpoints/ckpt_step_00000003.h5.tmp") << "torn";  // not a checkpoint
   EXPECT_EQ(refusal(dir), "");
