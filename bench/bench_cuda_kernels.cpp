@@ -88,6 +88,13 @@ static int bench_main(int argc, char** argv) {
     bench::Flags::usage("need tokens > 0, reps > 0, heads a multiple of kv_heads, 0 < dim <= 128; got tokens " +
                         std::to_string(T) + ", reps " + std::to_string(reps) + ", heads " + std::to_string(H) +
                         ", kv_heads " + std::to_string(Hkv) + ", dim " + std::to_string(D));
+  // A --tokens too small for the agent tree bin is a usage error before any
+  // output (the samples' lengths, which decide it, do not depend on the
+  // random tokens): it came after the first rows were timed and printed.
+  {
+    Rng probe(1);
+    bench::agent_tree_bin(probe, T, "--tokens");
+  }
 
   std::unique_ptr<Backend> gpu;
   try {

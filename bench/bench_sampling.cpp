@@ -5,7 +5,7 @@
 // forge sorts a prefix of 64, else the tokens of a bound on the nucleus
 // (sampling.cpp); the baseline sorts all V tokens each draw (with every token
 // a candidate, top_p 1 and no top_k, both draw in id order without a sort).
-// Both must draw the same tokens ("same" column).
+// Both must draw the same tokens ("same" column; exit 1 where they do not).
 //
 //   bench_sampling [--vocab=151936] [--draws=200] [--reps=5] [--sigma=3]
 //                  [--top_ps=0.9,0.95,1] [--top_k=0] [--masked=0] [--seed=1]
@@ -86,8 +86,8 @@ static int bench_main(int argc, char** argv) {
   const std::vector<double> top_ps = flags.numbers("top_ps", "0.9,0.95,1");
   const int top_k = flags.get("top_k", 0), seed = flags.get("seed", 1), masked = flags.get("masked", 0);
   flags.finish();
-  if (masked < 0 || masked >= vocab) bench::Flags::usage("--masked is in [0, vocab)");
   if (vocab < 2 || draws < 1 || reps < 1) bench::Flags::usage("--vocab must be at least 2, --draws and --reps at least 1");
+  if (masked < 0 || masked >= vocab) bench::Flags::usage("--masked is in [0, vocab)");
   if (!(sigma >= 0) || top_k < 0) bench::Flags::usage("--sigma and --top_k must be >= 0");
   for (const double p : top_ps)
     if (!(p > 0 && p <= 1)) bench::Flags::usage("--top_ps are in (0, 1]");
@@ -105,6 +105,7 @@ static int bench_main(int argc, char** argv) {
               vocab, sigma, masked, top_k, draws, reps);
   std::printf("%-8s %9s %12s %14s %9s %6s\n", "top_p", "nucleus", "forge ms", "whole sort ms", "speed-up", "same");
   std::string json_rows;
+  bool all_same = true;
   for (const double top_p : top_ps) {
     SamplingParams p;
     p.top_p = static_cast<float>(top_p);
@@ -124,6 +125,7 @@ static int bench_main(int argc, char** argv) {
       whole_ms.push_back(sw2.seconds() * 1e3 / draws);
       same = same && a == b;
     }
+    all_same = all_same && same;
     const double f = bench::median(forge_ms), w = bench::median(whole_ms);
     std::printf("%-8g %9d %12.3f %14.3f %8.1fx %6s\n", top_p, nucleus, f, w, w / f, same ? "yes" : "NO");
     char row[200];
@@ -137,6 +139,11 @@ static int bench_main(int argc, char** argv) {
                      {"top_k", std::to_string(top_k)},
                      {"masked", std::to_string(masked)},
                      {"rows", "[" + json_rows + "]"}});
+  // Draws that differ from the definition's are a bug, not a figure.
+  if (!all_same) {
+    std::fprintf(stderr, "error: forge's draws differ from the whole sort's (rows marked NO)\n");
+    return 1;
+  }
   return 0;
 }
 
