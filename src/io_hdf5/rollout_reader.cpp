@@ -400,6 +400,15 @@ EpisodeTable RolloutReader::episodes() const {
                 std::to_string(n_calls_) + " calls");
     next_call = first + t.n_calls[i];
   }
+  // Each call names its episode's row (what an h5py reader follows).
+  if (datasets_.count("calls/episode")) {
+    const auto owner = read<int64_t>("calls/episode", 0, next_call);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = t.call_offset[i]; c < t.call_offset[i] + t.n_calls[i]; ++c)
+        if (owner[c] != i)
+          corrupted("call " + std::to_string(c) + " names episode " + std::to_string(owner[c]) + " but lies in episode " +
+                    std::to_string(i) + "'s calls");
+  }
   int64_t next_token = 0;
   for (int64_t c = 0; c < next_call; ++c) {
     if (ctx[c] < 0 || gen[c] < 0 || token_offset[c] != next_token || ctx[c] + int64_t{gen[c]} > n_tokens_ - next_token)
@@ -522,7 +531,12 @@ Trajectory RolloutReader::episode(int64_t i) const {
   const auto offset = read<int64_t>("calls/token_offset", first, n);
   const auto ctx = read<int32_t>("calls/context_len", first, n);
   const auto gen = read<int32_t>("calls/generated_len", first, n);
+  const auto owner = datasets_.count("calls/episode") ? read<int64_t>("calls/episode", first, n)
+                                                      : std::vector<int64_t>(static_cast<size_t>(n), i);
   for (int32_t c = 0; c < n; ++c) {
+    if (owner[c] != i)
+      corrupted("episode " + std::to_string(i) + ", call " + std::to_string(c) + " names episode " +
+                std::to_string(owner[c]));
     if (ctx[c] < 0 || gen[c] < 0)
       corrupted("episode " + std::to_string(i) + ", call " + std::to_string(c) +
                 " has a negative context or generated length");

@@ -976,6 +976,24 @@ TEST(RolloutStore, DamagedOffsetsAndStepsAreInputErrors) {
                      {"call 0"});
   expect_input_error(damaged("episode", [](const std::string& p) { poke<int64_t>(p, "episodes/call_offset", 5, 0); }),
                      {"episode 5", "does not follow"});
+  // A call that names another episode than the one whose calls it lies
+  // among (an h5py reader following calls/episode got the wrong episode):
+  // both the table and the single episode's read refuse it.
+  const std::string owner = damaged("owner", [](const std::string& p) { poke<int64_t>(p, "calls/episode", 5, 999); });
+  expect_input_error(owner, {"call 5 names episode 999"});
+  {
+    RolloutReader r(owner);
+    int refused = 0;
+    for (int64_t i = 0; i < r.n_episodes(); ++i) {
+      try {
+        r.episode(i);
+      } catch (const InputError& e) {
+        ++refused;
+        EXPECT_NE(std::string(e.what()).find("names episode 999"), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_EQ(refused, 1);
+  }
   expect_input_error(damaged("step", [](const std::string& p) {
                        poke<int64_t>(p, "steps/step", 2, std::numeric_limits<int64_t>::max());
                      }),
