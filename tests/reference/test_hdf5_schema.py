@@ -6,8 +6,9 @@ through RolloutStore), then:
 
 1. every dataset in the document's "Datasets" table exists with the documented
    dtype and shape (symbolic dimensions such as n_tokens agree across
-   datasets; numbers are exact), chunked with an unlimited first dimension,
-   shuffle and gzip; every attribute of the "attributes" table exists with the
+   datasets; numbers are exact), chunked with only the first dimension
+   unlimited, shuffle and gzip level 4, the commit record's fill value -1,
+   superblock 3; every attribute of the "attributes" table exists with the
    documented dtype and shape; the file holds no dataset, group or attribute
    that the document does not list;
 2. the tables are consistent: offsets chain, loss_mask matches the call
@@ -88,10 +89,18 @@ def check_schema(path):
             if d.dtype != np.dtype(dtype):
                 failures.append(f"{name}: dtype {d.dtype}, documented {dtype}")
             check_shape(name, d.shape, parse_shape(shape), symbols, failures)
-            if d.chunks is None or d.maxshape[0] is not None:
-                failures.append(f"{name}: not chunked with an unlimited first dimension")
-            if d.compression != "gzip" or not d.shuffle:
-                failures.append(f"{name}: compression {d.compression}, shuffle {d.shuffle}")
+            if d.chunks is None or d.maxshape[0] is not None or tuple(d.maxshape[1:]) != tuple(d.shape[1:]):
+                failures.append(f"{name}: maxshape {d.maxshape}, not chunked with only the first dimension unlimited")
+            if d.compression != "gzip" or d.compression_opts != 4 or not d.shuffle:
+                failures.append(f"{name}: compression {d.compression} level {d.compression_opts}, shuffle {d.shuffle}")
+        # The commit record's fill value, which readers rely on to pass over
+        # a row whose extent was set but whose data did not land.
+        if "flushes" in f and f["flushes"].fillvalue != -1:
+            failures.append(f"flushes: fill value {f['flushes'].fillvalue}, documented -1")
+        # The latest file format (superblock 3), which SWMR needs.
+        superblock = f.id.get_create_plist().get_version()[0]
+        if superblock != 3:
+            failures.append(f"superblock version {superblock}, documented 3 (the latest format, which SWMR needs)")
 
         objects = {"/": f.attrs}
         objects.update({name: f[name].attrs for name in found_datasets | found_groups})
