@@ -208,6 +208,23 @@ std::string first_invalid_line(const std::string& text) {
   return "";
 }
 
+// The first [section] line of `text` whose name is empty or has spaces at
+// either end ("[]", "[ model ]"), which Boost's reader takes as a prefix
+// of its own (" model .d_model", an empty name read before its start); as
+// "N: 'line'"; empty if none.
+std::string first_bad_section(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const size_t hash = line.find('#');
+    const std::string t = trim(hash == std::string::npos ? line : line.substr(0, hash));
+    if (t.size() < 2 || t.front() != '[' || t.back() != ']') continue;
+    const std::string name = t.substr(1, t.size() - 2);
+    if (name.empty() || name != trim(name)) return std::to_string(n) + ": '" + t + "'";
+  }
+  return "";
+}
+
 // The first "key = value" line of `text` whose value holds a '#' right after
 // another character (`token = abc#def`, `dir=#3`): Boost's reader ends the
 // value there and takes the rest for a comment, so the value would be read
@@ -624,7 +641,17 @@ void OptionSet::load_ini_text(const std::string& text, const std::string& source
   const po::options_description desc = boost_description(ks, is_bool, false);
   // A UTF-8 byte order mark (Windows editors write one) is not part of the first key.
   const bool bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0;
+  // A carriage return not before a newline: the file ends its lines in CR
+  // alone (old Mac), which would read as one long line.
+  for (size_t cr = text.find('\r'); cr != std::string::npos; cr = text.find('\r', cr + 1))
+    if (cr + 1 == text.size() || text[cr + 1] != '\n')
+      throw InputError(source + ": a line ends in a carriage return alone (old Mac line endings); save the file with "
+                       "LF or CRLF line endings");
   const std::string stripped = strip_semicolon_comments(bom ? text.substr(3) : text);
+  const std::string section = first_bad_section(stripped);
+  if (!section.empty())
+    throw InputError(source + ":" + section + ": a section's name is written without spaces between its brackets, "
+                     "as [model]");
   const std::string cut = first_value_cut_by_hash(stripped);
   if (!cut.empty())
     throw InputError(source + ":" + cut + ": a value cannot hold '#' (the reader would end it there; a comment "

@@ -6,9 +6,10 @@ namespace {
 constexpr const char* kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // Appends s as valid UTF-8; keep(c) decides whether a one-byte (ASCII)
-// character stays.
+// character stays; with `c1`, a C1 control character (U+0080 to U+009F,
+// CSI among them) stays too, else it becomes one U+FFFD.
 template <class KeepAscii>
-std::string sanitize(std::string_view s, KeepAscii keep) {
+std::string sanitize(std::string_view s, KeepAscii keep, bool c1) {
   std::string out;
   out.reserve(s.size());
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
@@ -19,6 +20,11 @@ std::string sanitize(std::string_view s, KeepAscii keep) {
     for (size_t k = 1; ok && k < n; ++k) ok = (byte(i + k) & 0xC0) == 0x80;
     if (ok && n == 1) ok = keep(c);
     if (ok && n == 2) ok = c >= 0xC2;  // overlong
+    if (ok && n == 2 && !c1 && c == 0xC2 && byte(i + 1) < 0xA0) {
+      out += kReplacement;
+      i += 2;
+      continue;
+    }
     if (ok && n == 3) ok = !(c == 0xE0 && byte(i + 1) < 0xA0) && !(c == 0xED && byte(i + 1) >= 0xA0);
     if (ok && n == 4) ok = !(c == 0xF0 && byte(i + 1) < 0x90) && !(c == 0xF4 && byte(i + 1) >= 0x90) && c <= 0xF4;
     if (ok) {
@@ -35,11 +41,11 @@ std::string sanitize(std::string_view s, KeepAscii keep) {
 }  // namespace
 
 std::string valid_utf8(std::string_view s) {
-  return sanitize(s, [](unsigned char) { return true; });
+  return sanitize(s, [](unsigned char) { return true; }, true);
 }
 
 std::string printable_text(std::string_view s) {
-  return sanitize(s, [](unsigned char c) { return c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7F); });
+  return sanitize(s, [](unsigned char c) { return c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7F); }, false);
 }
 
 void append_utf8(char32_t cp, std::string* out) {

@@ -2,8 +2,9 @@
 // take as it is. valid_utf8: bytes that do not form a valid UTF-8 sequence
 // (truncated, overlong, surrogates, > U+10FFFF) become U+FFFD, one per byte;
 // valid sequences are kept. printable_text: the same, and control characters
-// other than newline and tab (NUL, escape sequences, DEL) become U+FFFD too,
-// for program output shown to an agent.
+// other than newline and tab (NUL, escape sequences, DEL, the C1 controls
+// U+0080 to U+009F) become U+FFFD too, one per character, for program output
+// shown to an agent.
 #pragma once
 #include <string>
 #include <string_view>

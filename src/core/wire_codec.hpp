@@ -8,6 +8,7 @@
 // and throws InputError naming the message ("what") and the byte offset: a
 // truncated or corrupted message is an error, never an out-of-bounds read.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -79,10 +80,11 @@ class WireReader {
   }
   bool done() const { return pos_ == size_; }
   size_t remaining() const { return size_ - pos_; }
-  // InputError unless `count` items of at least `min_bytes` each can still
+  // InputError unless `count` items of at least `min_bytes` each (taken as
+  // 1 when 0: an item of no bytes is still an item to allocate) can still
   // follow (checked before allocating them).
   void expect_room(uint64_t count, size_t min_bytes, const char* what) const {
-    if (count > remaining() / min_bytes) fail(std::string("a count of ") + std::to_string(count) + " " + what);
+    if (count > remaining() / std::max<size_t>(min_bytes, 1)) fail(std::string("a count of ") + std::to_string(count) + " " + what);
   }
   // InputError unless every byte was read.
   void expect_end() const {

@@ -356,6 +356,16 @@ TEST(Config, MalformedIniLine) {
   EXPECT_NE(msg.find("bad.ini:2: 'dir=#3': a value cannot hold '#'"), std::string::npos) << msg;
   o.load_ini_text("[run]\ndir = runs/exp # the third\n#dir = x#y\n", "good.ini");
   EXPECT_EQ(c.dir, "runs/exp");
+  // An empty section name and one with spaces at its ends, named with their
+  // line (Boost's reader took "[ model ]" as the prefix " model ", and "[]"
+  // as an empty one: "unknown option '.d_model'" with no line).
+  msg = input_error([&] { o.load_ini_text("[]\nd_model = 16\n", "bad.ini"); });
+  EXPECT_NE(msg.find("bad.ini:1: '[]': a section's name is written without spaces"), std::string::npos) << msg;
+  msg = input_error([&] { o.load_ini_text("# x\n[ model ]\nd_model = 16\n", "bad.ini"); });
+  EXPECT_NE(msg.find("bad.ini:2: '[ model ]'"), std::string::npos) << msg;
+  // Lines ended by a carriage return alone read as one line.
+  msg = input_error([&] { o.load_ini_text("[model]\rd_model = 16\r", "mac.ini"); });
+  EXPECT_NE(msg.find("mac.ini: a line ends in a carriage return alone"), std::string::npos) << msg;
 }
 
 // A NUL byte in a file's value is refused (run.dir 'a<NUL>b' was stored and

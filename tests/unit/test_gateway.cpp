@@ -11,6 +11,7 @@
 
 #include "agent/agent_episode.hpp"
 #include "agent/tool_call_format.hpp"
+#include "core/utf8.hpp"
 #include "env/env_mix.hpp"
 #include "episode/trajectory_codec.hpp"
 #include "gateway/chat_messages.hpp"
@@ -214,6 +215,16 @@ TEST(GatewayMessages, ValidUtf8ReplacesBadBytesOnly) {
   EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
   EXPECT_EQ(valid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate: each byte
   EXPECT_EQ(valid_utf8("\xF4\x90\x80\x80x"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDx");  // > U+10FFFF
+  EXPECT_EQ(valid_utf8("\xC2\x9B[31m"), "\xC2\x9B[31m");  // a C1 control is valid UTF-8
+}
+
+// printable_text: control characters become one U+FFFD each, C0 (ESC, NUL,
+// DEL) and C1 (U+009B, the one-character CSI, was kept); text, tab and
+// newline stay.
+TEST(GatewayMessages, PrintableTextReplacesControlCharacters) {
+  EXPECT_EQ(printable_text("a\tb\nc \xC3\xA9 \xC2\xA0"), "a\tb\nc \xC3\xA9 \xC2\xA0");  // U+00A0 is not a control
+  EXPECT_EQ(printable_text("\x1B[31m\x7F"), "\xEF\xBF\xBD[31m\xEF\xBF\xBD");
+  EXPECT_EQ(printable_text("\xC2\x9B[31m\xC2\x80x\xC2\x9F"), "\xEF\xBF\xBD[31m\xEF\xBF\xBDx\xEF\xBF\xBD");
 }
 
 struct GatewayEpisodes : ::testing::Test {
