@@ -169,11 +169,17 @@ std::vector<sock_filter> ipc_filter() {
 constexpr int kStartReportFd = 4;
 
 // The sandbox's first program: /bin/sh, which reports "ran", or "missing"
-// for a program not found in the sandbox's PATH, then becomes the program
-// with descriptor 4 closed. A failure before it (bwrap's fork of the init,
-// the exec of /bin/sh at the process limit) leaves the report empty.
+// for a program that is no file (a name with a '/' that does not exist, or
+// a name no folder of PATH holds as an executable file: a shell builtin or
+// keyword such as "cd" is no program), then becomes the program with
+// descriptor 4 closed and the environment as bwrap set it (dash exports a
+// PWD of its own: unset). No subshell, no fork: nothing more counts against
+// the process limit. A failure before it (bwrap's fork of the init, the exec
+// of /bin/sh at the process limit) leaves the report empty.
 constexpr const char* kTrampoline =
-    "command -v \"$1\" >/dev/null 2>&1 || { echo missing >&4; exit 127; }; echo ran >&4; exec \"$@\" 4>&-";
+    "case $1 in */*) [ -e \"$1\" ] && found=1;; *) IFS=:; for d in $PATH; do "
+    "[ -f \"$d/$1\" ] && [ -x \"$d/$1\" ] && found=1; done; unset IFS;; esac; "
+    "[ -n \"$found\" ] || { echo missing >&4; exit 127; }; unset found PWD OLDPWD; echo ran >&4; exec \"$@\" 4>&-";
 
 std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const std::vector<int>& file_fds,
                                          const SandboxLimits& limits, int info_fd, int seccomp_fd) {
