@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -267,6 +268,13 @@ void verify_checksum(const File& f, const std::string& name, hid_t ds, const voi
                      "'): the file is damaged, or another program changed the data without updating it");
 }
 
+// A count held in a long double (a product that may pass 2^64), as digits.
+std::string whole_number(long double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0Lf", x);
+  return buf;
+}
+
 // Refuses a dataset whose stated size its file does not store: contiguous
 // storage shorter than the elements, or chunks not all allocated (forge
 // writes every dataset it reads this way whole). A damaged 350 KB
@@ -286,15 +294,15 @@ void require_stored(const File& f, const std::string& name, hid_t ds, hid_t spac
     for (int i = 0; i < rank; ++i)
       needed *= chunk[i] > 0 ? static_cast<long double>((dims[i] + chunk[i] - 1) / chunk[i]) : 0.0L;
     if (static_cast<long double>(allocated) < needed)
-      throw InputError(where + " but stores " + std::to_string(allocated) + " of its " +
-                       std::to_string(static_cast<double>(needed)) + " chunks (damaged or unfinished file)");
+      throw InputError(where + " but stores " + std::to_string(allocated) + " of its " + whole_number(needed) +
+                       " chunks (damaged or unfinished file)");
     return;
   }
   const long double stated = static_cast<long double>(n) * static_cast<long double>(H5Tget_size(ftype));
   const hsize_t stored = H5Dget_storage_size(ds);
   if (static_cast<long double>(stored) < stated)
-    throw InputError(where + " (" + std::to_string(static_cast<double>(stated)) + " bytes) but stores " +
-                     std::to_string(stored) + " bytes (damaged file)");
+    throw InputError(where + " (" + whole_number(stated) + " bytes) but stores " + std::to_string(stored) +
+                     " bytes (damaged file)");
 }
 
 template <typename T>

@@ -149,11 +149,13 @@ void refuse_existing_run(const std::string& dir, const std::string& command, boo
     std::ifstream in(config);
     std::string first;
     std::getline(in, first);
+    if (!first.empty() && first.back() == '\r') first.pop_back();  // saved by an editor with CRLF
     if (first != kRunConfigMark)
-      throw InputError("run.dir = '" + dir + "' holds a config.ini that no forge run wrote (" + config + "); " +
-                       command + " writes the run's resolved configuration there and does not overwrite it: "
-                       "move that file aside (a --config file can live anywhere), choose another run.dir, or "
-                       "delete it");
+      throw InputError("run.dir = '" + dir + "' holds a config.ini without the first line a run writes (" + config +
+                       ": a file of yours, such as a --config file kept there, or one of a forge before 2026-12 "
+                       "whose run stopped before training); " + command + " writes the run's resolved "
+                       "configuration there and does not overwrite it: move that file aside (a --config file can "
+                       "live anywhere), choose another run.dir, or delete it");
   }
   const std::string rollouts = dir + "/rollouts.h5";
   if (std::filesystem::exists(rollouts, ec))

@@ -39,6 +39,22 @@ const std::vector<std::pair<std::string, std::string>>& known_features() {
       {"vaes", "vaes"},          {"vpclmulqdq", "vpclmulqdq"},
       {"amx-tile", "amx_tile"},  {"amx-bf16", "amx_bf16"},
       {"amx-int8", "amx_int8"},
+      {"fma4", "fma4"},
+      {"xop", "xop"},
+      {"sse4a", "sse4a"},
+      {"tbm", "tbm"},
+      {"avx512er", "avx512er"},
+      {"avx512pf", "avx512pf"},
+      {"avx5124vnniw", "avx512_4vnniw"},
+      {"avx5124fmaps", "avx512_4fmaps"},
+      {"avx512vp2intersect", "avx512_vp2intersect"},
+      {"sha", "sha_ni"},
+      {"aes", "aes"},
+      {"pclmul", "pclmulqdq"},
+      {"adx", "adx"},
+      {"rdrnd", "rdrand"},
+      {"rdseed", "rdseed"},
+      {"prfchw", "3dnowprefetch"},
   };
   return list;
 }
@@ -105,6 +121,13 @@ TEST(CpuBuildTarget, AnExtensionThisCpuLacksIsNamedInTheRefusal) {
   EXPECT_NE(s.find("-march=sapphirerapids"), std::string::npos) << s;
   EXPECT_NE(s.find(std::string("lacks ") + lacking[0] + ", " + lacking[1] + ":"), std::string::npos) << s;
   EXPECT_NE(s.find("FORGE_NATIVE"), std::string::npos) << s;
+  // The start-up check itself: exit 2 naming them, and nothing for a list
+  // this CPU has.
+  EXPECT_EXIT(exit_if_cpu_lacks(asked, "sapphirerapids"), ::testing::ExitedWithCode(2),
+              std::string("error: this binary was compiled for -march=sapphirerapids \\(FORGE_NATIVE=ON\\) and this "
+                          "CPU lacks ") + lacking[0] + ", " + lacking[1]);
+  const char* present[] = {"sse3", nullptr};
+  exit_if_cpu_lacks(present, "x86-64");
   // Cut at the buffer's size, still terminated.
   char small[24];
   format_build_target_refusal("sapphirerapids", missing, 2, small, sizeof small);

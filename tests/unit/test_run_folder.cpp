@@ -43,9 +43,13 @@ TEST(RunFolder, AnEarlierRunIsRefusedAndNothingElseIs) {
   // stopped before training, is.
   std::ofstream(dir + "/config.ini") << "; my notes\n[run]\n";
   std::string mine = refusal(dir);
-  EXPECT_NE(mine.find("holds a config.ini that no forge run wrote (" + dir + "/config.ini)"), std::string::npos)
+  EXPECT_NE(mine.find("holds a config.ini without the first line a run writes (" + dir + "/config.ini: a file of yours"),
+            std::string::npos)
       << mine;
   write_run_config(dir, "[run]\n");
+  EXPECT_EQ(refusal(dir), "");
+  // The run's own, saved again by an editor with CRLF line endings.
+  std::ofstream(dir + "/config.ini") << kRunConfigMark << "\r\n[run]\r\n";
   EXPECT_EQ(refusal(dir), "");
   fs::create_directories(dir + "/checkpoints");
   std::ofstream(dir + "/checkpoints/ckpt_step_00000003.h5.tmp") << "torn";  // not a checkpoint

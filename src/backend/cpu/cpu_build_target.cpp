@@ -51,6 +51,22 @@ bool cpu_supports_feature(const char* name, bool* known) {
   FORGE_FEATURE("amx-tile")
   FORGE_FEATURE("amx-bf16")
   FORGE_FEATURE("amx-int8")
+  FORGE_FEATURE("fma4")
+  FORGE_FEATURE("xop")
+  FORGE_FEATURE("sse4a")
+  FORGE_FEATURE("tbm")
+  FORGE_FEATURE("avx512er")
+  FORGE_FEATURE("avx512pf")
+  FORGE_FEATURE("avx5124vnniw")
+  FORGE_FEATURE("avx5124fmaps")
+  FORGE_FEATURE("avx512vp2intersect")
+  FORGE_FEATURE("sha")
+  FORGE_FEATURE("aes")
+  FORGE_FEATURE("pclmul")
+  FORGE_FEATURE("adx")
+  FORGE_FEATURE("rdrnd")
+  FORGE_FEATURE("rdseed")
+  FORGE_FEATURE("prfchw")
 #undef FORGE_FEATURE
   *known = false;
   return false;
@@ -79,18 +95,22 @@ void format_build_target_refusal(const char* march, const char* const* missing, 
                   "-march, or without -DFORGE_NATIVE (the default build picks its kernels at run time)");
 }
 
+void exit_if_cpu_lacks(const char* const* features, const char* march) {
+  const char* missing[64];
+  const int n = cpu_lacks_features(features, missing, 64);
+  if (n == 0) return;
+  char text[1024];
+  format_build_target_refusal(march, missing, n < 64 ? n : 64, text, sizeof text);
+  std::fprintf(stderr, "%s: error: %s\n", program_invocation_short_name, text);
+  std::_Exit(2);
+}
+
 namespace {
 
 // Before every other constructor of this binary (101: the first priority
 // not reserved for the implementation).
 __attribute__((constructor(101))) void refuse_a_cpu_without_the_build_features() {
-  const char* missing[64];
-  const int n = cpu_lacks_features(kBuildCpuFeatures, missing, 64);
-  if (n == 0) return;
-  char text[1024];
-  format_build_target_refusal(kBuildMarch, missing, n < 64 ? n : 64, text, sizeof text);
-  std::fprintf(stderr, "%s: error: %s\n", program_invocation_short_name, text);
-  std::_Exit(2);
+  exit_if_cpu_lacks(kBuildCpuFeatures, kBuildMarch);
 }
 
 }  // namespace

@@ -111,6 +111,54 @@ const char* const kBuildCpuFeatures[] = {
 #ifdef __AMX_INT8__
     "amx-int8",
 #endif
+#ifdef __FMA4__
+    "fma4",
+#endif
+#ifdef __XOP__
+    "xop",
+#endif
+#ifdef __SSE4A__
+    "sse4a",
+#endif
+#ifdef __TBM__
+    "tbm",
+#endif
+#ifdef __AVX512ER__
+    "avx512er",
+#endif
+#ifdef __AVX512PF__
+    "avx512pf",
+#endif
+#ifdef __AVX5124VNNIW__
+    "avx5124vnniw",
+#endif
+#ifdef __AVX5124FMAPS__
+    "avx5124fmaps",
+#endif
+#ifdef __AVX512VP2INTERSECT__
+    "avx512vp2intersect",
+#endif
+#ifdef __SHA__
+    "sha",
+#endif
+#ifdef __AES__
+    "aes",
+#endif
+#ifdef __PCLMUL__
+    "pclmul",
+#endif
+#ifdef __ADX__
+    "adx",
+#endif
+#ifdef __RDRND__
+    "rdrnd",
+#endif
+#ifdef __RDSEED__
+    "rdseed",
+#endif
+#ifdef __PRFCHW__
+    "prfchw",
+#endif
     nullptr,
 };
 
