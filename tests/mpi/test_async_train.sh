@@ -79,15 +79,25 @@ PY
 
 # The groups the staleness cap kept out, per step, as the progress lines
 # counted them (run.log_every = 1).
+# The groups the staleness cap kept out, per step, agree between the progress
+# lines and steps/dropped_groups, masked_groups; and with `action` (none,
+# drop, mask): none kept out without a cap, and with one only the action's
+# column counts any (a cap that never fired, or drop and mask swapped, once
+# passed: both columns all 0 agree).
 check_cap_counts() {
-  local dir=$1
-  /usr/bin/python3 - "$dir/rollouts.h5" "$dir.log" <<'PY'
+  local dir=$1 action=$2
+  /usr/bin/python3 - "$dir/rollouts.h5" "$dir.log" "$action" <<'PY'
 import re, sys, h5py
 f = h5py.File(sys.argv[1], "r")
 logged = [(int(d), int(m)) for d, m in re.findall(r"dropped (\d+) masked (\d+)", open(sys.argv[2]).read())]
 stored = list(zip(f["steps/dropped_groups"][:].tolist(), f["steps/masked_groups"][:].tolist()))
 if logged != stored:
     sys.exit(f"FAIL: steps/dropped_groups and masked_groups {stored}, the progress lines {logged}")
+dropped, masked = sum(d for d, _ in stored), sum(m for _, m in stored)
+want = {"none": (dropped == 0 and masked == 0), "drop": (dropped > 0 and masked == 0),
+        "mask": (masked > 0 and dropped == 0)}[sys.argv[3]]
+if not want:
+    sys.exit(f"FAIL: cap action {sys.argv[3]}: {dropped} groups dropped, {masked} masked over the run ({stored})")
 print(f"ok: groups kept out by the staleness cap per step (dropped, masked): {stored}")
 PY
 }
@@ -104,13 +114,13 @@ run() {
 
 run 4 "$WORK/a" --train.steps=6 --train.tasks=3 --train.group=2 --pool.inflight=6 --pool.memory=3 --pool.window=3
 check_run "$WORK/a" 6 3 2
-check_cap_counts "$WORK/a"
+check_cap_counts "$WORK/a" none
 # A staleness cap of 0: groups generated while the learner stepped are kept
 # out (counted, dropped here, masked in a second run).
 for action in drop mask; do
   run 4 "$WORK/cap_$action" --train.steps=4 --train.tasks=2 --train.group=2 --pool.inflight=6 \
     --pool.staleness_cap=0 --pool.cap_action=$action
-  check_cap_counts "$WORK/cap_$action"
+  check_cap_counts "$WORK/cap_$action" "$action"
 done
 run 5 "$WORK/b" --mpi.learners=2 --train.steps=4 --train.tasks=2 --train.group=3 --pool.policy=greedy \
   --pool.inflight=4

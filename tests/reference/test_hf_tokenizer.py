@@ -35,6 +35,14 @@ def forge_run(dump, args, lines):
     return [json.loads(x) for x in p.stdout.split("\n") if x]
 
 
+def count_differs(what, got, want):
+    """1 (and says so) when forge gave another number of answers than asked."""
+    if len(got) == len(want):
+        return 0
+    print(f"  {what}: forge answered {len(got)} of {len(want)} strings")
+    return 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", required=True)
@@ -54,6 +62,8 @@ def main():
     # canonical order, Hangul jamo, composition exclusions and singletons.
     nfc_cases = corpus + tokenizer_corpus.nfc_corpus()
     got_nfc = forge_run(dump, ["nfc", model], [json.dumps(s) + "\n" for s in nfc_cases])
+    if count_differs("nfc", got_nfc, nfc_cases):
+        return 1
     bad_nfc = [i for i, s in enumerate(nfc_cases) if got_nfc[i] != unicodedata.normalize("NFC", s)]
     for i in bad_nfc[:5]:
         print(f"  nfc of {nfc_cases[i]!r}\n    forge {got_nfc[i]!r}\n    python {unicodedata.normalize('NFC', nfc_cases[i])!r}")
@@ -66,12 +76,16 @@ def main():
         lines = [json.dumps(s) + "\n" for s in cases]
         want = [e.ids for e in tok.encode_batch(cases, add_special_tokens=False)]
         got = forge_run(dump, ["tokenize", model, "--pre", pre, "--nfc", "on" if nfc else "off"], lines)
+        # One line per string (zip stops at the shorter list: a forge that
+        # answered one line passed).
+        failures += count_differs(f"{pre}: encodings", got, want)
         bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
         for i in bad[:5]:
             print(f"  {pre}: string {i} {cases[i]!r}\n    forge {got[i][:40]}\n    hf    {want[i][:40]}")
         # Decoding: forge's text of the reference ids equals the reference's decoding.
         texts = forge_run(dump, ["decode", model], [json.dumps(ids) + "\n" for ids in want])
         hf_texts = tok.decode_batch(want, skip_special_tokens=False)
+        failures += count_differs(f"{pre}: decodings", texts, hf_texts)
         bad_decode = [i for i, (a, b) in enumerate(zip(texts, hf_texts)) if a != b]
         for i in bad_decode[:5]:
             print(f"  {pre}: decode of string {i} {cases[i]!r}\n    forge {texts[i]!r}\n    hf    {hf_texts[i]!r}")
