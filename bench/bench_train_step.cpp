@@ -26,7 +26,9 @@
 // on AVX2: what forge selects for its own OpenBLAS, backend/cpu/blas_core.hpp),
 // so the ratio is against PyTorch at its speed; "installed" leaves the
 // environment's choice, and a core name asks for that core. The core the
-// twin ran is in the table and the JSON line ("torch_blas_core").
+// twin ran is in the table and the JSON line ("torch_blas_core"), and the
+// attention it ran ("torch_attention": sdpa where its torch has it, 2.0 or
+// later; else an explicit masked softmax).
 //
 // --profile: after the rounds, `reps` more steps with every backend operation
 // timed between two synchronizations (backend/profiled_backend.hpp): a table
@@ -64,9 +66,11 @@ namespace {
 // PyTorch's tokens/s for the same step (bench/torch_train_step.py); -1 when
 // it could not run. extra: its flags beyond the model and batch; env: a
 // prefix of environment assignments ("" for none); blas_core: the OpenBLAS
-// core it reported (CPU runs).
+// core it reported (CPU runs); attention: the attention it ran (sdpa where
+// its torch has it, else an explicit masked softmax).
 double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int reps, const std::string& extra,
-                   double* peak_bytes = nullptr, const std::string& env = "", std::string* blas_core = nullptr) {
+                   double* peak_bytes = nullptr, const std::string& env = "", std::string* blas_core = nullptr,
+                   std::string* attention = nullptr) {
   const std::string cmd = env + bench::python() + " " + bench::shell_quoted(bench::script("torch_train_step.py")) + " --threads " +
                           std::to_string(threads) + " --batch " + std::to_string(batch) + " --seq " +
                           std::to_string(seq) + " --reps " + std::to_string(reps) + " --d-model " +
@@ -79,6 +83,7 @@ double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int re
     if (peak_bytes) std::sscanf(line.c_str(), "torch_peak_bytes %lf", peak_bytes);
     char core[64];
     if (blas_core && std::sscanf(line.c_str(), "torch_blas_core %63s", core) == 1) *blas_core = core;
+    if (attention && std::sscanf(line.c_str(), "torch_attention %63s", core) == 1) *attention = core;
   }
   return v;
 }
@@ -240,11 +245,11 @@ static int bench_main(int argc, char** argv) {
   }
 
   std::vector<double> forge_r, torch_r, ratio_r, gflops_r, peak_r, frac_r;
-  std::string torch_blas = "-";
+  std::string torch_blas = "-", torch_attention = "-";
   for (int round = 0; round < rounds; ++round) {
     const double secs = step_seconds(model, opt, backend, samples, tokens, round == 0 ? 1 : 0, reps);
     const double peak = bench::sgemm_peak_gflops();
-    const double torch = with_torch ? torch_tok_s(c, threads, batch, seq, reps, "", nullptr, torch_env, &torch_blas) : -1;
+    const double torch = with_torch ? torch_tok_s(c, threads, batch, seq, reps, "", nullptr, torch_env, &torch_blas, &torch_attention) : -1;
     forge_r.push_back(tokens / secs);
     gflops_r.push_back(flops / secs / 1e9);
     peak_r.push_back(peak);
@@ -264,6 +269,7 @@ static int bench_main(int argc, char** argv) {
   std::printf("%-28s %12.1f\n", "forge tokens/s", forge_tok_s);
   std::printf("%-28s %12.1f\n", "torch tokens/s", torch);
   std::printf("%-28s %12s\n", "torch OpenBLAS core", torch_blas.c_str());
+  std::printf("%-28s %12s\n", "torch attention", torch_attention.c_str());
   std::printf("%-28s %12.2f\n", "ratio forge/torch", ratio);
   std::printf("%-28s %12.1f\n", "forge GFLOP/s", gflops);
   std::printf("%-28s %12.1f\n", "SGEMM GFLOP/s", peak);
@@ -271,6 +277,7 @@ static int bench_main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> json = {{"forge_tok_s", bench::num(forge_tok_s)},
                                                            {"torch_tok_s", bench::num(torch)},
                                                            {"torch_blas_core", "\"" + torch_blas + "\""},
+                                                           {"torch_attention", "\"" + torch_attention + "\""},
                                                            {"ratio", bench::num(ratio)},
                                                            {"gflops", bench::num(gflops)},
                                                            {"sgemm_peak_gflops", bench::num(peak)},

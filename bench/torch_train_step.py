@@ -9,9 +9,11 @@ the CPU, "torch_blas_core <name>": the OpenBLAS core torch's GEMMs ran on
 BLAS), which OPENBLAS_CORETYPE in the environment decides where it is set.
 
 --device cpu|cuda; --dtype fp32 (TF32 off) or bf16 (autocast to bf16, FP32
-master weights, loss in FP32); --attention explicit (masked softmax, the CPU
-default) or sdpa (torch.nn.functional.scaled_dot_product_attention with
-is_causal, which picks FlashAttention or cuDNN in bf16 on a GPU)."""
+master weights, loss in FP32); --attention explicit (masked softmax), sdpa
+(torch.nn.functional.scaled_dot_product_attention with is_causal, which
+picks FlashAttention or cuDNN in bf16 on a GPU, a fused kernel on the CPU)
+or auto (the default: sdpa where torch has it, 2.0 or later, else explicit);
+prints "torch_attention <name>", the one that ran."""
 import argparse
 import ctypes
 import math
@@ -45,8 +47,10 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
-    ap.add_argument("--attention", choices=["explicit", "sdpa"], default="explicit")
+    ap.add_argument("--attention", choices=["explicit", "sdpa", "auto"], default="auto")
     a = ap.parse_args()
+    if a.attention == "auto":
+        a.attention = "sdpa" if hasattr(torch.nn.functional, "scaled_dot_product_attention") else "explicit"
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     if a.attention == "sdpa" and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
@@ -132,6 +136,7 @@ def main():
         step(tokens)
         times.append(time.perf_counter() - t0)
     print(f"torch_tok_s {a.batch * T / statistics.median(times):.1f}")
+    print(f"torch_attention {a.attention}")
     if a.device == "cuda":
         print(f"torch_peak_bytes {torch.cuda.max_memory_allocated()}")
     else:
