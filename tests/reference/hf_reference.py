@@ -441,8 +441,11 @@ def random_model(kind, out_dir, seed=0, dtype="float32"):
                    wavelengths 2*pi*10000^(i/8) put frequency 0 in the kept band,
                    1-2 in the smoothed band (16..64) and 3-7 in the scaled band;
                    "llama3" tokenizer (Split regex + ByteLevel, ignore_merges)
-      qwen2        Qwen2ForCausalLM (bias on q, k, v), untied, no sliding window;
-                   "qwen2" tokenizer (NFC + Split regex + ByteLevel)
+      qwen2        Qwen2ForCausalLM (bias on q, k, v), untied, no sliding window,
+                   Qwen2's own rms_norm_eps 1e-6 and rope_theta 1e6 (forge's
+                   defaults are 1e-5 and 10000: a reader that ignored either
+                   passed every other case); "qwen2" tokenizer (NFC + Split
+                   regex + ByteLevel)
       llama_headdim  not supported by transformers 4.44.2 (UNSUPPORTED_KINDS):
                    raises NotImplementedError
 
@@ -463,6 +466,7 @@ def random_model(kind, out_dir, seed=0, dtype="float32"):
                   tie_word_embeddings=(kind == "llama_tied"), bos_token_id=vocab["bos_id"],
                   eos_token_id=vocab["eos_id"], pad_token_id=vocab["pad_id"], torch_dtype=dtype)
     if kind == "qwen2":
+        common.update(rms_norm_eps=1e-6, rope_theta=1e6)
         config, cls, pre = Qwen2Config(use_sliding_window=False, **common), Qwen2ForCausalLM, "qwen2"
     elif kind == "llama3_rope":
         config = LlamaConfig(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
