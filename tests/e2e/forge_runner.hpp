@@ -28,7 +28,8 @@ class RemoveLeftovers : public ::testing::Environment {
  public:
   void TearDown() override {
     if (!::testing::UnitTest::GetInstance()->Passed()) return;
-    const std::string pid = "_" + std::to_string(getpid());
+    std::string pid = "_";  // not "_" + to_string: GCC 12's -Wrestrict misfires on it
+    pid += std::to_string(getpid());
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir(), ec)) {
       const std::string name = e.path().filename().string();

@@ -13,6 +13,7 @@
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "e2e/forge_runner.hpp"
+#include "e2e/tiny_checkpoint.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "io_hdf5/rollout_reader.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
@@ -21,6 +22,7 @@ namespace {
 
 using forge_e2e::contains;
 using forge_e2e::forge;
+using forge_e2e::params_of;
 using forge_e2e::Result;
 
 const char* kRun =
@@ -30,25 +32,6 @@ const char* kRun =
     // A random policy scores 0 on every task; the efficiency penalty (token
     // counts differ) keeps groups from having zero variance, so steps train.
     "--reward.efficiency_weight=1 ";
-
-// Weights and moments (the second where asked) of a checkpoint of the tiny model.
-std::vector<float> params_of(const std::string& checkpoint, std::vector<float>* m, std::vector<float>* v = nullptr) {
-  forge::ModelConfig c;
-  c.vocab = forge::ByteTokenizer::kVocabSize;
-  c.d_model = 32;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 2;
-  c.ffn_dim = 64;
-  auto backend = forge::make_backend("cpu");
-  forge::PolicyModel model(c, *backend);
-  forge::OptimConfig oc;
-  forge::AdamW opt(oc, model);
-  forge::load_checkpoint(checkpoint, model, &opt);
-  *m = opt.m().download();
-  if (v) *v = opt.v().download();
-  return model.get_params();
-}
 
 TEST(Resume, SynchronousTrainingResumesBitwise) {
   const std::string base = ::testing::TempDir() + "forge_resume_" + std::to_string(getpid());

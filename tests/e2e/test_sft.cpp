@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "e2e/forge_runner.hpp"
+#include "e2e/tiny_checkpoint.hpp"
 
 namespace {
 
@@ -207,6 +208,12 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   const std::string whole = slurp(dir + "_whole/summary.json"), parts = slurp(dir + "/summary.json");
   ASSERT_GT(json_number(whole, "loss_last"), 0) << whole;
   EXPECT_EQ(json_number(parts, "loss_last"), json_number(whole, "loss_last")) << parts << "\n" << whole;
+  // The last step's update too: weights and both AdamW moments, bitwise.
+  std::vector<float> m_whole, v_whole, m_parts, v_parts;
+  const auto w_whole = forge_e2e::params_of(dir + "_whole/checkpoints/ckpt_step_00000006.h5", &m_whole, &v_whole);
+  EXPECT_EQ(forge_e2e::params_of(dir + "/checkpoints/ckpt_step_00000006.h5", &m_parts, &v_parts), w_whole);
+  EXPECT_EQ(m_parts, m_whole);
+  EXPECT_EQ(v_parts, v_whole);
   EXPECT_EQ(json_number(parts, "resumed_at_step"), 3) << parts;
   // Resumed with no step left: nothing trained, the summary kept (an empty
   // loop's placeholders replaced the loss curve).
@@ -226,7 +233,7 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   // episode ids and the phase go on from the step).
   const std::string agent = tiny + "--sft.task=agent --sft.plain_steps=2 --agent.max_turns=6 "
                                    "--env.calc_max_ops=2 --env.search_max_hops=2 ";
-  for (const std::string d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
+  for (const std::string& d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
   ASSERT_EQ(forge(agent + "--sft.steps=4 --run.dir=" + dir + "_whole").rc, 0);
   ASSERT_EQ(forge(agent + "--sft.steps=1 --run.dir=" + dir).rc, 0);
   ASSERT_EQ(forge(agent + "--sft.steps=4 --resume --run.dir=" + dir).rc, 0);
@@ -258,7 +265,7 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   EXPECT_TRUE(contains(early.out, "sft: the evaluation before training was cut short by SIGTERM")) << early.out;
   EXPECT_TRUE(contains(early.out, "SIGTERM: stopping after 0 steps")) << early.out;
   EXPECT_FALSE(contains(early.out, "exact-match accuracy before training")) << early.out;
-  for (const std::string d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
+  for (const std::string& d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
   std::remove(log.c_str());
 }
 
