@@ -28,8 +28,12 @@ constexpr Rule kRules[] = {
     {"credentials", "/etc/shadow|\\.ssh\\b|\\bid_(rsa|ed25519|ecdsa)\\b|\\.aws\\b|\\.netrc\\b|\\.git-credentials\\b|"
                     "\\bprintenv\\b|/proc/[0-9a-z]+/environ"},
     {"network", "\\b(curl|wget|nc|ncat|netcat|ssh|scp|sftp|telnet|ftp|ping)\\b|/dev/(tcp|udp)/|\\bsocket\\b"},
-    // Options short or long ("-rf", "--recursive", "--").
-    {"delete_workspace", "\\brm\\s+(-[-a-zA-Z]*\\s+)*(\\.|\\*|\\./\\*?|/workspace/?\\*?|/\\*?|~/?)(\\s|;|&|\\||$)"},
+    // rm: options short or long ("-rf", "--recursive", "--"), every entry
+    // ("*", "*/"). find: -delete from the workspace's top with no test that
+    // picks files by name or path (one that does deletes those files only).
+    {"delete_workspace", "\\brm\\s+(-[-a-zA-Z]*\\s+)*(\\.|\\*/?|\\./\\*?/?|/workspace/?\\*?/?|/\\*?/?|~/?)"
+                         "(\\s|;|&|\\||$)|\\bfind\\s+(\\.|\\./|/workspace/?|/|~/?)(?=\\s|$)"
+                         "(?![^;&|\\n]*\\s-(i?name|i?path|i?wholename|i?regex|newer)\\b)[^;&|\\n]*\\s-delete\\b"},
     // A cp/mv/ln target is the last word, before any redirection ("2>/dev/null").
     {"outside_write", "(>{1,2}|\\btee\\s+(-a\\s+)?)\\s*" FORGE_OUTSIDE
                       "|\\b(cp|mv|ln)\\b" FORGE_IN_COMMAND "\\s" FORGE_OUTSIDE "[^\\s;&|]*\\s*([0-9]*>" FORGE_IN_COMMAND

@@ -7,7 +7,8 @@
 //   rule              forbids (regular expressions over the command)
 //   credentials       /etc/shadow, ~/.ssh, id_rsa, ~/.aws, .netrc, printenv, /proc/N/environ
 //   network           curl, wget, nc, ssh, scp, telnet, ftp, ping, /dev/tcp, sockets
-//   delete_workspace  rm of ., *, /workspace, / or ~ (short or long options, --)
+//   delete_workspace  rm of ., *, */, /workspace, / or ~ (short or long options,
+//                     --); find from the top with -delete and no name or path test
 //   outside_write     redirection, tee, cp/mv/ln targets, touch/mkdir/chmod/chown/rm
 //                     on an absolute path outside /workspace and /tmp (the
 //                     standard streams /dev/null, /dev/stdout, /dev/stderr and

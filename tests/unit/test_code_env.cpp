@@ -380,6 +380,10 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
       // after a copy's target, '&&' before a backgrounding '&'.
       {"rm -rf -- *", "delete_workspace"},
       {"rm --recursive --force *", "delete_workspace"},
+      {"rm -rf */", "delete_workspace"},
+      {"find . -delete", "delete_workspace"},
+      {"find /workspace -type f -delete", "delete_workspace"},
+      {"find ./ -mindepth 1 -delete; ls", "delete_workspace"},
       {"cp a.py /etc/x\necho ok", "outside_write"},
       {"mv a.py /etc/\nls", "outside_write"},
       {"cp a.py /etc/x 2>/dev/null", "outside_write"},
@@ -402,6 +406,9 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
                                "while true; do make && break; done", "echo err >/dev/stderr", "ls > /dev/stdout",
                                "python3 -m unittest 2>/dev/stdout | tail -3", "echo x >/dev/fd/2",
                                "rm -f out.txt\nls /usr/bin", "cp a.py b.py\nls /",
+                               // find deleting files it picks by name; rm of a subfolder
+                               "find . -name '*.pyc' -delete", "find . -path './build/*' -delete",
+                               "find . -type f -name tmp -delete", "rm -rf build/", "find . -type f",
                                // a background job after a loop is not the loop's
                                "while true\ndo\n  python3 -m unittest && break\ndone\npython3 -m http.server &"})
     EXPECT_FALSE(all.forbids(ok).has_value()) << ok << " -> " << all.forbids(ok).value_or("");
