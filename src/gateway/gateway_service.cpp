@@ -458,6 +458,11 @@ json GatewayService::close(uint64_t episode_id, const json& body) {
   return {{"id", episode_id}, {"status", abandon ? "abandoned" : "closed"}, {"calls", calls}};
 }
 
+void GatewayService::require_open(uint64_t episode_id) const {
+  std::lock_guard lock(mu_);
+  lookup(episode_id);
+}
+
 json GatewayService::describe(uint64_t episode_id) const {
   std::lock_guard lock(mu_);
   const Open& o = lookup(episode_id);

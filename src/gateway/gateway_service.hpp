@@ -115,6 +115,9 @@ class GatewayService {
   nlohmann::json reward(uint64_t episode_id, const nlohmann::json& body);
   nlohmann::json close(uint64_t episode_id, const nlohmann::json& body);
   nlohmann::json describe(uint64_t episode_id) const;
+  // RequestError as every episode route answers when the episode is not
+  // open (404 never opened, 409 closed).
+  void require_open(uint64_t episode_id) const;
   int64_t policy_version() const;
 
   // How many ended episodes are remembered (tests lower it).

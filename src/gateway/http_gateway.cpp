@@ -554,10 +554,11 @@ void HttpGateway::add_routes() {
       throw unauthorized("missing or unknown bearer token");
   };
 
-  // The root route takes any key; an episode's route its own (or the gateway token).
+  // The root route takes any key; an episode's route its own (or the gateway
+  // token), and only while the episode is open, as its other routes.
   const auto models = [this, guarded, any_token, episode_of](bool in_path) {
     return guarded([this, any_token, episode_of, in_path](const httplib::Request& req, httplib::Response& res) {
-      if (in_path) episode_of(req, true);
+      if (in_path) service_.require_open(episode_of(req, true));
       else any_token(req);
       const json model = {{"id", kPolicyModelName}, {"object", "model"}, {"created", 0}, {"owned_by", "forge"},
                           {"forge", {{"policy_version", service_.policy_version()}}}};

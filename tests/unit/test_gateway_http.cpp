@@ -224,6 +224,11 @@ TEST_F(GatewayHttp, EpisodeRoutesTakeTheirOwnKeyAndObjectBodies) {
   EXPECT_EQ(other.status, 401) << other.body;
   EXPECT_NE(message(other).find("does not open episode " + id1), std::string::npos) << other.body;
   EXPECT_EQ(models("/episodes/abc/v1/models", key0).status, 404);
+  // With the gateway token, an id no episode has is 404 as on the other
+  // routes (it answered 200).
+  const Reply none = models("/episodes/987654/v1/models", kToken);
+  EXPECT_EQ(none.status, 404) << none.body;
+  EXPECT_NE(message(none).find("no open episode 987654"), std::string::npos) << none.body;
 }
 
 // A client that trickles its request, a byte every 100 ms, is cut once it
