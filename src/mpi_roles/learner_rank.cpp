@@ -325,8 +325,10 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   quiesce(MPI_COMM_WORLD, sends, cfg.shutdown_s, cfg.watchdog);
   if (stop == kStopFinished) {
     // The run's last checkpoint is written: a SIGTERM by now skips the final
-    // evaluation, and one during it ends it.
-    if (sigterm_before_final_evaluation(setup.run.dir, lead)) return kSigtermExit;
+    // evaluation, and one during it ends it. Only the lead evaluates, and
+    // only its SIGTERM stops the run: one another learner caught alone
+    // leaves the complete run's exit code 0 (it was 143 from that rank).
+    if (sigterm_before_final_evaluation(setup.run.dir, lead) && lead) return kSigtermExit;
     learner.finish(step);
   }
   return stop == kStopSignal ? kSigtermExit : 0;

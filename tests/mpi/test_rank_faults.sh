@@ -14,19 +14,24 @@
 #   suspend  SIGSTOP of every rank for 12 s (past the 5 s deadline), then
 #         SIGCONT, as a Slurm job suspend: no rank blames another for the
 #         pause, training goes on (3 more steps), then SIGTERM ends it as in
-#         term.
-# Usage: test_rank_faults.sh kill|stop|term|suspend
+#         term;
+#   learner_term  (5 ranks, 2 learners, 40 steps) SIGTERM of the second
+#         learner alone: only learner 0 stops a run, so the run completes,
+#         evaluates and exits 0 (that rank once exited 143, and mpirun with it).
+# Usage: test_rank_faults.sh kill|stop|term|suspend|learner_term
 source "$(dirname "$0")/roles_common.sh"
-mode=${1:?usage: test_rank_faults.sh kill|stop|term|suspend}
+mode=${1:?usage: test_rank_faults.sh kill|stop|term|suspend|learner_term}
 
 dir="$WORK/run"
 log="$WORK/run.log"
 # stop and suspend are about the 5 s deadline; kill and term are not, and a
 # longer one keeps a loaded machine's stall from ending them first.
 deadline=5
-case "$mode" in kill | term) deadline=15 ;; esac
-timeout 300 "${MPIRUN[@]}" -np 4 "$FORGE_BIN" train "${TINY[@]}" --run.dir="$dir" \
-  --train.steps=1000000 --train.tasks=2 --train.group=2 --mpi.deadline_s=$deadline >"$log" 2>&1 &
+case "$mode" in kill | term | learner_term) deadline=15 ;; esac
+np=4 steps=1000000 extra=()
+if [ "$mode" = learner_term ]; then np=5 steps=40 extra=(--mpi.learners=2); fi
+timeout 300 "${MPIRUN[@]}" -np $np "$FORGE_BIN" train "${TINY[@]}" --run.dir="$dir" \
+  --train.steps=$steps --train.tasks=2 --train.group=2 --mpi.deadline_s=$deadline "${extra[@]}" >"$log" 2>&1 &
 job=$!
 
 # Wait (at most 120 s) until training runs.
@@ -37,7 +42,7 @@ for _ in $(seq 1200); do
 done
 grep -q "step    1 " "$log" || { cat "$log"; fail "no training step within 120 s"; }
 mapfile -t pids < <(rank_pids "$dir")
-[ "${#pids[@]}" -eq 4 ] || { cat "$log"; fail "expected 4 rank processes, found ${#pids[@]}"; }
+[ "${#pids[@]}" -eq $np ] || { cat "$log"; fail "expected $np rank processes, found ${#pids[@]}"; }
 
 # Rank pids in rank order: Open MPI starts ranks in order, so pids ascend.
 start=$(date +%s)
@@ -61,6 +66,7 @@ case "$mode" in
     start=$(date +%s)
     kill -TERM "${pids[@]}"
     expect="SIGTERM: stopping after" ;;
+  learner_term) kill -TERM "${pids[1]}"; expect="eval at step 40" ;;
   *) fail "unknown mode $mode" ;;
 esac
 deadline=$((start + 60))
@@ -74,6 +80,11 @@ wait "$job" && rc=0 || rc=$?
 left=$(rank_pids "$dir" | wc -l)
 [ "$left" -eq 0 ] || { kill -KILL $(rank_pids "$dir") 2>/dev/null || true; fail "$mode: $left rank(s) left running"; }
 grep -q -e "$expect" "$log" || { cat "$log"; fail "$mode: the output does not say '$expect'"; }
+if [ "$mode" = learner_term ]; then
+  [ "$rc" -eq 0 ] || { cat "$log"; fail "$mode: the complete run exited $rc, not 0"; }
+  echo "PASS ($mode: the run completed and exited 0)"
+  exit 0
+fi
 [ "$rc" -ne 0 ] || { cat "$log"; fail "$mode: the job exited 0"; }
 if [ "$mode" = term ] || [ "$mode" = suspend ]; then
   # Stopped, not failed: the ranks exit 143 (128 + SIGTERM), and so does mpirun.
