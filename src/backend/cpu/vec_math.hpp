@@ -6,8 +6,8 @@
 // trick, which also leaves n in the low mantissa bits) and g = x - n ln 2,
 // |g| <= ln2 / 2 (ln 2 in two parts), e^g by a degree-6 Taylor polynomial:
 // relative error below 3e-7 on [-87, 88] (measured 2.5e-7 at the x86-64
-// level by tests/unit/test_vec_math.cpp, 2.3e-7 at x86-64-v3 by a one-off
-// build of it at that level); exactly 0 below
+// level by tests/unit/test_vec_math.cpp, 2.3e-7 at x86-64-v3 by
+// test_vec_math_levels.cpp); exactly 0 below
 // -87 (masked scores are -inf).
 //
 // Included after variant_begin.hpp: these helpers are compiled per variant.
