@@ -650,8 +650,8 @@ void OptionSet::load_ini_text(const std::string& text, const std::string& source
   const std::string stripped = strip_semicolon_comments(bom ? text.substr(3) : text);
   const std::string section = first_bad_section(stripped);
   if (!section.empty())
-    throw InputError(source + ":" + section + ": a section's name is written without spaces between its brackets, "
-                     "as [model]");
+    throw InputError(source + ":" + section + ": a section's name is a word between its brackets, not empty and "
+                     "without spaces at its ends, as [model]");
   const std::string cut = first_value_cut_by_hash(stripped);
   if (!cut.empty())
     throw InputError(source + ":" + cut + ": a value cannot hold '#' (the reader would end it there; a comment "

@@ -16,6 +16,16 @@ struct Rule {
 // Outside the workspace: an absolute path not under /workspace or /tmp, and
 // not /dev/null, /dev/stdout, /dev/stderr or /dev/fd/N.
 #define FORGE_OUTSIDE "/(?!workspace\\b|tmp\\b|dev/(null|stdout|stderr|fd/[0-9]+)\\b)"
+// find at the workspace's top: its options, then ".", "./", "/workspace",
+// "/" or "~" (quoted or not) or no path (GNU find's default "."), the next
+// word an expression's ("-...", "!", "(") or nothing.
+#define FORGE_FIND_TOP                                                                  \
+  "\\bfind(\\s+-[HLP])*(\\s+[\"']?(\\.|\\./|/workspace(/\\.?)?|/|~/?)[\"']?)?" \
+  "(?=\\s+[-!(]|\\s*$|\\s*[;&|\\n])"
+// find's tests that pick files out of the tree.
+#define FORGE_FIND_SELECTS                                                                 \
+  "(i?name|i?path|i?wholename|i?regex|i?lname|size|empty|user|group|uid|gid|nouser|nogroup|" \
+  "perm|inum|samefile|links|newer\\w*|[acm]newer|[acm]time|[acm]min|used|readable|writable|executable)"
 // Commands end at ; & | or a newline (sh runs each line of `sh -c` on its own).
 #define FORGE_IN_COMMAND "[^;&|\\n]*"
 #define FORGE_COMMAND_END "($|;|&|\\||\\n)"
@@ -28,12 +38,20 @@ constexpr Rule kRules[] = {
     {"credentials", "/etc/shadow|\\.ssh\\b|\\bid_(rsa|ed25519|ecdsa)\\b|\\.aws\\b|\\.netrc\\b|\\.git-credentials\\b|"
                     "\\bprintenv\\b|/proc/[0-9a-z]+/environ"},
     {"network", "\\b(curl|wget|nc|ncat|netcat|ssh|scp|sftp|telnet|ftp|ping)\\b|/dev/(tcp|udp)/|\\bsocket\\b"},
-    // rm: options short or long ("-rf", "--recursive", "--"), every entry
-    // ("*", "*/"). find: -delete from the workspace's top with no test that
-    // picks files by name or path (one that does deletes those files only).
-    {"delete_workspace", "\\brm\\s+(-[-a-zA-Z]*\\s+)*(\\.|\\*/?|\\./\\*?/?|/workspace/?\\*?/?|/\\*?/?|~/?)"
-                         "(\\s|;|&|\\||$)|\\bfind\\s+(\\.|\\./|/workspace/?|/|~/?)(?=\\s|$)"
-                         "(?![^;&|\\n]*\\s-(i?name|i?path|i?wholename|i?regex|newer)\\b)[^;&|\\n]*\\s-delete\\b"},
+    // rm of every entry: options short or long ("-rf", "--recursive", "--"),
+    // ".", "*", "*/", "*/*", "?*", "[a-z]*", "./*", "/workspace/*", "/", "~".
+    // find from the top (".", "./", "/workspace", "/", "~", quoted or not,
+    // or none: GNU find's default), after its -H/-L/-P, with -delete, unless
+    // a test before -delete selects files (by name, path, size, owner, time,
+    // emptiness, ...) and nothing negates or or-s it ("!", -not, -o) and it
+    // does not select everything (-name '*', -regex '.*').
+    {"delete_workspace",
+     "\\brm\\s+(-[-a-zA-Z]*\\s+)*(\\.|\\*(/\\*?)?|\\?+\\*|\\[[^\\]\\s]*\\]\\*|\\./\\*?/?|/workspace/?\\*?/?|/\\*?/?|~/?)"
+     "(\\s|;|&|\\||$)"
+     "|" FORGE_FIND_TOP "(?![^;&|\\n]*\\s-" FORGE_FIND_SELECTS "\\b[^;&|\\n]*\\s-delete\\b)[^;&|\\n]*\\s-delete\\b"
+     "|" FORGE_FIND_TOP "(?=[^;&|\\n]*\\s-delete\\b)[^;&|\\n]*\\s(!|-not\\b|-o\\b|-or\\b)"
+     "|" FORGE_FIND_TOP "[^;&|\\n]*\\s-(i?name|i?path|i?wholename)\\s+[\"']?\\*[\"']?(?=\\s)[^;&|\\n]*\\s-delete\\b"
+     "|" FORGE_FIND_TOP "[^;&|\\n]*\\s-i?regex\\s+[\"']?\\.\\*[\"']?(?=\\s)[^;&|\\n]*\\s-delete\\b"},
     // A cp/mv/ln target is the last word, before any redirection ("2>/dev/null").
     {"outside_write", "(>{1,2}|\\btee\\s+(-a\\s+)?)\\s*" FORGE_OUTSIDE
                       "|\\b(cp|mv|ln)\\b" FORGE_IN_COMMAND "\\s" FORGE_OUTSIDE "[^\\s;&|]*\\s*([0-9]*>" FORGE_IN_COMMAND
@@ -45,6 +63,8 @@ constexpr Rule kRules[] = {
 };
 
 #undef FORGE_OUTSIDE
+#undef FORGE_FIND_TOP
+#undef FORGE_FIND_SELECTS
 #undef FORGE_IN_COMMAND
 #undef FORGE_COMMAND_END
 #undef FORGE_TO_LONE_AMP

@@ -7,8 +7,11 @@
 //   rule              forbids (regular expressions over the command)
 //   credentials       /etc/shadow, ~/.ssh, id_rsa, ~/.aws, .netrc, printenv, /proc/N/environ
 //   network           curl, wget, nc, ssh, scp, telnet, ftp, ping, /dev/tcp, sockets
-//   delete_workspace  rm of ., *, */, /workspace, / or ~ (short or long options,
-//                     --); find from the top with -delete and no name or path test
+//   delete_workspace  rm of every entry (., *, */, */*, ?*, [a-z]*, /workspace, /,
+//                     ~; short or long options, --); find from the top (or no
+//                     path) with -delete, unless a test before -delete picks
+//                     files (name, path, size, owner, time, -empty, ...), none
+//                     negated or or-ed and none matching everything
 //   outside_write     redirection, tee, cp/mv/ln targets, touch/mkdir/chmod/chown/rm
 //                     on an absolute path outside /workspace and /tmp (the
 //                     standard streams /dev/null, /dev/stdout, /dev/stderr and
@@ -19,8 +22,9 @@
 //
 // A command ends at ; & | or a newline. The rules read text, not a parsed
 // shell: a name matches as a word anywhere (`grep kill file` breaks `kill`),
-// and deletions they do not list (`find . -delete`, `rm -rf */`) reach the
-// sandbox, which runs every command on a copy of the workspace.
+// and deletions they do not list (`rm -rf $(ls)`, a script, `find` with a
+// test that happens to select everything) reach the sandbox, which runs
+// every command on a copy of the workspace.
 //
 // The code domain's shell refuses commands over 1024 characters before
 // these rules see them (std::regex backtracks: time grows with a power of the

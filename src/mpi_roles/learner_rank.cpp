@@ -328,7 +328,11 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     // evaluation, and one during it ends it. Only the lead evaluates, and
     // only its SIGTERM stops the run: one another learner caught alone
     // leaves the complete run's exit code 0 (it was 143 from that rank).
-    if (sigterm_before_final_evaluation(setup.run.dir, lead) && lead) return kSigtermExit;
+    const bool caught = sigterm_before_final_evaluation(setup.run.dir, lead);
+    if (caught && lead) return kSigtermExit;
+    if (caught)
+      log_info("SIGTERM on learner " + std::to_string(learner_rank) +
+               " alone: only learner 0 stops a run; the run is complete");
     learner.finish(step);
   }
   return stop == kStopSignal ? kSigtermExit : 0;

@@ -66,7 +66,9 @@ case "$mode" in
     start=$(date +%s)
     kill -TERM "${pids[@]}"
     expect="SIGTERM: stopping after" ;;
-  learner_term) kill -TERM "${pids[1]}"; expect="eval at step 40" ;;
+  learner_term)
+    kill -TERM "${pids[1]}" || { cat "$log"; fail "$mode: learner 1 ended before it could be signalled"; }
+    expect="SIGTERM on learner 1 alone" ;;
   *) fail "unknown mode $mode" ;;
 esac
 deadline=$((start + 60))
@@ -82,6 +84,7 @@ left=$(rank_pids "$dir" | wc -l)
 grep -q -e "$expect" "$log" || { cat "$log"; fail "$mode: the output does not say '$expect'"; }
 if [ "$mode" = learner_term ]; then
   [ "$rc" -eq 0 ] || { cat "$log"; fail "$mode: the complete run exited $rc, not 0"; }
+  grep -q "eval at step 40" "$log" || { cat "$log"; fail "$mode: no final evaluation"; }
   echo "PASS ($mode: the run completed and exited 0)"
   exit 0
 fi

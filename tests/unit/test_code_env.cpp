@@ -381,9 +381,28 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
       {"rm -rf -- *", "delete_workspace"},
       {"rm --recursive --force *", "delete_workspace"},
       {"rm -rf */", "delete_workspace"},
+      {"rm -rf */*", "delete_workspace"},
+      {"rm -rf ?*", "delete_workspace"},
+      {"rm -rf [a-z]*", "delete_workspace"},
       {"find . -delete", "delete_workspace"},
       {"find /workspace -type f -delete", "delete_workspace"},
       {"find ./ -mindepth 1 -delete; ls", "delete_workspace"},
+      {"find . -maxdepth 1 -delete", "delete_workspace"},
+      // find's default start is "."; options before the path; a name test
+      // after -delete, negated or or-ed, or one that selects everything; a
+      // quoted top; a comment.
+      {"find -delete", "delete_workspace"},
+      {"find -type f -delete", "delete_workspace"},
+      {"find -L . -delete", "delete_workspace"},
+      {"find . -delete -name foo", "delete_workspace"},
+      {"find . -name keep -o -delete", "delete_workspace"},
+      {"find . ! -name keep -delete", "delete_workspace"},
+      {"find . -not -name keep -delete", "delete_workspace"},
+      {"find . -name '*' -delete", "delete_workspace"},
+      {"find . -regex '.*' -delete", "delete_workspace"},
+      {"find \".\" -delete", "delete_workspace"},
+      {"find /workspace/. -delete", "delete_workspace"},
+      {"find . -delete # -name x", "delete_workspace"},
       {"cp a.py /etc/x\necho ok", "outside_write"},
       {"mv a.py /etc/\nls", "outside_write"},
       {"cp a.py /etc/x 2>/dev/null", "outside_write"},
@@ -409,6 +428,11 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
                                // find deleting files it picks by name; rm of a subfolder
                                "find . -name '*.pyc' -delete", "find . -path './build/*' -delete",
                                "find . -type f -name tmp -delete", "rm -rf build/", "find . -type f",
+                               // tests that pick files; a subfolder's tree; rm of some entries
+                               "find . -type d -empty -delete", "find . -size +1M -delete",
+                               "find . -newer ref -delete", "find . -mtime +1 -delete", "find ./src -delete",
+                               "find src -name x -delete", "find /workspace/build -delete", "rm -f *.pyc",
+                               "rm -rf build/*", "rm -rf ./build",
                                // a background job after a loop is not the loop's
                                "while true\ndo\n  python3 -m unittest && break\ndone\npython3 -m http.server &"})
     EXPECT_FALSE(all.forbids(ok).has_value()) << ok << " -> " << all.forbids(ok).value_or("");

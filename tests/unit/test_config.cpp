@@ -360,7 +360,8 @@ TEST(Config, MalformedIniLine) {
   // line (Boost's reader took "[ model ]" as the prefix " model ", and "[]"
   // as an empty one: "unknown option '.d_model'" with no line).
   msg = input_error([&] { o.load_ini_text("[]\nd_model = 16\n", "bad.ini"); });
-  EXPECT_NE(msg.find("bad.ini:1: '[]': a section's name is written without spaces"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bad.ini:1: '[]': a section's name is a word between its brackets, not empty"), std::string::npos)
+      << msg;
   msg = input_error([&] { o.load_ini_text("# x\n[ model ]\nd_model = 16\n", "bad.ini"); });
   EXPECT_NE(msg.find("bad.ini:2: '[ model ]'"), std::string::npos) << msg;
   // Lines ended by a carriage return alone read as one line.

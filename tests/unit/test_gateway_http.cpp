@@ -229,6 +229,15 @@ TEST_F(GatewayHttp, EpisodeRoutesTakeTheirOwnKeyAndObjectBodies) {
   const Reply none = models("/episodes/987654/v1/models", kToken);
   EXPECT_EQ(none.status, 404) << none.body;
   EXPECT_NE(message(none).find("no open episode 987654"), std::string::npos) << none.body;
+  // A closed episode's: 409, with its own key and with the gateway token.
+  const Reply closed = round_trip(url, "POST /v1/episodes/" + id0 + "/close HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                                           key0 + "\r\nContent-Length: 2\r\n\r\n{}");
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  for (const std::string& key : {key0, kToken}) {
+    const Reply after = models("/episodes/" + id0 + "/v1/models", key);
+    EXPECT_EQ(after.status, 409) << after.body;
+    EXPECT_NE(message(after).find("episode " + id0 + " is closed"), std::string::npos) << after.body;
+  }
 }
 
 // A client that trickles its request, a byte every 100 ms, is cut once it

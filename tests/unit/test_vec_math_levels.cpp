@@ -7,7 +7,9 @@
 // cases against the baseline at 1e-5.)
 #include <gtest/gtest.h>
 
+#include <algorithm>  // vec_math.hpp's headers, at the baseline (variant_begin.hpp)
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 
