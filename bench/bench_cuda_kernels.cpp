@@ -378,7 +378,7 @@ static int bench_main(int argc, char** argv) {
                      {"tree_speedup", bench::num(tok_s[1] / tok_s[0])},
                      {"attn_fwd_bf16_of_flash", bench::num(flash_fraction[0])},
                      {"attn_bwd_bf16_of_flash", bench::num(flash_fraction[1])},
-                     {"fp32_attention", "\"" + fp32_mode + "\""},
+                     {"fp32_attention", bench::json_string(fp32_mode)},
                      {"attn_fwd_fp32_of_torch_fp32", bench::num(fp32_fraction[0])},
                      {"attn_bwd_fp32_of_torch_fp32", bench::num(fp32_fraction[1])},
                      {"attn_fp32_one_tile_steps_over_default",

@@ -187,7 +187,7 @@ static int bench_main(int argc, char** argv) {
   std::printf("%-26s %12.1f %14.1f %8.2f\n", "train tokens/s", forge_train, hf_train,
               hf_train > 0 ? forge_train / hf_train : 0);
   std::vector<std::pair<std::string, std::string>> json = {
-      {"model", "\"" + pm.name + "\""}, {"threads", bench::num(threads)}, {"train_tok_s", bench::num(forge_train)},
+      {"model", bench::json_string(pm.name)}, {"threads", bench::num(threads)}, {"train_tok_s", bench::num(forge_train)},
       {"hf_train_tok_s", bench::num(hf_train)}, {"train_ratio", bench::num(hf_train > 0 ? forge_train / hf_train : 0)}};
   for (size_t i = 0; i < batches.size(); ++i) {
     const double h = find(hf, "decode_" + std::to_string(batches[i]));

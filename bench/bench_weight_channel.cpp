@@ -54,6 +54,9 @@ std::vector<size_t> parse_sizes(const std::string& list) {
       throw InputError("--floats: '" + item + "' is not a positive count (a comma-separated list)");
     sizes.push_back(static_cast<size_t>(n));
   }
+  // getline drops a trailing empty item: "1," is refused as Flags::numbers refuses it.
+  if (!list.empty() && list.back() == ',')
+    throw InputError("--floats: '" + list + "' ends in a comma (a comma-separated list of counts)");
   if (sizes.empty()) throw InputError("--floats: no sizes given");
   return sizes;
 }
