@@ -460,11 +460,10 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
       }
       break;
     }
-    pollfd fds[3];
+    pollfd fds[2];
     nfds_t n = 0;
     if (out_r.get() >= 0) fds[n++] = {out_r.get(), POLLIN, 0};
     if (info_r.get() >= 0) fds[n++] = {info_r.get(), POLLIN, 0};
-    if (report_r.get() >= 0) fds[n++] = {report_r.get(), POLLIN, 0};
     // Once both pipes are closed only the exit is left: poll in short steps.
     const auto left = static_cast<int64_t>((limits.wall_s - elapsed) * 1e3) + 1;
     const int timeout = static_cast<int>(n == 0 ? std::min<int64_t>(left, 5) : std::min<int64_t>(left, 100));
@@ -484,11 +483,6 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
         } else if (got == 0 || errno != EINTR) {
           info_r.reset();
         }
-        continue;
-      }
-      if (fds[i].fd == report_r.get()) {
-        if (got > 0) report.append(buf, static_cast<size_t>(std::min<ssize_t>(got, 16)));
-        else if (got == 0 || errno != EINTR) report_r.reset();
         continue;
       }
       if (got > 0) {
@@ -541,13 +535,15 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
     r.status = SandboxStatus::kTimedOut;
     return r;
   }
-  if (!started) {
+  // Nothing ran: the result names why (what was printed is bwrap's).
+  const auto not_started = [&](std::string why) {
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     r.status = SandboxStatus::kStartFailed;
-    r.error = r.output.empty() ? "bwrap exited before the sandbox started" : r.output;
-    while (!r.error.empty() && (r.error.back() == '\n' || r.error.back() == ' ')) r.error.pop_back();
+    r.error = std::move(why);
     r.output.clear();
     return r;
-  }
+  };
+  if (!started) return not_started(r.output.empty() ? "bwrap exited before the sandbox started" : r.output);
   // What the trampoline reported, written before the program ran (and
   // there, since the report's writers are gone once bwrap is reaped). None:
   // bwrap failed after it set the sandbox up ("bwrap: Can't fork for pid 1:
@@ -558,18 +554,9 @@ SandboxResult run_sandboxed(const SandboxRequest& request, const SandboxLimits& 
     if (got <= 0) break;
     report.append(buf, static_cast<size_t>(got));
   }
-  if (report.rfind("ran\n", 0) != 0) {
-    r.status = SandboxStatus::kStartFailed;
-    if (report.rfind("missing", 0) == 0) {
-      r.error = "no program '" + request.argv[0] + "' found in the sandbox";
-    } else {
-      r.error = r.output;
-      while (!r.error.empty() && (r.error.back() == '\n' || r.error.back() == ' ')) r.error.pop_back();
-      if (r.error.empty()) r.error = "bwrap ended after it set the sandbox up, before the program ran";
-    }
-    r.output.clear();
-    return r;
-  }
+  if (report.rfind("missing", 0) == 0) return not_started("no program '" + request.argv[0] + "' found in the sandbox");
+  if (report.rfind("ran\n", 0) != 0)
+    return not_started(r.output.empty() ? "bwrap ended after it set the sandbox up, before the program ran" : r.output);
   if (WIFSIGNALED(status)) {
     r.status = SandboxStatus::kSignaled;
     r.signal = WTERMSIG(status);
