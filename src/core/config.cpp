@@ -193,15 +193,23 @@ std::string strip_semicolon_comments(const std::string& text) {
   return out;
 }
 
+// A line as Boost's INI reader reads it: without its '#' comment, trimmed.
+std::string ini_content(const std::string& line) {
+  const size_t hash = line.find('#');
+  return trim(hash == std::string::npos ? line : line.substr(0, hash));
+}
+
+// Whether ini_content() is a [section] line.
+bool is_section_line(const std::string& t) { return t.size() >= 2 && t.front() == '[' && t.back() == ']'; }
+
 // The first line of `text` that Boost's INI reader refuses (neither blank, a
 // '#' comment, a [section] nor key = value), as "N: 'line'"; empty if none.
 std::string first_invalid_line(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
-    const size_t hash = line.find('#');
-    const std::string t = trim(hash == std::string::npos ? line : line.substr(0, hash));
-    const bool section = t.size() >= 2 && t.front() == '[' && t.back() == ']';
+    const std::string t = ini_content(line);
+    const bool section = is_section_line(t);
     if (!t.empty() && !section && t.find('=') == std::string::npos)
       return std::to_string(n) + ": '" + t + "'";
   }
@@ -216,9 +224,8 @@ std::string first_bad_section(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
-    const size_t hash = line.find('#');
-    const std::string t = trim(hash == std::string::npos ? line : line.substr(0, hash));
-    if (t.size() < 2 || t.front() != '[' || t.back() != ']') continue;
+    const std::string t = ini_content(line);
+    if (!is_section_line(t)) continue;
     const std::string name = t.substr(1, t.size() - 2);
     if (name.empty() || name != trim(name)) return std::to_string(n) + ": '" + t + "'";
   }
@@ -250,9 +257,8 @@ std::vector<int> lines_of_key(const std::string& text, const std::string& key) {
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
-    const size_t hash = line.find('#');  // a comment, as Boost's reader takes it
-    const std::string t = trim(hash == std::string::npos ? line : line.substr(0, hash));
-    if (t.size() >= 2 && t.front() == '[' && t.back() == ']') {
+    const std::string t = ini_content(line);
+    if (is_section_line(t)) {
       section = trim(t.substr(1, t.size() - 2));
       continue;
     }
