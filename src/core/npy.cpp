@@ -50,15 +50,21 @@ class HeaderParser {
       skip_ws();
       expect(':');
       skip_ws();
+      // A key given twice is refused (Python's literal reader would keep the
+      // last one without a word).
+      const auto once = [&](bool* got) {
+        if (*got) bad(path_, "header key '" + key + "' appears twice");
+        *got = true;
+      };
       if (key == "descr") {
+        once(&got_descr);
         *descr = quoted();
-        got_descr = true;
       } else if (key == "fortran_order") {
+        once(&got_order);
         *fortran = boolean();
-        got_order = true;
       } else if (key == "shape") {
+        once(&got_shape);
         *shape = tuple();
-        got_shape = true;
       } else {
         bad(path_, "unexpected header key '" + key + "'");
       }

@@ -314,14 +314,15 @@ void npy_self_check(const fs::path& dir) {
   npy::save(p, f);
   std::ifstream in(p, std::ios::binary);
   const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto expect_bad = [&](const std::string& bytes, const char* what) {
+  auto expect_bad = [&](const std::string& bytes, const char* what, const char* says = "") {
     const std::string q = (dir / "malformed.npy").string();
     std::ofstream(q, std::ios::binary) << bytes;
     bool threw = false;
     try {
       npy::load(q);
     } catch (const InputError& e) {
-      threw = std::string(e.what()).find(q) != std::string::npos;
+      const std::string text = e.what();
+      threw = text.find(q) != std::string::npos && text.find(says) != std::string::npos;
     }
     FORGE_CHECK(threw, std::string("npy reader accepted a malformed file: ") + what);
     fs::remove(q);
@@ -339,6 +340,14 @@ void npy_self_check(const fs::path& dir) {
   expect_bad(replaced("False", "True "), "Fortran order");
   expect_bad(replaced("(4,)", "(5,)"), "shape larger than the data");
   expect_bad(good.substr(0, 20), "truncated header");
+  // A key given twice, written into the header's padding (its length stays).
+  std::string twice = good;
+  const std::string again = "'shape': (4,), ";
+  const size_t close = twice.find('}');
+  FORGE_CHECK(twice.compare(close + 1, again.size(), std::string(again.size(), ' ')) == 0,
+              "npy header padding too short for the repeated-key case");
+  twice.replace(close, 1 + again.size(), again + "}");
+  expect_bad(twice, "repeated header key", "'shape' appears twice");
   bool threw = false;
   try {
     a = npy::load(p);

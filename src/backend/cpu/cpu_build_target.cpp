@@ -3,8 +3,6 @@
 // knows the CPU can run the rest.
 #include "backend/cpu/cpu_build_target.hpp"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
