@@ -20,6 +20,7 @@
 
 #include "backend/host_runtime.hpp"
 #include "core/error.hpp"
+#include "core/json_escape.hpp"
 #include "core/timer.hpp"
 
 namespace forge::bench {
@@ -256,23 +257,7 @@ inline std::vector<std::string> command_lines(const std::string& cmd) {
 
 // A string for the JSON line, quoted, with '"', '\\' and control characters
 // escaped (a model's name or an environment variable may hold them).
-inline std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", c);
-      out += esc;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
+inline std::string json_string(const std::string& text) { return "\"" + json_escape(text) + "\""; }
 
 // A number for the JSON line: null where it is not finite (JSON has no
 // inf or nan).

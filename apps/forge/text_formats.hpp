@@ -5,8 +5,9 @@
 #include <charconv>
 #include <cmath>
 #include <concepts>
-#include <cstdio>
 #include <string>
+
+#include "core/json_escape.hpp"
 
 namespace forge {
 
@@ -37,18 +38,7 @@ inline std::string json_string(const std::string& s) {
     const size_t n = utf8_length(s, i);
     if (n == 0) out += "\\ufffd", ++i;
     else if (n > 1) out.append(s, i, n), i += n;
-    else {
-      if (c == '"') out += "\\\"";
-      else if (c == '\\') out += "\\\\";
-      else if (c == '\n') out += "\\n";
-      else if (c == '\t') out += "\\t";
-      else if (c < 0x20 || c == 0x7F) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else out += static_cast<char>(c);
-      ++i;
-    }
+    else append_json_escaped(&out, static_cast<char>(c)), ++i;
   }
   return out + "\"";
 }

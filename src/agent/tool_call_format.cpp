@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/json_escape.hpp"
 #include "core/utf8.hpp"
 #include "env/environment.hpp"
 #include "tokenizer/byte_tokenizer.hpp"
@@ -16,15 +17,6 @@ bool is_identifier(std::string_view s) {
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
   return true;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
 }
 
 std::string xml_escape(const std::string& s) {
@@ -119,6 +111,7 @@ class JsonObject {
     while (i_ < s_.size()) {
       char c = s_[i_++];
       if (c == '"') return true;
+      if (static_cast<unsigned char>(c) < 0x20) return false;  // JSON has them escaped
       if (c == '\\') {
         if (i_ >= s_.size()) return false;
         const char e = s_[i_++];
@@ -296,6 +289,10 @@ ParsedAction parse_action(CallFormat format, const std::vector<int32_t>& generat
       if (!s.starts_with(open) || !s.ends_with(close) || s.size() < open.size() + close.size())
         return invalid("expected " + open + "name args" + close);
       text = std::string(s.substr(open.size(), s.size() - open.size() - close.size()));
+      // One action per turn, as the built-in vocabulary's special delimiters
+      // make it: a delimiter inside is a second action, not arguments.
+      if (text.find(open) != std::string::npos || text.find(close) != std::string::npos)
+        return invalid("more than one " + open + "..." + close + " in one turn");
     }
   } else {
     // Whitespace bytes around the action are ignored (also around special tokens).

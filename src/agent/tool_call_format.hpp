@@ -10,8 +10,10 @@
 //                 (a pretrained model: <tool_call>calc 17*23</tool_call> as text)
 //
 // Tool names are identifiers ([A-Za-z_][A-Za-z0-9_]*, at most 32 bytes).
-// JSON strings escape " and \ (every JSON escape is read: \/ \b \f \n \r \t
-// and \uXXXX, surrogate pairs joined, a lone surrogate invalid); JSON values
+// JSON strings are escaped as JSON's (core/json_escape.hpp: " \ and control
+// characters; every JSON escape is read: \/ \b \f \n \r \t and \uXXXX,
+// surrogate pairs joined, a lone surrogate or a raw control character
+// invalid); JSON values
 // may also be bare numbers (JSON's grammar: "-", "1e" or "01" are invalid). XML bodies escape & < > as &amp; &lt; &gt;.
 // Surrounding whitespace is ignored, and one trailing stop token (<|eot|>,
 // or the model's end of turn) is stripped; any other special token makes the

@@ -1,8 +1,7 @@
 #include "agent/tool_response_format.hpp"
 
-#include <cstdio>
-
 #include "agent/tool_call_format.hpp"
+#include "core/json_escape.hpp"
 
 namespace forge {
 using Part = ScaffoldVocabulary::Part;
@@ -26,19 +25,7 @@ std::vector<Part> observation_parts(const ScaffoldStyle& style, const Observatio
       for (const Part& p : body) {
         // A JSON string: quotes, backslashes and control characters (the
         // code domain's multi-line output) escaped.
-        std::string escaped;
-        for (const char c : p.text) {
-          if (c == '"' || c == '\\') escaped += {'\\', c};
-          else if (c == '\n') escaped += "\\n";
-          else if (c == '\t') escaped += "\\t";
-          else if (c == '\r') escaped += "\\r";
-          else if (static_cast<unsigned char>(c) < 0x20) {
-            char u[8];
-            std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
-            escaped += u;
-          } else escaped += c;
-        }
-        out.push_back({escaped, p.markup});
+        out.push_back({json_escape(p.text), p.markup});
       }
       out.push_back({"\"}", false});
       return out;

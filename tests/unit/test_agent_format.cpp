@@ -24,7 +24,8 @@ TEST(AgentFormat, EveryCallFormatRoundTrips) {
   const std::vector<ToolCall> calls = {
       {"calc", "17*23"},        {"lookup", "Kavo,works_at"}, {"find", "jade"},
       {"math", "-4 - 5"},       {"tool_x", "a \"quoted\" \\ back"}, {"fetch", "<a>&b</a> (x)"},
-      {"get_2", "x)(y"},        {"run", "print(\")\") or f(1)"}, {"calc", ""}};
+      {"get_2", "x)(y"},        {"run", "print(\")\") or f(1)"}, {"calc", ""},
+      {"shell", "ls\n\tcat a.py\r\x01 \x7f"}};
   for (CallFormat f : kFormats)
     for (const ToolCall& c : calls) {
       Tokens t = render_action(f, c);
@@ -50,6 +51,9 @@ TEST(AgentFormat, ExpectedSurfaceForms) {
   EXPECT_EQ(show(CallFormat::kParen, {"calc", "3+4"}), "calc(3+4)");
   EXPECT_EQ(show(CallFormat::kJson, {"calc", "3+4"}), "{\"tool\":\"calc\",\"args\":\"3+4\"}");
   EXPECT_EQ(show(CallFormat::kJson, {kAnswerTool, "7"}), "{\"answer\":\"7\"}");
+  // Control characters as JSON writes them (found by review: raw, which no
+  // JSON reader takes).
+  EXPECT_EQ(show(CallFormat::kJson, {"shell", "ls\n\tx\x01"}), "{\"tool\":\"shell\",\"args\":\"ls\\n\\tx\\u0001\"}");
   EXPECT_EQ(show(CallFormat::kXml, {"calc", "3+4"}), "<calc>3+4</calc>");
   EXPECT_EQ(show(CallFormat::kSpecial, {"calc", "3+4"}), "<|tool_call|>calc 3+4<|/tool_call|>");
   // Tolerated variations.
@@ -73,8 +77,11 @@ TEST(AgentFormat, JsonEscapesAndNumbersAreJsons) {
   EXPECT_EQ(args("-12.5e+3"), "-12.5e+3");
   EXPECT_EQ(args("0"), "0");
   // "\q42 and "\x12: a string that fails part-way is no number from there on
-  for (const std::string bad : {R"("\ud83d")", R"("\ude00x")", R"("\u12")", R"("\u12G4")", R"("\q")", R"("\q42)",
-                                R"("\x12)", "-", "1e", "+1", ".5", "01", "1.", "--1", "1e+"}) {
+  // (and a raw control character in a string: JSON escapes them)
+  const std::initializer_list<std::string> invalid = {
+      R"("\ud83d")", R"("\ude00x")", R"("\u12")", R"("\u12G4")", R"("\q")", R"("\q42)", R"("\x12)", "-", "1e", "+1",
+      ".5", "01", "1.", "--1", "1e+", "\"1\n2\"", std::string("\"\0\"", 3), "\"a\tb\""};
+  for (const std::string& bad : invalid) {
     const ParsedAction a = parse_action(CallFormat::kJson, text("{\"tool\":\"calc\",\"args\":" + bad + "}"));
     EXPECT_EQ(a.kind, ParsedAction::Kind::kInvalid) << bad;
   }

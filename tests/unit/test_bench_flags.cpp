@@ -84,7 +84,7 @@ TEST(BenchFlags, MissingValuesNonFiniteNumbersAndRepeats) {
   EXPECT_EQ(forge::bench::num(2.5), "2.5");
   // Strings are quoted and escaped (a GGUF model's name with a quote broke
   // the line).
-  EXPECT_EQ(forge::bench::json_string("SmolLM2 \"135M\" a\\b\n"), "\"SmolLM2 \\\"135M\\\" a\\\\b\\u000a\"");
+  EXPECT_EQ(forge::bench::json_string("SmolLM2 \"135M\" a\\b\n"), "\"SmolLM2 \\\"135M\\\" a\\\\b\\n\"");
   EXPECT_EQ(forge::bench::json_string("zen3"), "\"zen3\"");
 }
 

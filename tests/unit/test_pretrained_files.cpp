@@ -1129,6 +1129,19 @@ TEST(PretrainedModel, EveryEndOfGenerationTokenStopsAGeneration) {
   const ParsedAction a = parse_action(CallFormat::kParen, generated, vocab);
   ASSERT_EQ(a.kind, ParsedAction::Kind::kCall) << a.error;
   EXPECT_EQ(a.call.args, "3+4");
+  // The special format written as text: one action per turn (found by
+  // review: a second <tool_call> was taken as the first one's arguments).
+  const auto special = [&](const std::string& text) { return parse_action(CallFormat::kSpecial, vocab.encode(text), vocab); };
+  const ParsedAction one = special(" <tool_call>calc 3+4</tool_call>\n");
+  ASSERT_EQ(one.kind, ParsedAction::Kind::kCall) << one.error;
+  EXPECT_EQ(one.call.args, "3+4");
+  for (const std::string twice : {"<tool_call>shell ls</tool_call>\n<tool_call>answer done</tool_call>",
+                                  "<tool_call>answer 1</tool_call><tool_call>answer 2</tool_call>",
+                                  "<tool_call>calc 1 <tool_call> 2</tool_call>"}) {
+    const ParsedAction bad = special(twice);
+    EXPECT_EQ(bad.kind, ParsedAction::Kind::kInvalid) << twice;
+    EXPECT_NE(bad.error.find("more than one"), std::string::npos) << bad.error;
+  }
   // The export keeps the list.
   const std::string out = temp_dir("end_ids_export");
   std::filesystem::remove_all(out);
