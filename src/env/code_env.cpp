@@ -293,8 +293,10 @@ Environment::ToolResult CodeEnv::replace(const std::string& args) {
   if (file != task_.module_file) return {false, "replace: no file '" + file + "' (edit " + task_.module_file + ")"};
   // One line: no line break Python knows (\r alone is one) nor other
   // control characters; a tab is indentation.
+  // No TEXT ("FILE LINE": the call's args lose their surrounding white
+  // space, so a trailing space cannot carry an empty one) blanks the line.
   const bool one_line = !has_control_char(text, "\t");
-  if (!w.has_rest || !parse_int(line_text, line) || !one_line)
+  if (!parse_int(line_text, line) || !one_line)
     return {false, "replace expects FILE LINE TEXT (one line, no control characters), got '" + args + "'"};
   if (line < 1 || line > static_cast<int>(lines_.size()))
     return {false, "replace: " + file + " has lines 1.." + std::to_string(lines_.size())};

@@ -6,7 +6,10 @@
 //   read      "FILE" or "FILE START END"  the file's lines, numbered
 //   replace   "FILE LINE TEXT"            line LINE of the module becomes TEXT
 //                                         (everything after the second space,
-//                                         indentation included); the test
+//                                         indentation included; "FILE LINE"
+//                                         blanks it; the call's args are
+//                                         trimmed, so TEXT's trailing white
+//                                         space is not kept); the test
 //                                         files are read-only
 //   run_tests "" or "NAME"                the visible tests (or test_NAME) in
 //                                         the sandbox: the last lines of

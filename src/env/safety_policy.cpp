@@ -13,9 +13,13 @@ struct Rule {
   const char* pattern;
 };
 
-// Outside the workspace: an absolute path not under /workspace or /tmp, and
-// not /dev/null, /dev/stdout, /dev/stderr or /dev/fd/N.
-#define FORGE_OUTSIDE "/(?!workspace\\b|tmp\\b|dev/(null|stdout|stderr|fd/[0-9]+)\\b)"
+// Outside the workspace: an absolute path not under /workspace or /tmp (the
+// whole name: not /workspace-old; no ".." in it: not /tmp/../etc), and not
+// /dev/null, /dev/stdout, /dev/stderr or /dev/fd/N.
+#define FORGE_PATH_END "(?=/|[\\s;&|'\")<>]|$)"
+#define FORGE_OUTSIDE                                                                 \
+  "/(?!(workspace|tmp)" FORGE_PATH_END "(?![^\\s;&|'\")<>]*/\\.\\." FORGE_PATH_END ")|" \
+  "dev/(null|stdout|stderr|fd/[0-9]+)\\b)"
 // find at the workspace's top: its options, then ".", "./", "/workspace",
 // "/" or "~" (quoted or not) or no path (GNU find's default "."), the next
 // word an expression's ("-...", "!", "(") or nothing.
@@ -38,15 +42,16 @@ constexpr Rule kRules[] = {
     {"credentials", "/etc/shadow|\\.ssh\\b|\\bid_(rsa|ed25519|ecdsa)\\b|\\.aws\\b|\\.netrc\\b|\\.git-credentials\\b|"
                     "\\bprintenv\\b|/proc/[0-9a-z]+/environ"},
     {"network", "\\b(curl|wget|nc|ncat|netcat|ssh|scp|sftp|telnet|ftp|ping)\\b|/dev/(tcp|udp)/|\\bsocket\\b"},
-    // rm of every entry: options short or long ("-rf", "--recursive", "--"),
-    // ".", "*", "*/", "*/*", "?*", "[a-z]*", "./*", "/workspace/*", "/", "~".
+    // rm of every entry, among any other operands: options short or long
+    // ("-rf", "--recursive", "--"), ".", "*", "*/", "*/*", "?*", "[a-z]*",
+    // "./*", "/workspace/*", "/", "~", "~/*".
     // find from the top (".", "./", "/workspace", "/", "~", quoted or not,
     // or none: GNU find's default), after its -H/-L/-P, with -delete, unless
     // a test before -delete selects files (by name, path, size, owner, time,
     // emptiness, ...) and nothing negates or or-s it ("!", -not, -o) and it
     // does not select everything (-name '*', -regex '.*').
     {"delete_workspace",
-     "\\brm\\s+(-[-a-zA-Z]*\\s+)*(\\.|\\*(/\\*?)?|\\?+\\*|\\[[^\\]\\s]*\\]\\*|\\./\\*?/?|/workspace/?\\*?/?|/\\*?/?|~/?)"
+     "\\brm\\s+([^\\s;&|]+[ \\t]+)*(\\.|\\*(/\\*?)?|\\?+\\*|\\[[^\\]\\s]*\\]\\*|\\./\\*?/?|/workspace/?\\*?/?|/\\*?/?|~/?\\*?/?)"
      "(\\s|;|&|\\||$)"
      "|" FORGE_FIND_TOP "(?![^;&|\\n]*\\s-" FORGE_FIND_SELECTS "\\b[^;&|\\n]*\\s-delete\\b)[^;&|\\n]*\\s-delete\\b"
      "|" FORGE_FIND_TOP "(?=[^;&|\\n]*\\s-delete\\b)[^;&|\\n]*\\s(!|-not\\b|-o\\b|-or\\b)"
@@ -62,6 +67,7 @@ constexpr Rule kRules[] = {
                   FORGE_TO_LONE_AMP(";", "(?!\\bdone\\b)")},  // not past the loop's end
 };
 
+#undef FORGE_PATH_END
 #undef FORGE_OUTSIDE
 #undef FORGE_FIND_TOP
 #undef FORGE_FIND_SELECTS

@@ -8,12 +8,14 @@
 //   credentials       /etc/shadow, ~/.ssh, id_rsa, ~/.aws, .netrc, printenv, /proc/N/environ
 //   network           curl, wget, nc, ssh, scp, telnet, ftp, ping, /dev/tcp, sockets
 //   delete_workspace  rm of every entry (., *, */, */*, ?*, [a-z]*, /workspace, /,
-//                     ~; short or long options, --); find from the top (or no
+//                     ~, ~/*; short or long options, --; among other
+//                     operands); find from the top (or no
 //                     path) with -delete, unless a test before -delete picks
 //                     files (name, path, size, owner, time, -empty, ...), none
 //                     negated or or-ed and none matching everything
 //   outside_write     redirection, tee, cp/mv/ln targets, touch/mkdir/chmod/chown/rm
-//                     on an absolute path outside /workspace and /tmp (the
+//                     on an absolute path outside /workspace and /tmp (a
+//                     path with a ".." component is outside; the
 //                     standard streams /dev/null, /dev/stdout, /dev/stderr and
 //                     /dev/fd/N are not outside)
 //   kill              kill, pkill, killall

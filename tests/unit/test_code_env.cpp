@@ -307,6 +307,12 @@ TEST(CodeEnv, ToolsRejectBadCallsWithReasons) {
   EXPECT_EQ(far.text, "1: " + t.lines[0] + "\n");
   EXPECT_EQ(has_signal(far, signal::kUsefulCall), t.bug_line == 1);
   const int other = t.bug_line == 1 ? 2 : 1;
+  // "FILE LINE" without text blanks the line (found by review: a call's args
+  // are trimmed, so no text could do it); the edit below restores it.
+  bad({"replace", t.module_file}, "FILE LINE TEXT");
+  ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(other)}).kind, ObservationKind::kOk);
+  EXPECT_EQ(env.step({"read", t.module_file + " " + std::to_string(other) + " " + std::to_string(other)}).text,
+            std::to_string(other) + ": \n");
   const Observation edit = env.step({"replace", t.module_file + " " + std::to_string(other) + " " + t.lines[static_cast<size_t>(other - 1)]});
   EXPECT_EQ(edit.kind, ObservationKind::kOk) << edit.text;
   EXPECT_FALSE(has_signal(edit, signal::kUsefulCall));
@@ -408,6 +414,17 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
       {"cp a.py /etc/x 2>/dev/null", "outside_write"},
       {"mv a.py /usr/lib/x.py 2>&1", "outside_write"},
       {"ln -s /workspace/a /etc/a > log.txt", "outside_write"},
+      // every entry among other operands; the home folder's entries; a name
+      // that only begins as the workspace's or /tmp does, or leaves it by ".."
+      // (found by review)
+      {"rm -rf foo *", "delete_workspace"},
+      {"rm -rf build *", "delete_workspace"},
+      {"rm -f a.py .", "delete_workspace"},
+      {"rm -rf ~/*", "delete_workspace"},
+      {"echo x > /tmp/../etc/passwd", "outside_write"},
+      {"echo x > /workspace-other/x", "outside_write"},
+      {"cp a.py /tmpfiles/a.py", "outside_write"},
+      {"touch /workspace/../root/x", "outside_write"},
       {"f() { a && f | f & }; f", "fork_bomb"},
       {"while true\ndo sleep 1 &\ndone", "fork_bomb"},
       {"f() { f | f &>/dev/null & }; f", "fork_bomb"},
@@ -432,7 +449,8 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
                                "find . -type d -empty -delete", "find . -size +1M -delete",
                                "find . -newer ref -delete", "find . -mtime +1 -delete", "find ./src -delete",
                                "find src -name x -delete", "find /workspace/build -delete", "rm -f *.pyc",
-                               "rm -rf build/*", "rm -rf ./build",
+                               "rm -rf build/*", "rm -rf ./build", "rm a.py b.py\nls .", "rm -f a b; ls *",
+                               "echo x > /tmp/a..b", "echo x > /workspace/", "cat /tmp/x > '/tmp/y'",
                                // a background job after a loop is not the loop's
                                "while true\ndo\n  python3 -m unittest && break\ndone\npython3 -m http.server &"})
     EXPECT_FALSE(all.forbids(ok).has_value()) << ok << " -> " << all.forbids(ok).value_or("");
