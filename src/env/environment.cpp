@@ -1,6 +1,7 @@
 #include "env/environment.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "core/error.hpp"
@@ -96,7 +97,10 @@ Observation Environment::step(const ToolCall& call) {
 
 float Environment::verify(std::string_view answer) const {
   if (!ready_) return 0;
-  return std::clamp(score(trim(answer)), 0.0f, 1.0f);
+  // NaN passes std::clamp: a domain whose score is not a number has a bug.
+  const float s = score(trim(answer));
+  if (!std::isfinite(s)) throw Error("environment '" + name() + "': score() returned " + std::to_string(s));
+  return std::clamp(s, 0.0f, 1.0f);
 }
 
 }  // namespace forge

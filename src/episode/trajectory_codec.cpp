@@ -114,10 +114,21 @@ std::vector<uint8_t> encode_trajectories(const std::vector<Trajectory>& episodes
   if (episodes.size() > kMaxItems)
     throw Error("trajectory codec: " + std::to_string(episodes.size()) + " episodes in one payload (at most " +
                 std::to_string(kMaxItems) + ")");
-  for (const Trajectory& t : episodes)
+  for (const Trajectory& t : episodes) {
     if (const std::string what = beyond_decoder_limits(t); !what.empty())
       throw Error("trajectory codec: episode " + std::to_string(t.episode_id) + " has " + what +
                   ": its payload could not be decoded");
+    // One logprob and one version per generated token, as the decoder
+    // requires (a producer's bug, refused here rather than by the learner).
+    for (size_t k = 0; k < t.calls.size(); ++k) {
+      const LlmCall& c = t.calls[k];
+      if (c.logprobs.size() != c.generated.size() || c.versions.size() != c.generated.size())
+        throw Error("trajectory codec: episode " + std::to_string(t.episode_id) + " call " + std::to_string(k) +
+                    " has " + std::to_string(c.generated.size()) + " generated tokens but " +
+                    std::to_string(c.logprobs.size()) + " logprobs and " + std::to_string(c.versions.size()) +
+                    " versions");
+    }
+  }
   WireWriter w;
   w.put(kMagic);
   w.put(kTrajectoryFormatVersion);

@@ -1,8 +1,11 @@
 // calc: determinism, the reference solver, the verifier, usefulness signals.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <set>
 
+#include "core/error.hpp"
 #include "env/calc_env.hpp"
 #include "env/process_signals.hpp"
 
@@ -99,6 +102,45 @@ TEST(EnvCalc, BadArgumentsAreErrorObservations) {
     EXPECT_EQ(o.text.find("beyond 64-bit integers") != std::string::npos,
               std::string(args).find("999999999999*") != std::string::npos)
         << o.text;
+  }
+}
+
+// verify() keeps a domain's score in [0, 1], and a score that is not a
+// number is a domain's bug it names (found by review: NaN passed
+// std::clamp as the episode's outcome).
+class ScoreAs : public Environment {
+ public:
+  explicit ScoreAs(float score) : Environment(quiet()), score_(score) {}
+  std::string name() const override { return "score_as"; }
+  Solution solve() const override { return {{}, "x"}; }
+
+ protected:
+  Task generate(uint64_t seed) override { return {seed, "score_as", "answer x", {}, 1}; }
+  ToolResult call_tool(const ToolCall&) override { return {}; }
+  float score(std::string_view) const override { return score_; }
+
+ private:
+  float score_;
+};
+
+TEST(Environment, VerifyClampsTheScoreAndRefusesANonNumber) {
+  const auto verified = [](float score) {
+    ScoreAs env(score);
+    EXPECT_EQ(env.verify("x"), 0.0f) << "before reset()";
+    env.reset(1);
+    return env.verify("x");
+  };
+  EXPECT_EQ(verified(0.25f), 0.25f);
+  EXPECT_EQ(verified(7.0f), 1.0f);
+  EXPECT_EQ(verified(-3.0f), 0.0f);
+  for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    try {
+      verified(bad);
+      FAIL() << "verify() passed a score of " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("environment 'score_as': score() returned"), std::string::npos)
+          << e.what();
+    }
   }
 }
 

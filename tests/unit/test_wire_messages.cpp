@@ -130,6 +130,27 @@ TEST(TrajectoryCodec, RejectsForeignVersionAndOutOfVocabularyTokens) {
   EXPECT_THROW(decode_trajectories(longer.data(), longer.size(), 272, "t"), InputError);
 }
 
+// A call whose logprobs or versions are not one per generated token is a
+// producer's bug: the encoder names it (found by review: it was encoded and
+// the learner refused the payload).
+TEST(TrajectoryCodec, TheEncoderRefusesACallWithoutOneLogprobPerToken) {
+  for (const bool versions : {false, true}) {
+    std::vector<Trajectory> group = {sample_trajectory(1), sample_trajectory(2)};
+    ASSERT_FALSE(group[1].calls.empty());
+    LlmCall& c = group[1].calls.back();
+    if (versions) c.versions.push_back(0);
+    else c.logprobs.pop_back();
+    try {
+      encode_trajectories(group);
+      FAIL() << "encoded a call with unequal counts";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("episode 2 call " + std::to_string(group[1].calls.size() - 1)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // The encoder refuses what the decoder would (a string over 1 MiB): a data
 // pool slot gets the group as abandoned, named, instead of a payload the
 // learner reads as malformed.
