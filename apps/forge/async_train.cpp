@@ -290,7 +290,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     all.update.reward.validate();
     check_bins_hold_calls("train.max_tokens", all.train.max_tokens,
                           all.agent.max_context_tokens + all.agent.max_new_tokens);
-    if (all.gateway.enabled) all.gateway.resolve_and_validate();
+    if (all.gateway.enabled) all.gateway.resolve_and_validate(layout.count(Role::kEnvironment));
     // Every rank resolves the model (a pretrained one's configuration and
     // vocabulary; its weights only on the learners): the weight channel's
     // size, the rollout engine, the environments' scaffold.

@@ -6,7 +6,7 @@
 
 namespace forge {
 
-void GatewayConfig::resolve_and_validate() {
+void GatewayConfig::resolve_and_validate(int ranks) {
   if (token.empty())
     if (const char* t = std::getenv("FORGE_GATEWAY_TOKEN")) token = t;
   if (token.empty())
@@ -15,6 +15,12 @@ void GatewayConfig::resolve_and_validate() {
         "FORGE_GATEWAY_TOKEN");
   if (token.size() < 8) throw InputError("gateway.token: use at least 8 characters");
   if (port < 0 || port > 65535) throw InputError("gateway.port = " + std::to_string(port) + ": not a port");
+  // Past 65535 the resolver takes a port as 0 and the socket binds any
+  // free one: the rank would name a port it does not listen on.
+  if (port != 0 && port + ranks - 1 > 65535)
+    throw InputError("gateway.port = " + std::to_string(port) + ": its " + std::to_string(ranks) +
+                     " gateway ranks listen on ports " + std::to_string(port) + " to " +
+                     std::to_string(port + ranks - 1) + ", past 65535; lower it (or 0: free ports)");
 }
 
 }  // namespace forge

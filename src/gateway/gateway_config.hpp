@@ -24,8 +24,9 @@ struct GatewayConfig {
   double agent_wait_s = 600;       // the learner waits this long for agents' groups
 
   // The token from config or FORGE_GATEWAY_TOKEN; InputError naming both
-  // when neither is set, or for values out of range.
-  void resolve_and_validate();
+  // when neither is set, or for values out of range (`ranks` gateway ranks
+  // listen on port, port + 1, ...: the last must be a port too).
+  void resolve_and_validate(int ranks);
 };
 
 }  // namespace forge

@@ -11,10 +11,13 @@
 
 #include "agent/agent_episode.hpp"
 #include "agent/tool_call_format.hpp"
+#include "core/error.hpp"
+#include "core/scoped_env.hpp"
 #include "core/utf8.hpp"
 #include "env/env_mix.hpp"
 #include "episode/trajectory_codec.hpp"
 #include "gateway/chat_messages.hpp"
+#include "gateway/gateway_config.hpp"
 #include "gateway/gateway_service.hpp"
 #include "gateway/openai_replies.hpp"
 #include "gateway/request_error.hpp"
@@ -900,6 +903,43 @@ TEST_F(GatewayEpisodes, EchoedToolResultsThatSpellSpecialTokensStayText) {
   }
   EXPECT_GE(second_turns, 8);
   EXPECT_GE(named, 4);  // results that repeat the forged bytes
+}
+
+// The configuration's checks: a token (from the config or the environment)
+// of at least 8 characters, and a port for every gateway rank (found by
+// review: port 65535 with two ranks gave the second 65536, which the
+// resolver takes as 0, and it listened on a free port its URL did not name).
+TEST(GatewayConfig, NeedsATokenAndAPortForEveryRank) {
+  const ScopedEnv no_token("FORGE_GATEWAY_TOKEN", nullptr);
+  const auto refusal = [](GatewayConfig c, int ranks) -> std::string {
+    try {
+      c.resolve_and_validate(ranks);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  GatewayConfig c;
+  EXPECT_NE(refusal(c, 1).find("needs a bearer token"), std::string::npos);
+  {
+    const ScopedEnv token("FORGE_GATEWAY_TOKEN", "from-the-environment");
+    GatewayConfig from_env;
+    from_env.resolve_and_validate(1);
+    EXPECT_EQ(from_env.token, "from-the-environment");
+  }
+  c.token = "short";
+  EXPECT_NE(refusal(c, 1).find("at least 8 characters"), std::string::npos);
+  c.token = "long-enough";
+  c.port = 65535;
+  EXPECT_EQ(refusal(c, 1), "");
+  EXPECT_EQ(refusal(c, 2), "gateway.port = 65535: its 2 gateway ranks listen on ports 65535 to 65536, past 65535; "
+                           "lower it (or 0: free ports)");
+  c.port = 65534;
+  EXPECT_EQ(refusal(c, 2), "");
+  c.port = 0;
+  EXPECT_EQ(refusal(c, 64), "");  // free ports
+  c.port = 65536;
+  EXPECT_NE(refusal(c, 1).find("not a port"), std::string::npos);
 }
 
 }  // namespace
