@@ -1,6 +1,9 @@
 // The data pool on MPI RMA; the protocol is stated in data_pool.hpp.
 #include "mpi_roles/data_pool.hpp"
 
+#include <sys/statvfs.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -48,12 +51,32 @@ MPI_Win allocate(MPI_Comm comm, bool host, MPI_Aint bytes, int disp_unit, void* 
   return win;
 }
 
+uint64_t mib(uint64_t bytes) { return bytes >> 20; }
+
 double now_s() {
   static const Stopwatch clock;
   return clock.seconds();
 }
 
 }  // namespace
+
+void check_pool_fits_host(const DataPoolConfig& cfg) {
+  const uint64_t payload = cfg.window.cells() * cfg.slot_bytes;
+  const auto refuse = [&](const std::string& where, uint64_t free) {
+    throw InputError("the data pool's payload, (pool.inflight + pool.memory) x pool.slot_mib = " +
+                     std::to_string(mib(payload)) + " MiB, does not fit in " + where + " (" + std::to_string(mib(free)) +
+                     " MiB); lower pool.inflight, pool.memory or pool.slot_mib");
+  };
+  const uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  // Half: the ranks on the host need the rest (a pool of 20 of 24 GiB
+  // stalled the host in MPI_Win_allocate).
+  if (payload > memory / 2) refuse("half of this host's memory", memory / 2);
+  struct statvfs shm {};
+  if (statvfs("/dev/shm", &shm) == 0) {
+    const uint64_t free = static_cast<uint64_t>(shm.f_bavail) * shm.f_frsize;
+    if (payload > free) refuse("the free space of /dev/shm", free);
+  }
+}
 
 // Offsets (in int64 words) of the meta window's parts.
 #define STATE_AT(c) static_cast<MPI_Aint>(kNumCounters + (c))
@@ -237,13 +260,13 @@ uint64_t DataPool::start() {
     if (sw.seconds() > cfg_.deadline_s) {
       const PoolCounts c = counts();
       // Name the bound that refused (the counts are a snapshot after the wait).
-      const std::string consumer = "the consumer (rank " + std::to_string(cfg_.consumer_rank) + ", head " +
+      const std::string consumer = "the consumer (" + name_of(cfg_.consumer_rank, "consumer") + ", head " +
                                    std::to_string(c.head) + ")";
       const std::string why =
           c.running >= n_   ? "N running episodes have not finished (the producers' own slots)"
           : c.finished >= m_ ? "M finished trajectories wait for " + consumer + " to take them"
                              : "no free cell: " + consumer + " has not returned the cells it took";
-      throw Error("data pool: producer rank " + std::to_string(rank_) + " waited " + std::to_string(cfg_.deadline_s) +
+      throw Error("data pool: " + name_of(rank_, "producer") + " waited " + std::to_string(cfg_.deadline_s) +
                   " s for admission: " + std::to_string(c.running) + " running of N = " + std::to_string(n_) +
                   ", " + std::to_string(c.finished) + " finished of M = " + std::to_string(m_) + "; " + why);
     }
@@ -504,6 +527,10 @@ DataPoolState DataPool::snapshot() {
   return st;
 }
 
+std::string DataPool::name_of(int rank, const char* role) const {
+  return cfg_.rank_name ? cfg_.rank_name(rank) : std::string(role) + " rank " + std::to_string(rank);
+}
+
 std::string DataPool::describe_head() {
   require_consumer("describe_head");
   std::vector<int64_t> states(cells_);
@@ -515,7 +542,7 @@ std::string DataPool::describe_head() {
   std::string who;
   for (const int64_t w : states)
     if (state_slot(w) == head_ && state_kind(w) == kStarted)
-      who = "producer rank " + std::to_string(state_rank(w)) + " started it and has not completed it";
+      who = name_of(state_rank(w), "producer") + " started it and has not completed it";
   if (who.empty())
     who = head_ >= c.tail ? "no producer has started it" : "it is complete and its notice is on its way";
   // append, not "[" + std::string&& (GCC 12 -Wrestrict false positive)
@@ -532,7 +559,7 @@ TakenTrajectory DataPool::take() {
   for (;;) {
     if (auto t = try_take()) return std::move(*t);
     if (sw.seconds() > cfg_.deadline_s)
-      throw Error("data pool: consumer rank " + std::to_string(rank_) + " waited " + std::to_string(cfg_.deadline_s) +
+      throw Error("data pool: " + name_of(rank_, "consumer") + " waited " + std::to_string(cfg_.deadline_s) +
                   " s: " + describe_head());
     std::this_thread::yield();
   }

@@ -76,6 +76,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -93,7 +94,17 @@ struct DataPoolConfig {
   int host_rank = 0;              // holds the windows
   int consumer_rank = 0;          // the one rank that takes
   double deadline_s = 60.0;       // every blocking wait
+  // A rank as the messages of a stalled pool name it ("environment rank 3");
+  // unset: "producer rank 3", "consumer rank 0".
+  std::function<std::string(int rank)> rank_name;
 };
+
+// On the host rank, before the collective construction: the pool's payload,
+// (N + M) x slot_bytes, must fit in half of this host's memory and in /dev/shm
+// (where Open MPI backs a window on one node); an InputError naming
+// pool.inflight, pool.memory and pool.slot_mib otherwise (Open MPI ended
+// the job inside MPI_Win_allocate, exit 53, naming none of them).
+void check_pool_fits_host(const DataPoolConfig& cfg);
 
 struct TakenTrajectory {
   uint64_t slot = 0;
@@ -172,6 +183,8 @@ class DataPool {
   const DataPoolConfig& config() const { return cfg_; }
 
  private:
+  // cfg_.rank_name(rank), or `role` + " rank N".
+  std::string name_of(int rank, const char* role) const;
   struct Announced {
     uint32_t cell = 0;
     int producer = -1;

@@ -354,3 +354,36 @@ TEST(DataPoolMpi, StalenessCapMasks) {
     EXPECT_GT(r.over_cap, 0u);
   }
 }
+
+// A head slot started and not completed is named by the rank's name when the
+// job gives one ("environment rank 1": found by review, it said "producer
+// rank 1" whatever the rank's role), by "producer rank N" otherwise.
+TEST(DataPoolMpi, AStalledHeadNamesItsRank) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  for (const bool named : {false, true}) {
+    DataPoolConfig cfg;
+    cfg.window.kind = WindowKind::kFifo;
+    cfg.window.n_running = 2;
+    cfg.window.memory = 2;
+    cfg.slot_bytes = kSlotBytes;
+    if (named) cfg.rank_name = [](int r) { return "named rank " + std::to_string(r); };
+    DataPool pool(MPI_COMM_WORLD, cfg);
+    uint64_t slot = 0;
+    if (rank == 1) slot = pool.start();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+      const std::string head = pool.describe_head();
+      EXPECT_NE(head.find(std::string(named ? "named rank 1" : "producer rank 1") + " started it and has not completed it"),
+                std::string::npos)
+          << head;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const char payload[4] = {1, 2, 3, 4};
+    if (rank == 1) pool.complete(slot, payload, sizeof payload, 0);
+    if (rank == 0) {
+      EXPECT_EQ(pool.take().payload.size(), sizeof payload);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}

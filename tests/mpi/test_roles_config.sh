@@ -5,7 +5,8 @@
 # starting anything; `--mpi.learners=0` likewise. A run folder that holds an
 # earlier run's rollouts.h5 is refused the same way (learner 0 checks it and
 # aborts the job), and the file is left as it was; a --resume of a folder
-# that does not exist leaves none behind.
+# that does not exist leaves none behind. A data pool larger than its host
+# can hold is refused by name.
 source "$(dirname "$0")/roles_common.sh"
 
 expect_input_error() {
@@ -20,6 +21,10 @@ expect_input_error() {
 
 expect_input_error 2 "cannot hold mpi.learners = 1 + mpi.rollouts = 1.*-np 3"
 expect_input_error 4 "mpi.learners" --mpi.learners=0
+# A data pool past the host's memory names its keys (Open MPI ended the job
+# in MPI_Win_allocate, exit 53, naming none of them).
+expect_input_error 3 "learner rank 0: error: the data pool's payload.*2000000 MiB.*lower pool.inflight, pool.memory or pool.slot_mib" \
+  --pool.inflight=1000000 --pool.memory=1000000 --pool.slot_mib=1
 
 mkdir -p "$WORK/held"
 echo "an earlier run's rollouts" >"$WORK/held/rollouts.h5"
