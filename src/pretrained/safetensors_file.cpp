@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/regular_file.hpp"
 #include "pretrained/ggml_quants.hpp"
 #include "pretrained/json_file.hpp"
@@ -56,7 +57,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   if (!h.is_object()) throw InputError("safetensors file '" + path + "': the header is not a JSON object");
   const uint64_t data_size = size - data_offset_;
   for (auto it = h.begin(); it != h.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
+    if (it.key() == "__metadata__") {
+      // The format's metadata: strings by name, as the reference reader has it.
+      const json& m = it.value();
+      if (!m.is_object() || !std::all_of(m.begin(), m.end(), [](const json& v) { return v.is_string(); }))
+        throw InputError("safetensors file '" + path + "': __metadata__ must be an object of strings, not " +
+                         json_shown(m));
+      continue;
+    }
     const std::string where = "safetensors file '" + path + "', tensor '" + it.key() + "'";
     try {
       Entry e;
@@ -66,7 +74,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
           throw InputError(where + ": shape and data_offsets must be arrays of integers, not " + json_shown(v));
       e.shape = it.value().at("shape").get<std::vector<int64_t>>();
       const auto offs = it.value().at("data_offsets").get<std::vector<uint64_t>>();
-      if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > data_size)
+      if (offs.size() != 2)
+        throw InputError(where + ": data_offsets must be [begin, end], not " + it.value().at("data_offsets").dump());
+      if (offs[0] > offs[1] || offs[1] > data_size)
         throw InputError(where + ": data offsets outside the file's " + std::to_string(data_size) +
                          " bytes of data (truncated?)");
       e.begin = offs[0];
@@ -87,15 +97,29 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       throw InputError(where + ": malformed entry (" + ex.what() + ")");
     }
   }
-  // No two tensors share bytes (each would be read, and sized, on its own).
+  // The tensors tile the data, as the reference reader requires: no two
+  // share bytes (each would be read, and sized, on its own), and no byte
+  // belongs to none (a gap, or bytes after the last tensor).
   std::vector<std::pair<const std::string*, const Entry*>> placed;
-  for (const auto& [name, e] : entries_)
-    if (e.end > e.begin) placed.push_back({&name, &e});
-  std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
-  for (size_t i = 1; i < placed.size(); ++i)
-    if (placed[i - 1].second->end > placed[i].second->begin)
-      throw InputError("safetensors file '" + path + "': tensors '" + *placed[i - 1].first + "' and '" +
-                       *placed[i].first + "' overlap in the file");
+  for (const auto& [name, e] : entries_) placed.push_back({&name, &e});
+  std::sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.second->begin, a.second->end) < std::pair(b.second->begin, b.second->end);
+  });
+  uint64_t covered = 0;
+  const std::string* last = nullptr;
+  for (const auto& [name, e] : placed) {
+    if (e->begin < covered)
+      throw InputError("safetensors file '" + path + "': tensors '" + *last + "' and '" + *name +
+                       "' overlap in the file");
+    if (e->begin > covered)
+      throw InputError("safetensors file '" + path + "': bytes [" + std::to_string(covered) + ", " +
+                       std::to_string(e->begin) + ") of its data belong to no tensor (before '" + *name + "')");
+    covered = e->end;
+    last = name;
+  }
+  if (covered != data_size)
+    throw InputError("safetensors file '" + path + "': its data holds " + std::to_string(data_size) +
+                     " bytes, of which the tensors take " + std::to_string(covered) + " (bytes after them belong to none)");
 }
 
 void SafetensorsFile::require_readable(const std::string& name) const {
@@ -153,6 +177,23 @@ SafetensorsModel::SafetensorsModel(const std::string& folder) {
       throw InputError("'" + index + "' puts tensor '" + it.key() + "' in '" + f + "', which lacks it");
     file_of_[it.key()] = k;
   }
+  // A tensor a shard holds that weight_map does not list is read from its
+  // shard, as transformers reads each listed shard whole (it was "has no
+  // tensor", though the shard held it); in two shards it is ambiguous.
+  std::map<std::string, size_t> unlisted;
+  for (size_t k = 0; k < files_.size(); ++k)
+    for (const auto& [name, e] : files_[k]->entries()) {
+      if (file_of_.count(name) && !unlisted.count(name)) continue;
+      if (unlisted.count(name))
+        throw InputError("'" + index + "' lists no shard for tensor '" + name + "', which two shards hold ('" +
+                         files_[unlisted[name]]->path() + "' and '" + files_[k]->path() + "')");
+      unlisted[name] = k;
+      file_of_[name] = k;
+    }
+  if (!unlisted.empty())
+    log_warn("'" + index + "' lists " + std::to_string(unlisted.size()) + " tensor(s) its shards hold in no weight_map entry ('" +
+             unlisted.begin()->first + "' in '" + files_[unlisted.begin()->second]->path() + "'" +
+             (unlisted.size() > 1 ? ", ..." : "") + "): read from their shards");
   description_ = index + " (" + std::to_string(files_.size()) + " shards)";
 }
 
@@ -184,6 +225,8 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   for (const NamedTensor& t : tensors) {
     uint64_t n = 1;
     for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+    FORGE_CHECK(t.name != "__metadata__" && !h.contains(t.name),
+                "write_safetensors: tensor name '" + t.name + "' given twice (or reserved)");
     h[t.name] = {{"dtype", bf16 ? "BF16" : "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * b}}};
     offset += n * b;
   }

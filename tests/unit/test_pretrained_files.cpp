@@ -526,6 +526,17 @@ TEST(Safetensors, RoundTripsFp32AndBf16AndShards) {
   EXPECT_EQ(two.read("a"), a);
   EXPECT_EQ(two.read("b"), b);
   expect_input_error([&] { two.read("c"); }, "has no tensor 'c'");
+  // A tensor a listed shard holds but weight_map leaves out is read from its
+  // shard and named (found by review: "has no tensor"); in two shards it is
+  // ambiguous.
+  std::ofstream(sharded + "/model.safetensors.index.json", std::ios::trunc)
+      << R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "a2": "model-00002-of-00002.safetensors"}})";
+  write_safetensors(sharded + "/model-00002-of-00002.safetensors", {{"a2", {2}, b.data()}, {"b", {2}, b.data()}});
+  const SafetensorsModel unlisted(sharded);
+  EXPECT_EQ(unlisted.read("b"), b);
+  EXPECT_EQ(unlisted.names(), (std::vector<std::string>{"a", "a2", "b"}));
+  write_safetensors(sharded + "/model-00001-of-00002.safetensors", {{"a", {2, 3}, a.data()}, {"b", {2}, b.data()}});
+  expect_input_error([&] { SafetensorsModel m(sharded); }, "lists no shard for tensor 'b', which two shards hold");
 }
 
 TEST(Safetensors, EveryTruncationAndBadHeaderIsAnInputError) {
@@ -590,6 +601,32 @@ TEST(Safetensors, EveryTruncationAndBadHeaderIsAnInputError) {
   const std::string nested = header_only(
       "nested.safetensors", R"({"a": {"dtype": "F32", "shape": [1], "shape": [1], "data_offsets": [0, 4]}})", 4);
   expect_input_error([&] { SafetensorsFile f(nested); }, "names the key \"shape\" twice in one object");
+  // What the reference reader refuses (found by review: read here): bytes
+  // of no tensor, between tensors or after them; metadata that is not
+  // strings; and data_offsets of another length, named as such.
+  const std::string gap = header_only(
+      "gap.safetensors", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [16, 32]}})", 32);
+  expect_input_error([&] { SafetensorsFile f(gap); }, "bytes [0, 16) of its data belong to no tensor (before 'a')");
+  const std::string tail = header_only(
+      "tail.safetensors", R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 8);
+  expect_input_error([&] { SafetensorsFile f(tail); }, "its data holds 8 bytes, of which the tensors take 4");
+  const std::string meta = header_only(
+      "meta.safetensors",
+      R"({"__metadata__": {"x": 1}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4);
+  expect_input_error([&] { SafetensorsFile f(meta); }, "__metadata__ must be an object of strings, not {\"x\":1}");
+  const std::string three = header_only(
+      "three.safetensors", R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16, 32]}})", 32);
+  expect_input_error([&] { SafetensorsFile f(three); }, "data_offsets must be [begin, end], not [0,16,32]");
+  // Empty tensors take no bytes wherever they sit.
+  const std::string empty = header_only(
+      "empty.safetensors",
+      R"({"__metadata__": {"format": "pt"}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+          "e": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}})",
+      4);
+  EXPECT_EQ(SafetensorsFile(empty).entries().size(), 2u);
+  // The writer refuses a name given twice (its header would keep one).
+  const std::vector<float> one = {1};
+  EXPECT_THROW(write_safetensors(dir + "/dup.safetensors", {{"a", {1}, one.data()}, {"a", {1}, one.data()}}), Error);
 }
 
 // weight_map names files of the folder: a value of another type once threw
