@@ -160,6 +160,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--nfc"]:
         write_nfc(sys.stdout)
     elif sys.argv[1:]:
-        sys.exit("usage: gen_unicode_tables.py [--nfc]")
+        print("usage: gen_unicode_tables.py [--nfc]", file=sys.stderr)
+        sys.exit(2)
     else:
         main()

@@ -34,8 +34,9 @@
 # within what a device call carries (64 MiB); the total is printed at the
 # end. A baseline or native bundle of an earlier version of this script
 # (.tar.gz) is converted.
-# Progress on stdout; exits 1 when a binary is missing (build first), 2 on a
-# bad argument.
+# Progress on stdout; exits 1 when a binary is missing (build first) or was
+# built without CUDA, or a library it loads cannot be found, 2 on a bad
+# argument.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FORGE_BUILD_DIR:-$root/build}
@@ -47,9 +48,9 @@ usage="usage: tools/gpu_bundle.sh [--baseline REV] [--native-for ARCH] [--no-mpi
 while [ $# -gt 0 ]; do
   case $1 in
     --baseline) [ $# -ge 2 ] || { echo "gpu_bundle: --baseline needs a commit" >&2; exit 2; }; baseline=$2; shift 2 ;;
-    --baseline=*) baseline=${1#*=}; shift ;;
+    --baseline=*) baseline=${1#*=}; [ -n "$baseline" ] || { echo "gpu_bundle: --baseline needs a commit" >&2; exit 2; }; shift ;;
     --native-for) [ $# -ge 2 ] || { echo "gpu_bundle: --native-for needs a GCC -march name" >&2; exit 2; }; native=$2; shift 2 ;;
-    --native-for=*) native=${1#*=}; shift ;;
+    --native-for=*) native=${1#*=}; [ -n "$native" ] || { echo "gpu_bundle: --native-for needs a GCC -march name" >&2; exit 2; }; shift ;;
     --no-mpi) mpi=0; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_bundle: unknown argument '$1' ($usage)" >&2; exit 2 ;;
@@ -75,12 +76,23 @@ bins=("$build/forge" "$build/tests/forge_unit_tests" "$build/tests/forge_mpi_tes
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "gpu_bundle: $b is missing; run ./forge.sh build first" >&2; exit 1; }
 done
+# A build without CUDA (no nvcc when it was configured) builds every binary
+# too: its bundle would fail every stage on the GPU machine.
+ldd "$build/forge" | grep -q 'libcudart\.' ||
+  { echo "gpu_bundle: $build/forge does not load the CUDA runtime: configure the build with nvcc found (docs/cuda.md)" >&2; exit 1; }
 
-# Copies (dereferenced) every library the given files load, except $skip, into $1.
+# Copies (dereferenced) every library the given files load, except $skip, into $1;
+# exit 1 naming a library ldd cannot find, or a file it cannot read.
 copy_deps() {
-  local dest=$1
+  local dest=$1 listing
   shift
-  ldd "$@" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+  listing=$(ldd "$@" 2>&1) || { echo "$listing" | grep -v '=>' >&2; echo "gpu_bundle: ldd failed on $*" >&2; exit 1; }
+  if echo "$listing" | grep -q '=> not found'; then
+    echo "$listing" | grep '=> not found' | sort -u >&2
+    echo "gpu_bundle: a library above cannot be found on this machine (LD_LIBRARY_PATH?)" >&2
+    exit 1
+  fi
+  echo "$listing" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
     while read -r name path; do
       # (not cp -n: coreutils 9.2-9.4 exit 1 when it skips an existing file)
       [[ $name =~ $skip ]] || [ -e "$dest/$name" ] || cp -L "$path" "$dest/$name"
@@ -101,9 +113,17 @@ for old in "$out/baseline.tar.gz" "$out/native.tar.gz"; do
 done
 
 rm -rf "$out/pkg" "$out/ompi"
+# Unpacked folders go however this script ends (an interrupted run left
+# ~100 MB in .gpu, past what a device call carries), and a bundle is made
+# new or not at all (a stale one would be run as this build).
+trap 'rm -rf "$out/pkg" "$out/ompi"' EXIT
+rm -f "$out/forge-gpu.tar.xz"
 mkdir -p "$out/pkg/bin" "$out/pkg/lib"
 cp "${bins[@]}" "$out/pkg/bin/"
 cp -r "$root/configs" "$out/pkg/"
+# The CUDA libraries left to the GPU machine, by the names this build needs
+# (libcudart.so.13, ...): gpu_checks.sh prints them and checks them first.
+ldd "$build/forge" | awk '$1 ~ /^lib(cudart|cublas|cublasLt|nccl)\./ {print $1}' | sort -u | tr '\n' ' ' >"$out/pkg/CUDA_LIBS"
 copy_deps "$out/pkg/lib" "${bins[@]}"
 # BLIS is loaded with dlopen (src/backend/cpu/sgemm_library.hpp), so ldd does
 # not list it; gpu_checks.sh puts pkg/lib on LD_LIBRARY_PATH, where forge finds
@@ -117,8 +137,8 @@ echo "gpu_bundle: packing (xz -9, about a minute)"
 pack "$out/pkg" "$out/forge-gpu.tar.xz"
 echo "gpu_bundle: $out/forge-gpu.tar.xz ($(du -h "$out/forge-gpu.tar.xz" | cut -f1), $(ls "$out/pkg/lib" | wc -l) libraries)"
 
+rm -f "$out/openmpi.tar.xz"
 if [ "$mpi" = 0 ]; then
-  rm -f "$out/openmpi.tar.xz"
   echo "gpu_bundle: --no-mpi: no openmpi.tar.xz (the rl and publish stages need it)"
 else
 o=$out/ompi
@@ -163,7 +183,7 @@ bench_build() {
 }
 
 tmp=$(mktemp -d)  # the baseline's worktree and the builds
-trap '[ -d "$tmp/baseline" ] && git -C "$root" worktree remove --force "$tmp/baseline" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap '[ -d "$tmp/baseline" ] && git -C "$root" worktree remove --force "$tmp/baseline" 2>/dev/null; rm -rf "$tmp" "$out/pkg" "$out/ompi"' EXIT
 if [ -n "$baseline" ]; then
   git -C "$root" worktree add --detach --quiet "$tmp/baseline" "$rev"
   # forge's own libraries are linked in; the shared ones are this machine's,

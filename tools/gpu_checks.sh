@@ -114,7 +114,15 @@ for extra in "$base" "$native"; do
   unpack "$packed" "$extra" || { echo "gpu_checks: cannot unpack $packed (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
 done
 failed=0
-
+# Every library the binaries load, found here (the bundle leaves the CUDA
+# runtime, cuBLAS and NCCL to this machine: CUDA_LIBS names the versions
+# the build linked): a missing one ends the run before any stage.
+missing=$(ldd "$bin"/* 2>&1 | grep 'not found' | sort -u || true)
+if [ -n "$missing" ]; then
+  echo "$missing"
+  echo "gpu_checks: the libraries above are not on this machine (the build linked: $(cat "$pkg/CUDA_LIBS" 2>/dev/null))"
+  exit 2
+fi
 
 # run NAME SECONDS CMD...: appends CMD's output to $out/NAME.log; within
 # GPU_CHECKS_SECONDS, skipped (rc 124) when under 10 s are left.
@@ -142,6 +150,7 @@ run() {
 
 { nvidia-smi -L; lscpu | grep -E "^(Model name|CPU family|Model|CPU\(s\)):"
   grep -o -w -E "avx512f|avx512_bf16|avx512_fp16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+  echo "CUDA libraries the build linked: $(cat "$pkg/CUDA_LIBS" 2>/dev/null)"
   [ -f "$base/REVISION" ] && echo "baseline (.gpu/baseline.tar.xz): commit $(cat "$base/REVISION")"
   [ -n "$placed_blis" ] && echo "the bundle's BLIS placed at Debian's path for this run: $placed_blis"; } 2>&1 |
   tee "$out/device.log"

@@ -39,6 +39,7 @@ import argparse
 import collections
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -75,15 +76,24 @@ def binutils_dir(fetch):
     return cached
 
 
+def nvcc():
+    """nvcc on PATH, or the toolkit's where tools/setup.sh finds it."""
+    found = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) else None)
+    if not found:
+        fail("nvcc not found (on PATH or /usr/local/cuda/bin): install the CUDA toolkit (docs/cuda.md)")
+    return found
+
+
 def compile_object(source, arch, build, out, tree=ROOT):
     """source (a path inside tree, a checkout of forge) compiled as the build compiles forge_cuda."""
     rsp = os.path.join(build, "src", "CMakeFiles", "forge_cuda.dir", "includes_CUDA.rsp")
     if not os.path.exists(rsp):
-        fail(f"{rsp} missing: configure and build first (./forge.sh build), or pass --build")
-    includes = open(rsp).read().split()
+        fail(f"{rsp} missing: configure and build first (./forge.sh build, CMake's Makefile generator), "
+             "or pass --build")
+    includes = shlex.split(open(rsp).read())  # a build path with spaces is quoted there
     includes = [f"-I{os.path.join(tree, 'src')}" if x.startswith("-I") and x.endswith(os.sep + "src") else x
                 for x in includes]
-    cmd = ["nvcc", *includes, "-O3", "-DNDEBUG", f"--generate-code=arch=compute_{arch},code=[sm_{arch}]",
+    cmd = [nvcc(), *includes, "-O3", "-DNDEBUG", f"--generate-code=arch=compute_{arch},code=[sm_{arch}]",
            "-std=c++20", "-x", "cu", "-c", source, "-o", out]
     print(f"compiling {os.path.relpath(source, tree)} of {tree} for sm_{arch} ...", file=sys.stderr)
     r = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
