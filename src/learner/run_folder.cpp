@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <system_error>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -32,13 +34,19 @@ namespace {
 
 std::mutex held_mu;
 std::set<std::string> held;     // canonical folders this process holds
-std::set<std::string> created;  // the folders (as given) hold_run_folder created
+// The folders (as given) hold_run_folder created, each with the parent
+// folders it had to create for them, deepest first (runs/ for runs/latest).
+std::map<std::string, std::vector<std::string>> created;
 
 }  // namespace
 
 void hold_run_folder(const std::string& dir) {
   std::error_code exists_ec;
   const bool existed = std::filesystem::exists(dir, exists_ec);
+  std::vector<std::string> new_parents;
+  for (auto p = std::filesystem::path(dir).lexically_normal().parent_path();
+       !p.empty() && p != p.root_path() && !std::filesystem::exists(p, exists_ec); p = p.parent_path())
+    new_parents.push_back(p.string());
   create_run_folder(dir);
   // Held already by this process (learner 0 takes it before choosing its
   // checkpoint, then its learner again): a second open would conflict.
@@ -63,7 +71,7 @@ void hold_run_folder(const std::string& dir) {
     ::close(fd);
     log_warn("run.dir = '" + dir + "': the file system does not lock files (" + std::strerror(err) +
              "); nothing stops a second forge from using this folder at the same time");
-    if (!existed) created.insert(dir);
+    if (!existed) created[dir] = new_parents;
     return;
   }
   char host[256] = {};
@@ -74,7 +82,7 @@ void hold_run_folder(const std::string& dir) {
   // The descriptor stays open (and the lock held) for the process's life;
   // the kernel releases it at exit, however the process ends.
   held.insert(key);
-  if (!existed) created.insert(dir);  // only once held: another forge's new folder is not ours to remove
+  if (!existed) created[dir] = new_parents;  // only once held: another forge's new folder is not ours to remove
 }
 
 void remove_unused_run_folders() {
@@ -82,7 +90,7 @@ void remove_unused_run_folders() {
   // while this one holds the lock; it then leaves the folders as they are.
   std::unique_lock lock(held_mu, std::try_to_lock);
   if (!lock.owns_lock()) return;
-  for (const std::string& dir : created) {
+  for (const auto& [dir, parents] : created) {
     std::error_code ec;
     std::filesystem::directory_iterator it(dir, ec), end;
     bool only_lock = !ec;
@@ -91,6 +99,9 @@ void remove_unused_run_folders() {
     if (!only_lock) continue;
     std::filesystem::remove(dir + "/forge.lock", ec);
     std::filesystem::remove(dir, ec);
+    // remove() leaves a folder that is not empty (another run's) as it is.
+    for (const std::string& parent : parents)
+      if (!std::filesystem::remove(parent, ec)) break;
   }
   created.clear();
 }

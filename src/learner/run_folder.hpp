@@ -25,7 +25,8 @@ void create_run_folder(const std::string& dir);
 void hold_run_folder(const std::string& dir);
 
 // Removes every folder hold_run_folder created in this process that holds
-// nothing but its forge.lock: a command that fails before its first write
+// nothing but its forge.lock, and the parent folders it created for it that
+// are then empty: a command that fails before its first write
 // (bad input: a --resume of a mistyped run.dir, a missing --train.init)
 // leaves no folder behind. Called by the CLI on its way out with an error,
 // and by abort_job under MPI; a no-op while another thread holds the folder

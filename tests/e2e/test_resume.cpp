@@ -166,7 +166,7 @@ TEST(Resume, ADamagedNewestCheckpointNamesTheOneBefore) {
 
 // Bad input refused after the run folder was taken leaves no folder behind
 // (a mistyped run.dir with --resume, a missing train.init): forge.lock and
-// its folder were left. A folder that was there stays.
+// its folder were left. A folder that was there stays; new parents go.
 TEST(Resume, ARefusedStartLeavesNoNewFolder) {
   const std::string dir = ::testing::TempDir() + "forge_no_such_run_" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
@@ -180,6 +180,17 @@ TEST(Resume, ARefusedStartLeavesNoNewFolder) {
   r = forge("sft --resume --run.dir=" + dir);
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir));
+  // The parent folders it created for the run folder go too (found by
+  // review: runs/ stayed), and one that holds something else stays.
+  r = forge("sft --resume --run.dir=" + dir + "/a/b/run");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  std::filesystem::create_directories(dir + "/a/other");
+  r = forge("sft --resume --run.dir=" + dir + "/a/b/run");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/a/b"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/a/other"));
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   r = forge(std::string(kRun) + "--train.steps=2 --resume --run.dir=" + dir);
   EXPECT_EQ(r.rc, 2) << r.err;
