@@ -447,6 +447,19 @@ OptionSet& OptionSet::secret(const std::string& key) {
 // takes whatever follows, a flag included, and lets a bare bool flag swallow
 // a positional): a bool key takes the next argument only when it is a
 // boolean; another key never takes a flag as its value.
+std::string OptionSet::word_after_bare_bool(const std::vector<std::string>& args) const {
+  for (size_t i = 0; i + 1 < args.size() && args[i] != "--"; ++i) {
+    const std::string& a = args[i];
+    bool b;
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0 && a.find('=') == std::string::npos && has(a.substr(2)) &&
+        std::holds_alternative<bool*>(get(a.substr(2)).target) && args[i + 1].compare(0, 2, "--") != 0 &&
+        !parse_bool(args[i + 1], &b))
+      return " ('" + args[i + 1] + "' after " + a + " was read as an argument: " + a +
+             " alone means true, and its value is true/false, yes/no, on/off or 1/0: " + a + "=VALUE)";
+  }
+  return "";
+}
+
 std::vector<std::string> OptionSet::attach_values(const std::vector<std::string>& args) const {
   const auto takes_value = [&](const std::string& key) { return key == "config" ? allow_config_ : has(key); };
   std::vector<std::string> out;
@@ -747,7 +760,8 @@ ParseResult OptionSet::parse(const std::vector<std::string>& args) {
       if (n_positional >= positionals_.size())
         throw InputError("unexpected argument '" + tok + "'" +
                          (positionals_.empty() ? std::string(" (this command takes no arguments)")
-                                               : ""));
+                                               : "") +
+                         word_after_bare_bool(args));
       ++n_positional;
       continue;
     }

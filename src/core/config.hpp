@@ -186,6 +186,9 @@ class OptionSet {
   OptionSet& add_option(const std::string& key, OptionTarget target, const std::string& help,
                         Validator validator);
   std::vector<std::string> attach_values(const std::vector<std::string>& args) const;
+  // A hint for a surplus argument: a word that is no boolean right after a
+  // bare boolean flag (`--json tru`) was read as an argument; "" if none.
+  std::string word_after_bare_bool(const std::vector<std::string>& args) const;
   Option* find(const std::string& key);
   const Option& get(const std::string& key) const;  // throws Error if absent
   std::string unknown_message(const std::string& shown, const std::string& key,

@@ -54,7 +54,9 @@ std::vector<Trajectory> run(PolicyModel& model, float temperature, EngineStats* 
   EXPECT_GE(d.requests, 12);
   EXPECT_EQ(done_counts.size(), static_cast<size_t>(d.engine_steps));
   EXPECT_TRUE(std::is_sorted(done_counts.begin(), done_counts.end()));
-  if (!done_counts.empty()) EXPECT_EQ(done_counts.back(), episodes.size());
+  if (!done_counts.empty()) {
+    EXPECT_EQ(done_counts.back(), episodes.size());
+  }
   if (stats) *stats = engine.stats();
   std::vector<Trajectory> out;
   for (auto& ep : episodes) {

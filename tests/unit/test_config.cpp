@@ -173,6 +173,16 @@ TEST(Config, FlagValuesNeverSwallowFlagsOrPositionals) {
   p.parse(std::vector<std::string>{"--json", "no", "b.h5"});
   EXPECT_FALSE(json);
   EXPECT_EQ(file, "b.h5");
+  // A mistyped value of a bare bool flag is read as an argument: a surplus
+  // argument then says so, naming the flag (found by review: it blamed the
+  // real argument alone).
+  msg = input_error([&] { p.parse(std::vector<std::string>{"--json", "tru", "c.h5"}); });
+  EXPECT_NE(msg.find("unexpected argument 'c.h5' ('tru' after --json was read as an argument: --json alone means "
+                     "true"),
+            std::string::npos)
+      << msg;
+  msg = input_error([&] { p.parse(std::vector<std::string>{"a.h5", "b.h5"}); });
+  EXPECT_EQ(msg.find("after --json"), std::string::npos) << msg;
 }
 
 // A key set twice in a file (one section, or a repeated one) is an error
