@@ -42,7 +42,8 @@ constexpr Rule kRules[] = {
     {"credentials", "/etc/shadow|\\.ssh\\b|\\bid_(rsa|ed25519|ecdsa)\\b|\\.aws\\b|\\.netrc\\b|\\.git-credentials\\b|"
                     "\\bprintenv\\b|/proc/[0-9a-z]+/environ"},
     {"network", "\\b(curl|wget|nc|ncat|netcat|ssh|scp|sftp|telnet|ftp|ping)\\b|/dev/(tcp|udp)/|\\bsocket\\b"},
-    // rm of every entry, among any other operands: options short or long
+    // rm of every entry, among any other operands (words without quotes or
+    // '#': not `grep -rn "rm -rf" .`, not a comment): options short or long
     // ("-rf", "--recursive", "--"), ".", "*", "*/", "*/*", "?*", "[a-z]*",
     // "./*", "/workspace/*", "/", "~", "~/*".
     // find from the top (".", "./", "/workspace", "/", "~", quoted or not,
@@ -51,17 +52,19 @@ constexpr Rule kRules[] = {
     // emptiness, ...) and nothing negates or or-s it ("!", -not, -o) and it
     // does not select everything (-name '*', -regex '.*').
     {"delete_workspace",
-     "\\brm\\s+([^\\s;&|]+[ \\t]+)*(\\.|\\*(/\\*?)?|\\?+\\*|\\[[^\\]\\s]*\\]\\*|\\./\\*?/?|/workspace/?\\*?/?|/\\*?/?|~/?\\*?/?)"
+     "\\brm\\s+([^\\s;&|'\"#]+[ \\t]+)*(\\.|\\*(/\\*?)?|\\?+\\*|\\[[^\\]\\s]*\\]\\*|\\./\\*?/?|/workspace/?\\*?/?|/\\*?/?|~/?\\*?/?)"
      "(\\s|;|&|\\||$)"
      "|" FORGE_FIND_TOP "(?![^;&|\\n]*\\s-" FORGE_FIND_SELECTS "\\b[^;&|\\n]*\\s-delete\\b)[^;&|\\n]*\\s-delete\\b"
      "|" FORGE_FIND_TOP "(?=[^;&|\\n]*\\s-delete\\b)[^;&|\\n]*\\s(!|-not\\b|-o\\b|-or\\b)"
      "|" FORGE_FIND_TOP "[^;&|\\n]*\\s-(i?name|i?path|i?wholename)\\s+[\"']?\\*[\"']?(?=\\s)[^;&|\\n]*\\s-delete\\b"
      "|" FORGE_FIND_TOP "[^;&|\\n]*\\s-i?regex\\s+[\"']?\\.\\*[\"']?(?=\\s)[^;&|\\n]*\\s-delete\\b"},
     // A cp/mv/ln target is the last word, before any redirection ("2>/dev/null").
-    {"outside_write", "(>{1,2}|\\btee\\s+(-a\\s+)?)\\s*" FORGE_OUTSIDE
-                      "|\\b(cp|mv|ln)\\b" FORGE_IN_COMMAND "\\s" FORGE_OUTSIDE "[^\\s;&|]*\\s*([0-9]*>" FORGE_IN_COMMAND
+    // A path may be quoted ("/etc/x"; one with a space in it is read up to
+    // the space).
+    {"outside_write", "(>{1,2}|\\btee\\s+(-a\\s+)?)\\s*[\"']?" FORGE_OUTSIDE
+                      "|\\b(cp|mv|ln)\\b" FORGE_IN_COMMAND "\\s[\"']?" FORGE_OUTSIDE "[^\\s;&|]*\\s*([0-9]*>" FORGE_IN_COMMAND
                       ")?" FORGE_COMMAND_END
-                      "|\\b(touch|mkdir|chmod|chown|rm)\\b" FORGE_IN_COMMAND "\\s" FORGE_OUTSIDE},
+                      "|\\b(touch|mkdir|chmod|chown|rm)\\b" FORGE_IN_COMMAND "\\s[\"']?" FORGE_OUTSIDE},
     {"kill", "\\b(kill|pkill|killall)\\b"},
     {"fork_bomb", "\\(\\)\\s*\\{" FORGE_TO_LONE_AMP("}", "") "|\\bos\\.fork\\b|\\bwhile\\s+(true|:)\\s*(;|\\n)\\s*do"
                   FORGE_TO_LONE_AMP(";", "(?!\\bdone\\b)")},  // not past the loop's end

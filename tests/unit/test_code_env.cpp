@@ -425,6 +425,9 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
       {"echo x > /workspace-other/x", "outside_write"},
       {"cp a.py /tmpfiles/a.py", "outside_write"},
       {"touch /workspace/../root/x", "outside_write"},
+      {"echo x > \"/tmp/../etc/x\"", "outside_write"},
+      {"echo x > '/etc/passwd'", "outside_write"},
+      {"cp a.py \"/usr/lib/x.py\"", "outside_write"},
       {"f() { a && f | f & }; f", "fork_bomb"},
       {"while true\ndo sleep 1 &\ndone", "fork_bomb"},
       {"f() { f | f &>/dev/null & }; f", "fork_bomb"},
@@ -451,6 +454,9 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
                                "find src -name x -delete", "find /workspace/build -delete", "rm -f *.pyc",
                                "rm -rf build/*", "rm -rf ./build", "rm a.py b.py\nls .", "rm -f a b; ls *",
                                "echo x > /tmp/a..b", "echo x > /workspace/", "cat /tmp/x > '/tmp/y'",
+                               // rm in a quoted pattern or a comment
+                               "grep -rn \"rm -rf\" .", "grep -rn 'rm ' *", "git grep -n \"rm -f\" -- .",
+                               "rm -f out.log # clean .", "echo x > \"/workspace/a b\"",
                                // a background job after a loop is not the loop's
                                "while true\ndo\n  python3 -m unittest && break\ndone\npython3 -m http.server &"})
     EXPECT_FALSE(all.forbids(ok).has_value()) << ok << " -> " << all.forbids(ok).value_or("");
