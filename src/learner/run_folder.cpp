@@ -43,10 +43,16 @@ std::map<std::string, std::vector<std::string>> created;
 void hold_run_folder(const std::string& dir) {
   std::error_code exists_ec;
   const bool existed = std::filesystem::exists(dir, exists_ec);
+  // The folders above it that do not exist yet, as written ("a/b/run/": the
+  // trailing '/' is no folder; "x/../y": x and x/../y, not "x/..").
   std::vector<std::string> new_parents;
-  for (auto p = std::filesystem::path(dir).lexically_normal().parent_path();
-       !p.empty() && p != p.root_path() && !std::filesystem::exists(p, exists_ec); p = p.parent_path())
-    new_parents.push_back(p.string());
+  std::filesystem::path above = std::filesystem::path(dir);
+  while (!above.empty() && !above.has_filename() && above != above.root_path()) above = above.parent_path();
+  for (above = above.parent_path(); !above.empty() && above != above.root_path(); above = above.parent_path()) {
+    if (above.filename() == "." || above.filename() == "..") continue;
+    if (std::filesystem::exists(above, exists_ec)) break;
+    new_parents.push_back(above.string());
+  }
   create_run_folder(dir);
   // Held already by this process (learner 0 takes it before choosing its
   // checkpoint, then its learner again): a second open would conflict.

@@ -185,6 +185,9 @@ TEST(Resume, ARefusedStartLeavesNoNewFolder) {
   r = forge("sft --resume --run.dir=" + dir + "/a/b/run");
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir));
+  r = forge("sft --resume --run.dir=" + dir + "/a/b/run/");  // a trailing '/' is no folder
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir));
   std::filesystem::create_directories(dir + "/a/other");
   r = forge("sft --resume --run.dir=" + dir + "/a/b/run");
   EXPECT_EQ(r.rc, 2) << r.err;
