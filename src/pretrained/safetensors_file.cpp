@@ -59,7 +59,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   for (auto it = h.begin(); it != h.end(); ++it) {
     if (it.key() == "__metadata__") {
       // The format's metadata: strings by name, as the reference reader has it.
+      // (null: none, as the reference reader takes it)
       const json& m = it.value();
+      if (m.is_null()) continue;
       if (!m.is_object() || !std::all_of(m.begin(), m.end(), [](const json& v) { return v.is_string(); }))
         throw InputError("safetensors file '" + path + "': __metadata__ must be an object of strings, not " +
                          json_shown(m));
@@ -179,14 +181,17 @@ SafetensorsModel::SafetensorsModel(const std::string& folder) {
   }
   // A tensor a shard holds that weight_map does not list is read from its
   // shard, as transformers reads each listed shard whole (it was "has no
-  // tensor", though the shard held it); in two shards it is ambiguous.
+  // tensor", though the shard held it); one in two shards is ambiguous,
+  // refused only if it is read (a model may not use it).
   std::map<std::string, size_t> unlisted;
   for (size_t k = 0; k < files_.size(); ++k)
     for (const auto& [name, e] : files_[k]->entries()) {
       if (file_of_.count(name) && !unlisted.count(name)) continue;
-      if (unlisted.count(name))
-        throw InputError("'" + index + "' lists no shard for tensor '" + name + "', which two shards hold ('" +
-                         files_[unlisted[name]]->path() + "' and '" + files_[k]->path() + "')");
+      if (unlisted.count(name)) {
+        ambiguous_[name] = "'" + index + "' lists no shard for tensor '" + name + "', which two shards hold ('" +
+                           files_[unlisted[name]]->path() + "' and '" + files_[k]->path() + "')";
+        continue;
+      }
       unlisted[name] = k;
       file_of_[name] = k;
     }
@@ -198,6 +203,7 @@ SafetensorsModel::SafetensorsModel(const std::string& folder) {
 }
 
 const SafetensorsFile& SafetensorsModel::file(const std::string& name) const {
+  if (const auto a = ambiguous_.find(name); a != ambiguous_.end()) throw InputError(a->second);
   const auto it = file_of_.find(name);
   if (it == file_of_.end()) throw InputError("'" + description_ + "' has no tensor '" + name + "'");
   return *files_[it->second];

@@ -58,6 +58,8 @@ class SafetensorsModel {
   const SafetensorsFile& file(const std::string& name) const;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t> file_of_;
+  // Tensors weight_map does not list that two shards hold: refused when read.
+  std::map<std::string, std::string> ambiguous_;
   std::string description_;
 };
 
