@@ -447,13 +447,21 @@ OptionSet& OptionSet::secret(const std::string& key) {
 // takes whatever follows, a flag included, and lets a bare bool flag swallow
 // a positional): a bool key takes the next argument only when it is a
 // boolean; another key never takes a flag as its value.
-std::string OptionSet::word_after_bare_bool(const std::vector<std::string>& args) const {
+std::string OptionSet::word_after_bare_bool(const std::vector<std::string>& args, const std::string& surplus) const {
+  // A word is taken for the flag's value when it is a boolean misspelt
+  // ("tru", "flase"), or the surplus argument of a command that takes none
+  // (`forge config --model.qkv_bias maybe`): not a second file name.
+  const auto misspelt_bool = [](const std::string& w) {
+    for (const char* b : {"true", "false", "yes", "no", "on", "off"})
+      if (edit_distance(lower(w), b) <= (std::strlen(b) > 3 ? 2u : 1u)) return true;
+    return false;
+  };
   for (size_t i = 0; i + 1 < args.size() && args[i] != "--"; ++i) {
     const std::string& a = args[i];
     bool b;
     if (a.size() > 2 && a.compare(0, 2, "--") == 0 && a.find('=') == std::string::npos && has(a.substr(2)) &&
         std::holds_alternative<bool*>(get(a.substr(2)).target) && args[i + 1].compare(0, 2, "--") != 0 &&
-        !parse_bool(args[i + 1], &b))
+        !parse_bool(args[i + 1], &b) && ((args[i + 1] == surplus && positionals_.empty()) || misspelt_bool(args[i + 1])))
       return " ('" + args[i + 1] + "' after " + a + " was read as an argument: " + a +
              " alone means true, and its value is true/false, yes/no, on/off or 1/0: " + a + "=VALUE)";
   }
@@ -761,7 +769,7 @@ ParseResult OptionSet::parse(const std::vector<std::string>& args) {
         throw InputError("unexpected argument '" + tok + "'" +
                          (positionals_.empty() ? std::string(" (this command takes no arguments)")
                                                : "") +
-                         word_after_bare_bool(args));
+                         word_after_bare_bool(args, tok));
       ++n_positional;
       continue;
     }

@@ -186,9 +186,11 @@ class OptionSet {
   OptionSet& add_option(const std::string& key, OptionTarget target, const std::string& help,
                         Validator validator);
   std::vector<std::string> attach_values(const std::vector<std::string>& args) const;
-  // A hint for a surplus argument: a word that is no boolean right after a
-  // bare boolean flag (`--json tru`) was read as an argument; "" if none.
-  std::string word_after_bare_bool(const std::vector<std::string>& args) const;
+  // A hint for the surplus argument `surplus`: a word that is no boolean
+  // right after a bare boolean flag, a misspelt boolean (`--json tru`) or
+  // `surplus` where the command takes no arguments, was read as an
+  // argument; "" if none.
+  std::string word_after_bare_bool(const std::vector<std::string>& args, const std::string& surplus) const;
   Option* find(const std::string& key);
   const Option& get(const std::string& key) const;  // throws Error if absent
   std::string unknown_message(const std::string& shown, const std::string& key,

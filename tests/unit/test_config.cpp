@@ -176,13 +176,23 @@ TEST(Config, FlagValuesNeverSwallowFlagsOrPositionals) {
   // A mistyped value of a bare bool flag is read as an argument: a surplus
   // argument then says so, naming the flag (found by review: it blamed the
   // real argument alone).
-  msg = input_error([&] { p.parse(std::vector<std::string>{"--json", "tru", "c.h5"}); });
+  msg = input_error([&] { p.parse(std::vector<std::string>{"--json", "tru", "c.h5"}); });  // "tru": a misspelt true
   EXPECT_NE(msg.find("unexpected argument 'c.h5' ('tru' after --json was read as an argument: --json alone means "
                      "true"),
             std::string::npos)
       << msg;
-  msg = input_error([&] { p.parse(std::vector<std::string>{"a.h5", "b.h5"}); });
-  EXPECT_EQ(msg.find("after --json"), std::string::npos) << msg;
+  // A second file after a bare --json is a surplus file, not a bad value.
+  for (const auto& args : {std::vector<std::string>{"a.h5", "b.h5"}, std::vector<std::string>{"--json", "a.h5", "b.h5"},
+                           std::vector<std::string>{"a.h5", "--json", "b.h5"}}) {
+    msg = input_error([&] { p.parse(args); });
+    EXPECT_NE(msg.find("unexpected argument 'b.h5'"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("after --json"), std::string::npos) << msg;
+  }
+  // A command without arguments: the word after the flag is its value.
+  OptionSet none("forge config");
+  none.add("json", &json, false, "JSON output");
+  msg = input_error([&] { none.parse(std::vector<std::string>{"--json", "maybe"}); });
+  EXPECT_NE(msg.find("'maybe' after --json was read as an argument"), std::string::npos) << msg;
 }
 
 // A key set twice in a file (one section, or a repeated one) is an error
