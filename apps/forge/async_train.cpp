@@ -284,6 +284,12 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   const Role role = layout.role_of(rank);
   const std::string me = layout.name(rank);
   set_log_prefix(me);
+  // One node: Open MPI backs the pool's windows with /dev/shm files.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int node_ranks = 0;
+  MPI_Comm_size(node, &node_ranks);
+  MPI_Comm_free(&node);
   DataPoolConfig pc;
   or_abort_job(me, [&] {
     all.update.loss.validate();
@@ -306,7 +312,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
     pc.deadline_s = all.mpi.deadline_s;
     pc.rank_name = [layout](int r) { return layout.name(r); };
-    if (rank == pc.host_rank) check_pool_fits_host(pc);
+    if (rank == pc.host_rank) check_pool_fits_host(pc, node_ranks == world);
     if (static_cast<uint64_t>(all.train.tasks) * pc.slot_bytes >= (uint64_t{1} << 31))
       throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
                        " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");

@@ -100,11 +100,12 @@ struct DataPoolConfig {
 };
 
 // On the host rank, before the collective construction: the pool's payload,
-// (N + M) x slot_bytes, must fit in half of this host's memory and in /dev/shm
-// (where Open MPI backs a window on one node); an InputError naming
+// (N + M) x slot_bytes, must fit in half of this host's memory and, where
+// every rank is on this node (`one_node`: Open MPI backs the windows with
+// files there), in /dev/shm's free space; an InputError naming
 // pool.inflight, pool.memory and pool.slot_mib otherwise (Open MPI ended
 // the job inside MPI_Win_allocate, exit 53, naming none of them).
-void check_pool_fits_host(const DataPoolConfig& cfg);
+void check_pool_fits_host(const DataPoolConfig& cfg, bool one_node);
 
 struct TakenTrajectory {
   uint64_t slot = 0;
