@@ -78,7 +78,10 @@ for b in "${bins[@]}"; do
 done
 # A build without CUDA (no nvcc when it was configured) builds every binary
 # too: its bundle would fail every stage on the GPU machine.
-ldd "$build/forge" | grep -q 'libcudart\.' ||
+# (ldd's whole output first: grep -q quits at its match, and ldd's SIGPIPE
+# then failed the pipeline under pipefail)
+forge_libs=$(ldd "$build/forge")
+grep -q 'libcudart\.' <<<"$forge_libs" ||
   { echo "gpu_bundle: $build/forge does not load the CUDA runtime: configure the build with nvcc found (docs/cuda.md)" >&2; exit 1; }
 
 # Copies (dereferenced) every library the given files load, except $skip, into $1;
@@ -87,8 +90,8 @@ copy_deps() {
   local dest=$1 listing
   shift
   listing=$(ldd "$@" 2>&1) || { echo "$listing" | grep -v '=>' >&2; echo "gpu_bundle: ldd failed on $*" >&2; exit 1; }
-  if echo "$listing" | grep -q '=> not found'; then
-    echo "$listing" | grep '=> not found' | sort -u >&2
+  if grep -q '=> not found' <<<"$listing"; then
+    grep '=> not found' <<<"$listing" | sort -u >&2
     echo "gpu_bundle: a library above cannot be found on this machine (LD_LIBRARY_PATH?)" >&2
     exit 1
   fi
@@ -123,7 +126,7 @@ cp "${bins[@]}" "$out/pkg/bin/"
 cp -r "$root/configs" "$out/pkg/"
 # The CUDA libraries left to the GPU machine, by the names this build needs
 # (libcudart.so.13, ...): gpu_checks.sh prints them and checks them first.
-ldd "$build/forge" | awk '$1 ~ /^lib(cudart|cublas|cublasLt|nccl)\./ {print $1}' | sort -u | tr '\n' ' ' >"$out/pkg/CUDA_LIBS"
+awk '$1 ~ /^lib(cudart|cublas|cublasLt|nccl)\./ {print $1}' <<<"$forge_libs" | sort -u | tr '\n' ' ' >"$out/pkg/CUDA_LIBS"
 copy_deps "$out/pkg/lib" "${bins[@]}"
 # BLIS is loaded with dlopen (src/backend/cpu/sgemm_library.hpp), so ldd does
 # not list it; gpu_checks.sh puts pkg/lib on LD_LIBRARY_PATH, where forge finds
