@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -188,7 +189,6 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   MPI_Comm_rank(learners, &learner_rank);
   MPI_Comm_size(learners, &learner_count);
   const bool lead = learner_rank == 0;
-  LearnerGradientSum gradient_sum(learners, model.backend());  // device collectives, or MPI on host memory
   LearnerSetup& setup = cfg.setup;
   setup.lead = lead;
   setup.terminate = cfg.terminate;
@@ -200,6 +200,15 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   for (int r = 0; r < learner_count; ++r)
     if (r != learner_rank) other_learners.push_back(r);
   Watchdog* const watchdog = cfg.watchdog;
+  // Device collectives, or MPI on host memory. Set up under a watched wait:
+  // NCCL's is a broadcast of its id and a blocking communicator init across
+  // the learners, which a stuck learner would hold forever.
+  std::optional<LearnerGradientSum> gradient_sum;
+  {
+    const Watchdog::WatchedWait watched(learner_count > 1 ? watchdog : nullptr,
+                                        "the learners' collective set-up (the NCCL communicator)", other_learners);
+    gradient_sum.emplace(learners, model.backend());
+  }
   if (learner_count > 1) {
     setup.sum_across_shards = [learners, watchdog, other_learners](double* v, int n) {
       const Watchdog::WatchedWait watched(watchdog, "the learners' sum of loss terms", other_learners);
@@ -211,7 +220,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
       // them is not the other learners' (the wait would name them).
       backend->synchronize();
       const Watchdog::WatchedWait watched(watchdog, "the learners' gradient sum", other_learners);
-      gradient_sum(g, n);
+      (*gradient_sum)(g, n);
     };
   }
   if (learner_count > 1) {

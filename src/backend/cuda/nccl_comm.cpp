@@ -38,7 +38,16 @@ NcclComm::NcclComm(const CollectiveBootstrap& peers) : state_(new State) {
     if (peers.rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     peers.broadcast_from_root(&id, sizeof(id));
     check(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(ncclCommInitRank(&state_->comm, peers.size, id, peers.rank), "ncclCommInitRank");
+    const ncclResult_t init = ncclCommInitRank(&state_->comm, peers.size, id, peers.rank);
+    // NCCL takes one device per rank: learners sharing a GPU (more learners
+    // on a node than it has GPUs; the backend binds local rank mod GPUs) are
+    // its usual "invalid usage" here, which says nothing of it.
+    if (init == ncclInvalidUsage)
+      throw Error(std::string("NCCL communicator: ncclCommInitRank: ") + ncclGetErrorString(init) + " (" +
+                  ncclGetLastError(nullptr) +
+                  "): NCCL needs a GPU of its own for every learner rank; run at most as many learners on a node "
+                  "as it has GPUs");
+    check(init, "ncclCommInitRank");
   } catch (...) {
     if (state_->stream) cudaStreamDestroy(state_->stream);
     delete state_;
