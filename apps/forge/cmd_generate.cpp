@@ -40,7 +40,8 @@ int run_generate(int argc, char** argv) {
                  "pretrained model (a GGUF file or a Hugging Face folder).");
   opts.add_positional("MODEL", &checkpoint, "checkpoint file, run folder, GGUF file or Hugging Face folder");
   opts.add("prompt", &prompt, "", "the user's request, e.g. 'reverse: lemon' (required)");
-  opts.add("show_logprobs", &show_logprobs, false, "print each generated token with its logprob");
+  opts.add("show_logprobs", &show_logprobs, false, "print each generated token with its logprob (the sampling distribution's; greedy, "
+                               "temperature 0: the log-softmax at temperature 1)");
   add_forge_options(opts, all);
   if (!cli::parse_options(opts, argc, argv)) return 0;
   if (prompt.empty()) throw InputError("--prompt is required (the user's request)");

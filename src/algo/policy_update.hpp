@@ -20,7 +20,9 @@
 // tokens attend to the earlier ones' cache): at s = 0 both sides ran the
 // same weights, so the mean is the
 // numerical mismatch between rollout engine and learner (engine_mismatch,
-// what the FP32 head is for); at s >= 1 it is mostly policy drift
+// what the FP32 head is for; with top-k or top-p sampling it also holds the
+// log of the kept share, the engine's logprob being over the kept tokens);
+// at s >= 1 it is mostly policy drift
 // (stale_drift, and its mean per s in drift_by_staleness).
 // With several learners each runs both passes on its shard of the samples.
 // Gradients accumulate in the model; the caller steps the optimizer.

@@ -299,6 +299,26 @@ TEST(RolloutEngine, TruncatedSamplingLogprobsAreTheSamplers) {
   }
 }
 
+// A top_k past the vocabulary keeps every token, as top_k = 0 does, and a
+// top_p near 0 keeps the most likely one alone (logprob 0): through the
+// engine, token for token.
+TEST(RolloutEngine, TopKPastTheVocabularyAndTinyTopPThroughTheEngine) {
+  Fixture f;
+  Rng rng(5);
+  const Ints prompt = random_tokens(rng, 9);
+  const auto run = [&](int top_k, float top_p, float temperature) {
+    GenerationRequest r = request(0, prompt, 12, temperature, 33);
+    r.sampling.top_k = top_k;
+    r.sampling.top_p = top_p;
+    return generate_alone(f.model, r);
+  };
+  const GenerationResult all = run(0, 1.0f, 1.0f);
+  expect_same_generation(all, run(tiny_config().vocab + 1000, 1.0f, 1.0f), 0.0);
+  const GenerationResult tiny_p = run(0, 1e-9f, 1.0f);
+  EXPECT_EQ(tiny_p.tokens, run(0, 1.0f, 0.0f).tokens);  // greedy
+  for (const float lp : tiny_p.logprobs) EXPECT_NEAR(lp, 0.0f, 1e-6f);  // log(p / p), rounded
+}
+
 TEST(RolloutEngine, TokensIndependentOfBatch) {
   Fixture f;
   Rng rng(9);
