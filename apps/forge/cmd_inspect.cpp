@@ -181,6 +181,12 @@ Summary summarize(const RolloutReader& r, int n_buckets) {
     const std::string& domain = r.domains()[e.env[i]];
     ++s.domain_episodes[domain];
     s.abandoned += e.abandoned[i];
+    s.generated_tokens += e.generated_tokens[i];
+    if (e.staleness[i] < 0) ++s.no_generated;
+    else ++s.staleness[std::min(e.staleness[i], rollout_schema::kStalenessBins - 1)];
+    // Rewards and lengths are the trained episodes', as the learner's
+    // steps/success_rate is (an abandoned one was counted here).
+    if (e.abandoned[i]) continue;
     s.all.add(e, i);
     s.by_domain[domain].add(e, i);
     Bucket& b = bucket_of(e.consumed_step[i]);
@@ -189,9 +195,6 @@ Summary summarize(const RolloutReader& r, int n_buckets) {
     turns.push_back(e.turns[i]);
     generated.push_back(static_cast<double>(e.generated_tokens[i]));
     final_length.push_back(static_cast<double>(e.final_length[i]));
-    s.generated_tokens += e.generated_tokens[i];
-    if (e.staleness[i] < 0) ++s.no_generated;
-    else ++s.staleness[std::min(e.staleness[i], rollout_schema::kStalenessBins - 1)];
   }
   for (const auto& m : steps) {
     s.training.add(m);
@@ -248,7 +251,8 @@ void print_text(const RolloutReader& r, const Summary& s) {
   std::printf("\n\n");
   if (s.episodes == 0 && s.steps == 0) return;
 
-  std::printf("rewards over training (mean per episode, by consuming step)\n");
+  std::printf("rewards over training (mean per trained episode, by consuming step, 0-based%s)\n",
+              s.abandoned > 0 ? "; abandoned episodes left out" : "");
   std::printf("  %-13s %8s %8s %8s %10s %8s", "steps", "episodes", "outcome", "process", "efficiency", "success");
   for (const auto& [d, n] : s.domain_episodes) std::printf("  %10s", (d + ":succ").c_str());
   std::printf("\n");
@@ -274,20 +278,24 @@ void print_text(const RolloutReader& r, const Summary& s) {
 
   if (s.steps > 0) {
     const bool mixed = s.training.mixed_mismatch.n > 0;  // a schema <= 2 file
-    std::printf("training (mean per step)\n  %-13s %9s %9s %7s %7s %9s %9s %9s %8s %10s %9s\n", "steps", "objective",
+    std::printf("training (mean per step; steps 0-based)\n  %-13s %9s %9s %7s %7s %9s %9s %9s %8s %10s %9s\n", "steps", "objective",
                 "reward", "clip", "masked", mixed ? "mismatch" : "eng/lrn", mixed ? "" : "drift", "kl", "entropy",
                 "tree/lin", "tok/s");
     auto trow = [mixed](const std::string& label, const Training& t) {
       // A schema <= 2 file has no drift column: blank; no stale token: "-"
       // (as the progress line says it; it printed nan).
-      char drift[32];
-      if (mixed) std::snprintf(drift, sizeof drift, "%9s", "");
-      else if (std::isnan(t.stale_drift.value())) std::snprintf(drift, sizeof drift, "%9s", "-");
-      else std::snprintf(drift, sizeof drift, "%9.2e", t.stale_drift.value());
-      std::printf("  %-13s %+9.4f %+9.3f %7.3f %7.3f %9.2e %s %9.2e %8.3f %10.3f %9.0f\n", label.c_str(),
-                  t.objective.value(), t.reward.value(), t.clip.value(), t.masked.value(),
-                  mixed ? t.mixed_mismatch.value() : t.engine_mismatch.value(), drift, t.kl.value(),
-                  t.entropy.value(), t.tree_ratio.value(), t.tokens_per_s.value());
+      // No staleness-0 token either: the mismatch column "-" too.
+      const auto cell = [](double v, const char* blank) {
+        char c[32];
+        if (std::isnan(v)) std::snprintf(c, sizeof c, "%9s", blank);
+        else std::snprintf(c, sizeof c, "%9.2e", v);
+        return std::string(c);
+      };
+      const std::string drift = mixed ? cell(std::nan(""), "") : cell(t.stale_drift.value(), "-");
+      const std::string mismatch = cell(mixed ? t.mixed_mismatch.value() : t.engine_mismatch.value(), "-");
+      std::printf("  %-13s %+9.4f %+9.3f %7.3f %7.3f %s %s %9.2e %8.3f %10.3f %9.0f\n", label.c_str(),
+                  t.objective.value(), t.reward.value(), t.clip.value(), t.masked.value(), mismatch.c_str(),
+                  drift.c_str(), t.kl.value(), t.entropy.value(), t.tree_ratio.value(), t.tokens_per_s.value());
     };
     for (const auto& k : s.buckets)
       if (k.training.steps) trow(std::to_string(k.first_step) + "-" + std::to_string(k.last_step), k.training);
@@ -295,8 +303,11 @@ void print_text(const RolloutReader& r, const Summary& s) {
     if (mixed)
       std::printf("  (schema <= 2: \"mismatch\" mixes the engine/learner mismatch with the drift of stale tokens)\n");
     else {
-      std::printf("  engine/learner mismatch (staleness 0): largest step %.2e; drift by staleness:",
-                  s.training.engine_mismatch.max);
+      if (std::isnan(s.training.engine_mismatch.max))
+        std::printf("  engine/learner mismatch (staleness 0): - (no step had staleness-0 tokens); drift by staleness:");
+      else
+        std::printf("  engine/learner mismatch (staleness 0): largest step %.2e; drift by staleness:",
+                    s.training.engine_mismatch.max);
       bool any = false;
       for (int b = 1; b < rollout_schema::kStalenessBins; ++b)
         if (s.training.drift[b].n) {
@@ -311,7 +322,8 @@ void print_text(const RolloutReader& r, const Summary& s) {
     std::printf("\n");
   }
 
-  std::printf("lengths per episode     mean      p50      p90      max\n");
+  std::printf("lengths per episode     mean      p50      p90      max%s\n",
+              s.abandoned > 0 ? "  (trained episodes)" : "");
   for (auto [label, q] : {std::pair{"turns", &s.turns}, {"generated tokens", &s.generated},
                           {"final context", &s.final_length}})
     std::printf("  %-18s %8.1f %8.0f %8.0f %8.0f\n", label, q->mean, q->p50, q->p90, q->max);

@@ -18,4 +18,7 @@ grep -q "2 episodes opened, 1 closed, 1 abandoned" "$log" || { cat "$log"; fail 
   --episodes 2 --abandoned 1 || fail "the trained tokens differ from the returned ones"
 "$FORGE_BIN" inspect "$dir/rollouts.h5" | grep -q "1 episodes abandoned" || fail "forge inspect does not count the abandoned episode"
 "$FORGE_BIN" inspect "$dir/rollouts.h5" --json true | grep -q '"abandoned_episodes": 1' || fail "inspect --json"
+# Its rewards are the trained episode's (A), not the abandoned one's too.
+"$FORGE_BIN" inspect "$dir/rollouts.h5" --json true | grep -q '"rewards": {"episodes": 1,' ||
+  fail "inspect --json counts the abandoned episode in its rewards"
 echo "PASS"
