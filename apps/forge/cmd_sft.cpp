@@ -16,6 +16,7 @@
 // step and the data stream's RNG, so the batches are those of an
 // uninterrupted run).
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -122,8 +123,11 @@ EvalResult evaluate(PolicyModel& model, const std::string& task, int n, uint64_t
 // samples from rng; progress lines every run.log_every steps; checkpoints
 // (with the data stream's RNG state) every run.checkpoint_every steps and at
 // the end.
+// Figures of the steps this process trained: the first step's loss, the mean
+// of the last progress window's; NaN (null in summary.json) where it trained
+// none (a --resume after a SIGTERM in the final evaluation wrote -1 and 0).
 struct LoopResult {
-  double seconds = 0, first_loss = -1, last_loss = 0;
+  double seconds = std::nan(""), first_loss = std::nan(""), last_loss = std::nan("");
   int64_t linear_tokens = 0, packed_tokens = 0;
   bool terminated = false;  // SIGTERM: stopped at a step boundary, checkpoint written
 };
@@ -155,8 +159,8 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
                            const std::function<std::vector<Sample>(Rng&)>& next_batch) {
   LoopResult out;
   Stopwatch total, window;
-  double window_loss = 0;
-  int64_t window_tokens = 0;
+  double window_loss = 0, window_saving = 0;  // the checkpoint writes' seconds: not training
+  int64_t window_tokens = 0, window_linear = 0;
   int window_steps = 0;
   const auto stream = [&] {
     CheckpointState s;
@@ -176,16 +180,19 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
     model.zero_grads();
     const SupervisedStats st = supervised_forward_backward(model, samples, sft.merge, sft.max_tokens);
     const double gnorm = opt.step();
-    if (out.first_loss < 0) out.first_loss = st.loss;
+    if (std::isnan(out.first_loss)) out.first_loss = st.loss;
     window_loss += st.loss;
     window_tokens += st.packed_tokens;
+    window_linear += st.linear_tokens;
     out.linear_tokens += st.linear_tokens;
     out.packed_tokens += st.packed_tokens;
     ++window_steps;
     const bool last = step + 1 == sft.steps;
     saved.clear();
     if (checkpoint_due(cfg.run, step + 1, sft.steps)) {
+      const Stopwatch saving;
       saved = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step + 1, stream());
+      window_saving += saving.seconds();
       if (last) log_info("sft: wrote " + saved);
     }
     if ((step + 1) % cfg.run.log_every == 0 || last) {
@@ -194,16 +201,18 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
       std::snprintf(line, sizeof line,
                     "step %5d/%d  loss %.4f  grad_norm %.3f  lr %.2e  tokens/s %.0f  tree/linear tokens %.2f",
                     step + 1, sft.steps, out.last_loss, gnorm, learning_rate_at(opt.config(), opt.steps_taken() - 1),
-                    window_tokens / window.seconds(),
-                    static_cast<double>(st.packed_tokens) / st.linear_tokens);
+                    window_tokens / std::max(1e-9, window.seconds() - window_saving),
+                    static_cast<double>(window_tokens) / std::max<int64_t>(1, window_linear));
       log_info(line);
       window_loss = 0;
       window_tokens = 0;
+      window_linear = 0;
+      window_saving = 0;
       window_steps = 0;
       window.reset();
     }
   }
-  out.seconds = total.seconds();
+  if (!std::isnan(out.first_loss)) out.seconds = total.seconds();
   return out;
 }
 

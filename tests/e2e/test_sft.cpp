@@ -222,6 +222,14 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   EXPECT_TRUE(contains(idle.out, "no step left to train")) << idle.out;
   EXPECT_TRUE(contains(idle.out, "kept " + dir + "/summary.json (no step trained)")) << idle.out;
   EXPECT_EQ(slurp(dir + "/summary.json"), parts);
+  // Without a summary to keep (a SIGTERM in the final evaluation ends the
+  // process before it writes one), its training figures are null, not an
+  // empty loop's -1 and 0 (found by review).
+  std::filesystem::remove(dir + "/summary.json");
+  ASSERT_EQ(forge(tiny + "--sft.steps=6 --resume --run.dir=" + dir).rc, 0);
+  const std::string fresh = slurp(dir + "/summary.json");
+  for (const char* key : {"\"loss_first\": null", "\"loss_last\": null", "\"train_seconds\": null"})
+    EXPECT_TRUE(contains(fresh, key)) << key << " in " << fresh;
   const Result past = forge(tiny + "--sft.steps=4 --resume --run.dir=" + dir);
   EXPECT_EQ(past.rc, 2);
   EXPECT_TRUE(contains(past.err, "is at step 6, past sft.steps = 4: raise sft.steps to go on")) << past.err;
