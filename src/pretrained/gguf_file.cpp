@@ -193,7 +193,11 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
     if (n_dims == 0 || n_dims > 4) r.fail("tensor '" + t.name + "' with " + std::to_string(n_dims) + " dimensions");
     for (uint32_t k = 0; k < n_dims; ++k) {
       const uint64_t d = r.get<uint64_t>("a tensor dimension");
-      if (d == 0 || d > (uint64_t{1} << 40)) r.fail("tensor '" + t.name + "' with dimension " + std::to_string(d));
+      // An empty tensor is valid GGUF, but none a model forge reads has one.
+      if (d == 0)
+        throw InputError("GGUF file '" + path + "': tensor '" + t.name +
+                         "' has a dimension of 0 (an empty tensor, which forge does not read)");
+      if (d > (uint64_t{1} << 40)) r.fail("tensor '" + t.name + "' with dimension " + std::to_string(d));
       t.dims.push_back(static_cast<int64_t>(d));
     }
     if (t.elements() < 0) r.fail("tensor '" + t.name + "' of more values than an int64 counts");

@@ -483,6 +483,10 @@ TEST(Gguf, ElementCountsThatOverflowOrSplitABlockAreInputErrors) {
   // 16 x 8 = 128 values, four blocks, but every block would span two rows.
   write({16, 8}, ggml::kQ8_0);
   expect_input_error([&] { GgufFile f(path); }, "tensor 'w' has rows of 16 values, not a multiple of Q8_0's block of 32");
+  // An empty tensor is named as such, not as a corrupted file.
+  write({16, 0}, ggml::kF32);
+  expect_input_error([&] { GgufFile f(path); },
+                     "GGUF file '" + path + "': tensor 'w' has a dimension of 0 (an empty tensor, which forge does not read)");
 }
 
 // The first of two once won silently.
