@@ -4,8 +4,9 @@
 // (tree attention in 3xTF32 on tensor cores, and in the exact SIMT kernels
 // by a second backend) and (a third backend in bf16 precision) bf16; the
 // tree attention cases again with the forward in steps of one key tile, on
-// wgmma (one and two warpgroups, 64- and 128-key steps), and with every
-// cp.async landing as it is issued (the *EarlyCopies suites); the backend's
+// wgmma (one and two warpgroups, 64- and 128-key steps), with every
+// cp.async landing as it is issued (the *EarlyCopies suites), and under an
+// A100's shared-memory limits (EmulatedCudaA100); the backend's
 // options from the environment, and HostPins over its page-locking.
 #include <gtest/gtest.h>
 
@@ -85,13 +86,18 @@ Backend* emulated_bf16_wgmma2_keys128_backend(std::string*) {
 // an MMA in flight, or another thread, still reads shows up here (a wgmma
 // operand changed in flight fails; a read tile wrong fails the case). Only
 // the tests whose backend comes from these getters run so: the listener
-// turns it off around every test.
-class EarlyCopiesOff : public ::testing::EmptyTestEventListener {
-  void OnTestStart(const ::testing::TestInfo&) override { forge_emu::early_copies() = false; }
-  void OnTestEnd(const ::testing::TestInfo&) override { forge_emu::early_copies() = false; }
+// turns it off around every test (and gives back an H100's shared memory:
+// see with_a100_limits).
+class EmulationDefaultsEachTest : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo&) override { reset(); }
+  void OnTestEnd(const ::testing::TestInfo&) override { reset(); }
+  static void reset() {
+    forge_emu::early_copies() = false;
+    forge_emu::shared_limits() = forge_emu::kH100Shared;
+  }
 };
-[[maybe_unused]] const bool early_copies_off = [] {
-  ::testing::UnitTest::GetInstance()->listeners().Append(new EarlyCopiesOff);
+[[maybe_unused]] const bool emulation_defaults_each_test = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new EmulationDefaultsEachTest);
   return true;
 }();
 Backend* with_early_copies(Backend* backend) {
@@ -107,6 +113,28 @@ Backend* emulated_bf16_wgmma_early_copies_backend(std::string* why) {
 }
 Backend* emulated_bf16_wgmma2_keys128_early_copies_backend(std::string* why) {
   return with_early_copies(emulated_bf16_wgmma2_keys128_backend(why));
+}
+
+// The backends an A100 (sm_80) gets: made and run under its shared-memory
+// limits (163 KiB a block, 164 an SM; the listener above restores an
+// H100's after each test), so a kernel chosen for it that does not fit it
+// fails its launch here (the step tiles it picks: AttentionStepTiles...).
+Backend* with_a100_limits(Backend* (*make)()) {
+  forge_emu::shared_limits() = forge_emu::kA100Shared;
+  return make();
+}
+Backend* emulated_a100_backend(std::string*) {
+  return with_a100_limits([] {
+    static const std::unique_ptr<Backend> backend =
+        cuda::make_cuda_backend(Precision::kFp32, {.fp32_attention = cuda::Fp32Attention::k3xTf32});
+    return backend.get();
+  });
+}
+Backend* emulated_bf16_a100_backend(std::string*) {
+  return with_a100_limits([] {
+    static const std::unique_ptr<Backend> backend = cuda::make_cuda_backend(Precision::kBf16);
+    return backend.get();
+  });
 }
 
 // With `name` set to `value`, making the backend is an InputError that
@@ -244,6 +272,21 @@ TEST(EmulatedCuda, AttentionStepTilesFollowSharedMemory) {
   EXPECT_EQ(cuda::tree_attention_step_tiles(32, true, a100, 0), 2);    // 3 blocks of 31 KiB
 }
 
+// The A100 limits are the emulated device's while set: what the backend
+// reads and what a kernel may opt in to.
+void no_kernel() {}
+TEST(EmulatedCuda, A100SharedMemoryLimitsWhileSet) {
+  int per_block = 0, per_sm = 0;
+  forge_emu::shared_limits() = forge_emu::kA100Shared;
+  ASSERT_EQ(cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0), cudaSuccess);
+  EXPECT_EQ(per_block, 163 * 1024);
+  EXPECT_EQ(per_sm, 164 * 1024);
+  EXPECT_NE(cudaFuncSetAttribute(no_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 170 * 1024), cudaSuccess);
+  forge_emu::shared_limits() = forge_emu::kH100Shared;
+  EXPECT_EQ(cudaFuncSetAttribute(no_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 170 * 1024), cudaSuccess);
+}
+
 // peak_device_bytes: the most the backend held at once, buffers and scratch.
 TEST(EmulatedCuda, PeakDeviceBytesCountsBuffersAndScratch) {
   const auto be = cuda::make_cuda_backend(Precision::kFp32, {.fp32_attention = cuda::Fp32Attention::k3xTf32});
@@ -280,6 +323,8 @@ FORGE_TREE_ATTENTION_CASES(EmulatedCudaEarlyCopies, emulated_early_copies_backen
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaEarlyCopies, emulated_bf16_early_copies_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmmaEarlyCopies, emulated_bf16_wgmma_early_copies_backend)
 FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaWgmma2Keys128EarlyCopies, emulated_bf16_wgmma2_keys128_early_copies_backend)
+FORGE_TREE_ATTENTION_CASES(EmulatedCudaA100, emulated_a100_backend)
+FORGE_BF16_TREE_ATTENTION_CASES(EmulatedCudaA100, emulated_bf16_a100_backend)
 
 }  // namespace
 }  // namespace forge

@@ -110,8 +110,17 @@ namespace forge_emu {
 }
 
 constexpr size_t kStackBytes = 128 * 1024;
-constexpr size_t kMaxSharedBytes = 227 * 1024;     // sm_90 opt-in maximum per block
-constexpr size_t kSharedBytesPerSm = 228 * 1024;   // sm_90, per SM
+// The emulated device's shared memory: an H100's (sm_90: 227 KiB a block
+// opted in, 228 KiB an SM) unless a test sets an A100's (sm_80: 163, 164),
+// before it makes its backend (which reads them once) and for its launches.
+struct SharedMemoryLimits {
+  size_t per_block = 227 * 1024, per_sm = 228 * 1024;
+};
+inline constexpr SharedMemoryLimits kH100Shared{}, kA100Shared{163 * 1024, 164 * 1024};
+inline SharedMemoryLimits& shared_limits() {
+  static SharedMemoryLimits limits;
+  return limits;
+}
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // mmap'd fiber stacks, reused across blocks and launches of one OS thread.
@@ -299,7 +308,7 @@ inline void check_launch(const void* kernel, dim3 grid, dim3 block, size_t smem_
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) fail("empty grid (a launch of 0 blocks is an error on a device)");
   if (grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
     fail("grid dimension above the device's limit (x 2^31 - 1, y and z 65535)");
-  if (smem_bytes > kMaxSharedBytes) fail("dynamic shared memory above the per-block maximum");
+  if (smem_bytes > shared_limits().per_block) fail("dynamic shared memory above the per-block maximum");
   if (smem_bytes > kDefaultSharedBytes) {
     std::lock_guard lock(opt_in_mutex());
     const auto it = opt_ins().find(kernel);
@@ -741,8 +750,8 @@ inline cudaError_t cudaGetDevice(int* d) {
 inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
 enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrMaxSharedMemoryPerMultiprocessor };
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr attr, int d) {
-  *v = static_cast<int>(attr == cudaDevAttrMaxSharedMemoryPerMultiprocessor ? forge_emu::kSharedBytesPerSm
-                                                                            : forge_emu::kMaxSharedBytes);
+  *v = static_cast<int>(attr == cudaDevAttrMaxSharedMemoryPerMultiprocessor ? forge_emu::shared_limits().per_sm
+                                                                            : forge_emu::shared_limits().per_block);
   return d == 0 ? cudaSuccess : cudaErrorInvalidValue;
 }
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
@@ -803,7 +812,7 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 template <class K>
 cudaError_t cudaFuncSetAttribute(K* kernel, cudaFuncAttribute, int bytes) {
-  if (bytes < 0 || static_cast<size_t>(bytes) > forge_emu::kMaxSharedBytes) return 1;
+  if (bytes < 0 || static_cast<size_t>(bytes) > forge_emu::shared_limits().per_block) return 1;
   std::lock_guard lock(forge_emu::opt_in_mutex());
   forge_emu::opt_ins()[forge_emu::kernel_address(kernel)] = static_cast<size_t>(bytes);
   return cudaSuccess;
