@@ -355,6 +355,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   MPI_Comm_split(MPI_COMM_WORLD, role == Role::kLearner ? 0 : MPI_UNDEFINED, rank, &learners);
   const size_t n_weights = ParamLayout(all.base.model).total;
   Watchdog watchdog(MPI_COMM_WORLD, layout, all.mpi.deadline_s);
+  watchdog.set_progress_deadline(all.mpi.progress_deadline_s);
   DataPool pool(MPI_COMM_WORLD, pc, resumed_pool ? &*resumed_pool : nullptr);
   WeightChannel weights(MPI_COMM_WORLD, 0, n_weights);
   const Shared sh{&all, &opts, &layout, learners, resume && role == Role::kLearner,

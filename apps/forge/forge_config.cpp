@@ -69,6 +69,10 @@ void add_mpi_options(OptionSet& o, MpiConfig& m) {
         "seconds rollout and environment ranks wait for learner 0's first weights (it loads the model and any "
         "checkpoint first)",
         in_range(1, 1e6));
+  o.add("mpi.progress_deadline_s", &m.progress_deadline_s,
+        "seconds one stage of learner 0's loop (a training step, a record with its checkpoint, an engine step of "
+        "an evaluation) may last: longer, learner 0 is alive but stuck and the job ends naming the stage",
+        in_range(1, 1e6));
   o.describe_section("pool", "the data pool between environment ranks and the learner (Windowed FIFO)");
   o.add("pool.policy", &m.pool_policy, "fifo (W = 1) | windowed (W = pool.window) | greedy (any finished group)",
         one_of({"fifo", "windowed", "greedy"}));

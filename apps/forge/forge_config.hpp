@@ -50,6 +50,7 @@ struct MpiConfig {
   int env_groups = 2;         // slots (groups) each environment rank runs at once
   double deadline_s = 120;    // every blocking wait, and the watchdog's heartbeat deadline
   double startup_s = 1800;    // the wait for learner 0's first weights (it loads the model first)
+  double progress_deadline_s = 1800;  // a stage of learner 0's loop lasting longer: stuck
   std::string pool_policy = "windowed";  // fifo | windowed | greedy
   int pool_inflight = 16;     // N: groups generating at once at most
   int pool_memory = 16;       // M: finished groups waiting for the learner at most

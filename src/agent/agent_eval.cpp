@@ -22,7 +22,7 @@ EngineConfig engine_for_agent(const AgentConfig& agent, int episodes) {
 
 AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
                          int tasks, uint64_t seed, StyleMode mode, const volatile std::sig_atomic_t* stop,
-                         bool* stopped) {
+                         bool* stopped, const std::function<void()>& each_step) {
   AgentConfig greedy = agent;
   greedy.sampling.temperature = 0;
   const EnvMix mix(env);
@@ -36,6 +36,7 @@ AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentCo
   const Stopwatch sw;
   double report_at = 30;
   const auto progress = [&](size_t done) {
+    if (each_step) each_step();
     if (sw.seconds() < report_at) return;
     report_at = sw.seconds() + 30;
     char line[128];
@@ -99,7 +100,8 @@ AgentEval summarize_episodes(const std::vector<Trajectory>& episodes) {
 }
 
 StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
-                           int tasks, uint64_t run_seed, const volatile std::sig_atomic_t* stop) {
+                           int tasks, uint64_t run_seed, const volatile std::sig_atomic_t* stop,
+                           const std::function<void()>& each_step) {
   StyleEvals out;
   const uint64_t seed = eval_task_seed(run_seed);
   out.has_heldout = env.perturbation_sampler().has_heldout();
@@ -108,7 +110,7 @@ StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const Agent
     log_info("eval: " + std::to_string(tasks) + " tasks in " + what + "...");
     const Stopwatch sw;
     bool stopped = false;
-    AgentEval e = evaluate_agent(model, env, agent, tasks, seed, mode, stop, &stopped);
+    AgentEval e = evaluate_agent(model, env, agent, tasks, seed, mode, stop, &stopped, each_step);
     if (stopped) {
       out.stopped = true;
       log_warn(std::string("eval: ") + what + " cut short by SIGTERM after " + std::to_string(sw.seconds()) + " s");

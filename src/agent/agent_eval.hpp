@@ -5,6 +5,7 @@
 // (failure_mode.hpp) and success by the number of tool calls a task needs,
 // overall and per domain. Used by `forge train` (periodic) and `forge eval`.
 #pragma once
+#include <functional>
 #include <csignal>
 #include <array>
 #include <map>
@@ -52,10 +53,11 @@ struct AgentEval {
 AgentEval summarize_episodes(const std::vector<Trajectory>& episodes);
 
 // `stop` (a SIGTERM flag), when set, ends it between engine steps: *stopped
-// is then true and the figures are not the evaluation's.
+// is then true and the figures are not the evaluation's. `each_step`, when
+// set, is called after every engine step (a watchdog's progress).
 AgentEval evaluate_agent(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
                          int tasks, uint64_t seed, StyleMode mode, const volatile std::sig_atomic_t* stop = nullptr,
-                         bool* stopped = nullptr);
+                         bool* stopped = nullptr, const std::function<void()>& each_step = {});
 
 // The evaluation task stream of a run: disjoint from its training stream, and
 // the same for `forge sft`, `forge train` and `forge eval` of one run.seed.
@@ -72,7 +74,8 @@ struct StyleEvals {
 // `stop`: a SIGTERM flag that ends the evaluation between engine steps (a
 // checkpoint waits on it; the evaluation changes nothing a run goes on from).
 StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const AgentConfig& agent,
-                           int tasks, uint64_t run_seed, const volatile std::sig_atomic_t* stop = nullptr);
+                           int tasks, uint64_t run_seed, const volatile std::sig_atomic_t* stop = nullptr,
+                           const std::function<void()>& each_step = {});
 // "<title> (seen styles):" and "<title> (held-out families):" tables.
 std::string format_style_evals(const StyleEvals& e, const std::string& title);
 

@@ -127,8 +127,10 @@ void Learner::finish(int steps_done) {
 }
 
 void Learner::evaluate(int steps_done) {
+  std::function<void()> each_step;
+  if (setup_.progress) each_step = [this] { setup_.progress("learner rank 0's evaluation (an engine step)"); };
   const StyleEvals ev = evaluate_styles(model_, setup_.env, setup_.agent, setup_.train.eval_tasks,
-                                        setup_.run.seed, setup_.terminate);
+                                        setup_.run.seed, setup_.terminate, each_step);
   if (ev.stopped) return;  // its figures are not the evaluation's
   std::fputs(format_style_evals(ev, "eval at step " + std::to_string(steps_done)).c_str(), stdout);
   std::fflush(stdout);

@@ -56,6 +56,9 @@ struct LearnerSetup {
   // SIGTERM: ends an evaluation under way (the step boundary's checkpoint
   // waits on it, and Slurm's SIGKILL follows within KillWait).
   const volatile std::sig_atomic_t* terminate = nullptr;
+  // The lead's stages, for a watchdog's progress (mpi_roles/watchdog.hpp):
+  // called as an evaluation goes on (each engine step); empty: none.
+  std::function<void(const char* stage)> progress;
 };
 
 struct LearnerStart {

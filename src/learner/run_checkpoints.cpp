@@ -79,7 +79,7 @@ bool shapes_training(const std::string& key) {
   static const std::set<std::string> neutral = {
       "run.dir", "run.threads", "run.log_every", "run.checkpoint_every", "run.keep_checkpoints",
       "run.flush_seconds", "train.eval_every", "train.eval_tasks", "train.init", "mpi.deadline_s",
-      "mpi.startup_s", "sandbox.concurrency", "sandbox.uid", "gateway.bind", "gateway.port",
+      "mpi.startup_s", "mpi.progress_deadline_s", "sandbox.concurrency", "sandbox.uid", "gateway.bind", "gateway.port",
       "gateway.token", "gateway.http_threads", "gateway.max_request_kib", "gateway.client_io_s"};
   return key.rfind("sft.", 0) != 0 && key.rfind("model.", 0) != 0 && key != "train.steps" && !neutral.count(key);
 }

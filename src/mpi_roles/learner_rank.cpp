@@ -85,6 +85,7 @@ class BatchTaker {
         taken.push_back(std::move(g));
         continue;
       }
+      if (cfg_.watchdog) cfg_.watchdog->progress("learner rank 0's wait for groups");  // its own deadline below
       std::optional<TakenTrajectory> t = pool_.try_take();
       if (!t) {
         if (since_group.seconds() > cfg_.group_wait_s)
@@ -200,6 +201,13 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   for (int r = 0; r < learner_count; ++r)
     if (r != learner_rank) other_learners.push_back(r);
   Watchdog* const watchdog = cfg.watchdog;
+  // The lead's stages, each watched for progress (a lead alive but stuck,
+  // e.g. in I/O on a hung file system, ends the job naming its stage).
+  Watchdog* const lead_dog = lead ? watchdog : nullptr;
+  const auto stage = [lead_dog](const char* what) {
+    if (lead_dog) lead_dog->progress(what);
+  };
+  if (lead_dog) setup.progress = stage;
   // Device collectives, or MPI on host memory. Set up under a watched wait:
   // NCCL's is a broadcast of its id and a blocking communicator init across
   // the learners, which a stuck learner would hold forever.
@@ -303,6 +311,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
         lead ? std::move(batch->episodes)
              : decode_trajectories(bytes.data(), bytes.size(), model.config().vocab, "the lead learner's batch");
     double grad_norm = 0;
+    stage("learner rank 0's training step");
     const PolicyUpdateStats st = learner.update(episodes, step, &grad_norm);
     if (checkpoint_due(setup.run, step + 1, steps)) {
       const uint64_t hash = parameter_hash(model);  // this rank's own work, outside the watch
@@ -311,9 +320,11 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
       check_learners_agree(learners, hash, step + 1);
     }
     if (!lead) continue;
+    stage("learner rank 0's publication of weights");
     publish(step + 1);
     const double since_previous = since_step.seconds();
     since_step.reset();
+    stage("learner rank 0's record of the step (rollouts.h5, a checkpoint, an evaluation)");
     learner.record(step, episodes, st, grad_norm, {since_previous, sw.seconds()}, pool_view(*batch, st),
                    [&] { return taker.checkpoint_state(); }, {batch->dropped, batch->masked});
   }
@@ -321,8 +332,10 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   if (lead) {
     log_info(publish_summary(publish_ms, download_ms, model.layout().total));
     if (stop == kStopSignal) {
+      stage("learner rank 0's checkpoint at SIGTERM");
       log_stopped_at_step(step, learner.checkpoint(step, taker.checkpoint_state()));
     }
+    if (lead_dog) lead_dog->progress_done();  // the final barrier has its own deadline
     weights.request_stop(stop);
   } else {
     // The lead's last publish and record (a checkpoint, an evaluation) or
@@ -342,7 +355,9 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     if (caught)
       log_info("SIGTERM on learner " + std::to_string(learner_rank) +
                " alone: only learner 0 stops a run; the run is complete");
+    stage("learner rank 0's final evaluation (after closing rollouts.h5)");
     learner.finish(step);
+    if (lead_dog) lead_dog->progress_done();
   }
   return stop == kStopSignal ? kSigtermExit : 0;
 }

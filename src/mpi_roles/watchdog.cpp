@@ -64,6 +64,26 @@ Watchdog::WatchedWait::~WatchedWait() {
   watchdog_->wait_since_ns_ = -1;
 }
 
+void Watchdog::progress(const char* stage) {
+  progress_stage_ = stage;
+  progress_since_ns_ = active_ns();
+}
+
+void Watchdog::check_progress(int64_t now_ns) {
+  const int64_t since = progress_since_ns_;
+  if (since < 0) return;
+  const double lasted = static_cast<double>(now_ns - since) * 1e-9;
+  if (lasted <= progress_deadline_s_) return;
+  char figures[160];
+  std::snprintf(figures, sizeof figures, " has lasted %.1f s (mpi.progress_deadline_s = %g)", lasted,
+                progress_deadline_s_.load());
+  abort_job(layout_.name(rank_),
+            std::string("watchdog: ") + progress_stage_.load() + figures +
+                ": this rank is alive but stuck (in I/O on a hung file system, a hung device call, ...); aborting "
+                "the job",
+            3);
+}
+
 void Watchdog::check_wait(int64_t now_ns) {
   std::lock_guard lock(wait_mu_);
   if (wait_since_ns_ < 0) return;
@@ -108,6 +128,7 @@ void Watchdog::loop() {
     const bool late = left_out != left_out_seen;  // this beat came late: time was left out
     if (late && !late_before) std::fill(moved.begin(), moved.end(), now);
     check_wait(now);
+    check_progress(now);
     left_out_seen = left_out;
     late_before = late;
     for (size_t i = 0; i < peers.size(); ++i) {

@@ -23,9 +23,11 @@
 // deadline makes this thread end the job, naming the other learners (one of
 // them is alive but stuck, e.g. in a hung GPU kernel: its heartbeat goes
 // on). An environment rank waiting for admission and the learners waiting
-// for learner 0's batch rely on learner 0 being alive (a learner 0 that is
-// alive but stuck, e.g. in I/O on a hung file system, is not detected).
-// Needs MPI_THREAD_MULTIPLE.
+// for learner 0's batch rely on learner 0 being alive; learner 0 alive but
+// stuck (in I/O on a hung file system, a hung device call) is caught by its
+// own watchdog thread: its main thread reports progress() at each stage of
+// its loop, and one stage past the progress deadline (mpi.progress_deadline_s)
+// ends the job, naming the stage. Needs MPI_THREAD_MULTIPLE.
 //
 // Shutdown. Beside its counter each rank hosts a shutdown word: 0 while it
 // runs, 1 once it is at the final barrier (quiesce) draining its messages, 2
@@ -60,6 +62,13 @@ class Watchdog {
   // ("environment rank 2 (not at the barrier)"); "" when none.
   std::string shutdown_laggards();
 
+  // This rank's main thread begins `stage` (a string literal) of its work:
+  // from the first call, a stage that lasts past `progress_deadline_s`
+  // ends the job naming it, until progress_done(). Any thread may call it.
+  void progress(const char* stage);
+  void progress_done() { progress_since_ns_ = -1; }
+  void set_progress_deadline(double seconds) { progress_deadline_s_ = seconds; }
+
   // A blocking wait on `peers` (world ranks) that reach it after the same
   // work as this rank, watched while the guard lives: past the deadline the
   // watchdog thread ends the job, naming `what` and the peers. One at a time
@@ -78,6 +87,7 @@ class Watchdog {
  private:
   void loop();
   void check_wait(int64_t now_ns);  // aborts the job when the watched wait is past the deadline
+  void check_progress(int64_t now_ns);  // aborts the job when a stage is past the progress deadline
 
   MPI_Comm comm_;
   RoleLayout layout_;
@@ -90,6 +100,9 @@ class Watchdog {
   std::string wait_what_;
   std::vector<int> wait_peers_;
   int64_t wait_since_ns_ = -1;
+  std::atomic<int64_t> progress_since_ns_{-1};  // the stage's start on the active clock; -1: not watched
+  std::atomic<const char*> progress_stage_{nullptr};
+  std::atomic<double> progress_deadline_s_{1800};
 };
 
 }  // namespace forge

@@ -74,5 +74,29 @@ TEST(WatchedWait, DISABLED_AStuckPeerEndsTheJob) {
   ADD_FAILURE() << "the watchdog did not end the job";
 }
 
+// A stage of rank 0's work past the progress deadline ends the job, naming
+// the stage, though every heartbeat goes on (alive but stuck); stages that
+// end in time, and a stage after progress_done(), do not.
+TEST(WatchdogProgress, DISABLED_AStuckStageEndsTheJob) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world < 3) GTEST_SKIP() << "a role layout needs 3 ranks";
+  const RoleLayout layout(world, RoleCounts{});
+  Watchdog dog(MPI_COMM_WORLD, layout, /*deadline_s=*/30.0, /*period_s=*/0.25);
+  dog.set_progress_deadline(3.0);
+  if (rank == 0) {
+    for (int i = 0; i < 8; ++i) {  // 4 s of stages, each in time
+      dog.progress("a quick stage");
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    dog.progress_done();
+    std::this_thread::sleep_for(std::chrono::seconds(5));  // past the deadline, unwatched
+    dog.progress("the stuck stage");
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(60));  // every rank alive, rank 0 stuck
+  ADD_FAILURE() << "the watchdog did not end the job";
+}
+
 }  // namespace
 }  // namespace forge
