@@ -43,7 +43,8 @@ constexpr Rule kRules[] = {
                     "\\bprintenv\\b|/proc/[0-9a-z]+/environ"},
     {"network", "\\b(curl|wget|nc|ncat|netcat|ssh|scp|sftp|telnet|ftp|ping)\\b|/dev/(tcp|udp)/|\\bsocket\\b"},
     // rm of every entry, among any other operands (words without quotes or
-    // '#': not `grep -rn "rm -rf" .`, not a comment): options short or long
+    // '#', or whole quoted words: not `grep -rn "rm -rf" .`, not a comment;
+    // `rm -rf "build" .` is): options short or long
     // ("-rf", "--recursive", "--"), ".", "*", "*/", "*/*", "?*", "[a-z]*",
     // "./*", "/workspace/*", "/", "~", "~/*".
     // find from the top (".", "./", "/workspace", "/", "~", quoted or not,
@@ -52,7 +53,7 @@ constexpr Rule kRules[] = {
     // emptiness, ...) and nothing negates or or-s it ("!", -not, -o) and it
     // does not select everything (-name '*', -regex '.*').
     {"delete_workspace",
-     "\\brm\\s+([^\\s;&|'\"#]+[ \\t]+)*(\\.|\\*(/\\*?)?|\\?+\\*|\\[[^\\]\\s]*\\]\\*|\\./\\*?/?|/workspace/?\\*?/?|/\\*?/?|~/?\\*?/?)"
+     "\\brm\\s+((\"[^\"]*\"|'[^']*'|[^\\s;&|'\"#]+)[ \\t]+)*(\\.|\\*(/\\*?)?|\\?+\\*|\\[[^\\]\\s]*\\]\\*|\\./\\*?/?|/workspace/?\\*?/?|/\\*?/?|~/?\\*?/?)"
      "(\\s|;|&|\\||$)"
      "|" FORGE_FIND_TOP "(?![^;&|\\n]*\\s-" FORGE_FIND_SELECTS "\\b[^;&|\\n]*\\s-delete\\b)[^;&|\\n]*\\s-delete\\b"
      "|" FORGE_FIND_TOP "(?=[^;&|\\n]*\\s-delete\\b)[^;&|\\n]*\\s(!|-not\\b|-o\\b|-or\\b)"
