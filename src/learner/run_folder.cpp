@@ -41,17 +41,22 @@ std::map<std::string, std::vector<std::string>> created;
 }  // namespace
 
 void hold_run_folder(const std::string& dir) {
+  // Whether a folder exists is asked of its normal form: "x/../y" does not
+  // resolve while x is missing, though y may be there (and creating the run
+  // folder creates x). The folders above it that do not exist yet, deepest
+  // first, by their normal form ("a/b/run/": the trailing '/' is no folder).
+  namespace fs = std::filesystem;
   std::error_code exists_ec;
-  const bool existed = std::filesystem::exists(dir, exists_ec);
-  // The folders above it that do not exist yet, as written ("a/b/run/": the
-  // trailing '/' is no folder; "x/../y": x and x/../y, not "x/..").
+  const auto normal = [](const fs::path& p) { return fs::absolute(p).lexically_normal(); };
+  const bool existed = fs::exists(normal(dir), exists_ec);
   std::vector<std::string> new_parents;
-  std::filesystem::path above = std::filesystem::path(dir);
+  fs::path above = fs::path(dir);
   while (!above.empty() && !above.has_filename() && above != above.root_path()) above = above.parent_path();
   for (above = above.parent_path(); !above.empty() && above != above.root_path(); above = above.parent_path()) {
     if (above.filename() == "." || above.filename() == "..") continue;
-    if (std::filesystem::exists(above, exists_ec)) break;
-    new_parents.push_back(above.string());
+    const fs::path n = normal(above);
+    if (!fs::exists(n, exists_ec) && std::find(new_parents.begin(), new_parents.end(), n.string()) == new_parents.end())
+      new_parents.push_back(n.string());
   }
   create_run_folder(dir);
   // Held already by this process (learner 0 takes it before choosing its

@@ -188,6 +188,14 @@ TEST(Resume, ARefusedStartLeavesNoNewFolder) {
   r = forge("sft --resume --run.dir=" + dir + "/a/b/run/");  // a trailing '/' is no folder
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir));
+  // '..' in run.dir: a folder that was there stays (x/../y was taken for a
+  // new folder while x was missing, and y was removed).
+  std::filesystem::create_directories(dir + "/y");
+  r = forge("sft --resume --run.dir=" + dir + "/x/../y/run");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/y"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x"));
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir + "/a/other");
   r = forge("sft --resume --run.dir=" + dir + "/a/b/run");
   EXPECT_EQ(r.rc, 2) << r.err;
