@@ -63,6 +63,7 @@
 #include "mpi_roles/watchdog.hpp"
 #include "mpi_roles/weight_channel.hpp"
 #include "cli.hpp"
+#include "text_formats.hpp"
 
 namespace forge {
 namespace {
@@ -141,6 +142,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
   lc.setup.config_ini = sh.opts->dump_ini();
   lc.deadline_s = all.mpi.deadline_s;
   lc.shutdown_s = shutdown_deadline(all);
+  lc.startup_s = all.mpi.startup_s;
   const GroupWait wait = group_wait({.deadline_s = all.mpi.deadline_s,
                                      .episode_deadline_s = all.mpi.episode_deadline_s,
                                      .tool_s = all.env.code_weight > 0 ? all.env.sandbox.wall_s : 0.0,
@@ -284,7 +286,8 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   const Role role = layout.role_of(rank);
   const std::string me = layout.name(rank);
   set_log_prefix(me);
-  // One node: Open MPI backs the pool's windows with /dev/shm files.
+  // Ranks on this node: where the host rank shares its node, Open MPI backs
+  // the windows with a shared-memory segment (/dev/shm).
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   int node_ranks = 0;
@@ -294,6 +297,12 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   or_abort_job(me, [&] {
     all.update.loss.validate();
     all.update.reward.validate();
+    // A training step holds the learners' watched waits (mpi.deadline_s),
+    // which name a stuck other learner: the lead's own stage must outlast them.
+    if (all.mpi.progress_deadline_s <= all.mpi.deadline_s)
+      throw InputError("mpi.progress_deadline_s = " + json_number(all.mpi.progress_deadline_s) +
+                       " must exceed mpi.deadline_s = " + json_number(all.mpi.deadline_s) +
+                       " (a stage of learner 0's step holds waits of mpi.deadline_s on the other learners)");
     check_bins_hold_calls("train.max_tokens", all.train.max_tokens,
                           all.agent.max_context_tokens + all.agent.max_new_tokens);
     if (all.gateway.enabled) all.gateway.resolve_and_validate(layout.count(Role::kEnvironment));
@@ -312,7 +321,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
     pc.deadline_s = all.mpi.deadline_s;
     pc.rank_name = [layout](int r) { return layout.name(r); };
-    if (rank == pc.host_rank) check_pool_fits_host(pc, node_ranks == world);
+    if (rank == pc.host_rank) check_pool_fits_host(pc, node_ranks > 1);
     if (static_cast<uint64_t>(all.train.tasks) * pc.slot_bytes >= (uint64_t{1} << 31))
       throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
                        " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");

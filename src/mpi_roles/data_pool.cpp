@@ -60,7 +60,7 @@ double now_s() {
 
 }  // namespace
 
-void check_pool_fits_host(const DataPoolConfig& cfg, bool one_node) {
+void check_pool_fits_host(const DataPoolConfig& cfg, bool shared_node) {
   const uint64_t payload = cfg.window.cells() * cfg.slot_bytes;
   const auto refuse = [&](const std::string& where, uint64_t free) {
     throw InputError("the data pool's payload, (pool.inflight + pool.memory) x pool.slot_mib = " +
@@ -72,7 +72,7 @@ void check_pool_fits_host(const DataPoolConfig& cfg, bool one_node) {
   // stalled the host in MPI_Win_allocate).
   if (payload > memory / 2) refuse("half of this host's memory", memory / 2);
   struct statvfs shm {};
-  if (one_node && statvfs("/dev/shm", &shm) == 0) {
+  if (shared_node && statvfs("/dev/shm", &shm) == 0) {
     const uint64_t free = static_cast<uint64_t>(shm.f_bavail) * shm.f_frsize;
     if (payload > free) refuse("the free space of /dev/shm", free);
   }

@@ -101,11 +101,11 @@ struct DataPoolConfig {
 
 // On the host rank, before the collective construction: the pool's payload,
 // (N + M) x slot_bytes, must fit in half of this host's memory and, where
-// every rank is on this node (`one_node`: Open MPI backs the windows with
-// files there), in /dev/shm's free space; an InputError naming
+// other ranks share this node (`shared_node`: Open MPI backs the windows
+// with a shared-memory segment), in /dev/shm's free space; an InputError naming
 // pool.inflight, pool.memory and pool.slot_mib otherwise (Open MPI ended
 // the job inside MPI_Win_allocate, exit 53, naming none of them).
-void check_pool_fits_host(const DataPoolConfig& cfg, bool one_node);
+void check_pool_fits_host(const DataPoolConfig& cfg, bool shared_node);
 
 struct TakenTrajectory {
   uint64_t slot = 0;

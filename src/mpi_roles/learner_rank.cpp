@@ -210,11 +210,15 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   if (lead_dog) setup.progress = stage;
   // Device collectives, or MPI on host memory. Set up under a watched wait:
   // NCCL's is a broadcast of its id and a blocking communicator init across
-  // the learners, which a stuck learner would hold forever.
+  // the learners, which a stuck learner would hold forever. The learners
+  // meet here first after each loaded the model (and a checkpoint): the
+  // wait is mpi.startup_s's, as the other ranks' for the first weights.
+  const Watchdog::Deadline first_meeting{cfg.startup_s, "mpi.startup_s"};
   std::optional<LearnerGradientSum> gradient_sum;
   {
     const Watchdog::WatchedWait watched(learner_count > 1 ? watchdog : nullptr,
-                                        "the learners' collective set-up (the NCCL communicator)", other_learners);
+                                        "the learners' collective set-up (the NCCL communicator)", other_learners,
+                                        first_meeting);
     gradient_sum.emplace(learners, model.backend());
   }
   if (learner_count > 1) {
@@ -232,7 +236,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     };
   }
   if (learner_count > 1) {
-    const Watchdog::WatchedWait watched(watchdog, "the learners' start-step check", other_learners);
+    const Watchdog::WatchedWait watched(watchdog, "the learners' start-step check", other_learners, first_meeting);
     check_learners_start_together(learners, start.step);
   }
   Learner learner(setup, model, opt, start);

@@ -40,6 +40,7 @@ struct LearnerRankConfig {
   LearnerSetup setup;           // lead, shards and sums are set by run_learner_rank
   double deadline_s = 120;      // mpi.deadline_s: every other wait
   double shutdown_s = 120;      // the final barrier's (async_train.cpp: shutdown_deadline)
+  double startup_s = 1800;      // mpi.startup_s: the learners' first meeting, after each loaded the model
   double group_wait_s = 120;    // how long the lead waits for the next group
   std::string group_wait_key;   // the key that sets it, for the error message
   const volatile std::sig_atomic_t* terminate = nullptr;  // set by SIGTERM

@@ -49,12 +49,14 @@ std::string Watchdog::shutdown_laggards() {
   return out;
 }
 
-Watchdog::WatchedWait::WatchedWait(Watchdog* watchdog, std::string what, std::vector<int> peers)
+Watchdog::WatchedWait::WatchedWait(Watchdog* watchdog, std::string what, std::vector<int> peers,
+                                   std::optional<Deadline> deadline)
     : watchdog_(watchdog) {
   if (!watchdog_) return;
   std::lock_guard lock(watchdog_->wait_mu_);
   watchdog_->wait_what_ = std::move(what);
   watchdog_->wait_peers_ = std::move(peers);
+  watchdog_->wait_deadline_ = deadline.value_or(Deadline{watchdog_->deadline_s_, "mpi.deadline_s"});
   watchdog_->wait_since_ns_ = active_ns();
 }
 
@@ -88,13 +90,13 @@ void Watchdog::check_wait(int64_t now_ns) {
   std::lock_guard lock(wait_mu_);
   if (wait_since_ns_ < 0) return;
   const double waited = static_cast<double>(now_ns - wait_since_ns_) * 1e-9;
-  if (waited <= deadline_s_) return;
+  if (waited <= wait_deadline_.seconds) return;
   std::string peers;
   for (int r : wait_peers_) peers += (peers.empty() ? "" : ", ") + layout_.name(r);
   char figures[96];
   std::snprintf(figures, sizeof figures, " has waited %.1f s for ", waited);
-  char deadline[64];
-  std::snprintf(deadline, sizeof deadline, " (mpi.deadline_s = %g)", deadline_s_);
+  char deadline[96];
+  std::snprintf(deadline, sizeof deadline, " (%s = %g)", wait_deadline_.key, wait_deadline_.seconds);
   abort_job(layout_.name(rank_),
             "watchdog: " + wait_what_ + figures + peers + deadline +
                 ": one of them is stuck, stopped or dead (one alive but stuck keeps its heartbeat, which no other "

@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,10 +73,17 @@ class Watchdog {
   // A blocking wait on `peers` (world ranks) that reach it after the same
   // work as this rank, watched while the guard lives: past the deadline the
   // watchdog thread ends the job, naming `what` and the peers. One at a time
-  // per rank; a null watchdog watches nothing.
+  // per rank; a null watchdog watches nothing. `deadline` (with the key that
+  // sets it): another than the watchdog's, for a wait its peers reach after
+  // work of their own that may take longer (loading a model).
+  struct Deadline {
+    double seconds;
+    const char* key;
+  };
   class WatchedWait {
    public:
-    WatchedWait(Watchdog* watchdog, std::string what, std::vector<int> peers);
+    WatchedWait(Watchdog* watchdog, std::string what, std::vector<int> peers,
+                std::optional<Deadline> deadline = std::nullopt);
     ~WatchedWait();
     WatchedWait(const WatchedWait&) = delete;
     WatchedWait& operator=(const WatchedWait&) = delete;
@@ -99,6 +107,7 @@ class Watchdog {
   std::mutex wait_mu_;  // the watched wait: what, on whom, since when (-1: none)
   std::string wait_what_;
   std::vector<int> wait_peers_;
+  Deadline wait_deadline_{0, ""};
   int64_t wait_since_ns_ = -1;
   std::atomic<int64_t> progress_since_ns_{-1};  // the stage's start on the active clock; -1: not watched
   std::atomic<const char*> progress_stage_{nullptr};

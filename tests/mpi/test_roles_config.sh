@@ -23,6 +23,9 @@ expect_input_error 2 "cannot hold mpi.learners = 1 + mpi.rollouts = 1.*-np 3"
 expect_input_error 4 "mpi.learners" --mpi.learners=0
 # A data pool past the host's memory names its keys (Open MPI ended the job
 # in MPI_Win_allocate, exit 53, naming none of them).
+# A progress deadline that learner 0's step, holding waits of mpi.deadline_s
+# on the other learners, could outlast is refused by name.
+expect_input_error 3 "mpi.progress_deadline_s = 100 must exceed mpi.deadline_s = 120" --mpi.progress_deadline_s=100
 expect_input_error 3 "learner rank 0: error: the data pool's payload.*2000000 MiB.*lower pool.inflight, pool.memory or pool.slot_mib" \
   --pool.inflight=1000000 --pool.memory=1000000 --pool.slot_mib=1
 
