@@ -326,7 +326,10 @@ void print_text(const RolloutReader& r, const Summary& s) {
               s.abandoned > 0 ? "  (trained episodes)" : "");
   for (auto [label, q] : {std::pair{"turns", &s.turns}, {"generated tokens", &s.generated},
                           {"final context", &s.final_length}})
-    std::printf("  %-18s %8.1f %8.0f %8.0f %8.0f\n", label, q->mean, q->p50, q->p90, q->max);
+    if (std::isnan(q->mean))  // every episode abandoned: no trained one
+      std::printf("  %-18s %8s %8s %8s %8s\n", label, "-", "-", "-", "-");
+    else
+      std::printf("  %-18s %8.1f %8.0f %8.0f %8.0f\n", label, q->mean, q->p50, q->p90, q->max);
   std::printf("\nstaleness (learner version - oldest token version), episodes\n ");
   for (int k = 0; k < rollout_schema::kStalenessBins; ++k)
     if (s.staleness[k] || k == 0)

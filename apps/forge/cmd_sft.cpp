@@ -127,6 +127,7 @@ EvalResult evaluate(PolicyModel& model, const std::string& task, int n, uint64_t
 // of the last progress window's; NaN (null in summary.json) where it trained
 // none (a --resume after a SIGTERM in the final evaluation wrote -1 and 0).
 struct LoopResult {
+  int trained = 0;  // steps this process trained (a NaN loss is a loss, not "none yet")
   double seconds = std::nan(""), first_loss = std::nan(""), last_loss = std::nan("");
   int64_t linear_tokens = 0, packed_tokens = 0;
   bool terminated = false;  // SIGTERM: stopped at a step boundary, checkpoint written
@@ -180,7 +181,7 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
     model.zero_grads();
     const SupervisedStats st = supervised_forward_backward(model, samples, sft.merge, sft.max_tokens);
     const double gnorm = opt.step();
-    if (std::isnan(out.first_loss)) out.first_loss = st.loss;
+    if (out.trained++ == 0) out.first_loss = st.loss;
     window_loss += st.loss;
     window_tokens += st.packed_tokens;
     window_linear += st.linear_tokens;
@@ -212,7 +213,7 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
       window.reset();
     }
   }
-  if (!std::isnan(out.first_loss)) out.seconds = total.seconds();
+  if (out.trained > 0) out.seconds = total.seconds();
   return out;
 }
 
