@@ -515,9 +515,12 @@ bool wgmma_supported() {
   int* built = nullptr;
   int host = 0;
   FORGE_CUDA_CHECK(cudaMalloc(&built, sizeof(int)));
+  struct Freed {  // however the probe ends (a failed launch threw past the free)
+    int* p;
+    ~Freed() { cudaFree(p); }
+  } freed{built};
   FORGE_LAUNCH(wgmma_built, 1u, 1u, 0, nullptr, built);
   FORGE_CUDA_CHECK(cudaMemcpy(&host, built, sizeof(int), cudaMemcpyDeviceToHost));
-  FORGE_CUDA_CHECK(cudaFree(built));
   return host == 1;
 #endif
 }

@@ -73,13 +73,28 @@ __global__ void ldmatrix_probe(const uint16_t* tile, uint32_t* out, int trans) {
   for (int i = 0; i < 4; ++i) out[lane * 4 + i] = r[i];
 }
 
-template <class T>
-T* device_copy(const std::vector<T>& host) {
-  void* p = nullptr;
-  FORGE_CUDA_CHECK(cudaMalloc(&p, host.size() * sizeof(T)));
-  FORGE_CUDA_CHECK(cudaMemcpyAsync(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, nullptr));
-  return static_cast<T*>(p);
-}
+// A probe's device buffers, freed however it ends (a failed upload or
+// launch threw past the frees and leaked them).
+class DeviceBuffers {
+ public:
+  DeviceBuffers() = default;
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+  ~DeviceBuffers() {
+    for (void* p : held_) cudaFree(p);
+  }
+  template <class T>
+  T* copy(const std::vector<T>& host) {
+    void* p = nullptr;
+    FORGE_CUDA_CHECK(cudaMalloc(&p, host.size() * sizeof(T)));
+    held_.push_back(p);
+    FORGE_CUDA_CHECK(cudaMemcpyAsync(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, nullptr));
+    return static_cast<T*>(p);
+  }
+
+ private:
+  std::vector<void*> held_;
+};
 
 template <class T>
 std::vector<T> host_copy(const T* dev, size_t n) {
@@ -97,13 +112,12 @@ std::string check_mma() {
   for (int i = 0; i < 16 * 16; ++i) A[i] = __float2bfloat16(float((i * 7) % 23 - 11));
   for (int i = 0; i < 16 * 8; ++i) B[i] = __float2bfloat16(float((i * 5) % 19 - 9));
   for (int i = 0; i < 16 * 8; ++i) C[i] = float(i % 13);
-  __nv_bfloat16 *dA = device_copy(A), *dB = device_copy(B);
-  float* dC = device_copy(C);
-  float* dD = device_copy(std::vector<float>(16 * 8, -1.0f));
+  DeviceBuffers buffers;
+  __nv_bfloat16 *dA = buffers.copy(A), *dB = buffers.copy(B);
+  float* dC = buffers.copy(C);
+  float* dD = buffers.copy(std::vector<float>(16 * 8, -1.0f));
   FORGE_LAUNCH(mma_probe, 1u, 32u, 0, nullptr, dA, dB, dC, dD);
   const std::vector<float> D = host_copy(dD, 16 * 8);
-  for (void* p : {static_cast<void*>(dA), static_cast<void*>(dB), static_cast<void*>(dC), static_cast<void*>(dD)})
-    FORGE_CUDA_CHECK(cudaFree(p));
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 8; ++c) {
       double want = C[r * 8 + c];
@@ -131,16 +145,14 @@ std::string check_mma_tf32(uint32_t low_bits) {
   const std::vector<float> values = {1.0f + 0x1p-11f, -(1.0f + 0x1p-11f), 1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-12f,
                                      1.5f, -0.0f};
   const std::vector<float> want_rounded = {1.0f + 0x1p-10f, -(1.0f + 0x1p-10f), 1.0f + 0x1p-9f, 1.0f, 1.5f, -0.0f};
-  float *dA = device_copy(A), *dB = device_copy(B), *dC = device_copy(C), *dvalues = device_copy(values);
-  float* dD = device_copy(std::vector<float>(16 * 8, -1.0f));
-  uint32_t* drounded = device_copy(std::vector<uint32_t>(values.size()));
+  DeviceBuffers buffers;
+  float *dA = buffers.copy(A), *dB = buffers.copy(B), *dC = buffers.copy(C), *dvalues = buffers.copy(values);
+  float* dD = buffers.copy(std::vector<float>(16 * 8, -1.0f));
+  uint32_t* drounded = buffers.copy(std::vector<uint32_t>(values.size()));
   FORGE_LAUNCH(mma_tf32_probe, 1u, 32u, 0, nullptr, dA, dB, dC, dD, dvalues, drounded, int(values.size()),
                low_bits);
   const std::vector<float> D = host_copy(dD, 16 * 8);
   const std::vector<uint32_t> rounded = host_copy(drounded, values.size());
-  for (void* p : {static_cast<void*>(dA), static_cast<void*>(dB), static_cast<void*>(dC), static_cast<void*>(dD),
-                  static_cast<void*>(dvalues), static_cast<void*>(drounded)})
-    FORGE_CUDA_CHECK(cudaFree(p));
   for (int r = 0; r < 16; ++r)
     for (int c = 0; c < 8; ++c) {
       double want = C[r * 8 + c];
@@ -167,12 +179,11 @@ std::string check_mma_tf32(uint32_t low_bits) {
 std::string check_ldmatrix(bool trans) {
   std::vector<uint16_t> tile(16 * kPitch);
   for (size_t e = 0; e < tile.size(); ++e) tile[e] = static_cast<uint16_t>(1000 + e);  // distinct
-  uint16_t* dtile = device_copy(tile);
-  uint32_t* dout = device_copy(std::vector<uint32_t>(32 * 4));
+  DeviceBuffers buffers;
+  uint16_t* dtile = buffers.copy(tile);
+  uint32_t* dout = buffers.copy(std::vector<uint32_t>(32 * 4));
   FORGE_LAUNCH(ldmatrix_probe, 1u, 32u, 16 * kPitch * sizeof(uint16_t), nullptr, dtile, dout, int(trans));
   const std::vector<uint32_t> out = host_copy(dout, 32 * 4);
-  FORGE_CUDA_CHECK(cudaFree(dtile));
-  FORGE_CUDA_CHECK(cudaFree(dout));
   for (int l = 0; l < 32; ++l)
     for (int i = 0; i < 4; ++i) {
       const int r0 = 8 * (i % 2), c0 = 8 * (i / 2), g = l / 4, t = l % 4;
@@ -266,8 +277,9 @@ std::string check_wgmma(int mode, bool accumulate) {
       if (mode < 2) image[operand_offset(mode == 1, p.a_lbo, p.a_sbo, m, k) / 2] = A[m * 16 + k];
   for (int k = 0; k < 16; ++k)
     for (int n = 0; n < 16; ++n) image[(p.b_offset + operand_offset(trans, p.b_lbo, p.b_sbo, n, k)) / 2] = B[k * 16 + n];
-  uint16_t *dimage = device_copy(image), *dA = device_copy(A);
-  float *dC = device_copy(C), *dD = device_copy(std::vector<float>(64 * 16, -1.0f));
+  DeviceBuffers buffers;
+  uint16_t *dimage = buffers.copy(image), *dA = buffers.copy(A);
+  float *dC = buffers.copy(C), *dD = buffers.copy(std::vector<float>(64 * 16, -1.0f));
   const size_t bytes = image.size() * 2;
   const int halves = static_cast<int>(image.size());
   switch (mode) {
@@ -277,8 +289,6 @@ std::string check_wgmma(int mode, bool accumulate) {
     default: FORGE_LAUNCH(wgmma_probe<3>, 1u, 128u, bytes, nullptr, dimage, halves, dA, p, dC, dD); break;
   }
   const std::vector<float> D = host_copy(dD, 64 * 16);
-  for (void* q : {static_cast<void*>(dimage), static_cast<void*>(dA), static_cast<void*>(dC), static_cast<void*>(dD)})
-    FORGE_CUDA_CHECK(cudaFree(q));
   auto value = [](uint16_t bits) { return double(__bfloat162float(__ushort_as_bfloat16(bits))); };
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < 16; ++n) {
