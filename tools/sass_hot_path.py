@@ -84,13 +84,35 @@ def nvcc():
     return found
 
 
+def cuda_includes(build):
+    """forge_cuda's include flags: CMake's response file (Makefile generator), or
+    a CUDA source's entry of compile_commands.json (any generator)."""
+    rsp = os.path.join(build, "src", "CMakeFiles", "forge_cuda.dir", "includes_CUDA.rsp")
+    if os.path.exists(rsp):
+        return shlex.split(open(rsp).read())  # a build path with spaces is quoted there
+    db = os.path.join(build, "compile_commands.json")
+    if not os.path.exists(db):
+        fail(f"neither {rsp} nor {db}: configure and build first (./forge.sh build), or pass --build")
+    import json
+    for entry in json.load(open(db)):
+        if not re.search(r"src/backend/cuda/[^/]+\.cu$", entry["file"]):
+            continue
+        args = entry.get("arguments") or shlex.split(entry["command"])
+        flags = []
+        for i, a in enumerate(args):
+            if a == "--options-file" and i + 1 < len(args):
+                flags += shlex.split(open(os.path.join(entry["directory"], args[i + 1])).read())
+            elif a in ("-I", "-isystem") and i + 1 < len(args):
+                flags += [a, args[i + 1]]
+            elif a.startswith("-I") or a.startswith("-isystem"):
+                flags.append(a)
+        return flags
+    fail(f"{db} holds no CUDA source of forge_cuda: configure with the CUDA toolkit (docs/cuda.md)")
+
+
 def compile_object(source, arch, build, out, tree=ROOT):
     """source (a path inside tree, a checkout of forge) compiled as the build compiles forge_cuda."""
-    rsp = os.path.join(build, "src", "CMakeFiles", "forge_cuda.dir", "includes_CUDA.rsp")
-    if not os.path.exists(rsp):
-        fail(f"{rsp} missing: configure and build first (./forge.sh build, CMake's Makefile generator), "
-             "or pass --build")
-    includes = shlex.split(open(rsp).read())  # a build path with spaces is quoted there
+    includes = cuda_includes(build)
     includes = [f"-I{os.path.join(tree, 'src')}" if x.startswith("-I") and x.endswith(os.sep + "src") else x
                 for x in includes]
     cmd = [nvcc(), *includes, "-O3", "-DNDEBUG", f"--generate-code=arch=compute_{arch},code=[sm_{arch}]",
