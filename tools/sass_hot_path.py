@@ -37,6 +37,7 @@ nvidia-cuda-nvdisasm): --fetch installs them into ~/.cache/forge/cuda-binutils.
 """
 import argparse
 import collections
+import json
 import os
 import re
 import shlex
@@ -93,7 +94,6 @@ def cuda_includes(build):
     db = os.path.join(build, "compile_commands.json")
     if not os.path.exists(db):
         fail(f"neither {rsp} nor {db}: configure and build first (./forge.sh build), or pass --build")
-    import json
     for entry in json.load(open(db)):
         if not re.search(r"src/backend/cuda/[^/]+\.cu$", entry["file"]):
             continue
