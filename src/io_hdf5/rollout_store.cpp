@@ -63,6 +63,22 @@ class RolloutStore::Series {
       throw InputError("cannot resume '" + file.path() + "': its dataset '" + std::string(c.path) + "' has an extent of " +
                        std::to_string(dims[0]) + " rows, far past the " + std::to_string(rows_) +
                        " it holds (corrupted?); nothing was cut");
+    // A cut inside a chunk rewrites it, which decompresses it: a damaged one
+    // is refused now, before anything is written (it failed in cut(), after
+    // the record of the cut was on the disk: exit 1, the file changed).
+    if (dims[0] > rows_ && rows_ % c.chunk != 0) {
+      const hsize_t first = rows_ - rows_ % c.chunk, count = std::min<hsize_t>(dims[0], first + c.chunk) - first;
+      std::vector<uint8_t> chunk(count * c.width * rs::type_size(c.type));
+      const hsize_t start[2] = {first, 0}, size[2] = {count, static_cast<hsize_t>(c.width)};
+      const int rank = c.width == 1 ? 1 : 2;
+      h5::Handle file_space(H5Dget_space(ds_.id()), H5Sclose), memory(H5Screate_simple(rank, size, nullptr), H5Sclose);
+      if (!file_space.valid() || !memory.valid() ||
+          H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start, nullptr, size, nullptr) < 0 ||
+          H5Dread(ds_.id(), rs::native_type(c.type), memory.id(), file_space.id(), H5P_DEFAULT, chunk.data()) < 0)
+        throw InputError("cannot resume '" + file.path() + "': the chunk of its dataset '" + std::string(c.path) +
+                         "' at row " + std::to_string(first) + ", which the resume cuts, cannot be read (corrupted?: " +
+                         h5::last_error() + "); nothing was cut");
+    }
   }
 
   // Cuts the dataset opened above to its first `rows` rows.

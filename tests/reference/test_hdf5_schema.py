@@ -328,6 +328,43 @@ def check_tools(build_dir, path, tmp):
     return failures
 
 
+def check_damaged_cut_chunk(build_dir, tmp):
+    """A resume that would cut inside a damaged chunk of `tokens` is refused
+    with exit 2 and leaves the file as it was (the cut decompressed it after
+    the record of the cut was written: exit 1, the file changed)."""
+    forge = os.path.join(build_dir, "forge")
+    run_dir = os.path.join(tmp, "damaged")
+    cmd = [forge, "train", "--model.d_model=32", "--model.n_layers=1", "--model.n_heads=2", "--model.n_kv_heads=2",
+           "--model.ffn_dim=64", "--train.steps=4", "--run.checkpoint_every=2", "--train.tasks=2",
+           "--train.group=2", "--train.eval_tasks=1", "--agent.max_turns=3", "--agent.max_new_tokens=16",
+           "--run.dir=" + run_dir]
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    subprocess.run(cmd, check=True, timeout=300, capture_output=True, env=env)
+    os.remove(os.path.join(run_dir, "checkpoints", "ckpt_step_00000004.h5"))  # resume at step 2: a cut
+    path = os.path.join(run_dir, "rollouts.h5")
+    with h5py.File(path, "r") as f:
+        rows, chunk = len(f["tokens"]), f["tokens"].chunks[0]
+        # the chunk holding the last row steps 0-1 keep (the cut point)
+        kept = int(f["calls/token_offset"][f["episodes/call_offset"][
+            int(np.searchsorted(f["episodes/consumed_step"][:], 2))]]) if rows else 0
+        info = f["tokens"].id.get_chunk_info_by_coord((kept - kept % chunk,))
+    if kept % chunk == 0 or kept >= rows:
+        return [f"damaged-chunk case: the cut at row {kept} of {rows} is not inside a chunk of {chunk}"]
+    with open(path, "r+b") as fh:
+        fh.seek(info.byte_offset + info.size // 2)
+        b = fh.read(1)
+        fh.seek(info.byte_offset + info.size // 2)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    before = open(path, "rb").read()
+    out = subprocess.run(cmd + ["--resume"], timeout=300, capture_output=True, text=True, env=env)
+    failures = []
+    if out.returncode != 2 or "which the resume cuts, cannot be read" not in out.stderr:
+        failures.append(f"resume over a damaged cut chunk: rc {out.returncode}: {out.stderr[-400:]}")
+    if open(path, "rb").read() != before:
+        failures.append("resume over a damaged cut chunk changed rollouts.h5")
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", required=True)
@@ -343,6 +380,7 @@ def main():
                        check=True, timeout=300, capture_output=True,
                        env=dict(os.environ, OMP_NUM_THREADS="2"))
         failures = check_schema(path) + check_consistency(path) + check_tools(args.build_dir, path, tmp)
+        failures += check_damaged_cut_chunk(args.build_dir, tmp)
     for msg in failures:
         print("FAIL:", msg)
     print("hdf5 schema:", "ok" if not failures else f"{len(failures)} failures")
