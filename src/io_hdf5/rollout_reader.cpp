@@ -334,6 +334,15 @@ void RolloutReader::refresh() {
       spans[i] = {off[i], ctx[i] < 0 || gen[i] < 0 ? -1 : int64_t{ctx[i]} + gen[i]};
     return spans;
   });
+  // A file without a record (schema 3, 4) holds the tokens of its whole
+  // calls: rows past them are a killed writer's extension, never written.
+  if (!recorded) {
+    n_tokens_ = 0;
+    if (n_calls_ > 0)
+      n_tokens_ = read<int64_t>("calls/token_offset", n_calls_ - 1, 1)[0] +
+                  read<int32_t>("calls/context_len", n_calls_ - 1, 1)[0] +
+                  read<int32_t>("calls/generated_len", n_calls_ - 1, 1)[0];
+  }
   n_episodes_ = whole_prefix(path(), "episodes", rows[2], recorded, n_episodes_, n_calls_,
                              [&](int64_t start, int64_t count) {
     const std::vector<int64_t> off = read<int64_t>("episodes/call_offset", start, count);

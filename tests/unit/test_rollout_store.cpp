@@ -586,14 +586,17 @@ TEST(RolloutStore, UnwrittenRowsOfAnOlderSchemaEndItsTables) {
   const std::string current = dir + "/current.h5", path = dir + "/rollouts.h5";
   write_four_steps(current, 3);
   const RolloutReader before(current);
-  const int64_t episodes = before.n_episodes(), calls = before.n_calls();
+  const int64_t episodes = before.n_episodes(), calls = before.n_calls(), tokens = before.n_tokens();
   make_schema_4(current, path);
   extend_table(path, "episodes/", static_cast<hsize_t>(episodes + 3));
   extend_table(path, "calls/", static_cast<hsize_t>(calls + 5));
+  for (const char* array : {"tokens", "logprobs", "versions", "loss_mask"})  // (found by review: counted)
+    extend_table(path, array, static_cast<hsize_t>(tokens + 100));
   {
     const RolloutReader r(path);
     EXPECT_EQ(r.n_episodes(), episodes);
     EXPECT_EQ(r.n_calls(), calls);
+    EXPECT_EQ(r.n_tokens(), tokens);
     EXPECT_EQ(r.episodes().size(), static_cast<size_t>(episodes));
     for (int64_t i = 0; i < r.n_episodes(); ++i) EXPECT_FALSE(r.episode(i).calls.empty()) << i;
   }
