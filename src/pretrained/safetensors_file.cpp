@@ -186,14 +186,11 @@ SafetensorsModel::SafetensorsModel(const std::string& folder) {
   std::map<std::string, size_t> unlisted;
   for (size_t k = 0; k < files_.size(); ++k)
     for (const auto& [name, e] : files_[k]->entries()) {
-      if (file_of_.count(name) && !unlisted.count(name)) continue;
-      if (unlisted.count(name)) {
+      if (const auto first = unlisted.find(name); first != unlisted.end())
         ambiguous_[name] = "'" + index + "' lists no shard for tensor '" + name + "', which two shards hold ('" +
-                           files_[unlisted[name]]->path() + "' and '" + files_[k]->path() + "')";
-        continue;
-      }
-      unlisted[name] = k;
-      file_of_[name] = k;
+                           files_[first->second]->path() + "' and '" + files_[k]->path() + "')";
+      else if (!file_of_.count(name))  // listed ones are the index's
+        unlisted[name] = file_of_[name] = k;
     }
   if (!unlisted.empty())
     log_warn("'" + index + "' lists " + std::to_string(unlisted.size()) + " tensor(s) its shards hold in no weight_map entry ('" +

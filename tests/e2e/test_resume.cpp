@@ -180,25 +180,26 @@ TEST(Resume, ARefusedStartLeavesNoNewFolder) {
   r = forge("sft --resume --run.dir=" + dir);
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir));
+  // A refused sft --resume into `run_dir` (exit 2).
+  const auto refused = [&](const std::string& run_dir) {
+    const Result res = forge("sft --resume --run.dir=" + run_dir);
+    EXPECT_EQ(res.rc, 2) << run_dir << ": " << res.err;
+  };
   // The parent folders it created for the run folder go too (found by
   // review: runs/ stayed), and one that holds something else stays.
-  r = forge("sft --resume --run.dir=" + dir + "/a/b/run");
-  EXPECT_EQ(r.rc, 2) << r.err;
+  refused(dir + "/a/b/run");
   EXPECT_FALSE(std::filesystem::exists(dir));
-  r = forge("sft --resume --run.dir=" + dir + "/a/b/run/");  // a trailing '/' is no folder
-  EXPECT_EQ(r.rc, 2) << r.err;
+  refused(dir + "/a/b/run/");  // a trailing '/' is no folder
   EXPECT_FALSE(std::filesystem::exists(dir));
   // '..' in run.dir: a folder that was there stays (x/../y was taken for a
   // new folder while x was missing, and y was removed).
   std::filesystem::create_directories(dir + "/y");
-  r = forge("sft --resume --run.dir=" + dir + "/x/../y/run");
-  EXPECT_EQ(r.rc, 2) << r.err;
+  refused(dir + "/x/../y/run");
   EXPECT_TRUE(std::filesystem::is_directory(dir + "/y"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/x"));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir + "/a/other");
-  r = forge("sft --resume --run.dir=" + dir + "/a/b/run");
-  EXPECT_EQ(r.rc, 2) << r.err;
+  refused(dir + "/a/b/run");
   EXPECT_FALSE(std::filesystem::exists(dir + "/a/b"));
   EXPECT_TRUE(std::filesystem::is_directory(dir + "/a/other"));
   std::filesystem::remove_all(dir);
