@@ -455,16 +455,21 @@ HttpGateway::HttpGateway(GatewayService& service, const GatewayConfig& config, i
   server_->set_payload_max_length(static_cast<size_t>(config.max_request_kib) * 1024);
   const size_t max_bytes = static_cast<size_t>(config.max_request_kib) * 1024;
   auto& server = gateway_server(*server_);
-  server_->set_pre_routing_handler(
-      [max_bytes, &server](const httplib::Request& req, httplib::Response& res) {
-        // No byte ranges: httplib would apply a Range header to every reply,
-        // error replies included, and 300 ranges of "0-" made one reply
-        // 74 MiB.
-        const_cast<httplib::Request&>(req).ranges.clear();
-        const auto handled = refuse_unbounded_body(req, res, max_bytes);
-        if (handled == httplib::Server::HandlerResponse::Handled) server.mark_replying();
-        return handled;
-      });
+  const auto refuse_body = [max_bytes, &server](const httplib::Request& req, httplib::Response& res) {
+    // No byte ranges: httplib would apply a Range header to every reply,
+    // error replies included, and 300 ranges of "0-" made one reply 74 MiB.
+    const_cast<httplib::Request&>(req).ranges.clear();
+    const auto handled = refuse_unbounded_body(req, res, max_bytes);
+    if (handled == httplib::Server::HandlerResponse::Handled) server.mark_replying();
+    return handled;
+  };
+  server_->set_pre_routing_handler(refuse_body);
+  // "Expect: 100-continue": httplib answers 100 before any route runs, so a
+  // body the gateway refuses was sent whole first; refused here, the client
+  // gets the error in place of the 100 and sends nothing.
+  server_->set_expect_100_continue_handler([refuse_body](const httplib::Request& req, httplib::Response& res) {
+    return refuse_body(req, res) == httplib::Server::HandlerResponse::Handled ? res.status : 100;
+  });
   add_routes();
   int bound = port;
   if (port == 0) {
