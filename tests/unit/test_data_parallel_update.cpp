@@ -223,6 +223,8 @@ TEST(PolicyUpdate, SeveralBinsGiveTheGradientOfOne) {
   const PolicyUpdateStats several = policy_forward_backward(model, trajs, cfg);
   const std::vector<float> g_several = model.get_grads();
   ASSERT_GT(several.tree_tokens, 3 * 512) << "the batch should need several bins";
+  // and a tree larger than a bin, split: its parts repeat the shared path
+  ASSERT_GT(several.tree_tokens, one.tree_tokens) << "no tree was split";
   EXPECT_NEAR(several.loss.objective, one.loss.objective, 1e-5 * (1 + std::abs(one.loss.objective)));
   double err = 0, ref = 0;
   for (size_t i = 0; i < g_one.size(); ++i) {
