@@ -202,6 +202,11 @@ std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const st
     a.insert(a.end(), {"--perms", request.files[i].executable ? "0755" : "0644", "--file",
                        std::to_string(file_fds[i]), "/workspace/" + path});
   }
+  // The root is bwrap's tmpfs too (half the host's memory, not counted by
+  // RLIMIT_AS, writable: files in /, /etc, /opt stayed in host memory until
+  // the run ended): read-only once everything is in place. /workspace, /tmp
+  // and /dev/shm are mounts of their own, bounded, and stay writable.
+  a.insert(a.end(), {"--remount-ro", "/"});
   a.insert(a.end(), {"--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/workspace",
                      "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--chdir",
                      "/workspace", "--info-fd", std::to_string(info_fd)});

@@ -6,7 +6,8 @@
 //     program writes survives the run;
 //   - the system read-only: /usr (and /bin, /lib, ... as the host has them)
 //     and a few files of /etc; nothing else of the host: no home, no run
-//     folder, no /root, no /proc of the host;
+//     folder, no /root, no /proc of the host; the root (bwrap's tmpfs)
+//     read-only too, so nothing is written outside the bounded mounts;
 //   - its own user, PID, network (loopback only), IPC, UTS and cgroup
 //     namespaces; a new session; the environment cleared; the program runs
 //     under bwrap's init (which reaps its orphans), and what it leaves

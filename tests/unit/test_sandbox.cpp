@@ -154,12 +154,19 @@ TEST(Sandbox, SeesNoHostFilesAndWritesNothingOutsideItsWorkspace) {
   const std::string script = "for f in '" + secret + "' '" + (home ? home : "/root") +
                              "' /root /etc/shadow /etc/hostname; do test -e \"$f\" && echo \"seen $f\"; done;"
                              "echo x > /usr/forge_sandbox_probe 2>/dev/null && echo 'wrote /usr';"
+                             // the root is bwrap's tmpfs (half the host's memory): read-only
+                             "for f in /x /etc/x; do echo x > $f 2>/dev/null && echo \"wrote $f\"; done;"
+                             "mkdir /opt/x 2>/dev/null && echo 'wrote /opt';"
+                             "for d in /tmp /dev/shm; do echo x > $d/x && echo \"wrote $d\"; done;"
                              "echo x > workspace_file && echo 'wrote workspace'; id -u";
   const SandboxResult r = run_sandboxed(sh(script), {});
   std::remove(secret.c_str());
   ASSERT_TRUE(r.ok()) << r.error << r.output;
   EXPECT_EQ(r.output.find("seen"), std::string::npos) << r.output;
-  EXPECT_EQ(r.output.find("wrote /usr"), std::string::npos) << r.output;
+  for (const char* outside : {"wrote /usr", "wrote /x", "wrote /etc/x", "wrote /opt"})
+    EXPECT_EQ(r.output.find(outside), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("wrote /tmp"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("wrote /dev/shm"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("wrote workspace"), std::string::npos) << r.output;
   EXPECT_NE(access("/usr/forge_sandbox_probe", F_OK), 0);
   const std::string user = r.output.substr(r.output.rfind('\n', r.output.size() - 2) + 1);
