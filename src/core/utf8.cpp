@@ -48,6 +48,13 @@ std::string printable_text(std::string_view s) {
   return sanitize(s, [](unsigned char c) { return c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7F); }, false);
 }
 
+size_t utf8_char_start(std::string_view s, size_t i) {
+  for (size_t back = 0; back < 3 && i > 0 && i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
+       ++back)
+    --i;
+  return i;
+}
+
 void append_utf8(char32_t cp, std::string* out) {
   if (cp < 0x80) {
     out->push_back(static_cast<char>(cp));

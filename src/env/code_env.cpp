@@ -1,6 +1,8 @@
 #include "env/code_env.hpp"
 
 #include <algorithm>
+#include <csignal>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -166,6 +168,13 @@ Words split_words(const std::string& s) {
   return w;
 }
 
+// " (SIGXCPU: past sandbox.cpu_s)", " (SIGSEGV)": what signal `sig` is.
+std::string signal_reason(int sig) {
+  const char* name = sigabbrev_np(sig);
+  if (name == nullptr) return "";
+  return std::string(" (SIG") + name + (sig == SIGXCPU ? ": past sandbox.cpu_s)" : ")");
+}
+
 // unittest's report, short: "FAIL: test_clamp: AssertionError: 10 != 5 |
 // FAILED (failures=1)" or "OK (3 tests)".
 std::string summarize_unittest(const SandboxResult& r) {
@@ -190,11 +199,15 @@ std::string summarize_unittest(const SandboxResult& r) {
   if (verdict.rfind("OK", 0) == 0) return "OK (" + ran + " tests)";
   if (verdict.empty() && r.truncated)
     return "error: the output passed sandbox.output_kb and was cut before unittest's verdict (print less): " +
-           std::string(trim(r.output.substr(0, kShellChars)));
-  if (verdict.empty()) {
-    std::string tail = r.output.size() > kShellChars ? r.output.substr(r.output.size() - kShellChars) : r.output;
-    return "error: the tests did not run: " + std::string(trim(tail));
-  }
+           std::string(trim(r.output.substr(0, utf8_char_start(r.output, kShellChars))));
+  const std::string tail =
+      r.output.size() > kShellChars ? r.output.substr(utf8_char_start(r.output, r.output.size() - kShellChars))
+                                    : r.output;
+  // Killed (sandbox.cpu_s's SIGXCPU, a crash): the tests ran and did not end.
+  if (verdict.empty() && r.status == SandboxStatus::kSignaled)
+    return "error: the tests were killed by signal " + std::to_string(r.signal) + signal_reason(r.signal) +
+           (trim(tail).empty() ? "" : ": " + std::string(trim(tail)));
+  if (verdict.empty()) return "error: the tests did not run: " + std::string(trim(tail));
   return out + (out.empty() ? "" : " | ") + verdict;
 }
 
@@ -339,9 +352,11 @@ Environment::ToolResult CodeEnv::shell(const std::string& args) {
   const std::string refusal = SafetyPolicy::sandbox_refusal(r.output, sandbox_has_own_user()).value_or("");
   if (r.status == SandboxStatus::kStartFailed)
     return {true, "error: the sandbox could not start: " + r.error, false, refusal};
-  std::string out = r.output.size() > kShellChars ? r.output.substr(0, kShellChars) + "..." : r.output;
+  std::string out =
+      r.output.size() > kShellChars ? r.output.substr(0, utf8_char_start(r.output, kShellChars)) + "..." : r.output;
   if (r.status == SandboxStatus::kTimedOut) out += "\n[killed at the deadline]";
-  else if (r.status == SandboxStatus::kSignaled) out += "\n[killed by signal " + std::to_string(r.signal) + "]";
+  else if (r.status == SandboxStatus::kSignaled)
+    out += "\n[killed by signal " + std::to_string(r.signal) + signal_reason(r.signal) + "]";
   else if (r.exit_code != 0) out += "\n[exit " + std::to_string(r.exit_code) + "]";
   return {true, out.empty() ? "(no output)" : out, false, refusal};
 }

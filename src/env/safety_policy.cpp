@@ -59,10 +59,11 @@ constexpr Rule kRules[] = {
      "|" FORGE_FIND_TOP "(?=[^;&|\\n]*\\s-delete\\b)[^;&|\\n]*\\s(!|-not\\b|-o\\b|-or\\b)"
      "|" FORGE_FIND_TOP "[^;&|\\n]*\\s-(i?name|i?path|i?wholename)\\s+[\"']?\\*[\"']?(?=\\s)[^;&|\\n]*\\s-delete\\b"
      "|" FORGE_FIND_TOP "[^;&|\\n]*\\s-i?regex\\s+[\"']?\\.\\*[\"']?(?=\\s)[^;&|\\n]*\\s-delete\\b"},
-    // A cp/mv/ln target is the last word, before any redirection ("2>/dev/null").
-    // A path may be quoted ("/etc/x"; one with a space in it is read up to
-    // the space).
-    {"outside_write", "(>{1,2}|\\btee\\s+(-a\\s+)?)\\s*[\"']?" FORGE_OUTSIDE
+    // A redirection (">", ">>", the clobbering ">|") or tee, with any of its
+    // options, to a path outside. A cp/mv/ln target is the last word, before
+    // any redirection ("2>/dev/null"). A path may be quoted ("/etc/x"; one
+    // with a space in it is read up to the space).
+    {"outside_write", "(>{1,2}\\|?|\\btee\\s+(-[-a-z]+\\s+)*)\\s*[\"']?" FORGE_OUTSIDE
                       "|\\b(cp|mv|ln)\\b" FORGE_IN_COMMAND "\\s[\"']?" FORGE_OUTSIDE "[^\\s;&|]*\\s*([0-9]*>" FORGE_IN_COMMAND
                       ")?" FORGE_COMMAND_END
                       "|\\b(touch|mkdir|chmod|chown|rm)\\b" FORGE_IN_COMMAND "\\s[\"']?" FORGE_OUTSIDE},

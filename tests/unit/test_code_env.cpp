@@ -332,6 +332,28 @@ TEST(CodeEnv, ShellRunsOnACopyOfTheWorkspace) {
   EXPECT_NE(fails.text.find("[exit 3]"), std::string::npos) << fails.text;
 }
 
+// Output past the 400 bytes shown is cut between characters (it was cut
+// inside one, shown as U+FFFD); tests killed by a signal say so and which
+// (run_tests said "the tests did not run: " and nothing more).
+TEST(CodeEnv, LongOutputIsCutWholeAndKilledTestsNameTheSignal) {
+  REQUIRE_SANDBOX();
+  CodeEnv env(code_only());
+  env.reset(5);
+  const Observation accents = env.step({"shell", "python3 -c \"print('a' + '\u00e9' * 300)\""});
+  EXPECT_EQ(accents.text.find("\xEF\xBF\xBD"), std::string::npos) << accents.text;
+  EXPECT_NE(accents.text.find("\u00e9..."), std::string::npos) << accents.text;
+  const CodeTask& t = env.code_task();
+  const int blank = static_cast<int>(std::find(t.lines.begin(), t.lines.end(), "") - t.lines.begin()) + 1;
+  ASSERT_LE(blank, static_cast<int>(t.lines.size()));  // a module-level line
+  ASSERT_EQ(env.step({"replace", t.module_file + " " + std::to_string(blank) + " import ctypes; ctypes.string_at(0)"})
+                .kind,
+            ObservationKind::kOk);
+  const Observation run = env.step({"run_tests", ""});
+  EXPECT_NE(run.text.find("error: the tests were killed by signal 11 (SIGSEGV)"), std::string::npos) << run.text;
+  const Observation shell = env.step({"shell", "python3 -c 'import os; os.abort()'"});
+  EXPECT_NE(shell.text.find("[killed by signal 6 (SIGABRT)]"), std::string::npos) << shell.text;
+}
+
 TEST(CodeEnv, MixDrawsCodeOnlyByWeight) {
   EnvConfig c;
   const EnvMix off(c);
@@ -431,6 +453,9 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
       {"echo x > \"/tmp/../etc/x\"", "outside_write"},
       {"echo x > '/etc/passwd'", "outside_write"},
       {"cp a.py \"/usr/lib/x.py\"", "outside_write"},
+      {"echo x >| /etc/x", "outside_write"},
+      {"echo x | tee --append /etc/x", "outside_write"},
+      {"echo x | tee -ai /etc/x", "outside_write"},
       {"f() { a && f | f & }; f", "fork_bomb"},
       {"while true\ndo sleep 1 &\ndone", "fork_bomb"},
       {"f() { f | f &>/dev/null & }; f", "fork_bomb"},
@@ -457,6 +482,7 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
                                "find src -name x -delete", "find /workspace/build -delete", "rm -f *.pyc",
                                "rm -rf build/*", "rm -rf ./build", "rm a.py b.py\nls .", "rm -f a b; ls *",
                                "echo x > /tmp/a..b", "echo x > /workspace/", "cat /tmp/x > '/tmp/y'",
+                               "ls | tee -a log.txt", "ls | tee --append /tmp/log", "echo x >| out.txt",
                                // rm in a quoted pattern or a comment
                                "grep -rn \"rm -rf\" .", "grep -rn 'rm ' *", "git grep -n \"rm -f\" -- .",
                                "rm -f out.log # clean .", "echo x > \"/workspace/a b\"",
