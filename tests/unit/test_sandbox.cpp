@@ -351,8 +351,9 @@ TEST(Sandbox, SysVSharedMemoryAndMemfdsAreNotAWayPastTheMemoryBound) {
       sh("printf 'int main(){int r;__asm__ volatile(\"int $0x80\":\"=a\"(r):\"a\"(20));return r==-38?0:1;}' > t.c && "
          "(cc -o t t.c 2>/dev/null || echo nocc) && (test -x t && ./t && echo refused)"),
       limits);
-  if (i386.output.find("nocc") == std::string::npos)
+  if (i386.output.find("nocc") == std::string::npos) {
     EXPECT_NE(i386.output.find("refused"), std::string::npos) << i386.output;
+  }
 }
 
 // A program not found is a start failure: nothing ran, and no test result
