@@ -220,6 +220,10 @@ class Backend {
   // The most memory the backend has held at once so far: its alloc'd
   // buffers and its own scratch (0 where not measured: the CPU backend).
   virtual size_t peak_device_bytes() const { return 0; }
+  // Frees the scratch the operations keep between calls for the calling
+  // thread (so that a step's buffers do not stay held through the
+  // generation after it); returns the bytes freed. The next call re-grows it.
+  virtual size_t release_scratch() { return 0; }
   virtual void to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;

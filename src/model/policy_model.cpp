@@ -79,6 +79,7 @@ size_t PolicyModel::activation_bytes() const { return pass_->act.bytes(); }
 
 void PolicyModel::release_activations() {
   pass_ = std::make_unique<Pass>(backend_, config_);
+  backend_.release_scratch();
   if (backend_.host_memory()) malloc_trim(0);  // hand the freed heap pages back to the system
 }
 

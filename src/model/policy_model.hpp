@@ -62,9 +62,10 @@ class PolicyModel {
 
   void forward(const PackedBin& bin, float inv_temperature, BinForward* out);
   void backward(const std::vector<float>& dlogprob);
-  // Frees the activations the last training pass kept (the next forward
-  // allocates them again): before a long generation phase such as the final
-  // evaluation, so that its KV cache does not stack on them.
+  // Frees the activations the last training pass kept and the backend's
+  // scratch for this thread (the next forward allocates them again): before
+  // a long generation phase such as the final evaluation, so that its KV
+  // cache does not stack on them.
   void release_activations();
   // Backend bytes the last training pass keeps for backward (activations
   // and backward scratch; bf16-packed where the backend keeps them so).

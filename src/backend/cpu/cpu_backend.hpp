@@ -61,6 +61,7 @@ class CpuBackend final : public Backend {
   void swiglu_bwd(const float* gu, const float* dout, float* dgu, int T, int F) override;
 
   // tree_attention.cpp, fp32_head.cpp
+  size_t release_scratch() override;  // the attention's and the head's buffers
   void tree_attention_fwd(const TreeAttentionArgs& a) override;
   void tree_attention_bwd(const TreeAttentionArgs& a, const TreeAttentionGrads& g) override;
   void head_fwd(const HeadArgs& a) override;
@@ -77,6 +78,9 @@ class CpuBackend final : public Backend {
   // policy_loss.cpp
   PolicyLossSums policy_loss(const PolicyLossArgs& a) override;
 };
+
+// fp32_head.cpp: frees the calling thread's logits tile; returns its bytes.
+size_t release_head_tile();
 
 // This variant's backend (cpu_backend.cpp); cpu_variants.cpp registers the
 // one the CPU runs best as "cpu".

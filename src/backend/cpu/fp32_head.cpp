@@ -71,13 +71,20 @@ void logits_tile(Backend& b, const HeadArgs& a, int r0, int nr, int v0, int nc, 
 
 // The tile, kept between calls: a fresh one per call costs its page faults
 // on every decode step.
+thread_local std::vector<float> caller_tile;
+
 float* tile_buffer(int rows, int chunk) {
-  thread_local std::vector<float> tile;
   const size_t n = static_cast<size_t>(rows) * chunk;
-  if (tile.size() < n) tile.resize(n);
-  return tile.data();
+  if (caller_tile.size() < n) caller_tile.resize(n);
+  return caller_tile.data();
 }
 }  // namespace
+
+size_t release_head_tile() {
+  const size_t bytes = caller_tile.capacity() * sizeof(float);
+  std::vector<float>().swap(caller_tile);
+  return bytes;
+}
 
 void CpuBackend::head_fwd(const HeadArgs& a) {
   const int chunk = std::max(1, std::min(a.vocab_chunk, a.V));

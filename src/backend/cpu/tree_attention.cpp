@@ -309,6 +309,15 @@ struct PackedKV {
   std::vector<float> k, v;
 };
 
+// Scratch kept per calling thread across calls (no page faults per step),
+// freed by release_scratch(): the packed K/V of the forward, and the
+// backward's D, per-thread dQ parts, scaled queries and dO.
+struct AttentionScratch {
+  PackedKV kv;
+  std::vector<float> delta, dq_part, qs, dout;
+};
+thread_local AttentionScratch caller_scratch;
+
 // dst[0:D) = src[0:D) by vector moves where D is compiled (DC > 0).
 template <int DC>
 inline void copy_row(const float* src, float* dst, int D) {
@@ -331,8 +340,7 @@ const PackedKV& pack_kv(const TreeAttentionArgs& a) {
   const int T = a.T, Hkv = a.n_kv_heads, nkb = (T + kBK - 1) / kBK, D = DC ? DC : a.head_dim;
   // A thread_local named inside the parallel region would be each worker's
   // own copy: the region uses the reference p to the caller's buffer.
-  static thread_local PackedKV caller_buffer;
-  PackedKV& p = caller_buffer;
+  PackedKV& p = caller_scratch.kv;
   p.k.resize(static_cast<size_t>(Hkv) * nkb * kBK * D);
   p.v.resize(static_cast<size_t>(Hkv) * nkb * kBK * D);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -498,13 +506,11 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
   // D_i = dO_i . O_i per head; and per head, contiguous [T][D], the scaled
   // queries (Qs = scale q, as the forward computes them) and dO, which every
   // key block visiting a query block reads (copied once here, not per visit).
-  // Scratch kept per calling thread across calls (no page faults per step);
-  // the parallel regions use these references, not the thread_locals.
-  static thread_local std::vector<float> caller_delta, caller_dq_part, caller_qs, caller_do;
-  std::vector<float>& delta = caller_delta;
-  std::vector<float>& dq_part = caller_dq_part;
-  std::vector<float>& qs_all = caller_qs;
-  std::vector<float>& do_all = caller_do;
+  // The parallel regions use these references, not the thread_local.
+  std::vector<float>& delta = caller_scratch.delta;
+  std::vector<float>& dq_part = caller_scratch.dq_part;
+  std::vector<float>& qs_all = caller_scratch.qs;
+  std::vector<float>& do_all = caller_scratch.dout;
   delta.resize(static_cast<size_t>(H) * T);
   qs_all.resize(static_cast<size_t>(H) * T * D);
   do_all.resize(static_cast<size_t>(H) * T * D);
@@ -619,6 +625,15 @@ void bwd_impl(const TreeAttentionArgs& a, const TreeAttentionGrads& g, const Key
 }
 
 }  // namespace
+
+size_t CpuBackend::release_scratch() {
+  AttentionScratch& s = caller_scratch;
+  size_t bytes = (s.kv.k.capacity() + s.kv.v.capacity() + s.delta.capacity() + s.dq_part.capacity() +
+                  s.qs.capacity() + s.dout.capacity()) *
+                 sizeof(float);
+  s = AttentionScratch{};
+  return bytes + release_head_tile();
+}
 
 void CpuBackend::tree_attention_fwd(const TreeAttentionArgs& a) {
   FORGE_CHECK(a.qkv_bf16 == nullptr && a.out_bf16 == nullptr,
