@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 #include "tokenizer/unicode.hpp"
 
 namespace forge {
@@ -41,32 +42,44 @@ std::string squeeze(const std::string& t, bool in_tag = false) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// Text of the first "<|im_start|>system\n...<|im_end|>" inside the source, as
-// rendered (Jinja's \n escape becomes a newline).
-bool chatml_default_system(const std::string& t, std::string* text) {
-  const std::string open = "<|im_start|>system";
-  for (size_t at = t.find(open); at != std::string::npos; at = t.find(open, at + 1)) {
-    size_t p = at + open.size();
-    if (t.compare(p, 2, "\\n") == 0) p += 2;
-    else if (t.compare(p, 1, "\n") == 0) p += 1;
-    else continue;
-    const size_t end = t.find("<|im_end|>", p);
-    if (end == std::string::npos) return false;
-    std::string body = t.substr(p, end - p);
-    std::string out;
-    for (size_t i = 0; i < body.size(); ++i) {
-      if (body[i] == '\\' && i + 1 < body.size() && body[i + 1] == 'n') {
-        out.push_back('\n');
-        ++i;
-      } else {
-        out.push_back(body[i]);
-      }
+// The text a Jinja string literal's body `lit` renders (Jinja decodes it as
+// Python's unicode-escape: \n \t \r \\ \' \" \xXX \uXXXX \UXXXXXXXX; other
+// bytes, UTF-8 included, stay). False for an escape forge does not decode.
+bool jinja_literal_text(const std::string& lit, std::string* text) {
+  std::string out;
+  for (size_t i = 0; i < lit.size(); ++i) {
+    if (lit[i] != '\\') {
+      out.push_back(lit[i]);
+      continue;
     }
-    if (contains(out, "{") || contains(out, "'")) return false;  // Jinja inside: not a literal
-    *text = out;
-    return true;
+    if (++i == lit.size()) return false;
+    const char e = lit[i];
+    if (e == 'n') out.push_back('\n');
+    else if (e == 't') out.push_back('\t');
+    else if (e == 'r') out.push_back('\r');
+    else if (e == '\\' || e == '\'' || e == '"') out.push_back(e);
+    else if (e == 'x' || e == 'u' || e == 'U') {
+      const size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+      if (i + digits >= lit.size()) return false;
+      uint32_t cp = 0;
+      for (size_t k = 1; k <= digits; ++k) {
+        const char h = lit[i + k];
+        const int v = h >= '0' && h <= '9'   ? h - '0'
+                      : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                      : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                             : -1;
+        if (v < 0) return false;
+        cp = cp * 16 + static_cast<uint32_t>(v);
+      }
+      if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+      append_utf8(cp, &out);
+      i += digits;
+    } else {
+      return false;
+    }
   }
-  return false;
+  *text = std::move(out);
+  return true;
 }
 
 // What a template prints or runs besides the recognized pieces, or "" when
@@ -161,22 +174,22 @@ ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer
   if (contains(s, "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>'+'\\n'") ||
       contains(s, "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>\\n'")) {
     family_ = Family::kChatMl;
-    if (contains(s, "messages[0]['role']!='system'") || contains(s, "messages[0].role!='system'")) {
-      if (!chatml_default_system(jinja, &default_system_)) throw refuse("a default system message forge cannot read");
-      has_default_system_ = true;
-    }
     if (!contains(s, "add_generation_prompt%}{{'<|im_start|>assistant\\n'}}")) throw refuse("an unknown generation prompt");
     // The loop prints each message, after a default system message on the
     // first when the conversation has none; then the generation prompt.
-    bool prints_system = false;
     const std::string beyond = beyond_recognized(
         jinja,
         [&](char kind, const std::string& e) -> char {
           if (kind == '{') {
             const bool literal =
                 e.size() > 2 && e.front() == '\'' && e.back() == '\'' && !contains(e.substr(1, e.size() - 2), "'");
-            if (literal && e.rfind("'<|im_start|>system\\n", 0) == 0 && e.ends_with("<|im_end|>\\n'")) {
-              prints_system = true;
+            // The default system message: the text of this literal (the
+            // first of the source may sit in a {# comment #}).
+            const std::string head = "'<|im_start|>system\\n", tail = "<|im_end|>\\n'";
+            if (literal && e.size() >= head.size() + tail.size() && e.starts_with(head) && e.ends_with(tail)) {
+              if (!jinja_literal_text(e.substr(head.size(), e.size() - head.size() - tail.size()), &default_system_))
+                throw refuse("a default system message forge cannot read");
+              has_default_system_ = true;
               return 'Y';
             }
             if (e == "'<|im_start|>'+message['role']+'\\n'+message['content']+'<|im_end|>'+'\\n'" ||
@@ -193,7 +206,9 @@ ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer
           return 0;
         },
         {"FMEGAI", "FSYIMEGAI"});
-    if (prints_system && !has_default_system_) throw refuse("a system message forge cannot tell when it prints");
+    if (has_default_system_ &&
+        !(contains(s, "messages[0]['role']!='system'") || contains(s, "messages[0].role!='system'")))
+      throw refuse("a system message forge cannot tell when it prints");
     if (!beyond.empty()) throw refuse(beyond);
     end_of_turn_ = tokenizer_->special_id("<|im_end|>");
     if (end_of_turn_ < 0 || tokenizer_->special_id("<|im_start|>") < 0)

@@ -1080,6 +1080,20 @@ TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
   renders_plain(chatml);
   EXPECT_EQ(ChatFormat(smollm, tok, "", "t").render_text(talk, true),
             "<|im_start|>system\nYou are a helpful AI assistant<|im_end|>\n" + plain);
+  // The default system message is the text of the literal that prints it,
+  // decoded as Jinja decodes string literals (it was read from the first
+  // "<|im_start|>system" of the source, a {# comment #} included, with only
+  // \n decoded; checked against jinja2 by review).
+  const auto system_text = [&](const std::string& text, const std::string& before = "") {
+    std::string t = smollm;
+    t.replace(t.find("You are a helpful AI assistant"), 30, text);
+    return ChatFormat(before + t, tok, "", "t").render_text(talk, true);
+  };
+  EXPECT_EQ(system_text("You are\\ta \\\"bot\\\" a\\\\b caf\\u00e9 \\x41"),
+            "<|im_start|>system\nYou are\ta \"bot\" a\\b caf\u00e9 A<|im_end|>\n" + plain);
+  EXPECT_EQ(system_text("REAL", "{# <|im_start|>system\nIGNORED<|im_end|> #}"),
+            "<|im_start|>system\nREAL<|im_end|>\n" + plain);
+  expect_input_error([&] { system_text("a \\q b"); }, "a default system message forge cannot read");
   renders_plain("{%- for message in messages %}\n" + chatml.substr(29) + "\n");
   std::string broken = chatml;  // a line break after the message line prints
   broken.insert(broken.find("}}{% endfor %}") + 2, "\n");
