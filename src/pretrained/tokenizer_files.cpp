@@ -212,6 +212,9 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const auto id = static_cast<size_t>(
         json_int(it.value(), 0, static_cast<int64_t>(n) - 1, where + "model.vocab['" + it.key() + "']"));
+    if (seen[id])  // else the second text replaced the first, and its id read as missing
+      throw bad("model.vocab gives tokens '" + v.tokens[id] + "' and '" + it.key() + "' one id, " +
+                std::to_string(id));
     v.tokens[id] = it.key();
     seen[id] = 1;
   }

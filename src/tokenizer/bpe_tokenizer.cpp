@@ -12,6 +12,10 @@ namespace forge {
 namespace {
 
 constexpr size_t kCacheLimit = 1 << 16;  // cached pieces before the cache is cleared
+// Longer pieces are not cached: a word's pieces are short, and distinct long
+// ones (a 1 MiB run of letters is one piece) held 7 MB each, 65,536 of them
+// before a clear.
+constexpr size_t kCachedPieceBytes = 256;
 
 uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b); }
 
@@ -163,9 +167,15 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>* ou
     for (int i = 0; i >= 0 && i < n; i = next[i]) ids.push_back(sym[i]);
   }
   out->insert(out->end(), ids.begin(), ids.end());
+  if (piece.size() > kCachedPieceBytes) return;
   std::lock_guard<std::mutex> lock(cache_mutex_);
   if (cache_.size() >= kCacheLimit) cache_.clear();
   cache_.emplace(std::string(piece), std::move(ids));
+}
+
+size_t BpeTokenizer::cached_pieces() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return cache_.size();
 }
 
 void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>* out) const {

@@ -18,7 +18,8 @@
 //
 // This is what the Hugging Face tokenizers library computes for a BPE model
 // without dropout, unknown token or byte fallback (tests/reference checks it
-// token for token on a corpus of 12,000 strings). Pieces are cached.
+// token for token on a corpus of 12,000 strings). Pieces of at most 256
+// bytes are cached (65,536 of them, then the cache starts over).
 #pragma once
 #include <cstdint>
 #include <mutex>
@@ -63,6 +64,8 @@ class BpeTokenizer final : public Tokenizer {
   const BpeVocabulary& vocabulary() const { return vocab_; }
   // The id of a token's byte-level text; -1 if none.
   int32_t token_id(std::string_view token) const;
+  // Pieces in the cache now.
+  size_t cached_pieces() const;
 
  private:
   void encode_piece(std::string_view piece, std::vector<int32_t>* out) const;

@@ -177,6 +177,17 @@ TEST(BpeTokenizer, ATokenOutsideTheByteAlphabetDecodesAsItsText) {
   EXPECT_EQ(t.decode({258, id}), " a\xC4\xA0\xE4\xB8\xAD");  // "Ġa" is byte-level: " a"
 }
 
+// Long pieces are encoded but not cached: each distinct one was kept (a
+// 1 MiB run of letters, one piece, held 7 MB), 65,536 before a clear.
+TEST(BpeTokenizer, LongPiecesAreNotCached) {
+  const BpeTokenizer t(tiny_vocab(), "test");
+  const std::string word(300, 'a');
+  EXPECT_EQ(t.encode(word).size(), 300u);
+  EXPECT_EQ(t.cached_pieces(), 0u);
+  EXPECT_EQ(t.encode("abc abc").size(), 3u);  // pieces "abc" and " abc": [abc], [Ġ, abc]
+  EXPECT_EQ(t.cached_pieces(), 2u);
+}
+
 const char* const kChatMl =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
     "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
@@ -1275,6 +1286,9 @@ TEST(PretrainedModel, TokenizerValuesOfTheWrongTypeNameTheirKey) {
          "model.unk_token = \"<|im_end|>\" with no token for byte 4");
   expect(tokenizer, [](json& j) { j["added_tokens"][0]["content"] = "ab"; },
          "added token 'ab' (id 259) is also the vocabulary's token 256 (one text, two ids)");
+  // Two texts with one id (the second replaced the first, and the load
+  // failed on "no token has id 261", an id the file never names).
+  expect(tokenizer, [](json& j) { j["model"]["vocab"]["~zzz"] = 5; }, "model.vocab gives tokens '~zzz' and '" + to_byte_level("\x05") + "' one id, 5");
   expect(config, [](json& j) { j["bos_token"] = {{"content", 3}}; },
          "'" + config + "': bos_token.content is 3, not a string");
   expect(config, [](json& j) { j["chat_template"] = 12; }, "'" + config + "': chat_template is 12, not a string");
