@@ -39,7 +39,7 @@ int longest_conversation_tokens(int turns) {
 std::vector<int32_t> single_turn_prompt(const std::string& request) {
   ByteTokenizer tok;
   std::vector<int32_t> p = {kBos, kUser};
-  append(p, tok.encode(request));
+  append(p, tok.encode_ordinary(request));
   p.push_back(kEndOfTurn);
   p.push_back(kAssistant);
   return p;
@@ -52,13 +52,13 @@ std::vector<Sample> make_conversation(Rng& rng, const std::string& task, int tur
   for (int t = 0; t < turns; ++t) {
     const SyntheticQuery q = make_query(rng, task);
     history.push_back(kUser);
-    append(history, tok.encode(q.request));
+    append(history, tok.encode_ordinary(q.request));
     history.push_back(kEndOfTurn);
     history.push_back(kAssistant);
     Sample s;
     s.tokens = history;
     s.trainable.assign(history.size(), 0);
-    std::vector<int32_t> answer = tok.encode(q.answer);
+    std::vector<int32_t> answer = tok.encode_ordinary(q.answer);
     answer.push_back(kEndOfTurn);
     for (int32_t a : answer) {
       s.tokens.push_back(a);

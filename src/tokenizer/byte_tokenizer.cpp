@@ -23,10 +23,20 @@ size_t longest_special_markup() {
 }
 }  // namespace
 
-std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> ByteTokenizer::encode_ordinary(std::string_view text) const {
   std::vector<int32_t> out;
   out.reserve(text.size());
   for (unsigned char c : text) out.push_back(static_cast<int32_t>(c));
+  return out;
+}
+
+std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size());
+  for (const auto& [id, plain] : split_special(text)) {
+    if (id >= 0) out.push_back(id);
+    else for (unsigned char c : plain) out.push_back(static_cast<int32_t>(c));
+  }
   return out;
 }
 

@@ -1,8 +1,8 @@
 // Byte-level tokenizer of the small built-in policy: ids 0..255 are bytes;
 // ids from 256 are named special tokens for its chat templates (written
-// "<|assistant|>" etc.). encode() maps bytes only: special tokens enter a
-// context by id, or through split_special() of the scaffold's own markup,
-// never from text a user wrote.
+// "<|assistant|>" etc.). encode_ordinary() maps bytes only (for text a user
+// or a tool wrote); encode() turns special-token text into its id, as the
+// Tokenizer contract says (the gateway's text prompts, as a BPE model's).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,7 +32,7 @@ class ByteTokenizer final : public Tokenizer {
 
   int32_t vocab_size() const override { return kVocabSize; }
   std::vector<int32_t> encode(std::string_view text) const override;
-  std::vector<int32_t> encode_ordinary(std::string_view text) const override { return encode(text); }
+  std::vector<int32_t> encode_ordinary(std::string_view text) const override;
   std::vector<std::pair<int32_t, std::string>> split_special(std::string_view text) const override;
   // Bytes as text; special tokens as their names, e.g. "<|assistant|>".
   std::string decode(const std::vector<int32_t>& ids) const override;

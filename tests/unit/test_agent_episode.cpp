@@ -63,7 +63,7 @@ Policy scripted(const AgentEpisode& ep) {
 
 Policy constant(const std::string& text, bool eot = true) {
   return [=](const AgentEpisode&, const GenerationRequest&) {
-    Tokens t = ByteTokenizer().encode(text);
+    Tokens t = ByteTokenizer().encode_ordinary(text);
     if (eot) t.push_back(kEndOfTurn);
     return t;
   };
@@ -227,7 +227,7 @@ TEST(AgentEpisodeTest, NamedFailuresShowTheCallAsTheAgentWroteIt) {
           // assistant start. A named failure ends its message with ": " and
           // the generated tokens themselves (call.special's tool-call tokens too).
           const Tokens shown(t.calls[k + 1].context.begin() + t.calls[k].context.size(), t.calls[k + 1].context.end());
-          Tokens suffix = tok.encode(": ");
+          Tokens suffix = tok.encode_ordinary(": ");
           suffix.insert(suffix.end(), written.begin(), written.end());
           suffix.push_back(kEndOfTurn);
           named += std::search(shown.begin(), shown.end(), suffix.begin(), suffix.end()) != shown.end();
@@ -327,7 +327,7 @@ TEST(AgentEpisodeTest, TokenBudgetCapsGenerationAndEndsTheEpisode) {
   std::vector<int> caps;
   drive(ep, [&](const AgentEpisode&, const GenerationRequest& r) {
     caps.push_back(r.sampling.max_new_tokens);
-    return ByteTokenizer().encode("xxxxxxxxxxxx");  // 12 tokens, no call
+    return ByteTokenizer().encode_ordinary("xxxxxxxxxxxx");  // 12 tokens, no call
   });
   const Trajectory t = ep.take_trajectory();
   EXPECT_EQ(caps, (std::vector<int>{20, 8}));

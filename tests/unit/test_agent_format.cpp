@@ -18,7 +18,7 @@ namespace {
 const CallFormat kFormats[] = {CallFormat::kParen, CallFormat::kJson, CallFormat::kXml,
                                CallFormat::kSpecial};
 
-Tokens text(const std::string& s) { return ByteTokenizer().encode(s); }
+Tokens text(const std::string& s) { return ByteTokenizer().encode_ordinary(s); }
 
 TEST(AgentFormat, EveryCallFormatRoundTrips) {
   const std::vector<ToolCall> calls = {
@@ -218,6 +218,11 @@ TEST(AgentFormat, MarkupSplitsOnlyWholeSpecialNames) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].second.size(), far.size() - 7);
   EXPECT_EQ(got[1].first, kEndOfTurn);
+  // encode is the specials with the bytes between, as Tokenizer says (a
+  // gateway text prompt's "<|eot|>" stayed bytes on this tokenizer, and
+  // became the token on a BPE model's); encode_ordinary is bytes only.
+  EXPECT_EQ(tok.encode("a<|eot|><|b"), (Tokens{'a', kEndOfTurn, '<', '|', 'b'}));
+  EXPECT_EQ(tok.encode_ordinary("a<|eot|>").size(), 8u);
 }
 
 TEST(AgentFormat, ChatTemplatesRenderRoles) {

@@ -24,7 +24,7 @@ namespace {
 using Policy = std::function<Tokens(const AgentEpisode&, int turn)>;
 
 Tokens text(const std::string& s) {
-  Tokens t = ByteTokenizer().encode(s);
+  Tokens t = ByteTokenizer().encode_ordinary(s);
   t.push_back(kEndOfTurn);
   return t;
 }
