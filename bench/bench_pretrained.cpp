@@ -154,7 +154,10 @@ static int bench_main(int argc, char** argv) {
       EngineConfig ec;
       ec.max_batch = b;
       ec.max_seq_len = prompt + n + 1;
-      ec.kv_cache_tokens = static_cast<int64_t>(b) * ec.max_seq_len;
+      // whole blocks per sequence: the engine keeps floor(tokens / block_size)
+      // blocks, and a sequence short of one stopped early, its tokens counted
+      const int blocks = (ec.max_seq_len + ec.block_size - 1) / ec.block_size;
+      ec.kv_cache_tokens = static_cast<int64_t>(b) * blocks * ec.block_size;
       ec.prefill_chunk = b * prompt;
       RolloutEngine engine(model, ec);
       Rng prng(7);
@@ -166,7 +169,12 @@ static int bench_main(int argc, char** argv) {
         r.sampling.max_new_tokens = n;
         engine.submit(r);
       }
-      engine.run_until_done();
+      for (const GenerationResult& r : engine.run_until_done())
+        if (r.finish != FinishReason::kLength) {
+          std::fprintf(stderr, "error: request %llu of batch %d ended '%s' before its %d tokens\n",
+                       static_cast<unsigned long long>(r.id), b, to_string(r.finish), n);
+          std::exit(1);
+        }
     };
     const double first = bench::median_seconds(1, reps, [&] { generate(1); });
     const double full = bench::median_seconds(1, reps, [&] { generate(new_tokens); });
