@@ -85,6 +85,11 @@ double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int re
     if (blas_core && std::sscanf(line.c_str(), "torch_blas_core %63s", core) == 1) *blas_core = core;
     if (attention && std::sscanf(line.c_str(), "torch_attention %63s", core) == 1) *attention = core;
   }
+  // A failed twin gave ratio 0 and exit 0 (one failed round of three pulled
+  // the medians down silently).
+  if (!(v > 0))
+    throw std::runtime_error("the PyTorch twin reported no torch_tok_s (its output is above; the command: " + cmd +
+                             "); --no-torch leaves it out");
   return v;
 }
 
@@ -244,12 +249,13 @@ static int bench_main(int argc, char** argv) {
     return 0;
   }
 
-  std::vector<double> forge_r, torch_r, ratio_r, gflops_r, peak_r, frac_r;
+  std::vector<double> forge_r, torch_r, ratio_r, gflops_r, peak_r, frac_r, secs_r;
   std::string torch_blas = "-", torch_attention = "-";
   for (int round = 0; round < rounds; ++round) {
     const double secs = step_seconds(model, opt, backend, samples, tokens, round == 0 ? 1 : 0, reps);
     const double peak = bench::sgemm_peak_gflops();
     const double torch = with_torch ? torch_tok_s(c, threads, batch, seq, reps, "", nullptr, torch_env, &torch_blas, &torch_attention) : -1;
+    secs_r.push_back(secs);
     forge_r.push_back(tokens / secs);
     gflops_r.push_back(flops / secs / 1e9);
     peak_r.push_back(peak);
@@ -261,7 +267,7 @@ static int bench_main(int argc, char** argv) {
   }
   const double forge_tok_s = median(forge_r), torch = median(torch_r), ratio = median(ratio_r);
   const double gflops = median(gflops_r), peak = median(peak_r), fraction = median(frac_r);
-  const double secs = tokens / forge_tok_s;
+  const double secs = median(secs_r);
 
   std::printf("bench_train_step: %s; %d threads\n", shape.c_str(), threads);
   std::printf("%-28s %12s\n", "metric", "value");
@@ -281,6 +287,8 @@ static int bench_main(int argc, char** argv) {
                                                            {"ratio", bench::num(ratio)},
                                                            {"gflops", bench::num(gflops)},
                                                            {"sgemm_peak_gflops", bench::num(peak)},
+                                                           {"sgemm_fraction", bench::num(fraction)},
+                                                           {"step_ms", bench::num(secs * 1e3)},
                                                            {"threads", bench::num(threads)}};
   if (profile) json.push_back({"profile_ms", profile_steps("cpu", backend, model, opt, samples, tokens, reps)});
   bench::print_json(json);
