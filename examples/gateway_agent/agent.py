@@ -62,6 +62,10 @@ class Gateway:
         self.url, self.token = url, token
 
     def post(self, path, body=None, key=None):
+        # 503: no episode admitted yet (the data pool is full: retried until
+        # the run ends), or for an answer the verifier could not run (retried
+        # for five minutes, then an error: it may stay down).
+        give_up = None if path == "/v1/episodes" else time.time() + 300
         while True:
             req = urllib.request.Request(self.url + path, data=json.dumps(body or {}).encode(), method="POST",
                                          headers={"Authorization": f"Bearer {key or self.token}",
@@ -71,7 +75,7 @@ class Gateway:
                     return json.load(r)
             except urllib.error.HTTPError as e:
                 message = json.load(e).get("error", {}).get("message", str(e))
-                if e.code == 503:  # no episode admitted yet: the data pool is full
+                if e.code == 503 and (give_up is None or time.time() < give_up):
                     time.sleep(float(e.headers.get("Retry-After", "1")))
                     continue
                 if e.code == 410:
@@ -191,7 +195,7 @@ def main():
     gw = Gateway(url, args.token)
     log = open(args.log, "a") if args.log else None
     lock = threading.Lock()
-    stats = {"episodes": 0, "solved": 0}
+    stats = {"episodes": 0, "done": 0, "solved": 0}  # started, finished, solved
     failures = []
 
     def worker():
@@ -224,9 +228,9 @@ def main():
                 return
             with lock:
                 stats["solved"] += outcome >= 1.0
-                n = stats["episodes"]
-                if n % 100 == 0:
-                    print(f"agent: {n} episodes, {stats['solved']} solved", flush=True)
+                stats["done"] += 1
+                if stats["done"] % 100 == 0:
+                    print(f"agent: {stats['done']} episodes finished, {stats['solved']} solved", flush=True)
 
     threads = [threading.Thread(target=worker) for _ in range(args.parallel)]
     for t in threads:
