@@ -297,12 +297,6 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   or_abort_job(me, [&] {
     all.update.loss.validate();
     all.update.reward.validate();
-    // A training step holds the learners' watched waits (mpi.deadline_s),
-    // which name a stuck other learner: the lead's own stage must outlast them.
-    if (all.mpi.progress_deadline_s <= all.mpi.deadline_s)
-      throw InputError("mpi.progress_deadline_s = " + json_number(all.mpi.progress_deadline_s) +
-                       " must exceed mpi.deadline_s = " + json_number(all.mpi.deadline_s) +
-                       " (a stage of learner 0's step holds waits of mpi.deadline_s on the other learners)");
     check_bins_hold_calls("train.max_tokens", all.train.max_tokens,
                           all.agent.max_context_tokens + all.agent.max_new_tokens);
     if (all.gateway.enabled) all.gateway.resolve_and_validate(layout.count(Role::kEnvironment));

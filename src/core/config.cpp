@@ -542,7 +542,13 @@ std::string OptionSet::suggest(const std::string& key) const { return closest(ke
 std::string OptionSet::unknown_message(const std::string& shown, const std::string& key,
                                        const std::string& where) const {
   std::string msg = "unknown option '" + shown + "'" + where;
-  const std::string s = suggest(key);
+  // On the command line, --help and --config are options too (--confg x).
+  std::vector<std::string> candidates = keys();
+  if (shown.rfind("--", 0) == 0) {
+    candidates.push_back("help");
+    if (allow_config_) candidates.push_back("config");
+  }
+  const std::string s = closest(key, candidates);
   if (!s.empty()) msg += std::string(" (did you mean ") + (shown.rfind("--", 0) == 0 ? "--" : "") + s + "?)";
   else msg += "; see --help for the list of options";
   return msg;
@@ -666,6 +672,18 @@ void OptionSet::load_ini_text(const std::string& text, const std::string& source
     is_bool.push_back(std::holds_alternative<bool*>(o.target));
   }
   const po::options_description desc = boost_description(ks, is_bool, false);
+  // Not text: an HDF5 file (`--config ckpt.h5` for --train.init), UTF-16 or
+  // UTF-32 (Notepad's "Unicode"), another binary file. Its bytes read as
+  // old Mac line endings, or cut the message at their first NUL.
+  if (text.compare(0, 4, "\x89HDF") == 0)
+    throw InputError(source + ": an HDF5 file (a checkpoint or rollouts.h5), not an INI configuration (a checkpoint "
+                     "to start from is --train.init=FILE)");
+  if (text.compare(0, 2, "\xFF\xFE") == 0 || text.compare(0, 2, "\xFE\xFF") == 0)
+    throw InputError(source + ": UTF-16 or UTF-32 text (its byte order mark says so); save the file as UTF-8");
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw InputError(source + ":" + std::to_string(1 + std::count(text.begin(), text.begin() + nul, '\n')) +
+                     ": a NUL byte: not a text file (binary, or UTF-16 or UTF-32 without a byte order mark; save "
+                     "the configuration as UTF-8)");
   // A UTF-8 byte order mark (Windows editors write one) is not part of the first key.
   const bool bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0;
   // A carriage return not before a newline: the file ends its lines in CR

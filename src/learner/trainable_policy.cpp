@@ -10,13 +10,6 @@ namespace forge {
 
 TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& configured, const RunConfig& run,
                                       int steps) {
-  // A cosine horizon set below the warm-up: the rate would climb past the
-  // horizon, then fall back to optim.lr and straight to the floor.
-  if (configured.schedule == "cosine" && configured.total_steps > 0 && configured.warmup_steps > configured.total_steps)
-    throw InputError("optim.total_steps = " + std::to_string(configured.total_steps) + " is below optim.warmup_steps = " +
-                     std::to_string(configured.warmup_steps) +
-                     ": the cosine schedule's warm-up would end past its horizon; raise optim.total_steps "
-                     "(0: the run's steps) or lower optim.warmup_steps");
   const OptimConfig optim = with_horizon(configured, steps);
   TrainablePolicy p;
   p.backend = make_backend(run.backend, parse_precision(run.precision));

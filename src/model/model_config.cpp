@@ -135,7 +135,7 @@ void add_model_options(OptionSet& opts, ModelConfig& m) {
   opts.add("model.rope_base", &m.rope_base, "RoPE frequency base (rope_theta)",
            in_range(1, 1e12, Interval::kOpenLow));
   opts.add("model.rope_scaling", &m.rope_scaling.factor,
-           "Llama 3 RoPE rescaling factor: 0 (none) or >= 1", at_least(0));
+           "Llama 3 RoPE rescaling factor", satisfies("0 (none) or >= 1", [](double x) { return x == 0 || x >= 1; }));
   opts.add("model.rope_low_freq_factor", &m.rope_scaling.low_freq_factor, "Llama 3 RoPE rescaling: low_freq_factor",
            greater_than(0));
   opts.add("model.rope_high_freq_factor", &m.rope_scaling.high_freq_factor,

@@ -76,6 +76,15 @@ void add_optim_options(OptionSet& opts, OptimConfig& o) {
            "where the cosine schedule decays to at step optim.total_steps (one past the last), as a fraction "
            "of optim.lr",
            in_range(0, 1));
+  // A cosine horizon set below the warm-up: the rate would climb past the
+  // horizon, then fall back to optim.lr and straight to the floor.
+  opts.add_check([&o] {
+    if (o.schedule == "cosine" && o.total_steps > 0 && o.warmup_steps > o.total_steps)
+      throw InputError("optim.total_steps = " + std::to_string(o.total_steps) + " is below optim.warmup_steps = " +
+                       std::to_string(o.warmup_steps) +
+                       ": the cosine schedule's warm-up would end past its horizon; raise optim.total_steps "
+                       "(0: the run's steps) or lower optim.warmup_steps");
+  });
 }
 
 }  // namespace forge

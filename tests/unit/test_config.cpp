@@ -254,6 +254,11 @@ TEST(Config, UnknownFlag) {
   msg = input_error([&] { o.parse(std::vector<std::string>{"--model.dmodel", "3"}); });
   EXPECT_NE(msg.find("model.dmodel"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did you mean --model.d_model"), std::string::npos) << msg;
+  // --config and --help are among the names a misspelling is near
+  msg = input_error([&] { o.parse(std::vector<std::string>{"--confg", "x.ini"}); });
+  EXPECT_NE(msg.find("did you mean --config?"), std::string::npos) << msg;
+  msg = input_error([&] { o.parse(std::vector<std::string>{"--hlep"}); });
+  EXPECT_NE(msg.find("did you mean --help?"), std::string::npos) << msg;
   // No prefix guessing: an abbreviation is an unknown option, not d_model.
   msg = input_error([&] { o.parse(std::vector<std::string>{"--model.d=3"}); });
   EXPECT_NE(msg.find("model.d"), std::string::npos) << msg;
@@ -389,17 +394,25 @@ TEST(Config, MalformedIniLine) {
   EXPECT_NE(msg.find("mac.ini: a line ends in a carriage return alone"), std::string::npos) << msg;
 }
 
-// A NUL byte in a file's value is refused (run.dir 'a<NUL>b' was stored and
-// the run written to the folder 'a').
-TEST(Config, ANulByteInAValueIsRefused) {
+// A NUL byte in a file is refused by its line (run.dir 'a<NUL>b' was stored
+// and the run written to the folder 'a'), and files that are not text by
+// what they are: an HDF5 file was "old Mac line endings", and UTF-16's
+// message ended at its first NUL.
+TEST(Config, FilesThatAreNotTextAreRefusedByWhatTheyAre) {
   Cfg c;
   OptionSet o;
   add_all(o, c);
-  const std::string msg =
-      input_error([&] { o.load_ini_text(std::string("[run]\ndir = a\0b\n", 16), "nul.ini"); });
-  EXPECT_NE(msg.find("run.dir: its value holds a NUL byte"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("nul.ini"), std::string::npos) << msg;
+  std::string msg = input_error([&] { o.load_ini_text(std::string("[run]\ndir = a\0b\n", 16), "nul.ini"); });
+  EXPECT_NE(msg.find("nul.ini:2: a NUL byte: not a text file"), std::string::npos) << msg;
   EXPECT_EQ(c.dir, "runs/latest");
+  msg = input_error([&] { o.load_ini_text(std::string("\x89HDF\r\n\x1a\n\0\0", 10), "ckpt.h5"); });
+  EXPECT_NE(msg.find("ckpt.h5: an HDF5 file (a checkpoint or rollouts.h5), not an INI configuration"),
+            std::string::npos) << msg;
+  msg = input_error([&] { o.load_ini_text(std::string("\xFF\xFE[\0m\0]\0", 8), "u16.ini"); });
+  EXPECT_NE(msg.find("u16.ini: UTF-16 or UTF-32 text"), std::string::npos) << msg;
+  // and a value from the command line
+  msg = input_error([&] { o.parse(std::vector<std::string>{std::string("--run.dir=a\0b", 14)}); });
+  EXPECT_NE(msg.find("run.dir: its value holds a NUL byte"), std::string::npos) << msg;
 }
 
 TEST(Config, AByteOrderMarkIsNotPartOfTheFirstKey) {
