@@ -1,10 +1,14 @@
 #include "model/rollout_engine.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/rng.hpp"
 
 namespace forge {
@@ -21,11 +25,36 @@ int common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, 
   while (i < n && a[i] == b[i]) ++i;
   return i;
 }
-const EngineConfig& validated(const EngineConfig& c) {
+// A host backend allocates the KV cache whole, and zeroed, so resident at
+// once: past a quarter of the host's memory it is cut to that
+// (host_kv_cache_tokens), with a warning; sequences then queue for blocks.
+// An agent's engine (up to 256 sequences x (context + new tokens) x 2) took
+// 11 GB with SmolLM2-135M's rows, 190 GB with its contexts raised to 8192.
+EngineConfig fitted_to_host(EngineConfig c, PolicyModel& model) {
   c.validate();
+  if (!model.backend().host_memory()) return c;
+  const ModelConfig& m = model.config();
+  const double row_bytes = 2.0 * m.n_layers * m.n_kv_heads * m.head_dim() * model.backend().kv_cache_value_bytes();
+  const double host_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  const int64_t fitted = host_kv_cache_tokens(c, row_bytes, host_bytes);
+  if (c.kv_cache_tokens <= fitted) return c;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "rollout engine: a KV cache of %lld tokens would take %.1f GiB, over a quarter of this host's %.1f "
+                "GiB: it holds %lld tokens (%.1f GiB), so fewer sequences generate at once",
+                static_cast<long long>(c.kv_cache_tokens), c.kv_cache_tokens * row_bytes / (1 << 30),
+                host_bytes / (1 << 30), static_cast<long long>(fitted), fitted * row_bytes / (1 << 30));
+  log_warn(line);
+  c.kv_cache_tokens = fitted;
   return c;
 }
 }  // namespace
+
+int64_t host_kv_cache_tokens(const EngineConfig& c, double row_bytes, double host_bytes) {
+  const int64_t budget = static_cast<int64_t>(host_bytes / 4 / row_bytes) / c.block_size * c.block_size;
+  const int64_t one_sequence = (static_cast<int64_t>(c.max_seq_len) + c.block_size - 1) / c.block_size * c.block_size;
+  return std::min(c.kv_cache_tokens, std::max(budget, one_sequence));
+}
 
 void EngineConfig::validate() const {
   auto need = [](bool ok, const std::string& key, int64_t value, const std::string& rule) {
@@ -71,8 +100,8 @@ struct RolloutEngine::Sequence {
 
 RolloutEngine::RolloutEngine(PolicyModel& model, const EngineConfig& config)
     : model_(model),
-      config_(validated(config)),
-      cache_(model.backend(), model.config(), config.kv_cache_tokens, config.block_size) {}
+      config_(fitted_to_host(config, model)),
+      cache_(model.backend(), model.config(), config_.kv_cache_tokens, config_.block_size) {}
 
 RolloutEngine::~RolloutEngine() = default;
 

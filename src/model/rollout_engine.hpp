@@ -90,12 +90,18 @@ namespace forge {
 struct EngineConfig {
   int max_batch = 64;               // running sequences at most
   int max_seq_len = 4096;           // prompt + generated tokens at most
-  int64_t kv_cache_tokens = 65536;  // pool size in tokens (rounded down to whole blocks)
+  int64_t kv_cache_tokens = 65536;  // pool size in tokens (rounded down to whole blocks; on a
+                                    // host backend at most host_kv_cache_tokens, below)
   int block_size = 16;              // tokens per cache block
   int prefill_chunk = 2048;         // prompt tokens computed per step at most
   bool share_prefixes = true;       // copy common prompt prefixes between sequences (above)
   void validate() const;            // InputError naming the field
 };
+
+// The KV cache tokens an engine on a host backend holds (it allocates them
+// whole): kv_cache_tokens, cut to a quarter of `host_bytes` at `row_bytes`
+// a token in whole blocks, but no less than one max_seq_len sequence's.
+int64_t host_kv_cache_tokens(const EngineConfig& c, double row_bytes, double host_bytes);
 
 struct GenerationRequest {
   uint64_t id = 0;  // echoed in the result

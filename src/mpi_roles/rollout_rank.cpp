@@ -77,7 +77,11 @@ RolloutRankStats run_rollout_rank(MPI_Comm world, const RoleLayout& layout, Poli
   HeldRequests held;  // waiting for newer weights than the engine's
   // Cancels that came before their request: requests and cancels travel
   // under different tags, whose order MPI does not promise. One whose
-  // result was already sent stays here (ids are not reused): a few words.
+  // result was already sent stays here, a few words. A client id names one
+  // episode's calls, one at a time, and a cancel comes only when that
+  // episode is abandoned, so no later request of the id meets it (a client
+  // that cancelled and then asked again under the same id would be answered
+  // "cancelled").
   std::set<std::pair<int, uint64_t>> early_cancels;
   uint64_t next_id = 0;
   std::vector<uint8_t> bytes;

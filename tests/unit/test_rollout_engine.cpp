@@ -214,6 +214,23 @@ static void expect_paged_attention_matches_naive(int D, int bs, int H, int Hkv) 
     }
 }
 
+// On a host backend the KV cache (allocated whole, zeroed) is cut to a
+// quarter of the host's memory, in whole blocks, never below one sequence:
+// an agent engine's default took 11 GB with SmolLM2-135M, 190 GB with
+// 8192-token contexts (an OOM kill, or bad_alloc).
+TEST(RolloutEngine, AHostKvCacheTakesAtMostAQuarterOfTheHost) {
+  EngineConfig e = engine_config(8, 1 << 20, 16, 64, 100);
+  const double gib = 1 << 30;
+  EXPECT_EQ(host_kv_cache_tokens(e, 1024, 64 * gib), 1 << 20);   // 1 GiB of 16: kept
+  EXPECT_EQ(host_kv_cache_tokens(e, 1024, 2 * gib), 1 << 19);    // 1 GiB of 2: half of it
+  EXPECT_EQ(host_kv_cache_tokens(e, 1000, 2 * gib), 536864);     // whole blocks
+  EXPECT_EQ(host_kv_cache_tokens(e, 1 << 20, 64.0 * (1 << 20)), 112);  // one sequence: 100 tokens in 7 blocks
+  // and the engine holds what it says
+  Fixture f;
+  RolloutEngine engine(f.model, engine_config(8, 4096, 4));
+  EXPECT_EQ(engine.cache().capacity_tokens(), 4096);
+}
+
 TEST(RolloutEngine, PagedAttentionMatchesNaiveSoftmax) {
   // Head dims: the unrolled vector paths (16, 32, 64, 128: one and two
   // panels), the vector path of any multiple of 8 (8, 24), the scalar path
