@@ -83,6 +83,8 @@ static int bench_main(int argc, char** argv) {
   const std::vector<double> batch_list = flags.numbers("batches", "1,16,64");
   const bool model_given = flags.given("model");
   flags.finish();
+  if (memory) flags.refuse({"reps", "prompt", "new", "batches", "no-hf"}, "does nothing with --memory");
+  else flags.refuse({"memory_tokens", "bin"}, "applies only with --memory");
   if (seqs < 1 || prompt < 1 || new_tokens < 1 || reps < 1 || memory_tokens < 1 || bin < 1)
     bench::Flags::usage("--seqs, --prompt, --new, --reps, --memory_tokens and --bin must be at least 1");
   if (new_tokens < 2) bench::Flags::usage("--new must be at least 2 (decode tokens/s counts the tokens after the first)");

@@ -143,6 +143,8 @@ static int bench_main(int argc, char** argv) {
   if (batch <= 0 || seq <= 1 || reps <= 0 || rounds <= 0)
     bench::Flags::usage("need batch > 0, seq > 1, reps > 0, rounds > 0");
   if (backend_name != "cpu" && backend_name != "cuda") bench::Flags::usage("--backend is cpu or cuda, not '" + backend_name + "'");
+  if (backend_name == "cuda")
+    flags.refuse({"torch_blas_core"}, "sets the CPU twin's OpenBLAS core: it does nothing with --backend=cuda");
   // The twin's OpenBLAS core: forced through OPENBLAS_CORETYPE unless "installed".
   const CpuLevel level = detect_cpu_level();
   const std::string torch_core = torch_core_flag == "auto" ? blas_core_for(level)

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -66,6 +67,12 @@ class Flags {
   }
   // Whether the flag was given (not its default).
   bool given(const std::string& k) const { return kv_.count(k) > 0; }
+  // Flags the chosen mode does not read: any of `keys` given is a usage
+  // error, "--KEY " + why (it was accepted and ignored).
+  void refuse(std::initializer_list<const char*> keys, const std::string& why) const {
+    for (const char* k : keys)
+      if (given(k)) usage(std::string("--") + k + " " + why);
+  }
   double get(const std::string& k, double def) {
     known(k, shortest(def));
     if (!used(k)) return def;
