@@ -297,6 +297,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
   or_abort_job(me, [&] {
     all.update.loss.validate();
     all.update.reward.validate();
+    check_mpi_deadlines(all.mpi);
     check_bins_hold_calls("train.max_tokens", all.train.max_tokens,
                           all.agent.max_context_tokens + all.agent.max_new_tokens);
     if (all.gateway.enabled) all.gateway.resolve_and_validate(layout.count(Role::kEnvironment));

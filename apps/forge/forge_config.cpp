@@ -74,14 +74,6 @@ void add_mpi_options(OptionSet& o, MpiConfig& m) {
         "seconds one stage of learner 0's loop (a training step, a record with its checkpoint, an engine step of "
         "an evaluation) may last: longer, learner 0 is alive but stuck and the job ends naming the stage",
         in_range(1, 1e6));
-  // A training step holds the learners' watched waits (mpi.deadline_s),
-  // which name a stuck other learner: the lead's own stage must outlast them.
-  o.add_check([&m] {
-    if (m.progress_deadline_s <= m.deadline_s)
-      throw InputError("mpi.progress_deadline_s = " + format_number(m.progress_deadline_s) +
-                       " must exceed mpi.deadline_s = " + format_number(m.deadline_s) +
-                       " (a stage of learner 0's step holds waits of mpi.deadline_s on the other learners)");
-  });
   o.describe_section("pool", "the data pool between environment ranks and the learner (Windowed FIFO)");
   o.add("pool.policy", &m.pool_policy, "fifo (W = 1) | windowed (W = pool.window) | greedy (any finished group)",
         one_of({"fifo", "windowed", "greedy"}));
@@ -110,7 +102,8 @@ void add_gateway_options(OptionSet& o, GatewayConfig& g) {
         "bearer token for the gateway endpoints; empty: FORGE_GATEWAY_TOKEN (never stored with the run)");
   o.secret("gateway.token");
   o.add_check([&g] {  // the variable FORGE_GATEWAY_TOKEN is checked where it is read
-    if (!g.token.empty() && g.token.size() < 8) throw InputError("gateway.token: use at least 8 characters");
+    if (g.enabled && !g.token.empty() && g.token.size() < 8)
+      throw InputError("gateway.token: use at least 8 characters");
   });
   o.add("gateway.http_threads", &g.http_threads, "requests served at once per gateway rank", in_range(1, 4096));
   o.add("gateway.max_request_kib", &g.max_request_kib, "largest request body (KiB); larger gets 413",
@@ -130,6 +123,15 @@ void add_gateway_options(OptionSet& o, GatewayConfig& g) {
 }
 
 }  // namespace
+
+void check_mpi_deadlines(const MpiConfig& m) {
+  // A training step holds the learners' watched waits (mpi.deadline_s),
+  // which name a stuck other learner: the lead's own stage must outlast them.
+  if (m.progress_deadline_s <= m.deadline_s)
+    throw InputError("mpi.progress_deadline_s = " + format_number(m.progress_deadline_s) +
+                     " must exceed mpi.deadline_s = " + format_number(m.deadline_s) +
+                     " (a stage of learner 0's step holds waits of mpi.deadline_s on the other learners)");
+}
 
 void add_standard_options(OptionSet& opts, StandardConfig& c) {
   add_model_options(opts, c.model);

@@ -74,6 +74,11 @@ struct ForgeConfig {
 
 void add_forge_options(OptionSet& opts, ForgeConfig& config);
 
+// The [mpi] deadlines' rule across keys (InputError naming both): checked
+// where ranks run (forge train under mpirun) and by forge config, not by the
+// one-process commands that never read them.
+void check_mpi_deadlines(const MpiConfig& m);
+
 // For the commands whose model is the MODEL they are given (eval, generate):
 // says so when a [model] key names another model (model.pretrained other
 // than MODEL and than the pretrained model `loaded` starts from; a shape key

@@ -197,16 +197,19 @@ std::string summarize_unittest(const SandboxResult& r) {
     }
   }
   if (verdict.rfind("OK", 0) == 0) return "OK (" + ran + " tests)";
-  if (verdict.empty() && r.truncated)
-    return "error: the output passed sandbox.output_kb and was cut before unittest's verdict (print less): " +
-           std::string(trim(r.output.substr(0, utf8_char_start(r.output, kShellChars))));
+  const std::string head = r.output.substr(0, utf8_char_start(r.output, kShellChars));
   const std::string tail =
       r.output.size() > kShellChars ? r.output.substr(utf8_char_start(r.output, r.output.size() - kShellChars))
                                     : r.output;
-  // Killed (sandbox.cpu_s's SIGXCPU, a crash): the tests ran and did not end.
+  // Killed (sandbox.cpu_s's SIGXCPU, a crash): the tests ran and did not end,
+  // whether or not their output was cut too (a loop printing until cpu_s).
   if (verdict.empty() && r.status == SandboxStatus::kSignaled)
     return "error: the tests were killed by signal " + std::to_string(r.signal) + signal_reason(r.signal) +
-           (trim(tail).empty() ? "" : ": " + std::string(trim(tail)));
+           (r.truncated ? " after printing past sandbox.output_kb: " + std::string(trim(head))
+                        : trim(tail).empty() ? "" : ": " + std::string(trim(tail)));
+  if (verdict.empty() && r.truncated)
+    return "error: the output passed sandbox.output_kb and was cut before unittest's verdict (print less): " +
+           std::string(trim(head));
   if (verdict.empty()) return "error: the tests did not run: " + std::string(trim(tail));
   return out + (out.empty() ? "" : " | ") + verdict;
 }

@@ -1,13 +1,13 @@
 #include "model/rollout_engine.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/host_resources.hpp"
 #include "core/log.hpp"
 #include "core/rng.hpp"
 
@@ -26,25 +26,31 @@ int common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, 
   return i;
 }
 // A host backend allocates the KV cache whole, and zeroed, so resident at
-// once: past a quarter of the host's memory it is cut to that
-// (host_kv_cache_tokens), with a warning; sequences then queue for blocks.
-// An agent's engine (up to 256 sequences x (context + new tokens) x 2) took
-// 11 GB with SmolLM2-135M's rows, 190 GB with its contexts raised to 8192.
+// once: past a quarter of this process's share of the node's usable memory
+// (a cgroup's limit if lower; shared by the launcher's processes on the
+// node) it is cut to that (host_kv_cache_tokens), with a warning once per
+// process; sequences then queue for blocks. An agent's engine (up to 256
+// sequences x (context + new tokens) x 2) took 11 GB with SmolLM2-135M's
+// rows, 190 GB with its contexts raised to 8192.
 EngineConfig fitted_to_host(EngineConfig c, PolicyModel& model) {
   c.validate();
   if (!model.backend().host_memory()) return c;
   const ModelConfig& m = model.config();
   const double row_bytes = 2.0 * m.n_layers * m.n_kv_heads * m.head_dim() * model.backend().kv_cache_value_bytes();
-  const double host_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-  const int64_t fitted = host_kv_cache_tokens(c, row_bytes, host_bytes);
+  const double share = static_cast<double>(usable_host_memory()) / node_local_size();
+  const int64_t fitted = host_kv_cache_tokens(c, row_bytes, share);
   if (c.kv_cache_tokens <= fitted) return c;
-  char line[320];
-  std::snprintf(line, sizeof line,
-                "rollout engine: a KV cache of %lld tokens would take %.1f GiB, over a quarter of this host's %.1f "
-                "GiB: it holds %lld tokens (%.1f GiB), so fewer sequences generate at once",
-                static_cast<long long>(c.kv_cache_tokens), c.kv_cache_tokens * row_bytes / (1 << 30),
-                host_bytes / (1 << 30), static_cast<long long>(fitted), fitted * row_bytes / (1 << 30));
-  log_warn(line);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    char line[360];
+    std::snprintf(line, sizeof line,
+                  "rollout engine: a KV cache of %lld tokens would take %.1f GiB, over a quarter of this process's "
+                  "%.1f GiB of the node's memory: it holds %lld tokens (%.1f GiB), so fewer sequences generate at "
+                  "once",
+                  static_cast<long long>(c.kv_cache_tokens), c.kv_cache_tokens * row_bytes / (1 << 30),
+                  share / (1 << 30), static_cast<long long>(fitted), fitted * row_bytes / (1 << 30));
+    log_warn(line);
+  }
   c.kv_cache_tokens = fitted;
   return c;
 }

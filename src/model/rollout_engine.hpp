@@ -99,8 +99,10 @@ struct EngineConfig {
 };
 
 // The KV cache tokens an engine on a host backend holds (it allocates them
-// whole): kv_cache_tokens, cut to a quarter of `host_bytes` at `row_bytes`
-// a token in whole blocks, but no less than one max_seq_len sequence's.
+// whole): kv_cache_tokens, cut to a quarter of `host_bytes` (the process's
+// share of the node's usable memory, core/host_resources.hpp) at
+// `row_bytes` a token in whole blocks, but no less than one max_seq_len
+// sequence's.
 int64_t host_kv_cache_tokens(const EngineConfig& c, double row_bytes, double host_bytes);
 
 struct GenerationRequest {

@@ -2,7 +2,6 @@
 #include "mpi_roles/data_pool.hpp"
 
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/host_resources.hpp"
 #include "core/timer.hpp"
 
 namespace forge {
@@ -67,7 +67,7 @@ void check_pool_fits_host(const DataPoolConfig& cfg, bool shared_node) {
                      std::to_string(mib(payload)) + " MiB, does not fit in " + where + " (" + std::to_string(mib(free)) +
                      " MiB); lower pool.inflight, pool.memory or pool.slot_mib");
   };
-  const uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t memory = usable_host_memory();
   // Half: the ranks on the host need the rest (a pool of 20 of 24 GiB
   // stalled the host in MPI_Win_allocate).
   if (payload > memory / 2) refuse("half of this host's memory", memory / 2);

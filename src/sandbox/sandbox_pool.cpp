@@ -1,20 +1,12 @@
 #include "sandbox/sandbox_pool.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/host_resources.hpp"
 
 namespace forge {
 namespace {
-
-// This process's index among the launcher's processes on its node (Open MPI,
-// MPICH/Hydra, Slurm's srun), 0 outside a launcher.
-int node_local_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-    if (const char* v = std::getenv(name)) return std::max(0, std::atoi(v));
-  return 0;
-}
 
 // One user per worker on the whole node: the ranks of a node take their
 // turns from sandbox.uid, so RLIMIT_NPROC (per user) never couples two

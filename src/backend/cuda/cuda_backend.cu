@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "backend/backend_registry.hpp"
+#include "core/host_resources.hpp"
 #include "core/log.hpp"
 #include "backend/cuda/adamw.cuh"
 #include "backend/cuda/bf16.cuh"
@@ -477,14 +478,6 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-// The rank's index on its node, from the launcher (Open MPI, Slurm, MPICH);
-// 0 for a process started alone.
-static int local_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
-    if (const char* v = std::getenv(var)) return std::atoi(v);
-  return 0;
-}
-
 int visible_cuda_devices() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
@@ -583,7 +576,7 @@ std::unique_ptr<Backend> make_cuda_backend(Precision precision, const CudaOption
                      "); use the cpu backend");
   // Each rank binds to one GPU of its node: local rank mod visible devices
   // (with --gpus-per-task=1 / CUDA_VISIBLE_DEVICES that is the only one).
-  const int device = local_rank() % n;
+  const int device = node_local_rank() % n;
   if (cudaSetDevice(device) != cudaSuccess)
     throw Error("backend 'cuda': cudaSetDevice(" + std::to_string(device) + ") failed");
 #ifndef FORGE_CUDA_EMULATION
