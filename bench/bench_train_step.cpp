@@ -63,8 +63,8 @@ using namespace forge;
 
 namespace {
 
-// PyTorch's tokens/s for the same step (bench/torch_train_step.py); -1 when
-// it could not run. extra: its flags beyond the model and batch; env: a
+// PyTorch's tokens/s for the same step (bench/torch_train_step.py); an
+// error, with its output, when it reports none. extra: its flags beyond the model and batch; env: a
 // prefix of environment assignments ("" for none); blas_core: the OpenBLAS
 // core it reported (CPU runs); attention: the attention it ran (sdpa where
 // its torch has it, else an explicit masked softmax).
@@ -78,7 +78,8 @@ double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int re
                           " --heads " + std::to_string(c.n_heads) + " --kv-heads " + std::to_string(c.n_kv_heads) +
                           " --ffn " + std::to_string(c.ffn_dim) + " --vocab " + std::to_string(c.vocab) + " " + extra;
   double v = -1;
-  for (const std::string& line : bench::command_lines(cmd)) {
+  const std::vector<std::string> lines = bench::command_lines(cmd);
+  for (const std::string& line : lines) {
     std::sscanf(line.c_str(), "torch_tok_s %lf", &v);
     if (peak_bytes) std::sscanf(line.c_str(), "torch_peak_bytes %lf", peak_bytes);
     char core[64];
@@ -87,9 +88,11 @@ double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int re
   }
   // A failed twin gave ratio 0 and exit 0 (one failed round of three pulled
   // the medians down silently).
-  if (!(v > 0))
+  if (!(v > 0)) {
+    for (const std::string& line : lines) std::fprintf(stderr, "%s", line.c_str());
     throw std::runtime_error("the PyTorch twin reported no torch_tok_s (its output is above; the command: " + cmd +
                              "); --no-torch leaves it out");
+  }
   return v;
 }
 
