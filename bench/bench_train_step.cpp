@@ -89,7 +89,7 @@ double torch_tok_s(const ModelConfig& c, int threads, int batch, int seq, int re
   // A failed twin gave ratio 0 and exit 0 (one failed round of three pulled
   // the medians down silently).
   if (!(v > 0)) {
-    for (const std::string& line : lines) std::fprintf(stderr, "%s", line.c_str());
+    for (const std::string& line : lines) std::fprintf(stderr, "%s\n", line.c_str());
     throw std::runtime_error("the PyTorch twin reported no torch_tok_s (its output is above; the command: " + cmd +
                              "); --no-torch leaves it out");
   }
