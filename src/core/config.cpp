@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/strings.hpp"
 
 namespace forge {
@@ -811,6 +812,7 @@ ParseResult OptionSet::parse(const std::vector<std::string>& args) {
       config_files_.push_back(path);
     }
   size_t pos = 0;
+  std::map<std::string, std::string> given;  // a flag repeated with another value: the last applies, said so
   for (const auto& opt : parsed.options) {
     if (opt.position_key >= 0 || opt.string_key.empty()) {
       *positionals_[pos++].target = opt.value.empty() ? "" : opt.value.front();
@@ -819,7 +821,15 @@ ParseResult OptionSet::parse(const std::vector<std::string>& args) {
     if (opt.string_key == "config" || opt.string_key == "help") continue;
     // A bare bool flag (`--model.tree`) carries no value: Boost applies the
     // implicit "true" only when storing into a variables_map.
-    set(opt.string_key, opt.value.empty() ? "true" : opt.value.front(), "command line");
+    const std::string value = opt.value.empty() ? "true" : opt.value.front();
+    if (const auto [it, first] = given.emplace(opt.string_key, value); !first && it->second != value) {
+      Option* o = find(opt.string_key);
+      log_warn("--" + opt.string_key + " is given twice" +
+               (o && o->secret ? std::string() : " ('" + it->second + "', then '" + value + "')") +
+               ": the last applies");
+      it->second = value;
+    }
+    set(opt.string_key, value, "command line");
   }
   run_checks();
   return ParseResult{false};

@@ -117,9 +117,14 @@ TEST(Config, FlagsApplyLeftToRightAndConfigPositionDoesNotMatter) {
   Cfg c;
   OptionSet o;
   add_all(o, c);
+  ::testing::internal::CaptureStderr();
   o.parse(std::vector<std::string>{"--model.d_model=16", "--model.d_model", "32", "--config",
                                    path});
+  const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(c.d_model, 32);
+  // the repeated flag is said to apply its last value (it was silent)
+  EXPECT_NE(said.find("--model.d_model is given twice ('16', then '32'): the last applies"), std::string::npos)
+      << said;
 }
 
 TEST(Config, BoolFlagForms) {
