@@ -444,14 +444,18 @@ OptionSet& OptionSet::secret(const std::string& key) {
   return *this;
 }
 
-// `--key value` as `--key=value`, by forge's rules rather than Boost's (which
-// takes whatever follows, a flag included, and lets a bare bool flag swallow
-// a positional): a bool key takes the next argument only when it is a
-// boolean; another key never takes a flag as its value.
+// The hint for a surplus argument `surplus` that a word after a bare bool
+// flag explains: that word was meant as the flag's value.
 std::string OptionSet::word_after_bare_bool(const std::vector<std::string>& args, const std::string& surplus) const {
   // A word is taken for the flag's value when it is a boolean misspelt
-  // ("tru", "flase"), or the surplus argument of a command that takes none
-  // (`forge config --model.qkv_bias maybe`): not a second file name.
+  // ("tru", "flase"), the surplus argument of a command that takes none
+  // (`forge config --model.qkv_bias maybe`), or, where the command takes
+  // arguments, a word that is no path (`forge inspect --json maybe f.h5`:
+  // "maybe" took FILE; `--json a.h5 b.h5` is a surplus file).
+  const auto no_path = [](const std::string& w) {
+    std::error_code ec;
+    return w.find_first_of("./") == std::string::npos && !std::filesystem::exists(w, ec);
+  };
   const auto misspelt_bool = [](const std::string& w) {
     for (const char* b : {"true", "false", "yes", "no", "on", "off"})
       if (edit_distance(lower(w), b) <= (std::strlen(b) > 3 ? 2u : 1u)) return true;
@@ -462,13 +466,18 @@ std::string OptionSet::word_after_bare_bool(const std::vector<std::string>& args
     bool b;
     if (a.size() > 2 && a.compare(0, 2, "--") == 0 && a.find('=') == std::string::npos && has(a.substr(2)) &&
         std::holds_alternative<bool*>(get(a.substr(2)).target) && args[i + 1].compare(0, 2, "--") != 0 &&
-        !parse_bool(args[i + 1], &b) && ((args[i + 1] == surplus && positionals_.empty()) || misspelt_bool(args[i + 1])))
+        !parse_bool(args[i + 1], &b) &&
+        ((positionals_.empty() ? args[i + 1] == surplus : no_path(args[i + 1])) || misspelt_bool(args[i + 1])))
       return " ('" + args[i + 1] + "' after " + a + " was read as an argument: " + a +
              " alone means true, and its value is true/false, yes/no, on/off or 1/0: " + a + "=VALUE)";
   }
   return "";
 }
 
+// `--key value` as `--key=value`, by forge's rules rather than Boost's (which
+// takes whatever follows, a flag included, and lets a bare bool flag swallow
+// a positional): a bool key takes the next argument only when it is a
+// boolean; another key never takes a flag as its value.
 std::vector<std::string> OptionSet::attach_values(const std::vector<std::string>& args) const {
   const auto takes_value = [&](const std::string& key) { return key == "config" ? allow_config_ : has(key); };
   std::vector<std::string> out;

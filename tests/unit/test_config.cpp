@@ -186,6 +186,11 @@ TEST(Config, FlagValuesNeverSwallowFlagsOrPositionals) {
                      "true"),
             std::string::npos)
       << msg;
+  // A word that is no path after it, where the command takes a FILE: the
+  // flag's value, said so (it read "unexpected argument 'd.h5'" alone).
+  msg = input_error([&] { p.parse(std::vector<std::string>{"--json", "maybe", "d.h5"}); });
+  EXPECT_NE(msg.find("unexpected argument 'd.h5' ('maybe' after --json was read as an argument"), std::string::npos)
+      << msg;
   // A second file after a bare --json is a surplus file, not a bad value.
   for (const auto& args : {std::vector<std::string>{"a.h5", "b.h5"}, std::vector<std::string>{"--json", "a.h5", "b.h5"},
                            std::vector<std::string>{"a.h5", "--json", "b.h5"}}) {
