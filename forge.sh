@@ -60,7 +60,9 @@ Commands:
                           asynchronous RL (configs/smollm2_agent.ini, runs/smollm2;
                           about 10-16 minutes on 2 cores)
   test [ctest args ...]   install what is missing, build, then run all tests:
-                          ctest --test-dir build --output-on-failure -j2
+                          ctest --test-dir build --output-on-failure
+                          --no-tests=error -j2 (a -L or -R that picks no
+                          test is an error)
                           (e.g. ./forge.sh test -L unit)
   build                   configure and build into build/ (Release)
 USAGE
@@ -71,21 +73,37 @@ build() {
   cmake --build build -j"$(nproc)"
 }
 
-# The config and the overrides, read as forge reads them (exit 2 on a bad
-# key or value), before a job moves its old run folder aside. The job places
-# its steps' run folders itself: --run.dir and --train.init are refused.
-check_overrides() {
-  local cfg=$1
+# A job places its steps' run folders itself: --run.dir and --train.init
+# among its overrides are refused (before set-up and build).
+refuse_run_folders() {
+  local job=$1
   shift
   for a in "$@"; do
     case "$a" in
       --run.dir|--run.dir=*|--train.init|--train.init=*)
-        echo "forge.sh: ${a%%=*} cannot be overridden: the job sets each step's (FORGE_DEMO_DIR moves the main job's folder)" >&2
+        local moved=""
+        [[ "$job" =~ ^(demo|seeds)$ ]] && moved=" (FORGE_DEMO_DIR moves the main job's folder)"
+        echo "forge.sh: ${a%%=*} cannot be overridden: $job sets each step's$moved" >&2
         exit 2
         ;;
     esac
   done
-  ./build/forge config --config "$cfg" "$@" >/dev/null
+}
+
+# The config and the overrides, read as forge reads them (exit 2 on a bad
+# key or value), and the RL step's roles against its NP ranks, before a job
+# moves its old run folder aside: check_overrides CONFIG NP [--key=value ...]
+check_overrides() {
+  local cfg=$1 np=$2 resolved learners rollouts
+  shift 2
+  resolved=$(./build/forge config --config "$cfg" "$@")
+  learners=$(awk -F' *= *' '/^\[/{s=$0} s=="[mpi]" && $1=="learners"{print $2}' <<<"$resolved")
+  rollouts=$(awk -F' *= *' '/^\[/{s=$0} s=="[mpi]" && $1=="rollouts"{print $2}' <<<"$resolved")
+  if [[ "$learners" =~ ^[0-9]+$ && "$rollouts" =~ ^[0-9]+$ ]] && ((learners + rollouts + 1 > np)); then
+    echo "forge.sh: mpi.learners = $learners + mpi.rollouts = $rollouts leave no environment rank of the job's" \
+      "$np (the RL step runs on $np MPI ranks); lower them" >&2
+    exit 2
+  fi
 }
 
 # A job's run folder, empty; the previous run's is kept as DIR.prev (one
@@ -151,7 +169,7 @@ agent_job() {
   # --run.threads above 1 does not spin (12x slower RL on 2 cores).
   local mpirun=(mpirun --oversubscribe -np 5 -x OMP_WAIT_POLICY=PASSIVE)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
-  check_overrides "$cfg" "$@"
+  check_overrides "$cfg" 5 "$@"
   fresh_run_folder "$dir"
   local t0=$SECONDS
   echo "== 1/4 SFT warm start (forge sft) =="
@@ -201,7 +219,7 @@ smollm2() {
     echo "forge.sh: SmolLM2-135M-Instruct is not in the cache; tools/setup.sh fetches it (it needs network)" >&2
     exit 2
   fi
-  check_overrides "$cfg" "$@"
+  check_overrides "$cfg" 3 "$@"
   fresh_run_folder "$dir"
   local t0=$SECONDS
   echo "== 0/4 zero-shot evaluation of the pretrained model on $tasks held-out tasks (forge eval) =="
@@ -243,6 +261,7 @@ if [[ "$command" =~ ^(demo|seeds|code|smollm2)$ ]]; then
     prev="$a"
   done
   eval_tasks_of 1 "${@:2}"  # a bad --eval.tasks, refused here too
+  refuse_run_folders "$command" "${@:2}"
   # A seed given twice would run twice into one folder and count twice.
   if [ "$command" = seeds ]; then
     seen=" "
@@ -292,7 +311,8 @@ case "$command" in
     shift
     ./tools/setup.sh
     build
-    ctest --test-dir build --output-on-failure -j2 "$@"
+    # --no-tests=error: a mistyped -L or -R runs nothing, which ctest calls a pass
+    ctest --test-dir build --output-on-failure --no-tests=error -j2 "$@"
     ;;
   build)
     shift

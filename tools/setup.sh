@@ -20,6 +20,18 @@
 #   ./tools/setup.sh
 set -euo pipefail
 
+case "${1:-}" in
+  "") ;;
+  -h|--help)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "setup.sh: takes no arguments (got '$1'); --help says what it does" >&2
+    exit 2
+    ;;
+esac
+
 PACKAGES=(
   # build
   g++ cmake make pkg-config
@@ -86,7 +98,10 @@ else
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive "${apt[@]}" update ||
     say "WARNING: apt-get update failed; installing from the package lists as they are" >&2
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-    "${apt[@]}" install -y --no-install-recommends "${missing[@]}"
+    "${apt[@]}" install -y --no-install-recommends "${missing[@]}" || {
+    say "apt-get install of ${missing[*]} failed (above): no network or a broken package source? the build needs them" >&2
+    exit 1
+  }
   for p in "${missing[@]}"; do
     installed "$p" || { say "package $p is still not installed" >&2; exit 1; }
   done
@@ -162,9 +177,7 @@ nvcc=""
 if command -v nvcc >/dev/null 2>&1; then
   nvcc="$(command -v nvcc)"
 else
-  for candidate in /usr/local/cuda/bin/nvcc /usr/local/cuda-*/bin/nvcc; do
-    if [ -x "$candidate" ]; then nvcc="$candidate"; break; fi
-  done
+  [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
 fi
 if [ -n "$nvcc" ]; then
   release="$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p' | head -n1)"
