@@ -16,6 +16,8 @@
 // step and the data stream's RNG, so the batches are those of an
 // uninterrupted run).
 #include <algorithm>
+#include <bit>
+#include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -133,10 +135,48 @@ struct LoopResult {
   bool terminated = false;  // SIGTERM: stopped at a step boundary, checkpoint written
 };
 
+// The steps since the last progress line: their loss and token counts. A
+// checkpoint keeps them (section "sft_log_window"), so that a run resumed
+// between two lines prints the lines, and ends with the loss, of a run never
+// stopped (its window began afresh: the first line after a resume, and
+// summary.json's loss_last, averaged fewer steps).
+struct LossWindow {
+  double loss = 0;
+  int64_t tokens = 0, linear = 0;
+  int steps = 0;
+
+  CheckpointSection to_section() const {
+    CheckpointSection s;
+    s.i64["loss_bits"] = {std::bit_cast<int64_t>(loss)};
+    s.i64["counts"] = {tokens, linear, steps};
+    return s;
+  }
+  // A checkpoint's window; an empty one where it has none (written before
+  // 2026-12-02: such a resume's first line averages the steps after it).
+  static LossWindow from(const CheckpointState& state, const std::string& path) {
+    LossWindow w;
+    const auto it = state.sections.find(kSection);
+    if (it == state.sections.end()) return w;
+    const auto bits = it->second.i64.find("loss_bits"), counts = it->second.i64.find("counts");
+    if (bits == it->second.i64.end() || bits->second.size() != 1 || counts == it->second.i64.end() ||
+        counts->second.size() != 3 || counts->second[0] < 0 || counts->second[1] < 0 || counts->second[2] < 0 ||
+        counts->second[2] > INT32_MAX)
+      throw InputError("--resume: checkpoint '" + path + "': its " + std::string(kSection) +
+                       " group is not loss_bits [1] and counts [3] of non-negative numbers");
+    w.loss = std::bit_cast<double>(bits->second[0]);
+    w.tokens = counts->second[0];
+    w.linear = counts->second[1];
+    w.steps = static_cast<int>(counts->second[2]);
+    return w;
+  }
+  static constexpr const char* kSection = "sft_log_window";
+};
+
 // Where a run starts: step 0 of a new run, or a resumed checkpoint's step
-// with its data stream.
+// with its data stream and progress window.
 struct SftStart {
   int step = 0;
+  LossWindow window;
   volatile std::sig_atomic_t* terminate = nullptr;  // set by SIGTERM
 };
 
@@ -160,12 +200,13 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
                            const std::function<std::vector<Sample>(Rng&)>& next_batch) {
   LoopResult out;
   Stopwatch total, window;
-  double window_loss = 0, window_saving = 0;  // the checkpoint writes' seconds: not training
-  int64_t window_tokens = 0, window_linear = 0;
-  int window_steps = 0;
+  LossWindow w = start.window;  // the line's figures, from the resumed checkpoint's on
+  double window_saving = 0;      // the checkpoint writes' seconds: not training
+  int64_t window_tokens_here = 0;  // trained by this process since the window began (tokens/s)
   const auto stream = [&] {
     CheckpointState s;
     s.rngs["data"] = rng.state();
+    s.sections[LossWindow::kSection] = w.to_section();
     return s;
   };
   std::string saved;  // the checkpoint of the step before, when one was written
@@ -182,12 +223,13 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
     const SupervisedStats st = supervised_forward_backward(model, samples, sft.merge, sft.max_tokens);
     const double gnorm = opt.step();
     if (out.trained++ == 0) out.first_loss = st.loss;
-    window_loss += st.loss;
-    window_tokens += st.packed_tokens;
-    window_linear += st.linear_tokens;
+    w.loss += st.loss;
+    w.tokens += st.packed_tokens;
+    w.linear += st.linear_tokens;
+    ++w.steps;
+    window_tokens_here += st.packed_tokens;
     out.linear_tokens += st.linear_tokens;
     out.packed_tokens += st.packed_tokens;
-    ++window_steps;
     const bool last = step + 1 == sft.steps;
     saved.clear();
     if (checkpoint_due(cfg.run, step + 1, sft.steps)) {
@@ -197,19 +239,17 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
       if (last) log_info("sft: wrote " + saved);
     }
     if ((step + 1) % cfg.run.log_every == 0 || last) {
-      out.last_loss = window_loss / window_steps;
+      out.last_loss = w.loss / w.steps;
       char line[256];
       std::snprintf(line, sizeof line,
                     "step %5d/%d  loss %.4f  grad_norm %.3f  lr %.2e  tokens/s %.0f  tree/linear tokens %.2f",
                     step + 1, sft.steps, out.last_loss, gnorm, learning_rate_at(opt.config(), opt.steps_taken() - 1),
-                    window_tokens / std::max(1e-9, window.seconds() - window_saving),
-                    static_cast<double>(window_tokens) / std::max<int64_t>(1, window_linear));
+                    window_tokens_here / std::max(1e-9, window.seconds() - window_saving),
+                    static_cast<double>(w.tokens) / std::max<int64_t>(1, w.linear));
       log_info(line);
-      window_loss = 0;
-      window_tokens = 0;
-      window_linear = 0;
+      w = LossWindow{};
+      window_tokens_here = 0;
       window_saving = 0;
-      window_steps = 0;
       window.reset();
     }
   }
@@ -367,6 +407,7 @@ int run_sft(int argc, char** argv) {
                        "another command?)");
     rng.set_state(data->second);
     start.step = point.step;
+    start.window = LossWindow::from(point.state, point.path);
     if (const std::string changes = resumed_setting_changes(point.state.config_ini, opts.dump_ini(), "sft");
         !changes.empty())
       log_warn("sft: --resume with settings changed since the checkpoint (" + changes + "): the steps left train "

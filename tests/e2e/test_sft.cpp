@@ -181,9 +181,10 @@ TEST(Sft, AWarmUpAsLongAsTheRunIsWarnedAbout) {
 // --resume, and a checkpoint past sft.steps with it.
 TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   const std::string dir = ::testing::TempDir() + "forge_sft_resume_" + std::to_string(getpid());
-  const std::string tiny = "sft --model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
+  const std::string base = "sft --model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
                            "--model.ffn_dim=64 --sft.batch=2 --sft.eval_requests=2 --run.threads=1 "
-                           "--run.log_every=1 --optim.warmup_steps=0 ";
+                           "--optim.warmup_steps=0 ";
+  const std::string tiny = base + "--run.log_every=1 ";
   std::filesystem::remove_all(dir + "_whole");
   std::filesystem::remove_all(dir);
   ASSERT_EQ(forge(tiny + "--sft.steps=6 --run.dir=" + dir + "_whole").rc, 0);
@@ -238,8 +239,10 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   EXPECT_TRUE(contains(changed.err, "settings changed since the checkpoint (sft.batch 2 -> 3)")) << changed.err;
 
   // The same for agent demonstrations, across the plain-styles phase (the
-  // episode ids and the phase go on from the step).
-  const std::string agent = tiny + "--sft.task=agent --sft.plain_steps=2 --agent.max_turns=6 "
+  // episode ids and the phase go on from the step), resumed inside a
+  // progress window: the checkpoint keeps the window's steps, so the last
+  // line and loss_last average all four (they averaged the three after it).
+  const std::string agent = base + "--run.log_every=4 --sft.task=agent --sft.plain_steps=2 --agent.max_turns=6 "
                                    "--env.calc_max_ops=2 --env.search_max_hops=2 ";
   for (const std::string& d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
   ASSERT_EQ(forge(agent + "--sft.steps=4 --run.dir=" + dir + "_whole").rc, 0);
