@@ -118,6 +118,14 @@ void remove_unused_run_folders() {
 }
 
 void write_run_config(const std::string& dir, const std::string& ini) {
+  {
+    const std::string checkpoints = dir + "/checkpoints";
+    std::error_code ec;
+    std::filesystem::create_directories(checkpoints, ec);
+    if (ec || !std::filesystem::is_directory(checkpoints))
+      throw InputError("run.dir '" + dir + "': its checkpoints folder '" + checkpoints + "' cannot be made (" +
+                       (ec ? ec.message() : std::string("a file of that name is in the way")) + ")");
+  }
   const std::string path = dir + "/config.ini", tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

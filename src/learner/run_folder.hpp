@@ -39,7 +39,9 @@ inline constexpr const char* kRunConfigMark = "; the resolved configuration of t
 
 // Writes RUN_DIR/config.ini whole (kRunConfigMark, then `ini`; a temporary
 // file renamed over it): Error naming the file when it cannot be written (a
-// full disk).
+// full disk). Makes RUN_DIR/checkpoints too, at the run's start: InputError
+// when it cannot be a folder (a file of that name failed the first
+// checkpoint, after the training before it).
 void write_run_config(const std::string& dir, const std::string& ini);
 
 // InputError when `dir` holds a run: RUN_DIR/checkpoints/ckpt_step_*.h5

@@ -83,6 +83,25 @@ TEST(RunFolder, AFileInTheWayIsAnInputError) {
   fs::remove(dir);
 }
 
+// A file named "checkpoints" in the run folder is refused when the run
+// starts (the first checkpoint failed after the training before it, exit 1),
+// with nothing written.
+TEST(RunFolder, ACheckpointsFileInTheWayIsRefusedAtTheStart) {
+  const std::string dir = fresh_dir("ckfile");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/checkpoints") << "a file";
+  try {
+    write_run_config(dir, "[run]\n");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("its checkpoints folder '" + dir + "/checkpoints' cannot be made"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir + "/config.ini"));
+  fs::remove_all(dir);
+}
+
 // A run folder another process holds is refused naming the holder (a
 // child process here), before anything is written; the lock file names
 // the holder's pid. Two jobs started at once on one run.dir once both passed
