@@ -47,6 +47,7 @@
 #include "env/env_mix.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "learner/learner.hpp"
+#include "learner/run_checkpoints.hpp"
 #include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
@@ -345,7 +346,11 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
       const std::string dir = all.base.run.dir + "/checkpoints";
       const std::string resume_from = latest_checkpoint(dir);
       if (resume_from.empty()) throw InputError("--resume: no checkpoint in '" + dir + "'");
-      resumed_pool = load_data_pool_state(resume_from);
+      try {
+        resumed_pool = load_data_pool_state(resume_from);
+      } catch (const InputError& e) {
+        throw with_older_checkpoint_hint(e, dir, resume_from);  // as load_resume_point says it
+      }
       if (!resumed_pool)
         throw InputError("--resume: checkpoint '" + resume_from +
                          "' holds no data-pool state (written by a run in one process); resume it without mpirun, "

@@ -138,6 +138,16 @@ void require_same_model(const PolicyModel& model, const std::string& path, const
                      "checkpoint's: " + differences + "); " + fix);
 }
 
+InputError with_older_checkpoint_hint(const InputError& e, const std::string& dir, const std::string& path) {
+  const std::string what = e.what();
+  const std::string older = checkpoint_before(dir, path);
+  if (older.empty() || what.find("was trained with another model") != std::string::npos ||
+      what.find("newer forge") != std::string::npos)
+    return e;
+  return InputError(what + " (if the newest checkpoint is damaged, move it out of '" + dir +
+                    "': --resume then continues from '" + older + "')");
+}
+
 ResumePoint load_resume_point(PolicyModel& model, AdamW& opt, const RunConfig& run, const std::string& steps_key,
                               int total_steps, const std::string& past_hint) {
   ResumePoint r;
@@ -148,15 +158,7 @@ ResumePoint load_resume_point(PolicyModel& model, AdamW& opt, const RunConfig& r
     require_same_model(model, r.path, "--resume", "resume with the run's [model] keys");
     r.state = load_checkpoint(r.path, model, &opt);
   } catch (const InputError& e) {
-    // A file that cannot be read; not a sound one of another model or a
-    // newer forge, which the older checkpoints share.
-    const std::string what = e.what();
-    const std::string older = checkpoint_before(dir, r.path);
-    if (older.empty() || what.find("was trained with another model") != std::string::npos ||
-        what.find("newer forge") != std::string::npos)
-      throw;
-    throw InputError(std::string(e.what()) + " (if the newest checkpoint is damaged, move it out of '" + dir +
-                     "': --resume then continues from '" + older + "')");
+    throw with_older_checkpoint_hint(e, dir, r.path);
   }
   r.step = static_cast<int>(r.state.step);
   const std::string command = steps_key.substr(0, steps_key.find('.'));

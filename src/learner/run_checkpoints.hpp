@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 
+#include "core/error.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "learner/learner_config.hpp"
 #include "model/model_config.hpp"
@@ -60,6 +61,11 @@ struct ResumePoint {
 };
 ResumePoint load_resume_point(PolicyModel& model, AdamW& opt, const RunConfig& run, const std::string& steps_key,
                               int total_steps, const std::string& past_hint);
+// `e`, from reading `path`, the newest checkpoint of `dir`, with the way on:
+// move it aside and --resume continues from the one before (where there is
+// one, and the file is damaged rather than another model's or a newer
+// forge's, which the older checkpoints share).
+InputError with_older_checkpoint_hint(const InputError& e, const std::string& dir, const std::string& path);
 // InputError unless the checkpoint at `path` was trained with this model:
 // every [model] key, not the shapes alone (a changed rope_base or norm_eps
 // loads without complaint). `flag` names the option, `fix` the remedy.

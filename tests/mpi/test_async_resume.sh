@@ -9,7 +9,8 @@
 #   term_sync  the same run in one process (no mpirun: the synchronous
 #         loop), SIGTERMed: it checkpoints at the step boundary and exits 143
 #         (it once died at once, losing every step since the last checkpoint);
-# each time `forge train --resume` finishes the run. rollouts.h5 must then
+# each time `forge train --resume` finishes the run (and after the first, a
+# damaged newest checkpoint is refused naming the one before it). rollouts.h5 must then
 # hold exactly STEPS x 2 groups of 2 episodes, each slot complete and none
 # twice, and no slot left untrained more than W - 1 below the highest
 # trained one: no group lost or trained twice across the restarts. The interrupted
@@ -86,6 +87,16 @@ PY
 }
 
 interrupt_then_resume kill
+# A damaged newest checkpoint is refused naming the one before it (learner 0
+# read the data pool's state from it first, and said only "truncated").
+newest=$(ls "$WORK/kill"/checkpoints/ckpt_step_*.h5 | tail -n 1)
+truncate -s $(($(stat -c %s "$newest") / 2)) "$newest"
+rc=0
+timeout 120 "${MPIRUN[@]}" -np 4 "$FORGE_BIN" train "${TINY[@]}" "${ARGS[@]}" --run.dir="$WORK/kill" --resume \
+  >"$WORK/damaged.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] || { cat "$WORK/damaged.log"; fail "a damaged newest checkpoint: exit code $rc, expected 2"; }
+grep -q "move it out of .*--resume then continues from '.*ckpt_step_[0-9]*\.h5'" "$WORK/damaged.log" ||
+  { cat "$WORK/damaged.log"; fail "a damaged newest checkpoint: no hint naming the one before"; }
 interrupt_then_resume term
 interrupt_then_resume term_sync
 echo PASS
