@@ -1,9 +1,11 @@
 #include "learner/run_checkpoints.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "core/config.hpp"
 #include "core/error.hpp"
@@ -73,14 +75,16 @@ std::map<std::string, std::string> ini_values(const std::string& ini) {
 
 // Keys that leave training's course alone (where the run writes, how often
 // it logs and saves, deadlines, the gateway's listening socket, the
-// evaluation's schedule), [sft] (another command's), [model] (compared
-// whole by require_same_model) and train.init (superseded on resume).
+// evaluation's schedule, the test-run cache, forge generate's reply length),
+// [sft] (another command's), [model] (compared whole by require_same_model)
+// and train.init (superseded on resume).
 bool shapes_training(const std::string& key) {
   static const std::set<std::string> neutral = {
       "run.dir", "run.threads", "run.log_every", "run.checkpoint_every", "run.keep_checkpoints",
       "run.flush_seconds", "train.eval_every", "train.eval_tasks", "train.init", "mpi.deadline_s",
       "mpi.startup_s", "mpi.progress_deadline_s", "sandbox.concurrency", "sandbox.uid", "gateway.bind", "gateway.port",
-      "gateway.token", "gateway.http_threads", "gateway.max_request_kib", "gateway.client_io_s"};
+      "gateway.token", "gateway.http_threads", "gateway.max_request_kib", "gateway.client_io_s",
+      "env.code_test_cache", "sample.max_new_tokens"};
   return key.rfind("sft.", 0) != 0 && key.rfind("model.", 0) != 0 && key != "train.steps" && !neutral.count(key);
 }
 
@@ -106,14 +110,18 @@ std::string resumed_setting_changes(const std::string& checkpoint_ini, const std
   const bool sft = command == "sft";
   const std::string steps_key = sft ? "sft.steps" : "train.steps";
   const auto was = ini_values(checkpoint_ini), now = ini_values(now_ini);
-  // Lists compare by their items ("a, b" is "a,b").
-  const auto normal = [](const std::string& v) {
-    std::string out;
-    std::istringstream items(v);
-    for (std::string item; std::getline(items, item, ',');) {
+  // Lists compare by their items ("a, b" is "a,b"); a set's in any order
+  // (env.safety_rules).
+  const auto normal = [](const std::string& key, const std::string& v) {
+    std::vector<std::string> items;
+    std::istringstream in(v);
+    for (std::string item; std::getline(in, item, ',');) {
       const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
-      out += (out.empty() ? "" : ",") + (a == std::string::npos ? std::string() : item.substr(a, b - a + 1));
+      items.push_back(a == std::string::npos ? std::string() : item.substr(a, b - a + 1));
     }
+    if (key == "env.safety_rules") std::sort(items.begin(), items.end());
+    std::string out;
+    for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
     return out;
   };
   const bool cosine_by_steps = now.count("optim.schedule") && now.at("optim.schedule") == "cosine" &&
@@ -125,7 +133,7 @@ std::string resumed_setting_changes(const std::string& checkpoint_ini, const std
     const bool shapes = command == "eval" ? shapes_eval(k) : sft ? shapes_sft(k) : shapes_training(k);
     if (!now.count(k) || !(shapes || (command != "eval" && cosine_by_steps && k == steps_key)))
       continue;
-    if (normal(v) != normal(now.at(k))) out += (out.empty() ? "" : "; ") + k + " " + v + " -> " + now.at(k);
+    if (normal(k, v) != normal(k, now.at(k))) out += (out.empty() ? "" : "; ") + k + " " + v + " -> " + now.at(k);
   }
   return out;
 }

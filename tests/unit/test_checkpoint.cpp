@@ -505,6 +505,21 @@ TEST(Checkpoint, ResumeNamesEveryChangedKeyThatShapesTraining) {
   EXPECT_EQ(resumed_setting_changes(with("[env]\n", "[env]\nsafety_rules = network, credentials\n"),
                                     with("[env]\n", "[env]\nsafety_rules = network,credentials\n")),
             "");
+  // A set in another order, the test-run cache and forge generate's reply
+  // length: no change of training's (each warned, from the learner review).
+  EXPECT_EQ(resumed_setting_changes(with("[env]\n", "[env]\nsafety_rules = network,credentials\n"),
+                                    with("[env]\n", "[env]\nsafety_rules = credentials,network\n")),
+            "");
+  EXPECT_EQ(resumed_setting_changes(with("[env]\n", "[env]\ncode_test_cache = 1024\n"),
+                                    with("[env]\n", "[env]\ncode_test_cache = 0\n")),
+            "");
+  EXPECT_EQ(resumed_setting_changes(with("[sample]\n", "[sample]\nmax_new_tokens = 64\n"),
+                                    with("[sample]\n", "[sample]\nmax_new_tokens = 8\n")),
+            "");
+  // a list whose order may matter still counts
+  EXPECT_EQ(resumed_setting_changes(with("[env]\n", "[env]\nperturb_dims = tools,call\n"),
+                                    with("[env]\n", "[env]\nperturb_dims = call,tools\n")),
+            "env.perturb_dims tools,call -> call,tools");
   EXPECT_EQ(resumed_setting_changes(was, with("threads = 2\nlog_every = 1", "threads = 8\nlog_every = 5")), "");
   EXPECT_EQ(resumed_setting_changes(was, with("eval_every = 0\n[optim]", "eval_every = 4\n[optim]")), "");
   EXPECT_EQ(resumed_setting_changes(was, with("[sft]\nsteps = 5", "[sft]\nsteps = 9")), "");
