@@ -80,7 +80,9 @@ TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
   std::filesystem::remove_all(dir + "_cut");
   EXPECT_TRUE(contains(r.out, "held-out families")) << r.out;
   const std::string summary = slurp(dir + "/summary.json");
-  EXPECT_LT(json_number(summary, "loss_last"), json_number(summary, "loss_first")) << summary;
+  // Learned: 5.60 -> 5.12 in 20 steps (with optim.lr 1e-9 it ends at 5.62);
+  // a mere decrease would let a gradient that barely moves pass.
+  EXPECT_LT(json_number(summary, "loss_last"), 0.95 * json_number(summary, "loss_first")) << summary;
   // Both success rates are written, and are fractions (a missing key reads as -1e300).
   for (const char* key : {"success_seen", "success_heldout_family"}) {
     EXPECT_GE(json_number(summary, key), 0.0) << key << ": " << summary;

@@ -25,7 +25,7 @@ wait "$hang" 2>/dev/null || true
 "${AGENT[@]}" --gateway "$url" --token "$FORGE_GATEWAY_TOKEN" --parallel 2 --log "$WORK/calls.jsonl" ||
   { cat "$log"; fail "the agent failed"; }
 wait_run "$log"
-grep -q "abandoned 1" "$log" || { cat "$log"; fail "the learner did not leave the abandoned episode out"; }
+grep -q "  abandoned 1 (held" "$log" || { cat "$log"; fail "the learner did not leave the abandoned episode out"; }
 grep -q "episodes opened, [0-9]* closed, 1 abandoned" "$log" || { cat "$log"; fail "gateway counters"; }
 /usr/bin/python3 "$SOURCE_DIR/tests/gateway/check_agent_tokens.py" "$dir/rollouts.h5" "$WORK/calls.jsonl" \
   --episodes 8 --abandoned 1 || fail "rollouts.h5"
