@@ -157,12 +157,20 @@ std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, in
   r.expect_room(n, min_episode_bytes(), "episodes");
   std::vector<Trajectory> out(n);
   for (Trajectory& t : out)
-    for_each_field(t, [&](const char*, auto& value) {
+    for_each_field(t, [&](const char* name, auto& value) {
       using V = std::decay_t<decltype(value)>;
-      if constexpr (std::is_same_v<V, std::string>) value = r.get_str(kMaxStringBytes);
-      else if constexpr (kIsList<V>) get(r, value, vocab);
-      else if constexpr (std::is_same_v<V, bool>) value = r.get<uint8_t>() != 0;
-      else value = r.get<V>();
+      if constexpr (std::is_same_v<V, std::string>) {
+        value = r.get_str(kMaxStringBytes);
+      } else if constexpr (kIsList<V>) {
+        get(r, value, vocab);
+      } else if constexpr (std::is_same_v<V, bool>) {
+        // 0 or 1, as written: another byte is damage, not "true"
+        const uint8_t b = r.get<uint8_t>();
+        if (b > 1) r.fail(std::string(name) + " = " + std::to_string(b) + ", not a bool (0 or 1)");
+        value = b == 1;
+      } else {
+        value = r.get<V>();
+      }
     });
   r.expect_end();
   return out;

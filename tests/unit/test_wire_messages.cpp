@@ -106,17 +106,27 @@ TEST(TrajectoryCodec, EveryTruncationIsAnInputError) {
 TEST(TrajectoryCodec, CorruptedBytesNeverCrash) {
   const std::vector<uint8_t> good = encode_trajectories({sample_trajectory(5), sample_trajectory(6)});
   Rng rng(3);
-  int errors = 0;
+  int errors = 0, decoded = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     std::vector<uint8_t> bad = good;
     for (int k = 0; k < 3; ++k) bad[rng.below(bad.size())] = static_cast<uint8_t>(rng.below(256));
     try {
-      decode_trajectories(bad.data(), bad.size(), 272, "test");
+      // What decodes is what those bytes say, whole: encoded again, the same
+      // bytes (no field read past, skipped or read twice).
+      const auto back = decode_trajectories(bad.data(), bad.size(), 272, "test");
+      ++decoded;
+      const auto again = encode_trajectories(back);
+      size_t at = 0;
+      while (at < again.size() && at < bad.size() && again[at] == bad[at]) ++at;
+      EXPECT_EQ(again, bad) << "trial " << trial << " first difference at byte " << at << " of " << bad.size()
+                            << ": " << (at < bad.size() ? int(bad[at]) : -1) << " re-encoded as "
+                            << (at < again.size() ? int(again[at]) : -1);
     } catch (const InputError&) {
       ++errors;
     }
   }
   EXPECT_GT(errors, 0);  // many flips hit lengths, magic or token ids
+  EXPECT_GT(decoded, 0);  // and some only values
 }
 
 TEST(TrajectoryCodec, RejectsForeignVersionAndOutOfVocabularyTokens) {
