@@ -561,17 +561,19 @@ TEST_F(GatewayEpisodes, EpisodeDeadlineEndsAnEpisodeWhenItsToolRunEnds) {
 // Idleness counts from the last accepted request: a refused reward or
 // answer does not keep an episode open.
 TEST_F(GatewayEpisodes, RefusedRequestsAreNotActivity) {
-  gw.idle_deadline_s = 0.5;  // margins of 100 ms and more below: a loaded machine's delays
+  // Sleeps only overshoot: each check has a second's slack for a loaded
+  // machine on the side a sleep could spoil (it had 100 to 400 ms).
+  gw.idle_deadline_s = 2.0;
   for (const bool by_answer : {false, true}) {
     GatewayService s(gw, sampling, 8, 256, 1 << 20);
     add_one_episode(s);
     const uint64_t id = s.open()["id"];
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // idleness is measured on the clock
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // idleness is measured on the clock
     if (by_answer)
       EXPECT_EQ(request_error_status([&] { s.answer(id, {{"answer", std::string(5000, '1')}}); }), 400);
     else
       EXPECT_EQ(request_error_status([&] { s.reward(id, {{"outcome", "high"}}); }), 400);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // 600 ms since the open, 300 since the refusal
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // 2.4 s since the open, 1.2 since the refusal
     s.expire(1e9);
     const auto groups = s.take_finished_groups();
     ASSERT_EQ(groups.size(), 1u) << (by_answer ? "answer" : "reward");
@@ -581,9 +583,9 @@ TEST_F(GatewayEpisodes, RefusedRequestsAreNotActivity) {
   GatewayService s(gw, sampling, 8, 256, 1 << 20);
   add_one_episode(s);
   const uint64_t id = s.open()["id"];
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   s.reward(id, {{"outcome", 1.0}});
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 400 ms since the open, 100 since the reward
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));  // 2.1 s since the open, 0.9 since the reward
   s.expire(1e9);
   EXPECT_TRUE(s.take_finished_groups().empty());
 }
