@@ -203,17 +203,21 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
   LossWindow w = start.window;  // the line's figures, from the resumed checkpoint's on
   double window_saving = 0;      // the checkpoint writes' seconds: not training
   int64_t window_tokens_here = 0;  // trained by this process since the window began (tokens/s)
-  const auto stream = [&] {
+  // `window_ends`: this step closes a window of run.log_every steps (its
+  // line empties it after the checkpoint is written): the checkpoint keeps
+  // the empty window a run going on has. A run's last line off that grid
+  // keeps its window, which a run extended from it goes on filling.
+  const auto stream = [&](bool window_ends) {
     CheckpointState s;
     s.rngs["data"] = rng.state();
-    s.sections[LossWindow::kSection] = w.to_section();
+    s.sections[LossWindow::kSection] = (window_ends ? LossWindow{} : w).to_section();
     return s;
   };
   std::string saved;  // the checkpoint of the step before, when one was written
   for (int step = start.step; step < sft.steps; ++step) {
     if (start.terminate && *start.terminate) {
       // Not again when the step just wrote one (Slurm's KillWait is short).
-      if (saved.empty()) saved = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step, stream());
+      if (saved.empty()) saved = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step, stream(false));
       log_stopped_at_step(step, saved);
       out.terminated = true;
       break;
@@ -231,14 +235,15 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
     out.linear_tokens += st.linear_tokens;
     out.packed_tokens += st.packed_tokens;
     const bool last = step + 1 == sft.steps;
+    const bool window_ends = (step + 1) % cfg.run.log_every == 0;
     saved.clear();
     if (checkpoint_due(cfg.run, step + 1, sft.steps)) {
       const Stopwatch saving;
-      saved = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step + 1, stream());
+      saved = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step + 1, stream(window_ends));
       window_saving += saving.seconds();
       if (last) log_info("sft: wrote " + saved);
     }
-    if ((step + 1) % cfg.run.log_every == 0 || last) {
+    if (window_ends || last) {
       out.last_loss = w.loss / w.steps;
       char line[256];
       std::snprintf(line, sizeof line,
@@ -416,6 +421,7 @@ int run_sft(int argc, char** argv) {
   } else {
     refuse_existing_run(cfg.run.dir, "forge sft", true);  // again, under the lock: another may have started
   }
+  make_checkpoints_folder(cfg.run.dir);
   write_run_config(cfg.run.dir, opts.dump_ini());
   log_info("sft: task " + sft.task + ", " + std::to_string(model.layout().total) +
            " parameters, " + std::to_string(threads) + " threads, run folder " + cfg.run.dir);

@@ -60,6 +60,7 @@ Learner::Learner(const LearnerSetup& setup, PolicyModel& model, AdamW& opt, cons
       log_warn("train: --resume with settings other than the checkpoint's (" + changes +
                "): the run goes on from step " + std::to_string(start.step) +
                " under the new ones, unlike an uninterrupted run; config.ini records them");
+  make_checkpoints_folder(setup.run.dir);  // before the store: a refusal leaves no rollouts.h5
   RolloutStoreOptions ro;
   ro.config_ini = setup.config_ini;
   ro.domains = EnvMix(setup.env).domains();

@@ -104,10 +104,12 @@ void remove_unused_run_folders() {
   for (const auto& [dir, parents] : created) {
     std::error_code ec;
     std::filesystem::directory_iterator it(dir, ec), end;
-    bool only_lock = !ec;
+    bool only_lock = !ec;  // and the empty checkpoints folder the start made
     for (; only_lock && it != end; it.increment(ec))
-      only_lock = !ec && it->path().filename() == "forge.lock";
+      only_lock = !ec && (it->path().filename() == "forge.lock" ||
+                          (it->path().filename() == "checkpoints" && std::filesystem::is_empty(it->path(), ec)));
     if (!only_lock) continue;
+    std::filesystem::remove(dir + "/checkpoints", ec);
     std::filesystem::remove(dir + "/forge.lock", ec);
     std::filesystem::remove(dir, ec);
     // remove() leaves a folder that is not empty (another run's) as it is.
@@ -117,15 +119,16 @@ void remove_unused_run_folders() {
   created.clear();
 }
 
+void make_checkpoints_folder(const std::string& dir) {
+  const std::string checkpoints = dir + "/checkpoints";
+  std::error_code ec;
+  std::filesystem::create_directories(checkpoints, ec);
+  if (ec || !std::filesystem::is_directory(checkpoints))
+    throw InputError("run.dir '" + dir + "': its checkpoints folder '" + checkpoints + "' cannot be made (" +
+                     (ec ? ec.message() : std::string("a file of that name is in the way")) + ")");
+}
+
 void write_run_config(const std::string& dir, const std::string& ini) {
-  {
-    const std::string checkpoints = dir + "/checkpoints";
-    std::error_code ec;
-    std::filesystem::create_directories(checkpoints, ec);
-    if (ec || !std::filesystem::is_directory(checkpoints))
-      throw InputError("run.dir '" + dir + "': its checkpoints folder '" + checkpoints + "' cannot be made (" +
-                       (ec ? ec.message() : std::string("a file of that name is in the way")) + ")");
-  }
   const std::string path = dir + "/config.ini", tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

@@ -39,10 +39,12 @@ inline constexpr const char* kRunConfigMark = "; the resolved configuration of t
 
 // Writes RUN_DIR/config.ini whole (kRunConfigMark, then `ini`; a temporary
 // file renamed over it): Error naming the file when it cannot be written (a
-// full disk). Makes RUN_DIR/checkpoints too, at the run's start: InputError
-// when it cannot be a folder (a file of that name failed the first
-// checkpoint, after the training before it).
+// full disk).
 void write_run_config(const std::string& dir, const std::string& ini);
+// Makes RUN_DIR/checkpoints at the run's start, before anything else is
+// written: InputError naming run.dir when it cannot be a folder (a file of
+// that name failed the first checkpoint, after the training before it).
+void make_checkpoints_folder(const std::string& dir);
 
 // InputError when `dir` holds a run: RUN_DIR/checkpoints/ckpt_step_*.h5
 // (the message suggests --resume where `command`, "forge sft" or "forge

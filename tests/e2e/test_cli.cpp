@@ -196,6 +196,25 @@ TEST(Cli, AModelThatDoesNotFitLeavesNoRunFolder) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
 }
 
+// A file named "checkpoints" in the run folder: refused at the start, exit 2
+// naming run.dir, with nothing written (the first checkpoint failed, exit 1,
+// after the training before it; forge train left a rollouts.h5 that refused
+// the next start).
+TEST(Cli, ACheckpointsFileInTheRunFolderIsRefusedAtTheStart) {
+  const std::string dir = ::testing::TempDir() + "forge_cli_ckfile_" + std::to_string(getpid());
+  for (const std::string command : {"train --train.steps=1", "sft --sft.steps=1 --sft.eval_requests=1"}) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/checkpoints") << "in the way";
+    const Result r = forge(command + " --run.dir=" + dir);
+    EXPECT_EQ(r.rc, 2) << command << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "its checkpoints folder '" + dir + "/checkpoints' cannot be made")) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/rollouts.h5")) << command;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/config.ini")) << command;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Greedy decoding cannot train (a group's episodes would be one, and its
 // logprobs not a sampler's): refused at start, no run folder made.
 TEST(Cli, TrainRefusesGreedySampling) {

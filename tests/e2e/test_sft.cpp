@@ -253,6 +253,16 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   const std::string agent_whole = slurp(dir + "_whole/summary.json"), agent_parts = slurp(dir + "/summary.json");
   ASSERT_GT(json_number(agent_whole, "loss_last"), 0) << agent_whole;
   EXPECT_EQ(json_number(agent_parts, "loss_last"), json_number(agent_whole, "loss_last")) << agent_parts;
+  // Resumed from a checkpoint at a progress line (the last of a run that is
+  // then extended): the window after it starts empty (the checkpoint kept
+  // the window the line had just printed, counting step 2 twice).
+  const std::string two = base + "--run.log_every=2 ";
+  for (const std::string& d : {dir, dir + "_whole"}) std::filesystem::remove_all(d);
+  ASSERT_EQ(forge(two + "--sft.steps=4 --run.dir=" + dir + "_whole").rc, 0);
+  ASSERT_EQ(forge(two + "--sft.steps=2 --run.dir=" + dir).rc, 0);
+  ASSERT_EQ(forge(two + "--sft.steps=4 --resume --run.dir=" + dir).rc, 0);
+  EXPECT_EQ(json_number(slurp(dir + "/summary.json"), "loss_last"),
+            json_number(slurp(dir + "_whole/summary.json"), "loss_last"));
 
   // SIGTERM at a step boundary: a checkpoint, exit 143; --resume goes on.
   std::filesystem::remove_all(dir);
