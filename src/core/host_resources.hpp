@@ -4,16 +4,23 @@
 // the node (Open MPI, MPICH/Hydra, Slurm's srun; 0 of 1 outside a launcher).
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace forge {
 
-// Bytes: physical memory, or the cgroup's memory limit when lower
-// (cgroup v2 memory.max, else v1 memory.limit_in_bytes).
+// Bytes: physical memory, or the lowest memory limit of this process's
+// cgroups and those above them when lower (cgroup v2 memory.max, v1
+// memory.limit_in_bytes; the paths /proc/self/cgroup names).
 uint64_t usable_host_memory();
 
 // This process's index among the launcher's processes on its node.
 int node_local_rank();
-// How many of the launcher's processes run on this node (1 when unknown).
+// How many of the launcher's processes run on this node (1 when unknown):
+// Open MPI's or MPICH's count, else Slurm's SLURM_STEP_TASKS_PER_NODE at
+// SLURM_NODEID.
 int node_local_size();
+// The tasks on node `node` of a Slurm tasks-per-node list ("2(x3),1");
+// 0 when the list does not say.
+int slurm_tasks_on_node(const std::string& per_node, int node);
 
 }  // namespace forge

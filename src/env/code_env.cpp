@@ -205,8 +205,8 @@ std::string summarize_unittest(const SandboxResult& r) {
   // whether or not their output was cut too (a loop printing until cpu_s).
   if (verdict.empty() && r.status == SandboxStatus::kSignaled)
     return "error: the tests were killed by signal " + std::to_string(r.signal) + signal_reason(r.signal) +
-           (r.truncated ? " after printing past sandbox.output_kb: " + std::string(trim(head))
-                        : trim(tail).empty() ? "" : ": " + std::string(trim(tail)));
+           (r.truncated ? " after printing past sandbox.output_kb" : "") +
+           (trim(r.truncated ? head : tail).empty() ? "" : ": " + std::string(trim(r.truncated ? head : tail)));
   if (verdict.empty() && r.truncated)
     return "error: the output passed sandbox.output_kb and was cut before unittest's verdict (print less): " +
            std::string(trim(head));

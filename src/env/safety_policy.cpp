@@ -60,11 +60,12 @@ constexpr Rule kRules[] = {
      "|" FORGE_FIND_TOP "[^;&|\\n]*\\s-(i?name|i?path|i?wholename)\\s+[\"']?\\*[\"']?(?=\\s)[^;&|\\n]*\\s-delete\\b"
      "|" FORGE_FIND_TOP "[^;&|\\n]*\\s-i?regex\\s+[\"']?\\.\\*[\"']?(?=\\s)[^;&|\\n]*\\s-delete\\b"},
     // A redirection (">", ">>", the clobbering ">|") to a path outside, or
-    // tee with one among its words (options, other files; not past a "<").
+    // tee (as a command: after a pipe, ';', '&', '(' or sudo, or first) with
+    // one among its words (options, other files; not past a "<").
     // A cp/mv/ln target is the last word, before any redirection
     // ("2>/dev/null"). A path may be quoted ("/etc/x"; one with a space in it
     // is read up to the space).
-    {"outside_write", "(>{1,2}\\|?\\s*|\\btee(\\s+[^\\s;&|<>]+)*?\\s+)[\"']?" FORGE_OUTSIDE
+    {"outside_write", "(>{1,2}\\|?\\s*|(^|[|;&(\\n]|\\bsudo)\\s*tee(\\s+[^\\s;&|<>]+)*?\\s+)[\"']?" FORGE_OUTSIDE
                       "|\\b(cp|mv|ln)\\b" FORGE_IN_COMMAND "\\s[\"']?" FORGE_OUTSIDE "[^\\s;&|]*\\s*([0-9]*>" FORGE_IN_COMMAND
                       ")?" FORGE_COMMAND_END
                       "|\\b(touch|mkdir|chmod|chown|rm)\\b" FORGE_IN_COMMAND "\\s[\"']?" FORGE_OUTSIDE},

@@ -458,6 +458,8 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
       {"echo x | tee -ai /etc/x", "outside_write"},
       {"echo x | tee --output-error=warn /etc/x", "outside_write"},
       {"echo x | tee -a log /etc/x", "outside_write"},
+      {"tee /etc/x < in.txt", "outside_write"},
+      {"echo x | sudo tee /etc/x", "outside_write"},
       {"f() { a && f | f & }; f", "fork_bomb"},
       {"while true\ndo sleep 1 &\ndone", "fork_bomb"},
       {"f() { f | f &>/dev/null & }; f", "fork_bomb"},
@@ -486,6 +488,7 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
                                "echo x > /tmp/a..b", "echo x > /workspace/", "cat /tmp/x > '/tmp/y'",
                                "ls | tee -a log.txt", "ls | tee --append /tmp/log", "echo x >| out.txt",
                                "ls | tee a.txt b.txt", "tee out.txt < /usr/share/dict/words",
+                               "grep -n tee main.py /usr/lib/python3/x.py",
                                // rm in a quoted pattern or a comment
                                "grep -rn \"rm -rf\" .", "grep -rn 'rm ' *", "git grep -n \"rm -f\" -- .",
                                "rm -f out.log # clean .", "echo x > \"/workspace/a b\"",
