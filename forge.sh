@@ -90,18 +90,24 @@ refuse_run_folders() {
   done
 }
 
+# The value of [SECTION] KEY in the INI text `forge config` prints (stdin);
+# slurm/forge_hetjob.sbatch reads mpi.rollouts with the same awk.
+ini_value() {
+  awk -F' *= *' -v section="[$1]" -v key="$2" '/^\[/{s=$0} s==section && $1==key{print $2}'
+}
+
 # The config and the overrides, read as forge reads them (exit 2 on a bad
 # key or value), and the RL step's roles against its NP ranks, before a job
-# moves its old run folder aside: check_overrides CONFIG NP [--key=value ...]
+# moves its old run folder aside: check_overrides JOB CONFIG NP [--key=value ...]
 check_overrides() {
-  local cfg=$1 np=$2 resolved learners rollouts
-  shift 2
+  local job=$1 cfg=$2 np=$3 resolved learners rollouts
+  shift 3
   resolved=$(./build/forge config --config "$cfg" "$@")
-  learners=$(awk -F' *= *' '/^\[/{s=$0} s=="[mpi]" && $1=="learners"{print $2}' <<<"$resolved")
-  rollouts=$(awk -F' *= *' '/^\[/{s=$0} s=="[mpi]" && $1=="rollouts"{print $2}' <<<"$resolved")
+  learners=$(ini_value mpi learners <<<"$resolved")
+  rollouts=$(ini_value mpi rollouts <<<"$resolved")
   if [[ "$learners" =~ ^[0-9]+$ && "$rollouts" =~ ^[0-9]+$ ]] && ((learners + rollouts + 1 > np)); then
-    echo "forge.sh: mpi.learners = $learners + mpi.rollouts = $rollouts leave no environment rank of the job's" \
-      "$np (the RL step runs on $np MPI ranks); lower them" >&2
+    echo "forge.sh: $job runs RL on $np MPI ranks: mpi.learners = $learners + mpi.rollouts = $rollouts leave no" \
+      "environment rank; lower mpi.learners or mpi.rollouts" >&2
     exit 2
   fi
 }
@@ -150,13 +156,14 @@ wants_help() {
 
 # The main job; see the top of this file.
 demo() {
-  agent_job configs/agent_demo.ini "${FORGE_DEMO_DIR:-runs/demo}" 1e-4 500 "$@"
+  agent_job demo configs/agent_demo.ini "${FORGE_DEMO_DIR:-runs/demo}" 1e-4 500 "$@"
 }
 
-# SFT, asynchronous RL at learning rate $3, evaluation of both on $4 tasks:
-# agent_job CONFIG RUN_DIR RL_LR EVAL_TASKS [--key=value ...]
+# SFT, asynchronous RL at learning rate $4, evaluation of both on $5 tasks:
+# agent_job JOB CONFIG RUN_DIR RL_LR EVAL_TASKS [--key=value ...]
 agent_job() {
-  local cfg=$1 dir=$2 lr=$3 forge=./build/forge
+  local job=$1 cfg=$2 dir=$3 lr=$4 forge=./build/forge np=5
+  shift
   eval_tasks_of "$4" "${@:5}"
   local tasks=$EVAL_TASKS
   set -- "${JOB_ARGS[@]+"${JOB_ARGS[@]}"}"
@@ -167,15 +174,15 @@ agent_job() {
   ((threads > 8)) && threads=8
   # The 5 ranks share the cores: OpenMP threads wait passively, so that a
   # --run.threads above 1 does not spin (12x slower RL on 2 cores).
-  local mpirun=(mpirun --oversubscribe -np 5 -x OMP_WAIT_POLICY=PASSIVE)
+  local mpirun=(mpirun --oversubscribe -np "$np" -x OMP_WAIT_POLICY=PASSIVE)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
-  check_overrides "$cfg" 5 "$@"
+  check_overrides "$job" "$cfg" "$np" "$@"
   fresh_run_folder "$dir"
   local t0=$SECONDS
   echo "== 1/4 SFT warm start (forge sft) =="
   "$forge" sft --config "$cfg" --run.dir="$dir/sft" --run.threads="$threads" "$@"
   local t1=$SECONDS
-  echo "== 2/4 asynchronous RL on 5 MPI ranks (forge train) =="
+  echo "== 2/4 asynchronous RL on $np MPI ranks (forge train) =="
   "${mpirun[@]}" "$forge" train --config "$cfg" --train.init="$dir/sft" --run.dir="$dir/rl" \
     --optim.lr="$lr" --optim.warmup_steps=0 "$@"
   local t2=$SECONDS
@@ -208,18 +215,18 @@ seeds() {
 
 # The real-model job; see the top of this file.
 smollm2() {
-  local cfg=configs/smollm2_agent.ini dir=runs/smollm2 forge=./build/forge
+  local cfg=configs/smollm2_agent.ini dir=runs/smollm2 forge=./build/forge np=3
   eval_tasks_of 100 "$@"
   local tasks=$EVAL_TASKS
   set -- "${JOB_ARGS[@]+"${JOB_ARGS[@]}"}"
   local model='$FORGE_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf'
-  local mpirun=(mpirun --oversubscribe -np 3 -x OMP_WAIT_POLICY=PASSIVE)
+  local mpirun=(mpirun --oversubscribe -np "$np" -x OMP_WAIT_POLICY=PASSIVE)
   [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
   if [ ! -f "${FORGE_CACHE:-$HOME/.cache/forge}/models/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
     echo "forge.sh: SmolLM2-135M-Instruct is not in the cache; tools/setup.sh fetches it (it needs network)" >&2
     exit 2
   fi
-  check_overrides "$cfg" 3 "$@"
+  check_overrides smollm2 "$cfg" "$np" "$@"
   fresh_run_folder "$dir"
   local t0=$SECONDS
   echo "== 0/4 zero-shot evaluation of the pretrained model on $tasks held-out tasks (forge eval) =="
@@ -228,7 +235,7 @@ smollm2() {
   echo "== 1/4 SFT on solver demonstrations (forge sft) =="
   "$forge" sft --config "$cfg" --run.threads=2 --run.dir="$dir/sft" "$@"
   local t2=$SECONDS
-  echo "== 2/4 asynchronous RL on 3 MPI ranks (forge train) =="
+  echo "== 2/4 asynchronous RL on $np MPI ranks (forge train) =="
   "${mpirun[@]}" "$forge" train --config "$cfg" --train.init="$dir/sft" --run.dir="$dir/rl" \
     --optim.lr=2e-5 --optim.warmup_steps=0 "$@"
   local t3=$SECONDS
@@ -299,7 +306,7 @@ case "$command" in
     shift
     ./tools/setup.sh
     build
-    agent_job configs/code_demo.ini runs/code 5e-5 300 "$@"
+    agent_job code configs/code_demo.ini runs/code 5e-5 300 "$@"
     ;;
   smollm2)
     shift

@@ -9,11 +9,11 @@
 #include <new>
 #include <memory>
 #include <sstream>
-#include <string_view>
 
 #include "backend/host_runtime.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/utf8.hpp"
 #include "learner/run_folder.hpp"
 
 namespace forge::cli {
@@ -36,24 +36,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     std::swap(prev, cur);
   }
   return prev[b.size()];
-}
-
-// An error message as the terminal should show it: control characters a
-// quoted value or line carried (an escape sequence clears the screen) as
-// \xNN; line breaks and tabs stay.
-std::string shown(std::string_view message) {
-  std::string out;
-  for (const char c : message) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7F) {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02X", u);
-      out += hex;
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
 }
 
 std::string version_line() {
@@ -196,7 +178,7 @@ int run_main(int argc, char** argv) {
     return output_written(c->run(argc - 1, argv + 1), first);
   } catch (const InputError& e) {
     std::cout.flush();
-    std::cerr << "forge: error: " << shown(e.what()) << "\n";
+    std::cerr << "forge: error: " << escape_controls(e.what()) << "\n";
     remove_unused_run_folders();
     return 2;
   } catch (const std::bad_alloc&) {
@@ -210,7 +192,7 @@ int run_main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     std::cout.flush();
-    std::cerr << "forge: error: " << shown(e.what()) << "\n";
+    std::cerr << "forge: error: " << escape_controls(e.what()) << "\n";
     remove_unused_run_folders();
     return 1;
   } catch (...) {

@@ -16,7 +16,7 @@ int run_config(int argc, char** argv) {
                  "--config FILE, overridden by --key=value flags. Exits with code 2 and\n"
                  "names the key when a key, type or value is wrong.");
   add_forge_options(opts, config);
-  opts.add_check([&config] { check_mpi_deadlines(config.mpi); });  // forge train's on MPI ranks
+  opts.add_check([&config] { check_mpi_deadlines(config.mpi); });  // the rule forge train applies on MPI ranks
   if (!cli::parse_options(opts, argc, argv)) return 0;
   opts.require_storable();
   std::cout << opts.dump_ini();

@@ -17,7 +17,6 @@
 // uninterrupted run).
 #include <algorithm>
 #include <bit>
-#include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -26,6 +25,7 @@
 #include <future>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "agent/agent_eval.hpp"
@@ -135,7 +135,8 @@ struct LoopResult {
   bool terminated = false;  // SIGTERM: stopped at a step boundary, checkpoint written
 };
 
-// The steps since the last progress line: their loss and token counts. A
+// The steps since the last line on the run.log_every grid (a run's last
+// line off it does not end a window): their loss and token counts. A
 // checkpoint keeps them (section "sft_log_window"), so that a run resumed
 // between two lines prints the lines, and ends with the loss, of a run never
 // stopped (its window began afresh: the first line after a resume, and
@@ -160,7 +161,7 @@ struct LossWindow {
     const auto bits = it->second.i64.find("loss_bits"), counts = it->second.i64.find("counts");
     if (bits == it->second.i64.end() || bits->second.size() != 1 || counts == it->second.i64.end() ||
         counts->second.size() != 3 || counts->second[0] < 0 || counts->second[1] < 0 || counts->second[2] < 0 ||
-        counts->second[2] > INT32_MAX)
+        counts->second[2] > std::numeric_limits<int>::max())
       throw InputError("--resume: checkpoint '" + path + "': its " + std::string(kSection) +
                        " group is not loss_bits [1] and counts [3] of non-negative numbers");
     w.loss = std::bit_cast<double>(bits->second[0]);

@@ -102,8 +102,7 @@ void add_gateway_options(OptionSet& o, GatewayConfig& g) {
         "bearer token for the gateway endpoints; empty: FORGE_GATEWAY_TOKEN (never stored with the run)");
   o.secret("gateway.token");
   o.add_check([&g] {  // the variable FORGE_GATEWAY_TOKEN is checked where it is read
-    if (g.enabled && !g.token.empty() && g.token.size() < 8)
-      throw InputError("gateway.token: use at least 8 characters");
+    if (g.enabled && !g.token.empty()) check_gateway_token(g.token, "gateway.token");
   });
   o.add("gateway.http_threads", &g.http_threads, "requests served at once per gateway rank", in_range(1, 4096));
   o.add("gateway.max_request_kib", &g.max_request_kib, "largest request body (KiB); larger gets 413",

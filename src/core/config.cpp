@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
+#include "core/utf8.hpp"
 
 namespace forge {
 namespace po = boost::program_options;
@@ -547,18 +548,19 @@ std::string OptionSet::value_text(const std::string& key) const { return current
 std::string OptionSet::default_text(const std::string& key) const { return get(key).default_text; }
 std::string OptionSet::source(const std::string& key) const { return get(key).source; }
 
-std::string OptionSet::suggest(const std::string& key) const { return closest(key, keys()); }
+std::string OptionSet::suggest(const std::string& key, bool flag) const {
+  std::vector<std::string> candidates = keys();
+  if (flag) {  // on the command line, --help and --config are options too (--confg x)
+    candidates.push_back("help");
+    if (allow_config_) candidates.push_back("config");
+  }
+  return closest(key, candidates);
+}
 
 std::string OptionSet::unknown_message(const std::string& shown, const std::string& key,
                                        const std::string& where) const {
   std::string msg = "unknown option '" + shown + "'" + where;
-  // On the command line, --help and --config are options too (--confg x).
-  std::vector<std::string> candidates = keys();
-  if (shown.rfind("--", 0) == 0) {
-    candidates.push_back("help");
-    if (allow_config_) candidates.push_back("config");
-  }
-  const std::string s = closest(key, candidates);
+  const std::string s = suggest(key, shown.rfind("--", 0) == 0);
   if (!s.empty()) msg += std::string(" (did you mean ") + (shown.rfind("--", 0) == 0 ? "--" : "") + s + "?)";
   else msg += "; see --help for the list of options";
   return msg;
@@ -834,7 +836,7 @@ ParseResult OptionSet::parse(const std::vector<std::string>& args) {
     if (const auto [it, first] = given.emplace(opt.string_key, value); !first && it->second != value) {
       Option* o = find(opt.string_key);
       log_warn("--" + opt.string_key + " is given twice" +
-               (o && o->secret ? std::string() : " ('" + it->second + "', then '" + value + "')") +
+               (o && o->secret ? std::string() : escape_controls(" ('" + it->second + "', then '" + value + "')")) +
                ": the last applies");
       it->second = value;
     }

@@ -164,8 +164,9 @@ class OptionSet {
   std::string source(const std::string& key) const;  // "default", a file, "command line"
   const std::vector<std::string>& config_files() const { return config_files_; }
 
-  // The registered key closest to `key` by edit distance, or "" if none is close.
-  std::string suggest(const std::string& key) const;
+  // The registered key closest to `key` by edit distance, or "" if none is
+  // close; for a command-line `flag`, "help" and "config" are candidates too.
+  std::string suggest(const std::string& key, bool flag = false) const;
 
  private:
   struct Option {

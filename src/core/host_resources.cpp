@@ -8,7 +8,6 @@
 #include <initializer_list>
 #include <sstream>
 #include <string>
-#include <vector>
 
 namespace forge {
 namespace {
@@ -43,22 +42,34 @@ uint64_t lowest_limit(const std::string& root, std::string path, const char* fil
 
 }  // namespace
 
-uint64_t usable_host_memory() {
-  uint64_t bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  // This process's cgroups ("0::/path" of v2, "N:...memory...:/path" of v1).
-  std::ifstream in("/proc/self/cgroup");
+uint64_t physical_host_memory() {
+  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+uint64_t cgroup_memory_limit(const std::string& proc_self_cgroup, const std::string& root) {
+  // "0::/path" of v2, "N:...memory...:/path" of v1.
+  uint64_t lowest = 0;
+  std::istringstream in(proc_self_cgroup);
   for (std::string line; std::getline(in, line);) {
     const size_t a = line.find(':'), b = line.find(':', a == std::string::npos ? a : a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",", path = line.substr(b + 1);
     uint64_t limit = 0;
     if (line.compare(0, a, "0") == 0 && controllers == ",,")
-      limit = lowest_limit("/sys/fs/cgroup", path, "memory.max");
+      limit = lowest_limit(root, path, "memory.max");
     else if (controllers.find(",memory,") != std::string::npos)
-      limit = lowest_limit("/sys/fs/cgroup/memory", path, "memory.limit_in_bytes");
-    if (limit > 0) bytes = std::min(bytes, limit);
+      limit = lowest_limit(root + "/memory", path, "memory.limit_in_bytes");
+    if (limit > 0) lowest = lowest == 0 ? limit : std::min(lowest, limit);
   }
-  return bytes;
+  return lowest;
+}
+
+uint64_t usable_host_memory() {
+  std::ifstream in("/proc/self/cgroup");
+  std::stringstream text;
+  text << in.rdbuf();
+  const uint64_t limit = cgroup_memory_limit(text.str(), "/sys/fs/cgroup");
+  return limit > 0 ? std::min(physical_host_memory(), limit) : physical_host_memory();
 }
 
 int node_local_rank() {

@@ -12,6 +12,11 @@ namespace forge {
 // cgroups and those above them when lower (cgroup v2 memory.max, v1
 // memory.limit_in_bytes; the paths /proc/self/cgroup names).
 uint64_t usable_host_memory();
+uint64_t physical_host_memory();
+// The lowest memory limit of the cgroups `proc_self_cgroup` (the text of
+// /proc/self/cgroup) names and of those above them, read under `root`
+// (/sys/fs/cgroup; v1's under root/memory); 0 for none.
+uint64_t cgroup_memory_limit(const std::string& proc_self_cgroup, const std::string& root);
 
 // This process's index among the launcher's processes on its node.
 int node_local_rank();

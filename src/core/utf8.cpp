@@ -48,6 +48,23 @@ std::string printable_text(std::string_view s) {
   return sanitize(s, [](unsigned char c) { return c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7F); }, false);
 }
 
+std::string escape_controls(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7F) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      out += "\\x";
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 15]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 size_t utf8_char_start(std::string_view s, size_t i) {
   for (size_t back = 0; back < 3 && i > 0 && i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
        ++back)

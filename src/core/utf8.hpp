@@ -13,6 +13,9 @@ namespace forge {
 
 std::string valid_utf8(std::string_view bytes);
 std::string printable_text(std::string_view bytes);
+// `s` with its control characters (other than newline and tab) written as
+// \xNN: a message that quotes a value or line, shown on a terminal.
+std::string escape_controls(std::string_view s);
 // Where a cut at byte `i` of `s` splits no character: i, or the start of
 // the character whose continuation byte i is (at most 3 bytes back).
 size_t utf8_char_start(std::string_view s, size_t i);

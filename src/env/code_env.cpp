@@ -203,10 +203,12 @@ std::string summarize_unittest(const SandboxResult& r) {
                                     : r.output;
   // Killed (sandbox.cpu_s's SIGXCPU, a crash): the tests ran and did not end,
   // whether or not their output was cut too (a loop printing until cpu_s).
-  if (verdict.empty() && r.status == SandboxStatus::kSignaled)
+  if (verdict.empty() && r.status == SandboxStatus::kSignaled) {
+    const std::string_view printed = trim(r.truncated ? head : tail);
     return "error: the tests were killed by signal " + std::to_string(r.signal) + signal_reason(r.signal) +
            (r.truncated ? " after printing past sandbox.output_kb" : "") +
-           (trim(r.truncated ? head : tail).empty() ? "" : ": " + std::string(trim(r.truncated ? head : tail)));
+           (printed.empty() ? "" : ": " + std::string(printed));
+  }
   if (verdict.empty() && r.truncated)
     return "error: the output passed sandbox.output_kb and was cut before unittest's verdict (print less): " +
            std::string(trim(head));

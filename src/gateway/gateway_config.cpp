@@ -6,14 +6,19 @@
 
 namespace forge {
 
+void check_gateway_token(const std::string& token, const std::string& source) {
+  if (token.size() < 8) throw InputError(source + ": use at least 8 characters");
+}
+
 void GatewayConfig::resolve_and_validate(int ranks) {
+  std::string source = "gateway.token";
   if (token.empty())
-    if (const char* t = std::getenv("FORGE_GATEWAY_TOKEN")) token = t;
+    if (const char* t = std::getenv("FORGE_GATEWAY_TOKEN")) token = t, source = "FORGE_GATEWAY_TOKEN";
   if (token.empty())
     throw InputError(
         "gateway.enabled = true needs a bearer token: set gateway.token or the environment variable "
         "FORGE_GATEWAY_TOKEN");
-  if (token.size() < 8) throw InputError("gateway.token: use at least 8 characters");
+  check_gateway_token(token, source);
   if (port < 0 || port > 65535) throw InputError("gateway.port = " + std::to_string(port) + ": not a port");
   // Past 65535 the resolver takes a port as 0 and the socket binds any
   // free one: the rank would name a port it does not listen on.

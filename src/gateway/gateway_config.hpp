@@ -29,4 +29,8 @@ struct GatewayConfig {
   void resolve_and_validate(int ranks);
 };
 
+// InputError unless `token` is long enough to guess no sooner than a key;
+// `source` names where it came from (gateway.token, FORGE_GATEWAY_TOKEN).
+void check_gateway_token(const std::string& token, const std::string& source);
+
 }  // namespace forge

@@ -110,8 +110,8 @@ std::string resumed_setting_changes(const std::string& checkpoint_ini, const std
   const bool sft = command == "sft";
   const std::string steps_key = sft ? "sft.steps" : "train.steps";
   const auto was = ini_values(checkpoint_ini), now = ini_values(now_ini);
-  // Lists compare by their items ("a, b" is "a,b"); a set's in any order
-  // (env.safety_rules).
+  // Lists compare by their items ("a, b" is "a,b"); a set's in any order.
+  static const std::set<std::string> kUnorderedLists = {"env.safety_rules"};
   const auto normal = [](const std::string& key, const std::string& v) {
     std::vector<std::string> items;
     std::istringstream in(v);
@@ -119,7 +119,7 @@ std::string resumed_setting_changes(const std::string& checkpoint_ini, const std
       const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
       items.push_back(a == std::string::npos ? std::string() : item.substr(a, b - a + 1));
     }
-    if (key == "env.safety_rules") std::sort(items.begin(), items.end());
+    if (kUnorderedLists.count(key)) std::sort(items.begin(), items.end());
     std::string out;
     for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
     return out;

@@ -104,11 +104,11 @@ void remove_unused_run_folders() {
   for (const auto& [dir, parents] : created) {
     std::error_code ec;
     std::filesystem::directory_iterator it(dir, ec), end;
-    bool only_lock = !ec;  // and the empty checkpoints folder the start made
-    for (; only_lock && it != end; it.increment(ec))
-      only_lock = !ec && (it->path().filename() == "forge.lock" ||
-                          (it->path().filename() == "checkpoints" && std::filesystem::is_empty(it->path(), ec)));
-    if (!only_lock) continue;
+    bool unused = !ec;  // forge.lock, and the empty checkpoints folder a start makes
+    for (; unused && it != end; it.increment(ec))
+      unused = !ec && (it->path().filename() == "forge.lock" ||
+                       (it->path().filename() == "checkpoints" && std::filesystem::is_empty(it->path(), ec)));
+    if (!unused) continue;
     std::filesystem::remove(dir + "/checkpoints", ec);
     std::filesystem::remove(dir + "/forge.lock", ec);
     std::filesystem::remove(dir, ec);

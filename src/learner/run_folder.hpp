@@ -25,7 +25,8 @@ void create_run_folder(const std::string& dir);
 void hold_run_folder(const std::string& dir);
 
 // Removes every folder hold_run_folder created in this process that holds
-// nothing but its forge.lock, and the parent folders it created for it that
+// nothing but its forge.lock (and the empty checkpoints folder a start
+// makes), and the parent folders it created for it that
 // are then empty: a command that fails before its first write
 // (bad input: a --resume of a mistyped run.dir, a missing --train.init)
 // leaves no folder behind. Called by the CLI on its way out with an error,

@@ -70,7 +70,7 @@ void check_pool_fits_host(const DataPoolConfig& cfg, bool shared_node) {
   const uint64_t memory = usable_host_memory();
   // Half: the ranks on the host need the rest (a pool of 20 of 24 GiB
   // stalled the host in MPI_Win_allocate).
-  if (payload > memory / 2) refuse("half of this host's memory", memory / 2);
+  if (payload > memory / 2) refuse("half of this host's usable memory (a cgroup's limit if lower)", memory / 2);
   struct statvfs shm {};
   if (shared_node && statvfs("/dev/shm", &shm) == 0) {
     const uint64_t free = static_cast<uint64_t>(shm.f_bavail) * shm.f_frsize;

@@ -100,7 +100,8 @@ struct DataPoolConfig {
 };
 
 // On the host rank, before the collective construction: the pool's payload,
-// (N + M) x slot_bytes, must fit in half of this host's memory and, where
+// (N + M) x slot_bytes, must fit in half of this host's usable memory (a
+// cgroup's limit if lower, core/host_resources.hpp) and, where
 // other ranks share this node (`shared_node`: Open MPI backs the windows
 // with a shared-memory segment), in /dev/shm's free space; an InputError naming
 // pool.inflight, pool.memory and pool.slot_mib otherwise (Open MPI ended

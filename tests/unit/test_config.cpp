@@ -644,6 +644,8 @@ TEST(Config, Suggest) {
   EXPECT_EQ(o.suggest("optim.lR"), "optim.lr");
   EXPECT_EQ(o.suggest("d_model"), "model.d_model");
   EXPECT_EQ(o.suggest("completely.different.thing"), "");
+  EXPECT_EQ(o.suggest("hlep"), "");  // a key in a file
+  EXPECT_EQ(o.suggest("hlep", true), "help");  // a flag
 }
 
 }  // namespace

@@ -215,10 +215,11 @@ static void expect_paged_attention_matches_naive(int D, int bs, int H, int Hkv) 
 }
 
 // On a host backend the KV cache (allocated whole, zeroed) is cut to a
-// quarter of the host's memory, in whole blocks, never below one sequence:
+// quarter of the process's share of the node's usable memory (here given as
+// host_bytes), in whole blocks, never below one sequence:
 // an agent engine's default took 11 GB with SmolLM2-135M, 190 GB with
 // 8192-token contexts (an OOM kill, or bad_alloc).
-TEST(RolloutEngine, AHostKvCacheTakesAtMostAQuarterOfTheHost) {
+TEST(RolloutEngine, AHostKvCacheTakesAtMostAQuarterOfItsShare) {
   EngineConfig e = engine_config(8, 1 << 20, 16, 64, 100);
   const double gib = 1 << 30;
   EXPECT_EQ(host_kv_cache_tokens(e, 1024, 64 * gib), 1 << 20);   // 1 GiB of 16: kept
