@@ -73,19 +73,21 @@ std::map<std::string, std::string> ini_values(const std::string& ini) {
   return out;
 }
 
-// Keys that leave training's course alone (where the run writes, how often
-// it logs and saves, deadlines, the gateway's listening socket, the
-// evaluation's schedule, the test-run cache, forge generate's reply length),
-// [sft] (another command's), [model] (compared whole by require_same_model)
-// and train.init (superseded on resume).
+// Keys that leave every command's course alone: where the run writes, how
+// often it logs and saves, deadlines, the gateway's listening socket, the
+// evaluation's schedule, the test-run cache, forge generate's reply length,
+// train.init (superseded on resume).
+const std::set<std::string> kNeutral = {
+    "run.dir", "run.threads", "run.log_every", "run.checkpoint_every", "run.keep_checkpoints",
+    "run.flush_seconds", "train.eval_every", "train.eval_tasks", "train.init", "mpi.deadline_s",
+    "mpi.startup_s", "mpi.progress_deadline_s", "sandbox.concurrency", "sandbox.uid", "gateway.bind", "gateway.port",
+    "gateway.token", "gateway.http_threads", "gateway.max_request_kib", "gateway.client_io_s",
+    "env.code_test_cache", "sample.max_new_tokens"};
+
+// forge train's: every key but the neutral ones, [sft] (another command's)
+// and [model] (compared whole by require_same_model).
 bool shapes_training(const std::string& key) {
-  static const std::set<std::string> neutral = {
-      "run.dir", "run.threads", "run.log_every", "run.checkpoint_every", "run.keep_checkpoints",
-      "run.flush_seconds", "train.eval_every", "train.eval_tasks", "train.init", "mpi.deadline_s",
-      "mpi.startup_s", "mpi.progress_deadline_s", "sandbox.concurrency", "sandbox.uid", "gateway.bind", "gateway.port",
-      "gateway.token", "gateway.http_threads", "gateway.max_request_kib", "gateway.client_io_s",
-      "env.code_test_cache", "sample.max_new_tokens"};
-  return key.rfind("sft.", 0) != 0 && key.rfind("model.", 0) != 0 && key != "train.steps" && !neutral.count(key);
+  return key.rfind("sft.", 0) != 0 && key.rfind("model.", 0) != 0 && key != "train.steps" && !kNeutral.count(key);
 }
 
 // The same for forge sft: its sections, but neither sft.steps nor the
@@ -99,8 +101,7 @@ bool shapes_sft(const std::string& key) {
 
 // forge eval's: the held-out tasks and their scaffold.
 bool shapes_eval(const std::string& key) {
-  return (key.rfind("env.", 0) == 0 && key != "env.code_test_cache") || key.rfind("agent.", 0) == 0 ||
-         key == "run.seed";
+  return (key.rfind("env.", 0) == 0 || key.rfind("agent.", 0) == 0 || key == "run.seed") && !kNeutral.count(key);
 }
 
 }  // namespace

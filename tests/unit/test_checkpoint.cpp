@@ -501,24 +501,20 @@ TEST(Checkpoint, ResumeNamesEveryChangedKeyThatShapesTraining) {
   // A key the checkpoint's forge did not write yet is no change of the run's
   // (every key added since warned on any resume across an upgrade).
   EXPECT_EQ(resumed_setting_changes(was, with("[train]\n", "[train]\nmerge = false\n")), "");
+  // One key of `section` set to `before` in the checkpoint, `after` now.
+  const auto changed = [&](const std::string& section, const std::string& before, const std::string& after) {
+    const std::string header = "[" + section + "]\n";
+    return resumed_setting_changes(with(header, header + before + "\n"), with(header, header + after + "\n"));
+  };
   // Lists by their items.
-  EXPECT_EQ(resumed_setting_changes(with("[env]\n", "[env]\nsafety_rules = network, credentials\n"),
-                                    with("[env]\n", "[env]\nsafety_rules = network,credentials\n")),
-            "");
+  EXPECT_EQ(changed("env", "safety_rules = network, credentials", "safety_rules = network,credentials"), "");
   // A set in another order, the test-run cache and forge generate's reply
   // length: no change of training's (each warned, from the learner review).
-  EXPECT_EQ(resumed_setting_changes(with("[env]\n", "[env]\nsafety_rules = network,credentials\n"),
-                                    with("[env]\n", "[env]\nsafety_rules = credentials,network\n")),
-            "");
-  EXPECT_EQ(resumed_setting_changes(with("[env]\n", "[env]\ncode_test_cache = 1024\n"),
-                                    with("[env]\n", "[env]\ncode_test_cache = 0\n")),
-            "");
-  EXPECT_EQ(resumed_setting_changes(with("[sample]\n", "[sample]\nmax_new_tokens = 64\n"),
-                                    with("[sample]\n", "[sample]\nmax_new_tokens = 8\n")),
-            "");
+  EXPECT_EQ(changed("env", "safety_rules = network,credentials", "safety_rules = credentials,network"), "");
+  EXPECT_EQ(changed("env", "code_test_cache = 1024", "code_test_cache = 0"), "");
+  EXPECT_EQ(changed("sample", "max_new_tokens = 64", "max_new_tokens = 8"), "");
   // a list whose order may matter still counts
-  EXPECT_EQ(resumed_setting_changes(with("[env]\n", "[env]\nperturb_dims = tools,call\n"),
-                                    with("[env]\n", "[env]\nperturb_dims = call,tools\n")),
+  EXPECT_EQ(changed("env", "perturb_dims = tools,call", "perturb_dims = call,tools"),
             "env.perturb_dims tools,call -> call,tools");
   EXPECT_EQ(resumed_setting_changes(was, with("threads = 2\nlog_every = 1", "threads = 8\nlog_every = 5")), "");
   EXPECT_EQ(resumed_setting_changes(was, with("eval_every = 0\n[optim]", "eval_every = 4\n[optim]")), "");
