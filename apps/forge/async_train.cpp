@@ -318,9 +318,6 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     pc.deadline_s = all.mpi.deadline_s;
     pc.rank_name = [layout](int r) { return layout.name(r); };
     if (rank == pc.host_rank) check_pool_fits_host(pc, node_ranks > 1);
-    if (static_cast<uint64_t>(all.train.tasks) * pc.slot_bytes >= (uint64_t{1} << 31))
-      throw InputError("train.tasks x pool.slot_mib = " + std::to_string(all.train.tasks * all.mpi.slot_mib) +
-                       " MiB: a batch must stay below 2 GiB (one MPI broadcast); lower pool.slot_mib");
   });
   volatile std::sig_atomic_t* const terminate = catch_sigterm();
   int threads_on_node = 0;

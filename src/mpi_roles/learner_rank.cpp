@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -177,7 +178,11 @@ std::vector<uint8_t> broadcast_batch(MPI_Comm learners, std::vector<uint8_t> byt
   uint64_t size = bytes.size();
   MPI_Bcast(&size, 1, MPI_UINT64_T, 0, learners);
   bytes.resize(size);
-  if (size) MPI_Bcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0, learners);
+  for (uint64_t done = 0; done < size;) {  // in pieces: MPI counts are int (a batch may pass 2 GiB)
+    const int count = static_cast<int>(std::min<uint64_t>(size - done, INT_MAX));
+    MPI_Bcast(bytes.data() + done, count, MPI_BYTE, 0, learners);
+    done += static_cast<uint64_t>(count);
+  }
   return bytes;
 }
 
