@@ -39,6 +39,7 @@
 #include <thread>
 
 #include "agent/agent_eval.hpp"
+#include "agent/opening_fit.hpp"
 #include "backend/backend_registry.hpp"
 #include "backend/host_runtime.hpp"
 #include "core/error.hpp"
@@ -313,6 +314,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     }
     all.base.model = source.config;
     all.agent.vocabulary = ScaffoldVocabulary::of(source.chat);
+    if (rank == 0 && !all.gateway.enabled) check_openings_fit(all.env, all.agent, StyleMode::kTrain);
     pc.window = window_config(all.mpi);
     pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
     pc.deadline_s = all.mpi.deadline_s;

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "agent/agent_eval.hpp"
+#include "agent/opening_fit.hpp"
 #include "backend/backend_registry.hpp"
 #include "cli.hpp"
 #include "core/error.hpp"
@@ -104,6 +105,7 @@ int run_eval(int argc, char** argv) {
   log_model_keys_unread(all.base.model, checkpoint, source.config);
   agent.vocabulary = ScaffoldVocabulary::of(source.chat);
   warn_turns_below_largest_task(env, agent);
+  check_openings_fit(env, agent, StyleMode::kTrain);
   const StyleEvals ev = evaluate_styles(*model, env, agent, tasks, all.base.run.seed);
   if (json) {
     std::printf("{\"checkpoint\": %s, \"step\": %lld, \"seen\": %s, \"heldout_family\": %s}\n",

@@ -18,6 +18,7 @@
 
 #include "agent/agent_episode.hpp"
 #include "agent/agent_eval.hpp"
+#include "agent/opening_fit.hpp"
 #include "agent/run_episodes.hpp"
 #include "async_train.hpp"
 #include "backend/backend_registry.hpp"
@@ -103,6 +104,7 @@ int run_train(int argc, char** argv) {
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   agent.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
+  check_openings_fit(all.env, agent, StyleMode::kTrain);
   // The data stream: one RNG draws each step's task seeds; a checkpoint holds it.
   Rng task_rng(cfg.run.seed ^ 0x7A5Cull);
   const LearnerStart start = load_learner_start(model, opt, cfg.run, tc, resume);

@@ -29,6 +29,13 @@ void add_agent_options(OptionSet& opts, AgentConfig& c) {
            at_least(0));
   opts.add("agent.token_cost", &c.token_cost,
            "efficiency penalty per generated token beyond the ideal solution's", at_least(0));
+  opts.add_check([&c] {
+    // drop keeps no note of a forgotten turn: keeping none forgets the newest
+    // tool result, unread, at every compaction (summarize keeps its note).
+    if (c.keep_turns == 0 && c.context_policy == "drop")
+      throw InputError("agent.keep_turns = 0 with agent.context_policy = drop: every compaction would drop the "
+                       "newest tool result before the agent reads it; keep at least 1 turn, or summarize");
+  });
 }
 
 }  // namespace forge

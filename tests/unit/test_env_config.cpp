@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/agent_config.hpp"
+#include "agent/opening_fit.hpp"
 #include "core/error.hpp"
 #include "env/env_mix.hpp"
 
@@ -45,6 +46,7 @@ TEST(EnvConfigOptions, BadValuesAreInputErrors) {
            {"--env.perturb_dims=,"},  // no dimension named
            {"--agent.context_policy=forget"},
            {"--agent.max_turns=0"},
+           {"--agent.keep_turns=0", "--agent.context_policy=drop"},  // would drop every result unread
            {"--env.nonsense=1"}}) {
     Options o;
     EXPECT_THROW(o.parse(args), InputError) << args[0];
@@ -66,6 +68,8 @@ TEST(EnvConfigOptions, BadValuesAreInputErrors) {
   Options fits;
   EXPECT_NO_THROW(fits.parse({"--env.max_tool_calls=3", "--env.search_max_hops=3", "--env.search_obfuscate=0",
                               "--env.calc_weight=0"}));
+  Options keep_none;  // summarize keeps the newest result's note
+  EXPECT_NO_THROW(keep_none.parse({"--agent.keep_turns=0", "--agent.context_policy=summarize"}));
   Options o;
   EXPECT_NO_THROW(o.parse({"--env.heldout_families", ""}));
   EXPECT_TRUE(o.env.heldout_list().empty());
@@ -114,6 +118,34 @@ TEST(EnvMixTest, NewDomainsRegister) {
   mix.add("calc2", 1.0, [](const EnvConfig& cfg) { return EnvMix(cfg).make("calc"); });
   EXPECT_EQ(mix.pick(1), "calc2");
   EXPECT_THROW(mix.add("calc2", 1.0, nullptr), InputError);
+}
+
+// The openings are measured as episodes build them: a budget below all of
+// them is refused by name, one below some is a warning, a wide one passes.
+TEST(EnvConfigOptions, ContextBudgetBelowTheTaskOpeningsIsRefused) {
+  Options o;
+  o.parse({});
+  const OpeningFit fit = opening_fit(o.env, o.agent, StyleMode::kTrain, 16);
+  EXPECT_EQ(fit.sampled, 16);
+  EXPECT_EQ(fit.over, 0);  // the default budget holds every opening
+  ASSERT_GT(fit.shortest, 16u);
+  EXPECT_GE(fit.longest, fit.shortest);
+  o.agent.max_context_tokens = static_cast<int>(fit.shortest) - 1;
+  EXPECT_EQ(opening_fit(o.env, o.agent, StyleMode::kTrain, 16).over, 16);
+  try {
+    check_openings_fit(o.env, o.agent, StyleMode::kTrain);
+    ADD_FAILURE() << "a budget below every opening was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("agent.max_context_tokens = " + std::to_string(fit.shortest - 1)),
+              std::string::npos)
+        << e.what();
+  }
+  if (fit.longest > fit.shortest) {  // below some: a warning, the run goes on
+    o.agent.max_context_tokens = static_cast<int>(fit.longest) - 1;
+    const OpeningFit some = opening_fit(o.env, o.agent, StyleMode::kTrain, 16);
+    EXPECT_GT(some.over, 0);
+    EXPECT_LT(some.over, 16);
+  }
 }
 
 }  // namespace
