@@ -360,6 +360,9 @@ GenerationReply GatewayService::completion(uint64_t episode_id, const json& body
     prompt = vocab_->tokenizer().encode(p.get<std::string>());
   } else if (p.is_array()) {
     for (const json& t : p) {
+      if (t.is_string() || t.is_array())
+        throw bad_request("\"prompt\": one prompt per request (an episode is one conversation): send a string "
+                          "or an array of token ids, not a batch");
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_->vocab_size())
         throw bad_request("\"prompt\" as token ids: each must be an integer in [0, " +
                           std::to_string(vocab_->vocab_size()) + ")");

@@ -189,6 +189,21 @@ TEST(GatewayMessages, MalformedMessagesAre400) {
                          {"tool_calls", json::array({{{"id", "c"}, {"function", {{"name", "calc"}, {"arguments", "{"}}}}})}};
   EXPECT_EQ(status(json::array({{{"role", "user"}, {"content", "x"}}, bad_args, {{"role", "user"}, {"content", "y"}}})), 400);
   EXPECT_EQ(status(json::array({{{"role", "user"}, {"content", "x"}}})), 0);
+  // A message without its text (only an assistant's tool call may leave it out).
+  const json user = {{"role", "user"}, {"content", "x"}};
+  EXPECT_EQ(status(json::array({{{"role", "user"}}})), 400);
+  EXPECT_EQ(status(json::array({{{"role", "user"}, {"content", nullptr}}})), 400);
+  EXPECT_EQ(status(json::array({{{"role", "system"}}, user})), 400);
+  EXPECT_EQ(status(json::array({user, {{"role", "assistant"}}, user})), 400);
+  EXPECT_EQ(status(json::array({user, {{"role", "tool"}}, user})), 400);
+  const std::string why = request_error_message(
+      [&] { render_chat(json::array({user, {{"role", "tool"}}}), TemplateStyle::kSpecial, CallFormat::kParen, texts); });
+  EXPECT_NE(why.find("messages[1].content is missing"), std::string::npos) << why;
+  const json call = {{"role", "assistant"},
+                     {"content", nullptr},
+                     {"tool_calls", json::array({{{"id", "c"},
+                                                  {"function", {{"name", "calc"}, {"arguments", "{\"input\":\"1\"}"}}}}})}};
+  EXPECT_EQ(status(json::array({user, call, {{"role", "tool"}, {"content", "1"}}})), 0);
 }
 
 // Too deeply nested arguments and content parts with a non-string type are
