@@ -111,6 +111,10 @@ File File::open_append(const std::string& path, uint64_t* recorded_end) {
   if (id < 0) {
     const std::string reason = last_error();
     if (recorded_end) *recorded_end = stored_end_of(reason);
+    if (reason.find("unable to lock file") != std::string::npos)
+      throw InputError("cannot open HDF5 file '" + path + "' for writing: another process has it open (" + reason +
+                       "): a reader (h5py, forge inspect or export, tools/plot_rollouts.py) or a writer still "
+                       "running; close it, or run with HDF5_USE_FILE_LOCKING=FALSE");
     throw InputError("cannot open HDF5 file '" + path + "' for writing: " + reason);
   }
   f.file_ = Handle(id, H5Fclose);
@@ -436,8 +440,19 @@ Handle File::open_scalar_attr(const std::string& key) const {
 std::string File::attr_string(const std::string& key) const {
   const Handle a = open_scalar_attr(key);
   Handle type(H5Aget_type(a.id()), H5Tclose);
-  if (H5Tget_class(type.id()) != H5T_STRING || H5Tis_variable_str(type.id()) > 0)
-    throw InputError("'" + path_ + "': attribute '" + key + "' is not a fixed-length string");
+  if (H5Tget_class(type.id()) != H5T_STRING)
+    throw InputError("'" + path_ + "': attribute '" + key + "' is not a string");
+  if (H5Tis_variable_str(type.id()) > 0) {  // as h5py writes a str by default
+    Handle memory(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(memory.id(), H5T_VARIABLE);
+    H5Tset_cset(memory.id(), H5Tget_cset(type.id()));
+    char* text = nullptr;
+    if (H5Aread(a.id(), memory.id(), &text) < 0)
+      throw InputError("'" + path_ + "': cannot read attribute '" + key + "'");
+    std::string s = text ? text : "";
+    H5free_memory(text);
+    return s;
+  }
   std::string s(H5Tget_size(type.id()), '\0');
   if (H5Aread(a.id(), type.id(), s.data()) < 0)
     throw InputError("'" + path_ + "': cannot read attribute '" + key + "'");

@@ -400,6 +400,27 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
     }
     expect_input_error([&] { load_checkpoint(path, model, nullptr); }, {path, attr, "not a single value"});
   }
+  // A variable-length string attribute (h5py's default for a str, as a user
+  // who rewrites an attribute writes it) reads as the fixed-length one.
+  {
+    const std::string path = dir + "/vlen_format.h5";
+    std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
+    const std::string format = h5::File::open_read(good).attr_string("format");
+    ASSERT_FALSE(format.empty());
+    {
+      h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+      ASSERT_GE(H5Adelete(f.id(), "format"), 0);
+      h5::Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+      h5::Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+      H5Tset_size(type.id(), H5T_VARIABLE);
+      H5Tset_cset(type.id(), H5T_CSET_UTF8);
+      h5::Handle a(H5Acreate2(f.id(), "format", type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+      const char* text = format.c_str();
+      ASSERT_GE(H5Awrite(a.id(), type.id(), &text), 0);
+    }
+    EXPECT_EQ(h5::File::open_read(path).attr_string("format"), format);
+    EXPECT_NO_THROW(load_checkpoint(path, model, nullptr));
+  }
   // A flipped bit in a tensor's raw data (bit rot, a torn write below the
   // file system) fails the tensor's checksum: it once loaded as a changed
   // weight.
