@@ -125,5 +125,5 @@ int run_export_model(int argc, char** argv) {
 }  // namespace
 }  // namespace forge
 
-FORGE_COMMAND("export-model", "write a model (a checkpoint, or a GGUF file) as a Hugging Face folder",
+FORGE_COMMAND("export-model", "write a model (a checkpoint, a GGUF file or a Hugging Face folder) as a Hugging Face folder",
               forge::run_export_model);

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/cache_dir.hpp"
+#include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "pretrained/json_file.hpp"
@@ -204,11 +205,24 @@ void read_rope(const JsonObject& cfg, ModelConfig& c, const std::function<InputE
     RopeScaling r;
     const std::string rt = rs.string("rope_type", rs.string("type", untyped));
     if (rt == "llama3") {
-      if (!rs.has("factor")) throw refuse(key + " of type llama3 without a factor");
-      r.factor = float_above(rs.number("factor", 0), 0, rs.name("factor"));
-      r.low_freq_factor = float_above(rs.number("low_freq_factor", 1), 0, rs.name("low_freq_factor"));
-      r.high_freq_factor = float_above(rs.number("high_freq_factor", 4), 0, rs.name("high_freq_factor"));
-      r.original_max_positions = static_cast<int>(rs.integer("original_max_position_embeddings", 1, kMaxInt, 8192));
+      // Every key, as transformers requires (a guessed context length moves
+      // the frequencies without a word).
+      const auto need = [&](const char* k) {
+        if (!rs.has(k))
+          throw refuse(key + " of type llama3 without " + k + " (it needs factor, low_freq_factor, "
+                       "high_freq_factor and original_max_position_embeddings)");
+        return k;
+      };
+      r.factor = float_above(rs.number(need("factor"), 0), 0, rs.name("factor"));
+      r.low_freq_factor = float_above(rs.number(need("low_freq_factor"), 0), 0, rs.name("low_freq_factor"));
+      r.high_freq_factor = float_above(rs.number(need("high_freq_factor"), 0), 0, rs.name("high_freq_factor"));
+      r.original_max_positions =
+          static_cast<int>(rs.integer(need("original_max_position_embeddings"), 1, kMaxInt, 0));
+      // model_config's rules, by the file's names.
+      if (r.factor < 1) throw InputError(rs.name("factor") + " is " + format_number(r.factor) + "; it must be >= 1");
+      if (!(r.high_freq_factor > r.low_freq_factor))
+        throw InputError(rs.name("high_freq_factor") + " is " + format_number(r.high_freq_factor) +
+                         "; it must exceed low_freq_factor (" + format_number(r.low_freq_factor) + ")");
     } else if (rt != "default") {
       throw refuse(key + " type '" + rt + "' is not supported (forge: none or llama3)");
     }
@@ -252,6 +266,9 @@ PretrainedModel load_hf(const std::string& folder, bool weights) {
   c.n_layers = size("num_hidden_layers");
   c.n_heads = size("num_attention_heads");
   c.n_kv_heads = static_cast<int>(cfg.integer("num_key_value_heads", 1, kMaxInt, c.n_heads));
+  if (c.n_heads % c.n_kv_heads != 0)
+    throw InputError(cfg.name("num_key_value_heads") + " is " + std::to_string(c.n_kv_heads) +
+                     "; it must divide num_attention_heads (" + std::to_string(c.n_heads) + ")");
   c.ffn_dim = size("intermediate_size");
   c.vocab = size("vocab_size");
   c.norm_eps = float_above(cfg.number("rms_norm_eps", 1e-6), 0, cfg.name("rms_norm_eps"));
@@ -304,6 +321,10 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
   c.n_layers = size("block_count");
   c.n_heads = size("attention.head_count");
   c.n_kv_heads = static_cast<int>(g.get_int(a + "attention.head_count_kv", 1, kMaxInt, c.n_heads));
+  if (c.n_heads % c.n_kv_heads != 0)
+    throw InputError("GGUF file '" + path + "': metadata '" + a + "attention.head_count_kv' = " +
+                     std::to_string(c.n_kv_heads) + " must divide '" + a + "attention.head_count' = " +
+                     std::to_string(c.n_heads));
   c.ffn_dim = size("feed_forward_length");
   c.norm_eps = number("attention.layer_norm_rms_epsilon", 1e-5, 0);
   c.rope_base = number("rope.freq_base", 10000, 1);
@@ -319,8 +340,9 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
                      "' is not supported");
   // llama.cpp scales linearly by either factor when the type is absent
   // (2023 converters wrote only rope.scale_linear): refused by name too.
+  // A factor of 0 is llama.cpp's "none", as 1 is.
   for (const char* key : {"rope.scaling.factor", "rope.scale_linear"})
-    if (g.has(a + key) && g.get_float(a + key, 1.0) != 1.0)
+    if (g.has(a + key) && g.get_float(a + key, 1.0) != 1.0 && g.get_float(a + key, 1.0) != 0.0)
       throw InputError("GGUF file '" + path + "': metadata '" + a + key + "' = " +
                        std::to_string(g.get_float(a + key, 1.0)) + " (linear RoPE scaling) is not supported");
   if (g.has(a + "rope.dimension_count") && g.get_int(a + "rope.dimension_count", 0, kMaxInt) != hd)

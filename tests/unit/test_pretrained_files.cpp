@@ -925,7 +925,21 @@ TEST(PretrainedModel, ConfigKeysOfTheWrongTypeOrRangeAreInputErrors) {
   expect([](json& j) { j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", "8"}}; },
          "rope_scaling.factor is \"8\", not a number");
   expect([](json& j) { j["tie_word_embeddings"] = "yes"; }, "tie_word_embeddings is \"yes\", not true or false");
-  expect([](json& j) { j["num_key_value_heads"] = 3; }, "model.n_kv_heads = 3 must divide model.n_heads = 2");
+  expect([](json& j) { j["num_key_value_heads"] = 3; }, "num_key_value_heads is 3; it must divide num_attention_heads (2)");
+  // Llama 3 RoPE scaling needs its four keys (a guessed
+  // original_max_position_embeddings of 8192 loaded silently) and its rules,
+  // by the file's names.
+  const json llama3 = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 64}};
+  for (const char* key : {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+    expect([&](json& j) { (j["rope_scaling"] = llama3).erase(key); },
+           std::string("rope_scaling of type llama3 without ") + key);
+  expect([&](json& j) { (j["rope_scaling"] = llama3)["factor"] = 0.5; }, "rope_scaling.factor is 0.5; it must be >= 1");
+  expect([&](json& j) { (j["rope_scaling"] = llama3)["high_freq_factor"] = 1.0; },
+         "rope_scaling.high_freq_factor is 1; it must exceed low_freq_factor (1)");
   // Sizes beyond the [model] keys' ranges: 2^30 wide asked for the memory
   // of a model that size, and 1e9 heads overflowed int (n_heads + 2 n_kv).
   expect([](json& j) { j["hidden_size"] = 1 << 30; }, "model.d_model = 1073741824 is outside [1, 65536]");
@@ -1440,9 +1454,13 @@ TEST(PretrainedModel, GgufValuesOutOfRangeAndTextThatIsNotUtf8AreInputErrors) {
          ": metadata 'llama.rope.dimension_count' = 4 (partial rotary embedding) differs from the head size 8");
   expect([](TinyGguf& t) { t.ints["llama.expert_count"] = 8; },
          ": metadata 'llama.expert_count' = 8 (a mixture of experts) is not supported");
-  // Factors of 1 and a full rotary dimension are what the model computes.
+  expect([](TinyGguf& t) { t.ints["llama.attention.head_count_kv"] = 3; },
+         ": metadata 'llama.attention.head_count_kv' = 3 must divide 'llama.attention.head_count' = 2");
+  // Factors of 1 (and 0, llama.cpp's none) and a full rotary dimension are
+  // what the model computes.
   TinyGguf same;
   same.floats["llama.rope.scale_linear"] = 1.0f;
+  same.floats["llama.rope.scaling.factor"] = 0.0f;
   same.ints["llama.rope.dimension_count"] = 8;
   same.ints["llama.expert_count"] = 0;
   EXPECT_EQ(load_pretrained(same.write("gguf_same")).config.d_model, 16);
