@@ -66,6 +66,11 @@ const ModelConfig& validated(const ModelConfig& c) {
 
 PolicyModel::PolicyModel(const ModelConfig& config, Backend& backend)
     : config_(validated(config)), layout_(config), backend_(backend), transformer_(config_, layout_, backend) {
+  if (const int most = backend_.max_head_dim(); most > 0 && config_.head_dim() > most)
+    throw InputError("model.head_dim = " + std::to_string(config_.head_dim()) +
+                     (config_.head_dim_override > 0 ? "" : " (model.d_model / model.n_heads)") + ": the " +
+                     backend_.name() + " backend's attention takes heads of at most " + std::to_string(most) +
+                     " dimensions");
   pass_ = std::make_unique<Pass>(backend_, config_);
   params_.resize(backend_, layout_.total);
   grads_.resize(backend_, layout_.total);

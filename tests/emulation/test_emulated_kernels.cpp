@@ -20,6 +20,7 @@
 #include "backend/host_pins.hpp"
 #include "core/error.hpp"
 #include "core/scoped_env.hpp"
+#include "model/policy_model.hpp"
 #include "emulation/backend_cases.hpp"
 
 namespace forge {
@@ -308,6 +309,45 @@ TEST(EmulatedCuda, PeakDeviceBytesCountsBuffersAndScratch) {
   EXPECT_GT(be->peak_device_bytes(), start + (3 << 20) + x.size() * sizeof(float));
   be->release(xd);
   be->release(d);
+}
+
+// release_scratch() frees the grow-only buffers a step left (the attention's
+// delta, turns, tile bounds and bf16 copies, the reductions'): once, and
+// calls after it grow them again with the same results.
+TEST(EmulatedCuda, ReleaseScratchFreesTheStepsBuffers) {
+  const auto be = cuda::make_cuda_backend(Precision::kBf16, {});
+  const backend_cases::AttentionShape sh{4, 2, 32, 30, 40};
+  const backend_cases::AttentionCase c = backend_cases::attention_case(sh, 5);
+  const backend_cases::AttentionResult before = backend_cases::run_tree_attention(*be, sh, c);
+  // at least the backward's delta (H T floats) and bf16 dO (H T D halves)
+  const size_t floor_bytes = size_t{4} * c.bin.token.size() * (sizeof(float) + 32 * 2);
+  EXPECT_GE(be->release_scratch(), floor_bytes);
+  EXPECT_EQ(be->release_scratch(), 0u) << "the first release left buffers";
+  const backend_cases::AttentionResult after = backend_cases::run_tree_attention(*be, sh, c);
+  EXPECT_EQ(after.out, before.out);
+  EXPECT_EQ(after.dqkv, before.dqkv);
+}
+
+// A model whose heads pass the attention kernels' 128 dimensions is refused
+// when built, naming the key (it failed at the first attention call, exit 1).
+TEST(EmulatedCuda, HeadsPastTheAttentionKernelsAreRefusedByName) {
+  const auto be = cuda::make_cuda_backend(Precision::kFp32, {});
+  EXPECT_EQ(be->max_head_dim(), cuda::kMaxHeadDim);
+  ModelConfig m;
+  m.vocab = 64;
+  m.d_model = 256;
+  m.n_layers = 1;
+  m.n_heads = 1;
+  m.n_kv_heads = 1;
+  m.ffn_dim = 32;
+  try {
+    PolicyModel model(m, *be);
+    ADD_FAILURE() << "head_dim 256 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.head_dim = 256"), std::string::npos) << e.what();
+  }
+  m.n_heads = m.n_kv_heads = 2;  // 128: built
+  EXPECT_NO_THROW(PolicyModel(m, *be));
 }
 
 FORGE_BACKEND_CASES(EmulatedCuda, emulated_backend)

@@ -71,6 +71,15 @@ class Scratch {
     }
     return static_cast<T*>(p_);
   }
+  // Frees the buffer (the next get grows it again); the bytes freed.
+  size_t release() {
+    const size_t freed = bytes_;
+    if (p_) FORGE_CUDA_CHECK(cudaFree(p_));  // waits for the device's work on it
+    meter_.sub(bytes_);
+    p_ = nullptr;
+    bytes_ = 0;
+    return freed;
+  }
 
  private:
   MemoryMeter& meter_;
@@ -93,6 +102,9 @@ class CudaBackend final : public Backend {
     if (options.wgmma_step_keys != 0 && options.wgmma_step_keys != 64 && options.wgmma_step_keys != 128)
       throw InputError("cuda: CudaOptions::wgmma_step_keys (the wgmma forward's keys a step) must be 64 or 128 "
                        "(0: 64), got " + std::to_string(options.wgmma_step_keys));
+    if (!bf16_ && options.wgmma_attention)
+      log_warn("cuda: the wgmma attention (FORGE_CUDA_ATTENTION_WGMMA or CudaOptions::wgmma_attention) runs in bf16 "
+               "precision only (run.precision = bf16): ignored in fp32");
     try {
       set_up_device();
     } catch (...) {  // no destructor runs for a backend not built
@@ -161,6 +173,16 @@ class CudaBackend final : public Backend {
     FORGE_CUDA_CHECK(cudaFree(p));
   }
   size_t peak_device_bytes() const override { return meter_.peak; }
+  int max_head_dim() const override { return kMaxHeadDim; }
+  size_t release_scratch() override {
+    FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    size_t freed = 0;
+    for (Scratch* s : {&reduce_, &tile_bounds_, &delta_, &dkdv_turn_, &head_stats_, &head_tile_, &loss_partials_,
+                       &loss_totals_, &paged_partials_, &rmsnorm_partials_, &gemm_a_, &gemm_b_, &linear_dy_,
+                       &qkv_bf16_, &dout_bf16_, &head_hidden_})
+      freed += s->release();
+    return freed;
+  }
   void to_device(void* dst, const void* src, size_t bytes) override {
     FORGE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));

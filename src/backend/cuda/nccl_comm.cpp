@@ -9,6 +9,7 @@
 #error "the CUDA backend needs NCCL 2.14 or newer (set FORGE_NCCL_INCLUDE and FORGE_NCCL_LIB to one)"
 #endif
 
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -73,8 +74,10 @@ void NcclComm::start(const char* what) {
 // asynchronous error tells. Then the communicator is aborted (its kernels
 // stop) and the error names the operation. A peer alive but stuck raises
 // no error: the learner's watched wait ends the job after mpi.deadline_s.
+// Past the first polls (a short collective ends within them) it sleeps
+// 100 us between polls: a wait on a slow peer does not hold a CPU core.
 void NcclComm::finish(const char* what) {
-  for (;;) {
+  for (int polls = 0;; ++polls) {
     const cudaError_t e = cudaStreamQuery(state_->stream);
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) {
@@ -95,7 +98,10 @@ void NcclComm::finish(const char* what) {
       throw Error(std::string("NCCL communicator: ") + what + " failed on a peer's side: " + reason +
                   "; the communicator is aborted");
     }
-    std::this_thread::yield();
+    if (polls < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 
