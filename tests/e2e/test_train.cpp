@@ -227,7 +227,7 @@ TEST(Train, AFullDiskStopsTheRunAndResumeGoesOn) {
   const std::string args = std::string(kTiny) + "--run.checkpoint_every=1 --run.dir=" + dir;
   const std::string log = dir + ".log";
   const std::string full = "cd '" FORGE_SOURCE_DIR "' && trap '' XFSZ && ulimit -f 400 && '" FORGE_BINARY_DIR
-                           "/forge' train " + args + " --train.steps=40 --run.flush_seconds=0.001 >'" + log + "' 2>&1";
+                           "/forge' train " + args + " --train.steps=80 --run.flush_seconds=0.001 >'" + log + "' 2>&1";
   const int status = std::system(("bash -c \"" + full + "\"").c_str());
   ASSERT_TRUE(WIFEXITED(status));
   const std::string out = slurp(log);
