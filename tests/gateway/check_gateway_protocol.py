@@ -15,6 +15,7 @@ gateway.max_request_kib = 16):
 """
 import argparse
 import json
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -113,6 +114,16 @@ def main():
     r = client.chat.completions.create(model="forge-policy", messages=messages, tools=A["task"]["tools"], logprobs=True)
     fr = r.model_extra["forge"]
     check(fr["call_index"] == 0 and len(r.choices[0].logprobs.content) == len(fr["token_ids"]), "call 0 logprobs")
+    check([e.logprob for e in r.choices[0].logprobs.content] == fr["logprobs"], "call 0 logprobs are the recorded ones")
+    # The message is what the recorded tokens say: the tool call's input or
+    # the content appears in their text (as written, or JSON-escaped).
+    said = b"".join(bytes(e.bytes) for e in r.choices[0].logprobs.content).decode("utf-8", errors="replace")
+    m0 = r.choices[0].message
+    shown = json.loads(m0.tool_calls[0].function.arguments)["input"] if m0.tool_calls else m0.content
+    if isinstance(shown, str):  # invalid UTF-8 runs become one U+FFFD on both sides
+        said, shown = re.sub("\ufffd+", "\ufffd", said), re.sub("\ufffd+", "\ufffd", shown)
+        check(shown in said or json.dumps(shown, ensure_ascii=False)[1:-1] in said,
+              f"call 0's message {shown!r} is not in its tokens {said!r}")
     logged(fr, 0)
     next_turn(r.choices[0].message.model_dump(exclude_none=True))
 
