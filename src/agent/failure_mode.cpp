@@ -15,6 +15,7 @@ const char* to_string(FailureMode m) {
     case FailureMode::kNoAnswer: return "no_answer";
     case FailureMode::kStoppedShort: return "stopped_short";
     case FailureMode::kWrongAnswer: return "wrong_answer";
+    case FailureMode::kAbandoned: return "abandoned";
   }
   return "?";
 }
@@ -33,6 +34,7 @@ bool opens_call(std::string_view k) {
 
 std::optional<FailureMode> classify_failure(const Trajectory& t) {
   if (t.success) return std::nullopt;
+  if (t.abandoned) return FailureMode::kAbandoned;
   bool malformed = false, bad_args = false, off_path = false;
   // Each tool error or timeout must be closed by the next call recovering
   // (its identical retry succeeding); a run of failed calls counts as retries

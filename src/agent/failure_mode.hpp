@@ -2,6 +2,10 @@
 // the episode recorded (its process signals, its tool errors and retries,
 // how it ended and the ideal solution's length), the first that applies:
 //
+//   abandoned          ended without a result the run could judge: its
+//                      opening over the context budget, an engine error, a
+//                      verifier that could not run, a deadline (listed last:
+//                      it is not the policy's doing; never trained on)
 //   malformed          a generation parsed as neither a call nor an answer, or
 //                      named a tool the task does not offer (format)
 //   bad_args           a tool rejected its arguments: a lookup of an entity
@@ -19,8 +23,8 @@
 //                      "recovered"; a run of failed calls counts as retries
 //                      of the first), the task's calls left unfinished, with
 //                      none of the above
-//   no_answer          a budget (turns, tokens, context) or the engine ended
-//                      the episode before an answer, with none of the above
+//   no_answer          a budget (turns, tokens, context) ended the episode
+//                      before an answer, with none of the above
 //   stopped_short      answered after fewer useful calls than the task needs
 //   wrong_answer       made every call the task needs, answered wrongly (in
 //                      code: a hidden case fails)
@@ -38,12 +42,14 @@
 
 namespace forge {
 
-enum class FailureMode { kMalformed, kBadArgs, kOffPath, kUnrecoveredError, kNoAnswer, kStoppedShort, kWrongAnswer };
-inline constexpr int kFailureModes = static_cast<int>(FailureMode::kWrongAnswer) + 1;
+enum class FailureMode {
+  kMalformed, kBadArgs, kOffPath, kUnrecoveredError, kNoAnswer, kStoppedShort, kWrongAnswer, kAbandoned
+};
+inline constexpr int kFailureModes = static_cast<int>(FailureMode::kAbandoned) + 1;
 inline constexpr std::array<FailureMode, kFailureModes> kAllFailureModes = {
     FailureMode::kMalformed,  FailureMode::kBadArgs,      FailureMode::kOffPath,    FailureMode::kUnrecoveredError,
-    FailureMode::kNoAnswer,   FailureMode::kStoppedShort, FailureMode::kWrongAnswer};
-static_assert(kAllFailureModes.back() == FailureMode::kWrongAnswer, "kAllFailureModes lists every mode in order");
+    FailureMode::kNoAnswer,   FailureMode::kStoppedShort, FailureMode::kWrongAnswer, FailureMode::kAbandoned};
+static_assert(kAllFailureModes.back() == FailureMode::kAbandoned, "kAllFailureModes lists every mode in order");
 
 // "malformed", "bad_args", ... (the names above; JSON keys of `forge eval`).
 const char* to_string(FailureMode m);

@@ -127,6 +127,15 @@ Trajectory record(std::vector<const char*> signals, int needed_calls, const char
 
 TEST(FailureModeTest, TheFirstCauseThatAppliesWins) {
   using namespace signal;
+  // An abandoned episode (an opening over the budget, a verifier that could
+  // not run) is no mistake of the policy's, whatever it wrote before: it was
+  // filed under no_answer or what its calls showed.
+  Trajectory abandoned = record({kMalformedCall}, 2, "verifier_error: the sandbox did not start");
+  abandoned.abandoned = true;
+  EXPECT_EQ(cause(abandoned), FailureMode::kAbandoned);
+  Trajectory over_budget = record({}, 1, "context_budget");
+  over_budget.abandoned = true;
+  EXPECT_EQ(cause(over_budget), FailureMode::kAbandoned);
   // A call the agent wrote wrongly outranks what followed from it.
   EXPECT_EQ(cause(record({kUsefulCall, kBadArgs, kMalformedCall}, 2)), FailureMode::kMalformed);
   EXPECT_EQ(cause(record({kValidCall, kBadArgs}, 2)), FailureMode::kBadArgs);
