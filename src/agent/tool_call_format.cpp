@@ -192,16 +192,17 @@ ParsedAction parse_paren(std::string_view s) {
   if (open == std::string_view::npos || s.back() != ')')
     return invalid("expected name(args)");
   int depth = 0;
+  size_t next_open = open;  // the first '(' after i, found once per run of closing ')'
   for (size_t i = open; i + 1 < s.size(); ++i) {
     depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
     if (depth > 0 || s[i] != ')') continue;
-    std::string_view rest = s.substr(i + 1);
+    if (next_open != std::string_view::npos && next_open <= i) next_open = s.find('(', i + 1);
+    if (next_open == std::string_view::npos) break;  // no name( follows
+    std::string_view rest = s.substr(i + 1, next_open - i - 1);
     while (!rest.empty() && (std::isspace(static_cast<unsigned char>(rest[0])) || rest[0] == ';' ||
                              rest[0] == ',' || rest[0] == '.'))
       rest.remove_prefix(1);
-    const size_t name_end = std::min(rest.find('('), rest.size());
-    if (name_end < rest.size() && is_identifier(trim(rest.substr(0, name_end))))
-      return invalid("text after the call's closing ')': one action per turn");
+    if (is_identifier(trim(rest))) return invalid("text after the call's closing ')': one action per turn");
   }
   return action(std::string(trim(s.substr(0, open))), std::string(s.substr(open + 1, s.size() - open - 2)));
 }
