@@ -232,6 +232,7 @@ std::optional<uint64_t> DataPool::try_start() {
     check(MPI_Fetch_and_op(&plus, &i, MPI_INT64_T, cfg_.host_rank, kClaim, MPI_SUM, meta_win_), "FAA (claim)");
     check(MPI_Fetch_and_op(&plus, &s, MPI_INT64_T, cfg_.host_rank, kTail, MPI_SUM, meta_win_), "FAA (tail)");
     flush_meta();
+    if (cfg_.after_claim) cfg_.after_claim(static_cast<uint64_t>(i));
     const int64_t raw = read_word(FREE_AT(static_cast<uint64_t>(i)));
     if (raw < 0 || static_cast<uint64_t>(raw) >= cells_)
       throw Error("data pool: free-ring entry " + std::to_string(i) + " holds " + std::to_string(raw) +

@@ -97,6 +97,10 @@ struct DataPoolConfig {
   // A rank as the messages of a stalled pool name it ("environment rank 3");
   // unset: "producer rank 3", "consumer rank 0".
   std::function<std::string(int rank)> rank_name;
+  // Tests only: called between a start's claim of free-ring index i and its
+  // read of that entry (the window in which the consumer must not overwrite
+  // it); it may start and complete other slots itself.
+  std::function<void(uint64_t claim_index)> after_claim;
 };
 
 // On the host rank, before the collective construction: the pool's payload,

@@ -387,3 +387,67 @@ TEST(DataPoolMpi, AStalledHeadNamesItsRank) {
     MPI_Barrier(MPI_COMM_WORLD);
   }
 }
+
+// The consumer never writes a free-ring entry its claimer has not read yet:
+// a producer paused between its claim of entry 0 and its read, while the
+// other C - 1 cells go through the consumer (which tries to put them back,
+// entry 0 among the places), reads the cell entry 0 held; after it, the
+// claim of index C (entry 0 again) gets a cell the consumer put back. The
+// stress tests cannot pause a claimer there (data-pool.md); written over, the
+// paused claimer took a cell meant for the next claimer, whose read found the
+// entry emptied: a protocol error, and the job aborts.
+TEST(DataPoolMpi, AClaimerPausedBeforeItsReadKeepsItsEntry) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  DataPoolConfig cfg;
+  cfg.window.kind = WindowKind::kGreedy;
+  cfg.window.n_running = 2;
+  cfg.window.memory = 2;
+  cfg.slot_bytes = kSlotBytes;
+  const uint64_t cells = cfg.window.cells();
+  constexpr int kGoTag = 77;
+  DataPool* pool_of_hook = nullptr;
+  bool paused = false;
+  if (rank == 1)
+    cfg.after_claim = [&](uint64_t claim_index) {
+      if (claim_index != 0 || paused) return;
+      paused = true;
+      for (uint64_t k = 1; k < cells; ++k) {  // the other cells, through the consumer
+        const uint64_t s = pool_of_hook->start();
+        pool_of_hook->complete(s, &s, sizeof s, 0);
+      }
+      int go = 0;
+      MPI_Recv(&go, 1, MPI_INT, 0, kGoTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    };
+  try {
+    DataPool pool(MPI_COMM_WORLD, cfg);
+    pool_of_hook = &pool;
+    if (rank == 1) {
+      for (int k = 0; k < 2; ++k) {  // the paused start (slot 0), then the claim of index C
+        const uint64_t s = pool.start();
+        pool.complete(s, &s, sizeof s, 0);
+      }
+    } else if (rank == 0) {
+      std::set<uint64_t> taken;
+      const auto take_one = [&] {
+        const TakenTrajectory t = pool.take();
+        uint64_t stamped = ~uint64_t{0};
+        if (t.payload.size() == sizeof stamped) std::memcpy(&stamped, t.payload.data(), sizeof stamped);
+        EXPECT_EQ(stamped, t.slot) << "the payload of slot " << t.slot;
+        taken.insert(t.slot);
+      };
+      for (uint64_t k = 1; k < cells; ++k) take_one();
+      EXPECT_FALSE(pool.try_take().has_value()) << "slot 0 is still running";  // and the cells go back where they may
+      int go = 1;
+      MPI_Send(&go, 1, MPI_INT, 1, kGoTag, MPI_COMM_WORLD);
+      take_one();
+      take_one();
+      EXPECT_EQ(taken.size(), cells + 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+}
