@@ -36,6 +36,7 @@
 
 #include "cli.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "io_hdf5/h5_file.hpp"
 #include "io_hdf5/rollout_reader.hpp"
 #include "learner/run_checkpoints.hpp"
@@ -81,17 +82,20 @@ class TableWriter {
     }
     line += jsonl_ ? "}\n" : "\n";
     std::fwrite(line.data(), 1, line.size(), out_);
+    ++rows_;
   }
+  size_t rows() const { return rows_; }
 
  private:
   std::FILE* out_;
   bool jsonl_;
   std::vector<std::string> columns_;
+  size_t rows_ = 0;
 };
 
 using V = TableWriter;
 
-void export_episodes(const RolloutReader& r, std::FILE* out, bool jsonl) {
+size_t export_episodes(const RolloutReader& r, std::FILE* out, bool jsonl) {
   const EpisodeTable e = r.episodes();
   TableWriter w(out, jsonl,
                 {"index", "episode_id", "env", "template_family", "task_id", "group", "consumed_step", "staleness",
@@ -105,9 +109,10 @@ void export_episodes(const RolloutReader& r, std::FILE* out, bool jsonl) {
            V::integer(e.abandoned[i]), V::integer(e.turns[i]), V::integer(e.tool_errors[i]),
            V::integer(e.recoveries[i]), V::integer(e.safety_events[i]), V::integer(e.test_runs[i]),
            V::integer(e.n_calls[i]), V::integer(e.generated_tokens[i]), V::integer(e.final_length[i])});
+  return w.rows();
 }
 
-void export_steps(const RolloutReader& r, std::FILE* out, bool jsonl) {
+size_t export_steps(const RolloutReader& r, std::FILE* out, bool jsonl) {
   TableWriter w(out, jsonl,
                 {"step", "objective", "reward_mean", "outcome_mean", "process_mean", "efficiency_mean", "safety_mean",
                  "success_rate", "clip_fraction", "masked_fraction", "engine_mismatch", "stale_drift", "kl", "entropy",
@@ -122,9 +127,10 @@ void export_steps(const RolloutReader& r, std::FILE* out, bool jsonl) {
            V::num(m.kl), V::num(m.entropy), V::num(m.tree_token_ratio), V::num(m.tokens_per_s),
            V::num(m.step_seconds), V::num(m.store_seconds), V::num(m.grad_norm), V::num(m.lr), count(m.groups),
            count(m.zero_variance_groups), count(m.dropped_groups), count(m.masked_groups), count(m.abandoned)});
+  return w.rows();
 }
 
-void export_tokens(const Trajectory& t, std::FILE* out, bool jsonl) {
+size_t export_tokens(const Trajectory& t, std::FILE* out, bool jsonl) {
   TableWriter w(out, jsonl, {"call", "position", "token", "loss_mask", "logprob", "version"});
   for (size_t c = 0; c < t.calls.size(); ++c) {
     const LlmCall& call = t.calls[c];
@@ -136,10 +142,11 @@ void export_tokens(const Trajectory& t, std::FILE* out, bool jsonl) {
       w.row({V::integer(static_cast<int64_t>(c)), V::integer(nc + static_cast<int64_t>(g)),
              V::integer(call.generated[g]), V::integer(1), V::num(call.logprobs[g]), V::integer(call.versions[g])});
   }
+  return w.rows();
 }
 
 // `where` ("'FILE', episode N") names a token the tokenizer refuses.
-void export_decoded(const Trajectory& t, const Tokenizer& tok, std::FILE* out, bool jsonl, const std::string& where) {
+size_t export_decoded(const Trajectory& t, const Tokenizer& tok, std::FILE* out, bool jsonl, const std::string& where) {
   TableWriter w(out, jsonl, {"call", "context", "generated", "generated_tokens", "logprob_sum"});
   for (size_t c = 0; c < t.calls.size(); ++c) {
     const LlmCall& call = t.calls[c];
@@ -155,6 +162,7 @@ void export_decoded(const Trajectory& t, const Tokenizer& tok, std::FILE* out, b
     w.row({V::integer(static_cast<int64_t>(c)), V::str(context), V::str(generated),
            V::integer(static_cast<int64_t>(call.generated.size())), V::num(lp)});
   }
+  return w.rows();
 }
 
 // 1 or 2 when `path` is the file this process's stdout or stderr is (the
@@ -238,14 +246,15 @@ int run_export(int argc, char** argv) {
     discard();
     throw Error("cannot write the export to '" + out_path + "'" + why);
   };
+  size_t rows = 0;
   try {
     const bool jsonl = format == "jsonl";
-    if (steps) export_steps(reader, out, jsonl);
-    else if (episode < 0) export_episodes(reader, out, jsonl);
+    if (steps) rows = export_steps(reader, out, jsonl);
+    else if (episode < 0) rows = export_episodes(reader, out, jsonl);
     else if (decode)
-      export_decoded(reader.episode(episode), *model_source_of_config(reader.config_ini(), file).tokenizer, out, jsonl,
-                     "'" + file + "', episode " + std::to_string(episode));
-    else export_tokens(reader.episode(episode), out, jsonl);
+      rows = export_decoded(reader.episode(episode), *model_source_of_config(reader.config_ini(), file).tokenizer, out,
+                            jsonl, "'" + file + "', episode " + std::to_string(episode));
+    else rows = export_tokens(reader.episode(episode), out, jsonl);
   } catch (...) {
     discard();
     throw;
@@ -259,6 +268,7 @@ int run_export(int argc, char** argv) {
     std::filesystem::rename(write_path, target, ec);
     if (ec) fail(": " + ec.message());
   }
+  if (!out_path.empty() && !held_stream) log_info("export: wrote " + std::to_string(rows) + " rows to " + out_path);
   return 0;
 }
 

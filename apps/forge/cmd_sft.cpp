@@ -418,7 +418,8 @@ int run_sft(int argc, char** argv) {
         !changes.empty())
       log_warn("sft: --resume with settings changed since the checkpoint (" + changes + "): the steps left train "
                "under the new ones, unlike an uninterrupted run; config.ini records them");
-    log_info("sft: resumed from " + point.path + " at step " + std::to_string(start.step));
+    log_info("sft: resumed from " + point.path + " at step " + std::to_string(start.step) +
+             (start.step == sft.steps ? " = sft.steps: nothing is left to train" : ""));
   } else {
     refuse_existing_run(cfg.run.dir, "forge sft", true);  // again, under the lock: another may have started
   }
@@ -439,10 +440,13 @@ int run_sft(int argc, char** argv) {
   // SIGTERM during it: cut short, and the loop's first boundary checkpoints.
   const EvalResult before = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0, terminate);
   const std::string at = start.step > 0 ? "at the resumed step " + std::to_string(start.step) : "before training";
-  if (before.stopped)
+  if (before.stopped) {
     log_warn("sft: the evaluation " + at + " was cut short by SIGTERM");
-  else
-    log_info("sft: exact-match accuracy " + at + " " + std::to_string(before.accuracy));
+  } else {
+    char line[48];
+    std::snprintf(line, sizeof line, " %.1f%%", 100 * before.accuracy);
+    log_info("sft: exact-match accuracy " + at + line);
+  }
 
   const LoopResult r = supervised_loop(cfg, sft, opts, model, opt, rng, start, [&](Rng& g) {
     std::vector<Sample> samples;
@@ -460,7 +464,7 @@ int run_sft(int argc, char** argv) {
   std::printf("exact-match accuracy on %d held-out requests (greedy): %.1f%% %s, %.1f%% after\n",
               sft.eval_requests, 100 * before.accuracy, start.step > 0 ? "at the resumed step" : "before",
               100 * after.accuracy);
-  std::printf("samples (temperature %.2f):\n", sampled.temperature);
+  if (!shown.examples.empty()) std::printf("samples (temperature %.2f):\n", sampled.temperature);
   for (const auto& [req, completion] : shown.examples)  // quoted: an undertrained model writes any byte
     std::printf("  %-22s -> %s\n", req.c_str(), json_string(completion).c_str());
 

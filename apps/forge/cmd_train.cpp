@@ -120,7 +120,8 @@ int run_train(int argc, char** argv) {
                        "' was not written by forge train (no 'tasks' RNG state; forge sft's?); start a new run from "
                        "it: --train.init=" + path + " with another run.dir");
     task_rng.set_state(tasks->second);
-    log_info("train: resumed from " + path + " at step " + std::to_string(start.step));
+    log_info("train: resumed from " + path + " at step " + std::to_string(start.step) +
+             (start.step == tc.steps ? " = train.steps: nothing is left to train" : ""));
   } else if (!tc.init.empty()) {
     log_info("train: initial weights from " + tc.init);
   }
@@ -137,7 +138,7 @@ int run_train(int argc, char** argv) {
   Learner learner(setup, model, opt, start);
   log_info("train: " + std::to_string(model.layout().total) + " parameters, " + std::to_string(threads) +
            " threads, " + std::to_string(tc.tasks) + " tasks x " + std::to_string(tc.group) +
-           " episodes per step, loss " + all.update.loss.algorithm);
+           " episodes per step, loss " + all.update.loss.algorithm + ", run folder " + cfg.run.dir);
 
   const EnvMix mix(all.env);
   const PerturbationSampler sampler = all.env.perturbation_sampler();

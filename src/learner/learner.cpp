@@ -120,6 +120,9 @@ std::string Learner::checkpoint(int steps_done, CheckpointState stream_state) {
 void Learner::finish(int steps_done) {
   if (!setup_.lead) return;
   rollouts_->close();
+  const std::string newest = latest_checkpoint(setup_.run.dir + "/checkpoints");
+  log_info("train: wrote " + (newest.empty() ? "" : newest + " and ") + setup_.run.dir +
+           "/rollouts.h5 (forge eval, forge inspect)");
   model_.release_activations();
   evaluate(steps_done);
   char line[96];

@@ -170,14 +170,10 @@ ResumePoint load_resume_point(PolicyModel& model, AdamW& opt, const RunConfig& r
     throw with_older_checkpoint_hint(e, dir, r.path);
   }
   r.step = static_cast<int>(r.state.step);
-  const std::string command = steps_key.substr(0, steps_key.find('.'));
   if (r.step > total_steps)
     throw InputError("--resume: the newest checkpoint, '" + r.path + "', is at step " + std::to_string(r.step) +
                      ", past " + steps_key + " = " + std::to_string(total_steps) + ": raise " + steps_key +
                      " to go on" + past_hint);
-  if (r.step == total_steps)
-    log_info(command + ": --resume: '" + r.path + "' is at " + steps_key + " = " + std::to_string(total_steps) +
-             ": nothing is left to train");
   return r;
 }
 

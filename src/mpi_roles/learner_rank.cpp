@@ -284,7 +284,8 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   const int steps = setup.train.steps;
   if (lead) {
     if (!start.resumed_from.empty())
-      log_info("resumed from " + start.resumed_from + " at step " + std::to_string(start.step) + "; pool head " +
+      log_info("resumed from " + start.resumed_from + " at step " + std::to_string(start.step) +
+               (start.step == steps ? " = train.steps: nothing is left to train" : "") + "; pool head " +
                std::to_string(resumed_pool ? resumed_pool->head : 0) + ", " + std::to_string(taker.held()) +
                " finished groups restored, in-flight groups generated again");
     else if (!setup.train.init.empty())
@@ -298,7 +299,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
              " episodes per step; pool " + to_string(w.kind) + " N=" + std::to_string(w.n_running) +
              " M=" + std::to_string(w.memory) +
              (w.kind == WindowKind::kGreedy ? std::string() : " W=" + std::to_string(w.effective_window())) +
-             "; loss " + setup.update.loss.algorithm);
+             "; loss " + setup.update.loss.algorithm + "; run folder " + setup.run.dir);
   }
 
   int stop = kStopFinished;
