@@ -191,18 +191,25 @@ ParsedAction parse_paren(std::string_view s) {
   const size_t open = s.find('(');
   if (open == std::string_view::npos || s.back() != ')')
     return invalid("expected name(args)");
+  // Linear: the first '(' after i and the end of the text before it (its
+  // trailing whitespace cut) are found once per run of closing ')'.
   int depth = 0;
-  size_t next_open = open;  // the first '(' after i, found once per run of closing ')'
+  size_t next_open = open, name_end = open;
   for (size_t i = open; i + 1 < s.size(); ++i) {
     depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
     if (depth > 0 || s[i] != ')') continue;
-    if (next_open != std::string_view::npos && next_open <= i) next_open = s.find('(', i + 1);
-    if (next_open == std::string_view::npos) break;  // no name( follows
-    std::string_view rest = s.substr(i + 1, next_open - i - 1);
-    while (!rest.empty() && (std::isspace(static_cast<unsigned char>(rest[0])) || rest[0] == ';' ||
-                             rest[0] == ',' || rest[0] == '.'))
-      rest.remove_prefix(1);
-    if (is_identifier(trim(rest))) return invalid("text after the call's closing ')': one action per turn");
+    if (next_open <= i) {
+      next_open = s.find('(', i + 1);
+      if (next_open == std::string_view::npos) break;  // no name( follows
+      name_end = next_open;
+      while (name_end > i + 1 && std::isspace(static_cast<unsigned char>(s[name_end - 1]))) --name_end;
+    }
+    size_t name_begin = i + 1;
+    while (name_begin < name_end && (std::isspace(static_cast<unsigned char>(s[name_begin])) || s[name_begin] == ';' ||
+                                     s[name_begin] == ',' || s[name_begin] == '.'))
+      ++name_begin;
+    if (name_begin < name_end && is_identifier(s.substr(name_begin, name_end - name_begin)))
+      return invalid("text after the call's closing ')': one action per turn");
   }
   return action(std::string(trim(s.substr(0, open))), std::string(s.substr(open + 1, s.size() - open - 2)));
 }
