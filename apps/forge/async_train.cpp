@@ -314,7 +314,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     }
     all.base.model = source.config;
     all.agent.vocabulary = ScaffoldVocabulary::of(source.chat);
-    if (rank == 0 && !all.gateway.enabled) check_openings_fit(all.env, all.agent, StyleMode::kTrain);
+    if (rank == 0 && !all.gateway.enabled) check_openings_fit(all.env, all.agent);
     pc.window = window_config(all.mpi);
     pc.slot_bytes = static_cast<uint64_t>(all.mpi.slot_mib) << 20;
     pc.deadline_s = all.mpi.deadline_s;

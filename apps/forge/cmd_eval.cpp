@@ -105,7 +105,7 @@ int run_eval(int argc, char** argv) {
   log_model_keys_unread(all.base.model, checkpoint, source.config);
   agent.vocabulary = ScaffoldVocabulary::of(source.chat);
   warn_turns_below_largest_task(env, agent);
-  check_openings_fit(env, agent, StyleMode::kTrain);
+  check_openings_fit(env, agent);
   const StyleEvals ev = evaluate_styles(*model, env, agent, tasks, all.base.run.seed);
   if (json) {
     std::printf("{\"checkpoint\": %s, \"step\": %lld, \"seen\": %s, \"heldout_family\": %s}\n",

@@ -104,7 +104,7 @@ int run_train(int argc, char** argv) {
   PolicyModel& model = *policy.model;
   AdamW& opt = *policy.opt;
   agent.vocabulary = ScaffoldVocabulary::of(policy.source.chat);
-  check_openings_fit(all.env, agent, StyleMode::kTrain);
+  check_openings_fit(all.env, agent);
   // The data stream: one RNG draws each step's task seeds; a checkpoint holds it.
   Rng task_rng(cfg.run.seed ^ 0x7A5Cull);
   const LearnerStart start = load_learner_start(model, opt, cfg.run, tc, resume);

@@ -25,19 +25,23 @@ OpeningFit opening_fit(const EnvConfig& env, const AgentConfig& agent, StyleMode
   return fit;
 }
 
-void check_openings_fit(const EnvConfig& env, const AgentConfig& agent, StyleMode mode) {
-  const OpeningFit fit = opening_fit(env, agent, mode);
-  if (fit.over == 0) return;
-  const std::string what = "agent.max_context_tokens = " + std::to_string(agent.max_context_tokens) +
-                           " is below the task opening (system and user messages) of " +
-                           std::to_string(fit.over) + " of " + std::to_string(fit.sampled) +
-                           " sampled episodes (openings of " + std::to_string(fit.shortest) + " to " +
-                           std::to_string(fit.longest) + " tokens)";
-  if (fit.over == fit.sampled)
-    throw InputError(what + ": every episode would be abandoned before its first call; raise it to at least " +
-                     std::to_string(fit.longest) + " plus room for the turns");
-  log_warn(what + ": those episodes are abandoned before their first call (context_budget); raise it to at least " +
-           std::to_string(fit.longest));
+void check_openings_fit(const EnvConfig& env, const AgentConfig& agent) {
+  for (const StyleMode mode : {StyleMode::kTrain, StyleMode::kHeldOut}) {
+    if (mode == StyleMode::kHeldOut && !env.perturbation_sampler().has_heldout()) continue;
+    const OpeningFit fit = opening_fit(env, agent, mode);
+    if (fit.over == 0) continue;
+    const std::string what =
+        "agent.max_context_tokens = " + std::to_string(agent.max_context_tokens) +
+        " is below the task opening (system and user messages) of " + std::to_string(fit.over) + " of " +
+        std::to_string(fit.sampled) + " sampled episodes in " +
+        (mode == StyleMode::kTrain ? "the trained styles" : "the held-out template families (the evaluation's)") +
+        " (openings of " + std::to_string(fit.shortest) + " to " + std::to_string(fit.longest) + " tokens)";
+    if (fit.over == fit.sampled)
+      throw InputError(what + ": every such episode would be abandoned before its first call; raise it to at least " +
+                       std::to_string(fit.longest) + " plus room for the turns");
+    log_warn(what + ": those episodes are abandoned before their first call (context_budget); raise it to at "
+             "least " + std::to_string(fit.longest));
+  }
 }
 
 }  // namespace forge

@@ -24,8 +24,9 @@ struct OpeningFit {
 
 OpeningFit opening_fit(const EnvConfig& env, const AgentConfig& agent, StyleMode mode, int sample = 64);
 
-// InputError naming agent.max_context_tokens when no sampled opening fits;
-// a warning with the share when some do not.
-void check_openings_fit(const EnvConfig& env, const AgentConfig& agent, StyleMode mode);
+// For the styles a run trains in and, where the run holds template families
+// out, those its evaluation uses: InputError naming agent.max_context_tokens
+// when no sampled opening fits; a warning with the share when some do not.
+void check_openings_fit(const EnvConfig& env, const AgentConfig& agent);
 
 }  // namespace forge

@@ -267,6 +267,20 @@ TEST(Train, BadLossIsExitCode2) {
   EXPECT_TRUE(contains(r.err, "loss.algorithm")) << r.err;
 }
 
+// A context budget below every task opening is refused before the run (it
+// trained on nothing, every episode abandoned, exit 0), and leaves no run
+// folder; under MPI rank 0 ends the job the same way.
+TEST(Train, AContextBudgetBelowTheOpeningsIsExitCode2) {
+  const std::string dir = ::testing::TempDir() + "forge_train_budget_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const Result r = forge("train " + std::string(kTiny) + "--train.steps=1 --agent.max_context_tokens=16 --run.dir=" + dir);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "agent.max_context_tokens = 16 is below the task opening")) << r.err;
+  EXPECT_TRUE(contains(r.err, "every such episode would be abandoned before its first call")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Train, ResumeWithoutCheckpointIsExitCode2) {
   const Result r = forge("train --resume --run.dir=" + ::testing::TempDir() + "forge_no_run_" +
                          std::to_string(getpid()));

@@ -133,7 +133,7 @@ TEST(EnvConfigOptions, ContextBudgetBelowTheTaskOpeningsIsRefused) {
   o.agent.max_context_tokens = static_cast<int>(fit.shortest) - 1;
   EXPECT_EQ(opening_fit(o.env, o.agent, StyleMode::kTrain, 16).over, 16);
   try {
-    check_openings_fit(o.env, o.agent, StyleMode::kTrain);
+    check_openings_fit(o.env, o.agent);
     ADD_FAILURE() << "a budget below every opening was accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("agent.max_context_tokens = " + std::to_string(fit.shortest - 1)),
