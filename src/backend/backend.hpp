@@ -224,9 +224,9 @@ class Backend {
   // thread (so that a step's buffers do not stay held through the
   // generation after it); returns the bytes freed. The next call re-grows it.
   virtual size_t release_scratch() { return 0; }
-  // The largest attention head dimension the backend's kernels take (0: any);
-  // a model past it is refused when built, naming the key.
-  virtual int max_head_dim() const { return 0; }
+  // The largest head dimension the backend's training attention takes (0:
+  // any); a model past it is refused before training (require_trainable_heads).
+  virtual int max_trained_head_dim() const { return 0; }
   virtual void to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;

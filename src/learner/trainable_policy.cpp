@@ -15,6 +15,7 @@ TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& con
   p.backend = make_backend(run.backend, parse_precision(run.precision));
   p.source = resolve_model(model, true);
   model = p.source.config;
+  require_trainable_heads(model, *p.backend);
   p.model = std::make_unique<PolicyModel>(model, *p.backend);
   if (p.source.is_pretrained()) {
     p.model->set_params(p.source.weights);

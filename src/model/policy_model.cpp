@@ -66,11 +66,6 @@ const ModelConfig& validated(const ModelConfig& c) {
 
 PolicyModel::PolicyModel(const ModelConfig& config, Backend& backend)
     : config_(validated(config)), layout_(config), backend_(backend), transformer_(config_, layout_, backend) {
-  if (const int most = backend_.max_head_dim(); most > 0 && config_.head_dim() > most)
-    throw InputError("model.head_dim = " + std::to_string(config_.head_dim()) +
-                     (config_.head_dim_override > 0 ? "" : " (model.d_model / model.n_heads)") + ": the " +
-                     backend_.name() + " backend's attention takes heads of at most " + std::to_string(most) +
-                     " dimensions");
   pass_ = std::make_unique<Pass>(backend_, config_);
   params_.resize(backend_, layout_.total);
   grads_.resize(backend_, layout_.total);
@@ -79,6 +74,16 @@ PolicyModel::PolicyModel(const ModelConfig& config, Backend& backend)
 }
 
 PolicyModel::~PolicyModel() = default;
+
+void require_trainable_heads(const ModelConfig& m, const Backend& backend) {
+  const int most = backend.max_trained_head_dim();
+  if (most <= 0 || m.head_dim() <= most) return;
+  throw InputError("model.head_dim = " + std::to_string(m.head_dim()) +
+                   (m.head_dim_override > 0 ? "" : " (model.d_model / model.n_heads)") + ": the " + backend.name() +
+                   " backend trains heads of at most " + std::to_string(most) +
+                   " dimensions (its tree attention; generation takes larger ones): train this model with "
+                   "--run.backend=cpu");
+}
 
 size_t PolicyModel::activation_bytes() const { return pass_->act.bytes(); }
 

@@ -87,4 +87,8 @@ class PolicyModel {
   std::unique_ptr<Pass> pass_;
 };
 
+// InputError naming model.head_dim when `backend`'s training kernels
+// (tree attention) do not take the model's heads (Backend::max_trained_head_dim).
+void require_trainable_heads(const ModelConfig& model, const Backend& backend);
+
 }  // namespace forge

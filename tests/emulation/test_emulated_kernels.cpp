@@ -328,11 +328,12 @@ TEST(EmulatedCuda, ReleaseScratchFreesTheStepsBuffers) {
   EXPECT_EQ(after.dqkv, before.dqkv);
 }
 
-// A model whose heads pass the attention kernels' 128 dimensions is refused
-// when built, naming the key (it failed at the first attention call, exit 1).
+// A model whose heads pass the tree attention's 128 dimensions is refused
+// before training, naming the key (it failed at the first attention call,
+// exit 1); generation (paged attention, up to 256) still builds it.
 TEST(EmulatedCuda, HeadsPastTheAttentionKernelsAreRefusedByName) {
   const auto be = cuda::make_cuda_backend(Precision::kFp32, {});
-  EXPECT_EQ(be->max_head_dim(), cuda::kMaxHeadDim);
+  EXPECT_EQ(be->max_trained_head_dim(), cuda::kMaxHeadDim);
   ModelConfig m;
   m.vocab = 64;
   m.d_model = 256;
@@ -341,13 +342,15 @@ TEST(EmulatedCuda, HeadsPastTheAttentionKernelsAreRefusedByName) {
   m.n_kv_heads = 1;
   m.ffn_dim = 32;
   try {
-    PolicyModel model(m, *be);
-    ADD_FAILURE() << "head_dim 256 was accepted";
+    require_trainable_heads(m, *be);
+    ADD_FAILURE() << "head_dim 256 was accepted for training";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("model.head_dim = 256"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--run.backend=cpu"), std::string::npos) << e.what();
   }
-  m.n_heads = m.n_kv_heads = 2;  // 128: built
-  EXPECT_NO_THROW(PolicyModel(m, *be));
+  EXPECT_NO_THROW(PolicyModel(m, *be));  // a model to generate with
+  m.n_heads = m.n_kv_heads = 2;          // 128: trained
+  EXPECT_NO_THROW(require_trainable_heads(m, *be));
 }
 
 FORGE_BACKEND_CASES(EmulatedCuda, emulated_backend)

@@ -173,7 +173,7 @@ class CudaBackend final : public Backend {
     FORGE_CUDA_CHECK(cudaFree(p));
   }
   size_t peak_device_bytes() const override { return meter_.peak; }
-  int max_head_dim() const override { return kMaxHeadDim; }
+  int max_trained_head_dim() const override { return kMaxHeadDim; }  // tree attention; paged: 256
   size_t release_scratch() override {
     FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     size_t freed = 0;
