@@ -111,10 +111,17 @@ File File::open_append(const std::string& path, uint64_t* recorded_end) {
   if (id < 0) {
     const std::string reason = last_error();
     if (recorded_end) *recorded_end = stored_end_of(reason);
-    if (reason.find("unable to lock file") != std::string::npos)
-      throw InputError("cannot open HDF5 file '" + path + "' for writing: another process has it open (" + reason +
-                       "): a reader (h5py, forge inspect or export, tools/plot_rollouts.py) or a writer still "
-                       "running; close it, or run with HDF5_USE_FILE_LOCKING=FALSE");
+    if (reason.find("unable to lock file") != std::string::npos) {
+      // EAGAIN ("Resource temporarily unavailable"): another process's lock;
+      // anything else (ENOLCK on an NFS without lockd): the file system's refusal.
+      const bool held = reason.find(std::strerror(EAGAIN)) != std::string::npos;
+      throw InputError("cannot open HDF5 file '" + path + "' for writing: " +
+                       (held ? "another process has it open (" + reason +
+                                   "): a reader (h5py, forge inspect or export, tools/plot_rollouts.py) or a writer "
+                                   "still running; close it, or run with HDF5_USE_FILE_LOCKING=FALSE"
+                             : "the file system refused to lock it (" + reason +
+                                   "); run with HDF5_USE_FILE_LOCKING=FALSE"));
+    }
     throw InputError("cannot open HDF5 file '" + path + "' for writing: " + reason);
   }
   f.file_ = Handle(id, H5Fclose);

@@ -4,7 +4,10 @@
 // foreign, newer schema, truncated, garbage, and a model-shape mismatch that
 // names the tensor.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,6 +90,42 @@ TEST(Checkpoint, AFifoIsRefusedNotOpened) {
       EXPECT_NE(std::string(e.what()).find("is a FIFO (named pipe), not a regular file"), std::string::npos) << e.what();
     }
   }
+}
+
+// A file another process holds (a reader's shared lock: h5py, forge
+// inspect) is refused for writing with the cause and the ways out; the
+// message was HDF5's "unable to lock file" alone.
+TEST(Checkpoint, AFileAnotherProcessHoldsIsNamedAsHeld) {
+  const std::string path = temp_dir("held") + "/rollouts.h5";
+  h5::File::create(path);
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // system calls only: a reader's lock until the parent is done
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    char c = fd >= 0 && ::flock(fd, LOCK_SH) == 0 ? 'y' : 'n';
+    if (::write(from_child[1], &c, 1) != 1) ::_exit(1);
+    if (::read(to_child[0], &c, 1) < 0) ::_exit(1);
+    ::_exit(0);
+  }
+  char locked = 0;
+  ASSERT_EQ(::read(from_child[0], &locked, 1), 1);
+  EXPECT_EQ(locked, 'y');
+  try {
+    h5::File::open_append(path);
+    ADD_FAILURE() << "opened a file another process holds";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("another process has it open"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("HDF5_USE_FILE_LOCKING=FALSE"), std::string::npos) << e.what();
+  }
+  const char done = 'x';
+  EXPECT_EQ(::write(to_child[1], &done, 1), 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+  EXPECT_NO_THROW(h5::File::open_append(path));  // the lock gone, it opens
 }
 
 TEST(Checkpoint, RoundTripIsExact) {
