@@ -244,7 +244,8 @@ void print_text(const RolloutReader& r, const Summary& s) {
               static_cast<long long>(s.episodes), static_cast<long long>(s.calls), static_cast<long long>(s.tokens),
               static_cast<long long>(s.generated_tokens), static_cast<long long>(s.steps));
   if (s.abandoned > 0)
-    std::printf("  %lld episodes abandoned (an opening over the context budget, an engine or verifier error, a deadline; gateway: the agent gone or idle): stored, not trained on\n",
+    std::printf("  %lld episodes abandoned (an opening over the context budget, an engine or verifier error, a "
+                "deadline, a group over pool.slot_mib; gateway: the agent gone or idle): stored, not trained on\n",
                 static_cast<long long>(s.abandoned));
   std::printf("  domains:");
   for (const auto& [d, n] : s.domain_episodes) std::printf(" %s (%lld)", d.c_str(), static_cast<long long>(n));

@@ -26,9 +26,12 @@ std::optional<std::string> string_at(const json& j, const char* key) {
 // Only an assistant message that makes a tool call may leave it out (null).
 std::string content_text(const json& m, size_t i) {
   const auto it = m.find("content");
-  if (it == m.end() || it->is_null())
-    throw bad_request(where(i) + ".content is missing: a " + m.value("role", std::string("message")) +
-                      " message needs its text (\"\" for none)");
+  if (it == m.end() || it->is_null()) {
+    const std::string role = m.value("role", std::string());
+    throw bad_request(where(i) + ".content is missing: " +
+                      (role == "assistant" ? std::string("an assistant message needs content or tool_calls")
+                                           : "a " + role + " message needs its text (\"\" for none)"));
+  }
   if (it->is_string()) return it->get<std::string>();
   if (it->is_array()) {
     std::string out;

@@ -198,7 +198,11 @@ TEST(GatewayMessages, MalformedMessagesAre400) {
   EXPECT_EQ(status(json::array({user, {{"role", "tool"}}, user})), 400);
   const std::string why = request_error_message(
       [&] { render_chat(json::array({user, {{"role", "tool"}}}), TemplateStyle::kSpecial, CallFormat::kParen, texts); });
-  EXPECT_NE(why.find("messages[1].content is missing"), std::string::npos) << why;
+  EXPECT_NE(why.find("messages[1].content is missing: a tool message needs its text"), std::string::npos) << why;
+  const std::string assistant_why = request_error_message([&] {
+    render_chat(json::array({user, {{"role", "assistant"}}, user}), TemplateStyle::kSpecial, CallFormat::kParen, texts);
+  });
+  EXPECT_NE(assistant_why.find("an assistant message needs content or tool_calls"), std::string::npos) << assistant_why;
   const json call = {{"role", "assistant"},
                      {"content", nullptr},
                      {"tool_calls", json::array({{{"id", "c"},
