@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "core/error.hpp"
+#include "mpi_roles/int_pieces.hpp"
 
 namespace forge {
 
@@ -31,11 +32,9 @@ void LearnerGradientSum::operator()(float* grads, size_t n) {
     device_->all_reduce_sum(grads, n);
     return;
   }
-  for (size_t done = 0; done < n;) {  // MPI counts are int
-    const int count = static_cast<int>(std::min<size_t>(n - done, INT_MAX));
-    MPI_Allreduce(MPI_IN_PLACE, grads + done, count, MPI_FLOAT, MPI_SUM, comm_);
-    done += static_cast<size_t>(count);
-  }
+  for_int_pieces(n, [&](size_t offset, int count) {
+    MPI_Allreduce(MPI_IN_PLACE, grads + offset, count, MPI_FLOAT, MPI_SUM, comm_);
+  });
 }
 
 }  // namespace forge

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -19,6 +18,7 @@
 #include "episode/trajectory_codec.hpp"
 #include "learner/run_checkpoints.hpp"
 #include "mpi_roles/learner_agreement.hpp"
+#include "mpi_roles/int_pieces.hpp"
 #include "mpi_roles/learner_gradient_sum.hpp"
 #include "mpi_roles/watchdog.hpp"
 
@@ -178,11 +178,9 @@ std::vector<uint8_t> broadcast_batch(MPI_Comm learners, std::vector<uint8_t> byt
   uint64_t size = bytes.size();
   MPI_Bcast(&size, 1, MPI_UINT64_T, 0, learners);
   bytes.resize(size);
-  for (uint64_t done = 0; done < size;) {  // in pieces: MPI counts are int (a batch may pass 2 GiB)
-    const int count = static_cast<int>(std::min<uint64_t>(size - done, INT_MAX));
-    MPI_Bcast(bytes.data() + done, count, MPI_BYTE, 0, learners);
-    done += static_cast<uint64_t>(count);
-  }
+  for_int_pieces(size, [&](size_t offset, int count) {  // a batch may pass 2 GiB
+    MPI_Bcast(bytes.data() + offset, count, MPI_BYTE, 0, learners);
+  });
   return bytes;
 }
 

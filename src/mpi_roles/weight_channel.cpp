@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "mpi_roles/int_pieces.hpp"
 
 namespace forge {
 
@@ -74,15 +75,13 @@ void WeightChannel::write_word(int index, int64_t value) {
 }
 
 void WeightChannel::transfer(int buffer, float* data, bool put) {
-  const size_t chunk = size_t{1} << 28;  // in pieces: MPI counts are int
-  for (size_t off = 0; off < n_; off += chunk) {
-    const int count = static_cast<int>(std::min(chunk, n_ - off));
+  for_int_pieces(n_, [&](size_t off, int count) {  // 2^28 floats a piece: 1 GiB of bytes
     const MPI_Aint disp = kHeaderBytes + MPI_Aint((buffer * n_ + off) * sizeof(float));
     if (put)
       MPI_Put(data + off, count, MPI_FLOAT, host_, disp, count, MPI_FLOAT, win_);
     else
       MPI_Get(data + off, count, MPI_FLOAT, host_, disp, count, MPI_FLOAT, win_);
-  }
+  }, size_t{1} << 28);
   MPI_Win_flush(host_, win_);
 }
 
