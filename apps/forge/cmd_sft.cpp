@@ -418,8 +418,7 @@ int run_sft(int argc, char** argv) {
         !changes.empty())
       log_warn("sft: --resume with settings changed since the checkpoint (" + changes + "): the steps left train "
                "under the new ones, unlike an uninterrupted run; config.ini records them");
-    log_info("sft: resumed from " + point.path + " at step " + std::to_string(start.step) +
-             (start.step == sft.steps ? " = sft.steps: nothing is left to train" : ""));
+    log_info("sft: resumed from " + point.path + resumed_at(start.step, sft.steps, "sft.steps"));
   } else {
     refuse_existing_run(cfg.run.dir, "forge sft", true);  // again, under the lock: another may have started
   }

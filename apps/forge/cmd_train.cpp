@@ -30,6 +30,7 @@
 #include "core/timer.hpp"
 #include "forge_config.hpp"
 #include "learner/learner.hpp"
+#include "learner/run_checkpoints.hpp"
 #include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
 #include "pretrained/model_source.hpp"
@@ -120,8 +121,7 @@ int run_train(int argc, char** argv) {
                        "' was not written by forge train (no 'tasks' RNG state; forge sft's?); start a new run from "
                        "it: --train.init=" + path + " with another run.dir");
     task_rng.set_state(tasks->second);
-    log_info("train: resumed from " + path + " at step " + std::to_string(start.step) +
-             (start.step == tc.steps ? " = train.steps: nothing is left to train" : ""));
+    log_info("train: resumed from " + path + resumed_at(start.step, tc.steps, "train.steps"));
   } else if (!tc.init.empty()) {
     log_info("train: initial weights from " + tc.init);
   }

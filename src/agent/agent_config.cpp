@@ -23,7 +23,7 @@ void add_agent_options(OptionSet& opts, AgentConfig& c) {
   opts.add("agent.context_policy", &c.context_policy,
            "context management when over budget: drop older turns, or summarize them into notes",
            one_of({"drop", "summarize"}));
-  opts.add("agent.keep_turns", &c.keep_turns, "most recent turns kept when compacting",
+  opts.add("agent.keep_turns", &c.keep_turns, "most recent turns kept when compacting (0 only with summarize)",
            in_range(0, 1000));
   opts.add("agent.turn_cost", &c.turn_cost, "efficiency penalty per turn beyond the task's need",
            at_least(0));

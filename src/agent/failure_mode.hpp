@@ -29,7 +29,8 @@
 //   wrong_answer       made every call the task needs, answered wrongly (in
 //                      code: a hidden case fails)
 //
-// In calc and search the first three are the policy's writing of a call
+// Of the policy's causes (all but abandoned), in calc and search the first
+// three are the policy's writing of a call
 // (what it copies from the task or a tool message), the next three its
 // decisions (retry, stop, answer), the last its reading of the final tool
 // result. `forge eval` reports the share of episodes in each (they sum to

@@ -3,7 +3,7 @@
 // An episode whose opening (system and user messages in its scaffold style)
 // is over agent.max_context_tokens ends at once, abandoned: it made no call
 // and is never trained on. A budget below every opening would run a whole
-// training on nothing. `sample` episodes of the run's task stream (seeds
+// training on nothing. `sample` tasks of the run's domain mix (seeds
 // 0..sample-1, one episode each, styles drawn as in `mode`) are built and
 // their openings measured.
 #pragma once

@@ -118,7 +118,8 @@ File File::open_append(const std::string& path, uint64_t* recorded_end) {
       throw InputError("cannot open HDF5 file '" + path + "' for writing: " +
                        (held ? "another process has it open (" + reason +
                                    "): a reader (h5py, forge inspect or export, tools/plot_rollouts.py) or a writer "
-                                   "still running; close it, or run with HDF5_USE_FILE_LOCKING=FALSE"
+                                   "still running; close it (a reader only: SWMR keeps it safe, so "
+                                   "HDF5_USE_FILE_LOCKING=FALSE also lets the run go on)"
                              : "the file system refused to lock it (" + reason +
                                    "); run with HDF5_USE_FILE_LOCKING=FALSE"));
     }

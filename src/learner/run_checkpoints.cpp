@@ -9,7 +9,6 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
-#include "core/log.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "pretrained/model_source.hpp"
 
@@ -175,6 +174,10 @@ ResumePoint load_resume_point(PolicyModel& model, AdamW& opt, const RunConfig& r
                      ", past " + steps_key + " = " + std::to_string(total_steps) + ": raise " + steps_key +
                      " to go on" + past_hint);
   return r;
+}
+
+std::string resumed_at(int step, int total_steps, const std::string& steps_key) {
+  return " at step " + std::to_string(step) + (step == total_steps ? " = " + steps_key + ": nothing is left to train" : "");
 }
 
 ModelSource model_source_of_config(const std::string& ini, const std::string& where) {

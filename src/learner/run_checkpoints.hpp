@@ -61,6 +61,10 @@ struct ResumePoint {
 };
 ResumePoint load_resume_point(PolicyModel& model, AdamW& opt, const RunConfig& run, const std::string& steps_key,
                               int total_steps, const std::string& past_hint);
+// " at step N" of a resume's progress line, and " = KEY: nothing is left to
+// train" when N is the run's last step (printed once the checks that may
+// refuse the resume have passed).
+std::string resumed_at(int step, int total_steps, const std::string& steps_key);
 // `e`, from reading `path`, the newest checkpoint of `dir`, with the way on:
 // move it aside and --resume continues from the one before (where there is
 // one, and the file is damaged rather than another model's or a newer

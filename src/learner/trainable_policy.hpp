@@ -26,7 +26,8 @@ struct TrainablePolicy {
 
 // `model` is resolved in place (a pretrained model's sizes replace its own,
 // so that the run's config.ini and checkpoints record them). InputError for
-// an unknown or unavailable backend or precision, or an unreadable model.
+// an unknown or unavailable backend or precision, an unreadable model, or
+// heads the backend cannot train (require_trainable_heads).
 TrainablePolicy make_trainable_policy(ModelConfig& model, const OptimConfig& optim, const RunConfig& run, int steps);
 
 }  // namespace forge

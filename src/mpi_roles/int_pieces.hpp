@@ -1,6 +1,7 @@
 // MPI counts are int: a transfer of n elements goes in pieces of at most
-// `most` (INT_MAX unless given), each as fn(offset, count), in order;
-// offsets + counts cover [0, n) exactly. n = 0: no call.
+// `most` (INT_MAX unless given; clamped to [1, INT_MAX]), each as
+// fn(offset, count), in order; offsets + counts cover [0, n) exactly.
+// n = 0: no call.
 #pragma once
 #include <algorithm>
 #include <climits>

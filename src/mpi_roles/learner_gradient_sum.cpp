@@ -1,6 +1,5 @@
 #include "mpi_roles/learner_gradient_sum.hpp"
 
-#include <algorithm>
 #include <climits>
 
 #include "core/error.hpp"

@@ -17,8 +17,8 @@
 #include "core/timer.hpp"
 #include "episode/trajectory_codec.hpp"
 #include "learner/run_checkpoints.hpp"
-#include "mpi_roles/learner_agreement.hpp"
 #include "mpi_roles/int_pieces.hpp"
+#include "mpi_roles/learner_agreement.hpp"
 #include "mpi_roles/learner_gradient_sum.hpp"
 #include "mpi_roles/watchdog.hpp"
 
@@ -282,8 +282,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   const int steps = setup.train.steps;
   if (lead) {
     if (!start.resumed_from.empty())
-      log_info("resumed from " + start.resumed_from + " at step " + std::to_string(start.step) +
-               (start.step == steps ? " = train.steps: nothing is left to train" : "") + "; pool head " +
+      log_info("resumed from " + start.resumed_from + resumed_at(start.step, steps, "train.steps") + "; pool head " +
                std::to_string(resumed_pool ? resumed_pool->head : 0) + ", " + std::to_string(taker.held()) +
                " finished groups restored, in-flight groups generated again");
     else if (!setup.train.init.empty())

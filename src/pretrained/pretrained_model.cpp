@@ -341,10 +341,12 @@ PretrainedModel load_gguf(const std::string& path, bool weights) {
   // llama.cpp scales linearly by either factor when the type is absent
   // (2023 converters wrote only rope.scale_linear): refused by name too.
   // A factor of 0 is llama.cpp's "none", as 1 is.
-  for (const char* key : {"rope.scaling.factor", "rope.scale_linear"})
-    if (g.has(a + key) && g.get_float(a + key, 1.0) != 1.0 && g.get_float(a + key, 1.0) != 0.0)
-      throw InputError("GGUF file '" + path + "': metadata '" + a + key + "' = " +
-                       std::to_string(g.get_float(a + key, 1.0)) + " (linear RoPE scaling) is not supported");
+  for (const char* key : {"rope.scaling.factor", "rope.scale_linear"}) {
+    const double factor = g.get_float(a + key, 1.0);
+    if (factor != 1.0 && factor != 0.0)
+      throw InputError("GGUF file '" + path + "': metadata '" + a + key + "' = " + std::to_string(factor) +
+                       " (linear RoPE scaling) is not supported");
+  }
   if (g.has(a + "rope.dimension_count") && g.get_int(a + "rope.dimension_count", 0, kMaxInt) != hd)
     throw InputError("GGUF file '" + path + "': metadata '" + a + "rope.dimension_count' = " +
                      std::to_string(g.get_int(a + "rope.dimension_count", 0, kMaxInt)) +

@@ -223,6 +223,14 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   const Result idle = forge(tiny + "--sft.steps=6 --resume --run.dir=" + dir);
   ASSERT_EQ(idle.rc, 0) << idle.err;
   EXPECT_TRUE(contains(idle.out, "no step left to train")) << idle.out;
+  EXPECT_TRUE(contains(idle.err, "at step 6 = sft.steps: nothing is left to train")) << idle.err;
+  // forge train --resume on it at its last step: refused as forge sft's, with
+  // no "nothing is left to train" before the refusal.
+  const Result rl_resume = forge("train --model.d_model=32 --model.n_layers=1 --model.n_heads=2 "
+                                 "--model.n_kv_heads=2 --model.ffn_dim=64 --train.steps=6 --resume --run.dir=" + dir);
+  EXPECT_EQ(rl_resume.rc, 2) << rl_resume.err;
+  EXPECT_TRUE(contains(rl_resume.err, "was not written by forge train")) << rl_resume.err;
+  EXPECT_FALSE(contains(rl_resume.err, "nothing is left to train")) << rl_resume.err;
   EXPECT_TRUE(contains(idle.out, "kept " + dir + "/summary.json (no step trained)")) << idle.out;
   EXPECT_EQ(slurp(dir + "/summary.json"), parts);
   // Without a summary to keep (a SIGTERM in the final evaluation ends the

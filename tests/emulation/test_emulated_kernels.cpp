@@ -20,8 +20,8 @@
 #include "backend/host_pins.hpp"
 #include "core/error.hpp"
 #include "core/scoped_env.hpp"
-#include "model/policy_model.hpp"
 #include "emulation/backend_cases.hpp"
+#include "model/policy_model.hpp"
 
 namespace forge {
 namespace {

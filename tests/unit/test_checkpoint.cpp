@@ -2,7 +2,8 @@
 // states, config), retention, atomic naming, bitwise-identical resume of
 // synchronous training, and a clear InputError for every bad file: missing,
 // foreign, newer schema, truncated, garbage, and a model-shape mismatch that
-// names the tensor.
+// names the tensor; h5::File's refusals (a FIFO, a file another process
+// holds) and its reading of a variable-length string attribute.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/file.h>

@@ -140,12 +140,35 @@ TEST(EnvConfigOptions, ContextBudgetBelowTheTaskOpeningsIsRefused) {
               std::string::npos)
         << e.what();
   }
-  if (fit.longest > fit.shortest) {  // below some: a warning, the run goes on
-    o.agent.max_context_tokens = static_cast<int>(fit.longest) - 1;
-    const OpeningFit some = opening_fit(o.env, o.agent, StyleMode::kTrain, 16);
-    EXPECT_GT(some.over, 0);
-    EXPECT_LT(some.over, 16);
+  ASSERT_GT(fit.longest, fit.shortest);  // styles differ in length
+  o.agent.max_context_tokens = static_cast<int>(fit.longest) - 1;  // below some: a warning, the run goes on
+  const OpeningFit some = opening_fit(o.env, o.agent, StyleMode::kTrain, 16);
+  EXPECT_GT(some.over, 0);
+  EXPECT_LT(some.over, 16);
+  EXPECT_NO_THROW(check_openings_fit(o.env, o.agent));
+}
+
+// The held-out template families (the evaluation's styles) are measured too:
+// a budget every trained style fits and some held-out ones do not is named
+// for those.
+TEST(EnvConfigOptions, HeldOutFamiliesOpeningsAreMeasuredToo) {
+  Options o;
+  o.parse({"--env.heldout_families=tools.long"});  // the longest tool descriptions: evaluation only
+  const OpeningFit trained = opening_fit(o.env, o.agent, StyleMode::kTrain);
+  o.agent.max_context_tokens = static_cast<int>(trained.longest);
+  const OpeningFit held = opening_fit(o.env, o.agent, StyleMode::kHeldOut);
+  ASSERT_GT(held.over, 0) << "held-out openings " << held.shortest << " to " << held.longest << ", trained up to "
+                          << trained.longest;
+  testing::internal::CaptureStderr();
+  std::string thrown;
+  try {
+    check_openings_fit(o.env, o.agent);
+  } catch (const InputError& e) {
+    thrown = e.what();
   }
+  const std::string said = thrown + testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("sampled episodes in the held-out template families"), std::string::npos) << said;
+  EXPECT_EQ(said.find("in the trained styles"), std::string::npos) << said;
 }
 
 }  // namespace

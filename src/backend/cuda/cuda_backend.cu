@@ -4,7 +4,8 @@
 // asynchronous, ordered by the stream. Scratch buffers for the attention tile
 // bounds, D_i, the head tiles, the split-K partials of paged attention and
 // (bf16 mode) the bf16 copies of GEMM
-// operands, Q/K/V and the head's hidden states grow on demand and are kept.
+// operands, Q/K/V and the head's hidden states grow on demand and are kept
+// until release_scratch().
 #include "backend/cuda/cuda_backend.hpp"
 
 #include <algorithm>
@@ -48,7 +49,8 @@ struct MemoryMeter {
   void sub(size_t bytes) { live -= bytes; }
 };
 
-// Grow-only device buffer, counted in the backend's meter.
+// A device buffer that grows on demand (release() frees it), counted in the
+// backend's meter.
 class Scratch {
  public:
   explicit Scratch(MemoryMeter& meter) : meter_(meter) {}
@@ -61,10 +63,7 @@ class Scratch {
   T* get(size_t n) {
     const size_t bytes = n * sizeof(T);
     if (bytes > bytes_) {
-      if (p_) FORGE_CUDA_CHECK(cudaFree(p_));
-      meter_.sub(bytes_);
-      p_ = nullptr;
-      bytes_ = 0;
+      release();
       FORGE_CUDA_CHECK(cudaMalloc(&p_, bytes));
       bytes_ = bytes;
       meter_.add(bytes_);
