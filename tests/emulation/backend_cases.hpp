@@ -577,6 +577,19 @@ inline AttentionResult run_tree_attention(Backend& be, const AttentionShape& sh,
   return {out.download(), lse.download(), dqkv.download()};
 }
 
+// Backend::release_scratch() after a forward and backward frees at least
+// `floor_bytes`, nothing when called again, and the step then grows its
+// buffers again with the same results.
+inline void expect_release_scratch_frees(Backend& be, const AttentionShape& sh, const AttentionCase& c,
+                                         size_t floor_bytes) {
+  const AttentionResult before = run_tree_attention(be, sh, c);
+  EXPECT_GE(be.release_scratch(), floor_bytes);
+  EXPECT_EQ(be.release_scratch(), 0u) << "the first release left buffers";
+  const AttentionResult after = run_tree_attention(be, sh, c);
+  EXPECT_EQ(after.out, before.out);
+  EXPECT_EQ(after.dqkv, before.dqkv);
+}
+
 inline std::string attention_label(const AttentionShape& sh, const AttentionCase& c) {
   return " (T=" + std::to_string(c.bin.tokens()) + " H=" + std::to_string(sh.n_heads) + " Hkv=" +
          std::to_string(sh.n_kv_heads) + " D=" + std::to_string(sh.head_dim) + ")";

@@ -318,14 +318,8 @@ TEST(EmulatedCuda, ReleaseScratchFreesTheStepsBuffers) {
   const auto be = cuda::make_cuda_backend(Precision::kBf16, {});
   const backend_cases::AttentionShape sh{4, 2, 32, 30, 40};
   const backend_cases::AttentionCase c = backend_cases::attention_case(sh, 5);
-  const backend_cases::AttentionResult before = backend_cases::run_tree_attention(*be, sh, c);
   // at least the backward's delta (H T floats) and bf16 dO (H T D halves)
-  const size_t floor_bytes = size_t{4} * c.bin.token.size() * (sizeof(float) + 32 * 2);
-  EXPECT_GE(be->release_scratch(), floor_bytes);
-  EXPECT_EQ(be->release_scratch(), 0u) << "the first release left buffers";
-  const backend_cases::AttentionResult after = backend_cases::run_tree_attention(*be, sh, c);
-  EXPECT_EQ(after.out, before.out);
-  EXPECT_EQ(after.dqkv, before.dqkv);
+  backend_cases::expect_release_scratch_frees(*be, sh, c, size_t{4} * c.bin.token.size() * (sizeof(float) + 32 * 2));
 }
 
 // A model whose heads pass the tree attention's 128 dimensions is refused
@@ -334,13 +328,7 @@ TEST(EmulatedCuda, ReleaseScratchFreesTheStepsBuffers) {
 TEST(EmulatedCuda, HeadsPastTheAttentionKernelsAreRefusedByName) {
   const auto be = cuda::make_cuda_backend(Precision::kFp32, {});
   EXPECT_EQ(be->max_trained_head_dim(), cuda::kMaxHeadDim);
-  ModelConfig m;
-  m.vocab = 64;
-  m.d_model = 256;
-  m.n_layers = 1;
-  m.n_heads = 1;
-  m.n_kv_heads = 1;
-  m.ffn_dim = 32;
+  ModelConfig m{.vocab = 64, .d_model = 256, .n_layers = 1, .n_heads = 1, .n_kv_heads = 1, .ffn_dim = 32};
   try {
     require_trainable_heads(m, *be);
     ADD_FAILURE() << "head_dim 256 was accepted for training";

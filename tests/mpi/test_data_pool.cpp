@@ -232,6 +232,19 @@ ConsumeResult consume(DataPool& pool, const Scenario& sc, int world) {
   return res;
 }
 
+// Runs f; an exception (a violation, a deadline) is printed by this rank,
+// which then aborts the job: the other ranks would wait for it forever.
+template <class F>
+void or_abort(int rank, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+}
+
 // Runs one scenario on all ranks; returns the consumer's result on rank 0 and
 // the producers' memory refusals summed.
 std::pair<ConsumeResult, uint64_t> run(const Scenario& sc) {
@@ -240,7 +253,7 @@ std::pair<ConsumeResult, uint64_t> run(const Scenario& sc) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   ConsumeResult res;
   uint64_t refusals = 0;
-  try {
+  or_abort(rank, [&] {
     if (world < 2) throw InputError("the data pool test needs at least 2 ranks");
     DataPoolConfig cfg;
     cfg.window.kind = sc.kind;
@@ -271,11 +284,7 @@ std::pair<ConsumeResult, uint64_t> run(const Scenario& sc) {
                   static_cast<unsigned long long>(refusals),
                   sc.straggler ? (res.straggler_passed ? ", generation passed the straggler" : ", straggler NOT passed")
                                : "");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] %s\n", rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-  }
+  });
   return {res, refusals};
 }
 
@@ -419,7 +428,7 @@ TEST(DataPoolMpi, AClaimerPausedBeforeItsReadKeepsItsEntry) {
       int go = 0;
       MPI_Recv(&go, 1, MPI_INT, 0, kGoTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     };
-  try {
+  or_abort(rank, [&] {
     DataPool pool(MPI_COMM_WORLD, cfg);
     pool_of_hook = &pool;
     if (rank == 1) {
@@ -445,9 +454,5 @@ TEST(DataPoolMpi, AClaimerPausedBeforeItsReadKeepsItsEntry) {
       EXPECT_EQ(taken.size(), cells + 1);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] %s\n", rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-  }
+  });
 }
