@@ -572,18 +572,20 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
   const std::string where =
       (source == "command line" || source == "default") ? "" : " (in " + source + ")";
   const std::string shown = value;
+  // A flag that no INI file may set is named as it is typed (--format).
+  const std::string name = (allow_config_ && o->stored) ? key : "--" + key;
   auto fail = [&](const std::string& why) {
-    throw InputError(key + ": '" + shown + "' " + why + where);
+    throw InputError(name + ": '" + shown + "' " + why + where);
   };
   const Validator& v = o->validator;
   auto check_number = [&](double x) {
     if (v.number && !v.number(x))
-      throw InputError(key + " = " + shown + " is out of range: must be " + v.allowed + where);
+      throw InputError(name + " = " + shown + " is out of range: must be " + v.allowed + where);
   };
   // A NUL byte ends the value for every file and system call that reads it
   // (a run.dir 'a<NUL>b' is the folder 'a'): no key takes one.
   if (value.find('\0') != std::string::npos)
-    throw InputError(key + ": its value holds a NUL byte, where a path or name would end" + where);
+    throw InputError(name + ": its value holds a NUL byte, where a path or name would end" + where);
   const std::string s = trim(value);
   std::string why;
   // An integer too large for its type is reported against the validator's
@@ -591,7 +593,7 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
   // the type's end too (">= 0" alone named a range the value is in).
   auto fail_integer = [&](auto max) {
     if (v.number && why.rfind("is out of range", 0) == 0)
-      throw InputError(key + " = " + shown + " is out of range: must be " + v.allowed +
+      throw InputError(name + " = " + shown + " is out of range: must be " + v.allowed +
                        (v.allowed.rfind("in ", 0) == 0 ? "" : " and at most " + std::to_string(max)) + where);
     fail(why);
   };
@@ -627,7 +629,7 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
       // Checked as stored: a value that rounds onto a bound says so (0.99999999
       // is 1 as a float, outside [0, 1)).
       if (v.number && !v.number(f) && v.number(x))
-        throw InputError(key + " = " + shown + " is out of range: it rounds to " + format_float(f) +
+        throw InputError(name + " = " + shown + " is out of range: it rounds to " + format_float(f) +
                          " as a 32-bit float, and must be " + v.allowed + where);
       check_number(f);
       *std::get<float*>(o->target) = f;
@@ -649,7 +651,7 @@ void OptionSet::set(const std::string& key, const std::string& value, const std:
     default: {
       // Strings are taken verbatim (INI values are trimmed by the reader).
       if (v.text && !v.text(value)) {
-        std::string msg = key + " = '" + value + "' is not allowed: must be " + v.allowed;
+        std::string msg = name + " = '" + value + "' is not allowed: must be " + v.allowed;
         if (!v.choices.empty()) {
           const std::string c = closest(value, v.choices);
           if (!c.empty()) msg += " (did you mean " + c + "?)";

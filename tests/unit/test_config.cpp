@@ -337,6 +337,33 @@ TEST(Config, OutOfRange) {
   EXPECT_EQ(c.d_model, 8);
 }
 
+// A flag no INI file may set is named as it is typed: forge export's
+// --format=xml said "format = 'xml'", a key the user never wrote.
+TEST(Config, FlagsThatNoFileSetsAreNamedWithDashes) {
+  std::string format;
+  int64_t episode = -1;
+  OptionSet cli_only("forge export");
+  cli_only.add("format", &format, std::string("csv"), "csv | jsonl", one_of({"csv", "jsonl"}));
+  cli_only.add("episode", &episode, int64_t{-1}, "row", at_least(-1));
+  cli_only.allow_config_file(false);
+  std::string msg = input_error([&] { cli_only.parse(std::vector<std::string>{"--format=xml"}); });
+  EXPECT_NE(msg.find("--format = 'xml' is not allowed"), std::string::npos) << msg;
+  msg = input_error([&] { cli_only.parse(std::vector<std::string>{"--episode=-2"}); });
+  EXPECT_NE(msg.find("--episode = -2 is out of range"), std::string::npos) << msg;
+  // A command-line-only flag of a command that reads INI files too.
+  Cfg c;
+  int steps = 0;
+  OptionSet o;
+  add_all(o, c);
+  o.add("max_steps", &steps, 0, "steps", at_least(0));
+  o.command_line_only("max_steps");
+  msg = input_error([&] { o.parse(std::vector<std::string>{"--max_steps=x"}); });
+  EXPECT_NE(msg.find("--max_steps: 'x' is not an integer"), std::string::npos) << msg;
+  // Keys a file may set keep their INI names.
+  msg = input_error([&] { o.parse(std::vector<std::string>{"--model.d_model=4"}); });
+  EXPECT_EQ(msg.rfind("model.d_model = 4", 0), 0u) << msg;
+}
+
 // A 32-bit float key checks the value it stores: one that rounds onto an
 // open end says so (it quoted a value inside the range as outside).
 TEST(Config, AFloatThatRoundsOntoAnOpenEndSaysSo) {
