@@ -79,6 +79,14 @@ int run_train(int argc, char** argv) {
                      " tasks of a Slurm step but was not started as an MPI rank: each would train alone on "
                      "run.dir. Launch it with srun --mpi=pmix (slurm/forge_job.sbatch) or mpirun");
   }
+  // One process trains alone: the MPI role counts do not apply. Said, as
+  // a run that asked for 3 learners would otherwise look like one.
+  if (all.mpi.learners > 1 || all.mpi.rollouts > 1)
+    log_warn("mpi.learners = " + std::to_string(all.mpi.learners) + " and mpi.rollouts = " +
+             std::to_string(all.mpi.rollouts) + " apply to MPI ranks; this forge train is one process (" +
+             (mpi ? "mpirun -np 1" : "not started by mpirun") +
+             ") and trains alone, synchronously. For the roles launch it on at least " +
+             std::to_string(all.mpi.learners + all.mpi.rollouts + 1) + " ranks (mpirun -np, or sbatch --ntasks)");
   if (all.gateway.enabled)
     throw InputError(
         "gateway.enabled = true needs forge train on MPI ranks (at least a learner, a rollout and a gateway "

@@ -49,6 +49,7 @@ TEST(Train, TinyRunThenResume) {
   EXPECT_TRUE(contains(r.err, "engine/learner ")) << r.err;
   EXPECT_TRUE(contains(r.err, "drift ")) << r.err;
   EXPECT_TRUE(contains(r.out, "held-out families")) << r.out;
+  EXPECT_FALSE(contains(r.err, "apply to MPI ranks")) << r.err;
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoints/ckpt_step_00000002.h5"));
 
   const Result resumed = forge(std::string("train ") + kTiny + "--train.steps=3 --resume --run.dir=" + dir);
@@ -259,6 +260,18 @@ TEST(Train, AFullDiskStopsTheRunAndResumeGoesOn) {
   EXPECT_EQ(std::filesystem::file_size(rollouts), whole * 6 / 10);
   std::filesystem::remove_all(dir);
   std::remove(log.c_str());
+}
+
+// One process asked for MPI roles trains alone, and says so (a run that
+// asked for 2 learners looked like a run of two).
+TEST(Train, RoleCountsOutsideMpiAreWarnedAbout) {
+  const std::string dir = ::testing::TempDir() + "forge_train_roles_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const Result r = forge("train " + std::string(kTiny) + "--train.steps=1 --mpi.learners=2 --run.dir=" + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "mpi.learners = 2 and mpi.rollouts = 1 apply to MPI ranks")) << r.err;
+  EXPECT_TRUE(contains(r.err, "at least 4 ranks")) << r.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Train, BadLossIsExitCode2) {
