@@ -194,7 +194,7 @@ PolicyUpdateStats policy_forward_backward(PolicyModel& model, const std::vector<
                     (n[0] == batch_samples ? " but not each once" : "") +
                     " (each learner needs its own shard of shards)");
   }
-  st.entropy_mean = entropy_rows ? entropy_sum / entropy_rows : 0;
+  st.entropy_mean = entropy_rows ? entropy_sum / entropy_rows : std::nan("");
   split_mismatch(tokens, token_version, config, &st);
   const std::vector<float> w =
       policy_coefficients(model.backend(), config.loss, tokens, &st.loss, config.sum_across_shards);

@@ -76,7 +76,9 @@ struct PolicyUpdateStats {
   double reward_mean = 0;
   RewardComponents component_mean;  // raw components, mean over episodes
   double success_rate = 0;
-  double entropy_mean = 0;      // mean entropy over the trained tokens, as linear
+  // Mean entropy over the batch's generated tokens, as linear; NaN without any
+  // (every group zero-variance: 0 would read as a collapsed policy).
+  double entropy_mean = std::numeric_limits<double>::quiet_NaN();
   int64_t linear_tokens = 0;    // tokens if every call ran alone
   int64_t tree_tokens = 0;      // tokens actually run per pass
   // Mean |log pi_learner - log pi_behaviour| (see above); NaN without tokens.

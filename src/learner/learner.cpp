@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "agent/agent_eval.hpp"
+#include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/peak_memory.hpp"
@@ -102,6 +103,18 @@ void Learner::record(int step, const std::vector<Trajectory>& episodes, const Po
 
   const int done = step + 1;
   const bool last = done == setup_.train.steps;
+  // Masked importance sampling that keeps nothing trains nothing, silently
+  // but for the step line's "masked 1.000": said once, with the usual causes.
+  const PolicyLossConfig& loss = setup_.update.loss;
+  if (!warned_all_masked_ && loss.is_mask != "none" && st.loss.tokens > 0 && st.loss.masked_tokens == st.loss.tokens) {
+    warned_all_masked_ = true;
+    log_warn("step " + std::to_string(done) + ": loss.is_mask = " + loss.is_mask +
+             " masked every token (ratios pi/mu outside [loss.is_low, loss.is_high] = [" +
+             format_float(loss.is_low) + ", " + format_float(loss.is_high) +
+             "]): no optimizer step. Stale tokens cause it, and so do sample.top_k / sample.top_p: the behaviour "
+             "logprobs are then the truncated sampler's, and an on-policy token's ratio is the policy's mass on "
+             "the kept candidates (said once a run)");
+  }
   if (done % setup_.run.log_every == 0 || last || step == start_step_)
     log_info(format_train_progress(done, st, grad_norm, tokens_per_s, timing.step_seconds) + progress_suffix);
   if (checkpoint_due(setup_.run, done, setup_.train.steps)) checkpoint(done, stream_state());

@@ -122,6 +122,7 @@ class Learner {
   AdamW& opt_;
   std::unique_ptr<RolloutStore> rollouts_;  // lead only
   int start_step_ = 0;
+  bool warned_all_masked_ = false;  // said once a run: a step whose every token was masked
   double applied_lr_ = 0;  // by update's optimizer step, 0 when it took none
   int saved_step_ = -1;    // the step of the last checkpoint written, and its path
   std::string saved_path_;

@@ -7,11 +7,11 @@
 namespace forge {
 namespace {
 
-// "1.2e-07", or "-" for NaN (no token of that kind in the step).
-std::string sci(double v) {
+// v in printf's format f, or "-" for NaN (no token of that kind in the step).
+std::string shown(double v, const char* f) {
   if (std::isnan(v)) return "-";
   char b[32];
-  std::snprintf(b, sizeof b, "%.1e", v);
+  std::snprintf(b, sizeof b, f, v);
   return b;
 }
 
@@ -22,13 +22,12 @@ std::string format_train_progress(int step, const PolicyUpdateStats& st, double 
   char line[512];
   std::snprintf(line, sizeof line,
                 "step %4d  reward %+.3f (outcome %.3f process %+.3f efficiency %+.3f safety %+.3f)  success %.2f  "
-                "zero-var %d/%d  clip %.3f  masked %.3f  engine/learner %s  drift %s  kl %.2e  entropy %.2f  "
+                "zero-var %d/%d  clip %.3f  masked %.3f  engine/learner %s  drift %s  kl %.2e  entropy %s  "
                 "grad %.2f  gen %.0f tok/s  tree/linear %.2f  %.1f s",
                 step, st.reward_mean, st.component_mean.outcome, st.component_mean.process,
                 st.component_mean.efficiency, st.component_mean.safety, st.success_rate, st.zero_variance_groups, st.groups,
-                st.loss.clip_fraction(), st.loss.masked_fraction(), sci(st.engine_mismatch).c_str(),
-                sci(st.stale_drift).c_str(), st.loss.kl,
-                st.entropy_mean, grad_norm, gen_tokens_per_s,
+                st.loss.clip_fraction(), st.loss.masked_fraction(), shown(st.engine_mismatch, "%.1e").c_str(),
+                shown(st.stale_drift, "%.1e").c_str(), st.loss.kl, shown(st.entropy_mean, "%.2f").c_str(), grad_norm, gen_tokens_per_s,
                 st.linear_tokens ? double(st.tree_tokens) / st.linear_tokens : 1.0, seconds);
   return line;
 }

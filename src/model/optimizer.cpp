@@ -76,6 +76,15 @@ void add_optim_options(OptionSet& opts, OptimConfig& o) {
            "where the cosine schedule decays to at step optim.total_steps (one past the last), as a fraction "
            "of optim.lr",
            in_range(0, 1));
+  // Decoupled decay multiplies a weight by 1 - lr * weight_decay each step:
+  // at a product of 1 or more it zeroes or flips every decayed weight.
+  opts.add_check([&o] {
+    if (static_cast<double>(o.lr) * o.weight_decay >= 1.0)
+      throw InputError("optim.lr x optim.weight_decay = " + format_float(o.lr) + " x " +
+                       format_float(o.weight_decay) +
+                       " is 1 or more: decoupled decay scales each decayed weight by 1 - lr x weight_decay "
+                       "per step, which would zero or flip it; lower one of them");
+  });
   // A cosine horizon set below the warm-up: the rate would climb past the
   // horizon, then fall back to optim.lr and straight to the floor.
   opts.add_check([&o] {

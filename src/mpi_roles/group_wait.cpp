@@ -8,9 +8,10 @@ namespace forge {
 GroupWait group_wait(const GroupWaitKeys& k) {
   // The longest work an episode past its deadline may still have under way.
   const int rounds = std::max(1, k.tool_rounds);
-  double busy_s = k.tool_s * rounds;
-  std::string busy_key = k.tool_s <= 0 ? "" : rounds == 1 ? " + sandbox.wall_s"
-                                                          : " + sandbox.wall_s x " + std::to_string(rounds);
+  // Two runs a tool call, each behind the rounds queued before it.
+  double busy_s = 2 * k.tool_s * rounds;
+  std::string busy_key = k.tool_s <= 0 ? "" : rounds == 1 ? " + 2 x sandbox.wall_s"
+                                                          : " + 2 x sandbox.wall_s x " + std::to_string(rounds);
   if (k.gateway && k.request_deadline_s > busy_s) {
     busy_s = k.request_deadline_s;
     busy_key = " + gateway.request_deadline_s";

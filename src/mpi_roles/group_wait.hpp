@@ -12,10 +12,13 @@
 // each of the rank's mpi.env_groups x train.group episodes may have one
 // queued, sandbox.concurrency run at once, each for at most sandbox.wall_s,
 // so the last ends within wall_s x rounds, rounds = ceil(episodes /
-// concurrency). The wait outlasts that by mpi.deadline_s:
+// concurrency). One tool call may queue two runs, one after the other
+// (run_tests: the unittest run, then the module's cases; a verdict: a run
+// that did not start, then once more), so the work under way ends within
+// 2 x wall_s x rounds. The wait outlasts that by mpi.deadline_s:
 //
 //   wait = max(2 x deadline, episode_deadline + busy + deadline, agent_wait)
-//   busy = max(wall_s x rounds (code tasks), request_deadline (gateway))
+//   busy = max(2 x wall_s x rounds (code tasks), request_deadline (gateway))
 //
 // where agent_wait (gateway.agent_wait_s) applies only with the gateway:
 // black-box agents close groups at their own pace.
@@ -36,7 +39,7 @@ struct GroupWaitKeys {
 
 struct GroupWait {
   double seconds = 0;
-  std::string keys;  // e.g. "pool.episode_deadline_s + sandbox.wall_s x 4 + mpi.deadline_s"
+  std::string keys;  // e.g. "pool.episode_deadline_s + 2 x sandbox.wall_s x 4 + mpi.deadline_s"
 };
 
 GroupWait group_wait(const GroupWaitKeys& k);

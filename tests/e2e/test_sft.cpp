@@ -175,6 +175,12 @@ TEST(Sft, AWarmUpAsLongAsTheRunIsWarnedAbout) {
   EXPECT_TRUE(contains(below.err, "forge: error: optim.total_steps = 3 is below optim.warmup_steps = 4")) << below.err;
   EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
   std::filesystem::remove_all(dir);
+  // Decay of lr x weight_decay >= 1 a step would zero or flip the weights.
+  const Result decay = forge(tiny + dir + " --optim.lr=2 --optim.weight_decay=0.5");
+  EXPECT_EQ(decay.rc, 2) << decay.err;
+  EXPECT_TRUE(contains(decay.err, "forge: error: optim.lr x optim.weight_decay = 2 x 0.5 is 1 or more")) << decay.err;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+  std::filesystem::remove_all(dir);
 }
 
 // --resume continues a run from its newest checkpoint exactly: a run of 3

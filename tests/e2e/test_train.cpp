@@ -274,6 +274,23 @@ TEST(Train, RoleCountsOutsideMpiAreWarnedAbout) {
   std::filesystem::remove_all(dir);
 }
 
+// Masked importance sampling that keeps no token trains nothing: said once.
+// With top_k 2 of a near-uniform tiny policy an on-policy ratio is about
+// 2 / vocabulary, far below loss.is_low.
+TEST(Train, AStepThatMasksEveryTokenIsWarnedAboutOnce) {
+  const std::string dir = ::testing::TempDir() + "forge_train_masked_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const Result r = forge("train " + std::string(kTiny) +
+                         "--train.steps=2 --sample.top_k=2 --loss.is_mask=token --run.dir=" + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string said = "masked every token";
+  const size_t first = r.err.find(said);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(said, first + 1), std::string::npos) << r.err;
+  EXPECT_TRUE(contains(r.err, "masked 1.000")) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Train, BadLossIsExitCode2) {
   const Result r = forge("train --loss.algorithm=reinforce");
   EXPECT_EQ(r.rc, 2);

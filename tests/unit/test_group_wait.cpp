@@ -19,16 +19,17 @@ TEST(GroupWait, ALongEpisodeIsAbandonedFirst) {
   EXPECT_EQ(w.keys, "pool.episode_deadline_s + mpi.deadline_s");
 }
 
-// An episode past its deadline in the middle of a tool run is abandoned when
-// the run ends, up to sandbox.wall_s later.
+// An episode past its deadline in the middle of a tool call is abandoned when
+// the call ends: up to two sandbox runs (run_tests runs the tests, then the
+// module's cases), 2 x sandbox.wall_s later.
 TEST(GroupWait, TheToolRunUnderWayIsWaitedFor) {
   GroupWait w = group_wait({.deadline_s = 120, .episode_deadline_s = 300, .tool_s = 600});
-  EXPECT_DOUBLE_EQ(w.seconds, 1020);
-  EXPECT_EQ(w.keys, "pool.episode_deadline_s + sandbox.wall_s + mpi.deadline_s");
-  // ... after the runs queued before it in the rank's sandbox pool.
+  EXPECT_DOUBLE_EQ(w.seconds, 1620);
+  EXPECT_EQ(w.keys, "pool.episode_deadline_s + 2 x sandbox.wall_s + mpi.deadline_s");
+  // ... each run after the runs queued before it in the rank's sandbox pool.
   w = group_wait({.deadline_s = 120, .episode_deadline_s = 300, .tool_s = 300, .tool_rounds = 8});
-  EXPECT_DOUBLE_EQ(w.seconds, 2820);
-  EXPECT_EQ(w.keys, "pool.episode_deadline_s + sandbox.wall_s x 8 + mpi.deadline_s");
+  EXPECT_DOUBLE_EQ(w.seconds, 5220);
+  EXPECT_EQ(w.keys, "pool.episode_deadline_s + 2 x sandbox.wall_s x 8 + mpi.deadline_s");
 }
 
 // Under the gateway an agent's generation is not cancelled at the deadline:
@@ -45,8 +46,8 @@ TEST(GroupWait, AnAgentsGenerationUnderWayIsWaitedFor) {
   EXPECT_EQ(w.keys, "gateway.agent_wait_s");
   k.gateway = false;  // without the gateway neither gateway key counts
   w = group_wait(k);
-  EXPECT_DOUBLE_EQ(w.seconds, 430);
-  EXPECT_EQ(w.keys, "pool.episode_deadline_s + sandbox.wall_s + mpi.deadline_s");
+  EXPECT_DOUBLE_EQ(w.seconds, 440);
+  EXPECT_EQ(w.keys, "pool.episode_deadline_s + 2 x sandbox.wall_s + mpi.deadline_s");
 }
 
 }  // namespace

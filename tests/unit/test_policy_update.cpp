@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "algo/policy_update.hpp"
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
+#include "learner/train_progress.hpp"
 #include "unit/tiny_agent_model.hpp"
 
 namespace forge {
@@ -67,6 +69,20 @@ TEST(PolicyUpdate, AZeroVarianceGroupLeavesTheBatch) {
   }
   EXPECT_GT(norm, 0);
   EXPECT_LE(diff, 1e-6 * norm);
+}
+
+// A batch of zero-variance groups only trains nothing: its entropy is NaN
+// (shown "-"), not 0, which read as a collapsed policy.
+TEST(PolicyUpdate, NoTrainedTokenHasNoEntropy) {
+  const Update flat = update({episode(0, 1.0f, 0), episode(0, 1.0f, 1)}, PolicyUpdateConfig{});
+  EXPECT_EQ(flat.stats.samples, 0);
+  EXPECT_TRUE(std::isnan(flat.stats.entropy_mean)) << flat.stats.entropy_mean;
+  EXPECT_NE(format_train_progress(1, flat.stats, 0, 0, 0).find("entropy -  "), std::string::npos);
+  const Update varying = update({episode(0, 0.0f, 0), episode(0, 0.5f, 1)}, PolicyUpdateConfig{});
+  EXPECT_GT(varying.stats.entropy_mean, 0);
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "entropy %.2f  ", varying.stats.entropy_mean);
+  EXPECT_NE(format_train_progress(1, varying.stats, 0, 0, 0).find(shown), std::string::npos);
 }
 
 TEST(PolicyUpdate, AdvStdNormReachesTheAdvantages) {
