@@ -9,7 +9,8 @@ Both runs start from the same SFT checkpoint (the main job's, runs/demo/sft by
 default; `./forge.sh demo` makes it) with configs/agent_demo.ini and the main
 job's RL settings (learning rate --lr, the main job's 1e-4 by default; no
 warm-up), and write a checkpoint every --every steps. --sft and --out are
-read from the current folder (--sft also from the repository root):
+read from the current folder (--sft also from the repository root); --out
+must be new, empty, or an earlier run's of this benchmark (which it replaces):
   sync   forge train in one process (generate a batch, train, repeat), with
          run.threads = 2 (both cores)
   async  mpirun -np 5 forge train (1 learner, 2 rollout, 2 environment ranks,
@@ -31,6 +32,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MARKER = ".bench_async_vs_sync"  # in --out: this benchmark's folder, which a rerun may empty
 
 
 def run(cmd, log):
@@ -79,9 +81,19 @@ def main():
     sft = next((p for p in (os.path.abspath(a.sft), os.path.join(ROOT, a.sft)) if os.path.exists(p)), None)
     if sft is None:
         ap.error(f"no SFT run at {a.sft}; run ./forge.sh demo first")
+    if not os.access(forge, os.X_OK):
+        ap.error(f"no forge binary at {forge}; build it (./forge.sh build) or give --build-dir")
     a.sft, a.out = sft, os.path.abspath(a.out)
+    # Only a folder this benchmark made (its marker inside) is emptied: --out
+    # runs or --out . would have deleted the caller's own files.
+    marker = os.path.join(a.out, MARKER)
+    if os.path.isdir(a.out) and os.listdir(a.out) and not os.path.exists(marker):
+        ap.error(f"--out {a.out} holds files this benchmark did not write; give an empty or new folder")
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        ap.error(f"--out {a.out} is not a folder")
     shutil.rmtree(a.out, ignore_errors=True)
     os.makedirs(a.out)
+    open(marker, "w").close()
     common = ["--config", "configs/agent_demo.ini", f"--train.init={a.sft}", f"--optim.lr={a.lr}",
               "--optim.warmup_steps=0", f"--train.steps={a.steps}", f"--run.checkpoint_every={a.every}",
               "--run.keep_checkpoints=0", "--train.eval_tasks=1"]

@@ -28,7 +28,11 @@ def load_eval(path):
     try:
         with open(path) as f:
             e = json.load(f)
-        e["seen"]["all"]["success"], e["seen"]["all"]["episodes"], e["checkpoint"]
+        e["checkpoint"]
+        for key in ("success", "episodes"):
+            v = e["seen"]["all"][key]
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise TypeError(f"seen.all.{key} is {v!r}, not a number")
         return e
     except (OSError, ValueError, KeyError, TypeError) as err:
         print(f"demo_summary: {path}: not a `forge eval --json` result ({err})", file=sys.stderr)
@@ -126,6 +130,14 @@ def main():
     zero_path = os.path.join(a.run_dir, "eval_zero.json")
     zero = load_eval(zero_path) if os.path.exists(zero_path) else None
     columns = ([("zero-shot", zero)] if zero else []) + [("SFT", sft), ("SFT+RL", rl)]
+    # The lift compares two evaluations of the same tasks (forge eval's tasks
+    # are seeded by their index: the same count is the same tasks).
+    counts = {name: e["seen"]["all"]["episodes"] for name, e in columns}
+    if len(set(counts.values())) > 1:
+        print(f"demo_summary: {a.run_dir}: the evaluations cover different task counts "
+              f"({', '.join(f'{n} {c}' for n, c in counts.items())}); evaluate each checkpoint on the same tasks",
+              file=sys.stderr)
+        sys.exit(2)
     summary = {"sft": {"checkpoint": sft["checkpoint"]}, "rl": {"checkpoint": rl["checkpoint"]}}
     if zero:
         summary["zero_shot"] = {"checkpoint": zero["checkpoint"]}

@@ -24,7 +24,10 @@ def load(run_dir):
     try:
         with open(path) as f:
             s = json.load(f)
-        s["lift_pp"], s["success_rl"], s["success_sft"], s["recovery"]["gain_pp"]
+        for name, v in (("lift_pp", s["lift_pp"]), ("success_rl", s["success_rl"]),
+                        ("success_sft", s["success_sft"]), ("recovery.gain_pp", s["recovery"]["gain_pp"])):
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise TypeError(f"{name} is {v!r}, not a number")
         for phase in ("sft", "rl"):
             s["recovery"][phase]["recovered_given_error"]
         return s

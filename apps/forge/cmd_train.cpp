@@ -79,9 +79,12 @@ int run_train(int argc, char** argv) {
                      " tasks of a Slurm step but was not started as an MPI rank: each would train alone on "
                      "run.dir. Launch it with srun --mpi=pmix (slurm/forge_job.sbatch) or mpirun");
   }
-  // One process trains alone: the MPI role counts do not apply. Said, as
-  // a run that asked for 3 learners would otherwise look like one.
-  if (all.mpi.learners > 1 || all.mpi.rollouts > 1)
+  // One process trains alone: the MPI role counts do not apply. Said where
+  // the command line asked for them, as a run that asked for 3 learners
+  // would otherwise look like one (a config file's [mpi] is the layout for
+  // when it runs under mpirun: configs/agent_demo.ini serves both).
+  const auto asked = [&](const char* key, int n) { return n > 1 && opts.source(key) == "command line"; };
+  if (asked("mpi.learners", all.mpi.learners) || asked("mpi.rollouts", all.mpi.rollouts))
     log_warn("mpi.learners = " + std::to_string(all.mpi.learners) + " and mpi.rollouts = " +
              std::to_string(all.mpi.rollouts) + " apply to MPI ranks; this forge train is one process (" +
              (mpi ? "mpirun -np 1" : "not started by mpirun") +

@@ -262,8 +262,8 @@ TEST(Train, AFullDiskStopsTheRunAndResumeGoesOn) {
   std::remove(log.c_str());
 }
 
-// One process asked for MPI roles trains alone, and says so (a run that
-// asked for 2 learners looked like a run of two).
+// One process asked for MPI roles on its command line trains alone, and
+// says so (a run that asked for 2 learners looked like a run of two).
 TEST(Train, RoleCountsOutsideMpiAreWarnedAbout) {
   const std::string dir = ::testing::TempDir() + "forge_train_roles_" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
@@ -272,6 +272,15 @@ TEST(Train, RoleCountsOutsideMpiAreWarnedAbout) {
   EXPECT_TRUE(contains(r.err, "mpi.learners = 2 and mpi.rollouts = 1 apply to MPI ranks")) << r.err;
   EXPECT_TRUE(contains(r.err, "at least 4 ranks")) << r.err;
   std::filesystem::remove_all(dir);
+  // A config file's [mpi] is its layout under mpirun (configs/agent_demo.ini
+  // runs both ways): not warned about.
+  const std::string ini = dir + ".ini";
+  std::ofstream(ini) << "[mpi]\nrollouts = 2\n";
+  const Result file = forge("train " + std::string(kTiny) + "--train.steps=1 --config " + ini + " --run.dir=" + dir);
+  ASSERT_EQ(file.rc, 0) << file.err;
+  EXPECT_FALSE(contains(file.err, "apply to MPI ranks")) << file.err;
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(ini);
 }
 
 // Masked importance sampling that keeps no token trains nothing: said once.
