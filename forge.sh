@@ -82,9 +82,17 @@ refuse_run_folders() {
     case "$a" in
       --run.dir|--run.dir=*|--train.init|--train.init=*)
         local moved=""
-        [[ "$job" =~ ^(demo|seeds)$ ]] && moved=" (FORGE_DEMO_DIR moves the main job's folder)"
+        [ "$job" = demo ] && moved=" (FORGE_DEMO_DIR moves the main job's folder)"
+        [ "$job" = seeds ] && moved=" (seed N runs in runs/demo-seed-N)"
         echo "forge.sh: ${a%%=*} cannot be overridden: $job sets each step's$moved" >&2
         exit 2
+        ;;
+      --run.seed|--run.seed=*)
+        # seeds passes each seed last, where it would silently win.
+        if [ "$job" = seeds ]; then
+          echo "forge.sh: seeds takes its seeds as bare numbers (./forge.sh seeds 1 2 3), not ${a%%=*}" >&2
+          exit 2
+        fi
         ;;
     esac
   done

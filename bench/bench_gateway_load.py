@@ -16,6 +16,7 @@ import json
 import statistics
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import openai
@@ -25,8 +26,15 @@ def http(url, path, token, body=None):
     req = urllib.request.Request(url + path, data=None if body is None else json.dumps(body).encode(),
                                  headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
                                  method="GET" if body is None else "POST")
-    with urllib.request.urlopen(req, timeout=300) as r:
-        return json.load(r)
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return json.load(r)
+    except urllib.error.HTTPError as err:
+        body = err.read().decode(errors="replace")[:300]
+        sys.exit(f"bench_gateway_load: {req.get_method()} {url + path}: HTTP {err.code}: {body}")
+    except (urllib.error.URLError, OSError) as err:
+        sys.exit(f"bench_gateway_load: {req.get_method()} {url + path}: {getattr(err, 'reason', err)} "
+                 "(is forge train running with gateway.enabled, and is --url its address?)")
 
 
 def percentile(xs, q):

@@ -21,6 +21,7 @@
 // exits 0 with "model": "none" in its JSON line.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -83,12 +84,15 @@ static int bench_main(int argc, char** argv) {
   const std::vector<double> batch_list = flags.numbers("batches", "1,16,64");
   const bool model_given = flags.given("model");
   flags.finish();
-  if (memory) flags.refuse({"reps", "prompt", "new", "batches", "no-hf"}, "does nothing with --memory");
+  if (memory) flags.refuse({"seqs", "reps", "prompt", "new", "batches", "no-hf"}, "does nothing with --memory");
   else flags.refuse({"memory_tokens", "bin"}, "applies only with --memory");
   if (seqs < 1 || prompt < 1 || new_tokens < 1 || reps < 1 || memory_tokens < 1 || bin < 1)
     bench::Flags::usage("--seqs, --prompt, --new, --reps, --memory_tokens and --bin must be at least 1");
   if (new_tokens < 2) bench::Flags::usage("--new must be at least 2 (decode tokens/s counts the tokens after the first)");
   if (seq < 2) bench::Flags::usage("--seq must be at least 2 (a training sequence predicts its next tokens)");
+  if (memory && bin < std::min(seq, memory_tokens))
+    bench::Flags::usage("--bin (" + std::to_string(bin) + ") must hold a sequence of --seq tokens (" +
+                        std::to_string(std::min(seq, memory_tokens)) + ")");
   std::vector<int> batches;
   std::string batches_text;
   for (const double b : batch_list) {

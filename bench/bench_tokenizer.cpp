@@ -106,19 +106,22 @@ static int bench_main(int argc, char** argv) {
     std::printf("%-14s %10.2f %12.0f   (encode_batch, one call, one thread)\n", "tokenizers", mb / hf_batch_s,
                 hf_tokens / hf_batch_s);
   }
-  std::printf("ratio forge / tokenizers: %.2f (string by string), %.2f (encode_batch)\n", hf_s > 0 ? hf_s / forge_s : 0.0,
-              hf_batch_s > 0 ? hf_batch_s / forge_s : 0.0);
+  if (hf_s > 0)
+    std::printf("ratio forge / tokenizers: %.2f (string by string), %.2f (encode_batch)\n", hf_s / forge_s,
+                hf_batch_s / forge_s);
+  else
+    std::printf("ratio forge / tokenizers: n/a (Hugging Face did not run)\n");
   bench::print_json({{"strings", bench::num(static_cast<double>(corpus.size()))},
                      {"bytes", bench::num(static_cast<double>(bytes))},
                      {"tokens", bench::num(static_cast<double>(tokens))},
                      {"forge_mb_s", bench::num(mb / forge_s)},
                      {"forge_nfc_mb_s", bench::num(mb / nfc_s)},
                      {"nfc_time_ratio", bench::num(nfc_s / forge_s)},
-                     {"hf_mb_s", bench::num(hf_s > 0 ? mb / hf_s : -1)},
-                     {"hf_batch_mb_s", bench::num(hf_batch_s > 0 ? mb / hf_batch_s : -1)},
-                     {"ratio", bench::num(hf_s > 0 ? hf_s / forge_s : 0)},
-                     {"ratio_batch", bench::num(hf_batch_s > 0 ? hf_batch_s / forge_s : 0)},
                      // null where Hugging Face did not run (--no-hf, no reference packages)
+                     {"hf_mb_s", hf_s > 0 ? bench::num(mb / hf_s) : "null"},
+                     {"hf_batch_mb_s", hf_batch_s > 0 ? bench::num(mb / hf_batch_s) : "null"},
+                     {"ratio", hf_s > 0 ? bench::num(hf_s / forge_s) : "null"},
+                     {"ratio_batch", hf_batch_s > 0 ? bench::num(hf_batch_s / forge_s) : "null"},
                      {"tokens_equal", hf_tokens < 0 ? "null" : hf_tokens == static_cast<double>(tokens) ? "true"
                                                                                                        : "false"}});
   return 0;

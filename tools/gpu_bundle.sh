@@ -102,9 +102,11 @@ copy_deps() {
     done
 }
 
-# pack DIR FILE: DIR's contents as FILE (tar, xz -9).
+# pack DIR FILE: DIR's contents as FILE (tar, xz -9), written beside it and
+# renamed once whole (a full disk leaves no partial FILE to unpack).
 pack() {
-  tar cf - -C "$1" . | xz -9 -T1 >"$2"
+  tar cf - -C "$1" . | xz -9 -T1 >"$2.part"
+  mv "$2.part" "$2"
 }
 mkdir -p "$out"
 # An earlier version's bundles (gzip): the baseline and native builds, which
@@ -112,14 +114,14 @@ mkdir -p "$out"
 rm -f "$out/forge-gpu.tar.gz" "$out/openmpi.tar.gz"
 for old in "$out/baseline.tar.gz" "$out/native.tar.gz"; do
   [ -f "$old" ] || continue
-  gzip -dc "$old" | xz -9 -T1 >"${old%.gz}.xz" && rm -f "$old"
+  gzip -dc "$old" | xz -9 -T1 >"${old%.gz}.xz.part" && mv "${old%.gz}.xz.part" "${old%.gz}.xz" && rm -f "$old"
 done
 
 rm -rf "$out/pkg" "$out/ompi"
 # Unpacked folders go however this script ends (an interrupted run left
 # ~100 MB in .gpu, past what a device call carries), and a bundle is made
 # new or not at all (a stale one would be run as this build).
-trap 'rm -rf "$out/pkg" "$out/ompi"' EXIT
+trap 'rm -rf "$out/pkg" "$out/ompi" "$out"/*.part' EXIT
 rm -f "$out/forge-gpu.tar.xz"
 mkdir -p "$out/pkg/bin" "$out/pkg/lib"
 cp "${bins[@]}" "$out/pkg/bin/"
@@ -186,7 +188,7 @@ bench_build() {
 }
 
 tmp=$(mktemp -d)  # the baseline's worktree and the builds
-trap '[ -d "$tmp/baseline" ] && git -C "$root" worktree remove --force "$tmp/baseline" 2>/dev/null; rm -rf "$tmp" "$out/pkg" "$out/ompi"' EXIT
+trap '[ -d "$tmp/baseline" ] && git -C "$root" worktree remove --force "$tmp/baseline" 2>/dev/null; rm -rf "$tmp" "$out/pkg" "$out/ompi" "$out"/*.part' EXIT
 if [ -n "$baseline" ]; then
   git -C "$root" worktree add --detach --quiet "$tmp/baseline" "$rev"
   # forge's own libraries are linked in; the shared ones are this machine's,

@@ -62,15 +62,16 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(tests sanitize kernels train merge)
 for stage in "${stages[@]}"; do
   case $stage in
+    -h | --help) sed -n '2,/^set -u$/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     tests | sanitize | kernels | train | merge | profile | cpu | native | rl | rl-cuda | rl-cpu | publish) ;;
-    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge profile cpu native rl rl-cuda rl-cpu publish)"; exit 2 ;;
+    *) echo "gpu_checks: unknown stage '$stage' (tests sanitize kernels train merge profile cpu native rl rl-cuda rl-cpu publish; --help describes them)" >&2; exit 2 ;;
   esac
 done
 budget=${GPU_CHECKS_SECONDS:-0}
-[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu_checks: GPU_CHECKS_SECONDS must be a number of seconds, got '$budget'"; exit 2; }
+[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu_checks: GPU_CHECKS_SECONDS must be a number of seconds, got '$budget'" >&2; exit 2; }
 budget=$((10#$budget))
 grace=10  # seconds a command gets after SIGTERM before SIGKILL
-[ -f "$root/.gpu/forge-gpu.tar.xz" ] || { echo "gpu_checks: no .gpu/forge-gpu.tar.xz (run tools/gpu_bundle.sh)"; exit 2; }
+[ -f "$root/.gpu/forge-gpu.tar.xz" ] || { echo "gpu_checks: no .gpu/forge-gpu.tar.xz (run tools/gpu_bundle.sh)" >&2; exit 2; }
 mkdir -p "$out"
 
 pkg=$(mktemp -d)
@@ -91,7 +92,7 @@ tarfile.open(sys.argv[1]).extractall(sys.argv[2], **extra)' "$1" "$2"
   fi
 }
 unpack "$root/.gpu/forge-gpu.tar.xz" "$pkg" ||
-  { echo "gpu_checks: cannot unpack .gpu/forge-gpu.tar.xz (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
+  { echo "gpu_checks: cannot unpack .gpu/forge-gpu.tar.xz (rebuild it with tools/gpu_bundle.sh)" >&2; exit 2; }
 if [ -f "$pkg/lib/libblis.so.4" ] && [ ! -e "$debian_blis/libblis.so.4" ] && mkdir -p "$debian_blis" 2>/dev/null &&
   cp "$pkg/lib/libblis.so.4" "$debian_blis/" 2>/dev/null; then
   placed_blis=$debian_blis/libblis.so.4
@@ -111,7 +112,7 @@ for extra in "$base" "$native"; do
   packed=$root/.gpu/$(basename "$extra").tar.xz
   [ -f "$packed" ] || continue
   mkdir -p "$extra"
-  unpack "$packed" "$extra" || { echo "gpu_checks: cannot unpack $packed (rebuild it with tools/gpu_bundle.sh)"; exit 2; }
+  unpack "$packed" "$extra" || { echo "gpu_checks: cannot unpack $packed (rebuild it with tools/gpu_bundle.sh)" >&2; exit 2; }
 done
 failed=0
 # Every library the binaries load, found here (the bundle leaves the CUDA
@@ -119,8 +120,8 @@ failed=0
 # the build linked): a missing one ends the run before any stage.
 missing=$(ldd "$bin"/* 2>&1 | grep 'not found' | sort -u || true)
 if [ -n "$missing" ]; then
-  echo "$missing"
-  echo "gpu_checks: the libraries above are not on this machine (the build linked: $(cat "$pkg/CUDA_LIBS" 2>/dev/null))"
+  echo "$missing" >&2
+  echo "gpu_checks: the libraries above are not on this machine (the build linked: $(cat "$pkg/CUDA_LIBS" 2>/dev/null))" >&2
   exit 2
 fi
 

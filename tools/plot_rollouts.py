@@ -112,7 +112,10 @@ def main():
         fail(f"'{args.file}' is damaged: episode {i} has staleness {e['staleness'][i]} at consumed step {step[i]}")
     if len(e["turns"]) and (e["turns"].max() > 10**6 or e["turns"].min() < 0):
         fail(f"'{args.file}' is damaged: an episode has {e['turns'].max()} turns")
-    os.makedirs(out, exist_ok=True)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as err:
+        fail(f"cannot make the output folder '{out}': {err.strerror}")
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for key in ("outcome", "process", "efficiency"):
