@@ -61,4 +61,14 @@ Tokens ScaffoldVocabulary::encode(const std::vector<Part>& parts) const {
 
 std::string ScaffoldVocabulary::decode(const Tokens& tokens) const { return tokenizer_->decode(tokens); }
 
+Tokens ScaffoldVocabulary::encode_prompt(const std::string& text) const {
+  Tokens out = tokenizer_->encode(text);
+  if (native_) {
+    const std::vector<int32_t>& prefix = native_->text_prefix();
+    const bool has = out.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), out.begin());
+    if (!has) out.insert(out.begin(), prefix.begin(), prefix.end());
+  }
+  return out;
+}
+
 }  // namespace forge

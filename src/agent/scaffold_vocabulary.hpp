@@ -54,6 +54,10 @@ class ScaffoldVocabulary {
     bool markup = true;
   };
   Tokens encode(const std::vector<Part>& parts) const;
+  // A prompt given as text, as Hugging Face's tokenizer(text) encodes it:
+  // special tokens' text becomes them, and the tokenizer's text prefix
+  // (Llama 3's BOS) goes first unless the text already starts with it.
+  Tokens encode_prompt(const std::string& text) const;
 
   // call.special's delimiters, as markup.
   const std::string& tool_call_open() const { return call_open_; }

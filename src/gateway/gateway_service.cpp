@@ -357,7 +357,7 @@ GenerationReply GatewayService::completion(uint64_t episode_id, const json& body
   const json& p = body["prompt"];
   Tokens prompt;
   if (p.is_string()) {
-    prompt = vocab_->tokenizer().encode(p.get<std::string>());
+    prompt = vocab_->encode_prompt(p.get<std::string>());
   } else if (p.is_array()) {
     for (const json& t : p) {
       if (t.is_string() || t.is_array())

@@ -26,7 +26,7 @@ ModelSource resolve_model(const ModelConfig& model, bool load_weights) {
   s.tokenizer = pm.tokenizer.tokenizer;
   const std::string bos = pm.tokenizer.bos_id >= 0 ? pm.tokenizer.tokenizer->token_text(pm.tokenizer.bos_id) : "";
   s.chat = std::make_shared<ChatFormat>(pm.tokenizer.chat_template, s.tokenizer, bos, model.pretrained,
-                                        pm.tokenizer.end_ids);
+                                        pm.tokenizer.end_ids, pm.tokenizer.text_prefix);
   s.pretrained_tokenizer = std::move(pm.tokenizer);
   s.architecture = pm.architecture;
   s.max_positions = pm.max_positions;

@@ -19,6 +19,41 @@ namespace {
 using nlohmann::json;
 
 
+// The ids Hugging Face's post_processor writes before one encoded text
+// (tokenizer(text)): TemplateProcessing's special tokens ahead of the text
+// ("single"), Roberta/Bert's cls, each processor's in turn inside a
+// Sequence. What a template writes after the text (an EOS) is left out: a
+// completion prompt goes on from its end. Ids are checked against the
+// vocabulary.
+void add_text_prefix(const json& pp, int32_t vocab, const std::string& path, std::vector<int32_t>* out) {
+  if (!pp.is_object()) return;
+  const std::string type = pp.value("type", "");
+  const auto add = [&](const json& id) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
+      throw InputError("tokenizer '" + path + "': post_processor names token id " + id.dump() +
+                       ", outside the vocabulary of " + std::to_string(vocab));
+    out->push_back(static_cast<int32_t>(id.get<int64_t>()));
+  };
+  if (type == "Sequence" && pp.contains("processors") && pp["processors"].is_array()) {
+    for (const json& p : pp["processors"]) add_text_prefix(p, vocab, path, out);
+  } else if ((type == "RobertaProcessing" || type == "BertProcessing") && pp.contains("cls") &&
+             pp["cls"].is_array() && pp["cls"].size() == 2) {
+    add(pp["cls"][1]);
+  } else if (type == "TemplateProcessing" && pp.contains("single") && pp["single"].is_array()) {
+    for (const json& piece : pp["single"]) {
+      if (!piece.is_object() || !piece.contains("SpecialToken")) break;  // the text itself: the prefix ends
+      const json& name = piece["SpecialToken"].value("id", json());
+      const json* ids = nullptr;
+      if (name.is_string() && pp.contains("special_tokens") && pp["special_tokens"].contains(name.get<std::string>()))
+        ids = &pp["special_tokens"][name.get<std::string>()]["ids"];
+      if (ids == nullptr || !ids->is_array())
+        throw InputError("tokenizer '" + path + "': post_processor's template names special token " + name.dump() +
+                         " that its special_tokens do not list with ids");
+      for (const json& id : *ids) add(id);
+    }
+  }
+}
+
 // The ids of tokens the vocabulary does not cover from 0..V-1 are an error.
 void check_dense(const std::vector<std::string>& tokens, const std::vector<uint8_t>& seen, const std::string& src) {
   for (size_t i = 0; i < tokens.size(); ++i)
@@ -149,6 +184,7 @@ PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
     if (const int64_t id = g.get_int(key, 0, last, -1); id >= 0) out.end_ids.push_back(static_cast<int32_t>(id));
   out.source = src;
   if (out.bos_id >= 0 && g.has("tokenizer.ggml.add_bos_token") && g.get_bool("tokenizer.ggml.add_bos_token")) {
+    out.text_prefix = {out.bos_id};
     // Hugging Face's form of "BOS before every text" (Llama 3's file).
     const std::string bos = out.tokenizer->token_text(out.bos_id);
     const json special = {{"id", bos}, {"type_id", 0}};
@@ -311,6 +347,7 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   out.bos_id = id_of(bos, "bos_token");
   out.eos_id = id_of(eos, "eos_token");
   if (out.eos_id >= 0) out.end_ids.push_back(out.eos_id);
+  if (file.has("post_processor")) add_text_prefix(tj["post_processor"], out.tokenizer->vocab_size(), path, &out.text_prefix);
   // generation_config.json's eos_token_id: what transformers' generate stops at.
   const std::string generation_path = folder + "/generation_config.json";
   if (std::filesystem::exists(generation_path)) {

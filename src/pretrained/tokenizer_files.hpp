@@ -43,6 +43,10 @@ struct PretrainedTokenizer {
   // post_processor, as JSON; a GGUF's add_bos_token as a template), for an
   // export to write back; "" for none. forge itself renders BOS explicitly.
   std::string post_processor;
+  // The ids it writes before one text, as tokenizer(text) does (Llama 3's
+  // BOS; a GGUF's add_bos_token): what a completion prompt given as text
+  // starts with (ChatFormat::text_prefix).
+  std::vector<int32_t> text_prefix;
 };
 
 PretrainedTokenizer tokenizer_from_gguf(const GgufFile& gguf);

@@ -161,8 +161,9 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 ChatFormat::ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer> tokenizer, const std::string& bos_text,
-                       const std::string& source, const std::vector<int32_t>& end_ids)
-    : tokenizer_(std::move(tokenizer)), bos_(bos_text) {
+                       const std::string& source, const std::vector<int32_t>& end_ids,
+                       std::vector<int32_t> text_prefix)
+    : tokenizer_(std::move(tokenizer)), bos_(bos_text), text_prefix_(std::move(text_prefix)) {
   const std::string s = squeeze(jinja);
   const auto refuse = [&](const std::string& why) {
     return InputError("chat template of '" + source + "' is not one forge renders (" + why +

@@ -45,8 +45,11 @@ class ChatFormat {
   // whose special tokens the tokenizer lacks. `end_ids`: the model's other
   // end-of-generation tokens (its EOS; generation_config.json's eos_token_id
   // list), which stop a generation too.
+  // `text_prefix`: the ids the model's tokenizer writes before one text
+  // (tokenizer(text); Llama 3's BOS), for prompts given as text.
   ChatFormat(const std::string& jinja, std::shared_ptr<const Tokenizer> tokenizer, const std::string& bos_text,
-             const std::string& source, const std::vector<int32_t>& end_ids = {});
+             const std::string& source, const std::vector<int32_t>& end_ids = {},
+             std::vector<int32_t> text_prefix = {});
 
   Family family() const { return family_; }
   const std::string& default_system() const { return default_system_; }
@@ -72,11 +75,13 @@ class ChatFormat {
   const std::vector<int32_t>& stop_tokens() const { return stop_tokens_; }
   std::vector<int32_t> encode(const std::string& text) const { return tokenizer_->encode(text); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::vector<int32_t>& text_prefix() const { return text_prefix_; }
 
  private:
   Family family_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::string bos_;
+  std::vector<int32_t> text_prefix_;
   std::string default_system_;
   bool has_default_system_ = false;
   int32_t end_of_turn_ = -1;

@@ -6,6 +6,9 @@
 //                                               stdout: its token ids
 //   forge_hf_dump nfc MODEL                     stdin: a JSON string per line;
 //                                               stdout: its NFC (tokenizer/nfc.hpp)
+//   forge_hf_dump prompt MODEL                  stdin: a JSON string per line;
+//                                               stdout: its ids as a text prompt
+//                                               (ScaffoldVocabulary::encode_prompt)
 //   forge_hf_dump decode MODEL                  stdin: token ids; stdout: the text
 //   forge_hf_dump chat MODEL                    stdin: {"messages": [...],
 //                                               "add_generation_prompt": bool};
@@ -27,6 +30,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "agent/scaffold_vocabulary.hpp"
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
 #include "core/npy.hpp"
@@ -148,6 +152,11 @@ int run(int argc, char** argv) {
       std::vector<ChatMessage> messages;
       for (const json& m : in.at("messages")) messages.push_back({m.at("role"), m.at("content")});
       std::cout << json(chat.render(messages, in.value("add_generation_prompt", false))).dump() << "\n";
+    } else if (cmd == "prompt") {
+      const std::string bos = pt.bos_id >= 0 ? tok->token_text(pt.bos_id) : "";
+      const ScaffoldVocabulary vocab(std::make_shared<ChatFormat>(pt.chat_template, tok, bos, model, pt.end_ids,
+                                                                  pt.text_prefix));
+      std::cout << json(vocab.encode_prompt(in.get<std::string>())).dump() << "\n";
     } else if (cmd == "decode") {
       std::cout << json(tok->decode(in.get<std::vector<int32_t>>())).dump(-1, ' ', true, json::error_handler_t::replace)
                 << "\n";

@@ -14,7 +14,9 @@ message; user, assistant and tool turns; assistant turns that are tool calls
 <tool_call>{"name": ..., "arguments": ...}</tool_call>, answers, or empty;
 leading and trailing white space; unicode; special-token text inside
 content; with and without the generation prompt), forge's tokens must equal
-the reference's.
+the reference's. So must 202 prompts given as text (the gateway's
+/completions) against tokenizer(text), Llama 3's BOS first, except that a
+text that starts with BOS gets no second one.
 
   test_hf_chat_template.py --build-dir BUILD
 Exit 77 (skip) without the reference packages or the model file.
@@ -78,6 +80,13 @@ def llama3_folder(vocab, folder):
     tok = ref.hf_tokenizer(vocab["tokens"], vocab["merges"], vocab["token_types"], "llama3")
     specials = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    # As Llama 3's tokenizer.json: BOS before every encoded text.
+    from tokenizers import processors
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+                                      special_tokens=[("<|begin_of_text|>", bos)])])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
                                    chat_template=LLAMA3_TEMPLATE, clean_up_tokenization_spaces=False)
     fast.save_pretrained(folder)
@@ -115,10 +124,25 @@ def main():
                 print(f"  {name}: conversation {i}: {convs[i][0]!r}\n    forge {got[i][:60]}\n    hf    {want[i][:60]}")
             print(f"{name}: {len(convs)} conversations, {sum(len(w) for w in want)} tokens: {len(bad)} differ")
             failures += len(bad) + (len(got) != len(want))
+            # A prompt given as text (the gateway's /completions): tokenizer(text),
+            # with what the post_processor writes before it (Llama 3's BOS).
+            texts = [text(rng, rng.randint(0, 12)) for _ in range(200)] + ["<|begin_of_text|>hi", ""]
+            want = [tok(t)["input_ids"] for t in texts]
+            want[-2] = tok("<|begin_of_text|>hi", add_special_tokens=False)["input_ids"]  # forge adds no second BOS
+            p = subprocess.run([dump, "prompt", path], input="".join(json.dumps(t) + "\n" for t in texts),
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit(f"forge_hf_dump prompt failed: {p.stderr.strip()}")
+            got = [json.loads(x) for x in p.stdout.split("\n") if x]
+            bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+            for i in bad[:3]:
+                print(f"  {name}: prompt {texts[i]!r}\n    forge {got[i][:60]}\n    hf    {want[i][:60]}")
+            print(f"{name}: {len(texts)} text prompts: {len(bad)} differ")
+            failures += len(bad) + (len(got) != len(want))
     if failures:
-        print(f"FAIL: {failures} conversations differ")
+        print(f"FAIL: {failures} conversations or prompts differ")
         return 1
-    print("OK: forge renders every conversation as apply_chat_template does")
+    print("OK: forge renders every conversation as apply_chat_template does, and every text prompt as tokenizer(text)")
     return 0
 
 

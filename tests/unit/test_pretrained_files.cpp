@@ -72,6 +72,7 @@ class GgufWriter {
   void kv_u32(const std::string& k, uint32_t v) { kv(k, 4), put(v, meta_); }
   void kv_u64(const std::string& k, uint64_t v) { kv(k, 10), put(v, meta_); }
   void kv_f32(const std::string& k, float v) { kv(k, 6), put(v, meta_); }
+  void kv_bool(const std::string& k, bool v) { kv(k, 7), meta_.push_back(v ? 1 : 0); }
   void kv_strings(const std::string& k, const std::vector<std::string>& v) {
     kv(k, 9), put(uint32_t{8}, meta_), put(uint64_t(v.size()), meta_);
     for (const auto& s : v) str(s, meta_);
@@ -240,6 +241,7 @@ struct TinyGguf {
                                           {"llama.feed_forward_length", 24}};
   std::map<std::string, float> floats = {{"llama.rope.freq_base", 10000.0f},
                                          {"llama.attention.layer_norm_rms_epsilon", 1e-5f}};
+  std::map<std::string, bool> bools;
   std::vector<std::string> tokens = tiny_vocab().tokens;
   std::map<std::string, std::string> renamed;  // a tensor's name -> the name written
   std::map<std::string, uint32_t> no_data;      // a tensor's name -> a type it is declared as, without data
@@ -256,6 +258,7 @@ struct TinyGguf {
     g.kv_string("general.architecture", "llama");
     for (const auto& [k, x] : ints) g.kv_u64(k, x);
     for (const auto& [k, x] : floats) g.kv_f32(k, x);
+    for (const auto& [k, x] : bools) g.kv_bool(k, x);
     g.kv_string("tokenizer.ggml.model", "gpt2");
     if (!pre.empty()) g.kv_string("tokenizer.ggml.pre", pre);
     g.kv_strings("tokenizer.ggml.tokens", tokens);
@@ -1078,6 +1081,58 @@ TEST(PretrainedModel, HfTokenizerFilesAsNewerTransformersWriteThem) {
   // An added token Hugging Face would match on the NFC text: refused.
   rewrite_json(tokenizer, [](json& j) { j["added_tokens"][0]["normalized"] = true; });
   expect_input_error([&] { load_pretrained(dir, false); }, "has normalized = true with an NFC normalizer");
+}
+
+// A prompt given as text starts as Hugging Face's tokenizer(text) starts it:
+// with what the post_processor writes before a text (Llama 3's BOS). The
+// gateway's /completions encoded text without it.
+TEST(PretrainedModel, TextPromptsStartWithWhatThePostProcessorAdds) {
+  const std::string dir = tiny_hf_folder("text_prefix");
+  const std::string tokenizer = dir + "/tokenizer.json";
+  const json bos_template = {
+      {"type", "TemplateProcessing"},
+      {"single", json::array({{{"SpecialToken", {{"id", "<|im_start|>"}, {"type_id", 0}}}},
+                              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                              {{"SpecialToken", {{"id", "<|im_end|>"}, {"type_id", 0}}}}})},
+      {"special_tokens", {{"<|im_start|>", {{"id", "<|im_start|>"}, {"ids", {259}}, {"tokens", {"<|im_start|>"}}}},
+                          {"<|im_end|>", {{"id", "<|im_end|>"}, {"ids", {260}}, {"tokens", {"<|im_end|>"}}}}}}};
+  EXPECT_TRUE(load_pretrained(dir, false).tokenizer.text_prefix.empty());  // the exporter writes none
+  // As Llama 3's tokenizer.json: ByteLevel, then the template (its text
+  // suffix, <|im_end|> here, is not a prompt's).
+  rewrite_json(tokenizer, [&](json& j) {
+    j["post_processor"] = {{"type", "Sequence"},
+                           {"processors", json::array({{{"type", "ByteLevel"}, {"trim_offsets", false}}, bos_template})}};
+  });
+  const PretrainedModel m = load_pretrained(dir, false);
+  EXPECT_EQ(m.tokenizer.text_prefix, std::vector<int32_t>{259});
+  const auto chat = std::make_shared<ChatFormat>(kChatMl, m.tokenizer.tokenizer, "", "t", std::vector<int32_t>{},
+                                                 m.tokenizer.text_prefix);
+  const ScaffoldVocabulary vocab(chat);
+  std::vector<int32_t> expected = {259};
+  for (const int32_t t : m.tokenizer.tokenizer->encode("abc a")) expected.push_back(t);
+  EXPECT_EQ(vocab.encode_prompt("abc a"), expected);
+  EXPECT_EQ(vocab.encode_prompt("<|im_start|>abc a"), expected);  // given already: not twice
+  EXPECT_EQ(vocab.encode_prompt(""), std::vector<int32_t>{259});
+  // Without a text prefix (and the built-in vocabulary) a text is its tokens.
+  const ScaffoldVocabulary plain(std::make_shared<ChatFormat>(kChatMl, m.tokenizer.tokenizer, "", "t"));
+  EXPECT_EQ(plain.encode_prompt("abc a"), m.tokenizer.tokenizer->encode("abc a"));
+  EXPECT_EQ(ScaffoldVocabulary::builtin().encode_prompt("hi"), ScaffoldVocabulary::builtin().tokenizer().encode("hi"));
+  // A GGUF's add_bos_token is that prefix.
+  TinyGguf g;
+  g.ints["tokenizer.ggml.bos_token_id"] = 259;
+  EXPECT_TRUE(load_pretrained(g.write("text_prefix_gguf"), false).tokenizer.text_prefix.empty());
+  g.bools["tokenizer.ggml.add_bos_token"] = true;
+  EXPECT_EQ(load_pretrained(g.write("text_prefix_gguf"), false).tokenizer.text_prefix, std::vector<int32_t>{259});
+  // A template that names an id outside the vocabulary, or a token its
+  // special_tokens do not list, is refused by name.
+  json bad = bos_template;
+  bad["special_tokens"]["<|im_start|>"]["ids"] = {4000};
+  rewrite_json(tokenizer, [&](json& j) { j["post_processor"] = bad; });
+  expect_input_error([&] { load_pretrained(dir, false); }, "post_processor names token id 4000, outside the vocabulary of 261");
+  bad = bos_template;
+  bad["special_tokens"].erase("<|im_start|>");
+  rewrite_json(tokenizer, [&](json& j) { j["post_processor"] = bad; });
+  expect_input_error([&] { load_pretrained(dir, false); }, "special token \"<|im_start|>\" that its special_tokens do not list");
 }
 
 // The chat templates forge renders, and templates that contain their lines
