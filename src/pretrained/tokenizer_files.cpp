@@ -274,6 +274,28 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
     seen[id] = 1;
     v.added.push_back({id, added_tokens[i].boolean("special", false)});
   }
+  // Hugging Face matches the normalized = false added tokens first, then the
+  // normalized = true ones in the text between; forge matches all in one
+  // pass (leftmost, longest). The two agree unless a token of one kind can
+  // overlap one of the other: refused by name.
+  {
+    std::vector<std::string> normalized, verbatim;
+    for (size_t i = 0; i < n_added; ++i)
+      (added_tokens[i].boolean("normalized", !added_tokens[i].boolean("special", false)) ? normalized : verbatim)
+          .push_back(v.tokens[added_ids[i]]);
+    const auto overlap = [](const std::string& a, const std::string& b) {
+      if (a.find(b) != std::string::npos || b.find(a) != std::string::npos) return true;
+      for (size_t k = 1; k < std::min(a.size(), b.size()); ++k)
+        if (a.compare(a.size() - k, k, b, 0, k) == 0 || b.compare(b.size() - k, k, a, 0, k) == 0) return true;
+      return false;
+    };
+    for (const std::string& a : normalized)
+      for (const std::string& b : verbatim)
+        if (overlap(a, b))
+          throw bad("added tokens '" + a + "' (normalized = true) and '" + b +
+                    "' (normalized = false) can overlap in a text: Hugging Face matches them in two passes, forge "
+                    "in one, and the two would encode differently");
+  }
   check_dense(v.tokens, seen, path);
   // An unknown token stands, in Hugging Face's encoding, for a byte the
   // vocabulary has no token of; forge leaves such a byte out. Refused where

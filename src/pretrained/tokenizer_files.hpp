@@ -18,8 +18,13 @@
 // InputError naming the file, never a tokenizer that encodes differently.
 // So are damaged files: a token id outside the vocabulary (added_tokens,
 // bos/eos), a GGUF token or chat template that is not UTF-8 text. An NFC
-// normalizer (Qwen2's tokenizer.json) is applied (tokenizer/nfc.hpp); a GGUF
-// file has none, as llama.cpp applies none.
+// normalizer (Qwen2's tokenizer.json) is applied (tokenizer/nfc.hpp: Unicode
+// 14's tables, where tokenizers 0.19 composes as Unicode 9 did, so text
+// with characters added since may differ); a GGUF file has none, as
+// llama.cpp applies none. Added tokens match as Hugging Face matches them,
+// the special ones left as text in encode_ordinary; a normalized = true
+// token that can overlap a normalized = false one is refused (Hugging Face
+// matches the two kinds in two passes).
 #pragma once
 #include <memory>
 #include <string>

@@ -104,11 +104,16 @@ BpeTokenizer::BpeTokenizer(BpeVocabulary vocab, const std::string& source) : voc
     merge_.emplace(pair_key(ia->second, ib->second), std::make_pair(static_cast<int32_t>(r), im->second));
   }
   added_by_first_byte_.resize(256);
-  for (const auto& a : vocab_.added)
-    added_by_first_byte_[static_cast<unsigned char>(vocab_.tokens[a.id][0])].push_back(a.id);
-  for (auto& ids : added_by_first_byte_)
-    std::stable_sort(ids.begin(), ids.end(),
-                     [&](int32_t x, int32_t y) { return vocab_.tokens[x].size() > vocab_.tokens[y].size(); });
+  ordinary_added_by_first_byte_.resize(256);
+  for (const auto& a : vocab_.added) {
+    const auto first = static_cast<unsigned char>(vocab_.tokens[a.id][0]);
+    added_by_first_byte_[first].push_back(a.id);
+    if (!a.special) ordinary_added_by_first_byte_[first].push_back(a.id);
+  }
+  for (auto* table : {&added_by_first_byte_, &ordinary_added_by_first_byte_})
+    for (auto& ids : *table)
+      std::stable_sort(ids.begin(), ids.end(),
+                       [&](int32_t x, int32_t y) { return vocab_.tokens[x].size() > vocab_.tokens[y].size(); });
 }
 
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>* out) const {
@@ -190,11 +195,16 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>* out
 }
 
 std::vector<std::pair<int32_t, std::string>> BpeTokenizer::split_special(std::string_view text) const {
+  return split_added(text, added_by_first_byte_);
+}
+
+std::vector<std::pair<int32_t, std::string>> BpeTokenizer::split_added(
+    std::string_view text, const std::vector<std::vector<int32_t>>& by_first_byte) const {
   std::vector<std::pair<int32_t, std::string>> out;
   size_t plain = 0;
   for (size_t i = 0; i < text.size();) {
     int32_t found = -1;
-    for (int32_t id : added_by_first_byte_[static_cast<unsigned char>(text[i])]) {
+    for (int32_t id : by_first_byte[static_cast<unsigned char>(text[i])]) {
       const std::string& t = vocab_.tokens[id];
       if (text.compare(i, t.size(), t) == 0) {
         found = id;
@@ -225,7 +235,12 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
 
 std::vector<int32_t> BpeTokenizer::encode_ordinary(std::string_view text) const {
   std::vector<int32_t> out;
-  encode_plain(text, &out);
+  // The added tokens that are not special still match, as Hugging Face's
+  // encode_special_tokens and llama.cpp's parse_special = false leave them.
+  for (const auto& [id, piece] : split_added(text, ordinary_added_by_first_byte_)) {
+    if (id >= 0) out.push_back(id);
+    else encode_plain(piece, &out);
+  }
   return out;
 }
 

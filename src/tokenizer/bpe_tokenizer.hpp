@@ -3,6 +3,8 @@
 //   encode(text):
 //     1. added tokens: the text is split at every occurrence of an added
 //        token's content (leftmost, longest first); each becomes its id
+//        (encode_ordinary, for text that is not the scaffold's: the added
+//        tokens that are not special only)
 //     2. each remaining span is cut into pieces by the pre-tokenizer
 //        (pre_tokenizer.hpp); BPE never merges across pieces
 //     3. a piece's UTF-8 bytes map to the byte-level alphabet (GPT-2's
@@ -14,7 +16,10 @@
 //        first among equal ranks) until no pair has a merge
 //   decode(ids): the tokens' byte-level text mapped back to bytes; added
 //     tokens, and a token with a character outside the byte-level
-//     alphabet, as their text.
+//     alphabet, as their text. (Hugging Face's ByteLevel decoder maps an
+//     added token's byte-level characters too: "ĠĠx" decodes to "  x"
+//     there, to its text here. The models forge reads have ASCII added
+//     tokens only, where the two agree.)
 //
 // This is what the Hugging Face tokenizers library computes for a BPE model
 // without dropout, unknown token or byte fallback (tests/reference checks it
@@ -70,6 +75,9 @@ class BpeTokenizer final : public Tokenizer {
  private:
   void encode_piece(std::string_view piece, std::vector<int32_t>* out) const;
   void encode_plain(std::string_view text, std::vector<int32_t>* out) const;
+  // split_special over the added tokens of one table.
+  std::vector<std::pair<int32_t, std::string>> split_added(
+      std::string_view text, const std::vector<std::vector<int32_t>>& by_first_byte) const;
 
   BpeVocabulary vocab_;
   std::unordered_map<std::string, int32_t> id_of_;
@@ -78,6 +86,7 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> bytes_of_;   // id -> the bytes it decodes to
   std::vector<uint8_t> special_;        // id -> is a special added token
   std::vector<std::vector<int32_t>> added_by_first_byte_;  // added ids by their first byte, longest first
+  std::vector<std::vector<int32_t>> ordinary_added_by_first_byte_;  // the same, those not special only
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
 };

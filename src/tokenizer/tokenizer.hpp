@@ -21,11 +21,12 @@ class Tokenizer {
   // Text to ids; special-token text (e.g. "<|im_end|>") becomes its id
   // where the tokenizer has added tokens.
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
-  // Text to ids where special-token text stays text (for untrusted text).
+  // Text to ids where special-token text stays text (for untrusted text);
+  // an added token that is not special still becomes its id.
   virtual std::vector<int32_t> encode_ordinary(std::string_view text) const = 0;
   // Text cut at the special tokens written in it: (id, "") for a special
-  // token, (-1, text) for the text between (in order). encode(text) is the
-  // specials with encode_ordinary of each text piece.
+  // token (any added token), (-1, text) for the text between (in order).
+  // encode(text) is the added tokens with encode_ordinary of each piece.
   virtual std::vector<std::pair<int32_t, std::string>> split_special(std::string_view text) const = 0;
   // Ids to text (bytes; may end inside a UTF-8 sequence when the ids do).
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -1133,6 +1134,42 @@ TEST(PretrainedModel, TextPromptsStartWithWhatThePostProcessorAdds) {
   bad["special_tokens"].erase("<|im_start|>");
   rewrite_json(tokenizer, [&](json& j) { j["post_processor"] = bad; });
   expect_input_error([&] { load_pretrained(dir, false); }, "special token \"<|im_start|>\" that its special_tokens do not list");
+}
+
+// Added tokens as Hugging Face matches them. One that is not special
+// becomes its id in text that is not the scaffold's too (encode_special_tokens
+// leaves only special ones as text; encode_ordinary dropped every added
+// token). A normalized = true token that can overlap a normalized = false one
+// is refused: Hugging Face matches the two kinds in two passes ("qzxw" is
+// q + zxw there, qzx + w in one pass).
+TEST(PretrainedModel, AddedTokensMatchAsHuggingFaceMatchesThem) {
+  const std::string dir = tiny_hf_folder("added_kinds");
+  const std::string tokenizer = dir + "/tokenizer.json";
+  const auto add = [&](const std::string& content, int id, bool special, bool normalized) {
+    rewrite_json(tokenizer, [&](json& j) {
+      j["added_tokens"].push_back({{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                                   {"rstrip", false}, {"normalized", normalized}, {"special", special}});
+    });
+  };
+  add("qzx", 261, false, false);
+  const auto tok = tokenizer_from_hf_folder(dir).tokenizer;
+  const std::vector<int32_t> ordinary = tok->encode_ordinary("aqzx<|im_start|>");
+  EXPECT_NE(std::find(ordinary.begin(), ordinary.end(), 261), ordinary.end());
+  EXPECT_EQ(std::find(ordinary.begin(), ordinary.end(), 259), ordinary.end());  // a special one stays text
+  EXPECT_EQ(ordinary.front(), tok->encode_ordinary("a").front());
+  const std::vector<int32_t> all = tok->encode("aqzx<|im_start|>");
+  EXPECT_EQ(all.back(), 259);
+  EXPECT_EQ(all[all.size() - 2], 261);
+  // Its text as the scaffold writes plain text (the gateway's user and tool
+  // messages) keeps the token too.
+  const ScaffoldVocabulary vocab(std::make_shared<ChatFormat>(kChatMl, tok, "", "t"));
+  EXPECT_EQ(vocab.encode(std::vector<ScaffoldVocabulary::Part>{{"aqzx<|im_start|>", false}}), ordinary);
+  add("zxw", 262, true, false);
+  rewrite_json(tokenizer, [&](json& j) { j["added_tokens"][2]["normalized"] = true; });
+  expect_input_error([&] { tokenizer_from_hf_folder(dir); },
+                     "added tokens 'qzx' (normalized = true) and 'zxw' (normalized = false) can overlap");
+  rewrite_json(tokenizer, [&](json& j) { j["added_tokens"][3]["content"] = "wxy"; });  // no overlap: read
+  EXPECT_NO_THROW(tokenizer_from_hf_folder(dir));
 }
 
 // The chat templates forge renders, and templates that contain their lines
