@@ -36,7 +36,7 @@ struct Rule {
 // Shell text without the `stop` characters, and where `guard` (a lookahead)
 // holds, up to a lone '&' (backgrounding): '&&' and the '&' of a redirection
 // ('>&2', '<&0', '&>file', '&>>file') are not one.
-#define FORGE_TO_LONE_AMP(stop, guard) "(" guard "([^" stop "&<>]|&&|&>>?|[<>]&|[<>](?!&)))*&(?![&>])"
+#define FORGE_TO_LONE_AMP(stop, guard) "(" guard "([^" stop "&<>]|&&|&>>|&>(?!>)|[<>]&|[<>](?!&)))*&(?![&>])"
 
 constexpr Rule kRules[] = {
     {"credentials", "/etc/shadow|\\.ssh\\b|\\bid_(rsa|ed25519|ecdsa)\\b|\\.aws\\b|\\.netrc\\b|\\.git-credentials\\b|"

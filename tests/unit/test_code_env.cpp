@@ -513,6 +513,31 @@ TEST(SafetyPolicy, EachRuleCatchesItsCommandsAndLetsOrdinaryOnesPass) {
   EXPECT_EQ(refusal("OK", true), "none");
 }
 
+// The rules run before the sandbox, outside its deadline: each must read a
+// command of the longest length (1024 bytes) at once. fork_bomb's "&>>" could
+// match two ways ("&>>" or "&>" then ">"), so a command of k such
+// redirections and no lone '&' took 2^k steps (1.9 s at k = 18, 7.9 s at
+// k = 20): at 1024 bytes this test would not end before its timeout.
+TEST(SafetyPolicy, EveryRuleReadsTheLongestCommandAtOnce) {
+  const SafetyPolicy all("credentials,network,delete_workspace,outside_write,kill,fork_bomb");
+  const auto fill = [](const std::string& head, const std::string& unit, const std::string& tail) {
+    std::string c = head;
+    while (c.size() + unit.size() + tail.size() <= 1024) c += unit;
+    return c + tail;
+  };
+  for (const std::string& c :
+       {fill("log() { ", "echo 0 &>> out.txt; ", "}; log"), fill("while true; do ", "python3 t.py &>> o ", "; done"),
+        fill("f() { ", "&>> ", "}"), fill("f() { ", "&> ", "}"), fill("f() { ", ">& ", "}"),
+        fill("while :; do ", "a &&>> b ", "\ndone"), fill("rm ", "\"a\" ", "x"), fill("find . ", "-name x ", ""),
+        fill("ls | tee ", "a ", "b"), fill("cp ", "x ", "y")}) {
+    ASSERT_LE(c.size(), 1024u);
+    EXPECT_FALSE(all.forbids(c).has_value()) << c.substr(0, 80) << " -> " << all.forbids(c).value_or("");
+  }
+  // ... and still finds a lone '&' after such redirections.
+  EXPECT_EQ(all.forbids(fill("f() { ", "f &>> log; ", "f & }; f")).value_or(""), "fork_bomb");
+  EXPECT_FALSE(all.forbids("f() { ls &>> log; }; f").has_value());
+}
+
 // A verifier whose sandbox does not start (here a bwrap that fails for the
 // hidden cases' runner only, as one that met the node's process limit would)
 // cannot judge the answer: VerifierUnavailable, and the scaffold abandons the
