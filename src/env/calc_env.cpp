@@ -1,6 +1,7 @@
 #include "env/calc_env.hpp"
 
 #include <charconv>
+#include <cmath>
 
 #include "core/rng.hpp"
 
@@ -104,8 +105,30 @@ Environment::ToolResult CalcEnv::call_tool(const ToolCall& call) {
 float CalcEnv::score(std::string_view answer) const {
   int64_t v = 0;
   std::string_view s = answer;
-  if (!parse_int(s, v) || !trim(s).empty()) return 0;
-  return v == value_ ? 1.0f : 0.0f;
+  if (parse_int(s, v) && trim(s).empty()) return v == value_ ? 1.0f : 0.0f;
+  // The integer as a number is written otherwise (JSON's {"answer": 31.0},
+  // "+31", "3.1e1"): a decimal that is exactly it scores too, up to 2^53,
+  // where a double holds every integer.
+  s = trim(answer);
+  size_t n = s.size() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+  const auto digits = [&] {
+    const size_t from = n;
+    while (n < s.size() && s[n] >= '0' && s[n] <= '9') ++n;
+    return n - from;
+  };
+  if (s.size() > 40 || digits() == 0) return 0;
+  if (n < s.size() && s[n] == '.') ++n, digits();
+  if (n < s.size() && (s[n] == 'e' || s[n] == 'E')) {
+    ++n;
+    if (n < s.size() && (s[n] == '+' || s[n] == '-')) ++n;
+    if (digits() == 0) return 0;
+  }
+  if (n != s.size()) return 0;
+  double x = 0;
+  const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
+  if (std::from_chars(begin, s.data() + s.size(), x).ec != std::errc()) return 0;
+  if (!std::isfinite(x) || std::fabs(x) > 9007199254740992.0 || x != std::floor(x)) return 0;
+  return static_cast<int64_t>(x) == value_ ? 1.0f : 0.0f;
 }
 
 Solution CalcEnv::solve() const {

@@ -54,7 +54,20 @@ Environment::ToolResult SearchEnv::call_tool(const ToolCall& call) {
 }
 
 float SearchEnv::score(std::string_view answer) const {
-  const int e = kg_.by_name(std::string(answer));
+  // The name as an answer may carry: spaces around it, one pair of quotes,
+  // a closing full stop ("Pogo", 'Pogo', Pogo.). A name that is itself
+  // spelled so is taken as it is first.
+  std::string_view name = trim(answer);
+  if (const int e = kg_.by_name(std::string(name)); e >= 0) return e == q_.path.back() ? 1.0f : 0.0f;
+  const auto full_stop = [&] {
+    if (!name.empty() && name.back() == '.') name = trim(name.substr(0, name.size() - 1));
+  };
+  full_stop();  // 'Pogo'.
+  if (name.size() >= 2 && (name.front() == '"' || name.front() == '\'') && name.back() == name.front()) {
+    name = trim(name.substr(1, name.size() - 2));
+    full_stop();  // "Pogo."
+  }
+  const int e = kg_.by_name(std::string(name));
   return e >= 0 && e == q_.path.back() ? 1.0f : 0.0f;
 }
 

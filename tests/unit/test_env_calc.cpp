@@ -83,7 +83,26 @@ TEST(EnvCalc, VerifierRejectsWrongAnswers) {
     EXPECT_EQ(env.verify(""), 0.0f);
     EXPECT_EQ(env.verify("the answer is " + a), 0.0f);
     EXPECT_EQ(env.verify(a + "+0"), 0.0f);
+    // The integer written as another number (a JSON number 31.0, "+31",
+    // "3.1e1") is right; a near miss, a fraction or a non-decimal is not.
+    const int64_t v = std::stoll(a);
+    EXPECT_EQ(env.verify(a + ".0"), 1.0f) << a;
+    EXPECT_EQ(env.verify(a + "."), 1.0f) << a;
+    EXPECT_EQ(env.verify(a + "e0"), 1.0f) << a;
+    EXPECT_EQ(env.verify(a + "0e-1"), 1.0f) << a;
+    if (v >= 0) EXPECT_EQ(env.verify("+" + a), 1.0f) << a;
+    EXPECT_EQ(env.verify(a + ".5"), 0.0f) << a;
+    EXPECT_EQ(env.verify(a + ".0000001"), 0.0f) << a;
+    EXPECT_EQ(env.verify(std::to_string(v + 1) + ".0"), 0.0f) << a;
+    EXPECT_EQ(env.verify(a + "e1"), v == 0 ? 1.0f : 0.0f) << a;
+    EXPECT_EQ(env.verify("0x" + a), 0.0f) << a;
+    EXPECT_EQ(env.verify(a + ".0 apples"), 0.0f) << a;
   }
+  EXPECT_EQ(env.verify("inf"), 0.0f);
+  EXPECT_EQ(env.verify("nan"), 0.0f);
+  EXPECT_EQ(env.verify("1e999"), 0.0f);
+  EXPECT_EQ(env.verify("."), 0.0f);
+  EXPECT_EQ(env.verify("+"), 0.0f);
 }
 
 TEST(EnvCalc, BadArgumentsAreErrorObservations) {

@@ -113,6 +113,12 @@ TEST(EnvSearch, VerifierRejectsWrongEntities) {
     EXPECT_EQ(env.verify(lower), 1.0f);
     EXPECT_EQ(env.verify(answer + "x"), 0.0f);
     EXPECT_EQ(env.verify(""), 0.0f);
+    // Quoted, with a full stop or spaces around it: the same name.
+    for (const std::string& dressed : {"\"" + answer + "\"", "'" + answer + "'", answer + ".", " " + answer + " ",
+                                       "\"" + answer + ".\"", "'" + answer + "'."})
+      EXPECT_EQ(env.verify(dressed), 1.0f) << dressed;
+    for (const std::string& other : {"\"" + answer, answer + "'", "'" + answer + "\"", answer + "..", answer + "!"})
+      EXPECT_EQ(env.verify(other), 0.0f) << other;
     for (const Entity& e : env.graph().entities)
       if (e.name != answer) {
         EXPECT_EQ(env.verify(e.name), 0.0f) << e.name;
