@@ -87,6 +87,10 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
   int sorted = top_k_cuts ? keep : std::min(vocab, 64);
   std::partial_sort(order.begin(), order.begin() + sorted, order.end(), by_logit);
   double total = 0;  // the candidates' mass
+  // The mass the nucleus must reach. top_p is a 32-bit float (0.3 is held as
+  // 0.30000001): a sum within kTopPSlack of it reaches it, so that ten tied
+  // tokens at top_p 0.3 keep three, not four.
+  const double nucleus = static_cast<double>(p.top_p) - kTopPSlack;
   for (int attempt = 0;; ++attempt) {
     prob.resize(sorted);
     for (int i = 0; i < sorted; ++i) prob[i] = e[order[i]];
@@ -100,15 +104,15 @@ int32_t sample_token(const float* logits, int vocab, const SamplingParams& p, do
     int n = 0;
     while (n < sorted) {
       cum += prob[n++] / top_k_mass;
-      if (cum >= p.top_p) break;
+      if (cum >= nucleus) break;
     }
-    if (cum >= p.top_p || sorted == keep) {
+    if (cum >= nucleus || sorted == keep) {
       keep = n;
       break;
     }
     // The prefix did not hold the nucleus: the bound's tokens, or (should
     // rounding leave it short) every token, sorted.
-    sorted = attempt == 0 ? std::max(sorted + 1, std::min(keep, nucleus_bound(logits, e, vocab, mx, all, p.top_p)))
+    sorted = attempt == 0 ? std::max(sorted + 1, std::min(keep, nucleus_bound(logits, e, vocab, mx, all, nucleus)))
                           : keep;
     if (sorted < vocab) std::nth_element(order.begin(), order.begin() + sorted, order.end(), by_logit);
     std::sort(order.begin(), order.begin() + sorted, by_logit);

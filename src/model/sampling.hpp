@@ -1,6 +1,6 @@
 // Sampling parameters of one generation request. Sampling draws from
 // softmax(logits / temperature) restricted to the top_k tokens and to the
-// smallest set whose probability reaches top_p; the random number for a
+// smallest set whose probability reaches top_p (within kTopPSlack); the random number for a
 // request's i-th generated token is counter_uniform(seed, i), so the same
 // request and seed give the same tokens whatever else is in the batch.
 #pragma once
@@ -19,6 +19,10 @@ struct SamplingParams {
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one
   uint64_t seed = 0;
 };
+
+// How far below top_p a nucleus's mass may fall and still reach it: top_p
+// is held as a float, which rounds 0.3 up to 0.30000001.
+inline constexpr double kTopPSlack = 1e-6;
 
 // Picks a token from one row of logits (already divided by the temperature):
 // the inverse CDF at uniform01 over the candidates, in token-id order when

@@ -131,7 +131,7 @@ TEST(Sampling, TopPOnALargeVocabularyMatchesAWholeSort) {
       double cum = 0, total = 0;
       while (keep < (top_k ? top_k : V)) {
         cum += std::exp(static_cast<double>(z[order[keep++]] - mx)) / all;
-        if (cum >= top_p) break;
+        if (cum >= top_p - kTopPSlack) break;
       }
       for (int i = 0; i < keep; ++i) total += std::exp(static_cast<double>(z[order[i]] - mx));
       SamplingParams p;
@@ -152,6 +152,22 @@ TEST(Sampling, TopPOnALargeVocabularyMatchesAWholeSort) {
         EXPECT_NEAR(log_kept, std::log(total / all), 1e-12);
       }
     }
+  }
+}
+
+// Tied tokens whose mass reaches top_p exactly: the nucleus stops there.
+// top_p 0.3 is the float 0.30000001, above three tenths' sum, and kept a
+// fourth token (a nucleus of 0.4, not the smallest set reaching 0.3).
+TEST(Sampling, ANucleusThatReachesTopPExactlyStopsThere) {
+  const std::vector<float> z(10, 0.5f);
+  for (const auto& [top_p, kept] : std::vector<std::pair<float, int>>{{0.1f, 1}, {0.3f, 3}, {0.5f, 5}, {0.7f, 7}, {0.9f, 9}}) {
+    SamplingParams p;
+    p.top_p = top_p;
+    double log_kept = 1;
+    int32_t highest = -1;
+    for (int k = 0; k < 200; ++k) highest = std::max(highest, sample_token(z.data(), 10, p, (k + 0.5) / 200, &log_kept));
+    EXPECT_EQ(highest, kept - 1) << "top_p " << top_p;  // ties by id: tokens 0..kept-1
+    EXPECT_NEAR(log_kept, std::log(kept / 10.0), 1e-12) << "top_p " << top_p;
   }
 }
 
