@@ -91,9 +91,12 @@ int run_eval(int argc, char** argv) {
     model->set_params(source.weights);
   } else {
     path = resolve_checkpoint(checkpoint);
-    source = model_source_of(path);
-    model = std::make_unique<PolicyModel>(source.config, *backend);
-    const CheckpointState state = load_checkpoint(path, *model, nullptr);
+    CheckpointState state;
+    load_chosen_checkpoint(checkpoint, path, [&] {
+      source = model_source_of(path);
+      model = std::make_unique<PolicyModel>(source.config, *backend);
+      state = load_checkpoint(path, *model, nullptr);
+    });
     step = state.step;
     // Figures comparable with the run's own evaluations need its tasks and scaffold.
     if (const std::string changes = resumed_setting_changes(state.config_ini, opts.dump_ini(), "eval");

@@ -207,6 +207,9 @@ int run_export(int argc, char** argv) {
   // redirected it to and writes from its start.
   const int held_fd = out_path.empty() ? -1 : stream_behind(out_path);
   const bool held_stream = held_fd >= 0;
+  if (held_fd == 2)  // forge logs there (its start-up line is already in it)
+    throw InputError("--out '" + out_path + "' is forge's standard error, where it logs; leave out --out to write "
+                     "the table to standard output");
   // A regular file (or a new one) OUT is written as OUT.tmp-<pid>, renamed to
   // OUT once complete: an error (a bad --episode, a full disk) leaves an
   // existing OUT as it was. A link to a regular file is the file (the

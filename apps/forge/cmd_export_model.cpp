@@ -100,13 +100,15 @@ int run_export_model(int argc, char** argv) {
     from = source;
   } else {
     const std::string path = resolve_checkpoint(source);
-    const ModelSource s = model_source_of(path);
+    ModelSource s;
+    load_chosen_checkpoint(source, path, [&] { s = model_source_of(path); });
     if (!s.is_pretrained())
       throw InputError("'" + path + "' is a checkpoint of the built-in policy (byte tokenizer), which has no "
                        "Hugging Face form; export-model writes models that started from model.pretrained");
     auto backend = make_backend("cpu");
     PolicyModel model(s.config, *backend);
-    const CheckpointState st = load_checkpoint(path, model, nullptr);
+    CheckpointState st;
+    load_chosen_checkpoint(source, path, [&] { st = load_checkpoint(path, model, nullptr); });
     weights = model.get_params();
     e.config = s.config;
     e.architecture = s.architecture;

@@ -62,9 +62,12 @@ int run_generate(int argc, char** argv) {
     model->set_params(source.weights);
   } else {
     path = resolve_checkpoint(checkpoint);
-    source = model_source_of(path);
-    model = std::make_unique<PolicyModel>(source.config, *backend);
-    const CheckpointState st = load_checkpoint(path, *model, nullptr);
+    CheckpointState st;
+    load_chosen_checkpoint(checkpoint, path, [&] {
+      source = model_source_of(path);
+      model = std::make_unique<PolicyModel>(source.config, *backend);
+      st = load_checkpoint(path, *model, nullptr);
+    });
     step = st.step;
     version = st.policy_version;
   }

@@ -27,6 +27,15 @@
 namespace forge {
 namespace {
 
+// v in printf's format `f` at `width` characters; "-" for NaN (a bucket
+// without a trained episode, a step without such tokens).
+std::string shown(double v, const char* f, int width) {
+  char c[48];
+  if (std::isnan(v)) std::snprintf(c, sizeof c, "%*s", width, "-");
+  else std::snprintf(c, sizeof c, f, width, v);
+  return c;
+}
+
 // Mean of the values added; NaN ones (a step without such tokens) are skipped.
 struct Mean {
   double sum = 0, max = std::nan("");
@@ -258,12 +267,12 @@ void print_text(const RolloutReader& r, const Summary& s) {
   for (const auto& [d, n] : s.domain_episodes) std::printf("  %10s", (d + ":succ").c_str());
   std::printf("\n");
   auto row = [&](const std::string& label, const Rewards& rw, const std::map<std::string, Rewards>& by) {
-    std::printf("  %-13s %8lld %8.3f %+8.3f %+10.3f %8.3f", label.c_str(), static_cast<long long>(rw.episodes),
-                rw.outcome.value(), rw.process.value(), rw.efficiency.value(), rw.success.value());
+    std::printf("  %-13s %8lld %s %s %s %s", label.c_str(), static_cast<long long>(rw.episodes),
+                shown(rw.outcome.value(), "%*.3f", 8).c_str(), shown(rw.process.value(), "%+*.3f", 8).c_str(),
+                shown(rw.efficiency.value(), "%+*.3f", 10).c_str(), shown(rw.success.value(), "%*.3f", 8).c_str());
     for (const auto& [d, n] : s.domain_episodes) {
       const auto it = by.find(d);
-      if (it == by.end()) std::printf("  %10s", "-");
-      else std::printf("  %10.3f", it->second.success.value());
+      std::printf("  %s", shown(it == by.end() ? std::nan("") : it->second.success.value(), "%*.3f", 10).c_str());
     }
     std::printf("\n");
   };
@@ -294,9 +303,11 @@ void print_text(const RolloutReader& r, const Summary& s) {
       };
       const std::string drift = mixed ? cell(std::nan(""), "") : cell(t.stale_drift.value(), "-");
       const std::string mismatch = cell(mixed ? t.mixed_mismatch.value() : t.engine_mismatch.value(), "-");
-      std::printf("  %-13s %+9.4f %+9.3f %7.3f %7.3f %s %s %9.2e %8.3f %10.3f %9.0f\n", label.c_str(),
-                  t.objective.value(), t.reward.value(), t.clip.value(), t.masked.value(), mismatch.c_str(),
-                  drift.c_str(), t.kl.value(), t.entropy.value(), t.tree_ratio.value(), t.tokens_per_s.value());
+      std::printf("  %-13s %s %s %s %s %s %s %s %s %s %s\n", label.c_str(), shown(t.objective.value(), "%+*.4f", 9).c_str(),
+                  shown(t.reward.value(), "%+*.3f", 9).c_str(), shown(t.clip.value(), "%*.3f", 7).c_str(),
+                  shown(t.masked.value(), "%*.3f", 7).c_str(), mismatch.c_str(), drift.c_str(),
+                  shown(t.kl.value(), "%*.2e", 9).c_str(), shown(t.entropy.value(), "%*.3f", 8).c_str(),
+                  shown(t.tree_ratio.value(), "%*.3f", 10).c_str(), shown(t.tokens_per_s.value(), "%*.0f", 9).c_str());
     };
     for (const auto& k : s.buckets)
       if (k.training.steps) trow(std::to_string(k.first_step) + "-" + std::to_string(k.last_step), k.training);
@@ -317,9 +328,13 @@ void print_text(const RolloutReader& r, const Summary& s) {
         }
       std::printf("%s\n", any ? "" : " none (no stale tokens)");
     }
-    if (s.training.step_seconds > 0)
+    // The share only where it is one: steps too short to time (0.0 s) gave 117%.
+    if (s.training.step_seconds > 0 && s.training.store_seconds <= s.training.step_seconds)
       std::printf("  rollout store: %.3f s of %.1f s step time (%.2f%%)\n", s.training.store_seconds,
                   s.training.step_seconds, 100 * s.training.store_seconds / s.training.step_seconds);
+    else if (s.training.store_seconds > 0)
+      std::printf("  rollout store: %.3f s (the steps' own time, %.3f s, is shorter)\n", s.training.store_seconds,
+                  s.training.step_seconds);
     std::printf("\n");
   }
 

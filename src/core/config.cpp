@@ -777,6 +777,12 @@ ParseResult OptionSet::parse(const std::vector<std::string>& args) {
     ks.push_back(o.key);
     is_bool.push_back(std::holds_alternative<bool*>(o.target));
   }
+  // A flag without a name ("--=x") is none (Boost reads it as a positional
+  // "x", or fails in its own words).
+  for (const auto& a : args) {
+    if (a == "--") break;
+    if (a.rfind("--=", 0) == 0) throw InputError("unknown option '" + a + "': a flag has a name, --key=value");
+  }
   const po::options_description desc = boost_description(ks, is_bool, allow_config_);
   namespace style = po::command_line_style;
   po::parsed_options parsed(&desc);

@@ -146,12 +146,15 @@ void require_same_model(const PolicyModel& model, const std::string& path, const
                      "checkpoint's: " + differences + "); " + fix);
 }
 
-InputError with_older_checkpoint_hint(const InputError& e, const std::string& dir, const std::string& path) {
+InputError with_older_checkpoint_hint(const InputError& e, const std::string& dir, const std::string& path,
+                                      bool resuming) {
   const std::string what = e.what();
   const std::string older = checkpoint_before(dir, path);
   if (older.empty() || what.find("was trained with another model") != std::string::npos ||
       what.find("newer forge") != std::string::npos)
     return e;
+  if (!resuming)
+    return InputError(what + " (if the run's newest checkpoint is damaged, give the one before it: '" + older + "')");
   return InputError(what + " (if the newest checkpoint is damaged, move it out of '" + dir +
                     "': --resume then continues from '" + older + "')");
 }
@@ -203,7 +206,18 @@ ModelSource model_source_of_config(const std::string& ini, const std::string& wh
                      "forge?): " + e.what());
   }
   stored.run_checks();
-  return resolve_model(model, false);
+  try {
+    return resolve_model(model, false);
+  } catch (const InputError& e) {
+    // The stored path is as the run was given it: a relative one is read
+    // against the current folder, which need not be the run's.
+    const std::string& p = model.pretrained;
+    if (p.empty() || p[0] == '/' || p[0] == '$' || p[0] == '~') throw;
+    std::error_code ec;
+    throw InputError(std::string(e.what()) + " (model.pretrained = '" + p + "' as " + where +
+                     " stores it, read against the current folder " + std::filesystem::current_path(ec).string() +
+                     "; run this command from the folder the run started in)");
+  }
 }
 
 }  // namespace forge

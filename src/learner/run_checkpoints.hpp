@@ -3,6 +3,7 @@
 // finding one, and the model shape it was trained with (generate, eval,
 // train --train.init). The file format is io_hdf5/checkpoint.hpp.
 #pragma once
+#include <filesystem>
 #include <string>
 
 #include "core/error.hpp"
@@ -66,10 +67,24 @@ ResumePoint load_resume_point(PolicyModel& model, AdamW& opt, const RunConfig& r
 // refuse the resume have passed).
 std::string resumed_at(int step, int total_steps, const std::string& steps_key);
 // `e`, from reading `path`, the newest checkpoint of `dir`, with the way on:
-// move it aside and --resume continues from the one before (where there is
-// one, and the file is damaged rather than another model's or a newer
-// forge's, which the older checkpoints share).
-InputError with_older_checkpoint_hint(const InputError& e, const std::string& dir, const std::string& path);
+// move it aside and --resume continues from the one before, or (`resuming`
+// false: a command that reads one checkpoint) give the one before instead
+// (where there is one, and the file is damaged rather than another model's
+// or a newer forge's, which the older checkpoints share).
+InputError with_older_checkpoint_hint(const InputError& e, const std::string& dir, const std::string& path,
+                                      bool resuming = true);
+// Runs load() on `path`, which resolve_checkpoint(given) chose; where
+// `given` is a run folder (its newest checkpoint), an InputError from it
+// names the checkpoint before as the one to give instead.
+template <class Load>
+void load_chosen_checkpoint(const std::string& given, const std::string& path, Load&& load) {
+  try {
+    load();
+  } catch (const InputError& e) {
+    if (path == given) throw;
+    throw with_older_checkpoint_hint(e, std::filesystem::path(path).parent_path().string(), path, false);
+  }
+}
 // InputError unless the checkpoint at `path` was trained with this model:
 // every [model] key, not the shapes alone (a changed rope_base or norm_eps
 // loads without complaint). `flag` names the option, `fix` the remedy.

@@ -123,6 +123,20 @@ TEST(Train, TinyRunThenResume) {
   const Result onto_itself = forge("export " + rollouts + " --out " + rollouts);
   EXPECT_EQ(onto_itself.rc, 2);
   EXPECT_EQ(std::filesystem::file_size(rollouts), size);
+  // ... nor forge's standard error, where it logs (its start-up line went
+  // into the table).
+  const Result onto_log = forge("export " + rollouts + " --steps --out /dev/stderr");
+  EXPECT_EQ(onto_log.rc, 2);
+  EXPECT_TRUE(contains(onto_log.err, "is forge's standard error")) << onto_log.err;
+  // A damaged newest checkpoint: forge eval of the run folder names the one
+  // before it to give instead.
+  const std::string newest = dir + "/checkpoints/ckpt_step_00000009.h5";
+  std::ofstream(newest) << "not a checkpoint";
+  const Result damaged = forge("eval " + dir + " --eval.tasks=1");
+  EXPECT_EQ(damaged.rc, 2);
+  EXPECT_TRUE(contains(damaged.err, "give the one before it: '" + dir + "/checkpoints/ckpt_step_00000003.h5'"))
+      << damaged.err;
+  std::filesystem::remove(newest);
   // Nor another HDF5 file: a copy of the rollouts, a checkpoint (it
   // replaced them with CSV).
   const std::string copy = dir + "/copy.h5", checkpoint = dir + "/checkpoints/ckpt_step_00000003.h5";

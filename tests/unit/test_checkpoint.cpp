@@ -277,6 +277,21 @@ TEST(Checkpoint, AStoredModelKeyThisForgeLacksNamesANewerForge) {
   }
 }
 
+// A relative model.pretrained is stored as given and read against the
+// current folder: where it is not there, the error says whose path it is
+// and where it was looked for (it said only "'hf' does not exist").
+TEST(Checkpoint, ARelativePretrainedPathNamesTheFolderItWasReadAgainst) {
+  try {
+    model_source_of_config("[model]\npretrained = no_such_model_folder\n", "'c.h5'");
+    ADD_FAILURE() << "a missing pretrained model was read";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("model.pretrained = 'no_such_model_folder' as 'c.h5' stores it, read against the current folder " +
+                     std::filesystem::current_path().string()),
+              std::string::npos) << m;
+  }
+}
+
 void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts);
 
 // A checkpoint the disk cannot hold whole (a full disk, here a file-size

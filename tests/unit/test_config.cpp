@@ -364,6 +364,18 @@ TEST(Config, FlagsThatNoFileSetsAreNamedWithDashes) {
   EXPECT_EQ(msg.rfind("model.d_model = 4", 0), 0u) << msg;
 }
 
+// A flag without a name is an unknown option: "--=x" was read as the
+// positional "x" ("'x' does not exist"), "--=" failed in Boost's words.
+TEST(Config, AFlagWithoutANameIsUnknown) {
+  Cfg c;
+  OptionSet o;
+  add_all(o, c);
+  for (const std::string bad : {"--=x", "--="}) {
+    const std::string msg = input_error([&] { o.parse(std::vector<std::string>{bad}); });
+    EXPECT_NE(msg.find("unknown option '" + bad + "'"), std::string::npos) << msg;
+  }
+}
+
 // A 32-bit float key checks the value it stores: one that rounds onto an
 // open end says so (it quoted a value inside the range as outside).
 TEST(Config, AFloatThatRoundsOntoAnOpenEndSaysSo) {
