@@ -16,9 +16,16 @@ fail() {
   exit 1
 }
 
-# The pids of the ranks of a run (its run.dir is unique), in rank order.
+# The pids of the ranks of a run (its run.dir is unique), in rank order: by
+# the OMPI_COMM_WORLD_RANK in each one's environment (pids need not ascend
+# with ranks: they wrap, and Open MPI need not start ranks in order; a
+# process without one is a forge on its own, rank 0).
 rank_pids() {
-  local dir=$1
-  { pgrep -a -f -- "--run.dir=$dir" || true; } | { grep -v -e mpirun -e timeout || true; } |
-    awk '{print $1}' | sort -n
+  local dir=$1 pid rank
+  { pgrep -a -f -- "--run.dir=$dir" || true; } | { grep -v -e mpirun -e timeout || true; } | awk '{print $1}' |
+    while read -r pid; do
+      rank=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+      [ -e "/proc/$pid" ] || continue
+      echo "${rank:-0} $pid"  # a forge not started by mpirun is one process: rank 0
+    done | sort -n | awk '{print $2}'
 }

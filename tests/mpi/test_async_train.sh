@@ -60,6 +60,10 @@ for c in range(len(tok_off)):
     if len(v):
         e = int(call_episode[c])
         oldest[e] = min(oldest.get(e, int(v.min())), int(v.min()))
+# Every trained episode's generated tokens carry a version (were none
+# stamped, the checks above and below would pass on nothing).
+unversioned = [e for e, a in enumerate(f["episodes/abandoned"][:]) if not a and e not in oldest]
+check(len(oldest) > 0 and not unversioned, f"{len(unversioned)} trained episodes without a versioned token")
 # The staleness rollouts.h5 records (and bounded above) is the one the
 # tokens carry: consumed step minus the oldest version, -1 without tokens
 # (the store's arithmetic; the pool's own cap verdicts are checked below

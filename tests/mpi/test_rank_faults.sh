@@ -44,10 +44,10 @@ grep -q "step    1 " "$log" || { cat "$log"; fail "no training step within 120 s
 mapfile -t pids < <(rank_pids "$dir")
 [ "${#pids[@]}" -eq $np ] || { cat "$log"; fail "expected $np rank processes, found ${#pids[@]}"; }
 
-# Rank pids in rank order: Open MPI starts ranks in order, so pids ascend.
+# pids[r] is rank r (rank_pids reads each one's OMPI_COMM_WORLD_RANK).
 start=$(date +%s)
 case "$mode" in
-  kill) kill -KILL "${pids[3]}"; expect="rank 3" ;;
+  kill) kill -KILL "${pids[3]}"; expect="rank 3 .*exited on signal 9" ;;
   stop) kill -STOP "${pids[1]}"; expect="rollout rank 1 .*for [0-9.]* s" ;;
   term) kill -TERM "${pids[@]}"; expect="SIGTERM: stopping after" ;;
   suspend)

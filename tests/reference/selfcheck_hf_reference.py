@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Self-check of hf_reference.py and tokenizer_corpus.py (not registered in CTest).
+"""Self-check of hf_reference.py and tokenizer_corpus.py (CTest: HfReference.SelfCheck).
 
   the SmolLM2 GGUF vocabulary (sizes, control tokens, bos/eos, template)
   every hf_tokenizer pre-tokenizer ("gpt2", "smollm", "llama3", "qwen2") on 200

@@ -139,7 +139,8 @@ def main():
     # The random-model cases need the reference packages only, not SmolLM2.
     gguf = ref.require_smollm2() if set(cases) - set(ref.RANDOM_KINDS) else ref.require_reference()
     import torch
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    # The thread count CTest gives every test (OMP_NUM_THREADS), not every core beside a parallel test.
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", 0)) or os.cpu_count() or 1))
     dump = os.path.join(args.build_dir, "tests", "forge_hf_dump")
     forge = os.path.join(args.build_dir, "forge")
     failures = 0

@@ -3,6 +3,7 @@
 // InputError naming the key, help lists every key with its default, and the
 // INI dump reads back to the same values.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -40,7 +41,8 @@ void add_all(OptionSet& o, Cfg& c) {
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  // The pid in the name: two suites at once (two build trees) share TempDir.
+  const std::string path = ::testing::TempDir() + std::to_string(getpid()) + "_" + name;
   std::ofstream(path) << text;
   return path;
 }

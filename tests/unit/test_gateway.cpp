@@ -271,6 +271,19 @@ struct GatewayEpisodes : ::testing::Test {
   }
 };
 
+// The service's generation jobs until there are n, for at most 20 s: a
+// request refused at once (a wrong 409) leaves fewer, and the test fails
+// on the count rather than spinning forever.
+std::vector<GenerationJob> jobs_of(GatewayService& s, size_t n) {
+  std::vector<GenerationJob> jobs;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (jobs.size() < n && std::chrono::steady_clock::now() < give_up) {
+    for (GenerationJob& j : s.take_jobs()) jobs.push_back(std::move(j));
+    std::this_thread::yield();
+  }
+  return jobs;
+}
+
 GenerationResult result_for(const GenerationJob& job, Tokens tokens) {
   GenerationResult r;
   r.id = job.request.id;
@@ -525,8 +538,8 @@ TEST_F(GatewayEpisodes, EpisodeDeadlineBoundsAnEpisodeThatIsNeverIdle) {
   const uint64_t id = a["id"];
   int status = 0;
   std::thread t([&] { status = request_error_status([&] { s.chat(id, {{"messages", a["task"]["messages"]}}); }); });
-  std::vector<GenerationJob> jobs;
-  while (jobs.empty()) jobs = s.take_jobs();
+  std::vector<GenerationJob> jobs = jobs_of(s, 1);
+  ASSERT_EQ(jobs.size(), 1u) << "no generation requested (status " << status << ")";
   s.expire(0.0);  // overdue, with a generation in flight
   EXPECT_TRUE(s.take_finished_groups().empty());
   const std::string refused =
@@ -563,7 +576,10 @@ TEST_F(GatewayEpisodes, EpisodeDeadlineEndsAnEpisodeWhenItsToolRunEnds) {
     ran = true;
   });
   // Until the run is under way (a GET of a busy episode is 409); it lasts 2 s.
-  while (request_error_status([&] { s.describe(id); }) != 409) std::this_thread::yield();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (request_error_status([&] { s.describe(id); }) != 409 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::yield();
+  ASSERT_EQ(request_error_status([&] { s.describe(id); }), 409) << "the tool run never started";
   s.expire(0.0);  // overdue, with the tool run under way
   EXPECT_TRUE(s.take_finished_groups().empty());
   EXPECT_FALSE(ran);
@@ -768,22 +784,31 @@ TEST_F(GatewayEpisodes, InFlightRequestsBudgetsAndRewards) {
   const json a = s.open(), b = s.open(), c = s.open();
   const auto chat = [&](const json& e) { return s.chat(e["id"], {{"messages", e["task"]["messages"]}}); };
   const auto job_count = [&](size_t n) {
-    std::vector<GenerationJob> jobs;
-    while (jobs.size() < n)
-      for (GenerationJob& j : s.take_jobs()) jobs.push_back(std::move(j));
+    std::vector<GenerationJob> jobs = jobs_of(s, n);
+    EXPECT_EQ(jobs.size(), n) << "fewer generations requested than expected";
+    if (jobs.size() < n) s.stop("the test failed");  // the waiting requests end; the test stops below
     return jobs;
   };
   // a: closed while its request waits -> 409 once the result arrives.
   int status_a = 0;
   std::thread ta([&] { status_a = request_error_status([&] { chat(a); }); });
   std::vector<GenerationJob> jobs = job_count(1);
+  if (jobs.empty()) {
+    ta.join();
+    return;
+  }
   s.close(a["id"], json::object());
   s.fulfil(result_for(jobs[0], {'1', kEndOfTurn}));
   ta.join();
   EXPECT_EQ(status_a, 409);
   // b: one call fits its budget, the second does not.
-  std::thread tb([&] { chat(b); });
+  int status_b = 0;
+  std::thread tb([&] { status_b = request_error_status([&] { chat(b); }); });
   jobs = job_count(1);
+  if (jobs.empty()) {
+    tb.join();
+    return;
+  }
   // While the first is in flight its reservation already fills the budget.
   EXPECT_EQ(request_error_status([&] { chat(b); }), 409);
   // A tool call or answer waits for the episode's generation (it runs
@@ -792,6 +817,7 @@ TEST_F(GatewayEpisodes, InFlightRequestsBudgetsAndRewards) {
             std::string::npos);
   s.fulfil(result_for(jobs[0], {'2', kEndOfTurn}));
   tb.join();
+  EXPECT_EQ(status_b, 0);
   EXPECT_EQ(request_error_status([&] { chat(b); }), 409);
   EXPECT_EQ(s.describe(b["id"])["calls"].size(), 1u);
   // A reward with one bad component is refused whole.

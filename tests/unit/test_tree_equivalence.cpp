@@ -120,8 +120,14 @@ double rel_err(const float* a, const float* b, size_t n) {
 }
 
 void expect_equal(const PolicyModel& model, const LossAndGrads& tree, const LossAndGrads& lin) {
+  ASSERT_GT(std::abs(lin.loss), 0);
   EXPECT_LE(std::abs(tree.loss - lin.loss), 1e-5 * std::abs(lin.loss)) << tree.loss << " vs " << lin.loss;
   for (const auto& t : model.layout().tensors) {
+    // Zero on both sides would pass the relative error: a backward pass that
+    // stopped writing a tensor's gradient, in code both paths share.
+    double norm = 0;
+    for (size_t i = 0; i < t.numel; ++i) norm += std::abs(lin.grads[t.offset + i]);
+    EXPECT_GT(norm, 0) << "the linear gradient of " << t.name << " is zero";
     const double err = rel_err(tree.grads.data() + t.offset, lin.grads.data() + t.offset, t.numel);
     EXPECT_LE(err, 1e-5) << "gradient of " << t.name;
   }
