@@ -106,11 +106,13 @@ static int bench_main(int argc, char** argv) {
     std::printf("%-14s %10.2f %12.0f   (encode_batch, one call, one thread)\n", "tokenizers", mb / hf_batch_s,
                 hf_tokens / hf_batch_s);
   }
-  if (hf_s > 0)
-    std::printf("ratio forge / tokenizers: %.2f (string by string), %.2f (encode_batch)\n", hf_s / forge_s,
-                hf_batch_s / forge_s);
-  else
-    std::printf("ratio forge / tokenizers: n/a (Hugging Face did not run)\n");
+  const auto ratio = [&](double hf) {
+    char c[32] = "n/a";
+    if (hf > 0) std::snprintf(c, sizeof c, "%.2f", hf / forge_s);
+    return std::string(c);
+  };
+  std::printf("ratio forge / tokenizers: %s (string by string), %s (encode_batch)\n", ratio(hf_s).c_str(),
+              ratio(hf_batch_s).c_str());
   bench::print_json({{"strings", bench::num(static_cast<double>(corpus.size()))},
                      {"bytes", bench::num(static_cast<double>(bytes))},
                      {"tokens", bench::num(static_cast<double>(tokens))},

@@ -235,7 +235,7 @@ int run_export(int argc, char** argv) {
                                              status.type() == std::filesystem::file_type::regular);
   const std::string write_path = via_tmp ? target + ".tmp-" + std::to_string(::getpid()) : out_path;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> owned(nullptr, std::fclose);
-  std::FILE* out = held_fd == 2 ? stderr : stdout;
+  std::FILE* out = stdout;  // also where --out names it (held_fd 1)
   if (!out_path.empty() && !held_stream) {
     owned.reset(std::fopen(write_path.c_str(), "w"));
     if (!owned) throw InputError("--out: cannot write '" + out_path + "': " + std::strerror(errno));

@@ -20,21 +20,13 @@
 
 #include "cli.hpp"
 #include "core/error.hpp"
+#include "core/strings.hpp"
 #include "io_hdf5/rollout_reader.hpp"
 #include "learner/run_folder.hpp"
 #include "text_formats.hpp"
 
 namespace forge {
 namespace {
-
-// v in printf's format `f` at `width` characters; "-" for NaN (a bucket
-// without a trained episode, a step without such tokens).
-std::string shown(double v, const char* f, int width) {
-  char c[48];
-  if (std::isnan(v)) std::snprintf(c, sizeof c, "%*s", width, "-");
-  else std::snprintf(c, sizeof c, f, width, v);
-  return c;
-}
 
 // Mean of the values added; NaN ones (a step without such tokens) are skipped.
 struct Mean {
@@ -268,11 +260,11 @@ void print_text(const RolloutReader& r, const Summary& s) {
   std::printf("\n");
   auto row = [&](const std::string& label, const Rewards& rw, const std::map<std::string, Rewards>& by) {
     std::printf("  %-13s %8lld %s %s %s %s", label.c_str(), static_cast<long long>(rw.episodes),
-                shown(rw.outcome.value(), "%*.3f", 8).c_str(), shown(rw.process.value(), "%+*.3f", 8).c_str(),
-                shown(rw.efficiency.value(), "%+*.3f", 10).c_str(), shown(rw.success.value(), "%*.3f", 8).c_str());
+                number_or_dash(rw.outcome.value(), "%*.3f", 8).c_str(), number_or_dash(rw.process.value(), "%+*.3f", 8).c_str(),
+                number_or_dash(rw.efficiency.value(), "%+*.3f", 10).c_str(), number_or_dash(rw.success.value(), "%*.3f", 8).c_str());
     for (const auto& [d, n] : s.domain_episodes) {
       const auto it = by.find(d);
-      std::printf("  %s", shown(it == by.end() ? std::nan("") : it->second.success.value(), "%*.3f", 10).c_str());
+      std::printf("  %s", number_or_dash(it == by.end() ? std::nan("") : it->second.success.value(), "%*.3f", 10).c_str());
     }
     std::printf("\n");
   };
@@ -295,19 +287,14 @@ void print_text(const RolloutReader& r, const Summary& s) {
       // A schema <= 2 file has no drift column: blank; no stale token: "-"
       // (as the progress line says it; it printed nan).
       // No staleness-0 token either: the mismatch column "-" too.
-      const auto cell = [](double v, const char* blank) {
-        char c[32];
-        if (std::isnan(v)) std::snprintf(c, sizeof c, "%9s", blank);
-        else std::snprintf(c, sizeof c, "%9.2e", v);
-        return std::string(c);
-      };
-      const std::string drift = mixed ? cell(std::nan(""), "") : cell(t.stale_drift.value(), "-");
-      const std::string mismatch = cell(mixed ? t.mixed_mismatch.value() : t.engine_mismatch.value(), "-");
-      std::printf("  %-13s %s %s %s %s %s %s %s %s %s %s\n", label.c_str(), shown(t.objective.value(), "%+*.4f", 9).c_str(),
-                  shown(t.reward.value(), "%+*.3f", 9).c_str(), shown(t.clip.value(), "%*.3f", 7).c_str(),
-                  shown(t.masked.value(), "%*.3f", 7).c_str(), mismatch.c_str(), drift.c_str(),
-                  shown(t.kl.value(), "%*.2e", 9).c_str(), shown(t.entropy.value(), "%*.3f", 8).c_str(),
-                  shown(t.tree_ratio.value(), "%*.3f", 10).c_str(), shown(t.tokens_per_s.value(), "%*.0f", 9).c_str());
+      const std::string drift = mixed ? std::string(9, ' ') : number_or_dash(t.stale_drift.value(), "%*.2e", 9);
+      const std::string mismatch =
+          number_or_dash(mixed ? t.mixed_mismatch.value() : t.engine_mismatch.value(), "%*.2e", 9);
+      std::printf("  %-13s %s %s %s %s %s %s %s %s %s %s\n", label.c_str(), number_or_dash(t.objective.value(), "%+*.4f", 9).c_str(),
+                  number_or_dash(t.reward.value(), "%+*.3f", 9).c_str(), number_or_dash(t.clip.value(), "%*.3f", 7).c_str(),
+                  number_or_dash(t.masked.value(), "%*.3f", 7).c_str(), mismatch.c_str(), drift.c_str(),
+                  number_or_dash(t.kl.value(), "%*.2e", 9).c_str(), number_or_dash(t.entropy.value(), "%*.3f", 8).c_str(),
+                  number_or_dash(t.tree_ratio.value(), "%*.3f", 10).c_str(), number_or_dash(t.tokens_per_s.value(), "%*.0f", 9).c_str());
     };
     for (const auto& k : s.buckets)
       if (k.training.steps) trow(std::to_string(k.first_step) + "-" + std::to_string(k.last_step), k.training);

@@ -87,7 +87,7 @@ int run_train(int argc, char** argv) {
   if (asked("mpi.learners", all.mpi.learners) || asked("mpi.rollouts", all.mpi.rollouts))
     log_warn("mpi.learners = " + std::to_string(all.mpi.learners) + " and mpi.rollouts = " +
              std::to_string(all.mpi.rollouts) + " apply to MPI ranks; this forge train is one process (" +
-             (mpi ? "mpirun -np 1" : "not started by mpirun") +
+             (mpi ? "one MPI rank" : "not started by mpirun") +
              ") and trains alone, synchronously. For the roles launch it on at least " +
              std::to_string(all.mpi.learners + all.mpi.rollouts + 1) + " ranks (mpirun -np, or sbatch --ntasks)");
   if (all.gateway.enabled)

@@ -25,7 +25,8 @@
 //
 // Contents are markup (the scaffold's own texts: special-token names are
 // special tokens) unless `markup` is false (an agent's text through the
-// gateway: they stay text), or parts of each kind (a tool's result:
+// gateway: special tokens' names stay text, other added tokens become
+// their ids), or parts of each kind (a tool's result:
 // agent/tool_response_format.hpp). An empty system text leaves the system
 // message out.
 #pragma once

@@ -47,7 +47,8 @@ class ScaffoldVocabulary {
   Tokens encode(const std::string& markup) const;
   std::string decode(const Tokens& tokens) const;
   // Parts of one text: markup (the scaffold's own: special-token names are
-  // special tokens) or plain (another's text: they stay text). The text
+  // special tokens) or plain (another's text: special tokens' names stay
+  // text; other added tokens become their ids, as encode_ordinary). The text
   // between two special tokens is encoded whole, across parts.
   struct Part {
     std::string text;

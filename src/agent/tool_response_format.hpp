@@ -14,8 +14,9 @@
 // The text is plain, never markup: a tool's output and an error repeating
 // the agent's arguments may hold a special token's name ("<|eot|>"), which
 // must stay text, or the model could close the tool message and forge a turn
-// by writing it. Only call.special's delimiters around a named call are the
-// scaffold's markup (observation_parts).
+// by writing it (an added token that is not special becomes its id, as
+// Hugging Face encodes it: Tokenizer::encode_ordinary). Only call.special's
+// delimiters around a named call are the scaffold's markup (observation_parts).
 #pragma once
 #include <string>
 #include <vector>

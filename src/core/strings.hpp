@@ -1,5 +1,6 @@
 // Small string helpers shared across the tree.
 #pragma once
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,17 @@ inline std::vector<std::string> split_list(const std::string& s, char sep = ',')
     begin = end + 1;
   }
   return out;
+}
+
+// v in printf's format `f`, one double conversion whose width is `%*`
+// ("%*.3f"), at `width` characters; "-" there for NaN (a metric without
+// tokens or episodes to average), as the progress line and forge inspect
+// show it.
+inline std::string number_or_dash(double v, const char* f, int width = 0) {
+  char c[64];
+  if (v != v) std::snprintf(c, sizeof c, "%*s", width, "-");
+  else std::snprintf(c, sizeof c, f, width, v);
+  return c;
 }
 
 }  // namespace forge

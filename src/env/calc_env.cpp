@@ -1,7 +1,7 @@
 #include "env/calc_env.hpp"
 
+#include <algorithm>
 #include <charconv>
-#include <cmath>
 
 #include "core/rng.hpp"
 
@@ -106,29 +106,45 @@ float CalcEnv::score(std::string_view answer) const {
   int64_t v = 0;
   std::string_view s = answer;
   if (parse_int(s, v) && trim(s).empty()) return v == value_ ? 1.0f : 0.0f;
-  // The integer as a number is written otherwise (JSON's {"answer": 31.0},
-  // "+31", "3.1e1"): a decimal that is exactly it scores too, up to 2^53,
-  // where a double holds every integer.
+  // The integer written as another decimal (JSON's {"answer": 31.0}, "+31",
+  // "3.1e1"): its digits D and exponent E (the value D x 10^E, read
+  // exactly, not rounded as a double would) must be that integer.
   s = trim(answer);
-  size_t n = s.size() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
-  const auto digits = [&] {
+  if (s.size() > 64) return 0;
+  size_t n = 0;
+  const bool negative = n < s.size() && s[n] == '-';
+  if (n < s.size() && (s[n] == '+' || s[n] == '-')) ++n;
+  std::string digits;
+  int64_t exponent = 0;
+  const auto read_digits = [&](bool fraction) {
     const size_t from = n;
-    while (n < s.size() && s[n] >= '0' && s[n] <= '9') ++n;
+    for (; n < s.size() && s[n] >= '0' && s[n] <= '9'; ++n) {
+      digits += s[n];
+      exponent -= fraction;
+    }
     return n - from;
   };
-  if (s.size() > 40 || digits() == 0) return 0;
-  if (n < s.size() && s[n] == '.') ++n, digits();
+  if (read_digits(false) == 0) return 0;
+  if (n < s.size() && s[n] == '.') ++n, read_digits(true);
   if (n < s.size() && (s[n] == 'e' || s[n] == 'E')) {
     ++n;
+    const bool down = n < s.size() && s[n] == '-';
     if (n < s.size() && (s[n] == '+' || s[n] == '-')) ++n;
-    if (digits() == 0) return 0;
+    const size_t from = n;
+    int64_t e = 0;
+    for (; n < s.size() && s[n] >= '0' && s[n] <= '9' && e < 1000; ++n) e = 10 * e + (s[n] - '0');
+    if (n == from) return 0;
+    exponent += down ? -e : e;
   }
   if (n != s.size()) return 0;
-  double x = 0;
-  const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
-  if (std::from_chars(begin, s.data() + s.size(), x).ec != std::errc()) return 0;
-  if (!std::isfinite(x) || std::fabs(x) > 9007199254740992.0 || x != std::floor(x)) return 0;
-  return static_cast<int64_t>(x) == value_ ? 1.0f : 0.0f;
+  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));
+  while (!digits.empty() && digits.back() == '0') digits.pop_back(), ++exponent;
+  if (digits.empty()) return value_ == 0 ? 1.0f : 0.0f;
+  if (exponent < 0 || static_cast<int64_t>(digits.size()) + exponent > 19) return 0;  // a fraction, or past int64
+  __int128 x = 0;
+  for (const char c : digits) x = 10 * x + (c - '0');
+  for (int64_t i = 0; i < exponent; ++i) x *= 10;
+  return (negative ? -x : x) == static_cast<__int128>(value_) ? 1.0f : 0.0f;
 }
 
 Solution CalcEnv::solve() const {

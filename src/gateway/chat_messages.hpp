@@ -16,7 +16,8 @@
 // generated as, never re-encoded
 // (matched by tool-call id, or by content for a reply without tool calls,
 // each reply used once per request). Anything else is the agent's own text
-// and is encoded as text (special-token spellings stay text). An assistant
+// and is encoded as text (special-token spellings stay text; an added token
+// that is not special becomes its id, as Hugging Face encodes it). An assistant
 // message maps to one action of the policy's call format: tool_calls[0] ->
 // the call (function.name, arguments {"input": "..."}), content -> the
 // final answer.

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/cache_dir.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "io_hdf5/checkpoint.hpp"
@@ -38,14 +39,18 @@ std::string resolve_checkpoint(const std::string& given) {
   return path;
 }
 
-ModelSource model_source_of(const std::string& checkpoint) {
+std::string stored_config_of(const std::string& checkpoint) {
   // Every forge command stores its whole configuration, [model] included:
   // without one the model would silently be the default.
-  const std::string ini = checkpoint_config(checkpoint);
+  std::string ini = checkpoint_config(checkpoint);
   if (ini.rfind("[model]\n", 0) != 0 && ini.find("\n[model]\n") == std::string::npos)
     throw InputError("checkpoint '" + checkpoint + "': its stored configuration (attribute 'config') has no "
                      "[model] section (a damaged file)");
-  return model_source_of_config(ini, checkpoint);
+  return ini;
+}
+
+ModelSource model_source_of(const std::string& checkpoint) {
+  return model_source_of_config(stored_config_of(checkpoint), checkpoint);
 }
 
 namespace {
@@ -210,10 +215,12 @@ ModelSource model_source_of_config(const std::string& ini, const std::string& wh
     return resolve_model(model, false);
   } catch (const InputError& e) {
     // The stored path is as the run was given it: a relative one is read
-    // against the current folder, which need not be the run's.
+    // against the current folder, which need not be the run's. Said where
+    // it is not there (not for a model found and refused).
     const std::string& p = model.pretrained;
-    if (p.empty() || p[0] == '/' || p[0] == '$' || p[0] == '~') throw;
     std::error_code ec;
+    if (p.empty() || p[0] == '/' || p[0] == '$' || p[0] == '~' || std::filesystem::exists(expand_cache_path(p), ec))
+      throw;
     throw InputError(std::string(e.what()) + " (model.pretrained = '" + p + "' as " + where +
                      " stores it, read against the current folder " + std::filesystem::current_path(ec).string() +
                      "; run this command from the folder the run started in)");

@@ -35,6 +35,9 @@ std::string resolve_checkpoint(const std::string& file_or_run_dir);
 // section, resolved: a fine-tuned pretrained model brings its tokenizer and
 // chat format back from model.pretrained, without its original weights).
 ModelSource model_source_of(const std::string& checkpoint);
+// A checkpoint's stored configuration (INI text), which holds [model]:
+// model_source_of is model_source_of_config of it.
+std::string stored_config_of(const std::string& checkpoint);
 
 // What a resumed run changed of the settings that shape training's course,
 // checkpoint's -> now ("optim.lr 0.003 -> 0.001; train.tasks 16 -> 8"), ""
@@ -75,7 +78,9 @@ InputError with_older_checkpoint_hint(const InputError& e, const std::string& di
                                       bool resuming = true);
 // Runs load() on `path`, which resolve_checkpoint(given) chose; where
 // `given` is a run folder (its newest checkpoint), an InputError from it
-// names the checkpoint before as the one to give instead.
+// names the checkpoint before as the one to give instead. load() reads the
+// file only (stored_config_of, load_checkpoint): resolving the model it
+// names fails alike for every checkpoint of the run.
 template <class Load>
 void load_chosen_checkpoint(const std::string& given, const std::string& path, Load&& load) {
   try {

@@ -4,18 +4,9 @@
 #include <cstdio>
 #include <string>
 
+#include "core/strings.hpp"
+
 namespace forge {
-namespace {
-
-// v in printf's format f, or "-" for NaN (no token of that kind in the step).
-std::string shown(double v, const char* f) {
-  if (std::isnan(v)) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
-}  // namespace
 
 std::string format_train_progress(int step, const PolicyUpdateStats& st, double grad_norm,
                                   double gen_tokens_per_s, double seconds) {
@@ -26,8 +17,8 @@ std::string format_train_progress(int step, const PolicyUpdateStats& st, double 
                 "grad %.2f  gen %.0f tok/s  tree/linear %.2f  %.1f s",
                 step, st.reward_mean, st.component_mean.outcome, st.component_mean.process,
                 st.component_mean.efficiency, st.component_mean.safety, st.success_rate, st.zero_variance_groups, st.groups,
-                st.loss.clip_fraction(), st.loss.masked_fraction(), shown(st.engine_mismatch, "%.1e").c_str(),
-                shown(st.stale_drift, "%.1e").c_str(), st.loss.kl, shown(st.entropy_mean, "%.2f").c_str(), grad_norm, gen_tokens_per_s,
+                st.loss.clip_fraction(), st.loss.masked_fraction(), number_or_dash(st.engine_mismatch, "%*.1e").c_str(),
+                number_or_dash(st.stale_drift, "%*.1e").c_str(), st.loss.kl, number_or_dash(st.entropy_mean, "%*.2f").c_str(), grad_norm, gen_tokens_per_s,
                 st.linear_tokens ? double(st.tree_tokens) / st.linear_tokens : 1.0, seconds);
   return line;
 }

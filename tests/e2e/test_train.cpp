@@ -297,6 +297,27 @@ TEST(Train, RoleCountsOutsideMpiAreWarnedAbout) {
   std::filesystem::remove(ini);
 }
 
+// forge inspect of a run whose steps trained no token (every group
+// zero-variance) and whose middle step's episodes were all abandoned (a
+// context budget some openings pass): "-" where there is nothing to
+// average, never nan.
+TEST(Train, InspectShowsADashWhereThereIsNothingToAverage) {
+  const std::string dir = ::testing::TempDir() + "forge_train_dash_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const Result r = forge("train --model.d_model=16 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
+                         "--model.ffn_dim=32 --train.steps=3 --train.tasks=2 --train.group=2 "
+                         "--agent.max_context_tokens=100 --run.dir=" + dir);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const Result i = forge("inspect " + dir);
+  ASSERT_EQ(i.rc, 0) << i.err;
+  EXPECT_FALSE(contains(i.out, "nan")) << i.out;
+  EXPECT_TRUE(contains(i.out, "        -")) << i.out;
+  // The store's share of the step time, where shown, is one (it read 117%).
+  if (const size_t at = i.out.find("step time ("); at != std::string::npos)
+    EXPECT_LE(std::stod(i.out.substr(at + 11)), 100.0) << i.out;
+  std::filesystem::remove_all(dir);
+}
+
 // Masked importance sampling that keeps no token trains nothing: said once.
 // With top_k 2 of a near-uniform tiny policy an on-policy ratio is about
 // 2 / vocabulary, far below loss.is_low.

@@ -93,6 +93,8 @@ TEST(EnvCalc, VerifierRejectsWrongAnswers) {
     if (v >= 0) EXPECT_EQ(env.verify("+" + a), 1.0f) << a;
     EXPECT_EQ(env.verify(a + ".5"), 0.0f) << a;
     EXPECT_EQ(env.verify(a + ".0000001"), 0.0f) << a;
+    // Read exactly: a decimal a double would round onto the answer is not it.
+    if (v > 0) EXPECT_EQ(env.verify(std::to_string(v - 1) + ".99999999999999999999"), 0.0f) << a;
     EXPECT_EQ(env.verify(std::to_string(v + 1) + ".0"), 0.0f) << a;
     EXPECT_EQ(env.verify(a + "e1"), v == 0 ? 1.0f : 0.0f) << a;
     EXPECT_EQ(env.verify("0x" + a), 0.0f) << a;

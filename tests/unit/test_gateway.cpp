@@ -539,7 +539,11 @@ TEST_F(GatewayEpisodes, EpisodeDeadlineBoundsAnEpisodeThatIsNeverIdle) {
   int status = 0;
   std::thread t([&] { status = request_error_status([&] { s.chat(id, {{"messages", a["task"]["messages"]}}); }); });
   std::vector<GenerationJob> jobs = jobs_of(s, 1);
-  ASSERT_EQ(jobs.size(), 1u) << "no generation requested (status " << status << ")";
+  if (jobs.size() != 1) {  // fail on the count, the request thread ended first
+    s.stop("the test failed");
+    t.join();
+    FAIL() << "no generation requested (status " << status << ")";
+  }
   s.expire(0.0);  // overdue, with a generation in flight
   EXPECT_TRUE(s.take_finished_groups().empty());
   const std::string refused =
@@ -571,20 +575,26 @@ TEST_F(GatewayEpisodes, EpisodeDeadlineEndsAnEpisodeWhenItsToolRunEnds) {
   const uint64_t id = a["id"];
   std::atomic<bool> ran{false};
   json result;
+  int status = 0;
   std::thread t([&] {
-    result = s.tool(id, {{"name", "shell"}, {"arguments", {{"input", "sleep 2; echo slept"}}}});
+    status = request_error_status(
+        [&] { result = s.tool(id, {{"name", "shell"}, {"arguments", {{"input", "sleep 2; echo slept"}}}}); });
     ran = true;
   });
   // Until the run is under way (a GET of a busy episode is 409); it lasts 2 s.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (request_error_status([&] { s.describe(id); }) != 409 && std::chrono::steady_clock::now() < give_up)
     std::this_thread::yield();
-  ASSERT_EQ(request_error_status([&] { s.describe(id); }), 409) << "the tool run never started";
+  if (request_error_status([&] { s.describe(id); }) != 409) {  // fail on it, the tool thread ended first
+    t.join();
+    FAIL() << "the tool run never started (status " << status << ")";
+  }
   s.expire(0.0);  // overdue, with the tool run under way
   EXPECT_TRUE(s.take_finished_groups().empty());
   EXPECT_FALSE(ran);
   EXPECT_EQ(request_error_status([&] { s.answer(id, {{"answer", "x"}}); }), 409);
   t.join();
+  EXPECT_EQ(status, 0);
   EXPECT_NE(result.dump().find("slept"), std::string::npos) << result.dump();
   const auto groups = s.take_finished_groups();
   ASSERT_EQ(groups.size(), 1u);

@@ -287,7 +287,8 @@ TEST(RolloutEngine, LogprobsMatchTrainerForward) {
 
 // With top_k / top_p the behaviour logprob is the token's log probability
 // under the sampler that drew it: the log-softmax renormalized over the
-// candidates (the learner's ratio then corrects for the truncation). It was
+// candidates (the learner's ratio against it is then the policy's mass on
+// the kept candidates, docs/configuration.md's sample.top_p). It was
 // the full log-softmax: with top_k = 1 each token had probability 1 and was
 // recorded near -3.8.
 TEST(RolloutEngine, TruncatedSamplingLogprobsAreTheSamplers) {
