@@ -93,6 +93,21 @@ def llama3_folder(vocab, folder):
     return fast
 
 
+def compare(dump, command, path, inputs, want, describe):
+    """forge_hf_dump COMMAND PATH on the inputs (a JSON line each) against
+    the reference's token ids: the number that differ, the first three shown."""
+    p = subprocess.run([dump, command, path], input="".join(json.dumps(x) + "\n" for x in inputs),
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"forge_hf_dump {command} failed: {p.stderr.strip()}")
+    got = [json.loads(x) for x in p.stdout.split("\n") if x]
+    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    for i in bad[:3]:
+        print(f"  {describe(i)}\n    forge {got[i][:60]}\n    hf    {want[i][:60]}")
+    print(f"  {command}: {len(bad)} of {len(want)} differ")
+    return len(bad) + (len(got) != len(want))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build-dir", required=True)
@@ -114,31 +129,16 @@ def main():
         for name, path, tok in cases:
             convs = [(conversation(rng), rng.random() < 0.7) for _ in range(args.n)]
             want = [tok.apply_chat_template(m, tokenize=True, add_generation_prompt=g) for m, g in convs]
-            lines = "".join(json.dumps({"messages": m, "add_generation_prompt": g}) + "\n" for m, g in convs)
-            p = subprocess.run([dump, "chat", path], input=lines, capture_output=True, text=True)
-            if p.returncode != 0:
-                sys.exit(f"forge_hf_dump chat failed: {p.stderr.strip()}")
-            got = [json.loads(x) for x in p.stdout.split("\n") if x]
-            bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
-            for i in bad[:3]:
-                print(f"  {name}: conversation {i}: {convs[i][0]!r}\n    forge {got[i][:60]}\n    hf    {want[i][:60]}")
-            print(f"{name}: {len(convs)} conversations, {sum(len(w) for w in want)} tokens: {len(bad)} differ")
-            failures += len(bad) + (len(got) != len(want))
+            failures += compare(dump, "chat", path, [{"messages": m, "add_generation_prompt": g} for m, g in convs],
+                                want, lambda i: f"{name}: conversation {i}: {convs[i][0]!r}")
+            print(f"{name}: {len(convs)} conversations, {sum(len(w) for w in want)} tokens")
             # A prompt given as text (the gateway's /completions): tokenizer(text),
             # with what the post_processor writes before it (Llama 3's BOS).
             texts = [text(rng, rng.randint(0, 12)) for _ in range(200)] + ["<|begin_of_text|>hi", ""]
             want = [tok(t)["input_ids"] for t in texts]
             want[-2] = tok("<|begin_of_text|>hi", add_special_tokens=False)["input_ids"]  # forge adds no second BOS
-            p = subprocess.run([dump, "prompt", path], input="".join(json.dumps(t) + "\n" for t in texts),
-                               capture_output=True, text=True)
-            if p.returncode != 0:
-                sys.exit(f"forge_hf_dump prompt failed: {p.stderr.strip()}")
-            got = [json.loads(x) for x in p.stdout.split("\n") if x]
-            bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
-            for i in bad[:3]:
-                print(f"  {name}: prompt {texts[i]!r}\n    forge {got[i][:60]}\n    hf    {want[i][:60]}")
-            print(f"{name}: {len(texts)} text prompts: {len(bad)} differ")
-            failures += len(bad) + (len(got) != len(want))
+            failures += compare(dump, "prompt", path, texts, want, lambda i: f"{name}: prompt {texts[i]!r}")
+            print(f"{name}: {len(texts)} text prompts")
     if failures:
         print(f"FAIL: {failures} conversations or prompts differ")
         return 1
