@@ -91,12 +91,12 @@ int run_eval(int argc, char** argv) {
     model->set_params(source.weights);
   } else {
     path = resolve_checkpoint(checkpoint);
-    std::string stored;
-    load_chosen_checkpoint(checkpoint, path, [&] { stored = stored_config_of(path); });
-    source = model_source_of_config(stored, path);
-    model = std::make_unique<PolicyModel>(source.config, *backend);
     CheckpointState state;
-    load_chosen_checkpoint(checkpoint, path, [&] { state = load_checkpoint(path, *model, nullptr); });
+    load_chosen_checkpoint(checkpoint, path, [&] {
+      source = model_source_of(path);
+      model = std::make_unique<PolicyModel>(source.config, *backend);
+      state = load_checkpoint(path, *model, nullptr);
+    });
     step = state.step;
     // Figures comparable with the run's own evaluations need its tasks and scaffold.
     if (const std::string changes = resumed_setting_changes(state.config_ini, opts.dump_ini(), "eval");

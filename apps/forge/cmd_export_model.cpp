@@ -100,9 +100,8 @@ int run_export_model(int argc, char** argv) {
     from = source;
   } else {
     const std::string path = resolve_checkpoint(source);
-    std::string stored;
-    load_chosen_checkpoint(source, path, [&] { stored = stored_config_of(path); });
-    const ModelSource s = model_source_of_config(stored, path);
+    ModelSource s;
+    load_chosen_checkpoint(source, path, [&] { s = model_source_of(path); });
     if (!s.is_pretrained())
       throw InputError("'" + path + "' is a checkpoint of the built-in policy (byte tokenizer), which has no "
                        "Hugging Face form; export-model writes models that started from model.pretrained");

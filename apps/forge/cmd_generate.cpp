@@ -62,12 +62,12 @@ int run_generate(int argc, char** argv) {
     model->set_params(source.weights);
   } else {
     path = resolve_checkpoint(checkpoint);
-    std::string stored;
-    load_chosen_checkpoint(checkpoint, path, [&] { stored = stored_config_of(path); });
-    source = model_source_of_config(stored, path);
-    model = std::make_unique<PolicyModel>(source.config, *backend);
     CheckpointState st;
-    load_chosen_checkpoint(checkpoint, path, [&] { st = load_checkpoint(path, *model, nullptr); });
+    load_chosen_checkpoint(checkpoint, path, [&] {
+      source = model_source_of(path);
+      model = std::make_unique<PolicyModel>(source.config, *backend);
+      st = load_checkpoint(path, *model, nullptr);
+    });
     step = st.step;
     version = st.policy_version;
   }

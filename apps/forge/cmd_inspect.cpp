@@ -233,7 +233,10 @@ std::string json_of(const RolloutReader& r, const Summary& s) {
   j += "], \"lengths\": {\"turns\": " + s.turns.json() + ", \"generated_tokens\": " + s.generated.json() +
        ", \"final_length\": " + s.final_length.json() + "}, \"staleness_histogram\": [";
   for (size_t i = 0; i < s.staleness.size(); ++i) j += (i ? ", " : "") + std::to_string(s.staleness[i]);
-  const double overhead = s.training.step_seconds > 0 ? s.training.store_seconds / s.training.step_seconds : std::nan("");
+  // A share of the step time, null where the steps were too short to hold it (as the text says).
+  const double overhead = s.training.step_seconds > 0 && s.training.store_seconds <= s.training.step_seconds
+                              ? s.training.store_seconds / s.training.step_seconds
+                              : std::nan("");
   j += "], \"episodes_without_generated_tokens\": " + std::to_string(s.no_generated) +
        ", \"store_overhead\": " + json_number(overhead) + "}";
   return j;

@@ -132,7 +132,7 @@ float CalcEnv::score(std::string_view answer) const {
     if (n < s.size() && (s[n] == '+' || s[n] == '-')) ++n;
     const size_t from = n;
     int64_t e = 0;
-    for (; n < s.size() && s[n] >= '0' && s[n] <= '9' && e < 1000; ++n) e = 10 * e + (s[n] - '0');
+    for (; n < s.size() && s[n] >= '0' && s[n] <= '9'; ++n) e = std::min<int64_t>(10 * e + (s[n] - '0'), 100000);
     if (n == from) return 0;
     exponent += down ? -e : e;
   }

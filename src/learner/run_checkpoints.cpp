@@ -7,7 +7,6 @@
 #include <sstream>
 #include <vector>
 
-#include "core/cache_dir.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "io_hdf5/checkpoint.hpp"
@@ -39,18 +38,14 @@ std::string resolve_checkpoint(const std::string& given) {
   return path;
 }
 
-std::string stored_config_of(const std::string& checkpoint) {
+ModelSource model_source_of(const std::string& checkpoint) {
   // Every forge command stores its whole configuration, [model] included:
   // without one the model would silently be the default.
-  std::string ini = checkpoint_config(checkpoint);
+  const std::string ini = checkpoint_config(checkpoint);
   if (ini.rfind("[model]\n", 0) != 0 && ini.find("\n[model]\n") == std::string::npos)
     throw InputError("checkpoint '" + checkpoint + "': its stored configuration (attribute 'config') has no "
                      "[model] section (a damaged file)");
-  return ini;
-}
-
-ModelSource model_source_of(const std::string& checkpoint) {
-  return model_source_of_config(stored_config_of(checkpoint), checkpoint);
+  return model_source_of_config(ini, checkpoint);
 }
 
 namespace {
@@ -155,8 +150,8 @@ InputError with_older_checkpoint_hint(const InputError& e, const std::string& di
                                       bool resuming) {
   const std::string what = e.what();
   const std::string older = checkpoint_before(dir, path);
-  if (older.empty() || what.find("was trained with another model") != std::string::npos ||
-      what.find("newer forge") != std::string::npos)
+  if (older.empty() || dynamic_cast<const UnresolvedModelError*>(&e) != nullptr ||
+      what.find("was trained with another model") != std::string::npos || what.find("newer forge") != std::string::npos)
     return e;
   if (!resuming)
     return InputError(what + " (if the run's newest checkpoint is damaged, give the one before it: '" + older + "')");
@@ -219,11 +214,12 @@ ModelSource model_source_of_config(const std::string& ini, const std::string& wh
     // it is not there (not for a model found and refused).
     const std::string& p = model.pretrained;
     std::error_code ec;
-    if (p.empty() || p[0] == '/' || p[0] == '$' || p[0] == '~' || std::filesystem::exists(expand_cache_path(p), ec))
-      throw;
-    throw InputError(std::string(e.what()) + " (model.pretrained = '" + p + "' as " + where +
-                     " stores it, read against the current folder " + std::filesystem::current_path(ec).string() +
-                     "; run this command from the folder the run started in)");
+    if (p.empty() || p[0] == '/' || p[0] == '$' || std::filesystem::exists(p, ec) || ec)
+      throw UnresolvedModelError(e.what());
+    throw UnresolvedModelError(std::string(e.what()) + " (model.pretrained = '" + p + "' as " + where +
+                               " stores it, read against the current folder " +
+                               std::filesystem::current_path(ec).string() +
+                               "; run this command from the folder the run started in)");
   }
 }
 

@@ -35,9 +35,13 @@ std::string resolve_checkpoint(const std::string& file_or_run_dir);
 // section, resolved: a fine-tuned pretrained model brings its tokenizer and
 // chat format back from model.pretrained, without its original weights).
 ModelSource model_source_of(const std::string& checkpoint);
-// A checkpoint's stored configuration (INI text), which holds [model]:
-// model_source_of is model_source_of_config of it.
-std::string stored_config_of(const std::string& checkpoint);
+// The model a checkpoint's stored [model] names could not be loaded (a
+// pretrained model not found or refused): alike for every checkpoint of the
+// run, so no older one is offered for it.
+class UnresolvedModelError : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 // What a resumed run changed of the settings that shape training's course,
 // checkpoint's -> now ("optim.lr 0.003 -> 0.001; train.tasks 16 -> 8"), ""
@@ -72,15 +76,15 @@ std::string resumed_at(int step, int total_steps, const std::string& steps_key);
 // `e`, from reading `path`, the newest checkpoint of `dir`, with the way on:
 // move it aside and --resume continues from the one before, or (`resuming`
 // false: a command that reads one checkpoint) give the one before instead
-// (where there is one, and the file is damaged rather than another model's
-// or a newer forge's, which the older checkpoints share).
+// (where there is one, and the file is damaged rather than another model's,
+// a newer forge's or a model that cannot be loaded, which the older
+// checkpoints share).
 InputError with_older_checkpoint_hint(const InputError& e, const std::string& dir, const std::string& path,
                                       bool resuming = true);
 // Runs load() on `path`, which resolve_checkpoint(given) chose; where
 // `given` is a run folder (its newest checkpoint), an InputError from it
-// names the checkpoint before as the one to give instead. load() reads the
-// file only (stored_config_of, load_checkpoint): resolving the model it
-// names fails alike for every checkpoint of the run.
+// names the checkpoint before as the one to give instead (not for an
+// UnresolvedModelError).
 template <class Load>
 void load_chosen_checkpoint(const std::string& given, const std::string& path, Load&& load) {
   try {

@@ -25,10 +25,10 @@
 //     behaviour logprob = z[token] - lse - log_kept: the token's log
 //     probability under the sampler that drew it (the log-softmax at the
 //     request's temperature, renormalized over the top_k / top_p candidates,
-//     whose share of the mass is e^log_kept; at most 0; with the whole
-//     vocabulary it is the plain log-softmax: the learner's ratio against
-//     its full-vocabulary logprob is then the kept mass, below 1, even on
-//     policy), version = the engine's policy version when the sequence's
+//     whose share of the mass is e^log_kept, at most 0; with the whole
+//     vocabulary, the plain log-softmax. Under top_k / top_p the learner's
+//     ratio against its full-vocabulary logprob is the kept mass, below 1,
+//     even on policy), version = the engine's policy version when the sequence's
 //     k/v began to be computed: new weights may arrive between steps (a
 //     chunked prefill or a decode may span them), and every later token
 //     attends to k/v of the older ones, so a token is stamped with the oldest

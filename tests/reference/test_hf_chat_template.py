@@ -93,7 +93,7 @@ def llama3_folder(vocab, folder):
     return fast
 
 
-def compare(dump, command, path, inputs, want, describe):
+def compare(name, dump, command, path, inputs, want, describe):
     """forge_hf_dump COMMAND PATH on the inputs (a JSON line each) against
     the reference's token ids: the number that differ, the first three shown."""
     p = subprocess.run([dump, command, path], input="".join(json.dumps(x) + "\n" for x in inputs),
@@ -104,7 +104,7 @@ def compare(dump, command, path, inputs, want, describe):
     bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
     for i in bad[:3]:
         print(f"  {describe(i)}\n    forge {got[i][:60]}\n    hf    {want[i][:60]}")
-    print(f"  {command}: {len(bad)} of {len(want)} differ")
+    print(f"{name}: {command}: {len(bad)} of {len(want)} differ")
     return len(bad) + (len(got) != len(want))
 
 
@@ -129,16 +129,14 @@ def main():
         for name, path, tok in cases:
             convs = [(conversation(rng), rng.random() < 0.7) for _ in range(args.n)]
             want = [tok.apply_chat_template(m, tokenize=True, add_generation_prompt=g) for m, g in convs]
-            failures += compare(dump, "chat", path, [{"messages": m, "add_generation_prompt": g} for m, g in convs],
+            failures += compare(name, dump, "chat", path, [{"messages": m, "add_generation_prompt": g} for m, g in convs],
                                 want, lambda i: f"{name}: conversation {i}: {convs[i][0]!r}")
-            print(f"{name}: {len(convs)} conversations, {sum(len(w) for w in want)} tokens")
             # A prompt given as text (the gateway's /completions): tokenizer(text),
             # with what the post_processor writes before it (Llama 3's BOS).
             texts = [text(rng, rng.randint(0, 12)) for _ in range(200)] + ["<|begin_of_text|>hi", ""]
             want = [tok(t)["input_ids"] for t in texts]
             want[-2] = tok("<|begin_of_text|>hi", add_special_tokens=False)["input_ids"]  # forge adds no second BOS
-            failures += compare(dump, "prompt", path, texts, want, lambda i: f"{name}: prompt {texts[i]!r}")
-            print(f"{name}: {len(texts)} text prompts")
+            failures += compare(name, dump, "prompt", path, texts, want, lambda i: f"{name}: prompt {texts[i]!r}")
     if failures:
         print(f"FAIL: {failures} conversations or prompts differ")
         return 1

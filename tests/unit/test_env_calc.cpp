@@ -103,6 +103,7 @@ TEST(EnvCalc, VerifierRejectsWrongAnswers) {
   EXPECT_EQ(env.verify("inf"), 0.0f);
   EXPECT_EQ(env.verify("nan"), 0.0f);
   EXPECT_EQ(env.verify("1e999"), 0.0f);
+  EXPECT_EQ(env.verify("1e99999999999999999999"), 0.0f);
   EXPECT_EQ(env.verify("."), 0.0f);
   EXPECT_EQ(env.verify("+"), 0.0f);
 }

@@ -719,6 +719,15 @@ TEST_F(GatewayEpisodes, ServiceLifeCycleDeadlinesAndErrors) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
+  // Stopped and joined however the test ends (an ASSERT returns early).
+  struct StopAtExit {
+    std::atomic<bool>& quit;
+    std::thread& loop;
+    ~StopAtExit() {
+      quit = true;
+      if (loop.joinable()) loop.join();
+    }
+  } stop_at_exit{quit, loop};
   const GenerationReply r = s.chat(ia, {{"messages", a["task"]["messages"]}});
   EXPECT_EQ(r.result.tokens, (Tokens{'4', '2', kEndOfTurn}));
   EXPECT_EQ(r.call_index, 0);
