@@ -69,6 +69,11 @@ struct Training {
   // keep: this is the mean over steps of each bin's mean.
   std::array<Mean, rollout_schema::kStalenessBins> drift;
   double step_seconds = 0, store_seconds = 0;
+  // The store's share of the step time; NaN where the steps were too short
+  // to hold it (timed at 0.0 s, it read 117%).
+  double store_share() const {
+    return step_seconds > 0 && store_seconds <= step_seconds ? store_seconds / step_seconds : std::nan("");
+  }
   void add(const StepMetrics& m) {
     ++steps;
     engine_mismatch.add(m.engine_mismatch);
@@ -233,12 +238,8 @@ std::string json_of(const RolloutReader& r, const Summary& s) {
   j += "], \"lengths\": {\"turns\": " + s.turns.json() + ", \"generated_tokens\": " + s.generated.json() +
        ", \"final_length\": " + s.final_length.json() + "}, \"staleness_histogram\": [";
   for (size_t i = 0; i < s.staleness.size(); ++i) j += (i ? ", " : "") + std::to_string(s.staleness[i]);
-  // A share of the step time, null where the steps were too short to hold it (as the text says).
-  const double overhead = s.training.step_seconds > 0 && s.training.store_seconds <= s.training.step_seconds
-                              ? s.training.store_seconds / s.training.step_seconds
-                              : std::nan("");
   j += "], \"episodes_without_generated_tokens\": " + std::to_string(s.no_generated) +
-       ", \"store_overhead\": " + json_number(overhead) + "}";
+       ", \"store_overhead\": " + json_number(s.training.store_share()) + "}";
   return j;
 }
 
@@ -318,10 +319,9 @@ void print_text(const RolloutReader& r, const Summary& s) {
         }
       std::printf("%s\n", any ? "" : " none (no stale tokens)");
     }
-    // The share only where it is one: steps too short to time (0.0 s) gave 117%.
-    if (s.training.step_seconds > 0 && s.training.store_seconds <= s.training.step_seconds)
+    if (const double share = s.training.store_share(); !std::isnan(share))
       std::printf("  rollout store: %.3f s of %.1f s step time (%.2f%%)\n", s.training.store_seconds,
-                  s.training.step_seconds, 100 * s.training.store_seconds / s.training.step_seconds);
+                  s.training.step_seconds, 100 * share);
     else if (s.training.store_seconds > 0)
       std::printf("  rollout store: %.3f s (the steps' own time, %.3f s, is shorter)\n", s.training.store_seconds,
                   s.training.step_seconds);

@@ -103,13 +103,10 @@ Environment::ToolResult CalcEnv::call_tool(const ToolCall& call) {
 }
 
 float CalcEnv::score(std::string_view answer) const {
-  int64_t v = 0;
-  std::string_view s = answer;
-  if (parse_int(s, v) && trim(s).empty()) return v == value_ ? 1.0f : 0.0f;
-  // The integer written as another decimal (JSON's {"answer": 31.0}, "+31",
-  // "3.1e1"): its digits D and exponent E (the value D x 10^E, read
+  // The integer, or written as another decimal (JSON's {"answer": 31.0},
+  // "+31", "3.1e1"): its digits D and exponent E (the value D x 10^E, read
   // exactly, not rounded as a double would) must be that integer.
-  s = trim(answer);
+  const std::string_view s = trim(answer);
   if (s.size() > 64) return 0;
   size_t n = 0;
   const bool negative = n < s.size() && s[n] == '-';

@@ -108,7 +108,7 @@ BpeTokenizer::BpeTokenizer(BpeVocabulary vocab, const std::string& source) : voc
   for (const auto& a : vocab_.added) {
     const auto first = static_cast<unsigned char>(vocab_.tokens[a.id][0]);
     added_by_first_byte_[first].push_back(a.id);
-    if (!a.special) ordinary_added_by_first_byte_[first].push_back(a.id);
+    if (!a.special) ordinary_added_by_first_byte_[first].push_back(a.id), has_ordinary_added_ = true;
   }
   for (auto* table : {&added_by_first_byte_, &ordinary_added_by_first_byte_})
     for (auto& ids : *table)
@@ -235,6 +235,10 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
 
 std::vector<int32_t> BpeTokenizer::encode_ordinary(std::string_view text) const {
   std::vector<int32_t> out;
+  if (!has_ordinary_added_) {  // the usual vocabulary: every added token is special
+    encode_plain(text, &out);
+    return out;
+  }
   // The added tokens that are not special still match, as Hugging Face's
   // encode_special_tokens and llama.cpp's parse_special = false leave them.
   for (const auto& [id, piece] : split_added(text, ordinary_added_by_first_byte_)) {

@@ -87,6 +87,7 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<uint8_t> special_;        // id -> is a special added token
   std::vector<std::vector<int32_t>> added_by_first_byte_;  // added ids by their first byte, longest first
   std::vector<std::vector<int32_t>> ordinary_added_by_first_byte_;  // the same, those not special only
+  bool has_ordinary_added_ = false;                                  // any added token not special
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
 };

@@ -42,6 +42,14 @@ class RemoveLeftovers : public ::testing::Environment {
 };
 inline ::testing::Environment* const kRemoveLeftovers = ::testing::AddGlobalTestEnvironment(new RemoveLeftovers);
 
+// TempDir()/forge_NAME_<pid>, removed first (a folder of an earlier run of
+// this pid would be refused as holding a run); RemoveLeftovers takes it.
+inline std::string fresh_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "forge_" + name + "_" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream ss;

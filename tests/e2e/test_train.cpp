@@ -20,6 +20,7 @@ namespace {
 
 using forge_e2e::contains;
 using forge_e2e::forge;
+using forge_e2e::fresh_dir;
 using forge_e2e::Result;
 using forge_e2e::slurp;
 
@@ -41,8 +42,7 @@ const char* kTiny =
     "--agent.max_turns=3 --agent.max_new_tokens=16 --run.log_every=1 ";
 
 TEST(Train, TinyRunThenResume) {
-  const std::string dir = ::testing::TempDir() + "forge_train_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_dir("train");
   const Result r = forge(std::string("train ") + kTiny + "--train.steps=2 --run.dir=" + dir);
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "step    2")) << r.err;
@@ -213,8 +213,7 @@ TEST(Train, TinyRunThenResume) {
 // it, and under Slurm SIGKILL follows within KillWait): the checkpoint of
 // the step boundary, exit 143, no figures of a cut evaluation.
 TEST(Train, SigtermCutsAMidRunEvaluationShort) {
-  const std::string dir = ::testing::TempDir() + "forge_train_evalterm_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_dir("train_evalterm");
   const std::string log = dir + ".log";
   // 1,500 tasks take seconds on the tiny model; SIGTERM follows the line
   // that starts them within 10 ms.
@@ -237,8 +236,7 @@ TEST(Train, SigtermCutsAMidRunEvaluationShort) {
 // rollouts.h5 shorter than its recorded end that inspect names, and
 // --resume extends it and goes on with every row its commit record names.
 TEST(Train, AFullDiskStopsTheRunAndResumeGoesOn) {
-  const std::string dir = ::testing::TempDir() + "forge_train_full_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_dir("train_full");
   const std::string args = std::string(kTiny) + "--run.checkpoint_every=1 --run.dir=" + dir;
   const std::string log = dir + ".log";
   const std::string full = "cd '" FORGE_SOURCE_DIR "' && trap '' XFSZ && ulimit -f 400 && '" FORGE_BINARY_DIR
@@ -279,8 +277,7 @@ TEST(Train, AFullDiskStopsTheRunAndResumeGoesOn) {
 // One process asked for MPI roles on its command line trains alone, and
 // says so (a run that asked for 2 learners looked like a run of two).
 TEST(Train, RoleCountsOutsideMpiAreWarnedAbout) {
-  const std::string dir = ::testing::TempDir() + "forge_train_roles_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_dir("train_roles");
   const Result r = forge("train " + std::string(kTiny) + "--train.steps=1 --mpi.learners=2 --run.dir=" + dir);
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "mpi.learners = 2 and mpi.rollouts = 1 apply to MPI ranks")) << r.err;
@@ -302,8 +299,7 @@ TEST(Train, RoleCountsOutsideMpiAreWarnedAbout) {
 // context budget some openings pass): "-" where there is nothing to
 // average, never nan.
 TEST(Train, InspectShowsADashWhereThereIsNothingToAverage) {
-  const std::string dir = ::testing::TempDir() + "forge_train_dash_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_dir("train_dash");
   const Result r = forge("train --model.d_model=16 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
                          "--model.ffn_dim=32 --train.steps=3 --train.tasks=2 --train.group=2 "
                          "--agent.max_context_tokens=100 --run.dir=" + dir);
@@ -322,8 +318,7 @@ TEST(Train, InspectShowsADashWhereThereIsNothingToAverage) {
 // With top_k 2 of a near-uniform tiny policy an on-policy ratio is about
 // 2 / vocabulary, far below loss.is_low.
 TEST(Train, AStepThatMasksEveryTokenIsWarnedAboutOnce) {
-  const std::string dir = ::testing::TempDir() + "forge_train_masked_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_dir("train_masked");
   const Result r = forge("train " + std::string(kTiny) +
                          "--train.steps=2 --sample.top_k=2 --loss.is_mask=token --run.dir=" + dir);
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -345,8 +340,7 @@ TEST(Train, BadLossIsExitCode2) {
 // trained on nothing, every episode abandoned, exit 0), and leaves no run
 // folder; under MPI rank 0 ends the job the same way.
 TEST(Train, AContextBudgetBelowTheOpeningsIsExitCode2) {
-  const std::string dir = ::testing::TempDir() + "forge_train_budget_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
+  const std::string dir = fresh_dir("train_budget");
   const Result r = forge("train " + std::string(kTiny) + "--train.steps=1 --agent.max_context_tokens=16 --run.dir=" + dir);
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "agent.max_context_tokens = 16 is below the task opening")) << r.err;
