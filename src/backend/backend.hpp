@@ -227,6 +227,10 @@ class Backend {
   // The largest head dimension the backend's training attention takes (0:
   // any); a model past it is refused before training (require_trainable_heads).
   virtual int max_trained_head_dim() const { return 0; }
+  // The largest head dimension any of its attention takes (generation's
+  // paged attention too; 0: any): a model past it is refused at
+  // construction (PolicyModel).
+  virtual int max_head_dim() const { return 0; }
   virtual void to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;

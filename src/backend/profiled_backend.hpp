@@ -53,6 +53,7 @@ class ProfiledBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override;
   size_t release_scratch() override { return inner_.release_scratch(); }
   int max_trained_head_dim() const override { return inner_.max_trained_head_dim(); }
+  int max_head_dim() const override { return inner_.max_head_dim(); }
   bool pin_host_memory(void* p, size_t bytes) override { return inner_.pin_host_memory(p, bytes); }
   void unpin_host_memory(void* p) override { inner_.unpin_host_memory(p); }
   void fill(float* x, float value, size_t n) override;

@@ -50,6 +50,18 @@ void check_readable(const std::string& path) {
     throw InputError("'" + path + "' is not an HDF5 file (or its header is damaged)");
 }
 
+// A lock HDF5 could not take on `path` (`reason`, its error): EAGAIN
+// ("Resource temporarily unavailable") is another process's lock; anything
+// else (ENOLCK on an NFS without lockd) is the file system's refusal.
+std::string lock_refusal(const std::string& reason, bool writing) {
+  if (reason.find(std::strerror(EAGAIN)) == std::string::npos)
+    return "the file system refused to lock it (" + reason + "); run with HDF5_USE_FILE_LOCKING=FALSE";
+  if (!writing) return "another process holds its lock (" + reason + ")";
+  return "another process has it open (" + reason +
+         "): a reader (h5py, forge inspect or export, tools/plot_rollouts.py) or a writer still running; close it (a "
+         "reader only: SWMR keeps it safe, so HDF5_USE_FILE_LOCKING=FALSE also lets the run go on)";
+}
+
 // Why HDF5 could not open `path` for reading (its last error): a file
 // shorter than its recorded end (a copy stopped short, or a write that
 // failed on a full disk: the rollout reader says what a resume does with
@@ -60,7 +72,7 @@ void check_readable(const std::string& path) {
     throw InputError("'" + path + "' is truncated (" + reason +
                      "; a copy stopped short, or a write that failed on a full disk)");
   if (reason.find("unable to lock file") != std::string::npos)
-    throw InputError("cannot open HDF5 file '" + path + "': another process holds its lock (" + reason + ")");
+    throw InputError("cannot open HDF5 file '" + path + "': " + lock_refusal(reason, false));
   throw InputError("cannot open HDF5 file '" + path + "' (corrupted?): " + reason);
 }
 
@@ -111,18 +123,8 @@ File File::open_append(const std::string& path, uint64_t* recorded_end) {
   if (id < 0) {
     const std::string reason = last_error();
     if (recorded_end) *recorded_end = stored_end_of(reason);
-    if (reason.find("unable to lock file") != std::string::npos) {
-      // EAGAIN ("Resource temporarily unavailable"): another process's lock;
-      // anything else (ENOLCK on an NFS without lockd): the file system's refusal.
-      const bool held = reason.find(std::strerror(EAGAIN)) != std::string::npos;
-      throw InputError("cannot open HDF5 file '" + path + "' for writing: " +
-                       (held ? "another process has it open (" + reason +
-                                   "): a reader (h5py, forge inspect or export, tools/plot_rollouts.py) or a writer "
-                                   "still running; close it (a reader only: SWMR keeps it safe, so "
-                                   "HDF5_USE_FILE_LOCKING=FALSE also lets the run go on)"
-                             : "the file system refused to lock it (" + reason +
-                                   "); run with HDF5_USE_FILE_LOCKING=FALSE"));
-    }
+    if (reason.find("unable to lock file") != std::string::npos)
+      throw InputError("cannot open HDF5 file '" + path + "' for writing: " + lock_refusal(reason, true));
     throw InputError("cannot open HDF5 file '" + path + "' for writing: " + reason);
   }
   f.file_ = Handle(id, H5Fclose);

@@ -62,10 +62,22 @@ const ModelConfig& validated(const ModelConfig& c) {
   return c;
 }
 
+// InputError naming model.head_dim where it passes `most` (0: any): "the
+// <backend> backend <does> heads of at most <most> dimensions<why>".
+void require_heads_at_most(const ModelConfig& m, const Backend& backend, int most, const std::string& does,
+                           const std::string& why) {
+  if (most <= 0 || m.head_dim() <= most) return;
+  throw InputError("model.head_dim = " + std::to_string(m.head_dim()) +
+                   (m.head_dim_override > 0 ? "" : " (model.d_model / model.n_heads)") + ": the " + backend.name() +
+                   " backend " + does + " heads of at most " + std::to_string(most) + " dimensions" + why);
+}
+
 }  // namespace
 
 PolicyModel::PolicyModel(const ModelConfig& config, Backend& backend)
     : config_(validated(config)), layout_(config), backend_(backend), transformer_(config_, layout_, backend) {
+  require_heads_at_most(config_, backend_, backend_.max_head_dim(), "takes",
+                        " (its paged attention, which generates): use this model with --run.backend=cpu");
   pass_ = std::make_unique<Pass>(backend_, config_);
   params_.resize(backend_, layout_.total);
   grads_.resize(backend_, layout_.total);
@@ -76,13 +88,8 @@ PolicyModel::PolicyModel(const ModelConfig& config, Backend& backend)
 PolicyModel::~PolicyModel() = default;
 
 void require_trainable_heads(const ModelConfig& m, const Backend& backend) {
-  const int most = backend.max_trained_head_dim();
-  if (most <= 0 || m.head_dim() <= most) return;
-  throw InputError("model.head_dim = " + std::to_string(m.head_dim()) +
-                   (m.head_dim_override > 0 ? "" : " (model.d_model / model.n_heads)") + ": the " + backend.name() +
-                   " backend trains heads of at most " + std::to_string(most) +
-                   " dimensions (its tree attention; generation takes larger ones): train this model with "
-                   "--run.backend=cpu");
+  require_heads_at_most(m, backend, backend.max_trained_head_dim(), "trains",
+                        " (its tree attention; generation takes larger ones): train this model with --run.backend=cpu");
 }
 
 size_t PolicyModel::activation_bytes() const { return pass_->act.bytes(); }

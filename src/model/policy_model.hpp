@@ -88,7 +88,8 @@ class PolicyModel {
 };
 
 // InputError naming model.head_dim when `backend`'s training kernels
-// (tree attention) do not take the model's heads (Backend::max_trained_head_dim).
+// (tree attention) do not take the model's heads (Backend::max_trained_head_dim);
+// the constructor refuses heads past Backend::max_head_dim alike.
 void require_trainable_heads(const ModelConfig& model, const Backend& backend);
 
 }  // namespace forge

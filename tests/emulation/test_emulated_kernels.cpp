@@ -339,6 +339,16 @@ TEST(EmulatedCuda, HeadsPastTheAttentionKernelsAreRefusedByName) {
   EXPECT_NO_THROW(PolicyModel(m, *be));  // a model to generate with
   m.n_heads = m.n_kv_heads = 2;          // 128: trained
   EXPECT_NO_THROW(require_trainable_heads(m, *be));
+  // Past what generation takes (paged attention, 256): refused when built,
+  // naming the key (forge eval and generate failed at the first decode, exit 1).
+  m.d_model = 320;
+  m.n_heads = m.n_kv_heads = 1;
+  try {
+    PolicyModel too_wide(m, *be);
+    ADD_FAILURE() << "head_dim 320 was built on the cuda backend";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.head_dim = 320"), std::string::npos) << e.what();
+  }
 }
 
 FORGE_BACKEND_CASES(EmulatedCuda, emulated_backend)

@@ -172,7 +172,8 @@ class CudaBackend final : public Backend {
     FORGE_CUDA_CHECK(cudaFree(p));
   }
   size_t peak_device_bytes() const override { return meter_.peak; }
-  int max_trained_head_dim() const override { return kMaxHeadDim; }  // tree attention; paged: 256
+  int max_trained_head_dim() const override { return kMaxHeadDim; }  // tree attention
+  int max_head_dim() const override { return kPagedMaxHeadDim; }     // generation
   size_t release_scratch() override {
     FORGE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     size_t freed = 0;
