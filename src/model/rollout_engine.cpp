@@ -134,6 +134,9 @@ void RolloutEngine::submit(GenerationRequest r) {
     throw InputError(who + "temperature must be " + kTemperaturesAllowed);
   if (!(sp.top_p > 0.0f && sp.top_p <= 1.0f)) throw InputError(who + "top_p must lie in (0, 1]");
   if (sp.top_k < 0) throw InputError(who + "top_k must be >= 0 (0 = all)");
+  // An id names one request until step() returns its result: a second one
+  // would make results and cancel(id) ambiguous.
+  if (holds(r.id)) throw InputError(who + "this id is already waiting, running or unreturned");
 
   GenerationResult early;
   early.id = r.id;
@@ -149,6 +152,12 @@ void RolloutEngine::submit(GenerationRequest r) {
   } else {
     waiting_.push_back(std::move(r));
   }
+}
+
+bool RolloutEngine::holds(uint64_t id) const {
+  return std::any_of(waiting_.begin(), waiting_.end(), [&](const GenerationRequest& r) { return r.id == id; }) ||
+         std::any_of(running_.begin(), running_.end(), [&](const Sequence& s) { return s.req.id == id; }) ||
+         std::any_of(done_.begin(), done_.end(), [&](const GenerationResult& r) { return r.id == id; });
 }
 
 bool RolloutEngine::admit(GenerationRequest& r) {

@@ -151,7 +151,8 @@ class RolloutEngine {
   ~RolloutEngine();
 
   // InputError for an empty prompt, a prompt longer than max_seq_len, a token
-  // outside the vocabulary, or bad sampling parameters.
+  // outside the vocabulary, bad sampling parameters, or an id the engine
+  // still holds (waiting, running, or its result not yet returned).
   void submit(GenerationRequest request);
   // An Error from step() (non-finite logits) leaves the engine failed:
   // every later step() throws it again (the rank that owns it stops).
@@ -178,6 +179,7 @@ class RolloutEngine {
 
  private:
   struct Sequence;
+  bool holds(uint64_t id) const;
   bool admit(GenerationRequest& request);
   void copy_shared_prefix(Sequence& s);
   bool computed_by_earlier(const Sequence& s, const std::vector<Sequence*>& batch,

@@ -459,6 +459,19 @@ TEST(RolloutEngine, ContextLimitAndInputErrors) {
   EXPECT_THROW(engine.submit(request(7, {1, 2}, 4, -1.0f, 0)), InputError);
   EXPECT_THROW(engine.submit(request(8, {1, 2}, 4, 1e-30f, 0)), InputError);  // 1/T overflows
   EXPECT_TRUE(engine.idle());
+  // An id is one request's until its result is returned: refused while it
+  // waits, runs or is unreturned, free again after.
+  engine.submit(request(9, {1, 2}, 10, 1.0f, 0));
+  EXPECT_THROW(engine.submit(request(9, {3, 4}, 4, 1.0f, 0)), InputError);  // waiting
+  EXPECT_TRUE(engine.step().empty());
+  EXPECT_EQ(engine.num_running(), 1u);
+  EXPECT_THROW(engine.submit(request(9, {3, 4}, 4, 1.0f, 0)), InputError);  // running
+  engine.submit(request(10, random_tokens(rng, 24), 4, 1.0f, 0));  // full: its result waits unreturned
+  EXPECT_THROW(engine.submit(request(10, {1, 2}, 4, 1.0f, 0)), InputError);
+  EXPECT_EQ(engine.run_until_done().size(), 2u);
+  engine.submit(request(9, {3, 4}, 4, 1.0f, 0));
+  engine.submit(request(10, {3, 4}, 4, 1.0f, 0));
+  EXPECT_EQ(engine.run_until_done().size(), 2u);
   EngineConfig bad = engine_config();
   bad.prefill_chunk = 0;
   EXPECT_THROW(RolloutEngine(f.model, bad), InputError);
