@@ -28,9 +28,10 @@ std::string content_text(const json& m, size_t i) {
   const auto it = m.find("content");
   if (it == m.end() || it->is_null()) {
     const std::string role = m.value("role", std::string());
-    throw bad_request(where(i) + ".content is missing: " +
-                      (role == "assistant" ? std::string("an assistant message needs content or tool_calls")
-                                           : "a " + role + " message needs its text (\"\" for none)"));
+    std::string why = role == "assistant" ? std::string("an assistant message needs content or tool_calls")
+                                          : "a " + role + " message needs its text (\"\" for none)";
+    if (role == "assistant" && m.contains("function_call")) why += " (function_call is not supported: send tool_calls)";
+    throw bad_request(where(i) + ".content is missing: " + why);
   }
   if (it->is_string()) return it->get<std::string>();
   if (it->is_array()) {
@@ -90,6 +91,15 @@ Tokens assistant_tokens(const json& m, size_t i, CallFormat format, const Episod
   // tool_calls null or [] (as some clients send with plain content): no call.
   const auto calls = m.find("tool_calls");
   const bool has_calls = calls != m.end() && !calls->is_null() && !(calls->is_array() && calls->empty());
+  // The policy's turn is a tool call or text, never both (forge's replies
+  // carry content null): text beside a call has no tokens it could render
+  // as, and leaving it out would show the model a turn the agent did not send.
+  if (has_calls && m.contains("content") && !m["content"].is_null()) {
+    const std::string text = content_text(m, i);
+    if (text.find_first_not_of(" \t\r\n") != std::string::npos)
+      throw bad_request(where(i) + ".content: an assistant message with tool_calls has no text in this policy's "
+                                   "format (its turn is the tool call alone); send content null or \"\"");
+  }
   std::optional<size_t> pick;
   for (size_t r = 0; r < texts.replies.size(); ++r) {
     if (used[r]) continue;
@@ -131,6 +141,9 @@ Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat
     system = content_text(messages[0], 0);
     i = 1;
   }
+  if (i < messages.size() && i == 1 && (role_of(1) == "system" || role_of(1) == "developer"))
+    throw bad_request(where(1) + ".role '" + role_of(1) +
+                      "': this policy's chat has one system message, the first (join the two)");
   if (i >= messages.size() || role_of(i) != "user")
     throw bad_request(where(i) + ": the conversation must open with [system,] user");
   // The task's texts as handed out are the scaffold's markup; anything else is plain.
