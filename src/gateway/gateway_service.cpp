@@ -51,6 +51,30 @@ int requested_max_tokens(const json& body, int cap) {
   return n;
 }
 
+// Fields a request may send that the run's sampling overrides (docs/gateway.md):
+// ignored, but a mistyped one is a client bug named with 400.
+void check_ignored_fields(const json& body) {
+  for (const char* key : {"temperature", "top_p", "presence_penalty", "frequency_penalty"})
+    if (body.contains(key) && !body[key].is_null() && !body[key].is_number())
+      throw bad_request(std::string(key) + " must be a number (it is ignored: the run's [sample] decides)");
+  if (body.contains("seed") && !body["seed"].is_null() && !body["seed"].is_number_integer())
+    throw bad_request("seed must be an integer (it is ignored: the run's [sample] decides)");
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const json& stop = body["stop"];
+    const bool strings = stop.is_array() && std::all_of(stop.begin(), stop.end(), [](const json& x) { return x.is_string(); });
+    if (!stop.is_string() && !strings)
+      throw bad_request("stop must be a string or an array of strings (it is ignored: a reply ends at the "
+                        "policy's end-of-turn token)");
+  }
+  if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
+    const json& k = body["top_logprobs"];
+    if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() > 20)
+      throw bad_request("top_logprobs must be an integer in [0, 20]");
+    const bool logprobs = body.contains("logprobs") && body["logprobs"].is_boolean() && body["logprobs"].get<bool>();
+    if (k.get<int64_t>() > 0 && !logprobs) throw bad_request("top_logprobs needs \"logprobs\": true");
+  }
+}
+
 const json& object_body(const json& body) {
   if (!body.is_object()) throw bad_request("the request body must be a JSON object");
   return body;
@@ -170,14 +194,15 @@ GatewayService::Open& GatewayService::find_open(uint64_t episode_id) {
   // After stop nothing reaches the pool: work accepted now would be lost.
   if (stopped_) throw RequestError(410, "run_finished", "the episode's run has finished: " + stop_reason_);
   Open& o = const_cast<Open&>(lookup(episode_id));
-  if (o.busy)
-    throw RequestError(409, "invalid_request_error",
-                       "episode " + std::to_string(episode_id) +
-                           " is running a tool call or answer: send the next request after its reply");
+  // An ending episode's refusal is final, a busy one's lasts only the tool run.
   if (!o.ending.empty())
     throw RequestError(409, "invalid_request_error",
                        "episode " + std::to_string(episode_id) + " takes no more requests: it is " + o.ending +
                            " when its requests under way end");
+  if (o.busy)
+    throw RequestError(409, "invalid_request_error",
+                       "episode " + std::to_string(episode_id) +
+                           " is running a tool call or answer: send the next request after its reply").retry_later();
   return o;
 }
 
@@ -275,8 +300,14 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
     Open& o = find_open(episode_id);
     const int room = max_seq_len_ - static_cast<int>(prompt.size());
     if (room < 1)
-      throw bad_request("the prompt has " + std::to_string(prompt.size()) + " tokens; the policy's context is " +
-                        std::to_string(max_seq_len_) + " (agent.max_context_tokens + agent.max_new_tokens)");
+      // Worded and coded as OpenAI and vLLM do, which clients (litellm's
+      // ContextWindowExceededError) recognise to shorten the history.
+      throw RequestError(400, "invalid_request_error",
+                         "This model's maximum context length is " + std::to_string(max_seq_len_) +
+                             " tokens. However, the prompt has " + std::to_string(prompt.size()) +
+                             " tokens, leaving no room for a reply (the context is agent.max_context_tokens + "
+                             "agent.max_new_tokens); shorten the messages",
+                         "context_length_exceeded");
     // Concurrent calls reserve their share, so together they cannot pass it.
     reserve = GatewayEpisode::call_bytes(prompt.size(), static_cast<size_t>(std::min(max_tokens, room)));
     o.episode->check_budget(o.reserved + reserve, episode_bytes_);
@@ -339,6 +370,7 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
 GenerationReply GatewayService::chat(uint64_t episode_id, const json& body) {
   object_body(body);
   const int max_tokens = requested_max_tokens(body, max_new_tokens_);
+  check_ignored_fields(body);
   if (!body.contains("messages")) throw bad_request("\"messages\" is required");
   if (body.contains("tools") && !body["tools"].is_null() && !body["tools"].is_array())
     throw bad_request("\"tools\" must be an array");
@@ -353,16 +385,28 @@ GenerationReply GatewayService::chat(uint64_t episode_id, const json& body) {
 GenerationReply GatewayService::completion(uint64_t episode_id, const json& body) {
   object_body(body);
   const int max_tokens = requested_max_tokens(body, max_new_tokens_);
+  check_ignored_fields(body);
   if (!body.contains("prompt")) throw bad_request("\"prompt\" is required");
-  const json& p = body["prompt"];
+  // A list of one prompt (LangChain's OpenAI LLM sends ["text"]) is that prompt.
+  const json& listed = body["prompt"];
+  const bool one_listed = listed.is_array() && listed.size() == 1 && (listed[0].is_string() || listed[0].is_array());
+  const json& p = one_listed ? listed[0] : listed;
+  if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>())
+    throw bad_request("\"echo\": this gateway returns generated tokens only (their logprobs are the "
+                      "policy's; a prompt's are not computed)");
+  if (const auto best_of = count_field(body, "best_of"); best_of && *best_of != 1)
+    throw bad_request("best_of: this gateway generates one completion per request (best_of = 1)");
+  if (body.contains("suffix") && !body["suffix"].is_null() &&
+      !(body["suffix"].is_string() && body["suffix"].get<std::string>().empty()))
+    throw bad_request("\"suffix\" is not supported (no insertion: the policy continues the prompt)");
   Tokens prompt;
   if (p.is_string()) {
     prompt = vocab_->encode_prompt(p.get<std::string>());
   } else if (p.is_array()) {
     for (const json& t : p) {
       if (t.is_string() || t.is_array())
-        throw bad_request("\"prompt\": one prompt per request (an episode is one conversation): send a string "
-                          "or an array of token ids, not a batch");
+        throw bad_request("\"prompt\": one prompt per request (an episode is one conversation): send a string, "
+                          "an array of token ids, or a list of one of them, not a batch");
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_->vocab_size())
         throw bad_request("\"prompt\" as token ids: each must be an integer in [0, " +
                           std::to_string(vocab_->vocab_size()) + ")");
@@ -412,7 +456,7 @@ json GatewayService::run_unlocked(uint64_t episode_id, const std::function<json(
     if (o.in_flight > 0)
       throw RequestError(409, "invalid_request_error",
                          "episode " + std::to_string(episode_id) +
-                             " has a generation in flight: send the tool call or answer after its reply");
+                             " has a generation in flight: send the tool call or answer after its reply").retry_later();
     o.busy = true;  // from here nothing closes, expires or touches it but f
     episode = o.episode.get();
     budget = episode_bytes_ - o.reserved;
@@ -472,7 +516,7 @@ json GatewayService::describe(uint64_t episode_id) const {
   if (o.busy)  // the tool run changes its record outside the lock
     throw RequestError(409, "invalid_request_error",
                        "episode " + std::to_string(episode_id) +
-                           " is running a tool call or answer: read it after that reply");
+                           " is running a tool call or answer: read it after that reply").retry_later();
   json calls = json::array();
   for (const LlmCall& c : o.episode->record_so_far().calls)
     calls.push_back({{"prompt_token_ids", c.context},

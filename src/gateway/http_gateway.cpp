@@ -293,8 +293,13 @@ class QueueingThreadPool : public httplib::TaskQueue {
   std::shared_ptr<QueuedConnections> queued_;
 };
 
-json error_body(const std::string& message, const std::string& type, int status) {
-  return {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
+// OpenAI's error shape; "code" is a name where one applies, else the status.
+json error_body(const std::string& message, const std::string& type, int status, const std::string& code = {}) {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", nullptr},
+            {"code", code.empty() ? json(status) : json(code)}}}};
 }
 
 void send_json(httplib::Response& res, int status, const json& body) {
@@ -550,8 +555,9 @@ void HttpGateway::add_routes() {
       try {
         h(req, res);
       } catch (const RequestError& e) {
-        send_json(res, e.status(), error_body(e.what(), e.type(), e.status()));
+        send_json(res, e.status(), error_body(e.what(), e.type(), e.status(), e.code()));
         if (e.status() == 503) res.set_header("Retry-After", "1");
+        res.set_header("x-should-retry", e.retryable() ? "true" : "false");
       } catch (const std::exception& e) {
         log_warn(std::string("gateway: internal error on ") + req.method + " " + req.path + ": " + e.what());
         send_json(res, 500, error_body(std::string("internal error: ") + e.what(), "server_error", 500));
@@ -588,17 +594,26 @@ void HttpGateway::add_routes() {
   // The root route takes any key (of an open or a closed episode: it tells
   // nothing of one); an episode's route its own (or the gateway
   // token), and only while the episode is open, as its other routes.
-  const auto models = [this, guarded, any_token, episode_of](bool in_path) {
-    return guarded([this, any_token, episode_of, in_path](const httplib::Request& req, httplib::Response& res) {
+  // The list, or (one_model: the last path part names it) the one model.
+  const auto models = [this, guarded, any_token, episode_of](bool in_path, bool one_model) {
+    return guarded([this, any_token, episode_of, in_path, one_model](const httplib::Request& req,
+                                                                      httplib::Response& res) {
       if (in_path) service_.require_open(episode_of(req, true));
       else any_token(req);
       const json model = {{"id", kPolicyModelName}, {"object", "model"}, {"created", 0}, {"owned_by", "forge"},
                           {"forge", {{"policy_version", service_.policy_version()}}}};
-      send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+      if (!one_model) return send_json(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+      const std::string asked = req.matches[req.matches.size() - 1].str();
+      if (asked != kPolicyModelName)
+        throw RequestError(404, "not_found_error",
+                           "no model '" + asked.substr(0, 80) + "': this gateway serves " + kPolicyModelName);
+      send_json(res, 200, model);
     });
   };
-  server_->Get("/v1/models", models(false));
-  server_->Get(R"(/episodes/([^/]+)/v1/models)", models(true));
+  server_->Get("/v1/models", models(false, false));
+  server_->Get(R"(/v1/models/([^/]+))", models(false, true));
+  server_->Get(R"(/episodes/([^/]+)/v1/models)", models(true, false));
+  server_->Get(R"(/episodes/([^/]+)/v1/models/([^/]+))", models(true, true));
 
   server_->Post("/v1/episodes", guarded([this, require_gateway_token](const httplib::Request& req,
                                                                       httplib::Response& res) {

@@ -63,11 +63,21 @@ json chat_logprobs(const GenerationReply& r) {
   return {{"content", content}};
 }
 
-// A completion's "logprobs": each generated token's text and logprob.
+// A completion's "logprobs": each generated token's text and logprob, no
+// alternatives (an empty object each), and where each token's text starts
+// in the concatenated token texts, in characters (code points, as Python
+// and vLLM count).
 json completion_logprobs(const GenerationReply& r) {
-  json tokens = json::array();
-  for (int32_t t : r.result.tokens) tokens.push_back(valid_utf8(r.vocab->decode({t})));
-  return {{"tokens", tokens}, {"token_logprobs", r.result.logprobs}};
+  json tokens = json::array(), top = json::array(), offsets = json::array();
+  size_t offset = 0;
+  for (int32_t t : r.result.tokens) {
+    const std::string text = valid_utf8(r.vocab->decode({t}));
+    tokens.push_back(text);
+    top.push_back(json::object());
+    offsets.push_back(offset);
+    for (unsigned char c : text) offset += (c & 0xC0) != 0x80;
+  }
+  return {{"tokens", tokens}, {"token_logprobs", r.result.logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
 // A completion's text: its tokens less a final stop token, which an

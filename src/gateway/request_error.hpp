@@ -12,14 +12,28 @@ namespace forge {
 
 class RequestError : public InputError {
  public:
-  RequestError(int status, std::string type, const std::string& message)
-      : InputError(message), status_(status), type_(std::move(type)) {}
+  RequestError(int status, std::string type, const std::string& message, std::string code = {})
+      : InputError(message), status_(status), type_(std::move(type)), code_(std::move(code)) {}
   int status() const { return status_; }
   const std::string& type() const { return type_; }
+  // The body's "code" when it is a name (OpenAI's context_length_exceeded);
+  // empty: the status.
+  const std::string& code() const { return code_; }
+  // Whether the same request sent again may succeed. OpenAI's clients retry
+  // 408, 409, 429 and 5xx unless the reply's x-should-retry says false: a
+  // 409 is final (a closed, ending or full episode, a second answer) unless
+  // marked as waiting for the episode's work under way.
+  bool retryable() const { return retryable_; }
+  RequestError& retry_later() {
+    retryable_ = true;
+    return *this;
+  }
 
  private:
   int status_;
   std::string type_;
+  std::string code_;
+  bool retryable_ = status_ >= 500 || status_ == 408 || status_ == 429;
 };
 
 inline RequestError bad_request(const std::string& message) {

@@ -94,6 +94,11 @@ def main():
     expect_error(s, b, 404, "no open episode", "chat on an unknown episode")
     s, b = http(url, "/v1/chat/completions", {"messages": messages}, token=token)
     expect_error(s, b, 400, "which episode", "root chat with the gateway token")
+    # A prompt past the context, as OpenAI codes it (clients shorten their history on it).
+    s, b = http(url, chat_path, {"messages": messages + [{"role": "user", "content": "x" * 8000}]},
+                token=A["api_key"])
+    expect_error(s, b, 400, "maximum context length", "chat past the context")
+    check(b.get("error", {}).get("code") == "context_length_exceeded", f"context error's code: {b}")
 
     def logged(reply_forge, call):
         log.write(json.dumps({"episode": A["id"], "call": call, "token_ids": reply_forge["token_ids"],
@@ -151,6 +156,7 @@ def main():
 
     # The root endpoint, the episode named by its key.
     root = openai.OpenAI(base_url=url + "/v1", api_key=A["api_key"], max_retries=0)
+    check(root.models.retrieve("forge-policy").id == "forge-policy", "models.retrieve")
     r = root.chat.completions.create(model="forge-policy", messages=messages)
     check(r.model_extra["forge"]["episode_id"] == A["id"] and r.model_extra["forge"]["call_index"] == 2, "root chat")
     logged(r.model_extra["forge"], 2)

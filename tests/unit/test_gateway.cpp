@@ -44,6 +44,16 @@ int request_error_status(const std::function<void()>& f) {
   return 0;
 }
 
+// Whether f's RequestError may succeed when sent again (false: none thrown).
+bool request_error_retryable(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const RequestError& e) {
+    return e.retryable();
+  }
+  return false;
+}
+
 std::string request_error_message(const std::function<void()>& f) {
   try {
     f();
@@ -208,6 +218,25 @@ TEST(GatewayMessages, MalformedMessagesAre400) {
                      {"tool_calls", json::array({{{"id", "c"},
                                                   {"function", {{"name", "calc"}, {"arguments", "{\"input\":\"1\"}"}}}}})}};
   EXPECT_EQ(status(json::array({user, call, {{"role", "tool"}, {"content", "1"}}})), 0);
+  // Text beside a tool call has no place in the policy's turn: refused,
+  // not left out; blank text is no text.
+  json thought = call;
+  thought["content"] = "THOUGHT: compute 1 first.";
+  const std::string thought_why = request_error_message([&] {
+    render_chat(json::array({user, thought, {{"role", "tool"}, {"content", "1"}}}), TemplateStyle::kSpecial,
+                CallFormat::kParen, texts);
+  });
+  EXPECT_NE(thought_why.find("messages[1].content: an assistant message with tool_calls"), std::string::npos)
+      << thought_why;
+  thought["content"] = json::array({{{"type", "text"}, {"text", "a thought"}}});
+  EXPECT_EQ(status(json::array({user, thought, {{"role", "tool"}, {"content", "1"}}})), 400);
+  thought["content"] = " \n";
+  EXPECT_EQ(status(json::array({user, thought, {{"role", "tool"}, {"content", "1"}}})), 0);
+  // The legacy function_call is named.
+  const json legacy = {{"role", "assistant"}, {"function_call", {{"name", "calc"}, {"arguments", "{}"}}}};
+  const std::string legacy_why = request_error_message(
+      [&] { render_chat(json::array({user, legacy, user}), TemplateStyle::kSpecial, CallFormat::kParen, texts); });
+  EXPECT_NE(legacy_why.find("function_call is not supported: send tool_calls"), std::string::npos) << legacy_why;
 }
 
 // Too deeply nested arguments and content parts with a non-string type are
@@ -463,6 +492,61 @@ TEST_F(GatewayEpisodes, CountFieldsAsClientsSendThem) {
   EXPECT_EQ(max_new, (std::vector<int>{8, 8, 8, 4}));
 }
 
+// Sampling fields are ignored (the run's [sample] decides) but must be
+// well-typed; a completion's prompt may be a list of one prompt (as
+// LangChain's OpenAI LLM sends it); echo, best_of and suffix, which the
+// gateway cannot honour, are refused rather than ignored.
+TEST_F(GatewayEpisodes, IgnoredFieldsAndCompletionPromptsAsClientsSendThem) {
+  gw.request_deadline_s = 0.01;
+  GatewayService s(gw, sampling, 8, 4096, 1 << 20);
+  add_one_episode(s);
+  const json a = s.open();
+  const auto chat = [&](const json& fields) {
+    json body = {{"messages", a["task"]["messages"]}};
+    body.update(fields);
+    return request_error_status([&] { s.chat(a["id"], body); });
+  };
+  EXPECT_EQ(chat({{"temperature", 0}, {"top_p", 0.5}, {"seed", 7}, {"stop", "x"}}), 504);
+  EXPECT_EQ(chat({{"stop", {"a", "b"}}, {"logprobs", true}, {"top_logprobs", 20}, {"presence_penalty", nullptr}}), 504);
+  EXPECT_EQ(chat({{"temperature", "hot"}}), 400);
+  EXPECT_EQ(chat({{"stop", 5}}), 400);
+  EXPECT_EQ(chat({{"stop", {"a", 5}}}), 400);
+  EXPECT_EQ(chat({{"seed", 1.5}}), 400);
+  EXPECT_EQ(chat({{"logprobs", true}, {"top_logprobs", 21}}), 400);
+  EXPECT_EQ(chat({{"top_logprobs", 2}}), 400);  // without logprobs
+  const auto completion = [&](const json& fields) {
+    json body = {{"prompt", "Q: 1+1? A:"}};
+    body.update(fields);
+    return request_error_status([&] { s.completion(a["id"], body); });
+  };
+  EXPECT_EQ(completion(json::object()), 504);
+  EXPECT_EQ(completion({{"prompt", {"Q: 1+1? A:"}}}), 504);
+  EXPECT_EQ(completion({{"prompt", {{81, 58}}}}), 504);
+  EXPECT_EQ(completion({{"prompt", {"a", "b"}}}), 400);  // a batch
+  EXPECT_EQ(completion({{"prompt", json::array({json::array()})}}), 400);  // empty
+  EXPECT_EQ(completion({{"echo", false}, {"best_of", 1}, {"suffix", ""}}), 504);
+  EXPECT_EQ(completion({{"echo", true}}), 400);
+  EXPECT_EQ(completion({{"best_of", 3}}), 400);
+  EXPECT_EQ(completion({{"suffix", "zz"}}), 400);
+  // A prompt past the context: 400 with OpenAI's code and wording, which
+  // clients recognise to shorten their history.
+  try {
+    s.completion(a["id"], {{"prompt", std::vector<int>(4096, 81)}});
+    ADD_FAILURE() << "a prompt of the whole context was accepted";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.code(), "context_length_exceeded");
+    EXPECT_NE(std::string(e.what()).find("This model's maximum context length is 4096 tokens"), std::string::npos)
+        << e.what();
+    EXPECT_FALSE(e.retryable());
+  }
+  std::vector<Tokens> prompts;
+  for (const GenerationJob& j : s.take_jobs()) prompts.push_back(j.request.prompt);
+  ASSERT_EQ(prompts.size(), 6u);  // two chats, four completions
+  EXPECT_EQ(prompts[3], prompts[2]);  // ["text"] is "text"
+  EXPECT_EQ(prompts[4], (Tokens{81, 58}));
+}
+
 // A request waiting for a handler thread may be any episode's: idleness is
 // judged as of its arrival.
 TEST_F(GatewayEpisodes, IdlenessIsJudgedAsOfTheOldestUnseenRequest) {
@@ -589,10 +673,12 @@ TEST_F(GatewayEpisodes, EpisodeDeadlineEndsAnEpisodeWhenItsToolRunEnds) {
     t.join();
     FAIL() << "the tool run never started (status " << status << ")";
   }
+  EXPECT_TRUE(request_error_retryable([&] { s.describe(id); }));  // busy: later it reads
   s.expire(0.0);  // overdue, with the tool run under way
   EXPECT_TRUE(s.take_finished_groups().empty());
   EXPECT_FALSE(ran);
   EXPECT_EQ(request_error_status([&] { s.answer(id, {{"answer", "x"}}); }), 409);
+  EXPECT_FALSE(request_error_retryable([&] { s.answer(id, {{"answer", "x"}}); }));  // ending: never
   t.join();
   EXPECT_EQ(status, 0);
   EXPECT_NE(result.dump().find("slept"), std::string::npos) << result.dump();
@@ -665,6 +751,13 @@ TEST(GatewayReplies, CompletionTextLeavesOutTheStopTokenAndStreamsCarryLogprobs)
   const json c = completion_reply(r, true);
   EXPECT_EQ(c["choices"][0]["text"], "hi");
   EXPECT_EQ(c["choices"][0]["logprobs"]["token_logprobs"].size(), 3u);
+  // OpenAI's legacy shape: no alternatives (an empty object a token), and
+  // each token's start in the token texts, in characters.
+  EXPECT_EQ(c["choices"][0]["logprobs"]["top_logprobs"], json::array({json::object(), json::object(), json::object()}));
+  EXPECT_EQ(c["choices"][0]["logprobs"]["text_offset"], json::array({0, 1, 2}));
+  GenerationReply wide = r;
+  wide.result.tokens = {0xC3, 0xA9, 'x'};  // one character in two tokens: each is U+FFFD alone
+  EXPECT_EQ(completion_reply(wide, true)["choices"][0]["logprobs"]["text_offset"], json::array({0, 1, 2}));
   EXPECT_EQ(c["usage"]["completion_tokens"], 3);
   std::string streamed;
   size_t streamed_logprobs = 0;

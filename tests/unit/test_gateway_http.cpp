@@ -75,6 +75,7 @@ class Client {
 
 struct Reply {
   int status = 0;
+  std::string head;  // status line and headers
   json body;
 };
 
@@ -86,6 +87,7 @@ Reply round_trip(const std::string& url, const std::string& request, bool end_se
   Reply out;
   if (r.size() > 12) out.status = std::stoi(r.substr(9, 3));  // "HTTP/1.1 NNN"
   const size_t body = r.find("\r\n\r\n");
+  out.head = r.substr(0, body);
   if (body != std::string::npos) out.body = json::parse(r.substr(body + 4), nullptr, false);
   return out;
 }
@@ -249,6 +251,17 @@ TEST_F(GatewayHttp, EpisodeRoutesTakeTheirOwnKeyAndObjectBodies) {
   EXPECT_EQ(models("/episodes/" + id0 + "/v1/models", key0).status, 200);
   EXPECT_EQ(models("/episodes/" + id0 + "/v1/models", kToken).status, 200);
   EXPECT_EQ(models("/v1/models", key0).status, 200);
+  // One model by name (the OpenAI client's models.retrieve), at both roots.
+  for (const std::string& path : {std::string("/v1/models/forge-policy"), "/episodes/" + id0 + "/v1/models/forge-policy"}) {
+    const Reply one = models(path, key0);
+    EXPECT_EQ(one.status, 200) << path << ": " << one.body;
+    EXPECT_EQ(one.body.value("id", ""), "forge-policy") << one.body;
+    EXPECT_EQ(one.body.value("object", ""), "model") << one.body;
+  }
+  const Reply unknown = models("/v1/models/gpt-4", key0);
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  EXPECT_NE(message(unknown).find("no model 'gpt-4'"), std::string::npos) << unknown.body;
+  EXPECT_EQ(models("/episodes/" + id0 + "/v1/models/gpt-4", key0).status, 404);
   const Reply other = models("/episodes/" + id1 + "/v1/models", key0);
   EXPECT_EQ(other.status, 401) << other.body;
   EXPECT_NE(message(other).find("does not open episode " + id1), std::string::npos) << other.body;
@@ -266,6 +279,10 @@ TEST_F(GatewayHttp, EpisodeRoutesTakeTheirOwnKeyAndObjectBodies) {
     const Reply after = models("/episodes/" + id0 + "/v1/models", key);
     EXPECT_EQ(after.status, 409) << after.body;
     EXPECT_NE(message(after).find("episode " + id0 + " is closed"), std::string::npos) << after.body;
+    // OpenAI-shaped, and final: OpenAI's clients would retry a 409 unless told not to.
+    EXPECT_EQ(after.body["error"]["code"], 409) << after.body;
+    EXPECT_TRUE(after.body["error"].contains("param")) << after.body;
+    EXPECT_NE(after.head.find("x-should-retry: false"), std::string::npos) << after.head;
   }
 }
 
