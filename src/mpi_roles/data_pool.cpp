@@ -434,6 +434,7 @@ void DataPool::mark_consumed(uint64_t slot) {
     consumed_.erase(consumed_.begin());
     ++head_;
   }
+  head_wait_.erase(head_wait_.begin(), head_wait_.lower_bound(head_));  // charges of slots passed untaken
 }
 
 void DataPool::publish_head() {
@@ -448,18 +449,19 @@ void DataPool::publish_head() {
 std::optional<TakenTrajectory> DataPool::try_take() {
   require_consumer("take");
   read_notices();
+  // Time spent with nothing visible since the last call is charged to the
+  // slot that was at the head, before a take reads that slot's charge.
+  const double now = now_s();
+  if (waiting_since_ >= 0) {
+    head_wait_[waiting_head_] += now - waiting_since_;
+    waiting_since_ = -1;
+  }
   std::optional<TakenTrajectory> t = take_visible();
   // Cells go back in batches (three round trips each), and whenever the
   // consumer would otherwise wait.
   if (!t || returns_.size() >= std::max<uint64_t>(1, std::min<uint64_t>(16, cells_ / 4))) return_cells();
   publish_head();
-  // Time spent with nothing visible is charged to the slot at the head.
-  const double now = now_s();
-  if (waiting_since_ >= 0 && (t || head_ != waiting_head_)) {
-    head_wait_[waiting_head_] += now - waiting_since_;
-    waiting_since_ = -1;
-  }
-  if (!t && waiting_since_ < 0) {
+  if (!t) {
     waiting_since_ = now;
     waiting_head_ = head_;
   }

@@ -397,6 +397,50 @@ TEST(DataPoolMpi, AStalledHeadNamesItsRank) {
   }
 }
 
+// The consumer's wait with nothing visible is charged to the slot at the
+// head and read when that slot is taken: at least the time the consumer
+// spent polling before the producer was told to complete it. (The last
+// stretch of waiting used to be charged after the take had read the slot's
+// entry: under fifo a head's wait read 0.)
+TEST(DataPoolMpi, TheHeadsWaitIsChargedToItsSlot) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  constexpr int kGoTag = 78;
+  constexpr double kPollSeconds = 0.2;
+  for (const WindowKind kind : {WindowKind::kFifo, WindowKind::kWindowed}) {
+    DataPoolConfig cfg;
+    cfg.window.kind = kind;
+    cfg.window.n_running = 2;
+    cfg.window.memory = 2;
+    cfg.slot_bytes = kSlotBytes;
+    DataPool pool(MPI_COMM_WORLD, cfg);
+    uint64_t slot = 0;
+    if (rank == 1) slot = pool.start();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+      using Clock = std::chrono::steady_clock;
+      const Clock::time_point began = Clock::now();
+      while (Clock::now() - began < std::chrono::duration<double>(kPollSeconds)) ASSERT_FALSE(pool.try_take());
+      int go = 1;
+      MPI_Send(&go, 1, MPI_INT, 1, kGoTag, MPI_COMM_WORLD);
+      std::optional<TakenTrajectory> t;
+      const Clock::time_point give_up = Clock::now() + std::chrono::seconds(30);
+      while (!(t = pool.try_take()) && Clock::now() < give_up) {
+      }
+      const double waited = std::chrono::duration<double>(Clock::now() - began).count();
+      ASSERT_TRUE(t) << "the head slot never came";
+      EXPECT_GE(t->head_wait_s, kPollSeconds) << to_string(kind);
+      EXPECT_LE(t->head_wait_s, waited) << to_string(kind);
+    }
+    if (rank == 1) {
+      int go = 0;
+      MPI_Recv(&go, 1, MPI_INT, 0, kGoTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      pool.complete(slot, &slot, sizeof slot, 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
 // The consumer never writes a free-ring entry its claimer has not read yet:
 // a producer paused between its claim of entry 0 and its read, while the
 // other C - 1 cells go through the consumer (which tries to put them back,
