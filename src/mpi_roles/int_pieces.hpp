@@ -9,6 +9,11 @@
 
 namespace forge {
 
+// The most bytes one MPI call moves here: 1 GiB. MPI counts are int, and
+// implementations count a transfer's or a collective's bytes in int inside
+// too, so a count of INT_MAX floats (8 GiB) is not safe where one of bytes is.
+inline constexpr size_t kMpiPieceBytes = size_t{1} << 30;
+
 template <class F>
 void for_int_pieces(size_t n, F&& fn, size_t most = INT_MAX) {
   most = std::clamp<size_t>(most, 1, INT_MAX);

@@ -33,7 +33,7 @@ void LearnerGradientSum::operator()(float* grads, size_t n) {
   }
   for_int_pieces(n, [&](size_t offset, int count) {
     MPI_Allreduce(MPI_IN_PLACE, grads + offset, count, MPI_FLOAT, MPI_SUM, comm_);
-  });
+  }, kMpiPieceBytes / sizeof(float));
 }
 
 }  // namespace forge

@@ -180,7 +180,7 @@ std::vector<uint8_t> broadcast_batch(MPI_Comm learners, std::vector<uint8_t> byt
   bytes.resize(size);
   for_int_pieces(size, [&](size_t offset, int count) {  // a batch may pass 2 GiB
     MPI_Bcast(bytes.data() + offset, count, MPI_BYTE, 0, learners);
-  });
+  }, kMpiPieceBytes);
   return bytes;
 }
 

@@ -74,16 +74,13 @@ void WeightChannel::write_word(int index, int64_t value) {
 }
 
 void WeightChannel::transfer(int buffer, float* data, bool put) {
-  // 2^28 floats (1 GiB) a piece, not INT_MAX: MPI implementations count a
-  // one-sided transfer's bytes in int too.
-  constexpr size_t kPieceFloats = size_t{1} << 28;
   for_int_pieces(n_, [&](size_t off, int count) {
     const MPI_Aint disp = kHeaderBytes + MPI_Aint((buffer * n_ + off) * sizeof(float));
     if (put)
       MPI_Put(data + off, count, MPI_FLOAT, host_, disp, count, MPI_FLOAT, win_);
     else
       MPI_Get(data + off, count, MPI_FLOAT, host_, disp, count, MPI_FLOAT, win_);
-  }, kPieceFloats);
+  }, kMpiPieceBytes / sizeof(float));
   MPI_Win_flush(host_, win_);
 }
 
