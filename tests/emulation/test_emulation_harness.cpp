@@ -4,8 +4,8 @@
 // nearest even, and cublasGemmEx on bf16 inputs is SGEMM on their values (a bf16 C rounded);
 // the tensor-core MMAs (mma.sync, wgmma) and ldmatrix follow the PTX ISA's fragment layouts;
 // cp.async lands at the thread's wait, zero-filled past its source bytes; a
-// wgmma operand written while its MMA is in flight aborts the run, as does a
-// launch a device refuses.
+// wgmma operand or accumulator written while its MMA is in flight aborts the
+// run, as does a launch a device refuses.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -282,6 +282,39 @@ TEST(EmulationHarness, WgmmaOperandWrittenInFlightFails) {
         run(2);
       },
       "shared-memory B operand written while its MMA was in flight");  // (set in the child only)
+}
+
+// A wgmma's accumulators are the MMA's from issue to wait: thread 0 writes
+// one (how = 1) between them, which fails. Two MMAs chained on the same
+// accumulators in two groups, waited for one group at a time, are the
+// ISA's allowed reuse and pass (how = 0: d = 2 x 16).
+__global__ void wgmma_accumulator_written_in_flight(int how, float* out) {
+  FORGE_SHARED_MEMORY(uint16_t, s);
+  const int r = static_cast<int>(threadIdx.x);
+  for (int e = r; e < 64 * 16 + 16 * 16; e += 128) s[e] = 0x3f80;  // bf16 1.0: A and B all ones
+  __syncthreads();
+  float d[8] = {};
+  const uint64_t a = forge::cuda::wgmma_desc(s, 128, 256), b = forge::cuda::wgmma_desc(s + 64 * 16, 128, 256);
+  forge::cuda::wgmma_fence();
+  forge::cuda::wgmma_ss<16, 0, 0>(d, a, b, false);
+  forge::cuda::wgmma_commit();
+  forge::cuda::wgmma_ss<16, 0, 0>(d, a, b, true);
+  forge::cuda::wgmma_commit();
+  forge::cuda::wgmma_wait<1>(d);
+  if (r == 0 && how == 1) d[0] = 5.0f;  // the second MMA is still in flight
+  forge::cuda::wgmma_wait<0>(d);
+  out[r] = d[0];
+}
+
+TEST(EmulationHarness, WgmmaAccumulatorWrittenInFlightFails) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> out(128);
+  const auto run = [&](int how) {
+    FORGE_LAUNCH(wgmma_accumulator_written_in_flight, 1, 128, (64 * 16 + 16 * 16) * 2, nullptr, how, out.data());
+  };
+  run(0);
+  for (int r = 0; r < 128; ++r) ASSERT_EQ(out[r], 32.0f) << "thread " << r;
+  EXPECT_DEATH(run(1), "accumulator register written while its MMA was in flight");
 }
 
 }  // namespace

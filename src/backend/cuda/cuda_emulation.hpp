@@ -167,6 +167,10 @@ struct WgmmaOp {
   uint32_t a[128][4] = {};        // per thread, where A is in registers (as issued)
   const uint32_t* a_at[128] = {}; // and the registers themselves (unchanged until the op lands)
   float* d[128] = {};             // per thread, its N / 2 accumulators
+  // Per thread, its accumulators as the op will read them: as issued, or
+  // as an earlier op on the same registers left them (chained MMAs). A
+  // thread that writes them while the op is in flight fails at its wait.
+  std::vector<float> d_in;
   int issuers = 0;                // threads that have issued it
   // The shared-memory operands as the last thread issued it (when the
   // device may start reading them): A [64][16] (A by desc_a) and B [N][16];
@@ -495,6 +499,7 @@ inline void wgmma_issue(int n, float* d, const uint32_t* a, uint64_t desc_a, uin
     op.trans_a = trans_a;
     op.trans_b = trans_b;
     op.accumulate = accumulate;
+    op.d_in.resize(size_t(128) * (n / 2));
     wg.ops.push_back(op);
   }
   WgmmaOp& op = wg.ops[i];
@@ -505,6 +510,7 @@ inline void wgmma_issue(int n, float* d, const uint32_t* a, uint64_t desc_a, uin
     for (int j = 0; j < 4; ++j) op.a[r][j] = a[j];
   op.a_at[r] = a;
   op.d[r] = d;
+  std::copy(d, d + n / 2, op.d_in.begin() + size_t(r) * (n / 2));
   if (++op.issuers == 128) {  // the operands the device may read from now on
     if (!a) {
       op.shared_a.resize(64 * 16);
@@ -537,6 +543,9 @@ inline void wgmma_compute(const WgmmaOp& op, unsigned r) {
   if (op.a_in_registers)
     for (int j = 0; j < 4; ++j)
       if (op.a_at[r][j] != op.a[r][j]) fail("wgmma: an A fragment register written while its MMA was in flight");
+  for (int e = 0; e < op.n / 2; ++e)
+    if (!same(op.d[r][e], op.d_in[size_t(r) * (op.n / 2) + e]))
+      fail("wgmma: an accumulator register written while its MMA was in flight");
   float a[2][16];  // the thread's two rows of A
   for (int v = 0; v < 2; ++v) {
     const int row = 16 * w + g + 8 * v;
@@ -580,7 +589,17 @@ inline void wgmma_wait(int pending) {
   while (groups.size() > static_cast<size_t>(pending)) {
     const size_t end = groups.front();
     groups.erase(groups.begin());
-    for (; wg.computed[r] < end; ++wg.computed[r]) wgmma_compute(wg.ops[wg.computed[r]], r);
+    for (; wg.computed[r] < end; ++wg.computed[r]) {
+      const WgmmaOp& op = wg.ops[wg.computed[r]];
+      wgmma_compute(op, r);
+      // A later op of this thread on overlapping registers reads what this one wrote.
+      for (size_t k = wg.computed[r] + 1; k < wg.issued[r]; ++k) {
+        WgmmaOp& later = wg.ops[k];
+        const size_t m = size_t(later.n / 2);
+        if (later.d[r] < op.d[r] + op.n / 2 && op.d[r] < later.d[r] + m)
+          std::copy(later.d[r], later.d[r] + m, later.d_in.begin() + size_t(r) * m);
+      }
+    }
   }
   arrive(wg.bar);
 }
