@@ -518,7 +518,7 @@ __global__ void wgmma_built(int* built) {
 }  // namespace
 #endif
 
-bool wgmma_supported() {
+bool hopper_device() {
 #ifdef FORGE_CUDA_EMULATION
   return true;
 #else
@@ -526,7 +526,15 @@ bool wgmma_supported() {
   FORGE_CUDA_CHECK(cudaGetDevice(&device));
   FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   FORGE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major != 9 || minor != 0) return false;
+  return major == 9 && minor == 0;
+#endif
+}
+
+bool wgmma_supported() {
+#ifdef FORGE_CUDA_EMULATION
+  return true;
+#else
+  if (!hopper_device()) return false;
   int* built = nullptr;
   int host = 0;
   FORGE_CUDA_CHECK(cudaMalloc(&built, sizeof(int)));

@@ -74,5 +74,8 @@ int visible_cuda_devices();
 // (H100, H200) and device code built for sm_90a (a one-thread kernel
 // says: a build for sm_90 has none); always under the emulation.
 bool wgmma_supported();
+// Whether the current device has compute capability 9.0, where wgmma runs
+// given sm_90a code (always under the emulation).
+bool hopper_device();
 
 FORGE_CUDA_NAMESPACE_END

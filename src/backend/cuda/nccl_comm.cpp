@@ -88,7 +88,12 @@ void NcclComm::finish(const char* what) {
       check(e, what);
     }
     ncclResult_t async = ncclSuccess;
-    check(ncclCommGetAsyncError(state_->comm, &async), "ncclCommGetAsyncError");
+    const ncclResult_t asked = ncclCommGetAsyncError(state_->comm, &async);
+    if (asked != ncclSuccess) {  // the collective may still run: abort, as above
+      ncclCommAbort(state_->comm);
+      state_->comm = nullptr;
+      check(asked, "ncclCommGetAsyncError");
+    }
     if (async != ncclSuccess && async != ncclInProgress) {
       const char* detail = ncclGetLastError(state_->comm);
       std::string reason = ncclGetErrorString(async);
