@@ -315,6 +315,7 @@ void DataPool::write_completion(uint64_t slot, const void* data, size_t bytes, i
           "MPI_Accumulate (finished)");
   check(MPI_Win_flush(cfg_.host_rank, payload_win_), "MPI_Win_flush");
   flush_meta();
+  if (cfg_.after_notice_claim) cfg_.after_notice_claim(static_cast<uint64_t>(d));
   const int64_t notice = encode_notice(slot, cell);
   check(MPI_Accumulate(&notice, 1, MPI_INT64_T, cfg_.host_rank, NOTICE_AT(static_cast<uint64_t>(d)), 1, MPI_INT64_T,
                        MPI_REPLACE, meta_win_),
@@ -547,7 +548,15 @@ std::string DataPool::describe_head() {
     if (state_slot(w) == head_ && state_kind(w) == kStarted)
       who = name_of(state_rank(w), "producer") + " started it and has not completed it";
   if (who.empty())
-    who = head_ >= c.tail ? "no producer has started it" : "it is complete and its notice is on its way";
+    who = head_ >= c.tail ? "no producer has started it"
+                          : "no cell shows it started: admitted and not yet marked, or complete with its notice on "
+                            "its way";
+  // Notices are read in order: one claimed and not yet written hides every
+  // completion announced after it (read_notices stops at it).
+  const uint64_t claimed = static_cast<uint64_t>(read_word(kNotice));
+  if (claimed > next_notice_)
+    who += "; notice " + std::to_string(next_notice_) + " is claimed and not yet written (a producer is inside a "
+           "completion), and " + std::to_string(claimed - next_notice_ - 1) + " completion(s) after it wait behind it";
   // append, not "[" + std::string&& (GCC 12 -Wrestrict false positive)
   const std::string window = w_ == kUnboundedWindow ? std::string("any slot")
                                                     : std::string("[").append(std::to_string(head_)).append(", ") +

@@ -101,6 +101,9 @@ struct DataPoolConfig {
   // read of that entry (the window in which the consumer must not overwrite
   // it); it may start and complete other slots itself.
   std::function<void(uint64_t claim_index)> after_claim;
+  // Tests only: called between a completion's claim of notice index d and
+  // its write of that notice; it may complete other slots itself.
+  std::function<void(uint64_t notice_index)> after_notice_claim;
 };
 
 // On the host rank, before the collective construction: the pool's payload,

@@ -397,6 +397,50 @@ TEST(DataPoolMpi, AStalledHeadNamesItsRank) {
   }
 }
 
+// Notices are read in order, so a producer paused between claiming notice 0
+// and writing it hides the completion announced after it; the stalled head
+// says so (it said the head's notice was "on its way", naming no cause).
+TEST(DataPoolMpi, AStalledHeadNamesAClaimedUnwrittenNotice) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  constexpr int kPausedTag = 79, kGoTag = 80;
+  DataPoolConfig cfg;
+  cfg.window.kind = WindowKind::kGreedy;
+  cfg.window.n_running = 2;
+  cfg.window.memory = 2;
+  cfg.slot_bytes = kSlotBytes;
+  DataPool* pool_of_hook = nullptr;
+  uint64_t second = 0;
+  if (rank == 1)
+    cfg.after_notice_claim = [&](uint64_t notice) {
+      if (notice != 0) return;
+      pool_of_hook->complete(second, &second, sizeof second, 0);  // notice 1, written
+      int paused = 1, go = 0;
+      MPI_Send(&paused, 1, MPI_INT, 0, kPausedTag, MPI_COMM_WORLD);
+      MPI_Recv(&go, 1, MPI_INT, 0, kGoTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    };
+  DataPool pool(MPI_COMM_WORLD, cfg);
+  pool_of_hook = &pool;
+  if (rank == 1) {
+    const uint64_t first = pool.start();
+    second = pool.start();
+    pool.complete(first, &first, sizeof first, 0);
+  }
+  if (rank == 0) {
+    int paused = 0;
+    MPI_Recv(&paused, 1, MPI_INT, 1, kPausedTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    EXPECT_FALSE(pool.try_take());  // slot 1 is complete, behind notice 0
+    const std::string head = pool.describe_head();
+    EXPECT_NE(head.find("notice 0 is claimed and not yet written"), std::string::npos) << head;
+    EXPECT_NE(head.find("1 completion(s) after it wait behind it"), std::string::npos) << head;
+    int go = 1;
+    MPI_Send(&go, 1, MPI_INT, 1, kGoTag, MPI_COMM_WORLD);
+    EXPECT_EQ(pool.take().payload.size(), sizeof(uint64_t));
+    EXPECT_EQ(pool.take().payload.size(), sizeof(uint64_t));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // The consumer's wait with nothing visible is charged to the slot at the
 // head and read when that slot is taken: at least the time the consumer
 // spent polling before the producer was told to complete it. (The last
