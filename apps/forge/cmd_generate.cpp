@@ -12,11 +12,13 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <unistd.h>
 
 #include "backend/backend_registry.hpp"
 #include "cli.hpp"
 #include "text_formats.hpp"
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 #include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "learner/learner_config.hpp"
@@ -104,7 +106,10 @@ int run_generate(int argc, char** argv) {
   const Tokenizer& tok = *source.tokenizer;
   std::vector<int32_t> text = res.tokens;
   if (!text.empty() && std::find(stops.begin(), stops.end(), text.back()) != stops.end()) text.pop_back();
-  std::printf("%s\n", tok.decode(text).c_str());
+  // On a terminal a control byte is shown as \xNN: a model's escape
+  // sequence would act on the terminal. Piped, the text is as generated.
+  const std::string generated = tok.decode(text);
+  std::printf("%s\n", isatty(STDOUT_FILENO) ? escape_controls(generated).c_str() : generated.c_str());
   // One line a token, its text quoted as JSON: a newline or control byte
   // token would break the table (or reach the terminal raw).
   if (show_logprobs)

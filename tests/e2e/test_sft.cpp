@@ -3,6 +3,8 @@
 // name; `forge generate` samples from the checkpoint; --resume and SIGTERM.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "e2e/forge_runner.hpp"
@@ -48,6 +50,27 @@ TEST(Sft, TinyRunLossFallsAndWritesSummary) {
     EXPECT_EQ(g.out.compare(g.out.rfind('\n', at) + 1, 3, "  \""), 0) << g.out;
   EXPECT_FALSE(contains(g.err, "[model] keys given are not read")) << "no [model] key given: " << g.err;
   EXPECT_EQ(forge("generate " + dir + "/missing.h5 --prompt=x").rc, 2);
+  // Near-uniform sampling writes control bytes: piped, as generated; on a
+  // terminal (script(1) gives one), as \xNN, so none reaches it raw.
+  const std::string hot = "generate " + dir + " --prompt='sort: cab' --sample.temperature=50 --sample.max_new_tokens=300";
+  const auto has_control = [](const std::string& text) {
+    return std::any_of(text.begin(), text.end(), [](char c) {
+      const auto u = static_cast<unsigned char>(c);
+      return (u < 0x20 && c != '\n' && c != '\r' && c != '\t') || u == 0x7F;
+    });
+  };
+  const Result piped = forge(hot);
+  ASSERT_EQ(piped.rc, 0) << piped.err;
+  EXPECT_TRUE(has_control(piped.out)) << "the case needs control bytes in the generation";
+  if (std::system("command -v script >/dev/null 2>&1") == 0) {
+    const std::string shown_at = dir + "/generate_on_a_tty.out";
+    const std::string on_tty = "cd '" FORGE_SOURCE_DIR "' && script -qec \"'" FORGE_BINARY_DIR "/forge' " + hot +
+                               " 2>/dev/null\" /dev/null >'" + shown_at + "'";
+    ASSERT_EQ(std::system(on_tty.c_str()), 0) << on_tty;
+    const Result tty{0, slurp(shown_at), ""};
+    EXPECT_FALSE(has_control(tty.out)) << tty.out;
+    EXPECT_TRUE(contains(tty.out, "\\x")) << tty.out;
+  }
   // The run's own config.ini is a config it reads (every key of the suite;
   // it was refused for its [model] and [sft] keys), and a model.pretrained
   // that is not MODEL is said to be unread.
