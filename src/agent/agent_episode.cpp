@@ -117,6 +117,12 @@ void AgentEpisode::on_generation(const GenerationResult& result) {
   generated_ += static_cast<int>(result.tokens.size());
 
   const ParsedAction action = parse_action(style_.call, result.tokens, config_.vocab());
+  // Cut by the episode's own token budget (next_request capped it below
+  // agent.max_new_tokens): the policy could not finish its action, which is
+  // the budget's end, not a malformed call to penalize.
+  if (action.kind == ParsedAction::Kind::kInvalid && result.finish == FinishReason::kLength &&
+      static_cast<int>(result.tokens.size()) < config_.max_new_tokens && generated_ >= config_.max_episode_tokens)
+    return finish("token_budget");
   if (action.kind == ParsedAction::Kind::kAnswer) {
     trajectory_.final_answer = action.answer;
     try {

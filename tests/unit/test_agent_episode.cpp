@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "agent/agent_episode.hpp"
+#include "agent/failure_mode.hpp"
 #include "agent/scripted_policy.hpp"
 #include "core/error.hpp"
 #include "env/process_signals.hpp"
@@ -47,8 +48,11 @@ std::vector<Tokens> drive(AgentEpisode& ep, const Policy& policy) {
     GenerationResult r;
     r.id = req->id;
     r.tokens = policy(ep, *req);
-    if (static_cast<int>(r.tokens.size()) > req->sampling.max_new_tokens)
+    r.finish = FinishReason::kStop;
+    if (static_cast<int>(r.tokens.size()) > req->sampling.max_new_tokens) {
       r.tokens.resize(req->sampling.max_new_tokens);
+      r.finish = FinishReason::kLength;
+    }
     r.logprobs.assign(r.tokens.size(), -0.5f);
     r.versions.assign(r.tokens.size(), 3);
     ep.on_generation(r);
@@ -332,6 +336,28 @@ TEST(AgentEpisodeTest, TokenBudgetCapsGenerationAndEndsTheEpisode) {
   const Trajectory t = ep.take_trajectory();
   EXPECT_EQ(caps, (std::vector<int>{20, 8}));
   EXPECT_EQ(t.end_reason, "token_budget");
+}
+
+// A generation cut by the episode's token budget (capped below
+// agent.max_new_tokens) ends the episode as token_budget, not as a
+// malformed call: the policy had no room to finish its action.
+TEST(AgentEpisodeTest, AGenerationCutByTheEpisodesBudgetIsNotMalformed) {
+  const EnvMix mix(quiet());
+  AgentConfig a = roomy();
+  a.max_episode_tokens = 20;
+  AgentEpisode ep(mix.make_for(1), 1, ScaffoldStyle{}, a, 1);
+  int call = 0;
+  drive(ep, [&](const AgentEpisode& e, const GenerationRequest& r) {
+    // a well-formed call of 10 tokens, then an answer of 14 cut to the 10 left
+    return constant(call++ == 0 ? "calc(1+1)" : "answer(12345)")(e, r);
+  });
+  const Trajectory t = ep.take_trajectory();
+  EXPECT_EQ(t.end_reason, "token_budget");
+  ASSERT_EQ(t.calls.size(), 2u);
+  EXPECT_EQ(t.calls[0].generated.size(), 10u);
+  EXPECT_EQ(t.calls[1].generated.size(), 10u);
+  for (const ProcessSignal& s : t.signals) EXPECT_NE(s.kind, signal::kMalformedCall) << "turn " << s.turn;
+  EXPECT_NE(classify_failure(t), FailureMode::kMalformed);
 }
 
 TEST(AgentEpisodeTest, OpeningOverTheContextBudgetEndsAtOnce) {
