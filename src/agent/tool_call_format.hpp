@@ -26,7 +26,10 @@
 // invalid as JSON's text after its '}' is (so is an args text holding a
 // stray ')' then such a call: `print(")")` then a line `f(1)`).
 // parse(render(c)) == c for every call whose name is an identifier and
-// whose args have no surrounding whitespace (paren: and no such second call).
+// whose args have no surrounding whitespace (paren: and no such second call;
+// special with a pretrained model's vocabulary, whose delimiters are text
+// such as <tool_call>: and args that do not spell a delimiter, which reads
+// as a second action).
 #pragma once
 #include <cstdint>
 #include <string>
