@@ -34,7 +34,18 @@ std::string resolve_checkpoint(const std::string& given) {
   }
   std::string path = latest_checkpoint(given + "/checkpoints");
   if (path.empty()) path = latest_checkpoint(given);
-  if (path.empty()) throw InputError("no checkpoint found in '" + given + "'");
+  if (path.empty()) {
+    // A Hugging Face folder is told by its config.json: say so where one
+    // looks like a model folder without it.
+    std::error_code ec;
+    bool model_files = std::filesystem::exists(given + "/tokenizer.json", ec);
+    for (const auto& e : std::filesystem::directory_iterator(given, ec))
+      model_files = model_files || e.path().extension() == ".safetensors";
+    throw InputError("no checkpoint found in '" + given + "'" +
+                     (model_files ? " (it holds model files but no config.json, which a Hugging Face model folder "
+                                    "needs to be read as one)"
+                                  : ""));
+  }
   return path;
 }
 

@@ -35,7 +35,12 @@ void add_text_prefix(const json& pp, int32_t vocab, const std::string& path, std
     out->push_back(static_cast<int32_t>(id.get<int64_t>()));
   };
   if (type == "Sequence" && pp.contains("processors") && pp["processors"].is_array()) {
-    for (const json& p : pp["processors"]) add_text_prefix(p, vocab, path, out);
+    for (const json& p : pp["processors"]) {
+      if (!p.is_object())
+        throw InputError("tokenizer '" + path + "': post_processor's Sequence holds " + p.dump().substr(0, 40) +
+                         ", not a processor object");
+      add_text_prefix(p, vocab, path, out);
+    }
   } else if ((type == "RobertaProcessing" || type == "BertProcessing") && pp.contains("cls") &&
              pp["cls"].is_array() && pp["cls"].size() == 2) {
     add(pp["cls"][1]);
@@ -283,6 +288,23 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
     for (size_t i = 0; i < n_added; ++i)
       (added_tokens[i].boolean("normalized", !added_tokens[i].boolean("special", false)) ? normalized : verbatim)
           .push_back(v.tokens[added_ids[i]]);
+    // Each pair costs up to min(|a|, |b|)^2 byte comparisons: a file whose
+    // pairs would take minutes (tens of thousands of each kind; real
+    // tokenizers have a few hundred added tokens) is refused first.
+    constexpr double kMaxPairs = 4e6, kMaxWork = 4e8;
+    const double pairs = static_cast<double>(normalized.size()) * static_cast<double>(verbatim.size());
+    double work = 0;
+    if (pairs <= kMaxPairs)
+      for (const std::string& a : normalized)
+        for (const std::string& b : verbatim) {
+          const double m = static_cast<double>(std::min(a.size(), b.size()));
+          work += m * m + static_cast<double>(a.size() + b.size());
+        }
+    if (pairs > kMaxPairs || work > kMaxWork)
+      throw bad(std::to_string(normalized.size()) + " added tokens with normalized = true and " +
+                std::to_string(verbatim.size()) +
+                " with normalized = false: too many (or too long) to check that none of one kind overlaps one of "
+                "the other");
     const auto overlap = [](const std::string& a, const std::string& b) {
       if (a.find(b) != std::string::npos || b.find(a) != std::string::npos) return true;
       for (size_t k = 1; k < std::min(a.size(), b.size()); ++k)
@@ -369,7 +391,13 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   out.bos_id = id_of(bos, "bos_token");
   out.eos_id = id_of(eos, "eos_token");
   if (out.eos_id >= 0) out.end_ids.push_back(out.eos_id);
-  if (file.has("post_processor")) add_text_prefix(tj["post_processor"], out.tokenizer->vocab_size(), path, &out.text_prefix);
+  if (file.has("post_processor")) {
+    try {
+      add_text_prefix(tj["post_processor"], out.tokenizer->vocab_size(), path, &out.text_prefix);
+    } catch (const json::exception& e) {  // a member of another JSON type than Hugging Face writes
+      throw InputError("tokenizer '" + path + "': post_processor is malformed (" + e.what() + ")");
+    }
+  }
   // generation_config.json's eos_token_id: what transformers' generate stops at.
   const std::string generation_path = folder + "/generation_config.json";
   if (std::filesystem::exists(generation_path)) {

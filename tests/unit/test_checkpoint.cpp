@@ -357,6 +357,20 @@ TEST(Checkpoint, AStoredConfigWithoutModelIsADamagedFile) {
   expect_input_error([&] { model_source_of(damaged); }, {"ckpt_step_00000002.h5", "no [model] section"});
 }
 
+// A folder without checkpoints is named; one that holds model files but
+// no config.json (so is not read as a Hugging Face folder) says what it lacks.
+TEST(Checkpoint, AFolderWithoutCheckpointsSaysWhatItLacks) {
+  const std::string dir = temp_dir("no_checkpoints");
+  expect_input_error([&] { resolve_checkpoint(dir); }, {"no checkpoint found in '" + dir + "'"});
+  try {
+    resolve_checkpoint(dir);
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir + "/model.safetensors") << "x";
+  expect_input_error([&] { resolve_checkpoint(dir); }, {"holds model files but no config.json"});
+}
+
 void expect_input_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
   try {
     fn();

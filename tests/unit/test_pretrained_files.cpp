@@ -1134,6 +1134,14 @@ TEST(PretrainedModel, TextPromptsStartWithWhatThePostProcessorAdds) {
   bad["special_tokens"].erase("<|im_start|>");
   rewrite_json(tokenizer, [&](json& j) { j["post_processor"] = bad; });
   expect_input_error([&] { load_pretrained(dir, false); }, "special token \"<|im_start|>\" that its special_tokens do not list");
+  // Members of another JSON type, and a Sequence entry that is no processor,
+  // are named (they ended forge with exit 1 and a bare JSON library message).
+  for (const json& malformed : {json{{"type", 5}}, json{{"type", "TemplateProcessing"}, {"single", {{{"SpecialToken", 5}}}}}}) {
+    rewrite_json(tokenizer, [&](json& j) { j["post_processor"] = malformed; });
+    expect_input_error([&] { load_pretrained(dir, false); }, "tokenizer.json': post_processor is malformed");
+  }
+  rewrite_json(tokenizer, [&](json& j) { j["post_processor"] = {{"type", "Sequence"}, {"processors", {5}}}; });
+  expect_input_error([&] { load_pretrained(dir, false); }, "post_processor's Sequence holds 5, not a processor object");
 }
 
 // Added tokens as Hugging Face matches them. One that is not special
@@ -1170,6 +1178,15 @@ TEST(PretrainedModel, AddedTokensMatchAsHuggingFaceMatchesThem) {
                      "added tokens 'qzx' (normalized = true) and 'zxw' (normalized = false) can overlap");
   rewrite_json(tokenizer, [&](json& j) { j["added_tokens"][3]["content"] = "wxy"; });  // no overlap: read
   EXPECT_NO_THROW(tokenizer_from_hf_folder(dir));
+  // Thousands of each kind would take minutes to check pair by pair
+  // (20,000 each took 24 s): refused at once.
+  rewrite_json(tokenizer, [&](json& j) {
+    for (int k = 0; k < 4002; ++k)
+      j["added_tokens"].push_back({{"id", 263 + k}, {"content", "t" + std::to_string(k) + "_"}, {"single_word", false},
+                                   {"lstrip", false}, {"rstrip", false}, {"normalized", k % 2 == 0}, {"special", true}});
+  });
+  expect_input_error([&] { tokenizer_from_hf_folder(dir); },
+                     "2002 added tokens with normalized = true and 2004 with normalized = false: too many");
 }
 
 // The chat templates forge renders, and templates that contain their lines
