@@ -1293,7 +1293,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
 
 // The FP32 tree attention cases (a backend's default FP32 attention; on
 // cuda also run with the exact kernels, Fp32Attention::kExact). Head dims
-// 8-128, multiples of 4 (16-byte row loads) and not (14).
+// 8-128, multiples of 4 (16-byte row loads) and not (10, 14); GQA 1 to 7;
+// samples past one and two 64-row tiles.
 #define FORGE_TREE_ATTENTION_CASES(Suite, get)                                                 \
   FORGE_BACKEND_CASE(Suite, TreeAttentionGqa, get,                                             \
                      bc::tree_attention(*dev, *cpu, {4, 2, 16, 40, 24}, 11))                   \
@@ -1309,6 +1310,8 @@ inline void paged_attention_bf16(Backend& dev, Backend& cpu) {
                      bc::tree_attention(*dev, *cpu, {4, 2, 32, 16, 40}, 17))                   \
   FORGE_BACKEND_CASE(Suite, TreeAttentionLongPrefixes, get,                                    \
                      bc::tree_attention(*dev, *cpu, {4, 1, 64, 3, 400}, 16))                   \
+  FORGE_BACKEND_CASE(Suite, TreeAttentionGqa7HeadDim10, get,                                   \
+                     bc::tree_attention(*dev, *cpu, {7, 1, 10, 4, 130}, 18))                  \
   FORGE_BACKEND_CASE(Suite, TreeAttentionDeterministic, get,                                   \
                      bc::tree_attention_deterministic(*dev, {3, 1, 12, 30, 40}, 15))              \
   FORGE_BACKEND_CASE(Suite, TreeAttentionTileEdges, get,                                       \
