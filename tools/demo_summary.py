@@ -116,8 +116,9 @@ def recovery(e):
     that met one, the share of those that retried successfully, and their
     product (the share of all episodes that met an error and recovered)."""
     a = e["seen"]["all"]
-    met, rec = a.get("met_tool_error", 0), a.get("recovered_after_error", 0)
-    return {"met_error": met, "recovered_given_error": rec, "met_and_recovered": met * rec}
+    met, rec = a.get("met_tool_error", 0), a.get("recovered_after_error", 0)  # rec null: none met one
+    return {"met_error": met, "recovered_given_error": rec,
+            "met_and_recovered": met * rec if rec is not None else 0.0}
 
 
 def main():
@@ -159,9 +160,10 @@ def main():
         "recovery": {
             "sft": rec_sft,
             "rl": rec_rl,
-            "gain_pp": 100 * (rec_rl["recovered_given_error"] - rec_sft["recovered_given_error"]),
+            "gain_pp": (100 * (rec_rl["recovered_given_error"] - rec_sft["recovered_given_error"])
+                        if None not in (rec_rl["recovered_given_error"], rec_sft["recovered_given_error"]) else None),
             "ratio": (rec_rl["recovered_given_error"] / rec_sft["recovered_given_error"]
-                      if rec_sft["recovered_given_error"] > 0 else None),
+                      if rec_rl["recovered_given_error"] is not None and rec_sft["recovered_given_error"] else None),
         },
     }
     # forge eval --json writes null when env.heldout_families is empty.
@@ -199,7 +201,9 @@ def main():
                               ("malformed_calls", "malformed calls", 1)):
         if key in s:
             unit = "%" if scale == 100 else " "
-            print(f"  {label:18s}" + "".join(f" {scale * e['seen']['all'].get(key, 0):8.2f}{unit}" for _, e in columns))
+            shown = [e["seen"]["all"].get(key, 0) for _, e in columns]  # null: no episode met a tool error
+            print(f"  {label:18s}" + "".join(f" {scale * v:8.2f}{unit}" if v is not None else f" {'-':>8s} "
+                                             for v in shown))
     if all("failures" in e["seen"]["all"] for _, e in columns):
         print("  failed episodes by cause (share of all; docs/environments.md):")
         for cause in s["failures"]:
@@ -211,9 +215,12 @@ def main():
         print(f"  RL rollouts: {ro['episodes']} episodes, {staleness}; training success {100 * ro['train_success_first_fifth']:.1f}% "
               f"-> {100 * ro['train_success_last_fifth']:.1f}%")
     rc = summary["recovery"]
-    print(f"  recovery after a tool error: SFT {100 * rc['sft']['recovered_given_error']:.1f}% -> "
-          f"SFT+RL {100 * rc['rl']['recovered_given_error']:.1f}% of the episodes that met one "
-          f"({rc['gain_pp']:+.1f} points)")
+    shares = [rc[k]["recovered_given_error"] for k in ("sft", "rl")]
+    if None in shares:
+        print("  recovery after a tool error: n/a (an evaluation had no episode that met one)")
+    else:
+        print(f"  recovery after a tool error: SFT {100 * shares[0]:.1f}% -> SFT+RL {100 * shares[1]:.1f}% of the "
+              f"episodes that met one ({rc['gain_pp']:+.1f} points)")
     if "heldout_family" in summary:
         hf = summary["heldout_family"]
         ratio = f"{hf['ratio_to_seen_rl']:.2f}" if hf["ratio_to_seen_rl"] is not None else "n/a"

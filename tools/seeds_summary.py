@@ -26,6 +26,8 @@ def load(run_dir):
             s = json.load(f)
         for name, v in (("lift_pp", s["lift_pp"]), ("success_rl", s["success_rl"]),
                         ("success_sft", s["success_sft"]), ("recovery.gain_pp", s["recovery"]["gain_pp"])):
+            if name == "recovery.gain_pp" and v is None:  # an evaluation where no episode met a tool error
+                continue
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise TypeError(f"{name} is {v!r}, not a number")
         for phase in ("sft", "rl"):
@@ -77,10 +79,13 @@ def main():
     aggregate = {
         "median_success_rl": statistics.median(r["success_rl"] for r in rows),
         "min_lift_pp": min(r["lift_pp"] for r in rows),
-        "min_recovery_gain_pp": min(r["recovery_gain_pp"] for r in rows),
+        "min_recovery_gain_pp": min((r["recovery_gain_pp"] for r in rows if r["recovery_gain_pp"] is not None),
+                                    default=None),
     }
+    gain = aggregate["min_recovery_gain_pp"]
     print(f"median success after RL {pct(aggregate['median_success_rl'])}; smallest lift "
-          f"{aggregate['min_lift_pp']:+.1f} points; smallest recovery gain {aggregate['min_recovery_gain_pp']:+.1f} points")
+          f"{aggregate['min_lift_pp']:+.1f} points; smallest recovery gain "
+          + ("n/a" if gain is None else f"{gain:+.1f} points"))
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"runs": rows, **aggregate}, f, indent=2)

@@ -27,13 +27,20 @@ namespace {
 std::string json_of(const AgentEval& e) {
   char buf[512];
   auto one = [&](const DomainEval& d) {
+    // The shares of the episodes that met a tool error: null without one.
+    const auto of_errors = [&](double share) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%.6g", share);
+      return d.with_error ? std::string(v) : std::string("null");
+    };
     std::snprintf(buf, sizeof buf,
                   "{\"episodes\": %d, \"success\": %.6g, \"outcome\": %.6g, \"process\": %.6g, "
                   "\"efficiency\": %.6g, \"turns\": %.6g, \"met_tool_error\": %.6g, "
-                  "\"recovered_after_error\": %.6g, \"success_after_error\": %.6g, "
+                  "\"recovered_after_error\": %s, \"success_after_error\": %s, "
                   "\"malformed_calls\": %.6g, \"test_runs\": %.6g, \"safety_events\": %.6g",
                   d.episodes, d.success, d.outcome, d.process, d.efficiency, d.turns, d.met_error,
-                  d.recovered, d.success_after_error, d.malformed, d.test_runs, d.safety_events);
+                  of_errors(d.recovered).c_str(), of_errors(d.success_after_error).c_str(), d.malformed, d.test_runs,
+                  d.safety_events);
     std::string out(buf);
     const char* sep = "";
     out += ", \"failures\": {";

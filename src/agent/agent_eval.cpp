@@ -6,6 +6,7 @@
 #include "agent/agent_episode.hpp"
 #include "agent/run_episodes.hpp"
 #include "core/log.hpp"
+#include "core/strings.hpp"
 #include "core/timer.hpp"
 #include "env/process_signals.hpp"
 #include "model/rollout_engine.hpp"
@@ -133,16 +134,24 @@ std::string format_style_evals(const StyleEvals& e, const std::string& title) {
   return s;
 }
 
+namespace {
+// A share of the episodes that met a tool error, as a percentage; "-"
+// where none met one.
+std::string after_error(const DomainEval& d, double share) {
+  return d.with_error ? number_or_dash(100 * share, "%*.1f%%", 5) : std::string("    -");
+}
+}  // namespace
+
 std::string format_eval(const AgentEval& e) {
   char buf[320];
   std::string s;
   auto line = [&](const std::string& name, const DomainEval& d) {
     std::snprintf(buf, sizeof buf,
                   "  %-8s %5d episodes  success %5.1f%%  outcome %.3f  process %+.3f  efficiency %+.3f  "
-                  "turns %.2f  tool error in %4.1f%%: recovered %5.1f%%, solved %5.1f%%  tests %.2f/ep  unsafe %.2f/ep\n",
+                  "turns %.2f  tool error in %4.1f%%: recovered %s, solved %s  tests %.2f/ep  unsafe %.2f/ep\n",
                   name.c_str(), d.episodes, 100 * d.success, d.outcome, d.process, d.efficiency, d.turns,
-                  100 * d.met_error, 100 * d.recovered, 100 * d.success_after_error, d.test_runs,
-                  d.safety_events);
+                  100 * d.met_error, after_error(d, d.recovered).c_str(), after_error(d, d.success_after_error).c_str(),
+                  d.test_runs, d.safety_events);
     s += buf;
     const std::string under(10, ' ');  // below the domain's name column
     std::string why = under + " failed:";

@@ -114,6 +114,17 @@ TEST(Sft, AgentDemonstrationsTrainAndEvaluate) {
   const Result e = forge("eval " + dir + " --eval.tasks=2 --agent.max_turns=3 --json");
   ASSERT_EQ(e.rc, 0) << e.err;
   EXPECT_TRUE(contains(e.out, "\"heldout_family\"")) << e.out;
+  // The shares of the episodes that met a tool error are null where none
+  // met one (they read 0, a recovery of 0%), numbers elsewhere.
+  int domains = 0;
+  for (size_t at = e.out.find("\"met_tool_error\": "); at != std::string::npos;
+       at = e.out.find("\"met_tool_error\": ", at + 1), ++domains) {
+    const bool none = e.out.compare(at + 18, 2, "0,") == 0;
+    const size_t rec = e.out.find("\"recovered_after_error\": ", at);
+    ASSERT_NE(rec, std::string::npos) << e.out;
+    EXPECT_EQ(e.out.compare(rec + 25, 4, "null") == 0, none) << e.out.substr(at, 120);
+  }
+  EXPECT_GT(domains, 0) << e.out;
   // Not the run's tasks and scaffold: said, naming the keys; under the run's
   // own config.ini, nothing to say.
   EXPECT_TRUE(contains(e.err, "eval: settings differ from those of the run that wrote")) << e.err;

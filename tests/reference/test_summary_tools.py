@@ -9,7 +9,8 @@ them):
    the lift; on evaluations of different task counts (a lift between two task
    sets): exit 2 naming both counts; on a success that is a string: exit 2.
 2. seeds_summary.py on that summary: exit 0; on one whose lift is null:
-   exit 2 naming lift_pp (it raised a TypeError at the table).
+   exit 2 naming lift_pp (it raised a TypeError at the table). Both on
+   evaluations where no episode met a tool error (null shares): n/a.
 3. bench/bench_async_vs_sync.py with --out a folder holding a file it did not
    write: exit 2, and the file is still there (the folder was deleted whole).
 """
@@ -61,6 +62,20 @@ def main():
             failures.append(f"demo_summary.py on 500 against 10 tasks: rc {out.returncode}: {out.stderr}")
         if os.path.exists(os.path.join(mixed, "summary.json")):
             failures.append("demo_summary.py on 500 against 10 tasks wrote summary.json")
+
+        # No episode met a tool error: forge eval --json writes null shares
+        # (they read 0, a recovery of 0%), and the summaries say n/a.
+        calm_eval = evaluation(0.4)
+        calm_eval["seen"]["all"].update(met_tool_error=0, recovered_after_error=None, success_after_error=None)
+        calm = os.path.join(tmp, "calm")
+        write_run(calm, calm_eval, evaluation(0.5))
+        out = run([demo, calm])
+        if out.returncode != 0 or "recovery after a tool error: n/a" not in out.stdout:
+            failures.append(f"demo_summary.py without tool errors: rc {out.returncode}: {out.stdout} {out.stderr}")
+        else:
+            out = run([seeds, calm])
+            if out.returncode != 0 or "smallest recovery gain n/a" not in out.stdout:
+                failures.append(f"seeds_summary.py without tool errors: rc {out.returncode}: {out.stdout} {out.stderr}")
 
         text = os.path.join(tmp, "text")
         write_run(text, evaluation("0.4"), evaluation(0.5))
