@@ -1,6 +1,7 @@
 #include "io_hdf5/checkpoint.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -30,11 +31,10 @@ void write_tensors(h5::File& f, const std::string& group, const ParamLayout& lay
     f.write_f32(group + "/" + t.name, t.shape, flat.data() + t.offset);
 }
 
+// Every tensor of `layout` under `group`, present and of its shape.
 // Intermediate groups for dotted tensor names are not needed: names contain
 // no '/', so each tensor is one dataset directly under its group.
-std::vector<float> read_tensors(const h5::File& f, const std::string& group,
-                                const ParamLayout& layout) {
-  std::vector<float> flat(layout.total);
+void check_shapes(const h5::File& f, const std::string& group, const ParamLayout& layout) {
   for (const auto& t : layout.tensors) {
     const std::string name = group + "/" + t.name;
     if (!f.exists(name))
@@ -45,7 +45,26 @@ std::vector<float> read_tensors(const h5::File& f, const std::string& group,
       throw InputError("checkpoint '" + f.path() + "': tensor '" + name + "' has shape " +
                        shape_text(shape) + " but the configured model needs " +
                        shape_text(t.shape));
+  }
+}
+
+// What the values of a group must be: weights and first moments finite,
+// second moments finite and >= 0 (AdamW divides by their square root).
+enum class Values { kFinite, kFiniteNonNegative };
+
+std::vector<float> read_tensors(const h5::File& f, const std::string& group, const ParamLayout& layout,
+                                Values values) {
+  check_shapes(f, group, layout);
+  std::vector<float> flat(layout.total);
+  for (const auto& t : layout.tensors) {
+    const std::string name = group + "/" + t.name;
     const auto data = f.read_f32(name);
+    for (size_t i = 0; i < data.size(); ++i)
+      if (!std::isfinite(data[i]) || (values == Values::kFiniteNonNegative && data[i] < 0))
+        throw InputError("checkpoint '" + f.path() + "': tensor '" + name + "' holds " + std::to_string(data[i]) +
+                         " at element " + std::to_string(i) + " (expected " +
+                         (values == Values::kFinite ? "finite values" : "finite values >= 0") +
+                         "; a damaged or edited file)");
     std::copy(data.begin(), data.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
   }
   return flat;
@@ -198,6 +217,10 @@ h5::File open_checkpoint(const std::string& path) {
 
 std::string checkpoint_config(const std::string& path) { return open_checkpoint(path).attr_string("config"); }
 
+void check_checkpoint_shapes(const std::string& path, const ParamLayout& layout) {
+  check_shapes(open_checkpoint(path), "/model", layout);
+}
+
 std::vector<std::string> checkpoint_rng_names(const std::string& path) {
   const h5::File f = open_checkpoint(path);
   return f.exists("/rng") ? f.members("/rng") : std::vector<std::string>{};
@@ -231,18 +254,23 @@ CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, Ada
                      " but its name says step " + std::to_string(named) + " (renamed or copied over?)");
   st.policy_version = count("policy_version");
   st.config_ini = f.attr_string("config");
-  model.set_params(read_tensors(f, "/model", model.layout()));
+  model.set_params(read_tensors(f, "/model", model.layout(), Values::kFinite));
   if (optimizer) {
     if (!f.exists("/optim"))
       throw InputError("checkpoint '" + path + "' holds no optimizer state");
-    const auto m = read_tensors(f, "/optim/m", model.layout());
-    const auto v = read_tensors(f, "/optim/v", model.layout());
+    const auto m = read_tensors(f, "/optim/m", model.layout(), Values::kFinite);
+    const auto v = read_tensors(f, "/optim/v", model.layout(), Values::kFiniteNonNegative);
     optimizer->m().upload(model.backend(), m);
     optimizer->v().upload(model.backend(), v);
     optimizer->set_steps_taken(static_cast<int>(count("optim_steps")));
   }
   if (f.exists("/rng")) {
     for (const std::string& name : f.members("/rng")) {
+      // The shape first: a huge dataset of well-compressed chunks would be
+      // read whole before its size was seen.
+      if (f.shape("/rng/" + name) != std::vector<int64_t>{4})
+        throw InputError("checkpoint '" + path + "': RNG state '" + name + "' has shape " +
+                         shape_text(f.shape("/rng/" + name)) + ", expected [4]");
       const auto s = f.read_u64("/rng/" + name);
       if (s.size() != 4)
         throw InputError("checkpoint '" + path + "': RNG state '" + name + "' has " +

@@ -50,9 +50,18 @@ std::string checkpoint_before(const std::string& dir, const std::string& path);
 
 // Loads weights (and the optimizer's moments and step when optimizer is not
 // null). InputError naming the file and the problem for a missing, foreign,
-// newer-schema or corrupted file, and naming the tensor whose shape differs
-// from the configured model.
+// newer-schema or corrupted file, naming the tensor whose shape differs
+// from the configured model, and naming the dataset and element of a weight
+// or first moment that is not finite or a second moment that is not a
+// finite value >= 0 (a file edited without its checksum: resumed, it would
+// carry the value into every later checkpoint under a valid one).
 CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, AdamW* optimizer);
+
+// The checks of load_checkpoint's model tensors that need no data: the
+// format, schema and every /model tensor's shape against `layout`. Run
+// before a model of a stored configuration is allocated, so that a
+// configuration edited to a huge shape is refused by name, not by memory.
+void check_checkpoint_shapes(const std::string& path, const ParamLayout& layout);
 
 // The configuration (INI) a checkpoint was written with, after the format
 // and schema checks of load_checkpoint (InputError for a foreign or newer

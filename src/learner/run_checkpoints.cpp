@@ -56,7 +56,11 @@ ModelSource model_source_of(const std::string& checkpoint) {
   if (ini.rfind("[model]\n", 0) != 0 && ini.find("\n[model]\n") == std::string::npos)
     throw InputError("checkpoint '" + checkpoint + "': its stored configuration (attribute 'config') has no "
                      "[model] section (a damaged file)");
-  return model_source_of_config(ini, checkpoint);
+  ModelSource source = model_source_of_config(ini, checkpoint);
+  // Its tensors hold the stored configuration's shapes before a model of it
+  // is allocated (an edited configuration asked gigabytes of a small file).
+  check_checkpoint_shapes(checkpoint, ParamLayout(source.config));
+  return source;
 }
 
 namespace {

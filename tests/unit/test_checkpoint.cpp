@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <tuple>
@@ -347,8 +348,8 @@ TEST(Checkpoint, AStoredConfigWithoutModelIsADamagedFile) {
   model.init_random(1);
   CheckpointState st;
   st.step = 1;
-  st.config_ini = "[run]\nseed = 1\n\n[model]\nd_model = 32\nn_layers = 1\nn_heads = 2\nn_kv_heads = 2\n"
-                  "ffn_dim = 64\n";
+  st.config_ini = "[run]\nseed = 1\n\n[model]\nd_model = 32\nn_layers = 2\nn_heads = 2\nn_kv_heads = 1\n"
+                  "ffn_dim = 40\n";
   const std::string good = save_checkpoint(dir, model, nullptr, st, 0);
   EXPECT_EQ(model_source_of(good).config.d_model, 32);
   st.step = 2;
@@ -439,6 +440,45 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
       ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_INT64, &value), 0);
     }
     expect_input_error([&] { load_checkpoint(path, model, &opt); }, {path, attr, std::to_string(value)});
+  }
+  // A value a checkpoint must not hold, written as a user edits a tensor
+  // (without its checksum): a non-finite weight, a negative second moment.
+  // Resumed, the -1 was carried into every later checkpoint under a valid
+  // checksum; a NaN weight failed later, at the first generation, naming no file.
+  const std::string first = model.layout().tensors.front().name;
+  const std::tuple<std::string, float, std::string> edited[] = {
+      {"/model/" + first, std::nanf(""), "expected finite values;"},
+      {"/optim/m/" + first, INFINITY, "expected finite values;"},
+      {"/optim/v/" + first, -1.0f, "expected finite values >= 0"}};
+  for (const auto& [dataset, value, why] : edited) {
+    const std::string path = dir + "/edited.h5";
+    std::filesystem::copy_file(with_optimizer, path, std::filesystem::copy_options::overwrite_existing);
+    {
+      h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+      h5::Handle ds(H5Dopen2(f.id(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
+      ASSERT_TRUE(ds.valid()) << dataset;
+      h5::Handle space(H5Dget_space(ds.id()), H5Sclose);
+      std::vector<hsize_t> dims(static_cast<size_t>(H5Sget_simple_extent_ndims(space.id())));
+      H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
+      hsize_t n = 1;
+      for (hsize_t d : dims) n *= d;
+      std::vector<float> data(n);
+      ASSERT_GE(H5Dread(ds.id(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), 0);
+      data[3] = value;
+      ASSERT_GE(H5Dwrite(ds.id(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), 0);
+      ASSERT_GE(H5Adelete(ds.id(), "fletcher64"), 0);
+    }
+    expect_input_error([&] { load_checkpoint(path, model, &opt); }, {path, "'" + dataset + "' holds", "element 3", why});
+  }
+  // A configuration edited to a shape its tensors do not have is refused
+  // before a model of it is made (it asked gigabytes of a small file).
+  {
+    const std::string path = dir + "/huge_config.h5";
+    CheckpointState big = st;
+    big.config_ini = "[model]\nd_model = 8192\nn_layers = 64\nn_heads = 8\nn_kv_heads = 8\nffn_dim = 32768\n";
+    std::filesystem::copy_file(save_checkpoint(temp_dir("huge_config"), model, nullptr, big, 0), path,
+                               std::filesystem::copy_options::overwrite_existing);
+    expect_input_error([&] { model_source_of(path); }, {path, "has shape", "but the configured model needs"});
   }
   // A version before the first, and attributes that are arrays (read into
   // room for one value, they once overflowed it).
@@ -550,8 +590,12 @@ TEST(Checkpoint, BadFilesGiveClearErrors) {
                         H5Dclose);
           ASSERT_TRUE(ds.valid());  // contiguous and never written: no storage at all
         }
+        // An RNG state's shape is checked first ([4]); a section's size as stored.
+        const bool rng_shape = chunked && std::string(name) == "/rng/tasks";
         expect_input_error([&] { load_checkpoint(path, model, nullptr); },
-                           {path, name, "states " + std::to_string(chunked ? int64_t{1} << 40 : 4) + " elements"});
+                           {path, rng_shape ? "RNG state 'tasks' has shape [1099511627776], expected [4]"
+                                            : std::string(name) + "' states " +
+                                                  std::to_string(chunked ? int64_t{1} << 40 : 4) + " elements"});
       }
     }
     st.rngs.clear();
