@@ -7,9 +7,11 @@ constexpr const char* kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // Appends s as valid UTF-8; keep(c) decides whether a one-byte (ASCII)
 // character stays; with `c1`, a C1 control character (U+0080 to U+009F,
-// CSI among them) stays too, else it becomes one U+FFFD.
-template <class KeepAscii>
-std::string sanitize(std::string_view s, KeepAscii keep, bool c1) {
+// CSI among them) stays too. What does not stay goes through
+// replace(out, bytes): bytes of an invalid sequence one at a time, a
+// refused character whole.
+template <class KeepAscii, class Replace>
+std::string sanitize(std::string_view s, KeepAscii keep, bool c1, Replace replace) {
   std::string out;
   out.reserve(s.size());
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
@@ -21,7 +23,7 @@ std::string sanitize(std::string_view s, KeepAscii keep, bool c1) {
     if (ok && n == 1) ok = keep(c);
     if (ok && n == 2) ok = c >= 0xC2;  // overlong
     if (ok && n == 2 && !c1 && c == 0xC2 && byte(i + 1) < 0xA0) {
-      out += kReplacement;
+      replace(out, s.substr(i, 2));
       i += 2;
       continue;
     }
@@ -31,38 +33,35 @@ std::string sanitize(std::string_view s, KeepAscii keep, bool c1) {
       out.append(s, i, n);
       i += n;
     } else {
-      out += kReplacement;
+      replace(out, s.substr(i, 1));
       ++i;
     }
   }
   return out;
 }
 
+void append_replacement(std::string& out, std::string_view) { out += kReplacement; }
+
+bool printable_ascii(unsigned char c) { return c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7F); }
+
 }  // namespace
 
 std::string valid_utf8(std::string_view s) {
-  return sanitize(s, [](unsigned char) { return true; }, true);
+  return sanitize(s, [](unsigned char) { return true; }, true, append_replacement);
 }
 
-std::string printable_text(std::string_view s) {
-  return sanitize(s, [](unsigned char c) { return c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7F); }, false);
-}
+std::string printable_text(std::string_view s) { return sanitize(s, printable_ascii, false, append_replacement); }
 
 std::string escape_controls(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7F) {
-      static constexpr char kHex[] = "0123456789ABCDEF";
+  return sanitize(s, printable_ascii, false, [](std::string& out, std::string_view bytes) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    for (const char c : bytes) {
+      const auto u = static_cast<unsigned char>(c);
       out += "\\x";
       out.push_back(kHex[u >> 4]);
       out.push_back(kHex[u & 15]);
-    } else {
-      out.push_back(c);
     }
-  }
-  return out;
+  });
 }
 
 size_t utf8_char_start(std::string_view s, size_t i) {

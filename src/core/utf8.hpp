@@ -13,8 +13,10 @@ namespace forge {
 
 std::string valid_utf8(std::string_view bytes);
 std::string printable_text(std::string_view bytes);
-// `s` with its control characters (other than newline and tab) written as
-// \xNN: a message that quotes a value or line, shown on a terminal.
+// `s` with its control characters (other than newline and tab; C1 ones,
+// U+0080 to U+009F, among them) and the bytes of invalid UTF-8 written as
+// \xNN, byte by byte: a message that quotes a value or line, or a model's
+// text, shown on a terminal.
 std::string escape_controls(std::string_view s);
 // Where a cut at byte `i` of `s` splits no character: i, or the start of
 // the character whose continuation byte i is (at most 3 bytes back).

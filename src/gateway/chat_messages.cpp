@@ -88,6 +88,8 @@ bool same_calls(const json& echoed, const json& returned, size_t i) {
 // else the message rendered as an action.
 Tokens assistant_tokens(const json& m, size_t i, CallFormat format, const EpisodeTexts& texts,
                         const Tokens& so_far, std::vector<bool>& used, const ScaffoldVocabulary& vocab) {
+  if (m.contains("function_call") && !m["function_call"].is_null())
+    throw bad_request(where(i) + ".function_call is not supported: send tool_calls");
   // tool_calls null or [] (as some clients send with plain content): no call.
   const auto calls = m.find("tool_calls");
   const bool has_calls = calls != m.end() && !calls->is_null() && !(calls->is_array() && calls->empty());

@@ -310,7 +310,17 @@ GenerationReply GatewayService::generate(uint64_t episode_id, Tokens prompt, int
                          "context_length_exceeded");
     // Concurrent calls reserve their share, so together they cannot pass it.
     reserve = GatewayEpisode::call_bytes(prompt.size(), static_cast<size_t>(std::min(max_tokens, room)));
-    o.episode->check_budget(o.reserved + reserve, episode_bytes_);
+    try {
+      o.episode->check_budget(o.reserved + reserve, episode_bytes_);
+    } catch (RequestError& e) {
+      // Calls in flight hold room for their whole max_tokens, and give back
+      // what they do not use: full only for now.
+      if (o.reserved == 0) throw;
+      throw RequestError(409, e.type(),
+                         std::string(e.what()) + " (with the room its " + std::to_string(o.in_flight) +
+                             " call(s) in flight hold: retry when they are answered)")
+          .retry_later();
+    }
     o.reserved += reserve;
     GenerationRequest r;
     r.id = request_id = next_request_++;

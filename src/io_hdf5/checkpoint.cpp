@@ -48,9 +48,11 @@ void check_shapes(const h5::File& f, const std::string& group, const ParamLayout
   }
 }
 
-// What the values of a group must be: weights and first moments finite,
-// second moments finite and >= 0 (AdamW divides by their square root).
-enum class Values { kFinite, kFiniteNonNegative };
+// What the values of a group must be: weights and first moments finite;
+// second moments >= 0, +inf allowed (AdamW squares a gradient in float: with
+// optim.grad_clip = 0 one above ~1.8e19 makes v +inf and the update 0, and
+// training goes on).
+enum class Values { kFinite, kNonNegative };
 
 std::vector<float> read_tensors(const h5::File& f, const std::string& group, const ParamLayout& layout,
                                 Values values) {
@@ -60,10 +62,10 @@ std::vector<float> read_tensors(const h5::File& f, const std::string& group, con
     const std::string name = group + "/" + t.name;
     const auto data = f.read_f32(name);
     for (size_t i = 0; i < data.size(); ++i)
-      if (!std::isfinite(data[i]) || (values == Values::kFiniteNonNegative && data[i] < 0))
+      if (values == Values::kFinite ? !std::isfinite(data[i]) : !(data[i] >= 0))
         throw InputError("checkpoint '" + f.path() + "': tensor '" + name + "' holds " + std::to_string(data[i]) +
                          " at element " + std::to_string(i) + " (expected " +
-                         (values == Values::kFinite ? "finite values" : "finite values >= 0") +
+                         (values == Values::kFinite ? "finite values" : "values >= 0") +
                          "; a damaged or edited file)");
     std::copy(data.begin(), data.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
   }
@@ -259,7 +261,7 @@ CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, Ada
     if (!f.exists("/optim"))
       throw InputError("checkpoint '" + path + "' holds no optimizer state");
     const auto m = read_tensors(f, "/optim/m", model.layout(), Values::kFinite);
-    const auto v = read_tensors(f, "/optim/v", model.layout(), Values::kFiniteNonNegative);
+    const auto v = read_tensors(f, "/optim/v", model.layout(), Values::kNonNegative);
     optimizer->m().upload(model.backend(), m);
     optimizer->v().upload(model.backend(), v);
     optimizer->set_steps_taken(static_cast<int>(count("optim_steps")));

@@ -52,8 +52,8 @@ std::string checkpoint_before(const std::string& dir, const std::string& path);
 // null). InputError naming the file and the problem for a missing, foreign,
 // newer-schema or corrupted file, naming the tensor whose shape differs
 // from the configured model, and naming the dataset and element of a weight
-// or first moment that is not finite or a second moment that is not a
-// finite value >= 0 (a file edited without its checksum: resumed, it would
+// or first moment that is not finite or a second moment that is NaN or
+// negative (a file edited without its checksum: resumed, it would
 // carry the value into every later checkpoint under a valid one).
 CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, AdamW* optimizer);
 

@@ -553,8 +553,15 @@ std::string DataPool::describe_head() {
                             "its way";
   // Notices are read in order: one claimed and not yet written hides every
   // completion announced after it (read_notices stops at it).
+  // (Claimed past the next one to read, and that entry still EMPTY: not
+  // merely more notices than one read takes, or one written since.)
   const uint64_t claimed = static_cast<uint64_t>(read_word(kNotice));
-  if (claimed > next_notice_)
+  int64_t next = kEmpty;
+  if (claimed > next_notice_) {
+    ring_access(NOTICE_AT(0), next_notice_, &next, 1, MPI_NO_OP, "notices");
+    flush_meta();
+  }
+  if (claimed > next_notice_ && next == kEmpty)
     who += "; notice " + std::to_string(next_notice_) + " is claimed and not yet written (a producer is inside a "
            "completion), and " + std::to_string(claimed - next_notice_ - 1) + " completion(s) after it wait behind it";
   // append, not "[" + std::string&& (GCC 12 -Wrestrict false positive)

@@ -291,7 +291,7 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
     // Each pair costs up to min(|a|, |b|)^2 byte comparisons: a file whose
     // pairs would take minutes (tens of thousands of each kind; real
     // tokenizers have a few hundred added tokens) is refused first.
-    constexpr double kMaxPairs = 4e6, kMaxWork = 4e8;
+    constexpr double kMaxPairs = 1e8, kMaxWork = 4e9;  // a few seconds at most
     const double pairs = static_cast<double>(normalized.size()) * static_cast<double>(verbatim.size());
     double work = 0;
     if (pairs <= kMaxPairs)

@@ -237,6 +237,9 @@ TEST(GatewayMessages, MalformedMessagesAre400) {
   const std::string legacy_why = request_error_message(
       [&] { render_chat(json::array({user, legacy, user}), TemplateStyle::kSpecial, CallFormat::kParen, texts); });
   EXPECT_NE(legacy_why.find("function_call is not supported: send tool_calls"), std::string::npos) << legacy_why;
+  json legacy_with_text = legacy;
+  legacy_with_text["content"] = "";  // it was taken as an empty answer, the call dropped
+  EXPECT_EQ(status(json::array({user, legacy_with_text, user})), 400);
 }
 
 // Too deeply nested arguments and content parts with a non-string type are
@@ -276,6 +279,11 @@ TEST(GatewayMessages, PrintableTextReplacesControlCharacters) {
   EXPECT_EQ(printable_text("a\tb\nc \xC3\xA9 \xC2\xA0"), "a\tb\nc \xC3\xA9 \xC2\xA0");  // U+00A0 is not a control
   EXPECT_EQ(printable_text("\x1B[31m\x7F"), "\xEF\xBF\xBD[31m\xEF\xBF\xBD");
   EXPECT_EQ(printable_text("\xC2\x9B[31m\xC2\x80x\xC2\x9F"), "\xEF\xBF\xBD[31m\xEF\xBF\xBDx\xEF\xBF\xBD");
+  // For a terminal: the same characters written as \xNN, byte by byte (C1's
+  // CSI, U+009B, acts on xterm as ESC [ does), and invalid bytes too.
+  EXPECT_EQ(escape_controls("a\tb\nc \xC3\xA9 \xC2\xA0"), "a\tb\nc \xC3\xA9 \xC2\xA0");
+  EXPECT_EQ(escape_controls("\x1B[31m\x7F"), "\\x1B[31m\\x7F");
+  EXPECT_EQ(escape_controls("\xC2\x9B[1m \x9B \xFF"), "\\xC2\\x9B[1m \\x9B \\xFF");
 }
 
 struct GatewayEpisodes : ::testing::Test {
@@ -921,8 +929,10 @@ TEST_F(GatewayEpisodes, InFlightRequestsBudgetsAndRewards) {
     tb.join();
     return;
   }
-  // While the first is in flight its reservation already fills the budget.
+  // While the first is in flight its reservation already fills the budget:
+  // full for now (it gives back what it does not use), so worth a retry.
   EXPECT_EQ(request_error_status([&] { chat(b); }), 409);
+  EXPECT_TRUE(request_error_retryable([&] { chat(b); }));
   // A tool call or answer waits for the episode's generation (it runs
   // outside the lock, and the reply is recorded into the same episode).
   EXPECT_NE(request_error_message([&] { s.tool(b["id"], {{"name", "calc"}}); }).find("has a generation in flight"),
@@ -931,6 +941,7 @@ TEST_F(GatewayEpisodes, InFlightRequestsBudgetsAndRewards) {
   tb.join();
   EXPECT_EQ(status_b, 0);
   EXPECT_EQ(request_error_status([&] { chat(b); }), 409);
+  EXPECT_FALSE(request_error_retryable([&] { chat(b); }));  // full with nothing in flight: final
   EXPECT_EQ(s.describe(b["id"])["calls"].size(), 1u);
   // A reward with one bad component is refused whole.
   EXPECT_EQ(request_error_status([&] { s.reward(b["id"], {{"process", 1.0}, {"zzz", 1.0}}); }), 400);

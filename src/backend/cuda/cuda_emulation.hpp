@@ -596,8 +596,9 @@ inline void wgmma_wait(int pending) {
       for (size_t k = wg.computed[r] + 1; k < wg.issued[r]; ++k) {
         WgmmaOp& later = wg.ops[k];
         const size_t m = size_t(later.n / 2);
-        if (later.d[r] < op.d[r] + op.n / 2 && op.d[r] < later.d[r] + m)
-          std::copy(later.d[r], later.d[r] + m, later.d_in.begin() + size_t(r) * m);
+        for (size_t e = 0; e < m; ++e)  // only the registers this op wrote
+          if (later.d[r] + e >= op.d[r] && later.d[r] + e < op.d[r] + op.n / 2)
+            later.d_in[size_t(r) * m + e] = later.d[r][e];
       }
     }
   }
