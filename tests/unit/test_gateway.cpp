@@ -44,6 +44,14 @@ int request_error_status(const std::function<void()>& f) {
   return 0;
 }
 
+// The status of a chat request of episode `e` (its task's messages, and
+// `fields`) to s: 0 when accepted and answered.
+int chat_status(GatewayService& s, const json& e, const json& fields) {
+  json body = {{"messages", e["task"]["messages"]}};
+  body.update(fields);
+  return request_error_status([&] { s.chat(e["id"], body); });
+}
+
 // Whether f's RequestError may succeed when sent again (false: none thrown).
 bool request_error_retryable(const std::function<void()>& f) {
   try {
@@ -481,11 +489,7 @@ TEST_F(GatewayEpisodes, CountFieldsAsClientsSendThem) {
   GatewayService s(gw, sampling, 8, 4096, 1 << 20);
   add_one_episode(s);
   const json a = s.open();
-  const auto status = [&](const json& fields) {
-    json body = {{"messages", a["task"]["messages"]}};
-    body.update(fields);
-    return request_error_status([&] { s.chat(a["id"], body); });
-  };
+  const auto status = [&](const json& fields) { return chat_status(s, a, fields); };
   EXPECT_EQ(status({{"n", nullptr}}), 504);
   EXPECT_EQ(status({{"n", 1.0}}), 504);
   EXPECT_EQ(status({{"max_tokens", std::numeric_limits<uint64_t>::max()}}), 504);
@@ -509,11 +513,7 @@ TEST_F(GatewayEpisodes, IgnoredFieldsAndCompletionPromptsAsClientsSendThem) {
   GatewayService s(gw, sampling, 8, 4096, 1 << 20);
   add_one_episode(s);
   const json a = s.open();
-  const auto chat = [&](const json& fields) {
-    json body = {{"messages", a["task"]["messages"]}};
-    body.update(fields);
-    return request_error_status([&] { s.chat(a["id"], body); });
-  };
+  const auto chat = [&](const json& fields) { return chat_status(s, a, fields); };
   EXPECT_EQ(chat({{"temperature", 0}, {"top_p", 0.5}, {"seed", 7}, {"stop", "x"}}), 504);
   EXPECT_EQ(chat({{"stop", {"a", "b"}}, {"logprobs", true}, {"top_logprobs", 20}, {"presence_penalty", nullptr}}), 504);
   EXPECT_EQ(chat({{"temperature", "hot"}}), 400);
