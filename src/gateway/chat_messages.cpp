@@ -28,10 +28,9 @@ std::string content_text(const json& m, size_t i) {
   const auto it = m.find("content");
   if (it == m.end() || it->is_null()) {
     const std::string role = m.value("role", std::string());
-    std::string why = role == "assistant" ? std::string("an assistant message needs content or tool_calls")
-                                          : "a " + role + " message needs its text (\"\" for none)";
-    if (role == "assistant" && m.contains("function_call")) why += " (function_call is not supported: send tool_calls)";
-    throw bad_request(where(i) + ".content is missing: " + why);
+    throw bad_request(where(i) + ".content is missing: " +
+                      (role == "assistant" ? std::string("an assistant message needs content or tool_calls")
+                                           : "a " + role + " message needs its text (\"\" for none)"));
   }
   if (it->is_string()) return it->get<std::string>();
   if (it->is_array()) {
