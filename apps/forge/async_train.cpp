@@ -44,7 +44,7 @@
 #include "backend/host_runtime.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/sigterm.hpp"
+#include "core/stop_signals.hpp"
 #include "env/env_mix.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "learner/learner.hpp"
@@ -321,7 +321,7 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     pc.rank_name = [layout](int r) { return layout.name(r); };
     if (rank == pc.host_rank) check_pool_fits_host(pc, node_ranks > 1);
   });
-  volatile std::sig_atomic_t* const terminate = catch_sigterm();
+  volatile std::sig_atomic_t* const terminate = catch_stop_signals();
   int threads_on_node = 0;
   const int threads = set_compute_threads(threads_for(layout, rank, all.base.run.threads, &threads_on_node));
   cli::log_host_warnings(threads, threads_on_node);

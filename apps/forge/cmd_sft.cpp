@@ -11,8 +11,8 @@
 // RUN_DIR/checkpoints/ckpt_step_*.h5 (every run.checkpoint_every steps and at
 // the end; `forge generate` samples from one) and RUN_DIR/summary.json (loss
 // curve end points, accuracy before and after, token counts). SIGTERM (a
-// Slurm time limit) ends the step under way, writes a checkpoint and exits
-// 143; --resume continues from the newest checkpoint (weights, AdamW state,
+// Slurm time limit) or Ctrl-C ends the step under way, writes a checkpoint
+// and exits 143 (130 after Ctrl-C); --resume continues from the newest checkpoint (weights, AdamW state,
 // step and the data stream's RNG, so the batches are those of an
 // uninterrupted run).
 #include <algorithm>
@@ -37,7 +37,7 @@
 #include "core/log.hpp"
 #include "core/peak_memory.hpp"
 #include "core/rng.hpp"
-#include "core/sigterm.hpp"
+#include "core/stop_signals.hpp"
 #include "core/timer.hpp"
 #include "forge_config.hpp"
 #include "io_hdf5/checkpoint.hpp"
@@ -323,7 +323,7 @@ int run_agent_sft(const StandardConfig& cfg, const SftConfig& sft, const EnvConf
     }
     return samples;
   });
-  if (r.terminated || sigterm_before_final_evaluation(cfg.run.dir)) return kSigtermExit;
+  if (r.terminated || stop_signal_before_final_evaluation(cfg.run.dir)) return stopped_exit_code();
   model.release_activations();
   const StyleEvals ev = evaluate_styles(model, env, agent, eval_tasks, cfg.run.seed);
   std::printf("\nforge sft (agent demonstrations): %s; peak resident memory %.2f GiB\n",
@@ -361,9 +361,9 @@ int run_sft(int argc, char** argv) {
   opts.command_line_only("resume");
   if (!cli::parse_options(opts, argc, argv)) return 0;
   opts.require_storable();
-  // SIGTERM from here on: the step under way finishes, then a checkpoint,
-  // and exit 143; --resume continues.
-  volatile std::sig_atomic_t* const terminate = catch_sigterm();
+  // SIGTERM or Ctrl-C from here on: the step under way finishes, then a
+  // checkpoint, and exit 143 (130); --resume continues.
+  volatile std::sig_atomic_t* const terminate = catch_stop_signals();
   StandardConfig& cfg = all.base;
   const SftConfig& sft = all.sft;
   const EnvConfig& env = all.env;
@@ -436,11 +436,11 @@ int run_sft(int argc, char** argv) {
   SamplingParams greedy = cfg.sample;
   greedy.temperature = 0;
   const uint64_t eval_seed = eval_task_seed(cfg.run.seed);
-  // SIGTERM during it: cut short, and the loop's first boundary checkpoints.
+  // SIGTERM or Ctrl-C during it: cut short, and the loop's first boundary checkpoints.
   const EvalResult before = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0, terminate);
   const std::string at = start.step > 0 ? "at the resumed step " + std::to_string(start.step) : "before training";
   if (before.stopped) {
-    log_warn("sft: the evaluation " + at + " was cut short by SIGTERM");
+    log_warn("sft: the evaluation " + at + " was cut short by " + stop_signal_name());
   } else {
     char line[48];
     std::snprintf(line, sizeof line, " %.1f%%", 100 * before.accuracy);
@@ -453,7 +453,7 @@ int run_sft(int argc, char** argv) {
       for (auto& s : make_conversation(g, sft.task, sft.turns)) samples.push_back(std::move(s));
     return samples;
   });
-  if (r.terminated || sigterm_before_final_evaluation(cfg.run.dir)) return kSigtermExit;
+  if (r.terminated || stop_signal_before_final_evaluation(cfg.run.dir)) return stopped_exit_code();
 
   const EvalResult after = evaluate(model, sft.task, sft.eval_requests, eval_seed, greedy, 0);
   SamplingParams sampled = cfg.sample;

@@ -26,7 +26,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/rng.hpp"
-#include "core/sigterm.hpp"
+#include "core/stop_signals.hpp"
 #include "core/timer.hpp"
 #include "forge_config.hpp"
 #include "learner/learner.hpp"
@@ -64,10 +64,11 @@ int run_train(int argc, char** argv) {
   });
   if (!cli::parse_options(opts, argc, argv)) return 0;
   opts.require_storable();
-  // SIGTERM (a Slurm time limit) from here on: the step under way finishes,
-  // then a checkpoint, and exit 143; `--resume` continues. One during the
+  // SIGTERM (a Slurm time limit) or Ctrl-C from here on: the step under way
+  // finishes, then a checkpoint, and exit 143 (130 after Ctrl-C; under mpirun
+  // the ranks see SIGTERM, 143); `--resume` continues. One during the
   // start (a model loading) is acted on when the first step would begin.
-  volatile std::sig_atomic_t* const terminate = catch_sigterm();
+  volatile std::sig_atomic_t* const terminate = catch_stop_signals();
   std::optional<MpiRuntime> mpi;
   if (launched_by_mpi()) {
     mpi.emplace(&argc, &argv);
@@ -163,7 +164,7 @@ int run_train(int argc, char** argv) {
   for (int step = start.step; step < tc.steps; ++step) {
     if (*terminate) {
       log_stopped_at_step(step, learner.checkpoint(step, stream_state()));
-      return kSigtermExit;
+      return stopped_exit_code();
     }
     Stopwatch sw;
     engine.set_policy_version(step);
@@ -184,7 +185,7 @@ int run_train(int argc, char** argv) {
     engine.clear_prefix_cache();  // cached k/v belong to the old weights
     learner.record(step, trajs, st, grad_norm, {gen_s, sw.seconds()}, "", stream_state);
   }
-  if (sigterm_before_final_evaluation(cfg.run.dir)) return kSigtermExit;
+  if (stop_signal_before_final_evaluation(cfg.run.dir)) return stopped_exit_code();
   learner.finish(tc.steps);  // a resume never starts past train.steps (load_learner_start refuses it)
   return 0;
 }

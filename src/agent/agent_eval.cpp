@@ -6,6 +6,7 @@
 #include "agent/agent_episode.hpp"
 #include "agent/run_episodes.hpp"
 #include "core/log.hpp"
+#include "core/stop_signals.hpp"
 #include "core/strings.hpp"
 #include "core/timer.hpp"
 #include "env/process_signals.hpp"
@@ -114,7 +115,7 @@ StyleEvals evaluate_styles(PolicyModel& model, const EnvConfig& env, const Agent
     AgentEval e = evaluate_agent(model, env, agent, tasks, seed, mode, stop, &stopped, each_step);
     if (stopped) {
       out.stopped = true;
-      log_warn(std::string("eval: ") + what + " cut short by SIGTERM after " + std::to_string(sw.seconds()) + " s");
+      log_warn(std::string("eval: ") + what + " cut short by " + stop_signal_name() + " after " + std::to_string(sw.seconds()) + " s");
       return e;
     }
     char line[96];

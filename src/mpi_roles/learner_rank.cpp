@@ -13,7 +13,7 @@
 #include "backend/host_pins.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/sigterm.hpp"
+#include "core/stop_signals.hpp"
 #include "core/timer.hpp"
 #include "episode/trajectory_codec.hpp"
 #include "learner/run_checkpoints.hpp"
@@ -357,7 +357,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     // evaluation, and one during it ends it. Only the lead evaluates, and
     // only its SIGTERM stops the run: one another learner caught alone
     // leaves the complete run's exit code 0 (it was 143 from that rank).
-    const bool caught = sigterm_before_final_evaluation(setup.run.dir, lead);
+    const bool caught = stop_signal_before_final_evaluation(setup.run.dir, lead);
     if (caught && lead) return kSigtermExit;
     if (caught)
       log_info("SIGTERM on learner " + std::to_string(learner_rank) +

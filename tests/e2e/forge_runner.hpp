@@ -73,21 +73,28 @@ inline Result forge(const std::string& args) {
   return r;
 }
 
-// Runs `forge ARGS` in the background, sends it SIGTERM once its output
-// (stdout and stderr, also left in `log`) holds a line matching the grep
-// pattern `ready` (polled every 10 ms, for 60 s at most), and waits for it.
-// Returns its exit code and output.
-inline Result forge_until_sigterm(const std::string& args, const std::string& ready, const std::string& log) {
+// Runs `forge ARGS` in the background, sends it `signal` (a kill(1) name:
+// TERM, INT) once its output (stdout and stderr, also left in `log`) holds a
+// line matching the grep pattern `ready` (polled every 10 ms, for 60 s at
+// most), and waits for it. Returns its exit code and output. SIGINT's default
+// action is restored for it (a background job of sh starts ignoring SIGINT).
+inline Result forge_until_signal(const std::string& args, const std::string& ready, const std::string& log,
+                                 const std::string& signal) {
   const std::string rc = log + ".rc";
-  const std::string script = "cd '" FORGE_SOURCE_DIR "' && { '" FORGE_BINARY_DIR "/forge' " + args + " >'" + log +
-                             "' 2>&1 & pid=$!; for i in $(seq 6000); do grep -q '" + ready + "' '" + log +
-                             "' && break; sleep 0.01; done; kill -TERM $pid; wait $pid; echo $? >'" + rc + "'; }";
+  const std::string script = "cd '" FORGE_SOURCE_DIR "' && { env --default-signal=INT '" FORGE_BINARY_DIR "/forge' " +
+                             args + " >'" + log + "' 2>&1 & pid=$!; for i in $(seq 6000); do grep -q '" + ready +
+                             "' '" + log + "' && break; sleep 0.01; done; kill -" + signal +
+                             " $pid; wait $pid; echo $? >'" + rc + "'; }";
   Result r;
   if (std::system(script.c_str()) != 0) return r;
   r.rc = std::stoi(slurp(rc));
   r.out = slurp(log);
   std::remove(rc.c_str());
   return r;
+}
+
+inline Result forge_until_sigterm(const std::string& args, const std::string& ready, const std::string& log) {
+  return forge_until_signal(args, ready, log, "TERM");
 }
 
 inline bool contains(const std::string& s, const std::string& what) {

@@ -221,7 +221,7 @@ TEST(Sft, AWarmUpAsLongAsTheRunIsWarnedAbout) {
 // steps resumed to 6 ends with the loss of an uninterrupted run of 6
 // (weights, AdamW state, the data stream). A run folder is refused without
 // --resume, and a checkpoint past sft.steps with it.
-TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
+TEST(Sft, ResumeContinuesExactlyAndSigtermOrCtrlCCheckpoints) {
   const std::string dir = ::testing::TempDir() + "forge_sft_resume_" + std::to_string(getpid());
   const std::string base = "sft --model.d_model=32 --model.n_layers=1 --model.n_heads=2 --model.n_kv_heads=2 "
                            "--model.ffn_dim=64 --sft.batch=2 --sft.eval_requests=2 --run.threads=1 "
@@ -326,6 +326,19 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermCheckpoints) {
   const Result go_on = forge(tiny + "--sft.steps=" + std::to_string(done + 2) + " --resume --run.dir=" + dir);
   ASSERT_EQ(go_on.rc, 0) << go_on.err;
   EXPECT_TRUE(contains(go_on.err, "at step " + std::to_string(done))) << go_on.err;
+  // Ctrl-C (SIGINT) acts as SIGTERM does, exit 130; the run goes on from
+  // its checkpoint.
+  std::filesystem::remove_all(dir);
+  const Result intr = forge_e2e::forge_until_signal(tiny + "--sft.steps=1000000 --run.dir=" + dir,
+                                                    "step  *[0-9]*/", log, "INT");
+  EXPECT_EQ(intr.rc, 130) << intr.out;
+  EXPECT_TRUE(contains(intr.out, "Ctrl-C: stopping at the next step boundary")) << intr.out;
+  const auto istop = intr.out.find("SIGINT (Ctrl-C): stopping after ");
+  ASSERT_NE(istop, std::string::npos) << intr.out;
+  const int idone = std::stoi(intr.out.substr(istop + 32));
+  const Result igo_on = forge(tiny + "--sft.steps=" + std::to_string(idone + 2) + " --resume --run.dir=" + dir);
+  ASSERT_EQ(igo_on.rc, 0) << igo_on.err;
+  EXPECT_TRUE(contains(igo_on.err, "at step " + std::to_string(idone))) << igo_on.err;
   // SIGTERM during the evaluation before training (100,000 requests: long)
   // cuts it short between engine steps, then the first step boundary
   // checkpoints (it ran to its end first).

@@ -1,0 +1,42 @@
+// SIGTERM and Ctrl-C as a stop flag for trainers (Slurm's time limit,
+// scancel, mpirun forwarding; a user at the terminal): while caught, either
+// signal sets the flag to its number; a trainer reads it at each step
+// boundary, writes a checkpoint there and exits 128 + that number (143 after
+// SIGTERM, 130 after SIGINT), and `--resume` continues. The first SIGINT puts
+// back its default action, so a second Ctrl-C stops the process at once (no
+// checkpoint; rows past the last flush are lost). A SIGINT ignored when the
+// process started (a job started with `&` from a script) stays ignored. Once
+// the run's last checkpoint is written, the catching is released: the default
+// actions are restored first and the flag read after, so a signal between the
+// two is never lost (it either set the flag or ends the process).
+#pragma once
+#include <csignal>
+#include <string>
+
+namespace forge {
+
+// Catches SIGTERM and SIGINT from now on; returns the flag they set (one per
+// process): 0, or the number of the first signal caught.
+volatile std::sig_atomic_t* catch_stop_signals();
+
+// Exit code of a process that SIGTERM stopped (128 + 15, what the shell and
+// Slurm report of one it ended); the MPI roles pass a stop on as this code.
+inline constexpr int kSigtermExit = 143;
+
+// 128 + the signal caught (143 after SIGTERM, 130 after SIGINT); 143 when none.
+int stopped_exit_code();
+
+// The signal caught as the stop lines name it: "SIGTERM" or "SIGINT (Ctrl-C)".
+std::string stop_signal_name();
+
+// The step boundary's lines: "SIGTERM: stopping after N steps" (or "SIGINT
+// (Ctrl-C): ...") and where the checkpoint `path` is.
+void log_stopped_at_step(int step, const std::string& path);
+
+// For a run whose last checkpoint is written: releases SIGTERM and SIGINT (one
+// from now ends the process, its final evaluation too) and returns whether
+// one was caught before; then, when `log`, says the final evaluation is
+// skipped and which command evaluates `run_dir` later.
+bool stop_signal_before_final_evaluation(const std::string& run_dir, bool log = true);
+
+}  // namespace forge
