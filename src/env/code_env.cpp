@@ -21,15 +21,16 @@ namespace {
 constexpr size_t kShellChars = 400;      // shell output shown to the agent
 constexpr size_t kCommandChars = 1024;   // longest shell command (the safety rules' regexes stay fast)
 
-// The hidden cases' runner: imports the module and writes "=> " + repr() of
-// each call's value (or "=> !" + the exception's name), one line per case.
+// The hidden cases' runner: imports the module and writes "=> " + canon() of
+// each call's value (kCanonicalRepr, code_tasks.hpp), or "=> !" + the
+// exception's name, one line per case.
 // It is given the calls, never the expected values: forge compares the lines
 // with them, so nothing the module does in this process (exit early with 0,
 // patch unittest, print) passes a case it does not compute. The lines go to
 // a copy of stdout taken before the import, and the module's own stdout and
 // stderr to /dev/null: what the module prints (a partial line, 70 KiB of
 // debug output) can neither split a record nor push it past the output cap.
-constexpr const char* kCaseRunner =
+const std::string kCaseRunner = std::string(kCanonicalRepr) +
     "import os, sys, importlib\n"
     "out = os.dup(1)\n"
     "null = os.open(os.devnull, os.O_WRONLY)\n"
@@ -38,7 +39,7 @@ constexpr const char* kCaseRunner =
     "ns = vars(importlib.import_module(sys.argv[1]))\n"
     "for call in sys.argv[2:]:\n"
     "    try:\n"
-    "        r = repr(eval(call, ns))\n"
+    "        r = canon(eval(call, ns))\n"
     "    except BaseException as e:\n"
     "        r = '!' + type(e).__name__\n"
     "    os.write(out, ('=> ' + r.replace('\\n', ' ') + '\\n').encode('utf-8', 'backslashreplace'))\n";
@@ -176,12 +177,17 @@ std::string signal_reason(int sig) {
 }
 
 // unittest's report, short: "FAIL: test_clamp: AssertionError: 10 != 5 |
-// FAILED (failures=1)" or "OK (3 tests)".
+// FAILED (failures=1)" or "OK (3 tests)". The verdict is the last "OK" or
+// "FAILED" line that agrees with how the process ended (OK with exit status
+// 0, FAILED otherwise): the module's own print of "OK" reached the output
+// after unittest's "FAILED" (stdout is flushed at exit, unittest writes to
+// stderr) and read as a pass. A report whose every verdict disagrees (an
+// atexit handler's exit status after "OK") is an error naming both.
 std::string summarize_unittest(const SandboxResult& r) {
   if (r.status == SandboxStatus::kStartFailed) return "error: the sandbox could not start: " + r.error;
   if (r.status == SandboxStatus::kTimedOut) return "error: the tests did not finish before the deadline";
   std::istringstream in(r.output);
-  std::string line, ran, verdict, out;
+  std::string line, ran, verdict, out, disagreeing;
   bool want_reason = false;  // a FAIL/ERROR named, its exception line not yet seen
   while (std::getline(in, line)) {
     if (line.rfind("FAIL: ", 0) == 0 || line.rfind("ERROR: ", 0) == 0) {
@@ -190,13 +196,18 @@ std::string summarize_unittest(const SandboxResult& r) {
     } else if (line.rfind("Ran ", 0) == 0) {
       ran = line.substr(4, line.find(" test") - 4);
     } else if (line == "OK" || line.rfind("OK ", 0) == 0 || line.rfind("FAILED", 0) == 0) {
-      verdict = line;
+      (line.rfind("OK", 0) == 0) == r.ok() ? verdict = line : disagreeing = line;
     } else if (want_reason && !line.empty() && line[0] != ' ' && line.find("Error") != std::string::npos) {
       out += ": " + line;  // e.g. "AssertionError: 10 != 5"
       want_reason = false;
     }
   }
   if (verdict.rfind("OK", 0) == 0) return "OK (" + ran + " tests)";
+  if (verdict.empty() && !disagreeing.empty())
+    return "error: unittest's report says '" + disagreeing + "' but the tests " +
+           (r.ok() ? std::string("exited with status 0")
+            : r.status == SandboxStatus::kSignaled ? "were ended by signal " + std::to_string(r.signal)
+                                                    : "exited with status " + std::to_string(r.exit_code));
   const std::string head = r.output.substr(0, utf8_char_start(r.output, kShellChars));
   const std::string tail =
       r.output.size() > kShellChars ? r.output.substr(utf8_char_start(r.output, r.output.size() - kShellChars))
@@ -393,7 +404,7 @@ SandboxResult CodeEnv::run_test(SandboxRequest request) const {
 }
 
 bool CodeEnv::cases_pass(const std::vector<CodeTestCase>& cases, bool verifying) const {
-  std::vector<std::string> argv = {"python3", "-c", kCaseRunner, task_.module};
+  std::vector<std::string> argv = {"python3", "-c", kCaseRunner, task_.module};  // a copy per run
   for (const CodeTestCase& c : cases) argv.push_back(c.call);
   // The module alone: the test file's expectations are not the module's to read.
   const SandboxRequest request{std::move(argv), {{task_.module_file, join_lines(lines_)}}};

@@ -7,6 +7,22 @@
 
 namespace forge {
 
+const char* const kCanonicalRepr =
+    "def canon(v):\n"
+    "    t = type(v)\n"
+    "    if t is dict:\n"
+    "        return '{' + ', '.join(sorted(canon(k) + ': ' + canon(x) for k, x in v.items())) + '}'\n"
+    "    if t is set or t is frozenset:\n"
+    "        if not v:\n"
+    "            return t.__name__ + '()'\n"
+    "        inner = '{' + ', '.join(sorted(canon(x) for x in v)) + '}'\n"
+    "        return inner if t is set else 'frozenset(' + inner + ')'\n"
+    "    if t is list:\n"
+    "        return '[' + ', '.join(canon(x) for x in v) + ']'\n"
+    "    if t is tuple:\n"
+    "        return '(' + ', '.join(canon(x) for x in v) + (',' if len(v) == 1 else '') + ')'\n"
+    "    return repr(v)\n";
+
 const std::vector<CodeTemplate>& code_templates() {
   static const std::vector<CodeTemplate> kTemplates = {
       {"clamp", "x, lo, hi",
@@ -33,7 +49,7 @@ const std::vector<CodeTemplate>& code_templates() {
        {"    out = {}", "    for w in text.split():", "        out[w] = len(w)", "    return out"},
        {{"word_lengths('a bb')", "{'a': 1, 'bb': 2}"}, {"word_lengths('')", "{}"}, {"word_lengths('ccc')", "{'ccc': 3}"}},
        {{2, "        out[w] = len(w) - 1", 0}, {1, "    for w in text.split(','):", 0}},
-       {{"word_lengths('to be')", "{'to': 2, 'be': 2}"}}},
+       {{"word_lengths('to be')", "{'be': 2, 'to': 2}"}}},
       {"average", "xs",
        {"    if not xs:", "        return 0.0", "    return sum(xs) / len(xs)"},
        {{"average([1, 2])", "1.5"}, {"average([])", "0.0"}, {"average([4])", "4.0"}},

@@ -15,8 +15,8 @@
 // The fix is the original line; the hidden cases pass on the fixed module
 // and fail on the buggy one (tests/unit/test_code_env.cpp runs every
 // template and mutation in the sandbox to keep the library honest). A case
-// passes when Python's repr() of the call's value is its expected literal
-// (value and type: 0 is not 0.0).
+// passes when the canonical repr() of the call's value (kCanonicalRepr) is
+// its expected literal (value and type: 0 is not 0.0).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -26,8 +26,16 @@ namespace forge {
 
 struct CodeTestCase {
   std::string call;      // e.g. "clamp(15, 0, 10)"
-  std::string expected;  // repr() of the right value, e.g. "10"
+  std::string expected;  // canon() of the right value, e.g. "10"
 };
+
+// Python source that defines canon(v): repr(v), except that a dict's items
+// and a set's elements come sorted by their own canonical text, inside lists
+// and tuples too. Their order is not part of the value ({'to': 2, 'be': 2} ==
+// {'be': 2, 'to': 2}, as unittest's assertEqual agrees): a right answer built
+// in another order failed on repr(). A subclass (OrderedDict, defaultdict)
+// keeps its own repr, so its type still counts.
+extern const char* const kCanonicalRepr;
 
 struct CodeBug {
   int line = 0;           // index into the template's body

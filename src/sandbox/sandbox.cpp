@@ -207,9 +207,12 @@ std::vector<std::string> bwrap_arguments(const SandboxRequest& request, const st
   // the run ended): read-only once everything is in place. /workspace, /tmp
   // and /dev/shm are mounts of their own, bounded, and stay writable.
   a.insert(a.end(), {"--remount-ro", "/"});
+  // PYTHONHASHSEED 0: a set's order, so a program's output, is the same on
+  // every run (a random seed per run made a module that iterates a set pass
+  // or fail at random, and a test-run cache keep whichever came first).
   a.insert(a.end(), {"--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/workspace",
-                     "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--chdir",
-                     "/workspace", "--info-fd", std::to_string(info_fd)});
+                     "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv",
+                     "PYTHONHASHSEED", "0", "--chdir", "/workspace", "--info-fd", std::to_string(info_fd)});
   if (seccomp_fd >= 0) a.insert(a.end(), {"--seccomp", std::to_string(seccomp_fd)});
   a.insert(a.end(), {"--", "/bin/sh", "-c", kTrampoline, "sh"});
   return a;

@@ -78,13 +78,13 @@ bool has_signal(const Observation& o, const char* kind) {
 }
 
 // One Python run checks the whole library: each clean function computes its
-// three cases and its unseen ones (repr() equal to the expected text, as the
+// three cases and its unseen ones (canon() equal to the expected text, as the
 // verifier compares); each bug makes its named case fail (a wrong value or an
 // exception), and at least one unseen case: a module that knows only what
 // the test file shows cannot pass the verifier.
 TEST(CodeTasks, EveryBugIsCaughtByItsCaseAndEveryCleanFunctionPasses) {
   REQUIRE_SANDBOX();
-  std::string script = "bad = []\n";
+  std::string script = std::string(kCanonicalRepr) + "bad = []\n";
   for (const CodeTemplate& t : code_templates()) {
     ASSERT_EQ(t.tests.size(), 3u) << t.name;
     ASSERT_FALSE(t.bugs.empty()) << t.name;
@@ -99,7 +99,7 @@ TEST(CodeTasks, EveryBugIsCaughtByItsCaseAndEveryCleanFunctionPasses) {
     std::vector<CodeTestCase> all = t.tests;
     all.insert(all.end(), t.unseen.begin(), t.unseen.end());
     for (size_t k = 0; k < all.size(); ++k)
-      script += "if repr(" + all[k].call + ") != \"" + all[k].expected + "\": bad.append('clean " + t.name +
+      script += "if canon(" + all[k].call + ") != \"" + all[k].expected + "\": bad.append('clean " + t.name +
                 " case " + std::to_string(k) + "')\n";
     for (size_t b = 0; b < t.bugs.size(); ++b) {
       std::vector<std::string> body = t.body;
@@ -112,7 +112,7 @@ TEST(CodeTasks, EveryBugIsCaughtByItsCaseAndEveryCleanFunctionPasses) {
       script += "if not caught: bad.append('bug " + std::to_string(b) + " of " + t.name + " not caught')\n";
       script += "unseen_fail = False\n";
       for (const CodeTestCase& u : t.unseen)
-        script += "try:\n  unseen_fail = unseen_fail or repr(" + u.call + ") != \"" + u.expected +
+        script += "try:\n  unseen_fail = unseen_fail or canon(" + u.call + ") != \"" + u.expected +
                   "\"\nexcept Exception:\n  unseen_fail = True\n";
       script += "if not unseen_fail: bad.append('bug " + std::to_string(b) + " of " + t.name +
                 " passes every unseen case')\n";
@@ -251,6 +251,55 @@ TEST(CodeEnv, TheModuleCannotVouchForItself) {
   ASSERT_EQ(env.step({"replace", t.module_file + " " + line + " print('y' * 70000)"}).kind, ObservationKind::kOk);
   const Observation cut = env.step({"run_tests", ""});
   EXPECT_NE(cut.text.find("cut before unittest's verdict"), std::string::npos) << cut.text.substr(0, 200);
+}
+
+// A right answer is graded on its value: a dict built in another order
+// passes (repr() compared "{'to': 2, 'be': 2}" with "{'be': 2, 'to': 2}"
+// and scored 0 what unittest's assertEqual passed). And run_tests reports
+// the verdict that agrees with the exit status: a module's own "OK" printed
+// after unittest's "FAILED" read as a pass, its "FAILED" after "OK" as a
+// failure.
+TEST(CodeEnv, GradingAndTheTestReportFollowWhatTheModuleComputes) {
+  REQUIRE_SANDBOX();
+  EnvConfig c = code_only();
+  c.max_tool_calls = 50;
+  CodeEnv env(c);
+  for (uint64_t seed = 0;; ++seed) {
+    ASSERT_LT(seed, 500u) << "no task with word_lengths";
+    env.reset(seed);
+    const std::vector<std::string>& lines = env.code_task().lines;
+    if (std::find(lines.begin(), lines.end(), "def word_lengths(text):") != lines.end()) break;
+  }
+  const CodeTask& t = env.code_task();
+  const auto blank = std::find(t.lines.begin(), t.lines.end(), "");
+  ASSERT_NE(blank, t.lines.end());
+  const std::string spare = std::to_string(blank - t.lines.begin() + 1);  // a module-level line
+  const auto replace = [&](const std::string& line, const std::string& text) {
+    ASSERT_EQ(env.step({"replace", t.module_file + " " + line + " " + text}).kind, ObservationKind::kOk) << text;
+  };
+  // The bug in, a print of "OK" after unittest's verdict: still FAILED.
+  replace(spare, "import atexit; atexit.register(print, 'OK')");
+  const Observation buggy = env.step({"run_tests", ""});
+  EXPECT_NE(buggy.text.find("FAILED"), std::string::npos) << buggy.text;
+  EXPECT_EQ(buggy.text.find("OK ("), std::string::npos) << buggy.text;
+  // Fixed, with a print of "FAILED ...": OK.
+  replace(std::to_string(t.bug_line), t.fixed_line);
+  replace(spare, "import atexit; atexit.register(print, 'FAILED (failures=1)')");
+  const Observation fixed = env.step({"run_tests", ""});
+  EXPECT_EQ(fixed.text.rfind("OK (", 0), 0u) << fixed.text;
+  // Fixed, ending with status 1 after unittest's OK: an error naming both.
+  replace(spare, "import atexit, os; atexit.register(os._exit, 1)");
+  const Observation status = env.step({"run_tests", ""});
+  EXPECT_NE(status.text.find("says 'OK"), std::string::npos) << status.text;
+  EXPECT_NE(status.text.find("exited with status 1"), std::string::npos) << status.text;
+  // The words' lengths in reverse order of insertion: the same dict.
+  replace(spare, "# blank");
+  const auto loop = std::find(env.module_lines().begin(), env.module_lines().end(), "    for w in text.split():");
+  ASSERT_NE(loop, env.module_lines().end());
+  replace(std::to_string(loop - env.module_lines().begin() + 1), "    for w in reversed(text.split()):");
+  const Observation reordered = env.step({"run_tests", ""});
+  EXPECT_EQ(reordered.text.rfind("OK (", 0), 0u) << reordered.text;
+  EXPECT_EQ(env.verify("done"), 1.0f);
 }
 
 // Without Python (or bwrap) in the sandbox every code reward would be 0:

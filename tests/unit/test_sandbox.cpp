@@ -391,7 +391,15 @@ TEST(Sandbox, OnlyAProgramThatNeverRanIsAStartFailure) {
   std::istringstream lines(env.output);
   for (std::string line; std::getline(lines, line);) names.push_back(line.substr(0, line.find('=')));
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"HOME", "LANG", "PATH", "PYTHONDONTWRITEBYTECODE"})) << env.output;
+  EXPECT_EQ(names, (std::vector<std::string>{"HOME", "LANG", "PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED"}))
+      << env.output;
+  // A fixed hash seed: a set of strings prints in the same order every run.
+  std::set<std::string> orders;
+  for (int i = 0; i < 4; ++i)
+    orders.insert(run_sandboxed(cmd({"python3", "-c", "print(list({'alpha', 'beta', 'gamma', 'delta', 'eps'}))"}),
+                                own_users(8))
+                      .output);
+  EXPECT_EQ(orders.size(), 1u) << *orders.begin();
   // A workspace file that is not executable is the program's failure.
   const SandboxResult plain = run_sandboxed({{"./run.sh"}, {{"run.sh", "#!/bin/sh\necho ran\n", false}}}, own_users(8));
   EXPECT_EQ(plain.status, SandboxStatus::kExited) << to_string(plain.status) << " " << plain.error;
