@@ -1,6 +1,7 @@
 #include "env/env_mix.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -21,7 +22,8 @@ EnvMix::EnvMix(const EnvConfig& config) : config_(config) {
 void EnvMix::add(const std::string& name, double weight, EnvFactory factory) {
   for (const auto& d : domains_)
     if (d.name == name) throw InputError("environment '" + name + "' is registered twice");
-  if (!(weight >= 0)) throw InputError("environment '" + name + "': weight must be >= 0");
+  if (!(weight >= 0) || !std::isfinite(weight))
+    throw InputError("environment '" + name + "': weight must be finite and >= 0");
   domains_.push_back({name, weight, std::move(factory)});
 }
 

@@ -26,7 +26,8 @@ class EnvMix {
   // (env.code_weight).
   explicit EnvMix(const EnvConfig& config);
 
-  // Adds a domain; InputError for a duplicate name or a negative weight.
+  // Adds a domain; InputError for a duplicate name or a weight that is
+  // negative or not finite.
   void add(const std::string& name, double weight, EnvFactory factory);
   // The domain of a task seed (InputError if every weight is 0).
   const std::string& pick(uint64_t task_seed) const;

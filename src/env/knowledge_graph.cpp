@@ -91,19 +91,30 @@ int KnowledgeGraph::by_tag(const std::string& tag) const {
   return -1;
 }
 
-MultiHopQuestion explore_and_evolve(const KnowledgeGraph& kg, Rng& rng, int hops,
+MultiHopQuestion explore_and_evolve(const KnowledgeGraph& kg, Rng& rng, int min_hops, int hops,
                                     double obfuscate) {
   MultiHopQuestion q;
-  q.path.push_back(static_cast<int>(rng.below(kg.entities.size())));
-  for (int h = 0; h < hops; ++h) {
-    const Entity& at = kg.entities[q.path.back()];
-    std::vector<std::pair<std::string, int>> fresh;
-    for (const auto& rt : at.relations)
-      if (std::find(q.path.begin(), q.path.end(), rt.second) == q.path.end()) fresh.push_back(rt);
-    if (fresh.empty()) break;
-    const auto& [relation, target] = fresh[rng.below(fresh.size())];
-    q.relations.push_back(relation);
-    q.path.push_back(target);
+  // A walk stuck below min_hops (every relation of its end leads back onto
+  // it) starts again from another seed entity; a graph where that never
+  // reaches min_hops would make every question easier than configured.
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == kWalkAttempts)
+      throw InputError("env.search_min_hops = " + std::to_string(min_hops) + ": " + std::to_string(kWalkAttempts) +
+                       " walks in a knowledge graph of " + std::to_string(kg.entities.size()) +
+                       " entities (env.search_entities) found no path that long; lower it or add entities");
+    q.path.assign(1, static_cast<int>(rng.below(kg.entities.size())));
+    q.relations.clear();
+    for (int h = 0; h < hops; ++h) {
+      const Entity& at = kg.entities[q.path.back()];
+      std::vector<std::pair<std::string, int>> fresh;
+      for (const auto& rt : at.relations)
+        if (std::find(q.path.begin(), q.path.end(), rt.second) == q.path.end()) fresh.push_back(rt);
+      if (fresh.empty()) break;
+      const auto& [relation, target] = fresh[rng.below(fresh.size())];
+      q.relations.push_back(relation);
+      q.path.push_back(target);
+    }
+    if (q.hops() >= min_hops) break;
   }
   q.obfuscated = rng.uniform() < obfuscate;
   const Entity& seed = kg.entities[q.path.front()];

@@ -12,7 +12,9 @@
 // explore_and_evolve(): explore = pick a seed entity; evolve = extend the
 // question one hop at a time along a random relation to an entity not yet
 // visited (each hop makes the question harder), up to `hops` hops (fewer if
-// the walk is stuck). Obfuscate: with probability `obfuscate` the seed's name
+// the walk is stuck, but never fewer than `min_hops`: a walk stuck below
+// it starts again from another seed, up to kWalkAttempts walks, then an
+// InputError naming env.search_min_hops). Obfuscate: with probability `obfuscate` the seed's name
 // is replaced by its description, and the intermediate entities are never
 // named (the easy facts are left out), so the question reads
 //   "Name the born_in of the works_at of the jade person."
@@ -52,7 +54,9 @@ struct MultiHopQuestion {
   int hops() const { return static_cast<int>(relations.size()); }
 };
 
-MultiHopQuestion explore_and_evolve(const KnowledgeGraph& kg, Rng& rng, int hops,
+inline constexpr int kWalkAttempts = 1000;
+
+MultiHopQuestion explore_and_evolve(const KnowledgeGraph& kg, Rng& rng, int min_hops, int hops,
                                     double obfuscate);
 
 }  // namespace forge

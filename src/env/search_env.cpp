@@ -9,7 +9,7 @@ Task SearchEnv::generate(uint64_t seed) {
   kg_ = KnowledgeGraph::generate(rng, config().search_entities);
   const int hops = config().search_min_hops +
                    static_cast<int>(rng.below(config().search_max_hops - config().search_min_hops + 1));
-  q_ = explore_and_evolve(kg_, rng, hops, config().search_obfuscate);
+  q_ = explore_and_evolve(kg_, rng, config().search_min_hops, hops, config().search_obfuscate);
   found_seed_ = false;
   hop_done_.assign(q_.relations.size(), false);
   Task t;

@@ -2,6 +2,9 @@
 // mix follows its weights.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "agent/agent_config.hpp"
 #include "agent/opening_fit.hpp"
 #include "core/error.hpp"
@@ -118,6 +121,9 @@ TEST(EnvMixTest, NewDomainsRegister) {
   mix.add("calc2", 1.0, [](const EnvConfig& cfg) { return EnvMix(cfg).make("calc"); });
   EXPECT_EQ(mix.pick(1), "calc2");
   EXPECT_THROW(mix.add("calc2", 1.0, nullptr), InputError);
+  // Not finite: an infinite weight was never drawn (inf / inf is NaN).
+  for (const double w : {std::numeric_limits<double>::infinity(), std::nan(""), -1.0})
+    EXPECT_THROW(mix.add("calc3", w, nullptr), InputError) << w;
 }
 
 // The openings are measured as episodes build them: a budget below all of

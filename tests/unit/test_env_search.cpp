@@ -49,6 +49,28 @@ TEST(EnvSearch, GraphHasUniqueNamesTagsAndTypedRelations) {
   EXPECT_THROW(KnowledgeGraph::generate(rng, 41), InputError);
 }
 
+// A walk stuck short of env.search_min_hops starts again (on 6 entities a
+// third of the walks of 4 hops stuck at 2 or 3, and those questions were
+// asked); a graph without a path that long is an InputError naming the key.
+TEST(EnvSearch, EveryQuestionHasAtLeastTheFewestHops) {
+  EnvConfig c = quiet();
+  c.search_entities = 6;
+  c.search_min_hops = c.search_max_hops = 4;
+  SearchEnv env(c);
+  for (uint64_t seed = 0; seed < 500; ++seed) {
+    env.reset(seed);
+    ASSERT_EQ(env.question().hops(), 4) << "seed " << seed;
+  }
+  c.search_min_hops = c.search_max_hops = 6;  // 7 distinct entities on a path of 6
+  SearchEnv impossible(c);
+  try {
+    impossible.reset(1);
+    FAIL() << "a question of 6 hops on 6 entities";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("env.search_min_hops = 6"), std::string::npos) << e.what();
+  }
+}
+
 TEST(EnvSearch, QuestionsAreObfuscatedAndNameNoIntermediateEntity) {
   EnvConfig c = quiet();
   c.search_obfuscate = 0.5;
