@@ -27,6 +27,7 @@
 // gives the coefficients times the batch denominator and the sums, the
 // learners add the sums, then the coefficients are scaled by 1 / N (1 / S).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -64,9 +65,11 @@ struct PolicyLossStats {
   int64_t kept_tokens = 0;    // N after masking
   int64_t masked_tokens = 0;
   int64_t clipped_tokens = 0; // r outside the clip range
-  double mean_ratio = 0, max_ratio = 0;
-  double kl = 0;              // mean of r - 1 - log r (k3 estimate of KL(mu || pi))
-  double logprob_mismatch = 0;  // mean |lp - mu|
+  // Means over the generated tokens in; NaN when there were none (a step of
+  // zero-variance groups only: 0 read as exactly on-policy).
+  double mean_ratio = std::nan(""), max_ratio = 0;
+  double kl = std::nan("");                // mean of r - 1 - log r (k3 estimate of KL(mu || pi))
+  double logprob_mismatch = std::nan("");  // mean |lp - mu|
   double clip_fraction() const { return tokens ? double(clipped_tokens) / tokens : 0; }
   double masked_fraction() const { return tokens ? double(masked_tokens) / tokens : 0; }
 };

@@ -13,12 +13,12 @@ std::string format_train_progress(int step, const PolicyUpdateStats& st, double 
   char line[512];
   std::snprintf(line, sizeof line,
                 "step %4d  reward %+.3f (outcome %.3f process %+.3f efficiency %+.3f safety %+.3f)  success %.2f  "
-                "zero-var %d/%d  clip %.3f  masked %.3f  engine/learner %s  drift %s  kl %.2e  entropy %s  "
+                "zero-var %d/%d  clip %.3f  masked %.3f  engine/learner %s  drift %s  kl %s  entropy %s  "
                 "grad %.2f  gen %.0f tok/s  tree/linear %.2f  %.1f s",
                 step, st.reward_mean, st.component_mean.outcome, st.component_mean.process,
                 st.component_mean.efficiency, st.component_mean.safety, st.success_rate, st.zero_variance_groups, st.groups,
                 st.loss.clip_fraction(), st.loss.masked_fraction(), number_or_dash(st.engine_mismatch, "%*.1e").c_str(),
-                number_or_dash(st.stale_drift, "%*.1e").c_str(), st.loss.kl, number_or_dash(st.entropy_mean, "%*.2f").c_str(), grad_norm, gen_tokens_per_s,
+                number_or_dash(st.stale_drift, "%*.1e").c_str(), number_or_dash(st.loss.kl, "%*.2e").c_str(), number_or_dash(st.entropy_mean, "%*.2f").c_str(), grad_norm, gen_tokens_per_s,
                 st.linear_tokens ? double(st.tree_tokens) / st.linear_tokens : 1.0, seconds);
   return line;
 }

@@ -73,11 +73,14 @@ TEST(PolicyUpdate, AZeroVarianceGroupLeavesTheBatch) {
 
 // A batch of zero-variance groups only trains nothing: its entropy is NaN
 // (shown "-"), not 0, which read as a collapsed policy.
-TEST(PolicyUpdate, NoTrainedTokenHasNoEntropy) {
+TEST(PolicyUpdate, NoTrainedTokenHasNoEntropyNorKl) {
   const Update flat = update({episode(0, 1.0f, 0), episode(0, 1.0f, 1)}, PolicyUpdateConfig{});
   EXPECT_EQ(flat.stats.samples, 0);
   EXPECT_TRUE(std::isnan(flat.stats.entropy_mean)) << flat.stats.entropy_mean;
   EXPECT_NE(format_train_progress(1, flat.stats, 0, 0, 0).find("entropy -  "), std::string::npos);
+  // Nor a KL estimate: 0 read as exactly on-policy.
+  EXPECT_TRUE(std::isnan(flat.stats.loss.kl)) << flat.stats.loss.kl;
+  EXPECT_NE(format_train_progress(1, flat.stats, 0, 0, 0).find("kl -  "), std::string::npos);
   const Update varying = update({episode(0, 0.0f, 0), episode(0, 0.5f, 1)}, PolicyUpdateConfig{});
   EXPECT_GT(varying.stats.entropy_mean, 0);
   char shown[32];
