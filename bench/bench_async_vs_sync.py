@@ -19,7 +19,9 @@ Afterwards (not timed) every checkpoint is evaluated greedily on the same
 --tasks held-out tasks. The wall time of a checkpoint is its file's mtime
 minus the run's start. The target is the lower of the two runs' best held-out
 success; the result is each run's time to first reach it, and their ratio.
-Prints a table, then one JSON line.
+Prints a table, then one JSON line; its "host" is forge's start-up line of the
+sync run (CPU level, kernels, BLAS library and core), which the C++
+benchmarks' JSON holds as separate keys.
 """
 import argparse
 import glob
@@ -58,6 +60,17 @@ def curve(forge, run_dir, t0, tasks):
         step = int(re.search(r"ckpt_step_(\d+)", ckpt).group(1))
         points.append((step, os.path.getmtime(ckpt) - t0, evaluate(forge, ckpt, tasks)))
     return points
+
+
+def host_line(log):
+    """What forge ran on, from its start-up line in `log` ("forge train: CPU
+    x86-64-v4 (kernels x86-64-v4), BLAS BLIS 0.9.0 core zen3, 2 cores")."""
+    with open(log, errors="replace") as f:
+        for line in f:
+            m = re.search(r"forge train: (CPU .*)$", line)
+            if m:
+                return m.group(1)
+    return "unknown"
 
 
 def main():
@@ -110,6 +123,7 @@ def main():
         if not curves[name]:
             sys.exit(f"bench_async_vs_sync: the {name} run wrote no checkpoint in {a.out}/{name}/checkpoints")
     start = evaluate(forge, a.sft, a.tasks)
+    host = host_line(f"{a.out}/sync.log")
     target = min(max(p[2] for p in c) for c in curves.values())
     reach = {n: next(p[1] for p in c if p[2] >= target) for n, c in curves.items()}
 
@@ -122,7 +136,8 @@ def main():
     print(f"target {100 * target:.1f}%: sync reaches it in {reach['sync']:.0f} s, async in "
           f"{reach['async']:.0f} s (async speedup {reach['sync'] / reach['async']:.2f}x); "
           f"{a.steps} steps take {walls['sync']:.0f} s sync, {walls['async']:.0f} s async")
-    print(json.dumps({"bench": "async_vs_sync", "steps": a.steps, "tasks": a.tasks, "sft_success": start,
+    print(f"host: {host}")
+    print(json.dumps({"bench": "async_vs_sync", "host": host, "steps": a.steps, "tasks": a.tasks, "sft_success": start,
                       "target": target, "sync_s_to_target": reach["sync"], "async_s_to_target": reach["async"],
                       "speedup": reach["sync"] / reach["async"], "sync_wall_s": walls["sync"],
                       "async_wall_s": walls["async"],

@@ -14,17 +14,24 @@
 //            AdamW step on --memory_tokens tokens in bins of --bin tokens
 //
 //   bench_pretrained [--model=PATH] [--seqs=4] [--seq=256] [--prompt=64] [--new=32]
-//                    [--batches=1,16,64] [--reps=2] [--no-hf] [--memory] [--memory_tokens=8192]
-//                    [--bin=1024]
+//                    [--batches=1,16,64] [--reps=2] [--no-hf] [--torch_blas_core=auto|installed|NAME]
+//                    [--memory] [--memory_tokens=8192] [--bin=1024]
 // The model defaults to the SmolLM2-135M-Instruct GGUF in the cache
 // ($FORGE_CACHE or ~/.cache/forge); without it the benchmark says so and
-// exits 0 with "model": "none" in its JSON line.
+// exits 0 with "model": "none" in its JSON line. The transformers twin runs on
+// the OpenBLAS core --torch_blas_core picks (as in bench_train_step; the one it
+// ran is "hf_blas_core" in the JSON line). Its figures are null (nan in the
+// table) with --no-hf, or when the reference packages are not installed (the
+// table says so); a twin that fails otherwise is an error, exit 1. So is a
+// decode time that does not exceed the one-token time (a noisy machine, or
+// --new too small for the timer): the difference is the measurement.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -48,28 +55,58 @@ namespace {
 std::string default_model() { return cache_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
 
-// The transformers side: "hf_train_tok_s X" and "hf_decode_tok_s B X" lines.
-std::vector<std::pair<std::string, double>> run_hf(const std::string& args) {
-  const std::string cmd = bench::python() + " " + bench::shell_quoted(bench::script("hf_pretrained.py")) + " " + args;
-  std::vector<std::pair<std::string, double>> out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char line[256], key[64];
-  double v = 0;
-  int b = 0;
-  while (fgets(line, sizeof line, p)) {
-    if (std::sscanf(line, "hf_decode_tok_s %d %lf", &b, &v) == 2) out.push_back({"decode_" + std::to_string(b), v});
-    else if (std::sscanf(line, "hf_prefill_tok_s %d %lf", &b, &v) == 2) out.push_back({"prefill_" + std::to_string(b), v});
-    else if (std::sscanf(line, "%63s %lf", key, &v) == 2) out.push_back({key, v});
+// What the transformers side reported: its figures ("train", "prefill_B",
+// "decode_B"), the OpenBLAS core it ran on, or why it could not run.
+struct HfResult {
+  std::map<std::string, double> figures;
+  std::string blas_core = "-";
+  std::string unavailable;  // the reference packages are not installed
+  double get(const std::string& k) const {
+    const auto it = figures.find(k);
+    return it == figures.end() ? std::nan("") : it->second;
   }
-  pclose(p);
-  return out;
+};
+
+// Runs bench/hf_pretrained.py (`env`: the OpenBLAS core's prefix); an error
+// naming its output when it reports neither every figure nor "hf_unavailable".
+HfResult run_hf(const std::string& env, const std::string& args, const std::vector<int>& batches) {
+  const std::string cmd = env + bench::python() + " " + bench::shell_quoted(bench::script("hf_pretrained.py")) + " " + args;
+  const std::vector<std::string> lines = bench::command_lines(cmd);
+  HfResult r;
+  for (const std::string& line : lines) {
+    char word[64];
+    double v = 0;
+    int b = 0;
+    if (line.rfind("hf_unavailable ", 0) == 0) r.unavailable = line.substr(15);
+    else if (std::sscanf(line.c_str(), "hf_decode_tok_s %d %lf", &b, &v) == 2) r.figures["decode_" + std::to_string(b)] = v;
+    else if (std::sscanf(line.c_str(), "hf_prefill_tok_s %d %lf", &b, &v) == 2) r.figures["prefill_" + std::to_string(b)] = v;
+    else if (std::sscanf(line.c_str(), "hf_train_tok_s %lf", &v) == 1) r.figures["train"] = v;
+    else if (std::sscanf(line.c_str(), "hf_blas_core %63s", word) == 1) r.blas_core = word;
+  }
+  if (!r.unavailable.empty()) return r;
+  std::vector<std::string> missing;
+  for (const int b : batches)
+    for (const std::string& k : {"prefill_" + std::to_string(b), "decode_" + std::to_string(b)})
+      if (!(r.get(k) > 0)) missing.push_back(k);
+  if (!(r.get("train") > 0)) missing.insert(missing.begin(), "train");
+  if (!missing.empty()) {
+    for (const std::string& line : lines) std::fprintf(stderr, "%s\n", line.c_str());
+    throw std::runtime_error("the transformers twin reported no " + missing.front() +
+                             " figure (its output is above; the command: " + cmd + "); --no-hf leaves it out");
+  }
+  return r;
 }
 
-double find(const std::vector<std::pair<std::string, double>>& kv, const std::string& k) {
-  for (const auto& [key, v] : kv)
-    if (key == k) return v;
-  return -1;
+// b x (n - 1) decode tokens over the time past the one-token run; an error
+// when there is none (the difference is the measurement: clamping it made
+// rates of 1e9 tokens/s).
+double decode_rate(int b, int new_tokens, double full, double first) {
+  if (!(full > first))
+    throw std::runtime_error("decode at batch " + std::to_string(b) + ": generating " + std::to_string(new_tokens) +
+                             " tokens took " + std::to_string(full) + " s, not longer than one token (" +
+                             std::to_string(first) + " s); the machine is too busy or --new too small: "
+                             "raise --new or --reps");
+  return b * (new_tokens - 1) / (full - first);
 }
 
 }  // namespace
@@ -83,9 +120,13 @@ static int bench_main(int argc, char** argv) {
   const std::string model_path = flags.get("model", default_model());
   const std::vector<double> batch_list = flags.numbers("batches", "1,16,64");
   const bool model_given = flags.given("model");
+  const std::string hf_core_flag = flags.get("torch_blas_core", std::string("auto"));
   flags.finish();
-  if (memory) flags.refuse({"seqs", "reps", "prompt", "new", "batches", "no-hf"}, "does nothing with --memory");
+  if (memory)
+    flags.refuse({"seqs", "reps", "prompt", "new", "batches", "no-hf", "torch_blas_core"}, "does nothing with --memory");
   else flags.refuse({"memory_tokens", "bin"}, "applies only with --memory");
+  if (!with_hf) flags.refuse({"torch_blas_core"}, "sets the twin's OpenBLAS core: it does nothing with --no-hf");
+  const std::string hf_env = bench::twin_blas_env(hf_core_flag);
   if (seqs < 1 || prompt < 1 || new_tokens < 1 || reps < 1 || memory_tokens < 1 || bin < 1)
     bench::Flags::usage("--seqs, --prompt, --new, --reps, --memory_tokens and --bin must be at least 1");
   if (new_tokens < 2) bench::Flags::usage("--new must be at least 2 (decode tokens/s counts the tokens after the first)");
@@ -185,37 +226,43 @@ static int bench_main(int argc, char** argv) {
     const double first = bench::median_seconds(1, reps, [&] { generate(1); });
     const double full = bench::median_seconds(1, reps, [&] { generate(new_tokens); });
     forge_prefill.push_back(b * prompt / first);
-    forge_decode.push_back(b * (new_tokens - 1) / std::max(full - first, 1e-9));
+    forge_decode.push_back(decode_rate(b, new_tokens, full, first));
   }
 
-  std::vector<std::pair<std::string, double>> hf;
+  // Without the twin (--no-hf, or its packages missing) its figures are NaN:
+  // nan in the table, null in the JSON line, and so are the ratios.
+  HfResult hf;
   if (with_hf)
-    hf = run_hf("--model " + bench::shell_quoted(model_path) + " --threads " + std::to_string(threads) + " --seqs " + std::to_string(seqs) +
-                " --seq " + std::to_string(seq) + " --prompt " + std::to_string(prompt) + " --new " +
-                std::to_string(new_tokens) + " --batches " + batches_text + " --reps " + std::to_string(reps));
-  const double hf_train = find(hf, "hf_train_tok_s");
+    hf = run_hf(hf_env,
+                "--model " + bench::shell_quoted(model_path) + " --threads " + std::to_string(threads) + " --seqs " +
+                    std::to_string(seqs) + " --seq " + std::to_string(seq) + " --prompt " + std::to_string(prompt) +
+                    " --new " + std::to_string(new_tokens) + " --batches " + batches_text + " --reps " +
+                    std::to_string(reps),
+                batches);
+  const double hf_train = hf.get("train");
 
   std::printf("bench_pretrained: %s (%zu parameters), %d threads; train %d x %d tokens; decode %d prompt + %d new tokens\n",
               pm.name.c_str(), model.layout().total, threads, seqs, seq, prompt, new_tokens);
+  if (!hf.unavailable.empty()) std::printf("transformers: not measured (%s)\n", hf.unavailable.c_str());
+  else if (with_hf) std::printf("transformers: OpenBLAS core %s\n", hf.blas_core.c_str());
   std::printf("%-26s %12s %14s %8s\n", "metric", "forge", "transformers", "ratio");
-  std::printf("%-26s %12.1f %14.1f %8.2f\n", "train tokens/s", forge_train, hf_train,
-              hf_train > 0 ? forge_train / hf_train : 0);
+  std::printf("%-26s %12.1f %14.1f %8.2f\n", "train tokens/s", forge_train, hf_train, forge_train / hf_train);
   std::vector<std::pair<std::string, std::string>> json = {
       {"model", bench::json_string(pm.name)}, {"threads", bench::num(threads)}, {"train_tok_s", bench::num(forge_train)},
-      {"hf_train_tok_s", bench::num(hf_train)}, {"train_ratio", bench::num(hf_train > 0 ? forge_train / hf_train : 0)}};
+      {"hf_train_tok_s", bench::num(hf_train)}, {"train_ratio", bench::num(forge_train / hf_train)},
+      {"hf_blas_core", with_hf && hf.unavailable.empty() ? bench::json_string(hf.blas_core) : "null"}};
   for (size_t i = 0; i < batches.size(); ++i) {
-    const double h = find(hf, "decode_" + std::to_string(batches[i]));
-    std::printf("%-26s %12.1f %14.1f %8.2f\n", ("decode tokens/s, batch " + std::to_string(batches[i])).c_str(),
-                forge_decode[i], h, h > 0 ? forge_decode[i] / h : 0);
     const std::string b = std::to_string(batches[i]);
-    const double hp = find(hf, "prefill_" + b);
+    const double h = hf.get("decode_" + b), hp = hf.get("prefill_" + b);
+    std::printf("%-26s %12.1f %14.1f %8.2f\n", ("decode tokens/s, batch " + b).c_str(), forge_decode[i], h,
+                forge_decode[i] / h);
     std::printf("%-26s %12.1f %14.1f %8.2f\n", ("prefill tokens/s, batch " + b).c_str(), forge_prefill[i], hp,
-                hp > 0 ? forge_prefill[i] / hp : 0);
+                forge_prefill[i] / hp);
     json.push_back({"prefill_tok_s_b" + b, bench::num(forge_prefill[i])});
     json.push_back({"hf_prefill_tok_s_b" + b, bench::num(hp)});
     json.push_back({"decode_tok_s_b" + b, bench::num(forge_decode[i])});
     json.push_back({"hf_decode_tok_s_b" + b, bench::num(h)});
-    json.push_back({"decode_ratio_b" + b, bench::num(h > 0 ? forge_decode[i] / h : 0)});
+    json.push_back({"decode_ratio_b" + b, bench::num(forge_decode[i] / h)});
   }
   bench::print_json(json);
   return 0;

@@ -47,8 +47,6 @@
 
 #include "algo/token_loss.hpp"
 #include "backend/backend_registry.hpp"
-#include "backend/cpu/blas_core.hpp"
-#include "backend/cpu/cpu_isa.hpp"
 #include "backend/device_array.hpp"
 #include "backend/profiled_backend.hpp"
 #include "bench_util.hpp"
@@ -148,16 +146,9 @@ static int bench_main(int argc, char** argv) {
   if (backend_name != "cpu" && backend_name != "cuda") bench::Flags::usage("--backend is cpu or cuda, not '" + backend_name + "'");
   if (backend_name == "cuda")
     flags.refuse({"torch_blas_core"}, "sets the CPU twin's OpenBLAS core: it does nothing with --backend=cuda");
+  if (!with_torch) flags.refuse({"torch_blas_core"}, "sets the twin's OpenBLAS core: it does nothing with --no-torch");
   // The twin's OpenBLAS core: forced through OPENBLAS_CORETYPE unless "installed".
-  const CpuLevel level = detect_cpu_level();
-  const std::string torch_core = torch_core_flag == "auto" ? blas_core_for(level)
-                                 : torch_core_flag == "installed" ? ""
-                                                                  : torch_core_flag;
-  if (!torch_core.empty() && blas_core_rank(torch_core) == 0)
-    bench::Flags::usage("--torch_blas_core is auto, installed or an OpenBLAS core name, not '" + torch_core + "'");
-  if (blas_core_rank(torch_core) > blas_core_rank_for(level))
-    bench::Flags::usage("--torch_blas_core=" + torch_core + ": this CPU lacks its instructions");
-  const std::string torch_env = torch_core.empty() ? "" : "OPENBLAS_CORETYPE=" + torch_core + " ";
+  const std::string torch_env = bench::twin_blas_env(torch_core_flag);
   try {
     c.validate();
   } catch (const InputError& e) {
@@ -221,8 +212,13 @@ static int bench_main(int argc, char** argv) {
     }
     std::printf("bench_train_step (cuda): %s\n", shape.c_str());
     std::printf("%-10s %14s %14s %10s %14s\n", "precision", "forge tok/s", "torch tok/s", "ratio", "forge TFLOP/s");
-    std::printf("%-10s %14.0f %14.0f %10.2f %14.2f\n", "fp32", median(f32), median(t32), median(r32), median(f32) * flops / tokens / 1e12);
-    std::printf("%-10s %14.0f %14.0f %10.2f %14.2f\n", "bf16", median(f16), median(t16), median(r16), median(f16) * flops / tokens / 1e12);
+    // Without the twin its figures are NaN: nan in the table, null in the JSON.
+    const double torch32 = bench::measured(with_torch, median(t32)), torch16 = bench::measured(with_torch, median(t16));
+    const double ratio32 = bench::measured(with_torch, median(r32)), ratio16 = bench::measured(with_torch, median(r16));
+    peak32 = bench::measured(with_torch, peak32);
+    peak16 = bench::measured(with_torch, peak16);
+    std::printf("%-10s %14.0f %14.0f %10.2f %14.2f\n", "fp32", median(f32), torch32, ratio32, median(f32) * flops / tokens / 1e12);
+    std::printf("%-10s %14.0f %14.0f %10.2f %14.2f\n", "bf16", median(f16), torch16, ratio16, median(f16) * flops / tokens / 1e12);
     // forge's held memory: the activations its training pass keeps (packed to
     // bf16 in the bf16 mode) plus parameters, gradients and the AdamW moments
     // (FP32 in both); the backends' scratch buffers are not counted.
@@ -236,10 +232,10 @@ static int bench_main(int argc, char** argv) {
     std::vector<std::pair<std::string, std::string>> json = {{"device", "\"cuda\""},
                        {"forge_fp32_tok_s", bench::num(median(f32))},
                        {"forge_bf16_tok_s", bench::num(median(f16))},
-                       {"torch_fp32_sdpa_tok_s", bench::num(median(t32))},
-                       {"torch_bf16_sdpa_tok_s", bench::num(median(t16))},
-                       {"ratio_fp32", bench::num(median(r32))},
-                       {"ratio_bf16", bench::num(median(r16))},
+                       {"torch_fp32_sdpa_tok_s", bench::num(torch32)},
+                       {"torch_bf16_sdpa_tok_s", bench::num(torch16)},
+                       {"ratio_fp32", bench::num(ratio32)},
+                       {"ratio_bf16", bench::num(ratio16)},
                        {"forge_fp32_held_bytes", bench::num(held32)},
                        {"forge_bf16_held_bytes", bench::num(held16)},
                        {"forge_fp32_peak_bytes", bench::num(dev32)},
@@ -270,7 +266,8 @@ static int bench_main(int argc, char** argv) {
     std::fprintf(stderr, "round %d: forge %.0f tok/s, torch %.0f tok/s, ratio %.2f, %.0f of %.0f GFLOP/s\n",
                  round + 1, forge_r.back(), torch, ratio_r.back(), gflops_r.back(), peak);
   }
-  const double forge_tok_s = median(forge_r), torch = median(torch_r), ratio = median(ratio_r);
+  const double forge_tok_s = median(forge_r);
+  const double torch = bench::measured(with_torch, median(torch_r)), ratio = bench::measured(with_torch, median(ratio_r));
   const double gflops = median(gflops_r), peak = median(peak_r), fraction = median(frac_r);
   const double secs = median(secs_r);
 

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/blas_core.hpp"
+#include "backend/cpu/cpu_isa.hpp"
 #include "backend/host_runtime.hpp"
 #include "core/error.hpp"
 #include "core/json_escape.hpp"
@@ -221,6 +223,24 @@ inline void print_json(std::vector<std::pair<std::string, std::string>> kv) {
   std::fflush(stdout);
 }
 
+// The environment prefix that sets a CPU twin's OpenBLAS core (Debian's
+// PyTorch runs its GEMMs on the system OpenBLAS, whose core an
+// OPENBLAS_CORETYPE in the environment, or OpenBLAS's own fallback, can leave
+// at half the machine's speed or below): `flag` "auto" is the core of the
+// CPU's level (what forge selects for its own OpenBLAS,
+// backend/cpu/blas_core.hpp), "installed" leaves the environment's choice
+// (""), another value names a core. A usage error for a name OpenBLAS lacks
+// or a core above this CPU.
+inline std::string twin_blas_env(const std::string& flag) {
+  const CpuLevel level = detect_cpu_level();
+  const std::string core = flag == "auto" ? blas_core_for(level) : flag == "installed" ? "" : flag;
+  if (!core.empty() && blas_core_rank(core) == 0)
+    Flags::usage("--torch_blas_core is auto, installed or an OpenBLAS core name, not '" + core + "'");
+  if (blas_core_rank(core) > blas_core_rank_for(level))
+    Flags::usage("--torch_blas_core=" + core + ": this CPU lacks its instructions");
+  return core.empty() ? "" : "OPENBLAS_CORETYPE=" + core + " ";
+}
+
 // The Python interpreter of the PyTorch twins: $FORGE_PYTHON, else Debian's
 // /usr/bin/python3 (the one tools/setup.sh installs torch for).
 inline std::string python() {
@@ -265,6 +285,10 @@ inline std::vector<std::string> command_lines(const std::string& cmd) {
 // A string for the JSON line, quoted, with '"', '\\' and control characters
 // escaped (a model's name or an environment variable may hold them).
 inline std::string json_string(const std::string& text) { return "\"" + json_escape(text) + "\""; }
+
+// `v` where it was measured, else NaN (null in the JSON line, nan in a table):
+// a figure of a side left out (--no-torch, --no-hf) is not a 0 or a -1.
+inline double measured(bool on, double v) { return on ? v : std::nan(""); }
 
 // A number for the JSON line: null where it is not finite (JSON has no
 // inf or nan).

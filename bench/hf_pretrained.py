@@ -10,9 +10,11 @@ folder), FP32 on the CPU with the same threads; prints
   hf_decode_tok_s B X       decode tokens/s: generate() of NEW greedy tokens (no
                             stop token) minus generate() of one, B x (NEW - 1)
                             tokens over the difference
+  hf_blas_core NAME         the OpenBLAS core torch's GEMMs ran on
 
 Medians of REPS timed runs after one warm-up. Without the reference packages
-it prints nothing (the benchmark then reports -1).
+it prints "hf_unavailable <reason>" and exits 0 (the benchmark then reports
+null); a decode time not above the one-token time is an error, exit 1.
 """
 import argparse
 import os
@@ -46,9 +48,12 @@ def main():
     ap.add_argument("--reps", type=int, default=2)
     args = ap.parse_args()
     if not os.path.isdir(ref.pyref_dir()):
+        print(f"hf_unavailable the reference packages are not installed ({ref.pyref_dir()}; tools/setup.sh installs them)")
         return 0
     ref._add_pyref_path()
     import torch
+    from torch_train_step import blas_core
+    print(f"hf_blas_core {blas_core()}", flush=True)
     torch.set_num_threads(args.threads)
     if args.model.endswith(".gguf"):
         model, _ = ref.load_smollm2_transformers(args.model)
@@ -85,7 +90,11 @@ def main():
         first = median_time(lambda: gen(1), args.reps)
         full = median_time(lambda: gen(args.new), args.reps)
         print(f"hf_prefill_tok_s {b} {b * args.prompt / first:.3f}", flush=True)
-        print(f"hf_decode_tok_s {b} {b * (args.new - 1) / max(full - first, 1e-9):.3f}", flush=True)
+        if full <= first:  # the difference is the measurement: no clamping
+            print(f"hf_pretrained.py: decode at batch {b}: {args.new} tokens took {full:.4f} s, not longer than "
+                  f"one token ({first:.4f} s); raise --new or --reps", file=sys.stderr)
+            return 1
+        print(f"hf_decode_tok_s {b} {b * (args.new - 1) / (full - first):.3f}", flush=True)
     return 0
 
 
