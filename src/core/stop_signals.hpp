@@ -2,10 +2,14 @@
 // scancel, mpirun forwarding; a user at the terminal): while caught, either
 // signal sets the flag to its number; a trainer reads it at each step
 // boundary, writes a checkpoint there and exits 128 + that number (143 after
-// SIGTERM, 130 after SIGINT), and `--resume` continues. The first SIGINT puts
-// back its default action, so a second Ctrl-C stops the process at once (no
-// checkpoint; rows past the last flush are lost). A SIGINT ignored when the
-// process started (a job started with `&` from a script) stays ignored. Once
+// SIGTERM; after SIGINT it dies of SIGINT, which its shell reports as 130,
+// so that a script's loop stops as on any Ctrl-C), and `--resume` continues.
+// The first SIGINT puts back its default action, so a second Ctrl-C stops
+// the process at once (no checkpoint; rows past the last flush are lost). A
+// SIGINT ignored when the process started (a job started with `&` from a
+// script) stays ignored. Under mpirun or srun the launcher takes the Ctrl-C
+// and the ranks see SIGTERM (or, from srun, SIGINT); the MPI roles pass any
+// stop on as 143. Once
 // the run's last checkpoint is written, the catching is released: the default
 // actions are restored first and the flag read after, so a signal between the
 // two is never lost (it either set the flag or ends the process).
@@ -16,7 +20,8 @@
 namespace forge {
 
 // Catches SIGTERM and SIGINT from now on; returns the flag they set (one per
-// process): 0, or the number of the first signal caught.
+// process): 0, or the number of the first signal caught. A second call only
+// returns the flag (it would re-arm a SIGINT already taken once).
 volatile std::sig_atomic_t* catch_stop_signals();
 
 // Exit code of a process that SIGTERM stopped (128 + 15, what the shell and
@@ -28,6 +33,12 @@ int stopped_exit_code();
 
 // The signal caught as the stop lines name it: "SIGTERM" or "SIGINT (Ctrl-C)".
 std::string stop_signal_name();
+
+// The process's end: `code`, unless it is 130 from a stop by SIGINT; then,
+// with stdout and stderr flushed, the process dies of SIGINT (bash goes on
+// with a script's loop after a child that exited 130, and stops it after one
+// that SIGINT ended). Called by main once every file is closed.
+int exit_code_or_die_of_sigint(int code);
 
 // The step boundary's lines: "SIGTERM: stopping after N steps" (or "SIGINT
 // (Ctrl-C): ...") and where the checkpoint `path` is.

@@ -339,7 +339,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
   if (lead) {
     log_info(publish_summary(publish_ms, download_ms, model.layout().total));
     if (stop == kStopSignal) {
-      stage("learner rank 0's checkpoint at SIGTERM");
+      stage("learner rank 0's checkpoint at a stop signal (SIGTERM, SIGINT)");
       log_stopped_at_step(step, learner.checkpoint(step, taker.checkpoint_state()));
     }
     if (lead_dog) lead_dog->progress_done();  // the final barrier has its own deadline
@@ -360,7 +360,7 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
     const bool caught = stop_signal_before_final_evaluation(setup.run.dir, lead);
     if (caught && lead) return kSigtermExit;
     if (caught)
-      log_info("SIGTERM on learner " + std::to_string(learner_rank) +
+      log_info(stop_signal_name() + " on learner " + std::to_string(learner_rank) +
                " alone: only learner 0 stops a run; the run is complete");
     stage("learner rank 0's final evaluation (after closing rollouts.h5)");
     learner.finish(step);

@@ -1,7 +1,7 @@
 // The stop flag of core/stop_signals.hpp: SIGTERM and a first Ctrl-C set it
 // to their number, a second Ctrl-C takes SIGINT's default action, a SIGINT
-// ignored at start stays ignored, and releasing before the final evaluation
-// restores both defaults. Each case runs in a child process, as a death test
+// ignored at start stays ignored, releasing before the final evaluation
+// restores both defaults, and a process a Ctrl-C stopped dies of SIGINT. Each case runs in a child process, as a death test
 // (the flag and the signal dispositions are per process), and reports which
 // check failed by its exit code.
 #include <gtest/gtest.h>
@@ -40,6 +40,7 @@ TEST(StopSignals, SigtermSetsTheFlagAndExits143) {
 TEST(StopSignals, AFirstCtrlCStopsGracefullyASecondAtOnce) {
   threadsafe_death_tests();
   const auto body = [] {
+    std::signal(SIGINT, SIG_DFL);  // as from a terminal, whatever started this binary
     // The handler's line goes to stderr; keep the test's output clean.
     if (!freopen("/dev/null", "w", stderr)) return 9;
     volatile std::sig_atomic_t* flag = catch_stop_signals();
@@ -73,12 +74,30 @@ TEST(StopSignals, ASigintIgnoredAtStartStaysIgnored) {
 TEST(StopSignals, ReleasingBeforeTheFinalEvaluationRestoresTheDefaults) {
   threadsafe_death_tests();
   const auto body = [] {
+    std::signal(SIGINT, SIG_DFL);  // as from a terminal, whatever started this binary
     catch_stop_signals();
     if (stop_signal_before_final_evaluation("run", false)) return 10;  // none caught
     if (disposition(SIGTERM) != SIG_DFL || disposition(SIGINT) != SIG_DFL) return 11;
     return 0;
   };
   EXPECT_EXIT(_exit(body()), ::testing::ExitedWithCode(0), "");
+}
+
+// After a stop by Ctrl-C the process dies of SIGINT at its end (a shell's
+// loop stops only then); any other code is returned as it is.
+TEST(StopSignals, AProcessStoppedByCtrlCEndsBySigint) {
+  threadsafe_death_tests();
+  const auto stopped = [] {
+    std::signal(SIGINT, SIG_DFL);
+    if (!freopen("/dev/null", "w", stderr)) return 9;
+    catch_stop_signals();
+    if (exit_code_or_die_of_sigint(130) != 130) return 10;  // none caught yet: returned
+    raise(SIGINT);
+    if (exit_code_or_die_of_sigint(2) != 2) return 11;  // not a stop: returned
+    exit_code_or_die_of_sigint(stopped_exit_code());
+    return 12;
+  };
+  EXPECT_EXIT(_exit(stopped()), ::testing::KilledBySignal(SIGINT), "");
 }
 
 }  // namespace
