@@ -11,7 +11,7 @@ const char* const kCanonicalRepr =
     "def canon(v):\n"
     "    t = type(v)\n"
     "    if t is dict:\n"
-    "        return '{' + ', '.join(sorted(canon(k) + ': ' + canon(x) for k, x in v.items())) + '}'\n"
+    "        return '{' + ', '.join(k + ': ' + x for k, x in sorted((canon(k), canon(x)) for k, x in v.items())) + '}'\n"
     "    if t is set or t is frozenset:\n"
     "        if not v:\n"
     "            return t.__name__ + '()'\n"

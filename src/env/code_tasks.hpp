@@ -30,8 +30,8 @@ struct CodeTestCase {
 };
 
 // Python source that defines canon(v): repr(v), except that a dict's items
-// and a set's elements come sorted by their own canonical text, inside lists
-// and tuples too. Their order is not part of the value ({'to': 2, 'be': 2} ==
+// (by their keys' canonical text) and a set's elements (by their own) come
+// sorted, inside lists and tuples too. Their order is not part of the value ({'to': 2, 'be': 2} ==
 // {'be': 2, 'to': 2}, as unittest's assertEqual agrees): a right answer built
 // in another order failed on repr(). A subclass (OrderedDict, defaultdict)
 // keeps its own repr, so its type still counts.

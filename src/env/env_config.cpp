@@ -101,6 +101,11 @@ void add_env_options(OptionSet& opts, EnvConfig& c) {
     if (c.search_min_hops > c.search_max_hops)
       throw InputError("env.search_min_hops = " + std::to_string(c.search_min_hops) +
                        " must be <= env.search_max_hops = " + std::to_string(c.search_max_hops));
+    // A path of h hops visits h + 1 distinct entities.
+    if (c.search_min_hops >= c.search_entities)
+      throw InputError("env.search_min_hops = " + std::to_string(c.search_min_hops) +
+                       " must be below env.search_entities = " + std::to_string(c.search_entities) +
+                       " (a question of that many hops visits one entity more)");
     // The largest task's solution must fit the budget: a task that cannot be
     // finished in it only teaches over-budget calls.
     if (const auto [need, what] = c.most_tool_calls_needed(); c.max_tool_calls < need)

@@ -91,17 +91,13 @@ int KnowledgeGraph::by_tag(const std::string& tag) const {
   return -1;
 }
 
-MultiHopQuestion explore_and_evolve(const KnowledgeGraph& kg, Rng& rng, int min_hops, int hops,
-                                    double obfuscate) {
+std::optional<MultiHopQuestion> explore_and_evolve(const KnowledgeGraph& kg, Rng& rng, int min_hops, int hops,
+                                                   double obfuscate) {
   MultiHopQuestion q;
   // A walk stuck below min_hops (every relation of its end leads back onto
-  // it) starts again from another seed entity; a graph where that never
-  // reaches min_hops would make every question easier than configured.
+  // it) starts again from another seed entity.
   for (int attempt = 0;; ++attempt) {
-    if (attempt == kWalkAttempts)
-      throw InputError("env.search_min_hops = " + std::to_string(min_hops) + ": " + std::to_string(kWalkAttempts) +
-                       " walks in a knowledge graph of " + std::to_string(kg.entities.size()) +
-                       " entities (env.search_entities) found no path that long; lower it or add entities");
+    if (attempt == kWalkAttempts) return std::nullopt;
     q.path.assign(1, static_cast<int>(rng.below(kg.entities.size())));
     q.relations.clear();
     for (int h = 0; h < hops; ++h) {

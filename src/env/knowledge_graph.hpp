@@ -13,13 +13,14 @@
 // question one hop at a time along a random relation to an entity not yet
 // visited (each hop makes the question harder), up to `hops` hops (fewer if
 // the walk is stuck, but never fewer than `min_hops`: a walk stuck below
-// it starts again from another seed, up to kWalkAttempts walks, then an
-// InputError naming env.search_min_hops). Obfuscate: with probability `obfuscate` the seed's name
+// it starts again from another seed, up to kWalkAttempts walks; nullopt when
+// none reached it, and the caller draws another graph). Obfuscate: with probability `obfuscate` the seed's name
 // is replaced by its description, and the intermediate entities are never
 // named (the easy facts are left out), so the question reads
 //   "Name the born_in of the works_at of the jade person."
 // and the answer is the name of the last entity of the walk.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,9 +55,9 @@ struct MultiHopQuestion {
   int hops() const { return static_cast<int>(relations.size()); }
 };
 
-inline constexpr int kWalkAttempts = 1000;
+inline constexpr int kWalkAttempts = 100;
 
-MultiHopQuestion explore_and_evolve(const KnowledgeGraph& kg, Rng& rng, int min_hops, int hops,
-                                    double obfuscate);
+std::optional<MultiHopQuestion> explore_and_evolve(const KnowledgeGraph& kg, Rng& rng, int min_hops, int hops,
+                                                   double obfuscate);
 
 }  // namespace forge

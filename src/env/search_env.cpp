@@ -1,15 +1,34 @@
 #include "env/search_env.hpp"
 
+#include "core/error.hpp"
 #include "core/rng.hpp"
 
 namespace forge {
+namespace {
+
+constexpr int kGraphAttempts = 100;  // graphs drawn for one question
+
+}  // namespace
 
 Task SearchEnv::generate(uint64_t seed) {
   Rng rng(seed ^ 0x5EA2C4ull);
   kg_ = KnowledgeGraph::generate(rng, config().search_entities);
   const int hops = config().search_min_hops +
                    static_cast<int>(rng.below(config().search_max_hops - config().search_min_hops + 1));
-  q_ = explore_and_evolve(kg_, rng, config().search_min_hops, hops, config().search_obfuscate);
+  // A graph with no walk of env.search_min_hops hops (a few percent of
+  // small graphs at 6 hops) is drawn again; the question is never shorter.
+  for (int graphs = 1;; ++graphs) {
+    if (auto q = explore_and_evolve(kg_, rng, config().search_min_hops, hops, config().search_obfuscate)) {
+      q_ = std::move(*q);
+      break;
+    }
+    if (graphs == kGraphAttempts)
+      throw InputError("env.search_min_hops = " + std::to_string(config().search_min_hops) + ": " +
+                       std::to_string(kGraphAttempts) + " knowledge graphs of " +
+                       std::to_string(config().search_entities) +
+                       " entities (env.search_entities) held no path that long; lower it or add entities");
+    kg_ = KnowledgeGraph::generate(rng, config().search_entities);
+  }
   found_seed_ = false;
   hop_done_.assign(q_.relations.size(), false);
   Task t;

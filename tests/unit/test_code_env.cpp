@@ -124,6 +124,44 @@ TEST(CodeTasks, EveryBugIsCaughtByItsCaseAndEveryCleanFunctionPasses) {
   EXPECT_EQ(r.output, "bad: []\n");
 }
 
+// Expected values are typed by hand: each must be what canon() writes of
+// it, or a right answer scores 0 on every task. Checked with the host's
+// python3 (no sandbox needed), with canon()'s own rules on a few values.
+TEST(CodeTasks, EveryExpectedValueIsCanonical) {
+  const auto quoted = [](const std::string& text) {
+    std::string q = "\"";
+    for (char ch : text) q += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+    return q + "\"";
+  };
+  std::string script = std::string(kCanonicalRepr) + "bad = []\n";
+  const auto expect = [&](const std::string& value, const std::string& text) {
+    script += "if canon(" + value + ") != " + quoted(text) + ": bad.append(" + quoted(value) + ")\n";
+  };
+  int values = 0;
+  for (const CodeTemplate& t : code_templates()) {
+    std::vector<CodeTestCase> all = t.tests;
+    all.insert(all.end(), t.unseen.begin(), t.unseen.end());
+    for (const CodeTestCase& c : all) expect(c.expected, c.expected), ++values;
+  }
+  ASSERT_GT(values, 40);
+  expect("{'to': 2, 'be': 2}", "{'be': 2, 'to': 2}");
+  expect("{10: 1, 1: 2}", "{1: 2, 10: 1}");  // by key ("10: 1" sorts before "1: 2")
+  expect("[{3, 1, 2}, (frozenset(), set(), (1,))]", "[{1, 2, 3}, (frozenset(), set(), (1,))]");
+  expect("{'k': {'y': [0.5], 'x': None}}", "{'k': {'x': None, 'y': [0.5]}}");
+  expect("0.0", "0.0");
+  const std::string path = ::testing::TempDir() + "canon_" + std::to_string(getpid()) + ".py";
+  std::ofstream(path) << script << "print('bad:', bad)\n";
+  FILE* p = popen(("python3 '" + path + "' 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = pclose(p);
+  std::remove(path.c_str());
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "bad: []\n");
+}
+
 TEST(CodeTasks, SameSeedSameTaskAndTheBugIsWhereItSays) {
   std::set<std::string> issues;
   for (uint64_t seed = 0; seed < 40; ++seed) {

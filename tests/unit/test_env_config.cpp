@@ -44,6 +44,8 @@ TEST(EnvConfigOptions, BadValuesAreInputErrors) {
            {"--env.calc_weight=0", "--env.search_weight=0"},
            {"--env.tool_error_rate=0.7", "--env.timeout_rate=0.4"},
            {"--env.calc_min_ops=4", "--env.calc_max_ops=2"},
+           // 6 hops visit 7 entities
+           {"--env.search_min_hops=6", "--env.search_max_hops=6", "--env.search_entities=6", "--env.max_tool_calls=20"},
            {"--env.heldout_families=template.bogus"},
            {"--env.perturb_dims=template,colour"},
            {"--env.perturb_dims=,"},  // no dimension named
