@@ -284,8 +284,8 @@ static int bench_main(int argc, char** argv) {
   std::printf("%-28s %12.2f\n", "fraction of SGEMM peak", fraction);
   std::vector<std::pair<std::string, std::string>> json = {{"forge_tok_s", bench::num(forge_tok_s)},
                                                            {"torch_tok_s", bench::num(torch)},
-                                                           {"torch_blas_core", bench::json_string(torch_blas)},
-                                                           {"torch_attention", bench::json_string(torch_attention)},
+                                                           {"torch_blas_core", with_torch ? bench::json_string(torch_blas) : "null"},
+                                                           {"torch_attention", with_torch ? bench::json_string(torch_attention) : "null"},
                                                            {"ratio", bench::num(ratio)},
                                                            {"gflops", bench::num(gflops)},
                                                            {"sgemm_peak_gflops", bench::num(peak)},

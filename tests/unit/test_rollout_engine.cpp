@@ -285,6 +285,54 @@ TEST(RolloutEngine, LogprobsMatchTrainerForward) {
   }
 }
 
+// The same agreement for the shapes pretrained models bring (the base
+// config above has none of them): one key head, head_dim 24 set apart from
+// d_model / heads, tied embeddings, a random q/k/v bias (Qwen2), Llama 3 RoPE
+// scaling with all three frequency bands in use, and prompts of hundreds of
+// tokens over blocks of 16 and prefill chunks of 97 (the engine's paged
+// path writes the biased k to its cache and ropes it at positions the short
+// prompts above never reach).
+TEST(RolloutEngine, LogprobsMatchTrainerForwardForPretrainedShapes) {
+  struct Shape {
+    int kv_heads, head_dim;
+    bool tied, bias;
+    float llama3_factor;
+    int prompt, generated;
+  };
+  for (const Shape& sh : {Shape{1, 24, true, true, 8.0f, 300, 40}, Shape{4, 24, true, true, 8.0f, 700, 24},
+                          Shape{2, 0, false, true, 0.0f, 400, 24}}) {
+    SCOPED_TRACE("kv_heads " + std::to_string(sh.kv_heads) + " head_dim " + std::to_string(sh.head_dim) +
+                 " prompt " + std::to_string(sh.prompt));
+    ModelConfig c = tiny_config();
+    c.n_kv_heads = sh.kv_heads;
+    c.head_dim_override = sh.head_dim;
+    c.tied_embeddings = sh.tied;
+    c.qkv_bias = sh.bias;
+    c.rope_scaling.factor = sh.llama3_factor;
+    c.rope_scaling.original_max_positions = 64;  // wavelengths of 16 and 64 positions split the bands
+    c.validate();
+    CpuBackend backend;
+    PolicyModel model(c, backend);
+    model.init_random(7, 0.1f);
+    if (sh.bias) {  // init_random leaves biases 0, which would test nothing
+      std::vector<float> p = model.get_params();
+      Rng brng(3);
+      for (const auto& t : model.layout().tensors)
+        if (t.name.ends_with("bqkv"))
+          for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = 0.3f * static_cast<float>(brng.normal());
+      model.set_params(p);
+    }
+    Rng rng(1);
+    const Ints prompt = random_tokens(rng, sh.prompt);
+    RolloutEngine engine(model, engine_config(4, 8192, 16, 97, sh.prompt + sh.generated + 1));
+    const GenerationResult r = run_one(engine, request(1, prompt, sh.generated, 1.0f, 9));
+    ASSERT_EQ(r.finish, FinishReason::kLength);
+    const Recomputed rc = recompute(model, {as_sample(prompt, r.tokens)}, 1.0f);
+    for (size_t g = 0; g < r.tokens.size(); ++g)
+      EXPECT_NEAR(r.logprobs[g], rc.logprob[0][prompt.size() + g], 1e-5) << "token " << g;
+  }
+}
+
 // With top_k / top_p the behaviour logprob is the token's log probability
 // under the sampler that drew it: the log-softmax renormalized over the
 // candidates (the learner's ratio against it is then the policy's mass on
