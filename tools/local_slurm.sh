@@ -230,7 +230,9 @@ cmd_stop() {
     mapfile -t jobs < <(timeout 10 squeue -h -o '%i' 2>/dev/null || true)
     if [ "${#jobs[@]}" -gt 0 ]; then
       say "cancelling jobs: ${jobs[*]}"
-      timeout 30 scancel "${jobs[@]}" 2>/dev/null || true
+      # By user, not by id: a pending array's remainder lists as 123_[2-5],
+      # which scancel does not take.
+      timeout 30 scancel --user="$(id -un)" 2>/dev/null || true
       wait_until 60 no_jobs ||
         say "jobs still listed after 60 s: $(timeout 10 squeue -h -o '%i %T' | tr '\n' ' ')"
     fi

@@ -13,7 +13,14 @@
 #   (exit 2); refuses a component 1 too small for mpi.rollouts plus an
 #   environment rank (exit 2).
 # - forge_job.sbatch passes --resume through, and FORGE_RESUME=1 adds it.
+# - forge_job.sbatch requeued (SLURM_RESTART_COUNT > 0, FORGE_RESUME auto):
+#   resumes when the run folder has a checkpoint; otherwise keeps a partial
+#   rollouts.h5 aside as rollouts.restart-<n>.h5, and refuses (exit 2) to
+#   move it over one already kept.
 set -euo pipefail
+# The caller's own settings would change what the scripts do.
+unset FORGE_RESUME FORGE_RUN_DIR FORGE_CONFIG
+for v in $(compgen -v SLURM_ || true); do unset "$v"; done
 
 build_dir="$(cd "${1:?usage: test_sbatch_args.sh BUILD_DIR SOURCE_DIR}" && pwd)"
 src_dir="$(cd "${2:?usage: test_sbatch_args.sh BUILD_DIR SOURCE_DIR}" && pwd)"
@@ -78,4 +85,31 @@ grep -qx -- '--resume' "$work/srun.log" || fail "forge_job.sbatch --resume: not 
 SLURM_JOB_ID=78 SLURM_NTASKS=3 FORGE_RESUME=1 run_script forge_job.sbatch --run.dir=j1
 grep -qx -- '--resume' "$work/srun.log" || fail "forge_job.sbatch FORGE_RESUME=1: --resume not added"
 
+
+# --- forge_job.sbatch requeued ---
+requeued() { SLURM_JOB_ID=79 SLURM_NTASKS=3 SLURM_RESTART_COUNT="$1" run_script forge_job.sbatch --run.dir=q; }
+mkdir -p "$work/submit/q"
+echo partial >"$work/submit/q/rollouts.h5"
+requeued 1
+[ "$rc" -eq 0 ] || fail "requeued without a checkpoint: exit $rc: $out"
+grep -qx -- '--resume' "$work/srun.log" && fail "requeued without a checkpoint: --resume added"
+[ -e "$work/submit/q/rollouts.restart-1.h5" ] && [ ! -e "$work/submit/q/rollouts.h5" ] ||
+  fail "requeued without a checkpoint: rollouts.h5 not kept as rollouts.restart-1.h5: $(ls "$work/submit/q")"
+echo partial2 >"$work/submit/q/rollouts.h5"
+requeued 1
+[ "$rc" -eq 2 ] || fail "requeued onto a kept rollouts.restart-1.h5: exit $rc, expected 2: $out"
+grep -q "already exists" <<<"$out" || fail "requeued onto a kept file: message: $out"
+[ "$(cat "$work/submit/q/rollouts.restart-1.h5")" = partial ] || fail "the kept rollouts.restart-1.h5 was overwritten"
+[ ! -e "$work/srun.log" ] || fail "requeued onto a kept file: srun still ran"
+requeued 2
+[ "$rc" -eq 0 ] && [ "$(cat "$work/submit/q/rollouts.restart-2.h5")" = partial2 ] ||
+  fail "second requeue: rollouts.h5 not kept as rollouts.restart-2.h5 (exit $rc): $out"
+mkdir -p "$work/submit/q/checkpoints"
+requeued 3
+grep -qx -- '--resume' "$work/srun.log" && fail "requeued with an empty checkpoints folder: --resume added"
+echo ckpt >"$work/submit/q/checkpoints/ckpt_step_00000004.h5"
+requeued 4
+[ "$rc" -eq 0 ] || fail "requeued with a checkpoint: exit $rc: $out"
+grep -qx -- '--resume' "$work/srun.log" || fail "requeued with a checkpoint: --resume not added: $(cat "$work/srun.log")"
 echo "test_sbatch_args: both sbatch scripts' arguments as documented"
+

@@ -29,6 +29,9 @@
 #    FORGE_RESUME=1 on the same folder resumes from it and completes.
 # On failure it prints the job output and the daemons' log tails.
 set -euo pipefail
+# The caller's own settings would reach the jobs (sbatch passes the
+# environment on) and change what the script does.
+unset FORGE_RESUME FORGE_RUN_DIR FORGE_CONFIG
 
 build_dir="${1:?usage: test_slurm_job.sh BUILD_DIR SOURCE_DIR}"
 src_dir="${2:?usage: test_slurm_job.sh BUILD_DIR SOURCE_DIR}"
@@ -70,6 +73,9 @@ cleanup() {
   if [ "$failed" -eq 0 ]; then rm -rf "$work"; else say "work folder kept: $work"; fi
 }
 trap cleanup EXIT
+# ctest's timeout (or a Ctrl-C) ends the script by a signal: clean up then too
+# (jobs cancelled, daemons stopped) rather than leave them running.
+trap 'exit 1' INT TERM
 
 fail() {
   say "FAIL: $*"
