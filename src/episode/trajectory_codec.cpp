@@ -1,5 +1,6 @@
 #include "episode/trajectory_codec.hpp"
 
+#include <cmath>
 #include <string>
 #include <type_traits>
 
@@ -71,6 +72,12 @@ void get(WireReader& r, std::vector<LlmCall>& calls, int32_t vocab) {
              " versions");
     check_tokens(r, c.context, vocab);
     check_tokens(r, c.generated, vocab);
+    // What a rollout engine records: a sampled token's finite log
+    // probability, and the policy version that generated it (-1: none known).
+    for (float lp : c.logprobs)
+      if (!std::isfinite(lp)) r.fail("a logprob of " + std::to_string(lp) + " (not finite)");
+    for (int32_t v : c.versions)
+      if (v < -1) r.fail("a policy version of " + std::to_string(v));
   }
 }
 
@@ -156,20 +163,25 @@ std::vector<Trajectory> decode_trajectories(const uint8_t* data, size_t size, in
   if (n > kMaxItems) r.fail("an episode count of " + std::to_string(n));
   r.expect_room(n, min_episode_bytes(), "episodes");
   std::vector<Trajectory> out(n);
-  for (Trajectory& t : out)
-    for_each_field(t, [&](const char* name, auto& value) {
+  for (size_t k = 0; k < out.size(); ++k)
+    for_each_field(out[k], [&](const char* name, auto& value) {
       using V = std::decay_t<decltype(value)>;
-      if constexpr (std::is_same_v<V, std::string>) {
-        value = r.get_str(kMaxStringBytes);
-      } else if constexpr (kIsList<V>) {
-        get(r, value, vocab);
-      } else if constexpr (std::is_same_v<V, bool>) {
-        // 0 or 1, as written: another byte is damage, not "true"
-        const uint8_t b = r.get<uint8_t>();
-        if (b > 1) r.fail(std::string(name) + " = " + std::to_string(b) + ", not a bool (0 or 1)");
-        value = b == 1;
-      } else {
-        value = r.get<V>();
+      try {
+        if constexpr (std::is_same_v<V, std::string>) {
+          value = r.get_str(kMaxStringBytes);
+        } else if constexpr (kIsList<V>) {
+          get(r, value, vocab);
+        } else if constexpr (std::is_same_v<V, bool>) {
+          // 0 or 1, as written: another byte is damage, not "true"
+          const uint8_t b = r.get<uint8_t>();
+          if (b > 1) r.fail(std::to_string(b) + ", not a bool (0 or 1)");
+          value = b == 1;
+        } else {
+          value = r.get<V>();
+        }
+      } catch (const InputError& e) {  // where: the episode and its field
+        throw InputError(std::string(e.what()) + " (episode " + std::to_string(k) + " of " + std::to_string(n) +
+                         ", field " + name + ")");
       }
     });
   r.expect_end();
@@ -200,7 +212,12 @@ std::vector<uint8_t> encode_group_for_slot(std::vector<Trajectory>& episodes, si
     t.abandoned = true;
     t.end_reason = "abandoned: " + why;
   }
-  return encode_trajectories(episodes);
+  std::vector<uint8_t> payload = encode_trajectories(episodes);
+  if (payload.size() > slot_bytes)  // the pool would refuse it and end the run, naming less
+    throw InputError("a group of " + std::to_string(episodes.size()) + " episodes takes " +
+                     std::to_string(payload.size()) + " bytes even without its calls, more than its data-pool slot (" +
+                     std::to_string(slot_bytes) + " bytes): raise pool.slot_mib");
+  return payload;
 }
 
 }  // namespace forge

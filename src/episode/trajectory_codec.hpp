@@ -8,9 +8,17 @@
 //   generated, logprobs, versions; per process signal: turn, kind, value.
 //
 // Decoding checks the magic, the version, every length, that each call has
-// one logprob and one version per generated token and that every token is in
-// [0, vocab): a corrupted payload is an InputError naming the payload, never
-// a crash in the learner.
+// one logprob and one version per generated token, that every token is in
+// [0, vocab), every logprob finite and every version >= -1: a malformed
+// payload is an InputError naming the payload, the episode and the field,
+// never a crash in the learner. There is no checksum: damage that keeps
+// every value in range decodes (MPI and HDF5's own checksums guard those
+// paths).
+//
+// The layout is pinned by TrajectoryCodec.TheLayoutIsPinnedToItsVersion:
+// a field added to trajectory_fields.hpp must bump the version. (Version 1
+// payloads of builds before 2026-11-25, which lacked safety, safety_events
+// and test_runs, were not told apart; they fail as truncated.)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -30,8 +38,10 @@ std::vector<uint8_t> encode_trajectories(const std::vector<Trajectory>& episodes
 // when it does not fit or an episode is beyond the codec's limits (a final
 // answer over 1 MiB), with its episodes recorded as abandoned without
 // their calls (one oversized group must not end a run hours in: the learner
-// leaves abandoned episodes out and rollouts.h5 keeps their end reason).
-// *dropped is the warning to log when they were dropped, else left empty.
+// leaves abandoned episodes out; rollouts.h5 marks them abandoned, and the
+// warning names why). *dropped is the warning to log when they were dropped,
+// else left empty. InputError when even the episodes without their calls do
+// not fit (thousands of episodes in a group).
 std::vector<uint8_t> encode_group_for_slot(std::vector<Trajectory>& episodes, size_t slot_bytes,
                                            std::string* dropped);
 

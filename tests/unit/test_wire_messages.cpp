@@ -4,6 +4,8 @@
 // layout of a world.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "episode/trajectory_codec.hpp"
@@ -12,6 +14,10 @@
 
 namespace forge {
 namespace {
+
+// TheLayoutIsPinnedToItsVersion's figures for sample_trajectory(1).
+constexpr size_t kPinnedBytes = 546;
+constexpr uint64_t kPinnedDigest = 1983333923093946195ull;  // FNV-1a 64 of the bytes (little-endian host)
 
 Trajectory sample_trajectory(uint64_t id) {
   Trajectory t;
@@ -138,6 +144,64 @@ TEST(TrajectoryCodec, RejectsForeignVersionAndOutOfVocabularyTokens) {
   std::vector<uint8_t> longer = bytes;
   longer.push_back(0);
   EXPECT_THROW(decode_trajectories(longer.data(), longer.size(), 272, "t"), InputError);
+}
+
+// The byte layout of a fixed episode, as a size and an FNV-1a digest: a
+// field added to trajectory_fields.hpp (or a call's or signal's layout
+// changed) fails here, and must bump kTrajectoryFormatVersion, then update
+// these figures. (safety, safety_events and test_runs were added under
+// version 1: payloads of the builds before read as truncated.)
+TEST(TrajectoryCodec, TheLayoutIsPinnedToItsVersion) {
+  const std::vector<uint8_t> bytes = encode_trajectories({sample_trajectory(1)});
+  uint64_t digest = 0xcbf29ce484222325ull;
+  for (uint8_t b : bytes) digest = (digest ^ b) * 0x100000001b3ull;
+  EXPECT_EQ(kTrajectoryFormatVersion, 1u);
+  EXPECT_EQ(bytes.size(), kPinnedBytes) << "the layout changed: bump kTrajectoryFormatVersion";
+  EXPECT_EQ(digest, kPinnedDigest) << "the layout changed: bump kTrajectoryFormatVersion";
+}
+
+// What an engine never records is refused, naming the episode and the field:
+// a logprob that is not finite, a version below -1 (none known). And any
+// decoding error names where it stopped.
+TEST(TrajectoryCodec, ValuesNoEngineRecordsAreRefusedWithTheirField) {
+  for (const int what : {0, 1, 2}) {
+    std::vector<Trajectory> in = {sample_trajectory(1), sample_trajectory(2)};
+    LlmCall& c = in[1].calls[1];
+    if (what == 0) c.logprobs[2] = std::numeric_limits<float>::quiet_NaN();
+    if (what == 1) c.logprobs[0] = -std::numeric_limits<float>::infinity();
+    if (what == 2) c.versions[1] = -2;
+    const std::vector<uint8_t> bytes = encode_trajectories(in);
+    try {
+      decode_trajectories(bytes.data(), bytes.size(), 272, "slot 4");
+      FAIL() << "case " << what << " decoded";
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("slot 4"), std::string::npos) << m;
+      EXPECT_NE(m.find("episode 1 of 2, field calls"), std::string::npos) << m;
+      EXPECT_NE(m.find(what == 2 ? "a policy version of -2" : "not finite"), std::string::npos) << m;
+    }
+  }
+  const std::vector<uint8_t> bytes = encode_trajectories({sample_trajectory(1)});
+  try {  // cut inside the last string field, end_reason's "answer"
+    decode_trajectories(bytes.data(), bytes.size() - 5 * sizeof(int32_t) - 2, 272, "t");
+    FAIL() << "a cut payload decoded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("field end_reason"), std::string::npos) << e.what();
+  }
+}
+
+// A group that does not fit its slot even without its calls is an error
+// naming the setting (the pool refused the payload and ended the run with a
+// message about its own bytes).
+TEST(TrajectoryCodec, AGroupTooLargeForItsSlotWithoutCallsNamesTheSetting) {
+  std::vector<Trajectory> group = {sample_trajectory(1)};
+  std::string dropped;
+  try {
+    encode_group_for_slot(group, 50, &dropped);
+    FAIL() << "a payload larger than 50 bytes was returned";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pool.slot_mib"), std::string::npos) << e.what();
+  }
 }
 
 // A call whose logprobs or versions are not one per generated token is a
