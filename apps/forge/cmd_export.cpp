@@ -19,7 +19,9 @@
 //                     generated text (through the run's tokenizer: its
 //                     model.pretrained's, or bytes with special tokens as
 //                     <|name|>), generated_tokens, logprob_sum
-// Numbers are the shortest text that reads back to the stored value;
+// Numbers are the shortest text that reads back to the stored value; NaN is
+// empty (CSV) or null (JSON), an infinity inf or -inf in CSV (pandas reads
+// them) and null in JSON, which has no infinities;
 // episode_id and task_id are 64-bit (readers that parse JSON numbers as
 // doubles, like jq, round them). Text is UTF-8: bytes that are not, and NUL
 // in CSV, become U+FFFD. Works on a file that is being written (what the
@@ -64,6 +66,7 @@ class TableWriter {
   };
   template <std::floating_point T>  // float columns as floats: their shortest text
   static Value num(T v) {
+    if (std::isinf(v)) return {v > 0 ? "inf" : "-inf", false, true};  // CSV's text; JSON's null
     return {std::isfinite(v) ? json_number(v) : "", false, !std::isfinite(v)};
   }
   static Value integer(int64_t v) { return {std::to_string(v)}; }
