@@ -227,12 +227,12 @@ cmd_stop() {
   if ours_running ctld && ctld_up; then
     # Jobs of this cluster first, so that no slurmstepd is left behind.
     local jobs=()
-    mapfile -t jobs < <(timeout 10 squeue -h -o '%i' 2>/dev/null || true)
+    # -r: one line per array element (123_4, which scancel takes; a pending
+    # remainder otherwise lists as 123_[2-5], which it does not), every user's.
+    mapfile -t jobs < <(timeout 10 squeue -h -r -o '%i' 2>/dev/null || true)
     if [ "${#jobs[@]}" -gt 0 ]; then
       say "cancelling jobs: ${jobs[*]}"
-      # By user, not by id: a pending array's remainder lists as 123_[2-5],
-      # which scancel does not take.
-      timeout 30 scancel --user="$(id -un)" 2>/dev/null || true
+      timeout 30 scancel "${jobs[@]}" 2>/dev/null || true
       wait_until 60 no_jobs ||
         say "jobs still listed after 60 s: $(timeout 10 squeue -h -o '%i %T' | tr '\n' ' ')"
     fi

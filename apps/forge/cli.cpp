@@ -106,7 +106,8 @@ std::string usage() {
     out << "  " << c.name << std::string(width - c.name.size() + 3, ' ') << c.summary << "\n";
   out << "\nOptions come from defaults, then --config FILE (INI), then --key=value flags.\n"
       << "See docs/configuration.md. Bad input exits with code 2, other failures with 1; sft and train\n"
-      << "write a checkpoint on SIGTERM and exit 143, or on Ctrl-C and exit 130 (a second Ctrl-C stops at once).\n";
+      << "write a checkpoint on SIGTERM and exit 143, or on Ctrl-C and then end by SIGINT (130; a second Ctrl-C stops\n"
+      << "at once).\n";
   return out.str();
 }
 

@@ -12,7 +12,7 @@
 // the end; `forge generate` samples from one) and RUN_DIR/summary.json (loss
 // curve end points, accuracy before and after, token counts). SIGTERM (a
 // Slurm time limit) or Ctrl-C ends the step under way, writes a checkpoint
-// and exits 143 (130 after Ctrl-C); --resume continues from the newest checkpoint (weights, AdamW state,
+// and exits 143 (after Ctrl-C the process ends by SIGINT: 130); --resume continues from the newest checkpoint (weights, AdamW state,
 // step and the data stream's RNG, so the batches are those of an
 // uninterrupted run).
 #include <algorithm>
@@ -362,7 +362,7 @@ int run_sft(int argc, char** argv) {
   if (!cli::parse_options(opts, argc, argv)) return 0;
   opts.require_storable();
   // SIGTERM or Ctrl-C from here on: the step under way finishes, then a
-  // checkpoint, and exit 143 (130); --resume continues.
+  // checkpoint, and exit 143 (after Ctrl-C, SIGINT: 130); --resume continues.
   volatile std::sig_atomic_t* const terminate = catch_stop_signals();
   StandardConfig& cfg = all.base;
   const SftConfig& sft = all.sft;

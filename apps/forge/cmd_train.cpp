@@ -65,8 +65,9 @@ int run_train(int argc, char** argv) {
   if (!cli::parse_options(opts, argc, argv)) return 0;
   opts.require_storable();
   // SIGTERM (a Slurm time limit) or Ctrl-C from here on: the step under way
-  // finishes, then a checkpoint, and exit 143 (130 after Ctrl-C; under mpirun
-  // the ranks see SIGTERM, 143); `--resume` continues. One during the
+  // finishes, then a checkpoint, and exit 143 (after Ctrl-C the process ends
+  // by SIGINT, 130; under mpirun the ranks see SIGTERM, 143); `--resume`
+  // continues. One during the
   // start (a model loading) is acted on when the first step would begin.
   volatile std::sig_atomic_t* const terminate = catch_stop_signals();
   std::optional<MpiRuntime> mpi;

@@ -2,10 +2,12 @@
 // configs/default.ini resolve as in the README) and captures its exit code,
 // stdout and stderr. Shared by the end-to-end tests.
 #pragma once
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +20,7 @@ namespace forge_e2e {
 struct Result {
   int rc = -1;
   std::string out, err;
+  int signal = 0;  // forge_until_signal: the signal that ended the process, else 0
 };
 
 // What a test process leaves in TempDir() under its pid (run folders, logs,
@@ -73,28 +76,41 @@ inline Result forge(const std::string& args) {
   return r;
 }
 
-// Runs `forge ARGS` in the background, sends it `signal` (a kill(1) name:
-// TERM, INT) once its output (stdout and stderr, also left in `log`) holds a
-// line matching the grep pattern `ready` (polled every 10 ms, for 60 s at
-// most), and waits for it. Returns its exit code and output. SIGINT's default
-// action is restored for it (a background job of sh starts ignoring SIGINT).
-inline Result forge_until_signal(const std::string& args, const std::string& ready, const std::string& log,
-                                 const std::string& signal) {
-  const std::string rc = log + ".rc";
-  const std::string script = "cd '" FORGE_SOURCE_DIR "' && { env --default-signal=INT '" FORGE_BINARY_DIR "/forge' " +
-                             args + " >'" + log + "' 2>&1 & pid=$!; for i in $(seq 6000); do grep -q '" + ready +
-                             "' '" + log + "' && break; sleep 0.01; done; kill -" + signal +
-                             " $pid; wait $pid; echo $? >'" + rc + "'; }";
+// Runs `forge ARGS` (through sh, from the source tree, stdout and stderr to
+// `log`), sends it signal `sig` once its output holds a line matching the
+// grep pattern `ready` (polled every 10 ms, for 60 s at most), and waits for
+// it. Returns its output and how it ended: `signal` when a signal ended it
+// (then rc is 128 + it, as a shell reports), else 0 and its exit code.
+// SIGINT's default action is restored for it, as from a terminal, whatever
+// started this test (a background job of sh ignores SIGINT).
+inline Result forge_until_signal(const std::string& args, const std::string& ready, const std::string& log, int sig) {
   Result r;
-  if (std::system(script.c_str()) != 0) return r;
-  r.rc = std::stoi(slurp(rc));
+  const std::string cmd = "exec '" FORGE_BINARY_DIR "/forge' " + args;
+  const pid_t pid = fork();
+  if (pid < 0) return r;
+  if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || chdir(FORGE_SOURCE_DIR) != 0) _exit(127);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string probe = "grep -q '" + ready + "' '" + log + "'";
+  for (int i = 0; i < 6000 && std::system(probe.c_str()) != 0; ++i) usleep(10000);
+  kill(pid, sig);
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return r;
+  r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + r.signal;
   r.out = slurp(log);
-  std::remove(rc.c_str());
   return r;
 }
 
 inline Result forge_until_sigterm(const std::string& args, const std::string& ready, const std::string& log) {
-  return forge_until_signal(args, ready, log, "TERM");
+  return forge_until_signal(args, ready, log, SIGTERM);
 }
 
 inline bool contains(const std::string& s, const std::string& what) {

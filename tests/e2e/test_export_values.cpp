@@ -21,8 +21,7 @@ using forge_e2e::forge;
 using forge_e2e::Result;
 
 TEST(Export, InfinitiesAndNanAreWrittenAsEachFormatCan) {
-  const std::string dir = ::testing::TempDir() + "forge_export_values_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
+  const std::string dir = forge_e2e::fresh_dir("export_values");
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/rollouts.h5";
   {

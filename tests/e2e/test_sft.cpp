@@ -319,6 +319,7 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermOrCtrlCCheckpoints) {
                                                      "step  *[0-9]*/", log);
   const std::string& out = term.out;
   EXPECT_EQ(term.rc, 143) << out;
+  EXPECT_EQ(term.signal, 0) << out;  // exit(143): stopped, not killed
   const auto stop = out.find("SIGTERM: stopping after ");
   ASSERT_NE(stop, std::string::npos) << out;
   const int done = std::stoi(out.substr(stop + 24));
@@ -326,11 +327,14 @@ TEST(Sft, ResumeContinuesExactlyAndSigtermOrCtrlCCheckpoints) {
   const Result go_on = forge(tiny + "--sft.steps=" + std::to_string(done + 2) + " --resume --run.dir=" + dir);
   ASSERT_EQ(go_on.rc, 0) << go_on.err;
   EXPECT_TRUE(contains(go_on.err, "at step " + std::to_string(done))) << go_on.err;
-  // Ctrl-C (SIGINT) acts as SIGTERM does, exit 130; the run goes on from
-  // its checkpoint.
+  // Ctrl-C (SIGINT) acts as SIGTERM does; the run goes on from its
+  // checkpoint.
   std::filesystem::remove_all(dir);
   const Result intr = forge_e2e::forge_until_signal(tiny + "--sft.steps=1000000 --run.dir=" + dir,
-                                                    "step  *[0-9]*/", log, "INT");
+                                                    "step  *[0-9]*/", log, SIGINT);
+  // A checkpoint, then the process ends by SIGINT itself (a shell's loop
+  // stops), not by exit(130).
+  EXPECT_EQ(intr.signal, SIGINT) << intr.out;
   EXPECT_EQ(intr.rc, 130) << intr.out;
   EXPECT_TRUE(contains(intr.out, "Ctrl-C: stopping at the next step boundary")) << intr.out;
   const auto istop = intr.out.find("SIGINT (Ctrl-C): stopping after ");

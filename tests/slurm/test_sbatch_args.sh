@@ -91,7 +91,7 @@ requeued() { SLURM_JOB_ID=79 SLURM_NTASKS=3 SLURM_RESTART_COUNT="$1" run_script 
 mkdir -p "$work/submit/q"
 echo partial >"$work/submit/q/rollouts.h5"
 requeued 1
-[ "$rc" -eq 0 ] || fail "requeued without a checkpoint: exit $rc: $out"
+[ "$rc" -eq 0 ] && [ -e "$work/srun.log" ] || fail "requeued without a checkpoint: exit $rc: $out"
 grep -qx -- '--resume' "$work/srun.log" && fail "requeued without a checkpoint: --resume added"
 [ -e "$work/submit/q/rollouts.restart-1.h5" ] && [ ! -e "$work/submit/q/rollouts.h5" ] ||
   fail "requeued without a checkpoint: rollouts.h5 not kept as rollouts.restart-1.h5: $(ls "$work/submit/q")"
@@ -106,10 +106,27 @@ requeued 2
   fail "second requeue: rollouts.h5 not kept as rollouts.restart-2.h5 (exit $rc): $out"
 mkdir -p "$work/submit/q/checkpoints"
 requeued 3
+[ "$rc" -eq 0 ] && [ -e "$work/srun.log" ] || fail "requeued with an empty checkpoints folder: exit $rc: $out"
 grep -qx -- '--resume' "$work/srun.log" && fail "requeued with an empty checkpoints folder: --resume added"
 echo ckpt >"$work/submit/q/checkpoints/ckpt_step_00000004.h5"
 requeued 4
 [ "$rc" -eq 0 ] || fail "requeued with a checkpoint: exit $rc: $out"
 grep -qx -- '--resume' "$work/srun.log" || fail "requeued with a checkpoint: --resume not added: $(cat "$work/srun.log")"
+
+# --- forge_hetjob.sbatch requeued: the same block, both components ---
+mkdir -p "$work/submit/h"
+echo partial >"$work/submit/h/rollouts.h5"
+SLURM_RESTART_COUNT=1 het --run.dir=h
+[ "$rc" -eq 0 ] && [ -e "$work/submit/h/rollouts.restart-1.h5" ] ||
+  fail "het job requeued without a checkpoint: rollouts.h5 not kept aside (exit $rc): $out"
+echo partial2 >"$work/submit/h/rollouts.h5"
+SLURM_RESTART_COUNT=1 het --run.dir=h
+[ "$rc" -eq 2 ] && [ "$(cat "$work/submit/h/rollouts.restart-1.h5")" = partial ] ||
+  fail "het job requeued onto a kept file: exit $rc (expected 2) or the kept file overwritten: $out"
+mkdir -p "$work/submit/h/checkpoints"
+echo ckpt >"$work/submit/h/checkpoints/ckpt_step_00000002.h5"
+SLURM_RESTART_COUNT=2 het --run.dir=h
+[ "$rc" -eq 0 ] && [ "$(grep -cx -- '--resume' "$work/srun.log")" -eq 2 ] ||
+  fail "het job requeued with a checkpoint: --resume not passed to both components (exit $rc): $out"
 echo "test_sbatch_args: both sbatch scripts' arguments as documented"
 

@@ -32,6 +32,7 @@ set -euo pipefail
 # The caller's own settings would reach the jobs (sbatch passes the
 # environment on) and change what the script does.
 unset FORGE_RESUME FORGE_RUN_DIR FORGE_CONFIG
+for v in $(compgen -v SLURM_ || true); do unset "$v"; done  # a CI job's own
 
 build_dir="${1:?usage: test_slurm_job.sh BUILD_DIR SOURCE_DIR}"
 src_dir="${2:?usage: test_slurm_job.sh BUILD_DIR SOURCE_DIR}"
@@ -73,9 +74,16 @@ cleanup() {
   if [ "$failed" -eq 0 ]; then rm -rf "$work"; else say "work folder kept: $work"; fi
 }
 trap cleanup EXIT
-# ctest's timeout (or a Ctrl-C) ends the script by a signal: clean up then too
-# (jobs cancelled, daemons stopped) rather than leave them running.
-trap 'exit 1' INT TERM
+# A Ctrl-C or a TERM (ctest's timeout with CMake 3.27's TIMEOUT_SIGNAL_NAME;
+# older ctest sends SIGKILL, which nothing can catch) cleans up too (jobs
+# cancelled, daemons stopped), then ends the script by that signal.
+on_signal() {
+  trap - EXIT INT TERM
+  cleanup
+  kill -"$1" $$
+}
+trap 'on_signal INT' INT
+trap 'on_signal TERM' TERM
 
 fail() {
   say "FAIL: $*"

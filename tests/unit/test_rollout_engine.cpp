@@ -317,9 +317,13 @@ TEST(RolloutEngine, LogprobsMatchTrainerForwardForPretrainedShapes) {
     if (sh.bias) {  // init_random leaves biases 0, which would test nothing
       std::vector<float> p = model.get_params();
       Rng brng(3);
+      int biases = 0;
       for (const auto& t : model.layout().tensors)
-        if (t.name.ends_with("bqkv"))
+        if (t.name.ends_with("bqkv")) {
+          ++biases;
           for (size_t i = 0; i < t.numel; ++i) p[t.offset + i] = 0.3f * static_cast<float>(brng.normal());
+        }
+      ASSERT_EQ(biases, c.n_layers) << "no q/k/v bias tensor to fill";
       model.set_params(p);
     }
     Rng rng(1);

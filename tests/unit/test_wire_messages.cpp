@@ -19,6 +19,8 @@ namespace {
 constexpr size_t kPinnedBytes = 546;
 constexpr uint64_t kPinnedDigest = 1983333923093946195ull;  // FNV-1a 64 of the bytes (little-endian host)
 
+// TheLayoutIsPinnedToItsVersion digests sample_trajectory(1): a change here
+// changes its figures (update them; that is no layout change).
 Trajectory sample_trajectory(uint64_t id) {
   Trajectory t;
   t.episode_id = id;
