@@ -122,7 +122,7 @@ struct Shared {
   MPI_Comm learners;
   bool resume;                        // --resume (learners)
   const DataPoolState* resumed_pool;  // its data pool (learner 0)
-  volatile std::sig_atomic_t* terminate;  // set by SIGTERM
+  volatile std::sig_atomic_t* terminate;  // set by SIGTERM or SIGINT
   Watchdog* watchdog;                     // quiesce names the ranks it waits for
 };
 
@@ -275,7 +275,7 @@ auto or_abort_job(const std::string& who, F&& f) {
 
 }  // namespace
 
-int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
+int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume, volatile std::sig_atomic_t* terminate) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -321,7 +321,6 @@ int run_async_train(ForgeConfig& all, const OptionSet& opts, bool resume) {
     pc.rank_name = [layout](int r) { return layout.name(r); };
     if (rank == pc.host_rank) check_pool_fits_host(pc, node_ranks > 1);
   });
-  volatile std::sig_atomic_t* const terminate = catch_stop_signals();
   int threads_on_node = 0;
   const int threads = set_compute_threads(threads_for(layout, rank, all.base.run.threads, &threads_on_node));
   cli::log_host_warnings(threads, threads_on_node);

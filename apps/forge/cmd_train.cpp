@@ -73,7 +73,7 @@ int run_train(int argc, char** argv) {
   std::optional<MpiRuntime> mpi;
   if (launched_by_mpi()) {
     mpi.emplace(&argc, &argv);
-    if (mpi->world() > 1) return run_async_train(all, opts, resume);
+    if (mpi->world() > 1) return run_async_train(all, opts, resume, terminate);
   } else if (const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS"); tasks && std::atoi(tasks) > 1) {
     // srun without --mpi=pmix where Open MPI is not told it runs under MPI:
     // every task would train alone on run.dir.

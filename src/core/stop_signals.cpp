@@ -35,9 +35,6 @@ bool sigint_ignored() {
 }  // namespace
 
 volatile std::sig_atomic_t* catch_stop_signals() {
-  static bool caught = false;
-  if (caught) return &g_stop;
-  caught = true;
   std::signal(SIGTERM, on_stop_signal);
   // A SIGINT the process was started ignoring (a background job of a
   // script) is left ignored: the terminal's Ctrl-C is not meant for it.

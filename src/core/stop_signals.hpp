@@ -20,8 +20,8 @@
 namespace forge {
 
 // Catches SIGTERM and SIGINT from now on; returns the flag they set (one per
-// process): 0, or the number of the first signal caught. A second call only
-// returns the flag (it would re-arm a SIGINT already taken once).
+// process): 0, or the number of the first signal caught. Call it once: a
+// second call would re-arm a SIGINT already taken.
 volatile std::sig_atomic_t* catch_stop_signals();
 
 // Exit code of a process that SIGTERM stopped (128 + 15, what the shell and

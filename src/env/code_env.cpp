@@ -196,7 +196,9 @@ std::string summarize_unittest(const SandboxResult& r) {
     } else if (line.rfind("Ran ", 0) == 0) {
       ran = line.substr(4, line.find(" test") - 4);
     } else if (line == "OK" || line.rfind("OK ", 0) == 0 || line.rfind("FAILED", 0) == 0) {
-      (line.rfind("OK", 0) == 0) == r.ok() ? verdict = line : disagreeing = line;
+      const bool says_ok = line.rfind("OK", 0) == 0;
+      if (says_ok == r.ok()) verdict = line;
+      else disagreeing = line;
     } else if (want_reason && !line.empty() && line[0] != ' ' && line.find("Error") != std::string::npos) {
       out += ": " + line;  // e.g. "AssertionError: 10 != 5"
       want_reason = false;
@@ -206,8 +208,9 @@ std::string summarize_unittest(const SandboxResult& r) {
   if (verdict.empty() && !disagreeing.empty())
     return "error: unittest's report says '" + disagreeing + "' but the tests " +
            (r.ok() ? std::string("exited with status 0")
-            : r.status == SandboxStatus::kSignaled ? "were ended by signal " + std::to_string(r.signal)
-                                                    : "exited with status " + std::to_string(r.exit_code));
+            : r.status == SandboxStatus::kSignaled
+                ? "were ended by signal " + std::to_string(r.signal) + signal_reason(r.signal)
+                : "exited with status " + std::to_string(r.exit_code));
   const std::string head = r.output.substr(0, utf8_char_start(r.output, kShellChars));
   const std::string tail =
       r.output.size() > kShellChars ? r.output.substr(utf8_char_start(r.output, r.output.size() - kShellChars))
@@ -404,7 +407,7 @@ SandboxResult CodeEnv::run_test(SandboxRequest request) const {
 }
 
 bool CodeEnv::cases_pass(const std::vector<CodeTestCase>& cases, bool verifying) const {
-  std::vector<std::string> argv = {"python3", "-c", kCaseRunner, task_.module};  // a copy per run
+  std::vector<std::string> argv = {"python3", "-c", kCaseRunner, task_.module};
   for (const CodeTestCase& c : cases) argv.push_back(c.call);
   // The module alone: the test file's expectations are not the module's to read.
   const SandboxRequest request{std::move(argv), {{task_.module_file, join_lines(lines_)}}};
