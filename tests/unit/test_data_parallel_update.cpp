@@ -7,6 +7,7 @@
 // and a merged batch reports the statistics of a linear one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <functional>
@@ -304,15 +305,31 @@ TEST(PolicyUpdate, MergedEqualsLinearForEveryLossOffPolicy) {
         // about 1 over a sequence (kept by the sequence mask).
         c.logprobs[t] += std::array<float, 4>{-0.8f, -0.1f, 0.1f, 0.8f}[(i + t) % 4];
   }
-  for (const Case& loss : {Case{"cispo", "none"}, Case{"cispo", "token"}, Case{"ppo", "none"},
-                           Case{"grpo", "sequence"}, Case{"dapo", "token"}}) {
-    SCOPED_TRACE(std::string(loss.algorithm) + " " + loss.is_mask);
-    PolicyUpdateConfig cfg;
-    cfg.max_tokens = 1 << 20;
-    cfg.loss.algorithm = loss.algorithm;
-    cfg.loss.is_mask = loss.is_mask;
-    EXPECT_GT(expect_merged_equals_linear(model, trajs, cfg).loss.clipped_tokens, 0);
+  // Bins of one call's worth too: the merged trees are then split, their parts
+  // repeat the shared path, and pass 1's logprobs and the entropy weights are
+  // gathered across bins.
+  size_t longest = 0;
+  for (const Trajectory& t : trajs)
+    for (const LlmCall& c : t.calls) longest = std::max(longest, c.context.size() + c.generated.size());
+  const int32_t tight = static_cast<int32_t>(longest + 2);
+  {
+    PolicyUpdateConfig one, split;
+    one.max_tokens = 1 << 20;
+    split.max_tokens = tight;
+    ASSERT_GT(policy_forward_backward(model, trajs, split).tree_tokens,
+              policy_forward_backward(model, trajs, one).tree_tokens)
+        << "bins of " << tight << " tokens split no tree";
   }
+  for (const int32_t max_tokens : {int32_t{1} << 20, tight})
+    for (const Case& loss : {Case{"cispo", "none"}, Case{"cispo", "token"}, Case{"ppo", "none"},
+                             Case{"grpo", "sequence"}, Case{"dapo", "token"}}) {
+      SCOPED_TRACE(std::string(loss.algorithm) + " " + loss.is_mask + " bins of " + std::to_string(max_tokens));
+      PolicyUpdateConfig cfg;
+      cfg.max_tokens = max_tokens;
+      cfg.loss.algorithm = loss.algorithm;
+      cfg.loss.is_mask = loss.is_mask;
+      EXPECT_GT(expect_merged_equals_linear(model, trajs, cfg).loss.clipped_tokens, 0);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Losses, DataParallelUpdate,
