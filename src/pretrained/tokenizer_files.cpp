@@ -7,6 +7,8 @@
 #include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/regular_file.hpp"
@@ -149,8 +151,16 @@ PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
   const auto utf8 = [&](const std::string& text, const std::string& what) {
     if (valid_utf8(text) != text) throw InputError("GGUF file '" + src + "': " + what + " is not valid UTF-8");
   };
-  for (size_t i = 0; i < v.tokens.size(); ++i)
+  // One text at two ids: text would encode to the first (a control token,
+  // where one shares an ordinary token's text), and the Hugging Face files
+  // export writes could not be read back. A tokenizer.json cannot hold it.
+  std::unordered_map<std::string_view, size_t> id_of_text;
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
     utf8(v.tokens[i], "token " + std::to_string(i) + " of tokenizer.ggml.tokens");
+    if (const auto [it, fresh] = id_of_text.emplace(v.tokens[i], i); !fresh)
+      throw InputError("GGUF file '" + src + "': tokenizer.ggml.tokens holds '" + v.tokens[i] + "' twice, as token " +
+                       std::to_string(it->second) + " and token " + std::to_string(i) + " (one text, two ids)");
+  }
   const std::vector<int64_t> types =
       g.has("tokenizer.ggml.token_type") ? g.get_ints("tokenizer.ggml.token_type") : std::vector<int64_t>();
   if (!types.empty() && types.size() != v.tokens.size())
@@ -261,13 +271,19 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   }
   for (size_t i = 0; i < n_added; ++i) {
     const int32_t id = added_ids[i];
-    v.tokens[id] = added_tokens[i].string("content");
+    const std::string content = added_tokens[i].string("content");
+    const std::string previous = v.tokens[id];
+    v.tokens[id] = content;
     // Content the vocabulary holds at another id: Hugging Face encodes it as
     // the vocabulary's id and decodes this one to nothing.
     if (const auto in_vocab = vocab.find(v.tokens[id]);
         in_vocab != vocab.end() && in_vocab->is_number_integer() && in_vocab->get<int64_t>() != id)
       throw bad("added token '" + v.tokens[id] + "' (id " + std::to_string(id) + ") is also the vocabulary's token " +
                 std::to_string(in_vocab->get<int64_t>()) + " (one text, two ids)");
+    // An id the vocabulary gives another text: one of the two would be lost.
+    if (seen[id] && previous != content)
+      throw bad("added token '" + content + "' takes id " + std::to_string(id) + ", which is already the token '" +
+                previous + "' (two texts, one id)");
     for (const char* key : {"lstrip", "rstrip", "single_word"})
       if (added_tokens[i].boolean(key, false))
         throw bad("added token '" + v.tokens[id] + "' has " + key + " = true (forge matches added tokens exactly)");

@@ -1413,6 +1413,14 @@ TEST(PretrainedModel, TokenizerValuesOfTheWrongTypeNameTheirKey) {
   // Two texts with one id (the second replaced the first, and the load
   // failed on "no token has id 261", an id the file never names).
   expect(tokenizer, [](json& j) { j["model"]["vocab"]["~zzz"] = 5; }, "model.vocab gives tokens '~zzz' and '" + to_byte_level("\x05") + "' one id, 5");
+  // An added token at an id the vocabulary gives another text (it replaced
+  // that token: ordinary text no longer encoded to it).
+  expect(tokenizer,
+         [](json& j) {
+           j["added_tokens"][0]["content"] = "<new>";
+           j["added_tokens"][0]["id"] = 256;
+         },
+         "added token '<new>' takes id 256, which is already the token 'ab' (two texts, one id)");
   expect(config, [](json& j) { j["bos_token"] = {{"content", 3}}; },
          "'" + config + "': bos_token.content is 3, not a string");
   expect(config, [](json& j) { j["chat_template"] = 12; }, "'" + config + "': chat_template is 12, not a string");
@@ -1551,6 +1559,10 @@ TEST(PretrainedModel, GgufValuesOutOfRangeAndTextThatIsNotUtf8AreInputErrors) {
   expect([](TinyGguf& t) { t.floats["llama.rope.freq_base"] = std::numeric_limits<float>::infinity(); },
          ": metadata 'llama.rope.freq_base' is inf; it must be a finite number above 1");
   expect([](TinyGguf& t) { t.tokens[0] = "\xff"; }, ": token 0 of tokenizer.ggml.tokens is not valid UTF-8");
+  // A control token with an ordinary token's text: "Hello world" encoded
+  // to the control token, and export-model's folder could not be read back.
+  expect([](TinyGguf& t) { t.tokens[258] = t.tokens[7]; },
+         ": tokenizer.ggml.tokens holds '" + TinyGguf().tokens[7] + "' twice, as token 7 and token 258 (one text, two ids)");
   expect([](TinyGguf& t) { t.renamed["blk.0.ffn_up.weight"] = "blk.0.ffn_gate.weight"; },
          ": two tensors are named 'blk.0.ffn_gate.weight'");
   // What llama.cpp reads and forge does not compute: linear RoPE scaling
