@@ -52,6 +52,7 @@
 #include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
 #include "model/optimizer.hpp"
+#include "pretrained/model_fingerprint.hpp"
 #include "pretrained/model_source.hpp"
 #include "mpi_roles/data_pool.hpp"
 #include "mpi_roles/environment_rank.hpp"
@@ -142,6 +143,7 @@ int run_learner(const Shared& sh, DataPool& pool, WeightChannel& weights, SendQu
   lc.setup.env = all.env;
   lc.setup.agent = all.agent;
   lc.setup.config_ini = sh.opts->dump_ini();
+  lc.setup.model_fingerprint = model_fingerprint(policy.source);
   lc.deadline_s = all.mpi.deadline_s;
   lc.shutdown_s = shutdown_deadline(all);
   lc.startup_s = all.mpi.startup_s;

@@ -44,6 +44,7 @@
 #include "learner/run_checkpoints.hpp"
 #include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
+#include "pretrained/model_fingerprint.hpp"
 #include "pretrained/model_source.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
@@ -179,6 +180,7 @@ struct SftStart {
   int step = 0;
   LossWindow window;
   volatile std::sig_atomic_t* terminate = nullptr;  // set by SIGTERM
+  std::string model_fingerprint;                     // the checkpoints' (pretrained/model_fingerprint.hpp)
 };
 
 // What this process trained: "40 steps in 3.1 s; loss 5.6 -> 0.3; ...", of a
@@ -218,7 +220,7 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
   for (int step = start.step; step < sft.steps; ++step) {
     if (start.terminate && *start.terminate) {
       // Not again when the step just wrote one (Slurm's KillWait is short).
-      if (saved.empty()) saved = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step, stream(false));
+      if (saved.empty()) saved = save_run_checkpoint(cfg.run, opts.dump_ini(), start.model_fingerprint, model, opt, step, stream(false));
       log_stopped_at_step(step, saved);
       out.terminated = true;
       break;
@@ -240,7 +242,7 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
     saved.clear();
     if (checkpoint_due(cfg.run, step + 1, sft.steps)) {
       const Stopwatch saving;
-      saved = save_run_checkpoint(cfg.run, opts.dump_ini(), model, opt, step + 1, stream(window_ends));
+      saved = save_run_checkpoint(cfg.run, opts.dump_ini(), start.model_fingerprint, model, opt, step + 1, stream(window_ends));
       window_saving += saving.seconds();
       if (last) log_info("sft: wrote " + saved);
     }
@@ -404,6 +406,7 @@ int run_sft(int argc, char** argv) {
   hold_run_folder(cfg.run.dir);
   SftStart start;
   start.terminate = terminate;
+  start.model_fingerprint = model_fingerprint(policy.source);
   Rng rng(cfg.run.seed);
   if (resume) {
     const ResumePoint point = load_resume_point(model, opt, cfg.run, "sft.steps", sft.steps, "");

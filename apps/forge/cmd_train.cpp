@@ -33,6 +33,7 @@
 #include "learner/run_checkpoints.hpp"
 #include "learner/run_folder.hpp"
 #include "learner/trainable_policy.hpp"
+#include "pretrained/model_fingerprint.hpp"
 #include "pretrained/model_source.hpp"
 #include "model/optimizer.hpp"
 #include "model/rollout_engine.hpp"
@@ -147,6 +148,7 @@ int run_train(int argc, char** argv) {
   setup.env = all.env;
   setup.agent = agent;
   setup.config_ini = opts.dump_ini();
+  setup.model_fingerprint = model_fingerprint(policy.source);
   setup.terminate = terminate;
   Learner learner(setup, model, opt, start);
   log_info("train: " + std::to_string(model.layout().total) + " parameters, " + std::to_string(threads) +

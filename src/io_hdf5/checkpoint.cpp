@@ -147,6 +147,7 @@ std::string save_checkpoint(const std::string& dir, const PolicyModel& model, Ad
     f.set_attr("step", state.step);
     f.set_attr("policy_version", state.policy_version);
     f.set_attr("config", state.config_ini);
+    if (!state.model_fingerprint.empty()) f.set_attr("model_fingerprint", state.model_fingerprint);
     write_tensors(f, "/model", model.layout(), model.get_params());
     if (optimizer) {
       f.create_group("/optim");
@@ -219,6 +220,11 @@ h5::File open_checkpoint(const std::string& path) {
 
 std::string checkpoint_config(const std::string& path) { return open_checkpoint(path).attr_string("config"); }
 
+std::string checkpoint_model_fingerprint(const std::string& path) {
+  const h5::File f = open_checkpoint(path);
+  return f.has_attr("model_fingerprint") ? f.attr_string("model_fingerprint") : std::string();
+}
+
 void check_checkpoint_shapes(const std::string& path, const ParamLayout& layout) {
   check_shapes(open_checkpoint(path), "/model", layout);
 }
@@ -256,6 +262,7 @@ CheckpointState load_checkpoint(const std::string& path, PolicyModel& model, Ada
                      " but its name says step " + std::to_string(named) + " (renamed or copied over?)");
   st.policy_version = count("policy_version");
   st.config_ini = f.attr_string("config");
+  if (f.has_attr("model_fingerprint")) st.model_fingerprint = f.attr_string("model_fingerprint");
   model.set_params(read_tensors(f, "/model", model.layout(), Values::kFinite));
   if (optimizer) {
     if (!f.exists("/optim"))

@@ -2,7 +2,9 @@
 //
 // DIR/ckpt_step_<step, 8 digits>.h5 holds
 //   attributes  format = "forge-checkpoint", schema_version, step,
-//               policy_version, config (the run's resolved INI)
+//               policy_version, config (the run's resolved INI),
+//               model_fingerprint (a pretrained model's; absent for the
+//               built-in policy and before 2026-12-02)
 //   /model/<tensor>       parameters, one dataset per ParamLayout tensor
 //   /optim/m/<tensor>     AdamW first moments
 //   /optim/v/<tensor>     AdamW second moments
@@ -35,6 +37,7 @@ struct CheckpointState {
   int64_t step = 0;            // optimizer steps taken
   int64_t policy_version = 0;  // version of the weights
   std::string config_ini;
+  std::string model_fingerprint;  // pretrained/model_fingerprint.hpp; "" = none stored
   std::map<std::string, std::array<uint64_t, 4>> rngs;
   std::map<std::string, CheckpointSection> sections;  // every other top-level group
 };
@@ -67,6 +70,8 @@ void check_checkpoint_shapes(const std::string& path, const ParamLayout& layout)
 // and schema checks of load_checkpoint (InputError for a foreign or newer
 // file).
 std::string checkpoint_config(const std::string& path);
+// Its model_fingerprint attribute, "" when it has none; same InputErrors.
+std::string checkpoint_model_fingerprint(const std::string& path);
 
 // The names of the RNG states a checkpoint holds ("tasks": forge train's,
 // "data": forge sft's), without reading the model; same InputErrors.

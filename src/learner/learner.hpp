@@ -46,6 +46,7 @@ struct LearnerSetup {
   EnvConfig env;                  // evaluation tasks and rollout-store domains
   AgentConfig agent;              // evaluation episodes
   std::string config_ini;         // the resolved configuration of the run
+  std::string model_fingerprint;  // its model's, for the checkpoints (pretrained/model_fingerprint.hpp)
   bool lead = true;               // writes the run folder, logs, checkpoints, evaluates
   // Data parallelism: this learner's shard, the sum of statistics over the
   // learners (policy_update.hpp) and of their gradients (in place, backend

@@ -10,6 +10,7 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "io_hdf5/checkpoint.hpp"
+#include "pretrained/model_fingerprint.hpp"
 #include "pretrained/model_source.hpp"
 
 namespace forge {
@@ -19,11 +20,13 @@ bool checkpoint_due(const RunConfig& run, int steps_done, int total_steps) {
          (run.checkpoint_every > 0 && steps_done % run.checkpoint_every == 0);
 }
 
-std::string save_run_checkpoint(const RunConfig& run, const std::string& config_ini, const PolicyModel& model,
-                                AdamW& opt, int steps_done, CheckpointState stream) {
+std::string save_run_checkpoint(const RunConfig& run, const std::string& config_ini,
+                                const std::string& model_fingerprint, const PolicyModel& model, AdamW& opt,
+                                int steps_done, CheckpointState stream) {
   stream.step = steps_done;
   stream.policy_version = steps_done;
   stream.config_ini = config_ini;
+  stream.model_fingerprint = model_fingerprint;
   return save_checkpoint(run.dir + "/checkpoints", model, &opt, stream, run.keep_checkpoints);
 }
 
@@ -57,6 +60,15 @@ ModelSource model_source_of(const std::string& checkpoint) {
     throw InputError("checkpoint '" + checkpoint + "': its stored configuration (attribute 'config') has no "
                      "[model] section (a damaged file)");
   ModelSource source = model_source_of_config(ini, checkpoint);
+  // The model file it names, read again, is the one it was trained with
+  // (a file replaced at that path would pair these weights with another
+  // tokenizer, chat template or RoPE).
+  if (const std::string stored = checkpoint_model_fingerprint(checkpoint); !stored.empty())
+    if (const std::string changed = fingerprint_differences(stored, model_fingerprint(source)); !changed.empty())
+      throw InputError("checkpoint '" + checkpoint + "' was trained with another model: model.pretrained = '" +
+                       source.config.pretrained + "', read now, has another " + changed +
+                       " than when the checkpoint was written (the file was replaced or edited since); put the "
+                       "model it was trained with back at that path");
   // Its tensors hold the stored configuration's shapes before a model of it
   // is allocated (an edited configuration asked gigabytes of a small file).
   check_checkpoint_shapes(checkpoint, ParamLayout(source.config));

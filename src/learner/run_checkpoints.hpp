@@ -21,11 +21,12 @@ namespace forge {
 bool checkpoint_due(const RunConfig& run, int steps_done, int total_steps);
 
 // Writes RUN_DIR/checkpoints/ckpt_step_<steps_done>.h5 (weights, AdamW state,
-// the resolved config, and the state of the run's data stream: `stream`'s
-// RNG streams and sections) with the run.keep_checkpoints retention; returns
-// its path.
-std::string save_run_checkpoint(const RunConfig& run, const std::string& config_ini, const PolicyModel& model,
-                                AdamW& opt, int steps_done, CheckpointState stream);
+// the resolved config, the model's fingerprint (model_fingerprint.hpp), and
+// the state of the run's data stream: `stream`'s RNG streams and sections)
+// with the run.keep_checkpoints retention; returns its path.
+std::string save_run_checkpoint(const RunConfig& run, const std::string& config_ini,
+                                const std::string& model_fingerprint, const PolicyModel& model, AdamW& opt,
+                                int steps_done, CheckpointState stream);
 
 // A checkpoint file as given, or the newest checkpoint of a run folder
 // (RUN_DIR/checkpoints, or the folder itself). InputError when none exists.

@@ -24,11 +24,16 @@
 
 #include "agent/scaffold_vocabulary.hpp"
 #include "agent/tool_call_format.hpp"
+#include "backend/backend_registry.hpp"
 #include "core/error.hpp"
+#include "io_hdf5/checkpoint.hpp"
+#include "learner/run_checkpoints.hpp"
 #include "model/model_config.hpp"
+#include "model/policy_model.hpp"
 #include "pretrained/ggml_quants.hpp"
 #include "pretrained/gguf_file.hpp"
 #include "pretrained/hf_export.hpp"
+#include "pretrained/model_fingerprint.hpp"
 #include "pretrained/model_source.hpp"
 #include "pretrained/pretrained_model.hpp"
 #include "pretrained/safetensors_file.hpp"
@@ -1731,6 +1736,63 @@ TEST(HfExport, AFailedExportLeavesNoFolder) {
   const mode_t mask = ::umask(0);
   ::umask(mask);
   EXPECT_EQ(static_cast<unsigned>(fs::status(out).permissions()), 0777u & ~mask);
+}
+
+// A checkpoint keeps its pretrained model's fingerprint: the model file its
+// model.pretrained names, replaced or edited since (another tokenizer, chat
+// template or RoPE base), is refused by name wherever the checkpoint's model
+// is read (export-model, generate, eval, a resume's model check). It was
+// paired with the checkpoint's weights without a word.
+TEST(PretrainedModel, ACheckpointRefusesItsModelFileChangedSinceItWasTrained) {
+  const std::string dir = tiny_hf_folder("fingerprint");
+  ModelConfig asked;
+  asked.pretrained = dir;
+  const ModelSource source = resolve_model(asked, true);
+  const std::string fingerprint = model_fingerprint(source);
+  ASSERT_EQ(fingerprint.rfind("forge-model 1; tokenizer=", 0), 0u) << fingerprint;
+  auto backend = make_backend("cpu");
+  PolicyModel model(source.config, *backend);
+  model.set_params(source.weights);
+  CheckpointState st;
+  st.config_ini = "[model]\npretrained = " + dir + "\n";
+  st.model_fingerprint = fingerprint;
+  const std::string with = save_checkpoint(temp_dir("fingerprint_ckpt"), model, nullptr, st, 0);
+  st.model_fingerprint.clear();  // as a checkpoint written before fingerprints
+  const std::string without = save_checkpoint(temp_dir("fingerprint_none"), model, nullptr, st, 0);
+  EXPECT_EQ(checkpoint_model_fingerprint(with), fingerprint);
+  EXPECT_EQ(checkpoint_model_fingerprint(without), "");
+  EXPECT_EQ(model_fingerprint(model_source_of(with)), fingerprint);
+
+  const auto read = [](const std::string& path) { return json::parse(std::ifstream(path)); };
+  const auto edited = [&](const std::string& file, const std::function<void(json&)>& edit, const std::string& part) {
+    const std::string path = dir + "/" + file;
+    const json good = read(path);
+    json j = good;
+    edit(j);
+    std::ofstream(path) << j.dump();
+    expect_input_error([&] { model_source_of(with); },
+                       "checkpoint '" + with + "' was trained with another model: model.pretrained = '" + dir +
+                           "', read now, has another " + part + " than when the checkpoint was written");
+    EXPECT_NO_THROW(model_source_of(without)) << "a checkpoint without a fingerprint is not compared";
+    std::ofstream(path) << good.dump();
+  };
+  edited("tokenizer.json", [](json& j) { std::swap(j["model"]["vocab"]["a"], j["model"]["vocab"]["b"]); }, "tokenizer");
+  edited("tokenizer_config.json",  // the same template forge renders, written otherwise
+         [](json& j) {
+           std::string t = j["chat_template"];
+           t.replace(t.find("{{ '<|im_start|>assistant"), 3, "{{");
+           j["chat_template"] = t;
+         },
+         "chat template");
+  edited("config.json", [](json& j) { j["rope_theta"] = 500000.0; }, "configuration");
+  EXPECT_EQ(model_fingerprint(model_source_of(with)), fingerprint) << "the restored files read as before";
+
+  // Parts a newer forge may add are not compared; the built-in policy has none.
+  EXPECT_EQ(fingerprint_differences(fingerprint + "; weights=1", fingerprint + "; weights=2"), "");
+  EXPECT_EQ(fingerprint_differences("forge-model 1; tokenizer=1; chat_template=2; config=3",
+                                    "forge-model 1; tokenizer=1; chat_template=9; config=8"),
+            "chat template, configuration");
+  EXPECT_EQ(model_fingerprint(resolve_model(ModelConfig{}, false)), "");
 }
 
 }  // namespace
