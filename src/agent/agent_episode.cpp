@@ -32,7 +32,8 @@ AgentEpisode::AgentEpisode(std::unique_ptr<Environment> env, uint64_t task_seed,
   FORGE_CHECK(env_ != nullptr, "AgentEpisode needs an environment");
   task_ = env_->reset(task_seed, episode_id);
   const PromptText prompt = render_prompt(task_, style_, config_.vocab());
-  conversation_.opening = template_.opening(prompt.system, prompt.user);
+  conversation_.opening =
+      template_.opening(prompt.system.empty() ? std::nullopt : std::optional(prompt.system), prompt.user);
   context_ = manager_.assemble(conversation_);
 
   trajectory_.episode_id = episode_id;

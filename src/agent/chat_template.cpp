@@ -58,13 +58,13 @@ Tokens ChatTemplate::message(const std::string& role, const std::vector<Part>& c
   return vocab_.encode(parts);
 }
 
-Tokens ChatTemplate::opening(const std::string& system, const std::string& user, bool system_markup,
+Tokens ChatTemplate::opening(const std::optional<std::string>& system, const std::string& user, bool system_markup,
                              bool user_markup) const {
   const ChatFormat* native = vocab_.native();
   Tokens out;
-  if (native) append(out, vocab_.encode(native->begin_text(style_ == TemplateStyle::kText || !system.empty())));
+  if (native) append(out, vocab_.encode(native->begin_text(style_ == TemplateStyle::kText || system.has_value())));
   else out.push_back(kBos);
-  if (!system.empty()) append(out, message("system", {{system, system_markup}}));
+  if (system) append(out, message("system", {{*system, system_markup}}));
   append(out, user_message(user, user_markup));
   return out;
 }

@@ -27,10 +27,13 @@
 // special tokens) unless `markup` is false (an agent's text through the
 // gateway: special tokens' names stay text, other added tokens become
 // their ids), or parts of each kind (a tool's result:
-// agent/tool_response_format.hpp). An empty system text leaves the system
-// message out.
+// agent/tool_response_format.hpp). No system text (nullopt) leaves the
+// system message out (a native template may print its default one); an
+// empty one is an empty system turn, as a chat template renders a request's
+// {"role": "system", "content": ""}.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +47,7 @@ class ChatTemplate {
   explicit ChatTemplate(TemplateStyle style, const ScaffoldVocabulary& vocab = ScaffoldVocabulary::builtin())
       : style_(style), vocab_(vocab) {}
 
-  Tokens opening(const std::string& system, const std::string& user, bool system_markup = true,
+  Tokens opening(const std::optional<std::string>& system, const std::string& user, bool system_markup = true,
                  bool user_markup = true) const;
   Tokens user_message(const std::string& text, bool markup = true) const;
   Tokens tool_message(const std::string& text, bool markup = true) const;

@@ -136,7 +136,7 @@ Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat
       throw bad_request(where(k) + " needs a string \"role\"");
     return messages[k]["role"].get<std::string>();
   };
-  std::string system;
+  std::optional<std::string> system;  // none unless the request sends one (even empty)
   const std::string first = role_of(0);
   if (first == "system" || first == "developer") {
     system = content_text(messages[0], 0);
@@ -149,7 +149,7 @@ Tokens render_chat(const json& messages, TemplateStyle chat_template, CallFormat
     throw bad_request(where(i) + ": the conversation must open with [system,] user");
   // The task's texts as handed out are the scaffold's markup; anything else is plain.
   const std::string user = content_text(messages[i], i);
-  Tokens out = tmpl.opening(system, user, system == texts.system, user == texts.user);
+  Tokens out = tmpl.opening(system, user, system && *system == texts.system, user == texts.user);
   std::vector<bool> used(texts.replies.size(), false);
   for (++i; i < messages.size(); ++i) {
     const std::string role = role_of(i);

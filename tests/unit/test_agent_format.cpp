@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "agent/chat_template.hpp"
 #include "agent/prompt_text.hpp"
@@ -245,7 +246,9 @@ TEST(AgentFormat, ChatTemplatesRenderRoles) {
       as_user(TemplateStyle::kToolAsUser), as_system(TemplateStyle::kToolAsSystem);
   EXPECT_EQ(tok.decode(special.opening("S", "U")),
             "<|bos|><|system|>S<|eot|><|user|>U<|eot|>");
-  EXPECT_EQ(tok.decode(special.opening("", "U")), "<|bos|><|user|>U<|eot|>");
+  EXPECT_EQ(tok.decode(special.opening(std::nullopt, "U")), "<|bos|><|user|>U<|eot|>");
+  // An empty system text is an empty system turn (a request that sent one).
+  EXPECT_EQ(tok.decode(special.opening("", "U")), "<|bos|><|system|><|eot|><|user|>U<|eot|>");
   EXPECT_EQ(tok.decode(plain.opening("S", "U")), "<|bos|>System: S\nUser: U\n");
   EXPECT_EQ(tok.decode(special.tool_message("7")), "<|tool|>7<|eot|>");
   EXPECT_EQ(tok.decode(plain.tool_message("7")), "Tool: 7\n");
@@ -271,7 +274,8 @@ TEST(AgentFormat, EveryStyleRendersAShortPromptWhoseExampleParses) {
     if (style.system == SystemStyle::kNone) {
       EXPECT_TRUE(p.system.empty());
     }
-    const Tokens all = ChatTemplate(style.chat_template).opening(p.system, p.user);
+    const Tokens all =
+        ChatTemplate(style.chat_template).opening(p.system.empty() ? std::nullopt : std::optional(p.system), p.user);
     longest = std::max(longest, all.size());
     total += all.size();
     // The example call in the prompt is what the format parses.

@@ -26,6 +26,7 @@
 #include "agent/tool_call_format.hpp"
 #include "backend/backend_registry.hpp"
 #include "core/error.hpp"
+#include "gateway/chat_messages.hpp"
 #include "io_hdf5/checkpoint.hpp"
 #include "learner/run_checkpoints.hpp"
 #include "model/model_config.hpp"
@@ -1220,6 +1221,20 @@ TEST(PretrainedModel, ChatTemplatesThatPrintMoreThanForgeRendersAreRefused) {
   renders_plain(chatml);
   EXPECT_EQ(ChatFormat(smollm, tok, "", "t").render_text(talk, true),
             "<|im_start|>system\nYou are a helpful AI assistant<|im_end|>\n" + plain);
+  // A gateway request's empty system message is an empty system turn, as the
+  // template renders it (the gateway printed the default one instead).
+  for (const bool sent : {true, false}) {
+    const auto format = std::make_shared<ChatFormat>(smollm, tok, "", "t");
+    json request = json::array({{{"role", "user"}, {"content", "hi"}}});
+    std::vector<ChatMessage> as_sent = {{"user", "hi"}};
+    if (sent) {
+      request.insert(request.begin(), json{{"role", "system"}, {"content", ""}});
+      as_sent.insert(as_sent.begin(), {"system", ""});
+    }
+    const Tokens got =
+        render_chat(request, TemplateStyle::kSpecial, CallFormat::kParen, EpisodeTexts{}, ScaffoldVocabulary(format));
+    EXPECT_EQ(tok->decode(got), format->render_text(as_sent, true)) << "system message sent: " << sent;
+  }
   // The default system message is the text of the literal that prints it,
   // decoded as Jinja decodes string literals (it was read from the first
   // "<|im_start|>system" of the source, a {# comment #} included, with only
