@@ -194,7 +194,7 @@ void export_hf_folder(const HfExport& m, const std::string& folder) {
   if (ends.size() > 1) gen["eos_token_id"] = ends;
   else gen["eos_token_id"] = ends.empty() ? ordered_json(nullptr) : ordered_json(ends[0]);
   ordered_json tc = {{"tokenizer_class", "PreTrainedTokenizerFast"},
-                     {"clean_up_tokenization_spaces", false},
+                     {"clean_up_tokenization_spaces", m.tokenizer.clean_up_spaces},
                      {"model_max_length", m.max_positions}};
   if (!m.tokenizer.chat_template.empty()) tc["chat_template"] = m.tokenizer.chat_template;
   const std::string bos = token_or_null(v, m.tokenizer.bos_id), eos = token_or_null(v, m.tokenizer.eos_id);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -112,11 +113,36 @@ std::string token_content(const JsonObject& tc, const std::string& key) {
   return tc.object(key).string("content", "");
 }
 
-// tokenizer_config.json: the chat template and the bos and eos tokens' text
-// ("" where it names none); an InputError names the file and the key.
+// What forge reads of tokenizer_config.json.
+struct TokenizerConfig {
+  std::string chat_template;
+  std::string bos, eos;  // the tokens' text; "" where it names none
+  // Set for the classes whose constructor rebuilds the post-processor from
+  // add_bos_token / add_eos_token (LlamaTokenizerFast's family): whether
+  // tokenizer(text) starts with BOS; otherwise tokenizer.json's decides.
+  std::optional<bool> adds_bos;
+  bool clean_up_spaces = false;  // clean_up_tokenization_spaces (decoding)
+};
+
+// Hugging Face's form of "BOS before every text" (Llama 3's tokenizer.json).
+std::string bos_template_processing(const std::string& bos, int32_t bos_id) {
+  const json special = {{"id", bos}, {"type_id", 0}};
+  return json{{"type", "TemplateProcessing"},
+              {"single", {{{"SpecialToken", special}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+              {"pair",
+               {{{"SpecialToken", special}},
+                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}},
+                {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+              {"special_tokens", {{bos, {{"id", bos}, {"ids", {bos_id}}, {"tokens", {bos}}}}}}}
+      .dump();
+}
+
+// tokenizer_config.json; an InputError names the file and the key.
 // `template_beside`: a chat_template.jinja will be used instead of any here.
-void read_tokenizer_config(const std::string& path, bool template_beside, std::string* chat_template,
-                           std::string* bos, std::string* eos) {
+TokenizerConfig read_tokenizer_config(const std::string& path, bool template_beside) {
+  TokenizerConfig out;
+  std::string* chat_template = &out.chat_template;
   const json tc_json = read_json_file(path);
   const JsonObject tc(tc_json, path);
   if (const json& templates = tc.raw("chat_template"); templates.is_array()) {
@@ -133,8 +159,21 @@ void read_tokenizer_config(const std::string& path, bool template_beside, std::s
   } else {
     *chat_template = tc.string("chat_template", "");
   }
-  *bos = token_content(tc, "bos_token");
-  *eos = token_content(tc, "eos_token");
+  out.bos = token_content(tc, "bos_token");
+  out.eos = token_content(tc, "eos_token");
+  out.clean_up_spaces = tc.boolean("clean_up_tokenization_spaces", false);
+  // transformers' LlamaTokenizerFast (and its subclasses) replaces
+  // tokenizer.json's post-processor by one of these two keys (defaults: BOS
+  // yes, EOS no); PreTrainedTokenizerFast keeps the file's.
+  const std::string cls = tc.has_string("tokenizer_class") ? tc.string("tokenizer_class", "") : "";
+  if (cls == "LlamaTokenizerFast" || cls == "CodeLlamaTokenizerFast") {
+    out.adds_bos = tc.boolean("add_bos_token", true);
+    if (tc.boolean("add_eos_token", false))
+      throw InputError("'" + path + "': tokenizer_class " + cls +
+                       " with add_eos_token = true (transformers then ends every encoded text with EOS; forge's "
+                       "prompts do not)");
+  }
+  return out;
 }
 
 }  // namespace
@@ -200,19 +239,7 @@ PretrainedTokenizer tokenizer_from_gguf(const GgufFile& g) {
   out.source = src;
   if (out.bos_id >= 0 && g.has("tokenizer.ggml.add_bos_token") && g.get_bool("tokenizer.ggml.add_bos_token")) {
     out.text_prefix = {out.bos_id};
-    // Hugging Face's form of "BOS before every text" (Llama 3's file).
-    const std::string bos = out.tokenizer->token_text(out.bos_id);
-    const json special = {{"id", bos}, {"type_id", 0}};
-    out.post_processor =
-        json{{"type", "TemplateProcessing"},
-             {"single", {{{"SpecialToken", special}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-             {"pair",
-              {{{"SpecialToken", special}},
-               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-               {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}},
-               {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-             {"special_tokens", {{bos, {{"id", bos}, {"ids", {out.bos_id}}, {"tokens", {bos}}}}}}}
-            .dump();
+    out.post_processor = bos_template_processing(out.tokenizer->token_text(out.bos_id), out.bos_id);
   }
   return out;
 }
@@ -381,13 +408,14 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   PretrainedTokenizer out;
   out.source = path;
   if (file.has("post_processor")) out.post_processor = tj["post_processor"].dump();
-  std::string bos, eos;
   const std::string config_path = folder + "/tokenizer_config.json";
   // Newer transformers save the template beside it, not in it.
   const std::string jinja_path = folder + "/chat_template.jinja";
   const bool has_jinja = std::filesystem::exists(jinja_path);
-  if (std::filesystem::exists(config_path))
-    read_tokenizer_config(config_path, has_jinja, &out.chat_template, &bos, &eos);
+  TokenizerConfig config;
+  if (std::filesystem::exists(config_path)) config = read_tokenizer_config(config_path, has_jinja);
+  out.chat_template = config.chat_template;
+  out.clean_up_spaces = config.clean_up_spaces;
   if (has_jinja) {
     refuse_unless_regular_file(jinja_path, "chat template");
     std::ifstream in(jinja_path, std::ios::binary);
@@ -404,10 +432,16 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
       throw InputError("'" + config_path + "': " + key + " '" + token + "' is not a token of " + path);
     return id;
   };
-  out.bos_id = id_of(bos, "bos_token");
-  out.eos_id = id_of(eos, "eos_token");
+  out.bos_id = id_of(config.bos, "bos_token");
+  out.eos_id = id_of(config.eos, "eos_token");
   if (out.eos_id >= 0) out.end_ids.push_back(out.eos_id);
-  if (file.has("post_processor")) {
+  if (config.adds_bos) {  // the class's post-processor, not the file's
+    if (*config.adds_bos && out.bos_id < 0)
+      throw InputError("'" + config_path + "': add_bos_token = true but no bos_token");
+    out.text_prefix.clear();
+    if (*config.adds_bos) out.text_prefix = {out.bos_id};
+    out.post_processor = *config.adds_bos ? bos_template_processing(config.bos, out.bos_id) : "";
+  } else if (file.has("post_processor")) {
     try {
       add_text_prefix(tj["post_processor"], out.tokenizer->vocab_size(), path, &out.text_prefix);
     } catch (const json::exception& e) {  // a member of another JSON type than Hugging Face writes

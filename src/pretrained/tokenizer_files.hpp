@@ -52,6 +52,10 @@ struct PretrainedTokenizer {
   // BOS; a GGUF's add_bos_token): what a completion prompt given as text
   // starts with (ChatFormat::text_prefix).
   std::vector<int32_t> text_prefix;
+  // tokenizer_config.json's clean_up_tokenization_spaces: transformers'
+  // decode then drops the space before punctuation (" ," -> ","); forge's
+  // decode does not, an export writes it back.
+  bool clean_up_spaces = false;
 };
 
 PretrainedTokenizer tokenizer_from_gguf(const GgufFile& gguf);

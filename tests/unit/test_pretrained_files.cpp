@@ -1090,6 +1090,53 @@ TEST(PretrainedModel, HfTokenizerFilesAsNewerTransformersWriteThem) {
   expect_input_error([&] { load_pretrained(dir, false); }, "has normalized = true with an NFC normalizer");
 }
 
+// transformers' LlamaTokenizerFast (DeepSeek-R1-Distill's folders name it)
+// rebuilds the post-processor from tokenizer_config.json's add_bos_token
+// (default true) and add_eos_token: forge's text prefix and an export follow
+// it. The config's clean_up_tokenization_spaces survives an export. Both
+// were read from tokenizer.json alone and exported as false.
+TEST(PretrainedModel, LlamaTokenizerFastTakesItsBosFromTokenizerConfig) {
+  const std::string dir = tiny_hf_folder("llama_fast");
+  const std::string config = dir + "/tokenizer_config.json";
+  rewrite_json(config, [](json& j) {
+    j["tokenizer_class"] = "LlamaTokenizerFast";
+    j["bos_token"] = "<|im_start|>";
+    j["clean_up_tokenization_spaces"] = true;
+  });
+  const PretrainedModel m = load_pretrained(dir, false);
+  EXPECT_EQ(m.tokenizer.text_prefix, std::vector<int32_t>{259});
+  EXPECT_TRUE(m.tokenizer.clean_up_spaces);
+  // Exported (as PreTrainedTokenizerFast): the BOS is tokenizer.json's now.
+  std::vector<float> w;
+  HfExport e = tiny_export(w, false);
+  e.tokenizer = m.tokenizer;
+  const std::string out = temp_dir("llama_fast_export");
+  export_hf_folder(e, out);
+  const json exported = json::parse(std::ifstream(out + "/tokenizer_config.json"));
+  EXPECT_EQ(exported["tokenizer_class"], "PreTrainedTokenizerFast");
+  EXPECT_EQ(exported["clean_up_tokenization_spaces"], true);
+  const PretrainedModel back = load_pretrained(out, false);
+  EXPECT_EQ(back.tokenizer.text_prefix, std::vector<int32_t>{259});
+  EXPECT_TRUE(back.tokenizer.clean_up_spaces);
+  // add_bos_token = false outranks a post_processor that adds it.
+  rewrite_json(dir + "/tokenizer.json",
+               [&](json& j) { j["post_processor"] = json::parse(back.tokenizer.post_processor); });
+  EXPECT_EQ(load_pretrained(dir, false).tokenizer.text_prefix, std::vector<int32_t>{259});
+  rewrite_json(config, [](json& j) { j["add_bos_token"] = false; });
+  EXPECT_TRUE(load_pretrained(dir, false).tokenizer.text_prefix.empty());
+  EXPECT_EQ(load_pretrained(dir, false).tokenizer.post_processor, "");
+  // PreTrainedTokenizerFast keeps the file's post-processor.
+  rewrite_json(config, [](json& j) { j["tokenizer_class"] = "PreTrainedTokenizerFast"; });
+  EXPECT_EQ(load_pretrained(dir, false).tokenizer.text_prefix, std::vector<int32_t>{259});
+  // An EOS after every text forge's prompts would lack: refused.
+  rewrite_json(config, [](json& j) {
+    j["tokenizer_class"] = "LlamaTokenizerFast";
+    j["add_eos_token"] = true;
+  });
+  expect_input_error([&] { load_pretrained(dir, false); },
+                     "'" + config + "': tokenizer_class LlamaTokenizerFast with add_eos_token = true");
+}
+
 // A prompt given as text starts as Hugging Face's tokenizer(text) starts it:
 // with what the post_processor writes before a text (Llama 3's BOS). The
 // gateway's /completions encoded text without it.
