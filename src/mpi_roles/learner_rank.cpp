@@ -123,16 +123,20 @@ class BatchTaker {
       std::erase(st.consumed, static_cast<int64_t>(g.slot));
       st.keep(static_cast<int64_t>(g.slot), g.version, g.payload);
     }
+    last_kept_ = st.kept_slot.size();
     CheckpointState cs;
     cs.sections[kDataPoolSection] = st.to_section();
     return cs;
   }
+  // The finished groups the last checkpoint_state kept, untrained.
+  size_t last_kept() const { return last_kept_; }
 
  private:
   DataPool& pool_;
   const RoleLayout& layout_;
   const LearnerRankConfig& cfg_;
   int32_t vocab_;  // token ids of a payload lie in [0, vocab)
+  size_t last_kept_ = 0;
   std::deque<HeldGroup> held_;
 };
 
@@ -296,6 +300,10 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
              " episodes per step; pool " + to_string(w.kind) + " N=" + std::to_string(w.n_running) +
              " M=" + std::to_string(w.memory) +
              (w.kind == WindowKind::kGreedy ? std::string() : " W=" + std::to_string(w.effective_window())) +
+             (w.kind == WindowKind::kGreedy
+                  ? std::string(" (staleness unbounded)")
+                  : " (staleness <= " +
+                        std::to_string(staleness_bound(w, static_cast<uint64_t>(setup.train.tasks))) + ")") +
              "; loss " + setup.update.loss.algorithm + "; run folder " + setup.run.dir);
   }
 
@@ -342,6 +350,12 @@ int run_learner_rank(MPI_Comm learners, const RoleLayout& layout, DataPool& pool
       stage("learner rank 0's checkpoint at a stop signal (SIGTERM, SIGINT)");
       log_stopped_at_step(step, learner.checkpoint(step, taker.checkpoint_state()));
     }
+    // What the run leaves untrained: finished groups the checkpoint keeps
+    // (a resume trains them first), groups still being played (discarded; a
+    // resume plays their tasks again).
+    log_info("pool at the end: " + std::to_string(taker.last_kept()) +
+             " finished groups not trained, kept in the last checkpoint; " + std::to_string(pool.counts().running) +
+             " groups still running, discarded");
     if (lead_dog) lead_dog->progress_done();  // the final barrier has its own deadline
     weights.request_stop(stop);
   } else {

@@ -18,7 +18,7 @@ check_run() {
   [ -f "$dir/config.ini" ] || fail "$dir/config.ini missing"
   ls "$dir"/checkpoints/ckpt_step_*.h5 >/dev/null 2>&1 || fail "no checkpoint in $dir/checkpoints"
   /usr/bin/python3 - "$dir" "$steps" "$tasks" "$group" <<'PY'
-import sys, collections, configparser
+import sys, collections, configparser, glob, re
 import h5py, numpy as np
 run, steps, tasks, group = sys.argv[1], *map(int, sys.argv[2:])
 ini = configparser.ConfigParser(inline_comment_prefixes=(";",))
@@ -48,6 +48,17 @@ if policy != "greedy":
 else:
     bound = "none (greedy)"
 check(sorted(set(step.tolist())) == list(range(steps)), "consumed steps are not 0..steps-1")
+# The learner's log states that bound, and the finished groups the final
+# checkpoint keeps untrained.
+log = open(run + ".log").read()
+said = re.search(r"\(staleness (<= \d+|unbounded)\)", log)
+want = "unbounded" if policy == "greedy" else f"<= {bound}"
+check(said is not None and said.group(1) == want, f"the train: line states the staleness as {said and said.group(1)}, not {want}")
+final = sorted(glob.glob(run + "/checkpoints/ckpt_step_*.h5"))[-1]
+kept = len(h5py.File(final, "r")["data_pool/kept_slot"])
+said = re.search(r"pool at the end: (\d+) finished groups not trained", log)
+check(said is not None and int(said.group(1)) == kept,
+      f"the log says {said and said.group(1)} finished groups are left untrained, {final} keeps {kept}")
 versions = f["versions"][:]
 call_episode = f["calls/episode"][:]
 tok_off = f["calls/token_offset"][:]
