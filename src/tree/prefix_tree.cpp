@@ -1,5 +1,6 @@
 #include "tree/prefix_tree.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -31,19 +32,26 @@ int64_t linear_token_count(const std::vector<Sample>& samples) {
   return n;
 }
 
-PrefixForest build_prefix_forest(const std::vector<Sample>& samples, bool merge) {
+PrefixForest build_prefix_forest(const std::vector<Sample>& samples, bool merge, int64_t max_nodes) {
   validate(samples);
   const int64_t total = linear_token_count(samples);
-  if (total >= std::numeric_limits<int32_t>::max())
-    throw InputError("batch of " + std::to_string(total) + " tokens exceeds the int32 index range");
+  // Nodes and trained tokens are int32 indices: the merged tree must fit,
+  // not the samples unmerged (long agent episodes repeat their contexts).
+  const auto too_big = [&](const std::string& what) {  // "prefix tree has N nodes"
+    return InputError("the batch's " + what + " (more than int32 indices allow; its samples hold " +
+                      std::to_string(total) +
+                      " tokens unmerged): train on fewer or shorter episodes per step");
+  };
 
   // Trie in insertion order under a virtual super-root 0. Children are linked
   // first_child -> next_sibling in order of first appearance. Without merging
   // every token opens a new node, so each sample becomes its own chain.
   std::vector<int32_t> tok{0}, up{-1}, first_child{-1}, last_child{-1}, next_sibling{-1};
-  for (auto* v : {&tok, &up, &first_child, &last_child, &next_sibling}) v->reserve(total + 1);
+  // Merged, the tree may be far smaller than the samples: reserved up to 2^24.
+  const int64_t expected = std::min(total, merge ? int64_t{1} << 24 : max_nodes);
+  for (auto* v : {&tok, &up, &first_child, &last_child, &next_sibling}) v->reserve(expected + 1);
   std::unordered_map<uint64_t, int32_t> child_of;  // (parent << 32 | token) -> child
-  if (merge) child_of.reserve(static_cast<size_t>(total));
+  if (merge) child_of.reserve(static_cast<size_t>(expected));
   std::vector<int32_t> ref_node;  // trie node of each ref, in sample order
   std::vector<SampleRef> trie_refs;
 
@@ -64,6 +72,8 @@ PrefixForest build_prefix_forest(const std::vector<Sample>& samples, bool merge)
         }
       }
       if (next == fresh) {
+        if (static_cast<int64_t>(tok.size()) > max_nodes)
+          throw too_big("prefix tree has more than " + std::to_string(max_nodes) + " nodes");
         tok.push_back(x.tokens[pos]);
         up.push_back(node);
         first_child.push_back(-1);
@@ -77,6 +87,8 @@ PrefixForest build_prefix_forest(const std::vector<Sample>& samples, bool merge)
       }
       node = next;
       if (x.trainable[pos]) {
+        if (static_cast<int64_t>(trie_refs.size()) >= max_nodes)
+          throw too_big("samples have more than " + std::to_string(max_nodes) + " trained tokens");
         ref_node.push_back(node);
         trie_refs.push_back({static_cast<int32_t>(s), static_cast<int32_t>(pos)});
       }

@@ -15,6 +15,7 @@
 // sample has no context and is never trainable.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace forge {
@@ -47,8 +48,11 @@ struct PrefixForest {
 // Merges all samples into one trie per distinct first token (merge = true), or
 // lays each sample out as its own chain (merge = false: the linear baseline).
 // Throws InputError for an empty sample, a length mismatch or a trainable
-// position 0.
-PrefixForest build_prefix_forest(const std::vector<Sample>& samples, bool merge);
+// position 0, and for a forest of more than max_nodes nodes or trained
+// tokens (int32 indices; a test lowers the bound).
+inline constexpr int64_t kMaxForestNodes = std::numeric_limits<int32_t>::max() - 1;
+PrefixForest build_prefix_forest(const std::vector<Sample>& samples, bool merge,
+                                 int64_t max_nodes = kMaxForestNodes);
 
 // Total tokens over the samples (the linear token count).
 int64_t linear_token_count(const std::vector<Sample>& samples);

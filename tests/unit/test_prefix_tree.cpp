@@ -170,6 +170,29 @@ TEST(PrefixTree, RejectsBadSamplesNamingTheIndex) {
   }
 }
 
+// The index range bounds the merged tree, not the samples unmerged: 40
+// calls repeating one 50-token context (2,040 tokens) merge into 90 nodes
+// and fit a bound of 100 nodes that the linear layout passes (it refused
+// any batch of 2^31 tokens unmerged, however small its tree).
+TEST(PrefixTree, TheNodeBoundCountsTheMergedTree) {
+  std::vector<Sample> calls;
+  std::vector<int32_t> context(50);
+  for (int32_t i = 0; i < 50; ++i) context[i] = i;
+  for (int32_t c = 0; c < 40; ++c) {
+    Sample s = make(context, std::vector<uint8_t>(50, 0));
+    s.tokens.push_back(1000 + c);
+    s.trainable.push_back(1);
+    calls.push_back(std::move(s));
+  }
+  EXPECT_EQ(build_prefix_forest(calls, true, 100).size(), 90);
+  expect_input_error([&] { build_prefix_forest(calls, false, 100); },
+                     "the batch's prefix tree has more than 100 nodes (more than int32 indices allow; its samples hold "
+                     "2040 tokens unmerged)");
+  expect_input_error([&] { build_prefix_forest(calls, true, 30); }, "prefix tree has more than 30 nodes");
+  for (Sample& s : calls) s.trainable.assign(s.tokens.size(), 1), s.trainable[0] = 0;
+  expect_input_error([&] { build_prefix_forest(calls, true, 1500); }, "the batch's samples have more than 1500 trained tokens");
+}
+
 TEST(PrefixTree, LinearTokenCount) {
   EXPECT_EQ(linear_token_count({make({1, 2, 3}, {0, 0, 0}), make({1}, {0})}), 4);
   EXPECT_EQ(linear_token_count({}), 0);
