@@ -220,7 +220,8 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
   for (int step = start.step; step < sft.steps; ++step) {
     if (start.terminate && *start.terminate) {
       // Not again when the step just wrote one (Slurm's KillWait is short).
-      if (saved.empty()) saved = save_run_checkpoint(cfg.run, opts.dump_ini(), start.model_fingerprint, model, opt, step, stream(false));
+      if (saved.empty())
+        saved = save_run_checkpoint(cfg.run, opts.dump_ini(), start.model_fingerprint, model, opt, step, stream(false));
       log_stopped_at_step(step, saved);
       out.terminated = true;
       break;
@@ -242,7 +243,8 @@ LoopResult supervised_loop(const StandardConfig& cfg, const SftConfig& sft, cons
     saved.clear();
     if (checkpoint_due(cfg.run, step + 1, sft.steps)) {
       const Stopwatch saving;
-      saved = save_run_checkpoint(cfg.run, opts.dump_ini(), start.model_fingerprint, model, opt, step + 1, stream(window_ends));
+      saved = save_run_checkpoint(cfg.run, opts.dump_ini(), start.model_fingerprint, model, opt, step + 1,
+                                  stream(window_ends));
       window_saving += saving.seconds();
       if (last) log_info("sft: wrote " + saved);
     }

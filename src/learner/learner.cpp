@@ -125,7 +125,8 @@ std::string Learner::checkpoint(int steps_done, CheckpointState stream_state) {
   FORGE_CHECK(setup_.lead, "only the lead learner writes checkpoints");
   if (steps_done == saved_step_) return saved_path_;
   rollouts_->sync();
-  saved_path_ = save_run_checkpoint(setup_.run, setup_.config_ini, setup_.model_fingerprint, model_, opt_, steps_done, std::move(stream_state));
+  saved_path_ = save_run_checkpoint(setup_.run, setup_.config_ini, setup_.model_fingerprint, model_, opt_, steps_done,
+                                    std::move(stream_state));
   saved_step_ = steps_done;
   return saved_path_;
 }

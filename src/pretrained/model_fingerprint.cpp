@@ -3,79 +3,57 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
-#include <string_view>
+#include <vector>
+
+#include "core/fnv1a.hpp"
+#include "core/wire_codec.hpp"
 
 namespace forge {
 namespace {
 
-// 64-bit FNV-1a; each item is written with its length first, so that no two
-// different sequences of items share their bytes.
-class Digest {
- public:
-  void bytes(std::string_view s) {
-    number(static_cast<int64_t>(s.size()));
-    for (const char c : s) mix(static_cast<uint8_t>(c));
-  }
-  void number(int64_t v) {
-    for (int i = 0; i < 8; ++i) mix(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i)));
-  }
-  void real(float v) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%a", static_cast<double>(v));
-    bytes(text);
-  }
-  std::string hex() const {
-    char text[17];
-    std::snprintf(text, sizeof text, "%016" PRIx64, h_);
-    return text;
-  }
-
- private:
-  void mix(uint8_t b) {
-    h_ ^= b;
-    h_ *= 1099511628211ULL;
-  }
-  uint64_t h_ = 14695981039346656037ULL;
-};
+// A part's digest: 16 hex digits of FNV-1a over its fields in the wire
+// encoding (strings and vectors length-prefixed, so that no two different
+// sequences of fields share their bytes).
+std::string hex_digest(const std::vector<uint8_t>& bytes) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016" PRIx64, fnv1a64(bytes));
+  return text;
+}
 
 std::string tokenizer_digest(const PretrainedTokenizer& t) {
-  Digest d;
+  WireWriter w;
   const BpeVocabulary& v = t.tokenizer->vocabulary();
-  d.number(static_cast<int64_t>(v.tokens.size()));
-  for (const std::string& token : v.tokens) d.bytes(token);
-  d.number(static_cast<int64_t>(v.merges.size()));
+  w.put(static_cast<uint64_t>(v.tokens.size()));
+  for (const std::string& token : v.tokens) w.put_str(token);
+  w.put(static_cast<uint64_t>(v.merges.size()));
   for (const auto& [a, b] : v.merges) {
-    d.bytes(a);
-    d.bytes(b);
+    w.put_str(a);
+    w.put_str(b);
   }
-  d.number(static_cast<int64_t>(v.added.size()));
+  w.put(static_cast<uint64_t>(v.added.size()));
   for (const BpeVocabulary::Added& a : v.added) {
-    d.number(a.id);
-    d.number(a.special);
+    w.put(a.id);
+    w.put(a.special);
   }
-  d.number(static_cast<int64_t>(v.pre));
-  d.number(v.ignore_merges);
-  d.number(v.nfc);
-  d.number(t.bos_id);
-  d.number(t.eos_id);
-  d.number(static_cast<int64_t>(t.end_ids.size()));
-  for (const int32_t id : t.end_ids) d.number(id);
-  d.number(static_cast<int64_t>(t.text_prefix.size()));
-  for (const int32_t id : t.text_prefix) d.number(id);
-  return d.hex();
+  w.put(v.pre);
+  w.put(v.ignore_merges);
+  w.put(v.nfc);
+  w.put(t.bos_id);
+  w.put(t.eos_id);
+  w.put_vec(t.end_ids);
+  w.put_vec(t.text_prefix);
+  return hex_digest(w.bytes());
 }
 
 std::string config_digest(const ModelConfig& c) {
-  Digest d;
-  for (const int64_t v : {int64_t{c.vocab}, int64_t{c.d_model}, int64_t{c.n_layers}, int64_t{c.n_heads},
-                          int64_t{c.n_kv_heads}, int64_t{c.head_dim()}, int64_t{c.ffn_dim},
-                          int64_t{c.rope_scaling.original_max_positions}, int64_t{c.tied_embeddings},
-                          int64_t{c.qkv_bias}})
-    d.number(v);
+  WireWriter w;
+  for (const int32_t v : {c.vocab, c.d_model, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim(), c.ffn_dim,
+                          c.rope_scaling.original_max_positions, int32_t{c.tied_embeddings}, int32_t{c.qkv_bias}})
+    w.put(v);
   for (const float v : {c.rope_base, c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
                         c.rope_scaling.high_freq_factor, c.norm_eps})
-    d.real(v);
-  return d.hex();
+    w.put(v);
+  return hex_digest(w.bytes());
 }
 
 // "key=value" parts after the leading name, by key.
@@ -96,10 +74,10 @@ std::map<std::string, std::string> parts_of(const std::string& fingerprint) {
 
 std::string model_fingerprint(const ModelSource& source) {
   if (!source.is_pretrained()) return "";
-  Digest chat;
-  chat.bytes(source.pretrained_tokenizer.chat_template);
+  const std::string& chat = source.pretrained_tokenizer.chat_template;
   return "forge-model 1; tokenizer=" + tokenizer_digest(source.pretrained_tokenizer) +
-         "; chat_template=" + chat.hex() + "; config=" + config_digest(source.config);
+         "; chat_template=" + hex_digest(std::vector<uint8_t>(chat.begin(), chat.end())) +
+         "; config=" + config_digest(source.config);
 }
 
 std::string fingerprint_differences(const std::string& stored, const std::string& now) {

@@ -5,12 +5,12 @@
 //
 //   "forge-model 1; tokenizer=H; chat_template=H; config=H"
 //
-// each H the 64-bit FNV-1a digest (16 hex digits) of that part's canonical
-// bytes: the tokenizer's tokens, merges, added tokens, pre-tokenizer and
-// NFC, its text prefix and bos/eos/end ids; the chat template's source; the
-// resolved configuration's fields (sizes, RoPE, norm epsilon, tying, biases;
-// not the path). The built-in policy has none (""): the stored [model]
-// section gives it whole.
+// each H the 64-bit FNV-1a digest (16 hex digits, core/fnv1a.hpp) of that
+// part's fields in the wire encoding (core/wire_codec.hpp): the tokenizer's
+// tokens, merges, added tokens, pre-tokenizer and NFC, its text prefix and
+// bos/eos/end ids; the chat template's source; the resolved configuration's
+// fields (sizes, RoPE, norm epsilon, tying, biases; not the path). The
+// built-in policy has none (""): the stored [model] section gives it whole.
 #pragma once
 #include <string>
 

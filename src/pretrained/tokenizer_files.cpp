@@ -142,7 +142,6 @@ std::string bos_template_processing(const std::string& bos, int32_t bos_id) {
 // `template_beside`: a chat_template.jinja will be used instead of any here.
 TokenizerConfig read_tokenizer_config(const std::string& path, bool template_beside) {
   TokenizerConfig out;
-  std::string* chat_template = &out.chat_template;
   const json tc_json = read_json_file(path);
   const JsonObject tc(tc_json, path);
   if (const json& templates = tc.raw("chat_template"); templates.is_array()) {
@@ -150,14 +149,14 @@ TokenizerConfig read_tokenizer_config(const std::string& path, bool template_bes
     std::string names;
     for (size_t i = 0; i < templates.size(); ++i) {
       const JsonObject t(templates[i], path, "chat_template[" + std::to_string(i) + "].");
-      if (t.string("name", "") == "default") *chat_template = t.string("template", "");
+      if (t.string("name", "") == "default") out.chat_template = t.string("template", "");
       names += (names.empty() ? "" : ", ") + t.string("name", "");
     }
-    if (chat_template->empty() && !template_beside)
+    if (out.chat_template.empty() && !template_beside)
       throw InputError("'" + path + "': chat_template lists named templates (" + names +
                        ") but none named \"default\", the one forge renders");
   } else {
-    *chat_template = tc.string("chat_template", "");
+    out.chat_template = tc.string("chat_template", "");
   }
   out.bos = token_content(tc, "bos_token");
   out.eos = token_content(tc, "eos_token");
@@ -438,8 +437,7 @@ PretrainedTokenizer tokenizer_from_hf_folder(const std::string& folder) {
   if (config.adds_bos) {  // the class's post-processor, not the file's
     if (*config.adds_bos && out.bos_id < 0)
       throw InputError("'" + config_path + "': add_bos_token = true but no bos_token");
-    out.text_prefix.clear();
-    if (*config.adds_bos) out.text_prefix = {out.bos_id};
+    out.text_prefix = *config.adds_bos ? std::vector<int32_t>{out.bos_id} : std::vector<int32_t>{};
     out.post_processor = *config.adds_bos ? bos_template_processing(config.bos, out.bos_id) : "";
   } else if (file.has("post_processor")) {
     try {

@@ -53,7 +53,8 @@ check(sorted(set(step.tolist())) == list(range(steps)), "consumed steps are not 
 log = open(run + ".log").read()
 said = re.search(r"\(staleness (<= \d+|unbounded)\)", log)
 want = "unbounded" if policy == "greedy" else f"<= {bound}"
-check(said is not None and said.group(1) == want, f"the train: line states the staleness as {said and said.group(1)}, not {want}")
+check(said is not None and said.group(1) == want,
+      f"the train: line states the staleness as {said and said.group(1)}, not {want}")
 final = sorted(glob.glob(run + "/checkpoints/ckpt_step_*.h5"))[-1]
 kept = len(h5py.File(final, "r")["data_pool/kept_slot"])
 said = re.search(r"pool at the end: (\d+) finished groups not trained", log)

@@ -182,7 +182,8 @@ TEST(GatewayMessages, HandedOutToolResultsKeepTheirSpecialTokens) {
                                                                             {"arguments", "{\"input\":\"2*3\"}"}}}}})}},
                                 {{"role", "tool"}, {"tool_call_id", "c"}, {"content", content}}});
     const bool handed_out = content == named;
-    const Tokens want = cat({tmpl.opening(std::nullopt, texts.user), tmpl.assistant_start(), call, tmpl.assistant_end(call),
+    const Tokens want = cat({tmpl.opening(std::nullopt, texts.user), tmpl.assistant_start(), call,
+                             tmpl.assistant_end(call),
                              handed_out ? tmpl.tool_message(parts) : tmpl.tool_message(content, false),
                              tmpl.assistant_start()});
     const Tokens got = render_chat(m, TemplateStyle::kSpecial, CallFormat::kSpecial, texts);

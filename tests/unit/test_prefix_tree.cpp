@@ -190,7 +190,8 @@ TEST(PrefixTree, TheNodeBoundCountsTheMergedTree) {
                      "2040 tokens unmerged)");
   expect_input_error([&] { build_prefix_forest(calls, true, 30); }, "prefix tree has more than 30 nodes");
   for (Sample& s : calls) s.trainable.assign(s.tokens.size(), 1), s.trainable[0] = 0;
-  expect_input_error([&] { build_prefix_forest(calls, true, 1500); }, "the batch's samples have more than 1500 trained tokens");
+  expect_input_error([&] { build_prefix_forest(calls, true, 1500); },
+                     "the batch's samples have more than 1500 trained tokens");
 }
 
 TEST(PrefixTree, LinearTokenCount) {

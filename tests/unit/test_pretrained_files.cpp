@@ -1629,7 +1629,8 @@ TEST(PretrainedModel, GgufValuesOutOfRangeAndTextThatIsNotUtf8AreInputErrors) {
   // A control token with an ordinary token's text: "Hello world" encoded
   // to the control token, and export-model's folder could not be read back.
   expect([](TinyGguf& t) { t.tokens[258] = t.tokens[7]; },
-         ": tokenizer.ggml.tokens holds '" + TinyGguf().tokens[7] + "' twice, as token 7 and token 258 (one text, two ids)");
+         ": tokenizer.ggml.tokens holds '" + TinyGguf().tokens[7] +
+             "' twice, as token 7 and token 258 (one text, two ids)");
   expect([](TinyGguf& t) { t.renamed["blk.0.ffn_up.weight"] = "blk.0.ffn_gate.weight"; },
          ": two tensors are named 'blk.0.ffn_gate.weight'");
   // What llama.cpp reads and forge does not compute: linear RoPE scaling

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/fnv1a.hpp"
 #include "core/rng.hpp"
 #include "episode/trajectory_codec.hpp"
 #include "mpi_roles/generation_rpc.hpp"
@@ -155,8 +156,7 @@ TEST(TrajectoryCodec, RejectsForeignVersionAndOutOfVocabularyTokens) {
 // version 1: payloads of the builds before read as truncated.)
 TEST(TrajectoryCodec, TheLayoutIsPinnedToItsVersion) {
   const std::vector<uint8_t> bytes = encode_trajectories({sample_trajectory(1)});
-  uint64_t digest = 0xcbf29ce484222325ull;
-  for (uint8_t b : bytes) digest = (digest ^ b) * 0x100000001b3ull;
+  const uint64_t digest = fnv1a64(bytes);
   EXPECT_EQ(kTrajectoryFormatVersion, 1u);
   EXPECT_EQ(bytes.size(), kPinnedBytes) << "the layout changed: bump kTrajectoryFormatVersion";
   EXPECT_EQ(digest, kPinnedDigest) << "the layout changed: bump kTrajectoryFormatVersion";
